@@ -1,0 +1,105 @@
+// Tracked memory: every byte the executor and the backends allocate is counted
+// in a category, so a result can say how much of a stage's peak was
+// activations, parameters, gradients, optimizer state, weight stash,
+// communication buffers or workspace (DESIGN.md, "peak memory").
+//
+// Example:
+//   ppb::MemoryTracker tracker;
+//   ppb::TrackedBuffer x(tracker, ppb::MemCategory::kActivations, 4096);
+//   float* p = x.as<float>();
+//   tracker.peak_total();   // >= 4096
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+namespace ppb {
+
+enum class MemCategory : uint8_t {
+  kActivations,
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kWeightStash,
+  kCommBuffers,
+  kWorkspace,
+};
+inline constexpr int kNumMemCategories = 7;
+
+/// "activations", "parameters", "gradients", "optimizer_state", "weight_stash",
+/// "comm_buffers", "workspace" — the names used in result files.
+std::string_view mem_category_name(MemCategory category);
+
+/// Per-category current and peak byte counts of one process (one stage).
+/// Not thread-safe: one executor thread allocates. Peak per category is the
+/// category's own high-water mark; peak_total() is the high-water mark of the
+/// sum (not the sum of per-category peaks).
+class MemoryTracker {
+ public:
+  MemoryTracker() = default;
+  MemoryTracker(const MemoryTracker&) = delete;
+  MemoryTracker& operator=(const MemoryTracker&) = delete;
+
+  void on_alloc(MemCategory category, int64_t bytes);
+  void on_free(MemCategory category, int64_t bytes);
+
+  int64_t current(MemCategory category) const { return current_[index(category)]; }
+  int64_t peak(MemCategory category) const { return peak_[index(category)]; }
+  int64_t current_total() const { return current_total_; }
+  int64_t peak_total() const { return peak_total_; }
+  /// Each category's bytes at the moment peak_total() was reached.
+  const std::array<int64_t, kNumMemCategories>& at_peak() const { return at_peak_; }
+
+  /// Starts a new measurement window: peaks drop to the current values.
+  void reset_peaks();
+
+  /// Called after every allocation with the new total (the memory guard
+  /// watches it). May be empty.
+  std::function<void(int64_t total)> on_change;
+
+ private:
+  static size_t index(MemCategory c) { return static_cast<size_t>(c); }
+  std::array<int64_t, kNumMemCategories> current_{};
+  std::array<int64_t, kNumMemCategories> peak_{};
+  std::array<int64_t, kNumMemCategories> at_peak_{};
+  int64_t current_total_ = 0;
+  int64_t peak_total_ = 0;
+};
+
+/// A host buffer counted in a tracker for its lifetime. Move-only. Memory is
+/// 64-byte aligned and zero-filled.
+class TrackedBuffer {
+ public:
+  TrackedBuffer() = default;
+  TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64_t bytes);
+  ~TrackedBuffer();
+  TrackedBuffer(TrackedBuffer&& other) noexcept;
+  TrackedBuffer& operator=(TrackedBuffer&& other) noexcept;
+  TrackedBuffer(const TrackedBuffer&) = delete;
+  TrackedBuffer& operator=(const TrackedBuffer&) = delete;
+
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  int64_t size() const { return bytes_; }
+  bool empty() const { return bytes_ == 0; }
+  template <class T>
+  T* as() { return reinterpret_cast<T*>(data_); }
+  template <class T>
+  const T* as() const { return reinterpret_cast<const T*>(data_); }
+  MemCategory category() const { return category_; }
+
+ private:
+  void release();
+  MemoryTracker* tracker_ = nullptr;
+  MemCategory category_ = MemCategory::kWorkspace;
+  std::byte* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+/// Peak resident set size of this process in bytes (getrusage), 0 if unknown.
+int64_t process_peak_rss_bytes();
+
+}  // namespace ppb

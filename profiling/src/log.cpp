@@ -1,0 +1,85 @@
+#include "ppb/profiling/log.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+namespace ppb::log {
+namespace {
+
+struct State {
+  int rank = -1;
+  bool quiet_nonzero = true;
+  Level level = Level::kInfo;
+  std::mutex mutex;
+  std::set<std::string> warned;
+  State() {
+    if (const char* env = std::getenv("PPB_LOG"); env && std::strcmp(env, "debug") == 0) {
+      level = Level::kDebug;
+    }
+  }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+void emit(Level level, const char* fmt, va_list args) {
+  State& s = state();
+  if (level < s.level) return;
+  if (s.quiet_nonzero && s.rank > 0 && level < Level::kWarn) return;
+  const char* tag = "";
+  switch (level) {
+    case Level::kDebug: tag = "debug: "; break;
+    case Level::kInfo: tag = ""; break;
+    case Level::kWarn: tag = "warning: "; break;
+    case Level::kError: tag = "error: "; break;
+  }
+  char body[4096];
+  std::vsnprintf(body, sizeof body, fmt, args);
+  FILE* out = level >= Level::kWarn ? stderr : stdout;
+  std::lock_guard lock(s.mutex);
+  std::fprintf(out, "%s%s%s\n", prefix().c_str(), tag, body);
+  std::fflush(out);
+}
+
+}  // namespace
+
+void set_rank(int rank, bool quiet_nonzero) {
+  state().rank = rank;
+  state().quiet_nonzero = quiet_nonzero;
+}
+
+void set_level(Level level) { state().level = level; }
+
+std::string prefix() {
+  int rank = state().rank;
+  return rank < 0 ? std::string("pipebench: ") : "pipebench[r" + std::to_string(rank) + "]: ";
+}
+
+#define PPB_LOG_FN(name, lvl)          \
+  void name(const char* fmt, ...) {    \
+    va_list args;                      \
+    va_start(args, fmt);               \
+    emit(lvl, fmt, args);              \
+    va_end(args);                      \
+  }
+PPB_LOG_FN(debug, Level::kDebug)
+PPB_LOG_FN(info, Level::kInfo)
+PPB_LOG_FN(warn, Level::kWarn)
+PPB_LOG_FN(error, Level::kError)
+#undef PPB_LOG_FN
+
+void warn_once(const std::string& key, const std::string& message) {
+  {
+    std::lock_guard lock(state().mutex);
+    if (!state().warned.insert(key).second) return;
+  }
+  warn("%s", message.c_str());
+}
+
+}  // namespace ppb::log

@@ -1,0 +1,48 @@
+#include "ppb/profiling/memory.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ppb {
+namespace {
+
+TEST(MemoryTracker, CountsCategoriesAndPeakOfTheSum) {
+  MemoryTracker t;
+  {
+    TrackedBuffer a(t, MemCategory::kActivations, 1000);
+    TrackedBuffer p(t, MemCategory::kParameters, 500);
+    EXPECT_EQ(t.current(MemCategory::kActivations), 1000);
+    EXPECT_EQ(t.current_total(), 1500);
+  }
+  EXPECT_EQ(t.current_total(), 0);
+  EXPECT_EQ(t.peak_total(), 1500);
+  TrackedBuffer w(t, MemCategory::kWorkspace, 1200);
+  // 1200 < 1500: the peak of the sum stays, the category split at peak too.
+  EXPECT_EQ(t.peak_total(), 1500);
+  EXPECT_EQ(t.at_peak()[0], 1000);
+  EXPECT_EQ(t.peak(MemCategory::kWorkspace), 1200);
+  t.reset_peaks();
+  EXPECT_EQ(t.peak_total(), 1200);
+}
+
+TEST(TrackedBuffer, MoveTransfersOwnershipAndZeroFills) {
+  MemoryTracker t;
+  TrackedBuffer a(t, MemCategory::kCommBuffers, 256);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(a.as<float>()[i], 0.0f);
+  TrackedBuffer b = std::move(a);
+  EXPECT_EQ(a.size(), 0);
+  EXPECT_EQ(b.size(), 256);
+  EXPECT_EQ(t.current(MemCategory::kCommBuffers), 256);
+  b = TrackedBuffer();
+  EXPECT_EQ(t.current_total(), 0);
+}
+
+TEST(MemoryTracker, OnChangeSeesEveryAllocation) {
+  MemoryTracker t;
+  int64_t last = -1;
+  t.on_change = [&](int64_t total) { last = total; };
+  TrackedBuffer a(t, MemCategory::kActivations, 10);
+  EXPECT_EQ(last, 10);
+}
+
+}  // namespace
+}  // namespace ppb
