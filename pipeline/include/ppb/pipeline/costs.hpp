@@ -4,6 +4,7 @@
 // from measured action times (the executor's theory figures).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
