@@ -1,0 +1,92 @@
+#include "cli.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::cli {
+
+std::int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  auto fail = [&]() -> std::int64_t {
+    throw UsageError(flag + ": expected a size such as 1024, 512MiB or 16GiB, got '" + text + "'");
+  };
+  size_t pos = 0;
+  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
+  if (pos == 0) return fail();
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = std::stod(text.substr(0, pos), &used);
+    if (used != pos) return fail();
+  } catch (const std::exception&) {
+    return fail();
+  }
+  std::string unit;
+  for (size_t i = pos; i < text.size(); ++i) {
+    if (!std::isspace(static_cast<unsigned char>(text[i]))) {
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+    }
+  }
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "kib" || unit == "k") scale = 1024.0;
+  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "tb") scale = 1e12;
+  else return fail();
+  double bytes = value * scale;
+  if (!std::isfinite(bytes) || bytes < 0 || bytes > 9.0e18) return fail();
+  return static_cast<std::int64_t>(std::llround(bytes));
+}
+
+std::string format_bytes(std::int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(text)) {
+    size_t used = 0;
+    long value = 0;
+    try {
+      value = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || value < 1 || value > 1000000) {
+      throw UsageError(flag + ": expected positive integers separated by commas, got '" + item + "'");
+    }
+    out.push_back(static_cast<int>(value));
+  }
+  if (out.empty()) throw UsageError(flag + ": expected at least one value");
+  return out;
+}
+
+}  // namespace ppb::cli

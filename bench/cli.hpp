@@ -1,0 +1,46 @@
+// Shared pieces of the `pipebench` subcommands (bench/cmd_*.cpp).
+//
+// Each subcommand is one file exposing `void register_<name>(CLI::App& app)`,
+// which adds the subcommand, its flags (into one options struct, STYLE rule 9)
+// and a callback. The callback throws ppb::UsageError for bad input (main
+// prints one line, exit 2) and ExitCode for any other non-zero exit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace ppb::cli {
+
+/// Thrown by a subcommand that wants a specific exit code (1 = regression).
+struct ExitCode {
+  int code = 0;
+};
+
+/// Parses a byte size: "1024", "512MiB", "16GiB", "1.5GB", "64KiB", "2TiB",
+/// case-insensitive, binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB)
+/// units, "B" alone. Throws UsageError naming `flag` on anything else.
+/// Example: parse_bytes("16GiB", "--memory-budget") == 17179869184.
+std::int64_t parse_bytes(const std::string& text, const std::string& flag);
+
+/// "1.50 GiB", "143 MiB", "512 B": for tables.
+std::string format_bytes(std::int64_t bytes);
+
+/// Splits "a,b,c" into {"a","b","c"}; empty items are dropped.
+std::vector<std::string> split_list(const std::string& text);
+
+/// Parses a comma list of positive integers ("8,16") naming `flag` on error.
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+
+void register_list(CLI::App& app);
+void register_schedule(CLI::App& app);
+void register_simulate(CLI::App& app);
+void register_run(CLI::App& app);     // bench/cmd_run.cpp
+void register_p2p(CLI::App& app);     // bench/cmd_p2p.cpp
+void register_report(CLI::App& app);  // bench/cmd_report.cpp
+
+}  // namespace ppb::cli
