@@ -10,9 +10,12 @@
 
 namespace ppb {
 
-/// `--model` value. Presets: gpt-tiny (8 layers, hidden 128, 4 heads, seq 64,
-/// vocab 512, mbs 2), gpt-small (~124M), gpt-1.3b, gpt-7b; or
-/// "gpt:layers=12,hidden=768,heads=12,seq=512,vocab=32000,ffn=4,mbs=4"
+/// `--model` value. Presets (layers/hidden/heads, seq, vocab, ffn, mbs):
+///   gpt-tiny   8/128/4,     seq 64,   vocab 512,   ffn 4, mbs 2 (CPU tests)
+///   gpt-small  12/768/12,   seq 1024, vocab 50257, ffn 4, mbs 4 (GPT-2 small, 124M)
+///   gpt-1.3b   24/2048/16,  seq 2048, vocab 50257, ffn 4, mbs 2 (GPT-3 XL shape)
+///   gpt-7b     32/4096/32,  seq 2048, vocab 50257, ffn 4, mbs 1 (GPT-3 6.7B shape)
+/// or "gpt:layers=12,hidden=768,heads=12,seq=512,vocab=32000,ffn=4,mbs=4"
 /// (omitted keys take gpt-small's values).
 struct ModelSpec {
   std::string name;  ///< preset name or the spec text as given
@@ -30,11 +33,22 @@ struct ModelSpec {
 
 /// Parses a preset name or a "gpt:key=value,..." spec.
 /// Throws UsageError naming the key or value that is wrong (unknown preset
-/// lists the presets; hidden % heads != 0; any value < 1).
+/// lists the presets; unknown key lists the keys; non-integer or < 1 values;
+/// "--model: key 'heads': hidden 768 is not divisible by 10").
 ModelSpec parse_model_spec(std::string_view text);
 
 /// Names of the presets, for `pipebench list`.
 std::vector<std::string> model_preset_names();
+
+/// Parameter count as GPT-2 reports it: the output head is counted as tied
+/// to the token embedding (so counted once). gpt-small -> 124,439,808.
+int64_t parameter_count(const ModelSpec& spec);
+
+/// Parameters the units actually hold. The head is UNTIED (its own
+/// hidden x vocab matrix on the last stage), so this is
+/// parameter_count(spec) + hidden * vocab (gpt-small -> 163,037,184), and
+/// equals the sum of the units' param_bytes / bytes_per_element.
+int64_t stored_parameter_count(const ModelSpec& spec);
 
 enum class UnitKind : uint8_t {
   kEmbedding,   ///< token + position embedding
@@ -52,6 +66,39 @@ enum class UnitKind : uint8_t {
 const char* unit_kind_name(UnitKind kind);
 
 /// One operator unit. FLOPs and bytes are for ONE micro-batch.
+///
+/// The formulas (a binding contract with the cpu backend, which allocates and
+/// tracks exactly these bytes). T = mbs * seq tokens, h hidden, a heads,
+/// d = h / a, f = ffn * h, V vocab, b = mbs, s = seq, e = bytes_per_element.
+/// A GEMM m x k x n costs 2mkn forward, 2mkn backward-input, 2mkn
+/// backward-weight; a bias adds m*n forward and m*n backward-weight.
+///
+///  unit        activation_bytes        boundary_bytes   param_bytes
+///  embedding   4 * T (int32 ids)       T*h*e            (V*h + s*h)*e
+///  ln1, ln2    (T*h + 2*T)*e           2*T*h*e          2*h*e
+///  qkv         T*h*e                   4*T*h*e          (3*h*h + 3*h)*e
+///  attention   (3*T*h + b*a*s*s)*e     2*T*h*e          0
+///  attn_out    T*h*e                   T*h*e            (h*h + h)*e
+///  fc1_gelu    (T*h + T*f)*e           (T*f + T*h)*e    (h*f + f)*e
+///  fc2         T*f*e                   T*h*e            (f*h + h)*e
+///  final_norm  (T*h + 2*T)*e           T*h*e            2*h*e
+///  head        (T*h + T*V)*e           0                h*V*e
+///
+///  unit        fwd_flops                   bwd_input_flops            bwd_weight_flops
+///  embedding   T*h (position add)          0 (ids have no gradient)   2*T*h (scatter-add wte, wpe)
+///  ln1/ln2/fn  8*T*h                       10*T*h                     3*T*h (dgamma 2, dbeta 1)
+///  qkv         2*T*h*3h + 3*T*h            2*T*3h*h                   2*T*h*3h + 3*T*h
+///  attention   4*b*s*s*h + 5*b*a*s*s       8*b*s*s*h + 4*b*a*s*s      0
+///  attn_out    2*T*h*h + 2*T*h (+resid)    2*T*h*h                    2*T*h*h + T*h
+///  fc1_gelu    2*T*h*f + T*f + 8*T*f       2*T*f*h + 12*T*f           2*T*h*f + T*f
+///  fc2         2*T*f*h + 2*T*h (+resid)    2*T*f*h                    2*T*f*h + T*h
+///  head        2*T*h*V + 5*T*V             2*T*V*h + 2*T*V            2*T*h*V
+/// Elementwise counts: LayerNorm 8 flops/element forward, 10 backward-input,
+/// 3 backward-weight; GeLU (tanh form) 8 forward, 12 backward; softmax 5 per
+/// score forward (scale, max, subtract, exp, normalise) and 4 backward;
+/// cross-entropy 5 per logit forward, 2 backward. Attention's scores and
+/// context GEMMs (2 * 2*b*a*s*s*d) count the full s x s square (the causal
+/// mask is applied, not skipped).
 struct Unit {
   UnitKind kind = UnitKind::kEmbedding;
   int layer = -1;    ///< transformer layer index, -1 outside layers
@@ -73,12 +120,15 @@ struct Unit {
 /// So units.size() == 3 + 7 * layers.
 std::vector<Unit> expand_units(const ModelSpec& spec);
 
-/// Indices [first, last) of the units of transformer layer `layer`.
+/// A contiguous range of units [begin, end).
 struct UnitRange {
   int begin = 0;
   int end = 0;
   int size() const { return end - begin; }
   friend bool operator==(const UnitRange&, const UnitRange&) = default;
 };
+
+/// Units of transformer layer `layer`: [1 + 7*layer, 8 + 7*layer).
+inline UnitRange layer_unit_range(int layer) { return {1 + 7 * layer, 8 + 7 * layer}; }
 
 }  // namespace ppb
