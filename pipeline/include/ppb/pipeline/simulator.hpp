@@ -1,0 +1,109 @@
+// Discrete-event simulation of a Schedule on a cost model (DESIGN.md, the
+// simulator box). It runs the SAME action lists as the executor, with the same
+// rules, so predicted and measured timelines line up action for action:
+//
+//  * each stage runs its list in order; an action starts at
+//    max(time the stage is free, arrival of its inputs);
+//  * inputs follow action.hpp's communication rule: F(mb, c) on virtual stage
+//    v > 0 needs the activation of F(mb, c') on v - 1; B(mb, c) / I(mb, c) on
+//    v < P*V-1 needs the input gradient of B/I(mb, c') on v + 1; B/I also need
+//    the stage's own F(mb, c) done, W(mb, c) its own I(mb, c);
+//  * a transfer starts when the producing action ends and its link (the
+//    ordered stage pair) is free — links serve transfers first in, first out —
+//    and takes costs.link.transfer_time(bytes). Sends never block compute
+//    (compute/communication overlap). Between virtual stages of the same
+//    physical stage (P == 1) there is no transfer: the input is ready when
+//    the producing action ends;
+//  * SYNC is a barrier: every stage leaves its k-th SYNC at the latest arrival
+//    at that SYNC plus costs.link.latency (plus nothing when P == 1);
+//  * F takes fwd, I bwd_input, W bwd_weight, B bwd_input + bwd_weight of the
+//    action's virtual stage.
+//
+// Cost: O(number of actions + number of transfers) time and memory.
+//
+// Example:
+//   ppb::Schedule s = ppb::generate_schedule("1f1b", {.stages = 4, .microbatches = 8});
+//   ppb::SimResult r = ppb::simulate(s, ppb::uniform_costs(4, 1, 1.0, 2.0, 0.0, 0.0));
+//   r.step_time;     // 33 = (M + P - 1) * (TF + TB)
+//   r.bubble_ratio;  // 3 / 11 = (P - 1) / (M + P - 1)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/costs.hpp"
+
+namespace ppb {
+
+struct SimOptions {
+  /// Keep every action's start/end (SimStage::events) and every transfer
+  /// (SimResult::transfers). Off, only the figures are computed.
+  bool record_events = true;
+};
+
+/// One executed action of one stage, times from the step's start.
+struct SimEvent {
+  Action action;
+  double start = 0;
+  double end = 0;
+};
+
+/// One stage-to-stage message: an activation (gradient = false) from
+/// virtual stage v to v + 1, or an input gradient (gradient = true) from v to
+/// v - 1. `chunk` is the chunk of the PRODUCING action. start is when the
+/// link began sending it (>= the producing action's end), end its arrival.
+struct SimTransfer {
+  int from_stage = 0;
+  int to_stage = 0;
+  int32_t microbatch = 0;
+  int32_t chunk = 0;
+  bool gradient = false;
+  double start = 0;
+  double end = 0;
+};
+
+struct SimStage {
+  double busy = 0;  ///< summed durations of its F/B/I/W actions
+  double idle = 0;  ///< step_time - busy
+  /// Max number of (micro-batch, chunk) pairs held between the start of their
+  /// F and the end of their last backward piece (B, or W after I).
+  int peak_inflight = 0;
+  /// Peak of the summed ChunkCost::activation_bytes of those pairs; 0 unless
+  /// costs.has_bytes.
+  int64_t peak_activation_bytes = 0;
+  std::vector<SimEvent> events;  ///< in list order (empty without record_events)
+};
+
+struct SimResult {
+  /// Makespan: end of the last action on any stage (all batches together for
+  /// schedules with batches > 1).
+  double step_time = 0;
+  /// Mean over stages of (step_time - busy) / step_time; 0 when step_time is 0.
+  double bubble_ratio = 0;
+  /// Sum of idle / sum of busy (Megatron-LM's normalisation); 0 when busy is 0.
+  double bubble_overhead = 0;
+  /// batch_end[b] = end of the last action of a micro-batch of batch b (for
+  /// pipedream with batches > 1 the batches overlap; the per-batch time in
+  /// steady state is batch_end[b] - batch_end[b-1]). One entry per batch.
+  std::vector<double> batch_end;
+  std::vector<SimStage> stages;
+  std::vector<SimTransfer> transfers;  ///< in order of issue per link (empty without record_events)
+
+  /// step_time / batches: the mean time per batch.
+  double time_per_batch() const {
+    return batch_end.empty() ? step_time : step_time / static_cast<double>(batch_end.size());
+  }
+};
+
+/// Simulates `schedule` on `costs`.
+/// REQUIRES (else throws UsageError naming the mismatch): costs.stages ==
+/// schedule.stages, costs.chunks_per_stage == schedule.chunks, costs.chunks has
+/// P*V entries, schedule.actions has P lists, every action's micro-batch in
+/// [0, M*batches) and chunk in [0, V) (SYNC: -1, -1), and no negative cost.
+/// Throws UsageError("simulate: not progressing at ...") naming each stuck
+/// stage, its position and the action it waits at, when the lists deadlock
+/// (a schedule that would not pass the validator).
+SimResult simulate(const Schedule& schedule, const StageCosts& costs, const SimOptions& options = {});
+
+}  // namespace ppb
