@@ -1,0 +1,48 @@
+// `pipebench schedule`: prints a generated schedule as text (one line per
+// stage) or as the JSON document that --schedule-file reads back.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/schedule_io.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::cli {
+namespace {
+
+struct ScheduleOptions {
+  std::string name;
+  ScheduleParams params;
+  std::string format = "text";
+};
+
+void run_schedule(const ScheduleOptions& opt) {
+  Schedule s = generate_schedule(opt.name, opt.params);
+  if (opt.format == "json") {
+    std::printf("%s\n", schedule_to_json(s).c_str());
+  } else {
+    std::printf("%s", schedule_to_text(s).c_str());
+  }
+}
+
+}  // namespace
+
+void register_schedule(CLI::App& app) {
+  auto opt = std::make_shared<ScheduleOptions>();
+  CLI::App* cmd = app.add_subcommand("schedule", "Print a schedule's per-stage action lists");
+  cmd->add_option("--name", opt->name, "Schedule name (see pipebench list)")->required();
+  cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P")->required();
+  cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches per batch M")->required();
+  cmd->add_option("--chunks,-v", opt->params.chunks, "Model chunks per stage V (interleaved-1f1b)");
+  cmd->add_option("--inflight", opt->params.inflight, "Micro-batches in flight per stage N (async-1f1b, hybrid, adaptive; default P)");
+  cmd->add_option("--sync-warmup", opt->params.sync_warmup, "Synchronous warm-up micro-batches K (hybrid)");
+  cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
+  cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([opt] { run_schedule(*opt); });
+}
+
+}  // namespace ppb::cli

@@ -1,0 +1,169 @@
+// `pipebench simulate`: runs a schedule on the cost model — from the Zero
+// Bubble cost flags (--fwd --bwd --wgrad --comm) or from a model, partition
+// and device — and prints the predicted timeline and figures.
+#include <CLI/CLI.hpp>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli.hpp"
+#include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/partition.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/schedule_io.hpp"
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/pipeline/timeline_text.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string schedule;
+  std::string schedule_file;
+  ScheduleParams params;
+  double fwd = 1, bwd = 1, wgrad = 1, comm = 0;
+  std::string model, partition, device = "cpu";
+  std::string format = "text";
+  std::string trace;
+  int width = 100;
+  // Which optional flags were given (the schedule file carries its own P, M, V).
+  CLI::Option* stages_flag = nullptr;
+  CLI::Option* microbatches_flag = nullptr;
+  CLI::Option* chunks_flag = nullptr;
+  bool cost_flags_given = false;
+};
+
+Schedule load_schedule(const SimulateOptions& opt) {
+  if (opt.schedule_file.empty()) {
+    if (!*opt.stages_flag) throw UsageError("--stages: required with --schedule");
+    if (!*opt.microbatches_flag) throw UsageError("--microbatches: required with --schedule");
+    return generate_schedule(opt.schedule, opt.params);
+  }
+  Schedule s = read_schedule_file(opt.schedule_file);
+  auto mismatch = [&](const char* flag, int given, int in_file) {
+    throw UsageError(std::string(flag) + ": " + std::to_string(given) + " does not match " +
+                     opt.schedule_file + " (" + std::to_string(in_file) + ")");
+  };
+  if (*opt.stages_flag && opt.params.stages != s.stages) mismatch("--stages", opt.params.stages, s.stages);
+  if (*opt.microbatches_flag && opt.params.microbatches != s.microbatches) {
+    mismatch("--microbatches", opt.params.microbatches, s.microbatches);
+  }
+  if (*opt.chunks_flag && opt.params.chunks != s.chunks) mismatch("--chunks", opt.params.chunks, s.chunks);
+  return s;
+}
+
+StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
+  if (opt.model.empty()) {
+    if (!opt.partition.empty()) throw UsageError("--partition: needs --model");
+    return uniform_costs(s.stages, s.chunks, opt.fwd, opt.bwd, opt.wgrad, opt.comm);
+  }
+  if (opt.cost_flags_given) throw UsageError("--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
+  ModelSpec spec = parse_model_spec(opt.model);
+  std::vector<Unit> units = expand_units(spec);
+  DeviceSpec device = device_preset(opt.device);
+  std::vector<UnitTime> times = unit_times(units, device);
+  LinkModel link;
+  link.latency = device.link_latency;
+  link.bandwidth = device.link_bandwidth;
+  PartitionOptions popt;
+  popt.link = link;
+  std::vector<UnitRange> parts =
+      make_partition(opt.partition.empty() ? "balanced" : opt.partition, units, times, s.stages * s.chunks, popt);
+  return model_costs(units, times, parts, s.stages, s.chunks, link);
+}
+
+void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r, const SimulateOptions& opt) {
+  std::printf("schedule %s  P=%d M=%d V=%d", s.name.c_str(), s.stages, s.microbatches, s.chunks);
+  if (s.batches > 1) std::printf(" batches=%d", s.batches);
+  if (opt.model.empty()) {
+    std::printf("  costs TF=%g TB=%g TW=%g TC=%g (time units)\n", opt.fwd, opt.bwd, opt.wgrad, opt.comm);
+  } else {
+    std::printf("  model %s, partition %s, device %s (seconds)\n", opt.model.c_str(),
+                opt.partition.empty() ? "balanced" : opt.partition.c_str(), opt.device.c_str());
+  }
+  std::printf("step time        %.6g\n", r.step_time);
+  std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n", r.bubble_ratio);
+  std::printf("bubble overhead  %.4f   (idle / busy, Megatron-LM's normalisation)\n\n", r.bubble_overhead);
+  std::printf("stage %12s %12s %9s %s\n", "busy", "idle", "in-flight", costs.has_bytes ? "peak activations" : "");
+  for (size_t i = 0; i < r.stages.size(); ++i) {
+    const SimStage& st = r.stages[i];
+    std::printf("%5zu %12.6g %12.6g %9d %s\n", i, st.busy, st.idle, st.peak_inflight,
+                costs.has_bytes ? format_bytes(st.peak_activation_bytes).c_str() : "");
+  }
+  std::printf("\n%s", render_timeline(s, r, opt.width).c_str());
+}
+
+void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r, const SimulateOptions& opt) {
+  boost::json::object config{{"schedule", s.name},   {"stages", s.stages},  {"microbatches", s.microbatches},
+                             {"chunks", s.chunks},   {"batches", s.batches}};
+  if (opt.model.empty()) {
+    config["costs"] = {{"fwd", opt.fwd}, {"bwd", opt.bwd}, {"wgrad", opt.wgrad}, {"comm", opt.comm}};
+  } else {
+    config["model"] = opt.model;
+    config["partition"] = opt.partition.empty() ? "balanced" : opt.partition;
+    config["device"] = opt.device;
+  }
+  boost::json::array stages;
+  for (const SimStage& st : r.stages) {
+    boost::json::object o{{"busy", st.busy}, {"idle", st.idle}, {"peak_inflight", st.peak_inflight}};
+    if (costs.has_bytes) o["peak_activation_bytes"] = st.peak_activation_bytes;
+    stages.push_back(std::move(o));
+  }
+  boost::json::object out{{"schema", "pipebench.simulation/1"},
+                          {"config", std::move(config)},
+                          {"step_time", r.step_time},
+                          {"bubble_ratio", r.bubble_ratio},
+                          {"bubble_overhead", r.bubble_overhead},
+                          {"stages", std::move(stages)}};
+  std::printf("%s\n", boost::json::serialize(out).c_str());
+}
+
+void run_simulate(const SimulateOptions& opt) {
+  Schedule s = load_schedule(opt);
+  StageCosts costs = build_costs(opt, s);
+  SimResult r = simulate(s, costs);
+  if (!opt.trace.empty()) write_sim_trace(s, r, opt.trace);
+  if (opt.format == "json") print_json(s, costs, r, opt);
+  else print_text(s, costs, r, opt);
+}
+
+}  // namespace
+
+void register_simulate(CLI::App& app) {
+  auto opt = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Run a schedule on the cost model");
+  auto* by_name = cmd->add_option("--schedule", opt->schedule, "Schedule name (see pipebench list)");
+  auto* by_file = cmd->add_option("--schedule-file", opt->schedule_file, "A pipebench.schedule/1 JSON file");
+  by_name->excludes(by_file);
+  opt->stages_flag = cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P");
+  opt->microbatches_flag = cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches M");
+  opt->chunks_flag = cmd->add_option("--chunks,-v", opt->params.chunks, "Model chunks per stage V");
+  cmd->add_option("--inflight", opt->params.inflight, "Micro-batches in flight N (default P)");
+  cmd->add_option("--sync-warmup", opt->params.sync_warmup, "Synchronous warm-up micro-batches K (hybrid)");
+  cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
+  auto* f = cmd->add_option("--fwd", opt->fwd, "TF: forward time per stage (default 1)");
+  auto* b = cmd->add_option("--bwd", opt->bwd, "TB: input-gradient backward time per stage (default 1)");
+  auto* w = cmd->add_option("--wgrad", opt->wgrad, "TW: weight-gradient backward time per stage (default 1)");
+  auto* c = cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
+  for (CLI::Option* o : {f, b, w, c}) o->check(CLI::NonNegativeNumber);
+  cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..");
+  cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
+  cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");
+  cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--trace", opt->trace, "Write the predicted timeline as a Chrome/Perfetto trace");
+  cmd->add_option("--width", opt->width, "Columns of the text timeline")->check(CLI::Range(20, 1000));
+  cmd->callback([opt, f, b, w, c] {
+    if (opt->schedule.empty() && opt->schedule_file.empty()) {
+      throw UsageError("simulate: give --schedule NAME or --schedule-file FILE");
+    }
+    opt->cost_flags_given = *f || *b || *w || *c;
+    run_simulate(*opt);
+  });
+}
+
+}  // namespace ppb::cli

@@ -1,0 +1,42 @@
+# The `pipebench` command: main.cpp plus one cmd_<name>.cpp per subcommand.
+set(PPB_BUILD_INFO_CPP ${CMAKE_CURRENT_BINARY_DIR}/build_info.cpp)
+add_custom_target(ppb_build_info
+  COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DOUTPUT=${PPB_BUILD_INFO_CPP}
+          "-DCOMPILER=${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}"
+          -DBUILD_TYPE=${CMAKE_BUILD_TYPE} -DCUDA=$<IF:$<BOOL:${PPB_HAVE_CUDA}>,true,false>
+          -P ${PROJECT_SOURCE_DIR}/cmake/BuildInfo.cmake
+  BYPRODUCTS ${PPB_BUILD_INFO_CPP}
+  COMMENT "build info")
+
+add_library(ppb_cli STATIC cli.cpp ${PPB_BUILD_INFO_CPP})
+add_dependencies(ppb_cli ppb_build_info)
+target_include_directories(ppb_cli PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(ppb_cli PUBLIC ppb::profiling CLI11::CLI11 PRIVATE ppb::warnings)
+
+set(PPB_COMMAND_SOURCES main.cpp cmd_list.cpp cmd_schedule.cpp cmd_simulate.cpp)
+set(PPB_COMMAND_LIBS ppb::core)
+foreach(cmd run p2p report)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/cmd_${cmd}.cpp)
+    list(APPEND PPB_COMMAND_SOURCES cmd_${cmd}.cpp)
+    string(TOUPPER ${cmd} up)
+    list(APPEND PPB_COMMAND_DEFS PPB_HAVE_CMD_${up}=1)
+  endif()
+endforeach()
+if(TARGET ppb_exec)
+  list(APPEND PPB_COMMAND_LIBS ppb::exec)
+endif()
+if(TARGET ppb_reports)
+  list(APPEND PPB_COMMAND_LIBS ppb::reports)
+endif()
+# The run command's helpers list themselves (sources relative to bench/).
+include(${CMAKE_CURRENT_SOURCE_DIR}/run/run.cmake OPTIONAL)
+
+add_executable(pipebench ${PPB_COMMAND_SOURCES})
+target_compile_definitions(pipebench PRIVATE ${PPB_COMMAND_DEFS})
+target_link_libraries(pipebench PRIVATE ppb_cli ${PPB_COMMAND_LIBS} ppb::warnings)
+install(TARGETS pipebench)
+
+if(PPB_BUILD_TESTS)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/tests/command.cmake OPTIONAL)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/tests/run.cmake OPTIONAL)
+endif()

@@ -1,0 +1,60 @@
+// pipebench: benchmarking and profiling of pipeline-parallel training.
+// One CLI11 app; each subcommand is a plug-in in bench/cmd_<name>.cpp.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "cli.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "pipebench: measures pipeline-parallel training schedules (GPipe, 1F1B, interleaved, "
+      "zero bubble, ...) on real MPI ranks, simulates them on a cost model, and reports."};
+  app.name("pipebench");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  app.set_version_flag("--version", "pipebench 0.1");
+
+  ppb::cli::register_list(app);
+  ppb::cli::register_schedule(app);
+  ppb::cli::register_simulate(app);
+#ifdef PPB_HAVE_CMD_RUN
+  ppb::cli::register_run(app);
+#endif
+#ifdef PPB_HAVE_CMD_P2P
+  ppb::cli::register_p2p(app);
+#endif
+#ifdef PPB_HAVE_CMD_REPORT
+  ppb::cli::register_report(app);
+#endif
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Bad flags: one line, exit 2 (CLI11's own codes are for its tests, not ours).
+    std::fprintf(stderr, "%s%s (see pipebench --help)\n", ppb::log::prefix().c_str(), e.what());
+    return ppb::kUsageExitCode;
+  } catch (const ppb::UsageError& e) {
+    std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
+    return ppb::kUsageExitCode;
+  } catch (const ppb::cli::ExitCode& e) {
+    return e.code;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%sout of host memory\n", ppb::log::prefix().c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%serror: %s\n", ppb::log::prefix().c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}

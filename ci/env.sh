@@ -1,0 +1,9 @@
+# Sourced by the ci/ scripts: the environment every MPI job here needs.
+# Open MPI refuses root without these; more ranks than cores need oversubscribe.
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# One BLAS thread per rank: ranks already share the cores.
+export OPENBLAS_NUM_THREADS=1
+# Quiet Open MPI's warnings about missing high-speed interconnects in containers.
+export OMPI_MCA_btl_base_warn_component_unused=0
