@@ -1,0 +1,72 @@
+// Schedule generators (DESIGN.md, "Schedules"): pure functions from a few
+// integers to per-stage action lists. Every generator is one file in
+// pipeline/src/schedule/ plus one registration line in registry.cpp
+// (STYLE.md rule 8); `pipebench list` prints schedule_list().
+//
+// Example:
+//   ppb::ScheduleParams p;
+//   p.stages = 4;
+//   p.microbatches = 8;
+//   ppb::Schedule s = ppb::generate_schedule("1f1b", p);  // validated
+//   // s.actions[3] == {F0 B0 F1 B1 ... F7 B7}
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ppb/pipeline/action.hpp"
+
+namespace ppb {
+
+/// What a generator takes. Fields a schedule does not use are ignored
+/// (inflight, sync_warmup), except chunks and batches, which must be 1 for
+/// schedules without chunks / with a flush (a UsageError otherwise).
+struct ScheduleParams {
+  int stages = 1;        ///< P, >= 1
+  int microbatches = 1;  ///< M per batch, >= 1
+  int chunks = 1;        ///< V, model chunks per stage (interleaved-1f1b)
+  int inflight = 0;      ///< async-1f1b/adaptive/hybrid: max micro-batches in flight on a stage; 0 = P
+  int sync_warmup = 1;   ///< hybrid: the first K micro-batches run synchronously, 0 <= K <= M
+  int batches = 1;       ///< pipedream: batches run back to back without a flush
+};
+
+/// One registered schedule, for `pipebench list` and for callers that need to
+/// know whether its backward is split into I and W (zb-*) or whether it uses
+/// model chunks (interleaved-1f1b).
+struct ScheduleInfo {
+  std::string name;
+  std::string help;  ///< one line
+  bool splits_backward = false;
+  bool uses_chunks = false;
+};
+
+/// The registry, in a fixed order, one entry per schedule.
+const std::vector<ScheduleInfo>& schedule_list();
+
+/// Generates the schedule `name` and validates it (validator.hpp).
+/// Throws UsageError for an unknown name (the message lists the valid names)
+/// and for invalid parameters, naming the flag and the reason:
+/// "--chunks: gpipe has no model chunks; expected 1, got 2".
+Schedule generate_schedule(std::string_view name, const ScheduleParams& p);
+
+/// Peak in-flight micro-batches per stage: the largest number of
+/// (micro-batch, chunk) pairs whose F has run and whose last backward piece
+/// (B, or W when the backward is split) has not, counted along each stage's
+/// list. Standard figures: 1f1b min(P-s, M); gpipe M; sync-1f1b 1;
+/// async-1f1b stage 0 min(N, M).
+/// REQUIRES: s passes the validator.
+std::vector<int> peak_inflight(const Schedule& s);
+
+/// Like peak_inflight, but a pair leaves at its input-gradient step (B or I):
+/// what a schedule keeps of the full activations when W only needs the
+/// smaller weight-gradient inputs (the Zero Bubble paper's memory model).
+/// zb-h1 keeps 1F1B's figure here, min(P-s, M).
+std::vector<int> peak_inflight_until_input_grad(const Schedule& s);
+
+/// Warm-up forwards of stage s under async-1f1b with in-flight limit N
+/// (document 000 §3.2): min(M-1, max(min(N, P-s), N-s) - 1), never below 0.
+/// N = P gives 1F1B's min(P-s-1, M-1).
+int async_warmup_forwards(int stages, int microbatches, int inflight, int stage);
+
+}  // namespace ppb
