@@ -1,0 +1,186 @@
+// The executor: runs one stage's action list of a validated Schedule on this
+// MPI rank, with a Backend for the compute and a Transport for the messages.
+//
+// Communication (action.hpp's rule, derived, never listed):
+//  * F(mb, c) on virtual stage v = c*P+s: if v > 0 its input is the
+//    activation of v-1 (rank (v-1) % P); after it, if v < P*V-1, its output
+//    goes to v+1 (rank (v+1) % P);
+//  * B/I(mb, c): if v < P*V-1 its input is the gradient from v+1; after it,
+//    if v > 0, the input gradient goes to v-1. W is local.
+//  * a message between virtual stages on the same rank (P == 1) is a local
+//    hand-over of the buffer, no transport call.
+//  * receives are posted in the order this rank's actions consume them, as
+//    early as the receive window (ExecutorOptions::recv_window buffers)
+//    allows; a buffer returns to the pool when its action has consumed it.
+//    Sends are non-blocking; their completion is tested between actions and
+//    their buffers recycled. All buffers come from a pool counted in
+//    MemCategory::kCommBuffers. Since the earliest receive this rank needs is
+//    always posted and sends never block, the run cannot deadlock unless the
+//    schedule does (the validator's dry run proves it does not).
+//  * SYNC: MPI_Barrier.
+//  * optimizer: OptimizerPolicy::kPerBatch calls optimizer_step(c) for every
+//    chunk once after the last action of each batch (flush schedules);
+//    kPerBackward after every B or W of the chunk (pipedream).
+//
+// A step starts with a barrier; times are seconds from this rank's step start
+// (just after that barrier; ranks leave a barrier within microseconds of one
+// another on one host).
+//
+// Wait strategy (ExecutorOptions::wait), measured on the 2-core machine with
+// the timed backend, P = 8 ranks, 1f1b, M = 32, 2 ms actions: see
+// kDefaultWaitStrategy below for the figures.
+//
+// Watchdog (ExecutorOptions::timeout_seconds > 0): a thread per rank watches
+// the current step; when one step has run longer than the timeout it prints
+//   "rank 3: step 2 stuck for 30.0 s in B5 (waiting for the input gradient of mb 5 from rank 4)"
+// and ends the job with MPI_Abort(…, 1).
+//
+// Example:
+//   ppb::MpiSession mpi;
+//   auto transport = ppb::make_transport("mpi", mpi.comm());
+//   auto backend = ppb::make_backend("timed", cfg);
+//   ppb::Executor exec(mpi.comm(), *backend, *transport, {});
+//   ppb::StepRecord r = exec.run_step(schedule);
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/transport.hpp"
+#include "ppb/pipeline/action.hpp"
+
+namespace ppb {
+
+/// Measured on this project's 2-core machine (see executor.cpp's header
+/// comment and the executor engineer's report for the table).
+inline constexpr WaitStrategy kDefaultWaitStrategy = WaitStrategy::kSleep;
+
+enum class OptimizerPolicy : uint8_t {
+  kPerBatch,     ///< one SGD step per chunk at the end of each batch (flush schedules)
+  kPerBackward,  ///< one SGD step on the chunk after each of its backwards (pipedream)
+};
+/// kPerBackward for "pipedream", kPerBatch for every other schedule.
+OptimizerPolicy optimizer_policy_for(std::string_view schedule_name);
+
+/// One message as this rank saw it (for Chrome trace flow arrows).
+struct CommRecord {
+  bool send = false;  ///< true: this rank sent it; false: received it
+  MessageKind kind = MessageKind::kActivation;
+  int peer = 0;            ///< the other rank
+  int64_t microbatch = 0;
+  int from_virtual = 0;    ///< producing virtual stage
+  int to_virtual = 0;      ///< consuming virtual stage
+  int64_t bytes = 0;
+  double start = 0;        ///< send: isend posted; recv: irecv posted
+  double end = 0;          ///< when this rank saw it complete
+  bool local = false;      ///< same-rank hand-over (no transport)
+
+  /// Id shared by the send and the receive of one message, unique within a
+  /// step across ranks: ((mb * VP + from_virtual) * 2 + kind).
+  int64_t flow_id(int virtual_stages) const {
+    return (microbatch * virtual_stages + from_virtual) * 2 + static_cast<int64_t>(kind);
+  }
+};
+
+/// One executed action. wait = seconds spent before `start` waiting for
+/// this action's input (0 when it was there).
+struct ActionRecord {
+  Action action;
+  double start = 0;
+  double end = 0;
+  double wait = 0;
+};
+
+/// What one rank did in one step (seconds from its step start).
+struct StepRecord {
+  int step = 0;        ///< 0-based index of this run_step call
+  int stage = 0;
+  std::vector<ActionRecord> actions;  ///< in list order, SYNC included
+  std::vector<CommRecord> comms;
+  double busy = 0;            ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;            ///< summed waits for inputs
+  double sync = 0;            ///< summed time in SYNC barriers
+  double optimizer = 0;       ///< summed optimizer_step time
+  double actions_end = 0;     ///< end of the last action (DESIGN.md's step end on this rank)
+  double end = 0;             ///< after the optimizer and the drain of all sends
+  int64_t peak_bytes = 0;             ///< tracker total's high-water mark during the step
+  int64_t peak_activation_bytes = 0;  ///< kActivations high-water mark during the step
+  int64_t peak_comm_bytes = 0;        ///< kCommBuffers high-water mark during the step
+};
+
+/// Hook points around every action, message and step (NVTX ranges plug in
+/// here: DESIGN.md's "F s2 mb3", "send act s2->s3 mb3", "step <k>").
+/// Called on the executor's thread; must not call the transport. Default
+/// implementations do nothing.
+class Instrumentation {
+ public:
+  virtual ~Instrumentation() = default;
+  virtual void step_begin(int /*step*/) {}
+  virtual void step_end(int /*step*/) {}
+  virtual void action_begin(int /*stage*/, const Action& /*action*/) {}
+  virtual void action_end(int /*stage*/, const Action& /*action*/) {}
+  /// A message was posted (send: isend issued; recv: irecv posted).
+  virtual void comm_begin(const CommRecord& /*record*/) {}
+  /// The message completed (record.end is set).
+  virtual void comm_end(const CommRecord& /*record*/) {}
+  virtual void optimizer_begin(int /*chunk*/) {}
+  virtual void optimizer_end(int /*chunk*/) {}
+};
+
+struct ExecutorOptions {
+  WaitStrategy wait = kDefaultWaitStrategy;
+  OptimizerPolicy optimizer = OptimizerPolicy::kPerBatch;
+  /// Receive buffers posted ahead of need (>= 1).
+  int recv_window = 8;
+  /// Per-step watchdog; 0 = off.
+  double timeout_seconds = 0;
+  /// Not owned; may be null.
+  Instrumentation* instrumentation = nullptr;
+  /// TEST ONLY: rank `debug_stall_rank` never finishes the first action of
+  /// step `debug_stall_step` (it sleeps in it), so the watchdog can be tested.
+  int debug_stall_rank = -1;
+  int debug_stall_step = 0;
+};
+
+class Watchdog;
+
+/// Runs schedules on this rank. One Executor per (backend, transport) pair;
+/// run_step may be called with different schedules of the same P and V (the
+/// adaptive schedule changes its in-flight limit between steps).
+class Executor {
+ public:
+  /// `comm` is the job's communicator (rank = stage); backend and transport
+  /// must outlive the executor. Starts the watchdog thread when
+  /// options.timeout_seconds > 0.
+  Executor(MPI_Comm comm, Backend& backend, Transport& transport, ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// Runs this rank's list schedule.actions[rank] once: barrier, the actions
+  /// with their messages, the optimizer steps, then waits for its sends.
+  /// Collective over `comm`. REQUIRES: the schedule is validated;
+  /// schedule.stages == comm size (else UsageError naming both), schedule
+  /// .chunks == backend.chunks().
+  StepRecord run_step(const Schedule& schedule);
+
+  int rank() const { return rank_; }
+  int steps_run() const { return steps_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Watchdog> watchdog_;
+  int rank_ = 0;
+  int size_ = 1;
+  int steps_ = 0;
+};
+
+}  // namespace ppb

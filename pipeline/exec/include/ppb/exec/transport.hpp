@@ -1,0 +1,137 @@
+// Transports: how the executor moves bytes between stages. A transport is a
+// point-to-point byte mover with request handles (isend/irecv/test/wait);
+// the executor derives what to send from the schedule (action.hpp's rule) and
+// tags each message with message_tag().
+//
+// Registered transports (one file + one line in transport_registry.cpp,
+// STYLE rule 8):
+//   mpi   MPI_Isend / MPI_Irecv of MPI_BYTE on a duplicate of the given
+//         communicator (MpiTransport).
+// The `nccl` transport belongs to the GPU issue and is not registered here
+// (no stub): asking for it gives the UsageError listing the transports.
+//
+// Example:
+//   auto t = ppb::make_transport("mpi", MPI_COMM_WORLD);
+//   RequestId r = t->irecv(buf, n, /*peer=*/1, ppb::message_tag(mb, 0, MessageKind::kActivation, 1));
+//   t->wait(r, WaitStrategy::kSleep);
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ppb {
+
+/// What a stage-to-stage message carries.
+enum class MessageKind : uint8_t {
+  kActivation,  ///< output of F, to the next virtual stage
+  kGradient,    ///< input gradient of B/I, to the previous virtual stage
+};
+
+/// "activation" / "gradient" (for messages and traces).
+const char* message_kind_name(MessageKind kind);
+
+/// Tag of a message for (micro-batch, chunk of the RECEIVING virtual stage,
+/// kind): (mb * chunks + chunk) * 2 + kind. Both ends compute it alike.
+/// Throws UsageError when the tag exceeds tag_ub (the transport's largest
+/// tag; MPI guarantees >= 32767, Open MPI gives 2^31-1):
+/// "pipedream: 40000 micro-batches x 4 chunks exceed the MPI tag range (32767)".
+int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int tag_ub);
+
+/// How a rank waits for a request (see executor.hpp for the measurements
+/// that chose the default).
+enum class WaitStrategy : uint8_t {
+  kBlock,  ///< MPI_Wait: the MPI library's own (busy-polling) wait
+  kYield,  ///< MPI_Test in a loop with sched_yield() between tests
+  kSleep,  ///< MPI_Test in a loop with a 20 us nanosleep between tests
+};
+/// "block", "yield", "sleep".
+const char* wait_strategy_name(WaitStrategy strategy);
+/// Parses "block" | "yield" | "sleep"; throws UsageError naming `flag`.
+WaitStrategy parse_wait_strategy(std::string_view text, std::string_view flag);
+
+/// Handle of one outstanding send or receive; valid until test() returned
+/// true or wait() returned. kNoRequest is never a live handle.
+using RequestId = int32_t;
+inline constexpr RequestId kNoRequest = -1;
+
+/// A point-to-point byte transport between the ranks of one job.
+/// Not thread-safe: one thread (the executor's) calls it.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Largest usable tag.
+  virtual int tag_ub() const = 0;
+
+  /// Starts sending `bytes` bytes at `data` to rank `peer` with `tag`.
+  /// REQUIRES: data stays valid and unmodified until the request completes;
+  /// 0 <= bytes <= 2^31-1; peer != rank() (the executor copies locally).
+  virtual RequestId isend(const std::byte* data, int64_t bytes, int peer, int tag) = 0;
+  /// Starts receiving exactly `bytes` bytes from `peer` with `tag` into data.
+  /// A message of another size is a bug (PPB_CHECK at completion).
+  virtual RequestId irecv(std::byte* data, int64_t bytes, int peer, int tag) = 0;
+  /// True (and the handle released) when the request has completed; makes
+  /// progress on every outstanding request either way.
+  virtual bool test(RequestId request) = 0;
+  /// Returns once the request has completed (the handle is released).
+  virtual void wait(RequestId request, WaitStrategy strategy) = 0;
+  /// Number of requests not yet completed (for tests and leak checks).
+  virtual int outstanding() const = 0;
+};
+
+/// MPI_Isend/MPI_Irecv of MPI_BYTE on a private duplicate of `comm` (so the
+/// executor's tags never meet another library's messages). Every MPI call
+/// goes through PPB_MPI_CHECK.
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(MPI_Comm comm);
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  std::string_view name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int tag_ub() const override { return tag_ub_; }
+  RequestId isend(const std::byte* data, int64_t bytes, int peer, int tag) override;
+  RequestId irecv(std::byte* data, int64_t bytes, int peer, int tag) override;
+  bool test(RequestId request) override;
+  void wait(RequestId request, WaitStrategy strategy) override;
+  int outstanding() const override { return outstanding_; }
+
+ private:
+  RequestId acquire(MPI_Request request, int64_t expected_bytes);
+  void release(RequestId request, const MPI_Status& status);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_ub_ = 32767;
+  std::vector<MPI_Request> requests_;
+  std::vector<int64_t> expected_;  // bytes a receive must get; -1 for sends
+  std::vector<RequestId> free_;
+  int outstanding_ = 0;
+};
+
+/// A registered transport, for `pipebench list` and error messages.
+struct TransportInfo {
+  std::string name;
+  std::string help;  ///< one line
+};
+/// Every registered transport ("mpi").
+const std::vector<TransportInfo>& transport_list();
+
+/// Makes the transport called `name` over `comm`. Throws
+/// UsageError("--transport: unknown transport 'x' (transports: mpi)").
+std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm);
+
+}  // namespace ppb
