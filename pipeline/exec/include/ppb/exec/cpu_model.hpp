@@ -169,11 +169,14 @@ class CpuChunk {
   void backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
                            float* grad_in, bool keep_for_weight);
   void backward_unit_weight(int local_unit, Microbatch& state, const float* grad_out);
-  void release_version(int version);
+  void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
+                    bool split);
+  void finish(int64_t mb);  // frees mb's state and releases its weight version
 
   ModelSpec spec_;
   std::vector<Unit> units_;  // the chunk's units only
   UnitRange range_;
+  int64_t input_bytes_ = 0;
   MemoryTracker* tracker_;
   CpuModelOptions options_;
   std::vector<std::unique_ptr<UnitState>> state_;  // one per unit of the range

@@ -1,0 +1,466 @@
+#include "ppb/exec/cpu_model.hpp"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "init.hpp"
+#include "kernels.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+constexpr int64_t kFloat = 4;
+
+float* floats(TrackedBuffer& b) { return b.as<float>(); }
+const float* floats(const std::byte* p) { return reinterpret_cast<const float*>(p); }
+float* floats(std::byte* p) { return reinterpret_cast<float*>(p); }
+
+void copy_floats(float* dst, const float* src, int64_t n) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace
+
+struct CpuChunk::UnitState {
+  int global_index = 0;
+  UnitKind kind = UnitKind::kEmbedding;
+  int64_t param_count = 0;
+  TrackedBuffer params;  // kParameters, the current version
+  TrackedBuffer grads;   // kGradients
+};
+
+struct CpuChunk::Microbatch {
+  int64_t mb = 0;
+  int version = 0;
+  bool input_done = false;
+  std::vector<TrackedBuffer> kept;     // per local unit: the contract activations
+  std::vector<TrackedBuffer> pending;  // per local unit: output gradients kept from I to W
+};
+
+struct CpuChunk::Stash {
+  std::vector<TrackedBuffer> params;  // per local unit, kWeightStash
+};
+
+CpuChunk::CpuChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
+                   MemoryTracker& tracker, CpuModelOptions options)
+    : spec_(spec), range_(range), tracker_(&tracker), options_(options) {
+  PPB_CHECK(range.begin >= 0 && range.begin < range.end &&
+                range.end <= static_cast<int>(units.size()),
+            "unit range out of bounds");
+  PPB_CHECK(spec.hidden % spec.heads == 0, "hidden must be a multiple of heads");
+  PPB_CHECK(spec.bytes_per_element == kFloat, "the cpu backend computes in fp32");
+  for (int g = range.begin; g < range.end; ++g) {
+    const Unit& u = units[static_cast<size_t>(g)];
+    const std::string where = "unit " + std::to_string(g) + " (" + u.name + "): ";
+    PPB_CHECK(u.activation_bytes == cpu_activation_bytes(spec, u.kind),
+              where + "activation_bytes differ from the cpu backend's layout");
+    PPB_CHECK(u.boundary_bytes == cpu_boundary_bytes(spec, u.kind),
+              where + "boundary_bytes differ from the cpu backend's layout");
+    PPB_CHECK(u.param_bytes == unit_param_count(spec, u.kind) * kFloat,
+              where + "param_bytes differ from the cpu backend's parameters");
+    units_.push_back(u);
+    auto state = std::make_unique<UnitState>();
+    state->global_index = g;
+    state->kind = u.kind;
+    state->param_count = unit_param_count(spec, u.kind);
+    state->params = TrackedBuffer(tracker, MemCategory::kParameters, state->param_count * kFloat);
+    state->grads = TrackedBuffer(tracker, MemCategory::kGradients, state->param_count * kFloat);
+    cpu::init_unit_params(spec, u.kind, options.seed, g,
+                          std::span<float>(floats(state->params),
+                                           static_cast<size_t>(state->param_count)));
+    state_.push_back(std::move(state));
+  }
+  if (range.begin > 0) {
+    PPB_CHECK(units[static_cast<size_t>(range.begin - 1)].boundary_bytes ==
+                  cpu_boundary_bytes(spec, units[static_cast<size_t>(range.begin - 1)].kind),
+              "boundary_bytes of the unit before the chunk differ from the cpu backend's layout");
+    input_bytes_ = units[static_cast<size_t>(range.begin - 1)].boundary_bytes;
+  }
+}
+
+CpuChunk::~CpuChunk() = default;
+
+int64_t CpuChunk::input_bytes() const { return input_bytes_; }
+
+int64_t CpuChunk::output_bytes() const { return units_.back().boundary_bytes; }
+
+const float* CpuChunk::params_for(int local_unit, int version) const {
+  if (!options_.weight_stashing || version == version_) {
+    return state_[static_cast<size_t>(local_unit)]->params.as<float>();
+  }
+  const auto it = stashes_.find(version);
+  PPB_CHECK(it != stashes_.end(), "weight version of an in-flight micro-batch is not stashed");
+  return it->second->params[static_cast<size_t>(local_unit)].as<float>();
+}
+
+void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
+  PPB_CHECK(!inflight_.contains(mb), "forward of a micro-batch already in flight");
+  PPB_CHECK((input != nullptr) == (input_bytes() > 0), "forward: input must be given iff the chunk has one");
+  PPB_CHECK((output != nullptr) == (output_bytes() > 0),
+            "forward: output must be given iff the chunk has one");
+  auto state = std::make_unique<Microbatch>();
+  state->mb = mb;
+  state->version = version_;
+  state->kept.resize(units_.size());
+  state->pending.resize(units_.size());
+
+  const int64_t t = spec_.tokens();
+  const int h = spec_.hidden;
+  const int f = spec_.ffn_mult * spec_.hidden;
+  const int v = spec_.vocab;
+  const int64_t th = t * h;
+  const int64_t tf = t * f;
+  MemoryTracker& mem = *tracker_;
+
+  TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
+  const float* in = input != nullptr ? floats(input) : nullptr;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const UnitKind kind = units_[i].kind;
+    const bool last = i + 1 == units_.size();
+    TrackedBuffer next;
+    float* out = nullptr;
+    if (last) {
+      out = output != nullptr ? floats(output) : nullptr;
+    } else {
+      next = TrackedBuffer(mem, MemCategory::kWorkspace, units_[i].boundary_bytes);
+      out = floats(next);
+    }
+    TrackedBuffer& kept = state->kept[i];
+    kept = TrackedBuffer(mem, MemCategory::kActivations, units_[i].activation_bytes);
+    const float* p = params_for(static_cast<int>(i), state->version);
+    switch (kind) {
+      case UnitKind::kEmbedding: {
+        TrackedBuffer labels(mem, MemCategory::kWorkspace, t * 4);
+        int32_t* tokens = kept.as<int32_t>();
+        synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(tokens, static_cast<size_t>(t)),
+                         std::span<int32_t>(labels.as<int32_t>(), static_cast<size_t>(t)));
+        cpu::embedding_forward(tokens, t, spec_.seq, h, p, p + int64_t{v} * h, out);
+        break;
+      }
+      case UnitKind::kLayerNorm1:
+      case UnitKind::kLayerNorm2:
+      case UnitKind::kFinalNorm: {
+        float* x = floats(kept);
+        copy_floats(x, in, th);
+        cpu::layernorm_forward(x, t, h, p, p + h, out, x + th, x + th + t);
+        if (kind != UnitKind::kFinalNorm) copy_floats(out + th, x, th);  // residual
+        break;
+      }
+      case UnitKind::kQkv: {
+        copy_floats(floats(kept), in, th);
+        cpu::linear_forward(in, t, h, p, p + int64_t{h} * 3 * h, 3 * h, out);
+        copy_floats(out + 3 * th, in + th, th);
+        break;
+      }
+      case UnitKind::kAttention: {
+        float* qkv = floats(kept);
+        copy_floats(qkv, in, 3 * th);
+        cpu::attention_forward(qkv, spec_.micro_batch_size, spec_.seq, h, spec_.heads,
+                               qkv + 3 * th, out);
+        copy_floats(out + th, in + 3 * th, th);
+        break;
+      }
+      case UnitKind::kAttnOut: {
+        copy_floats(floats(kept), in, th);
+        copy_floats(out, in + th, th);  // residual, then += ctx W + b
+        cpu::linear_forward(in, t, h, p, p + int64_t{h} * h, h, out, /*accumulate=*/true);
+        break;
+      }
+      case UnitKind::kFc1Gelu: {
+        float* x = floats(kept);
+        float* pre = x + th;
+        copy_floats(x, in, th);
+        cpu::linear_forward(in, t, h, p, p + int64_t{h} * f, f, pre);
+        cpu::gelu_forward(pre, out, tf);
+        copy_floats(out + tf, in + th, th);
+        break;
+      }
+      case UnitKind::kFc2: {
+        copy_floats(floats(kept), in, tf);
+        copy_floats(out, in + tf, th);
+        cpu::linear_forward(in, t, f, p, p + int64_t{f} * h, h, out, /*accumulate=*/true);
+        break;
+      }
+      case UnitKind::kHead: {
+        float* x = floats(kept);
+        float* probs = x + th;
+        copy_floats(x, in, th);
+        cpu::linear_forward(in, t, h, p, nullptr, v, probs);
+        TrackedBuffer tokens(mem, MemCategory::kWorkspace, 2 * t * 4);
+        int32_t* tok = tokens.as<int32_t>();
+        synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(tok, static_cast<size_t>(t)),
+                         std::span<int32_t>(tok + t, static_cast<size_t>(t)));
+        const double sum = cpu::softmax_cross_entropy_forward(probs, tok + t, t, v);
+        losses_[mb] = sum / static_cast<double>(t);
+        break;
+      }
+    }
+    prev = std::move(next);
+    in = prev.empty() ? nullptr : prev.as<float>();
+  }
+  if (options_.weight_stashing) ++version_users_[state->version];
+  inflight_.emplace(mb, std::move(state));
+}
+
+void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
+                                   float* grad_in, bool keep_for_weight) {
+  const size_t i = static_cast<size_t>(local_unit);
+  const UnitKind kind = units_[i].kind;
+  const int64_t t = spec_.tokens();
+  const int h = spec_.hidden;
+  const int f = spec_.ffn_mult * spec_.hidden;
+  const int v = spec_.vocab;
+  const int64_t th = t * h;
+  const int64_t tf = t * f;
+  MemoryTracker& mem = *tracker_;
+  TrackedBuffer& kept = state.kept[i];
+  const float* p = params_for(local_unit, state.version);
+  // Units with weights keep the gradient of their output for backward_weight
+  // (in the split form only; the full backward uses grad_out directly).
+  const auto keep = [&](const float* g, int64_t n) {
+    if (!keep_for_weight) return;
+    state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, n * kFloat);
+    copy_floats(floats(state.pending[i]), g, n);
+  };
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      keep(grad_out, th);
+      break;
+    case UnitKind::kLayerNorm1:
+    case UnitKind::kLayerNorm2:
+    case UnitKind::kFinalNorm: {
+      const float* x = floats(kept);
+      const bool residual = kind != UnitKind::kFinalNorm;
+      if (residual) copy_floats(grad_in, grad_out + th, th);
+      cpu::layernorm_backward_input(grad_out, x, x + th, x + th + t, p, t, h, grad_in, residual);
+      keep(grad_out, th);
+      break;
+    }
+    case UnitKind::kQkv:
+      cpu::linear_backward_input(grad_out, t, 3 * h, p, h, grad_in, false);
+      copy_floats(grad_in + th, grad_out + 3 * th, th);
+      keep(grad_out, 3 * th);
+      break;
+    case UnitKind::kAttention: {
+      const float* qkv = floats(kept);
+      TrackedBuffer ws(mem, MemCategory::kWorkspace,
+                       int64_t{spec_.seq} * spec_.seq * kFloat);
+      cpu::attention_backward(qkv, qkv + 3 * th, grad_out, spec_.micro_batch_size, spec_.seq, h,
+                              spec_.heads, grad_in, floats(ws));
+      copy_floats(grad_in + 3 * th, grad_out + th, th);
+      kept = TrackedBuffer();  // no weights: nothing of it is needed any more
+      break;
+    }
+    case UnitKind::kAttnOut:
+      cpu::linear_backward_input(grad_out, t, h, p, h, grad_in, false);
+      copy_floats(grad_in + th, grad_out, th);
+      keep(grad_out, th);
+      break;
+    case UnitKind::kFc1Gelu: {
+      float* pre = floats(kept) + th;
+      cpu::gelu_backward(pre, grad_out, pre, tf);  // pre-activation -> its gradient, in place
+      cpu::linear_backward_input(pre, t, f, p, h, grad_in, false);
+      copy_floats(grad_in + th, grad_out + tf, th);
+      break;
+    }
+    case UnitKind::kFc2:
+      cpu::linear_backward_input(grad_out, t, h, p, f, grad_in, false);
+      copy_floats(grad_in + tf, grad_out, th);
+      keep(grad_out, th);
+      break;
+    case UnitKind::kHead: {
+      float* probs = floats(kept) + th;
+      TrackedBuffer tokens(mem, MemCategory::kWorkspace, 2 * t * 4);
+      int32_t* tok = tokens.as<int32_t>();
+      synthetic_tokens(spec_, options_.seed, state.mb, std::span<int32_t>(tok, static_cast<size_t>(t)),
+                       std::span<int32_t>(tok + t, static_cast<size_t>(t)));
+      // probabilities -> logits gradient, in place
+      cpu::softmax_cross_entropy_backward(probs, tok + t, t, v,
+                                          options_.loss_scale / static_cast<float>(t));
+      cpu::linear_backward_input(probs, t, v, p, h, grad_in, false);
+      break;
+    }
+  }
+}
+
+void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const float* grad_out) {
+  const size_t i = static_cast<size_t>(local_unit);
+  const UnitKind kind = units_[i].kind;
+  const int64_t t = spec_.tokens();
+  const int h = spec_.hidden;
+  const int f = spec_.ffn_mult * spec_.hidden;
+  const int v = spec_.vocab;
+  const int64_t th = t * h;
+  const TrackedBuffer& kept = state.kept[i];
+  const float* dy = state.pending[i].empty() ? grad_out : state.pending[i].as<float>();
+  float* g = floats(state_[i]->grads);
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      cpu::embedding_backward_weight(kept.as<int32_t>(), dy, t, spec_.seq, h, g,
+                                     g + int64_t{v} * h);
+      break;
+    case UnitKind::kLayerNorm1:
+    case UnitKind::kLayerNorm2:
+    case UnitKind::kFinalNorm: {
+      const float* x = kept.as<float>();
+      cpu::layernorm_backward_weight(dy, x, x + th, x + th + t, t, h, g, g + h);
+      break;
+    }
+    case UnitKind::kQkv:
+      cpu::linear_backward_weight(kept.as<float>(), dy, t, h, 3 * h, g, g + int64_t{h} * 3 * h);
+      break;
+    case UnitKind::kAttention:
+      break;
+    case UnitKind::kAttnOut:
+      cpu::linear_backward_weight(kept.as<float>(), dy, t, h, h, g, g + int64_t{h} * h);
+      break;
+    case UnitKind::kFc1Gelu: {
+      const float* x = kept.as<float>();
+      cpu::linear_backward_weight(x, x + th, t, h, f, g, g + int64_t{h} * f);
+      break;
+    }
+    case UnitKind::kFc2:
+      cpu::linear_backward_weight(kept.as<float>(), dy, t, f, h, g, g + int64_t{f} * h);
+      break;
+    case UnitKind::kHead: {
+      const float* x = kept.as<float>();
+      cpu::linear_backward_weight(x, x + th, t, h, v, g, nullptr);
+      break;
+    }
+  }
+}
+
+void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
+                            bool split) {
+  PPB_CHECK(!state.input_done, "backward of a micro-batch whose input gradient is already done");
+  PPB_CHECK((grad_output != nullptr) == (output_bytes() > 0),
+            "backward: grad_output must be given iff the chunk has an output");
+  PPB_CHECK((grad_input != nullptr) == (input_bytes() > 0),
+            "backward: grad_input must be given iff the chunk has an input");
+  TrackedBuffer current;  // gradient of unit i's output when it is inside the chunk
+  const float* grad_out = grad_output != nullptr ? floats(grad_output) : nullptr;
+  for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    TrackedBuffer below;
+    float* grad_in = nullptr;
+    if (i == 0) {
+      grad_in = grad_input != nullptr ? floats(grad_input) : nullptr;
+    } else {
+      below = TrackedBuffer(*tracker_, MemCategory::kWorkspace,
+                            units_[static_cast<size_t>(i - 1)].boundary_bytes);
+      grad_in = floats(below);
+    }
+    backward_unit_input(i, state, grad_out, grad_in, split);
+    if (!split) backward_unit_weight(i, state, grad_out);
+    current = std::move(below);
+    grad_out = grad_in;
+  }
+  state.input_done = true;
+}
+
+void CpuChunk::finish(int64_t mb) {
+  const auto it = inflight_.find(mb);
+  const int version = it->second->version;
+  inflight_.erase(it);  // frees the kept activations and pending gradients
+  if (!options_.weight_stashing) return;
+  const auto users = version_users_.find(version);
+  PPB_CHECK(users != version_users_.end() && users->second > 0, "weight version use count broken");
+  if (--users->second == 0) {
+    version_users_.erase(users);
+    stashes_.erase(version);  // frees the stash when it was the version's last user
+  }
+}
+
+void CpuChunk::backward_input(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "backward_input of a micro-batch not in flight");
+  run_backward(*it->second, grad_output, grad_input, /*split=*/true);
+}
+
+void CpuChunk::backward_weight(int64_t mb) {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "backward_weight of a micro-batch not in flight");
+  Microbatch& state = *it->second;
+  PPB_CHECK(state.input_done, "backward_weight before backward_input");
+  for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    backward_unit_weight(i, state, nullptr);
+  }
+  finish(mb);
+}
+
+void CpuChunk::backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "backward of a micro-batch not in flight");
+  run_backward(*it->second, grad_output, grad_input, /*split=*/false);
+  finish(mb);
+}
+
+double CpuChunk::loss(int64_t mb) const {
+  PPB_CHECK(units_.back().kind == UnitKind::kHead, "loss() on a chunk without the head");
+  const auto it = losses_.find(mb);
+  PPB_CHECK(it != losses_.end(), "loss() of a micro-batch whose forward did not run");
+  return it->second;
+}
+
+void CpuChunk::sgd_step(float lr) {
+  if (options_.weight_stashing && version_users_.contains(version_)) {
+    // Micro-batches in flight still need this version: copy it before the update.
+    auto stash = std::make_unique<Stash>();
+    for (const auto& u : state_) {
+      TrackedBuffer copy(*tracker_, MemCategory::kWeightStash, u->params.size());
+      if (u->params.size() > 0) {
+        std::memcpy(copy.data(), u->params.data(), static_cast<size_t>(u->params.size()));
+      }
+      stash->params.push_back(std::move(copy));
+    }
+    stashes_.emplace(version_, std::move(stash));
+  }
+  for (const auto& u : state_) {
+    float* p = floats(u->params);
+    float* g = floats(u->grads);
+    for (int64_t k = 0; k < u->param_count; ++k) {
+      p[k] -= lr * g[k];
+      g[k] = 0.0f;
+    }
+  }
+  ++version_;
+}
+
+void CpuChunk::zero_grads() {
+  for (const auto& u : state_) {
+    if (u->grads.size() > 0) std::memset(u->grads.data(), 0, static_cast<size_t>(u->grads.size()));
+  }
+}
+
+std::vector<std::span<const float>> CpuChunk::param_views() const {
+  std::vector<std::span<const float>> views;
+  for (const auto& u : state_) {
+    views.emplace_back(u->params.as<float>(), static_cast<size_t>(u->param_count));
+  }
+  return views;
+}
+
+std::vector<std::span<const float>> CpuChunk::grad_views() const {
+  std::vector<std::span<const float>> views;
+  for (const auto& u : state_) {
+    views.emplace_back(u->grads.as<float>(), static_cast<size_t>(u->param_count));
+  }
+  return views;
+}
+
+std::vector<std::span<float>> CpuChunk::mutable_param_views() {
+  std::vector<std::span<float>> views;
+  for (const auto& u : state_) {
+    views.emplace_back(floats(u->params), static_cast<size_t>(u->param_count));
+  }
+  return views;
+}
+
+int CpuChunk::weight_version_of(int64_t mb) const {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "weight_version_of a micro-batch not in flight");
+  return it->second->version;
+}
+
+}  // namespace ppb
