@@ -1,6 +1,41 @@
 // The result file of one schedule x partition x M combination (DESIGN.md,
 // "Result file"), schema "pipebench.result/1".
+//
+// One file per combination, written by rank 0 of `pipebench run` and read by
+// `pipebench report`. The C++ model below mirrors the JSON one to one; the
+// JSON key of every member is its name unless a comment says otherwise.
+//
+//   {"schema":"pipebench.result/1","status":"ok","error":"",
+//    "config":{...},"metrics":{...},"timeline":[[{"op":"F","mb":0,"chunk":0,
+//    "start":0.0,"end":0.002},...],...],"environment":{...}}
+//
+// Reading rules (result_from_json):
+//  * unknown extra keys are ignored anywhere (forward compatible);
+//  * a key marked "optional" may be absent (or null) and then keeps its default;
+//    every other key is required and a missing one is an error;
+//  * `metrics` and `timeline` are required when status is "ok" and optional
+//    otherwise (an "oom" result carries the figures it reached; "invalid"
+//    usually has none); `error` is required when status is not "ok";
+//  * numbers: integer fields accept JSON integers (or integral doubles); plain
+//    number fields accept any JSON number; "number or null" fields read null as
+//    NaN (the writer writes every non-finite double as null);
+//  * every error is a ppb::UsageError whose one-line message names the source
+//    and the field path, e.g.
+//    "run/1f1b.json: field 'metrics.step_time_seconds.median': expected a number".
 #pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+#include "ppb/pipeline/action.hpp"
+#include "ppb/profiling/memory.hpp"
 
 namespace ppb {
 
@@ -8,5 +43,211 @@ namespace ppb {
 inline constexpr const char* kResultSchema = "pipebench.result/1";
 /// "pipebench.result/1" as a function, for code that links ppb::result only.
 const char* result_schema();
+
+/// How a combination ended. JSON: "ok", "oom", "invalid", "error".
+enum class ResultStatus : uint8_t {
+  kOk,       ///< ran and measured
+  kOom,      ///< would exceed --memory-budget; metrics hold what was reached
+  kInvalid,  ///< the combination is not valid (schedule/partition/P/M); `error` says why
+  kError,    ///< failed at run time; `error` says how
+};
+
+/// "ok", "oom", "invalid", "error".
+const char* result_status_name(ResultStatus status);
+
+/// What was run. Every field required unless marked optional.
+struct ResultConfig {
+  std::string schedule;       ///< "1f1b", "gpipe", ... (or the schedule file's name)
+  std::string partition;      ///< "layer", "operator", "balanced", "manual:..."
+  int stages = 1;             ///< P
+  int microbatches = 1;       ///< M per batch
+  int micro_batch_size = 1;   ///< samples per micro-batch
+  int inflight = 0;           ///< N of async-1f1b/adaptive (0 when the schedule has none)
+  int chunks = 1;             ///< V
+  std::string model;          ///< --model as given ("gpt-tiny", "gpt:layers=...")
+  std::string backend;        ///< "cpu", "cuda", "timed"
+  std::string transport;      ///< "mpi", "nccl"
+  int iters = 0;              ///< timed iterations
+  int warmup = 0;             ///< warm-up iterations (not timed)
+  double time_scale = 0;      ///< optional: timed backend's --time-scale (0 = not used)
+  int64_t memory_budget = 0;  ///< optional: --memory-budget in bytes (0 = none)
+  uint64_t seed = 0;          ///< optional: data/parameter seed
+  int sync_warmup = 0;        ///< optional: hybrid's --sync-warmup K
+  double memory_guard = 0;    ///< optional: adaptive's guard fraction (0 = not used)
+  int batches = 1;            ///< optional: batches per step without flush (pipedream)
+
+  friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
+};
+
+/// Step time over the timed iterations, seconds (DESIGN.md "Definitions").
+struct StepTimeStats {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+  std::vector<double> samples;  ///< one per timed iteration, in run order
+
+  friend bool operator==(const StepTimeStats&, const StepTimeStats&) = default;
+};
+
+/// Bubble ratio (idle/step) or bubble overhead (idle/busy, Megatron-LM's).
+/// measured = mean of per_stage; theoretical is number or null (NaN when the
+/// run had no theory, e.g. an invalid combination).
+struct BubbleFigures {
+  double measured = 0;
+  double theoretical = 0;
+  std::vector<double> per_stage;
+
+  friend bool operator==(const BubbleFigures&, const BubbleFigures&) = default;
+};
+
+/// Bytes per memory category of one stage at its peak. JSON: an object keyed
+/// by mem_category_name ("activations", "parameters", "gradients",
+/// "optimizer_state", "weight_stash", "comm_buffers", "workspace"); missing
+/// categories read as 0.
+using MemoryByCategory = std::array<int64_t, kNumMemCategories>;
+
+/// Peak memory per stage (index = stage), bytes.
+struct PeakMemory {
+  std::vector<int64_t> per_stage;              ///< tracked total at its high-water mark
+  std::vector<int64_t> activations_per_stage;  ///< activation category's own peak
+  std::vector<int64_t> device_per_stage;       ///< optional: GPU pool high-water mark (empty on cpu)
+  std::vector<MemoryByCategory> by_category;   ///< optional: categories at the total's peak
+  std::vector<int64_t> peak_rss_per_stage;     ///< optional: process peak RSS
+
+  friend bool operator==(const PeakMemory&, const PeakMemory&) = default;
+};
+
+/// Mean measured duration of each action kind on one stage, seconds (what the
+/// theory simulation was fed). NaN (null) for a kind the schedule never ran.
+struct StageActionTimes {
+  double fwd = 0;         ///< F
+  double bwd = 0;         ///< B (full backward)
+  double bwd_input = 0;   ///< I
+  double bwd_weight = 0;  ///< W
+
+  friend bool operator==(const StageActionTimes&, const StageActionTimes&) = default;
+};
+
+/// One action as it ran (or as the simulator predicts it): seconds from the
+/// start of the step. JSON: {"op":"F","mb":0,"chunk":0,"start":..,"end":..}.
+struct TimelineEvent {
+  ActionKind op = ActionKind::kForward;
+  int32_t mb = 0;
+  int32_t chunk = 0;
+  double start = 0;
+  double end = 0;
+
+  friend bool operator==(const TimelineEvent&, const TimelineEvent&) = default;
+};
+
+/// Per stage, in execution order.
+using Timeline = std::vector<std::vector<TimelineEvent>>;
+
+/// What the simulator predicts for this combination, fed with the measured
+/// mean action times (DESIGN.md: "theory in results uses measured action
+/// times"). Optional as a whole; inside it only step_time_seconds is required.
+struct TheoryFigures {
+  double step_time_seconds = 0;                 ///< simulated step time (number or null)
+  std::vector<int> peak_inflight_per_stage;     ///< optional: micro-batches in flight at the peak
+  /// optional: activation bytes ONE micro-batch leaves on each stage (the
+  /// documents' "M"); the formulas M x P, M x (P+N-1), GPipe M x a_s, 1F1B
+  /// min(P-s, M) x a_s are computed from it.
+  std::vector<int64_t> activation_bytes_per_microbatch;
+  std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
+  std::vector<StageActionTimes> action_seconds;         ///< optional: per stage
+  Timeline timeline;                                    ///< optional: predicted median step
+
+  friend bool operator==(const TheoryFigures&, const TheoryFigures&) = default;
+};
+
+/// --check outcome: the pipelined step against a single-process reference.
+struct CheckFigures {
+  bool passed = false;
+  double max_rel_error = 0;  ///< worst relative error over loss and gradients (number or null)
+  double loss = 0;           ///< optional: the pipelined run's loss (number or null)
+  std::string method;        ///< optional: "reference" or "weight-stash" (pipedream)
+
+  friend bool operator==(const CheckFigures&, const CheckFigures&) = default;
+};
+
+/// What the memory guard of `adaptive` did over the run.
+struct MemoryGuardFigures {
+  int64_t actions = 0;  ///< times a stage lowered its in-flight limit
+  int min_inflight = 0; ///< the lowest limit any stage reached
+
+  friend bool operator==(const MemoryGuardFigures&, const MemoryGuardFigures&) = default;
+};
+
+/// Measured figures (DESIGN.md "Definitions").
+struct ResultMetrics {
+  double samples_per_second = 0;
+  StepTimeStats step_time_seconds;
+  BubbleFigures bubble_ratio;
+  BubbleFigures bubble_overhead;
+  PeakMemory peak_memory_bytes;
+  std::optional<TheoryFigures> theory;            ///< optional
+  std::optional<CheckFigures> check;              ///< optional: absent without --check
+  std::optional<MemoryGuardFigures> memory_guard; ///< optional: absent unless a guard ran
+
+  friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
+};
+
+/// Where and with what it ran. Strings are "" and lists empty when unknown
+/// (e.g. cuda/gpus/driver on a CPU-only machine), but every key is written.
+struct ResultEnvironment {
+  std::vector<std::string> hosts;  ///< distinct host names of the ranks
+  int ranks = 0;
+  std::string mpi;                 ///< MPI library and version
+  std::string cuda;                ///< CUDA runtime version, "" without
+  std::vector<std::string> gpus;   ///< device names, one per rank that has one
+  std::string driver;              ///< GPU driver version, "" without
+  std::string git;                 ///< build revision
+  std::string date;                ///< ISO 8601, UTC, when the combination finished
+  std::string compiler;            ///< optional
+  std::string build_type;          ///< optional
+  std::string hostname;            ///< optional: rank 0's host
+  std::string cpu;                 ///< optional: CPU model name
+
+  friend bool operator==(const ResultEnvironment&, const ResultEnvironment&) = default;
+};
+
+/// One result file.
+struct Result {
+  ResultStatus status = ResultStatus::kOk;
+  std::string error;  ///< why, when status != ok ("" when ok)
+  ResultConfig config;
+  /// Present when status == ok; may be present for oom (the figures reached).
+  std::optional<ResultMetrics> metrics;
+  Timeline timeline;  ///< the median step, per stage (empty unless measured)
+  ResultEnvironment environment;
+
+  friend bool operator==(const Result&, const Result&) = default;
+};
+
+/// The JSON document of a result (schema first). Non-finite doubles become null.
+boost::json::value result_to_json(const Result& result);
+
+/// Parses a result document. `source` names it in errors (usually the path).
+/// Throws UsageError "<source>: field '<path>': <what>" for a missing
+/// required field, a wrong type or a bad value, and
+/// "<source>: field 'schema': expected \"pipebench.result/1\", got \"...\"" for
+/// another schema.
+Result result_from_json(const boost::json::value& json, std::string_view source);
+
+/// Reads and parses one file. A missing/unreadable file, an empty file, or
+/// malformed/truncated JSON throws UsageError naming the file.
+Result read_result_file(const std::string& path);
+
+/// Writes atomically: a temporary file in the same directory, flushed, then
+/// renamed over `path`. A reader never sees a half file; on failure no
+/// temporary is left behind and UsageError names the path.
+void write_result_file(const std::string& path, const Result& result);
+
+/// Writes any JSON value atomically, as write_result_file does (for the
+/// report's JSON outputs). Adds a final newline.
+void write_json_file_atomic(const std::string& path, const boost::json::value& json);
+
+/// Writes text atomically (temp file in the same directory + rename).
+void write_text_file_atomic(const std::string& path, std::string_view text);
 
 }  // namespace ppb

@@ -1,0 +1,343 @@
+// The result schema: every field survives a round trip through a real file;
+// every missing required field and every wrong type is named in the error;
+// writes are atomic (no temporary file left, old file intact on failure).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <boost/json.hpp>
+
+#include "ppb/pipeline/result.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+Result full_result() {
+  Result r;
+  r.status = ResultStatus::kOk;
+  r.config = {.schedule = "1f1b",
+              .partition = "balanced",
+              .stages = 2,
+              .microbatches = 4,
+              .micro_batch_size = 2,
+              .inflight = 2,
+              .chunks = 1,
+              .model = "gpt-tiny",
+              .backend = "cpu",
+              .transport = "mpi",
+              .iters = 3,
+              .warmup = 1,
+              .time_scale = 0.5,
+              .memory_budget = int64_t{1} << 30,
+              .seed = 42,
+              .sync_warmup = 0,
+              .memory_guard = 0.85,
+              .batches = 1};
+  ResultMetrics& m = r.metrics.emplace();
+  m.samples_per_second = 812.25;
+  m.step_time_seconds = {.median = 0.0101, .min = 0.0099, .max = 0.0123, .samples = {0.0123, 0.0101, 0.0099}};
+  m.bubble_ratio = {.measured = 0.2, .theoretical = 0.2, .per_stage = {0.19, 0.21}};
+  m.bubble_overhead = {.measured = 0.25, .theoretical = 0.25, .per_stage = {0.2345, 0.2655}};
+  m.peak_memory_bytes.per_stage = {1000, 900};
+  m.peak_memory_bytes.activations_per_stage = {400, 200};
+  m.peak_memory_bytes.device_per_stage = {};
+  m.peak_memory_bytes.by_category = {{400, 100, 100, 100, 0, 300, 0}, {200, 100, 100, 100, 0, 400, 0}};
+  m.peak_memory_bytes.peak_rss_per_stage = {50'000'000, 49'000'000};
+  TheoryFigures& t = m.theory.emplace();
+  t.step_time_seconds = 0.0098;
+  t.peak_inflight_per_stage = {2, 1};
+  t.activation_bytes_per_microbatch = {200, 200};
+  t.peak_activation_bytes_per_stage = {400, 200};
+  t.action_seconds = {{.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")},
+                      {.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")}};
+  t.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}}, {{ActionKind::kForward, 0, 0, 0.001, 0.002}}};
+  m.check = CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
+  m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
+  r.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}, {ActionKind::kBackward, 0, 0, 0.004, 0.006}},
+                {{ActionKind::kForward, 0, 0, 0.0011, 0.0021}, {ActionKind::kBackwardInput, 0, 0, 0.0021, 0.0031},
+                 {ActionKind::kBackwardWeight, 0, 0, 0.0031, 0.0041}}};
+  r.environment = {.hosts = {"node1"},
+                   .ranks = 2,
+                   .mpi = "Open MPI 4.1.4",
+                   .cuda = "",
+                   .gpus = {},
+                   .driver = "",
+                   .git = "abc1234",
+                   .date = "2026-11-29T07:00:00Z",
+                   .compiler = "GCC 12.2.0",
+                   .build_type = "RelWithDebInfo",
+                   .hostname = "node1",
+                   .cpu = "AMD EPYC"};
+  return r;
+}
+
+// NaN != NaN, so compare through the JSON text (null both sides) and the rest
+// through operator==.
+void expect_same(const Result& a, const Result& b) {
+  EXPECT_EQ(json::serialize(result_to_json(a)), json::serialize(result_to_json(b)));
+  EXPECT_EQ(a.config, b.config);
+  EXPECT_EQ(a.timeline, b.timeline);
+  EXPECT_EQ(a.environment, b.environment);
+  ASSERT_TRUE(b.metrics.has_value());
+  EXPECT_EQ(a.metrics->step_time_seconds, b.metrics->step_time_seconds);
+  EXPECT_EQ(a.metrics->peak_memory_bytes, b.metrics->peak_memory_bytes);
+  EXPECT_EQ(a.metrics->check, b.metrics->check);
+  EXPECT_EQ(a.metrics->memory_guard, b.metrics->memory_guard);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("ppb_result_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string error_of(const json::value& doc) {
+  try {
+    (void)result_from_json(doc, "r.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Navigates "a.b[2].c" to the parent object/array and the last key.
+json::value* find_path(json::value& root, const std::string& path) {
+  json::value* cur = &root;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '.') ++i;
+    if (path[i] == '[') {
+      const size_t close = path.find(']', i);
+      cur = &cur->as_array().at(std::stoul(path.substr(i + 1, close - i - 1)));
+      i = close + 1;
+      continue;
+    }
+    const size_t end = path.find_first_of(".[", i);
+    const std::string key = path.substr(i, end == std::string::npos ? std::string::npos : end - i);
+    cur = &cur->as_object().at(key);
+    i = end == std::string::npos ? path.size() : end;
+  }
+  return cur;
+}
+
+void erase_path(json::value& root, const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) {
+    root.as_object().erase(path);
+    return;
+  }
+  find_path(root, path.substr(0, dot))->as_object().erase(path.substr(dot + 1));
+}
+
+const char* kRequired[] = {
+    "schema", "status", "config", "config.schedule", "config.partition", "config.stages",
+    "config.microbatches", "config.micro_batch_size", "config.inflight", "config.chunks", "config.model",
+    "config.backend", "config.transport", "config.iters", "config.warmup", "metrics",
+    "metrics.samples_per_second", "metrics.step_time_seconds", "metrics.step_time_seconds.median",
+    "metrics.step_time_seconds.min", "metrics.step_time_seconds.max", "metrics.step_time_seconds.samples",
+    "metrics.bubble_ratio", "metrics.bubble_ratio.measured", "metrics.bubble_ratio.theoretical",
+    "metrics.bubble_ratio.per_stage", "metrics.bubble_overhead", "metrics.bubble_overhead.measured",
+    "metrics.bubble_overhead.theoretical", "metrics.bubble_overhead.per_stage", "metrics.peak_memory_bytes",
+    "metrics.peak_memory_bytes.per_stage", "metrics.peak_memory_bytes.activations_per_stage",
+    "metrics.theory.step_time_seconds", "metrics.check.passed", "metrics.check.max_rel_error",
+    "metrics.memory_guard.actions", "metrics.memory_guard.min_inflight", "timeline", "timeline[0][1].op",
+    "timeline[0][1].mb", "timeline[0][1].chunk", "timeline[0][1].start", "timeline[0][1].end",
+    "metrics.theory.timeline[1][0].end", "environment", "environment.hosts", "environment.ranks",
+    "environment.mpi", "environment.cuda", "environment.gpus", "environment.driver", "environment.git",
+    "environment.date",
+};
+
+TEST(ResultSchema, RoundTripThroughFile) {
+  TempDir dir;
+  const Result r = full_result();
+  const std::string path = (dir.path() / "a.json").string();
+  write_result_file(path, r);
+  const Result back = read_result_file(path);
+  expect_same(r, back);
+  EXPECT_TRUE(std::isnan(back.metrics->theory->action_seconds[0].bwd_input));
+  EXPECT_DOUBLE_EQ(back.metrics->samples_per_second, 812.25);
+  EXPECT_EQ(back.metrics->peak_memory_bytes.by_category[1][static_cast<size_t>(MemCategory::kCommBuffers)], 400);
+}
+
+TEST(ResultSchema, DocumentShapeFollowsDesign) {
+  const json::value doc = result_to_json(full_result());
+  EXPECT_EQ(doc.at("schema").as_string(), "pipebench.result/1");
+  EXPECT_EQ(doc.at("status").as_string(), "ok");
+  EXPECT_EQ(doc.at("timeline").at(1).at(2).at("op").as_string(), "W");
+  EXPECT_EQ(doc.at("metrics").at("peak_memory_bytes").at("by_category").at(0).at("optimizer_state").as_int64(), 100);
+  EXPECT_TRUE(doc.at("metrics").at("theory").at("action_seconds").at(0).at("I").is_null());
+}
+
+TEST(ResultSchema, NonOkResultNeedsErrorButNotMetrics) {
+  Result r = full_result();
+  r.status = ResultStatus::kInvalid;
+  r.error = "interleaved-1f1b: M=3 is not a multiple of P=2";
+  r.metrics.reset();
+  r.timeline.clear();
+  json::value doc = result_to_json(r);
+  const Result back = result_from_json(doc, "x");
+  EXPECT_EQ(back.status, ResultStatus::kInvalid);
+  EXPECT_EQ(back.error, r.error);
+  EXPECT_FALSE(back.metrics.has_value());
+  doc.as_object().erase("error");
+  EXPECT_EQ(error_of(doc), "r.json: field 'error': missing");
+}
+
+TEST(ResultSchema, EveryMissingRequiredFieldIsNamed) {
+  for (const char* path : kRequired) {
+    json::value doc = result_to_json(full_result());
+    erase_path(doc, path);
+    EXPECT_EQ(error_of(doc), std::string("r.json: field '") + path + "': missing") << path;
+  }
+}
+
+TEST(ResultSchema, EveryWrongTypeIsNamed) {
+  for (const char* path : kRequired) {
+    json::value doc = result_to_json(full_result());
+    json::value* v = find_path(doc, path);
+    const bool was_string = v->is_string();
+    *v = was_string ? json::value(17) : json::value("seventeen");
+    const std::string err = error_of(doc);
+    EXPECT_EQ(err.rfind(std::string("r.json: field '") + path + "': expected ", 0), 0u) << path << " -> " << err;
+  }
+  json::value doc = result_to_json(full_result());
+  find_path(doc, "metrics.step_time_seconds")->as_object()["median"] = "fast";
+  EXPECT_EQ(error_of(doc), "r.json: field 'metrics.step_time_seconds.median': expected a number, got a string");
+  doc = result_to_json(full_result());
+  find_path(doc, "metrics.bubble_ratio.per_stage")->as_array()[1] = true;
+  EXPECT_EQ(error_of(doc), "r.json: field 'metrics.bubble_ratio.per_stage[1]': expected a number, got a boolean");
+  doc = result_to_json(full_result());
+  find_path(doc, "config")->as_object()["stages"] = 2.5;
+  EXPECT_EQ(error_of(doc), "r.json: field 'config.stages': expected an integer, got 2.500000");
+}
+
+TEST(ResultSchema, BadValuesAreNamed) {
+  json::value doc = result_to_json(full_result());
+  doc.as_object()["schema"] = "pipebench.result/2";
+  EXPECT_EQ(error_of(doc), "r.json: field 'schema': expected \"pipebench.result/1\", got \"pipebench.result/2\"");
+  doc = result_to_json(full_result());
+  doc.as_object()["status"] = "fine";
+  EXPECT_EQ(error_of(doc), "r.json: field 'status': expected one of ok, oom, invalid, error, got \"fine\"");
+  doc = result_to_json(full_result());
+  find_path(doc, "timeline[0][0]")->as_object()["op"] = "X";
+  EXPECT_EQ(error_of(doc), "r.json: field 'timeline[0][0].op': expected one of F, B, I, W, SYNC, got \"X\"");
+  doc = result_to_json(full_result());
+  find_path(doc, "metrics.bubble_ratio.per_stage")->as_array().pop_back();
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.bubble_ratio.per_stage': expected 2 entries (one per stage, config.stages), got 1");
+  doc = result_to_json(full_result());
+  find_path(doc, "config")->as_object()["microbatches"] = 0;
+  EXPECT_EQ(error_of(doc), "r.json: field 'config.microbatches': expected >= 1, got 0");
+  EXPECT_EQ(error_of(json::value(json::array{})), "r.json: expected a JSON object (a pipebench result), got an array");
+}
+
+TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
+  json::value doc = result_to_json(full_result());
+  doc.as_object()["future_field"] = json::object{{"x", 1}};
+  find_path(doc, "metrics")->as_object()["energy_joules"] = 12.5;
+  erase_path(doc, "metrics.theory.timeline");
+  erase_path(doc, "metrics.peak_memory_bytes.by_category");
+  erase_path(doc, "config.seed");
+  erase_path(doc, "environment.cpu");
+  find_path(doc, "metrics")->as_object()["check"] = nullptr;
+  const Result r = result_from_json(doc, "r.json");
+  EXPECT_TRUE(r.metrics->theory->timeline.empty());
+  EXPECT_TRUE(r.metrics->peak_memory_bytes.by_category.empty());
+  EXPECT_EQ(r.config.seed, 0u);
+  EXPECT_FALSE(r.metrics->check.has_value());
+  EXPECT_EQ(r.environment.cpu, "");
+}
+
+TEST(ResultFile, MalformedFilesNameTheFile) {
+  TempDir dir;
+  const std::string good = (dir.path() / "good.json").string();
+  write_result_file(good, full_result());
+  std::ifstream in(good);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+
+  const std::string truncated = (dir.path() / "truncated.json").string();
+  std::ofstream(truncated) << text.substr(0, text.size() / 2);
+  try {
+    (void)read_result_file(truncated);
+    FAIL() << "truncated file accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(truncated + ": malformed JSON (", 0), 0u) << e.what();
+  }
+  const std::string empty = (dir.path() / "empty.json").string();
+  std::ofstream(empty) << "";
+  EXPECT_THROW(
+      {
+        try {
+          (void)read_result_file(empty);
+        } catch (const UsageError& e) {
+          EXPECT_EQ(std::string(e.what()), empty + ": empty file, expected a pipebench result");
+          throw;
+        }
+      },
+      UsageError);
+  const std::string missing = (dir.path() / "missing.json").string();
+  try {
+    (void)read_result_file(missing);
+    FAIL() << "missing file accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot open: No such file or directory");
+  }
+}
+
+TEST(ResultFile, AtomicWriteLeavesNoTemporary) {
+  TempDir dir;
+  const std::string path = (dir.path() / "r.json").string();
+  Result r = full_result();
+  write_result_file(path, r);
+  r.metrics->samples_per_second = 900;
+  write_result_file(path, r);  // replaces
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "r.json");
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_DOUBLE_EQ(read_result_file(path).metrics->samples_per_second, 900);
+
+  // A write that cannot happen (directory missing) names the path, leaves nothing.
+  const std::string bad = (dir.path() / "no_such_dir" / "r.json").string();
+  try {
+    write_result_file(bad, r);
+    FAIL() << "write into a missing directory succeeded";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(bad + ": cannot write: ", 0), 0u) << e.what();
+  }
+  // Renaming onto a directory fails: the temporary is removed, the directory kept.
+  const fs::path blocker = dir.path() / "blocker.json";
+  fs::create_directories(blocker / "inside");
+  EXPECT_THROW(write_result_file(blocker.string(), r), UsageError);
+  files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 2);  // r.json and blocker.json/
+}
+
+}  // namespace
+}  // namespace ppb
