@@ -3,7 +3,7 @@ add_library(ppb_warnings INTERFACE)
 add_library(ppb::warnings ALIAS ppb_warnings)
 target_compile_options(ppb_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
-    -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wnull-dereference
+    -Wold-style-cast -Wcast-align -Woverloaded-virtual
     -Werror=switch -Werror=return-type>)
 if(PPB_WERROR)
   target_compile_options(ppb_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
