@@ -29,10 +29,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/costs.hpp"
+#include "ppb/profiling/trace.hpp"
 
 namespace ppb {
 
@@ -105,5 +108,25 @@ struct SimResult {
 /// stage, its position and the action it waits at, when the lists deadlock
 /// (a schedule that would not pass the validator).
 SimResult simulate(const Schedule& schedule, const StageCosts& costs, const SimOptions& options = {});
+
+/// The simulated timeline as traces in the format of measured runs
+/// (trace.hpp): one TraceWriter per stage (pid = stage, "distributedInfo"
+/// rank = stage), threads "compute", "send", "recv"; compute events named
+/// like the NVTX ranges, "F s2 mb3" (" c1" appended when V > 1), categories
+/// forward (F), backward (B, I), wgrad (W), sync (SYNC waits); each transfer
+/// a "send act s2->s3 mb3" / "recv act s2->s3 mb3" ("grad" for gradients)
+/// pair of events spanning the transfer, categories send / recv, joined by a
+/// flow arrow (name "act"/"grad", category "p2p", id flow_id(from stage,
+/// index of the transfer among those the stage sent)). Times: the result's
+/// units read as seconds (so cost-flag units show as 1 s = 1e6 us).
+/// REQUIRES: `result` from simulate(schedule, ..) with record_events
+/// (else UsageError).
+std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedule& schedule,
+                                                                   const SimResult& result);
+
+/// Writes sim_trace_writers(...) merged into one file at `path`
+/// (trace::write_merged: one timeline, pid = stage), atomically. Throws
+/// UsageError when the file cannot be written.
+void write_sim_trace(const Schedule& schedule, const SimResult& result, const std::string& path);
 
 }  // namespace ppb

@@ -1,0 +1,106 @@
+#include <string>
+
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+const char* category_of(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward: return "forward";
+    case ActionKind::kBackward: return "backward";
+    case ActionKind::kBackwardInput: return "backward";
+    case ActionKind::kBackwardWeight: return "wgrad";
+    case ActionKind::kSync: return "sync";
+  }
+  return "?";
+}
+
+// "F s2 mb3", "B s2 mb3 c1" (chunk only with V > 1), "SYNC s2".
+std::string event_name(const Action& a, int stage, bool show_chunk) {
+  std::string name = action_kind_name(a.kind);
+  name += " s";
+  name += std::to_string(stage);
+  if (a.kind == ActionKind::kSync) return name;
+  name += " mb";
+  name += std::to_string(a.microbatch);
+  if (show_chunk) {
+    name += " c";
+    name += std::to_string(a.chunk);
+  }
+  return name;
+}
+
+// "act s2->s3 mb3" / "grad s3->s2 mb3".
+std::string transfer_name(const SimTransfer& t) {
+  std::string name = t.gradient ? "grad s" : "act s";
+  name += std::to_string(t.from_stage);
+  name += "->s";
+  name += std::to_string(t.to_stage);
+  name += " mb";
+  name += std::to_string(t.microbatch);
+  return name;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedule& schedule,
+                                                                   const SimResult& result) {
+  const int P = schedule.stages;
+  if (static_cast<int>(result.stages.size()) != P) {
+    throw UsageError("sim trace: result has " + std::to_string(result.stages.size()) +
+                     " stages, schedule " + std::to_string(P));
+  }
+  const bool show_chunk = schedule.chunks > 1;
+  std::vector<std::unique_ptr<trace::TraceWriter>> writers;
+  std::vector<int> compute(static_cast<size_t>(P));
+  std::vector<int> send(static_cast<size_t>(P));
+  std::vector<int> recv(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s) {
+    const auto su = static_cast<size_t>(s);
+    writers.push_back(std::make_unique<trace::TraceWriter>(
+        s, "stage " + std::to_string(s) + " (simulated " + schedule.name + ")", P));
+    compute[su] = writers.back()->add_thread("compute");
+    send[su] = writers.back()->add_thread("send");
+    recv[su] = writers.back()->add_thread("recv");
+    const SimStage& st = result.stages[su];
+    if (st.events.empty() && !schedule.actions[su].empty()) {
+      throw UsageError("sim trace: stage " + std::to_string(s) +
+                       " has no events (simulate with record_events)");
+    }
+    for (const SimEvent& e : st.events) {
+      std::vector<trace::TraceArg> args;
+      if (e.action.kind != ActionKind::kSync) {
+        args = {{"mb", e.action.microbatch}, {"chunk", e.action.chunk}};
+      }
+      writers.back()->complete(compute[su], event_name(e.action, s, show_chunk), category_of(e.action.kind),
+                               e.start, e.end - e.start, std::move(args));
+    }
+  }
+  std::vector<uint64_t> sent(static_cast<size_t>(P), 0);
+  for (const SimTransfer& t : result.transfers) {
+    const auto from = static_cast<size_t>(t.from_stage);
+    const auto to = static_cast<size_t>(t.to_stage);
+    PPB_CHECK(from < writers.size() && to < writers.size(), "sim trace: transfer stage out of range");
+    const uint64_t id = trace::flow_id(t.from_stage, sent[from]++);
+    const std::string name = transfer_name(t);
+    const char* flow = t.gradient ? "grad" : "act";
+    const std::vector<trace::TraceArg> args = {{"mb", t.microbatch}, {"chunk", t.chunk}};
+    writers[from]->complete(send[from], "send " + name, "send", t.start, t.end - t.start, args);
+    writers[from]->flow_start(send[from], id, flow, "p2p", t.start);
+    writers[to]->complete(recv[to], "recv " + name, "recv", t.start, t.end - t.start, args);
+    writers[to]->flow_end(recv[to], id, flow, "p2p", t.end);
+  }
+  return writers;
+}
+
+void write_sim_trace(const Schedule& schedule, const SimResult& result, const std::string& path) {
+  const auto writers = sim_trace_writers(schedule, result);
+  std::vector<const trace::TraceWriter*> ranks;
+  ranks.reserve(writers.size());
+  for (const auto& w : writers) ranks.push_back(w.get());
+  trace::write_merged(ranks, path);
+}
+
+}  // namespace ppb

@@ -1,0 +1,412 @@
+// The simulator on hand-written schedules: times worked out by hand,
+// communication overlap, link FIFO order, barriers, deadlock errors, the
+// text timeline and the trace file. (Formula tests over the generators are
+// in sim_formula_test.cpp.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/pipeline/timeline_text.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+Schedule make(std::string name, int P, int M, std::vector<std::vector<Action>> lists, int V = 1) {
+  Schedule s;
+  s.name = std::move(name);
+  s.stages = P;
+  s.microbatches = M;
+  s.chunks = V;
+  s.actions = std::move(lists);
+  return s;
+}
+
+// GPipe written out by hand: all forwards, then all backwards.
+Schedule hand_gpipe(int P, int M) {
+  std::vector<std::vector<Action>> lists(static_cast<size_t>(P));
+  for (auto& l : lists) {
+    for (int m = 0; m < M; ++m) l.push_back(F(m));
+    for (int m = 0; m < M; ++m) l.push_back(B(m));
+  }
+  return make("gpipe", P, M, std::move(lists));
+}
+
+// PipeDream-Flush 1F1B written out by hand: P-s-1 warm-up forwards, then
+// alternate F and B, then the remaining backwards.
+Schedule hand_1f1b(int P, int M) {
+  std::vector<std::vector<Action>> lists(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s) {
+    auto& l = lists[static_cast<size_t>(s)];
+    const int warm = std::min(P - s - 1, M);
+    int f = 0;
+    int b = 0;
+    for (; f < warm; ++f) l.push_back(F(f));
+    while (f < M) {
+      l.push_back(F(f++));
+      l.push_back(B(b++));
+    }
+    while (b < M) l.push_back(B(b++));
+  }
+  return make("1f1b", P, M, std::move(lists));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("ppb_sim_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+TEST(Simulator, OneF1BTwoStagesByHand) {
+  // TF=1, TB=2: stage 1 runs F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7] F2 [7,8] B2 [8,10];
+  // stage 0 runs F0 [0,1] F1 [1,2] B0 [4,6] F2 [6,7] B1 [7,9] B2 [10,12].
+  const Schedule s = hand_1f1b(2, 3);
+  const SimResult r = simulate(s, uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.0));
+  EXPECT_DOUBLE_EQ(r.step_time, 12.0);
+  const std::vector<std::pair<double, double>> s0 = {{0, 1}, {1, 2}, {4, 6}, {6, 7}, {7, 9}, {10, 12}};
+  const std::vector<std::pair<double, double>> s1 = {{1, 2}, {2, 4}, {4, 5}, {5, 7}, {7, 8}, {8, 10}};
+  ASSERT_EQ(r.stages[0].events.size(), 6u);
+  ASSERT_EQ(r.stages[1].events.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(r.stages[0].events[i].action, s.actions[0][i]);
+    EXPECT_DOUBLE_EQ(r.stages[0].events[i].start, s0[i].first) << i;
+    EXPECT_DOUBLE_EQ(r.stages[0].events[i].end, s0[i].second) << i;
+    EXPECT_DOUBLE_EQ(r.stages[1].events[i].start, s1[i].first) << i;
+    EXPECT_DOUBLE_EQ(r.stages[1].events[i].end, s1[i].second) << i;
+  }
+  EXPECT_DOUBLE_EQ(r.stages[0].busy, 9.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].idle, 3.0);
+  EXPECT_DOUBLE_EQ(r.bubble_ratio, 0.25);  // (P-1)/(M+P-1)
+  EXPECT_DOUBLE_EQ(r.bubble_overhead, 1.0 / 3.0);  // (P-1)/M
+  EXPECT_EQ(r.stages[0].peak_inflight, 2);
+  EXPECT_EQ(r.stages[1].peak_inflight, 1);
+  ASSERT_EQ(r.batch_end.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.batch_end[0], 12.0);
+  // 3 activations 0->1 and 3 gradients 1->0, zero-time (TC = 0).
+  EXPECT_EQ(r.transfers.size(), 6u);
+}
+
+TEST(Simulator, HandSchedulesMatchTheFormulas) {
+  for (int P = 1; P <= 6; ++P) {
+    for (int M = 1; M <= 9; ++M) {
+      for (const Schedule& s : {hand_gpipe(P, M), hand_1f1b(P, M)}) {
+        const SimResult r = simulate(s, uniform_costs(P, 1, 1.0, 2.0, 0.0, 0.0));
+        EXPECT_DOUBLE_EQ(r.step_time, 3.0 * (M + P - 1)) << s.name << " P=" << P << " M=" << M;
+        EXPECT_NEAR(r.bubble_ratio, (P - 1.0) / (M + P - 1.0), 1e-12);
+        EXPECT_NEAR(r.bubble_overhead, (P - 1.0) / M, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Simulator, CommunicationOverlapsComputeTwoStageGPipe) {
+  // TF=1, TB=2, TC=0.5, P=2, M=2. Stage 0: F0 [0,1], F1 [1,2] (its sends
+  // [1,1.5], [2,2.5] do not delay F1: no blocking send). Stage 1: F0
+  // [1.5,2.5], F1 [2.5,3.5], B0 [3.5,5.5], B1 [5.5,7.5]. Gradients arrive at
+  // 6 and 8, so stage 0 runs B0 [6,8], B1 [8,10]. Makespan
+  // (M+P-1)(TF+TB) + 2(P-1)TC = 10.
+  const Schedule s = hand_gpipe(2, 2);
+  const SimResult r = simulate(s, uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.5));
+  EXPECT_DOUBLE_EQ(r.step_time, 10.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[1].start, 1.0);  // F1 not held by F0's send
+  EXPECT_DOUBLE_EQ(r.stages[1].events[0].start, 1.5);
+  EXPECT_DOUBLE_EQ(r.stages[1].events[3].end, 7.5);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[2].start, 6.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[3].start, 8.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].busy, 6.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].idle, 4.0);
+  EXPECT_DOUBLE_EQ(r.bubble_overhead, 8.0 / 12.0);
+}
+
+TEST(Simulator, LinkIsFifoAndFullDuplex) {
+  // TF=1, TC=3: forwards finish at 1, 2, 3 but share link 0->1 one after
+  // another: [1,4], [4,7], [7,10]. Gradients use link 1->0, which is free.
+  const Schedule s = hand_gpipe(2, 3);
+  const SimResult r = simulate(s, uniform_costs(2, 1, 1.0, 1.0, 0.0, 3.0));
+  std::vector<SimTransfer> act;
+  std::vector<SimTransfer> grad;
+  for (const SimTransfer& t : r.transfers) (t.gradient ? grad : act).push_back(t);
+  ASSERT_EQ(act.size(), 3u);
+  ASSERT_EQ(grad.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const auto u = static_cast<size_t>(i);
+    EXPECT_EQ(act[u].from_stage, 0);
+    EXPECT_EQ(act[u].to_stage, 1);
+    EXPECT_EQ(act[u].microbatch, i);
+    EXPECT_DOUBLE_EQ(act[u].start, 1.0 + 3.0 * i);
+    EXPECT_DOUBLE_EQ(act[u].end, 4.0 + 3.0 * i);
+    EXPECT_DOUBLE_EQ(r.stages[1].events[u].start, 4.0 + 3.0 * i);
+  }
+  // Stage 1: F2 [10,11], B0 [11,12], B1 [12,13], B2 [13,14]; gradients
+  // queue on 1->0: [12,15], [15,18], [18,21]; stage 0 backwards start there.
+  EXPECT_DOUBLE_EQ(grad[0].start, 12.0);
+  EXPECT_DOUBLE_EQ(grad[1].start, 15.0);
+  EXPECT_DOUBLE_EQ(grad[2].start, 18.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[3].start, 15.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[5].start, 21.0);
+  EXPECT_DOUBLE_EQ(r.step_time, 22.0);
+}
+
+TEST(Simulator, BandwidthLatencyAndGradientBytes) {
+  // Three stages; F of stage s sends (s+1)*1000 bytes; a gradient sent back
+  // from s to s-1 has the size of s-1's output.
+  StageCosts c = uniform_costs(3, 1, 1.0, 1.0, 0.0, 0.0);
+  c.link.latency = 0.25;
+  c.link.bandwidth = 1000.0;
+  for (int s = 0; s < 3; ++s) c.chunks[static_cast<size_t>(s)].send_bytes = (s + 1) * 1000;
+  const SimResult r = simulate(hand_gpipe(3, 1), c);
+  ASSERT_EQ(r.transfers.size(), 4u);
+  std::map<std::pair<int, int>, double> took;
+  for (const SimTransfer& t : r.transfers) took[{t.from_stage, t.to_stage}] = t.end - t.start;
+  EXPECT_DOUBLE_EQ((took[{0, 1}]), 1.25);
+  EXPECT_DOUBLE_EQ((took[{1, 2}]), 2.25);
+  EXPECT_DOUBLE_EQ((took[{2, 1}]), 2.25);
+  EXPECT_DOUBLE_EQ((took[{1, 0}]), 1.25);
+  // 3 F + 3 B + transfers 1.25 + 2.25 + 2.25 + 1.25.
+  EXPECT_DOUBLE_EQ(r.step_time, 6.0 + 7.0);
+}
+
+TEST(Simulator, SplitBackwardAndActivationBytes) {
+  // One stage, I and W separate: activation held until W.
+  StageCosts c = uniform_costs(1, 1, 1.0, 2.0, 3.0, 0.0);
+  c.has_bytes = true;
+  c.chunks[0].activation_bytes = 100;
+  const Schedule s = make("split", 1, 3, {{F(0), F(1), I(0), F(2), W(0), I(1), I(2), W(2), W(1)}});
+  const SimResult r = simulate(s, c);
+  EXPECT_DOUBLE_EQ(r.step_time, 3 * 1.0 + 3 * 2.0 + 3 * 3.0);
+  EXPECT_EQ(r.stages[0].peak_inflight, 3);
+  EXPECT_EQ(r.stages[0].peak_activation_bytes, 300);
+  EXPECT_DOUBLE_EQ(r.bubble_ratio, 0.0);
+  // Without has_bytes the bytes are not reported.
+  c.has_bytes = false;
+  EXPECT_EQ(simulate(s, c).stages[0].peak_activation_bytes, 0);
+}
+
+TEST(Simulator, PeakActivationBytesFollowInflight) {
+  for (int P = 1; P <= 5; ++P) {
+    for (int M = 1; M <= 7; ++M) {
+      StageCosts c = uniform_costs(P, 1, 1.0, 1.0, 0.0, 0.0);
+      c.has_bytes = true;
+      for (auto& ch : c.chunks) ch.activation_bytes = 4096;
+      for (const Schedule& s : {hand_gpipe(P, M), hand_1f1b(P, M)}) {
+        const SimResult r = simulate(s, c);
+        for (int st = 0; st < P; ++st) {
+          const SimStage& x = r.stages[static_cast<size_t>(st)];
+          const int expect = s.name == "gpipe" ? M : std::min(P - st, M);
+          EXPECT_EQ(x.peak_inflight, expect) << s.name << " P=" << P << " M=" << M << " s=" << st;
+          EXPECT_EQ(x.peak_activation_bytes, int64_t{4096} * expect);
+        }
+      }
+    }
+  }
+}
+
+TEST(Simulator, SyncIsABarrierWithLatency) {
+  // P=2, M=1, SYNC after the forward wave and after the backward wave.
+  StageCosts c = uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.0);
+  c.link.latency = 0.5;
+  const Schedule s = make("sync", 2, 1, {{F(0), Sync(), B(0), Sync()}, {F(0), Sync(), B(0), Sync()}});
+  const SimResult r = simulate(s, c);
+  // Stage 1 F0 [1,2] (latency 0.5 on the activation too: arrives at 1.5,
+  // so [1.5,2.5]); both leave SYNC 0 at 2.5 + 0.5 = 3. Stage 1 B0 [3,5];
+  // gradient arrives at 5.5; stage 0 B0 [5.5,7.5]; SYNC 1 releases at 8.
+  EXPECT_DOUBLE_EQ(r.stages[0].events[1].start, 1.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[1].end, 3.0);
+  EXPECT_DOUBLE_EQ(r.stages[1].events[1].end, 3.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].events[2].start, 5.5);
+  EXPECT_DOUBLE_EQ(r.step_time, 8.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].busy, 3.0);
+}
+
+TEST(Simulator, InterleavedOnOneStageNeedsNoTransfer) {
+  // P=1, V=2: the virtual stages 0 and 1 live on the same stage.
+  const Schedule s = make("one", 1, 1, {{F(0, 0), F(0, 1), B(0, 1), B(0, 0)}}, 2);
+  const SimResult r = simulate(s, uniform_costs(1, 2, 1.0, 1.0, 0.0, 5.0));
+  EXPECT_TRUE(r.transfers.empty());
+  EXPECT_DOUBLE_EQ(r.step_time, 2.0);
+}
+
+TEST(Simulator, PipedreamBatchEnds) {
+  // Two batches of M=2 on one stage: batch_end per batch, makespan overall.
+  Schedule s = make("pd", 1, 2, {{F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3)}});
+  s.batches = 2;
+  const SimResult r = simulate(s, uniform_costs(1, 1, 1.0, 1.0, 0.0, 0.0));
+  ASSERT_EQ(r.batch_end.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.batch_end[0], 4.0);
+  EXPECT_DOUBLE_EQ(r.batch_end[1], 8.0);
+  EXPECT_DOUBLE_EQ(r.step_time, 8.0);
+  EXPECT_DOUBLE_EQ(r.time_per_batch(), 4.0);
+}
+
+TEST(Simulator, RecordEventsOffGivesTheSameFigures) {
+  const Schedule s = hand_1f1b(4, 8);
+  const StageCosts c = uniform_costs(4, 1, 1.0, 2.0, 0.5, 0.25);
+  const SimResult a = simulate(s, c);
+  const SimResult b = simulate(s, c, SimOptions{.record_events = false});
+  EXPECT_DOUBLE_EQ(a.step_time, b.step_time);
+  EXPECT_DOUBLE_EQ(a.bubble_ratio, b.bubble_ratio);
+  EXPECT_TRUE(b.transfers.empty());
+  EXPECT_TRUE(b.stages[0].events.empty());
+}
+
+TEST(Simulator, DeadlockNamesTheStuckStages) {
+  // Stage 0 waits for B0's gradient before sending F1; stage 1 waits for F1
+  // before running B0.
+  const Schedule s = make("bad", 2, 2, {{F(0), B(0), F(1), B(1)}, {F(1), B(1), F(0), B(0)}});
+  try {
+    simulate(s, uniform_costs(2, 1, 1, 1, 0, 0));
+    FAIL() << "no exception";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("simulate: not progressing at"), std::string::npos) << m;
+    EXPECT_NE(m.find("stage 0 step 1 B0"), std::string::npos) << m;
+    EXPECT_NE(m.find("stage 1 step 0 F1"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
+  }
+}
+
+TEST(Simulator, UnmatchedSyncAndLocalOrderDeadlock) {
+  EXPECT_THROW(simulate(make("s", 2, 1, {{F(0), Sync(), B(0)}, {F(0), B(0)}}),
+                        uniform_costs(2, 1, 1, 1, 0, 0)),
+               UsageError);
+  // B before its own F on the last stage: never runnable.
+  try {
+    simulate(make("o", 1, 1, {{B(0), F(0)}}), uniform_costs(1, 1, 1, 1, 0, 0));
+    FAIL() << "no exception";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("its own F0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Simulator, BadInputIsAUsageError) {
+  const StageCosts c = uniform_costs(2, 1, 1, 1, 0, 0);
+  EXPECT_THROW(simulate(make("x", 2, 1, {{F(0), B(0)}, {F(5), B(5)}}), c), UsageError);
+  EXPECT_THROW(simulate(make("x", 2, 1, {{F(0, 1), B(0, 1)}, {F(0), B(0)}}), c), UsageError);
+  EXPECT_THROW(simulate(make("x", 2, 1, {{F(0), B(0)}}), c), UsageError);
+  EXPECT_THROW(simulate(hand_gpipe(3, 1), c), UsageError);
+  StageCosts neg = c;
+  neg.chunks[1].fwd = -1;
+  EXPECT_THROW(simulate(hand_gpipe(2, 1), neg), UsageError);
+}
+
+TEST(Timeline, GoldenOneF1BTwoStagesThreeMicrobatches) {
+  const Schedule s = hand_1f1b(2, 3);
+  const SimResult r = simulate(s, uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.0));
+  const std::string expect =
+      "1f1b: P=2 M=3 V=1  step time 12  bubble ratio 0.2500  overhead 0.3333\n"
+      "s0 |F0F1....B0  F2B1  ..B2  |\n"
+      "s1 |..F0B0  F1B1  F2B2  ....|\n"
+      "    |         |         |\n"
+      "    0         5         10\n";
+  EXPECT_EQ(render_timeline(s, r, 24), expect);
+}
+
+TEST(Timeline, ChunksAndNarrowBlocks) {
+  const Schedule s = make("v2", 1, 1, {{F(0, 0), F(0, 1), B(0, 1), B(0, 0)}}, 2);
+  const SimResult r = simulate(s, uniform_costs(1, 2, 1.0, 1.0, 0.0, 0.0));
+  const std::string t = render_timeline(s, r, 40);
+  EXPECT_NE(t.find("s0 |F0c0      F0c1      B0c1      B0c0      |"), std::string::npos) << t;
+  EXPECT_THROW(render_timeline(s, r, 5), UsageError);
+  // Blocks narrower than their label keep their first letters.
+  const Schedule g = hand_gpipe(2, 8);
+  const std::string n = render_timeline(g, simulate(g, uniform_costs(2, 1, 1, 1, 0, 0)), 18);
+  EXPECT_NE(n.find("s0 |FFFFFFFF..BBBBBBBB|"), std::string::npos) << n;
+}
+
+TEST(SimTrace, ValidJsonWithFlowsAndMicroseconds) {
+  const Schedule s = hand_1f1b(3, 4);
+  const SimResult r = simulate(s, uniform_costs(3, 1, 1.0, 2.0, 0.0, 0.5));
+  const std::string path = temp_path("trace.json");
+  write_sim_trace(s, r, path);
+  const std::string text = read_file(path);
+  boost::json::value doc = boost::json::parse(text);
+  const auto& events = doc.at("traceEvents").as_array();
+  std::map<uint64_t, int> starts;
+  std::map<uint64_t, int> ends;
+  std::set<int64_t> pids;
+  int x = 0;
+  bool found_f = false;
+  for (const auto& ev : events) {
+    const auto& e = ev.as_object();
+    const std::string ph(e.at("ph").as_string());
+    pids.insert(e.at("pid").as_int64());
+    if (ph == "X") {
+      ++x;
+      const std::string name(e.at("name").as_string());
+      if (name == "F s1 mb2") {
+        // Stage 1's F2 in microseconds (1 cost unit = 1 s = 1e6 us).
+        found_f = true;
+        const SimEvent* fe = nullptr;
+        for (const SimEvent& se : r.stages[1].events) {
+          if (se.action == F(2)) fe = &se;
+        }
+        ASSERT_NE(fe, nullptr);
+        EXPECT_NEAR(e.at("ts").to_number<double>(), fe->start * 1e6, 1e-3);
+        EXPECT_NEAR(e.at("dur").to_number<double>(), 1e6, 1e-3);
+        EXPECT_EQ(std::string(e.at("cat").as_string()), "forward");
+        EXPECT_EQ(e.at("args").at("mb").as_int64(), 2);
+      }
+    } else if (ph == "s") {
+      ++starts[e.at("id").to_number<uint64_t>()];
+    } else if (ph == "f") {
+      ++ends[e.at("id").to_number<uint64_t>()];
+      EXPECT_EQ(std::string(e.at("bp").as_string()), "e");
+    }
+  }
+  EXPECT_TRUE(found_f);
+  // 3 stages x 8 actions + 2 events per transfer (send + recv).
+  EXPECT_EQ(x, 24 + 2 * static_cast<int>(r.transfers.size()));
+  EXPECT_EQ(pids, (std::set<int64_t>{0, 1, 2}));
+  EXPECT_EQ(starts.size(), r.transfers.size());
+  EXPECT_EQ(starts, ends);  // every id once as s and once as f
+  for (const auto& [id, n] : starts) EXPECT_EQ(n, 1) << id;
+  // Per-stage writers carry their rank for Holistic Trace Analysis.
+  const auto writers = sim_trace_writers(s, r);
+  ASSERT_EQ(writers.size(), 3u);
+  EXPECT_NE(writers[2]->to_json().find("\"distributedInfo\": {\"rank\": 2, \"world_size\": 3}"),
+            std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(SimTrace, NamesAndCategoriesFollowTheNvtxConvention) {
+  const Schedule s = make("zb", 2, 1, {{F(0, 0), F(0, 1), I(0, 1), W(0, 1), I(0, 0), W(0, 0)},
+                                       {F(0, 0), F(0, 1), I(0, 1), W(0, 1), I(0, 0), W(0, 0)}},
+                          2);
+  const SimResult r = simulate(s, uniform_costs(2, 2, 1, 1, 1, 0.5));
+  const std::string j = sim_trace_writers(s, r)[1]->to_json();
+  EXPECT_NE(j.find("\"name\":\"F s1 mb0 c1\",\"cat\":\"forward\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"name\":\"I s1 mb0 c0\",\"cat\":\"backward\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"W s1 mb0 c0\",\"cat\":\"wgrad\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"send act s1->s0 mb0\",\"cat\":\"send\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"recv act s0->s1 mb0\",\"cat\":\"recv\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"send grad s1->s0 mb0\",\"cat\":\"send\""), std::string::npos);
+  EXPECT_NE(j.find("\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}"), std::string::npos);
+}
+
+TEST(SimTrace, UnwritablePathIsAUsageErrorAndLeavesNoFile) {
+  const Schedule s = hand_gpipe(2, 1);
+  const SimResult r = simulate(s, uniform_costs(2, 1, 1, 1, 0, 0));
+  EXPECT_THROW(write_sim_trace(s, r, "/nonexistent-dir/x/trace.json"), UsageError);
+  const SimResult none = simulate(s, uniform_costs(2, 1, 1, 1, 0, 0), SimOptions{.record_events = false});
+  EXPECT_THROW(write_sim_trace(s, none, temp_path("none.json")), UsageError);
+  EXPECT_FALSE(std::filesystem::exists(temp_path("none.json")));
+}
+
+}  // namespace
+}  // namespace ppb
