@@ -1,0 +1,95 @@
+// The schedule registry: one line per schedule (STYLE.md rule 8), and the
+// parameter checks every schedule shares.
+#include <cstdint>
+#include <string>
+
+#include "generators.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/validator.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+using schedule_detail::Generator;
+
+struct Entry {
+  ScheduleInfo info;
+  Generator generate;
+  bool multi_batch;  ///< takes --batches > 1 (no flush between batches)
+};
+
+// clang-format off
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> kEntries = {
+    {{"sync-1f1b", "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave", false, false}, &schedule_detail::generate_sync_1f1b, false},
+    {{"async-1f1b", "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", false, false}, &schedule_detail::generate_async_1f1b, false},
+    {{"1f1b", "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", false, false}, &schedule_detail::generate_1f1b, false},
+    {{"gpipe", "GPipe: all forwards, then all backwards, one flush", false, false}, &schedule_detail::generate_gpipe, false},
+    {{"pipedream", "document 003: 1F1B with weight stashing, no flush between --batches B batches", false, false}, &schedule_detail::generate_pipedream, true},
+    {{"hybrid", "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", false, false}, &schedule_detail::generate_hybrid, false},
+    {{"adaptive", "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", false, false}, &schedule_detail::generate_adaptive, false},
+    {{"interleaved-1f1b", "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", false, true}, &schedule_detail::generate_interleaved_1f1b, false},
+    {{"zb-h1", "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", true, false}, &schedule_detail::generate_zb_h1, false},
+    {{"zb-h2", "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", true, false}, &schedule_detail::generate_zb_h2, false},
+  };
+  return kEntries;
+}
+// clang-format on
+
+std::string valid_names() {
+  std::string names;
+  for (const Entry& e : entries()) {
+    if (!names.empty()) names += ", ";
+    names += e.info.name;
+  }
+  return names;
+}
+
+// Generous bound so a typo (M=10000000) is an error, not an out-of-memory.
+constexpr int64_t kMaxActions = 50'000'000;
+
+void check_common(const Entry& e, const ScheduleParams& p) {
+  const std::string& name = e.info.name;
+  if (p.stages < 1) throw UsageError("--stages: expected >= 1, got " + std::to_string(p.stages));
+  if (p.microbatches < 1) throw UsageError("--microbatches: expected >= 1, got " + std::to_string(p.microbatches));
+  if (p.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(p.chunks));
+  if (p.batches < 1) throw UsageError("--batches: expected >= 1, got " + std::to_string(p.batches));
+  if (p.chunks > 1 && !e.info.uses_chunks) {
+    throw UsageError("--chunks: " + name + " has no model chunks (only interleaved-1f1b does); expected 1, got " +
+                     std::to_string(p.chunks));
+  }
+  if (p.batches > 1 && !e.multi_batch) {
+    throw UsageError("--batches: " + name + " flushes after every batch (only pipedream runs batches back to back); "
+                     "expected 1, got " + std::to_string(p.batches));
+  }
+  const int64_t actions = int64_t{p.stages} * p.chunks * p.microbatches * p.batches * 4;
+  if (actions > kMaxActions) {
+    throw UsageError("--microbatches: P x V x M x batches is too large to generate (" + std::to_string(actions) +
+                     " actions, limit " + std::to_string(kMaxActions) + ")");
+  }
+}
+
+}  // namespace
+
+const std::vector<ScheduleInfo>& schedule_list() {
+  static const std::vector<ScheduleInfo> kList = [] {
+    std::vector<ScheduleInfo> list;
+    for (const Entry& e : entries()) list.push_back(e.info);
+    return list;
+  }();
+  return kList;
+}
+
+Schedule generate_schedule(std::string_view name, const ScheduleParams& p) {
+  for (const Entry& e : entries()) {
+    if (e.info.name != name) continue;
+    check_common(e, p);
+    Schedule s = e.generate(p);
+    validate_or_throw(s);
+    return s;
+  }
+  throw UsageError("--schedule: unknown schedule '" + std::string(name) + "'; valid: " + valid_names());
+}
+
+}  // namespace ppb
