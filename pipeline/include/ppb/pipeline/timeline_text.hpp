@@ -3,10 +3,13 @@
 // per action labelled with its kind and micro-batch (F3, B3, I3, W3; with
 // V > 1 chunks the chunk follows: F3c1), idle time as '.', a time axis below.
 //
-// Example (1f1b, P=2, M=3, TF=1, TB=2, width 24):
-//   s0 |F0F1....B0  F2B1  ....B2  |
-//   s1 |..F0B0  F1B1  F2B2  ......|
-//   (the golden test in sim_test.cpp holds the exact output)
+// Example (1f1b, P=2, M=3, TF=1, TB=2, width 24; the golden test in
+// sim_test.cpp holds exactly this):
+//   1f1b: P=2 M=3 V=1  step time 12  bubble ratio 0.2500  overhead 0.3333
+//   s0 |F0F1....B0  F2B1  ..B2  |
+//   s1 |..F0B0  F1B1  F2B2  ....|
+//       |         |         |
+//       0         5         10
 #pragma once
 
 #include <string>
