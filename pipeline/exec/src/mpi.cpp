@@ -1,0 +1,102 @@
+#include "ppb/exec/mpi.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
+
+namespace ppb {
+namespace {
+
+bool mpi_live() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized != 0 && finalized == 0;
+}
+
+// PPB_CHECK's hook: one failing rank must end the whole job, never leave the
+// others hanging in a receive.
+void abort_hook() {
+  if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void finalize_at_exit() {
+  if (mpi_live()) MPI_Finalize();
+}
+
+}  // namespace
+
+int world_rank() {
+  if (!mpi_live()) return -1;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+void mpi_call_failed(const char* call, int code, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) std::snprintf(text, sizeof text, "code %d", code);
+  std::fprintf(stderr, "pipebench[r%d]: MPI error in %s at %s:%d: %s\n", world_rank(), call, file, line,
+               text);
+  std::fflush(stderr);
+  abort_hook();
+  std::abort();
+}
+
+MpiSession::MpiSession() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) {
+    int provided = 0;
+    // FUNNELED: the executor's thread makes every MPI call; the watchdog only
+    // calls MPI_Abort (see mpi.hpp).
+    PPB_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    std::atexit(finalize_at_exit);
+  }
+  PPB_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  PPB_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  PPB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  log::set_rank(rank_, /*quiet_nonzero=*/true);
+  set_abort_hook(abort_hook);
+}
+
+void abort_job(const char* message, int code) {
+  std::fprintf(stderr, "%s%s\n", log::prefix().c_str(), message);
+  std::fflush(stderr);
+  if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+void run_or_abort(const std::function<void()>& body, MPI_Comm comm) {
+  int code = 0;
+  std::string what;
+  try {
+    body();
+    return;
+  } catch (const UsageError& e) {
+    code = kUsageExitCode;
+    what = e.what();
+  } catch (const std::exception& e) {
+    code = 1;
+    what = e.what();
+  } catch (...) {
+    code = 1;
+    what = "unknown exception";
+  }
+  int rank = -1;
+  int size = 0;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::fprintf(stderr, "%serror on rank %d of %d: %s\n", log::prefix().c_str(), rank, size, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(comm, code);
+  std::exit(code);
+}
+
+}  // namespace ppb

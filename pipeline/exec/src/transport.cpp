@@ -1,0 +1,153 @@
+#include "ppb/exec/transport.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <climits>
+#include <string>
+
+#include "ppb/exec/mpi.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+
+const char* message_kind_name(MessageKind kind) {
+  switch (kind) {
+    case MessageKind::kActivation: return "activation";
+    case MessageKind::kGradient: return "gradient";
+  }
+  return "?";
+}
+
+int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int tag_ub) {
+  PPB_CHECK(microbatch >= 0 && chunk >= 0 && chunk < chunks, "message_tag: bad micro-batch or chunk");
+  int64_t tag = (microbatch * chunks + chunk) * 2 + static_cast<int64_t>(kind);
+  if (tag > tag_ub) {
+    throw UsageError("message tags: micro-batch " + std::to_string(microbatch) + " x " + std::to_string(chunks) +
+                     " chunks exceeds the transport's tag range (" + std::to_string(tag_ub) +
+                     "); use fewer micro-batches or batches");
+  }
+  return static_cast<int>(tag);
+}
+
+const char* wait_strategy_name(WaitStrategy strategy) {
+  switch (strategy) {
+    case WaitStrategy::kBlock: return "block";
+    case WaitStrategy::kYield: return "yield";
+    case WaitStrategy::kSleep: return "sleep";
+  }
+  return "?";
+}
+
+WaitStrategy parse_wait_strategy(std::string_view text, std::string_view flag) {
+  if (text == "block") return WaitStrategy::kBlock;
+  if (text == "yield") return WaitStrategy::kYield;
+  if (text == "sleep") return WaitStrategy::kSleep;
+  throw UsageError(std::string(flag) + ": unknown wait strategy '" + std::string(text) +
+                   "' (strategies: block, yield, sleep)");
+}
+
+MpiTransport::MpiTransport(MPI_Comm comm) {
+  PPB_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+  PPB_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  PPB_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  void* value = nullptr;
+  int flag = 0;
+  PPB_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &flag));
+  if (flag != 0 && value != nullptr) tag_ub_ = *static_cast<int*>(value);
+}
+
+MpiTransport::~MpiTransport() {
+  // Outstanding requests at destruction are a bug of the caller; cancel the
+  // receives so MPI_Comm_free does not wait on them forever.
+  for (MPI_Request& r : requests_) {
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Request_free(&r);
+    }
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+RequestId MpiTransport::acquire(MPI_Request request, int64_t expected_bytes) {
+  RequestId id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<RequestId>(requests_.size());
+    requests_.push_back(MPI_REQUEST_NULL);
+    expected_.push_back(-1);
+  }
+  requests_[static_cast<size_t>(id)] = request;
+  expected_[static_cast<size_t>(id)] = expected_bytes;
+  ++outstanding_;
+  return id;
+}
+
+void MpiTransport::release(RequestId request, const MPI_Status& status) {
+  int64_t expected = expected_[static_cast<size_t>(request)];
+  if (expected >= 0) {
+    int count = 0;
+    PPB_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+    PPB_CHECK(count == expected, "received " + std::to_string(count) + " bytes, expected " +
+                                     std::to_string(expected) + " (tag " + std::to_string(status.MPI_TAG) +
+                                     " from rank " + std::to_string(status.MPI_SOURCE) + ")");
+  }
+  requests_[static_cast<size_t>(request)] = MPI_REQUEST_NULL;
+  free_.push_back(request);
+  --outstanding_;
+}
+
+RequestId MpiTransport::isend(const std::byte* data, int64_t bytes, int peer, int tag) {
+  PPB_CHECK(bytes >= 0 && bytes <= INT_MAX, "message larger than 2 GiB");
+  PPB_CHECK(peer != rank_ && peer >= 0 && peer < size_, "isend: bad peer");
+  MPI_Request r = MPI_REQUEST_NULL;
+  PPB_MPI_CHECK(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r));
+  return acquire(r, -1);
+}
+
+RequestId MpiTransport::irecv(std::byte* data, int64_t bytes, int peer, int tag) {
+  PPB_CHECK(bytes >= 0 && bytes <= INT_MAX, "message larger than 2 GiB");
+  PPB_CHECK(peer != rank_ && peer >= 0 && peer < size_, "irecv: bad peer");
+  MPI_Request r = MPI_REQUEST_NULL;
+  PPB_MPI_CHECK(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r));
+  return acquire(r, bytes);
+}
+
+bool MpiTransport::test(RequestId request) {
+  PPB_CHECK(request >= 0 && static_cast<size_t>(request) < requests_.size() &&
+                requests_[static_cast<size_t>(request)] != MPI_REQUEST_NULL,
+            "test: not a live request");
+  int done = 0;
+  MPI_Status status;
+  PPB_MPI_CHECK(MPI_Test(&requests_[static_cast<size_t>(request)], &done, &status));
+  if (done == 0) return false;
+  release(request, status);
+  return true;
+}
+
+void MpiTransport::wait(RequestId request, WaitStrategy strategy) {
+  PPB_CHECK(request >= 0 && static_cast<size_t>(request) < requests_.size() &&
+                requests_[static_cast<size_t>(request)] != MPI_REQUEST_NULL,
+            "wait: not a live request");
+  switch (strategy) {
+    case WaitStrategy::kBlock: {
+      MPI_Status status;
+      PPB_MPI_CHECK(MPI_Wait(&requests_[static_cast<size_t>(request)], &status));
+      release(request, status);
+      return;
+    }
+    case WaitStrategy::kYield:
+      while (!test(request)) sched_yield();
+      return;
+    case WaitStrategy::kSleep: {
+      const timespec pause{0, 20'000};
+      while (!test(request)) nanosleep(&pause, nullptr);
+      return;
+    }
+  }
+}
+
+}  // namespace ppb
