@@ -59,16 +59,16 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std
     const auto& list = s.actions[static_cast<size_t>(st)];
     for (size_t k = 0; k < list.size(); ++k) {
       const Action& a = list[k];
-      const std::string where = stage_name(st) + ", action " + std::to_string(k) + " (" + text(a, sh) + ")";
+      auto where = [&] { return stage_name(st) + ", action " + std::to_string(k) + " (" + text(a, sh) + ")"; };
       if (a.kind == ActionKind::kSync) {
         ++syncs[static_cast<size_t>(st)];
         continue;
       }
       if (a.microbatch < 0 || a.microbatch >= sh.total) {
-        return where + ": micro-batch " + std::to_string(a.microbatch) + " out of range 0.." + std::to_string(sh.total - 1);
+        return where() + ": micro-batch " + std::to_string(a.microbatch) + " out of range 0.." + std::to_string(sh.total - 1);
       }
       if (a.chunk < 0 || a.chunk >= sh.chunks) {
-        return where + ": chunk " + std::to_string(a.chunk) + " out of range 0.." + std::to_string(sh.chunks - 1);
+        return where() + ": chunk " + std::to_string(a.chunk) + " out of range 0.." + std::to_string(sh.chunks - 1);
       }
       const size_t c = sh.cell(sh.virtual_of(st, a.chunk), a.microbatch);
       const auto at = static_cast<int32_t>(k);
@@ -101,22 +101,22 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std
     for (int ch = 0; ch < sh.chunks; ++ch) {
       for (int mb = 0; mb < sh.total; ++mb) {
         const size_t c = sh.cell(sh.virtual_of(st, ch), mb);
-        const std::string who = stage_name(st) + ": ";
-        if (pos.f[c] < 0) return who + text(F(mb, ch), sh) + " is missing (every micro-batch needs one F per chunk)";
+        auto who = [st] { return stage_name(st) + ": "; };
+        if (pos.f[c] < 0) return who() + text(F(mb, ch), sh) + " is missing (every micro-batch needs one F per chunk)";
         if (pos.bi[c] < 0) {
-          return who + "micro-batch " + std::to_string(mb) + (sh.show_chunk ? " chunk " + std::to_string(ch) : "") +
+          return who() + "micro-batch " + std::to_string(mb) + (sh.show_chunk ? " chunk " + std::to_string(ch) : "") +
                  " has no backward (" + text(B(mb, ch), sh) + ", or " + text(I(mb, ch), sh) + " and " + text(W(mb, ch), sh) + ")";
         }
         const bool split = pos.bi_is_input[c] != 0;
         if (!split && pos.w[c] >= 0) {
-          return who + text(W(mb, ch), sh) + " given with a full " + text(B(mb, ch), sh) + " (use B, or I and W)";
+          return who() + text(W(mb, ch), sh) + " given with a full " + text(B(mb, ch), sh) + " (use B, or I and W)";
         }
-        if (split && pos.w[c] < 0) return who + text(I(mb, ch), sh) + " has no " + text(W(mb, ch), sh);
+        if (split && pos.w[c] < 0) return who() + text(I(mb, ch), sh) + " has no " + text(W(mb, ch), sh);
         if (pos.bi[c] < pos.f[c]) {
           const Action back = split ? I(mb, ch) : B(mb, ch);
-          return who + text(back, sh) + " comes before its " + text(F(mb, ch), sh);
+          return who() + text(back, sh) + " comes before its " + text(F(mb, ch), sh);
         }
-        if (split && pos.w[c] < pos.bi[c]) return who + text(W(mb, ch), sh) + " comes before its " + text(I(mb, ch), sh);
+        if (split && pos.w[c] < pos.bi[c]) return who() + text(W(mb, ch), sh) + " comes before its " + text(I(mb, ch), sh);
       }
     }
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/profiling/check.hpp"  // UsageError
 
 namespace ppb {
 

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/profiling/check.hpp"  // UsageError
 
 namespace ppb {
 

@@ -1,0 +1,105 @@
+// The validator on hand-made broken schedules: each problem is found and
+// named (stage, action, reason); the dry run handles big schedules.
+#include "ppb/pipeline/validator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <string>
+
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/schedule_io.hpp"
+
+namespace ppb {
+namespace {
+
+Schedule from_text(const std::string& text) { return schedule_from_text(text, "test"); }
+
+std::string error_of(const std::string& text) { return validate_schedule(from_text(text)).error; }
+
+TEST(Validator, AcceptsCorrectHandWrittenSchedules) {
+  EXPECT_TRUE(validate_schedule(from_text("s0: F0 F1 B0 B1\ns1: F0 B0 F1 B1\n")).ok);
+  EXPECT_TRUE(validate_schedule(from_text("s0: F0 I0 W0\ns1: F0 I0 W0\n")).ok);
+  EXPECT_TRUE(validate_schedule(from_text("s0: F0 | B0 |\ns1: F0 | B0 |\n")).ok);
+  // Mixed: B on one stage, I and W on the other.
+  EXPECT_TRUE(validate_schedule(from_text("s0: F0 B0\ns1: F0 I0 W0\n")).ok);
+  // Chunks: v = c*P + s; stage 0 hosts v0 and v2, stage 1 hosts v1 and v3.
+  EXPECT_TRUE(validate_schedule(from_text("s0: F0.0 F0.1 B0.1 B0.0\ns1: F0.0 F0.1 B0.1 B0.0\n")).ok);
+}
+
+TEST(Validator, NamesMissingDuplicateAndMisorderedActions) {
+  EXPECT_EQ(error_of("s0: F0 F1 B0 B1\ns1: F0 B0 B1\n"),
+            "stage 1: F1 is missing (every micro-batch needs one F per chunk)");
+  EXPECT_EQ(error_of("s0: F0 F0 B0\ns1: F0 B0\n"), "stage 0: F0 appears twice");
+  EXPECT_EQ(error_of("s0: F0 B0 B0\ns1: F0 B0\n"), "stage 0: B0 appears twice");
+  EXPECT_EQ(error_of("s0: F0 B0 I0 W0\ns1: F0 B0\n"),
+            "stage 0: micro-batch 0 chunk 0 has both B and I (a backward is either B, or I and W)");
+  EXPECT_EQ(error_of("s0: F0 I0\ns1: F0 B0\n"), "stage 0: I0 has no W0");
+  EXPECT_EQ(error_of("s0: F0 B0 W0\ns1: F0 B0\n"), "stage 0: W0 given with a full B0 (use B, or I and W)");
+  EXPECT_EQ(error_of("s0: B0 F0\ns1: F0 B0\n"), "stage 0: B0 comes before its F0");
+  EXPECT_EQ(error_of("s0: F0 W0 I0\ns1: F0 B0\n"), "stage 0: W0 comes before its I0");
+  EXPECT_EQ(error_of("s0: F0 | B0\ns1: F0 | B0 |\n"),
+            "stage 1 has 2 SYNC barriers, stage 0 has 1 (every stage must reach every barrier)");
+}
+
+TEST(Validator, RangesAndShape) {
+  Schedule s = from_text("s0: F0 B0\ns1: F0 B0\n");
+  s.actions[1][1].microbatch = 5;
+  EXPECT_EQ(validate_schedule(s).error, "stage 1, action 1 (B5): micro-batch 5 out of range 0..0");
+  s = from_text("s0: F0 B0\ns1: F0 B0\n");
+  s.actions[0][0].chunk = 1;
+  EXPECT_EQ(validate_schedule(s).error, "stage 0, action 0 (F0): chunk 1 out of range 0..0");
+  s.actions.pop_back();
+  EXPECT_EQ(validate_schedule(s).error, "schedule has 1 stage lists, expected stages = 2");
+}
+
+TEST(Validator, DeadlocksNameStageActionAndReason) {
+  // A forward waiting for an activation that comes after a backward it blocks.
+  EXPECT_EQ(error_of("s0: F1 B1 F0 B0\ns1: F0 B0 F1 B1\n"),
+            "deadlock: stage 0 stuck at B1: waits for the input gradient of micro-batch 1 from stage 1 (B1), which is "
+            "stuck at F0 before it");
+  // A barrier that one stage reaches only after waiting for the others.
+  EXPECT_EQ(error_of("s0: | F0 B0\ns1: F0 | B0\n"),
+            "deadlock: stage 0 stuck at |: waits at barrier 1 of 1 for stage 1, which is stuck at F0");
+  EXPECT_EQ(error_of("s0: F0 | B0\ns1: | F0 B0\ns2: | | F0 B0\n").substr(0, 10), "stage 2 ha");
+  // Chunks: stage 0's chunk 1 forward needs stage 1's chunk 0 forward.
+  EXPECT_EQ(error_of("s0: F0.0 F0.1 B0.1 B0.0\ns1: F0.1 F0.0 B0.1 B0.0\n"),
+            "deadlock: stage 0 stuck at F0.1: waits for the activation of micro-batch 0 from stage 1 (F0.0), which "
+            "is stuck at F0.1 before it");
+}
+
+TEST(Validator, ThrowsScheduleErrorWithGrid) {
+  Schedule s = from_text("s0: F0 | B0\ns1: | F0 B0\ns2: F0 B0 |\n");
+  try {
+    validate_or_throw(s, "x.json");
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_STREQ(e.what(), "x.json: deadlock: stage 0 stuck at |: waits at barrier 1 of 1 for stage 2, which is stuck at F0");
+    EXPECT_NE(e.grid().find(">s2"), std::string::npos) << e.grid();
+    EXPECT_NE(e.grid().find("*F0"), std::string::npos) << e.grid();
+    EXPECT_NE(e.grid().find("*|"), std::string::npos) << e.grid();
+  }
+}
+
+// Half a million actions: generate + validate must be fast (the speed goal is
+// measured by a benchmark; this test checks correctness at that size and
+// prints the time, it does not assert on it).
+TEST(Validator, LargeInterleavedScheduleValidates) {
+  ScheduleParams p;
+  p.stages = 64;
+  p.microbatches = 1024;
+  p.chunks = 4;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Schedule s = generate_schedule("interleaved-1f1b", p);  // generates and validates
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_EQ(s.total_actions(), 2LL * 64 * 4 * 1024);
+  EXPECT_TRUE(validate_schedule(s).ok);
+  const double seconds = std::chrono::duration<double>(t1 - t0).count();
+  ::testing::Test::RecordProperty("generate_validate_seconds", std::to_string(seconds));
+  std::cout << "interleaved-1f1b P=64 M=1024 V=4: " << s.total_actions() << " actions, generate+validate "
+            << seconds * 1e3 << " ms\n";
+}
+
+}  // namespace
+}  // namespace ppb
