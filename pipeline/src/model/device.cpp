@@ -1,0 +1,313 @@
+#include "ppb/pipeline/device.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+constexpr std::string_view kCalibrationSchema = "pipebench.calibration/1";
+
+// Device presets. GPU figures are NVIDIA datasheet figures for the SXM parts:
+// dense (no sparsity) BF16 tensor-core peak, HBM bandwidth, capacity in
+// decimal GB as the datasheet states it, and NVLink bandwidth per direction
+// (half the datasheet's bidirectional total). Efficiency and per-unit
+// overhead are assumptions (typical large cuBLAS BF16 GEMMs reach 60-70 % of
+// peak; a unit is a handful of kernels of a few microseconds' launch cost);
+// a calibration file replaces them with measurements. Link latency for GPUs is
+// an assumed NCCL point-to-point latency inside one NVLink node.
+DeviceSpec make_preset(std::string_view name) {
+  DeviceSpec d;
+  d.name = std::string(name);
+  if (name == "cpu") {
+    // One core of the 2-core AMD EPYC (Zen 4) machine the tests run on, fp32
+    // through single-threaded OpenBLAS. Measured here (2026-11-29):
+    // cblas_sgemm 4096x768x2304 109 GFLOP/s, 128x128x384 (gpt-tiny's QKV)
+    // 96-100 GFLOP/s; a one-core triad 40-41 GB/s; Open MPI 4.1 shared-memory
+    // ping-pong 0.36 us for 8 B and 4.3 GB/s at 16 MiB.
+    d.peak_flops = 110e9;
+    d.efficiency = 0.9;
+    d.mem_bandwidth = 40e9;
+    d.kernel_overhead_s = 2e-6;
+    d.memory_bytes = int64_t{24} << 30;  // the machine's 24 GiB
+    d.link_bandwidth = 4e9;
+    d.link_latency = 0.4e-6;
+  } else if (name == "a100") {
+    // A100 SXM4 80GB datasheet: BF16 tensor 312 TFLOPS dense, HBM2e
+    // 2,039 GB/s, 80 GB, NVLink 3 600 GB/s bidirectional.
+    d.peak_flops = 312e12;
+    d.efficiency = 0.7;
+    d.mem_bandwidth = 2039e9;
+    d.kernel_overhead_s = 5e-6;
+    d.memory_bytes = int64_t{80'000'000'000};
+    d.link_bandwidth = 300e9;
+    d.link_latency = 10e-6;
+  } else if (name == "h100") {
+    // H100 SXM5 80GB datasheet: BF16 tensor 989.4 TFLOPS dense (1,979 with
+    // sparsity), HBM3 3.35 TB/s, 80 GB, NVLink 4 900 GB/s bidirectional.
+    d.peak_flops = 989.4e12;
+    d.efficiency = 0.6;
+    d.mem_bandwidth = 3.35e12;
+    d.kernel_overhead_s = 4e-6;
+    d.memory_bytes = int64_t{80'000'000'000};
+    d.link_bandwidth = 450e9;
+    d.link_latency = 8e-6;
+  } else if (name == "h200") {
+    // H200 SXM 141GB datasheet: BF16 tensor 989.4 TFLOPS dense (the H100's
+    // compute), HBM3e 4.8 TB/s, 141 GB, NVLink 4 900 GB/s bidirectional.
+    d.peak_flops = 989.4e12;
+    d.efficiency = 0.6;
+    d.mem_bandwidth = 4.8e12;
+    d.kernel_overhead_s = 4e-6;
+    d.memory_bytes = int64_t{141'000'000'000};
+    d.link_bandwidth = 450e9;
+    d.link_latency = 8e-6;
+  } else {
+    throw UsageError("--device: unknown device '" + std::string(name) +
+                     "' (devices: cpu, a100, h100, h200)");
+  }
+  return d;
+}
+
+double pass_time(double flops, double traffic_bytes, const DeviceSpec& d) {
+  if (flops <= 0) return 0;  // a pass that does nothing launches nothing
+  const double compute = flops / (d.peak_flops * d.efficiency);
+  const double memory = d.mem_bandwidth > 0 ? traffic_bytes / d.mem_bandwidth : 0.0;
+  return std::max(compute, memory) + d.kernel_overhead_s;
+}
+
+// ---- calibration JSON -------------------------------------------------------
+
+[[noreturn]] void bad_field(const std::string& source, const std::string& field,
+                            const std::string& what) {
+  throw UsageError(source + ": field '" + field + "': " + what);
+}
+
+double number_field(const boost::json::value& v, const std::string& source,
+                    const std::string& field) {
+  double x = 0;
+  if (v.is_double()) {
+    x = v.get_double();
+  } else if (v.is_int64()) {
+    x = static_cast<double>(v.get_int64());
+  } else if (v.is_uint64()) {
+    x = static_cast<double>(v.get_uint64());
+  } else {
+    bad_field(source, field, "expected a number >= 0");
+  }
+  if (!std::isfinite(x) || x < 0) bad_field(source, field, "expected a number >= 0");
+  return x;
+}
+
+const boost::json::object& object_field(const boost::json::value& v, const std::string& source,
+                                        const std::string& field) {
+  if (!v.is_object()) bad_field(source, field, "expected an object");
+  return v.get_object();
+}
+
+UnitTime unit_time_object(const boost::json::object& o, const std::string& source,
+                          const std::string& field) {
+  UnitTime t;
+  for (const auto& [key, value] : o) {
+    const std::string sub = field + "." + std::string(key);
+    if (key == "fwd") {
+      t.fwd = number_field(value, source, sub);
+    } else if (key == "bwd_input") {
+      t.bwd_input = number_field(value, source, sub);
+    } else if (key == "bwd_weight") {
+      t.bwd_weight = number_field(value, source, sub);
+    } else {
+      bad_field(source, sub, "unknown field (expected fwd, bwd_input, bwd_weight)");
+    }
+  }
+  for (const char* need : {"fwd", "bwd_input", "bwd_weight"}) {
+    if (!o.contains(need)) bad_field(source, field + "." + need, "missing");
+  }
+  return t;
+}
+
+bool is_kind_name(std::string_view name) {
+  constexpr UnitKind kKinds[] = {UnitKind::kEmbedding, UnitKind::kLayerNorm1, UnitKind::kQkv,
+                                 UnitKind::kAttention, UnitKind::kAttnOut,    UnitKind::kLayerNorm2,
+                                 UnitKind::kFc1Gelu,   UnitKind::kFc2,        UnitKind::kFinalNorm,
+                                 UnitKind::kHead};
+  return std::any_of(std::begin(kKinds), std::end(kKinds),
+                     [name](UnitKind k) { return name == unit_kind_name(k); });
+}
+
+}  // namespace
+
+LinkModel DeviceSpec::link() const {
+  LinkModel l;
+  l.latency = link_latency;
+  l.bandwidth = link_bandwidth;
+  return l;
+}
+
+DeviceSpec device_preset(std::string_view name) { return make_preset(name); }
+
+std::vector<std::string> device_preset_names() { return {"cpu", "a100", "h100", "h200"}; }
+
+Calibration parse_calibration(std::string_view json_text, const std::string& source) {
+  boost::json::error_code ec;
+  const boost::json::value doc = boost::json::parse(json_text, ec);
+  if (ec) throw UsageError(source + ": not valid JSON (" + ec.message() + ")");
+  const boost::json::object& root = object_field(doc, source, "(document)");
+  Calibration cal;
+  cal.source = source;
+  const boost::json::value* schema = root.if_contains("schema");
+  if (schema == nullptr) bad_field(source, "schema", "missing");
+  if (!schema->is_string() || schema->get_string() != kCalibrationSchema) {
+    bad_field(source, "schema", "expected \"" + std::string(kCalibrationSchema) + "\"");
+  }
+  const boost::json::value* device = root.if_contains("device");
+  if (device == nullptr) bad_field(source, "device", "missing");
+  if (!device->is_string() || device->get_string().empty()) {
+    bad_field(source, "device", "expected a device name");
+  }
+  cal.device = std::string(device->get_string());
+  for (const auto& [key, value] : root) {
+    if (key == "schema" || key == "device") continue;
+    if (key == "units") {
+      for (const auto& [unit, times] : object_field(value, source, "units")) {
+        const std::string field = "units." + std::string(unit);
+        cal.unit_seconds[std::string(unit)] =
+            unit_time_object(object_field(times, source, field), source, field);
+      }
+    } else if (key == "kinds") {
+      for (const auto& [kind, scale] : object_field(value, source, "kinds")) {
+        const std::string field = "kinds." + std::string(kind);
+        if (!is_kind_name(kind)) {
+          bad_field(source, field,
+                    "unknown unit kind (kinds: embedding, ln1, qkv, attention, attn_out, ln2, "
+                    "fc1_gelu, fc2, final_norm, head)");
+        }
+        UnitTime factor;
+        if (scale.is_object()) {
+          factor = unit_time_object(scale.get_object(), source, field);
+        } else {
+          const double x = number_field(scale, source, field);
+          factor = {x, x, x};
+        }
+        cal.kind_scale[std::string(kind)] = factor;
+      }
+    } else {
+      bad_field(source, std::string(key), "unknown field (expected schema, device, units, kinds)");
+    }
+  }
+  return cal;
+}
+
+Calibration read_calibration(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("--calibration: cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError("--calibration: cannot read '" + path + "'");
+  return parse_calibration(text.str(), path);
+}
+
+std::string calibration_to_json(const Calibration& cal) {
+  auto times = [](const UnitTime& t) {
+    return boost::json::object{{"fwd", t.fwd}, {"bwd_input", t.bwd_input},
+                               {"bwd_weight", t.bwd_weight}};
+  };
+  boost::json::object units;
+  for (const auto& [name, t] : cal.unit_seconds) units[name] = times(t);
+  boost::json::object kinds;
+  for (const auto& [name, t] : cal.kind_scale) kinds[name] = times(t);
+  boost::json::object root{{"schema", kCalibrationSchema}, {"device", cal.device}};
+  root["units"] = std::move(units);
+  root["kinds"] = std::move(kinds);
+  return boost::json::serialize(root);
+}
+
+std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpec& device,
+                                 const Calibration* cal) {
+  PPB_CHECK(device.peak_flops > 0 && device.efficiency > 0 && device.efficiency <= 1,
+            "unit_times: device '" + device.name + "' needs peak_flops > 0 and efficiency in (0, 1]");
+  const std::string source = cal != nullptr && !cal->source.empty() ? cal->source : "calibration";
+  if (cal != nullptr && cal->device != device.name) {
+    throw UsageError(source + ": field 'device': measured on '" + cal->device +
+                     "' but the device is '" + device.name + "'");
+  }
+  std::vector<UnitTime> out;
+  out.reserve(units.size());
+  size_t matched = 0;
+  for (const Unit& u : units) {
+    const auto param = static_cast<double>(u.param_bytes);
+    const auto act = static_cast<double>(u.activation_bytes);
+    const auto boundary = static_cast<double>(u.boundary_bytes);
+    UnitTime t{pass_time(u.fwd_flops, param + act + boundary, device),
+               pass_time(u.bwd_input_flops, param + act + 2 * boundary, device),
+               pass_time(u.bwd_weight_flops, 2 * param + act + boundary, device)};
+    if (cal != nullptr) {
+      if (auto it = cal->unit_seconds.find(u.name); it != cal->unit_seconds.end()) {
+        t = it->second;
+        ++matched;
+      } else if (auto k = cal->kind_scale.find(unit_kind_name(u.kind)); k != cal->kind_scale.end()) {
+        t.fwd *= k->second.fwd;
+        t.bwd_input *= k->second.bwd_input;
+        t.bwd_weight *= k->second.bwd_weight;
+      }
+    }
+    out.push_back(t);
+  }
+  if (cal != nullptr && matched != cal->unit_seconds.size()) {
+    for (const auto& [name, t] : cal->unit_seconds) {
+      const bool found = std::any_of(units.begin(), units.end(),
+                                     [&name](const Unit& u) { return u.name == name; });
+      if (!found) {
+        throw UsageError(source + ": field 'units." + name + "': the model has no unit '" + name +
+                         "' (calibrated on a different model?)");
+      }
+    }
+  }
+  return out;
+}
+
+StageCosts model_costs(const std::vector<Unit>& units, const std::vector<UnitTime>& times,
+                       const std::vector<UnitRange>& parts, int stages, int chunks,
+                       const LinkModel& link) {
+  PPB_CHECK(stages >= 1 && chunks >= 1, "model_costs: stages and chunks must be >= 1");
+  PPB_CHECK(times.size() == units.size(), "model_costs: one time per unit");
+  PPB_CHECK(parts.size() == static_cast<size_t>(stages) * static_cast<size_t>(chunks),
+            "model_costs: parts must have stages * chunks ranges");
+  StageCosts costs;
+  costs.stages = stages;
+  costs.chunks_per_stage = chunks;
+  costs.link = link;
+  costs.has_bytes = true;
+  costs.chunks.reserve(parts.size());
+  int expected_begin = 0;
+  for (const UnitRange& r : parts) {
+    PPB_CHECK(r.begin == expected_begin && r.end > r.begin &&
+                  r.end <= static_cast<int>(units.size()),
+              "model_costs: parts must be contiguous, non-empty and in order");
+    expected_begin = r.end;
+    ChunkCost c;
+    for (int i = r.begin; i < r.end; ++i) {
+      const auto idx = static_cast<size_t>(i);
+      c.fwd += times[idx].fwd;
+      c.bwd_input += times[idx].bwd_input;
+      c.bwd_weight += times[idx].bwd_weight;
+      c.activation_bytes += units[idx].activation_bytes;
+      c.param_bytes += units[idx].param_bytes;
+    }
+    c.send_bytes = units[static_cast<size_t>(r.end - 1)].boundary_bytes;
+    costs.chunks.push_back(c);
+  }
+  PPB_CHECK(expected_begin == static_cast<int>(units.size()), "model_costs: parts must cover all units");
+  return costs;
+}
+
+}  // namespace ppb

@@ -1,0 +1,229 @@
+#include "ppb/pipeline/model.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+constexpr std::string_view kSpecPrefix = "gpt:";
+// Each key is capped so that every byte and FLOP count below stays far inside
+// int64/double range once the product checks of check_sizes() pass.
+constexpr int64_t kMaxValue = int64_t{1} << 24;
+
+struct Preset {
+  std::string_view name;
+  int layers, hidden, heads, seq, vocab, ffn, mbs;
+};
+
+// gpt-small is GPT-2 small; gpt-1.3b and gpt-7b take the GPT-3 paper's XL and
+// 6.7B shapes (Brown et al. 2020, table 2.1) with seq 2048.
+constexpr Preset kPresets[] = {
+    {"gpt-tiny", 8, 128, 4, 64, 512, 4, 2},
+    {"gpt-small", 12, 768, 12, 1024, 50257, 4, 4},
+    {"gpt-1.3b", 24, 2048, 16, 2048, 50257, 4, 2},
+    {"gpt-7b", 32, 4096, 32, 2048, 50257, 4, 1},
+};
+
+std::string preset_list() {
+  std::string out;
+  for (const Preset& p : kPresets) {
+    if (!out.empty()) out += ", ";
+    out += p.name;
+  }
+  return out;
+}
+
+ModelSpec from_preset(const Preset& p) {
+  ModelSpec spec;
+  spec.name = std::string(p.name);
+  spec.layers = p.layers;
+  spec.hidden = p.hidden;
+  spec.heads = p.heads;
+  spec.seq = p.seq;
+  spec.vocab = p.vocab;
+  spec.ffn_mult = p.ffn;
+  spec.micro_batch_size = p.mbs;
+  return spec;
+}
+
+// Rejects shapes whose largest tensor or GEMM would not fit the int64 byte
+// counts (a spec like seq=16777216 passes the per-key cap but not this).
+void check_sizes(const ModelSpec& s) {
+  const double t = static_cast<double>(s.micro_batch_size) * s.seq;
+  const double h = s.hidden;
+  const double largest_bytes =
+      4.0 * std::max({static_cast<double>(s.micro_batch_size) * s.heads * s.seq * s.seq,
+                      t * s.vocab, t * h * s.ffn_mult, h * h * s.ffn_mult,
+                      static_cast<double>(s.vocab) * h});
+  constexpr double kLimit = 0x1p60;
+  if (largest_bytes > kLimit) {
+    throw UsageError("--model: '" + s.name + "' is too large: one tensor would take " +
+                     std::to_string(largest_bytes) + " bytes");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+
+ModelSpec parse_model_spec(std::string_view text) {
+  for (const Preset& p : kPresets) {
+    if (text == p.name) return from_preset(p);
+  }
+  if (text.substr(0, kSpecPrefix.size()) != kSpecPrefix) {
+    throw UsageError("--model: unknown model '" + std::string(text) + "' (presets: " +
+                     preset_list() + ", or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B)");
+  }
+  ModelSpec spec;  // defaults are gpt-small's
+  spec.name = std::string(text);
+  struct Key {
+    std::string_view name;
+    int* field;
+    bool seen;
+  };
+  Key keys[] = {{"layers", &spec.layers, false}, {"hidden", &spec.hidden, false},
+                {"heads", &spec.heads, false},   {"seq", &spec.seq, false},
+                {"vocab", &spec.vocab, false},   {"ffn", &spec.ffn_mult, false},
+                {"mbs", &spec.micro_batch_size, false}};
+  std::string_view rest = text.substr(kSpecPrefix.size());
+  if (rest.empty()) {
+    throw UsageError("--model: expected key=value pairs after 'gpt:', got nothing");
+  }
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const size_t eq = item.find('=');
+    if (item.empty()) {
+      throw UsageError("--model: empty item in '" + std::string(text) + "' (expected key=value)");
+    }
+    if (eq == std::string_view::npos) {
+      throw UsageError("--model: item '" + std::string(item) + "': expected key=value");
+    }
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = item.substr(eq + 1);
+    Key* match = nullptr;
+    for (Key& k : keys) {
+      if (k.name == key) match = &k;
+    }
+    if (match == nullptr) {
+      throw UsageError("--model: unknown key '" + std::string(key) +
+                       "' (keys: layers, hidden, heads, seq, vocab, ffn, mbs)");
+    }
+    if (match->seen) {
+      throw UsageError("--model: key '" + std::string(key) + "' given twice");
+    }
+    match->seen = true;
+    int64_t parsed = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+    if (value.empty() || ec != std::errc{} || end != value.data() + value.size()) {
+      throw UsageError("--model: key '" + std::string(key) + "': expected an integer, got '" +
+                       std::string(value) + "'");
+    }
+    if (parsed < 1 || parsed > kMaxValue) {
+      throw UsageError("--model: key '" + std::string(key) + "': expected 1.." +
+                       std::to_string(kMaxValue) + ", got " + std::to_string(parsed));
+    }
+    *match->field = static_cast<int>(parsed);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  if (spec.hidden % spec.heads != 0) {
+    throw UsageError("--model: key 'heads': hidden " + std::to_string(spec.hidden) +
+                     " is not divisible by " + std::to_string(spec.heads));
+  }
+  check_sizes(spec);
+  return spec;
+}
+
+int64_t stored_parameter_count(const ModelSpec& spec) {
+  const int64_t h = spec.hidden;
+  const int64_t f = int64_t{spec.ffn_mult} * h;
+  const int64_t v = spec.vocab;
+  const int64_t per_layer = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) +
+                            (f * h + h);
+  return (v * h + int64_t{spec.seq} * h) + spec.layers * per_layer + 2 * h + h * v;
+}
+
+int64_t parameter_count(const ModelSpec& spec) {
+  return stored_parameter_count(spec) - int64_t{spec.hidden} * spec.vocab;
+}
+
+std::vector<Unit> expand_units(const ModelSpec& spec) {
+  PPB_CHECK(spec.layers >= 1 && spec.hidden >= 1 && spec.heads >= 1 && spec.seq >= 1 &&
+                spec.vocab >= 1 && spec.ffn_mult >= 1 && spec.micro_batch_size >= 1 &&
+                spec.bytes_per_element >= 1 && spec.hidden % spec.heads == 0,
+            "expand_units: spec not validated by parse_model_spec");
+  const int64_t t = spec.tokens();
+  const int64_t h = spec.hidden;
+  const int64_t a = spec.heads;
+  const int64_t f = int64_t{spec.ffn_mult} * h;
+  const int64_t v = spec.vocab;
+  const int64_t b = spec.micro_batch_size;
+  const int64_t s = spec.seq;
+  const int64_t e = spec.bytes_per_element;
+  const double td = static_cast<double>(t);
+  const double hd = static_cast<double>(h);
+  const double fd = static_cast<double>(f);
+  const double vd = static_cast<double>(v);
+  const double scores = static_cast<double>(b * a) * static_cast<double>(s * s);
+
+  std::vector<Unit> units;
+  units.reserve(static_cast<size_t>(3 + 7 * spec.layers));
+  auto add = [&units](UnitKind kind, int layer, double fwd, double bwd_i, double bwd_w,
+                      int64_t act, int64_t boundary, int64_t params) {
+    Unit u;
+    u.kind = kind;
+    u.layer = layer;
+    u.name = layer >= 0 ? "l" + std::to_string(layer) + "." + unit_kind_name(kind)
+                        : std::string(unit_kind_name(kind));
+    u.fwd_flops = fwd;
+    u.bwd_input_flops = bwd_i;
+    u.bwd_weight_flops = bwd_w;
+    u.activation_bytes = act;
+    u.boundary_bytes = boundary;
+    u.param_bytes = params;
+    units.push_back(std::move(u));
+  };
+  auto gemm = [](double m, double k, double n) { return 2.0 * m * k * n; };
+  const int64_t ln_act = (t * h + 2 * t) * e;
+
+  add(UnitKind::kEmbedding, -1, td * hd, 0, 2 * td * hd, 4 * t, t * h * e, (v * h + s * h) * e);
+  for (int l = 0; l < spec.layers; ++l) {
+    add(UnitKind::kLayerNorm1, l, 8 * td * hd, 10 * td * hd, 3 * td * hd, ln_act, 2 * t * h * e,
+        2 * h * e);
+    add(UnitKind::kQkv, l, gemm(td, hd, 3 * hd) + 3 * td * hd, gemm(td, 3 * hd, hd),
+        gemm(td, hd, 3 * hd) + 3 * td * hd, t * h * e, 4 * t * h * e, (3 * h * h + 3 * h) * e);
+    // scores (b*a) x s x d x s and context (b*a) x s x s x d: 2 GEMMs of
+    // 2*b*a*s*s*d = 2*b*s*s*h each; backward needs two GEMMs per forward one.
+    const double attn_gemms = 2.0 * 2.0 * static_cast<double>(b) * static_cast<double>(s * s) * hd;
+    add(UnitKind::kAttention, l, attn_gemms + 5 * scores, 2 * attn_gemms + 4 * scores, 0,
+        (3 * t * h + b * a * s * s) * e, 2 * t * h * e, 0);
+    add(UnitKind::kAttnOut, l, gemm(td, hd, hd) + 2 * td * hd, gemm(td, hd, hd),
+        gemm(td, hd, hd) + td * hd, t * h * e, t * h * e, (h * h + h) * e);
+    add(UnitKind::kLayerNorm2, l, 8 * td * hd, 10 * td * hd, 3 * td * hd, ln_act, 2 * t * h * e,
+        2 * h * e);
+    add(UnitKind::kFc1Gelu, l, gemm(td, hd, fd) + td * fd + 8 * td * fd,
+        gemm(td, fd, hd) + 12 * td * fd, gemm(td, hd, fd) + td * fd, (t * h + t * f) * e,
+        (t * f + t * h) * e, (h * f + f) * e);
+    add(UnitKind::kFc2, l, gemm(td, fd, hd) + 2 * td * hd, gemm(td, hd, fd),
+        gemm(td, fd, hd) + td * hd, t * f * e, t * h * e, (f * h + h) * e);
+  }
+  add(UnitKind::kFinalNorm, -1, 8 * td * hd, 10 * td * hd, 3 * td * hd, ln_act, t * h * e,
+      2 * h * e);
+  add(UnitKind::kHead, -1, gemm(td, hd, vd) + 5 * td * vd, gemm(td, vd, hd) + 2 * td * vd,
+      gemm(td, hd, vd), (t * h + t * v) * e, 0, h * v * e);
+  return units;
+}
+
+}  // namespace ppb

@@ -1,0 +1,232 @@
+// Device presets, the roofline unit times, calibration files and model_costs.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/partition.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+DeviceSpec test_device() {
+  DeviceSpec d;
+  d.name = "test";
+  d.peak_flops = 1e12;
+  d.efficiency = 0.5;
+  d.mem_bandwidth = 1e11;
+  d.kernel_overhead_s = 1e-6;
+  return d;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+void expect_calibration_error(const std::string& json, const std::string& needle) {
+  const std::string path = write_file("bad_calibration.json", json);
+  try {
+    read_calibration(path);
+    ADD_FAILURE() << "no error for " << json;
+  } catch (const UsageError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << "message '" << msg << "' lacks the file name";
+    EXPECT_NE(msg.find(needle), std::string::npos) << "message '" << msg << "' lacks '" << needle << "'";
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+}
+
+TEST(Device, PresetsAndErrors) {
+  EXPECT_EQ(device_preset_names(), (std::vector<std::string>{"cpu", "a100", "h100", "h200"}));
+  for (const std::string& name : device_preset_names()) {
+    const DeviceSpec d = device_preset(name);
+    EXPECT_EQ(d.name, name);
+    EXPECT_GT(d.peak_flops, 0);
+    EXPECT_GT(d.efficiency, 0);
+    EXPECT_LE(d.efficiency, 1);
+    EXPECT_GT(d.mem_bandwidth, 0);
+    EXPECT_GT(d.memory_bytes, 0);
+    EXPECT_GT(d.link_bandwidth, 0);
+  }
+  EXPECT_DOUBLE_EQ(device_preset("a100").peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(device_preset("h100").peak_flops, 989.4e12);
+  EXPECT_DOUBLE_EQ(device_preset("h200").mem_bandwidth, 4.8e12);
+  EXPECT_EQ(device_preset("h200").memory_bytes, 141'000'000'000);
+  const LinkModel link = device_preset("h100").link();
+  EXPECT_DOUBLE_EQ(link.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(link.transfer_time(450'000'000), link.latency + 1e-3);
+  try {
+    device_preset("tpu");
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--device: unknown device 'tpu' (devices: cpu, a100, h100, h200)");
+  }
+}
+
+TEST(Roofline, ComputeAndMemoryBoundUnits) {
+  const DeviceSpec d = test_device();
+  const auto units = expand_units(parse_model_spec("gpt-tiny"));
+  const auto t = unit_times(units, d);
+  ASSERT_EQ(t.size(), units.size());
+  // l0.qkv: 12,632,064 FLOPs at 0.5 TFLOP/s effective = 25.26 us, far above
+  // its 525,824 bytes at 100 GB/s = 5.26 us: compute bound.
+  const Unit& qkv = units[2];
+  EXPECT_DOUBLE_EQ(t[2].fwd, qkv.fwd_flops / 0.5e12 + 1e-6);
+  EXPECT_DOUBLE_EQ(t[2].fwd, 12'632'064 / 0.5e12 + 1e-6);
+  EXPECT_DOUBLE_EQ(t[2].bwd_input, qkv.bwd_input_flops / 0.5e12 + 1e-6);
+  // l0.ln1: 131,072 FLOPs (0.26 us) but 1,024 + 66,560 + 131,072 bytes
+  // (1.99 us) forward: memory bound.
+  EXPECT_DOUBLE_EQ(t[1].fwd, 198'656 / 1e11 + 1e-6);
+  // backward-input reads the output gradient too: + boundary bytes.
+  EXPECT_DOUBLE_EQ(t[1].bwd_input, (198'656 + 131'072) / 1e11 + 1e-6);
+  // Attention has no weights: no backward-weight pass, no overhead either.
+  EXPECT_EQ(t[3].bwd_weight, 0);
+  EXPECT_EQ(t[0].bwd_input, 0);  // embedding: token ids have no gradient
+}
+
+TEST(Roofline, ScalesWithPeakAndWithTokens) {
+  DeviceSpec d = test_device();
+  d.kernel_overhead_s = 0;
+  const auto units = expand_units(parse_model_spec("gpt-tiny"));
+  const auto base = unit_times(units, d);
+  d.peak_flops *= 2;
+  const auto fast = unit_times(units, d);
+  EXPECT_DOUBLE_EQ(fast[6].fwd, base[6].fwd / 2);  // fc1_gelu: compute bound
+  EXPECT_DOUBLE_EQ(fast[1].fwd, base[1].fwd);      // ln1: memory bound, unchanged
+  d.peak_flops /= 2;
+  // Twice the micro-batch: every token-linear GEMM unit takes twice as long.
+  const auto big = unit_times(expand_units(parse_model_spec("gpt:layers=8,hidden=128,heads=4,seq=64,vocab=512,mbs=4")), d);
+  EXPECT_DOUBLE_EQ(big[2].fwd, 2 * base[2].fwd);   // qkv
+  EXPECT_DOUBLE_EQ(big[7].bwd_weight, 2 * base[7].bwd_weight);  // fc2
+  // On the cpu preset a gpt-tiny step is milliseconds, on an H100 far less.
+  double cpu = 0;
+  double h100 = 0;
+  for (const UnitTime& x : unit_times(units, device_preset("cpu"))) cpu += x.total();
+  for (const UnitTime& x : unit_times(units, device_preset("h100"))) h100 += x.total();
+  EXPECT_GT(cpu, 1e-3);
+  EXPECT_GT(cpu, 10 * h100);
+}
+
+TEST(Calibration, OverridesUnitsAndScalesKinds) {
+  const DeviceSpec d = test_device();
+  const auto units = expand_units(parse_model_spec("gpt-tiny"));
+  const auto roof = unit_times(units, d);
+  const std::string path = write_file(
+      "calibration.json",
+      R"({"schema": "pipebench.calibration/1", "device": "test",
+          "units": {"l0.qkv": {"fwd": 0.5, "bwd_input": 0.25, "bwd_weight": 0.125}},
+          "kinds": {"qkv": 3, "fc2": {"fwd": 2, "bwd_input": 1, "bwd_weight": 0}}})");
+  const Calibration cal = read_calibration(path);
+  EXPECT_EQ(cal.device, "test");
+  EXPECT_EQ(cal.source, path);
+  const auto t = unit_times(units, d, &cal);
+  EXPECT_EQ(t[2], (UnitTime{0.5, 0.25, 0.125}));  // measured wins over the kind factor
+  EXPECT_DOUBLE_EQ(t[9].fwd, 3 * roof[9].fwd);    // l1.qkv scaled
+  EXPECT_DOUBLE_EQ(t[9].bwd_weight, 3 * roof[9].bwd_weight);
+  EXPECT_DOUBLE_EQ(t[7].fwd, 2 * roof[7].fwd);    // l0.fc2
+  EXPECT_DOUBLE_EQ(t[7].bwd_input, roof[7].bwd_input);
+  EXPECT_EQ(t[7].bwd_weight, 0);
+  EXPECT_EQ(t[3], roof[3]);  // attention untouched
+
+  // Round trip through the writer.
+  const Calibration again = parse_calibration(calibration_to_json(cal), "again");
+  EXPECT_EQ(unit_times(units, d, &again), t);
+
+  // A calibration of another device or another model is refused.
+  Calibration other = cal;
+  other.device = "h100";
+  EXPECT_THROW(unit_times(units, d, &other), UsageError);
+  Calibration wrong_model = cal;
+  wrong_model.unit_seconds["l11.qkv"] = {1, 1, 1};
+  try {
+    unit_times(units, d, &wrong_model);
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("units.l11.qkv"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Calibration, BadFilesNameFileAndField) {
+  expect_calibration_error("{", "not valid JSON");
+  expect_calibration_error("[]", "field '(document)': expected an object");
+  expect_calibration_error(R"({"device": "cpu"})", "field 'schema': missing");
+  expect_calibration_error(R"({"schema": "pipebench.calibration/2", "device": "cpu"})",
+                           "field 'schema': expected \"pipebench.calibration/1\"");
+  expect_calibration_error(R"({"schema": "pipebench.calibration/1"})", "field 'device': missing");
+  expect_calibration_error(R"({"schema": "pipebench.calibration/1", "device": 3})",
+                           "field 'device': expected a device name");
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": {"fwd": -1, "bwd_input": 0, "bwd_weight": 0}}})",
+      "field 'units.l0.qkv.fwd': expected a number >= 0");
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": {"fwd": "1", "bwd_input": 0, "bwd_weight": 0}}})",
+      "field 'units.l0.qkv.fwd': expected a number >= 0");
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": {"fwd": 1, "bwd_input": 0}}})",
+      "field 'units.l0.qkv.bwd_weight': missing");
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": 1}})",
+      "field 'units.l0.qkv': expected an object");
+  expect_calibration_error(R"({"schema": "pipebench.calibration/1", "device": "cpu", "kinds": {"mlp": 2}})",
+                           "field 'kinds.mlp': unknown unit kind");
+  expect_calibration_error(R"({"schema": "pipebench.calibration/1", "device": "cpu", "extra": 1})",
+                           "field 'extra': unknown field");
+  try {
+    read_calibration("/nonexistent/dir/cal.json");
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--calibration: cannot read '/nonexistent/dir/cal.json'");
+  }
+}
+
+TEST(ModelCosts, SumsUnitsPerVirtualStage) {
+  const auto units = expand_units(parse_model_spec("gpt-tiny"));
+  const auto times = unit_times(units, device_preset("cpu"));
+  const int stages = 2;
+  const int chunks = 2;
+  const auto parts = make_partition("layer", units, times, stages * chunks);
+  LinkModel link;
+  link.latency = 1e-6;
+  const StageCosts costs = model_costs(units, times, parts, stages, chunks, link);
+  EXPECT_EQ(costs.stages, 2);
+  EXPECT_EQ(costs.chunks_per_stage, 2);
+  EXPECT_TRUE(costs.has_bytes);
+  EXPECT_EQ(costs.link.latency, 1e-6);
+  ASSERT_EQ(costs.chunks.size(), 4U);
+  int64_t acts = 0;
+  int64_t params = 0;
+  for (int v = 0; v < 4; ++v) {
+    const UnitRange r = parts[static_cast<size_t>(v)];
+    // virtual stage v = chunk * P + stage
+    const ChunkCost& c = costs.at(v % stages, v / stages);
+    double fwd = 0;
+    int64_t a = 0;
+    for (int i = r.begin; i < r.end; ++i) {
+      fwd += times[static_cast<size_t>(i)].fwd;
+      a += units[static_cast<size_t>(i)].activation_bytes;
+    }
+    EXPECT_DOUBLE_EQ(c.fwd, fwd);
+    EXPECT_EQ(c.activation_bytes, a);
+    EXPECT_EQ(c.send_bytes, units[static_cast<size_t>(r.end - 1)].boundary_bytes);
+    acts += c.activation_bytes;
+    params += c.param_bytes;
+  }
+  // Layer cuts fall after fc2: T*h*e = 65,536 bytes cross; the head sends nothing.
+  EXPECT_EQ(costs.at(0, 0).send_bytes, 65'536);
+  EXPECT_EQ(costs.at(1, 1).send_bytes, 0);
+  const ModelSpec spec = parse_model_spec("gpt-tiny");
+  EXPECT_EQ(params, stored_parameter_count(spec) * 4);
+  int64_t all_acts = 0;
+  for (const Unit& u : units) all_acts += u.activation_bytes;
+  EXPECT_EQ(acts, all_acts);
+}
+
+}  // namespace
+}  // namespace ppb
