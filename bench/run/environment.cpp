@@ -1,0 +1,73 @@
+#include "run/environment.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "build_info.hpp"
+#include "ppb/exec/mpi.hpp"
+
+namespace ppb::run {
+
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+ResultEnvironment collect_environment(MPI_Comm comm) {
+  ResultEnvironment env;
+  int size = 1;
+  PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  env.ranks = size;
+
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  PPB_MPI_CHECK(MPI_Get_processor_name(name, &len));
+  std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
+  PPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                              MPI_CHAR, comm));
+  for (int r = 0; r < size; ++r) {
+    const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    std::string host(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
+    if (r == 0) env.hostname = host;
+    if (std::find(env.hosts.begin(), env.hosts.end(), host) == env.hosts.end()) env.hosts.push_back(host);
+  }
+
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int vlen = 0;
+  PPB_MPI_CHECK(MPI_Get_library_version(version, &vlen));
+  std::string mpi(version, static_cast<size_t>(std::max(vlen, 0)));
+  mpi = mpi.substr(0, mpi.find_first_of("\r\n"));
+  const auto comma = mpi.find(',');  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
+  if (comma != std::string::npos) mpi = mpi.substr(0, comma);
+  while (!mpi.empty() && (mpi.back() == ' ' || mpi.back() == '\0')) mpi.pop_back();
+  env.mpi = mpi;
+
+  const BuildInfo& build = build_info();
+  env.git = build.git_revision;
+  env.compiler = build.compiler;
+  env.build_type = build.build_type;
+  env.cuda = "none";
+  env.driver = "none";
+  env.cpu = cpu_model_name();
+  return env;
+}
+
+}  // namespace ppb::run

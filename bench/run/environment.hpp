@@ -1,0 +1,19 @@
+// Where a run happens: hosts, ranks, MPI library, build, date (DESIGN.md,
+// "Result file", environment). Collective: every rank calls it.
+#pragma once
+
+#include <mpi.h>
+
+#include "ppb/pipeline/result.hpp"
+
+namespace ppb::run {
+
+/// Gathers every rank's host name (MPI_Get_processor_name) to all ranks and
+/// fills the rest from rank-local facts: MPI_Get_library_version (first
+/// line), build_info() (git revision, compiler, build type), the CPU model
+/// (/proc/cpuinfo), "none" for cuda and driver and no gpus (this build has
+/// no cuda backend). `date` is left empty: each result stamps its own.
+/// REQUIRES: MPI initialised; called by every rank of `comm`.
+ResultEnvironment collect_environment(MPI_Comm comm);
+
+}  // namespace ppb::run

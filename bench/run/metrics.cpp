@@ -1,0 +1,270 @@
+#include "run/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::run {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool is_compute(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight:
+      return true;
+    case ActionKind::kSync:
+      return false;
+  }
+  return false;
+}
+
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+double compute_busy(const StageStep& stage) {
+  double busy = 0;
+  for (const ActionTiming& a : stage.actions) {
+    if (is_compute(a.action.kind)) busy += a.end - a.start;
+  }
+  return busy;
+}
+
+double step_time(const StepMeasure& step) {
+  PPB_CHECK(!step.empty(), "step_time of a step without stages");
+  double t = 0;
+  for (const StageStep& s : step) t = std::max(t, s.end);
+  return t;
+}
+
+double median(std::vector<double> values) {
+  PPB_CHECK(!values.empty(), "median of nothing");
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_per_step) {
+  PPB_CHECK(!steps.empty(), "step_figures without steps");
+  const std::size_t stages = steps.front().size();
+  StepFigures out;
+  StepTimeStats& st = out.step_time_seconds;
+  for (const StepMeasure& step : steps) {
+    PPB_CHECK(step.size() == stages, "steps with different stage counts");
+    st.samples.push_back(step_time(step));
+  }
+  st.median = median(st.samples);
+  st.min = *std::min_element(st.samples.begin(), st.samples.end());
+  st.max = *std::max_element(st.samples.begin(), st.samples.end());
+  out.median_step = 0;
+  for (std::size_t i = 1; i < st.samples.size(); ++i) {
+    if (std::fabs(st.samples[i] - st.median) < std::fabs(st.samples[out.median_step] - st.median)) {
+      out.median_step = i;
+    }
+  }
+  out.samples_per_second = st.median > 0 ? static_cast<double>(samples_per_step) / st.median : 0;
+
+  double total_time = 0;
+  for (double t : st.samples) total_time += t;
+  for (std::size_t s = 0; s < stages; ++s) {
+    double busy = 0;
+    for (const StepMeasure& step : steps) busy += compute_busy(step[s]);
+    const double idle = total_time - busy;
+    out.bubble_ratio.per_stage.push_back(total_time > 0 ? idle / total_time : 0);
+    out.bubble_overhead.per_stage.push_back(busy > 0 ? idle / busy : 0);
+  }
+  out.bubble_ratio.measured = mean_of(out.bubble_ratio.per_stage);
+  out.bubble_overhead.measured = mean_of(out.bubble_overhead.per_stage);
+  out.bubble_ratio.theoretical = kNaN;
+  out.bubble_overhead.theoretical = kNaN;
+
+  for (const StageStep& s : steps[out.median_step]) {
+    std::vector<TimelineEvent> row;
+    row.reserve(s.actions.size());
+    for (const ActionTiming& a : s.actions) {
+      row.push_back({a.action.kind, a.action.microbatch, a.action.chunk, a.start, a.end});
+    }
+    out.timeline.push_back(std::move(row));
+  }
+  return out;
+}
+
+namespace {
+
+/// Sums and counts per (virtual stage, kind).
+struct KindSums {
+  std::vector<double> sum;
+  std::vector<int64_t> count;
+  explicit KindSums(std::size_t n) : sum(n, 0.0), count(n, 0) {}
+  void add(std::size_t i, double d) {
+    sum[i] += d;
+    ++count[i];
+  }
+  double mean(std::size_t i) const { return count[i] > 0 ? sum[i] / static_cast<double>(count[i]) : 0; }
+  bool ran(std::size_t i) const { return count[i] > 0; }
+};
+
+}  // namespace
+
+StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasure>& steps,
+                          const StageCosts& model, double transfer_seconds) {
+  const int P = schedule.stages;
+  const std::size_t n = static_cast<std::size_t>(schedule.virtual_stages());
+  KindSums f(n), b(n), in(n), w(n);
+  for (const StepMeasure& step : steps) {
+    for (int s = 0; s < P && s < static_cast<int>(step.size()); ++s) {
+      for (const ActionTiming& a : step[static_cast<std::size_t>(s)].actions) {
+        if (a.action.chunk < 0) continue;
+        const std::size_t v = static_cast<std::size_t>(virtual_stage(s, a.action.chunk, P));
+        if (v >= n) continue;
+        const double d = a.end - a.start;
+        switch (a.action.kind) {
+          case ActionKind::kForward: f.add(v, d); break;
+          case ActionKind::kBackward: b.add(v, d); break;
+          case ActionKind::kBackwardInput: in.add(v, d); break;
+          case ActionKind::kBackwardWeight: w.add(v, d); break;
+          case ActionKind::kSync: break;
+        }
+      }
+    }
+  }
+  StageCosts costs = model;
+  costs.stages = P;
+  costs.chunks_per_stage = schedule.chunks;
+  costs.chunks.resize(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    ChunkCost& c = costs.chunks[v];
+    c.fwd = f.mean(v);
+    if (in.ran(v) || w.ran(v)) {
+      c.bwd_input = in.ran(v) ? in.mean(v) : b.mean(v);
+      c.bwd_weight = w.mean(v);
+    } else {
+      c.bwd_input = b.mean(v);
+      c.bwd_weight = 0;
+    }
+  }
+  costs.link = LinkModel{};
+  costs.link.comm_time = transfer_seconds;
+  return costs;
+}
+
+double measured_transfer_seconds(const std::vector<StepMeasure>& steps, int stages) {
+  std::vector<double> waited;
+  double min_any = std::numeric_limits<double>::infinity();
+  for (const StepMeasure& step : steps) {
+    for (std::size_t r = 0; r < step.size(); ++r) {
+      for (const CommTiming& recv : step[r].comms) {
+        if (recv.send || recv.local) continue;
+        const std::size_t sender = static_cast<std::size_t>(recv.from_virtual % stages);
+        if (sender >= step.size()) continue;
+        const CommTiming* send = nullptr;
+        for (const CommTiming& c : step[sender].comms) {
+          if (c.send && !c.local && c.gradient == recv.gradient && c.microbatch == recv.microbatch &&
+              c.from_virtual == recv.from_virtual && c.to_virtual == recv.to_virtual) {
+            send = &c;
+            break;
+          }
+        }
+        if (send == nullptr) continue;
+        const double latency = std::max(0.0, recv.end - send->start);
+        min_any = std::min(min_any, latency);
+        // The consuming action: F of the activation's micro-batch and chunk,
+        // or B/I of the gradient's.
+        const int chunk = recv.to_virtual / stages;
+        for (const ActionTiming& a : step[r].actions) {
+          const bool consumer =
+              a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
+              (recv.gradient ? (a.action.kind == ActionKind::kBackward || a.action.kind == ActionKind::kBackwardInput)
+                             : a.action.kind == ActionKind::kForward);
+          if (consumer) {
+            if (a.wait > 0) waited.push_back(latency);
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (!waited.empty()) return median(waited);
+  return std::isfinite(min_any) ? min_any : 0.0;
+}
+
+std::vector<StageActionTimes> mean_action_seconds(int stages, const std::vector<StepMeasure>& steps) {
+  std::vector<StageActionTimes> out;
+  for (int s = 0; s < stages; ++s) {
+    KindSums k(4);
+    for (const StepMeasure& step : steps) {
+      if (s >= static_cast<int>(step.size())) continue;
+      for (const ActionTiming& a : step[static_cast<std::size_t>(s)].actions) {
+        const double d = a.end - a.start;
+        switch (a.action.kind) {
+          case ActionKind::kForward: k.add(0, d); break;
+          case ActionKind::kBackward: k.add(1, d); break;
+          case ActionKind::kBackwardInput: k.add(2, d); break;
+          case ActionKind::kBackwardWeight: k.add(3, d); break;
+          case ActionKind::kSync: break;
+        }
+      }
+    }
+    auto value = [&](std::size_t i) { return k.ran(i) ? k.mean(i) : kNaN; };
+    out.push_back({value(0), value(1), value(2), value(3)});
+  }
+  return out;
+}
+
+TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) {
+  const SimResult sim = simulate(schedule, costs);
+  TheoryOutcome out;
+  TheoryFigures& t = out.figures;
+  t.step_time_seconds = sim.step_time;
+  for (std::size_t s = 0; s < sim.stages.size(); ++s) {
+    const SimStage& st = sim.stages[s];
+    t.peak_inflight_per_stage.push_back(st.peak_inflight);
+    t.peak_activation_bytes_per_stage.push_back(st.peak_activation_bytes);
+    int64_t per_mb = 0;
+    for (int c = 0; c < costs.chunks_per_stage; ++c) per_mb += costs.at(static_cast<int>(s), c).activation_bytes;
+    t.activation_bytes_per_microbatch.push_back(per_mb);
+    out.ratio_per_stage.push_back(sim.step_time > 0 ? st.idle / sim.step_time : 0);
+    out.overhead_per_stage.push_back(st.busy > 0 ? st.idle / st.busy : 0);
+    std::vector<TimelineEvent> row;
+    for (const SimEvent& e : st.events) {
+      row.push_back({e.action.kind, e.action.microbatch, e.action.chunk, e.start, e.end});
+    }
+    t.timeline.push_back(std::move(row));
+  }
+  out.bubble_ratio = mean_of(out.ratio_per_stage);
+  out.bubble_overhead = mean_of(out.overhead_per_stage);
+  return out;
+}
+
+double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
+                                int inflight) {
+  const bool applies = schedule == "gpipe" || schedule == "1f1b" ||
+                       (schedule == "async-1f1b" && inflight >= stages);
+  if (!applies) return kNaN;
+  return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
+}
+
+PeakMemory peak_memory(const std::vector<StageMemory>& stages) {
+  PeakMemory out;
+  for (const StageMemory& s : stages) {
+    out.per_stage.push_back(s.peak_total);
+    out.activations_per_stage.push_back(s.peak_activations);
+    out.by_category.push_back(s.at_peak);
+    out.peak_rss_per_stage.push_back(s.peak_rss);
+  }
+  return out;
+}
+
+}  // namespace ppb::run

@@ -1,0 +1,126 @@
+// From what the ranks measured to the figures of a result file (DESIGN.md,
+// "Definitions"). Pure functions on gathered data: no MPI here, so the
+// formulas are unit-tested on hand-made timelines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/result.hpp"
+#include "ppb/pipeline/simulator.hpp"
+
+namespace ppb::run {
+
+/// One action as a rank ran it: seconds from the barrier that started the step.
+struct ActionTiming {
+  Action action;
+  double start = 0;
+  double end = 0;
+  double wait = 0;  ///< seconds the action waited for its input before start
+};
+
+/// One message end as a rank saw it (send: posted .. completed; receive:
+/// posted .. seen complete), seconds from the step's start.
+struct CommTiming {
+  bool send = false;
+  bool gradient = false;  ///< false: activation (v -> v+1); true: gradient (v -> v-1)
+  bool local = false;     ///< same-rank hand-over, no transport
+  int64_t microbatch = 0;
+  int from_virtual = 0;
+  int to_virtual = 0;
+  double start = 0;
+  double end = 0;
+};
+
+/// What one stage did in one step.
+struct StageStep {
+  std::vector<ActionTiming> actions;  ///< in execution order, SYNC included
+  std::vector<CommTiming> comms;
+  /// End of the stage's last action, seconds from the step's barrier.
+  double end = 0;
+};
+
+/// One step: one StageStep per stage (index = stage).
+using StepMeasure = std::vector<StageStep>;
+
+/// Compute busy time of a stage: summed durations of F/B/I/W (SYNC waits are
+/// not compute).
+double compute_busy(const StageStep& stage);
+
+/// Step time: max over stages of their end (DESIGN.md). REQUIRES: non-empty.
+double step_time(const StepMeasure& step);
+
+/// Median of the values (mean of the two middle ones for an even count).
+/// REQUIRES: non-empty.
+double median(std::vector<double> values);
+
+/// The step figures over the timed steps.
+struct StepFigures {
+  StepTimeStats step_time_seconds;
+  std::size_t median_step = 0;  ///< index of the step whose time is nearest the median
+  double samples_per_second = 0;
+  BubbleFigures bubble_ratio;     ///< theoretical left NaN (filled from theory)
+  BubbleFigures bubble_overhead;  ///< theoretical left NaN
+  Timeline timeline;              ///< the median step
+};
+
+/// samples/s = samples_per_step / median step; per stage bubble ratio =
+/// (sum of step times - sum of compute busy) / sum of step times over the
+/// timed steps, overhead = idle / busy per stage; the run's figures are the
+/// means over stages. REQUIRES: steps non-empty, all with the same stage count.
+StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_per_step);
+
+/// Mean measured durations of each (stage, chunk, kind) over the steps, put
+/// into a copy of `model` (which carries the partition's bytes): per
+/// virtual stage fwd = mean F; for a chunk that ran I/W, bwd_input = mean I
+/// and bwd_weight = mean W; for one that ran only B, bwd_input = mean B and
+/// bwd_weight = 0 (the simulator times B as bwd_input + bwd_weight). A kind
+/// that never ran keeps 0. link.comm_time = transfer_seconds.
+StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasure>& steps,
+                          const StageCosts& model, double transfer_seconds);
+
+/// The measured time of one stage-to-stage transfer: for every received
+/// message whose consuming action waited for it, (receive seen complete on
+/// the receiver) - (send posted on the sender), both on the step's common
+/// time axis; the median of those. When no action waited for a message, the
+/// minimum over all messages; 0 without messages.
+double measured_transfer_seconds(const std::vector<StepMeasure>& steps, int stages);
+
+/// Per stage mean F, B, I, W seconds over all chunks (NaN for a kind the
+/// stage never ran): the result's theory.action_seconds.
+std::vector<StageActionTimes> mean_action_seconds(int stages, const std::vector<StepMeasure>& steps);
+
+/// The simulator fed the measured costs: step time, bubble ratio and
+/// overhead as means over stages (the normalisation of the measured ones),
+/// peak in-flight and activation bytes per stage, and the predicted timeline.
+struct TheoryOutcome {
+  TheoryFigures figures;
+  double bubble_ratio = 0;
+  double bubble_overhead = 0;
+  std::vector<double> ratio_per_stage;
+  std::vector<double> overhead_per_stage;
+};
+TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs);
+
+/// Closed form (P-1)/(M+P-1) of GPipe and 1F1B with equal stages, for the
+/// schedules where it applies (gpipe, 1f1b, async-1f1b with N >= P); NaN
+/// otherwise.
+double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
+                                int inflight);
+
+/// One stage's memory as its tracker saw it.
+struct StageMemory {
+  int64_t peak_total = 0;
+  int64_t peak_activations = 0;
+  MemoryByCategory at_peak{};
+  int64_t peak_rss = 0;
+};
+
+/// Per stage peaks, as the result file lays them out.
+PeakMemory peak_memory(const std::vector<StageMemory>& stages);
+
+}  // namespace ppb::run

@@ -1,0 +1,112 @@
+#include "run/progress.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cli.hpp"
+
+namespace ppb::run {
+
+namespace {
+
+std::string fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+int64_t max_peak(const Result& r) {
+  if (!r.metrics) return 0;
+  const auto& v = r.metrics->peak_memory_bytes.per_stage;
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
+
+std::string check_text(const Result& r) {
+  if (!r.metrics || !r.metrics->check) return "";
+  const CheckFigures& c = *r.metrics->check;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s (%.1e)", c.passed ? "ok" : "FAILED", c.max_rel_error);
+  return buf;
+}
+
+}  // namespace
+
+std::string progress_line(const ProgressRow& row) {
+  std::string line = "[" + std::to_string(row.index + 1) + "/" + std::to_string(row.total) + "] " + row.label;
+  const Result& r = row.result;
+  switch (r.status) {
+    case ResultStatus::kOk: {
+      const ResultMetrics& m = *r.metrics;
+      line += "  " + fixed(m.samples_per_second, 1) + " samples/s  bubble " + fixed(m.bubble_ratio.measured, 2) +
+              " (theory " + fixed(m.bubble_ratio.theoretical, 2) + ")  peak " + cli::format_bytes(max_peak(r));
+      if (m.check) line += std::string("  check ") + (m.check->passed ? "ok" : "FAILED");
+      break;
+    }
+    case ResultStatus::kOom:
+      line += "  oom: " + r.error;
+      break;
+    case ResultStatus::kInvalid:
+      line += "  invalid: " + r.error;
+      break;
+    case ResultStatus::kError:
+      line += "  error: " + r.error;
+      break;
+  }
+  if (row.resumed) line += "  (resumed)";
+  return line;
+}
+
+std::string summary_table(const std::vector<ProgressRow>& rows) {
+  const std::vector<std::string> head = {"schedule", "partition", "M",      "status",   "samples/s", "step ms",
+                                         "bubble",   "theory",    "(P-1)/(M+P-1)", "overhead", "theory", "peak",
+                                         "check"};
+  std::vector<std::vector<std::string>> cells;
+  for (const ProgressRow& row : rows) {
+    const Result& r = row.result;
+    std::vector<std::string> c = {r.config.schedule, r.config.partition, std::to_string(r.config.microbatches),
+                                  result_status_name(r.status)};
+    if (r.metrics && r.status == ResultStatus::kOk) {
+      const ResultMetrics& m = *r.metrics;
+      c.push_back(fixed(m.samples_per_second, 1));
+      c.push_back(fixed(m.step_time_seconds.median * 1e3, 2));
+      c.push_back(fixed(m.bubble_ratio.measured, 3));
+      c.push_back(fixed(m.bubble_ratio.theoretical, 3));
+      c.push_back(fixed(row.closed_form, 3));
+      c.push_back(fixed(m.bubble_overhead.measured, 3));
+      c.push_back(fixed(m.bubble_overhead.theoretical, 3));
+      c.push_back(cli::format_bytes(max_peak(r)));
+      c.push_back(check_text(r));
+    } else {
+      for (int i = 0; i < 7; ++i) c.push_back("-");
+      c.push_back(r.metrics ? cli::format_bytes(max_peak(r)) : "-");
+      c.push_back("");
+    }
+    cells.push_back(std::move(c));
+  }
+  std::vector<size_t> width(head.size());
+  for (size_t i = 0; i < head.size(); ++i) width[i] = head[i].size();
+  for (const auto& c : cells) {
+    for (size_t i = 0; i < c.size(); ++i) width[i] = std::max(width[i], c[i].size());
+  }
+  auto format_row = [&](const std::vector<std::string>& c) {
+    std::string line;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const bool left = i < 2 || i == 3 || i + 1 == c.size();
+      const std::string pad(width[i] - c[i].size(), ' ');
+      line += left ? c[i] + pad : pad + c[i];
+      if (i + 1 < c.size()) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
+  std::string out = format_row(head);
+  size_t total = 0;
+  for (size_t w : width) total += w + 2;
+  out += std::string(total - 2, '-') + "\n";
+  for (const auto& c : cells) out += format_row(c);
+  return out;
+}
+
+}  // namespace ppb::run

@@ -1,0 +1,33 @@
+// What `pipebench run` prints for people (rank 0 only): one progress line per
+// combination as it finishes and a summary table at the end. Machine output
+// goes to the result files only (STYLE.md rule 14).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/result.hpp"
+
+namespace ppb::run {
+
+/// One finished combination as the terminal shows it.
+struct ProgressRow {
+  int index = 0;          ///< 0-based
+  int total = 1;
+  std::string label;      ///< combination_label()
+  Result result;
+  bool resumed = false;   ///< skipped by --resume (result read back from its file)
+  double closed_form = 0; ///< (P-1)/(M+P-1) where it applies, NaN otherwise
+};
+
+/// "[7/36] 1f1b x balanced M=8  812.4 samples/s  bubble 0.27 (theory 0.27)  peak 143 MiB  check ok"
+/// (check part only with --check; "invalid: <why>", "oom: <why>",
+/// "error: <why>" for the other statuses; "(resumed)" for a skipped one).
+std::string progress_line(const ProgressRow& row);
+
+/// A fixed-width table, one row per combination: schedule, partition, M,
+/// status, samples/s, median step (ms), bubble measured / theory / closed
+/// form, overhead measured / theory, peak memory (max over stages), check.
+std::string summary_table(const std::vector<ProgressRow>& rows);
+
+}  // namespace ppb::run

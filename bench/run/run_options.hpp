@@ -1,0 +1,86 @@
+// The options of `pipebench run` (one struct, STYLE.md rule 9) and their
+// validation into a sweep plan.
+//
+// Validation is a pure function of the options, the MPI world size and the
+// code's registries, so every rank reaches the same verdict without talking
+// to the others: a bad flag makes every rank exit 2 before any collective,
+// and no rank is left waiting in one (issue 3, item 7).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/model.hpp"
+
+namespace ppb::run {
+
+enum class BackendKind : uint8_t { kCpu, kTimed, kCuda };
+enum class TransportKind : uint8_t { kMpi, kNccl };
+
+/// "cpu", "timed", "cuda" / "mpi", "nccl".
+const char* backend_name(BackendKind backend);
+const char* transport_name(TransportKind transport);
+
+/// The flags as given (strings where a list or a size is parsed later).
+struct RunOptions {
+  std::string schedules = "all";    ///< --schedule S,...|all
+  std::string partitions = "all";   ///< --partition X,...|all
+  std::string microbatches = "8";   ///< --microbatches M,...
+  std::string model = "gpt-tiny";   ///< --model SPEC
+  std::string backend = "cpu";      ///< --backend
+  std::string transport = "mpi";    ///< --transport
+  int iters = 10;                   ///< --iters / -n
+  int warmup = 2;                   ///< --warmup / -w
+  std::string out;                  ///< --out (default results/<UTC date-time>)
+  bool resume = false;              ///< --resume
+  bool trace = false;               ///< --trace
+  bool check = false;               ///< --check / -c
+  std::string profile;              ///< --profile nvtx,cupti
+  std::string memory_budget;        ///< --memory-budget BYTES ("" = none)
+  double memory_guard = 0.85;       ///< --memory-guard
+  double timeout = 0;               ///< --timeout / -T seconds (0 = no watchdog)
+  int chunks = 2;                   ///< --chunks V (interleaved-1f1b)
+  int inflight = 0;                 ///< --inflight N (0 = P)
+  int sync_warmup = 1;              ///< --sync-warmup K (hybrid)
+  int batches = 2;                  ///< --batches B (pipedream)
+  double time_scale = 0;            ///< --time-scale (0 = automatic)
+  uint64_t seed = 1;                ///< --seed
+  int stages = 0;                   ///< --stages P (0 = the world size)
+  /// --device D: the cost model of the timed backend and of `balanced`'s
+  /// pricing (device.hpp presets).
+  std::string device = "cpu";
+};
+
+/// What the sweep runs, after validation.
+struct RunPlan {
+  std::vector<std::string> schedules;  ///< expanded, in the order given
+  std::vector<std::string> partitions;
+  std::vector<int> microbatches;
+  ModelSpec model;
+  std::vector<Unit> units;
+  BackendKind backend = BackendKind::kCpu;
+  TransportKind transport = TransportKind::kMpi;
+  int stages = 1;           ///< P = world size
+  int inflight = 1;         ///< N after defaulting to P
+  int64_t memory_budget = 0;  ///< bytes, 0 = none
+  bool nvtx = false;
+  bool cupti = false;
+};
+
+/// Checks every flag against the world size and the registries and expands
+/// the lists. Throws UsageError with one line naming the flag for: a
+/// --stages that differs from the world size, an unknown schedule, partition
+/// or backend, a malformed model spec, a non-positive count, a guard outside
+/// (0, 1], a world larger than the model has units, a partition named
+/// explicitly that cannot cut the model into P stages.
+/// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
+RunPlan validate_run_options(const RunOptions& options, int world_size);
+
+/// "results/20261129T073000Z" for the given UTC time (seconds since epoch).
+std::string default_out_dir(int64_t unix_seconds);
+
+/// ISO 8601 UTC: "2026-11-29T07:30:00Z".
+std::string iso8601_utc(int64_t unix_seconds);
+
+}  // namespace ppb::run

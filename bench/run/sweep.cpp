@@ -1,0 +1,67 @@
+#include "run/sweep.hpp"
+
+#include <cctype>
+
+namespace ppb::run {
+
+std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedules,
+                                         const std::vector<std::string>& partitions,
+                                         const std::vector<int>& microbatches,
+                                         const SweepParams& params) {
+  std::vector<Combination> out;
+  for (const std::string& schedule : schedules) {
+    for (const std::string& partition : partitions) {
+      for (int m : microbatches) {
+        Combination c;
+        c.index = static_cast<int>(out.size());
+        c.schedule = schedule;
+        c.partition = partition;
+        c.stages = params.stages;
+        c.microbatches = m;
+        if (schedule == "interleaved-1f1b") c.chunks = params.chunks;
+        if (schedule == "async-1f1b" || schedule == "adaptive") c.inflight = params.inflight;
+        if (schedule == "hybrid") {
+          c.sync_warmup = params.sync_warmup;
+          c.inflight = params.inflight;
+        }
+        if (schedule == "pipedream") c.batches = params.batches;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string sanitize(const std::string& text) {
+  std::string out = text;
+  for (char& ch : out) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '.' || ch == '-';
+    if (!keep) ch = '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string result_file_name(const Combination& c) {
+  std::string name = sanitize(c.schedule) + "__" + sanitize(c.partition) + "__P" +
+                     std::to_string(c.stages) + "_M" + std::to_string(c.microbatches);
+  if (c.chunks > 1) name += "_V" + std::to_string(c.chunks);
+  if (c.inflight > 0) name += "_N" + std::to_string(c.inflight);
+  if (c.sync_warmup > 0) name += "_K" + std::to_string(c.sync_warmup);
+  if (c.batches > 1) name += "_B" + std::to_string(c.batches);
+  return name + ".json";
+}
+
+std::string combination_label(const Combination& c) {
+  std::string label = c.schedule + " x " + c.partition + " M=" + std::to_string(c.microbatches);
+  if (c.chunks > 1) label += " V=" + std::to_string(c.chunks);
+  if (c.inflight > 0) label += " N=" + std::to_string(c.inflight);
+  if (c.sync_warmup > 0) label += " K=" + std::to_string(c.sync_warmup);
+  if (c.batches > 1) label += " B=" + std::to_string(c.batches);
+  return label;
+}
+
+}  // namespace ppb::run
