@@ -51,8 +51,7 @@ void spread_weights(CpuChunk& chunk) {
 // Loss of micro-batch 0 for the chunk's current weights and the given input;
 // leaves no state behind (the backward frees mb 0, grads are zeroed).
 double eval_loss(CpuChunk& chunk, const std::vector<float>& input) {
-  const std::byte* in =
-      input.empty() ? nullptr : reinterpret_cast<const std::byte*>(input.data());
+  const std::byte* in = input.empty() ? nullptr : reinterpret_cast<const std::byte*>(input.data());
   chunk.forward(0, in, nullptr);
   const double l = chunk.loss(0);
   std::vector<float> gin(input.size());
@@ -204,8 +203,8 @@ TEST(CpuGradcheck, EveryParameterTensorMatchesCentralDifferences) {
       double scale = 0;
       for (size_t i : sample(r, analytic[u].data(), 6, scale)) {
         const double g = analytic[u][i];
-        const double fd = central_difference(params[u][i], kEps,
-                                             [&] { return eval_loss(model, {}); });
+        const double fd =
+            central_difference(params[u][i], kEps, [&] { return eval_loss(model, {}); });
         EXPECT_NEAR(fd, g, kAbs * scale + kRel * std::abs(g))
             << r.name << " at " << i << " (max |grad| " << scale << ")";
       }

@@ -1,5 +1,7 @@
 // CpuChunk: splitting invariance, split backward, exact memory accounting,
 // weight stashing, SGD, synthetic data and the --check reference.
+#include "ppb/exec/cpu_model.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
@@ -44,8 +45,8 @@ struct Chained {
     cuts.insert(cuts.begin(), 0);
     cuts.push_back(static_cast<int>(units.size()));
     for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-      chunks.push_back(std::make_unique<CpuChunk>(spec, units, UnitRange{cuts[k], cuts[k + 1]},
-                                                  mem, options));
+      chunks.push_back(
+          std::make_unique<CpuChunk>(spec, units, UnitRange{cuts[k], cuts[k + 1]}, mem, options));
     }
   }
 
@@ -216,7 +217,8 @@ TEST(CpuModel, TracksExactlyTheContractBytes) {
   const std::vector<Unit> units = expand_units(spec);
   const int64_t t = spec.tokens();
   const int64_t h = spec.hidden;
-  for (const UnitRange r : {UnitRange{0, 17}, UnitRange{2, 10}, UnitRange{3, 4}, UnitRange{9, 17}}) {
+  for (const UnitRange r :
+       {UnitRange{0, 17}, UnitRange{2, 10}, UnitRange{3, 4}, UnitRange{9, 17}}) {
     SCOPED_TRACE("units " + std::to_string(r.begin) + ".." + std::to_string(r.end));
     MemoryTracker mem;
     CpuChunk chunk(spec, units, r, mem);

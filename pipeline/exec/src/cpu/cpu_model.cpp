@@ -46,9 +46,9 @@ struct CpuChunk::Stash {
 CpuChunk::CpuChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
                    MemoryTracker& tracker, CpuModelOptions options)
     : spec_(spec), range_(range), tracker_(&tracker), options_(options) {
-  PPB_CHECK(range.begin >= 0 && range.begin < range.end &&
-                range.end <= static_cast<int>(units.size()),
-            "unit range out of bounds");
+  PPB_CHECK(
+      range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(units.size()),
+      "unit range out of bounds");
   PPB_CHECK(spec.hidden % spec.heads == 0, "hidden must be a multiple of heads");
   PPB_CHECK(spec.bytes_per_element == kFloat, "the cpu backend computes in fp32");
   for (int g = range.begin; g < range.end; ++g) {
@@ -67,9 +67,9 @@ CpuChunk::CpuChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRa
     state->param_count = unit_param_count(spec, u.kind);
     state->params = TrackedBuffer(tracker, MemCategory::kParameters, state->param_count * kFloat);
     state->grads = TrackedBuffer(tracker, MemCategory::kGradients, state->param_count * kFloat);
-    cpu::init_unit_params(spec, u.kind, options.seed, g,
-                          std::span<float>(floats(state->params),
-                                           static_cast<size_t>(state->param_count)));
+    cpu::init_unit_params(
+        spec, u.kind, options.seed, g,
+        std::span<float>(floats(state->params), static_cast<size_t>(state->param_count)));
     state_.push_back(std::move(state));
   }
   if (range.begin > 0) {
@@ -97,7 +97,8 @@ const float* CpuChunk::params_for(int local_unit, int version) const {
 
 void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   PPB_CHECK(!inflight_.contains(mb), "forward of a micro-batch already in flight");
-  PPB_CHECK((input != nullptr) == (input_bytes() > 0), "forward: input must be given iff the chunk has one");
+  PPB_CHECK((input != nullptr) == (input_bytes() > 0),
+            "forward: input must be given iff the chunk has one");
   PPB_CHECK((output != nullptr) == (output_bytes() > 0),
             "forward: output must be given iff the chunk has one");
   auto state = std::make_unique<Microbatch>();
@@ -134,7 +135,8 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       case UnitKind::kEmbedding: {
         TrackedBuffer labels(mem, MemCategory::kWorkspace, t * 4);
         int32_t* tokens = kept.as<int32_t>();
-        synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(tokens, static_cast<size_t>(t)),
+        synthetic_tokens(spec_, options_.seed, mb,
+                         std::span<int32_t>(tokens, static_cast<size_t>(t)),
                          std::span<int32_t>(labels.as<int32_t>(), static_cast<size_t>(t)));
         cpu::embedding_forward(tokens, t, spec_.seq, h, p, p + int64_t{v} * h, out);
         break;
@@ -157,8 +159,8 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       case UnitKind::kAttention: {
         float* qkv = floats(kept);
         copy_floats(qkv, in, 3 * th);
-        cpu::attention_forward(qkv, spec_.micro_batch_size, spec_.seq, h, spec_.heads,
-                               qkv + 3 * th, out);
+        cpu::attention_forward(qkv, spec_.micro_batch_size, spec_.seq, h, spec_.heads, qkv + 3 * th,
+                               out);
         copy_floats(out + th, in + 3 * th, th);
         break;
       }
@@ -245,8 +247,7 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
       break;
     case UnitKind::kAttention: {
       const float* qkv = floats(kept);
-      TrackedBuffer ws(mem, MemCategory::kWorkspace,
-                       int64_t{spec_.seq} * spec_.seq * kFloat);
+      TrackedBuffer ws(mem, MemCategory::kWorkspace, int64_t{spec_.seq} * spec_.seq * kFloat);
       cpu::attention_backward(qkv, qkv + 3 * th, grad_out, spec_.micro_batch_size, spec_.seq, h,
                               spec_.heads, grad_in, floats(ws));
       copy_floats(grad_in + 3 * th, grad_out + th, th);
@@ -274,7 +275,8 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
       float* probs = floats(kept) + th;
       TrackedBuffer tokens(mem, MemCategory::kWorkspace, 2 * t * 4);
       int32_t* tok = tokens.as<int32_t>();
-      synthetic_tokens(spec_, options_.seed, state.mb, std::span<int32_t>(tok, static_cast<size_t>(t)),
+      synthetic_tokens(spec_, options_.seed, state.mb,
+                       std::span<int32_t>(tok, static_cast<size_t>(t)),
                        std::span<int32_t>(tok + t, static_cast<size_t>(t)));
       // probabilities -> logits gradient, in place
       cpu::softmax_cross_entropy_backward(probs, tok + t, t, v,

@@ -100,12 +100,11 @@ void synthetic_tokens(const ModelSpec& spec, uint64_t seed, int64_t mb, std::spa
   PPB_CHECK(static_cast<int64_t>(tokens.size()) == spec.tokens() &&
                 static_cast<int64_t>(labels.size()) == spec.tokens(),
             "token spans must hold micro_batch_size*seq elements");
-  const uint64_t key = cpu::splitmix64(cpu::splitmix64(seed ^ 0x5eedda7aULL) ^
-                                       static_cast<uint64_t>(mb));
+  const uint64_t key =
+      cpu::splitmix64(cpu::splitmix64(seed ^ 0x5eedda7aULL) ^ static_cast<uint64_t>(mb));
   const auto draw = [&](int64_t sample, int64_t pos) {
-    const uint64_t bits =
-        cpu::splitmix64(key ^ cpu::splitmix64((static_cast<uint64_t>(sample) << 32) ^
-                                              static_cast<uint64_t>(pos)));
+    const uint64_t bits = cpu::splitmix64(
+        key ^ cpu::splitmix64((static_cast<uint64_t>(sample) << 32) ^ static_cast<uint64_t>(pos)));
     return static_cast<int32_t>(bits % static_cast<uint64_t>(spec.vocab));
   };
   for (int64_t b = 0; b < spec.micro_batch_size; ++b) {
@@ -129,16 +128,26 @@ int64_t cpu_boundary_bytes(const ModelSpec& spec, UnitKind kind) {
   const int64_t f = int64_t{spec.ffn_mult} * h;
   const int64_t e = 4;
   switch (kind) {
-    case UnitKind::kEmbedding: return t * h * e;
-    case UnitKind::kLayerNorm1: return 2 * t * h * e;
-    case UnitKind::kQkv: return 4 * t * h * e;
-    case UnitKind::kAttention: return 2 * t * h * e;
-    case UnitKind::kAttnOut: return t * h * e;
-    case UnitKind::kLayerNorm2: return 2 * t * h * e;
-    case UnitKind::kFc1Gelu: return (t * f + t * h) * e;
-    case UnitKind::kFc2: return t * h * e;
-    case UnitKind::kFinalNorm: return t * h * e;
-    case UnitKind::kHead: return 0;
+    case UnitKind::kEmbedding:
+      return t * h * e;
+    case UnitKind::kLayerNorm1:
+      return 2 * t * h * e;
+    case UnitKind::kQkv:
+      return 4 * t * h * e;
+    case UnitKind::kAttention:
+      return 2 * t * h * e;
+    case UnitKind::kAttnOut:
+      return t * h * e;
+    case UnitKind::kLayerNorm2:
+      return 2 * t * h * e;
+    case UnitKind::kFc1Gelu:
+      return (t * f + t * h) * e;
+    case UnitKind::kFc2:
+      return t * h * e;
+    case UnitKind::kFinalNorm:
+      return t * h * e;
+    case UnitKind::kHead:
+      return 0;
   }
   PPB_CHECK(false, "unknown unit kind");
   return 0;
@@ -150,18 +159,24 @@ int64_t cpu_activation_bytes(const ModelSpec& spec, UnitKind kind) {
   const int64_t f = int64_t{spec.ffn_mult} * h;
   const int64_t e = 4;
   switch (kind) {
-    case UnitKind::kEmbedding: return 4 * t;
+    case UnitKind::kEmbedding:
+      return 4 * t;
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm:
       return (t * h + 2 * t) * e;
-    case UnitKind::kQkv: return t * h * e;
+    case UnitKind::kQkv:
+      return t * h * e;
     case UnitKind::kAttention:
       return (3 * t * h + int64_t{spec.micro_batch_size} * spec.heads * spec.seq * spec.seq) * e;
-    case UnitKind::kAttnOut: return t * h * e;
-    case UnitKind::kFc1Gelu: return (t * h + t * f) * e;
-    case UnitKind::kFc2: return t * f * e;
-    case UnitKind::kHead: return (t * h + t * int64_t{spec.vocab}) * e;
+    case UnitKind::kAttnOut:
+      return t * h * e;
+    case UnitKind::kFc1Gelu:
+      return (t * h + t * f) * e;
+    case UnitKind::kFc2:
+      return t * f * e;
+    case UnitKind::kHead:
+      return (t * h + t * int64_t{spec.vocab}) * e;
   }
   PPB_CHECK(false, "unknown unit kind");
   return 0;

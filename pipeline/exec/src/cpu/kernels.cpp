@@ -134,8 +134,8 @@ void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     const float th = fast_tanh(kGeluC * (v + kGeluA * v * v * v));
-    const float d = 0.5f * (1.0f + th) +
-                    0.5f * v * (1.0f - th * th) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+    const float d =
+        0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
     dx[i] = dy[i] * d;
   }
 }

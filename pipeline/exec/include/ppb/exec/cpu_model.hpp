@@ -57,8 +57,8 @@ struct CpuModelOptions {
 /// sequence of seq+1 tokens per sample; labels are the tokens shifted by
 /// one. Identical on every run, every rank, every partition.
 /// REQUIRES: tokens and labels have spec.tokens() elements.
-void synthetic_tokens(const ModelSpec& spec, uint64_t seed, int64_t mb,
-                      std::span<int32_t> tokens, std::span<int32_t> labels);
+void synthetic_tokens(const ModelSpec& spec, uint64_t seed, int64_t mb, std::span<int32_t> tokens,
+                      std::span<int32_t> labels);
 
 /// Number of fp32 parameters of one unit (0 for attention).
 int64_t unit_param_count(const ModelSpec& spec, UnitKind kind);
@@ -81,15 +81,18 @@ int64_t cpu_activation_bytes(const ModelSpec& spec, UnitKind kind);
 /// kWeightStash, temporaries of one call kWorkspace (freed before it
 /// returns).
 ///
-/// Split backward: backward_input(mb) computes the input gradient and keeps,
-/// for each unit with weights, the gradient of its output (for fc1_gelu the
-/// pre-activation gradient, for the head the logits gradient, both in place
-/// of the kept pre-activation/probabilities); the attention unit's kept
-/// activations are freed there because it has no weights. Between I and W
-/// the micro-batch's activation bytes therefore differ from the contract:
-/// per layer +7*T*h*e (ln1, qkv 3, attn_out, ln2, fc2 output gradients)
-/// minus the attention's bytes, plus T*h*e for the embedding and the final
-/// norm each. backward_weight(mb) consumes them and frees everything of mb.
+/// Split backward (zb-* schedules): backward_input(mb) computes the input
+/// gradient and keeps, for each unit with weights, the gradient of its
+/// output, which backward_weight(mb) needs (kActivations, since it is held
+/// for the backward like the activations). Between I and W a unit of the
+/// micro-batch therefore holds, instead of its activation_bytes:
+///   embedding, ln1, ln2, final_norm, attn_out, fc2   activation_bytes + T*h*e
+///   qkv                                              activation_bytes + 3*T*h*e
+///   fc1_gelu, head   activation_bytes (the pre-activation / probabilities are
+///                    overwritten in place by their gradients)
+///   attention        0 (no weights: freed by backward_input)
+/// backward_weight(mb) consumes them and frees everything of mb. The full
+/// backward() holds none of these beyond its own workspace.
 class CpuChunk {
  public:
   /// REQUIRES: 0 <= range.begin < range.end <= units.size(), units ==
@@ -166,8 +169,8 @@ class CpuChunk {
   struct Stash;
 
   const float* params_for(int local_unit, int version) const;
-  void backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
-                           float* grad_in, bool keep_for_weight);
+  void backward_unit_input(int local_unit, Microbatch& state, const float* grad_out, float* grad_in,
+                           bool keep_for_weight);
   void backward_unit_weight(int local_unit, Microbatch& state, const float* grad_out);
   void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                     bool split);
