@@ -27,6 +27,7 @@ struct StageState {
   double free = 0;          // when the stage's compute is free
   bool queued = false;      // on the worklist
   bool at_sync = false;     // registered its arrival at its current SYNC
+  bool started = false;     // has run a compute action
   int syncs_done = 0;       // SYNCs left so far
   int inflight = 0;
   int64_t act_bytes = 0;
@@ -255,6 +256,13 @@ void Simulator::advance(int s) {
         break;
       }
     }
+    if (a.kind != ActionKind::kSync) {
+      if (!st.started) {
+        st.started = true;
+        out.first_start = start;
+      }
+      out.last_end = end;
+    }
     if (options_.record_events) out.events.push_back({a, start, end});
     if (a.microbatch >= 0) {
       double& be = result_.batch_end[static_cast<size_t>(a.microbatch / sched_.microbatches)];
@@ -358,6 +366,7 @@ SimResult Simulator::run() {
   for (SimStage& st : result_.stages) {
     st.idle = makespan - st.busy;
     sum_busy += st.busy;
+    result_.stage_span = std::max(result_.stage_span, st.span());
     sum_idle += st.idle;
     if (makespan > 0) sum_ratio += st.idle / makespan;
   }

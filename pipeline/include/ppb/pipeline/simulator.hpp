@@ -75,6 +75,13 @@ struct SimStage {
   /// Peak of the summed ChunkCost::activation_bytes of those pairs; 0 unless
   /// costs.has_bytes.
   int64_t peak_activation_bytes = 0;
+  /// Start of the stage's first and end of its last F/B/I/W action (0, 0
+  /// when it has none). span() is the time the stage is occupied; without a
+  /// flush between steps (the Zero Bubble paper's optimizer post-validation)
+  /// consecutive steps overlap and only the span repeats.
+  double first_start = 0;
+  double last_end = 0;
+  double span() const { return last_end - first_start; }
   std::vector<SimEvent> events;  ///< in list order (empty without record_events)
 };
 
@@ -82,6 +89,10 @@ struct SimResult {
   /// Makespan: end of the last action on any stage (all batches together for
   /// schedules with batches > 1).
   double step_time = 0;
+  /// Max over stages of SimStage::span(): the step time when steps follow
+  /// each other without a flush, which is how the Zero Bubble paper counts
+  /// (ZB-H2 with TF=TB=TW=1, P=4, M=8: step_time 27, stage_span 24).
+  double stage_span = 0;
   /// Mean over stages of (step_time - busy) / step_time; 0 when step_time is 0.
   double bubble_ratio = 0;
   /// Sum of idle / sum of busy (Megatron-LM's normalisation); 0 when busy is 0.
