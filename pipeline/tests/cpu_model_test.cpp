@@ -123,6 +123,26 @@ TEST(CpuModel, SplittingGivesTheSameLossAndGradientsAsTheWholeModel) {
   }
 }
 
+// The preset the executor's tests and ci/suite run: 4 stages cut inside
+// layers, two micro-batches, against the one-process reference.
+TEST(CpuModel, GptTinyInFourChunksMatchesTheReference) {
+  single_thread_blas();
+  const ModelSpec spec = parse_model_spec("gpt-tiny");
+  const std::vector<Unit> units = expand_units(spec);
+  ASSERT_EQ(units.size(), 59u);
+  CpuModelOptions options;
+  options.loss_scale = 0.5f;
+  const ReferenceStep ref = reference_step(spec, 2, options);
+  EXPECT_NEAR(ref.loss, std::log(512.0), 0.1);
+  Chained pipe(spec, units, {10, 27, 45}, options);
+  const std::vector<double> losses = pipe.run(2);
+  EXPECT_NEAR((losses[0] + losses[1]) / 2, ref.loss, 1e-5 * ref.loss);
+  const auto grads = pipe.grads();
+  for (size_t u = 0; u < grads.size(); ++u) {
+    EXPECT_LE(max_relative_error(grads[u], ref.grads[u]), 1e-5) << units[u].name;
+  }
+}
+
 TEST(CpuModel, ParametersDependOnlyOnSeedAndUnitNotOnThePartition) {
   const ModelSpec spec = small();
   const std::vector<Unit> units = expand_units(spec);
