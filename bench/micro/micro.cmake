@@ -1,0 +1,7 @@
+# Google Benchmark micro-benchmarks (STYLE.md rule 10): speed goals live here,
+# never as timed assertions in tests. One executable, one file per topic.
+add_executable(ppb_micro_bench
+  ${CMAKE_CURRENT_LIST_DIR}/schedule_sim_benchmark.cpp
+)
+target_link_libraries(ppb_micro_bench PRIVATE ppb::sim ppb::schedule benchmark::benchmark
+                      benchmark::benchmark_main ppb::warnings)
