@@ -1,0 +1,26 @@
+// Number formatting shared by the writers (tables for people).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ppb::reports {
+
+/// "1.50 GiB", "143.0 MiB", "512 B"; "n/a" for negative values.
+std::string format_bytes(double bytes);
+
+/// Fixed-point with `digits` decimals; "n/a" for NaN or infinity.
+/// Example: format_fixed(0.2734, 3) == "0.273".
+std::string format_fixed(double x, int digits);
+
+/// Three significant digits, no exponent for 1e-3 <= |x| < 1e6: "812", "0.273",
+/// "12.4"; "n/a" for NaN.
+std::string format_number(double x);
+
+/// Shortest text that parses back to exactly x ("0.1", "812.25", "nan").
+std::string format_exact(double x);
+
+/// Escapes &, <, >, " and ' for HTML and XML text and attributes.
+std::string xml_escape(const std::string& text);
+
+}  // namespace ppb::reports

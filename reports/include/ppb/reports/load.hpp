@@ -1,0 +1,63 @@
+// Loading result folders for `pipebench report` (issue 4, "Loading").
+//
+// Every *.json file under the given folders (recursively, in sorted order) is
+// looked at. A file is a result when its "schema" starts with
+// "pipebench.result/" or, lacking a schema, when it has a "config" or
+// "metrics" key; other JSON (traces, sweep summaries, schedules) is ignored and
+// listed. A bad result (malformed or truncated JSON, another schema version, a
+// missing field, a wrong type) throws UsageError naming the file and field,
+// unless skip_bad is set: then it is kept in `bad` and the report lists it.
+//
+// Results of different machines or builds are never mixed: each entry carries
+// its machine key and build key, and the report groups by both.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/result.hpp"
+
+namespace ppb::reports {
+
+/// One loaded result and the keys the report sorts it by.
+struct ResultEntry {
+  std::string source;  ///< the file path
+  Result result;
+  std::string machine;  ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
+  std::string build;    ///< git revision, compiler, build type
+  std::string group;    ///< machine + " @ " + build: results of one group are comparable
+  std::string config_key;  ///< every config field that makes a combination distinct
+  std::string setup_key;   ///< config_key without the schedule's own fields (schedule, inflight, chunks, sync_warmup, memory_guard, batches)
+  std::string label;       ///< "1f1b x balanced P=4 M=8" (+ N, V, K, budget when set)
+};
+
+/// A result file that could not be read, with its one-line reason.
+struct BadFile {
+  std::string path;
+  std::string message;
+};
+
+struct LoadedResults {
+  std::vector<ResultEntry> results;   ///< in file order, duplicates removed
+  std::vector<BadFile> bad;           ///< only with skip_bad
+  std::vector<std::string> ignored;   ///< JSON files that are not results
+  std::vector<std::string> superseded;  ///< same group and combination as a newer result ("old (newer: new)")
+};
+
+/// Loads every result under `paths` (folders, or single files).
+/// Throws UsageError: a path that does not exist; a bad result without
+/// skip_bad; "nothing to report: no pipebench result files in A, B" when
+/// neither a result nor (with skip_bad) a bad result file was found.
+LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad);
+
+/// Keys of one result (used by load_results; exposed for tests and baselines).
+std::string machine_key(const ResultEnvironment& env);
+std::string build_key(const ResultEnvironment& env);
+std::string config_key(const ResultConfig& config);
+std::string setup_key(const ResultConfig& config);
+std::string config_label(const ResultConfig& config);
+
+/// Builds a ResultEntry (keys filled) from a result and its source.
+ResultEntry make_entry(std::string source, Result result);
+
+}  // namespace ppb::reports

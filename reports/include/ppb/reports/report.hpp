@@ -1,0 +1,38 @@
+// `pipebench report`: load, build the model, write the requested formats.
+// bench/cmd_report.cpp is a thin adapter over run_report.
+//
+// Example:
+//   ppb::reports::ReportOptions o;
+//   o.inputs = {"results/"};
+//   o.html = "report.html";
+//   int code = ppb::reports::run_report(o, std::cout);  // 0, or 1 on regression
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ppb::reports {
+
+struct ReportOptions {
+  std::vector<std::string> inputs;  ///< result folders or files (DIR...)
+  std::string reference;            ///< --reference FILE ("" = built-in documents.json)
+  bool reference_setup = false;     ///< --reference-setup: check absolute figures
+  std::string baseline;             ///< --baseline DIR ("" = none)
+  std::string html, markdown, junit, csv, gbench;  ///< output files ("" = not written)
+  double threshold = 0.07;          ///< --threshold, a fraction
+  int64_t memory_budget = 0;        ///< --memory-budget bytes (0 = none)
+  bool skip_bad = false;            ///< --skip-bad
+};
+
+/// Runs the report. Writes each requested file atomically; prints a short
+/// summary (verdict, counts, files written) to `out`, or the whole Markdown
+/// report when no output file was requested.
+/// Returns 1 when the baseline comparison found a regression, else 0.
+/// Throws UsageError (exit 2) for bad input: no inputs, a missing folder,
+/// a bad result file (without skip_bad), nothing to report, a bad reference
+/// file, a bad baseline, threshold outside [0, 1).
+int run_report(const ReportOptions& options, std::ostream& out);
+
+}  // namespace ppb::reports

@@ -1,0 +1,89 @@
+// One model of the report, built once from the loaded results; every writer
+// (HTML, Markdown, JUnit, CSV, Google Benchmark JSON) reads it and computes
+// nothing of its own beyond layout (STYLE.md rule 13).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ppb/reports/claims.hpp"
+#include "ppb/reports/load.hpp"
+#include "ppb/reports/reference.hpp"
+#include "ppb/reports/regression.hpp"
+
+namespace ppb::reports {
+
+/// The best combination that fits one memory budget.
+struct BudgetChoice {
+  int64_t budget = 0;                ///< bytes; 0 = no budget (fastest overall)
+  const ResultEntry* best = nullptr; ///< null when nothing fits
+  const ResultEntry* smallest = nullptr;  ///< lowest peak memory (for "nothing fits")
+  int candidates = 0;                ///< ok results that fit
+};
+
+/// Measured and predicted timeline of one result, for the Gantt pictures.
+struct GanttPair {
+  const ResultEntry* entry = nullptr;
+  Timeline predicted;            ///< empty when no prediction is available
+  std::string predicted_source;  ///< "theory.timeline in the result", "simulator (measured action times)", or why none
+};
+
+/// Results of one machine + build, never mixed with another group's.
+struct GroupView {
+  std::string key;      ///< ResultEntry::group
+  std::string machine;
+  std::string build;
+  ResultEnvironment environment;  ///< of the first result of the group
+  std::vector<const ResultEntry*> entries;  ///< sorted: schedule, partition, P, M, ...
+  std::vector<BudgetChoice> choices;
+  std::vector<std::string> rule_findings;  ///< S7 / P8 / disagreement, one sentence each
+  std::string verdict;                     ///< the paragraph shown first
+  /// The setup (partition, P, M) whose schedules are drawn and compared
+  /// side by side: the one run by the most schedules.
+  std::string showcase_label;
+  std::vector<const ResultEntry*> showcase;  ///< one entry per schedule of that setup
+  std::vector<GanttPair> gantt;              ///< for showcase entries with a timeline
+};
+
+struct ReportModel {
+  ReportModel() = default;
+  ReportModel(const ReportModel&) = delete;  // groups/claims point into `loaded`
+  ReportModel& operator=(const ReportModel&) = delete;
+  ReportModel(ReportModel&&) = default;
+  ReportModel& operator=(ReportModel&&) = default;
+
+  std::string generated_at;         ///< ISO 8601 UTC
+  std::vector<std::string> inputs;  ///< the folders given
+  LoadedResults loaded;
+  std::vector<GroupView> groups;
+  Reference reference;
+  bool setup_matches = false;
+  std::vector<ClaimRow> claims;
+  std::optional<LoadedResults> baseline;
+  std::optional<RegressionSummary> regression;
+  int64_t memory_budget = 0;  ///< --memory-budget (0 = none)
+
+  /// Number of regressions (0 without a baseline).
+  int regressions() const { return regression ? regression->regressions() : 0; }
+};
+
+struct ModelOptions {
+  std::vector<std::string> inputs;
+  bool setup_matches = false;
+  double threshold = 0.07;
+  int64_t memory_budget = 0;
+};
+
+/// Builds the model. `baseline` may be empty (no --baseline).
+ReportModel build_report_model(LoadedResults loaded, Reference reference, std::optional<LoadedResults> baseline,
+                               const ModelOptions& options);
+
+/// Predicts a timeline for a result from its theory block: theory.timeline
+/// when the result has one, else a simulation of the schedule with the
+/// measured mean action times (theory.action_seconds), else empty with the
+/// reason in *source.
+Timeline predicted_timeline(const ResultEntry& entry, std::string* source);
+
+}  // namespace ppb::reports

@@ -1,0 +1,71 @@
+#include "ppb/reports/format.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace ppb::reports {
+
+std::string format_bytes(double bytes) {
+  if (!std::isfinite(bytes) || bytes < 0) return "n/a";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double x = bytes;
+  while (x >= 1024.0 && u < 4) {
+    x /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%.0f B", x);
+  } else {
+    std::snprintf(buf, sizeof buf, x >= 100 ? "%.0f %s" : (x >= 10 ? "%.1f %s" : "%.2f %s"), x, units[u]);
+  }
+  return buf;
+}
+
+std::string format_fixed(double x, int digits) {
+  if (!std::isfinite(x)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+std::string format_number(double x) {
+  if (!std::isfinite(x)) return "n/a";
+  const double a = std::fabs(x);
+  if (a == 0) return "0";
+  if (a >= 1e6 || a < 1e-3) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", x);
+    return buf;
+  }
+  const int digits = a >= 100 ? 0 : (a >= 10 ? 1 : (a >= 1 ? 2 : 3));
+  return format_fixed(x, digits);
+}
+
+std::string format_exact(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[32];
+  const auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
+}
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace ppb::reports

@@ -1,0 +1,100 @@
+// Google Benchmark's JSON reporter format, so benchmark's tools/compare.py and
+// dashboards that read it take pipebench results as they are: one
+// "iteration" run per timed step (so compare.py's U test has repetitions)
+// plus a "median" aggregate per combination.
+#include <cmath>
+
+#include <boost/json.hpp>
+
+#include "ppb/reports/writers.hpp"
+
+namespace ppb::reports {
+
+namespace json = boost::json;
+
+namespace {
+
+std::string bench_name(const ResultEntry& e, bool with_machine) {
+  const ResultConfig& c = e.result.config;
+  std::string name = "pipebench/" + c.schedule + "/" + c.partition + "/P:" + std::to_string(c.stages) +
+                     "/M:" + std::to_string(c.microbatches);
+  if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid") {
+    name += "/N:" + std::to_string(c.inflight);
+  }
+  if (c.chunks > 1) name += "/V:" + std::to_string(c.chunks);
+  if (c.memory_budget > 0) name += "/budget:" + std::to_string(c.memory_budget);
+  if (c.batches > 1) name += "/batches:" + std::to_string(c.batches);
+  if (with_machine) name += "/machine:" + e.machine;
+  return name;
+}
+
+json::object run(const std::string& name, int64_t family, int reps, int rep, double seconds, double samples) {
+  const double ms = seconds * 1e3;
+  json::object b;
+  b["name"] = name;
+  b["family_index"] = family;
+  b["per_family_instance_index"] = 0;
+  b["run_name"] = name;
+  b["run_type"] = "iteration";
+  b["repetitions"] = reps;
+  b["repetition_index"] = rep;
+  b["threads"] = 1;
+  b["iterations"] = 1;
+  b["real_time"] = ms;
+  b["cpu_time"] = ms;
+  b["time_unit"] = "ms";
+  b["items_per_second"] = seconds > 0 ? samples / seconds : 0.0;
+  return b;
+}
+
+}  // namespace
+
+std::string write_gbench_json(const ReportModel& model) {
+  json::object context;
+  const ResultEnvironment* env = model.groups.empty() ? nullptr : &model.groups.front().environment;
+  context["date"] = model.generated_at;
+  context["host_name"] = env != nullptr ? env->hostname : "";
+  context["executable"] = "pipebench report";
+  context["num_cpus"] = env != nullptr ? env->ranks : 0;
+  context["mhz_per_cpu"] = 0;
+  context["cpu_scaling_enabled"] = false;
+  context["caches"] = json::array();
+  context["load_avg"] = json::array();
+  context["library_build_type"] = env != nullptr && env->build_type.find("Deb") != std::string::npos ? "debug" : "release";
+  context["json_schema_version"] = 1;
+  context["pipebench_git"] = env != nullptr ? env->git : "";
+  json::array benchmarks;
+  const bool with_machine = model.groups.size() > 1;
+  int64_t family = 0;
+  for (const GroupView& g : model.groups) {
+    for (const ResultEntry* e : g.entries) {
+      if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
+      const ResultMetrics& m = *e->result.metrics;
+      const std::string name = bench_name(*e, with_machine);
+      const double samples = static_cast<double>(e->result.config.micro_batch_size) * e->result.config.microbatches;
+      const std::vector<double>& steps = m.step_time_seconds.samples;
+      const int reps = steps.empty() ? 1 : static_cast<int>(steps.size());
+      if (steps.empty()) {
+        benchmarks.push_back(run(name, family, 1, 0, m.step_time_seconds.median, samples));
+      }
+      for (size_t i = 0; i < steps.size(); ++i) {
+        benchmarks.push_back(run(name, family, reps, static_cast<int>(i), steps[i], samples));
+      }
+      json::object med = run(name + "_median", family, reps, 0, m.step_time_seconds.median, samples);
+      med["run_name"] = name;
+      med["run_type"] = "aggregate";
+      med["aggregate_name"] = "median";
+      med["aggregate_unit"] = "time";
+      med["iterations"] = reps;
+      med["items_per_second"] = std::isfinite(m.samples_per_second) ? m.samples_per_second : 0.0;
+      benchmarks.push_back(std::move(med));
+      ++family;
+    }
+  }
+  json::object doc;
+  doc["context"] = std::move(context);
+  doc["benchmarks"] = std::move(benchmarks);
+  return json::serialize(doc) + "\n";
+}
+
+}  // namespace ppb::reports

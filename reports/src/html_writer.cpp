@@ -1,0 +1,409 @@
+// The HTML report: one self-contained page (inline CSS and SVG, no script),
+// verdict first, then the evidence. Reads the ReportModel only.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "ppb/reports/format.hpp"
+#include "ppb/reports/writers.hpp"
+#include "svg.hpp"
+
+namespace ppb::reports {
+
+namespace {
+
+constexpr const char* kCss = R"css(
+body { font-family: Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1240px; color: #222; line-height: 1.4; padding: 0 16px; }
+h1 { font-size: 26px; margin-bottom: 4px; }
+h2 { font-size: 20px; border-bottom: 2px solid #4e79a7; padding-bottom: 3px; margin-top: 34px; }
+h3 { font-size: 16px; margin-top: 22px; }
+.meta { color: #555; font-size: 13px; }
+.verdict { background: #f3f7fb; border-left: 6px solid #4e79a7; padding: 12px 16px; margin: 12px 0; font-size: 15px; }
+.verdict.fail { border-left-color: #e15759; background: #fdf3f3; }
+table { border-collapse: collapse; margin: 10px 0; font-size: 12.5px; width: 100%; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #eef1f5; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.badge { display: inline-block; padding: 1px 7px; border-radius: 9px; font-size: 12px; font-weight: bold; white-space: nowrap; }
+.consistent, .pass { background: #dff0d8; color: #2b6b2b; }
+.inconsistent, .regressed, .error { background: #f8d7da; color: #8a1f28; }
+.not-measurable, .new, .missing, .oom, .invalid { background: #eee; color: #555; }
+.ok { background: #dff0d8; color: #2b6b2b; }
+.why { color: #666; font-size: 11.5px; }
+.pair { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; margin-bottom: 10px; }
+figure { margin: 8px 0; break-inside: avoid; page-break-inside: avoid; }
+figcaption { font-size: 12px; color: #444; margin-top: 2px; }
+svg.chart { max-width: 100%; height: auto; border: 1px solid #e3e3e3; }
+.note { font-size: 12.5px; color: #444; }
+@media print {
+  body { max-width: none; margin: 0; }
+  h2 { break-after: avoid; page-break-after: avoid; }
+  table, figure, .verdict { break-inside: avoid; page-break-inside: avoid; }
+}
+)css";
+
+std::string esc(const std::string& s) { return xml_escape(s); }
+
+std::string badge(const std::string& text, const std::string& cls) {
+  return "<span class=\"badge " + cls + "\">" + esc(text) + "</span>";
+}
+
+std::string verdict_class(Verdict v) {
+  switch (v) {
+    case Verdict::kConsistent: return "consistent";
+    case Verdict::kInconsistent: return "inconsistent";
+    case Verdict::kNotMeasurable: return "not-measurable";
+  }
+  return "";
+}
+
+std::string td_num(const std::string& s) { return "<td class=\"num\">" + esc(s) + "</td>"; }
+std::string td(const std::string& s) { return "<td>" + esc(s) + "</td>"; }
+
+double mean_a(const ResultEntry& e) {
+  if (!e.result.metrics || !e.result.metrics->theory) return std::nan("");
+  const auto& a = e.result.metrics->theory->activation_bytes_per_microbatch;
+  if (a.empty()) return std::nan("");
+  return std::accumulate(a.begin(), a.end(), 0.0) / static_cast<double>(a.size());
+}
+
+// Predicted activation bytes per stage: the schedule's own count x one
+// micro-batch's bytes (theory), -1 when unknown.
+std::vector<double> predicted_activations(const ResultEntry& e) {
+  std::vector<double> out;
+  if (!e.result.metrics || !e.result.metrics->theory) return out;
+  const TheoryFigures& t = *e.result.metrics->theory;
+  if (!t.peak_activation_bytes_per_stage.empty()) {
+    for (int64_t x : t.peak_activation_bytes_per_stage) out.push_back(static_cast<double>(x));
+  } else if (t.peak_inflight_per_stage.size() == t.activation_bytes_per_microbatch.size()) {
+    for (size_t s = 0; s < t.peak_inflight_per_stage.size(); ++s) {
+      out.push_back(static_cast<double>(t.peak_inflight_per_stage[s]) * static_cast<double>(t.activation_bytes_per_microbatch[s]));
+    }
+  }
+  return out;
+}
+
+std::string schedule_formula(const ResultConfig& c) {
+  if (c.schedule == "gpipe") return "M";
+  if (c.schedule == "1f1b" || c.schedule == "zb-h1") return "min(P-s, M)";
+  if (c.schedule == "sync-1f1b") return "1";
+  if (c.schedule == "async-1f1b" || c.schedule == "adaptive") return "min(M, max(min(N, P-s), N-s))";
+  if (c.schedule == "interleaved-1f1b") return "Megatron warm-up + 1 (chunk micro-batches)";
+  return "the schedule's count";
+}
+
+void section_throughput(std::ostringstream& h, const GroupView& g) {
+  h << "<h3>Throughput</h3>\n";
+  std::vector<svg::Bar> bars;
+  std::vector<svg::LegendItem> legend;
+  for (const ResultEntry* e : g.entries) {
+    const auto v = metric_value(*e, "samples_per_second");
+    if (!v) continue;
+    bars.push_back({e->label, *v, svg::schedule_colour(e->result.config.schedule), format_number(*v) + " samples/s"});
+    if (std::none_of(legend.begin(), legend.end(), [&](const svg::LegendItem& l) { return l.label == e->result.config.schedule; })) {
+      legend.push_back({e->result.config.schedule, svg::schedule_colour(e->result.config.schedule)});
+    }
+  }
+  if (!bars.empty()) {
+    h << "<figure>" << svg::bar_chart("Samples per second (median step), higher is better", bars, "samples/s", legend)
+      << "<figcaption>samples/s = micro-batch size x M / median step time over the timed iterations.</figcaption></figure>\n";
+  }
+  h << "<table><tr><th>schedule</th><th>partition</th><th>P</th><th>M</th><th>N</th><th>V</th><th>status</th>"
+       "<th>samples/s</th><th>step median (ms)</th><th>min-max (ms)</th><th>peak / stage</th><th>check</th></tr>\n";
+  for (const ResultEntry* e : g.entries) {
+    const ResultConfig& c = e->result.config;
+    h << "<tr>" << td(c.schedule) << td(c.partition) << td_num(std::to_string(c.stages)) << td_num(std::to_string(c.microbatches))
+      << td_num(c.inflight > 0 ? std::to_string(c.inflight) : "-") << td_num(std::to_string(c.chunks));
+    const std::string st = result_status_name(e->result.status);
+    h << "<td>" << badge(st, st) << (e->result.error.empty() ? "" : " <span class=\"why\">" + esc(e->result.error) + "</span>") << "</td>";
+    if (e->result.status != ResultStatus::kOk || !e->result.metrics) {
+      h << "<td colspan=\"5\"></td></tr>\n";
+      continue;
+    }
+    const ResultMetrics& m = *e->result.metrics;
+    const auto peak = metric_value(*e, "peak_memory");
+    h << td_num(format_number(m.samples_per_second)) << td_num(format_number(m.step_time_seconds.median * 1e3))
+      << td_num(format_number(m.step_time_seconds.min * 1e3) + "-" + format_number(m.step_time_seconds.max * 1e3))
+      << td_num(peak ? format_bytes(*peak) : "n/a");
+    if (m.check) {
+      h << "<td>" << badge(m.check->passed ? "pass" : "FAIL", m.check->passed ? "pass" : "error") << " "
+        << esc(format_number(m.check->max_rel_error)) << "</td>";
+    } else {
+      h << "<td>-</td>";
+    }
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+void section_memory(std::ostringstream& h, const GroupView& g) {
+  h << "<h3>Memory per stage</h3>\n";
+  std::vector<svg::LegendItem> cats;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    cats.push_back({std::string(mem_category_name(static_cast<MemCategory>(i))), svg::category_colour(i)});
+  }
+  std::vector<svg::ColumnGroup> groups;
+  bool any_marker = false;
+  for (const ResultEntry* e : g.showcase) {
+    if (!e->result.metrics) continue;
+    const PeakMemory& pm = e->result.metrics->peak_memory_bytes;
+    svg::ColumnGroup cg;
+    cg.label = e->result.config.schedule;
+    const std::vector<double> pred = predicted_activations(*e);
+    for (size_t s = 0; s < pm.per_stage.size(); ++s) {
+      svg::Column col;
+      col.label = "s" + std::to_string(s);
+      col.segments.assign(kNumMemCategories, 0.0);
+      if (s < pm.by_category.size()) {
+        for (int k = 0; k < kNumMemCategories; ++k) col.segments[static_cast<size_t>(k)] = static_cast<double>(pm.by_category[s][static_cast<size_t>(k)]);
+      } else {
+        // Without the split, activations and "the rest" (shown as workspace).
+        const double act = s < pm.activations_per_stage.size() ? static_cast<double>(pm.activations_per_stage[s]) : 0;
+        col.segments[0] = act;
+        col.segments[6] = std::max(0.0, static_cast<double>(pm.per_stage[s]) - act);
+      }
+      if (s < pred.size()) {
+        col.marker = pred[s];
+        any_marker = true;
+      }
+      cg.columns.push_back(std::move(col));
+    }
+    groups.push_back(std::move(cg));
+  }
+  if (!groups.empty()) {
+    h << "<figure>"
+      << svg::stacked_columns("Peak tracked memory per stage by category (" + g.showcase_label + ")", groups, cats,
+                              any_marker ? "activations predicted: schedule's in-flight count x one micro-batch" : "")
+      << "<figcaption>Each column is one stage at its tracked peak, split into the allocator's categories; the black tick is "
+         "the activation bytes the schedule's formula predicts for that stage.</figcaption></figure>\n";
+  }
+  h << "<p class=\"note\">The documents' formulas count activations summed over stages with M = one micro-batch's "
+       "activations on a stage (here the mean over stages, a) : sync 1F1B <b>M x P</b>, async 1F1B <b>M x (P+N-1)</b>. "
+       "The standard per-stage counts: GPipe M, 1F1B min(P-s, M), sync-1F1B 1, interleaved and zero-bubble from their "
+       "schedules.</p>\n";
+  h << "<table><tr><th>combination</th><th>a (one micro-batch, mean/stage)</th><th>measured activations (sum)</th>"
+       "<th>M x P</th><th>M x (P+N-1)</th><th>schedule's formula</th><th>formula bytes (sum)</th><th>measured / formula</th>"
+       "<th>peak tracked (max stage)</th><th>peak RSS (max)</th></tr>\n";
+  for (const ResultEntry* e : g.entries) {
+    if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
+    const ResultConfig& c = e->result.config;
+    const double a = mean_a(*e);
+    const auto act = metric_value(*e, "activations_sum");
+    const auto peak = metric_value(*e, "peak_memory");
+    const std::vector<double> pred = predicted_activations(*e);
+    const double pred_sum = pred.empty() ? std::nan("") : std::accumulate(pred.begin(), pred.end(), 0.0);
+    const int n = c.inflight > 0 ? c.inflight : c.stages;
+    const auto& rss = e->result.metrics->peak_memory_bytes.peak_rss_per_stage;
+    h << "<tr>" << td(e->label) << td_num(format_bytes(a)) << td_num(act ? format_bytes(*act) : "n/a")
+      << td_num(format_bytes(a * c.stages)) << td_num(format_bytes(a * (c.stages + n - 1))) << td(schedule_formula(c))
+      << td_num(format_bytes(pred_sum))
+      << td_num(act && pred_sum > 0 ? format_fixed(*act / pred_sum, 3) : "n/a") << td_num(peak ? format_bytes(*peak) : "n/a")
+      << td_num(rss.empty() ? "n/a" : format_bytes(static_cast<double>(*std::max_element(rss.begin(), rss.end())))) << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+void section_bubbles(std::ostringstream& h, const GroupView& g) {
+  h << "<h3>Bubbles: measured against theory</h3>\n";
+  h << "<p class=\"note\"><b>bubble ratio</b> = idle / step time per stage, mean over stages; theory for GPipe and 1F1B with "
+       "equal stages (P-1)/(M+P-1). <b>bubble overhead</b> = idle / busy (Megatron-LM's normalisation), (P-1)/M for the same "
+       "case. \"theory\" is the simulator run on the same schedule with the run's measured mean action times. Device-side "
+       "bubbles need CUPTI data, which these results do not carry.</p>\n";
+  std::vector<svg::PairGroup> pg;
+  for (const ResultEntry* e : g.showcase) {
+    if (!e->result.metrics) continue;
+    const ResultMetrics& m = *e->result.metrics;
+    pg.push_back({e->result.config.schedule,
+                  {m.bubble_ratio.measured, m.bubble_ratio.theoretical, m.bubble_overhead.measured, m.bubble_overhead.theoretical}});
+  }
+  if (!pg.empty()) {
+    h << "<figure>"
+      << svg::grouped_bars("Bubble per schedule (" + g.showcase_label + ")", pg,
+                           {{"ratio measured (idle/step)", "#4e79a7"},
+                            {"ratio theory", "#a0cbe8"},
+                            {"overhead measured (idle/busy)", "#e15759"},
+                            {"overhead theory", "#ff9d9a"}},
+                           "fraction")
+      << "</figure>\n";
+  }
+  h << "<table><tr><th>combination</th><th>ratio measured</th><th>ratio theory</th><th>(P-1)/(M+P-1)</th>"
+       "<th>overhead measured</th><th>overhead theory</th><th>(P-1)/M</th><th>per-stage ratio</th></tr>\n";
+  for (const ResultEntry* e : g.entries) {
+    if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
+    const ResultMetrics& m = *e->result.metrics;
+    const double p = e->result.config.stages;
+    const double mb = e->result.config.microbatches;
+    std::string per;
+    for (double x : m.bubble_ratio.per_stage) per += (per.empty() ? "" : " ") + format_fixed(x, 2);
+    h << "<tr>" << td(e->label) << td_num(format_fixed(m.bubble_ratio.measured, 3)) << td_num(format_fixed(m.bubble_ratio.theoretical, 3))
+      << td_num(format_fixed((p - 1) / (mb + p - 1), 3)) << td_num(format_fixed(m.bubble_overhead.measured, 3))
+      << td_num(format_fixed(m.bubble_overhead.theoretical, 3)) << td_num(format_fixed((p - 1) / mb, 3)) << td(per) << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+double timeline_end(const Timeline& t) {
+  double end = 0;
+  for (const auto& stage : t) {
+    for (const TimelineEvent& e : stage) end = std::max(end, e.end);
+  }
+  return end;
+}
+
+void section_gantt(std::ostringstream& h, const GroupView& g) {
+  h << "<h3>Pipeline pictures: measured median step beside the prediction</h3>\n";
+  if (g.gantt.empty()) {
+    h << "<p class=\"note\">No result of this group carries a timeline.</p>\n";
+    return;
+  }
+  h << "<p class=\"note\">" << esc(g.showcase_label)
+    << ". One row per stage, time left to right, blocks labelled with the micro-batch (and .chunk with V &gt; 1), idle grey. "
+       "Left: the measured median step. Right: the prediction on the same time axis.</p>\n";
+  h << "<figure>";
+  {
+    std::ostringstream legend_svg;
+    const auto items = svg::gantt_legend();
+    legend_svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"760\" height=\"26\" viewBox=\"0 0 760 26\" "
+                  "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\"><title>Gantt legend</title>";
+    double x = 8;
+    for (const auto& it : items) {
+      legend_svg << "<rect x=\"" << x << "\" y=\"7\" width=\"14\" height=\"12\" fill=\"" << it.colour
+                 << "\" stroke=\"#555\" stroke-width=\"0.5\"/><text x=\"" << x + 19 << "\" y=\"17\">" << esc(it.label) << "</text>";
+      x += 30 + 7.0 * static_cast<double>(it.label.size());
+    }
+    legend_svg << "</svg>";
+    h << legend_svg.str();
+  }
+  h << "</figure>\n";
+  for (const GanttPair& p : g.gantt) {
+    const ResultEntry& e = *p.entry;
+    const double measured_end = timeline_end(e.result.timeline);
+    const double predicted_end = timeline_end(p.predicted);
+    const double t_max = std::max(measured_end, predicted_end) * 1.02;
+    h << "<figure><div class=\"pair\">"
+      << svg::gantt(e.result.config.schedule + " measured (" + format_number(measured_end * 1e3) + " ms)", e.result.timeline, t_max,
+                    e.result.config.chunks);
+    if (!p.predicted.empty()) {
+      h << svg::gantt(e.result.config.schedule + " predicted (" + format_number(predicted_end * 1e3) + " ms)", p.predicted, t_max,
+                      e.result.config.chunks);
+    }
+    h << "</div><figcaption>" << esc(e.label) << ". Prediction: " << esc(p.predicted_source) << ".</figcaption></figure>\n";
+  }
+}
+
+void section_claims(std::ostringstream& h, const ReportModel& m) {
+  h << "<h2>The documents' claims</h2>\n<p class=\"note\">Reference: " << esc(m.reference.source) << ". "
+    << (m.setup_matches ? "The setup was declared to match the documents': absolute figures are checked."
+                        : "Ratios, orders and formulas are checked on this setup; the documents' absolute figures (their "
+                          "hardware and model are unknown) only with --reference-setup.")
+    << " Comparisons pair results of one machine and build, same setup.</p>\n";
+  h << "<table><tr><th>id</th><th>document</th><th>claim</th><th>documented</th><th>check</th><th>measured</th><th>verdict</th></tr>\n";
+  for (const ClaimRow& c : m.claims) {
+    const size_t rows = std::max<size_t>(1, c.checks.size());
+    for (size_t i = 0; i < rows; ++i) {
+      h << "<tr>";
+      if (i == 0) {
+        const std::string span = " rowspan=\"" + std::to_string(rows) + "\"";
+        h << "<td" << span << "><b>" << esc(c.id) << "</b><br>" << badge(verdict_name(c.verdict), verdict_class(c.verdict)) << "</td>"
+          << "<td" << span << ">" << esc(c.document) << "</td>"
+          << "<td" << span << "><b>" << esc(c.title) << "</b><br><span class=\"why\">" << esc(c.statement) << "</span></td>"
+          << "<td" << span << ">" << esc(c.documented) << "</td>";
+      }
+      if (i < c.checks.size()) {
+        const CheckOutcome& o = c.checks[i];
+        h << "<td>" << esc(o.description) << "<br><span class=\"why\">" << esc(o.documented) << "</span></td>"
+          << "<td>" << esc(o.measured.empty() ? "-" : o.measured) << "</td>"
+          << "<td>" << badge(verdict_name(o.verdict), verdict_class(o.verdict))
+          << (o.why.empty() ? "" : "<br><span class=\"why\">" + esc(o.why) + "</span>") << "</td>";
+      } else {
+        h << "<td></td><td></td><td></td>";
+      }
+      h << "</tr>\n";
+    }
+  }
+  h << "</table>\n";
+}
+
+void section_regression(std::ostringstream& h, const ReportModel& m) {
+  if (!m.regression) return;
+  const RegressionSummary& r = *m.regression;
+  h << "<h2>Regression against the baseline</h2>\n<p class=\"note\">Baseline: " << esc(r.baseline_source)
+    << ". Matched by configuration and machine. Threshold " << format_number(r.threshold * 100)
+    << "%: a samples/s drop or a peak-memory growth beyond it, or a bubble-ratio growth beyond " << format_fixed(r.threshold, 2)
+    << " points, is a regression. New and missing combinations are listed, not failed.</p>\n";
+  h << "<table><tr><th>combination</th><th>machine</th><th>status</th><th>samples/s change</th><th>peak memory change</th>"
+       "<th>bubble change (points)</th><th>why</th></tr>\n";
+  for (const RegressionRow& row : r.rows) {
+    auto pct = [](double x) { return std::isnan(x) ? std::string("-") : (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%"; };
+    std::string why;
+    for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
+    const std::string st = regression_status_name(row.status);
+    h << "<tr>" << td(row.label) << td(row.machine) << "<td>" << badge(st, st) << "</td>" << td_num(pct(row.samples_change))
+      << td_num(pct(row.memory_change))
+      << td_num(std::isnan(row.bubble_change) ? "-" : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
+      << td(why) << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+void section_environment(std::ostringstream& h, const ReportModel& m) {
+  h << "<h2>Environment</h2>\n<table><tr><th>machine (hosts | CPU | GPUs)</th><th>build (git | compiler | type)</th><th>ranks</th>"
+       "<th>MPI</th><th>CUDA</th><th>driver</th><th>GPUs</th><th>hostname</th><th>results</th><th>dates</th></tr>\n";
+  for (const GroupView& g : m.groups) {
+    const ResultEnvironment& env = g.environment;
+    std::string gpus;
+    for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
+    std::string first = env.date, last = env.date;
+    for (const ResultEntry* e : g.entries) {
+      first = std::min(first, e->result.environment.date);
+      last = std::max(last, e->result.environment.date);
+    }
+    h << "<tr>" << td(g.machine) << td(g.build) << td_num(std::to_string(env.ranks)) << td(env.mpi) << td(env.cuda.empty() ? "-" : env.cuda)
+      << td(env.driver.empty() ? "-" : env.driver) << td(gpus.empty() ? "-" : gpus) << td(env.hostname)
+      << td_num(std::to_string(g.entries.size())) << td(first == last ? first : first + " .. " + last) << "</tr>\n";
+  }
+  h << "</table>\n";
+  if (!m.loaded.bad.empty() || !m.loaded.ignored.empty() || !m.loaded.superseded.empty()) {
+    h << "<h3>Files</h3>\n<ul class=\"note\">\n";
+    for (const BadFile& b : m.loaded.bad) h << "<li><b>unreadable (skipped with --skip-bad):</b> " << esc(b.message) << "</li>\n";
+    for (const std::string& f : m.loaded.superseded) h << "<li>superseded by a newer result of the same combination: " << esc(f) << "</li>\n";
+    for (const std::string& f : m.loaded.ignored) h << "<li>not a result file, ignored: " << esc(f) << "</li>\n";
+    h << "</ul>\n";
+  }
+}
+
+}  // namespace
+
+std::string write_html(const ReportModel& m) {
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pipebench report</title>\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>" << kCss << "</style></head><body>\n";
+  h << "<h1>pipebench report</h1>\n<div class=\"meta\">Generated " << esc(m.generated_at) << " from " << m.loaded.results.size()
+    << " result(s) in";
+  for (const std::string& in : m.inputs) h << " <code>" << esc(in) << "</code>";
+  h << "; " << m.groups.size() << " machine/build group(s), never averaged together.</div>\n";
+
+  h << "<h2>Verdict</h2>\n";
+  for (const GroupView& g : m.groups) {
+    const bool fail = m.regressions() > 0;
+    h << "<div class=\"verdict" << (fail ? " fail" : "") << "\">";
+    if (m.groups.size() > 1) h << "<b>" << esc(g.machine) << "</b> (build " << esc(g.build) << "): ";
+    h << esc(g.verdict) << "</div>\n";
+  }
+  if (m.groups.empty()) h << "<div class=\"verdict fail\">No readable result: every file was skipped (see Files).</div>\n";
+  section_regression(h, m);
+  for (const GroupView& g : m.groups) {
+    h << "<h2>Measurements: " << esc(g.machine) << "</h2>\n<p class=\"meta\">build " << esc(g.build) << "</p>\n";
+    section_throughput(h, g);
+    section_memory(h, g);
+    section_bubbles(h, g);
+    section_gantt(h, g);
+  }
+  section_claims(h, m);
+  section_environment(h, m);
+  h << "</body></html>\n";
+  return h.str();
+}
+
+}  // namespace ppb::reports

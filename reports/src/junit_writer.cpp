@@ -1,0 +1,130 @@
+// JUnit XML in the shape CI systems read (Jenkins, GitLab, GitHub actions):
+// testsuites > testsuite(name, tests, failures, errors, skipped, time) >
+// testcase(name, classname, time) with failure/error/skipped/system-out.
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "ppb/reports/format.hpp"
+#include "ppb/reports/writers.hpp"
+
+namespace ppb::reports {
+
+namespace {
+
+struct Case {
+  std::string name;
+  std::string classname;
+  double time = 0;
+  std::string failure;  // regression text
+  std::string error;    // run error
+  std::string skipped;  // missing
+  std::string out;      // note
+};
+
+double case_time(const ResultEntry& e) {
+  if (!e.result.metrics) return 0;
+  const double t = e.result.metrics->step_time_seconds.median;
+  return std::isfinite(t) && t > 0 ? t : 0;
+}
+
+}  // namespace
+
+std::string write_junit(const ReportModel& model) {
+  std::map<std::string, const RegressionRow*> rows;
+  if (model.regression) {
+    for (const RegressionRow& r : model.regression->rows) {
+      if (r.current != nullptr) rows[r.current->source] = &r;
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<Case>>> suites;
+  for (const GroupView& g : model.groups) {
+    std::vector<Case> cases;
+    for (const ResultEntry* e : g.entries) {
+      Case c;
+      c.name = e->label;
+      c.classname = "pipebench." + e->result.config.schedule;
+      c.time = case_time(*e);
+      const auto it = rows.find(e->source);
+      if (it != rows.end()) {
+        const RegressionRow& r = *it->second;
+        for (const std::string& why : r.reasons) c.failure += (c.failure.empty() ? "" : "\n") + why;
+        if (r.status == RegressionStatus::kNew) c.out = "new combination: not in the baseline";
+      }
+      if (e->result.status == ResultStatus::kError) {
+        c.error = e->result.error;
+      } else if (e->result.status != ResultStatus::kOk) {
+        c.out += (c.out.empty() ? "" : "\n") + std::string("status ") + result_status_name(e->result.status) +
+                 (e->result.error.empty() ? "" : ": " + e->result.error);
+      }
+      cases.push_back(std::move(c));
+    }
+    suites.emplace_back(g.key, std::move(cases));
+  }
+  if (model.regression) {
+    std::vector<Case> missing;
+    for (const RegressionRow& r : model.regression->rows) {
+      if (r.status != RegressionStatus::kMissing) continue;
+      Case c;
+      c.name = r.label;
+      c.classname = "pipebench." + r.baseline->result.config.schedule;
+      c.skipped = "missing: in the baseline (" + r.machine + "), not in this run";
+      missing.push_back(std::move(c));
+    }
+    if (!missing.empty()) suites.emplace_back("missing from this run", std::move(missing));
+  }
+
+  int tests = 0, failures = 0, errors = 0, skipped = 0;
+  double time = 0;
+  for (const auto& [name, cases] : suites) {
+    for (const Case& c : cases) {
+      ++tests;
+      failures += c.failure.empty() ? 0 : 1;
+      errors += c.error.empty() ? 0 : 1;
+      skipped += c.skipped.empty() ? 0 : 1;
+      time += c.time;
+    }
+  }
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"pipebench\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\"" << errors
+    << "\" skipped=\"" << skipped << "\" time=\"" << format_fixed(time, 6) << "\">\n";
+  for (const auto& [name, cases] : suites) {
+    int f = 0, e = 0, s = 0;
+    double t = 0;
+    for (const Case& c : cases) {
+      f += c.failure.empty() ? 0 : 1;
+      e += c.error.empty() ? 0 : 1;
+      s += c.skipped.empty() ? 0 : 1;
+      t += c.time;
+    }
+    x << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << cases.size() << "\" failures=\"" << f
+      << "\" errors=\"" << e << "\" skipped=\"" << s << "\" time=\"" << format_fixed(t, 6) << "\" timestamp=\""
+      << model.generated_at << "\">\n";
+    for (const Case& c : cases) {
+      x << "    <testcase name=\"" << xml_escape(c.name) << "\" classname=\"" << xml_escape(c.classname) << "\" time=\""
+        << format_fixed(c.time, 6) << "\"";
+      if (c.failure.empty() && c.error.empty() && c.skipped.empty() && c.out.empty()) {
+        x << "/>\n";
+        continue;
+      }
+      x << ">\n";
+      if (!c.failure.empty()) {
+        const std::string first = c.failure.substr(0, c.failure.find('\n'));
+        x << "      <failure type=\"regression\" message=\"" << xml_escape(first) << "\">" << xml_escape(c.failure)
+          << "</failure>\n";
+      }
+      if (!c.error.empty()) {
+        x << "      <error type=\"run-error\" message=\"" << xml_escape(c.error) << "\">" << xml_escape(c.error) << "</error>\n";
+      }
+      if (!c.skipped.empty()) x << "      <skipped message=\"" << xml_escape(c.skipped) << "\"/>\n";
+      if (!c.out.empty()) x << "      <system-out>" << xml_escape(c.out) << "</system-out>\n";
+      x << "    </testcase>\n";
+    }
+    x << "  </testsuite>\n";
+  }
+  x << "</testsuites>\n";
+  return x.str();
+}
+
+}  // namespace ppb::reports

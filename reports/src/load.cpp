@@ -1,0 +1,184 @@
+#include "ppb/reports/load.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::reports {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+namespace {
+
+std::string join(const std::vector<std::string>& xs, const char* sep) {
+  std::string out;
+  for (const auto& x : xs) {
+    if (!out.empty()) out += sep;
+    out += x;
+  }
+  return out;
+}
+
+std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
+
+// The candidate files of one path: the file itself, or every *.json below a
+// folder, sorted so that the report does not depend on directory order.
+std::vector<std::string> candidates(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) throw UsageError(path + ": no such file or directory");
+  if (fs::is_regular_file(st)) return {path};
+  if (!fs::is_directory(st)) throw UsageError(path + ": not a file or directory");
+  std::vector<std::string> out;
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    const std::string name = it->path().filename().string();
+    // Temporary files of an atomic write in progress start with '.'.
+    if (name.empty() || name[0] == '.') continue;
+    if (it->path().extension() == ".json") out.push_back(it->path().string());
+  }
+  if (ec) throw UsageError(path + ": cannot read directory: " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+enum class Kind { kResult, kOther };
+
+Kind classify(const json::value& doc) {
+  if (!doc.is_object()) return Kind::kOther;
+  const json::object& o = doc.get_object();
+  if (const json::value* s = o.if_contains("schema")) {
+    if (s->is_string() && std::string_view(s->get_string()).starts_with("pipebench.result/")) return Kind::kResult;
+    if (s->is_string()) return Kind::kOther;
+    return Kind::kResult;  // a result with a broken schema field: let the reader say so
+  }
+  return (o.contains("config") || o.contains("metrics")) ? Kind::kResult : Kind::kOther;
+}
+
+}  // namespace
+
+std::string machine_key(const ResultEnvironment& env) {
+  std::vector<std::string> hosts = env.hosts;
+  std::sort(hosts.begin(), hosts.end());
+  std::vector<std::string> gpus = env.gpus;
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  return or_dash(join(hosts, ",")) + " | " + or_dash(env.cpu) + " | " + or_dash(join(gpus, ","));
+}
+
+std::string build_key(const ResultEnvironment& env) {
+  return or_dash(env.git) + " | " + or_dash(env.compiler) + " | " + or_dash(env.build_type);
+}
+
+std::string setup_key(const ResultConfig& c) {
+  std::ostringstream s;
+  s << "partition=" << c.partition << " P=" << c.stages << " M=" << c.microbatches << " mbs=" << c.micro_batch_size
+    << " model=" << c.model << " backend=" << c.backend << " transport=" << c.transport
+    << " budget=" << c.memory_budget << " time_scale=" << c.time_scale;
+  return s.str();
+}
+
+std::string config_key(const ResultConfig& c) {
+  std::ostringstream s;
+  s << "schedule=" << c.schedule << " N=" << c.inflight << " V=" << c.chunks << " K=" << c.sync_warmup
+    << " guard=" << c.memory_guard << " batches=" << c.batches << " " << setup_key(c);
+  return s.str();
+}
+
+std::string config_label(const ResultConfig& c) {
+  std::ostringstream s;
+  s << c.schedule << " x " << c.partition << " P=" << c.stages << " M=" << c.microbatches;
+  if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid") s << " N=" << c.inflight;
+  if (c.chunks > 1) s << " V=" << c.chunks;
+  if (c.schedule == "hybrid") s << " K=" << c.sync_warmup;
+  if (c.batches > 1) s << " batches=" << c.batches;
+  if (c.memory_budget > 0) s << " budget=" << c.memory_budget;
+  return s.str();
+}
+
+ResultEntry make_entry(std::string source, Result result) {
+  ResultEntry e;
+  e.source = std::move(source);
+  e.machine = machine_key(result.environment);
+  e.build = build_key(result.environment);
+  e.group = e.machine + " @ " + e.build;
+  e.config_key = config_key(result.config);
+  e.setup_key = setup_key(result.config);
+  e.label = config_label(result.config);
+  e.result = std::move(result);
+  return e;
+}
+
+LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad) {
+  LoadedResults out;
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  for (const std::string& p : paths) {
+    for (std::string& f : candidates(p)) {
+      const std::string canonical = fs::weakly_canonical(f).string();
+      if (seen.insert(canonical).second) files.push_back(std::move(f));
+    }
+  }
+  for (const std::string& f : files) {
+    try {
+      std::ifstream in(f, std::ios::binary);
+      if (!in) throw UsageError(f + ": cannot open");
+      std::ostringstream buffer;
+      buffer << in.rdbuf();
+      const std::string text = buffer.str();
+      if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+        throw UsageError(f + ": empty file, expected a pipebench result");
+      }
+      json::error_code ec;
+      const json::value doc = json::parse(text, ec);
+      if (ec) throw UsageError(f + ": malformed JSON (" + ec.message() + "); truncated or not a pipebench result");
+      if (classify(doc) == Kind::kOther) {
+        out.ignored.push_back(f);
+        continue;
+      }
+      out.results.push_back(make_entry(f, result_from_json(doc, f)));
+    } catch (const UsageError& e) {
+      if (!skip_bad) throw;
+      out.bad.push_back({f, e.what()});
+    }
+  }
+  if (out.results.empty() && out.bad.empty()) {
+    std::string where;
+    for (const std::string& p : paths) where += (where.empty() ? "" : ", ") + p;
+    throw UsageError("nothing to report: no pipebench result files in " + where);
+  }
+  // The same combination twice in one group (a rerun into another folder):
+  // keep the newest (ISO dates sort as text), list the other. Never average.
+  std::map<std::string, size_t> newest;
+  std::vector<bool> keep(out.results.size(), true);
+  for (size_t i = 0; i < out.results.size(); ++i) {
+    const ResultEntry& e = out.results[i];
+    const std::string key = e.group + " # " + e.config_key;
+    auto [it, inserted] = newest.emplace(key, i);
+    if (inserted) continue;
+    const ResultEntry& other = out.results[it->second];
+    const bool newer = e.result.environment.date > other.result.environment.date;
+    const size_t drop = newer ? it->second : i;
+    const size_t kept = newer ? i : it->second;
+    keep[drop] = false;
+    out.superseded.push_back(out.results[drop].source + " (newer: " + out.results[kept].source + ")");
+    it->second = kept;
+  }
+  std::vector<ResultEntry> kept;
+  for (size_t i = 0; i < out.results.size(); ++i) {
+    if (keep[i]) kept.push_back(std::move(out.results[i]));
+  }
+  out.results = std::move(kept);
+  return out;
+}
+
+}  // namespace ppb::reports
