@@ -91,6 +91,23 @@ TEST(Roofline, ComputeAndMemoryBoundUnits) {
   EXPECT_EQ(t[0].bwd_input, 0);  // embedding: token ids have no gradient
 }
 
+TEST(Roofline, ElementwiseWorkRunsAtTheVectorRate) {
+  DeviceSpec d = test_device();
+  d.vector_flops = 1e9;  // slow elementwise units
+  const auto units = expand_units(parse_model_spec("gpt-tiny"));
+  const auto t = unit_times(units, d);
+  // ln1 forward: 131,072 elementwise FLOPs at 1 GFLOP/s = 131 us, now above
+  // its memory time (1.99 us): compute bound.
+  EXPECT_DOUBLE_EQ(t[1].fwd, 131'072 / 1e9 + 1e-6);
+  // fc1_gelu forward: GEMM 16,777,216 at 0.5 TFLOP/s + (bias + GeLU)
+  // 589,824 at 1 GFLOP/s.
+  EXPECT_DOUBLE_EQ(t[6].fwd, 16'777'216 / 0.5e12 + 589'824 / 1e9 + 1e-6);
+  // The head's weight gradient is a pure GEMM: unchanged by the vector rate.
+  d.vector_flops = 0;
+  EXPECT_DOUBLE_EQ(unit_times(units, d)[58].bwd_weight, t[58].bwd_weight);
+  EXPECT_GT(t[58].fwd, unit_times(units, d)[58].fwd);
+}
+
 TEST(Roofline, ScalesWithPeakAndWithTokens) {
   DeviceSpec d = test_device();
   d.kernel_overhead_s = 0;

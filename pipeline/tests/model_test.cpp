@@ -218,6 +218,27 @@ TEST(Units, GptTinyFormulasByHand) {
   EXPECT_DOUBLE_EQ(head.bwd_input_flops, 16'777'216 + 131'072);  // + 2*T*V
   EXPECT_DOUBLE_EQ(head.bwd_weight_flops, 16'777'216);
 
+  // The non-GEMM parts: bias, residual, LayerNorm, GeLU, softmax, loss.
+  EXPECT_DOUBLE_EQ(emb.fwd_elementwise_flops, emb.fwd_flops);
+  EXPECT_DOUBLE_EQ(ln1.bwd_input_elementwise_flops, ln1.bwd_input_flops);
+  EXPECT_DOUBLE_EQ(qkv.fwd_elementwise_flops, 49'152);
+  EXPECT_DOUBLE_EQ(qkv.bwd_input_elementwise_flops, 0);
+  EXPECT_DOUBLE_EQ(attn.fwd_elementwise_flops, 163'840);
+  EXPECT_DOUBLE_EQ(attn.bwd_input_elementwise_flops, 131'072);
+  EXPECT_DOUBLE_EQ(out.fwd_elementwise_flops, 32'768);
+  EXPECT_DOUBLE_EQ(fc1.fwd_elementwise_flops, 65'536 + 524'288);
+  EXPECT_DOUBLE_EQ(fc1.bwd_input_elementwise_flops, 786'432);
+  EXPECT_DOUBLE_EQ(fc1.bwd_weight_elementwise_flops, 65'536);
+  EXPECT_DOUBLE_EQ(fc2.bwd_weight_elementwise_flops, 16'384);
+  EXPECT_DOUBLE_EQ(head.fwd_elementwise_flops, 327'680);
+  EXPECT_DOUBLE_EQ(head.bwd_input_elementwise_flops, 131'072);
+  EXPECT_DOUBLE_EQ(head.bwd_weight_elementwise_flops, 0);
+  for (const Unit& x : u) {
+    EXPECT_LE(x.fwd_elementwise_flops, x.fwd_flops) << x.name;
+    EXPECT_LE(x.bwd_input_elementwise_flops, x.bwd_input_flops) << x.name;
+    EXPECT_LE(x.bwd_weight_elementwise_flops, x.bwd_weight_flops) << x.name;
+  }
+
   // Layers are identical.
   for (int l = 1; l < 8; ++l) {
     for (int k = 0; k < 7; ++k) {

@@ -180,16 +180,25 @@ std::vector<Unit> expand_units(const ModelSpec& spec) {
 
   std::vector<Unit> units;
   units.reserve(static_cast<size_t>(3 + 7 * spec.layers));
-  auto add = [&units](UnitKind kind, int layer, double fwd, double bwd_i, double bwd_w,
-                      int64_t act, int64_t boundary, int64_t params) {
+  // Each pass is given as (GEMM flops, elementwise flops); the unit's total
+  // is their sum.
+  struct Pass {
+    double gemm;
+    double elementwise;
+  };
+  auto add = [&units](UnitKind kind, int layer, Pass fwd, Pass bwd_i, Pass bwd_w, int64_t act,
+                      int64_t boundary, int64_t params) {
     Unit u;
     u.kind = kind;
     u.layer = layer;
     u.name = layer >= 0 ? "l" + std::to_string(layer) + "." + unit_kind_name(kind)
                         : std::string(unit_kind_name(kind));
-    u.fwd_flops = fwd;
-    u.bwd_input_flops = bwd_i;
-    u.bwd_weight_flops = bwd_w;
+    u.fwd_flops = fwd.gemm + fwd.elementwise;
+    u.bwd_input_flops = bwd_i.gemm + bwd_i.elementwise;
+    u.bwd_weight_flops = bwd_w.gemm + bwd_w.elementwise;
+    u.fwd_elementwise_flops = fwd.elementwise;
+    u.bwd_input_elementwise_flops = bwd_i.elementwise;
+    u.bwd_weight_elementwise_flops = bwd_w.elementwise;
     u.activation_bytes = act;
     u.boundary_bytes = boundary;
     u.param_bytes = params;
@@ -197,32 +206,33 @@ std::vector<Unit> expand_units(const ModelSpec& spec) {
   };
   auto gemm = [](double m, double k, double n) { return 2.0 * m * k * n; };
   const int64_t ln_act = (t * h + 2 * t) * e;
+  const Pass ln_fwd{0, 8 * td * hd};
+  const Pass ln_bwd_i{0, 10 * td * hd};
+  const Pass ln_bwd_w{0, 3 * td * hd};
 
-  add(UnitKind::kEmbedding, -1, td * hd, 0, 2 * td * hd, 4 * t, t * h * e, (v * h + s * h) * e);
+  add(UnitKind::kEmbedding, -1, {0, td * hd}, {0, 0}, {0, 2 * td * hd}, 4 * t, t * h * e,
+      (v * h + s * h) * e);
   for (int l = 0; l < spec.layers; ++l) {
-    add(UnitKind::kLayerNorm1, l, 8 * td * hd, 10 * td * hd, 3 * td * hd, ln_act, 2 * t * h * e,
-        2 * h * e);
-    add(UnitKind::kQkv, l, gemm(td, hd, 3 * hd) + 3 * td * hd, gemm(td, 3 * hd, hd),
-        gemm(td, hd, 3 * hd) + 3 * td * hd, t * h * e, 4 * t * h * e, (3 * h * h + 3 * h) * e);
+    add(UnitKind::kLayerNorm1, l, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, 2 * t * h * e, 2 * h * e);
+    add(UnitKind::kQkv, l, {gemm(td, hd, 3 * hd), 3 * td * hd}, {gemm(td, 3 * hd, hd), 0},
+        {gemm(td, hd, 3 * hd), 3 * td * hd}, t * h * e, 4 * t * h * e, (3 * h * h + 3 * h) * e);
     // scores (b*a) x s x d x s and context (b*a) x s x s x d: 2 GEMMs of
     // 2*b*a*s*s*d = 2*b*s*s*h each; backward needs two GEMMs per forward one.
     const double attn_gemms = 2.0 * 2.0 * static_cast<double>(b) * static_cast<double>(s * s) * hd;
-    add(UnitKind::kAttention, l, attn_gemms + 5 * scores, 2 * attn_gemms + 4 * scores, 0,
+    add(UnitKind::kAttention, l, {attn_gemms, 5 * scores}, {2 * attn_gemms, 4 * scores}, {0, 0},
         (3 * t * h + b * a * s * s) * e, 2 * t * h * e, 0);
-    add(UnitKind::kAttnOut, l, gemm(td, hd, hd) + 2 * td * hd, gemm(td, hd, hd),
-        gemm(td, hd, hd) + td * hd, t * h * e, t * h * e, (h * h + h) * e);
-    add(UnitKind::kLayerNorm2, l, 8 * td * hd, 10 * td * hd, 3 * td * hd, ln_act, 2 * t * h * e,
-        2 * h * e);
-    add(UnitKind::kFc1Gelu, l, gemm(td, hd, fd) + td * fd + 8 * td * fd,
-        gemm(td, fd, hd) + 12 * td * fd, gemm(td, hd, fd) + td * fd, (t * h + t * f) * e,
+    add(UnitKind::kAttnOut, l, {gemm(td, hd, hd), 2 * td * hd}, {gemm(td, hd, hd), 0},
+        {gemm(td, hd, hd), td * hd}, t * h * e, t * h * e, (h * h + h) * e);
+    add(UnitKind::kLayerNorm2, l, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, 2 * t * h * e, 2 * h * e);
+    add(UnitKind::kFc1Gelu, l, {gemm(td, hd, fd), td * fd + 8 * td * fd},
+        {gemm(td, fd, hd), 12 * td * fd}, {gemm(td, hd, fd), td * fd}, (t * h + t * f) * e,
         (t * f + t * h) * e, (h * f + f) * e);
-    add(UnitKind::kFc2, l, gemm(td, fd, hd) + 2 * td * hd, gemm(td, hd, fd),
-        gemm(td, fd, hd) + td * hd, t * f * e, t * h * e, (f * h + h) * e);
+    add(UnitKind::kFc2, l, {gemm(td, fd, hd), 2 * td * hd}, {gemm(td, hd, fd), 0},
+        {gemm(td, fd, hd), td * hd}, t * f * e, t * h * e, (f * h + h) * e);
   }
-  add(UnitKind::kFinalNorm, -1, 8 * td * hd, 10 * td * hd, 3 * td * hd, ln_act, t * h * e,
-      2 * h * e);
-  add(UnitKind::kHead, -1, gemm(td, hd, vd) + 5 * td * vd, gemm(td, vd, hd) + 2 * td * vd,
-      gemm(td, hd, vd), (t * h + t * v) * e, 0, h * v * e);
+  add(UnitKind::kFinalNorm, -1, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, t * h * e, 2 * h * e);
+  add(UnitKind::kHead, -1, {gemm(td, hd, vd), 5 * td * vd}, {gemm(td, vd, hd), 2 * td * vd},
+      {gemm(td, hd, vd), 0}, (t * h + t * v) * e, 0, h * v * e);
   return units;
 }
 

@@ -27,6 +27,9 @@ struct DeviceSpec {
   double peak_flops = 0;         ///< FLOP/s, dense, at the precision the model runs in
   double mem_bandwidth = 0;      ///< bytes/s of device memory
   double efficiency = 1;         ///< fraction of peak_flops that GEMMs reach, (0, 1]
+  /// FLOP/s of the non-GEMM (elementwise) work of a unit: LayerNorm, GeLU,
+  /// softmax, bias. 0 = the same rate as GEMMs (peak_flops * efficiency).
+  double vector_flops = 0;
   double kernel_overhead_s = 0;  ///< fixed seconds added per unit per pass (launch/dispatch)
   int64_t memory_bytes = 0;      ///< device memory capacity
   double link_bandwidth = 0;     ///< bytes/s, one direction, stage to stage
@@ -86,7 +89,10 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
 std::string calibration_to_json(const Calibration& cal);
 
 /// Roofline time of every unit: per pass,
-///   max(flops / (peak_flops * efficiency), traffic / mem_bandwidth) + kernel_overhead_s,
+///   max(gemm / (peak_flops * efficiency) + elementwise / vector_flops,
+///       traffic / mem_bandwidth) + kernel_overhead_s
+/// (gemm = the pass's FLOPs minus its *_elementwise_flops; with vector_flops
+/// 0 this is max(flops / (peak_flops * efficiency), traffic / mem_bandwidth)),
 /// and 0 for a pass with no FLOPs (e.g. attention's bwd_weight, embedding's
 /// bwd_input). Memory traffic per pass (an estimate, documented in device.cpp):
 ///   fwd        = param + activation + boundary bytes

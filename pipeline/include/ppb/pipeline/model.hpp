@@ -98,7 +98,10 @@ const char* unit_kind_name(UnitKind kind);
 /// score forward (scale, max, subtract, exp, normalise) and 4 backward;
 /// cross-entropy 5 per logit forward, 2 backward. Attention's scores and
 /// context GEMMs (2 * 2*b*a*s*s*d) count the full s x s square (the causal
-/// mask is applied, not skipped).
+/// mask is applied, not skipped). The `*_elementwise_flops` fields hold the
+/// part of each total that is not a GEMM's 2mkn (bias, residual, LayerNorm,
+/// GeLU, softmax, cross-entropy, embedding), so a device can run the two at
+/// different rates (DeviceSpec::vector_flops).
 struct Unit {
   UnitKind kind = UnitKind::kEmbedding;
   int layer = -1;    ///< transformer layer index, -1 outside layers
@@ -113,6 +116,9 @@ struct Unit {
   /// is already folded in). Gradients crossing back have the same size.
   int64_t boundary_bytes = 0;
   int64_t param_bytes = 0;
+  double fwd_elementwise_flops = 0;         ///< non-GEMM part of fwd_flops
+  double bwd_input_elementwise_flops = 0;   ///< non-GEMM part of bwd_input_flops
+  double bwd_weight_elementwise_flops = 0;  ///< non-GEMM part of bwd_weight_flops
 };
 
 /// Expands a spec into units: embedding; per layer LayerNorm1, QKV,
