@@ -163,6 +163,33 @@ TEST(Simulator, LinkIsFifoAndFullDuplex) {
   EXPECT_DOUBLE_EQ(r.step_time, 22.0);
 }
 
+TEST(Simulator, TwoStagesWithChunksShareOneLinkPerDirection) {
+  // P=2, V=2, TF=TB=1 per chunk, TC=3. Stage 0 sends both activations
+  // (v0 -> v1) and gradients (v2 -> v1) to stage 1: one link, FIFO. Its
+  // gradient of B(0,1) leaves at 18 ([18,21]); the activation of F(1,0),
+  // done at 19, waits behind it: [21,24]. Worked out step by step, the
+  // schedule ends at 46.
+  const Schedule s = make("shared", 2, 2,
+                          {{F(0, 0), F(0, 1), B(0, 1), F(1, 0), B(0, 0), F(1, 1), B(1, 1), B(1, 0)},
+                           {F(0, 0), F(0, 1), B(0, 1), B(0, 0), F(1, 0), F(1, 1), B(1, 1), B(1, 0)}},
+                          2);
+  const SimResult r = simulate(s, uniform_costs(2, 2, 2.0, 2.0, 0.0, 3.0));
+  const SimTransfer* act = nullptr;
+  const SimTransfer* grad = nullptr;
+  for (const SimTransfer& t : r.transfers) {
+    if (!t.gradient && t.microbatch == 1 && t.chunk == 0 && t.from_stage == 0) act = &t;
+    if (t.gradient && t.microbatch == 0 && t.chunk == 1) grad = &t;
+  }
+  ASSERT_NE(act, nullptr);
+  ASSERT_NE(grad, nullptr);
+  EXPECT_EQ(grad->from_stage, 0);
+  EXPECT_EQ(grad->to_stage, 1);
+  EXPECT_DOUBLE_EQ(grad->start, 18.0);
+  EXPECT_DOUBLE_EQ(act->start, 21.0);
+  EXPECT_DOUBLE_EQ(act->end, 24.0);
+  EXPECT_DOUBLE_EQ(r.step_time, 46.0);
+}
+
 TEST(Simulator, BandwidthLatencyAndGradientBytes) {
   // Three stages; F of stage s sends (s+1)*1000 bytes; a gradient sent back
   // from s to s-1 has the size of s-1's output.

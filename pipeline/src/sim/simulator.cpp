@@ -96,7 +96,7 @@ class Simulator {
   std::vector<Slot> slots_;
   std::vector<StageState> state_;
   std::vector<SyncState> syncs_;
-  std::vector<double> link_free_;  // [from * P + to]
+  std::vector<double> link_free_;  // [2 * from + (to is from+1 mod P ? 0 : 1)]
   std::vector<double> send_time_fwd_;  // transfer time of F's output from v
   std::vector<double> send_time_bwd_;  // transfer time of B/I's gradient from v
   std::vector<int> work_;
@@ -158,7 +158,12 @@ void Simulator::send(int s, int v, int32_t mb, int32_t chunk, bool gradient, dou
   const int t = to_v % stages_;
   double arrival = end;
   if (t != s) {
-    double& link = link_free_[static_cast<size_t>(s) * static_cast<size_t>(stages_) + static_cast<size_t>(t)];
+    // A stage only ever sends to its two ring neighbours (v -> v+1 lands on
+    // s+1 mod P, v -> v-1 on s-1 mod P), so two links per stage cover every
+    // ordered pair in use; with P == 2 both neighbours are the same stage and
+    // activations and gradients share that one link.
+    const size_t li = 2 * static_cast<size_t>(s) + (t == (s + 1) % stages_ ? 0 : 1);
+    double& link = link_free_[li];
     const double start = std::max(end, link);
     arrival = start + (gradient ? send_time_bwd_[static_cast<size_t>(v)] : send_time_fwd_[static_cast<size_t>(v)]);
     link = arrival;
@@ -324,7 +329,7 @@ SimResult Simulator::run() {
   total_mb_ = sched_.microbatches * sched_.batches;
   slots_.assign(static_cast<size_t>(vstages_) * static_cast<size_t>(total_mb_), Slot{});
   state_.assign(static_cast<size_t>(stages_), StageState{});
-  link_free_.assign(static_cast<size_t>(stages_) * static_cast<size_t>(stages_), 0.0);
+  link_free_.assign(2 * static_cast<size_t>(stages_), 0.0);
   send_time_fwd_.resize(static_cast<size_t>(vstages_));
   send_time_bwd_.resize(static_cast<size_t>(vstages_));
   for (int v = 0; v < vstages_; ++v) {
