@@ -332,6 +332,7 @@ StepRecord Executor::run_step(const Schedule& schedule) {
   if (instr != nullptr) instr->step_begin(steps_);
   x.barrier();
   const double t0 = now_seconds();
+  rec.origin = t0;
   auto now = [t0] { return now_seconds() - t0; };
 
   std::vector<PendingSend> sends;

@@ -102,6 +102,10 @@ struct ActionRecord {
 struct StepRecord {
   int step = 0;        ///< 0-based index of this run_step call
   int stage = 0;
+  /// now_seconds() at this rank's step start (the origin of every time
+  /// below). Ranks on one host share the steady clock, so origins of
+  /// different ranks compare there; across hosts they do not.
+  double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
   double busy = 0;            ///< summed F/B/I/W durations (compute busy)
