@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,7 +104,7 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
         if (info.uses_chunks) {
           variants = {params(P, M, 1), params(P, M, 2)};
         } else if (info.name == "async-1f1b" || info.name == "adaptive" || info.name == "hybrid") {
-          for (int n : {0, 1, 2, P - 1, P + 3}) {
+          for (int n : std::set<int>{0, 1, 2, P - 1, P + 3}) {
             ScheduleParams p = params(P, M);
             p.inflight = std::max(n, 0);
             p.sync_warmup = info.name == "hybrid" ? (n + M) % (M + 1) : 1;
@@ -309,6 +310,25 @@ TEST(Makespan, ZeroBubbleIdleFormulasHoldForOtherSizes) {
         const auto u = static_cast<size_t>(s);
         EXPECT_EQ(h2.last_end[u] - h2.first_start[u], 3L * M) << "P=" << P << " M=" << M << " s=" << s;
       }
+    }
+  }
+}
+
+TEST(Makespan, ZeroBubbleIdleFormulasWithUnequalCosts) {
+  // zb-h1: every stage idles (P-1)(TF+TB-TW) over the step; zb-h2: stage 0
+  // idles (P-1)(TF+TB-2TW) between its first and last action.
+  struct Costs { long tf, tb, tw; };
+  for (const Costs c : {Costs{1, 1, 1}, Costs{2, 2, 1}, Costs{3, 2, 1}, Costs{2, 3, 2}, Costs{1, 2, 1}}) {
+    const testing::UnitCosts unit{c.tf, c.tb + c.tw, c.tb, c.tw};
+    for (int P : {2, 4, 6}) {
+      const int M = 2 * P;
+      const long busy = M * (c.tf + c.tb + c.tw);
+      const auto h1 = evaluate(generate_schedule("zb-h1", params(P, M)), unit);
+      for (long b : h1.busy) EXPECT_EQ(b, busy);
+      for (long b : h1.busy) EXPECT_EQ(h1.makespan - b, (P - 1) * (c.tf + c.tb - c.tw)) << "P=" << P << " TF=" << c.tf;
+      const auto h2 = evaluate(generate_schedule("zb-h2", params(P, M)), unit);
+      EXPECT_EQ(h2.last_end[0] - h2.first_start[0] - busy, (P - 1) * (c.tf + c.tb - 2 * c.tw))
+          << "P=" << P << " TF=" << c.tf << " TB=" << c.tb << " TW=" << c.tw;
     }
   }
 }

@@ -89,7 +89,7 @@ Schedule generate_schedule(std::string_view name, const ScheduleParams& p) {
     validate_or_throw(s);
     return s;
   }
-  throw UsageError("--schedule: unknown schedule '" + std::string(name) + "'; valid: " + valid_names());
+  throw UsageError("unknown schedule '" + std::string(name) + "'; valid schedules: " + valid_names());
 }
 
 }  // namespace ppb
