@@ -122,13 +122,16 @@ SimResult simulate(const Schedule& schedule, const StageCosts& costs, const SimO
 
 /// The simulated timeline as traces in the format of measured runs
 /// (trace.hpp): one TraceWriter per stage (pid = stage, "distributedInfo"
-/// rank = stage), threads "compute", "send", "recv"; compute events named
+/// rank = stage), threads "compute" and, per neighbour stage t, "send to
+/// s<t>" and "recv from s<t>" (one link each, so slices never overlap on a
+/// track); compute events named
 /// like the NVTX ranges, "F s2 mb3" (" c1" appended when V > 1), categories
 /// forward (F), backward (B, I), wgrad (W), sync (SYNC waits); each transfer
 /// a "send act s2->s3 mb3" / "recv act s2->s3 mb3" ("grad" for gradients)
 /// pair of events spanning the transfer, categories send / recv, joined by a
 /// flow arrow (name "act"/"grad", category "p2p", id flow_id(from stage,
-/// index of the transfer among those the stage sent)). Times: the result's
+/// index of the transfer among those the stage sent), both ends at the
+/// middle of their slices). Times: the result's
 /// units read as seconds (so cost-flag units show as 1 s = 1e6 us).
 /// REQUIRES: `result` from simulate(schedule, ..) with record_events
 /// (else UsageError).
