@@ -233,13 +233,13 @@ TEST_P(TimedBubble, MatchesTheSimulatorFedMeasuredTimes) {
   const Schedule schedule = generate_schedule(GetParam(), p);
   // F 10 ms, B 20 ms: long enough that the hand-over latency of ranks on a
   // loaded 2-core machine (0.1-2 ms when other jobs compete for the cores)
-  // stays inside the tolerance. Of 4 measured steps (after a warm-up) the
+  // stays inside the tolerance. Of 6 measured steps (after a warm-up) the
   // one closest to its simulation is judged: scheduling noise of the
   // machine only ever adds time, while an executor that serialises
   // communication, misses a receive or adds a fixed cost per action is off
   // in every step and still fails.
   const StageCosts model = timed_costs(P, 1, 1.0, 2.0, 0.0);
-  TimedRun run = run_timed(schedule, model, 5, 0.01);
+  TimedRun run = run_timed(schedule, model, 7, 0.01);
   double best_diff = 1e9, best_measured = 0, best_sim = 0, best_ratio = 0;
   for (size_t i = 1; i < run.steps.size(); ++i) {
     const StepRecord& r = run.steps[i];

@@ -94,7 +94,10 @@ class Watchdog {
       wake_.wait_for(lock, std::chrono::milliseconds(50));
       if (stop_ || !in_step_) continue;
       const double stuck = now_seconds() - step_start_;
-      if (stuck <= timeout_) continue;
+      // A rank that waits on another gives the rank that is stuck in its own
+      // work half a second (or 10%) more, so that the culprit reports first.
+      const bool waiting = doing_ != Doing::kCompute && doing_ != Doing::kOptimizer;
+      if (stuck <= timeout_ + (waiting ? std::max(0.5, 0.1 * timeout_) : 0.0)) continue;
       std::string where;
       switch (doing_) {
         case Doing::kIdle: where = "between steps"; break;
