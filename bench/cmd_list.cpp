@@ -10,7 +10,7 @@
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
-#ifdef PPB_HAVE_CMD_RUN
+#ifdef PPB_HAVE_EXEC
 #include "ppb/exec/backend.hpp"
 #endif
 
@@ -26,9 +26,9 @@ void run_list() {
   for (const ScheduleInfo& s : schedule_list()) print_row(s.name, s.help);
   std::printf("\npartitions (--partition):\n");
   for (const PartitionInfo& p : partition_list()) print_row(p.name, p.help);
-#ifdef PPB_HAVE_CMD_RUN
+#ifdef PPB_HAVE_EXEC
   std::printf("\nbackends (--backend):\n");
-  for (const auto& b : exec::backend_list()) print_row(b.name, b.help);
+  for (const auto& b : backend_list()) print_row(b.name, b.help);
 #endif
   std::printf("\nmodels (--model, or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B):\n");
   for (const std::string& name : model_preset_names()) {

@@ -1,0 +1,57 @@
+# Tests of the list/schedule/simulate commands: real runs of the binary.
+set(PPB_EXPECT ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)
+
+# ppb_expect_usage_error(name regex args...): `pipebench args...` exits 2
+# with one line on stderr that matches regex.
+function(ppb_expect_usage_error name regex)
+  add_test(NAME cli.${name} COMMAND ${PPB_EXPECT} 2 "${regex}" $<TARGET_FILE:pipebench> ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES LABELS unit TIMEOUT 30)
+endfunction()
+
+set(bad ${CMAKE_CURRENT_SOURCE_DIR}/tests/data)
+ppb_expect_usage_error(unknown_schedule "unknown schedule.*gpipe.*1f1b"
+  schedule --name nope --stages 2 --microbatches 4)
+ppb_expect_usage_error(unknown_flag "--bogus"
+  schedule --name gpipe --stages 2 --microbatches 4 --bogus)
+ppb_expect_usage_error(zero_microbatches "microbatches"
+  schedule --name gpipe --stages 2 --microbatches 0)
+ppb_expect_usage_error(chunks_not_interleaved "--chunks"
+  schedule --name gpipe --stages 2 --microbatches 4 --chunks 2)
+ppb_expect_usage_error(interleaved_bad_m "--microbatches|--chunks"
+  schedule --name interleaved-1f1b --stages 4 --microbatches 6 --chunks 2)
+ppb_expect_usage_error(unknown_partition "partition.*layer.*balanced"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --partition nope)
+ppb_expect_usage_error(stages_exceed_units "parts|units|layers"
+  simulate --schedule 1f1b --stages 64 --microbatches 4 --model gpt-tiny --partition operator)
+ppb_expect_usage_error(layer_partition_too_many_stages "layer"
+  simulate --schedule 1f1b --stages 16 --microbatches 4 --model gpt-tiny --partition layer)
+ppb_expect_usage_error(bad_model_spec "--model.*heads"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt:layers=2,hidden=30,heads=4)
+ppb_expect_usage_error(bad_model_key "--model.*bogus"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt:bogus=3)
+ppb_expect_usage_error(unknown_model "--model.*gpt-tiny"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-huge)
+ppb_expect_usage_error(unknown_device "--device.*h100"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --device tpu)
+ppb_expect_usage_error(missing_schedule_file "nope.json"
+  simulate --schedule-file ${bad}/nope.json)
+ppb_expect_usage_error(malformed_schedule_file "malformed.json"
+  simulate --schedule-file ${bad}/malformed.json)
+ppb_expect_usage_error(schedule_file_missing_field "missing_field.json.*microbatches"
+  simulate --schedule-file ${bad}/missing_field.json)
+ppb_expect_usage_error(schedule_file_unknown_op "unknown_op.json.*op"
+  simulate --schedule-file ${bad}/unknown_op.json)
+ppb_expect_usage_error(schedule_file_deadlock "deadlock.json.*stage"
+  simulate --schedule-file ${bad}/deadlock.json)
+ppb_expect_usage_error(schedule_file_missing_backward "missing_backward.json.*B"
+  simulate --schedule-file ${bad}/missing_backward.json)
+ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
+  simulate --schedule-file ${bad}/valid_gpipe.json --stages 3)
+ppb_expect_usage_error(both_cost_and_model "--model"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
+
+# Round trip: schedule --format json | simulate --schedule-file gives the
+# same figures as simulate --schedule, checked by the script.
+add_test(NAME cli.schedule_file_round_trip
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/round_trip.sh $<TARGET_FILE:pipebench>)
+set_tests_properties(cli.schedule_file_round_trip PROPERTIES LABELS unit TIMEOUT 60)

@@ -1,0 +1,206 @@
+// The run command's pure parts: metrics from measured timelines, the sweep's
+// order and file names, option validation, the progress line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/check.hpp"
+#include "run/metrics.hpp"
+#include "run/progress.hpp"
+#include "run/run_options.hpp"
+#include "run/sweep.hpp"
+
+namespace ppb::run {
+namespace {
+
+/// A "measured" step made from a simulation: every action as simulated.
+StepMeasure step_from_sim(const SimResult& sim) {
+  StepMeasure step;
+  for (const SimStage& s : sim.stages) {
+    StageStep st;
+    for (const SimEvent& e : s.events) {
+      st.actions.push_back({e.action, e.start, e.end, 0.0});
+      st.end = std::max(st.end, e.end);
+    }
+    step.push_back(st);
+  }
+  return step;
+}
+
+Schedule make(const std::string& name, int p, int m, int v = 1) {
+  ScheduleParams params;
+  params.stages = p;
+  params.microbatches = m;
+  params.chunks = v;
+  return generate_schedule(name, params);
+}
+
+TEST(RunMetrics, GpipeFromSimulatedTimelineHasTheClosedFormBubble) {
+  const Schedule s = make("gpipe", 4, 8);
+  const SimResult sim = simulate(s, uniform_costs(4, 1, 1.0, 2.0, 0.0, 0.0));
+  const std::vector<StepMeasure> steps(3, step_from_sim(sim));
+  const StepFigures f = step_figures(steps, /*samples_per_step=*/16);
+  EXPECT_DOUBLE_EQ(f.step_time_seconds.median, 33.0);  // (M + P - 1) * (TF + TB)
+  EXPECT_DOUBLE_EQ(f.samples_per_second, 16.0 / 33.0);
+  EXPECT_NEAR(f.bubble_ratio.measured, 3.0 / 11.0, 1e-12);  // (P-1)/(M+P-1)
+  EXPECT_NEAR(f.bubble_overhead.measured, 3.0 / 8.0, 1e-12);  // (P-1)/M
+  ASSERT_EQ(f.timeline.size(), 4u);
+  EXPECT_EQ(f.timeline[0].size(), 16u);
+  EXPECT_DOUBLE_EQ(closed_form_bubble_ratio("gpipe", 4, 8, 0), 3.0 / 11.0);
+  EXPECT_TRUE(std::isnan(closed_form_bubble_ratio("zb-h1", 4, 8, 0)));
+}
+
+TEST(RunMetrics, TheoryFromMeasuredTimesReproducesTheMeasurement) {
+  // Unequal stages: the theory must use the measured per-stage times, not a
+  // uniform model.
+  const Schedule s = make("1f1b", 3, 6);
+  StageCosts costs = uniform_costs(3, 1, 1.0, 2.0, 0.0, 0.0);
+  costs.chunks[1].fwd = 1.5;
+  costs.chunks[1].bwd_input = 3.5;
+  costs.chunks[2].bwd_input = 2.5;
+  const SimResult sim = simulate(s, costs);
+  const std::vector<StepMeasure> steps(2, step_from_sim(sim));
+  const StageCosts measured = measured_costs(s, steps, uniform_costs(3, 1, 0, 0, 0, 0), 0.0);
+  EXPECT_DOUBLE_EQ(measured.chunks[1].fwd, 1.5);
+  EXPECT_DOUBLE_EQ(measured.chunks[1].bwd_input, 3.5);
+  EXPECT_DOUBLE_EQ(measured.chunks[1].bwd_weight, 0.0);
+  const TheoryOutcome t = theory_figures(s, measured);
+  EXPECT_DOUBLE_EQ(t.figures.step_time_seconds, sim.step_time);
+  const StepFigures f = step_figures(steps, 6);
+  EXPECT_NEAR(f.bubble_ratio.measured, t.bubble_ratio, 1e-12);
+  EXPECT_NEAR(f.bubble_overhead.measured, t.bubble_overhead, 1e-12);
+  EXPECT_EQ(t.figures.peak_inflight_per_stage, (std::vector<int>{3, 2, 1}));  // min(P-s, M)
+}
+
+TEST(RunMetrics, SplitBackwardTimesGoToInputAndWeight) {
+  const Schedule s = make("zb-h1", 2, 4);
+  const SimResult sim = simulate(s, uniform_costs(2, 1, 1.0, 1.0, 0.5, 0.0));
+  const std::vector<StepMeasure> steps(1, step_from_sim(sim));
+  const StageCosts measured = measured_costs(s, steps, uniform_costs(2, 1, 0, 0, 0, 0), 0.25);
+  EXPECT_DOUBLE_EQ(measured.chunks[0].bwd_input, 1.0);
+  EXPECT_DOUBLE_EQ(measured.chunks[0].bwd_weight, 0.5);
+  EXPECT_DOUBLE_EQ(measured.link.comm_time, 0.25);
+  const auto means = mean_action_seconds(2, steps);
+  EXPECT_DOUBLE_EQ(means[1].fwd, 1.0);
+  EXPECT_DOUBLE_EQ(means[1].bwd_weight, 0.5);
+}
+
+TEST(RunMetrics, StepTimeIsTheLatestStageAndMedianPicksTheMiddleStep) {
+  std::vector<StepMeasure> steps;
+  for (double t : {3.0, 1.0, 2.0}) {
+    StepMeasure step(2);
+    step[0].actions.push_back({F(0), 0.0, t / 2, 0.0});
+    step[0].end = t / 2;
+    step[1].actions.push_back({F(0), t / 2, t, 0.0});
+    step[1].end = t;
+    steps.push_back(step);
+  }
+  const StepFigures f = step_figures(steps, 4);
+  EXPECT_DOUBLE_EQ(f.step_time_seconds.median, 2.0);
+  EXPECT_DOUBLE_EQ(f.step_time_seconds.min, 1.0);
+  EXPECT_DOUBLE_EQ(f.step_time_seconds.max, 3.0);
+  EXPECT_EQ(f.median_step, 2u);
+  EXPECT_DOUBLE_EQ(f.samples_per_second, 2.0);
+  EXPECT_DOUBLE_EQ(f.bubble_ratio.per_stage[0], 0.5);
+  EXPECT_DOUBLE_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+}
+
+TEST(RunMetrics, TransferTimeComesFromMessagesTheReceiverWaitedFor) {
+  StepMeasure step(2);
+  step[0].comms.push_back({true, false, false, 0, 0, 1, 1.0, 1.1});
+  step[1].comms.push_back({false, false, false, 0, 0, 1, 0.0, 1.3});
+  step[1].actions.push_back({F(0), 1.3, 2.0, 1.3});
+  step[0].comms.push_back({true, false, false, 1, 0, 1, 2.0, 2.1});
+  step[1].comms.push_back({false, false, false, 1, 0, 1, 0.0, 2.9});
+  step[1].actions.push_back({F(1), 3.0, 4.0, 0.0});  // did not wait: not counted
+  EXPECT_NEAR(measured_transfer_seconds({step}, 2), 0.3, 1e-12);
+}
+
+TEST(RunSweep, OrderAndDistinctFileNames) {
+  SweepParams p;
+  p.stages = 4;
+  const auto combos = enumerate_sweep({"1f1b", "interleaved-1f1b", "async-1f1b"}, {"layer", "manual:0-9,10-58"},
+                                      {4, 8}, p);
+  ASSERT_EQ(combos.size(), 12u);
+  EXPECT_EQ(combos[1].schedule, "1f1b");
+  EXPECT_EQ(combos[1].microbatches, 8);
+  EXPECT_EQ(combos[2].partition, "manual:0-9,10-58");
+  EXPECT_EQ(combos[4].chunks, 2);
+  EXPECT_EQ(combos[0].chunks, 1);
+  EXPECT_EQ(combos[8].inflight, 1);
+  std::set<std::string> names;
+  for (const auto& c : combos) names.insert(result_file_name(c));
+  EXPECT_EQ(names.size(), combos.size());
+  EXPECT_EQ(result_file_name(combos[2]), "1f1b__manual_0-9_10-58__P4_M4.json");
+  EXPECT_EQ(result_file_name(combos[4]), "interleaved-1f1b__layer__P4_M4_V2.json");
+  EXPECT_EQ(combination_label(combos[0]), "1f1b x layer M=4");
+}
+
+TEST(RunOptions, ValidationNamesTheFlag) {
+  RunOptions o;
+  o.schedules = "1f1b,gpipe";
+  o.partitions = "layer";
+  o.microbatches = "4,8";
+  const RunPlan plan = validate_run_options(o, 4);
+  EXPECT_EQ(plan.schedules, (std::vector<std::string>{"1f1b", "gpipe"}));
+  EXPECT_EQ(plan.microbatches, (std::vector<int>{4, 8}));
+  EXPECT_EQ(plan.inflight, 4);
+  auto message = [](RunOptions bad, int world) {
+    try {
+      (void)validate_run_options(bad, world);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  RunOptions s4 = o;
+  s4.stages = 4;
+  EXPECT_NE(message(s4, 3).find("--stages 4 does not match the 3 MPI ranks"), std::string::npos);
+  RunOptions bad_schedule = o;
+  bad_schedule.schedules = "1f1b,nope";
+  EXPECT_NE(message(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"), std::string::npos);
+  RunOptions bad_m = o;
+  bad_m.microbatches = "4,x";
+  EXPECT_NE(message(bad_m, 2).find("--microbatches"), std::string::npos);
+  RunOptions layers = o;
+  layers.model = "gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1";
+  EXPECT_NE(message(layers, 3).find("--partition layer cannot place 3 stages"), std::string::npos);
+  RunOptions backend = o;
+  backend.backend = "gpu";
+  EXPECT_NE(message(backend, 2).find("--backend: unknown backend 'gpu'"), std::string::npos);
+  RunOptions budget = o;
+  budget.memory_budget = "12 parsecs";
+  EXPECT_NE(message(budget, 2).find("--memory-budget"), std::string::npos);
+  RunOptions all = o;
+  all.partitions = "all";
+  EXPECT_EQ(validate_run_options(all, 2).partitions.size(), 3u);
+}
+
+TEST(RunProgress, LineReadsLikeTheIssue) {
+  ProgressRow row;
+  row.index = 6;
+  row.total = 36;
+  row.label = "1f1b x balanced M=8";
+  row.result.config.schedule = "1f1b";
+  ResultMetrics m;
+  m.samples_per_second = 812.44;
+  m.bubble_ratio.measured = 0.271;
+  m.bubble_ratio.theoretical = 0.273;
+  m.peak_memory_bytes.per_stage = {100 << 20, 143 << 20};
+  CheckFigures ck;
+  ck.passed = true;
+  m.check = ck;
+  row.result.metrics = m;
+  EXPECT_EQ(progress_line(row), "[7/36] 1f1b x balanced M=8  812.4 samples/s  bubble 0.27 (theory 0.27)  peak 143 MiB  check ok");
+  row.result.status = ResultStatus::kInvalid;
+  row.result.error = "--chunks: nope";
+  EXPECT_EQ(progress_line(row), "[7/36] 1f1b x balanced M=8  invalid: --chunks: nope");
+  const std::string table = summary_table({row});
+  EXPECT_NE(table.find("invalid"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ppb::run

@@ -1,0 +1,148 @@
+// Asserts what `pipebench run` wrote, by reading its result files back
+// (read_result_file): the run command's ctest cases run the command, then
+// this checker. Prints every violation and exits 1 when there is one.
+//
+//   run_results_check check DIR N         N results, each ok with check passed
+//   run_results_check bubble DIR TOL STEP each ok result: |bubble - theory| <= TOL,
+//                                         |median step - theory step| / theory <= STEP
+//   run_results_check memory DIR          activation peak per stage == simulator's,
+//                                         and sync-1f1b < 1f1b < gpipe (summed) per (partition, M)
+//   run_results_check resumed DIR N       N results and nothing else in DIR but traces
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/result.hpp"
+
+namespace {
+
+int failures = 0;
+
+void fail(const std::string& file, const std::string& what) {
+  std::fprintf(stderr, "FAIL %s: %s\n", file.c_str(), what.c_str());
+  ++failures;
+}
+
+std::vector<std::pair<std::string, ppb::Result>> load(const std::string& dir) {
+  std::vector<std::pair<std::string, ppb::Result>> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".json" || name.find(".trace.") != std::string::npos) {
+      continue;
+    }
+    out.emplace_back(name, ppb::read_result_file(entry.path().string()));
+  }
+  return out;
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: run_results_check check|bubble|memory DIR [args]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const std::string dir = argv[2];
+  std::vector<std::pair<std::string, ppb::Result>> results;
+  try {
+    results = load(dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL %s\n", e.what());
+    return 1;
+  }
+  if (results.empty()) fail(dir, "no result files");
+
+  if (mode == "check") {
+    const size_t want = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 0;
+    if (want != 0 && results.size() != want) {
+      fail(dir, std::to_string(results.size()) + " result files, expected " + std::to_string(want));
+    }
+    for (const auto& [name, r] : results) {
+      if (r.status != ppb::ResultStatus::kOk) {
+        fail(name, std::string("status ") + ppb::result_status_name(r.status) + ": " + r.error);
+        continue;
+      }
+      if (!r.metrics->check) {
+        fail(name, "no check figures");
+        continue;
+      }
+      const ppb::CheckFigures& c = *r.metrics->check;
+      if (!c.passed) fail(name, "check failed, max relative error " + std::to_string(c.max_rel_error));
+      if (c.method == "reference" && !(c.max_rel_error <= 1e-4)) fail(name, "relative error above 1e-4");
+      std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(), c.passed ? "ok" : "FAILED",
+                  c.method.c_str(), c.max_rel_error);
+    }
+  } else if (mode == "bubble") {
+    const double tol = argc > 3 ? std::atof(argv[3]) : 0.02;
+    const double step_tol = argc > 4 ? std::atof(argv[4]) : 0.05;
+    for (const auto& [name, r] : results) {
+      if (r.status != ppb::ResultStatus::kOk || !r.metrics->theory) {
+        fail(name, std::string("status ") + ppb::result_status_name(r.status) + " " + r.error);
+        continue;
+      }
+      const ppb::ResultMetrics& m = *r.metrics;
+      const double db = m.bubble_ratio.measured - m.bubble_ratio.theoretical;
+      const double theory_step = m.theory->step_time_seconds;
+      const double ds = (m.step_time_seconds.median - theory_step) / theory_step;
+      std::printf("%-48s bubble %.4f theory %.4f (diff %+.4f)  step %.2f ms theory %.2f ms (%+.1f%%)\n",
+                  name.c_str(), m.bubble_ratio.measured, m.bubble_ratio.theoretical, db,
+                  m.step_time_seconds.median * 1e3, theory_step * 1e3, ds * 100);
+      if (!(std::fabs(db) <= tol)) fail(name, "bubble ratio differs from the simulator's by more than " + std::to_string(tol));
+      if (!(std::fabs(ds) <= step_tol)) fail(name, "step time differs from the simulator's by more than " + std::to_string(step_tol));
+    }
+  } else if (mode == "memory") {
+    // (partition, M, P) -> schedule -> summed activation peak
+    std::map<std::string, std::map<std::string, int64_t>> groups;
+    for (const auto& [name, r] : results) {
+      if (r.status != ppb::ResultStatus::kOk || !r.metrics->theory) {
+        fail(name, std::string("status ") + ppb::result_status_name(r.status));
+        continue;
+      }
+      const auto& measured = r.metrics->peak_memory_bytes.activations_per_stage;
+      const auto& predicted = r.metrics->theory->peak_activation_bytes_per_stage;
+      if (measured != predicted) {
+        std::string m, p;
+        for (int64_t x : measured) m += std::to_string(x) + " ";
+        for (int64_t x : predicted) p += std::to_string(x) + " ";
+        fail(name, "activation peaks per stage " + m + "!= simulator " + p);
+      }
+      const auto& inflight = r.metrics->theory->peak_inflight_per_stage;
+      const auto& per_mb = r.metrics->theory->activation_bytes_per_microbatch;
+      if (r.config.chunks == 1 && inflight.size() == per_mb.size()) {
+        for (size_t s = 0; s < inflight.size(); ++s) {
+          if (predicted[s] != int64_t{inflight[s]} * per_mb[s]) fail(name, "peak != peak in-flight x unit bytes on stage " + std::to_string(s));
+        }
+      }
+      std::printf("%-48s activations per stage:", name.c_str());
+      for (int64_t x : measured) std::printf(" %lld", static_cast<long long>(x));
+      std::printf("\n");
+      groups[r.config.partition + " M=" + std::to_string(r.config.microbatches) + " P=" +
+             std::to_string(r.config.stages)][r.config.schedule] = sum(measured);
+    }
+    for (const auto& [key, by] : groups) {
+      if (by.count("sync-1f1b") && by.count("1f1b") && by.count("gpipe")) {
+        if (!(by.at("sync-1f1b") < by.at("1f1b") && by.at("1f1b") < by.at("gpipe"))) {
+          fail(key, "activation peaks do not order sync-1f1b < 1f1b < gpipe");
+        }
+      } else {
+        fail(key, "needs sync-1f1b, 1f1b and gpipe results to compare");
+      }
+    }
+  } else {
+    std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+    return 2;
+  }
+  std::printf("%zu result files, %d failures\n", results.size(), failures);
+  return failures == 0 ? 0 : 1;
+}
