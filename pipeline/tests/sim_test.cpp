@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -331,6 +332,24 @@ TEST(Simulator, BadInputIsAUsageError) {
   StageCosts neg = c;
   neg.chunks[1].fwd = -1;
   EXPECT_THROW(simulate(hand_gpipe(2, 1), neg), UsageError);
+}
+
+TEST(UniformCosts, PerStageTimesSplitOverChunksAndBadFlagsAreNamed) {
+  const StageCosts c = uniform_costs(3, 4, 1.0, 2.0, 4.0, 0.5);
+  ASSERT_EQ(c.chunks.size(), 12u);
+  EXPECT_DOUBLE_EQ(c.at(2, 3).fwd, 0.25);
+  EXPECT_DOUBLE_EQ(c.at(2, 3).bwd_input, 0.5);
+  EXPECT_DOUBLE_EQ(c.at(0, 0).bwd_weight, 1.0);
+  EXPECT_DOUBLE_EQ(c.link.transfer_time(1 << 20), 0.5);
+  EXPECT_FALSE(c.has_bytes);
+  try {
+    uniform_costs(2, 1, 1.0, -2.0, 0.0, 0.0);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--bwd: expected a time >= 0", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(uniform_costs(2, 1, 1.0, 1.0, 0.0, std::nan("")), UsageError);
+  EXPECT_THROW(uniform_costs(0, 1, 1.0, 1.0, 0.0, 0.0), UsageError);
 }
 
 TEST(Timeline, GoldenOneF1BTwoStagesThreeMicrobatches) {
