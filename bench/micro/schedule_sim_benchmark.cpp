@@ -38,9 +38,13 @@ void BM_GenerateValidateSimulate(benchmark::State& state) {
     actions += s.total_actions();
   }
   state.SetItemsProcessed(actions);
-  state.counters["actions"] = static_cast<double>(actions) / static_cast<double>(state.iterations());
+  state.counters["actions"] =
+      static_cast<double>(actions) / static_cast<double>(state.iterations());
 }
-BENCHMARK(BM_GenerateValidateSimulate)->Args({64, 1024, 4})->Args({8, 64, 2})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GenerateValidateSimulate)
+    ->Args({64, 1024, 4})
+    ->Args({8, 64, 2})
+    ->Unit(benchmark::kMillisecond);
 
 // Generation + validation alone (the schedules area's share of the goal).
 void BM_Generate(benchmark::State& state) {
@@ -78,8 +82,11 @@ void BM_Simulate(benchmark::State& state, const std::string& name, int P, int M,
   }
   state.SetItemsProcessed(state.iterations() * s.total_actions());
 }
-BENCHMARK_CAPTURE(BM_Simulate, interleaved_P64_M1024_V4, std::string("interleaved-1f1b"), 64, 1024, 4)
-    ->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Simulate, interleaved_P64_M1024_V4, std::string("interleaved-1f1b"), 64, 1024,
+                  4)
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Simulate, zb_h1_P16_M256, std::string("zb-h1"), 16, 256, 1)->Arg(1)->Arg(0);
 BENCHMARK_CAPTURE(BM_Simulate, one_f_one_b_P8_M64, std::string("1f1b"), 8, 64, 1)->Arg(1)->Arg(0);
 

@@ -36,7 +36,8 @@ TEST(SimFormula, GPipeAndOneF1BBubble) {
           const SimResult r = simulate(gen(name, P, M), c, SimOptions{.record_events = false});
           const double per_mb = t.tf + t.tb + t.tw;
           ASSERT_DOUBLE_EQ(r.step_time, (M + P - 1) * per_mb) << name << " P=" << P << " M=" << M;
-          ASSERT_DOUBLE_EQ(r.bubble_ratio, (P - 1.0) / (M + P - 1.0)) << name << " P=" << P << " M=" << M;
+          ASSERT_DOUBLE_EQ(r.bubble_ratio, (P - 1.0) / (M + P - 1.0))
+              << name << " P=" << P << " M=" << M;
           ASSERT_DOUBLE_EQ(r.bubble_overhead, (P - 1.0) / M) << name << " P=" << P << " M=" << M;
           for (const SimStage& s : r.stages) ASSERT_DOUBLE_EQ(s.idle, (P - 1) * per_mb);
         }
@@ -62,8 +63,10 @@ TEST(SimFormula, InterleavedOverheadIsPMinusOneOverVM) {
       for (int V = 2; V <= 4; ++V) {
         const StageCosts c = uniform_costs(P, V, t.tf, t.tb, t.tw, 0.0);
         for (int M = P; M <= 4 * P; M += P) {  // Megatron-LM's order needs M a multiple of P
-          const SimResult r = simulate(gen("interleaved-1f1b", P, M, V), c, SimOptions{.record_events = false});
-          EXPECT_NEAR(r.bubble_overhead, (P - 1.0) / (V * M), 1e-9) << "P=" << P << " V=" << V << " M=" << M;
+          const SimResult r =
+              simulate(gen("interleaved-1f1b", P, M, V), c, SimOptions{.record_events = false});
+          EXPECT_NEAR(r.bubble_overhead, (P - 1.0) / (V * M), 1e-9)
+              << "P=" << P << " V=" << V << " M=" << M;
           const double per_mb = t.tf + t.tb + t.tw;
           EXPECT_NEAR(r.step_time, M * per_mb + (P - 1) * per_mb / V, 1e-9);
         }
@@ -76,14 +79,16 @@ TEST(SimFormula, ZeroBubbleIdlePerStage) {
   // The Zero Bubble paper's handcrafted schedules (TB here is the paper's B
   // = our I). ZB-H1 leaves (P-1)(TF+TB-TW) idle on every stage, for any
   // TW <= TF, TB and M >= P.
-  for (const Times t : {Times{1, 1, 1}, Times{2, 2, 1}, Times{1, 2, 1}, Times{3, 3, 2}, Times{1, 1, 0.5}}) {
+  for (const Times t :
+       {Times{1, 1, 1}, Times{2, 2, 1}, Times{1, 2, 1}, Times{3, 3, 2}, Times{1, 1, 0.5}}) {
     for (int P = 2; P <= 8; ++P) {
       const StageCosts c = uniform_costs(P, 1, t.tf, t.tb, t.tw, 0.0);
       for (int M = P; M <= 4 * P; ++M) {
         const SimResult h1 = simulate(gen("zb-h1", P, M), c, SimOptions{.record_events = false});
         for (int s = 0; s < P; ++s) {
           EXPECT_NEAR(h1.stages[static_cast<size_t>(s)].idle, (P - 1) * (t.tf + t.tb - t.tw), 1e-9)
-              << "zb-h1 P=" << P << " M=" << M << " s=" << s << " T=" << t.tf << "," << t.tb << "," << t.tw;
+              << "zb-h1 P=" << P << " M=" << M << " s=" << s << " T=" << t.tf << "," << t.tb << ","
+              << t.tw;
         }
       }
     }
@@ -137,7 +142,8 @@ TEST(SimFormula, PeakInflight) {
       const SimResult sy = simulate(gen("sync-1f1b", P, M), c, SimOptions{.record_events = false});
       for (int s = 0; s < P; ++s) {
         const auto su = static_cast<size_t>(s);
-        EXPECT_EQ(one.stages[su].peak_inflight, std::min(P - s, M)) << "P=" << P << " M=" << M << " s=" << s;
+        EXPECT_EQ(one.stages[su].peak_inflight, std::min(P - s, M))
+            << "P=" << P << " M=" << M << " s=" << s;
         EXPECT_EQ(gp.stages[su].peak_inflight, M);
         EXPECT_EQ(sy.stages[su].peak_inflight, 1);
         EXPECT_EQ(one.stages[su].peak_activation_bytes, 1000 * one.stages[su].peak_inflight);
@@ -145,8 +151,10 @@ TEST(SimFormula, PeakInflight) {
         EXPECT_EQ(sy.stages[su].peak_activation_bytes, 1000);
       }
       for (int N = 1; N <= P + 2; ++N) {
-        const SimResult as = simulate(gen("async-1f1b", P, M, 1, N), c, SimOptions{.record_events = false});
-        EXPECT_EQ(as.stages[0].peak_inflight, std::min(N, M)) << "P=" << P << " M=" << M << " N=" << N;
+        const SimResult as =
+            simulate(gen("async-1f1b", P, M, 1, N), c, SimOptions{.record_events = false});
+        EXPECT_EQ(as.stages[0].peak_inflight, std::min(N, M))
+            << "P=" << P << " M=" << M << " N=" << N;
         EXPECT_EQ(as.stages[0].peak_activation_bytes, 1000 * std::min(N, M));
       }
     }
@@ -186,17 +194,27 @@ TEST(SimFormula, EveryScheduleSimulates) {
           double busy = 0;
           for (const Action& a : s.actions[su]) {
             switch (a.kind) {
-              case ActionKind::kForward: busy += 1.0 / V; break;
-              case ActionKind::kBackward: busy += 2.5 / V; break;
-              case ActionKind::kBackwardInput: busy += 2.0 / V; break;
-              case ActionKind::kBackwardWeight: busy += 0.5 / V; break;
-              case ActionKind::kSync: break;
+              case ActionKind::kForward:
+                busy += 1.0 / V;
+                break;
+              case ActionKind::kBackward:
+                busy += 2.5 / V;
+                break;
+              case ActionKind::kBackwardInput:
+                busy += 2.0 / V;
+                break;
+              case ActionKind::kBackwardWeight:
+                busy += 0.5 / V;
+                break;
+              case ActionKind::kSync:
+                break;
             }
           }
           ASSERT_NEAR(r.stages[su].busy, busy, 1e-9) << info.name << " P=" << P << " M=" << M;
           ASSERT_NEAR(r.stages[su].idle, r.step_time - busy, 1e-9);
           ASSERT_GE(r.stages[su].idle, -1e-9);
-          ASSERT_EQ(r.stages[su].peak_inflight, peak[su]) << info.name << " P=" << P << " M=" << M << " s=" << st;
+          ASSERT_EQ(r.stages[su].peak_inflight, peak[su])
+              << info.name << " P=" << P << " M=" << M << " s=" << st;
         }
         ASSERT_EQ(r.batch_end.size(), static_cast<size_t>(p.batches));
         ASSERT_DOUBLE_EQ(*std::max_element(r.batch_end.begin(), r.batch_end.end()), r.step_time);

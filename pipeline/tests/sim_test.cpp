@@ -81,8 +81,10 @@ TEST(Simulator, OneF1BTwoStagesByHand) {
   const Schedule s = hand_1f1b(2, 3);
   const SimResult r = simulate(s, uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.0));
   EXPECT_DOUBLE_EQ(r.step_time, 12.0);
-  const std::vector<std::pair<double, double>> s0 = {{0, 1}, {1, 2}, {4, 6}, {6, 7}, {7, 9}, {10, 12}};
-  const std::vector<std::pair<double, double>> s1 = {{1, 2}, {2, 4}, {4, 5}, {5, 7}, {7, 8}, {8, 10}};
+  const std::vector<std::pair<double, double>> s0 = {{0, 1}, {1, 2}, {4, 6},
+                                                     {6, 7}, {7, 9}, {10, 12}};
+  const std::vector<std::pair<double, double>> s1 = {{1, 2}, {2, 4}, {4, 5},
+                                                     {5, 7}, {7, 8}, {8, 10}};
   ASSERT_EQ(r.stages[0].events.size(), 6u);
   ASSERT_EQ(r.stages[1].events.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
@@ -94,7 +96,7 @@ TEST(Simulator, OneF1BTwoStagesByHand) {
   }
   EXPECT_DOUBLE_EQ(r.stages[0].busy, 9.0);
   EXPECT_DOUBLE_EQ(r.stages[0].idle, 3.0);
-  EXPECT_DOUBLE_EQ(r.bubble_ratio, 0.25);  // (P-1)/(M+P-1)
+  EXPECT_DOUBLE_EQ(r.bubble_ratio, 0.25);          // (P-1)/(M+P-1)
   EXPECT_DOUBLE_EQ(r.bubble_overhead, 1.0 / 3.0);  // (P-1)/M
   EXPECT_EQ(r.stages[0].peak_inflight, 2);
   EXPECT_EQ(r.stages[1].peak_inflight, 1);
@@ -171,10 +173,11 @@ TEST(Simulator, TwoStagesWithChunksShareOneLinkPerDirection) {
   // gradient of B(0,1) leaves at 18 ([18,21]); the activation of F(1,0),
   // done at 19, waits behind it: [21,24]. Worked out step by step, the
   // schedule ends at 46.
-  const Schedule s = make("shared", 2, 2,
-                          {{F(0, 0), F(0, 1), B(0, 1), F(1, 0), B(0, 0), F(1, 1), B(1, 1), B(1, 0)},
-                           {F(0, 0), F(0, 1), B(0, 1), B(0, 0), F(1, 0), F(1, 1), B(1, 1), B(1, 0)}},
-                          2);
+  const Schedule s =
+      make("shared", 2, 2,
+           {{F(0, 0), F(0, 1), B(0, 1), F(1, 0), B(0, 0), F(1, 1), B(1, 1), B(1, 0)},
+            {F(0, 0), F(0, 1), B(0, 1), B(0, 0), F(1, 0), F(1, 1), B(1, 1), B(1, 0)}},
+           2);
   const SimResult r = simulate(s, uniform_costs(2, 2, 2.0, 2.0, 0.0, 3.0));
   const SimTransfer* act = nullptr;
   const SimTransfer* grad = nullptr;
@@ -250,7 +253,8 @@ TEST(Simulator, SyncIsABarrierWithLatency) {
   // P=2, M=1, SYNC after the forward wave and after the backward wave.
   StageCosts c = uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.0);
   c.link.latency = 0.5;
-  const Schedule s = make("sync", 2, 1, {{F(0), Sync(), B(0), Sync()}, {F(0), Sync(), B(0), Sync()}});
+  const Schedule s =
+      make("sync", 2, 1, {{F(0), Sync(), B(0), Sync()}, {F(0), Sync(), B(0), Sync()}});
   const SimResult r = simulate(s, c);
   // Stage 1 F0 [1,2] (latency 0.5 on the activation too: arrives at 1.5,
   // so [1.5,2.5]); both leave SYNC 0 at 2.5 + 0.5 = 3. Stage 1 B0 [3,5];
@@ -449,8 +453,11 @@ TEST(SimTrace, SlicesOnATrackNeverOverlap) {
       names[ev.at("tid").as_int64()] = std::string(ev.at("args").at("name").as_string());
     }
   }
-  EXPECT_EQ(names, (std::map<int64_t, std::string>{
-                       {1, "compute"}, {2, "send to s2"}, {3, "recv from s2"}, {4, "send to s0"}, {5, "recv from s0"}}));
+  EXPECT_EQ(names, (std::map<int64_t, std::string>{{1, "compute"},
+                                                   {2, "send to s2"},
+                                                   {3, "recv from s2"},
+                                                   {4, "send to s0"},
+                                                   {5, "recv from s0"}}));
   EXPECT_EQ(tracks.size(), 5u);
   // The two send tracks do overlap in time: one shared track would not nest.
   bool overlap = false;
@@ -467,8 +474,9 @@ TEST(SimTrace, SlicesOnATrackNeverOverlap) {
 }
 
 TEST(SimTrace, NamesAndCategoriesFollowTheNvtxConvention) {
-  const Schedule s = make("zb", 2, 1, {{F(0, 0), F(0, 1), I(0, 1), W(0, 1), I(0, 0), W(0, 0)},
-                                       {F(0, 0), F(0, 1), I(0, 1), W(0, 1), I(0, 0), W(0, 0)}},
+  const Schedule s = make("zb", 2, 1,
+                          {{F(0, 0), F(0, 1), I(0, 1), W(0, 1), I(0, 0), W(0, 0)},
+                           {F(0, 0), F(0, 1), I(0, 1), W(0, 1), I(0, 0), W(0, 0)}},
                           2);
   const SimResult r = simulate(s, uniform_costs(2, 2, 1, 1, 1, 0.5));
   const std::string j = sim_trace_writers(s, r)[1]->to_json();
@@ -485,7 +493,8 @@ TEST(SimTrace, UnwritablePathIsAUsageErrorAndLeavesNoFile) {
   const Schedule s = hand_gpipe(2, 1);
   const SimResult r = simulate(s, uniform_costs(2, 1, 1, 1, 0, 0));
   EXPECT_THROW(write_sim_trace(s, r, "/nonexistent-dir/x/trace.json"), UsageError);
-  const SimResult none = simulate(s, uniform_costs(2, 1, 1, 1, 0, 0), SimOptions{.record_events = false});
+  const SimResult none =
+      simulate(s, uniform_costs(2, 1, 1, 1, 0, 0), SimOptions{.record_events = false});
   EXPECT_THROW(write_sim_trace(s, none, temp_path("none.json")), UsageError);
   EXPECT_FALSE(std::filesystem::exists(temp_path("none.json")));
 }

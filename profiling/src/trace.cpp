@@ -21,11 +21,21 @@ void append_escaped(std::string& out, std::string_view s) {
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -89,26 +99,29 @@ int TraceWriter::add_thread(std::string name) {
 }
 
 void TraceWriter::complete(int tid, std::string_view name, std::string_view category,
-                           double start_seconds, double duration_seconds, std::vector<TraceArg> args) {
+                           double start_seconds, double duration_seconds,
+                           std::vector<TraceArg> args) {
   std::lock_guard lock(mutex_);
   PPB_CHECK(tid >= 1 && tid <= static_cast<int>(threads_.size()), "TraceWriter: unknown tid");
   PPB_CHECK(duration_seconds >= 0, "TraceWriter: negative duration");
-  events_.push_back({'X', tid, to_us(start_seconds), duration_seconds * 1e6, 0, 0, std::string(name),
-                     std::string(category), std::move(args)});
+  events_.push_back({'X', tid, to_us(start_seconds), duration_seconds * 1e6, 0, 0,
+                     std::string(name), std::string(category), std::move(args)});
 }
 
 void TraceWriter::flow_start(int tid, uint64_t id, std::string_view name, std::string_view category,
                              double ts_seconds) {
   std::lock_guard lock(mutex_);
   PPB_CHECK(tid >= 1 && tid <= static_cast<int>(threads_.size()), "TraceWriter: unknown tid");
-  events_.push_back({'s', tid, to_us(ts_seconds), 0, id, 0, std::string(name), std::string(category), {}});
+  events_.push_back(
+      {'s', tid, to_us(ts_seconds), 0, id, 0, std::string(name), std::string(category), {}});
 }
 
 void TraceWriter::flow_end(int tid, uint64_t id, std::string_view name, std::string_view category,
                            double ts_seconds) {
   std::lock_guard lock(mutex_);
   PPB_CHECK(tid >= 1 && tid <= static_cast<int>(threads_.size()), "TraceWriter: unknown tid");
-  events_.push_back({'f', tid, to_us(ts_seconds), 0, id, 0, std::string(name), std::string(category), {}});
+  events_.push_back(
+      {'f', tid, to_us(ts_seconds), 0, id, 0, std::string(name), std::string(category), {}});
 }
 
 void TraceWriter::counter(std::string_view name, double ts_seconds, double value) {
@@ -126,16 +139,18 @@ void TraceWriter::append_events(std::string& out, bool& first) const {
   const std::string pid = std::to_string(rank_);
   out.reserve(out.size() + 120 * (events_.size() + threads_.size() + 2));
   open_event(out, first);
-  out += "{\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":";
+  out +=
+      "{\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":";
   append_escaped(out, process_name_);
   out += "}}";
   open_event(out, first);
-  out += "{\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
-         pid + "}}";
+  out += "{\"ph\":\"M\",\"pid\":" + pid +
+         ",\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" + pid + "}}";
   for (size_t t = 0; t < threads_.size(); ++t) {
     const std::string tid = std::to_string(t + 1);
     open_event(out, first);
-    out += "{\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"name\":\"thread_name\",\"args\":{\"name\":";
+    out += "{\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + tid +
+           ",\"name\":\"thread_name\",\"args\":{\"name\":";
     append_escaped(out, threads_[t]);
     out += "}}";
     open_event(out, first);

@@ -35,7 +35,8 @@ std::string slurp(const std::string& path) {
 void fill(TraceWriter& w, int rank, int ranks) {
   const int compute = w.add_thread("main");
   const int comm = w.add_thread("comm stream");
-  w.complete(compute, "F s" + std::to_string(rank) + " mb0", "forward", 0.001 * rank, 0.0005, {{"mb", 0}});
+  w.complete(compute, "F s" + std::to_string(rank) + " mb0", "forward", 0.001 * rank, 0.0005,
+             {{"mb", 0}});
   if (rank + 1 < ranks) {
     const uint64_t id = flow_id(rank, 0);
     w.complete(comm, "send act", "send", 0.001 * rank + 0.0005, 0.0001);
@@ -174,8 +175,10 @@ TEST(Trace, AtomicWriteReplacesWholeFileAndFailsCleanly) {
   TraceWriter w(0, "r");
   w.write(path);
   EXPECT_EQ(slurp(path), w.to_json());
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
-    EXPECT_EQ(entry.path().string().find(path + ".tmp"), std::string::npos) << "temporary file left";
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path())) {
+    EXPECT_EQ(entry.path().string().find(path + ".tmp"), std::string::npos)
+        << "temporary file left";
   }
   EXPECT_THROW(w.write("/nonexistent-dir/trace.json"), UsageError);
   std::filesystem::remove(path);

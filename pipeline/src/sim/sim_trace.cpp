@@ -9,11 +9,16 @@ namespace {
 
 const char* category_of(ActionKind kind) {
   switch (kind) {
-    case ActionKind::kForward: return "forward";
-    case ActionKind::kBackward: return "backward";
-    case ActionKind::kBackwardInput: return "backward";
-    case ActionKind::kBackwardWeight: return "wgrad";
-    case ActionKind::kSync: return "sync";
+    case ActionKind::kForward:
+      return "forward";
+    case ActionKind::kBackward:
+      return "backward";
+    case ActionKind::kBackwardInput:
+      return "backward";
+    case ActionKind::kBackwardWeight:
+      return "wgrad";
+    case ActionKind::kSync:
+      return "sync";
   }
   return "?";
 }
@@ -84,18 +89,20 @@ std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedul
       if (e.action.kind != ActionKind::kSync) {
         args = {{"mb", e.action.microbatch}, {"chunk", e.action.chunk}};
       }
-      w.complete(compute[su], event_name(e.action, s, show_chunk), category_of(e.action.kind), e.start,
-                 e.end - e.start, std::move(args));
+      w.complete(compute[su], event_name(e.action, s, show_chunk), category_of(e.action.kind),
+                 e.start, e.end - e.start, std::move(args));
     }
   }
   std::vector<uint64_t> sent(static_cast<size_t>(P), 0);
   for (const SimTransfer& t : result.transfers) {
     const auto from = static_cast<size_t>(t.from_stage);
     const auto to = static_cast<size_t>(t.to_stage);
-    PPB_CHECK(from < writers.size() && to < writers.size() && from != to, "sim trace: bad transfer stages");
+    PPB_CHECK(from < writers.size() && to < writers.size() && from != to,
+              "sim trace: bad transfer stages");
     const int send_tid = send[from][static_cast<size_t>(side(t.from_stage, t.to_stage))];
     const int recv_tid = recv[to][static_cast<size_t>(side(t.to_stage, t.from_stage))];
-    PPB_CHECK(send_tid != 0 && recv_tid != 0, "sim trace: transfer between stages that are not neighbours");
+    PPB_CHECK(send_tid != 0 && recv_tid != 0,
+              "sim trace: transfer between stages that are not neighbours");
     const uint64_t id = trace::flow_id(t.from_stage, sent[from]++);
     const std::string name = transfer_name(t);
     const char* flow = t.gradient ? "grad" : "act";

@@ -23,12 +23,12 @@ struct Slot {
 };
 
 struct StageState {
-  size_t next = 0;          // index of the next action in the stage's list
-  double free = 0;          // when the stage's compute is free
-  bool queued = false;      // on the worklist
-  bool at_sync = false;     // registered its arrival at its current SYNC
-  bool started = false;     // has run a compute action
-  int syncs_done = 0;       // SYNCs left so far
+  size_t next = 0;       // index of the next action in the stage's list
+  double free = 0;       // when the stage's compute is free
+  bool queued = false;   // on the worklist
+  bool at_sync = false;  // registered its arrival at its current SYNC
+  bool started = false;  // has run a compute action
+  int syncs_done = 0;    // SYNCs left so far
   int inflight = 0;
   int64_t act_bytes = 0;
 };
@@ -41,12 +41,12 @@ struct SyncState {
 
 std::string action_label(const Action& a) {
   switch (a.kind) {
-    case ActionKind::kSync: return "SYNC";
+    case ActionKind::kSync:
+      return "SYNC";
     case ActionKind::kForward:
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight:
-    {
+    case ActionKind::kBackwardWeight: {
       // Appended piecewise: GCC 12 warns (-Wrestrict) on "c" + std::to_string(..).
       std::string label = action_kind_name(a.kind);
       label += std::to_string(a.microbatch);
@@ -82,7 +82,8 @@ class Simulator {
     }
   }
   Slot& slot(int v, int32_t mb) {
-    return slots_[static_cast<size_t>(v) * static_cast<size_t>(total_mb_) + static_cast<size_t>(mb)];
+    return slots_[static_cast<size_t>(v) * static_cast<size_t>(total_mb_) +
+                  static_cast<size_t>(mb)];
   }
   std::string describe_wait(int s);
   [[noreturn]] void throw_stuck();
@@ -96,7 +97,7 @@ class Simulator {
   std::vector<Slot> slots_;
   std::vector<StageState> state_;
   std::vector<SyncState> syncs_;
-  std::vector<double> link_free_;  // [2 * from + (to is from+1 mod P ? 0 : 1)]
+  std::vector<double> link_free_;      // [2 * from + (to is from+1 mod P ? 0 : 1)]
   std::vector<double> send_time_fwd_;  // transfer time of F's output from v
   std::vector<double> send_time_bwd_;  // transfer time of B/I's gradient from v
   std::vector<int> work_;
@@ -110,7 +111,8 @@ void Simulator::check_inputs() const {
   if (V < 1) throw UsageError("simulate: schedule has " + std::to_string(V) + " chunks, need >= 1");
   if (sched_.microbatches < 1 || sched_.batches < 1) {
     throw UsageError("simulate: schedule needs microbatches >= 1 and batches >= 1, got " +
-                     std::to_string(sched_.microbatches) + " and " + std::to_string(sched_.batches));
+                     std::to_string(sched_.microbatches) + " and " +
+                     std::to_string(sched_.batches));
   }
   if (static_cast<int>(sched_.actions.size()) != P) {
     throw UsageError("simulate: schedule has " + std::to_string(sched_.actions.size()) +
@@ -144,10 +146,10 @@ void Simulator::check_action(int stage, size_t index, const Action& a) const {
   const bool mb_ok = sync ? a.microbatch == -1 : (a.microbatch >= 0 && a.microbatch < total_mb_);
   const bool chunk_ok = sync ? a.chunk == -1 : (a.chunk >= 0 && a.chunk < sched_.chunks);
   if (!mb_ok || !chunk_ok) {
-    throw UsageError("simulate: stage " + std::to_string(stage) + " action " + std::to_string(index) +
-                     " (" + action_kind_name(a.kind) + " mb " + std::to_string(a.microbatch) +
-                     " chunk " + std::to_string(a.chunk) + "): " +
-                     (mb_ok ? "chunk" : "micro-batch") + " out of range for M=" +
+    throw UsageError("simulate: stage " + std::to_string(stage) + " action " +
+                     std::to_string(index) + " (" + action_kind_name(a.kind) + " mb " +
+                     std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk) +
+                     "): " + (mb_ok ? "chunk" : "micro-batch") + " out of range for M=" +
                      std::to_string(total_mb_) + ", V=" + std::to_string(sched_.chunks));
   }
 }
@@ -165,7 +167,8 @@ void Simulator::send(int s, int v, int32_t mb, int32_t chunk, bool gradient, dou
     const size_t li = 2 * static_cast<size_t>(s) + (t == (s + 1) % stages_ ? 0 : 1);
     double& link = link_free_[li];
     const double start = std::max(end, link);
-    arrival = start + (gradient ? send_time_bwd_[static_cast<size_t>(v)] : send_time_fwd_[static_cast<size_t>(v)]);
+    arrival = start + (gradient ? send_time_bwd_[static_cast<size_t>(v)]
+                                : send_time_fwd_[static_cast<size_t>(v)]);
     link = arrival;
     if (options_.record_events) {
       result_.transfers.push_back({s, t, mb, chunk, gradient, start, arrival});
@@ -296,7 +299,8 @@ std::string Simulator::describe_wait(int s) {
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput: {
       const int v = virtual_stage(s, a.chunk, stages_);
-      if (slot(v, a.microbatch).fwd_end < 0) return what + "its own F" + std::to_string(a.microbatch);
+      if (slot(v, a.microbatch).fwd_end < 0)
+        return what + "its own F" + std::to_string(a.microbatch);
       return what + "the gradient from stage " + std::to_string((v + 1) % stages_);
     }
     case ActionKind::kBackwardWeight:
@@ -310,7 +314,8 @@ void Simulator::throw_stuck() {
   int shown = 0;
   int stuck = 0;
   for (int s = 0; s < stages_; ++s) {
-    if (state_[static_cast<size_t>(s)].next >= sched_.actions[static_cast<size_t>(s)].size()) continue;
+    if (state_[static_cast<size_t>(s)].next >= sched_.actions[static_cast<size_t>(s)].size())
+      continue;
     ++stuck;
     if (shown < 6) {
       msg += (shown ? "; " : "") + describe_wait(s);
@@ -318,7 +323,8 @@ void Simulator::throw_stuck() {
     }
   }
   if (stuck > shown) msg += "; and " + std::to_string(stuck - shown) + " more stages";
-  msg += " (schedule " + (sched_.name.empty() ? std::string("<unnamed>") : sched_.name) + " deadlocks)";
+  msg += " (schedule " + (sched_.name.empty() ? std::string("<unnamed>") : sched_.name) +
+         " deadlocks)";
   throw UsageError(msg);
 }
 
@@ -359,7 +365,8 @@ SimResult Simulator::run() {
     advance(s);
   }
   for (int s = 0; s < stages_; ++s) {
-    if (state_[static_cast<size_t>(s)].next < sched_.actions[static_cast<size_t>(s)].size()) throw_stuck();
+    if (state_[static_cast<size_t>(s)].next < sched_.actions[static_cast<size_t>(s)].size())
+      throw_stuck();
   }
 
   double makespan = 0;

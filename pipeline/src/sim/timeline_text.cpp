@@ -51,9 +51,10 @@ std::string render_timeline(const Schedule& schedule, const SimResult& result, i
 
   std::string out;
   char head[256];
-  std::snprintf(head, sizeof head, "%s: P=%d M=%d V=%d  step time %g  bubble ratio %.4f  overhead %.4f\n",
-                schedule.name.c_str(), P, schedule.microbatches, schedule.chunks, T, result.bubble_ratio,
-                result.bubble_overhead);
+  std::snprintf(head, sizeof head,
+                "%s: P=%d M=%d V=%d  step time %g  bubble ratio %.4f  overhead %.4f\n",
+                schedule.name.c_str(), P, schedule.microbatches, schedule.chunks, T,
+                result.bubble_ratio, result.bubble_overhead);
   out += head;
   for (int s = 0; s < P; ++s) {
     const SimStage& st = result.stages[static_cast<size_t>(s)];

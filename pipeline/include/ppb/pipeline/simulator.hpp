@@ -118,7 +118,8 @@ struct SimResult {
 /// Throws UsageError("simulate: not progressing at ...") naming each stuck
 /// stage, its position and the action it waits at, when the lists deadlock
 /// (a schedule that would not pass the validator).
-SimResult simulate(const Schedule& schedule, const StageCosts& costs, const SimOptions& options = {});
+SimResult simulate(const Schedule& schedule, const StageCosts& costs,
+                   const SimOptions& options = {});
 
 /// The simulated timeline as traces in the format of measured runs
 /// (trace.hpp): one TraceWriter per stage (pid = stage, "distributedInfo"

@@ -9,7 +9,8 @@
 //    "traceEvents": [
 //     {"ph":"M","pid":3,"tid":0,"name":"process_name","args":{"name":"stage 3"}},
 //     {"ph":"M","pid":3,"tid":1,"name":"thread_name","args":{"name":"compute"}},
-//     {"ph":"X","pid":3,"tid":1,"ts":12.000,"dur":3.500,"name":"F s3 mb0","cat":"forward","args":{"mb":0}},
+//     {"ph":"X","pid":3,"tid":1,"ts":12.000,"dur":3.500,"name":"F s3
+//     mb0","cat":"forward","args":{"mb":0}},
 //     {"ph":"s","pid":3,"tid":2,"ts":15.500,"id":12884901888,"name":"act","cat":"send","bp":"e"},
 //     ...]}
 //
