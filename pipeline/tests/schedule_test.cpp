@@ -43,6 +43,8 @@ TEST(ScheduleRegistry, ListsEveryScheduleOfDesignOnce) {
     EXPECT_EQ(s.help.find('\n'), std::string::npos) << s.name;
     EXPECT_EQ(s.splits_backward, s.name == "zb-h1" || s.name == "zb-h2") << s.name;
     EXPECT_EQ(s.uses_chunks, s.name == "interleaved-1f1b") << s.name;
+    EXPECT_EQ(s.no_flush, s.name == "pipedream") << s.name;
+    EXPECT_EQ(s.uses_inflight, s.name == "async-1f1b" || s.name == "adaptive" || s.name == "hybrid") << s.name;
   }
   const std::vector<std::string> expected = {"sync-1f1b", "async-1f1b", "1f1b",  "gpipe", "pipedream",
                                              "hybrid",    "adaptive",   "interleaved-1f1b", "zb-h1", "zb-h2"};
@@ -103,7 +105,7 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
         std::vector<ScheduleParams> variants;
         if (info.uses_chunks) {
           variants = {params(P, M, 1), params(P, M, 2)};
-        } else if (info.name == "async-1f1b" || info.name == "adaptive" || info.name == "hybrid") {
+        } else if (info.uses_inflight) {
           for (int n : std::set<int>{0, 1, 2, P - 1, P + 3}) {
             ScheduleParams p = params(P, M);
             p.inflight = std::max(n, 0);

@@ -11,6 +11,8 @@
 // Valid M: Megatron requires P <= group size <= M and the last group to be
 // empty or at least P micro-batches; with group size P that is "M is a
 // multiple of P". Other M are rejected, as Megatron rejects them.
+// V = 1 is accepted and runs the same code path (Megatron's interleaved
+// function with one chunk): warm-up 2(P-s-1), so more in flight than 1f1b.
 #include <algorithm>
 #include <string>
 #include <vector>

@@ -14,24 +14,23 @@ namespace {
 using schedule_detail::Generator;
 
 struct Entry {
-  ScheduleInfo info;
+  ScheduleInfo info;  // name, help, splits_backward, uses_chunks, no_flush, uses_inflight
   Generator generate;
-  bool multi_batch;  ///< takes --batches > 1 (no flush between batches)
 };
 
 // clang-format off
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-    {{"sync-1f1b", "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave", false, false}, &schedule_detail::generate_sync_1f1b, false},
-    {{"async-1f1b", "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", false, false}, &schedule_detail::generate_async_1f1b, false},
-    {{"1f1b", "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", false, false}, &schedule_detail::generate_1f1b, false},
-    {{"gpipe", "GPipe: all forwards, then all backwards, one flush", false, false}, &schedule_detail::generate_gpipe, false},
-    {{"pipedream", "document 003: 1F1B with weight stashing, no flush between --batches B batches", false, false}, &schedule_detail::generate_pipedream, true},
-    {{"hybrid", "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", false, false}, &schedule_detail::generate_hybrid, false},
-    {{"adaptive", "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", false, false}, &schedule_detail::generate_adaptive, false},
-    {{"interleaved-1f1b", "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", false, true}, &schedule_detail::generate_interleaved_1f1b, false},
-    {{"zb-h1", "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", true, false}, &schedule_detail::generate_zb_h1, false},
-    {{"zb-h2", "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", true, false}, &schedule_detail::generate_zb_h2, false},
+    {{"sync-1f1b", "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave", false, false, false, false}, &schedule_detail::generate_sync_1f1b},
+    {{"async-1f1b", "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", false, false, false, true}, &schedule_detail::generate_async_1f1b},
+    {{"1f1b", "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", false, false, false, false}, &schedule_detail::generate_1f1b},
+    {{"gpipe", "GPipe: all forwards, then all backwards, one flush", false, false, false, false}, &schedule_detail::generate_gpipe},
+    {{"pipedream", "document 003: 1F1B with weight stashing, no flush between --batches B batches", false, false, true, false}, &schedule_detail::generate_pipedream},
+    {{"hybrid", "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", false, false, false, true}, &schedule_detail::generate_hybrid},
+    {{"adaptive", "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", false, false, false, true}, &schedule_detail::generate_adaptive},
+    {{"interleaved-1f1b", "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", false, true, false, false}, &schedule_detail::generate_interleaved_1f1b},
+    {{"zb-h1", "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", true, false, false, false}, &schedule_detail::generate_zb_h1},
+    {{"zb-h2", "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", true, false, false, false}, &schedule_detail::generate_zb_h2},
   };
   return kEntries;
 }
@@ -59,7 +58,7 @@ void check_common(const Entry& e, const ScheduleParams& p) {
     throw UsageError("--chunks: " + name + " has no model chunks (only interleaved-1f1b does); expected 1, got " +
                      std::to_string(p.chunks));
   }
-  if (p.batches > 1 && !e.multi_batch) {
+  if (p.batches > 1 && !e.info.no_flush) {
     throw UsageError("--batches: " + name + " flushes after every batch (only pipedream runs batches back to back); "
                      "expected 1, got " + std::to_string(p.batches));
   }

@@ -40,6 +40,8 @@ struct ScheduleInfo {
   std::string help;  ///< one line
   bool splits_backward = false;
   bool uses_chunks = false;
+  bool no_flush = false;       ///< pipedream: batches back to back (--batches), weight stashing
+  bool uses_inflight = false;  ///< takes --inflight (async-1f1b, adaptive, hybrid)
 };
 
 /// The registry, in a fixed order, one entry per schedule.
