@@ -374,7 +374,10 @@ TEST(Timeline, ChunksAndNarrowBlocks) {
   const std::string t = render_timeline(s, r, 40);
   EXPECT_NE(t.find("s0 |F0c0      F0c1      B0c1      B0c0      |"), std::string::npos) << t;
   EXPECT_THROW(render_timeline(s, r, 5), UsageError);
-  // Blocks narrower than their label keep their first letters.
+  // Too narrow for the chunk: the micro-batch stays ("F0", not "F0c").
+  const std::string narrow = render_timeline(s, r, 12);
+  EXPECT_NE(narrow.find("s0 |F0 F0 B0 B0 |"), std::string::npos) << narrow;
+  // Blocks narrower than their label keep their kind letter.
   const Schedule g = hand_gpipe(2, 8);
   const std::string n = render_timeline(g, simulate(g, uniform_costs(2, 1, 1, 1, 0, 0)), 18);
   EXPECT_NE(n.find("s0 |FFFFFFFF..BBBBBBBB|"), std::string::npos) << n;

@@ -9,12 +9,19 @@
 namespace ppb {
 namespace {
 
-std::string block_label(const Action& a, bool show_chunk) {
+// The longest of "F3c1", "F3", "F" that fits in `room` columns (the chunk
+// goes first, then the micro-batch: a bare "F3c" would read as a typo).
+std::string block_label(const Action& a, bool show_chunk, size_t room) {
   std::string label = action_kind_name(a.kind);
-  label += std::to_string(a.microbatch);
+  const std::string mb = std::to_string(a.microbatch);
+  if (label.size() + mb.size() > room) return label;
+  label += mb;
   if (show_chunk) {
-    label += 'c';
-    label += std::to_string(a.chunk);
+    const std::string chunk = std::to_string(a.chunk);
+    if (label.size() + 1 + chunk.size() <= room) {
+      label += 'c';
+      label += chunk;
+    }
   }
   return label;
 }
@@ -73,7 +80,7 @@ std::string render_timeline(const Schedule& schedule, const SimResult& result, i
         if (e.end <= e.start || a >= w) continue;  // zero-length actions take no room
         b = a + 1;                                 // too short for a column: show its letter
       }
-      const std::string label = block_label(e.action, show_chunk);
+      const std::string label = block_label(e.action, show_chunk, b - a);
       for (size_t i = a; i < b; ++i) row[i] = i - a < label.size() ? label[i - a] : ' ';
     }
     std::string name = "s";

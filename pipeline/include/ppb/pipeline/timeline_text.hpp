@@ -22,7 +22,8 @@ namespace ppb {
 /// Renders `result` (which must come from simulate(schedule, ...) with
 /// record_events) as text: `width` columns of time (>= 10; a column is
 /// step_time / width), a block from round(start/column) to round(end/column);
-/// a block shows as much of its label as fits, then spaces; SYNC waits and
+/// a block shows the longest of "F3c1", "F3", "F" that fits, then spaces
+/// (a block narrower than one column still gets one); SYNC waits and
 /// other idle time show as '.'. Rows are "s<stage> |...|", followed by a time
 /// axis with ticks ('|') at round numbers. Throws UsageError when width < 10
 /// or when the result has no events for a stage that has actions.
