@@ -10,7 +10,8 @@
 //    the stage's own F(mb, c) done, W(mb, c) its own I(mb, c);
 //  * a transfer starts when the producing action ends and its link (the
 //    ordered stage pair) is free — links serve transfers first in, first out —
-//    and takes costs.link.transfer_time(bytes). Sends never block compute
+//    and takes costs.link.transfer_time(bytes) (F's output: send_bytes of its
+//    virtual stage v; a gradient back to v-1: send_bytes of v-1). Sends never block compute
 //    (compute/communication overlap). Between virtual stages of the same
 //    physical stage (P == 1) there is no transfer: the input is ready when
 //    the producing action ends;
