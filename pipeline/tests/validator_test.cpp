@@ -69,6 +69,14 @@ TEST(Validator, DeadlocksNameStageActionAndReason) {
             "is stuck at F0.1 before it");
 }
 
+TEST(Validator, OneStageWithChunksWaitsForItself) {
+  EXPECT_EQ(error_of("s0: F0.1 F0.0 B0.1 B0.0\n"),
+            "deadlock: stage 0 stuck at F0.1: waits for its own F0.0 (the previous chunk), which comes later in its list");
+  EXPECT_EQ(error_of("s0: F0.0 F0.1 B0.0 B0.1\n"),
+            "deadlock: stage 0 stuck at B0.0: waits for its own B0.1 (the next chunk's gradient), which comes later in "
+            "its list");
+}
+
 TEST(Validator, ThrowsScheduleErrorWithGrid) {
   Schedule s = from_text("s0: F0 | B0\ns1: | F0 B0\ns2: F0 B0 |\n");
   try {

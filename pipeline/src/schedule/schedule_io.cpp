@@ -1,8 +1,10 @@
 // Schedule files: JSON (pipebench.schedule/1) and the one-line-per-stage text form.
 #include "ppb/pipeline/schedule_io.hpp"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>

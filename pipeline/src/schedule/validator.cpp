@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ppb/pipeline/schedule_io.hpp"
@@ -298,8 +299,10 @@ ValidationResult validate_schedule(const Schedule& s) {
       const int v = sh.virtual_of(stuck, a.chunk) - 1;
       const int ps = v % s.stages;
       const Action need = F(a.microbatch, v / s.stages);
-      why = "waits for the activation of micro-batch " + std::to_string(a.microbatch) + " from stage " +
-            std::to_string(ps) + " (" + text(need, sh) + "), which is stuck at " + at_of(ps) + " before it";
+      why = ps == stuck ? "waits for its own " + text(need, sh) + " (the previous chunk), which comes later in its list"
+                        : "waits for the activation of micro-batch " + std::to_string(a.microbatch) + " from stage " +
+                              std::to_string(ps) + " (" + text(need, sh) + "), which is stuck at " + at_of(ps) +
+                              " before it";
       break;
     }
     case ActionKind::kBackward:
@@ -308,8 +311,10 @@ ValidationResult validate_schedule(const Schedule& s) {
       const int ps = v % s.stages;
       const size_t c = sh.cell(v, a.microbatch);
       const Action need = pos.bi_is_input[c] ? I(a.microbatch, v / s.stages) : B(a.microbatch, v / s.stages);
-      why = "waits for the input gradient of micro-batch " + std::to_string(a.microbatch) + " from stage " +
-            std::to_string(ps) + " (" + text(need, sh) + "), which is stuck at " + at_of(ps) + " before it";
+      why = ps == stuck ? "waits for its own " + text(need, sh) + " (the next chunk's gradient), which comes later in its list"
+                        : "waits for the input gradient of micro-batch " + std::to_string(a.microbatch) + " from stage " +
+                              std::to_string(ps) + " (" + text(need, sh) + "), which is stuck at " + at_of(ps) +
+                              " before it";
       break;
     }
     case ActionKind::kBackwardWeight:
