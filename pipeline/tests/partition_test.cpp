@@ -233,6 +233,17 @@ TEST(Balanced, BeatsTorchgpipeWhereItMissesTheOptimum) {
   EXPECT_GT(strictly_better, 0);
 }
 
+TEST(Balanced, KeepsTheOtherPartsEvenBesideTheBottleneck) {
+  // The 10 is the bottleneck whatever the cuts; of the splits that reach 10,
+  // {10 | 1 1 1 | 1 1 1} is the most even, {10 | 1 | 1 1 1 1 1} is not.
+  const Synthetic s = synthetic({10, 1, 1, 1, 1, 1, 1});
+  EXPECT_EQ(make_partition("balanced", s.units, s.times, 3),
+            (std::vector<UnitRange>{{0, 1}, {1, 4}, {4, 7}}));
+  const Synthetic t = synthetic({1, 1, 1, 1, 1, 1, 10});
+  EXPECT_EQ(make_partition("balanced", t.units, t.times, 3),
+            (std::vector<UnitRange>{{0, 3}, {3, 6}, {6, 7}}));
+}
+
 TEST(Balanced, CountsTheTransferOfTheCutTensor) {
   // Compute alone would cut {4, 4 | 4, 4}; but the tensor after unit 1 is
   // huge and the one after unit 0 is free, so the optimum moves the cut.

@@ -177,6 +177,47 @@ std::vector<UnitRange> min_max_split(int n, int parts, const Cost& cost, double*
   return out;
 }
 
+// Among the splits whose every part costs at most `bound`, the one with the
+// smallest sum of squared part costs: the bottleneck stays optimal and the
+// other parts come out as even as they can (min-max alone leaves them
+// arbitrary, e.g. one unit in a part next to the head's part).
+// REQUIRES: some split meets the bound (min_max_split found one).
+template <typename Cost>
+std::vector<UnitRange> most_even_split(int n, int parts, const Cost& cost, double bound) {
+  const auto stride = static_cast<size_t>(n + 1);
+  std::vector<double> dp(static_cast<size_t>(parts + 1) * stride, kInf);
+  std::vector<int> arg(dp.size(), -1);
+  dp[0] = 0;
+  for (int k = 1; k <= parts; ++k) {
+    for (int j = k; j <= n - (parts - k); ++j) {
+      double best = kInf;
+      int best_i = -1;
+      for (int i = k - 1; i < j; ++i) {
+        const double before = dp[static_cast<size_t>(k - 1) * stride + static_cast<size_t>(i)];
+        const double c = cost(i, j);
+        if (before == kInf || c > bound) continue;
+        const double value = before + c * c;
+        if (value < best) {
+          best = value;
+          best_i = i;
+        }
+      }
+      dp[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best;
+      arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best_i;
+    }
+  }
+  PPB_CHECK(dp[static_cast<size_t>(parts) * stride + static_cast<size_t>(n)] < kInf,
+            "most_even_split: no split meets the min-max bound");
+  std::vector<UnitRange> out(static_cast<size_t>(parts));
+  int j = n;
+  for (int k = parts; k >= 1; --k) {
+    const int i = arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)];
+    out[static_cast<size_t>(k - 1)] = {i, j};
+    j = i;
+  }
+  return out;
+}
+
 std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
                                           const std::vector<UnitTime>& times, int parts,
                                           const PartitionOptions& options) {
@@ -200,7 +241,7 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
     return c;
   };
   double best = 0;
-  std::vector<UnitRange> out = min_max_split(n, parts, cost, &best);
+  const std::vector<UnitRange> out = min_max_split(n, parts, cost, &best);
   if (out.empty()) {
     // Say how much memory the best split by memory would need.
     double need = 0;
@@ -214,7 +255,7 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
                      " micro-batch(es) in flight; the smallest possible peak is " +
                      bytes_text(static_cast<int64_t>(need)));
   }
-  return out;
+  return most_even_split(n, parts, cost, best);
 }
 
 // ---- manual -----------------------------------------------------------------

@@ -42,7 +42,9 @@ struct PartitionOptions {
 ///  * "balanced": the exact minimum over all contiguous cuts of the largest
 ///    part cost, part cost = its compute + link.transfer_time(bytes it
 ///    receives) + link.transfer_time(bytes it sends); parts that break
-///    memory_cap_bytes are not allowed.
+///    memory_cap_bytes are not allowed. Among the splits with that optimal
+///    bottleneck it returns the one with the smallest sum of squared part
+///    costs (the other parts as even as possible).
 ///  * "manual:0-9,10-30,31-58": inclusive unit index ranges, in order,
 ///    contiguous, covering every unit, exactly `parts` of them.
 /// REQUIRES: times.size() == units.size().
