@@ -4,11 +4,11 @@
 #include "ppb/pipeline/schedule_io.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/validator.hpp"
@@ -21,8 +21,9 @@ namespace fs = std::filesystem;
 class ScheduleFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ppb_schedule_io_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("ppb_schedule_io_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -79,11 +80,13 @@ TEST(ScheduleJson, DocumentShapeOfDesign) {
   ScheduleParams p;
   p.stages = 2;
   p.microbatches = 1;
-  EXPECT_EQ(schedule_to_json(generate_schedule("sync-1f1b", p)),
-            "{\"schema\":\"pipebench.schedule/1\",\"name\":\"sync-1f1b\",\"stages\":2,\"microbatches\":1,"
-            "\"chunks\":1,\"batches\":1,\"actions\":[[{\"op\":\"F\",\"mb\":0,\"chunk\":0},{\"op\":\"SYNC\"},"
-            "{\"op\":\"B\",\"mb\":0,\"chunk\":0},{\"op\":\"SYNC\"}],[{\"op\":\"F\",\"mb\":0,\"chunk\":0},"
-            "{\"op\":\"SYNC\"},{\"op\":\"B\",\"mb\":0,\"chunk\":0},{\"op\":\"SYNC\"}]]}");
+  EXPECT_EQ(
+      schedule_to_json(generate_schedule("sync-1f1b", p)),
+      "{\"schema\":\"pipebench.schedule/1\",\"name\":\"sync-1f1b\",\"stages\":2,\"microbatches\":1,"
+      "\"chunks\":1,\"batches\":1,\"actions\":[[{\"op\":\"F\",\"mb\":0,\"chunk\":0},{\"op\":"
+      "\"SYNC\"},"
+      "{\"op\":\"B\",\"mb\":0,\"chunk\":0},{\"op\":\"SYNC\"}],[{\"op\":\"F\",\"mb\":0,\"chunk\":0},"
+      "{\"op\":\"SYNC\"},{\"op\":\"B\",\"mb\":0,\"chunk\":0},{\"op\":\"SYNC\"}]]}");
 }
 
 TEST(ScheduleText, RoundTripsEveryScheduleWithAndWithoutHeader) {
@@ -108,14 +111,16 @@ TEST(ScheduleText, FormatOfDesign) {
   ScheduleParams p;
   p.stages = 2;
   p.microbatches = 2;
-  EXPECT_EQ(schedule_to_text(generate_schedule("1f1b", p)),
-            "# 1f1b stages=2 microbatches=2 chunks=1 batches=1\ns0: F0 F1 B0 B1\ns1: F0 B0 F1 B1\n");
+  EXPECT_EQ(
+      schedule_to_text(generate_schedule("1f1b", p)),
+      "# 1f1b stages=2 microbatches=2 chunks=1 batches=1\ns0: F0 F1 B0 B1\ns1: F0 B0 F1 B1\n");
   p.chunks = 2;
   const std::string t = schedule_to_text(generate_schedule("interleaved-1f1b", p));
   EXPECT_NE(t.find("s1: F0.0 F1.0 F0.1 B0.1"), std::string::npos) << t;
   p.chunks = 1;
   p.microbatches = 1;
-  EXPECT_NE(schedule_to_text(generate_schedule("sync-1f1b", p)).find("s0: F0 | B0 |\n"), std::string::npos);
+  EXPECT_NE(schedule_to_text(generate_schedule("sync-1f1b", p)).find("s0: F0 | B0 |\n"),
+            std::string::npos);
 }
 
 TEST(ScheduleText, MalformedLinesNameSourceAndLine) {
@@ -127,11 +132,16 @@ TEST(ScheduleText, MalformedLinesNameSourceAndLine) {
     }
     return std::string();
   };
-  EXPECT_EQ(error("s0: F0 X1\n"), "plan.txt: line 1: action 'X1': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
-  EXPECT_EQ(error("s0: F0 B0\ns2: F0 B0\n"), "plan.txt: line 2: expected the line to start with 's1:', got 's2:'");
-  EXPECT_EQ(error("# x stages=3\ns0: F0 B0\n"), "plan.txt: header says stages=3 but there are 1 stage lines");
+  EXPECT_EQ(
+      error("s0: F0 X1\n"),
+      "plan.txt: line 1: action 'X1': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
+  EXPECT_EQ(error("s0: F0 B0\ns2: F0 B0\n"),
+            "plan.txt: line 2: expected the line to start with 's1:', got 's2:'");
+  EXPECT_EQ(error("# x stages=3\ns0: F0 B0\n"),
+            "plan.txt: header says stages=3 but there are 1 stage lines");
   EXPECT_EQ(error(""), "plan.txt: no stage lines ('s0: F0 B0 ...')");
-  EXPECT_NE(error("# x stages=1 microbatches=1\ns0: F3 B3\n").find("out of range"), std::string::npos);
+  EXPECT_NE(error("# x stages=1 microbatches=1\ns0: F3 B3\n").find("out of range"),
+            std::string::npos);
 }
 
 TEST_F(ScheduleFiles, ValidFileReadsAndValidates) {
@@ -144,7 +154,8 @@ TEST_F(ScheduleFiles, ValidFileReadsAndValidates) {
 }
 
 TEST_F(ScheduleFiles, MalformedFilesGiveOneLineErrorsNamingFileAndField) {
-  const std::string ok_head = R"({"schema":"pipebench.schedule/1","name":"mine","stages":2,"microbatches":2,)";
+  const std::string ok_head =
+      R"({"schema":"pipebench.schedule/1","name":"mine","stages":2,"microbatches":2,)";
   struct Case {
     std::string file;
     std::string text;
@@ -155,27 +166,38 @@ TEST_F(ScheduleFiles, MalformedFilesGiveOneLineErrorsNamingFileAndField) {
       {"array.json", "[1,2]", "expected a JSON object at the top, got an array"},
       {"schema.json", R"({"schema":"pipebench.result/1"})",
        "field 'schema': expected \"pipebench.schedule/1\", got \"pipebench.result/1\""},
-      {"nostages.json", R"({"schema":"pipebench.schedule/1","name":"x","microbatches":2,"actions":[]})",
+      {"nostages.json",
+       R"({"schema":"pipebench.schedule/1","name":"x","microbatches":2,"actions":[]})",
        "missing field 'stages'"},
-      {"type.json", R"({"schema":"pipebench.schedule/1","name":"x","stages":"2","microbatches":2,"actions":[]})",
+      {"type.json",
+       R"({"schema":"pipebench.schedule/1","name":"x","stages":"2","microbatches":2,"actions":[]})",
        "field 'stages': expected an integer, got a string"},
-      {"zero.json", R"({"schema":"pipebench.schedule/1","name":"x","stages":0,"microbatches":2,"actions":[]})",
+      {"zero.json",
+       R"({"schema":"pipebench.schedule/1","name":"x","stages":0,"microbatches":2,"actions":[]})",
        "field 'stages': 0 is out of range 1..16777216"},
-      {"lists.json", ok_head + R"("actions":[[]]})", "field 'actions': expected 2 stage lists (stages = 2), got 1"},
+      {"lists.json", ok_head + R"("actions":[[]]})",
+       "field 'actions': expected 2 stage lists (stages = 2), got 1"},
       {"op.json", ok_head + R"("actions":[[{"op":"F","mb":0},{"op":"X","mb":0}],[]]})",
        "field 'actions[0][1].op': expected one of F,B,I,W,SYNC, got \"X\""},
       {"optype.json", ok_head + R"("actions":[[{"op":1,"mb":0}],[]]})",
        "field 'actions[0][0].op': expected one of F,B,I,W,SYNC, got an integer"},
-      {"nomb.json", ok_head + R"("actions":[[{"op":"F"}],[]]})", "missing field 'actions[0][0].mb'"},
-      {"mbrange.json", ok_head + R"("actions":[[],[{"op":"F","mb":2}]]})", "field 'actions[1][0].mb': 2 is out of range 0..1"},
+      {"nomb.json", ok_head + R"("actions":[[{"op":"F"}],[]]})",
+       "missing field 'actions[0][0].mb'"},
+      {"mbrange.json", ok_head + R"("actions":[[],[{"op":"F","mb":2}]]})",
+       "field 'actions[1][0].mb': 2 is out of range 0..1"},
       {"chunk.json", ok_head + R"("actions":[[],[{"op":"F","mb":0,"chunk":1}]]})",
        "field 'actions[1][0].chunk': 1 is out of range 0..0"},
-      {"nob.json", ok_head + R"("actions":[[{"op":"F","mb":0},{"op":"F","mb":1},{"op":"B","mb":0},{"op":"B","mb":1}],)" +
-                       R"([{"op":"F","mb":0},{"op":"B","mb":0},{"op":"F","mb":1}]]})",
+      {"nob.json",
+       ok_head +
+           R"("actions":[[{"op":"F","mb":0},{"op":"F","mb":1},{"op":"B","mb":0},{"op":"B","mb":1}],)" +
+           R"([{"op":"F","mb":0},{"op":"B","mb":0},{"op":"F","mb":1}]]})",
        "stage 1: micro-batch 1 has no backward (B1, or I1 and W1)"},
-      {"deadlock.json", ok_head + R"("actions":[[{"op":"F","mb":0},{"op":"B","mb":0},{"op":"F","mb":1},{"op":"B","mb":1}],)" +
-                            R"([{"op":"F","mb":1},{"op":"B","mb":1},{"op":"F","mb":0},{"op":"B","mb":0}]]})",
-       "deadlock: stage 0 stuck at B0: waits for the input gradient of micro-batch 0 from stage 1 (B0), which is "
+      {"deadlock.json",
+       ok_head +
+           R"("actions":[[{"op":"F","mb":0},{"op":"B","mb":0},{"op":"F","mb":1},{"op":"B","mb":1}],)" +
+           R"([{"op":"F","mb":1},{"op":"B","mb":1},{"op":"F","mb":0},{"op":"B","mb":0}]]})",
+       "deadlock: stage 0 stuck at B0: waits for the input gradient of micro-batch 0 from stage 1 "
+       "(B0), which is "
        "stuck at F1 before it"},
   };
   for (const Case& c : cases) {
@@ -185,7 +207,8 @@ TEST_F(ScheduleFiles, MalformedFilesGiveOneLineErrorsNamingFileAndField) {
     EXPECT_NE(e.find(c.expected), std::string::npos) << c.file << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  EXPECT_EQ(read_error((dir_ / "absent.json").string()), (dir_ / "absent.json").string() + ": cannot open schedule file");
+  EXPECT_EQ(read_error((dir_ / "absent.json").string()),
+            (dir_ / "absent.json").string() + ": cannot open schedule file");
 }
 
 TEST_F(ScheduleFiles, DeadlockCarriesTheGrid) {

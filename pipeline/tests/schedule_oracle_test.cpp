@@ -63,8 +63,8 @@ TEST(OneFOneBOracle, EqualsDeepSpeedTrainScheduleExactly) {
       const Schedule s = generate_schedule("1f1b", p);
       for (int st = 0; st < P; ++st) {
         ASSERT_EQ(s.actions[static_cast<size_t>(st)], deepspeed_train_schedule(M, P, st))
-            << "P=" << P << " M=" << M << " stage " << st << "\n ours: "
-            << testing::list_text(s.actions[static_cast<size_t>(st)])
+            << "P=" << P << " M=" << M << " stage " << st
+            << "\n ours: " << testing::list_text(s.actions[static_cast<size_t>(st)])
             << "\n deepspeed: " << testing::list_text(deepspeed_train_schedule(M, P, st));
       }
     }
@@ -80,7 +80,8 @@ bool megatron_accepts(int pp, int num_microbatches) {
 }
 
 // Megatron-LM interleaved schedule of one rank, as compute actions.
-std::vector<Action> megatron_interleaved(int pp, int rank, int num_microbatches, int num_model_chunks) {
+std::vector<Action> megatron_interleaved(int pp, int rank, int num_microbatches,
+                                         int num_model_chunks) {
   const int group = pp;
   // get_schedule_table
   std::vector<std::pair<int, int>> table;  // (microbatch_id, model_chunk_id)
@@ -135,15 +136,16 @@ TEST(InterleavedOracle, EqualsMegatronLmExactlyAndRejectsWhatItRejects) {
         p.microbatches = M;
         p.chunks = V;
         if (!megatron_accepts(P, M)) {
-          EXPECT_THROW(generate_schedule("interleaved-1f1b", p), UsageError) << "P=" << P << " M=" << M;
+          EXPECT_THROW(generate_schedule("interleaved-1f1b", p), UsageError)
+              << "P=" << P << " M=" << M;
           continue;
         }
         const Schedule s = generate_schedule("interleaved-1f1b", p);
         for (int st = 0; st < P; ++st) {
           const auto ref = megatron_interleaved(P, st, M, V);
           ASSERT_EQ(s.actions[static_cast<size_t>(st)], ref)
-              << "P=" << P << " M=" << M << " V=" << V << " stage " << st << "\n ours: "
-              << testing::list_text(s.actions[static_cast<size_t>(st)], true)
+              << "P=" << P << " M=" << M << " V=" << V << " stage " << st
+              << "\n ours: " << testing::list_text(s.actions[static_cast<size_t>(st)], true)
               << "\n megatron: " << testing::list_text(ref, true);
         }
         ++compared;

@@ -44,17 +44,20 @@ TEST(ScheduleRegistry, ListsEveryScheduleOfDesignOnce) {
     EXPECT_EQ(s.splits_backward, s.name == "zb-h1" || s.name == "zb-h2") << s.name;
     EXPECT_EQ(s.uses_chunks, s.name == "interleaved-1f1b") << s.name;
     EXPECT_EQ(s.no_flush, s.name == "pipedream") << s.name;
-    EXPECT_EQ(s.uses_inflight, s.name == "async-1f1b" || s.name == "adaptive" || s.name == "hybrid") << s.name;
+    EXPECT_EQ(s.uses_inflight, s.name == "async-1f1b" || s.name == "adaptive" || s.name == "hybrid")
+        << s.name;
   }
-  const std::vector<std::string> expected = {"sync-1f1b", "async-1f1b", "1f1b",  "gpipe", "pipedream",
-                                             "hybrid",    "adaptive",   "interleaved-1f1b", "zb-h1", "zb-h2"};
+  const std::vector<std::string> expected = {
+      "sync-1f1b", "async-1f1b",       "1f1b",  "gpipe", "pipedream", "hybrid",
+      "adaptive",  "interleaved-1f1b", "zb-h1", "zb-h2"};
   EXPECT_EQ(names, expected);
 }
 
 TEST(ScheduleRegistry, UnknownNameListsValidNames) {
   const std::string e = usage_error("1f2b", params(4, 8));
   EXPECT_NE(e.find("unknown schedule '1f2b'"), std::string::npos) << e;
-  for (const ScheduleInfo& s : schedule_list()) EXPECT_NE(e.find(s.name), std::string::npos) << s.name;
+  for (const ScheduleInfo& s : schedule_list())
+    EXPECT_NE(e.find(s.name), std::string::npos) << s.name;
 }
 
 TEST(ScheduleParamsCheck, InvalidCombinationsNameTheFlag) {
@@ -81,15 +84,24 @@ TEST(ScheduleParamsCheck, InvalidCombinationsNameTheFlag) {
       {"hybrid", with([](ScheduleParams& p) { p.sync_warmup = -1; }), "--sync-warmup"},
       {"1f1b", with([](ScheduleParams& p) { p.batches = 2; }), "--batches"},
       {"pipedream", with([](ScheduleParams& p) { p.batches = 0; }), "--batches"},
-      {"interleaved-1f1b", with([](ScheduleParams& p) { p.microbatches = 6; p.chunks = 2; }), "--microbatches"},
-      {"1f1b", with([](ScheduleParams& p) { p.stages = 4096; p.microbatches = 1 << 20; }), "--microbatches"},
+      {"interleaved-1f1b", with([](ScheduleParams& p) {
+         p.microbatches = 6;
+         p.chunks = 2;
+       }),
+       "--microbatches"},
+      {"1f1b", with([](ScheduleParams& p) {
+         p.stages = 4096;
+         p.microbatches = 1 << 20;
+       }),
+       "--microbatches"},
   };
   for (const Case& c : cases) {
     const std::string e = usage_error(c.name, c.p);
     EXPECT_EQ(e.rfind(c.flag + ":", 0), 0u) << c.name << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  EXPECT_NE(usage_error("interleaved-1f1b", with([](ScheduleParams& p) { p.microbatches = 6; })).find("multiple"),
+  EXPECT_NE(usage_error("interleaved-1f1b", with([](ScheduleParams& p) { p.microbatches = 6; }))
+                .find("multiple"),
             std::string::npos);
 }
 
@@ -133,9 +145,11 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
             const int64_t per_mb = info.splits_backward ? 3 : 2;
             int64_t syncs = 0;
             for (const auto& list : s.actions) {
-              syncs += std::count_if(list.begin(), list.end(), [](const Action& a) { return a.kind == ActionKind::kSync; });
+              syncs += std::count_if(list.begin(), list.end(),
+                                     [](const Action& a) { return a.kind == ActionKind::kSync; });
             }
-            ASSERT_EQ(s.total_actions() - syncs, per_mb * P * p.chunks * M * p.batches) << info.name;
+            ASSERT_EQ(s.total_actions() - syncs, per_mb * P * p.chunks * M * p.batches)
+                << info.name;
           } catch (const UsageError& e) {
             ++rejected;
             ASSERT_FALSE(expect_ok) << info.name << " P=" << P << " M=" << M << ": " << e.what();
@@ -193,7 +207,8 @@ TEST(Async1f1b, InflightPEquals1f1bAndAdaptiveEqualsAsync) {
       EXPECT_EQ(generate_schedule("async-1f1b", p).actions, ref.actions);
       for (int n = 1; n <= P + 2; ++n) {
         p.inflight = n;
-        EXPECT_EQ(generate_schedule("adaptive", p).actions, generate_schedule("async-1f1b", p).actions);
+        EXPECT_EQ(generate_schedule("adaptive", p).actions,
+                  generate_schedule("async-1f1b", p).actions);
       }
     }
   }
@@ -310,7 +325,8 @@ TEST(Makespan, ZeroBubbleIdleFormulasHoldForOtherSizes) {
       const auto h2 = evaluate(generate_schedule("zb-h2", params(P, M)), unit);
       for (int s = 0; s < P; ++s) {
         const auto u = static_cast<size_t>(s);
-        EXPECT_EQ(h2.last_end[u] - h2.first_start[u], 3L * M) << "P=" << P << " M=" << M << " s=" << s;
+        EXPECT_EQ(h2.last_end[u] - h2.first_start[u], 3L * M)
+            << "P=" << P << " M=" << M << " s=" << s;
       }
     }
   }
@@ -319,15 +335,19 @@ TEST(Makespan, ZeroBubbleIdleFormulasHoldForOtherSizes) {
 TEST(Makespan, ZeroBubbleIdleFormulasWithUnequalCosts) {
   // zb-h1: every stage idles (P-1)(TF+TB-TW) over the step; zb-h2: stage 0
   // idles (P-1)(TF+TB-2TW) between its first and last action.
-  struct Costs { long tf, tb, tw; };
-  for (const Costs c : {Costs{1, 1, 1}, Costs{2, 2, 1}, Costs{3, 2, 1}, Costs{2, 3, 2}, Costs{1, 2, 1}}) {
+  struct Costs {
+    long tf, tb, tw;
+  };
+  for (const Costs c :
+       {Costs{1, 1, 1}, Costs{2, 2, 1}, Costs{3, 2, 1}, Costs{2, 3, 2}, Costs{1, 2, 1}}) {
     const testing::UnitCosts unit{c.tf, c.tb + c.tw, c.tb, c.tw};
     for (int P : {2, 4, 6}) {
       const int M = 2 * P;
       const long busy = M * (c.tf + c.tb + c.tw);
       const auto h1 = evaluate(generate_schedule("zb-h1", params(P, M)), unit);
       for (long b : h1.busy) EXPECT_EQ(b, busy);
-      for (long b : h1.busy) EXPECT_EQ(h1.makespan - b, (P - 1) * (c.tf + c.tb - c.tw)) << "P=" << P << " TF=" << c.tf;
+      for (long b : h1.busy)
+        EXPECT_EQ(h1.makespan - b, (P - 1) * (c.tf + c.tb - c.tw)) << "P=" << P << " TF=" << c.tf;
       const auto h2 = evaluate(generate_schedule("zb-h2", params(P, M)), unit);
       EXPECT_EQ(h2.last_end[0] - h2.first_start[0] - busy, (P - 1) * (c.tf + c.tb - 2 * c.tw))
           << "P=" << P << " TF=" << c.tf << " TB=" << c.tb << " TW=" << c.tw;

@@ -77,7 +77,8 @@ inline Timing evaluate(const Schedule& s, UnitCosts c = {}) {
             deps.emplace_back(1, v, a.microbatch);
             cost = c.w;
             break;
-          case ActionKind::kSync: break;
+          case ActionKind::kSync:
+            break;
         }
         long start = t[u];
         bool ready = true;
@@ -95,7 +96,8 @@ inline Timing evaluate(const Schedule& s, UnitCosts c = {}) {
         r.busy[u] += cost;
         r.last_end[u] = t[u];
         if (a.kind == ActionKind::kForward) done[{0, v, a.microbatch}] = t[u];
-        if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput) done[{1, v, a.microbatch}] = t[u];
+        if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput)
+          done[{1, v, a.microbatch}] = t[u];
         ++ptr[u];
         progress = true;
       }

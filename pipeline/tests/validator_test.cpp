@@ -25,7 +25,8 @@ TEST(Validator, AcceptsCorrectHandWrittenSchedules) {
   // Mixed: B on one stage, I and W on the other.
   EXPECT_TRUE(validate_schedule(from_text("s0: F0 B0\ns1: F0 I0 W0\n")).ok);
   // Chunks: v = c*P + s; stage 0 hosts v0 and v2, stage 1 hosts v1 and v3.
-  EXPECT_TRUE(validate_schedule(from_text("s0: F0.0 F0.1 B0.1 B0.0\ns1: F0.0 F0.1 B0.1 B0.0\n")).ok);
+  EXPECT_TRUE(
+      validate_schedule(from_text("s0: F0.0 F0.1 B0.1 B0.0\ns1: F0.0 F0.1 B0.1 B0.0\n")).ok);
 }
 
 TEST(Validator, NamesMissingDuplicateAndMisorderedActions) {
@@ -36,7 +37,8 @@ TEST(Validator, NamesMissingDuplicateAndMisorderedActions) {
   EXPECT_EQ(error_of("s0: F0 B0 I0 W0\ns1: F0 B0\n"),
             "stage 0: micro-batch 0 chunk 0 has both B and I (a backward is either B, or I and W)");
   EXPECT_EQ(error_of("s0: F0 I0\ns1: F0 B0\n"), "stage 0: I0 has no W0");
-  EXPECT_EQ(error_of("s0: F0 B0 W0\ns1: F0 B0\n"), "stage 0: W0 given with a full B0 (use B, or I and W)");
+  EXPECT_EQ(error_of("s0: F0 B0 W0\ns1: F0 B0\n"),
+            "stage 0: W0 given with a full B0 (use B, or I and W)");
   EXPECT_EQ(error_of("s0: B0 F0\ns1: F0 B0\n"), "stage 0: B0 comes before its F0");
   EXPECT_EQ(error_of("s0: F0 W0 I0\ns1: F0 B0\n"), "stage 0: W0 comes before its I0");
   EXPECT_EQ(error_of("s0: F0 | B0\ns1: F0 | B0 |\n"),
@@ -57,23 +59,28 @@ TEST(Validator, RangesAndShape) {
 TEST(Validator, DeadlocksNameStageActionAndReason) {
   // A forward waiting for an activation that comes after a backward it blocks.
   EXPECT_EQ(error_of("s0: F1 B1 F0 B0\ns1: F0 B0 F1 B1\n"),
-            "deadlock: stage 0 stuck at B1: waits for the input gradient of micro-batch 1 from stage 1 (B1), which is "
+            "deadlock: stage 0 stuck at B1: waits for the input gradient of micro-batch 1 from "
+            "stage 1 (B1), which is "
             "stuck at F0 before it");
   // A barrier that one stage reaches only after waiting for the others.
-  EXPECT_EQ(error_of("s0: | F0 B0\ns1: F0 | B0\n"),
-            "deadlock: stage 0 stuck at |: waits at barrier 1 of 1 for stage 1, which is stuck at F0");
+  EXPECT_EQ(
+      error_of("s0: | F0 B0\ns1: F0 | B0\n"),
+      "deadlock: stage 0 stuck at |: waits at barrier 1 of 1 for stage 1, which is stuck at F0");
   EXPECT_EQ(error_of("s0: F0 | B0\ns1: | F0 B0\ns2: | | F0 B0\n").substr(0, 10), "stage 2 ha");
   // Chunks: stage 0's chunk 1 forward needs stage 1's chunk 0 forward.
   EXPECT_EQ(error_of("s0: F0.0 F0.1 B0.1 B0.0\ns1: F0.1 F0.0 B0.1 B0.0\n"),
-            "deadlock: stage 0 stuck at F0.1: waits for the activation of micro-batch 0 from stage 1 (F0.0), which "
+            "deadlock: stage 0 stuck at F0.1: waits for the activation of micro-batch 0 from stage "
+            "1 (F0.0), which "
             "is stuck at F0.1 before it");
 }
 
 TEST(Validator, OneStageWithChunksWaitsForItself) {
   EXPECT_EQ(error_of("s0: F0.1 F0.0 B0.1 B0.0\n"),
-            "deadlock: stage 0 stuck at F0.1: waits for its own F0.0 (the previous chunk), which comes later in its list");
+            "deadlock: stage 0 stuck at F0.1: waits for its own F0.0 (the previous chunk), which "
+            "comes later in its list");
   EXPECT_EQ(error_of("s0: F0.0 F0.1 B0.0 B0.1\n"),
-            "deadlock: stage 0 stuck at B0.0: waits for its own B0.1 (the next chunk's gradient), which comes later in "
+            "deadlock: stage 0 stuck at B0.0: waits for its own B0.1 (the next chunk's gradient), "
+            "which comes later in "
             "its list");
 }
 
@@ -83,7 +90,9 @@ TEST(Validator, ThrowsScheduleErrorWithGrid) {
     validate_or_throw(s, "x.json");
     FAIL();
   } catch (const ScheduleError& e) {
-    EXPECT_STREQ(e.what(), "x.json: deadlock: stage 0 stuck at |: waits at barrier 1 of 1 for stage 2, which is stuck at F0");
+    EXPECT_STREQ(e.what(),
+                 "x.json: deadlock: stage 0 stuck at |: waits at barrier 1 of 1 for stage 2, which "
+                 "is stuck at F0");
     EXPECT_NE(e.grid().find(">s2"), std::string::npos) << e.grid();
     EXPECT_NE(e.grid().find("*F0"), std::string::npos) << e.grid();
     EXPECT_NE(e.grid().find("*|"), std::string::npos) << e.grid();
@@ -105,8 +114,8 @@ TEST(Validator, LargeInterleavedScheduleValidates) {
   EXPECT_TRUE(validate_schedule(s).ok);
   const double seconds = std::chrono::duration<double>(t1 - t0).count();
   ::testing::Test::RecordProperty("generate_validate_seconds", std::to_string(seconds));
-  std::cout << "interleaved-1f1b P=64 M=1024 V=4: " << s.total_actions() << " actions, generate+validate "
-            << seconds * 1e3 << " ms\n";
+  std::cout << "interleaved-1f1b P=64 M=1024 V=4: " << s.total_actions()
+            << " actions, generate+validate " << seconds * 1e3 << " ms\n";
 }
 
 }  // namespace

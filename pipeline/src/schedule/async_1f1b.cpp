@@ -12,7 +12,8 @@ Schedule generate_async_1f1b(const ScheduleParams& p) {
   for (int st = 0; st < p.stages; ++st) {
     auto& list = s.actions[static_cast<size_t>(st)];
     list.reserve(static_cast<size_t>(2 * p.microbatches));
-    append_one_f_one_b(list, 0, p.microbatches, async_warmup_forwards(p.stages, p.microbatches, n, st));
+    append_one_f_one_b(list, 0, p.microbatches,
+                       async_warmup_forwards(p.stages, p.microbatches, n, st));
   }
   return s;
 }

@@ -30,7 +30,8 @@ void append_one_f_one_b(std::vector<Action>& out, int first, int count, int warm
 int resolve_inflight(const ScheduleParams& p, std::string_view schedule) {
   if (p.inflight < 0) {
     throw UsageError("--inflight: " + std::string(schedule) +
-                     " needs at least 1 micro-batch in flight (0 means P), got " + std::to_string(p.inflight));
+                     " needs at least 1 micro-batch in flight (0 means P), got " +
+                     std::to_string(p.inflight));
   }
   return p.inflight == 0 ? p.stages : p.inflight;
 }

@@ -11,8 +11,8 @@ namespace ppb::schedule_detail {
 Schedule generate_hybrid(const ScheduleParams& p) {
   const int n = resolve_inflight(p, "hybrid");
   if (p.sync_warmup < 0 || p.sync_warmup > p.microbatches) {
-    throw UsageError("--sync-warmup: hybrid needs 0 <= K <= M (--microbatches " + std::to_string(p.microbatches) +
-                     "), got " + std::to_string(p.sync_warmup));
+    throw UsageError("--sync-warmup: hybrid needs 0 <= K <= M (--microbatches " +
+                     std::to_string(p.microbatches) + "), got " + std::to_string(p.sync_warmup));
   }
   const int k = p.sync_warmup;
   const int rest = p.microbatches - k;

@@ -29,11 +29,15 @@ std::vector<int> peak_count(const Schedule& s, Leaves leaves) {
 }  // namespace
 
 std::vector<int> peak_inflight(const Schedule& s) {
-  return peak_count(s, [](ActionKind k) { return k == ActionKind::kBackward || k == ActionKind::kBackwardWeight; });
+  return peak_count(s, [](ActionKind k) {
+    return k == ActionKind::kBackward || k == ActionKind::kBackwardWeight;
+  });
 }
 
 std::vector<int> peak_inflight_until_input_grad(const Schedule& s) {
-  return peak_count(s, [](ActionKind k) { return k == ActionKind::kBackward || k == ActionKind::kBackwardInput; });
+  return peak_count(s, [](ActionKind k) {
+    return k == ActionKind::kBackward || k == ActionKind::kBackwardInput;
+  });
 }
 
 }  // namespace ppb

@@ -27,8 +27,11 @@ Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
   const int M = p.microbatches;
   const int V = p.chunks;
   if (M % P != 0) {
-    throw UsageError("--microbatches: interleaved-1f1b runs micro-batches in groups of P (Megatron-LM), so M must be "
-                     "a multiple of --stages " + std::to_string(P) + "; got " + std::to_string(M));
+    throw UsageError(
+        "--microbatches: interleaved-1f1b runs micro-batches in groups of P (Megatron-LM), so M "
+        "must be "
+        "a multiple of --stages " +
+        std::to_string(P) + "; got " + std::to_string(M));
   }
   // Megatron's schedule table: (micro-batch, chunk) of the k-th forward.
   const int total = M * V;

@@ -51,21 +51,26 @@ constexpr int64_t kMaxActions = 50'000'000;
 void check_common(const Entry& e, const ScheduleParams& p) {
   const std::string& name = e.info.name;
   if (p.stages < 1) throw UsageError("--stages: expected >= 1, got " + std::to_string(p.stages));
-  if (p.microbatches < 1) throw UsageError("--microbatches: expected >= 1, got " + std::to_string(p.microbatches));
+  if (p.microbatches < 1)
+    throw UsageError("--microbatches: expected >= 1, got " + std::to_string(p.microbatches));
   if (p.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(p.chunks));
   if (p.batches < 1) throw UsageError("--batches: expected >= 1, got " + std::to_string(p.batches));
   if (p.chunks > 1 && !e.info.uses_chunks) {
-    throw UsageError("--chunks: " + name + " has no model chunks (only interleaved-1f1b does); expected 1, got " +
+    throw UsageError("--chunks: " + name +
+                     " has no model chunks (only interleaved-1f1b does); expected 1, got " +
                      std::to_string(p.chunks));
   }
   if (p.batches > 1 && !e.info.no_flush) {
-    throw UsageError("--batches: " + name + " flushes after every batch (only pipedream runs batches back to back); "
-                     "expected 1, got " + std::to_string(p.batches));
+    throw UsageError("--batches: " + name +
+                     " flushes after every batch (only pipedream runs batches back to back); "
+                     "expected 1, got " +
+                     std::to_string(p.batches));
   }
   const int64_t actions = int64_t{p.stages} * p.chunks * p.microbatches * p.batches * 4;
   if (actions > kMaxActions) {
-    throw UsageError("--microbatches: P x V x M x batches is too large to generate (" + std::to_string(actions) +
-                     " actions, limit " + std::to_string(kMaxActions) + ")");
+    throw UsageError("--microbatches: P x V x M x batches is too large to generate (" +
+                     std::to_string(actions) + " actions, limit " + std::to_string(kMaxActions) +
+                     ")");
   }
 }
 
@@ -88,7 +93,8 @@ Schedule generate_schedule(std::string_view name, const ScheduleParams& p) {
     validate_or_throw(s);
     return s;
   }
-  throw UsageError("unknown schedule '" + std::string(name) + "'; valid schedules: " + valid_names());
+  throw UsageError("unknown schedule '" + std::string(name) +
+                   "'; valid schedules: " + valid_names());
 }
 
 }  // namespace ppb

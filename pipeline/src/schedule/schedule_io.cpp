@@ -28,23 +28,33 @@ class Reader {
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
     throw UsageError(std::string(source_) + ": field '" + field + "': " + what);
   }
-  [[noreturn]] void fail(const std::string& what) const { throw UsageError(std::string(source_) + ": " + what); }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw UsageError(std::string(source_) + ": " + what);
+  }
 
   static const char* kind_name(const json::value& v) {
     switch (v.kind()) {
-      case json::kind::null: return "null";
-      case json::kind::bool_: return "a boolean";
+      case json::kind::null:
+        return "null";
+      case json::kind::bool_:
+        return "a boolean";
       case json::kind::int64:
-      case json::kind::uint64: return "an integer";
-      case json::kind::double_: return "a number";
-      case json::kind::string: return "a string";
-      case json::kind::array: return "an array";
-      case json::kind::object: return "an object";
+      case json::kind::uint64:
+        return "an integer";
+      case json::kind::double_:
+        return "a number";
+      case json::kind::string:
+        return "a string";
+      case json::kind::array:
+        return "an array";
+      case json::kind::object:
+        return "an object";
     }
     return "?";
   }
 
-  const json::value& required(const json::object& o, const std::string& key, const std::string& field) const {
+  const json::value& required(const json::object& o, const std::string& key,
+                              const std::string& field) const {
     const json::value* v = o.if_contains(key);
     if (v == nullptr) fail("missing field '" + field + "'");
     return *v;
@@ -55,12 +65,14 @@ class Reader {
     if (v.is_int64()) {
       x = v.get_int64();
     } else if (v.is_uint64()) {
-      x = v.get_uint64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v.get_uint64());
+      x = v.get_uint64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                            : static_cast<int64_t>(v.get_uint64());
     } else {
       fail(field, std::string("expected an integer, got ") + kind_name(v));
     }
     if (x < lo || x > hi) {
-      fail(field, std::to_string(x) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+      fail(field, std::to_string(x) + " is out of range " + std::to_string(lo) + ".." +
+                      std::to_string(hi));
     }
     return static_cast<int>(x);
   }
@@ -77,12 +89,18 @@ class Reader {
 constexpr int kMaxSize = 1 << 24;
 
 bool parse_kind(std::string_view op, ActionKind& kind) {
-  if (op == "F") kind = ActionKind::kForward;
-  else if (op == "B") kind = ActionKind::kBackward;
-  else if (op == "I") kind = ActionKind::kBackwardInput;
-  else if (op == "W") kind = ActionKind::kBackwardWeight;
-  else if (op == "SYNC") kind = ActionKind::kSync;
-  else return false;
+  if (op == "F")
+    kind = ActionKind::kForward;
+  else if (op == "B")
+    kind = ActionKind::kBackward;
+  else if (op == "I")
+    kind = ActionKind::kBackwardInput;
+  else if (op == "W")
+    kind = ActionKind::kBackwardWeight;
+  else if (op == "SYNC")
+    kind = ActionKind::kSync;
+  else
+    return false;
   return true;
 }
 
@@ -106,7 +124,8 @@ std::string schedule_to_json(const Schedule& s) {
       if (a.kind == ActionKind::kSync) {
         acts.push_back(json::object{{"op", "SYNC"}});
       } else {
-        acts.push_back(json::object{{"op", action_kind_name(a.kind)}, {"mb", a.microbatch}, {"chunk", a.chunk}});
+        acts.push_back(json::object{
+            {"op", action_kind_name(a.kind)}, {"mb", a.microbatch}, {"chunk", a.chunk}});
       }
     }
     stages.push_back(std::move(acts));
@@ -128,43 +147,53 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
   boost::system::error_code ec;
   json::value root = json::parse(text, ec);
   if (ec) r.fail("not valid JSON (" + ec.message() + ")");
-  if (!root.is_object()) r.fail(std::string("expected a JSON object at the top, got ") + Reader::kind_name(root));
+  if (!root.is_object())
+    r.fail(std::string("expected a JSON object at the top, got ") + Reader::kind_name(root));
   const json::object& o = root.get_object();
 
   const std::string schema = r.string(r.required(o, "schema", "schema"), "schema");
-  if (schema != kSchema) r.fail("schema", "expected \"" + std::string(kSchema) + "\", got \"" + schema + "\"");
+  if (schema != kSchema)
+    r.fail("schema", "expected \"" + std::string(kSchema) + "\", got \"" + schema + "\"");
   Schedule s;
   s.name = r.string(r.required(o, "name", "name"), "name");
   s.stages = r.integer(r.required(o, "stages", "stages"), "stages", 1, kMaxSize);
-  s.microbatches = r.integer(r.required(o, "microbatches", "microbatches"), "microbatches", 1, kMaxSize);
+  s.microbatches =
+      r.integer(r.required(o, "microbatches", "microbatches"), "microbatches", 1, kMaxSize);
   s.chunks = o.contains("chunks") ? r.integer(o.at("chunks"), "chunks", 1, kMaxSize) : 1;
   s.batches = o.contains("batches") ? r.integer(o.at("batches"), "batches", 1, kMaxSize) : 1;
-  if (int64_t{s.microbatches} * s.batches > kMaxSize) r.fail("batches", "microbatches x batches is too large");
+  if (int64_t{s.microbatches} * s.batches > kMaxSize)
+    r.fail("batches", "microbatches x batches is too large");
 
   const json::value& acts = r.required(o, "actions", "actions");
-  if (!acts.is_array()) r.fail("actions", std::string("expected an array of stage lists, got ") + Reader::kind_name(acts));
+  if (!acts.is_array())
+    r.fail("actions",
+           std::string("expected an array of stage lists, got ") + Reader::kind_name(acts));
   const json::array& stages = acts.get_array();
   if (stages.size() != static_cast<size_t>(s.stages)) {
-    r.fail("actions", "expected " + std::to_string(s.stages) + " stage lists (stages = " + std::to_string(s.stages) +
-                          "), got " + std::to_string(stages.size()));
+    r.fail("actions", "expected " + std::to_string(s.stages) + " stage lists (stages = " +
+                          std::to_string(s.stages) + "), got " + std::to_string(stages.size()));
   }
   const int total = s.total_microbatches();
   s.actions.resize(stages.size());
   for (size_t st = 0; st < stages.size(); ++st) {
     const std::string stage_field = "actions[" + std::to_string(st) + "]";
-    if (!stages[st].is_array()) r.fail(stage_field, std::string("expected an array of actions, got ") + Reader::kind_name(stages[st]));
+    if (!stages[st].is_array())
+      r.fail(stage_field,
+             std::string("expected an array of actions, got ") + Reader::kind_name(stages[st]));
     const json::array& list = stages[st].get_array();
     auto& out = s.actions[st];
     out.reserve(list.size());
     for (size_t k = 0; k < list.size(); ++k) {
       const std::string field = stage_field + "[" + std::to_string(k) + "]";
-      if (!list[k].is_object()) r.fail(field, std::string("expected an action object, got ") + Reader::kind_name(list[k]));
+      if (!list[k].is_object())
+        r.fail(field, std::string("expected an action object, got ") + Reader::kind_name(list[k]));
       const json::object& a = list[k].get_object();
       const json::value* op = a.if_contains("op");
       if (op == nullptr) r.fail("missing field '" + field + ".op'");
       ActionKind kind{};
       if (!op->is_string() || !parse_kind(std::string_view(op->get_string()), kind)) {
-        const std::string got = op->is_string() ? "\"" + std::string(op->get_string()) + "\"" : Reader::kind_name(*op);
+        const std::string got =
+            op->is_string() ? "\"" + std::string(op->get_string()) + "\"" : Reader::kind_name(*op);
         r.fail(field + ".op", "expected one of F,B,I,W,SYNC, got " + got);
       }
       if (kind == ActionKind::kSync) {
@@ -176,7 +205,8 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
       Action act;
       act.kind = kind;
       act.microbatch = r.integer(*mb, field + ".mb", 0, total - 1);
-      act.chunk = a.contains("chunk") ? r.integer(a.at("chunk"), field + ".chunk", 0, s.chunks - 1) : 0;
+      act.chunk =
+          a.contains("chunk") ? r.integer(a.at("chunk"), field + ".chunk", 0, s.chunks - 1) : 0;
       out.push_back(act);
     }
   }
@@ -195,9 +225,10 @@ Schedule read_schedule_file(const std::string& path) {
 }
 
 std::string schedule_to_text(const Schedule& s) {
-  std::string out = "# " + s.name + " stages=" + std::to_string(s.stages) + " microbatches=" +
-                    std::to_string(s.microbatches) + " chunks=" + std::to_string(s.chunks) + " batches=" +
-                    std::to_string(s.batches) + "\n";
+  std::string out = "# " + s.name + " stages=" + std::to_string(s.stages) +
+                    " microbatches=" + std::to_string(s.microbatches) +
+                    " chunks=" + std::to_string(s.chunks) +
+                    " batches=" + std::to_string(s.batches) + "\n";
   const bool with_chunk = s.chunks > 1;
   for (size_t st = 0; st < s.actions.size(); ++st) {
     out += "s" + std::to_string(st) + ":";
@@ -265,18 +296,25 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
         const std::string_view key = words[i].substr(0, eq);
         int value = 0;
         if (!parse_int(words[i].substr(eq + 1), value) || value < 1 || value > kMaxSize) {
-          fail(line_no, "header field '" + std::string(key) + "': expected a positive integer, got '" +
+          fail(line_no, "header field '" + std::string(key) +
+                            "': expected a positive integer, got '" +
                             std::string(words[i].substr(eq + 1)) + "'");
         }
-        if (key == "stages") s.stages = value;
-        else if (key == "microbatches") s.microbatches = value;
-        else if (key == "chunks") s.chunks = value;
-        else if (key == "batches") s.batches = value;
+        if (key == "stages")
+          s.stages = value;
+        else if (key == "microbatches")
+          s.microbatches = value;
+        else if (key == "chunks")
+          s.chunks = value;
+        else if (key == "batches")
+          s.batches = value;
       }
       continue;
     }
     const std::string expect = "s" + std::to_string(s.actions.size()) + ":";
-    if (words[0] != expect) fail(line_no, "expected the line to start with '" + expect + "', got '" + std::string(words[0]) + "'");
+    if (words[0] != expect)
+      fail(line_no,
+           "expected the line to start with '" + expect + "', got '" + std::string(words[0]) + "'");
     std::vector<Action> list;
     list.reserve(words.size() - 1);
     for (size_t i = 1; i < words.size(); ++i) {
@@ -287,7 +325,8 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
       }
       ActionKind kind{};
       if (!parse_kind(w.substr(0, 1), kind) || kind == ActionKind::kSync) {
-        fail(line_no, "action '" + std::string(w) + "': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
+        fail(line_no, "action '" + std::string(w) +
+                          "': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
       }
       w.remove_prefix(1);
       Action a;
@@ -295,7 +334,8 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
       const size_t dot = w.find('.');
       if (!parse_int(w.substr(0, dot), a.microbatch) ||
           (dot != std::string_view::npos && !parse_int(w.substr(dot + 1), a.chunk))) {
-        fail(line_no, "action '" + std::string(words[i]) + "': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
+        fail(line_no, "action '" + std::string(words[i]) +
+                          "': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
       }
       max_mb = std::max(max_mb, a.microbatch);
       max_chunk = std::max(max_chunk, a.chunk);
@@ -303,14 +343,15 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
     }
     s.actions.push_back(std::move(list));
   }
-  if (s.actions.empty()) throw UsageError(std::string(source) + ": no stage lines ('s0: F0 B0 ...')");
+  if (s.actions.empty())
+    throw UsageError(std::string(source) + ": no stage lines ('s0: F0 B0 ...')");
   if (!header) {
     s.stages = static_cast<int>(s.actions.size());
     s.microbatches = std::max(max_mb + 1, 1);
     s.chunks = max_chunk + 1;
   } else if (s.actions.size() != static_cast<size_t>(s.stages)) {
-    throw UsageError(std::string(source) + ": header says stages=" + std::to_string(s.stages) + " but there are " +
-                     std::to_string(s.actions.size()) + " stage lines");
+    throw UsageError(std::string(source) + ": header says stages=" + std::to_string(s.stages) +
+                     " but there are " + std::to_string(s.actions.size()) + " stage lines");
   }
   const int total = s.total_microbatches();
   for (size_t st = 0; st < s.actions.size(); ++st) {
@@ -318,8 +359,8 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
       if (a.kind == ActionKind::kSync) continue;
       if (a.microbatch >= total || a.chunk >= s.chunks) {
         throw UsageError(std::string(source) + ": stage " + std::to_string(st) + ": action " +
-                         action_to_text(a, true) + " out of range (microbatches x batches = " + std::to_string(total) +
-                         ", chunks = " + std::to_string(s.chunks) + ")");
+                         action_to_text(a, true) + " out of range (microbatches x batches = " +
+                         std::to_string(total) + ", chunks = " + std::to_string(s.chunks) + ")");
       }
     }
   }

@@ -33,9 +33,13 @@ struct Shape {
   int total;  // micro-batches over all batches
   bool show_chunk;
 
-  size_t cells() const { return static_cast<size_t>(stages) * static_cast<size_t>(chunks) * static_cast<size_t>(total); }
+  size_t cells() const {
+    return static_cast<size_t>(stages) * static_cast<size_t>(chunks) * static_cast<size_t>(total);
+  }
   int virtual_of(int stage, int chunk) const { return chunk * stages + stage; }
-  size_t cell(int v, int mb) const { return static_cast<size_t>(v) * static_cast<size_t>(total) + static_cast<size_t>(mb); }
+  size_t cell(int v, int mb) const {
+    return static_cast<size_t>(v) * static_cast<size_t>(total) + static_cast<size_t>(mb);
+  }
 };
 
 std::string text(const Action& a, const Shape& sh) { return action_to_text(a, sh.show_chunk); }
@@ -49,7 +53,8 @@ struct Positions {
 
 // Shape, range, duplicate, completeness and local-order checks. Returns an
 // error message, or empty when the lists are complete.
-std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std::vector<int>& syncs) {
+std::string check_static(const Schedule& s, const Shape& sh, Positions& pos,
+                         std::vector<int>& syncs) {
   const size_t n = sh.cells();
   pos.f.assign(n, -1);
   pos.bi.assign(n, -1);
@@ -60,16 +65,20 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std
     const auto& list = s.actions[static_cast<size_t>(st)];
     for (size_t k = 0; k < list.size(); ++k) {
       const Action& a = list[k];
-      auto where = [&] { return stage_name(st) + ", action " + std::to_string(k) + " (" + text(a, sh) + ")"; };
+      auto where = [&] {
+        return stage_name(st) + ", action " + std::to_string(k) + " (" + text(a, sh) + ")";
+      };
       if (a.kind == ActionKind::kSync) {
         ++syncs[static_cast<size_t>(st)];
         continue;
       }
       if (a.microbatch < 0 || a.microbatch >= sh.total) {
-        return where() + ": micro-batch " + std::to_string(a.microbatch) + " out of range 0.." + std::to_string(sh.total - 1);
+        return where() + ": micro-batch " + std::to_string(a.microbatch) + " out of range 0.." +
+               std::to_string(sh.total - 1);
       }
       if (a.chunk < 0 || a.chunk >= sh.chunks) {
-        return where() + ": chunk " + std::to_string(a.chunk) + " out of range 0.." + std::to_string(sh.chunks - 1);
+        return where() + ": chunk " + std::to_string(a.chunk) + " out of range 0.." +
+               std::to_string(sh.chunks - 1);
       }
       const size_t c = sh.cell(sh.virtual_of(st, a.chunk), a.microbatch);
       const auto at = static_cast<int32_t>(k);
@@ -82,8 +91,10 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std
         case ActionKind::kBackwardInput: {
           const bool input = a.kind == ActionKind::kBackwardInput;
           if (pos.bi[c] >= 0) {
-            if ((pos.bi_is_input[c] != 0) == input) return stage_name(st) + ": " + text(a, sh) + " appears twice";
-            return stage_name(st) + ": micro-batch " + std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk) +
+            if ((pos.bi_is_input[c] != 0) == input)
+              return stage_name(st) + ": " + text(a, sh) + " appears twice";
+            return stage_name(st) + ": micro-batch " + std::to_string(a.microbatch) + " chunk " +
+                   std::to_string(a.chunk) +
                    " has both B and I (a backward is either B, or I and W)";
           }
           pos.bi[c] = at;
@@ -94,7 +105,8 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std
           if (pos.w[c] >= 0) return stage_name(st) + ": " + text(a, sh) + " appears twice";
           pos.w[c] = at;
           break;
-        case ActionKind::kSync: break;
+        case ActionKind::kSync:
+          break;
       }
     }
   }
@@ -103,28 +115,36 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos, std
       for (int mb = 0; mb < sh.total; ++mb) {
         const size_t c = sh.cell(sh.virtual_of(st, ch), mb);
         auto who = [st] { return stage_name(st) + ": "; };
-        if (pos.f[c] < 0) return who() + text(F(mb, ch), sh) + " is missing (every micro-batch needs one F per chunk)";
+        if (pos.f[c] < 0)
+          return who() + text(F(mb, ch), sh) +
+                 " is missing (every micro-batch needs one F per chunk)";
         if (pos.bi[c] < 0) {
-          return who() + "micro-batch " + std::to_string(mb) + (sh.show_chunk ? " chunk " + std::to_string(ch) : "") +
-                 " has no backward (" + text(B(mb, ch), sh) + ", or " + text(I(mb, ch), sh) + " and " + text(W(mb, ch), sh) + ")";
+          return who() + "micro-batch " + std::to_string(mb) +
+                 (sh.show_chunk ? " chunk " + std::to_string(ch) : "") + " has no backward (" +
+                 text(B(mb, ch), sh) + ", or " + text(I(mb, ch), sh) + " and " +
+                 text(W(mb, ch), sh) + ")";
         }
         const bool split = pos.bi_is_input[c] != 0;
         if (!split && pos.w[c] >= 0) {
-          return who() + text(W(mb, ch), sh) + " given with a full " + text(B(mb, ch), sh) + " (use B, or I and W)";
+          return who() + text(W(mb, ch), sh) + " given with a full " + text(B(mb, ch), sh) +
+                 " (use B, or I and W)";
         }
-        if (split && pos.w[c] < 0) return who() + text(I(mb, ch), sh) + " has no " + text(W(mb, ch), sh);
+        if (split && pos.w[c] < 0)
+          return who() + text(I(mb, ch), sh) + " has no " + text(W(mb, ch), sh);
         if (pos.bi[c] < pos.f[c]) {
           const Action back = split ? I(mb, ch) : B(mb, ch);
           return who() + text(back, sh) + " comes before its " + text(F(mb, ch), sh);
         }
-        if (split && pos.w[c] < pos.bi[c]) return who() + text(W(mb, ch), sh) + " comes before its " + text(I(mb, ch), sh);
+        if (split && pos.w[c] < pos.bi[c])
+          return who() + text(W(mb, ch), sh) + " comes before its " + text(I(mb, ch), sh);
       }
     }
   }
   for (int st = 1; st < sh.stages; ++st) {
     if (syncs[static_cast<size_t>(st)] != syncs[0]) {
-      return stage_name(st) + " has " + std::to_string(syncs[static_cast<size_t>(st)]) + " SYNC barriers, stage 0 has " +
-             std::to_string(syncs[0]) + " (every stage must reach every barrier)";
+      return stage_name(st) + " has " + std::to_string(syncs[static_cast<size_t>(st)]) +
+             " SYNC barriers, stage 0 has " + std::to_string(syncs[0]) +
+             " (every stage must reach every barrier)";
     }
   }
   return {};
@@ -138,14 +158,16 @@ std::string stuck_grid(const Schedule& s, const Shape& sh, const std::vector<siz
   for (int st = 0; st < sh.stages; ++st) {
     const auto& list = s.actions[static_cast<size_t>(st)];
     longest = std::max(longest, list.size());
-    if (ptr[static_cast<size_t>(st)] < list.size()) first = std::min(first, ptr[static_cast<size_t>(st)]);
+    if (ptr[static_cast<size_t>(st)] < list.size())
+      first = std::min(first, ptr[static_cast<size_t>(st)]);
   }
   constexpr size_t kColumns = 24;
   const size_t begin = first > 6 ? first - 6 : 0;
   const size_t end = std::min(longest, begin + kColumns);
   size_t width = 4;
   for (const auto& list : s.actions) {
-    for (size_t k = begin; k < std::min(end, list.size()); ++k) width = std::max(width, text(list[k], sh).size() + 2);
+    for (size_t k = begin; k < std::min(end, list.size()); ++k)
+      width = std::max(width, text(list[k], sh).size() + 2);
   }
   auto pad = [width](std::string cell) {
     while (cell.size() < width) cell.insert(cell.begin(), ' ');
@@ -164,7 +186,8 @@ std::string stuck_grid(const Schedule& s, const Shape& sh, const std::vector<siz
     ++rows;
     std::string row = (stuck ? ">s" : " s") + std::to_string(st);
     row.resize(8, ' ');
-    for (size_t k = begin; k < end && k < list.size(); ++k) row += pad((k == p ? "*" : "") + text(list[k], sh));
+    for (size_t k = begin; k < end && k < list.size(); ++k)
+      row += pad((k == p ? "*" : "") + text(list[k], sh));
     if (!stuck) row += "  (done)";
     grid += row + '\n';
   }
@@ -177,13 +200,13 @@ std::string stuck_grid(const Schedule& s, const Shape& sh, const std::vector<siz
 
 ValidationResult validate_schedule(const Schedule& s) {
   if (s.stages < 1 || s.microbatches < 1 || s.chunks < 1 || s.batches < 1) {
-    return failure("schedule sizes must be >= 1: stages=" + std::to_string(s.stages) + " microbatches=" +
-                   std::to_string(s.microbatches) + " chunks=" + std::to_string(s.chunks) + " batches=" +
-                   std::to_string(s.batches));
+    return failure("schedule sizes must be >= 1: stages=" + std::to_string(s.stages) +
+                   " microbatches=" + std::to_string(s.microbatches) +
+                   " chunks=" + std::to_string(s.chunks) + " batches=" + std::to_string(s.batches));
   }
   if (s.actions.size() != static_cast<size_t>(s.stages)) {
-    return failure("schedule has " + std::to_string(s.actions.size()) + " stage lists, expected stages = " +
-                   std::to_string(s.stages));
+    return failure("schedule has " + std::to_string(s.actions.size()) +
+                   " stage lists, expected stages = " + std::to_string(s.stages));
   }
   const Shape sh{s.stages, s.chunks, s.total_microbatches(), s.chunks > 1};
   const int vp = s.stages * s.chunks;
@@ -195,7 +218,7 @@ ValidationResult validate_schedule(const Schedule& s) {
   const size_t n = sh.cells();
   const auto P = static_cast<size_t>(s.stages);
   std::vector<uint8_t> f_done(n, 0), g_done(n, 0);  // g: B or I done (gradient sent)
-  std::vector<int32_t> head(2 * n, -1);              // wait lists: [0, n) F keys, [n, 2n) gradient keys
+  std::vector<int32_t> head(2 * n, -1);  // wait lists: [0, n) F keys, [n, 2n) gradient keys
   const auto n_sync = static_cast<size_t>(syncs[0]);
   std::vector<int32_t> sync_head(n_sync, -1);
   std::vector<int> arrived(n_sync, 0);
@@ -292,17 +315,21 @@ ValidationResult validate_schedule(const Schedule& s) {
   // Name the first stuck stage, what it waits for, and where the provider is stuck.
   const auto u = static_cast<size_t>(stuck);
   const Action& a = s.actions[u][ptr[u]];
-  auto at_of = [&](int st) { return text(s.actions[static_cast<size_t>(st)][ptr[static_cast<size_t>(st)]], sh); };
+  auto at_of = [&](int st) {
+    return text(s.actions[static_cast<size_t>(st)][ptr[static_cast<size_t>(st)]], sh);
+  };
   std::string why;
   switch (a.kind) {
     case ActionKind::kForward: {
       const int v = sh.virtual_of(stuck, a.chunk) - 1;
       const int ps = v % s.stages;
       const Action need = F(a.microbatch, v / s.stages);
-      why = ps == stuck ? "waits for its own " + text(need, sh) + " (the previous chunk), which comes later in its list"
-                        : "waits for the activation of micro-batch " + std::to_string(a.microbatch) + " from stage " +
-                              std::to_string(ps) + " (" + text(need, sh) + "), which is stuck at " + at_of(ps) +
-                              " before it";
+      why = ps == stuck
+                ? "waits for its own " + text(need, sh) +
+                      " (the previous chunk), which comes later in its list"
+                : "waits for the activation of micro-batch " + std::to_string(a.microbatch) +
+                      " from stage " + std::to_string(ps) + " (" + text(need, sh) +
+                      "), which is stuck at " + at_of(ps) + " before it";
       break;
     }
     case ActionKind::kBackward:
@@ -310,11 +337,14 @@ ValidationResult validate_schedule(const Schedule& s) {
       const int v = sh.virtual_of(stuck, a.chunk) + 1;
       const int ps = v % s.stages;
       const size_t c = sh.cell(v, a.microbatch);
-      const Action need = pos.bi_is_input[c] ? I(a.microbatch, v / s.stages) : B(a.microbatch, v / s.stages);
-      why = ps == stuck ? "waits for its own " + text(need, sh) + " (the next chunk's gradient), which comes later in its list"
-                        : "waits for the input gradient of micro-batch " + std::to_string(a.microbatch) + " from stage " +
-                              std::to_string(ps) + " (" + text(need, sh) + "), which is stuck at " + at_of(ps) +
-                              " before it";
+      const Action need =
+          pos.bi_is_input[c] ? I(a.microbatch, v / s.stages) : B(a.microbatch, v / s.stages);
+      why = ps == stuck
+                ? "waits for its own " + text(need, sh) +
+                      " (the next chunk's gradient), which comes later in its list"
+                : "waits for the input gradient of micro-batch " + std::to_string(a.microbatch) +
+                      " from stage " + std::to_string(ps) + " (" + text(need, sh) +
+                      "), which is stuck at " + at_of(ps) + " before it";
       break;
     }
     case ActionKind::kBackwardWeight:
@@ -327,13 +357,15 @@ ValidationResult validate_schedule(const Schedule& s) {
       for (size_t st = 0; st < P && absent < 0; ++st) {
         if (arrived_at[st] != k) absent = static_cast<int>(st);
       }
-      why = "waits at barrier " + std::to_string(k + 1) + " of " + std::to_string(n_sync) + " for stage " +
-            std::to_string(absent) + ", which is stuck at " + (absent >= 0 ? at_of(absent) : std::string("?"));
+      why = "waits at barrier " + std::to_string(k + 1) + " of " + std::to_string(n_sync) +
+            " for stage " + std::to_string(absent) + ", which is stuck at " +
+            (absent >= 0 ? at_of(absent) : std::string("?"));
       break;
     }
   }
-  return failure("deadlock: stage " + std::to_string(stuck) + " stuck at " + text(a, sh) + ": " + why,
-                 stuck_grid(s, sh, ptr));
+  return failure(
+      "deadlock: stage " + std::to_string(stuck) + " stuck at " + text(a, sh) + ": " + why,
+      stuck_grid(s, sh, ptr));
 }
 
 void validate_or_throw(const Schedule& s, const std::string& source) {

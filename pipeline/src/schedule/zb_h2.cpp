@@ -31,7 +31,8 @@ Schedule generate_zb_h2(const ScheduleParams& p) {
   auto at = [M](std::vector<int>& v, int s, int mb) -> int& {
     return v[static_cast<size_t>(s) * static_cast<size_t>(M) + static_cast<size_t>(mb)];
   };
-  std::vector<int> nf(static_cast<size_t>(P), 0), ni(static_cast<size_t>(P), 0), nw(static_cast<size_t>(P), 0);
+  std::vector<int> nf(static_cast<size_t>(P), 0), ni(static_cast<size_t>(P), 0),
+      nw(static_cast<size_t>(P), 0);
   Schedule s = make_schedule("zb-h2", p);
   for (auto& list : s.actions) list.reserve(static_cast<size_t>(3 * M));
   int finished = 0;  // stages with all W done
@@ -40,7 +41,10 @@ Schedule generate_zb_h2(const ScheduleParams& p) {
     // always advance), so 3M work units per stage end within 3M + 2P steps.
     PPB_CHECK(t <= 3 * M + 2 * P + 2, "zb-h2 construction made no progress");
     // Decide every stage's action for step t from the state at t, then apply.
-    struct Step { int stage; Action action; };
+    struct Step {
+      int stage;
+      Action action;
+    };
     std::vector<Step> steps;
     steps.reserve(static_cast<size_t>(P));
     for (int st = 0; st < P; ++st) {
@@ -61,13 +65,18 @@ Schedule generate_zb_h2(const ScheduleParams& p) {
       const size_t u = static_cast<size_t>(step.stage);
       s.actions[u].push_back(step.action);
       switch (step.action.kind) {
-        case ActionKind::kForward: at(f_done, step.stage, nf[u]++) = t + 1; break;
-        case ActionKind::kBackwardInput: at(i_done, step.stage, ni[u]++) = t + 1; break;
+        case ActionKind::kForward:
+          at(f_done, step.stage, nf[u]++) = t + 1;
+          break;
+        case ActionKind::kBackwardInput:
+          at(i_done, step.stage, ni[u]++) = t + 1;
+          break;
         case ActionKind::kBackwardWeight:
           if (++nw[u] == M) ++finished;
           break;
         case ActionKind::kBackward:
-        case ActionKind::kSync: break;
+        case ActionKind::kSync:
+          break;
       }
     }
   }

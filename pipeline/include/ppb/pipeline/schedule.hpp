@@ -27,9 +27,9 @@ struct ScheduleParams {
   int stages = 1;        ///< P, >= 1
   int microbatches = 1;  ///< M per batch, >= 1
   int chunks = 1;        ///< V, model chunks per stage (interleaved-1f1b)
-  int inflight = 0;      ///< async-1f1b/adaptive/hybrid: max micro-batches in flight on a stage; 0 = P
-  int sync_warmup = 1;   ///< hybrid: the first K micro-batches run synchronously, 0 <= K <= M
-  int batches = 1;       ///< pipedream: batches run back to back without a flush
+  int inflight = 0;  ///< async-1f1b/adaptive/hybrid: max micro-batches in flight on a stage; 0 = P
+  int sync_warmup = 1;  ///< hybrid: the first K micro-batches run synchronously, 0 <= K <= M
+  int batches = 1;      ///< pipedream: batches run back to back without a flush
 };
 
 /// One registered schedule, for `pipebench list` and for callers that need to
