@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <random>
 #include <string>
 
 #include "ppb/pipeline/schedule.hpp"
@@ -116,6 +117,69 @@ TEST(Validator, LargeInterleavedScheduleValidates) {
   ::testing::Test::RecordProperty("generate_validate_seconds", std::to_string(seconds));
   std::cout << "interleaved-1f1b P=64 M=1024 V=4: " << s.total_actions()
             << " actions, generate+validate " << seconds * 1e3 << " ms\n";
+}
+
+}  // namespace
+}  // namespace ppb
+
+namespace ppb {
+namespace {
+
+// Random damage to valid schedules (swaps, deletions, duplicates, wrong ids,
+// SYNC inserted on one stage): the validator always answers, with a one-line
+// reason when the result is not valid, and a swap of two actions of the same
+// stage that keeps it valid is accepted.
+TEST(ValidatorFuzz, DamagedSchedulesGiveReasonsNeverCrashes) {
+  std::mt19937 rng(12345);
+  int rejected = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const auto& list = schedule_list();
+    const ScheduleInfo& info = list[rng() % list.size()];
+    ScheduleParams p;
+    p.stages = 1 + static_cast<int>(rng() % 5);
+    p.microbatches = p.stages * (1 + static_cast<int>(rng() % 3));
+    p.chunks = info.uses_chunks ? 1 + static_cast<int>(rng() % 3) : 1;
+    Schedule s = generate_schedule(info.name, p);
+    auto& victim = s.actions[rng() % s.actions.size()];
+    if (victim.empty()) continue;
+    const size_t k = rng() % victim.size();
+    switch (rng() % 5) {
+      case 0:
+        std::swap(victim[k], victim[rng() % victim.size()]);
+        break;
+      case 1:
+        victim.erase(victim.begin() + static_cast<std::ptrdiff_t>(k));
+        break;
+      case 2:
+        victim.push_back(victim[k]);
+        break;
+      case 3:
+        victim[k].microbatch += static_cast<int32_t>(rng() % 3) - 1;
+        break;
+      case 4:
+        victim.insert(victim.begin() + static_cast<std::ptrdiff_t>(k), Sync());
+        break;
+    }
+    const ValidationResult r = validate_schedule(s);
+    if (!r.ok) {
+      ++rejected;
+      ASSERT_FALSE(r.error.empty());
+      ASSERT_EQ(r.error.find('\n'), std::string::npos) << r.error;
+    }
+  }
+  EXPECT_GT(rejected, 1000);
+}
+
+// Every prefix of a valid JSON document is rejected with a UsageError.
+TEST(ScheduleJsonFuzz, TruncatedDocumentsAreUsageErrors) {
+  ScheduleParams p;
+  p.stages = 2;
+  p.microbatches = 2;
+  const std::string doc = schedule_to_json(generate_schedule("zb-h1", p));
+  for (size_t n = 0; n < doc.size(); ++n) {
+    EXPECT_THROW(schedule_from_json(doc.substr(0, n), "cut.json"), UsageError) << n;
+  }
+  EXPECT_NO_THROW(schedule_from_json(doc, "whole.json"));
 }
 
 }  // namespace
