@@ -1,10 +1,10 @@
 # Tests of the list/schedule/simulate commands: real runs of the binary.
-set(PPB_EXPECT ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)
+set(PPB_EXPECT ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_usage_error.sh)
 
 # ppb_expect_usage_error(name regex args...): `pipebench args...` exits 2
 # with one line on stderr that matches regex.
 function(ppb_expect_usage_error name regex)
-  add_test(NAME cli.${name} COMMAND ${PPB_EXPECT} 2 "${regex}" $<TARGET_FILE:pipebench> ${ARGN})
+  add_test(NAME cli.${name} COMMAND ${PPB_EXPECT} "${regex}" $<TARGET_FILE:pipebench> ${ARGN})
   set_tests_properties(cli.${name} PROPERTIES LABELS unit TIMEOUT 30)
 endfunction()
 

@@ -1,0 +1,72 @@
+# Tests of `pipebench run` (included from bench/command.cmake after the
+# pipebench target exists). Multi-rank cases run the real command under
+# mpirun and then read back the result files it wrote.
+ppb_add_gtest(run_metrics_test SOURCES tests/run_metrics_test.cpp LIBS ppb::run)
+
+add_executable(run_results_check tests/run_results_check.cpp)
+target_link_libraries(run_results_check PRIVATE ppb::result ppb::warnings)
+
+set(PPB_RUN_OUT ${CMAKE_CURRENT_BINARY_DIR}/run-tests)
+set(PPB_RUN_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
+set(PPB_FLUSH_SCHEDULES "sync-1f1b,async-1f1b,1f1b,gpipe,hybrid,adaptive,interleaved-1f1b,zb-h1,zb-h2")
+
+# --check on the cpu backend: every flush schedule x every partition on 2 and
+# 4 ranks (gpt-tiny, M=4), plus pipedream's weight-stashing check. The
+# command exits 1 when a check fails; the checker then asserts every result
+# file is ok with a passing check (9 schedules x 3 partitions + pipedream x 3).
+foreach(ranks 2 4)
+  set(dir ${PPB_RUN_OUT}/check-p${ranks})
+  ppb_add_mpi_test(run_check_p${ranks} RANKS ${ranks}
+    COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all
+            --microbatches 4 --check -n 1 -w 0 --out ${dir}
+    LABELS mpi TIMEOUT 240)
+  set_tests_properties(run_check_p${ranks} PROPERTIES FIXTURES_SETUP run_check_p${ranks}_files)
+  add_test(NAME run_check_p${ranks}_results COMMAND run_results_check check ${dir} 30)
+  set_tests_properties(run_check_p${ranks}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED run_check_p${ranks}_files)
+endforeach()
+
+# Timed backend against the simulator: 4 ranks with M=8 and 8 ranks with
+# M=16; measured bubble ratio within 0.02 of the simulator's fed with the
+# measured action times, step time within 5%; activation peaks per stage
+# equal the simulator's (in-flight x unit bytes), sync-1f1b < 1f1b < gpipe.
+# RUN_SERIAL: sleeps are only as exact as the machine is quiet.
+set(PPB_TIMED_MODEL "gpt:layers=16,hidden=256,heads=4,seq=128,vocab=1000,mbs=2")
+foreach(case "4;8" "8;16")
+  list(GET case 0 ranks)
+  list(GET case 1 m)
+  set(dir ${PPB_RUN_OUT}/timed-p${ranks})
+  ppb_add_mpi_test(run_timed_p${ranks} RANKS ${ranks}
+    COMMAND $<TARGET_FILE:pipebench> run --backend timed --model ${PPB_TIMED_MODEL}
+            --schedule gpipe,1f1b,sync-1f1b,interleaved-1f1b --partition layer --microbatches ${m}
+            -n 5 -w 1 --trace --out ${dir}
+    LABELS mpi TIMEOUT 240)
+  set_tests_properties(run_timed_p${ranks} PROPERTIES FIXTURES_SETUP run_timed_p${ranks}_files RUN_SERIAL TRUE)
+  add_test(NAME run_timed_p${ranks}_bubble COMMAND run_results_check bubble ${dir} 0.02 0.05)
+  add_test(NAME run_timed_p${ranks}_memory COMMAND run_results_check memory ${dir})
+  set_tests_properties(run_timed_p${ranks}_bubble run_timed_p${ranks}_memory PROPERTIES
+    LABELS mpi FIXTURES_REQUIRED run_timed_p${ranks}_files)
+endforeach()
+
+# Failure behaviour (issue 3, item 7): exit code, message, within seconds.
+set(expect ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)
+set(mpirun ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
+function(ppb_run_failure name code regex)
+  add_test(NAME ${name} COMMAND ${expect} ${code} 30 "${regex}" -- ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 40 ENVIRONMENT "${PPB_RUN_ENV}")
+endfunction()
+ppb_run_failure(run_fail_stages_mismatch 2 "^pipebench: --stages 4 does not match the 3 MPI ranks"
+  ${mpirun} 3 $<TARGET_FILE:pipebench> run --stages 4 --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_too_many_ranks 2 "--partition layer cannot place 3 stages"
+  ${mpirun} 3 $<TARGET_FILE:pipebench> run --partition layer --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1
+  --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_unknown_schedule 2 "^pipebench: --schedule: unknown schedule 'nope'"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --schedule 1f1b,nope --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_bad_microbatches 2 "--microbatches: expected positive integers"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --microbatches 4,0 --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_unknown_flag 2 "unknown flag --no-such-flag"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --no-such-flag 3 --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_check_timed 2 "--check: compares real gradients"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --check --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_timeout 1 "rank 1: step 0 stuck for .* in F0"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b --partition layer --microbatches 2
+  -n 1 -w 0 -T 2 --debug-stall-rank 1 --out ${PPB_RUN_OUT}/fail-timeout)
