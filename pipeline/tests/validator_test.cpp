@@ -33,10 +33,12 @@ TEST(Validator, AcceptsCorrectHandWrittenSchedules) {
 TEST(Validator, NamesMissingDuplicateAndMisorderedActions) {
   EXPECT_EQ(error_of("s0: F0 F1 B0 B1\ns1: F0 B0 B1\n"),
             "stage 1: F1 is missing (every micro-batch needs one F per chunk)");
+  EXPECT_EQ(error_of("s0: F0 F1 B0 B1\ns1: F0 B0 B1 B1\n"), "stage 1: B1 appears twice");
+
   EXPECT_EQ(error_of("s0: F0 F0 B0\ns1: F0 B0\n"), "stage 0: F0 appears twice");
   EXPECT_EQ(error_of("s0: F0 B0 B0\ns1: F0 B0\n"), "stage 0: B0 appears twice");
   EXPECT_EQ(error_of("s0: F0 B0 I0 W0\ns1: F0 B0\n"),
-            "stage 0: micro-batch 0 chunk 0 has both B and I (a backward is either B, or I and W)");
+            "stage 0: micro-batch 0 has both B and I (a backward is either B, or I and W)");
   EXPECT_EQ(error_of("s0: F0 I0\ns1: F0 B0\n"), "stage 0: I0 has no W0");
   EXPECT_EQ(error_of("s0: F0 B0 W0\ns1: F0 B0\n"),
             "stage 0: W0 given with a full B0 (use B, or I and W)");
@@ -44,6 +46,13 @@ TEST(Validator, NamesMissingDuplicateAndMisorderedActions) {
   EXPECT_EQ(error_of("s0: F0 W0 I0\ns1: F0 B0\n"), "stage 0: W0 comes before its I0");
   EXPECT_EQ(error_of("s0: F0 | B0\ns1: F0 | B0 |\n"),
             "stage 1 has 2 SYNC barriers, stage 0 has 1 (every stage must reach every barrier)");
+}
+
+TEST(Validator, HugeDeclaredSizesAreRejectedBeforeAllocating) {
+  Schedule s = from_text("s0: F0 B0\n");
+  s.microbatches = 1 << 24;
+  s.chunks = 1 << 24;
+  EXPECT_EQ(validate_schedule(s).error.rfind("stage 0 has 2 actions, fewer than the", 0), 0u);
 }
 
 TEST(Validator, RangesAndShape) {

@@ -93,8 +93,8 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos,
           if (pos.bi[c] >= 0) {
             if ((pos.bi_is_input[c] != 0) == input)
               return stage_name(st) + ": " + text(a, sh) + " appears twice";
-            return stage_name(st) + ": micro-batch " + std::to_string(a.microbatch) + " chunk " +
-                   std::to_string(a.chunk) +
+            return stage_name(st) + ": micro-batch " + std::to_string(a.microbatch) +
+                   (sh.show_chunk ? " chunk " + std::to_string(a.chunk) : std::string()) +
                    " has both B and I (a backward is either B, or I and W)";
           }
           pos.bi[c] = at;
@@ -207,6 +207,31 @@ ValidationResult validate_schedule(const Schedule& s) {
   if (s.actions.size() != static_cast<size_t>(s.stages)) {
     return failure("schedule has " + std::to_string(s.actions.size()) +
                    " stage lists, expected stages = " + std::to_string(s.stages));
+  }
+  // Every stage needs an F and a backward per (micro-batch, chunk). When the
+  // declared sizes need far more actions than the lists hold (a file may
+  // declare huge P, M or V), say so before allocating the dry run's tables,
+  // which are sized P x V x M x batches; otherwise the precise checks below
+  // name the first missing action.
+  const int64_t pairs = int64_t{s.chunks} * s.microbatches * s.batches;
+  int64_t work_total = 0;
+  for (const auto& list : s.actions) {
+    work_total += std::count_if(list.begin(), list.end(),
+                                [](const Action& a) { return a.kind != ActionKind::kSync; });
+  }
+  if (pairs * s.stages > work_total + 4096) {
+    for (size_t st = 0; st < s.actions.size(); ++st) {
+      const auto& list = s.actions[st];
+      const auto work = static_cast<int64_t>(std::count_if(
+          list.begin(), list.end(), [](const Action& a) { return a.kind != ActionKind::kSync; }));
+      if (work < 2 * pairs) {
+        return failure(
+            "stage " + std::to_string(st) + " has " + std::to_string(work) +
+            " actions, fewer than the " + std::to_string(2 * pairs) +
+            " it needs (an F and a backward for each of chunks x microbatches x batches = " +
+            std::to_string(pairs) + ")");
+      }
+    }
   }
   const Shape sh{s.stages, s.chunks, s.total_microbatches(), s.chunks > 1};
   const int vp = s.stages * s.chunks;
