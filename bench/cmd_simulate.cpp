@@ -88,7 +88,11 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r, 
   }
   std::printf("step time        %.6g\n", r.step_time);
   std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n", r.bubble_ratio);
-  std::printf("bubble overhead  %.4f   (idle / busy, Megatron-LM's normalisation)\n\n", r.bubble_overhead);
+  std::printf("bubble overhead  %.4f   (idle / busy, Megatron-LM's normalisation)\n", r.bubble_overhead);
+  std::printf("stage span       %.6g   (longest first-start to last-end of one stage: the step time when\n"
+              "                            steps overlap, as the Zero Bubble paper counts)\n", r.stage_span);
+  if (s.batches > 1) std::printf("time per batch   %.6g   (steady state, no flush)\n", r.time_per_batch());
+  std::printf("\n");
   std::printf("stage %12s %12s %9s %s\n", "busy", "idle", "in-flight", costs.has_bytes ? "peak activations" : "");
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const SimStage& st = r.stages[i];
@@ -110,7 +114,10 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r, 
   }
   boost::json::array stages;
   for (const SimStage& st : r.stages) {
-    boost::json::object o{{"busy", st.busy}, {"idle", st.idle}, {"peak_inflight", st.peak_inflight}};
+    boost::json::object o{{"busy", st.busy},
+                          {"idle", st.idle},
+                          {"span", st.span()},
+                          {"peak_inflight", st.peak_inflight}};
     if (costs.has_bytes) o["peak_activation_bytes"] = st.peak_activation_bytes;
     stages.push_back(std::move(o));
   }
@@ -119,6 +126,8 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r, 
                           {"step_time", r.step_time},
                           {"bubble_ratio", r.bubble_ratio},
                           {"bubble_overhead", r.bubble_overhead},
+                          {"stage_span", r.stage_span},
+                          {"time_per_batch", r.time_per_batch()},
                           {"stages", std::move(stages)}};
   std::printf("%s\n", boost::json::serialize(out).c_str());
 }

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "cli.hpp"
+#include "ppb/pipeline/validator.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/log.hpp"
 
@@ -43,6 +44,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Bad flags: one line, exit 2 (CLI11's own codes are for its tests, not ours).
     std::fprintf(stderr, "%s%s (see pipebench --help)\n", ppb::log::prefix().c_str(), e.what());
+    return ppb::kUsageExitCode;
+  } catch (const ppb::ScheduleError& e) {
+    // The one-line error goes to stderr; the picture of where each stage
+    // stuck (PyTorch pipelining's "not progressing" grid) to stdout.
+    if (!e.grid().empty()) std::printf("where each stage stuck (> = the action it waits in):\n%s", e.grid().c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::UsageError& e) {
     std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
