@@ -320,7 +320,8 @@ CheckOutcome check_inflight(const ClaimCheck& c, const Entries& all) {
       const bool h = c.relation == "eq" ? std::fabs(got - *want) < 0.05
                                         : (c.relation == "ge" ? got >= *want - 0.05 : got <= *want + 0.05);
       holds = holds && h;
-      text += (text.empty() ? "" : " ") + format_number(got);
+      text += (text.empty() ? "" : " ") + (std::fabs(got - std::round(got)) < 1e-9 ? std::to_string(std::lround(got))
+                                                                                    : format_fixed(got, 2));
     }
     ++total;
     const std::string line = e->label + ": [" + text + "]";

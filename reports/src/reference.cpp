@@ -1,5 +1,6 @@
 #include "ppb/reports/reference.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -187,7 +188,8 @@ ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string&
       need(!c.why.empty(), "why", "missing");
       break;
   }
-  if (c.tolerance < 0) r.fail(path + ".tolerance", "expected >= 0");
+  // A negative margin is meaningful only for an order ("not above": -0.001).
+  if (c.tolerance < 0 && c.kind != CheckKind::kOrder) r.fail(path + ".tolerance", "expected >= 0");
   return c;
 }
 

@@ -58,7 +58,7 @@ void choose(GroupView& g, int64_t extra_budget) {
     if (e->result.config.memory_budget > 0) budgets.insert(e->result.config.memory_budget);
   }
   if (extra_budget > 0) budgets.insert(extra_budget);
-  if (budgets.empty()) budgets.insert(0);
+  budgets.insert(0);  // the fastest overall, whatever its memory
   for (int64_t budget : budgets) {
     BudgetChoice c;
     c.budget = budget;
@@ -213,7 +213,9 @@ void showcase(GroupView& g) {
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk) continue;
     const ResultConfig& c = e->result.config;
-    by_setup[c.partition + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches)].push_back(e);
+    by_setup[c.partition + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches) +
+             " budget=" + std::to_string(c.memory_budget)]
+        .push_back(e);
   }
   auto schedules = [](const std::vector<const ResultEntry*>& es) {
     std::set<std::string> s;

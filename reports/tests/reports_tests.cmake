@@ -1,1 +1,16 @@
+# Tests of the report (label unit). Fixtures are made with the tool itself
+# (schedule generator + simulator + write_result_file), see fixtures.hpp.
+ppb_add_gtest(reports_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
+  LIBS ppb::reports
+  LABELS unit)
 
+# Headless Chromium renders the HTML report (skips, saying why, without
+# chromium). The screenshot stays in ${CMAKE_CURRENT_BINARY_DIR}/artifacts.
+find_package(ZLIB REQUIRED)
+add_executable(reports_browser_test ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_browser_test.cpp
+                                    ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp)
+target_link_libraries(reports_browser_test PRIVATE ppb::reports ZLIB::ZLIB GTest::gtest GTest::gtest_main ppb::warnings)
+target_compile_definitions(reports_browser_test PRIVATE
+  PPB_REPORTS_ARTIFACT_DIR="${CMAKE_CURRENT_BINARY_DIR}/artifacts")
+gtest_discover_tests(reports_browser_test PROPERTIES LABELS unit TIMEOUT 240 DISCOVERY_TIMEOUT 60)

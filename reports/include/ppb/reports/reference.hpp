@@ -21,7 +21,8 @@
 //  * order      metric, vary ("schedule" | "partition" | "microbatches"),
 //               groups[][] (for schedule/partition; ascending values of M for
 //               microbatches), direction ("increasing" | "decreasing"),
-//               tolerance (a relative margin each step must clear, default 0).
+//               tolerance (a relative margin each step must clear, default 0;
+//               negative tolerates a small reversal: -0.001 reads "not above").
 //  * inflight   schedules[], stage (-1 = every stage), relation ("eq" | "ge" |
 //               "le"), value ("1", "N", "M", "P", "min(P-s,M)", "min(N,M)" or an
 //               integer): micro-batches in flight at the activation peak.

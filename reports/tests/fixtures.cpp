@@ -1,0 +1,141 @@
+#include "fixtures.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/simulator.hpp"
+
+namespace ppb::reports::testing {
+
+namespace fs = std::filesystem;
+
+Result make_fixture(const FixtureSpec& f) {
+  ScheduleParams p;
+  p.stages = f.stages;
+  p.microbatches = f.microbatches;
+  p.chunks = f.chunks;
+  p.inflight = f.generated_inflight > 0 ? f.generated_inflight : f.inflight;
+  const Schedule schedule = generate_schedule(f.schedule, p);
+  StageCosts costs = uniform_costs(f.stages, f.chunks, f.fwd, f.bwd / 2, f.bwd / 2, 0.0);
+  costs.has_bytes = true;
+  for (ChunkCost& c : costs.chunks) c.activation_bytes = f.activation_bytes / f.chunks;
+  for (int c = 0; c < f.chunks; ++c) {
+    ChunkCost& first = costs.chunks[static_cast<size_t>(virtual_stage(0, c, f.stages))];
+    first.fwd *= 1 + f.skew;
+    first.bwd_input *= 1 + f.skew;
+    first.bwd_weight *= 1 + f.skew;
+  }
+  const SimResult sim = simulate(schedule, costs);
+
+  Result r;
+  r.status = ResultStatus::kOk;
+  r.config.schedule = f.schedule;
+  r.config.partition = f.partition;
+  r.config.stages = f.stages;
+  r.config.microbatches = f.microbatches;
+  r.config.micro_batch_size = f.micro_batch_size;
+  const bool has_n = f.schedule == "async-1f1b" || f.schedule == "adaptive" || f.schedule == "hybrid";
+  r.config.inflight = f.inflight > 0 ? f.inflight : (has_n ? f.stages : 0);
+  r.config.sync_warmup = f.schedule == "hybrid" ? p.sync_warmup : 0;
+  r.config.chunks = f.chunks;
+  r.config.model = "gpt-tiny";
+  r.config.backend = "timed";
+  r.config.transport = "mpi";
+  r.config.iters = 3;
+  r.config.warmup = 1;
+  r.config.memory_budget = f.memory_budget;
+  r.config.seed = 1;
+
+  ResultMetrics& m = r.metrics.emplace();
+  const double step = sim.step_time * f.slowdown;
+  m.step_time_seconds = {step, step * 0.99, step * 1.02, {step * 1.02, step, step * 0.99}};
+  m.samples_per_second = f.micro_batch_size * f.microbatches / step;
+  const double theory_ratio = sim.bubble_ratio;
+  const double theory_overhead = sim.bubble_overhead;
+  m.bubble_ratio.theoretical = theory_ratio;
+  m.bubble_overhead.theoretical = theory_overhead;
+  double ratio_sum = 0;
+  double idle_sum = 0;
+  double busy_sum = 0;
+  for (const SimStage& s : sim.stages) {
+    const double idle = step - s.busy;
+    m.bubble_ratio.per_stage.push_back(idle / step);
+    m.bubble_overhead.per_stage.push_back(idle / s.busy);
+    ratio_sum += idle / step;
+    idle_sum += idle;
+    busy_sum += s.busy;
+  }
+  m.bubble_ratio.measured = ratio_sum / f.stages;
+  m.bubble_overhead.measured = idle_sum / busy_sum;
+
+  const int64_t params = int64_t{4} << 20;
+  TheoryFigures& t = m.theory.emplace();
+  t.step_time_seconds = sim.step_time;
+  for (int s = 0; s < f.stages; ++s) {
+    const SimStage& st = sim.stages[static_cast<size_t>(s)];
+    MemoryByCategory cat{};
+    cat[static_cast<size_t>(MemCategory::kActivations)] = st.peak_activation_bytes;
+    cat[static_cast<size_t>(MemCategory::kParameters)] = params;
+    cat[static_cast<size_t>(MemCategory::kGradients)] = params;
+    cat[static_cast<size_t>(MemCategory::kOptimizerState)] = params;
+    cat[static_cast<size_t>(MemCategory::kWeightStash)] = f.schedule == "pipedream" ? (st.peak_inflight - 1) * params : 0;
+    cat[static_cast<size_t>(MemCategory::kCommBuffers)] = int64_t{256} << 10;
+    cat[static_cast<size_t>(MemCategory::kWorkspace)] = (int64_t{512} << 10) + f.extra_memory;
+    int64_t total = 0;
+    for (int64_t x : cat) total += x;
+    m.peak_memory_bytes.per_stage.push_back(total);
+    m.peak_memory_bytes.activations_per_stage.push_back(st.peak_activation_bytes);
+    m.peak_memory_bytes.by_category.push_back(cat);
+    m.peak_memory_bytes.peak_rss_per_stage.push_back(total + (int64_t{50} << 20));
+    t.peak_inflight_per_stage.push_back(st.peak_inflight);
+    t.activation_bytes_per_microbatch.push_back(f.activation_bytes);
+    t.peak_activation_bytes_per_stage.push_back(st.peak_activation_bytes);
+    const bool split = f.schedule == "zb-h1" || f.schedule == "zb-h2";
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double k = (s == 0 ? 1 + f.skew : 1.0) / f.chunks;
+    t.action_seconds.push_back({f.fwd * k, split ? nan : f.bwd * k, split ? f.bwd / 2 * k : nan, split ? f.bwd / 2 * k : nan});
+  }
+  m.check = CheckFigures{true, 2e-6, 6.2, "reference"};
+
+  r.timeline.resize(static_cast<size_t>(f.stages));
+  for (int s = 0; s < f.stages; ++s) {
+    for (const SimEvent& e : sim.stages[static_cast<size_t>(s)].events) {
+      r.timeline[static_cast<size_t>(s)].push_back(
+          {e.action.kind, e.action.microbatch, e.action.chunk, e.start * f.slowdown, e.end * f.slowdown});
+    }
+  }
+  r.environment.hosts = {f.host};
+  r.environment.ranks = f.stages;
+  r.environment.mpi = "Open MPI 4.1.4";
+  r.environment.git = f.git;
+  r.environment.date = f.date;
+  r.environment.compiler = "GNU 12.2.0";
+  r.environment.build_type = "RelWithDebInfo";
+  r.environment.hostname = f.host;
+  r.environment.cpu = "Fixture CPU @ 2.0GHz";
+  return r;
+}
+
+std::string write_fixture(const std::string& dir, const FixtureSpec& f) {
+  fs::create_directories(dir);
+  std::string name = f.schedule + "_" + f.partition + "_P" + std::to_string(f.stages) + "_M" + std::to_string(f.microbatches);
+  if (f.inflight > 0) name += "_N" + std::to_string(f.inflight);
+  if (f.chunks > 1) name += "_V" + std::to_string(f.chunks);
+  if (f.memory_budget > 0) name += "_B" + std::to_string(f.memory_budget);
+  const std::string path = (fs::path(dir) / (name + ".json")).string();
+  write_result_file(path, make_fixture(f));
+  return path;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path dir = fs::temp_directory_path() / ("ppb_reports_" + std::string(info ? info->name() : "x") + "_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+}  // namespace ppb::reports::testing

@@ -1,0 +1,45 @@
+// Result fixtures made with the tool itself: the schedule generator and the
+// simulator produce the timeline, bubbles, in-flight counts and activation
+// peaks, so every figure in a fixture is consistent with every other (as a
+// real run's are), and written with write_result_file like `pipebench run`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ppb/pipeline/result.hpp"
+
+namespace ppb::reports::testing {
+
+struct FixtureSpec {
+  std::string schedule = "1f1b";
+  std::string partition = "balanced";
+  int stages = 4;
+  int microbatches = 8;
+  int inflight = 0;  ///< async-1f1b/adaptive N (0 = P)
+  int chunks = 1;
+  int micro_batch_size = 2;
+  double fwd = 1e-3;  ///< seconds per F on a stage
+  double bwd = 2e-3;  ///< seconds per full B on a stage (I and W half each)
+  double slowdown = 1.0;  ///< measured step = simulated step x slowdown
+  double skew = 0;        ///< stage 0's actions take (1 + skew) x as long (an unbalanced partition)
+  int generated_inflight = 0;  ///< in-flight limit the schedule ran with (adaptive's guard), 0 = inflight
+  int64_t activation_bytes = int64_t{1} << 20;  ///< one micro-batch on one stage
+  int64_t extra_memory = 0;  ///< added to every stage's workspace
+  int64_t memory_budget = 0;
+  std::string host = "node1";
+  std::string git = "abc1234";
+  std::string date = "2026-11-29T07:00:00Z";
+};
+
+/// A consistent "ok" result for the spec.
+Result make_fixture(const FixtureSpec& spec);
+
+/// Writes make_fixture(spec) into dir (created) as
+/// "<schedule>_<partition>_P<P>_M<M>[_N..].json"; returns the path.
+std::string write_fixture(const std::string& dir, const FixtureSpec& spec);
+
+/// A fresh empty directory under the system temp dir, unique per test.
+std::string fresh_dir(const std::string& name);
+
+}  // namespace ppb::reports::testing

@@ -1,0 +1,598 @@
+// The report on fixture sweeps made with the tool itself (fixtures.hpp): the
+// claims table (golden verdicts worked out by hand below), the regression
+// decisions, the JUnit shape, the CSV round trip, the Google Benchmark JSON,
+// the HTML's self-containedness, and every malformed-input case.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "fixtures.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/reports/report.hpp"
+#include "ppb/reports/report_model.hpp"
+#include "ppb/reports/writers.hpp"
+
+namespace ppb::reports {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using testing::FixtureSpec;
+using testing::fresh_dir;
+using testing::write_fixture;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// P=4, M=8, F=1 ms, B=2 ms per stage, one micro-batch = 1 MiB of activations
+// per stage; every stage also holds 12.75 MiB of parameters, gradients,
+// optimizer state and buffers.
+std::vector<FixtureSpec> sweep() {
+  std::vector<FixtureSpec> s;
+  for (const char* name : {"sync-1f1b", "async-1f1b", "hybrid", "1f1b", "gpipe", "pipedream", "zb-h1"}) {
+    FixtureSpec f;
+    f.schedule = name;
+    s.push_back(f);
+  }
+  FixtureSpec inter;
+  inter.schedule = "interleaved-1f1b";
+  inter.chunks = 2;
+  s.push_back(inter);
+  for (const char* name : {"1f1b", "gpipe"}) {  // P3: a second micro-batch count
+    FixtureSpec f;
+    f.schedule = name;
+    f.microbatches = 16;
+    s.push_back(f);
+  }
+  FixtureSpec layer;  // P1/P2: stage 0 heavier under the layer cut
+  layer.schedule = "1f1b";
+  layer.partition = "layer";
+  layer.skew = 0.3;
+  s.push_back(layer);
+  FixtureSpec op = layer;
+  op.partition = "operator";
+  op.skew = 0.1;
+  s.push_back(op);
+  // S9: adaptive asked for N=4, its guard held it at 2; async-1f1b N=4 in the
+  // same 16 MiB budget peaks at 16.75 MiB, above 0.85 x 16 MiB.
+  FixtureSpec adaptive;
+  adaptive.schedule = "adaptive";
+  adaptive.inflight = 4;
+  adaptive.generated_inflight = 2;
+  adaptive.memory_budget = 16 * kMiB;
+  s.push_back(adaptive);
+  FixtureSpec unguarded = adaptive;
+  unguarded.schedule = "async-1f1b";
+  unguarded.generated_inflight = 0;
+  s.push_back(unguarded);
+  return s;
+}
+
+std::string write_sweep(const std::string& dir, const std::vector<FixtureSpec>& specs) {
+  for (const FixtureSpec& f : specs) write_fixture(dir, f);
+  return dir;
+}
+
+ReportModel model_of(const std::string& dir, bool setup = false) {
+  ModelOptions o;
+  o.inputs = {dir};
+  o.setup_matches = setup;
+  return build_report_model(load_results({dir}, false), builtin_reference(), std::nullopt, o);
+}
+
+const ClaimRow& claim(const ReportModel& m, const std::string& id) {
+  for (const ClaimRow& r : m.claims) {
+    if (r.id == id) return r;
+  }
+  ADD_FAILURE() << "no claim " << id;
+  return m.claims.front();
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string usage_error(const ReportOptions& o) {
+  std::ostringstream out;
+  try {
+    run_report(o, out);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// ------------------------------------------------------------------ claims --
+
+TEST(ReportClaims, BuiltinReferenceCarriesEveryClaimOfTheDocuments) {
+  const Reference ref = builtin_reference();
+  std::vector<std::string> ids;
+  for (const Claim& c : ref.claims) ids.push_back(c.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "P1", "P2", "P3",
+                                           "P4", "P5", "P6", "P7", "P8", "D1"}));
+  EXPECT_FALSE(ref.setup_matches);
+  auto figures = [&](const std::string& id) {
+    std::vector<double> v;
+    for (const Claim& c : ref.claims) {
+      if (c.id == id) {
+        for (const ClaimFigure& f : c.figures) v.push_back(f.value);
+      }
+    }
+    return v;
+  };
+  EXPECT_EQ(figures("S3"), (std::vector<double>{120, 185}));
+  EXPECT_EQ(figures("S4"), (std::vector<double>{8, 12}));
+  EXPECT_EQ(figures("S5"), (std::vector<double>{6}));
+  EXPECT_EQ(figures("S6"), (std::vector<double>{450, 720, 8.2, 14.6}));
+  EXPECT_EQ(figures("S9"), (std::vector<double>{0.85}));
+  EXPECT_EQ(figures("P4"), (std::vector<double>{0.60}));
+  // The ratios the documents imply.
+  for (const Claim& c : ref.claims) {
+    for (const ClaimCheck& k : c.checks) {
+      if (k.kind != CheckKind::kRatio) continue;
+      if (c.id == "S3") {
+        EXPECT_NEAR(k.documented, 185.0 / 120.0, 1e-3);
+      }
+      if (c.id == "S6" && k.metric == "samples_per_second") {
+        EXPECT_NEAR(k.documented, 720.0 / 450.0, 1e-3);
+      }
+      if (c.id == "S6" && k.metric == "peak_memory") {
+        EXPECT_NEAR(k.documented, 14.6 / 8.2, 1e-3);
+      }
+    }
+  }
+}
+
+// Worked out by hand for the sweep above (P=4, M=8, TF=1, TB=2 ms):
+//  S3: sync step = M*P*(TF+TB) = 96 ms, async (1F1B) (M+P-1)*(TF+TB) = 33 ms:
+//      ratio 2.91, not 1.54 +-25% -> inconsistent.
+//  S4: sync sum = 4a = M x P; async N=4 holds 4+3+2+1 = 10a, not 7a -> inconsistent.
+//  S6: memory ratio (4+12.75)/(1+12.75) = 1.22, not 1.78 -> inconsistent.
+//  P5: 1F1B's bubble equals GPipe's, (P-1)/(M+P-1) -> "1F1B shrinks bubbles" inconsistent.
+//  P7: pipedream over one batch has 1F1B's bubble, not below GPipe's -> inconsistent.
+//  P8: pipedream's weight stash (3 x 4 MiB on stage 0) puts its peak above GPipe's -> inconsistent.
+//  P4: absolute (60% utilisation) -> not measurable without --reference-setup.
+TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const ReportModel m = model_of(dir);
+  const std::map<std::string, Verdict> expected = {
+      {"S1", Verdict::kConsistent},   {"S2", Verdict::kConsistent},   {"S3", Verdict::kInconsistent},
+      {"S4", Verdict::kInconsistent}, {"S5", Verdict::kConsistent},   {"S6", Verdict::kInconsistent},
+      {"S7", Verdict::kConsistent},   {"S8", Verdict::kConsistent},   {"S9", Verdict::kConsistent},
+      {"S10", Verdict::kConsistent},  {"P1", Verdict::kConsistent},   {"P2", Verdict::kConsistent},
+      {"P3", Verdict::kConsistent},   {"P4", Verdict::kNotMeasurable}, {"P5", Verdict::kInconsistent},
+      {"P6", Verdict::kConsistent},   {"P7", Verdict::kInconsistent}, {"P8", Verdict::kInconsistent},
+      {"D1", Verdict::kConsistent}};
+  ASSERT_EQ(m.claims.size(), expected.size());
+  for (const ClaimRow& r : m.claims) {
+    std::string detail;
+    for (const CheckOutcome& o : r.checks) {
+      detail += "\n  [" + std::string(verdict_name(o.verdict)) + "] " + o.description + ": " + o.measured + " / " + o.why;
+    }
+    EXPECT_EQ(verdict_name(r.verdict), verdict_name(expected.at(r.id))) << r.id << detail;
+  }
+  // The measured figures behind the verdicts.
+  EXPECT_NEAR(claim(m, "S3").checks[0].value, 96.0 / 33.0, 1e-9);
+  EXPECT_NEAR(claim(m, "S4").checks[0].value, 1.0, 1e-12);
+  EXPECT_NEAR(claim(m, "S4").checks[1].value, 10.0 / 7.0, 1e-12);
+  EXPECT_NEAR(claim(m, "S6").checks[1].value, (4 + 12.75) / (1 + 12.75), 1e-9);
+  EXPECT_EQ(claim(m, "S1").checks[0].measured.rfind("1 of 1 runs; sync-1f1b x balanced P=4 M=8: [1 1 1 1]", 0), 0u)
+      << claim(m, "S1").checks[0].measured;
+  EXPECT_EQ(claim(m, "S9").checks[0].cases, 1);
+  EXPECT_EQ(claim(m, "P4").checks[0].why,
+            "an absolute figure of the documents' own (unknown) hardware and model; checked only with --reference-setup");
+  // S7 and the documents' disagreement are stated in the verdict.
+  ASSERT_EQ(m.groups.size(), 1u);
+  EXPECT_NE(m.groups[0].verdict.find("S7 (memory tight: sync 1F1B; ample: async) is supported"), std::string::npos)
+      << m.groups[0].verdict;
+  EXPECT_NE(m.groups[0].verdict.find("peak memory ordered sync-1F1B < async-1F1B < GPipe in"), std::string::npos);
+  EXPECT_NE(m.groups[0].verdict.find("Within 16.0 MiB per stage, the best is"), std::string::npos) << m.groups[0].verdict;
+}
+
+TEST(ReportClaims, AbsoluteFiguresOnlyWithReferenceSetup) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const ReportModel m = model_of(dir, /*setup=*/true);
+  // GPipe utilisation: 1 - 9/33 (M=8) and 1 - 9/57 (M=16), median 0.785, not 0.60 +-15%.
+  const CheckOutcome& p4 = claim(m, "P4").checks[0];
+  EXPECT_EQ(p4.verdict, Verdict::kInconsistent);
+  EXPECT_NEAR(p4.value, 0.5 * ((1 - 9.0 / 33) + (1 - 9.0 / 57)), 1e-9);
+}
+
+TEST(ReportClaims, UserReferenceFileInTheSameFormat) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const std::string ref = dir + "/../user_reference.json";
+  std::ofstream(ref) << R"({"schema":"pipebench.reference/1","claims":[
+    {"id":"U1","document":"ours","statement":"1F1B is 2.9x sync here","figures":[],
+     "checks":[{"kind":"ratio","metric":"samples_per_second","numerator":"1f1b","denominator":"sync-1f1b",
+                "documented":2.909,"tolerance":0.01}]}]})";
+  ReportOptions o;
+  o.inputs = {dir};
+  o.reference = ref;
+  o.markdown = fresh_dir("out") + "/r.md";
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 0);
+  const std::string md = read(o.markdown);
+  EXPECT_NE(md.find("| U1 |"), std::string::npos);
+  EXPECT_NE(md.find("**consistent**"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| S1 |"), std::string::npos);
+
+  std::ofstream(ref) << R"({"schema":"pipebench.reference/1","claims":[{"id":"U1","document":"d","statement":"s",
+    "checks":[{"kind":"ratio","metric":"joules","numerator":"a","denominator":"b","documented":1}]}]})";
+  EXPECT_EQ(usage_error(o), ref + ": field 'claims[0].checks[0].metric': unknown metric \"joules\"");
+}
+
+// -------------------------------------------------------------- regression --
+
+std::vector<FixtureSpec> two(double slow_1f1b, double slow_gpipe) {
+  FixtureSpec a;
+  a.schedule = "1f1b";
+  a.slowdown = slow_1f1b;
+  FixtureSpec b;
+  b.schedule = "gpipe";
+  b.slowdown = slow_gpipe;
+  return {a, b};
+}
+
+TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
+  const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
+  FixtureSpec only_in_base;
+  only_in_base.schedule = "pipedream";
+  write_fixture(base, only_in_base);
+  const std::string cur = write_sweep(fresh_dir("cur"), two(1.10, 1.05));
+  FixtureSpec only_now;
+  only_now.schedule = "sync-1f1b";
+  write_fixture(cur, only_now);
+
+  const std::string out_dir = fresh_dir("out");
+  ReportOptions o;
+  o.inputs = {cur};
+  o.baseline = base;
+  o.junit = out_dir + "/junit.xml";
+  o.markdown = out_dir + "/r.md";
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 1);
+  EXPECT_NE(out.str().find("REGRESSION 1f1b x balanced P=4 M=8: samples/s"), std::string::npos) << out.str();
+  EXPECT_EQ(out.str().find("REGRESSION gpipe"), std::string::npos) << out.str();
+
+  ModelOptions mo;
+  mo.threshold = 0.07;
+  const ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(), load_results({base}, false), mo);
+  ASSERT_TRUE(m.regression.has_value());
+  std::map<std::string, RegressionStatus> status;
+  for (const RegressionRow& r : m.regression->rows) status[r.label] = r.status;
+  EXPECT_EQ(status.at("1f1b x balanced P=4 M=8"), RegressionStatus::kRegressed);
+  EXPECT_EQ(status.at("gpipe x balanced P=4 M=8"), RegressionStatus::kPass);
+  EXPECT_EQ(status.at("sync-1f1b x balanced P=4 M=8"), RegressionStatus::kNew);
+  EXPECT_EQ(status.at("pipedream x balanced P=4 M=8"), RegressionStatus::kMissing);
+  for (const RegressionRow& r : m.regression->rows) {
+    if (r.label == "1f1b x balanced P=4 M=8") {
+      EXPECT_NEAR(r.samples_change, 1 / 1.10 - 1, 1e-9);
+    }
+    if (r.label == "gpipe x balanced P=4 M=8") {
+      EXPECT_NEAR(r.samples_change, 1 / 1.05 - 1, 1e-9);
+    }
+  }
+
+  // Only the 5% case: no regression, exit 0; a tighter threshold catches it.
+  const std::string cur5 = write_sweep(fresh_dir("cur5"), two(1.05, 1.0));
+  o.inputs = {cur5};
+  EXPECT_EQ(run_report(o, out), 0);
+  o.threshold = 0.04;
+  EXPECT_EQ(run_report(o, out), 1);
+}
+
+TEST(ReportRegression, MemoryGrowthIsARegressionAndOtherMachinesAreNotMatched) {
+  const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
+  std::vector<FixtureSpec> grown = two(1.0, 1.0);
+  grown[0].extra_memory = 2 * kMiB;  // 1f1b stage 0: 16.75 -> 18.75 MiB, +11.9%
+  grown[1].extra_memory = kMiB;      // gpipe stage 0: 20.75 -> 21.75 MiB, +4.8%
+  const std::string cur = write_sweep(fresh_dir("cur"), grown);
+  ModelOptions mo;
+  ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(), load_results({base}, false), mo);
+  ASSERT_EQ(m.regression->rows.size(), 2u);
+  EXPECT_EQ(m.regression->rows[0].status, RegressionStatus::kRegressed);
+  ASSERT_EQ(m.regression->rows[0].reasons.size(), 1u);
+  EXPECT_EQ(m.regression->rows[0].reasons[0].rfind("peak memory 16.8 MiB -> 18.8 MiB (+11.9%", 0), 0u)
+      << m.regression->rows[0].reasons[0];
+  EXPECT_EQ(m.regression->rows[1].status, RegressionStatus::kPass);
+
+  // The same combinations measured on another machine: nothing matches, nothing fails.
+  std::vector<FixtureSpec> elsewhere = two(2.0, 2.0);
+  for (FixtureSpec& f : elsewhere) f.host = "node2";
+  const std::string other = write_sweep(fresh_dir("other"), elsewhere);
+  m = build_report_model(load_results({other}, false), builtin_reference(), load_results({base}, false), mo);
+  EXPECT_EQ(m.regressions(), 0);
+  int fresh = 0, missing = 0;
+  for (const RegressionRow& r : m.regression->rows) {
+    fresh += r.status == RegressionStatus::kNew ? 1 : 0;
+    missing += r.status == RegressionStatus::kMissing ? 1 : 0;
+  }
+  EXPECT_EQ(fresh, 2);
+  EXPECT_EQ(missing, 2);
+}
+
+TEST(ReportJunit, ShapeThatCiSystemsRead) {
+  const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
+  FixtureSpec gone;
+  gone.schedule = "pipedream";
+  write_fixture(base, gone);
+  const std::string cur = write_sweep(fresh_dir("cur"), two(1.10, 1.0));
+  const std::string path = fresh_dir("out") + "/junit.xml";
+  ReportOptions o;
+  o.inputs = {cur};
+  o.baseline = base;
+  o.junit = path;
+  std::ostringstream out;
+  ASSERT_EQ(run_report(o, out), 1);
+
+  namespace pt = boost::property_tree;
+  pt::ptree doc;
+  pt::read_xml(path, doc);
+  const pt::ptree& root = doc.get_child("testsuites");
+  EXPECT_EQ(root.get<int>("<xmlattr>.tests"), 3);
+  EXPECT_EQ(root.get<int>("<xmlattr>.failures"), 1);
+  EXPECT_EQ(root.get<int>("<xmlattr>.errors"), 0);
+  EXPECT_EQ(root.get<int>("<xmlattr>.skipped"), 1);
+  int suites = 0, cases = 0, failures = 0, skipped = 0;
+  for (const auto& [tag, suite] : root) {
+    if (tag != "testsuite") continue;
+    ++suites;
+    EXPECT_FALSE(suite.get<std::string>("<xmlattr>.name").empty());
+    const int tests = suite.get<int>("<xmlattr>.tests");
+    int here = 0;
+    int here_failed = 0;
+    EXPECT_GE(suite.get<double>("<xmlattr>.time"), 0.0);
+    for (const auto& [ctag, tc] : suite) {
+      if (ctag != "testcase") continue;
+      ++here;
+      ++cases;
+      EXPECT_FALSE(tc.get<std::string>("<xmlattr>.name").empty());
+      EXPECT_EQ(tc.get<std::string>("<xmlattr>.classname").rfind("pipebench.", 0), 0u);
+      EXPECT_GE(tc.get<double>("<xmlattr>.time"), 0.0);
+      if (const auto f = tc.get_child_optional("failure")) {
+        ++failures;
+        ++here_failed;
+        EXPECT_EQ(f->get<std::string>("<xmlattr>.type"), "regression");
+        EXPECT_EQ(f->get<std::string>("<xmlattr>.message").rfind("samples/s ", 0), 0u);
+        EXPECT_EQ(tc.get<std::string>("<xmlattr>.name"), "1f1b x balanced P=4 M=8");
+      }
+      if (tc.get_child_optional("skipped")) ++skipped;
+    }
+    EXPECT_EQ(here, tests);
+    EXPECT_EQ(suite.get<int>("<xmlattr>.failures"), here_failed);
+  }
+  EXPECT_EQ(suites, 2);  // the machine group and "missing from this run"
+  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(failures, 1);
+  EXPECT_EQ(skipped, 1);
+}
+
+// ------------------------------------------------------------- csv, gbench --
+
+TEST(ReportCsv, RoundTrips) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const std::string path = fresh_dir("out") + "/r.csv";
+  ReportOptions o;
+  o.inputs = {dir};
+  o.csv = path;
+  std::ostringstream out;
+  ASSERT_EQ(run_report(o, out), 0);
+  const auto rows = parse_csv(read(path), path);
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(rows.size(), m.loaded.results.size() + 1);
+  EXPECT_EQ(rows[0], csv_columns());
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) - csv_columns().begin());
+  };
+  for (size_t i = 0; i < m.loaded.results.size(); ++i) {
+    const ResultEntry& e = m.loaded.results[i];
+    const auto& row = rows[i + 1];
+    EXPECT_EQ(row[col("source")], e.source);
+    EXPECT_EQ(row[col("schedule")], e.result.config.schedule);
+    EXPECT_EQ(std::stoi(row[col("microbatches")]), e.result.config.microbatches);
+    // Exact doubles back.
+    EXPECT_EQ(std::strtod(row[col("samples_per_second")].c_str(), nullptr), e.result.metrics->samples_per_second);
+    EXPECT_EQ(std::strtod(row[col("step_time_median")].c_str(), nullptr), e.result.metrics->step_time_seconds.median);
+    EXPECT_EQ(std::strtod(row[col("bubble_ratio")].c_str(), nullptr), e.result.metrics->bubble_ratio.measured);
+    EXPECT_EQ(std::strtod(row[col("peak_memory_bytes")].c_str(), nullptr), *metric_value(e, "peak_memory"));
+    EXPECT_EQ(row[col("machine")], e.machine);  // contains '|' and spaces, survives
+  }
+  // Quoting: a model spec with commas and quotes survives.
+  EXPECT_EQ(parse_csv("a,b\n\"gpt:layers=2,hidden=64\",\"say \"\"hi\"\"\"\n", "x")[1],
+            (std::vector<std::string>{"gpt:layers=2,hidden=64", "say \"hi\""}));
+  EXPECT_THROW(parse_csv("a,b\n1,2,3\n", "x.csv"), UsageError);
+}
+
+TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), two(1.0, 1.0));
+  const std::string path = fresh_dir("out") + "/g.json";
+  ReportOptions o;
+  o.inputs = {dir};
+  o.gbench = path;
+  std::ostringstream out;
+  ASSERT_EQ(run_report(o, out), 0);
+  const json::value doc = json::parse(read(path));
+  EXPECT_TRUE(doc.at("context").is_object());
+  EXPECT_TRUE(doc.at("context").at("date").is_string());
+  const json::array& b = doc.at("benchmarks").as_array();
+  ASSERT_EQ(b.size(), 2u * (3 + 1));  // 3 timed steps + the median aggregate, per combination
+  const json::object& first = b[0].as_object();
+  EXPECT_EQ(first.at("name").as_string(), "pipebench/1f1b/balanced/P:4/M:8");
+  EXPECT_EQ(first.at("run_type").as_string(), "iteration");
+  EXPECT_EQ(first.at("time_unit").as_string(), "ms");
+  EXPECT_EQ(first.at("repetitions").as_int64(), 3);
+  // 1F1B, P=4, M=8: step (M+P-1)(TF+TB) = 33 ms; the first timed step is 1.02 x that.
+  EXPECT_NEAR(first.at("real_time").to_number<double>(), 33.0 * 1.02, 1e-9);
+  EXPECT_NEAR(first.at("items_per_second").to_number<double>(), 16 / (0.033 * 1.02), 1e-6);
+  const json::object& median = b[3].as_object();
+  EXPECT_EQ(median.at("run_type").as_string(), "aggregate");
+  EXPECT_EQ(median.at("aggregate_name").as_string(), "median");
+  EXPECT_EQ(median.at("name").as_string(), "pipebench/1f1b/balanced/P:4/M:8_median");
+  EXPECT_NEAR(median.at("items_per_second").to_number<double>(), 16 / 0.033, 1e-6);
+}
+
+// -------------------------------------------------------------- html / md --
+
+TEST(ReportHtml, OneSelfContainedPageWithEverySection) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const ReportModel m = model_of(dir);
+  const std::string html = write_html(m);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  size_t pos = 0;
+  int external = 0;
+  while ((pos = html.find("http", pos)) != std::string::npos) {
+    if (html.compare(pos, 26, "http://www.w3.org/2000/svg") != 0) ++external;
+    ++pos;
+  }
+  EXPECT_EQ(external, 0);
+  for (const char* heading : {"<h2>Verdict</h2>", "<h3>Throughput</h3>", "<h3>Memory per stage</h3>",
+                              "<h3>Bubbles: measured against theory</h3>",
+                              "<h3>Pipeline pictures: measured median step beside the prediction</h3>",
+                              "<h2>The documents' claims</h2>", "<h2>Environment</h2>"}) {
+    EXPECT_NE(html.find(heading), std::string::npos) << heading;
+  }
+  // The verdict comes first.
+  EXPECT_LT(html.find("<h2>Verdict</h2>"), html.find("<h3>Throughput</h3>"));
+  // Gantt pairs: measured and predicted for every schedule of the showcase setup.
+  ASSERT_EQ(m.groups.size(), 1u);
+  const GroupView& g = m.groups[0];
+  EXPECT_EQ(g.showcase_label, "balanced partition, P=4, M=8");
+  EXPECT_EQ(g.gantt.size(), 8u);
+  for (const GanttPair& p : g.gantt) {
+    EXPECT_EQ(p.predicted.size(), 4u) << p.entry->label << ": " << p.predicted_source;
+    // The prediction simulates the same actions the fixture ran.
+    // (to 1e-12 s: Boost.JSON 1.81 parses some doubles 1 ulp off)
+    for (size_t s = 0; s < p.predicted.size() && s < p.entry->result.timeline.size(); ++s) {
+      const auto& want = p.entry->result.timeline[s];
+      const auto& got = p.predicted[s];
+      ASSERT_EQ(got.size(), want.size()) << p.entry->label << " stage " << s;
+      for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].op, want[k].op) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_EQ(got[k].mb, want[k].mb) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_EQ(got[k].chunk, want[k].chunk) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_NEAR(got[k].start, want[k].start, 1e-12) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_NEAR(got[k].end, want[k].end, 1e-12) << p.entry->label << " s" << s << " #" << k;
+      }
+    }
+  }
+  for (const char* id : {"S1", "S10", "P8", "D1"}) {
+    EXPECT_NE(html.find(std::string("<b>") + id + "</b>"), std::string::npos);
+  }
+  size_t svgs = 0;
+  for (pos = html.find("<svg"); pos != std::string::npos; pos = html.find("<svg", pos + 1)) ++svgs;
+  EXPECT_EQ(svgs, 1u + 1 + 1 + 1 + 2 * 8);  // throughput, memory, bubbles, Gantt legend, 8 pairs
+}
+
+TEST(ReportMarkdown, FitsACiLog) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const std::string md = write_markdown(model_of(dir));
+  EXPECT_EQ(md.rfind("# pipebench report\n", 0), 0u);
+  EXPECT_LT(md.find("## Verdict"), md.find("## Throughput"));
+  EXPECT_NE(md.find("| 1f1b | balanced | 4 | 8 | ok | 485 | 33.0 | 0.273 (0.273) | 0.375 (0.375) | 16.8 MiB | ok (2e-06) |"),
+            std::string::npos)
+      << md;
+  size_t lines = 0;
+  for (char c : md) lines += c == '\n' ? 1 : 0;
+  EXPECT_LT(lines, 120u);
+}
+
+// ------------------------------------------------------------- bad input --
+
+TEST(ReportInput, EveryMalformedResultExits2NamingFileAndField) {
+  FixtureSpec f;
+  const std::string good = json::serialize(result_to_json(testing::make_fixture(f)));
+  struct Case {
+    std::string name;
+    std::string text;
+    std::string message;  // after "<path>: "
+  };
+  json::value missing = json::parse(good);
+  missing.at("metrics").as_object().erase("samples_per_second");
+  json::value wrong = json::parse(good);
+  wrong.at("metrics").at("step_time_seconds").as_object()["median"] = "fast";
+  json::value schema = json::parse(good);
+  schema.as_object()["schema"] = "pipebench.result/9";
+  json::value stages = json::parse(good);
+  stages.at("config").as_object()["stages"] = 3;
+  const std::vector<Case> cases = {
+      {"truncated", good.substr(0, good.size() / 3), "malformed JSON ("},
+      {"empty", "", "empty file, expected a pipebench result"},
+      {"missing", json::serialize(missing), "field 'metrics.samples_per_second': missing"},
+      {"wrongtype", json::serialize(wrong), "field 'metrics.step_time_seconds.median': expected a number, got a string"},
+      {"schema", json::serialize(schema), "field 'schema': expected \"pipebench.result/1\", got \"pipebench.result/9\""},
+      {"stages", json::serialize(stages),
+       "field 'metrics.bubble_ratio.per_stage': expected 3 entries (one per stage, config.stages), got 4"},
+  };
+  for (const Case& c : cases) {
+    const std::string dir = fresh_dir(c.name);
+    write_fixture(dir, f);
+    const std::string bad = dir + "/zz_" + c.name + ".json";
+    std::ofstream(bad) << c.text;
+    ReportOptions o;
+    o.inputs = {dir};
+    const std::string err = usage_error(o);
+    EXPECT_EQ(err.rfind(bad + ": " + c.message, 0), 0u) << c.name << ": " << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << "one line";
+    // --skip-bad: the report goes on and lists the file.
+    o.skip_bad = true;
+    std::ostringstream out;
+    EXPECT_EQ(run_report(o, out), 0);
+    EXPECT_NE(out.str().find("## Unreadable result files (--skip-bad)"), std::string::npos);
+    EXPECT_NE(out.str().find(bad), std::string::npos);
+  }
+}
+
+TEST(ReportInput, EmptyFolderSaysThereIsNothingToReport) {
+  const std::string dir = fresh_dir("empty");
+  std::ofstream(dir + "/trace.json") << R"({"traceEvents":[]})";  // other JSON is not a result
+  ReportOptions o;
+  o.inputs = {dir};
+  EXPECT_EQ(usage_error(o), "nothing to report: no pipebench result files in " + dir);
+  o.inputs = {dir + "/does-not-exist"};
+  EXPECT_EQ(usage_error(o), dir + "/does-not-exist: no such file or directory");
+  o.inputs = {};
+  EXPECT_EQ(usage_error(o), "report: expected at least one result folder (pipebench report DIR...)");
+  o.inputs = {dir};
+  o.threshold = -0.1;
+  EXPECT_EQ(usage_error(o), "--threshold: expected a fraction in [0, 1), got -0.1");
+}
+
+TEST(ReportInput, MachinesAndBuildsAreKeptApart) {
+  const std::string dir = fresh_dir("mixed");
+  std::vector<FixtureSpec> a = two(1.0, 1.0);
+  std::vector<FixtureSpec> b = two(3.0, 3.0);
+  for (FixtureSpec& f : b) f.host = "node2";
+  std::vector<FixtureSpec> c = two(2.0, 2.0);
+  for (FixtureSpec& f : c) f.git = "def5678";
+  write_sweep(dir + "/a", a);
+  write_sweep(dir + "/b", b);
+  write_sweep(dir + "/c", c);
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(m.groups.size(), 3u);
+  for (const GroupView& g : m.groups) {
+    EXPECT_EQ(g.entries.size(), 2u);
+    for (const ResultEntry* e : g.entries) EXPECT_EQ(e->group, g.key);
+  }
+  // Same combination in one group twice (a rerun): the newer one is kept.
+  FixtureSpec again;
+  again.schedule = "1f1b";
+  again.slowdown = 1.5;
+  again.date = "2026-11-30T07:00:00Z";
+  write_fixture(dir + "/rerun", again);
+  const ReportModel m2 = model_of(dir);
+  EXPECT_EQ(m2.loaded.superseded.size(), 1u);
+  EXPECT_EQ(m2.loaded.results.size(), 6u);
+}
+
+}  // namespace
+}  // namespace ppb::reports
