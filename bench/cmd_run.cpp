@@ -47,7 +47,15 @@ void register_run(CLI::App& app) {
   cmd->add_option("--stages", o.stages, "P; must equal the number of MPI ranks (default: that number)");
   cmd->add_option("--device", o.device, "Cost model of the timed backend and of balanced (cpu, a100, h100, h200)")
       ->capture_default_str();
-  cmd->callback([options] { run::run_command(*options); });
+  cmd->add_option("--debug-stall-rank", o.debug_stall_rank, "TEST ONLY: this rank stalls in its first action")
+      ->group("");
+  // Unknown flags reach the callback, which reports them once (rank 0) after
+  // MPI is up, instead of every rank printing CLI11's message.
+  cmd->allow_extras();
+  cmd->callback([options, cmd] {
+    options->extras = cmd->remaining();
+    run::run_command(*options);
+  });
 }
 
 }  // namespace ppb::cli

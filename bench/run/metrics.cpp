@@ -76,11 +76,12 @@ StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_
   }
   out.samples_per_second = st.median > 0 ? static_cast<double>(samples_per_step) / st.median : 0;
 
-  double total_time = 0;
-  for (double t : st.samples) total_time += t;
+  // Bubbles of the median step (the step the timeline shows): one slow step
+  // (a preempted rank on a busy machine) would otherwise shift them all.
+  const StepMeasure& mid = steps[out.median_step];
+  const double total_time = st.samples[out.median_step];
   for (std::size_t s = 0; s < stages; ++s) {
-    double busy = 0;
-    for (const StepMeasure& step : steps) busy += compute_busy(step[s]);
+    const double busy = compute_busy(mid[s]);
     const double idle = total_time - busy;
     out.bubble_ratio.per_stage.push_back(total_time > 0 ? idle / total_time : 0);
     out.bubble_overhead.per_stage.push_back(busy > 0 ? idle / busy : 0);

@@ -68,10 +68,10 @@ struct StepFigures {
   Timeline timeline;              ///< the median step
 };
 
-/// samples/s = samples_per_step / median step; per stage bubble ratio =
-/// (sum of step times - sum of compute busy) / sum of step times over the
-/// timed steps, overhead = idle / busy per stage; the run's figures are the
-/// means over stages. REQUIRES: steps non-empty, all with the same stage count.
+/// samples/s = samples_per_step / median step time. Bubbles are those of
+/// the median step (the step nearest the median, whose timeline the result
+/// carries): per stage ratio = (step - compute busy) / step, overhead =
+/// idle / busy; the run's figures are the means over stages. REQUIRES: steps non-empty, all with the same stage count.
 StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_per_step);
 
 /// Mean measured durations of each (stage, chunk, kind) over the steps, put

@@ -91,6 +91,11 @@ std::vector<std::string> expand_partitions(const std::string& text) {
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
   RunPlan plan;
+  if (!o.extras.empty()) {
+    const std::string& first = o.extras.front();
+    throw UsageError((first.rfind("-", 0) == 0 ? "unknown flag " : "unexpected argument ") + first +
+                     " (see pipebench run --help)");
+  }
   if (o.stages != 0 && o.stages != world_size) {
     throw UsageError("--stages " + std::to_string(o.stages) + " does not match the " +
                      std::to_string(world_size) + " MPI ranks (one rank per stage: run with mpirun -np " +

@@ -50,6 +50,12 @@ struct RunOptions {
   /// --device D: the cost model of the timed backend and of `balanced`'s
   /// pricing (device.hpp presets).
   std::string device = "cpu";
+  /// Arguments CLI11 did not recognise (the subcommand allows extras so that
+  /// an unknown flag is reported once, by rank 0, like every other error).
+  std::vector<std::string> extras;
+  /// TEST ONLY (hidden flag --debug-stall-rank): this rank stalls in the
+  /// first action of the first step, so the --timeout watchdog can be tested.
+  int debug_stall_rank = -1;
 };
 
 /// What the sweep runs, after validation.
@@ -72,7 +78,7 @@ struct RunPlan {
 /// the lists. Throws UsageError with one line naming the flag for: a
 /// --stages that differs from the world size, an unknown schedule, partition
 /// or backend, a malformed model spec, a non-positive count, a guard outside
-/// (0, 1], a world larger than the model has units, a partition named
+/// (0, 1], an unrecognised argument, a world larger than the model has units, a partition named
 /// explicitly that cannot cut the model into P stages.
 /// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);

@@ -147,7 +147,7 @@ class Probe final : public Instrumentation {
 /// What one rank measured in one timed step, on its own clock.
 struct RankStep {
   StepRecord record;
-  double abs_start = 0;  ///< now_seconds() of the step's start on this rank
+  double abs_start = 0;  ///< now_seconds() at the step's start on this rank (StepRecord::origin)
 };
 
 void put(std::vector<double>& b, double v) { b.push_back(v); }
@@ -534,6 +534,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
         eo.optimizer = optimizer_policy_for(c.schedule);
         eo.timeout_seconds = sw.options.timeout;
         eo.instrumentation = &probe;
+        eo.debug_stall_rank = sw.options.debug_stall_rank;
         Executor exec(sw.comm, *backend, *sw.transport, eo);
 
         std::unique_ptr<MemoryGuard> guard;
@@ -552,10 +553,10 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
         auto step = [&]() {
           const Schedule& s = guard ? guard->plan(*backend) : schedule;
           StepRecord rec = exec.run_step(s);
-          const double after = now_seconds();
           if (guard) guard->observe(rec.peak_bytes);
           last_schedule = s;
-          return RankStep{std::move(rec), after};
+          const double origin = rec.origin;
+          return RankStep{std::move(rec), origin};
         };
 
         // --check: the first step, compared with the single-process reference.
@@ -633,10 +634,15 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   const std::vector<StepMeasure> steps = align_steps(ranks, sw.environment.hosts.size() == 1);
   const int64_t samples = int64_t{sw.plan.model.micro_batch_size} * c.microbatches * c.batches;
   StepFigures fig = step_figures(steps, samples);
-  const double transfer = measured_transfer_seconds(steps, P);
-  const StageCosts measured = measured_costs(last_schedule, steps, model, transfer);
+  // Theory: the simulator fed the mean action times (per stage, chunk and
+  // kind) and the transfer time measured in the same (median) step whose
+  // bubbles are reported, so that the two differ only by what the simulator
+  // leaves out (executor overhead, waits it does not model).
+  const std::vector<StepMeasure> median_step{steps[fig.median_step]};
+  const double transfer = measured_transfer_seconds(median_step, P);
+  const StageCosts measured = measured_costs(last_schedule, median_step, model, transfer);
   TheoryOutcome theory = theory_figures(last_schedule, measured);
-  theory.figures.action_seconds = mean_action_seconds(P, steps);
+  theory.figures.action_seconds = mean_action_seconds(P, median_step);
 
   ResultMetrics m;
   m.samples_per_second = fig.samples_per_second;

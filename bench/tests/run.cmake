@@ -54,12 +54,12 @@ function(ppb_run_failure name code regex)
   add_test(NAME ${name} COMMAND ${expect} ${code} 30 "${regex}" -- ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 40 ENVIRONMENT "${PPB_RUN_ENV}")
 endfunction()
-ppb_run_failure(run_fail_stages_mismatch 2 "^pipebench: --stages 4 does not match the 3 MPI ranks"
+ppb_run_failure(run_fail_stages_mismatch 2 "pipebench\\[r0\\]: --stages 4 does not match the 3 MPI ranks"
   ${mpirun} 3 $<TARGET_FILE:pipebench> run --stages 4 --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_too_many_ranks 2 "--partition layer cannot place 3 stages"
   ${mpirun} 3 $<TARGET_FILE:pipebench> run --partition layer --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1
   --out ${PPB_RUN_OUT}/fail)
-ppb_run_failure(run_fail_unknown_schedule 2 "^pipebench: --schedule: unknown schedule 'nope'"
+ppb_run_failure(run_fail_unknown_schedule 2 "pipebench\\[r0\\]: --schedule: unknown schedule 'nope'"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --schedule 1f1b,nope --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_bad_microbatches 2 "--microbatches: expected positive integers"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --microbatches 4,0 --out ${PPB_RUN_OUT}/fail)
