@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -64,8 +65,10 @@ void check_sizes(const ModelSpec& s) {
                       static_cast<double>(s.vocab) * h});
   constexpr double kLimit = 0x1p60;
   if (largest_bytes > kLimit) {
-    throw UsageError("--model: '" + s.name + "' is too large: one tensor would take " +
-                     std::to_string(largest_bytes) + " bytes");
+    char size[32];
+    std::snprintf(size, sizeof size, "%.3g", largest_bytes);
+    throw UsageError("--model: '" + s.name + "' is too large: one tensor would take " + size +
+                     " bytes");
   }
 }
 
