@@ -1,6 +1,7 @@
 # The executor on real MPI ranks (label mpi): gradients against the
 # reference, timed backend against the simulator, memory guard, transport;
-# and the failure behaviour (watchdog, an exception on one rank).
+# and the failure behaviour (watchdog, an exception on one rank), the p2p
+# benchmark's smoke run and its rank-count error.
 add_executable(exec_test exec_test.cpp)
 target_link_libraries(exec_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(exec_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
@@ -8,9 +9,34 @@ ppb_add_mpi_test(exec_test_4ranks RANKS 4 COMMAND $<TARGET_FILE:exec_test> TIMEO
 
 add_executable(exec_probe exec_probe.cpp)
 target_link_libraries(exec_probe PRIVATE ppb::exec ppb::core ppb::warnings)
-ppb_add_mpi_test(exec_watchdog RANKS 3 COMMAND $<TARGET_FILE:exec_probe> stall TIMEOUT 30)
-set_tests_properties(exec_watchdog PROPERTIES
-  PASS_REGULAR_EXPRESSION "rank [0-9]: step 1 stuck for [0-9.]+ s (in|the)[^\n]*aborting")
-ppb_add_mpi_test(exec_abort_on_exception RANKS 3 COMMAND $<TARGET_FILE:exec_probe> throw TIMEOUT 30)
-set_tests_properties(exec_abort_on_exception PROPERTIES
-  PASS_REGULAR_EXPRESSION "error on rank 1 of 3: deliberate failure for the test")
+
+# ppb_exec_expect(name RANKS n CODE c SECONDS s REGEX r COMMAND exe args...):
+# mpirun -np n exe args... exits with c within s seconds, output matching r
+# (bench/tests/expect_exit.sh checks all three).
+function(ppb_exec_expect name)
+  cmake_parse_arguments(ARG "" "RANKS;CODE;SECONDS;REGEX" "COMMAND" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${PROJECT_SOURCE_DIR}/bench/tests/expect_exit.sh ${ARG_CODE} ${ARG_SECONDS} "${ARG_REGEX}" --
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ARG_RANKS} --oversubscribe ${ARG_COMMAND})
+  set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 60
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
+endfunction()
+
+# Watchdog: rank 1 stalls in step 1; --timeout 1 s names it and aborts.
+ppb_exec_expect(exec_watchdog RANKS 3 CODE 1 SECONDS 20
+  REGEX "rank 1: step 1 stuck for [0-9.]+ s in F0 \\(computing\\); aborting"
+  COMMAND $<TARGET_FILE:exec_probe> stall)
+# An exception on one rank ends the job with a message naming the rank.
+ppb_exec_expect(exec_abort_on_exception RANKS 3 CODE 1 SECONDS 20
+  REGEX "error on rank 1 of 3: deliberate failure for the test"
+  COMMAND $<TARGET_FILE:exec_probe> throw)
+# pipebench p2p: a short run prints the table; 3 ranks is a usage error (2).
+ppb_exec_expect(exec_p2p_smoke RANKS 2 CODE 0 SECONDS 60
+  REGEX " 4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$"
+  COMMAND $<TARGET_FILE:pipebench> p2p --min 1 --max 4KiB --iters 20)
+ppb_exec_expect(exec_p2p_rank_count RANKS 3 CODE 2 SECONDS 20
+  REGEX "p2p: needs exactly 2 ranks \\(mpirun -np 2 pipebench p2p\\), got 3"
+  COMMAND $<TARGET_FILE:pipebench> p2p)
+ppb_exec_expect(exec_p2p_bad_range RANKS 2 CODE 2 SECONDS 20
+  REGEX "--max: must be >= --min"
+  COMMAND $<TARGET_FILE:pipebench> p2p --min 1MiB --max 4KiB)
