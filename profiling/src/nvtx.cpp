@@ -69,8 +69,8 @@ void name_this_thread(std::string_view name) {
   nvtxNameOsThreadA(static_cast<uint32_t>(gettid()), copy.c_str());
 }
 
-void push(std::string_view message, Category category, int64_t payload) {
-  Domain& d = domain();
+nvtxEventAttributes_t attributes(Domain& d, std::string_view message, Category category,
+                                 int64_t payload) {
   nvtxEventAttributes_t attr{};
   attr.version = NVTX_VERSION;
   attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -79,7 +79,23 @@ void push(std::string_view message, Category category, int64_t payload) {
   attr.message.registered = registered(d, message);
   attr.payloadType = NVTX_PAYLOAD_TYPE_INT64;
   attr.payload.llValue = payload;
+  return attr;
+}
+
+void push(std::string_view message, Category category, int64_t payload) {
+  Domain& d = domain();
+  nvtxEventAttributes_t attr = attributes(d, message, category, payload);
   nvtxDomainRangePushEx(d.handle, &attr);
+}
+
+uint64_t start_range(std::string_view message, Category category, int64_t payload) {
+  Domain& d = domain();
+  nvtxEventAttributes_t attr = attributes(d, message, category, payload);
+  return nvtxDomainRangeStartEx(d.handle, &attr);
+}
+
+void end_range(uint64_t id) {
+  if (id != 0) nvtxDomainRangeEnd(domain().handle, id);
 }
 
 void pop() { nvtxDomainRangePop(domain().handle); }
@@ -91,6 +107,8 @@ void init() {}
 void name_this_thread(std::string_view) {}
 void push(std::string_view, Category, int64_t) {}
 void pop() {}
+uint64_t start_range(std::string_view, Category, int64_t) { return 0; }
+void end_range(uint64_t) {}
 
 #endif
 

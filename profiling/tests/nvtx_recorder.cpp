@@ -6,6 +6,8 @@
 //   category <id> <name>
 //   push <domain> <category> <payload> <message>
 //   pop <domain>
+//   start <id> <domain> <category> <payload> <message>
+//   end <id>
 //   thread <tid> <name>
 #include <nvtx3/nvToolsExt.h>
 
@@ -66,6 +68,19 @@ int range_push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
   return 0;
 }
 
+nvtxRangeId_t range_start(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
+  std::lock_guard lock(g_mutex);
+  nvtxRangeId_t id = static_cast<nvtxRangeId_t>(g_next_handle++);
+  line("start " + std::to_string(id) + " " + g_domains[d] + " " + std::to_string(attr->category) + " " +
+       std::to_string(attr->payload.llValue) + " " + g_strings[attr->message.registered]);
+  return id;
+}
+
+void range_end(nvtxDomainHandle_t, nvtxRangeId_t id) {
+  std::lock_guard lock(g_mutex);
+  line("end " + std::to_string(id));
+}
+
 int range_pop(nvtxDomainHandle_t d) {
   std::lock_guard lock(g_mutex);
   line("pop " + g_domains[d]);
@@ -98,6 +113,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
   install(table, size, NVTX_CBID_CORE2_DomainRegisterStringA, &register_string);
   install(table, size, NVTX_CBID_CORE2_DomainRangePushEx, &range_push);
   install(table, size, NVTX_CBID_CORE2_DomainRangePop, &range_pop);
+  install(table, size, NVTX_CBID_CORE2_DomainRangeStartEx, &range_start);
+  install(table, size, NVTX_CBID_CORE2_DomainRangeEnd, &range_end);
   if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size)) {
     install(table, size, NVTX_CBID_CORE_NameOsThreadA, &name_os_thread);
   }

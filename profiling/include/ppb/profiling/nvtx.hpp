@@ -54,6 +54,13 @@ void push(std::string_view message, Category category, int64_t payload = -1);
 /// Pops the innermost range of the calling thread.
 void pop();
 
+/// Starts a range that need not nest and may end on any thread (a message
+/// in flight while other actions run). Returns its id for end_range; 0 when
+/// NVTX is not compiled in.
+uint64_t start_range(std::string_view message, Category category, int64_t payload = -1);
+/// Ends a range from start_range. end_range(0) does nothing.
+void end_range(uint64_t id);
+
 /// RAII range: pushed in the constructor, popped in the destructor. It can
 /// be neither copied, moved nor allocated on the heap (nvtx3.hpp's rule), so
 /// ranges always nest properly.
