@@ -6,6 +6,9 @@ add_executable(exec_test exec_test.cpp)
 target_link_libraries(exec_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(exec_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
 ppb_add_mpi_test(exec_test_4ranks RANKS 4 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
+# 8 ranks on 2 cores: the timed backend against the simulator and the guard.
+ppb_add_mpi_test(exec_test_8ranks RANKS 8
+  COMMAND $<TARGET_FILE:exec_test> --gtest_filter=*TimedBubble*:*TimedMemory*:*MemoryGuardTest* TIMEOUT 120)
 
 add_executable(exec_probe exec_probe.cpp)
 target_link_libraries(exec_probe PRIVATE ppb::exec ppb::core ppb::warnings)
