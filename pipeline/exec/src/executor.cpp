@@ -8,10 +8,28 @@
 //  * waiting is a strategy (WaitStrategy): with more ranks than cores a rank
 //    that busy-polls in MPI_Wait steals the core of a rank that has work.
 //
-// Wait strategy figures (timed backend, 1f1b, P = 8 ranks on 2 cores, M = 32,
-// F 2 ms / B 4 ms, 64 KiB messages; measured step vs the simulator fed the
-// measured mean action times; see pipeline/exec/tools/exec_overhead.cpp):
-// the table is in kWaitStrategyFigures below and in the executor's report.
+// Wait strategy figures (ppb_exec_overhead: timed backend, 1f1b, P = 8 ranks
+// on the 2-core machine, M = 32, F 2 ms / B 4 ms, 64 KiB messages, median of
+// 5 steps; "ratio" = measured step / simulated step with the measured mean
+// action times; "hand-over" = mean delay from a producer's action end to the
+// start of a consumer that was waiting for it). The machine was shared with
+// other builds (load average 5-15), so each row is one run of several:
+//
+//   situation                         wait    ratio        hand-over
+//   load ~5, normal priority          block   1.017-1.019   44-45 us
+//                                     yield   1.021-1.046   53-92 us
+//                                     sleep   1.023-1.031   66-83 us
+//   load ~10, normal priority         block   1.08-1.28    172-386 us
+//                                     yield   1.09-2.20    211-4074 us
+//                                     sleep   1.06-1.09    119-193 us
+//   load ~10, ranks at nice -15       block   1.37-1.55    708-1542 us
+//   (the 8 ranks own the cores)       yield   1.24-1.56    447-952 us
+//                                     sleep   1.04-1.10    140-275 us
+//
+// Busy-polling (block, yield) is at best a little faster and at worst twice
+// as slow: once the 8 ranks own the 2 cores, a rank polling in MPI_Wait
+// takes the core from the rank whose sleep just ended. MPI_Test with a
+// 20 us nanosleep is never far off and never collapses: it is the default.
 #include "ppb/exec/executor.hpp"
 
 #include <time.h>
