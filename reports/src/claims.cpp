@@ -143,9 +143,20 @@ CheckOutcome check_ratio(const ClaimCheck& c, const Entries& all) {
   return o;
 }
 
+// A documented figure in its own unit ("14.6 GB") against a metric in bytes.
+double unit_scale(const std::string& unit) {
+  if (unit == "GB") return 1e9;
+  if (unit == "MB") return 1e6;
+  if (unit == "GiB") return 1024.0 * 1024 * 1024;
+  if (unit == "MiB") return 1024.0 * 1024;
+  return 1;
+}
+
 CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_matches) {
   CheckOutcome o;
-  o.documented = metric_text(c.metric, c.documented) + (c.unit.empty() || c.unit == "bytes" ? "" : " " + c.unit);
+  const double scale = unit_scale(c.unit);
+  o.documented = scale != 1 ? format_number(c.documented) + " " + c.unit
+                            : metric_text(c.metric, c.documented) + (c.unit.empty() || c.unit == "bytes" ? "" : " " + c.unit);
   std::string which;
   const Entries entries = first_present(all, c.schedules, &which);
   std::vector<double> xs;
@@ -165,7 +176,7 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
     o.why = no_runs(c.schedules);
     return o;
   }
-  const double rel = std::fabs(o.value / c.documented - 1.0);
+  const double rel = std::fabs(o.value / (c.documented * scale) - 1.0);
   o.verdict = rel <= c.tolerance ? Verdict::kConsistent : Verdict::kInconsistent;
   if (o.verdict == Verdict::kInconsistent) {
     o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_number(c.tolerance * 100) + "%)";
@@ -511,7 +522,10 @@ CheckOutcome check_guard(const ClaimCheck& c, const Entries& all) {
 std::string figures_text(const Claim& claim) {
   std::string out;
   for (const ClaimFigure& f : claim.figures) {
-    out += (out.empty() ? "" : "; ") + f.name + ": " + format_number(f.value) + (f.unit.empty() ? "" : " " + f.unit);
+    const std::string v = f.value == std::round(f.value) && std::fabs(f.value) < 1e9
+                              ? std::to_string(static_cast<long long>(f.value))
+                              : format_number(f.value);
+    out += (out.empty() ? "" : "; ") + f.name + ": " + v + (f.unit.empty() ? "" : " " + f.unit);
   }
   return out.empty() ? "(rule, no figure)" : out;
 }

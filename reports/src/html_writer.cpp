@@ -86,11 +86,11 @@ std::vector<double> predicted_activations(const ResultEntry& e) {
 
 std::string schedule_formula(const ResultConfig& c) {
   if (c.schedule == "gpipe") return "M";
-  if (c.schedule == "1f1b" || c.schedule == "zb-h1") return "min(P-s, M)";
+  if (c.schedule == "1f1b") return "min(P-s, M)";
   if (c.schedule == "sync-1f1b") return "1";
   if (c.schedule == "async-1f1b" || c.schedule == "adaptive") return "min(M, max(min(N, P-s), N-s))";
   if (c.schedule == "interleaved-1f1b") return "Megatron warm-up + 1 (chunk micro-batches)";
-  return "the schedule's count";
+  return "the schedule's count (F until its last backward piece)";
 }
 
 void section_throughput(std::ostringstream& h, const GroupView& g) {

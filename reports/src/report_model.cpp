@@ -183,7 +183,9 @@ void verdict(GroupView& g, const ReportModel& m) {
   for (const BudgetChoice& c : g.choices) {
     const std::string within = c.budget > 0 ? "Within " + format_bytes(static_cast<double>(c.budget)) + " per stage" : "With no memory budget";
     if (c.best != nullptr) {
-      text += within + ", the best is " + describe(*c.best) + " (" + std::to_string(c.candidates) + " combinations fit). ";
+      text += within + ", the best is " + describe(*c.best) +
+              (c.budget > 0 ? " (" + std::to_string(c.candidates) + " combinations fit). "
+                            : " (of " + std::to_string(c.candidates) + " measured combinations). ");
     } else if (c.smallest != nullptr) {
       text += within + ", nothing measured fits; the smallest peak is " + describe(*c.smallest) + ". ";
     } else {

@@ -266,7 +266,7 @@ std::string gantt(const std::string& title, const Timeline& timeline, double t_m
   const double left = 44;
   const double top = 30;
   const double row = 22;
-  const double plot_w = 470;
+  const double plot_w = 530;
   const double width = left + plot_w + 16;
   const double rows = static_cast<double>(timeline.size());
   const double height = top + row * rows + 34;
@@ -290,12 +290,13 @@ std::string gantt(const std::string& title, const Timeline& timeline, double t_m
         case ActionKind::kBackwardWeight: colour = "#b07aa1"; op = "W"; break;
         case ActionKind::kSync: colour = "#333333"; op = ""; break;
       }
-      const double x = left + e.start / t_max * plot_w;
-      const double w = std::max((e.end - e.start) / t_max * plot_w, e.op == ActionKind::kSync ? 1.5 : 0.8);
+      // A barrier is drawn where it releases; the wait before it is idle.
+      const double x = left + (e.op == ActionKind::kSync ? e.end : e.start) / t_max * plot_w;
+      const double w = e.op == ActionKind::kSync ? 1.5 : std::max((e.end - e.start) / t_max * plot_w, 0.8);
       s << rect(x, y + 2, w, row - 4, colour, "stroke=\"#ffffff\" stroke-width=\"0.6\"");
       std::string label = std::string(op) + (e.op == ActionKind::kSync ? "" : std::to_string(e.mb));
       if (chunks > 1 && e.op != ActionKind::kSync) label += "." + std::to_string(e.chunk);
-      if (!label.empty() && w >= 6.5 * static_cast<double>(label.size()) + 2) {
+      if (!label.empty() && w >= 5.8 * static_cast<double>(label.size()) + 1) {
         s << text(x + w / 2, y + 15, label,
                   std::string("text-anchor=\"middle\" font-size=\"10\" fill=\"") +
                       (e.op == ActionKind::kBackwardInput ? "#000000" : "#ffffff") + "\"");

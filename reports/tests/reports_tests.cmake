@@ -14,3 +14,12 @@ target_link_libraries(reports_browser_test PRIVATE ppb::reports ZLIB::ZLIB GTest
 target_compile_definitions(reports_browser_test PRIVATE
   PPB_REPORTS_ARTIFACT_DIR="${CMAKE_CURRENT_BINARY_DIR}/artifacts")
 gtest_discover_tests(reports_browser_test PROPERTIES LABELS unit TIMEOUT 240 DISCOVERY_TIMEOUT 60)
+
+# `pipebench report` through the real command (exit codes 0/1/2, files written).
+add_executable(reports_fixture_gen ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixture_gen.cpp
+                                   ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp)
+target_link_libraries(reports_fixture_gen PRIVATE ppb::reports GTest::gtest ppb::warnings)
+add_test(NAME reports_cli
+         COMMAND ${CMAKE_COMMAND} -DPIPEBENCH=$<TARGET_FILE:pipebench> -DGEN=$<TARGET_FILE:reports_fixture_gen>
+                 -DOUT=${CMAKE_CURRENT_BINARY_DIR}/cli_fixtures -P ${CMAKE_CURRENT_SOURCE_DIR}/tests/cli_test.cmake)
+set_tests_properties(reports_cli PROPERTIES LABELS unit TIMEOUT 120)
