@@ -47,6 +47,19 @@ foreach(case "4;8" "8;16")
     LABELS mpi FIXTURES_REQUIRED run_timed_p${ranks}_files)
 endforeach()
 
+# --memory-budget: gpipe (predicted over the budget) ends with status oom and
+# its figures; async-1f1b N=4 fits the budget but passes guard x budget;
+# adaptive with the same N stays under guard x budget because its guard
+# lowers the in-flight limit (timed backend: exact count-only memory).
+set(dir ${PPB_RUN_OUT}/guard)
+ppb_add_mpi_test(run_memory_guard RANKS 4
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --schedule async-1f1b,adaptive,gpipe --partition layer
+          --microbatches 8 --inflight 4 --memory-budget 14500000 --memory-guard 0.85 -n 2 -w 1 --out ${dir}
+  LABELS mpi TIMEOUT 120)
+set_tests_properties(run_memory_guard PROPERTIES FIXTURES_SETUP run_memory_guard_files)
+add_test(NAME run_memory_guard_results COMMAND run_results_check guard ${dir})
+set_tests_properties(run_memory_guard_results PROPERTIES LABELS mpi FIXTURES_REQUIRED run_memory_guard_files)
+
 # Failure behaviour (issue 3, item 7): exit code, message, within seconds.
 set(expect ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)
 set(mpirun ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})

@@ -7,7 +7,10 @@
 //                                         |median step - theory step| / theory <= STEP
 //   run_results_check memory DIR          activation peak per stage == simulator's,
 //                                         and sync-1f1b < 1f1b < gpipe (summed) per (partition, M)
-//   run_results_check resumed DIR N       N results and nothing else in DIR but traces
+//   run_results_check guard DIR           with --memory-budget: adaptive's measured peak
+//                                         <= guard x budget (and its guard acted), async-1f1b's
+//                                         (same N) above it; gpipe ended with status oom
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +141,39 @@ int main(int argc, char** argv) {
       } else {
         fail(key, "needs sync-1f1b, 1f1b and gpipe results to compare");
       }
+    }
+  } else if (mode == "guard") {
+    const ppb::Result* adaptive = nullptr;
+    const ppb::Result* async = nullptr;
+    const ppb::Result* gpipe = nullptr;
+    for (const auto& [name, r] : results) {
+      if (r.config.schedule == "adaptive") adaptive = &r;
+      if (r.config.schedule == "async-1f1b") async = &r;
+      if (r.config.schedule == "gpipe") gpipe = &r;
+    }
+    if (adaptive == nullptr || async == nullptr || gpipe == nullptr) {
+      fail(dir, "needs adaptive, async-1f1b and gpipe results");
+    } else {
+      auto peak = [](const ppb::Result& r) {
+        int64_t p = 0;
+        if (r.metrics) for (int64_t x : r.metrics->peak_memory_bytes.per_stage) p = std::max(p, x);
+        return p;
+      };
+      const double line = adaptive->config.memory_guard * static_cast<double>(adaptive->config.memory_budget);
+      std::printf("guard line %.0f bytes; adaptive peak %lld (%s), async-1f1b peak %lld (%s), gpipe %s: %s\n", line,
+                  static_cast<long long>(peak(*adaptive)), ppb::result_status_name(adaptive->status),
+                  static_cast<long long>(peak(*async)), ppb::result_status_name(async->status),
+                  ppb::result_status_name(gpipe->status), gpipe->error.c_str());
+      if (!(line > 0)) fail("adaptive", "no guard x budget in its config");
+      if (adaptive->status != ppb::ResultStatus::kOk) fail("adaptive", "status " + std::string(ppb::result_status_name(adaptive->status)));
+      if (!(static_cast<double>(peak(*adaptive)) <= line)) fail("adaptive", "measured peak above guard x budget");
+      if (!adaptive->metrics || !adaptive->metrics->memory_guard || adaptive->metrics->memory_guard->actions < 1 ||
+          adaptive->metrics->memory_guard->min_inflight >= adaptive->config.inflight) {
+        fail("adaptive", "the guard did not lower the in-flight limit");
+      }
+      if (!(static_cast<double>(peak(*async)) > line)) fail("async-1f1b", "peak not above guard x budget: the test proves nothing");
+      if (gpipe->status != ppb::ResultStatus::kOom) fail("gpipe", "expected status oom over the budget");
+      if (!gpipe->metrics || peak(*gpipe) <= gpipe->config.memory_budget) fail("gpipe", "oom without the figures over the budget");
     }
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
