@@ -43,7 +43,8 @@ foreach(case "4;8" "8;16")
   set_tests_properties(run_timed_p${ranks} PROPERTIES FIXTURES_SETUP run_timed_p${ranks}_files RUN_SERIAL TRUE)
   add_test(NAME run_timed_p${ranks}_bubble COMMAND run_results_check bubble ${dir} 0.02 0.05)
   add_test(NAME run_timed_p${ranks}_memory COMMAND run_results_check memory ${dir})
-  set_tests_properties(run_timed_p${ranks}_bubble run_timed_p${ranks}_memory PROPERTIES
+  add_test(NAME run_timed_p${ranks}_trace COMMAND run_results_check trace ${dir})
+  set_tests_properties(run_timed_p${ranks}_bubble run_timed_p${ranks}_memory run_timed_p${ranks}_trace PROPERTIES
     LABELS mpi FIXTURES_REQUIRED run_timed_p${ranks}_files)
 endforeach()
 
@@ -59,6 +60,13 @@ ppb_add_mpi_test(run_memory_guard RANKS 4
 set_tests_properties(run_memory_guard PROPERTIES FIXTURES_SETUP run_memory_guard_files)
 add_test(NAME run_memory_guard_results COMMAND run_results_check guard ${dir})
 set_tests_properties(run_memory_guard_results PROPERTIES LABELS mpi FIXTURES_REQUIRED run_memory_guard_files)
+# --resume over the same folder: every combination is read back, none rerun.
+add_test(NAME run_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 60 "\\[3/3\\] gpipe .*oom.*\\(resumed\\)"
+         -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:pipebench> run --backend timed
+         --schedule async-1f1b,adaptive,gpipe --partition layer --microbatches 8 --inflight 4
+         --memory-budget 14500000 --memory-guard 0.85 -n 2 -w 1 --out ${dir} --resume)
+set_tests_properties(run_resume PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${PPB_RUN_ENV}"
+                     FIXTURES_REQUIRED run_memory_guard_files)
 
 # Failure behaviour (issue 3, item 7): exit code, message, within seconds.
 set(expect ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)

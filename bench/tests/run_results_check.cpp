@@ -7,6 +7,9 @@
 //                                         |median step - theory step| / theory <= STEP
 //   run_results_check memory DIR          activation peak per stage == simulator's,
 //                                         and sync-1f1b < 1f1b < gpipe (summed) per (partition, M)
+//   run_results_check trace DIR           every result has a merged trace: one pid per
+//                                         stage, an X event per action of the timed steps,
+//                                         as many flow starts as flow ends (> 0)
 //   run_results_check guard DIR           with --memory-budget: adaptive's measured peak
 //                                         <= guard x budget (and its guard acted), async-1f1b's
 //                                         (same N) above it; gpipe ended with status oom
@@ -15,9 +18,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <boost/json.hpp>
 
 #include "ppb/pipeline/result.hpp"
 
@@ -141,6 +149,46 @@ int main(int argc, char** argv) {
       } else {
         fail(key, "needs sync-1f1b, 1f1b and gpipe results to compare");
       }
+    }
+  } else if (mode == "trace") {
+    for (const auto& [name, r] : results) {
+      const std::string path = dir + "/" + name.substr(0, name.size() - 5) + ".trace.json";
+      std::ifstream in(path);
+      if (!in) {
+        fail(name, "no trace file " + path);
+        continue;
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      boost::system::error_code ec;
+      const boost::json::value doc = boost::json::parse(text.str(), ec);
+      if (ec || !doc.is_object() || !doc.as_object().contains("traceEvents")) {
+        fail(path, "not a trace document");
+        continue;
+      }
+      std::set<int64_t> pids;
+      int64_t starts = 0, ends = 0, actions = 0;
+      for (const auto& e : doc.as_object().at("traceEvents").as_array()) {
+        const auto& o = e.as_object();
+        const std::string ph(o.at("ph").as_string());
+        if (ph == "s") ++starts;
+        if (ph == "f") ++ends;
+        if (ph == "X" && o.contains("cat")) {
+          const std::string cat(o.at("cat").as_string());
+          if (cat == "forward" || cat == "backward" || cat == "wgrad") ++actions;
+        }
+        pids.insert(o.at("pid").to_number<int64_t>());
+      }
+      int64_t want_actions = 0;
+      for (const auto& row : r.timeline) {
+        for (const auto& ev : row) want_actions += ev.op == ppb::ActionKind::kSync ? 0 : 1;
+      }
+      want_actions *= r.config.iters;
+      std::printf("%-48s trace: %zu ranks, %lld actions, %lld flows\n", name.c_str(), pids.size(),
+                  static_cast<long long>(actions), static_cast<long long>(starts));
+      if (static_cast<int>(pids.size()) != r.config.stages) fail(path, "pids != stages");
+      if (starts == 0 || starts != ends) fail(path, "flow starts and ends do not pair");
+      if (actions != want_actions) fail(path, "action events != actions per step x iters");
     }
   } else if (mode == "guard") {
     const ppb::Result* adaptive = nullptr;
