@@ -1,7 +1,7 @@
 // An NVTX injection library for tests: loaded by NVTX through
 // NVTX_INJECTION64_PATH, it records domain creation, category names,
 // registered strings and push/pop of domain ranges as lines in the file named
-// by PPB_NVTX_RECORD:
+// by PPB_NVTX_RECORD (a "%p" in it becomes the process id):
 //   domain <name>
 //   category <id> <name>
 //   push <domain> <category> <payload> <message>
@@ -10,6 +10,8 @@
 //   end <id>
 //   thread <tid> <name>
 #include <nvtx3/nvToolsExt.h>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -101,8 +103,15 @@ void install(NvtxFunctionTable table, unsigned size, unsigned id, Fn fn) {
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     NvtxGetExportTableFunc_t get_export_table) {
-  const char* path = std::getenv("PPB_NVTX_RECORD");
-  if (path != nullptr) g_out = std::fopen(path, "w");
+  // "%p" in the path becomes the process id, so every rank of an MPI job
+  // records into its own file.
+  if (const char* env = std::getenv("PPB_NVTX_RECORD")) {
+    std::string path(env);
+    if (size_t at = path.find("%p"); at != std::string::npos) {
+      path.replace(at, 2, std::to_string(getpid()));
+    }
+    g_out = std::fopen(path.c_str(), "w");
+  }
   auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr) return 0;
   NvtxFunctionTable table = nullptr;
