@@ -16,8 +16,8 @@
 // repetitions each; the best repetition of each is kept (a shared 2-core machine only ever adds
 // time). The goal of issue 3: at 1 MiB and above the transport reaches at
 // least 95% of raw MPI bandwidth; the table and the JSON say whether it did.
-#include <CLI/CLI.hpp>
 #include <mpi.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <boost/json.hpp>
@@ -66,12 +66,14 @@ class RawMpi final : public Mover {
   RawMpi& operator=(const RawMpi&) = delete;
   int isend(const std::byte* p, int64_t n, int peer) override {
     requests_.push_back(MPI_REQUEST_NULL);
-    PPB_MPI_CHECK(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, peer, kTag, comm_, &requests_.back()));
+    PPB_MPI_CHECK(
+        MPI_Isend(p, static_cast<int>(n), MPI_BYTE, peer, kTag, comm_, &requests_.back()));
     return static_cast<int>(requests_.size() - 1);
   }
   int irecv(std::byte* p, int64_t n, int peer) override {
     requests_.push_back(MPI_REQUEST_NULL);
-    PPB_MPI_CHECK(MPI_Irecv(p, static_cast<int>(n), MPI_BYTE, peer, kTag, comm_, &requests_.back()));
+    PPB_MPI_CHECK(
+        MPI_Irecv(p, static_cast<int>(n), MPI_BYTE, peer, kTag, comm_, &requests_.back()));
     return static_cast<int>(requests_.size() - 1);
   }
   void wait(int request) override {
@@ -89,8 +91,12 @@ class RawMpi final : public Mover {
 class ViaTransport final : public Mover {
  public:
   ViaTransport(MPI_Comm comm, WaitStrategy wait) : transport_(comm), wait_(wait) {}
-  int isend(const std::byte* p, int64_t n, int peer) override { return transport_.isend(p, n, peer, kTag); }
-  int irecv(std::byte* p, int64_t n, int peer) override { return transport_.irecv(p, n, peer, kTag); }
+  int isend(const std::byte* p, int64_t n, int peer) override {
+    return transport_.isend(p, n, peer, kTag);
+  }
+  int irecv(std::byte* p, int64_t n, int peer) override {
+    return transport_.irecv(p, n, peer, kTag);
+  }
   void wait(int request) override { transport_.wait(request, wait_); }
 
  private:
@@ -110,7 +116,8 @@ int window_for(int64_t bytes) {
 
 int bandwidth_iterations_for(int64_t bytes, int iters) {
   const int64_t per_iteration = bytes * window_for(bytes);
-  return static_cast<int>(std::clamp<int64_t>((int64_t{512} << 20) / per_iteration, 1, std::max(1, iters / 4)));
+  return static_cast<int>(
+      std::clamp<int64_t>((int64_t{512} << 20) / per_iteration, 1, std::max(1, iters / 4)));
 }
 
 // One-way latency in seconds.
@@ -150,11 +157,13 @@ double bandwidth(Mover& m, int rank, int64_t bytes, int iters, std::vector<std::
       start = MPI_Wtime();
     }
     if (rank == 0) {
-      for (int w = 0; w < window; ++w) requests[static_cast<size_t>(w)] = m.isend(sbuf.data(), bytes, peer);
+      for (int w = 0; w < window; ++w)
+        requests[static_cast<size_t>(w)] = m.isend(sbuf.data(), bytes, peer);
       for (int w = window - 1; w >= 0; --w) m.wait(requests[static_cast<size_t>(w)]);
       m.wait(m.irecv(ack, 4, peer));
     } else {
-      for (int w = 0; w < window; ++w) requests[static_cast<size_t>(w)] = m.irecv(rbuf.data(), bytes, peer);
+      for (int w = 0; w < window; ++w)
+        requests[static_cast<size_t>(w)] = m.irecv(rbuf.data(), bytes, peer);
       for (int w = window - 1; w >= 0; --w) m.wait(requests[static_cast<size_t>(w)]);
       m.wait(m.isend(ack, 4, peer));
     }
@@ -180,7 +189,8 @@ void run_p2p(const P2pOptions& o) {
 
   MpiSession mpi;
   if (mpi.size() != 2) {
-    throw UsageError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " + std::to_string(mpi.size()));
+    throw UsageError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " +
+                     std::to_string(mpi.size()));
   }
   const int rank = mpi.rank();
   std::vector<Row> rows;
@@ -190,10 +200,11 @@ void run_p2p(const P2pOptions& o) {
     RawMpi raw(mpi.comm());
     ViaTransport ppb(mpi.comm(), wait);
     if (rank == 0) {
-      std::printf("# pipebench p2p: MPI %s vs the executor's transport (mpi, wait %s), best of %d\n",
-                  "ping-pong", wait_strategy_name(wait), kRepetitions);
-      std::printf("%12s %14s %14s %16s %16s %8s\n", "bytes", "raw_lat_us", "ppb_lat_us", "raw_bw_MB/s",
-                  "ppb_bw_MB/s", "bw_ratio");
+      std::printf(
+          "# pipebench p2p: MPI %s vs the executor's transport (mpi, wait %s), best of %d\n",
+          "ping-pong", wait_strategy_name(wait), kRepetitions);
+      std::printf("%12s %14s %14s %16s %16s %8s\n", "bytes", "raw_lat_us", "ppb_lat_us",
+                  "raw_bw_MB/s", "ppb_bw_MB/s", "bw_ratio");
     }
     for (int64_t bytes = lo; bytes <= hi; bytes *= 2) {
       Row row;
@@ -214,8 +225,8 @@ void run_p2p(const P2pOptions& o) {
       }
       if (rank == 0) {
         std::printf("%12lld %14.2f %14.2f %16.1f %16.1f %8.3f\n", static_cast<long long>(bytes),
-                    row.raw_latency * 1e6, row.latency * 1e6, row.raw_bandwidth / 1e6, row.bandwidth / 1e6,
-                    row.bandwidth / row.raw_bandwidth);
+                    row.raw_latency * 1e6, row.latency * 1e6, row.raw_bandwidth / 1e6,
+                    row.bandwidth / 1e6, row.bandwidth / row.raw_bandwidth);
         std::fflush(stdout);
       }
       rows.push_back(row);
@@ -232,8 +243,9 @@ void run_p2p(const P2pOptions& o) {
     }
   }
   if (worst_ratio >= 0) {
-    std::printf("# goal: transport >= 95%% of raw MPI bandwidth at >= 1 MiB: worst ratio %.3f (%s)\n", worst_ratio,
-                worst_ratio >= 0.95 ? "met" : "NOT met");
+    std::printf(
+        "# goal: transport >= 95%% of raw MPI bandwidth at >= 1 MiB: worst ratio %.3f (%s)\n",
+        worst_ratio, worst_ratio >= 0.95 ? "met" : "NOT met");
   }
   if (!o.json.empty()) {
     boost::json::array results;
@@ -245,14 +257,15 @@ void run_p2p(const P2pOptions& o) {
                          {"bandwidth_bytes_per_second", r.bandwidth},
                          {"bandwidth_ratio", r.bandwidth / r.raw_bandwidth}});
     }
-    boost::json::object doc{{"schema", "pipebench.p2p/1"},
-                            {"transport", "mpi"},
-                            {"wait", wait_strategy_name(wait)},
-                            {"ranks", 2},
-                            {"window", kWindow},
-                            {"window_note", "shrinks above 4 MiB so one iteration moves <= 256 MiB"},
-                            {"repetitions", kRepetitions},
-                            {"results", std::move(results)}};
+    boost::json::object doc{
+        {"schema", "pipebench.p2p/1"},
+        {"transport", "mpi"},
+        {"wait", wait_strategy_name(wait)},
+        {"ranks", 2},
+        {"window", kWindow},
+        {"window_note", "shrinks above 4 MiB so one iteration moves <= 256 MiB"},
+        {"repetitions", kRepetitions},
+        {"results", std::move(results)}};
     if (worst_ratio >= 0) {
       doc["min_bandwidth_ratio_at_1MiB_and_above"] = worst_ratio;
       doc["goal_met"] = worst_ratio >= 0.95;
@@ -267,13 +280,17 @@ void run_p2p(const P2pOptions& o) {
 void register_p2p(CLI::App& app) {
   auto options = std::make_shared<P2pOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "p2p", "Point-to-point latency and bandwidth (OSU-style) of the executor's transport vs raw MPI; "
-             "run with mpirun -np 2");
-  cmd->add_option("--min", options->min, "Smallest message (bytes, e.g. 1, 4KiB)")->capture_default_str();
-  cmd->add_option("--max", options->max, "Largest message (e.g. 64MiB)")->capture_default_str();
-  cmd->add_option("-n,--iters", options->iters, "Iterations per size (fewer above 64 KiB, as osu does)")
+      "p2p",
+      "Point-to-point latency and bandwidth (OSU-style) of the executor's transport vs raw MPI; "
+      "run with mpirun -np 2");
+  cmd->add_option("--min", options->min, "Smallest message (bytes, e.g. 1, 4KiB)")
       ->capture_default_str();
-  cmd->add_option("--wait", options->wait, "Transport wait strategy: block, yield, sleep")->capture_default_str();
+  cmd->add_option("--max", options->max, "Largest message (e.g. 64MiB)")->capture_default_str();
+  cmd->add_option("-n,--iters", options->iters,
+                  "Iterations per size (fewer above 64 KiB, as osu does)")
+      ->capture_default_str();
+  cmd->add_option("--wait", options->wait, "Transport wait strategy: block, yield, sleep")
+      ->capture_default_str();
   cmd->add_option("--json", options->json, "Also write the figures as JSON to this file");
   cmd->callback([options] { run_p2p(*options); });
 }

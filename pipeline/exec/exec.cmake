@@ -9,6 +9,7 @@ add_library(ppb_exec
   src/backend_registry.cpp
   src/executor.cpp
   src/memory_guard.cpp
+  src/nvtx_instrumentation.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
 target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)

@@ -63,7 +63,8 @@ class GradCapture final : public Instrumentation {
   void optimizer_begin(int chunk) override {
     auto& out = grads[chunk];
     out.clear();
-    for (std::span<const float> g : backend_.chunk(chunk).grad_views()) out.emplace_back(g.begin(), g.end());
+    for (std::span<const float> g : backend_.chunk(chunk).grad_views())
+      out.emplace_back(g.begin(), g.end());
   }
   std::map<int, std::vector<std::vector<float>>> grads;
 
@@ -83,7 +84,8 @@ double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared
   cfg.units = expand_units(spec);
   const int P = schedule.stages;
   const int V = schedule.chunks;
-  cfg.parts = make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), P * V);
+  cfg.parts =
+      make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), P * V);
   cfg.stage = comm_rank(comm);
   cfg.stages = P;
   cfg.chunks = V;
@@ -146,7 +148,8 @@ TEST_P(CpuGradients, EqualTheSingleProcessReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FlushSchedules, CpuGradients,
-                         ::testing::Values("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "sync-1f1b"));
+                         ::testing::Values("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2",
+                                           "sync-1f1b"));
 
 // One rank alone with two chunks: every message is a local hand-over.
 TEST(CpuGradients, LocalHandOverOnOneRank) {
@@ -181,7 +184,8 @@ struct TimedRun {
   std::vector<StepRecord> steps;
 };
 
-TimedRun run_timed(const Schedule& schedule, const StageCosts& costs, int steps, double time_scale = 0) {
+TimedRun run_timed(const Schedule& schedule, const StageCosts& costs, int steps,
+                   double time_scale = 0) {
   BackendConfig cfg;
   cfg.time_scale = time_scale;
   cfg.costs = costs;
@@ -264,7 +268,8 @@ TEST_P(TimedBubble, MatchesTheSimulatorFedMeasuredTimes) {
   // Exact accounting: the measured activation peak is the simulator's.
   const int s = comm_rank();
   EXPECT_EQ(rec.peak_activation_bytes, sim.stages[static_cast<size_t>(s)].peak_activation_bytes);
-  EXPECT_EQ(rec.peak_activation_bytes, int64_t{peak_inflight(schedule)[static_cast<size_t>(s)]} * kActBytes);
+  EXPECT_EQ(rec.peak_activation_bytes,
+            int64_t{peak_inflight(schedule)[static_cast<size_t>(s)]} * kActBytes);
   // Every message crossed the transport with its modelled size.
   for (const CommRecord& c : rec.comms) {
     EXPECT_EQ(c.bytes, kMsgBytes);
@@ -343,10 +348,12 @@ TEST(MemoryGuardTest, AdaptiveStaysUnderTheLineWhereAsync1f1bPassesIt) {
   go.guard = 0.85;
   go.budget_bytes = static_cast<int64_t>((2.0 + P - 0.5) * (1 << 20) / go.guard);
   go.max_inflight = P;
-  const int64_t line = static_cast<int64_t>(std::floor(go.guard * static_cast<double>(go.budget_bytes)));
+  const int64_t line =
+      static_cast<int64_t>(std::floor(go.guard * static_cast<double>(go.budget_bytes)));
 
   const Schedule plain = generate_schedule("async-1f1b", p);
-  const double plain_peak = all_max(static_cast<double>(run_timed(plain, model, 1).steps[0].peak_bytes));
+  const double plain_peak =
+      all_max(static_cast<double>(run_timed(plain, model, 1).steps[0].peak_bytes));
   EXPECT_GT(plain_peak, static_cast<double>(line));
 
   BackendConfig cfg;
@@ -402,7 +409,8 @@ TEST(Transport, MovesBytesBetweenNeighboursWithEveryWaitStrategy) {
   for (WaitStrategy w : {WaitStrategy::kBlock, WaitStrategy::kYield, WaitStrategy::kSleep}) {
     for (int64_t bytes : {int64_t{0}, int64_t{1}, int64_t{4097}, int64_t{3} << 20}) {
       std::vector<std::byte> out(static_cast<size_t>(bytes)), in(static_cast<size_t>(bytes));
-      for (int64_t i = 0; i < bytes; ++i) out[static_cast<size_t>(i)] = static_cast<std::byte>((i * 7 + r) & 0xff);
+      for (int64_t i = 0; i < bytes; ++i)
+        out[static_cast<size_t>(i)] = static_cast<std::byte>((i * 7 + r) & 0xff);
       const int to = (r + 1) % n;
       const int from = (r + n - 1) % n;
       const int tag = message_tag(5, 0, MessageKind::kGradient, 1, t.tag_ub());
@@ -463,7 +471,8 @@ TEST(ExecutorTest, RejectsASchedulForAnotherRankCount) {
     exec.run_step(s);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("ranks (run with mpirun -np"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ranks (run with mpirun -np"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -505,8 +514,8 @@ class FailurePrinter final : public ::testing::EmptyTestEventListener {
   explicit FailurePrinter(int rank) : rank_(rank) {}
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (r.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.message());
+      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
+                   r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
     }
   }
 

@@ -20,22 +20,35 @@ CpuBackend::CpuBackend(const BackendConfig& config) : learning_rate_(config.lear
   options.loss_scale = 1.0f / static_cast<float>(config.microbatches);
   options.weight_stashing = config.weight_stashing;
   for (int c = 0; c < config.chunks; ++c) {
-    const UnitRange range = config.parts[static_cast<size_t>(virtual_stage(config.stage, c, config.stages))];
-    chunks_.push_back(std::make_unique<CpuChunk>(config.spec, config.units, range, memory_, options));
+    const UnitRange range =
+        config.parts[static_cast<size_t>(virtual_stage(config.stage, c, config.stages))];
+    chunks_.push_back(
+        std::make_unique<CpuChunk>(config.spec, config.units, range, memory_, options));
     int64_t bytes = 0;
-    for (int u = range.begin; u < range.end; ++u) bytes += config.units[static_cast<size_t>(u)].activation_bytes;
+    for (int u = range.begin; u < range.end; ++u)
+      bytes += config.units[static_cast<size_t>(u)].activation_bytes;
     activation_bytes_.push_back(bytes);
   }
 }
 
 CpuBackend::~CpuBackend() = default;
 
-UnitRange CpuBackend::range(int c) const { return chunk(c).range(); }
-int64_t CpuBackend::input_bytes(int c) const { return chunk(c).input_bytes(); }
-int64_t CpuBackend::output_bytes(int c) const { return chunk(c).output_bytes(); }
-int64_t CpuBackend::activation_bytes(int c) const { return activation_bytes_[static_cast<size_t>(c)]; }
+UnitRange CpuBackend::range(int c) const {
+  return chunk(c).range();
+}
+int64_t CpuBackend::input_bytes(int c) const {
+  return chunk(c).input_bytes();
+}
+int64_t CpuBackend::output_bytes(int c) const {
+  return chunk(c).output_bytes();
+}
+int64_t CpuBackend::activation_bytes(int c) const {
+  return activation_bytes_[static_cast<size_t>(c)];
+}
 
-void CpuBackend::forward(int c, int64_t mb, const std::byte* in, std::byte* out) { chunk(c).forward(mb, in, out); }
+void CpuBackend::forward(int c, int64_t mb, const std::byte* in, std::byte* out) {
+  chunk(c).forward(mb, in, out);
+}
 
 void CpuBackend::backward(int c, int64_t mb, const std::byte* grad_out, std::byte* grad_in) {
   chunk(c).backward(mb, grad_out, grad_in);
@@ -45,8 +58,12 @@ void CpuBackend::backward_input(int c, int64_t mb, const std::byte* grad_out, st
   chunk(c).backward_input(mb, grad_out, grad_in);
 }
 
-void CpuBackend::backward_weight(int c, int64_t mb) { chunk(c).backward_weight(mb); }
+void CpuBackend::backward_weight(int c, int64_t mb) {
+  chunk(c).backward_weight(mb);
+}
 
-void CpuBackend::optimizer_step(int c) { chunk(c).sgd_step(learning_rate_); }
+void CpuBackend::optimizer_step(int c) {
+  chunk(c).sgd_step(learning_rate_);
+}
 
 }  // namespace ppb

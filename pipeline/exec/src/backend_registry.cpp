@@ -22,8 +22,10 @@ std::unique_ptr<Backend> make(const BackendConfig& config) {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-      {{"cpu", "real fp32 GPT training on OpenBLAS (forward, split backward, SGD)"}, &make<CpuBackend>},
-      {{"timed", "no compute: each action sleeps its modelled time; real messages of the modelled sizes"},
+      {{"cpu", "real fp32 GPT training on OpenBLAS (forward, split backward, SGD)"},
+       &make<CpuBackend>},
+      {{"timed",
+        "no compute: each action sleeps its modelled time; real messages of the modelled sizes"},
        &make<TimedBackend>},
   };
   return kEntries;
@@ -46,7 +48,8 @@ std::unique_ptr<Backend> make_backend(std::string_view name, const BackendConfig
     if (e.info.name == name) return e.make(config);
     names += (names.empty() ? "" : ", ") + e.info.name;
   }
-  throw UsageError("--backend: unknown backend '" + std::string(name) + "' (backends: " + names + ")");
+  throw UsageError("--backend: unknown backend '" + std::string(name) + "' (backends: " + names +
+                   ")");
 }
 
 }  // namespace ppb

@@ -46,13 +46,16 @@ TimedBackend::TimedBackend(const BackendConfig& config)
 
 TimedBackend::~TimedBackend() {
   for (int c = 0; c < chunks_; ++c) {
-    memory_.on_free(MemCategory::kActivations, inflight_[static_cast<size_t>(c)] * cost(c).activation_bytes);
+    memory_.on_free(MemCategory::kActivations,
+                    inflight_[static_cast<size_t>(c)] * cost(c).activation_bytes);
   }
   memory_.on_free(MemCategory::kGradients, counted_params_);
   memory_.on_free(MemCategory::kParameters, counted_params_);
 }
 
-const ChunkCost& TimedBackend::cost(int chunk) const { return costs_.at(stage_, chunk); }
+const ChunkCost& TimedBackend::cost(int chunk) const {
+  return costs_.at(stage_, chunk);
+}
 
 int64_t TimedBackend::input_bytes(int chunk) const {
   const int v = virtual_stage(stage_, chunk, costs_.stages);
@@ -61,10 +64,14 @@ int64_t TimedBackend::input_bytes(int chunk) const {
 
 int64_t TimedBackend::output_bytes(int chunk) const {
   const int v = virtual_stage(stage_, chunk, costs_.stages);
-  return v + 1 == static_cast<int>(costs_.chunks.size()) ? 0 : costs_.chunks[static_cast<size_t>(v)].send_bytes;
+  return v + 1 == static_cast<int>(costs_.chunks.size())
+             ? 0
+             : costs_.chunks[static_cast<size_t>(v)].send_bytes;
 }
 
-int64_t TimedBackend::activation_bytes(int chunk) const { return cost(chunk).activation_bytes; }
+int64_t TimedBackend::activation_bytes(int chunk) const {
+  return cost(chunk).activation_bytes;
+}
 
 void TimedBackend::sleep_for_model_seconds(double seconds) {
   timespec deadline{};
@@ -84,7 +91,8 @@ void TimedBackend::forward(int chunk, int64_t /*mb*/, const std::byte* /*in*/, s
   sleep_for_model_seconds(cost(chunk).fwd);
 }
 
-void TimedBackend::backward(int chunk, int64_t /*mb*/, const std::byte* /*grad_out*/, std::byte* /*grad_in*/) {
+void TimedBackend::backward(int chunk, int64_t /*mb*/, const std::byte* /*grad_out*/,
+                            std::byte* /*grad_in*/) {
   sleep_for_model_seconds(cost(chunk).bwd_input + cost(chunk).bwd_weight);
   PPB_CHECK(inflight_[static_cast<size_t>(chunk)] > 0, "timed backend: backward without forward");
   --inflight_[static_cast<size_t>(chunk)];

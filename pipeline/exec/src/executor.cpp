@@ -97,7 +97,8 @@ class Watchdog {
     in_step_ = false;
     doing_ = Doing::kIdle;
   }
-  void set(Doing doing, const Action& action, int peer = -1, MessageKind kind = MessageKind::kActivation) {
+  void set(Doing doing, const Action& action, int peer = -1,
+           MessageKind kind = MessageKind::kActivation) {
     std::lock_guard lock(mutex_);
     doing_ = doing;
     action_ = action;
@@ -119,20 +120,26 @@ class Watchdog {
       std::string where;
       switch (doing_) {
         case Doing::kIdle: where = "between steps"; break;
-        case Doing::kStartBarrier: where = "the barrier that starts the step (a rank did not arrive)"; break;
+        case Doing::kStartBarrier:
+          where = "the barrier that starts the step (a rank did not arrive)";
+          break;
         case Doing::kCompute: where = "in " + action_text(action_, chunks_) + " (computing)"; break;
         case Doing::kWaitRecv:
           where = "in " + action_text(action_, chunks_) + " (waiting for the " +
-                  (kind_ == MessageKind::kActivation ? "activation" : "input gradient") + " of mb " +
-                  std::to_string(action_.microbatch) + " from rank " + std::to_string(peer_) + ")";
+                  (kind_ == MessageKind::kActivation ? "activation" : "input gradient") +
+                  " of mb " + std::to_string(action_.microbatch) + " from rank " +
+                  std::to_string(peer_) + ")";
           break;
         case Doing::kSync: where = "in SYNC (a barrier: another rank did not arrive)"; break;
         case Doing::kOptimizer: where = "in the optimizer step"; break;
-        case Doing::kDrain: where = "after its last action (waiting for its sends to complete)"; break;
+        case Doing::kDrain:
+          where = "after its last action (waiting for its sends to complete)";
+          break;
       }
       char line[512];
-      std::snprintf(line, sizeof line, "rank %d: step %d stuck for %.1f s %s; aborting (--timeout %.1f)", rank_,
-                    step_, stuck, where.c_str(), timeout_);
+      std::snprintf(line, sizeof line,
+                    "rank %d: step %d stuck for %.1f s %s; aborting (--timeout %.1f)", rank_, step_,
+                    stuck, where.c_str(), timeout_);
       lock.unlock();
       abort_job(line, 1);
     }
@@ -257,12 +264,14 @@ StepRecord Executor::run_step(const Schedule& schedule) {
   const int P = schedule.stages;
   const int V = schedule.chunks;
   if (P != size_) {
-    throw UsageError("schedule " + schedule.name + " has " + std::to_string(P) + " stages but the job has " +
-                     std::to_string(size_) + " ranks (run with mpirun -np " + std::to_string(P) + ")");
+    throw UsageError("schedule " + schedule.name + " has " + std::to_string(P) +
+                     " stages but the job has " + std::to_string(size_) +
+                     " ranks (run with mpirun -np " + std::to_string(P) + ")");
   }
   if (V != backend.chunks()) {
-    throw UsageError("schedule " + schedule.name + " has " + std::to_string(V) + " chunks per stage but the " +
-                     std::string(backend.name()) + " backend was built with " + std::to_string(backend.chunks()));
+    throw UsageError("schedule " + schedule.name + " has " + std::to_string(V) +
+                     " chunks per stage but the " + std::string(backend.name()) +
+                     " backend was built with " + std::to_string(backend.chunks()));
   }
   PPB_CHECK(static_cast<int>(schedule.actions.size()) == P, "schedule: one action list per stage");
   const int s = rank_;
@@ -290,15 +299,16 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     int64_t bytes = 0;
     switch (a.kind) {
       case ActionKind::kForward:
-        if (v > 0) from = v - 1, kind = MessageKind::kActivation, bytes = backend.input_bytes(a.chunk);
+        if (v > 0)
+          from = v - 1, kind = MessageKind::kActivation, bytes = backend.input_bytes(a.chunk);
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput:
-        if (v < VP - 1) from = v + 1, kind = MessageKind::kGradient, bytes = backend.output_bytes(a.chunk);
+        if (v < VP - 1)
+          from = v + 1, kind = MessageKind::kGradient, bytes = backend.output_bytes(a.chunk);
         break;
       case ActionKind::kBackwardWeight:
-      case ActionKind::kSync:
-        break;
+      case ActionKind::kSync: break;
     }
     if (from < 0 || from % P == s) continue;  // nothing to receive, or a local hand-over
     Recv r;
@@ -325,7 +335,8 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     std::vector<int> last_of_batch(static_cast<size_t>(std::max(schedule.batches, 1)), -1);
     for (size_t k = 0; k < list.size(); ++k) {
       if (list[k].kind == ActionKind::kSync) continue;
-      const int b = std::min(list[k].microbatch / std::max(schedule.microbatches, 1), schedule.batches - 1);
+      const int b =
+          std::min(list[k].microbatch / std::max(schedule.microbatches, 1), schedule.batches - 1);
       last_of_batch[static_cast<size_t>(b)] = static_cast<int>(k);
     }
     for (int k : last_of_batch) {
@@ -340,7 +351,8 @@ StepRecord Executor::run_step(const Schedule& schedule) {
   rec.peak_comm_bytes = mem.current(MemCategory::kCommBuffers);
   mem.on_change = [&rec, &mem](int64_t total) {
     rec.peak_bytes = std::max(rec.peak_bytes, total);
-    rec.peak_activation_bytes = std::max(rec.peak_activation_bytes, mem.current(MemCategory::kActivations));
+    rec.peak_activation_bytes =
+        std::max(rec.peak_activation_bytes, mem.current(MemCategory::kActivations));
     rec.peak_comm_bytes = std::max(rec.peak_comm_bytes, mem.current(MemCategory::kCommBuffers));
   };
   struct ResetHook {
@@ -385,7 +397,8 @@ StepRecord Executor::run_step(const Schedule& schedule) {
       }
     }
   };
-  auto send = [&](TrackedBuffer&& buffer, int to_virtual, int from_virtual, int64_t mb, MessageKind kind) {
+  auto send = [&](TrackedBuffer&& buffer, int to_virtual, int from_virtual, int64_t mb,
+                  MessageKind kind) {
     CommRecord c;
     c.send = true;
     c.kind = kind;
@@ -441,7 +454,8 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     }
     const int v = virtual_stage(s, a.chunk, P);
     const bool is_forward = a.kind == ActionKind::kForward;
-    const bool needs_input = a.kind != ActionKind::kBackwardWeight && (is_forward ? v > 0 : v < VP - 1);
+    const bool needs_input =
+        a.kind != ActionKind::kBackwardWeight && (is_forward ? v > 0 : v < VP - 1);
     const MessageKind in_kind = is_forward ? MessageKind::kActivation : MessageKind::kGradient;
 
     // Input: a posted receive, or a local hand-over.
@@ -484,8 +498,7 @@ StepRecord Executor::run_step(const Schedule& schedule) {
         if (v > 0) to_virtual = v - 1, output = x.take(backend.input_bytes(a.chunk));
         break;
       case ActionKind::kBackwardWeight:
-      case ActionKind::kSync:
-        break;
+      case ActionKind::kSync: break;
     }
     if (watchdog_) watchdog_->set(Doing::kCompute, a);
     if (instr != nullptr) instr->action_begin(s, a);
@@ -495,8 +508,12 @@ StepRecord Executor::run_step(const Schedule& schedule) {
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     switch (a.kind) {
-      case ActionKind::kForward: backend.forward(a.chunk, a.microbatch, input.data(), output.data()); break;
-      case ActionKind::kBackward: backend.backward(a.chunk, a.microbatch, input.data(), output.data()); break;
+      case ActionKind::kForward:
+        backend.forward(a.chunk, a.microbatch, input.data(), output.data());
+        break;
+      case ActionKind::kBackward:
+        backend.backward(a.chunk, a.microbatch, input.data(), output.data());
+        break;
       case ActionKind::kBackwardInput:
         backend.backward_input(a.chunk, a.microbatch, input.data(), output.data());
         break;
@@ -509,7 +526,9 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     rec.wait += ar.wait;
     rec.actions.push_back(ar);
     x.give(std::move(input));
-    if (to_virtual >= 0) send(std::move(output), to_virtual, v, a.microbatch, is_forward ? MessageKind::kActivation : MessageKind::kGradient);
+    if (to_virtual >= 0)
+      send(std::move(output), to_virtual, v, a.microbatch,
+           is_forward ? MessageKind::kActivation : MessageKind::kGradient);
 
     if (x.options.optimizer == OptimizerPolicy::kPerBackward &&
         (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardWeight)) {

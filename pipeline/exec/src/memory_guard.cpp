@@ -16,7 +16,8 @@ namespace ppb {
 
 int64_t predicted_activation_peak(const Schedule& schedule, int stage,
                                   const std::vector<int64_t>& activation_bytes) {
-  PPB_CHECK(stage >= 0 && stage < static_cast<int>(schedule.actions.size()), "predict: stage out of range");
+  PPB_CHECK(stage >= 0 && stage < static_cast<int>(schedule.actions.size()),
+            "predict: stage out of range");
   int64_t current = 0;
   int64_t peak = 0;
   for (const Action& a : schedule.actions[static_cast<size_t>(stage)]) {
@@ -30,8 +31,7 @@ int64_t predicted_activation_peak(const Schedule& schedule, int stage,
         current -= activation_bytes[static_cast<size_t>(a.chunk)];
         break;
       case ActionKind::kBackwardInput:
-      case ActionKind::kSync:
-        break;
+      case ActionKind::kSync: break;
     }
   }
   return peak;
@@ -39,9 +39,11 @@ int64_t predicted_activation_peak(const Schedule& schedule, int stage,
 
 MemoryGuard::MemoryGuard(MPI_Comm comm, MemoryGuardOptions options, Generator generate)
     : comm_(comm), options_(options), generate_(std::move(generate)) {
-  if (options_.budget_bytes <= 0) throw UsageError("--memory-budget: the adaptive schedule's guard needs a budget > 0");
+  if (options_.budget_bytes <= 0)
+    throw UsageError("--memory-budget: the adaptive schedule's guard needs a budget > 0");
   if (!(options_.guard > 0 && options_.guard <= 1)) {
-    throw UsageError("--memory-guard: expected a fraction in (0, 1], got " + std::to_string(options_.guard));
+    throw UsageError("--memory-guard: expected a fraction in (0, 1], got " +
+                     std::to_string(options_.guard));
   }
   if (options_.max_inflight < 1) throw UsageError("--inflight: expected >= 1");
   cap_ = options_.max_inflight;
@@ -49,7 +51,8 @@ MemoryGuard::MemoryGuard(MPI_Comm comm, MemoryGuardOptions options, Generator ge
 }
 
 int64_t MemoryGuard::line_bytes() const {
-  return static_cast<int64_t>(std::floor(options_.guard * static_cast<double>(options_.budget_bytes)));
+  return static_cast<int64_t>(
+      std::floor(options_.guard * static_cast<double>(options_.budget_bytes)));
 }
 
 const Schedule& MemoryGuard::schedule_for(int n) {

@@ -41,9 +41,10 @@ int world_rank() {
 void mpi_call_failed(const char* call, int code, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) std::snprintf(text, sizeof text, "code %d", code);
-  std::fprintf(stderr, "pipebench[r%d]: MPI error in %s at %s:%d: %s\n", world_rank(), call, file, line,
-               text);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    std::snprintf(text, sizeof text, "code %d", code);
+  std::fprintf(stderr, "pipebench[r%d]: MPI error in %s at %s:%d: %s\n", world_rank(), call, file,
+               line, text);
   std::fflush(stderr);
   abort_hook();
   std::abort();
@@ -93,7 +94,8 @@ void run_or_abort(const std::function<void()>& body, MPI_Comm comm) {
   int size = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  std::fprintf(stderr, "%serror on rank %d of %d: %s\n", log::prefix().c_str(), rank, size, what.c_str());
+  std::fprintf(stderr, "%serror on rank %d of %d: %s\n", log::prefix().c_str(), rank, size,
+               what.c_str());
   std::fflush(stderr);
   MPI_Abort(comm, code);
   std::exit(code);

@@ -20,12 +20,13 @@ const char* message_kind_name(MessageKind kind) {
 }
 
 int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int tag_ub) {
-  PPB_CHECK(microbatch >= 0 && chunk >= 0 && chunk < chunks, "message_tag: bad micro-batch or chunk");
+  PPB_CHECK(microbatch >= 0 && chunk >= 0 && chunk < chunks,
+            "message_tag: bad micro-batch or chunk");
   int64_t tag = (microbatch * chunks + chunk) * 2 + static_cast<int64_t>(kind);
   if (tag > tag_ub) {
-    throw UsageError("message tags: micro-batch " + std::to_string(microbatch) + " x " + std::to_string(chunks) +
-                     " chunks exceeds the transport's tag range (" + std::to_string(tag_ub) +
-                     "); use fewer micro-batches or batches");
+    throw UsageError("message tags: micro-batch " + std::to_string(microbatch) + " x " +
+                     std::to_string(chunks) + " chunks exceeds the transport's tag range (" +
+                     std::to_string(tag_ub) + "); use fewer micro-batches or batches");
   }
   return static_cast<int>(tag);
 }
@@ -92,8 +93,9 @@ void MpiTransport::release(RequestId request, const MPI_Status& status) {
     int count = 0;
     PPB_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
     PPB_CHECK(count == expected, "received " + std::to_string(count) + " bytes, expected " +
-                                     std::to_string(expected) + " (tag " + std::to_string(status.MPI_TAG) +
-                                     " from rank " + std::to_string(status.MPI_SOURCE) + ")");
+                                     std::to_string(expected) + " (tag " +
+                                     std::to_string(status.MPI_TAG) + " from rank " +
+                                     std::to_string(status.MPI_SOURCE) + ")");
   }
   requests_[static_cast<size_t>(request)] = MPI_REQUEST_NULL;
   free_.push_back(request);

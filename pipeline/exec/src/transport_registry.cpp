@@ -18,7 +18,9 @@ struct Entry {
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
       {{"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks"},
-       [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm); }},
+       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
+         return std::make_unique<MpiTransport>(comm);
+       }},
   };
   return kEntries;
 }
@@ -40,7 +42,8 @@ std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm) 
     if (e.info.name == name) return e.make(comm);
     names += (names.empty() ? "" : ", ") + e.info.name;
   }
-  throw UsageError("--transport: unknown transport '" + std::string(name) + "' (transports: " + names + ")");
+  throw UsageError("--transport: unknown transport '" + std::string(name) +
+                   "' (transports: " + names + ")");
 }
 
 }  // namespace ppb

@@ -43,15 +43,24 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--schedule") a.schedule = v;
-    else if (k == "--microbatches") a.microbatches = std::atoi(v);
-    else if (k == "--steps") a.steps = std::atoi(v);
-    else if (k == "--wait") a.wait = v;
-    else if (k == "--fwd-ms") a.fwd_ms = std::atof(v);
-    else if (k == "--bwd-ms") a.bwd_ms = std::atof(v);
-    else if (k == "--bytes") a.bytes = std::atoll(v);
-    else if (k == "--dump") a.dump = std::atoi(v) != 0;
-    else throw ppb::UsageError("ppb_exec_overhead: unknown flag " + k);
+    if (k == "--schedule")
+      a.schedule = v;
+    else if (k == "--microbatches")
+      a.microbatches = std::atoi(v);
+    else if (k == "--steps")
+      a.steps = std::atoi(v);
+    else if (k == "--wait")
+      a.wait = v;
+    else if (k == "--fwd-ms")
+      a.fwd_ms = std::atof(v);
+    else if (k == "--bwd-ms")
+      a.bwd_ms = std::atof(v);
+    else if (k == "--bytes")
+      a.bytes = std::atoll(v);
+    else if (k == "--dump")
+      a.dump = std::atoi(v) != 0;
+    else
+      throw ppb::UsageError("ppb_exec_overhead: unknown flag " + k);
   }
   return a;
 }
@@ -105,13 +114,13 @@ Figures measure(const Args& a, ppb::WaitStrategy wait, int rank, int P) {
         if (r != rank) continue;
         std::printf("rank %d measured:", rank);
         for (const ppb::ActionRecord& x : rec.actions) {
-          std::printf(" %s%d[%.1f-%.1f w%.1f]", ppb::action_kind_name(x.action.kind), x.action.microbatch,
-                      x.start * 1e3, x.end * 1e3, x.wait * 1e3);
+          std::printf(" %s%d[%.1f-%.1f w%.1f]", ppb::action_kind_name(x.action.kind),
+                      x.action.microbatch, x.start * 1e3, x.end * 1e3, x.wait * 1e3);
         }
         std::printf("\nrank %d simulated:", rank);
         for (const ppb::SimEvent& x : sim.stages[static_cast<size_t>(rank)].events) {
-          std::printf(" %s%d[%.1f-%.1f]", ppb::action_kind_name(x.action.kind), x.action.microbatch, x.start * 1e3,
-                      x.end * 1e3);
+          std::printf(" %s%d[%.1f-%.1f]", ppb::action_kind_name(x.action.kind), x.action.microbatch,
+                      x.start * 1e3, x.end * 1e3);
         }
         std::printf("\n");
         std::fflush(stdout);
@@ -128,11 +137,13 @@ Figures measure(const Args& a, ppb::WaitStrategy wait, int rank, int P) {
     const int M = a.microbatches;
     std::vector<double> mine_end(static_cast<size_t>(2 * M), 0);
     for (const ppb::ActionRecord& r : rec.actions) {
-      const size_t slot = static_cast<size_t>(2 * r.action.microbatch + (r.action.kind == ppb::ActionKind::kForward ? 0 : 1));
+      const size_t slot = static_cast<size_t>(2 * r.action.microbatch +
+                                              (r.action.kind == ppb::ActionKind::kForward ? 0 : 1));
       mine_end[slot] = rec.origin + r.end;
     }
     ends.resize(static_cast<size_t>(2 * M * P));
-    MPI_Allgather(mine_end.data(), 2 * M, MPI_DOUBLE, ends.data(), 2 * M, MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Allgather(mine_end.data(), 2 * M, MPI_DOUBLE, ends.data(), 2 * M, MPI_DOUBLE,
+                  MPI_COMM_WORLD);
     double lat = 0;
     int nlat = 0;
     double prev_end = 0;
@@ -140,7 +151,8 @@ Figures measure(const Args& a, ppb::WaitStrategy wait, int rank, int P) {
       const bool fwd = r.action.kind == ppb::ActionKind::kForward;
       const int src = fwd ? rank - 1 : rank + 1;
       if (src >= 0 && src < P) {
-        const double produced = ends[static_cast<size_t>(src * 2 * M + 2 * r.action.microbatch + (fwd ? 0 : 1))];
+        const double produced =
+            ends[static_cast<size_t>(src * 2 * M + 2 * r.action.microbatch + (fwd ? 0 : 1))];
         const double ready = std::max(produced, rec.origin + prev_end);
         if (produced > rec.origin + prev_end) lat += rec.origin + r.start - ready, ++nlat;
       }
@@ -148,9 +160,12 @@ Figures measure(const Args& a, ppb::WaitStrategy wait, int rank, int P) {
     }
     MPI_Allreduce(MPI_IN_PLACE, &lat, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &nlat, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    steps.push_back({step, {step, sim.step_time, bubble / P, sim.bubble_ratio, waited / P, nlat ? lat / nlat : 0}});
+    steps.push_back(
+        {step,
+         {step, sim.step_time, bubble / P, sim.bubble_ratio, waited / P, nlat ? lat / nlat : 0}});
   }
-  std::sort(steps.begin(), steps.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::sort(steps.begin(), steps.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
   return steps[steps.size() / 2].second;
 }
 
@@ -168,17 +183,20 @@ int main(int argc, char** argv) {
     }
     const int per_stage = 2 * a.microbatches;
     if (mpi.rank() == 0) {
-      std::printf("# %s P=%d M=%d F=%.1f ms B=%.1f ms, %lld B messages, median of %d steps\n", a.schedule.c_str(),
-                  mpi.size(), a.microbatches, a.fwd_ms, a.bwd_ms, static_cast<long long>(a.bytes), a.steps);
-      std::printf("%-6s %12s %12s %10s %14s %9s %9s %10s %12s\n", "wait", "measured_ms", "simulated_ms", "ratio",
-                  "us_per_action", "bubble", "sim_bubble", "wait_ms", "handover_us");
+      std::printf("# %s P=%d M=%d F=%.1f ms B=%.1f ms, %lld B messages, median of %d steps\n",
+                  a.schedule.c_str(), mpi.size(), a.microbatches, a.fwd_ms, a.bwd_ms,
+                  static_cast<long long>(a.bytes), a.steps);
+      std::printf("%-6s %12s %12s %10s %14s %9s %9s %10s %12s\n", "wait", "measured_ms",
+                  "simulated_ms", "ratio", "us_per_action", "bubble", "sim_bubble", "wait_ms",
+                  "handover_us");
     }
     for (ppb::WaitStrategy w : waits) {
       const Figures f = measure(a, w, mpi.rank(), mpi.size());
       if (mpi.rank() == 0) {
-        std::printf("%-6s %12.3f %12.3f %10.4f %14.1f %9.4f %9.4f %10.3f %12.1f\n", ppb::wait_strategy_name(w),
-                    f.measured * 1e3, f.simulated * 1e3, f.measured / f.simulated,
-                    (f.measured - f.simulated) / per_stage * 1e6, f.bubble, f.sim_bubble, f.wait * 1e3, f.handover * 1e6);
+        std::printf("%-6s %12.3f %12.3f %10.4f %14.1f %9.4f %9.4f %10.3f %12.1f\n",
+                    ppb::wait_strategy_name(w), f.measured * 1e3, f.simulated * 1e3,
+                    f.measured / f.simulated, (f.measured - f.simulated) / per_stage * 1e6,
+                    f.bubble, f.sim_bubble, f.wait * 1e3, f.handover * 1e6);
       }
     }
   });

@@ -114,7 +114,8 @@ class CpuBackend final : public Backend {
   int64_t activation_bytes(int chunk) const override;
   void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) override;
   void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) override;
-  void backward_input(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) override;
+  void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
+                      std::byte* grad_in) override;
   void backward_weight(int chunk, int64_t mb) override;
   void optimizer_step(int chunk) override;
   MemoryTracker& memory() override { return memory_; }
@@ -155,7 +156,8 @@ class TimedBackend final : public Backend {
   int64_t activation_bytes(int chunk) const override;
   void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) override;
   void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) override;
-  void backward_input(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) override;
+  void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
+                      std::byte* grad_in) override;
   void backward_weight(int chunk, int64_t mb) override;
   void optimizer_step(int chunk) override;
   MemoryTracker& memory() override { return memory_; }

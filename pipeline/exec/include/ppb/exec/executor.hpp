@@ -75,14 +75,14 @@ OptimizerPolicy optimizer_policy_for(std::string_view schedule_name);
 struct CommRecord {
   bool send = false;  ///< true: this rank sent it; false: received it
   MessageKind kind = MessageKind::kActivation;
-  int peer = 0;            ///< the other rank
+  int peer = 0;  ///< the other rank
   int64_t microbatch = 0;
-  int from_virtual = 0;    ///< producing virtual stage
-  int to_virtual = 0;      ///< consuming virtual stage
+  int from_virtual = 0;  ///< producing virtual stage
+  int to_virtual = 0;    ///< consuming virtual stage
   int64_t bytes = 0;
-  double start = 0;        ///< send: isend posted; recv: irecv posted
-  double end = 0;          ///< when this rank saw it complete
-  bool local = false;      ///< same-rank hand-over (no transport)
+  double start = 0;    ///< send: isend posted; recv: irecv posted
+  double end = 0;      ///< when this rank saw it complete
+  bool local = false;  ///< same-rank hand-over (no transport)
 
   /// Id shared by the send and the receive of one message, unique within a
   /// step across ranks: ((mb * VP + from_virtual) * 2 + kind).
@@ -102,7 +102,7 @@ struct ActionRecord {
 
 /// What one rank did in one step (seconds from its step start).
 struct StepRecord {
-  int step = 0;        ///< 0-based index of this run_step call
+  int step = 0;  ///< 0-based index of this run_step call
   int stage = 0;
   /// now_seconds() at this rank's step start (the origin of every time
   /// below). Ranks on one host share the steady clock, so origins of
@@ -110,13 +110,13 @@ struct StepRecord {
   double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
-  double busy = 0;            ///< summed F/B/I/W durations (compute busy)
-  double wait = 0;            ///< summed waits for inputs
-  double sync = 0;            ///< summed time in SYNC barriers
-  double optimizer = 0;       ///< summed optimizer_step time
-  double actions_end = 0;     ///< end of the last action (DESIGN.md's step end on this rank)
-  double end = 0;             ///< after the optimizer and the drain of all sends
-  int64_t peak_bytes = 0;             ///< tracker total's high-water mark during the step
+  double busy = 0;         ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;         ///< summed waits for inputs
+  double sync = 0;         ///< summed time in SYNC barriers
+  double optimizer = 0;    ///< summed optimizer_step time
+  double actions_end = 0;  ///< end of the last action (DESIGN.md's step end on this rank)
+  double end = 0;          ///< after the optimizer and the drain of all sends
+  int64_t peak_bytes = 0;  ///< tracker total's high-water mark during the step
   int64_t peak_activation_bytes = 0;  ///< kActivations high-water mark during the step
   int64_t peak_comm_bytes = 0;        ///< kCommBuffers high-water mark during the step
 };

@@ -24,7 +24,8 @@
 // Example:
 //   MemoryGuard guard(comm, {.budget_bytes = 64 << 20, .guard = 0.85, .max_inflight = P},
 //                     [&](int n) { return generate_schedule("adaptive", {..., .inflight = n}); });
-//   for (...) { const Schedule& s = guard.plan(*backend); auto r = exec.run_step(s); guard.observe(r.peak_bytes); }
+//   for (...) { const Schedule& s = guard.plan(*backend); auto r = exec.run_step(s);
+//   guard.observe(r.peak_bytes); }
 #pragma once
 
 #include <mpi.h>

@@ -27,12 +27,12 @@ int world_rank();
 /// Checks an MPI call (MPI_COMM_WORLD's error handler is set to
 /// MPI_ERRORS_RETURN by MpiSession so that the code comes back here).
 /// Example: PPB_MPI_CHECK(MPI_Barrier(comm));
-#define PPB_MPI_CHECK(call)                                                  \
-  do {                                                                       \
-    int ppb_mpi_rc_ = (call);                                                \
-    if (ppb_mpi_rc_ != MPI_SUCCESS) [[unlikely]] {                           \
-      ::ppb::mpi_call_failed(#call, ppb_mpi_rc_, __FILE__, __LINE__);        \
-    }                                                                        \
+#define PPB_MPI_CHECK(call)                                           \
+  do {                                                                \
+    int ppb_mpi_rc_ = (call);                                         \
+    if (ppb_mpi_rc_ != MPI_SUCCESS) [[unlikely]] {                    \
+      ::ppb::mpi_call_failed(#call, ppb_mpi_rc_, __FILE__, __LINE__); \
+    }                                                                 \
   } while (false)
 
 namespace ppb {

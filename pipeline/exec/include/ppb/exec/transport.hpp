@@ -12,8 +12,8 @@
 //
 // Example:
 //   auto t = ppb::make_transport("mpi", MPI_COMM_WORLD);
-//   RequestId r = t->irecv(buf, n, /*peer=*/1, ppb::message_tag(mb, 0, MessageKind::kActivation, 1));
-//   t->wait(r, WaitStrategy::kSleep);
+//   RequestId r = t->irecv(buf, n, /*peer=*/1, ppb::message_tag(mb, 0, MessageKind::kActivation,
+//   1)); t->wait(r, WaitStrategy::kSleep);
 #pragma once
 
 #include <mpi.h>
