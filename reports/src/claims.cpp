@@ -104,7 +104,7 @@ std::string no_runs(const std::vector<std::string>& schedules) {
 CheckOutcome check_ratio(const ClaimCheck& c, const Entries& all) {
   CheckOutcome o;
   o.documented = format_number(c.documented) + " (" + c.metric + " " + names(c.numerator) + " / " +
-                 names(c.denominator) + ", +-" + format_number(c.tolerance * 100) + "%)";
+                 names(c.denominator) + ", +-" + format_trimmed(c.tolerance * 100) + "%)";
   std::map<std::string, Entries> setups;
   for (const ResultEntry* e : all) setups[key_without(*e, "schedule")].push_back(e);
   std::vector<double> ratios;
@@ -138,7 +138,7 @@ CheckOutcome check_ratio(const ClaimCheck& c, const Entries& all) {
   const double rel = std::fabs(o.value / c.documented - 1.0);
   o.verdict = rel <= c.tolerance ? Verdict::kConsistent : Verdict::kInconsistent;
   if (o.verdict == Verdict::kInconsistent) {
-    o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_number(c.tolerance * 100) + "%)";
+    o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_trimmed(c.tolerance * 100) + "%)";
   }
   return o;
 }
@@ -179,7 +179,7 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   const double rel = std::fabs(o.value / (c.documented * scale) - 1.0);
   o.verdict = rel <= c.tolerance ? Verdict::kConsistent : Verdict::kInconsistent;
   if (o.verdict == Verdict::kInconsistent) {
-    o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_number(c.tolerance * 100) + "%)";
+    o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_trimmed(c.tolerance * 100) + "%)";
   }
   return o;
 }
@@ -366,7 +366,7 @@ CheckOutcome check_activation_formula(const ClaimCheck& c, const Entries& all) {
                  : f == "gpipe"     ? "per stage: M x a_s"
                  : f == "1f1b"      ? "per stage: min(P-s, M) x a_s"
                                     : "per stage: a_s";
-  o.documented += " (+-" + format_number(c.tolerance * 100) + "%)";
+  o.documented += " (+-" + format_trimmed(c.tolerance * 100) + "%)";
   std::string which;
   const Entries entries = first_present(all, c.schedules, &which);
   std::vector<double> ratios;
@@ -426,7 +426,7 @@ CheckOutcome check_activation_formula(const ClaimCheck& c, const Entries& all) {
 
 CheckOutcome check_bubble_formula(const ClaimCheck& c, const Entries& all) {
   CheckOutcome o;
-  o.documented = c.metric + " = " + c.formula + " (+-" + format_number(c.tolerance) + ")";
+  o.documented = c.metric + " = " + c.formula + " (+-" + format_trimmed(c.tolerance) + ")";
   std::string which;
   const Entries entries = first_present(all, c.schedules, &which);
   std::vector<double> diffs;

@@ -44,6 +44,14 @@ std::string format_number(double x) {
   return format_fixed(x, digits);
 }
 
+std::string format_trimmed(double x) {
+  std::string s = format_number(x);
+  if (s.find('.') == std::string::npos || s.find_first_of("eE") != std::string::npos) return s;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 std::string format_exact(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";

@@ -329,7 +329,7 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
   if (!m.regression) return;
   const RegressionSummary& r = *m.regression;
   h << "<h2>Regression against the baseline</h2>\n<p class=\"note\">Baseline: " << esc(r.baseline_source)
-    << ". Matched by configuration and machine. Threshold " << format_number(r.threshold * 100)
+    << ". Matched by configuration and machine. Threshold " << format_trimmed(r.threshold * 100)
     << "%: a samples/s drop or a peak-memory growth beyond it, or a bubble-ratio growth beyond " << format_fixed(r.threshold, 2)
     << " points, is a regression. New and missing combinations are listed, not failed.</p>\n";
   h << "<table><tr><th>combination</th><th>machine</th><th>status</th><th>samples/s change</th><th>peak memory change</th>"

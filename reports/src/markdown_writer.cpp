@@ -52,7 +52,7 @@ std::string write_markdown(const ReportModel& model) {
   if (model.regression) {
     const RegressionSummary& r = *model.regression;
     md << "## Regressions against the baseline\n\n";
-    md << "Threshold " << format_number(r.threshold * 100) << "% (samples/s drop, peak-memory growth; bubble ratio +"
+    md << "Threshold " << format_trimmed(r.threshold * 100) << "% (samples/s drop, peak-memory growth; bubble ratio +"
        << format_fixed(r.threshold, 2) << " points). **" << r.regressions() << " regression(s).**\n\n";
     md << "| combination | machine | status | samples/s | peak memory | bubble | why |\n|---|---|---|---|---|---|---|\n";
     for (const RegressionRow& row : r.rows) {

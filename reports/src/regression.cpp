@@ -73,7 +73,7 @@ RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
         row.samples_change = (*cs - *bs) / *bs;
         if (-row.samples_change > threshold) {
           row.reasons.push_back("samples/s " + format_number(*bs) + " -> " + format_number(*cs) + " (" +
-                                percent(row.samples_change) + ", threshold -" + format_number(threshold * 100) + "%)");
+                                percent(row.samples_change) + ", threshold -" + format_trimmed(threshold * 100) + "%)");
         }
       }
       const auto bm = metric_value(b, "peak_memory");
@@ -82,7 +82,7 @@ RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
         row.memory_change = (*cm - *bm) / *bm;
         if (row.memory_change > threshold) {
           row.reasons.push_back("peak memory " + format_bytes(*bm) + " -> " + format_bytes(*cm) + " (" +
-                                percent(row.memory_change) + ", threshold +" + format_number(threshold * 100) + "%)");
+                                percent(row.memory_change) + ", threshold +" + format_trimmed(threshold * 100) + "%)");
         }
       }
       const auto bb = metric_value(b, "bubble_ratio");

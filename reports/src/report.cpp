@@ -55,7 +55,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     out << "\n";
     for (const GroupView& g : model.groups) out << "verdict (" << g.machine << "): " << g.verdict << "\n";
     if (model.regression) {
-      out << "regressions: " << model.regressions() << " beyond " << format_number(o.threshold * 100) << "%\n";
+      out << "regressions: " << model.regressions() << " beyond " << format_trimmed(o.threshold * 100) << "%\n";
       for (const RegressionRow& r : model.regression->rows) {
         for (const std::string& why : r.reasons) out << "  REGRESSION " << r.label << ": " << why << "\n";
       }

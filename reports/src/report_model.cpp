@@ -205,7 +205,7 @@ void verdict(GroupView& g, const ReportModel& m) {
           " inconsistent, " + std::to_string(unmeasurable) + " not measurable here.";
   if (m.regression) {
     text += " Against the baseline: " + std::to_string(m.regression->regressions()) + " regression(s) beyond " +
-            format_number(m.regression->threshold * 100) + "%.";
+            format_trimmed(m.regression->threshold * 100) + "%.";
   }
   g.verdict = text;
 }

@@ -17,6 +17,10 @@ std::string format_fixed(double x, int digits);
 /// "12.4"; "n/a" for NaN.
 std::string format_number(double x);
 
+/// format_number without trailing zeros: "7", "2.5", "0.07" (for percentages
+/// and tolerances in sentences).
+std::string format_trimmed(double x);
+
 /// Shortest text that parses back to exactly x ("0.1", "812.25", "nan").
 std::string format_exact(double x);
 
