@@ -31,14 +31,17 @@ endforeach()
 # equal the simulator's (in-flight x unit bytes), sync-1f1b < 1f1b < gpipe.
 # RUN_SERIAL: sleeps are only as exact as the machine is quiet.
 set(PPB_TIMED_MODEL "gpt:layers=16,hidden=256,heads=4,seq=128,vocab=1000,mbs=2")
-foreach(case "4;8" "8;16")
+# The time scales make the shortest action about 4 ms (twice the default), so
+# the fixed per-action costs (sleep overshoot, polling) weigh half as much.
+foreach(case "4;8;0.22" "8;16;0.44")
   list(GET case 0 ranks)
   list(GET case 1 m)
+  list(GET case 2 scale)
   set(dir ${PPB_RUN_OUT}/timed-p${ranks})
   ppb_add_mpi_test(run_timed_p${ranks} RANKS ${ranks}
     COMMAND $<TARGET_FILE:pipebench> run --backend timed --model ${PPB_TIMED_MODEL}
             --schedule gpipe,1f1b,sync-1f1b,interleaved-1f1b --partition layer --microbatches ${m}
-            -n 5 -w 1 --trace --out ${dir}
+            --time-scale ${scale} -n 5 -w 1 --trace --out ${dir}
     LABELS mpi TIMEOUT 240)
   set_tests_properties(run_timed_p${ranks} PROPERTIES FIXTURES_SETUP run_timed_p${ranks}_files RUN_SERIAL TRUE)
   add_test(NAME run_timed_p${ranks}_bubble COMMAND run_results_check bubble ${dir} 0.02 0.05)
