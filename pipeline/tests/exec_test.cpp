@@ -347,6 +347,62 @@ TEST(TimedBackendTest, CountsParametersAndActivationsWithoutAllocating) {
   EXPECT_EQ(b.output_bytes(0), 0);
 }
 
+TEST(TimedBackendTest, CountsTheWeightStashOfPipedream) {
+  StageCosts costs = uniform_costs(1, 1, 1e-6, 1e-6, 0.0, 0.0);
+  costs.chunks[0].param_bytes = 1000;
+  BackendConfig cfg;
+  cfg.costs = costs;
+  cfg.time_scale = 1.0;
+  cfg.weight_stashing = true;
+  TimedBackend b(cfg);
+  auto stash = [&] { return b.memory().current(MemCategory::kWeightStash); };
+  b.forward(0, 0, nullptr, nullptr);  // version 0
+  b.forward(0, 1, nullptr, nullptr);  // version 0
+  EXPECT_EQ(stash(), 0);
+  b.backward(0, 0, nullptr, nullptr);
+  b.optimizer_step(0);  // version 1; mb 1 still uses version 0
+  EXPECT_EQ(stash(), 1000);
+  b.forward(0, 2, nullptr, nullptr);  // version 1
+  b.backward(0, 1, nullptr, nullptr);
+  EXPECT_EQ(stash(), 0);  // nobody uses version 0 any more
+  b.optimizer_step(0);    // version 2; mb 2 uses version 1
+  b.forward(0, 3, nullptr, nullptr);
+  b.optimizer_step(0);  // version 3; mbs 2 and 3 use versions 1 and 2
+  EXPECT_EQ(stash(), 2000);
+  b.backward(0, 2, nullptr, nullptr);
+  b.backward(0, 3, nullptr, nullptr);
+  EXPECT_EQ(stash(), 0);
+}
+
+// Pipedream on the timed backend: the stash peaks while versions are in use
+// and is gone when the step's last backward ended.
+TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
+  const int P = comm_size();
+  ScheduleParams p;
+  p.stages = P;
+  p.microbatches = 4;
+  p.batches = 2;
+  const Schedule schedule = generate_schedule("pipedream", p);
+  BackendConfig cfg;
+  cfg.costs = timed_costs(P, 1, 0.05, 0.05, 0.0);
+  cfg.stage = comm_rank();
+  cfg.stages = P;
+  cfg.microbatches = 4;
+  cfg.weight_stashing = true;
+  TimedBackend backend(cfg);
+  MpiTransport transport(MPI_COMM_WORLD);
+  ExecutorOptions eo;
+  eo.optimizer = optimizer_policy_for("pipedream");
+  Executor exec(MPI_COMM_WORLD, backend, transport, eo);
+  (void)exec.run_step(schedule);
+  EXPECT_EQ(backend.memory().current(MemCategory::kWeightStash), 0);
+  // Stage 0 holds P micro-batches in flight in steady state, each forward
+  // at a later version: P - 1 older versions stashed at the peak (P > 1).
+  if (comm_rank() == 0 && P > 1) {
+    EXPECT_EQ(backend.memory().peak(MemCategory::kWeightStash), int64_t{P - 1} << 20);
+  }
+}
+
 // --- memory guard -----------------------------------------------------------
 
 TEST(MemoryGuardTest, AdaptiveStaysUnderTheLineWhereAsync1f1bPassesIt) {
@@ -516,6 +572,15 @@ TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   Executor exec(MPI_COMM_WORLD, backend, transport, eo);
   (void)exec.run_step(schedule);
   EXPECT_EQ(backend.chunk(0).weight_version(), 8);
+  // The timed backend's count-only stash follows the real one: on stage 0,
+  // P - 1 older versions of the chunk's parameters at the peak.
+  if (comm_rank() == 0 && P > 1) {
+    int64_t param_bytes = 0;
+    for (int u = backend.range(0).begin; u < backend.range(0).end; ++u) {
+      param_bytes += cfg.units[static_cast<size_t>(u)].param_bytes;
+    }
+    EXPECT_EQ(backend.memory().peak(MemCategory::kWeightStash), (P - 1) * param_bytes);
+  }
   EXPECT_EQ(backend.memory().current(MemCategory::kWeightStash), 0);
   EXPECT_EQ(backend.memory().current(MemCategory::kActivations), 0);
 }

@@ -38,6 +38,11 @@ TimedBackend::TimedBackend(const BackendConfig& config)
   // The default slack (50 us) would be added to every sleep.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   inflight_.assign(static_cast<size_t>(chunks_), 0);
+  stashing_ = config.weight_stashing;
+  version_.assign(static_cast<size_t>(chunks_), 0);
+  forward_version_.resize(static_cast<size_t>(chunks_));
+  version_users_.resize(static_cast<size_t>(chunks_));
+  stashed_versions_.assign(static_cast<size_t>(chunks_), 0);
   for (int c = 0; c < chunks_; ++c) counted_params_ += cost(c).param_bytes;
   // Count-only: the bytes a real stage would hold, without allocating them.
   memory_.on_alloc(MemCategory::kParameters, counted_params_);
@@ -49,8 +54,40 @@ TimedBackend::~TimedBackend() {
     memory_.on_free(MemCategory::kActivations,
                     inflight_[static_cast<size_t>(c)] * cost(c).activation_bytes);
   }
+  for (int c = 0; c < chunks_; ++c) {
+    memory_.on_free(MemCategory::kWeightStash,
+                    stashed_versions_[static_cast<size_t>(c)] * cost(c).param_bytes);
+  }
   memory_.on_free(MemCategory::kGradients, counted_params_);
   memory_.on_free(MemCategory::kParameters, counted_params_);
+}
+
+void TimedBackend::update_stash(int chunk) {
+  const auto c = static_cast<size_t>(chunk);
+  int64_t older = 0;
+  for (const auto& [version, users] : version_users_[c]) {
+    if (version < version_[c] && users > 0) ++older;
+  }
+  const int64_t bytes = cost(chunk).param_bytes;
+  if (older > stashed_versions_[c])
+    memory_.on_alloc(MemCategory::kWeightStash, (older - stashed_versions_[c]) * bytes);
+  if (older < stashed_versions_[c])
+    memory_.on_free(MemCategory::kWeightStash, (stashed_versions_[c] - older) * bytes);
+  stashed_versions_[c] = older;
+}
+
+void TimedBackend::end_microbatch(int chunk, int64_t mb) {
+  const auto c = static_cast<size_t>(chunk);
+  PPB_CHECK(inflight_[c] > 0, "timed backend: backward without forward");
+  --inflight_[c];
+  memory_.on_free(MemCategory::kActivations, cost(chunk).activation_bytes);
+  if (!stashing_) return;
+  auto it = forward_version_[c].find(mb);
+  PPB_CHECK(it != forward_version_[c].end(),
+            "timed backend: backward of a micro-batch not in flight");
+  if (--version_users_[c][it->second] == 0) version_users_[c].erase(it->second);
+  forward_version_[c].erase(it);
+  update_stash(chunk);
 }
 
 const ChunkCost& TimedBackend::cost(int chunk) const {
@@ -85,18 +122,21 @@ void TimedBackend::sleep_for_model_seconds(double seconds) {
   }
 }
 
-void TimedBackend::forward(int chunk, int64_t /*mb*/, const std::byte* /*in*/, std::byte* /*out*/) {
+void TimedBackend::forward(int chunk, int64_t mb, const std::byte* /*in*/, std::byte* /*out*/) {
   memory_.on_alloc(MemCategory::kActivations, cost(chunk).activation_bytes);
   ++inflight_[static_cast<size_t>(chunk)];
+  if (stashing_) {
+    const auto c = static_cast<size_t>(chunk);
+    forward_version_[c][mb] = version_[c];
+    ++version_users_[c][version_[c]];
+  }
   sleep_for_model_seconds(cost(chunk).fwd);
 }
 
-void TimedBackend::backward(int chunk, int64_t /*mb*/, const std::byte* /*grad_out*/,
+void TimedBackend::backward(int chunk, int64_t mb, const std::byte* /*grad_out*/,
                             std::byte* /*grad_in*/) {
   sleep_for_model_seconds(cost(chunk).bwd_input + cost(chunk).bwd_weight);
-  PPB_CHECK(inflight_[static_cast<size_t>(chunk)] > 0, "timed backend: backward without forward");
-  --inflight_[static_cast<size_t>(chunk)];
-  memory_.on_free(MemCategory::kActivations, cost(chunk).activation_bytes);
+  end_microbatch(chunk, mb);
 }
 
 void TimedBackend::backward_input(int chunk, int64_t /*mb*/, const std::byte* /*grad_out*/,
@@ -104,13 +144,15 @@ void TimedBackend::backward_input(int chunk, int64_t /*mb*/, const std::byte* /*
   sleep_for_model_seconds(cost(chunk).bwd_input);
 }
 
-void TimedBackend::backward_weight(int chunk, int64_t /*mb*/) {
+void TimedBackend::backward_weight(int chunk, int64_t mb) {
   sleep_for_model_seconds(cost(chunk).bwd_weight);
-  PPB_CHECK(inflight_[static_cast<size_t>(chunk)] > 0, "timed backend: backward without forward");
-  --inflight_[static_cast<size_t>(chunk)];
-  memory_.on_free(MemCategory::kActivations, cost(chunk).activation_bytes);
+  end_microbatch(chunk, mb);
 }
 
-void TimedBackend::optimizer_step(int /*chunk*/) {}
+void TimedBackend::optimizer_step(int chunk) {
+  if (!stashing_) return;
+  ++version_[static_cast<size_t>(chunk)];
+  update_stash(chunk);
+}
 
 }  // namespace ppb

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -142,7 +143,10 @@ class CpuBackend final : public Backend {
 /// gradients (param_bytes each) and each in-flight micro-batch's activation
 /// bytes are entered in the tracker without allocating them, so a gpt-7b
 /// stage can be modelled on a laptop; the executor's communication buffers
-/// stay real allocations.
+/// stay real allocations. With weight_stashing (pipedream) the stash is
+/// counted as CpuChunk keeps it: one copy of the chunk's param_bytes per
+/// older weight version an in-flight micro-batch still uses
+/// (MemCategory::kWeightStash); optimizer_step(c) starts a new version.
 class TimedBackend final : public Backend {
  public:
   /// REQUIRES: config.costs has stages * chunks entries with costs >= 0.
@@ -177,6 +181,16 @@ class TimedBackend final : public Backend {
   double time_scale_ = 1;
   int64_t counted_params_ = 0;
   std::vector<int> inflight_;  // per chunk: micro-batches holding activations
+  // Weight stashing (count-only, as CpuChunk does it for real): per chunk
+  // the current version, the version each in-flight micro-batch's forward
+  // used, how many use each version, and how many versions are stashed.
+  void end_microbatch(int chunk, int64_t mb);
+  void update_stash(int chunk);
+  bool stashing_ = false;
+  std::vector<int> version_;
+  std::vector<std::map<int64_t, int>> forward_version_;
+  std::vector<std::map<int, int>> version_users_;
+  std::vector<int64_t> stashed_versions_;
 };
 
 /// The default --time-scale of the timed backend: 2 ms divided by the
