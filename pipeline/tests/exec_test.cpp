@@ -380,14 +380,14 @@ TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
   const int P = comm_size();
   ScheduleParams p;
   p.stages = P;
-  p.microbatches = 4;
+  p.microbatches = P;  // M = P: batch 2 reaches the steady state below
   p.batches = 2;
   const Schedule schedule = generate_schedule("pipedream", p);
   BackendConfig cfg;
   cfg.costs = timed_costs(P, 1, 0.05, 0.05, 0.0);
   cfg.stage = comm_rank();
   cfg.stages = P;
-  cfg.microbatches = 4;
+  cfg.microbatches = P;
   cfg.weight_stashing = true;
   TimedBackend backend(cfg);
   MpiTransport transport(MPI_COMM_WORLD);
@@ -396,8 +396,10 @@ TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
   Executor exec(MPI_COMM_WORLD, backend, transport, eo);
   (void)exec.run_step(schedule);
   EXPECT_EQ(backend.memory().current(MemCategory::kWeightStash), 0);
-  // Stage 0 holds P micro-batches in flight in steady state, each forward
-  // at a later version: P - 1 older versions stashed at the peak (P > 1).
+  // Stage 0: P warm-up forwards at version 0, then each backward starts a
+  // version and each forward uses the newest: before the last backward of
+  // the warm-up micro-batches, versions 0 .. P-2 are older and in use, so
+  // P - 1 stashed copies at the peak (P > 1).
   if (comm_rank() == 0 && P > 1) {
     EXPECT_EQ(backend.memory().peak(MemCategory::kWeightStash), int64_t{P - 1} << 20);
   }
@@ -548,12 +550,12 @@ TEST(ExecutorTest, RejectsASchedulForAnotherRankCount) {
 }
 
 // Pipedream: one SGD step per backward, so after the step each chunk's
-// weight version equals the number of its backwards.
+// weight version equals the number of its backwards (2M).
 TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   const int P = comm_size();
   ScheduleParams p;
   p.stages = P;
-  p.microbatches = 4;
+  p.microbatches = P;  // M = P: batch 2 reaches pipedream's steady state
   p.batches = 2;
   const Schedule schedule = generate_schedule("pipedream", p);
   const ModelSpec spec = parse_model_spec(kSmallModel);
@@ -563,7 +565,7 @@ TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   cfg.parts = make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), P);
   cfg.stage = comm_rank();
   cfg.stages = P;
-  cfg.microbatches = 4;
+  cfg.microbatches = P;
   cfg.weight_stashing = true;
   CpuBackend backend(cfg);
   MpiTransport transport(MPI_COMM_WORLD);
@@ -571,7 +573,7 @@ TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   eo.optimizer = optimizer_policy_for("pipedream");
   Executor exec(MPI_COMM_WORLD, backend, transport, eo);
   (void)exec.run_step(schedule);
-  EXPECT_EQ(backend.chunk(0).weight_version(), 8);
+  EXPECT_EQ(backend.chunk(0).weight_version(), 2 * P);
   // The timed backend's count-only stash follows the real one: on stage 0,
   // P - 1 older versions of the chunk's parameters at the peak.
   if (comm_rank() == 0 && P > 1) {
