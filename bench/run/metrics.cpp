@@ -120,7 +120,7 @@ struct KindSums {
 }  // namespace
 
 StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasure>& steps,
-                          const StageCosts& model, double transfer_seconds) {
+                          const StageCosts& model, const LinkModel& link) {
   const int P = schedule.stages;
   const std::size_t n = static_cast<std::size_t>(schedule.virtual_stages());
   KindSums f(n), b(n), in(n), w(n);
@@ -156,13 +156,13 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
       c.bwd_weight = 0;
     }
   }
-  costs.link = LinkModel{};
-  costs.link.comm_time = transfer_seconds;
+  costs.link = link;
   return costs;
 }
 
-double measured_transfer_seconds(const std::vector<StepMeasure>& steps, int stages) {
+LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
   std::vector<double> waited;
+  std::vector<double> waited_bytes;
   double min_any = std::numeric_limits<double>::infinity();
   for (const StepMeasure& step : steps) {
     for (std::size_t r = 0; r < step.size(); ++r) {
@@ -190,15 +190,49 @@ double measured_transfer_seconds(const std::vector<StepMeasure>& steps, int stag
               (recv.gradient ? (a.action.kind == ActionKind::kBackward || a.action.kind == ActionKind::kBackwardInput)
                              : a.action.kind == ActionKind::kForward);
           if (consumer) {
-            if (a.wait > 0) waited.push_back(latency);
+            if (a.wait > 0) {
+              waited.push_back(latency);
+              waited_bytes.push_back(static_cast<double>(recv.bytes));
+            }
             break;
           }
         }
       }
     }
   }
-  if (!waited.empty()) return median(waited);
-  return std::isfinite(min_any) ? min_any : 0.0;
+  LinkModel link;
+  if (waited.empty()) {
+    link.comm_time = std::isfinite(min_any) ? min_any : 0.0;
+    return link;
+  }
+  link.comm_time = median(waited);
+  const double n = static_cast<double>(waited.size());
+  double mean_b = 0, mean_t = 0;
+  for (std::size_t i = 0; i < waited.size(); ++i) {
+    mean_b += waited_bytes[i] / n;
+    mean_t += waited[i] / n;
+  }
+  double cov = 0, var = 0;
+  for (std::size_t i = 0; i < waited.size(); ++i) {
+    cov += (waited_bytes[i] - mean_b) * (waited[i] - mean_t);
+    var += (waited_bytes[i] - mean_b) * (waited_bytes[i] - mean_b);
+  }
+  if (var > 0 && cov > 0) {
+    double slope = cov / var;
+    double intercept = mean_t - slope * mean_b;
+    if (intercept < 0) {  // through the origin instead
+      double bt = 0, bb = 0;
+      for (std::size_t i = 0; i < waited.size(); ++i) {
+        bt += waited_bytes[i] * waited[i];
+        bb += waited_bytes[i] * waited_bytes[i];
+      }
+      intercept = 0;
+      slope = bt / bb;
+    }
+    link.comm_time = intercept;
+    link.bandwidth = 1.0 / slope;
+  }
+  return link;
 }
 
 std::vector<StageActionTimes> mean_action_seconds(int stages, const std::vector<StepMeasure>& steps) {

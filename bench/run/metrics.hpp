@@ -34,6 +34,7 @@ struct CommTiming {
   int to_virtual = 0;
   double start = 0;
   double end = 0;
+  int64_t bytes = 0;
 };
 
 /// What one stage did in one step.
@@ -79,16 +80,21 @@ StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_
 /// virtual stage fwd = mean F; for a chunk that ran I/W, bwd_input = mean I
 /// and bwd_weight = mean W; for one that ran only B, bwd_input = mean B and
 /// bwd_weight = 0 (the simulator times B as bwd_input + bwd_weight). A kind
-/// that never ran keeps 0. link.comm_time = transfer_seconds.
+/// that never ran keeps 0. The link is `link` (measured_link()).
 StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasure>& steps,
-                          const StageCosts& model, double transfer_seconds);
+                          const StageCosts& model, const LinkModel& link);
 
-/// The measured time of one stage-to-stage transfer: for every received
-/// message whose consuming action waited for it, (receive seen complete on
-/// the receiver) - (send posted on the sender), both on the step's common
-/// time axis; the median of those. When no action waited for a message, the
-/// minimum over all messages; 0 without messages.
-double measured_transfer_seconds(const std::vector<StepMeasure>& steps, int stages);
+/// The link as measured. A transfer's time is (receive seen complete on the
+/// receiver) - (send posted on the sender), both on the step's common time
+/// axis, taken from the messages whose consuming action waited for them (a
+/// message that arrived while its receiver computed says nothing about its
+/// duration). With two or more distinct message sizes the times are fitted
+/// by least squares as comm_time + bytes / bandwidth (a cut inside a layer
+/// sends up to 5x the bytes of one between layers); otherwise, or when the
+/// fit is not physical (slope <= 0), comm_time = their median and the
+/// bandwidth infinite. Without waited messages: comm_time = the minimum
+/// over all messages; 0 without messages.
+LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages);
 
 /// Per stage mean F, B, I, W seconds over all chunks (NaN for a kind the
 /// stage never ran): the result's theory.action_seconds.

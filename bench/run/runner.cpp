@@ -180,6 +180,7 @@ std::vector<double> encode(const std::vector<RankStep>& steps, const StageMemory
       put(b, c.to_virtual);
       put(b, c.start);
       put(b, c.end);
+      put(b, static_cast<double>(c.bytes));
     }
   }
   put(b, static_cast<double>(mem.peak_total));
@@ -234,6 +235,7 @@ RankData decode(const double* p, const double* end) {
       c.to_virtual = static_cast<int>(next());
       c.start = next();
       c.end = next();
+      c.bytes = static_cast<int64_t>(next());
       s.comms.push_back(c);
     }
     d.steps.push_back(std::move(s));
@@ -639,8 +641,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   // bubbles are reported, so that the two differ only by what the simulator
   // leaves out (executor overhead, waits it does not model).
   const std::vector<StepMeasure> median_step{steps[fig.median_step]};
-  const double transfer = measured_transfer_seconds(median_step, P);
-  const StageCosts measured = measured_costs(last_schedule, median_step, model, transfer);
+  const LinkModel link = measured_link(median_step, P);
+  const StageCosts measured = measured_costs(last_schedule, median_step, model, link);
   TheoryOutcome theory = theory_figures(last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
 

@@ -63,7 +63,7 @@ TEST(RunMetrics, TheoryFromMeasuredTimesReproducesTheMeasurement) {
   costs.chunks[2].bwd_input = 2.5;
   const SimResult sim = simulate(s, costs);
   const std::vector<StepMeasure> steps(2, step_from_sim(sim));
-  const StageCosts measured = measured_costs(s, steps, uniform_costs(3, 1, 0, 0, 0, 0), 0.0);
+  const StageCosts measured = measured_costs(s, steps, uniform_costs(3, 1, 0, 0, 0, 0), LinkModel{});
   EXPECT_DOUBLE_EQ(measured.chunks[1].fwd, 1.5);
   EXPECT_DOUBLE_EQ(measured.chunks[1].bwd_input, 3.5);
   EXPECT_DOUBLE_EQ(measured.chunks[1].bwd_weight, 0.0);
@@ -79,7 +79,9 @@ TEST(RunMetrics, SplitBackwardTimesGoToInputAndWeight) {
   const Schedule s = make("zb-h1", 2, 4);
   const SimResult sim = simulate(s, uniform_costs(2, 1, 1.0, 1.0, 0.5, 0.0));
   const std::vector<StepMeasure> steps(1, step_from_sim(sim));
-  const StageCosts measured = measured_costs(s, steps, uniform_costs(2, 1, 0, 0, 0, 0), 0.25);
+  LinkModel link;
+  link.comm_time = 0.25;
+  const StageCosts measured = measured_costs(s, steps, uniform_costs(2, 1, 0, 0, 0, 0), link);
   EXPECT_DOUBLE_EQ(measured.chunks[0].bwd_input, 1.0);
   EXPECT_DOUBLE_EQ(measured.chunks[0].bwd_weight, 0.5);
   EXPECT_DOUBLE_EQ(measured.link.comm_time, 0.25);
@@ -116,7 +118,25 @@ TEST(RunMetrics, TransferTimeComesFromMessagesTheReceiverWaitedFor) {
   step[0].comms.push_back({true, false, false, 1, 0, 1, 2.0, 2.1});
   step[1].comms.push_back({false, false, false, 1, 0, 1, 0.0, 2.9});
   step[1].actions.push_back({F(1), 3.0, 4.0, 0.0});  // did not wait: not counted
-  EXPECT_NEAR(measured_transfer_seconds({step}, 2), 0.3, 1e-12);
+  const LinkModel one_size = measured_link({step}, 2);
+  EXPECT_NEAR(one_size.comm_time, 0.3, 1e-12);
+  EXPECT_EQ(one_size.bandwidth, 0.0);
+}
+
+TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
+  // 1 KB in 0.1 + 0.001 s, 5 KB in 0.1 + 0.005 s: latency 0.1, 1 MB/s.
+  StepMeasure step(2);
+  const double sizes[] = {1000, 5000, 1000, 5000};
+  for (int mb = 0; mb < 4; ++mb) {
+    const double t0 = 10.0 * mb;
+    const double took = 0.1 + sizes[mb] / 1e6;
+    step[0].comms.push_back({true, false, false, mb, 0, 1, t0, t0, static_cast<int64_t>(sizes[mb])});
+    step[1].comms.push_back({false, false, false, mb, 0, 1, 0.0, t0 + took, static_cast<int64_t>(sizes[mb])});
+    step[1].actions.push_back({F(mb), t0 + took, t0 + took + 1, 1.0});
+  }
+  const LinkModel link = measured_link({step}, 2);
+  EXPECT_NEAR(link.comm_time, 0.1, 1e-9);
+  EXPECT_NEAR(link.bandwidth, 1e6, 1e-3);
 }
 
 TEST(RunSweep, OrderAndDistinctFileNames) {
