@@ -21,6 +21,8 @@ h3 { font-size: 16px; margin-top: 22px; }
 .meta { color: #555; font-size: 13px; }
 .verdict { background: #f3f7fb; border-left: 6px solid #4e79a7; padding: 12px 16px; margin: 12px 0; font-size: 15px; }
 .verdict.fail { border-left-color: #e15759; background: #fdf3f3; }
+.verdict ul { margin: 0; padding-left: 18px; }
+.verdict li { margin: 3px 0; }
 table { border-collapse: collapse; margin: 10px 0; font-size: 12.5px; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: left; vertical-align: top; }
 th { background: #eef1f5; }
@@ -389,7 +391,9 @@ std::string write_html(const ReportModel& m) {
     const bool fail = m.regressions() > 0;
     h << "<div class=\"verdict" << (fail ? " fail" : "") << "\">";
     if (m.groups.size() > 1) h << "<b>" << esc(g.machine) << "</b> (build " << esc(g.build) << "): ";
-    h << esc(g.verdict) << "</div>\n";
+    h << "<ul>";
+    for (const std::string& point : g.verdict_points) h << "<li>" << esc(point) << "</li>";
+    h << "</ul></div>\n";
   }
   if (m.groups.empty()) h << "<div class=\"verdict fail\">No readable result: every file was skipped (see Files).</div>\n";
   section_regression(h, m);

@@ -47,7 +47,8 @@ std::string write_markdown(const ReportModel& model) {
   for (const GroupView& g : model.groups) {
     md << "## Verdict: " << cell(g.machine) << "\n\n";
     if (model.groups.size() > 1) md << "Build " << cell(g.build) << ".\n\n";
-    md << g.verdict << "\n\n";
+    for (const std::string& point : g.verdict_points) md << "- " << point << "\n";
+    md << "\n";
   }
   if (model.regression) {
     const RegressionSummary& r = *model.regression;

@@ -179,20 +179,20 @@ void rule_findings(GroupView& g) {
 }
 
 void verdict(GroupView& g, const ReportModel& m) {
-  std::string text;
+  std::vector<std::string>& points = g.verdict_points;
   for (const BudgetChoice& c : g.choices) {
     const std::string within = c.budget > 0 ? "Within " + format_bytes(static_cast<double>(c.budget)) + " per stage" : "With no memory budget";
     if (c.best != nullptr) {
-      text += within + ", the best is " + describe(*c.best) +
-              (c.budget > 0 ? " (" + std::to_string(c.candidates) + " combinations fit). "
-                            : " (of " + std::to_string(c.candidates) + " measured combinations). ");
+      points.push_back(within + ", the best is " + describe(*c.best) +
+                       (c.budget > 0 ? " (" + std::to_string(c.candidates) + " combinations fit)."
+                                     : " (of " + std::to_string(c.candidates) + " measured combinations)."));
     } else if (c.smallest != nullptr) {
-      text += within + ", nothing measured fits; the smallest peak is " + describe(*c.smallest) + ". ";
+      points.push_back(within + ", nothing measured fits; the smallest peak is " + describe(*c.smallest) + ".");
     } else {
-      text += within + ", no combination ran successfully. ";
+      points.push_back(within + ", no combination ran successfully.");
     }
   }
-  for (const std::string& f : g.rule_findings) text += f + " ";
+  for (const std::string& f : g.rule_findings) points.push_back(f);
   int consistent = 0, inconsistent = 0, unmeasurable = 0;
   for (const ClaimRow& r : m.claims) {
     switch (r.verdict) {
@@ -201,13 +201,14 @@ void verdict(GroupView& g, const ReportModel& m) {
       case Verdict::kNotMeasurable: ++unmeasurable; break;
     }
   }
-  text += "Documents' claims: " + std::to_string(consistent) + " consistent, " + std::to_string(inconsistent) +
-          " inconsistent, " + std::to_string(unmeasurable) + " not measurable here.";
+  points.push_back("Documents' claims: " + std::to_string(consistent) + " consistent, " + std::to_string(inconsistent) +
+                   " inconsistent, " + std::to_string(unmeasurable) + " not measurable here.");
   if (m.regression) {
-    text += " Against the baseline: " + std::to_string(m.regression->regressions()) + " regression(s) beyond " +
-            format_trimmed(m.regression->threshold * 100) + "%.";
+    points.push_back("Against the baseline: " + std::to_string(m.regression->regressions()) + " regression(s) beyond " +
+                     format_trimmed(m.regression->threshold * 100) + "%.");
   }
-  g.verdict = text;
+  g.verdict.clear();
+  for (const std::string& p : points) g.verdict += (g.verdict.empty() ? "" : " ") + p;
 }
 
 void showcase(GroupView& g) {

@@ -225,13 +225,13 @@ std::string grouped_bars(const std::string& title, const std::vector<PairGroup>&
   }
   const double bar_w = 16;
   const double group_w = bar_w * static_cast<double>(series.size()) + 26;
-  const double left = 60;
+  const double left = 100;  // room for the first rotated label
   const double top = 36;
   const double plot_h = 200;
   const double plot_w = group_w * static_cast<double>(groups.size()) + 10;
   const double width = std::max(left + plot_w + 20, 600.0);
   const double lh = legend_height(width - 20, series);
-  const double height = top + plot_h + 64 + lh;
+  const double height = top + plot_h + 84 + lh;
   const double step = nice_step(max, 5);
   const double axis_max = max > 0 ? std::ceil(max / step) * step : 1;
   std::ostringstream s;
@@ -241,8 +241,8 @@ std::string grouped_bars(const std::string& title, const std::vector<PairGroup>&
     s << line(left, y, left + plot_w, y, "#dddddd");
     s << text(left - 6, y + 4, format_number(t), "text-anchor=\"end\" fill=\"#333\"");
   }
-  s << text(14, top + plot_h / 2, axis_label,
-            "text-anchor=\"middle\" transform=\"rotate(-90 14 " + n(top + plot_h / 2) + ")\"");
+  s << text(left - 44, top + plot_h / 2, axis_label,
+            "text-anchor=\"middle\" transform=\"rotate(-90 " + n(left - 44) + " " + n(top + plot_h / 2) + ")\"");
   double x = left + 14;
   for (const PairGroup& g : groups) {
     for (size_t k = 0; k < g.values.size() && k < series.size(); ++k) {
@@ -257,7 +257,7 @@ std::string grouped_bars(const std::string& title, const std::vector<PairGroup>&
     x += group_w;
   }
   s << line(left, top, left, top + plot_h, "#000000") << line(left, top + plot_h, left + plot_w, top + plot_h, "#000000");
-  legend(s, 10, top + plot_h + 54, width - 20, series);
+  legend(s, 10, top + plot_h + 76, width - 20, series);
   s << "</svg>";
   return s.str();
 }

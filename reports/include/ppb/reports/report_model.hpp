@@ -39,7 +39,8 @@ struct GroupView {
   std::vector<const ResultEntry*> entries;  ///< sorted: schedule, partition, P, M, ...
   std::vector<BudgetChoice> choices;
   std::vector<std::string> rule_findings;  ///< S7 / P8 / disagreement, one sentence each
-  std::string verdict;                     ///< the paragraph shown first
+  std::vector<std::string> verdict_points;  ///< the verdict, one sentence per point (best per budget, rules, claims, regressions)
+  std::string verdict;                     ///< the same points as one paragraph
   /// The setup (partition, P, M) whose schedules are drawn and compared
   /// side by side: the one run by the most schedules.
   std::string showcase_label;
