@@ -28,6 +28,7 @@
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
 #include "ppb/profiling/memory.hpp"
+#include "ppb/exec/nvtx_instrumentation.hpp"
 #include "ppb/profiling/nvtx.hpp"
 #include "ppb/profiling/trace.hpp"
 #include "run/environment.hpp"
@@ -60,10 +61,13 @@ void agree(bool ok, const std::string& message, int rank, MPI_Comm comm) {
 
 /// Hooks of one combination: copies the gradients just before the optimizer
 /// of the --check step, records the weight versions for pipedream's
-/// stashing check, and emits NVTX ranges with --profile nvtx.
+/// stashing check, and forwards every hook to the NVTX ranges with
+/// --profile nvtx (NvtxInstrumentation: actions, messages, optimizer, steps).
 class Probe final : public Instrumentation {
  public:
-  Probe(int stage, CpuBackend* cpu, bool nvtx) : stage_(stage), cpu_(cpu), nvtx_(nvtx) {}
+  Probe(int stage, int stages, int chunks, CpuBackend* cpu, bool nvtx) : cpu_(cpu) {
+    if (nvtx) nvtx_ = std::make_unique<NvtxInstrumentation>(stage, stages, chunks);
+  }
 
   bool capture_grads = false;    ///< copy gradients at optimizer_begin (check step)
   bool watch_versions = false;   ///< pipedream: check the weight-stashing invariant
@@ -73,10 +77,10 @@ class Probe final : public Instrumentation {
   int64_t backwards_checked = 0;
 
   void step_begin(int step) override {
-    if (nvtx_) nvtx::push("step " + std::to_string(step), nvtx::Category::kStep, step);
+    if (nvtx_) nvtx_->step_begin(step);
   }
-  void step_end(int /*step*/) override {
-    if (nvtx_) nvtx::pop();
+  void step_end(int step) override {
+    if (nvtx_) nvtx_->step_end(step);
   }
   void action_begin(int stage, const Action& a) override {
     if (watch_versions && cpu_ != nullptr && a.chunk >= 0) {
@@ -100,45 +104,39 @@ class Probe final : public Instrumentation {
           break;
       }
     }
-    if (nvtx_) {
-      std::string name = std::string(action_kind_name(a.kind));
-      if (a.kind != ActionKind::kSync) {
-        name += " s" + std::to_string(stage) + " mb" + std::to_string(a.microbatch);
-        if (a.chunk > 0) name += " c" + std::to_string(a.chunk);
-      }
-      nvtx::push(name, category(a.kind), a.microbatch);
-    }
+    if (nvtx_) nvtx_->action_begin(stage, a);
   }
-  void action_end(int /*stage*/, const Action& /*a*/) override {
-    if (nvtx_) nvtx::pop();
+  void action_end(int stage, const Action& a) override {
+    if (nvtx_) nvtx_->action_end(stage, a);
+  }
+  void comm_begin(const CommRecord& record) override {
+    if (nvtx_) nvtx_->comm_begin(record);
+  }
+  void comm_end(const CommRecord& record) override {
+    if (nvtx_) nvtx_->comm_end(record);
   }
   void optimizer_begin(int chunk) override {
     if (capture_grads && cpu_ != nullptr && grads.count(chunk) == 0) {
       std::vector<std::vector<float>>& out = grads[chunk];
       for (std::span<const float> g : cpu_->chunk(chunk).grad_views()) out.emplace_back(g.begin(), g.end());
     }
-    if (nvtx_) nvtx::push("optimizer s" + std::to_string(stage_) + " c" + std::to_string(chunk),
-                          nvtx::Category::kOptimizer);
+    if (nvtx_) nvtx_->optimizer_begin(chunk);
   }
-  void optimizer_end(int /*chunk*/) override {
+  void optimizer_end(int chunk) override {
+    if (nvtx_) nvtx_->optimizer_end(chunk);
+  }
+  /// The outer "measure" range around the timed steps (for
+  /// `nsys profile --capture-range=nvtx -p measure@pipebench`).
+  void measure_begin() {
+    if (nvtx_) nvtx::push("measure", nvtx::Category::kStep);
+  }
+  void measure_end() {
     if (nvtx_) nvtx::pop();
   }
 
  private:
-  static nvtx::Category category(ActionKind kind) {
-    switch (kind) {
-      case ActionKind::kForward: return nvtx::Category::kForward;
-      case ActionKind::kBackward: return nvtx::Category::kBackward;
-      case ActionKind::kBackwardInput: return nvtx::Category::kBackward;
-      case ActionKind::kBackwardWeight: return nvtx::Category::kWgrad;
-      case ActionKind::kSync: return nvtx::Category::kSync;
-    }
-    return nvtx::Category::kForward;
-  }
-
-  int stage_;
   CpuBackend* cpu_;
-  bool nvtx_;
+  std::unique_ptr<NvtxInstrumentation> nvtx_;
   std::map<std::pair<int64_t, int>, int> forward_version_;
 };
 
@@ -531,7 +529,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
         if (const auto* tb = dynamic_cast<const TimedBackend*>(backend.get())) time_scale = tb->time_scale();
         auto* cpu = dynamic_cast<CpuBackend*>(backend.get());
 
-        Probe probe(sw.rank, cpu, sw.plan.nvtx);
+        Probe probe(sw.rank, P, V, cpu, sw.plan.nvtx);
         ExecutorOptions eo;
         eo.optimizer = optimizer_policy_for(c.schedule);
         eo.timeout_seconds = sw.options.timeout;
@@ -609,7 +607,9 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
           stash_used = used_total;
         }
         for (int w = 0; w < sw.options.warmup; ++w) (void)step();
+        probe.measure_begin();
         for (int k = 0; k < sw.options.iters; ++k) timed.push_back(step());
+        probe.measure_end();
 
         for (const RankStep& s : timed) {
           memory.peak_total = std::max(memory.peak_total, s.record.peak_bytes);

@@ -55,3 +55,11 @@ ppb_expect_usage_error(both_cost_and_model "--model"
 add_test(NAME cli.schedule_file_round_trip
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/round_trip.sh $<TARGET_FILE:pipebench>)
 set_tests_properties(cli.schedule_file_round_trip PROPERTIES LABELS unit TIMEOUT 60)
+
+# NVTX ranges of a real 2-rank run, recorded by an injected NVTX tool.
+if(TARGET ppb_nvtx_recorder AND TARGET ppb_exec)
+  add_test(NAME cli.run_nvtx_ranges
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/nvtx_run.sh $<TARGET_FILE:pipebench>
+            $<TARGET_FILE:ppb_nvtx_recorder> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(cli.run_nvtx_ranges PROPERTIES LABELS mpi TIMEOUT 120)
+endif()
