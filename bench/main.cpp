@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <exception>
 #include <new>
 
@@ -10,6 +12,20 @@
 #include "ppb/pipeline/validator.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/log.hpp"
+
+namespace {
+
+// Under mpirun every rank parses the same command line; a bad flag is then
+// reported once, by rank 0 (the launcher's rank variables tell who is who
+// before MPI is initialised), and every rank exits 2.
+bool quiet_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var)) return std::string(v) != "0";
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -43,6 +59,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Bad flags: one line, exit 2 (CLI11's own codes are for its tests, not ours).
+    if (quiet_rank()) return ppb::kUsageExitCode;
     std::fprintf(stderr, "%s%s (see pipebench --help)\n", ppb::log::prefix().c_str(), e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::ScheduleError& e) {
