@@ -12,6 +12,7 @@
 #include "ppb/pipeline/schedule.hpp"
 #ifdef PPB_HAVE_EXEC
 #include "ppb/exec/backend.hpp"
+#include "ppb/exec/transport.hpp"
 #endif
 
 namespace ppb::cli {
@@ -29,6 +30,8 @@ void run_list() {
 #ifdef PPB_HAVE_EXEC
   std::printf("\nbackends (--backend):\n");
   for (const auto& b : backend_list()) print_row(b.name, b.help);
+  std::printf("\ntransports (--transport):\n");
+  for (const auto& t : transport_list()) print_row(t.name, t.help);
 #endif
   std::printf("\nmodels (--model, or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B):\n");
   for (const std::string& name : model_preset_names()) {
