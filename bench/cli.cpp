@@ -14,7 +14,9 @@ std::int64_t parse_bytes(const std::string& text, const std::string& flag) {
     throw UsageError(flag + ": expected a size such as 1024, 512MiB or 16GiB, got '" + text + "'");
   };
   size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+    ++pos;
   if (pos == 0) return fail();
   double value = 0;
   try {
@@ -31,16 +33,26 @@ std::int64_t parse_bytes(const std::string& text, const std::string& flag) {
     }
   }
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kib" || unit == "k") scale = 1024.0;
-  else if (unit == "mib" || unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
-  else return fail();
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kib" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    scale = 1e3;
+  else if (unit == "mb")
+    scale = 1e6;
+  else if (unit == "gb")
+    scale = 1e9;
+  else if (unit == "tb")
+    scale = 1e12;
+  else
+    return fail();
   double bytes = value * scale;
   if (!std::isfinite(bytes) || bytes < 0 || bytes > 9.0e18) return fail();
   return static_cast<std::int64_t>(std::llround(bytes));
@@ -55,8 +67,10 @@ std::string format_bytes(std::int64_t bytes) {
     ++u;
   }
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  else std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, v >= 100 ? "%.0f %s" : "%.2f %s", v, units[u]);
   return buf;
 }
 
@@ -81,7 +95,8 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
       used = 0;
     }
     if (used != item.size() || value < 1 || value > 1000000) {
-      throw UsageError(flag + ": expected positive integers separated by commas, got '" + item + "'");
+      throw UsageError(flag + ": expected positive integers separated by commas, got '" + item +
+                       "'");
     }
     out.push_back(static_cast<int>(value));
   }

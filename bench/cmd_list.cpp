@@ -1,7 +1,6 @@
 // `pipebench list`: every registered schedule, partition, backend, model and
 // device, each with one line of help.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 
@@ -37,16 +36,16 @@ void run_list() {
   for (const std::string& name : model_preset_names()) {
     ModelSpec m = parse_model_spec(name);
     char help[160];
-    std::snprintf(help, sizeof help, "%d layers, hidden %d, %d heads, seq %d, vocab %d, mbs %d", m.layers,
-                  m.hidden, m.heads, m.seq, m.vocab, m.micro_batch_size);
+    std::snprintf(help, sizeof help, "%d layers, hidden %d, %d heads, seq %d, vocab %d, mbs %d",
+                  m.layers, m.hidden, m.heads, m.seq, m.vocab, m.micro_batch_size);
     print_row(name, help);
   }
   std::printf("\ndevices (--device, cost model):\n");
   for (const std::string& name : device_preset_names()) {
     DeviceSpec d = device_preset(name);
     char help[160];
-    std::snprintf(help, sizeof help, "%.1f TFLOP/s peak, %.0f GB/s memory, %.0f GB/s link", d.peak_flops / 1e12,
-                  d.mem_bandwidth / 1e9, d.link_bandwidth / 1e9);
+    std::snprintf(help, sizeof help, "%.1f TFLOP/s peak, %.0f GB/s memory, %.0f GB/s link",
+                  d.peak_flops / 1e12, d.mem_bandwidth / 1e9, d.link_bandwidth / 1e9);
     print_row(name, help);
   }
 }
@@ -54,7 +53,8 @@ void run_list() {
 }  // namespace
 
 void register_list(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("list", "List schedules, partitions, backends, models and devices");
+  CLI::App* cmd =
+      app.add_subcommand("list", "List schedules, partitions, backends, models and devices");
   cmd->callback(run_list);
 }
 

@@ -17,8 +17,8 @@
 // time). The goal of issue 3: at 1 MiB and above the transport reaches at
 // least 95% of raw MPI bandwidth; the table and the JSON say whether it did.
 #include <mpi.h>
-#include <CLI/CLI.hpp>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>

@@ -4,7 +4,6 @@
 // A thin adapter: the work is ppb::reports::run_report (reports/), which reads
 // JSON only. Exit 1 on a regression against --baseline, 2 on bad input.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <memory>
 #include <string>
@@ -20,12 +19,15 @@ void register_report(CLI::App& app) {
     std::string memory_budget;
   };
   auto flags = std::make_shared<Flags>();
-  CLI::App* cmd = app.add_subcommand(
-      "report", "Read result folders: verdict, throughput, memory, bubbles, pipeline pictures, the documents' claims, regression gate");
+  CLI::App* cmd = app.add_subcommand("report",
+                                     "Read result folders: verdict, throughput, memory, bubbles, "
+                                     "pipeline pictures, the documents' claims, regression gate");
   reports::ReportOptions& o = flags->options;
   cmd->add_option("DIR", o.inputs, "Result folders (or result files)")->required();
-  cmd->add_option("--reference", o.reference, "Reference file of claims (default: the built-in documents.json)");
-  cmd->add_flag("--reference-setup", o.reference_setup, "The setup matches the documents': check their absolute figures too");
+  cmd->add_option("--reference", o.reference,
+                  "Reference file of claims (default: the built-in documents.json)");
+  cmd->add_flag("--reference-setup", o.reference_setup,
+                "The setup matches the documents': check their absolute figures too");
   cmd->add_option("--baseline", o.baseline, "Baseline result folder: regressions exit with code 1");
   cmd->add_option("--html", o.html, "Write the HTML report (one self-contained file)");
   cmd->add_option("--md", o.markdown, "Write the Markdown summary");
@@ -33,10 +35,13 @@ void register_report(CLI::App& app) {
   cmd->add_option("--csv", o.csv, "Write one CSV row per result");
   cmd->add_option("--gbench", o.gbench, "Write Google Benchmark JSON (for compare.py)");
   cmd->add_option("--threshold", o.threshold, "Regression threshold as a fraction (default 0.07)");
-  cmd->add_option("--memory-budget", flags->memory_budget, "Memory budget per stage for the verdict (e.g. 16GiB)");
-  cmd->add_flag("--skip-bad", o.skip_bad, "List unreadable result files in the report instead of failing");
+  cmd->add_option("--memory-budget", flags->memory_budget,
+                  "Memory budget per stage for the verdict (e.g. 16GiB)");
+  cmd->add_flag("--skip-bad", o.skip_bad,
+                "List unreadable result files in the report instead of failing");
   cmd->callback([flags]() {
-    if (!flags->memory_budget.empty()) flags->options.memory_budget = parse_bytes(flags->memory_budget, "--memory-budget");
+    if (!flags->memory_budget.empty())
+      flags->options.memory_budget = parse_bytes(flags->memory_budget, "--memory-budget");
     const int code = reports::run_report(flags->options, std::cout);
     if (code != 0) throw ExitCode{code};
   });

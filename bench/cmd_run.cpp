@@ -15,15 +15,21 @@ namespace ppb::cli {
 void register_run(CLI::App& app) {
   auto options = std::make_shared<run::RunOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Measure schedules x partitions x micro-batch counts on MPI ranks (one rank per stage), "
-             "one result file per combination");
+      "run",
+      "Measure schedules x partitions x micro-batch counts on MPI ranks (one rank per stage), "
+      "one result file per combination");
   run::RunOptions& o = *options;
-  cmd->add_option("--schedule", o.schedules, "Schedules, comma-separated, or 'all'")->capture_default_str();
-  cmd->add_option("--partition", o.partitions, "Partitions (layer, operator, balanced, manual:<ranges>) or 'all'")
+  cmd->add_option("--schedule", o.schedules, "Schedules, comma-separated, or 'all'")
       ->capture_default_str();
-  cmd->add_option("--microbatches", o.microbatches, "Micro-batch counts M, comma-separated")->capture_default_str();
-  cmd->add_option("--model", o.model, "Model preset or gpt:layers=..,hidden=..,...")->capture_default_str();
-  cmd->add_option("--backend", o.backend, "cpu (real fp32 training math) or timed (modelled sleeps)")
+  cmd->add_option("--partition", o.partitions,
+                  "Partitions (layer, operator, balanced, manual:<ranges>) or 'all'")
+      ->capture_default_str();
+  cmd->add_option("--microbatches", o.microbatches, "Micro-batch counts M, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--model", o.model, "Model preset or gpt:layers=..,hidden=..,...")
+      ->capture_default_str();
+  cmd->add_option("--backend", o.backend,
+                  "cpu (real fp32 training math) or timed (modelled sleeps)")
       ->capture_default_str();
   cmd->add_option("--transport", o.transport, "mpi")->capture_default_str();
   cmd->add_option("-n,--iters", o.iters, "Timed iterations (steps)")->capture_default_str();
@@ -31,23 +37,35 @@ void register_run(CLI::App& app) {
   cmd->add_option("--out", o.out, "Result folder (default results/<UTC date-time>)");
   cmd->add_flag("--resume", o.resume, "Skip combinations whose result file exists");
   cmd->add_flag("--trace", o.trace, "Write a merged Chrome/Perfetto trace per combination");
-  cmd->add_flag("-c,--check", o.check, "Check loss and gradients against a single-process reference (cpu)");
+  cmd->add_flag("-c,--check", o.check,
+                "Check loss and gradients against a single-process reference (cpu)");
   cmd->add_option("--profile", o.profile, "Collectors: nvtx,cupti");
-  cmd->add_option("--memory-budget", o.memory_budget, "Per-stage memory budget (e.g. 512MiB); over it: status oom");
-  cmd->add_option("--memory-guard", o.memory_guard, "adaptive: guard fraction of the budget")->capture_default_str();
-  cmd->add_option("-T,--timeout", o.timeout, "Per-step watchdog in seconds (0 = off)")->capture_default_str();
-  cmd->add_option("--chunks", o.chunks, "Model chunks per stage V (interleaved-1f1b)")->capture_default_str();
-  cmd->add_option("--inflight", o.inflight, "In-flight limit N (async-1f1b, adaptive, hybrid; 0 = P)")
+  cmd->add_option("--memory-budget", o.memory_budget,
+                  "Per-stage memory budget (e.g. 512MiB); over it: status oom");
+  cmd->add_option("--memory-guard", o.memory_guard, "adaptive: guard fraction of the budget")
       ->capture_default_str();
-  cmd->add_option("--sync-warmup", o.sync_warmup, "hybrid: synchronous micro-batches K")->capture_default_str();
-  cmd->add_option("--batches", o.batches, "pipedream: batches per step without a flush")->capture_default_str();
-  cmd->add_option("--time-scale", o.time_scale, "timed: wall seconds per modelled second (0 = automatic)")
+  cmd->add_option("-T,--timeout", o.timeout, "Per-step watchdog in seconds (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--chunks", o.chunks, "Model chunks per stage V (interleaved-1f1b)")
+      ->capture_default_str();
+  cmd->add_option("--inflight", o.inflight,
+                  "In-flight limit N (async-1f1b, adaptive, hybrid; 0 = P)")
+      ->capture_default_str();
+  cmd->add_option("--sync-warmup", o.sync_warmup, "hybrid: synchronous micro-batches K")
+      ->capture_default_str();
+  cmd->add_option("--batches", o.batches, "pipedream: batches per step without a flush")
+      ->capture_default_str();
+  cmd->add_option("--time-scale", o.time_scale,
+                  "timed: wall seconds per modelled second (0 = automatic)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Parameters and synthetic data")->capture_default_str();
-  cmd->add_option("--stages", o.stages, "P; must equal the number of MPI ranks (default: that number)");
-  cmd->add_option("--device", o.device, "Cost model of the timed backend and of balanced (cpu, a100, h100, h200)")
+  cmd->add_option("--stages", o.stages,
+                  "P; must equal the number of MPI ranks (default: that number)");
+  cmd->add_option("--device", o.device,
+                  "Cost model of the timed backend and of balanced (cpu, a100, h100, h200)")
       ->capture_default_str();
-  cmd->add_option("--debug-stall-rank", o.debug_stall_rank, "TEST ONLY: this rank stalls in its first action")
+  cmd->add_option("--debug-stall-rank", o.debug_stall_rank,
+                  "TEST ONLY: this rank stalls in its first action")
       ->group("");
   // Unknown flags reach the callback, which reports them once (rank 0) after
   // MPI is up, instead of every rank printing CLI11's message.

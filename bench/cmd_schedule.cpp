@@ -1,7 +1,6 @@
 // `pipebench schedule`: prints a generated schedule as text (one line per
 // stage) or as the JSON document that --schedule-file reads back.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -36,10 +35,13 @@ void register_schedule(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("schedule", "Print a schedule's per-stage action lists");
   cmd->add_option("--name", opt->name, "Schedule name (see pipebench list)")->required();
   cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P")->required();
-  cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches per batch M")->required();
+  cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches per batch M")
+      ->required();
   cmd->add_option("--chunks,-v", opt->params.chunks, "Model chunks per stage V (interleaved-1f1b)");
-  cmd->add_option("--inflight", opt->params.inflight, "Micro-batches in flight per stage N (async-1f1b, hybrid, adaptive; default P)");
-  cmd->add_option("--sync-warmup", opt->params.sync_warmup, "Synchronous warm-up micro-batches K (hybrid)");
+  cmd->add_option("--inflight", opt->params.inflight,
+                  "Micro-batches in flight per stage N (async-1f1b, hybrid, adaptive; default P)");
+  cmd->add_option("--sync-warmup", opt->params.sync_warmup,
+                  "Synchronous warm-up micro-batches K (hybrid)");
   cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
   cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->callback([opt] { run_schedule(*opt); });

@@ -2,7 +2,6 @@
 // Bubble cost flags (--fwd --bwd --wgrad --comm) or from a model, partition
 // and device — and prints the predicted timeline and figures.
 #include <CLI/CLI.hpp>
-
 #include <boost/json.hpp>
 #include <cstdio>
 #include <memory>
@@ -49,11 +48,13 @@ Schedule load_schedule(const SimulateOptions& opt) {
     throw UsageError(std::string(flag) + ": " + std::to_string(given) + " does not match " +
                      opt.schedule_file + " (" + std::to_string(in_file) + ")");
   };
-  if (*opt.stages_flag && opt.params.stages != s.stages) mismatch("--stages", opt.params.stages, s.stages);
+  if (*opt.stages_flag && opt.params.stages != s.stages)
+    mismatch("--stages", opt.params.stages, s.stages);
   if (*opt.microbatches_flag && opt.params.microbatches != s.microbatches) {
     mismatch("--microbatches", opt.params.microbatches, s.microbatches);
   }
-  if (*opt.chunks_flag && opt.params.chunks != s.chunks) mismatch("--chunks", opt.params.chunks, s.chunks);
+  if (*opt.chunks_flag && opt.params.chunks != s.chunks)
+    mismatch("--chunks", opt.params.chunks, s.chunks);
   return s;
 }
 
@@ -62,7 +63,9 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
     if (!opt.partition.empty()) throw UsageError("--partition: needs --model");
     return uniform_costs(s.stages, s.chunks, opt.fwd, opt.bwd, opt.wgrad, opt.comm);
   }
-  if (opt.cost_flags_given) throw UsageError("--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
+  if (opt.cost_flags_given)
+    throw UsageError(
+        "--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
   ModelSpec spec = parse_model_spec(opt.model);
   std::vector<Unit> units = expand_units(spec);
   DeviceSpec device = device_preset(opt.device);
@@ -72,28 +75,36 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
   link.bandwidth = device.link_bandwidth;
   PartitionOptions popt;
   popt.link = link;
-  std::vector<UnitRange> parts =
-      make_partition(opt.partition.empty() ? "balanced" : opt.partition, units, times, s.stages * s.chunks, popt);
+  std::vector<UnitRange> parts = make_partition(opt.partition.empty() ? "balanced" : opt.partition,
+                                                units, times, s.stages * s.chunks, popt);
   return model_costs(units, times, parts, s.stages, s.chunks, link);
 }
 
-void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r, const SimulateOptions& opt) {
+void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
+                const SimulateOptions& opt) {
   std::printf("schedule %s  P=%d M=%d V=%d", s.name.c_str(), s.stages, s.microbatches, s.chunks);
   if (s.batches > 1) std::printf(" batches=%d", s.batches);
   if (opt.model.empty()) {
-    std::printf("  costs TF=%g TB=%g TW=%g TC=%g (time units)\n", opt.fwd, opt.bwd, opt.wgrad, opt.comm);
+    std::printf("  costs TF=%g TB=%g TW=%g TC=%g (time units)\n", opt.fwd, opt.bwd, opt.wgrad,
+                opt.comm);
   } else {
     std::printf("  model %s, partition %s, device %s (seconds)\n", opt.model.c_str(),
                 opt.partition.empty() ? "balanced" : opt.partition.c_str(), opt.device.c_str());
   }
   std::printf("step time        %.6g\n", r.step_time);
-  std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n", r.bubble_ratio);
-  std::printf("bubble overhead  %.4f   (idle / busy, Megatron-LM's normalisation)\n", r.bubble_overhead);
-  std::printf("stage span       %.6g   (longest first-start to last-end of one stage: the step time when\n"
-              "                            steps overlap, as the Zero Bubble paper counts)\n", r.stage_span);
-  if (s.batches > 1) std::printf("time per batch   %.6g   (steady state, no flush)\n", r.time_per_batch());
+  std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n",
+              r.bubble_ratio);
+  std::printf("bubble overhead  %.4f   (idle / busy, Megatron-LM's normalisation)\n",
+              r.bubble_overhead);
+  std::printf(
+      "stage span       %.6g   (longest first-start to last-end of one stage: the step time when\n"
+      "                            steps overlap, as the Zero Bubble paper counts)\n",
+      r.stage_span);
+  if (s.batches > 1)
+    std::printf("time per batch   %.6g   (steady state, no flush)\n", r.time_per_batch());
   std::printf("\n");
-  std::printf("stage %12s %12s %9s %s\n", "busy", "idle", "in-flight", costs.has_bytes ? "peak activations" : "");
+  std::printf("stage %12s %12s %9s %s\n", "busy", "idle", "in-flight",
+              costs.has_bytes ? "peak activations" : "");
   for (size_t i = 0; i < r.stages.size(); ++i) {
     const SimStage& st = r.stages[i];
     std::printf("%5zu %12.6g %12.6g %9d %s\n", i, st.busy, st.idle, st.peak_inflight,
@@ -102,11 +113,16 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r, 
   std::printf("\n%s", render_timeline(s, r, opt.width).c_str());
 }
 
-void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r, const SimulateOptions& opt) {
-  boost::json::object config{{"schedule", s.name},   {"stages", s.stages},  {"microbatches", s.microbatches},
-                             {"chunks", s.chunks},   {"batches", s.batches}};
+void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
+                const SimulateOptions& opt) {
+  boost::json::object config{{"schedule", s.name},
+                             {"stages", s.stages},
+                             {"microbatches", s.microbatches},
+                             {"chunks", s.chunks},
+                             {"batches", s.batches}};
   if (opt.model.empty()) {
-    config["costs"] = {{"fwd", opt.fwd}, {"bwd", opt.bwd}, {"wgrad", opt.wgrad}, {"comm", opt.comm}};
+    config["costs"] = {
+        {"fwd", opt.fwd}, {"bwd", opt.bwd}, {"wgrad", opt.wgrad}, {"comm", opt.comm}};
   } else {
     config["model"] = opt.model;
     config["partition"] = opt.partition.empty() ? "balanced" : opt.partition;
@@ -137,8 +153,10 @@ void run_simulate(const SimulateOptions& opt) {
   StageCosts costs = build_costs(opt, s);
   SimResult r = simulate(s, costs);
   if (!opt.trace.empty()) write_sim_trace(s, r, opt.trace);
-  if (opt.format == "json") print_json(s, costs, r, opt);
-  else print_text(s, costs, r, opt);
+  if (opt.format == "json")
+    print_json(s, costs, r, opt);
+  else
+    print_text(s, costs, r, opt);
 }
 
 }  // namespace
@@ -146,26 +164,34 @@ void run_simulate(const SimulateOptions& opt) {
 void register_simulate(CLI::App& app) {
   auto opt = std::make_shared<SimulateOptions>();
   CLI::App* cmd = app.add_subcommand("simulate", "Run a schedule on the cost model");
-  auto* by_name = cmd->add_option("--schedule", opt->schedule, "Schedule name (see pipebench list)");
-  auto* by_file = cmd->add_option("--schedule-file", opt->schedule_file, "A pipebench.schedule/1 JSON file");
+  auto* by_name =
+      cmd->add_option("--schedule", opt->schedule, "Schedule name (see pipebench list)");
+  auto* by_file =
+      cmd->add_option("--schedule-file", opt->schedule_file, "A pipebench.schedule/1 JSON file");
   by_name->excludes(by_file);
   opt->stages_flag = cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P");
-  opt->microbatches_flag = cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches M");
+  opt->microbatches_flag =
+      cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches M");
   opt->chunks_flag = cmd->add_option("--chunks,-v", opt->params.chunks, "Model chunks per stage V");
   cmd->add_option("--inflight", opt->params.inflight, "Micro-batches in flight N (default P)");
-  cmd->add_option("--sync-warmup", opt->params.sync_warmup, "Synchronous warm-up micro-batches K (hybrid)");
+  cmd->add_option("--sync-warmup", opt->params.sync_warmup,
+                  "Synchronous warm-up micro-batches K (hybrid)");
   cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
   auto* f = cmd->add_option("--fwd", opt->fwd, "TF: forward time per stage (default 1)");
-  auto* b = cmd->add_option("--bwd", opt->bwd, "TB: input-gradient backward time per stage (default 1)");
-  auto* w = cmd->add_option("--wgrad", opt->wgrad, "TW: weight-gradient backward time per stage (default 1)");
-  auto* c = cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
+  auto* b =
+      cmd->add_option("--bwd", opt->bwd, "TB: input-gradient backward time per stage (default 1)");
+  auto* w = cmd->add_option("--wgrad", opt->wgrad,
+                            "TW: weight-gradient backward time per stage (default 1)");
+  auto* c =
+      cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
   for (CLI::Option* o : {f, b, w, c}) o->check(CLI::NonNegativeNumber);
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..");
   cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
   cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");
   cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--trace", opt->trace, "Write the predicted timeline as a Chrome/Perfetto trace");
-  cmd->add_option("--width", opt->width, "Columns of the text timeline")->check(CLI::Range(20, 1000));
+  cmd->add_option("--width", opt->width, "Columns of the text timeline")
+      ->check(CLI::Range(20, 1000));
   cmd->callback([opt, f, b, w, c] {
     if (opt->schedule.empty() && opt->schedule_file.empty()) {
       throw UsageError("simulate: give --schedule NAME or --schedule-file FILE");

@@ -1,12 +1,11 @@
 // pipebench: benchmarking and profiling of pipeline-parallel training.
 // One CLI11 app; each subcommand is a plug-in in bench/cmd_<name>.cpp.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "cli.hpp"
 #include "ppb/pipeline/validator.hpp"
@@ -65,7 +64,8 @@ int main(int argc, char** argv) {
   } catch (const ppb::ScheduleError& e) {
     // The one-line error goes to stderr; the picture of where each stage
     // stuck (PyTorch pipelining's "not progressing" grid) to stdout.
-    if (!e.grid().empty()) std::printf("where each stage stuck (> = the action it waits in):\n%s", e.grid().c_str());
+    if (!e.grid().empty())
+      std::printf("where each stage stuck (> = the action it waits in):\n%s", e.grid().c_str());
     std::fflush(stdout);
     std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
     return ppb::kUsageExitCode;

@@ -41,13 +41,14 @@ ResultEnvironment collect_environment(MPI_Comm comm) {
   int len = 0;
   PPB_MPI_CHECK(MPI_Get_processor_name(name, &len));
   std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
-  PPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
-                              MPI_CHAR, comm));
+  PPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                              MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm));
   for (int r = 0; r < size; ++r) {
     const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     std::string host(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
     if (r == 0) env.hostname = host;
-    if (std::find(env.hosts.begin(), env.hosts.end(), host) == env.hosts.end()) env.hosts.push_back(host);
+    if (std::find(env.hosts.begin(), env.hosts.end(), host) == env.hosts.end())
+      env.hosts.push_back(host);
   }
 
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};

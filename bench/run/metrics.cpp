@@ -113,7 +113,9 @@ struct KindSums {
     sum[i] += d;
     ++count[i];
   }
-  double mean(std::size_t i) const { return count[i] > 0 ? sum[i] / static_cast<double>(count[i]) : 0; }
+  double mean(std::size_t i) const {
+    return count[i] > 0 ? sum[i] / static_cast<double>(count[i]) : 0;
+  }
   bool ran(std::size_t i) const { return count[i] > 0; }
 };
 
@@ -132,11 +134,20 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
         if (v >= n) continue;
         const double d = a.end - a.start;
         switch (a.action.kind) {
-          case ActionKind::kForward: f.add(v, d); break;
-          case ActionKind::kBackward: b.add(v, d); break;
-          case ActionKind::kBackwardInput: in.add(v, d); break;
-          case ActionKind::kBackwardWeight: w.add(v, d); break;
-          case ActionKind::kSync: break;
+          case ActionKind::kForward:
+            f.add(v, d);
+            break;
+          case ActionKind::kBackward:
+            b.add(v, d);
+            break;
+          case ActionKind::kBackwardInput:
+            in.add(v, d);
+            break;
+          case ActionKind::kBackwardWeight:
+            w.add(v, d);
+            break;
+          case ActionKind::kSync:
+            break;
         }
       }
     }
@@ -172,8 +183,9 @@ LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
         if (sender >= step.size()) continue;
         const CommTiming* send = nullptr;
         for (const CommTiming& c : step[sender].comms) {
-          if (c.send && !c.local && c.gradient == recv.gradient && c.microbatch == recv.microbatch &&
-              c.from_virtual == recv.from_virtual && c.to_virtual == recv.to_virtual) {
+          if (c.send && !c.local && c.gradient == recv.gradient &&
+              c.microbatch == recv.microbatch && c.from_virtual == recv.from_virtual &&
+              c.to_virtual == recv.to_virtual) {
             send = &c;
             break;
           }
@@ -185,10 +197,10 @@ LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
         // or B/I of the gradient's.
         const int chunk = recv.to_virtual / stages;
         for (const ActionTiming& a : step[r].actions) {
-          const bool consumer =
-              a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
-              (recv.gradient ? (a.action.kind == ActionKind::kBackward || a.action.kind == ActionKind::kBackwardInput)
-                             : a.action.kind == ActionKind::kForward);
+          const bool consumer = a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
+                                (recv.gradient ? (a.action.kind == ActionKind::kBackward ||
+                                                  a.action.kind == ActionKind::kBackwardInput)
+                                               : a.action.kind == ActionKind::kForward);
           if (consumer) {
             if (a.wait > 0) {
               waited.push_back(latency);
@@ -235,7 +247,8 @@ LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
   return link;
 }
 
-std::vector<StageActionTimes> mean_action_seconds(int stages, const std::vector<StepMeasure>& steps) {
+std::vector<StageActionTimes> mean_action_seconds(int stages,
+                                                  const std::vector<StepMeasure>& steps) {
   std::vector<StageActionTimes> out;
   for (int s = 0; s < stages; ++s) {
     KindSums k(4);
@@ -244,11 +257,20 @@ std::vector<StageActionTimes> mean_action_seconds(int stages, const std::vector<
       for (const ActionTiming& a : step[static_cast<std::size_t>(s)].actions) {
         const double d = a.end - a.start;
         switch (a.action.kind) {
-          case ActionKind::kForward: k.add(0, d); break;
-          case ActionKind::kBackward: k.add(1, d); break;
-          case ActionKind::kBackwardInput: k.add(2, d); break;
-          case ActionKind::kBackwardWeight: k.add(3, d); break;
-          case ActionKind::kSync: break;
+          case ActionKind::kForward:
+            k.add(0, d);
+            break;
+          case ActionKind::kBackward:
+            k.add(1, d);
+            break;
+          case ActionKind::kBackwardInput:
+            k.add(2, d);
+            break;
+          case ActionKind::kBackwardWeight:
+            k.add(3, d);
+            break;
+          case ActionKind::kSync:
+            break;
         }
       }
     }
@@ -268,7 +290,8 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) 
     t.peak_inflight_per_stage.push_back(st.peak_inflight);
     t.peak_activation_bytes_per_stage.push_back(st.peak_activation_bytes);
     int64_t per_mb = 0;
-    for (int c = 0; c < costs.chunks_per_stage; ++c) per_mb += costs.at(static_cast<int>(s), c).activation_bytes;
+    for (int c = 0; c < costs.chunks_per_stage; ++c)
+      per_mb += costs.at(static_cast<int>(s), c).activation_bytes;
     t.activation_bytes_per_microbatch.push_back(per_mb);
     out.ratio_per_stage.push_back(sim.step_time > 0 ? st.idle / sim.step_time : 0);
     out.overhead_per_stage.push_back(st.busy > 0 ? st.idle / st.busy : 0);
@@ -285,8 +308,8 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) 
 
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
                                 int inflight) {
-  const bool applies = schedule == "gpipe" || schedule == "1f1b" ||
-                       (schedule == "async-1f1b" && inflight >= stages);
+  const bool applies =
+      schedule == "gpipe" || schedule == "1f1b" || (schedule == "async-1f1b" && inflight >= stages);
   if (!applies) return kNaN;
   return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
 }

@@ -72,7 +72,8 @@ struct StepFigures {
 /// samples/s = samples_per_step / median step time. Bubbles are those of
 /// the median step (the step nearest the median, whose timeline the result
 /// carries): per stage ratio = (step - compute busy) / step, overhead =
-/// idle / busy; the run's figures are the means over stages. REQUIRES: steps non-empty, all with the same stage count.
+/// idle / busy; the run's figures are the means over stages. REQUIRES: steps non-empty, all with
+/// the same stage count.
 StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_per_step);
 
 /// Mean measured durations of each (stage, chunk, kind) over the steps, put
@@ -98,7 +99,8 @@ LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages);
 
 /// Per stage mean F, B, I, W seconds over all chunks (NaN for a kind the
 /// stage never ran): the result's theory.action_seconds.
-std::vector<StageActionTimes> mean_action_seconds(int stages, const std::vector<StepMeasure>& steps);
+std::vector<StageActionTimes> mean_action_seconds(int stages,
+                                                  const std::vector<StepMeasure>& steps);
 
 /// The simulator fed the measured costs: step time, bubble ratio and
 /// overhead as means over stages (the normalisation of the measured ones),

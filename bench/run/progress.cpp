@@ -34,13 +34,15 @@ std::string check_text(const Result& r) {
 }  // namespace
 
 std::string progress_line(const ProgressRow& row) {
-  std::string line = "[" + std::to_string(row.index + 1) + "/" + std::to_string(row.total) + "] " + row.label;
+  std::string line =
+      "[" + std::to_string(row.index + 1) + "/" + std::to_string(row.total) + "] " + row.label;
   const Result& r = row.result;
   switch (r.status) {
     case ResultStatus::kOk: {
       const ResultMetrics& m = *r.metrics;
-      line += "  " + fixed(m.samples_per_second, 1) + " samples/s  bubble " + fixed(m.bubble_ratio.measured, 2) +
-              " (theory " + fixed(m.bubble_ratio.theoretical, 2) + ")  peak " + cli::format_bytes(max_peak(r));
+      line += "  " + fixed(m.samples_per_second, 1) + " samples/s  bubble " +
+              fixed(m.bubble_ratio.measured, 2) + " (theory " +
+              fixed(m.bubble_ratio.theoretical, 2) + ")  peak " + cli::format_bytes(max_peak(r));
       if (m.check) line += std::string("  check ") + (m.check->passed ? "ok" : "FAILED");
       break;
     }
@@ -59,13 +61,14 @@ std::string progress_line(const ProgressRow& row) {
 }
 
 std::string summary_table(const std::vector<ProgressRow>& rows) {
-  const std::vector<std::string> head = {"schedule", "partition", "M",      "status",   "samples/s", "step ms",
-                                         "bubble",   "theory",    "(P-1)/(M+P-1)", "overhead", "theory", "peak",
-                                         "check"};
+  const std::vector<std::string> head = {
+      "schedule", "partition",     "M",        "status", "samples/s", "step ms", "bubble",
+      "theory",   "(P-1)/(M+P-1)", "overhead", "theory", "peak",      "check"};
   std::vector<std::vector<std::string>> cells;
   for (const ProgressRow& row : rows) {
     const Result& r = row.result;
-    std::vector<std::string> c = {r.config.schedule, r.config.partition, std::to_string(r.config.microbatches),
+    std::vector<std::string> c = {r.config.schedule, r.config.partition,
+                                  std::to_string(r.config.microbatches),
                                   result_status_name(r.status)};
     if (r.metrics && r.status == ResultStatus::kOk) {
       const ResultMetrics& m = *r.metrics;

@@ -12,12 +12,12 @@ namespace ppb::run {
 
 /// One finished combination as the terminal shows it.
 struct ProgressRow {
-  int index = 0;          ///< 0-based
+  int index = 0;  ///< 0-based
   int total = 1;
-  std::string label;      ///< combination_label()
+  std::string label;  ///< combination_label()
   Result result;
-  bool resumed = false;   ///< skipped by --resume (result read back from its file)
-  double closed_form = 0; ///< (P-1)/(M+P-1) where it applies, NaN otherwise
+  bool resumed = false;    ///< skipped by --resume (result read back from its file)
+  double closed_form = 0;  ///< (P-1)/(M+P-1) where it applies, NaN otherwise
 };
 
 /// "[7/36] 1f1b x balanced M=8  812.4 samples/s  bubble 0.27 (theory 0.27)  peak 143 MiB  check ok"

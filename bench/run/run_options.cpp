@@ -13,17 +13,22 @@ namespace ppb::run {
 
 const char* backend_name(BackendKind backend) {
   switch (backend) {
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kTimed: return "timed";
-    case BackendKind::kCuda: return "cuda";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kTimed:
+      return "timed";
+    case BackendKind::kCuda:
+      return "cuda";
   }
   return "?";
 }
 
 const char* transport_name(TransportKind transport) {
   switch (transport) {
-    case TransportKind::kMpi: return "mpi";
-    case TransportKind::kNccl: return "nccl";
+    case TransportKind::kMpi:
+      return "mpi";
+    case TransportKind::kNccl:
+      return "nccl";
   }
   return "?";
 }
@@ -40,7 +45,9 @@ std::vector<std::string> expand_schedules(const std::string& text) {
   std::vector<std::string> known;
   for (const ScheduleInfo& info : schedule_list()) known.push_back(info.name);
   const std::vector<std::string> items = cli::split_list(text);
-  if (items.empty()) throw UsageError("--schedule: expected a schedule name or 'all' (schedules: " + join(known) + ")");
+  if (items.empty())
+    throw UsageError("--schedule: expected a schedule name or 'all' (schedules: " + join(known) +
+                     ")");
   std::vector<std::string> out;
   for (const std::string& item : items) {
     if (item == "all") {
@@ -49,7 +56,9 @@ std::vector<std::string> expand_schedules(const std::string& text) {
     }
     bool found = false;
     for (const std::string& k : known) found = found || k == item;
-    if (!found) throw UsageError("--schedule: unknown schedule '" + item + "' (schedules: " + join(known) + ", all)");
+    if (!found)
+      throw UsageError("--schedule: unknown schedule '" + item + "' (schedules: " + join(known) +
+                       ", all)");
     out.push_back(item);
   }
   return out;
@@ -98,48 +107,61 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   }
   if (o.stages != 0 && o.stages != world_size) {
     throw UsageError("--stages " + std::to_string(o.stages) + " does not match the " +
-                     std::to_string(world_size) + " MPI ranks (one rank per stage: run with mpirun -np " +
+                     std::to_string(world_size) +
+                     " MPI ranks (one rank per stage: run with mpirun -np " +
                      std::to_string(o.stages) + ")");
   }
   plan.stages = world_size;
   if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
   if (o.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
   if (o.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(o.chunks));
-  if (o.inflight < 0) throw UsageError("--inflight: expected >= 1, got " + std::to_string(o.inflight));
-  if (o.sync_warmup < 0) throw UsageError("--sync-warmup: expected >= 0, got " + std::to_string(o.sync_warmup));
+  if (o.inflight < 0)
+    throw UsageError("--inflight: expected >= 1, got " + std::to_string(o.inflight));
+  if (o.sync_warmup < 0)
+    throw UsageError("--sync-warmup: expected >= 0, got " + std::to_string(o.sync_warmup));
   if (o.batches < 1) throw UsageError("--batches: expected >= 1, got " + std::to_string(o.batches));
   if (!(o.memory_guard > 0 && o.memory_guard <= 1)) {
-    throw UsageError("--memory-guard: expected a fraction in (0, 1], got " + std::to_string(o.memory_guard));
+    throw UsageError("--memory-guard: expected a fraction in (0, 1], got " +
+                     std::to_string(o.memory_guard));
   }
   if (!(o.timeout >= 0) || !std::isfinite(o.timeout)) {
     throw UsageError("--timeout: expected seconds >= 0, got " + std::to_string(o.timeout));
   }
   if (!(o.time_scale >= 0) || !std::isfinite(o.time_scale)) {
-    throw UsageError("--time-scale: expected a factor >= 0 (0 = automatic), got " + std::to_string(o.time_scale));
+    throw UsageError("--time-scale: expected a factor >= 0 (0 = automatic), got " +
+                     std::to_string(o.time_scale));
   }
   plan.inflight = o.inflight == 0 ? world_size : o.inflight;
 
-  if (o.backend == "cpu") plan.backend = BackendKind::kCpu;
-  else if (o.backend == "timed") plan.backend = BackendKind::kTimed;
+  if (o.backend == "cpu")
+    plan.backend = BackendKind::kCpu;
+  else if (o.backend == "timed")
+    plan.backend = BackendKind::kTimed;
   else if (o.backend == "cuda") {
     throw UsageError("--backend cuda: this build has no cuda backend (backends: cpu, timed)");
   } else {
     throw UsageError("--backend: unknown backend '" + o.backend + "' (backends: cpu, timed, cuda)");
   }
-  if (o.transport == "mpi") plan.transport = TransportKind::kMpi;
+  if (o.transport == "mpi")
+    plan.transport = TransportKind::kMpi;
   else if (o.transport == "nccl") {
     throw UsageError("--transport nccl: this build has no nccl transport (transports: mpi)");
   } else {
-    throw UsageError("--transport: unknown transport '" + o.transport + "' (transports: mpi, nccl)");
+    throw UsageError("--transport: unknown transport '" + o.transport +
+                     "' (transports: mpi, nccl)");
   }
   for (const std::string& p : cli::split_list(o.profile)) {
-    if (p == "nvtx") plan.nvtx = true;
-    else if (p == "cupti") plan.cupti = true;
-    else throw UsageError("--profile: unknown collector '" + p + "' (collectors: nvtx, cupti)");
+    if (p == "nvtx")
+      plan.nvtx = true;
+    else if (p == "cupti")
+      plan.cupti = true;
+    else
+      throw UsageError("--profile: unknown collector '" + p + "' (collectors: nvtx, cupti)");
   }
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");
-    if (plan.memory_budget <= 0) throw UsageError("--memory-budget: expected a size > 0, got '" + o.memory_budget + "'");
+    if (plan.memory_budget <= 0)
+      throw UsageError("--memory-budget: expected a size > 0, got '" + o.memory_budget + "'");
   }
 
   plan.schedules = expand_schedules(o.schedules);
@@ -151,9 +173,9 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
 
   const int units = static_cast<int>(plan.units.size());
   if (world_size > units) {
-    throw UsageError(std::to_string(world_size) + " MPI ranks but --model " + o.model + " has only " +
-                     std::to_string(units) + " units: at most " + std::to_string(units) +
-                     " stages (run with fewer ranks or a larger model)");
+    throw UsageError(std::to_string(world_size) + " MPI ranks but --model " + o.model +
+                     " has only " + std::to_string(units) + " units: at most " +
+                     std::to_string(units) + " stages (run with fewer ranks or a larger model)");
   }
   // A partition named on the command line must place P stages; under "all"
   // a partition that cannot is recorded as invalid by the sweep instead.
@@ -164,8 +186,8 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
       try {
         (void)make_partition(p, plan.units, times, world_size);
       } catch (const UsageError& e) {
-        throw UsageError(std::string("--partition ") + p + " cannot place " + std::to_string(world_size) +
-                         " stages (one per MPI rank): " + e.what());
+        throw UsageError(std::string("--partition ") + p + " cannot place " +
+                         std::to_string(world_size) + " stages (one per MPI rank): " + e.what());
       }
     }
   }

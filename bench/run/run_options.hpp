@@ -24,29 +24,29 @@ const char* transport_name(TransportKind transport);
 
 /// The flags as given (strings where a list or a size is parsed later).
 struct RunOptions {
-  std::string schedules = "all";    ///< --schedule S,...|all
-  std::string partitions = "all";   ///< --partition X,...|all
-  std::string microbatches = "8";   ///< --microbatches M,...
-  std::string model = "gpt-tiny";   ///< --model SPEC
-  std::string backend = "cpu";      ///< --backend
-  std::string transport = "mpi";    ///< --transport
-  int iters = 10;                   ///< --iters / -n
-  int warmup = 2;                   ///< --warmup / -w
-  std::string out;                  ///< --out (default results/<UTC date-time>)
-  bool resume = false;              ///< --resume
-  bool trace = false;               ///< --trace
-  bool check = false;               ///< --check / -c
-  std::string profile;              ///< --profile nvtx,cupti
-  std::string memory_budget;        ///< --memory-budget BYTES ("" = none)
-  double memory_guard = 0.85;       ///< --memory-guard
-  double timeout = 0;               ///< --timeout / -T seconds (0 = no watchdog)
-  int chunks = 2;                   ///< --chunks V (interleaved-1f1b)
-  int inflight = 0;                 ///< --inflight N (0 = P)
-  int sync_warmup = 1;              ///< --sync-warmup K (hybrid)
-  int batches = 2;                  ///< --batches B (pipedream)
-  double time_scale = 0;            ///< --time-scale (0 = automatic)
-  uint64_t seed = 1;                ///< --seed
-  int stages = 0;                   ///< --stages P (0 = the world size)
+  std::string schedules = "all";   ///< --schedule S,...|all
+  std::string partitions = "all";  ///< --partition X,...|all
+  std::string microbatches = "8";  ///< --microbatches M,...
+  std::string model = "gpt-tiny";  ///< --model SPEC
+  std::string backend = "cpu";     ///< --backend
+  std::string transport = "mpi";   ///< --transport
+  int iters = 10;                  ///< --iters / -n
+  int warmup = 2;                  ///< --warmup / -w
+  std::string out;                 ///< --out (default results/<UTC date-time>)
+  bool resume = false;             ///< --resume
+  bool trace = false;              ///< --trace
+  bool check = false;              ///< --check / -c
+  std::string profile;             ///< --profile nvtx,cupti
+  std::string memory_budget;       ///< --memory-budget BYTES ("" = none)
+  double memory_guard = 0.85;      ///< --memory-guard
+  double timeout = 0;              ///< --timeout / -T seconds (0 = no watchdog)
+  int chunks = 2;                  ///< --chunks V (interleaved-1f1b)
+  int inflight = 0;                ///< --inflight N (0 = P)
+  int sync_warmup = 1;             ///< --sync-warmup K (hybrid)
+  int batches = 2;                 ///< --batches B (pipedream)
+  double time_scale = 0;           ///< --time-scale (0 = automatic)
+  uint64_t seed = 1;               ///< --seed
+  int stages = 0;                  ///< --stages P (0 = the world size)
   /// --device D: the cost model of the timed backend and of `balanced`'s
   /// pricing (device.hpp presets).
   std::string device = "cpu";
@@ -67,8 +67,8 @@ struct RunPlan {
   std::vector<Unit> units;
   BackendKind backend = BackendKind::kCpu;
   TransportKind transport = TransportKind::kMpi;
-  int stages = 1;           ///< P = world size
-  int inflight = 1;         ///< N after defaulting to P
+  int stages = 1;             ///< P = world size
+  int inflight = 1;           ///< N after defaulting to P
   int64_t memory_budget = 0;  ///< bytes, 0 = none
   bool nvtx = false;
   bool cupti = false;

@@ -19,6 +19,7 @@
 #include "ppb/exec/executor.hpp"
 #include "ppb/exec/memory_guard.hpp"
 #include "ppb/exec/mpi.hpp"
+#include "ppb/exec/nvtx_instrumentation.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/partition.hpp"
@@ -28,7 +29,6 @@
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
 #include "ppb/profiling/memory.hpp"
-#include "ppb/exec/nvtx_instrumentation.hpp"
 #include "ppb/profiling/nvtx.hpp"
 #include "ppb/profiling/trace.hpp"
 #include "run/environment.hpp"
@@ -69,8 +69,8 @@ class Probe final : public Instrumentation {
     if (nvtx) nvtx_ = std::make_unique<NvtxInstrumentation>(stage, stages, chunks);
   }
 
-  bool capture_grads = false;    ///< copy gradients at optimizer_begin (check step)
-  bool watch_versions = false;   ///< pipedream: check the weight-stashing invariant
+  bool capture_grads = false;   ///< copy gradients at optimizer_begin (check step)
+  bool watch_versions = false;  ///< pipedream: check the weight-stashing invariant
   std::map<int, std::vector<std::vector<float>>> grads;  ///< chunk -> per unit
   int64_t stash_violations = 0;  ///< backwards that did not use their forward's version
   int64_t stash_used = 0;        ///< backwards that ran with an older (stashed) version
@@ -118,7 +118,8 @@ class Probe final : public Instrumentation {
   void optimizer_begin(int chunk) override {
     if (capture_grads && cpu_ != nullptr && grads.count(chunk) == 0) {
       std::vector<std::vector<float>>& out = grads[chunk];
-      for (std::span<const float> g : cpu_->chunk(chunk).grad_views()) out.emplace_back(g.begin(), g.end());
+      for (std::span<const float> g : cpu_->chunk(chunk).grad_views())
+        out.emplace_back(g.begin(), g.end());
     }
     if (nvtx_) nvtx_->optimizer_begin(chunk);
   }
@@ -246,7 +247,8 @@ RankData decode(const double* p, const double* end) {
 }
 
 /// Gathers every rank's buffer to rank 0 (empty elsewhere).
-std::vector<std::vector<double>> gather(const std::vector<double>& mine, int rank, int size, MPI_Comm comm) {
+std::vector<std::vector<double>> gather(const std::vector<double>& mine, int rank, int size,
+                                        MPI_Comm comm) {
   int count = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<size_t>(size));
   PPB_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
@@ -260,8 +262,8 @@ std::vector<std::vector<double>> gather(const std::vector<double>& mine, int ran
     }
     all.resize(static_cast<size_t>(total));
   }
-  PPB_MPI_CHECK(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE,
-                            0, comm));
+  PPB_MPI_CHECK(MPI_Gatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(),
+                            displs.data(), MPI_DOUBLE, 0, comm));
   std::vector<std::vector<double>> out;
   if (rank == 0) {
     for (int r = 0; r < size; ++r) {
@@ -314,11 +316,16 @@ std::string action_label(const Action& a, int stage) {
 
 const char* action_category(ActionKind kind) {
   switch (kind) {
-    case ActionKind::kForward: return "forward";
-    case ActionKind::kBackward: return "backward";
-    case ActionKind::kBackwardInput: return "backward";
-    case ActionKind::kBackwardWeight: return "wgrad";
-    case ActionKind::kSync: return "sync";
+    case ActionKind::kForward:
+      return "forward";
+    case ActionKind::kBackward:
+      return "backward";
+    case ActionKind::kBackwardInput:
+      return "backward";
+    case ActionKind::kBackwardWeight:
+      return "wgrad";
+    case ActionKind::kSync:
+      return "sync";
   }
   return "forward";
 }
@@ -331,7 +338,8 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
   std::vector<std::unique_ptr<trace::TraceWriter>> writers;
   std::vector<int> compute, send, recv;
   for (int r = 0; r < stages; ++r) {
-    writers.push_back(std::make_unique<trace::TraceWriter>(r, "stage " + std::to_string(r), stages));
+    writers.push_back(
+        std::make_unique<trace::TraceWriter>(r, "stage " + std::to_string(r), stages));
     compute.push_back(writers.back()->add_thread("compute"));
     send.push_back(writers.back()->add_thread("send"));
     recv.push_back(writers.back()->add_thread("recv"));
@@ -345,8 +353,9 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
       trace::TraceWriter& tw = *writers[static_cast<size_t>(r)];
       const StageStep& s = step[static_cast<size_t>(r)];
       for (const ActionTiming& a : s.actions) {
-        tw.complete(compute[static_cast<size_t>(r)], action_label(a.action, r), action_category(a.action.kind),
-                    offset + a.start, std::max(0.0, a.end - a.start), {{"mb", a.action.microbatch}});
+        tw.complete(compute[static_cast<size_t>(r)], action_label(a.action, r),
+                    action_category(a.action.kind), offset + a.start,
+                    std::max(0.0, a.end - a.start), {{"mb", a.action.microbatch}});
       }
       // Slices of one track must not overlap: each starts no earlier than the
       // previous one on its track ended (a receive is posted long before it
@@ -355,7 +364,8 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
       for (const CommTiming& c : s.comms) {
         if (!c.local) comms.push_back(&c);
       }
-      std::sort(comms.begin(), comms.end(), [](const CommTiming* a, const CommTiming* b) { return a->end < b->end; });
+      std::sort(comms.begin(), comms.end(),
+                [](const CommTiming* a, const CommTiming* b) { return a->end < b->end; });
       double last_send = -1e300;
       double last_recv = -1e300;
       for (const CommTiming* c : comms) {
@@ -366,17 +376,21 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
         const int from = c->from_virtual % stages;
         const int to = c->to_virtual % stages;
         const std::string what = c->gradient ? "grad" : "act";
-        const std::string name = (c->send ? "send " : "recv ") + what + " s" + std::to_string(from) + "->s" +
-                                 std::to_string(to) + " mb" + std::to_string(c->microbatch);
+        const std::string name = (c->send ? "send " : "recv ") + what + " s" +
+                                 std::to_string(from) + "->s" + std::to_string(to) + " mb" +
+                                 std::to_string(c->microbatch);
         const int tid = c->send ? send[static_cast<size_t>(r)] : recv[static_cast<size_t>(r)];
         tw.complete(tid, name, c->send ? "send" : "recv", offset + start, end - start,
                     {{"mb", c->microbatch}});
-        const uint64_t seq = k * stride + static_cast<uint64_t>((c->microbatch * vp + c->from_virtual) * 2 +
-                                                                (c->gradient ? 1 : 0));
+        const uint64_t seq =
+            k * stride + static_cast<uint64_t>((c->microbatch * vp + c->from_virtual) * 2 +
+                                               (c->gradient ? 1 : 0));
         const uint64_t id = trace::flow_id(from, seq);
         const double mid = offset + 0.5 * (start + end);
-        if (c->send) tw.flow_start(tid, id, what, "flow", mid);
-        else tw.flow_end(tid, id, what, "flow", mid);
+        if (c->send)
+          tw.flow_start(tid, id, what, "flow", mid);
+        else
+          tw.flow_end(tid, id, what, "flow", mid);
       }
     }
     offset += step_time(step);
@@ -421,7 +435,8 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.memory_budget = sw.plan.memory_budget;
   cfg.seed = sw.options.seed;
   cfg.sync_warmup = c.sync_warmup;
-  cfg.memory_guard = c.schedule == "adaptive" && sw.plan.memory_budget > 0 ? sw.options.memory_guard : 0;
+  cfg.memory_guard =
+      c.schedule == "adaptive" && sw.plan.memory_budget > 0 ? sw.options.memory_guard : 0;
   cfg.batches = c.batches;
   return cfg;
 }
@@ -486,7 +501,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
     if (*worst > sw.plan.memory_budget) {
       result.status = ResultStatus::kOom;
       result.error = "stage " + std::to_string(worst - predicted.begin()) + " would need " +
-                     cli::format_bytes(*worst) + " (parameters, gradients and in-flight activations) > --memory-budget " +
+                     cli::format_bytes(*worst) +
+                     " (parameters, gradients and in-flight activations) > --memory-budget " +
                      cli::format_bytes(sw.plan.memory_budget) + " (predicted before running)";
       ResultMetrics m;
       m.bubble_ratio.theoretical = kNaN;
@@ -526,7 +542,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
         cfg.learning_rate = kLearningRate;
         cfg.time_scale = sw.options.time_scale;
         std::unique_ptr<Backend> backend = make_backend(backend_name(sw.plan.backend), cfg);
-        if (const auto* tb = dynamic_cast<const TimedBackend*>(backend.get())) time_scale = tb->time_scale();
+        if (const auto* tb = dynamic_cast<const TimedBackend*>(backend.get()))
+          time_scale = tb->time_scale();
         auto* cpu = dynamic_cast<CpuBackend*>(backend.get());
 
         Probe probe(sw.rank, P, V, cpu, sw.plan.nvtx);
@@ -577,7 +594,9 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
             if (it == sw.references.end()) {
               CpuModelOptions mo;
               mo.seed = sw.options.seed;
-              it = sw.references.emplace(c.microbatches, reference_step(sw.plan.model, c.microbatches, mo)).first;
+              it = sw.references
+                       .emplace(c.microbatches, reference_step(sw.plan.model, c.microbatches, mo))
+                       .first;
             }
             const ReferenceStep& ref = it->second;
             for (int ch = 0; ch < cpu->chunks(); ++ch) {
@@ -585,7 +604,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
               const auto& mine = probe.grads[ch];
               PPB_CHECK(static_cast<int>(mine.size()) == range.size(), "gradient views per unit");
               for (int u = 0; u < range.size(); ++u) {
-                const std::vector<float>& ref_grad = ref.grads[static_cast<size_t>(range.begin + u)];
+                const std::vector<float>& ref_grad =
+                    ref.grads[static_cast<size_t>(range.begin + u)];
                 PPB_CHECK(ref_grad.size() == mine[static_cast<size_t>(u)].size(), "gradient sizes");
                 worst = std::max(worst, max_relative_error(mine[static_cast<size_t>(u)], ref_grad));
               }
@@ -613,7 +633,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
 
         for (const RankStep& s : timed) {
           memory.peak_total = std::max(memory.peak_total, s.record.peak_bytes);
-          memory.peak_activations = std::max(memory.peak_activations, s.record.peak_activation_bytes);
+          memory.peak_activations =
+              std::max(memory.peak_activations, s.record.peak_activation_bytes);
         }
         memory.at_peak = backend->memory().at_peak();
         memory.peak_rss = process_peak_rss_bytes();
@@ -628,11 +649,13 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
       sw.comm);
 
   // 5. Gather to rank 0 and compute the figures there.
-  const std::vector<std::vector<double>> all = gather(encode(timed, memory), sw.rank, sw.size, sw.comm);
+  const std::vector<std::vector<double>> all =
+      gather(encode(timed, memory), sw.rank, sw.size, sw.comm);
   if (sw.rank != 0) return result;
 
   std::vector<RankData> ranks;
-  for (const std::vector<double>& buf : all) ranks.push_back(decode(buf.data(), buf.data() + buf.size()));
+  for (const std::vector<double>& buf : all)
+    ranks.push_back(decode(buf.data(), buf.data() + buf.size()));
   const std::vector<StepMeasure> steps = align_steps(ranks, sw.environment.hosts.size() == 1);
   const int64_t samples = int64_t{sw.plan.model.micro_batch_size} * c.microbatches * c.batches;
   StepFigures fig = step_figures(steps, samples);
@@ -659,7 +682,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   m.theory = theory.figures;
   if (check_ran) {
     CheckFigures ck;
-    ck.passed = stash_check ? (check_error == 0 && (P == 1 || stash_used > 0)) : check_error <= kCheckTolerance;
+    ck.passed = stash_check ? (check_error == 0 && (P == 1 || stash_used > 0))
+                            : check_error <= kCheckTolerance;
     ck.max_rel_error = check_error;
     ck.loss = check_loss;
     ck.method = stash_check ? "weight-stash" : "reference";
@@ -671,17 +695,20 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   result.timeline = fig.timeline;
   result.config.time_scale = time_scale;
 
-  const int64_t measured_peak = *std::max_element(m.peak_memory_bytes.per_stage.begin(),
-                                                  m.peak_memory_bytes.per_stage.end());
+  const int64_t measured_peak =
+      *std::max_element(m.peak_memory_bytes.per_stage.begin(), m.peak_memory_bytes.per_stage.end());
   if (sw.plan.memory_budget > 0 && measured_peak > sw.plan.memory_budget) {
-    const auto worst = std::max_element(m.peak_memory_bytes.per_stage.begin(), m.peak_memory_bytes.per_stage.end());
+    const auto worst = std::max_element(m.peak_memory_bytes.per_stage.begin(),
+                                        m.peak_memory_bytes.per_stage.end());
     result.status = ResultStatus::kOom;
-    result.error = "stage " + std::to_string(worst - m.peak_memory_bytes.per_stage.begin()) + " measured a peak of " +
-                   cli::format_bytes(measured_peak) + " > --memory-budget " + cli::format_bytes(sw.plan.memory_budget);
+    result.error = "stage " + std::to_string(worst - m.peak_memory_bytes.per_stage.begin()) +
+                   " measured a peak of " + cli::format_bytes(measured_peak) +
+                   " > --memory-budget " + cli::format_bytes(sw.plan.memory_budget);
   }
   if (sw.options.trace) {
     write_trace(steps, P, V, int64_t{c.microbatches} * c.batches,
-                sw.out_dir + "/" + result_file_name(c).substr(0, result_file_name(c).size() - 5) + ".trace.json");
+                sw.out_dir + "/" + result_file_name(c).substr(0, result_file_name(c).size() - 5) +
+                    ".trace.json");
     wrote_trace = true;
   }
   return result;
@@ -698,7 +725,8 @@ void run_command(const RunOptions& options) {
   try {
     sw.plan = validate_run_options(options, sw.size);
     if (options.check && sw.plan.backend != BackendKind::kCpu) {
-      throw UsageError(std::string("--check: compares real gradients, which only --backend cpu computes (got --backend ") +
+      throw UsageError(std::string("--check: compares real gradients, which only --backend cpu "
+                                   "computes (got --backend ") +
                        backend_name(sw.plan.backend) + ")");
     }
     sw.device = device_preset(options.device);
@@ -707,10 +735,13 @@ void run_command(const RunOptions& options) {
     throw cli::ExitCode{kUsageExitCode};
   }
   if (sw.plan.nvtx && !nvtx::compiled_in()) {
-    log::warn_once("nvtx", "--profile nvtx: this build has no NVTX (no CUDA toolkit); ranges are off");
+    log::warn_once("nvtx",
+                   "--profile nvtx: this build has no NVTX (no CUDA toolkit); ranges are off");
   }
   if (sw.plan.cupti) {
-    log::warn_once("cupti", "--profile cupti: this build has no CUPTI (no CUDA); device activity is not collected");
+    log::warn_once(
+        "cupti",
+        "--profile cupti: this build has no CUPTI (no CUDA); device activity is not collected");
   }
   sw.times = unit_times(sw.plan.units, sw.device);
 
@@ -737,9 +768,12 @@ void run_command(const RunOptions& options) {
       enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
 
   if (sw.rank == 0) {
-    log::info("run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks, %s backend, model %s -> %s",
-              combos.size(), sw.plan.schedules.size(), sw.plan.partitions.size(), sw.plan.microbatches.size(),
-              sw.size, backend_name(sw.plan.backend), options.model.c_str(), sw.out_dir.c_str());
+    log::info(
+        "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks, %s backend, "
+        "model %s -> %s",
+        combos.size(), sw.plan.schedules.size(), sw.plan.partitions.size(),
+        sw.plan.microbatches.size(), sw.size, backend_name(sw.plan.backend), options.model.c_str(),
+        sw.out_dir.c_str());
   }
 
   std::vector<ProgressRow> rows;
@@ -780,7 +814,8 @@ void run_command(const RunOptions& options) {
     }
   }
   if (sw.rank == 0) {
-    std::printf("\n%s\nresults: %s (%zu files)\n", summary_table(rows).c_str(), sw.out_dir.c_str(), rows.size());
+    std::printf("\n%s\nresults: %s (%zu files)\n", summary_table(rows).c_str(), sw.out_dir.c_str(),
+                rows.size());
     std::fflush(stdout);
   }
   int failed = sw.any_failed ? 1 : 0;

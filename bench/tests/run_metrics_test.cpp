@@ -45,7 +45,7 @@ TEST(RunMetrics, GpipeFromSimulatedTimelineHasTheClosedFormBubble) {
   const StepFigures f = step_figures(steps, /*samples_per_step=*/16);
   EXPECT_DOUBLE_EQ(f.step_time_seconds.median, 33.0);  // (M + P - 1) * (TF + TB)
   EXPECT_DOUBLE_EQ(f.samples_per_second, 16.0 / 33.0);
-  EXPECT_NEAR(f.bubble_ratio.measured, 3.0 / 11.0, 1e-12);  // (P-1)/(M+P-1)
+  EXPECT_NEAR(f.bubble_ratio.measured, 3.0 / 11.0, 1e-12);    // (P-1)/(M+P-1)
   EXPECT_NEAR(f.bubble_overhead.measured, 3.0 / 8.0, 1e-12);  // (P-1)/M
   ASSERT_EQ(f.timeline.size(), 4u);
   EXPECT_EQ(f.timeline[0].size(), 16u);
@@ -63,7 +63,8 @@ TEST(RunMetrics, TheoryFromMeasuredTimesReproducesTheMeasurement) {
   costs.chunks[2].bwd_input = 2.5;
   const SimResult sim = simulate(s, costs);
   const std::vector<StepMeasure> steps(2, step_from_sim(sim));
-  const StageCosts measured = measured_costs(s, steps, uniform_costs(3, 1, 0, 0, 0, 0), LinkModel{});
+  const StageCosts measured =
+      measured_costs(s, steps, uniform_costs(3, 1, 0, 0, 0, 0), LinkModel{});
   EXPECT_DOUBLE_EQ(measured.chunks[1].fwd, 1.5);
   EXPECT_DOUBLE_EQ(measured.chunks[1].bwd_input, 3.5);
   EXPECT_DOUBLE_EQ(measured.chunks[1].bwd_weight, 0.0);
@@ -130,8 +131,10 @@ TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
   for (int mb = 0; mb < 4; ++mb) {
     const double t0 = 10.0 * mb;
     const double took = 0.1 + sizes[mb] / 1e6;
-    step[0].comms.push_back({true, false, false, mb, 0, 1, t0, t0, static_cast<int64_t>(sizes[mb])});
-    step[1].comms.push_back({false, false, false, mb, 0, 1, 0.0, t0 + took, static_cast<int64_t>(sizes[mb])});
+    step[0].comms.push_back(
+        {true, false, false, mb, 0, 1, t0, t0, static_cast<int64_t>(sizes[mb])});
+    step[1].comms.push_back(
+        {false, false, false, mb, 0, 1, 0.0, t0 + took, static_cast<int64_t>(sizes[mb])});
     step[1].actions.push_back({F(mb), t0 + took, t0 + took + 1, 1.0});
   }
   const LinkModel link = measured_link({step}, 2);
@@ -142,8 +145,8 @@ TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
 TEST(RunSweep, OrderAndDistinctFileNames) {
   SweepParams p;
   p.stages = 4;
-  const auto combos = enumerate_sweep({"1f1b", "interleaved-1f1b", "async-1f1b"}, {"layer", "manual:0-9,10-58"},
-                                      {4, 8}, p);
+  const auto combos = enumerate_sweep({"1f1b", "interleaved-1f1b", "async-1f1b"},
+                                      {"layer", "manual:0-9,10-58"}, {4, 8}, p);
   ASSERT_EQ(combos.size(), 12u);
   EXPECT_EQ(combos[1].schedule, "1f1b");
   EXPECT_EQ(combos[1].microbatches, 8);
@@ -181,7 +184,8 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   EXPECT_NE(message(s4, 3).find("--stages 4 does not match the 3 MPI ranks"), std::string::npos);
   RunOptions bad_schedule = o;
   bad_schedule.schedules = "1f1b,nope";
-  EXPECT_NE(message(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"), std::string::npos);
+  EXPECT_NE(message(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"),
+            std::string::npos);
   RunOptions bad_m = o;
   bad_m.microbatches = "4,x";
   EXPECT_NE(message(bad_m, 2).find("--microbatches"), std::string::npos);
@@ -214,7 +218,9 @@ TEST(RunProgress, LineReadsLikeTheIssue) {
   ck.passed = true;
   m.check = ck;
   row.result.metrics = m;
-  EXPECT_EQ(progress_line(row), "[7/36] 1f1b x balanced M=8  812.4 samples/s  bubble 0.27 (theory 0.27)  peak 143 MiB  check ok");
+  EXPECT_EQ(progress_line(row),
+            "[7/36] 1f1b x balanced M=8  812.4 samples/s  bubble 0.27 (theory 0.27)  peak 143 MiB  "
+            "check ok");
   row.result.status = ResultStatus::kInvalid;
   row.result.error = "--chunks: nope";
   EXPECT_EQ(progress_line(row), "[7/36] 1f1b x balanced M=8  invalid: --chunks: nope");

@@ -14,6 +14,7 @@
 //                                         <= guard x budget (and its guard acted), async-1f1b's
 //                                         (same N) above it; gpipe ended with status oom
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,8 +25,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <boost/json.hpp>
 
 #include "ppb/pipeline/result.hpp"
 
@@ -42,7 +41,8 @@ std::vector<std::pair<std::string, ppb::Result>> load(const std::string& dir) {
   std::vector<std::pair<std::string, ppb::Result>> out;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() < 5 || name.substr(name.size() - 5) != ".json" || name.find(".trace.") != std::string::npos) {
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".json" ||
+        name.find(".trace.") != std::string::npos) {
       continue;
     }
     out.emplace_back(name, ppb::read_result_file(entry.path().string()));
@@ -89,10 +89,12 @@ int main(int argc, char** argv) {
         continue;
       }
       const ppb::CheckFigures& c = *r.metrics->check;
-      if (!c.passed) fail(name, "check failed, max relative error " + std::to_string(c.max_rel_error));
-      if (c.method == "reference" && !(c.max_rel_error <= 1e-4)) fail(name, "relative error above 1e-4");
-      std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(), c.passed ? "ok" : "FAILED",
-                  c.method.c_str(), c.max_rel_error);
+      if (!c.passed)
+        fail(name, "check failed, max relative error " + std::to_string(c.max_rel_error));
+      if (c.method == "reference" && !(c.max_rel_error <= 1e-4))
+        fail(name, "relative error above 1e-4");
+      std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(),
+                  c.passed ? "ok" : "FAILED", c.method.c_str(), c.max_rel_error);
     }
   } else if (mode == "bubble") {
     const double tol = argc > 3 ? std::atof(argv[3]) : 0.02;
@@ -106,11 +108,15 @@ int main(int argc, char** argv) {
       const double db = m.bubble_ratio.measured - m.bubble_ratio.theoretical;
       const double theory_step = m.theory->step_time_seconds;
       const double ds = (m.step_time_seconds.median - theory_step) / theory_step;
-      std::printf("%-48s bubble %.4f theory %.4f (diff %+.4f)  step %.2f ms theory %.2f ms (%+.1f%%)\n",
-                  name.c_str(), m.bubble_ratio.measured, m.bubble_ratio.theoretical, db,
-                  m.step_time_seconds.median * 1e3, theory_step * 1e3, ds * 100);
-      if (!(std::fabs(db) <= tol)) fail(name, "bubble ratio differs from the simulator's by more than " + std::to_string(tol));
-      if (!(std::fabs(ds) <= step_tol)) fail(name, "step time differs from the simulator's by more than " + std::to_string(step_tol));
+      std::printf(
+          "%-48s bubble %.4f theory %.4f (diff %+.4f)  step %.2f ms theory %.2f ms (%+.1f%%)\n",
+          name.c_str(), m.bubble_ratio.measured, m.bubble_ratio.theoretical, db,
+          m.step_time_seconds.median * 1e3, theory_step * 1e3, ds * 100);
+      if (!(std::fabs(db) <= tol))
+        fail(name, "bubble ratio differs from the simulator's by more than " + std::to_string(tol));
+      if (!(std::fabs(ds) <= step_tol))
+        fail(name,
+             "step time differs from the simulator's by more than " + std::to_string(step_tol));
     }
   } else if (mode == "memory") {
     // (partition, M, P) -> schedule -> summed activation peak
@@ -132,14 +138,15 @@ int main(int argc, char** argv) {
       const auto& per_mb = r.metrics->theory->activation_bytes_per_microbatch;
       if (r.config.chunks == 1 && inflight.size() == per_mb.size()) {
         for (size_t s = 0; s < inflight.size(); ++s) {
-          if (predicted[s] != int64_t{inflight[s]} * per_mb[s]) fail(name, "peak != peak in-flight x unit bytes on stage " + std::to_string(s));
+          if (predicted[s] != int64_t{inflight[s]} * per_mb[s])
+            fail(name, "peak != peak in-flight x unit bytes on stage " + std::to_string(s));
         }
       }
       std::printf("%-48s activations per stage:", name.c_str());
       for (int64_t x : measured) std::printf(" %lld", static_cast<long long>(x));
       std::printf("\n");
-      groups[r.config.partition + " M=" + std::to_string(r.config.microbatches) + " P=" +
-             std::to_string(r.config.stages)][r.config.schedule] = sum(measured);
+      groups[r.config.partition + " M=" + std::to_string(r.config.microbatches) +
+             " P=" + std::to_string(r.config.stages)][r.config.schedule] = sum(measured);
     }
     for (const auto& [key, by] : groups) {
       if (by.count("sync-1f1b") && by.count("1f1b") && by.count("gpipe")) {
@@ -204,24 +211,34 @@ int main(int argc, char** argv) {
     } else {
       auto peak = [](const ppb::Result& r) {
         int64_t p = 0;
-        if (r.metrics) for (int64_t x : r.metrics->peak_memory_bytes.per_stage) p = std::max(p, x);
+        if (r.metrics)
+          for (int64_t x : r.metrics->peak_memory_bytes.per_stage) p = std::max(p, x);
         return p;
       };
-      const double line = adaptive->config.memory_guard * static_cast<double>(adaptive->config.memory_budget);
-      std::printf("guard line %.0f bytes; adaptive peak %lld (%s), async-1f1b peak %lld (%s), gpipe %s: %s\n", line,
-                  static_cast<long long>(peak(*adaptive)), ppb::result_status_name(adaptive->status),
-                  static_cast<long long>(peak(*async)), ppb::result_status_name(async->status),
-                  ppb::result_status_name(gpipe->status), gpipe->error.c_str());
+      const double line =
+          adaptive->config.memory_guard * static_cast<double>(adaptive->config.memory_budget);
+      std::printf(
+          "guard line %.0f bytes; adaptive peak %lld (%s), async-1f1b peak %lld (%s), gpipe %s: "
+          "%s\n",
+          line, static_cast<long long>(peak(*adaptive)), ppb::result_status_name(adaptive->status),
+          static_cast<long long>(peak(*async)), ppb::result_status_name(async->status),
+          ppb::result_status_name(gpipe->status), gpipe->error.c_str());
       if (!(line > 0)) fail("adaptive", "no guard x budget in its config");
-      if (adaptive->status != ppb::ResultStatus::kOk) fail("adaptive", "status " + std::string(ppb::result_status_name(adaptive->status)));
-      if (!(static_cast<double>(peak(*adaptive)) <= line)) fail("adaptive", "measured peak above guard x budget");
-      if (!adaptive->metrics || !adaptive->metrics->memory_guard || adaptive->metrics->memory_guard->actions < 1 ||
+      if (adaptive->status != ppb::ResultStatus::kOk)
+        fail("adaptive", "status " + std::string(ppb::result_status_name(adaptive->status)));
+      if (!(static_cast<double>(peak(*adaptive)) <= line))
+        fail("adaptive", "measured peak above guard x budget");
+      if (!adaptive->metrics || !adaptive->metrics->memory_guard ||
+          adaptive->metrics->memory_guard->actions < 1 ||
           adaptive->metrics->memory_guard->min_inflight >= adaptive->config.inflight) {
         fail("adaptive", "the guard did not lower the in-flight limit");
       }
-      if (!(static_cast<double>(peak(*async)) > line)) fail("async-1f1b", "peak not above guard x budget: the test proves nothing");
-      if (gpipe->status != ppb::ResultStatus::kOom) fail("gpipe", "expected status oom over the budget");
-      if (!gpipe->metrics || peak(*gpipe) <= gpipe->config.memory_budget) fail("gpipe", "oom without the figures over the budget");
+      if (!(static_cast<double>(peak(*async)) > line))
+        fail("async-1f1b", "peak not above guard x budget: the test proves nothing");
+      if (gpipe->status != ppb::ResultStatus::kOom)
+        fail("gpipe", "expected status oom over the budget");
+      if (!gpipe->metrics || peak(*gpipe) <= gpipe->config.memory_budget)
+        fail("gpipe", "oom without the figures over the budget");
     }
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

@@ -4,11 +4,16 @@ namespace ppb {
 
 const char* action_kind_name(ActionKind kind) {
   switch (kind) {
-    case ActionKind::kForward: return "F";
-    case ActionKind::kBackward: return "B";
-    case ActionKind::kBackwardInput: return "I";
-    case ActionKind::kBackwardWeight: return "W";
-    case ActionKind::kSync: return "SYNC";
+    case ActionKind::kForward:
+      return "F";
+    case ActionKind::kBackward:
+      return "B";
+    case ActionKind::kBackwardInput:
+      return "I";
+    case ActionKind::kBackwardWeight:
+      return "W";
+    case ActionKind::kSync:
+      return "SYNC";
   }
   return "?";
 }

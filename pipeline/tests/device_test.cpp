@@ -1,4 +1,6 @@
 // Device presets, the roofline unit times, calibration files and model_costs.
+#include "ppb/pipeline/device.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -6,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/profiling/check.hpp"
@@ -38,7 +39,8 @@ void expect_calibration_error(const std::string& json, const std::string& needle
   } catch (const UsageError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find(path), std::string::npos) << "message '" << msg << "' lacks the file name";
-    EXPECT_NE(msg.find(needle), std::string::npos) << "message '" << msg << "' lacks '" << needle << "'";
+    EXPECT_NE(msg.find(needle), std::string::npos)
+        << "message '" << msg << "' lacks '" << needle << "'";
     EXPECT_EQ(msg.find('\n'), std::string::npos);
   }
 }
@@ -119,8 +121,9 @@ TEST(Roofline, ScalesWithPeakAndWithTokens) {
   EXPECT_DOUBLE_EQ(fast[1].fwd, base[1].fwd);      // ln1: memory bound, unchanged
   d.peak_flops /= 2;
   // Twice the micro-batch: every token-linear GEMM unit takes twice as long.
-  const auto big = unit_times(expand_units(parse_model_spec("gpt:layers=8,hidden=128,heads=4,seq=64,vocab=512,mbs=4")), d);
-  EXPECT_DOUBLE_EQ(big[2].fwd, 2 * base[2].fwd);   // qkv
+  const auto big = unit_times(
+      expand_units(parse_model_spec("gpt:layers=8,hidden=128,heads=4,seq=64,vocab=512,mbs=4")), d);
+  EXPECT_DOUBLE_EQ(big[2].fwd, 2 * base[2].fwd);                // qkv
   EXPECT_DOUBLE_EQ(big[7].bwd_weight, 2 * base[7].bwd_weight);  // fc2
   // On the cpu preset a gpt-tiny step is milliseconds, on an H100 far less.
   double cpu = 0;
@@ -135,9 +138,8 @@ TEST(Calibration, OverridesUnitsAndScalesKinds) {
   const DeviceSpec d = test_device();
   const auto units = expand_units(parse_model_spec("gpt-tiny"));
   const auto roof = unit_times(units, d);
-  const std::string path = write_file(
-      "calibration.json",
-      R"({"schema": "pipebench.calibration/1", "device": "test",
+  const std::string path = write_file("calibration.json",
+                                      R"({"schema": "pipebench.calibration/1", "device": "test",
           "units": {"l0.qkv": {"fwd": 0.5, "bwd_input": 0.25, "bwd_weight": 0.125}},
           "kinds": {"qkv": 3, "fc2": {"fwd": 2, "bwd_input": 1, "bwd_weight": 0}}})");
   const Calibration cal = read_calibration(path);
@@ -147,7 +149,7 @@ TEST(Calibration, OverridesUnitsAndScalesKinds) {
   EXPECT_EQ(t[2], (UnitTime{0.5, 0.25, 0.125}));  // measured wins over the kind factor
   EXPECT_DOUBLE_EQ(t[9].fwd, 3 * roof[9].fwd);    // l1.qkv scaled
   EXPECT_DOUBLE_EQ(t[9].bwd_weight, 3 * roof[9].bwd_weight);
-  EXPECT_DOUBLE_EQ(t[7].fwd, 2 * roof[7].fwd);    // l0.fc2
+  EXPECT_DOUBLE_EQ(t[7].fwd, 2 * roof[7].fwd);  // l0.fc2
   EXPECT_DOUBLE_EQ(t[7].bwd_input, roof[7].bwd_input);
   EXPECT_EQ(t[7].bwd_weight, 0);
   EXPECT_EQ(t[3], roof[3]);  // attention untouched
@@ -191,8 +193,9 @@ TEST(Calibration, BadFilesNameFileAndField) {
   expect_calibration_error(
       R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": 1}})",
       "field 'units.l0.qkv': expected an object");
-  expect_calibration_error(R"({"schema": "pipebench.calibration/1", "device": "cpu", "kinds": {"mlp": 2}})",
-                           "field 'kinds.mlp': unknown unit kind");
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "kinds": {"mlp": 2}})",
+      "field 'kinds.mlp': unknown unit kind");
   expect_calibration_error(R"({"schema": "pipebench.calibration/1", "device": "cpu", "extra": 1})",
                            "field 'extra': unknown field");
   try {

@@ -1,12 +1,13 @@
 // Model spec parsing, unit expansion and the unit cost formulas of model.hpp,
 // checked against numbers computed by hand for gpt-tiny.
+#include "ppb/pipeline/model.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -76,7 +77,8 @@ TEST(ModelSpec, ParameterCounts) {
 }
 
 TEST(ModelSpec, CustomSpecOverridesAndDefaults) {
-  const ModelSpec s = parse_model_spec("gpt:layers=12,hidden=768,heads=12,seq=512,vocab=32000,ffn=4,mbs=4");
+  const ModelSpec s =
+      parse_model_spec("gpt:layers=12,hidden=768,heads=12,seq=512,vocab=32000,ffn=4,mbs=4");
   EXPECT_EQ(s.layers, 12);
   EXPECT_EQ(s.hidden, 768);
   EXPECT_EQ(s.heads, 12);
@@ -94,7 +96,8 @@ TEST(ModelSpec, CustomSpecOverridesAndDefaults) {
 }
 
 TEST(ModelSpec, ParseErrorsNameTheKey) {
-  expect_usage_error("gpt:layers=12,hidden=768,heads=10", "--model: key 'heads': hidden 768 is not divisible by 10");
+  expect_usage_error("gpt:layers=12,hidden=768,heads=10",
+                     "--model: key 'heads': hidden 768 is not divisible by 10");
   expect_usage_error("gpt:layers=12,depth=3", "unknown key 'depth'");
   expect_usage_error("gpt:layers=x", "key 'layers': expected an integer, got 'x'");
   expect_usage_error("gpt:layers=1.5", "key 'layers': expected an integer, got '1.5'");
@@ -106,13 +109,15 @@ TEST(ModelSpec, ParseErrorsNameTheKey) {
   expect_usage_error("gpt:layers", "item 'layers': expected key=value");
   expect_usage_error("gpt:layers=2,,hidden=64", "empty item");
   expect_usage_error("gpt:", "expected key=value pairs");
-  expect_usage_error("gpt-huge", "unknown model 'gpt-huge' (presets: gpt-tiny, gpt-small, gpt-1.3b, gpt-7b");
+  expect_usage_error("gpt-huge",
+                     "unknown model 'gpt-huge' (presets: gpt-tiny, gpt-small, gpt-1.3b, gpt-7b");
   expect_usage_error("gpt:seq=16777216,heads=1024,hidden=1024", "too large");
 }
 
 TEST(Units, CountNamesAndOrder) {
   for (const int layers : {1, 3, 8}) {
-    ModelSpec spec = parse_model_spec("gpt:layers=" + std::to_string(layers) + ",hidden=64,heads=4,seq=16,vocab=100");
+    ModelSpec spec = parse_model_spec("gpt:layers=" + std::to_string(layers) +
+                                      ",hidden=64,heads=4,seq=16,vocab=100");
     const auto units = expand_units(spec);
     ASSERT_EQ(units.size(), static_cast<size_t>(3 + 7 * layers));
     EXPECT_EQ(units.front().name, "embedding");
@@ -142,25 +147,25 @@ TEST(Units, CountNamesAndOrder) {
 TEST(Units, GptTinyFormulasByHand) {
   const auto u = expand_units(parse_model_spec("gpt-tiny"));
   const Unit& emb = u[0];
-  EXPECT_EQ(emb.activation_bytes, 512);           // 4 * 128 token ids
-  EXPECT_EQ(emb.boundary_bytes, 65'536);          // 128*128*4
-  EXPECT_EQ(emb.param_bytes, 294'912);            // (512*128 + 64*128) * 4
-  EXPECT_DOUBLE_EQ(emb.fwd_flops, 16'384);        // T*h
+  EXPECT_EQ(emb.activation_bytes, 512);     // 4 * 128 token ids
+  EXPECT_EQ(emb.boundary_bytes, 65'536);    // 128*128*4
+  EXPECT_EQ(emb.param_bytes, 294'912);      // (512*128 + 64*128) * 4
+  EXPECT_DOUBLE_EQ(emb.fwd_flops, 16'384);  // T*h
   EXPECT_DOUBLE_EQ(emb.bwd_input_flops, 0);
-  EXPECT_DOUBLE_EQ(emb.bwd_weight_flops, 32'768); // 2*T*h
+  EXPECT_DOUBLE_EQ(emb.bwd_weight_flops, 32'768);  // 2*T*h
 
   const Unit& ln1 = u[1];
-  EXPECT_EQ(ln1.activation_bytes, 66'560);  // (16384 + 256) * 4
-  EXPECT_EQ(ln1.boundary_bytes, 131'072);   // 2*T*h*4
-  EXPECT_EQ(ln1.param_bytes, 1'024);        // 2*128*4
+  EXPECT_EQ(ln1.activation_bytes, 66'560);         // (16384 + 256) * 4
+  EXPECT_EQ(ln1.boundary_bytes, 131'072);          // 2*T*h*4
+  EXPECT_EQ(ln1.param_bytes, 1'024);               // 2*128*4
   EXPECT_DOUBLE_EQ(ln1.fwd_flops, 131'072);        // 8*T*h
   EXPECT_DOUBLE_EQ(ln1.bwd_input_flops, 163'840);  // 10*T*h
   EXPECT_DOUBLE_EQ(ln1.bwd_weight_flops, 49'152);  // 3*T*h
 
   const Unit& qkv = u[2];
   EXPECT_EQ(qkv.activation_bytes, 65'536);
-  EXPECT_EQ(qkv.boundary_bytes, 262'144);  // 4*T*h*4
-  EXPECT_EQ(qkv.param_bytes, 198'144);     // (3*16384 + 384) * 4
+  EXPECT_EQ(qkv.boundary_bytes, 262'144);                // 4*T*h*4
+  EXPECT_EQ(qkv.param_bytes, 198'144);                   // (3*16384 + 384) * 4
   EXPECT_DOUBLE_EQ(qkv.fwd_flops, 12'582'912 + 49'152);  // 2*128*128*384 + T*3h
   EXPECT_DOUBLE_EQ(qkv.bwd_input_flops, 12'582'912);
   EXPECT_DOUBLE_EQ(qkv.bwd_weight_flops, 12'582'912 + 49'152);
@@ -198,7 +203,7 @@ TEST(Units, GptTinyFormulasByHand) {
   const Unit& fc2 = u[7];
   EXPECT_EQ(fc2.activation_bytes, 262'144);  // T*f*4
   EXPECT_EQ(fc2.boundary_bytes, 65'536);
-  EXPECT_EQ(fc2.param_bytes, 262'656);       // (65536 + 128) * 4
+  EXPECT_EQ(fc2.param_bytes, 262'656);  // (65536 + 128) * 4
   EXPECT_DOUBLE_EQ(fc2.fwd_flops, 16'777'216 + 32'768);
   EXPECT_DOUBLE_EQ(fc2.bwd_input_flops, 16'777'216);
   EXPECT_DOUBLE_EQ(fc2.bwd_weight_flops, 16'777'216 + 16'384);
@@ -213,8 +218,8 @@ TEST(Units, GptTinyFormulasByHand) {
   EXPECT_EQ(head.kind, UnitKind::kHead);
   EXPECT_EQ(head.activation_bytes, 327'680);  // (16384 + 65536) * 4
   EXPECT_EQ(head.boundary_bytes, 0);
-  EXPECT_EQ(head.param_bytes, 262'144);       // 128*512*4
-  EXPECT_DOUBLE_EQ(head.fwd_flops, 16'777'216 + 327'680);      // + 5*T*V
+  EXPECT_EQ(head.param_bytes, 262'144);                          // 128*512*4
+  EXPECT_DOUBLE_EQ(head.fwd_flops, 16'777'216 + 327'680);        // + 5*T*V
   EXPECT_DOUBLE_EQ(head.bwd_input_flops, 16'777'216 + 131'072);  // + 2*T*V
   EXPECT_DOUBLE_EQ(head.bwd_weight_flops, 16'777'216);
 
@@ -257,9 +262,11 @@ TEST(Units, GptSmallForwardFlopsMatchTheStandardEstimate) {
   double fwd = 0;
   for (const Unit& u : expand_units(s)) fwd += u.fwd_flops;
   const double t = static_cast<double>(s.tokens());
-  const double gemm_params = static_cast<double>(stored_parameter_count(s)) -
-                             static_cast<double>(s.vocab + s.seq) * s.hidden;  // embedding is no GEMM
-  const double estimate = 2 * gemm_params * t + s.layers * 4.0 * s.micro_batch_size * s.seq * s.seq * s.hidden;
+  const double gemm_params =
+      static_cast<double>(stored_parameter_count(s)) -
+      static_cast<double>(s.vocab + s.seq) * s.hidden;  // embedding is no GEMM
+  const double estimate =
+      2 * gemm_params * t + s.layers * 4.0 * s.micro_batch_size * s.seq * s.seq * s.hidden;
   EXPECT_NEAR(fwd / estimate, 1.0, 0.03);
   EXPECT_GT(fwd, estimate);
 }

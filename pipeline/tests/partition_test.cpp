@@ -1,6 +1,8 @@
 // Partitions: `balanced` against a brute-force optimum and against
 // torchgpipe's balance-by-time heuristic, `layer` equal counts, `operator`'s
 // greedy rule, the memory cap, and every manual-range error.
+#include "ppb/pipeline/partition.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
-#include "ppb/pipeline/partition.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -27,7 +28,8 @@ struct Synthetic {
 };
 
 Synthetic synthetic(const std::vector<double>& costs, const std::vector<int64_t>& boundary = {},
-                    const std::vector<int64_t>& params = {}, const std::vector<int64_t>& acts = {}) {
+                    const std::vector<int64_t>& params = {},
+                    const std::vector<int64_t>& acts = {}) {
   Synthetic s;
   for (size_t i = 0; i < costs.size(); ++i) {
     Unit u;
@@ -98,7 +100,8 @@ std::vector<UnitRange> torchgpipe_solve(const std::vector<double>& seq, int part
   auto block = [&](int i) {
     const int start = i > 0 ? splits[static_cast<size_t>(i - 1)] : 0;
     double sum = 0;
-    for (int k = start; k < splits[static_cast<size_t>(i)]; ++k) sum += norm[static_cast<size_t>(k)];
+    for (int k = start; k < splits[static_cast<size_t>(i)]; ++k)
+      sum += norm[static_cast<size_t>(k)];
     return sum;
   };
   auto result = [&] {
@@ -268,7 +271,8 @@ TEST(Balanced, HonoursTheMemoryCapOnAModel) {
   const int parts = 2;
   const auto free = make_partition("balanced", units, times, parts);
   int64_t free_worst = 0;
-  for (const UnitRange& r : free) free_worst = std::max(free_worst, part_memory_bytes(units, r, inflight));
+  for (const UnitRange& r : free)
+    free_worst = std::max(free_worst, part_memory_bytes(units, r, inflight));
   // The smallest possible worst-part memory, by brute force over all cuts.
   const int n = static_cast<int>(units.size());
   int64_t min_peak = std::numeric_limits<int64_t>::max();
@@ -276,7 +280,8 @@ TEST(Balanced, HonoursTheMemoryCapOnAModel) {
     min_peak = std::min(min_peak, std::max(part_memory_bytes(units, {0, cut}, inflight),
                                            part_memory_bytes(units, {cut, n}, inflight)));
   }
-  ASSERT_LT(min_peak, free_worst) << "the test needs a time-optimal split that is not memory-optimal";
+  ASSERT_LT(min_peak, free_worst)
+      << "the test needs a time-optimal split that is not memory-optimal";
   PartitionOptions opt;
   opt.inflight = inflight;
   opt.memory_cap_bytes = min_peak;
@@ -287,15 +292,18 @@ TEST(Balanced, HonoursTheMemoryCapOnAModel) {
   // fitting split, and no better than the unconstrained optimum.
   double capped_cost = 0;
   double free_cost = 0;
-  for (const UnitRange& r : capped) capped_cost = std::max(capped_cost, part_cost(units, times, r, {}));
+  for (const UnitRange& r : capped)
+    capped_cost = std::max(capped_cost, part_cost(units, times, r, {}));
   for (const UnitRange& r : free) free_cost = std::max(free_cost, part_cost(units, times, r, {}));
   EXPECT_GE(capped_cost, free_cost);
   double best_fitting = std::numeric_limits<double>::infinity();
   for (int cut = 1; cut < n; ++cut) {
     const UnitRange a{0, cut};
     const UnitRange b{cut, n};
-    if (part_memory_bytes(units, a, inflight) <= min_peak && part_memory_bytes(units, b, inflight) <= min_peak) {
-      best_fitting = std::min(best_fitting, std::max(part_cost(units, times, a, {}), part_cost(units, times, b, {})));
+    if (part_memory_bytes(units, a, inflight) <= min_peak &&
+        part_memory_bytes(units, b, inflight) <= min_peak) {
+      best_fitting = std::min(
+          best_fitting, std::max(part_cost(units, times, a, {}), part_cost(units, times, b, {})));
     }
   }
   EXPECT_EQ(capped_cost, best_fitting);
@@ -306,9 +314,12 @@ TEST(Balanced, HonoursTheMemoryCapOnAModel) {
     ADD_FAILURE() << "expected a UsageError";
   } catch (const UsageError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("memory cap of " + std::to_string(min_peak - 1) + " bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("memory cap of " + std::to_string(min_peak - 1) + " bytes"),
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("the smallest possible peak is " + std::to_string(min_peak) + " bytes"),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
   }
 }
 
@@ -382,7 +393,8 @@ TEST(Operator, CutsWhereTheRunningCostReachesEachShare) {
   // Greedy is not optimal: total 14, share 7 is passed by unit 1, so
   // {6, 6 | 1, 1} has bottleneck 12; balanced finds {6 | 6, 1, 1} = 8.
   const Synthetic g = synthetic({6, 6, 1, 1});
-  EXPECT_EQ(make_partition("operator", g.units, g.times, 2), (std::vector<UnitRange>{{0, 2}, {2, 4}}));
+  EXPECT_EQ(make_partition("operator", g.units, g.times, 2),
+            (std::vector<UnitRange>{{0, 2}, {2, 4}}));
   EXPECT_EQ(bottleneck(g, make_partition("balanced", g.units, g.times, 2), {}), 8);
 }
 
@@ -413,7 +425,8 @@ TEST(Manual, ErrorsNameTheBadRange) {
   expect_partition_error("manual:0-4,4-9", 2, "range '4-9' starts at unit 4 but must start at 5");
   expect_partition_error("manual:1-9", 1, "range '1-9' starts at unit 1 but must start at 0");
   expect_partition_error("manual:0-4,5-12", 2, "range '5-12' goes past the last unit 9");
-  expect_partition_error("manual:0-4,5-8", 2, "the ranges end at unit 8 but the model has units 0-9");
+  expect_partition_error("manual:0-4,5-8", 2,
+                         "the ranges end at unit 8 but the model has units 0-9");
   expect_partition_error("manual:0-4,5-9", 3, "2 ranges given but 3 parts are needed");
   expect_partition_error("manual:0-4,x-9", 2, "range 'x-9': expected FIRST-LAST");
   expect_partition_error("manual:0-4,,5-9", 2, "range '': expected FIRST-LAST");
@@ -422,10 +435,12 @@ TEST(Manual, ErrorsNameTheBadRange) {
 }
 
 TEST(Partition, CommonErrors) {
-  expect_partition_error("operator", 11, "--partition operator: 11 parts but the model has 10 units");
+  expect_partition_error("operator", 11,
+                         "--partition operator: 11 parts but the model has 10 units");
   expect_partition_error("balanced", 0, "--partition balanced: need at least 1 part");
-  expect_partition_error("zigzag", 2,
-                         "unknown partition 'zigzag' (partitions: layer, operator, balanced, manual:<ranges>)");
+  expect_partition_error(
+      "zigzag", 2,
+      "unknown partition 'zigzag' (partitions: layer, operator, balanced, manual:<ranges>)");
   EXPECT_EQ(partition_list().size(), 4U);
 }
 

@@ -1,17 +1,17 @@
 // The result schema: every field survives a round trip through a real file;
 // every missing required field and every wrong type is named in the error;
 // writes are atomic (no temporary file left, old file intact on failure).
+#include "ppb/pipeline/result.hpp"
+
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include <boost/json.hpp>
-
-#include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -43,27 +43,34 @@ Result full_result() {
               .batches = 1};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
-  m.step_time_seconds = {.median = 0.0101, .min = 0.0099, .max = 0.0123, .samples = {0.0123, 0.0101, 0.0099}};
+  m.step_time_seconds = {
+      .median = 0.0101, .min = 0.0099, .max = 0.0123, .samples = {0.0123, 0.0101, 0.0099}};
   m.bubble_ratio = {.measured = 0.2, .theoretical = 0.2, .per_stage = {0.19, 0.21}};
   m.bubble_overhead = {.measured = 0.25, .theoretical = 0.25, .per_stage = {0.2345, 0.2655}};
   m.peak_memory_bytes.per_stage = {1000, 900};
   m.peak_memory_bytes.activations_per_stage = {400, 200};
   m.peak_memory_bytes.device_per_stage = {};
-  m.peak_memory_bytes.by_category = {{400, 100, 100, 100, 0, 300, 0}, {200, 100, 100, 100, 0, 400, 0}};
+  m.peak_memory_bytes.by_category = {{400, 100, 100, 100, 0, 300, 0},
+                                     {200, 100, 100, 100, 0, 400, 0}};
   m.peak_memory_bytes.peak_rss_per_stage = {50'000'000, 49'000'000};
   TheoryFigures& t = m.theory.emplace();
   t.step_time_seconds = 0.0098;
   t.peak_inflight_per_stage = {2, 1};
   t.activation_bytes_per_microbatch = {200, 200};
   t.peak_activation_bytes_per_stage = {400, 200};
-  t.action_seconds = {{.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")},
-                      {.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")}};
-  t.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}}, {{ActionKind::kForward, 0, 0, 0.001, 0.002}}};
-  m.check = CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
+  t.action_seconds = {
+      {.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")},
+      {.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")}};
+  t.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}},
+                {{ActionKind::kForward, 0, 0, 0.001, 0.002}}};
+  m.check =
+      CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
-  r.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}, {ActionKind::kBackward, 0, 0, 0.004, 0.006}},
-                {{ActionKind::kForward, 0, 0, 0.0011, 0.0021}, {ActionKind::kBackwardInput, 0, 0, 0.0021, 0.0031},
-                 {ActionKind::kBackwardWeight, 0, 0, 0.0031, 0.0041}}};
+  r.timeline = {
+      {{ActionKind::kForward, 0, 0, 0.0, 0.001}, {ActionKind::kBackward, 0, 0, 0.004, 0.006}},
+      {{ActionKind::kForward, 0, 0, 0.0011, 0.0021},
+       {ActionKind::kBackwardInput, 0, 0, 0.0021, 0.0031},
+       {ActionKind::kBackwardWeight, 0, 0, 0.0031, 0.0041}}};
   r.environment = {.hosts = {"node1"},
                    .ranks = 2,
                    .mpi = "Open MPI 4.1.4",
@@ -96,9 +103,10 @@ void expect_same(const Result& a, const Result& b) {
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("ppb_result_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path_ =
+        fs::temp_directory_path() /
+        ("ppb_result_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -148,20 +156,59 @@ void erase_path(json::value& root, const std::string& path) {
 }
 
 const char* kRequired[] = {
-    "schema", "status", "config", "config.schedule", "config.partition", "config.stages",
-    "config.microbatches", "config.micro_batch_size", "config.inflight", "config.chunks", "config.model",
-    "config.backend", "config.transport", "config.iters", "config.warmup", "metrics",
-    "metrics.samples_per_second", "metrics.step_time_seconds", "metrics.step_time_seconds.median",
-    "metrics.step_time_seconds.min", "metrics.step_time_seconds.max", "metrics.step_time_seconds.samples",
-    "metrics.bubble_ratio", "metrics.bubble_ratio.measured", "metrics.bubble_ratio.theoretical",
-    "metrics.bubble_ratio.per_stage", "metrics.bubble_overhead", "metrics.bubble_overhead.measured",
-    "metrics.bubble_overhead.theoretical", "metrics.bubble_overhead.per_stage", "metrics.peak_memory_bytes",
-    "metrics.peak_memory_bytes.per_stage", "metrics.peak_memory_bytes.activations_per_stage",
-    "metrics.theory.step_time_seconds", "metrics.check.passed", "metrics.check.max_rel_error",
-    "metrics.memory_guard.actions", "metrics.memory_guard.min_inflight", "timeline", "timeline[0][1].op",
-    "timeline[0][1].mb", "timeline[0][1].chunk", "timeline[0][1].start", "timeline[0][1].end",
-    "metrics.theory.timeline[1][0].end", "environment", "environment.hosts", "environment.ranks",
-    "environment.mpi", "environment.cuda", "environment.gpus", "environment.driver", "environment.git",
+    "schema",
+    "status",
+    "config",
+    "config.schedule",
+    "config.partition",
+    "config.stages",
+    "config.microbatches",
+    "config.micro_batch_size",
+    "config.inflight",
+    "config.chunks",
+    "config.model",
+    "config.backend",
+    "config.transport",
+    "config.iters",
+    "config.warmup",
+    "metrics",
+    "metrics.samples_per_second",
+    "metrics.step_time_seconds",
+    "metrics.step_time_seconds.median",
+    "metrics.step_time_seconds.min",
+    "metrics.step_time_seconds.max",
+    "metrics.step_time_seconds.samples",
+    "metrics.bubble_ratio",
+    "metrics.bubble_ratio.measured",
+    "metrics.bubble_ratio.theoretical",
+    "metrics.bubble_ratio.per_stage",
+    "metrics.bubble_overhead",
+    "metrics.bubble_overhead.measured",
+    "metrics.bubble_overhead.theoretical",
+    "metrics.bubble_overhead.per_stage",
+    "metrics.peak_memory_bytes",
+    "metrics.peak_memory_bytes.per_stage",
+    "metrics.peak_memory_bytes.activations_per_stage",
+    "metrics.theory.step_time_seconds",
+    "metrics.check.passed",
+    "metrics.check.max_rel_error",
+    "metrics.memory_guard.actions",
+    "metrics.memory_guard.min_inflight",
+    "timeline",
+    "timeline[0][1].op",
+    "timeline[0][1].mb",
+    "timeline[0][1].chunk",
+    "timeline[0][1].start",
+    "timeline[0][1].end",
+    "metrics.theory.timeline[1][0].end",
+    "environment",
+    "environment.hosts",
+    "environment.ranks",
+    "environment.mpi",
+    "environment.cuda",
+    "environment.gpus",
+    "environment.driver",
+    "environment.git",
     "environment.date",
 };
 
@@ -174,7 +221,9 @@ TEST(ResultSchema, RoundTripThroughFile) {
   expect_same(r, back);
   EXPECT_TRUE(std::isnan(back.metrics->theory->action_seconds[0].bwd_input));
   EXPECT_DOUBLE_EQ(back.metrics->samples_per_second, 812.25);
-  EXPECT_EQ(back.metrics->peak_memory_bytes.by_category[1][static_cast<size_t>(MemCategory::kCommBuffers)], 400);
+  EXPECT_EQ(back.metrics->peak_memory_bytes
+                .by_category[1][static_cast<size_t>(MemCategory::kCommBuffers)],
+            400);
 }
 
 TEST(ResultSchema, DocumentShapeFollowsDesign) {
@@ -182,7 +231,13 @@ TEST(ResultSchema, DocumentShapeFollowsDesign) {
   EXPECT_EQ(doc.at("schema").as_string(), "pipebench.result/1");
   EXPECT_EQ(doc.at("status").as_string(), "ok");
   EXPECT_EQ(doc.at("timeline").at(1).at(2).at("op").as_string(), "W");
-  EXPECT_EQ(doc.at("metrics").at("peak_memory_bytes").at("by_category").at(0).at("optimizer_state").as_int64(), 100);
+  EXPECT_EQ(doc.at("metrics")
+                .at("peak_memory_bytes")
+                .at("by_category")
+                .at(0)
+                .at("optimizer_state")
+                .as_int64(),
+            100);
   EXPECT_TRUE(doc.at("metrics").at("theory").at("action_seconds").at(0).at("I").is_null());
 }
 
@@ -216,14 +271,17 @@ TEST(ResultSchema, EveryWrongTypeIsNamed) {
     const bool was_string = v->is_string();
     *v = was_string ? json::value(17) : json::value("seventeen");
     const std::string err = error_of(doc);
-    EXPECT_EQ(err.rfind(std::string("r.json: field '") + path + "': expected ", 0), 0u) << path << " -> " << err;
+    EXPECT_EQ(err.rfind(std::string("r.json: field '") + path + "': expected ", 0), 0u)
+        << path << " -> " << err;
   }
   json::value doc = result_to_json(full_result());
   find_path(doc, "metrics.step_time_seconds")->as_object()["median"] = "fast";
-  EXPECT_EQ(error_of(doc), "r.json: field 'metrics.step_time_seconds.median': expected a number, got a string");
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.step_time_seconds.median': expected a number, got a string");
   doc = result_to_json(full_result());
   find_path(doc, "metrics.bubble_ratio.per_stage")->as_array()[1] = true;
-  EXPECT_EQ(error_of(doc), "r.json: field 'metrics.bubble_ratio.per_stage[1]': expected a number, got a boolean");
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.bubble_ratio.per_stage[1]': expected a number, got a boolean");
   doc = result_to_json(full_result());
   find_path(doc, "config")->as_object()["stages"] = 2.5;
   EXPECT_EQ(error_of(doc), "r.json: field 'config.stages': expected an integer, got 2.500000");
@@ -232,21 +290,26 @@ TEST(ResultSchema, EveryWrongTypeIsNamed) {
 TEST(ResultSchema, BadValuesAreNamed) {
   json::value doc = result_to_json(full_result());
   doc.as_object()["schema"] = "pipebench.result/2";
-  EXPECT_EQ(error_of(doc), "r.json: field 'schema': expected \"pipebench.result/1\", got \"pipebench.result/2\"");
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'schema': expected \"pipebench.result/1\", got \"pipebench.result/2\"");
   doc = result_to_json(full_result());
   doc.as_object()["status"] = "fine";
-  EXPECT_EQ(error_of(doc), "r.json: field 'status': expected one of ok, oom, invalid, error, got \"fine\"");
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'status': expected one of ok, oom, invalid, error, got \"fine\"");
   doc = result_to_json(full_result());
   find_path(doc, "timeline[0][0]")->as_object()["op"] = "X";
-  EXPECT_EQ(error_of(doc), "r.json: field 'timeline[0][0].op': expected one of F, B, I, W, SYNC, got \"X\"");
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'timeline[0][0].op': expected one of F, B, I, W, SYNC, got \"X\"");
   doc = result_to_json(full_result());
   find_path(doc, "metrics.bubble_ratio.per_stage")->as_array().pop_back();
   EXPECT_EQ(error_of(doc),
-            "r.json: field 'metrics.bubble_ratio.per_stage': expected 2 entries (one per stage, config.stages), got 1");
+            "r.json: field 'metrics.bubble_ratio.per_stage': expected 2 entries (one per stage, "
+            "config.stages), got 1");
   doc = result_to_json(full_result());
   find_path(doc, "config")->as_object()["microbatches"] = 0;
   EXPECT_EQ(error_of(doc), "r.json: field 'config.microbatches': expected >= 1, got 0");
-  EXPECT_EQ(error_of(json::value(json::array{})), "r.json: expected a JSON object (a pipebench result), got an array");
+  EXPECT_EQ(error_of(json::value(json::array{})),
+            "r.json: expected a JSON object (a pipebench result), got an array");
 }
 
 TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {

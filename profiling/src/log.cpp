@@ -34,10 +34,18 @@ void emit(Level level, const char* fmt, va_list args) {
   if (s.quiet_nonzero && s.rank > 0 && level < Level::kWarn) return;
   const char* tag = "";
   switch (level) {
-    case Level::kDebug: tag = "debug: "; break;
-    case Level::kInfo: tag = ""; break;
-    case Level::kWarn: tag = "warning: "; break;
-    case Level::kError: tag = "error: "; break;
+    case Level::kDebug:
+      tag = "debug: ";
+      break;
+    case Level::kInfo:
+      tag = "";
+      break;
+    case Level::kWarn:
+      tag = "warning: ";
+      break;
+    case Level::kError:
+      tag = "error: ";
+      break;
   }
   char body[4096];
   std::vsnprintf(body, sizeof body, fmt, args);
@@ -61,12 +69,12 @@ std::string prefix() {
   return rank < 0 ? std::string("pipebench: ") : "pipebench[r" + std::to_string(rank) + "]: ";
 }
 
-#define PPB_LOG_FN(name, lvl)          \
-  void name(const char* fmt, ...) {    \
-    va_list args;                      \
-    va_start(args, fmt);               \
-    emit(lvl, fmt, args);              \
-    va_end(args);                      \
+#define PPB_LOG_FN(name, lvl)       \
+  void name(const char* fmt, ...) { \
+    va_list args;                   \
+    va_start(args, fmt);            \
+    emit(lvl, fmt, args);           \
+    va_end(args);                   \
   }
 PPB_LOG_FN(debug, Level::kDebug)
 PPB_LOG_FN(info, Level::kInfo)

@@ -14,13 +14,20 @@ namespace ppb {
 
 std::string_view mem_category_name(MemCategory category) {
   switch (category) {
-    case MemCategory::kActivations: return "activations";
-    case MemCategory::kParameters: return "parameters";
-    case MemCategory::kGradients: return "gradients";
-    case MemCategory::kOptimizerState: return "optimizer_state";
-    case MemCategory::kWeightStash: return "weight_stash";
-    case MemCategory::kCommBuffers: return "comm_buffers";
-    case MemCategory::kWorkspace: return "workspace";
+    case MemCategory::kActivations:
+      return "activations";
+    case MemCategory::kParameters:
+      return "parameters";
+    case MemCategory::kGradients:
+      return "gradients";
+    case MemCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemCategory::kWeightStash:
+      return "weight_stash";
+    case MemCategory::kCommBuffers:
+      return "comm_buffers";
+    case MemCategory::kWorkspace:
+      return "workspace";
   }
   return "unknown";
 }

@@ -13,14 +13,22 @@ namespace ppb::nvtx {
 
 const char* category_name(Category category) {
   switch (category) {
-    case Category::kForward: return "forward";
-    case Category::kBackward: return "backward";
-    case Category::kWgrad: return "wgrad";
-    case Category::kSend: return "send";
-    case Category::kRecv: return "recv";
-    case Category::kOptimizer: return "optimizer";
-    case Category::kSync: return "sync";
-    case Category::kStep: return "step";
+    case Category::kForward:
+      return "forward";
+    case Category::kBackward:
+      return "backward";
+    case Category::kWgrad:
+      return "wgrad";
+    case Category::kSend:
+      return "send";
+    case Category::kRecv:
+      return "recv";
+    case Category::kOptimizer:
+      return "optimizer";
+    case Category::kSync:
+      return "sync";
+    case Category::kStep:
+      return "step";
   }
   return "unknown";
 }

@@ -10,7 +10,6 @@
 //   end <id>
 //   thread <tid> <name>
 #include <nvtx3/nvToolsExt.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -65,16 +64,16 @@ int range_push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
     message = std::string("ascii:") + attr->message.ascii;
   }
   long long payload = attr->payloadType == NVTX_PAYLOAD_TYPE_INT64 ? attr->payload.llValue : -999;
-  line("push " + g_domains[d] + " " + std::to_string(attr->category) + " " + std::to_string(payload) + " " +
-       message);
+  line("push " + g_domains[d] + " " + std::to_string(attr->category) + " " +
+       std::to_string(payload) + " " + message);
   return 0;
 }
 
 nvtxRangeId_t range_start(nvtxDomainHandle_t d, const nvtxEventAttributes_t* attr) {
   std::lock_guard lock(g_mutex);
   nvtxRangeId_t id = static_cast<nvtxRangeId_t>(g_next_handle++);
-  line("start " + std::to_string(id) + " " + g_domains[d] + " " + std::to_string(attr->category) + " " +
-       std::to_string(attr->payload.llValue) + " " + g_strings[attr->message.registered]);
+  line("start " + std::to_string(id) + " " + g_domains[d] + " " + std::to_string(attr->category) +
+       " " + std::to_string(attr->payload.llValue) + " " + g_strings[attr->message.registered]);
   return id;
 }
 
@@ -112,7 +111,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     }
     g_out = std::fopen(path.c_str(), "w");
   }
-  auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
+  auto* callbacks =
+      static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr) return 0;
   NvtxFunctionTable table = nullptr;
   unsigned size = 0;

@@ -30,9 +30,7 @@ TEST(Nvtx, RangesReachAnInjectedToolWithDomainCategoryAndPayload) {
   nvtx::name_this_thread("rank 0 executor");
   {
     nvtx::ScopedRange measure("measure", nvtx::Category::kStep);
-    {
-      nvtx::ScopedRange f("F s2 mb3", nvtx::Category::kForward, 3);
-    }
+    { nvtx::ScopedRange f("F s2 mb3", nvtx::Category::kForward, 3); }
     uint64_t send = nvtx::start_range("send act s2->s3 mb3", nvtx::Category::kSend, 3);
     nvtx::ScopedRange b("B s2 mb3 c1", nvtx::Category::kBackward, 3);
     nvtx::end_range(send);  // a message completes while another range is open
@@ -44,7 +42,8 @@ TEST(Nvtx, RangesReachAnInjectedToolWithDomainCategoryAndPayload) {
   for (const std::string& l : lines) {
     if (l == "domain pipebench") saw_domain = true;
     if (l == "category pipebench 1 forward") saw_forward_category = true;
-    if (l.rfind("thread ", 0) == 0 && l.find("rank 0 executor") != std::string::npos) saw_thread = true;
+    if (l.rfind("thread ", 0) == 0 && l.find("rank 0 executor") != std::string::npos)
+      saw_thread = true;
     if (l.rfind("push ", 0) == 0 || l.rfind("pop ", 0) == 0 || l.rfind("start ", 0) == 0 ||
         l.rfind("end ", 0) == 0) {
       ranges.push_back(l);
@@ -53,10 +52,14 @@ TEST(Nvtx, RangesReachAnInjectedToolWithDomainCategoryAndPayload) {
   EXPECT_TRUE(saw_domain);
   EXPECT_TRUE(saw_forward_category);
   EXPECT_TRUE(saw_thread);
-  std::vector<std::string> expected = {
-      "push pipebench 8 -1 measure", "push pipebench 1 3 F s2 mb3", "pop pipebench",
-      "start ID pipebench 4 3 send act s2->s3 mb3", "push pipebench 2 3 B s2 mb3 c1", "end ID",
-      "pop pipebench", "pop pipebench"};
+  std::vector<std::string> expected = {"push pipebench 8 -1 measure",
+                                       "push pipebench 1 3 F s2 mb3",
+                                       "pop pipebench",
+                                       "start ID pipebench 4 3 send act s2->s3 mb3",
+                                       "push pipebench 2 3 B s2 mb3 c1",
+                                       "end ID",
+                                       "pop pipebench",
+                                       "pop pipebench"};
   // The start/end pair must carry the same id; normalise it for the comparison.
   std::string id;
   for (std::string& r : ranges) {

@@ -13,9 +13,12 @@ namespace ppb::reports {
 
 const char* verdict_name(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kConsistent: return "consistent";
-    case Verdict::kInconsistent: return "inconsistent";
-    case Verdict::kNotMeasurable: return "not measurable here";
+    case Verdict::kConsistent:
+      return "consistent";
+    case Verdict::kInconsistent:
+      return "inconsistent";
+    case Verdict::kNotMeasurable:
+      return "not measurable here";
   }
   return "?";
 }
@@ -38,7 +41,9 @@ double sum(const std::vector<T>& xs) {
   return s;
 }
 
-bool ok(const ResultEntry& e) { return e.result.status == ResultStatus::kOk && e.result.metrics.has_value(); }
+bool ok(const ResultEntry& e) {
+  return e.result.status == ResultStatus::kOk && e.result.metrics.has_value();
+}
 
 int inflight_n(const ResultConfig& c) { return c.inflight > 0 ? c.inflight : c.stages; }
 
@@ -61,7 +66,8 @@ std::string key_without(const ResultEntry& e, std::string_view vary) {
 }
 
 // The entries of the first alternative that any of `entries` runs.
-Entries first_present(const Entries& entries, const std::vector<std::string>& alternatives, std::string* which) {
+Entries first_present(const Entries& entries, const std::vector<std::string>& alternatives,
+                      std::string* which) {
   for (const std::string& name : alternatives) {
     Entries out;
     for (const ResultEntry* e : entries) {
@@ -91,7 +97,8 @@ std::string names(const std::vector<std::string>& xs) {
 }
 
 std::string metric_text(std::string_view metric, double v) {
-  if (metric == "peak_memory" || metric == "activations_sum" || metric == "activations_max") return format_bytes(v);
+  if (metric == "peak_memory" || metric == "activations_sum" || metric == "activations_max")
+    return format_bytes(v);
   return format_number(v);
 }
 
@@ -116,9 +123,9 @@ CheckOutcome check_ratio(const ClaimCheck& c, const Entries& all) {
     if (!num || !den || *den == 0) continue;
     ratios.push_back(*num / *den);
     if (example.empty()) {
-      example = num_name + " " + metric_text(c.metric, *num) + " / " + den_name + " " + metric_text(c.metric, *den) +
-                " (" + entries.front()->result.config.partition + " P=" +
-                std::to_string(entries.front()->result.config.stages) +
+      example = num_name + " " + metric_text(c.metric, *num) + " / " + den_name + " " +
+                metric_text(c.metric, *den) + " (" + entries.front()->result.config.partition +
+                " P=" + std::to_string(entries.front()->result.config.stages) +
                 " M=" + std::to_string(entries.front()->result.config.microbatches) + ")";
     }
   }
@@ -131,14 +138,15 @@ CheckOutcome check_ratio(const ClaimCheck& c, const Entries& all) {
   const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
   o.measured = format_number(o.value);
   if (ratios.size() > 1) {
-    o.measured += " (median of " + std::to_string(ratios.size()) + " setups, " + format_number(*lo) + "-" +
-                  format_number(*hi) + ")";
+    o.measured += " (median of " + std::to_string(ratios.size()) + " setups, " +
+                  format_number(*lo) + "-" + format_number(*hi) + ")";
   }
   o.measured += "; e.g. " + example;
   const double rel = std::fabs(o.value / c.documented - 1.0);
   o.verdict = rel <= c.tolerance ? Verdict::kConsistent : Verdict::kInconsistent;
   if (o.verdict == Verdict::kInconsistent) {
-    o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_trimmed(c.tolerance * 100) + "%)";
+    o.why = "off by " + format_number(rel * 100) + "% (tolerance " +
+            format_trimmed(c.tolerance * 100) + "%)";
   }
   return o;
 }
@@ -156,7 +164,8 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   CheckOutcome o;
   const double scale = unit_scale(c.unit);
   o.documented = scale != 1 ? format_number(c.documented) + " " + c.unit
-                            : metric_text(c.metric, c.documented) + (c.unit.empty() || c.unit == "bytes" ? "" : " " + c.unit);
+                            : metric_text(c.metric, c.documented) +
+                                  (c.unit.empty() || c.unit == "bytes" ? "" : " " + c.unit);
   std::string which;
   const Entries entries = first_present(all, c.schedules, &which);
   std::vector<double> xs;
@@ -166,10 +175,13 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   o.cases = static_cast<int>(xs.size());
   if (!xs.empty()) {
     o.value = median(xs);
-    o.measured = metric_text(c.metric, o.value) + " (" + which + ", median of " + std::to_string(xs.size()) + " runs)";
+    o.measured = metric_text(c.metric, o.value) + " (" + which + ", median of " +
+                 std::to_string(xs.size()) + " runs)";
   }
   if (!setup_matches) {
-    o.why = "an absolute figure of the documents' own (unknown) hardware and model; checked only with --reference-setup";
+    o.why =
+        "an absolute figure of the documents' own (unknown) hardware and model; checked only with "
+        "--reference-setup";
     return o;
   }
   if (xs.empty()) {
@@ -179,7 +191,8 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   const double rel = std::fabs(o.value / (c.documented * scale) - 1.0);
   o.verdict = rel <= c.tolerance ? Verdict::kConsistent : Verdict::kInconsistent;
   if (o.verdict == Verdict::kInconsistent) {
-    o.why = "off by " + format_number(rel * 100) + "% (tolerance " + format_trimmed(c.tolerance * 100) + "%)";
+    o.why = "off by " + format_number(rel * 100) + "% (tolerance " +
+            format_trimmed(c.tolerance * 100) + "%)";
   }
   return o;
 }
@@ -198,7 +211,8 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
   std::map<std::string, Entries> setups;
   for (const ResultEntry* e : all) {
     if (c.vary == "microbatches" && !c.schedules.empty() &&
-        std::find(c.schedules.begin(), c.schedules.end(), e->result.config.schedule) == c.schedules.end()) {
+        std::find(c.schedules.begin(), c.schedules.end(), e->result.config.schedule) ==
+            c.schedules.end()) {
       continue;
     }
     setups[key_without(*e, c.vary)].push_back(e);
@@ -223,7 +237,8 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
         std::string which;
         for (const std::string& name : g) {
           for (const ResultEntry* e : entries) {
-            const std::string& field = c.vary == "schedule" ? e->result.config.schedule : e->result.config.partition;
+            const std::string& field =
+                c.vary == "schedule" ? e->result.config.schedule : e->result.config.partition;
             if (field == name) es.push_back(e);
           }
           if (!es.empty()) {
@@ -245,7 +260,8 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
     for (size_t i = 1; i < chain.size(); ++i) {
       const double prev = chain[i - 1].second;
       const double next = chain[i].second;
-      const bool step = increasing ? next > prev * (1.0 + c.tolerance) : next < prev * (1.0 - c.tolerance);
+      const bool step =
+          increasing ? next > prev * (1.0 + c.tolerance) : next < prev * (1.0 - c.tolerance);
       if (!step) good = false;
     }
     // The measured relation between neighbours, not the claimed one, so a
@@ -263,7 +279,9 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
     std::string where = cfg.partition + " P=" + std::to_string(cfg.stages);
     if (c.vary != "microbatches") where += " M=" + std::to_string(cfg.microbatches);
     if (c.vary == "partition" || c.vary == "microbatches") where = cfg.schedule + " " + where;
-    if (c.vary == "partition") where = cfg.schedule + " P=" + std::to_string(cfg.stages) + " M=" + std::to_string(cfg.microbatches);
+    if (c.vary == "partition")
+      where = cfg.schedule + " P=" + std::to_string(cfg.stages) +
+              " M=" + std::to_string(cfg.microbatches);
     text += " (" + where + ")";
     if (good) {
       ++holds;
@@ -274,8 +292,9 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
   }
   o.cases = total;
   if (total == 0) {
-    o.why = c.vary == "microbatches" ? "no setup ran two micro-batch counts"
-                                     : "no setup ran all of " + o.documented.substr(c.metric.size() + 2);
+    o.why = c.vary == "microbatches"
+                ? "no setup ran two micro-batch counts"
+                : "no setup ran all of " + o.documented.substr(c.metric.size() + 2);
     return o;
   }
   o.value = static_cast<double>(holds) / total;
@@ -286,7 +305,8 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
     o.measured += "; e.g. " + example;
   }
   o.verdict = holds == total ? Verdict::kConsistent : Verdict::kInconsistent;
-  if (o.verdict == Verdict::kInconsistent) o.why = "the order does not hold in " + std::to_string(total - holds) + " setups";
+  if (o.verdict == Verdict::kInconsistent)
+    o.why = "the order does not hold in " + std::to_string(total - holds) + " setups";
   return o;
 }
 
@@ -309,8 +329,10 @@ std::optional<double> inflight_expected(const std::string& expr, const ResultCon
 CheckOutcome check_inflight(const ClaimCheck& c, const Entries& all) {
   CheckOutcome o;
   const char* rel = c.relation == "eq" ? " = " : (c.relation == "ge" ? " >= " : " <= ");
-  o.documented = "in flight" + std::string(c.stage < 0 ? " on every stage" : " on stage " + std::to_string(c.stage)) +
-                 rel + c.value + " (" + names(c.schedules) + ")";
+  o.documented =
+      "in flight" +
+      std::string(c.stage < 0 ? " on every stage" : " on stage " + std::to_string(c.stage)) + rel +
+      c.value + " (" + names(c.schedules) + ")";
   std::string which;
   const Entries entries = first_present(all, c.schedules, &which);
   int good = 0;
@@ -335,11 +357,13 @@ CheckOutcome check_inflight(const ClaimCheck& c, const Entries& all) {
       const auto want = inflight_expected(c.value, cfg, s);
       if (!want) continue;
       const double got = inflight[static_cast<size_t>(s)];
-      const bool h = c.relation == "eq" ? std::fabs(got - *want) < 0.05
-                                        : (c.relation == "ge" ? got >= *want - 0.05 : got <= *want + 0.05);
+      const bool h = c.relation == "eq"
+                         ? std::fabs(got - *want) < 0.05
+                         : (c.relation == "ge" ? got >= *want - 0.05 : got <= *want + 0.05);
       holds = holds && h;
-      text += (text.empty() ? "" : " ") + (std::fabs(got - std::round(got)) < 1e-9 ? std::to_string(std::lround(got))
-                                                                                    : format_fixed(got, 2));
+      text += (text.empty() ? "" : " ") + (std::fabs(got - std::round(got)) < 1e-9
+                                               ? std::to_string(std::lround(got))
+                                               : format_fixed(got, 2));
     }
     ++total;
     const std::string line = e->label + ": [" + text + "]";
@@ -352,15 +376,19 @@ CheckOutcome check_inflight(const ClaimCheck& c, const Entries& all) {
   }
   o.cases = total;
   if (total == 0) {
-    o.why = entries.empty() ? no_runs(c.schedules)
-                            : "no " + which + " run with P >= 2, M >= 2 and activation figures in its theory block";
+    o.why =
+        entries.empty()
+            ? no_runs(c.schedules)
+            : "no " + which + " run with P >= 2, M >= 2 and activation figures in its theory block";
     return o;
   }
   o.value = static_cast<double>(good) / total;
-  o.measured = std::to_string(good) + " of " + std::to_string(total) + " runs; " + (counter.empty() ? example : "not: " + counter);
-  o.measured += any_measured ? (any_schedule_count ? " (bytes / per-mb bytes, some from the schedule)"
-                                                   : " (activation bytes / one micro-batch's bytes)")
-                             : " (the schedule's count: no per-micro-batch bytes in the results)";
+  o.measured = std::to_string(good) + " of " + std::to_string(total) + " runs; " +
+               (counter.empty() ? example : "not: " + counter);
+  o.measured += any_measured
+                    ? (any_schedule_count ? " (bytes / per-mb bytes, some from the schedule)"
+                                          : " (activation bytes / one micro-batch's bytes)")
+                    : " (the schedule's count: no per-micro-batch bytes in the results)";
   o.verdict = good == total ? Verdict::kConsistent : Verdict::kInconsistent;
   return o;
 }
@@ -398,8 +426,9 @@ CheckOutcome check_activation_formula(const ClaimCheck& c, const Entries& all) {
     } else {
       for (size_t s = 0; s < a.size(); ++s) {
         const double k = f == "gpipe" ? cfg.microbatches
-                         : f == "1f1b" ? std::min(cfg.stages - static_cast<int>(s), cfg.microbatches)
-                                       : 1;
+                         : f == "1f1b"
+                             ? std::min(cfg.stages - static_cast<int>(s), cfg.microbatches)
+                             : 1;
         const double want = k * static_cast<double>(a[s]);
         if (want <= 0) continue;
         const double r = static_cast<double>(got[s]) / want;
@@ -410,7 +439,8 @@ CheckOutcome check_activation_formula(const ClaimCheck& c, const Entries& all) {
     }
     ratios.push_back(worst);
     const bool holds = std::fabs(worst - 1) <= c.tolerance;
-    const std::string line = e->label + ": measured " + format_bytes(measured) + ", formula " + format_bytes(expected);
+    const std::string line =
+        e->label + ": measured " + format_bytes(measured) + ", formula " + format_bytes(expected);
     if (holds) {
       ++good;
       if (example.empty()) example = line;
@@ -420,14 +450,18 @@ CheckOutcome check_activation_formula(const ClaimCheck& c, const Entries& all) {
   }
   o.cases = static_cast<int>(ratios.size());
   if (ratios.empty()) {
-    o.why = entries.empty() ? no_runs(c.schedules)
-                            : "the " + which + " results carry no per-micro-batch activation bytes (metrics.theory)";
+    o.why = entries.empty()
+                ? no_runs(c.schedules)
+                : "the " + which +
+                      " results carry no per-micro-batch activation bytes (metrics.theory)";
     return o;
   }
   o.value = median(ratios);
-  o.measured = "measured/formula " + format_fixed(o.value, 2) + "; " + std::to_string(good) + " of " +
-               std::to_string(ratios.size()) + " runs within; " + (counter.empty() ? example : "not: " + counter);
-  o.verdict = good == static_cast<int>(ratios.size()) ? Verdict::kConsistent : Verdict::kInconsistent;
+  o.measured = "measured/formula " + format_fixed(o.value, 2) + "; " + std::to_string(good) +
+               " of " + std::to_string(ratios.size()) + " runs within; " +
+               (counter.empty() ? example : "not: " + counter);
+  o.verdict =
+      good == static_cast<int>(ratios.size()) ? Verdict::kConsistent : Verdict::kInconsistent;
   return o;
 }
 
@@ -445,7 +479,9 @@ CheckOutcome check_bubble_formula(const ClaimCheck& c, const Entries& all) {
     if (!v) continue;
     const double p = e->result.config.stages;
     const double m = e->result.config.microbatches;
-    const double want = c.formula == "(P-1)/M" ? (p - 1) / m : (c.formula == "(P-1)/P" ? (p - 1) / p : (p - 1) / (m + p - 1));
+    const double want = c.formula == "(P-1)/M"
+                            ? (p - 1) / m
+                            : (c.formula == "(P-1)/P" ? (p - 1) / p : (p - 1) / (m + p - 1));
     const double d = *v - want;
     diffs.push_back(d);
     const std::string line = e->label + ": " + format_fixed(*v, 3) + " vs " + format_fixed(want, 3);
@@ -464,21 +500,23 @@ CheckOutcome check_bubble_formula(const ClaimCheck& c, const Entries& all) {
   o.value = median(diffs);
   o.measured = std::to_string(good) + " of " + std::to_string(diffs.size()) + " runs within; " +
                (counter.empty() ? example : "not: " + counter);
-  o.verdict = good == static_cast<int>(diffs.size()) ? Verdict::kConsistent : Verdict::kInconsistent;
+  o.verdict =
+      good == static_cast<int>(diffs.size()) ? Verdict::kConsistent : Verdict::kInconsistent;
   return o;
 }
 
 CheckOutcome check_guard(const ClaimCheck& c, const Entries& all) {
   CheckOutcome o;
-  o.documented = names(c.schedules) + " keeps peak memory within the budget (guard at 85%); " + names(c.against) +
-                 " exceeds guard x budget";
+  o.documented = names(c.schedules) + " keeps peak memory within the budget (guard at 85%); " +
+                 names(c.against) + " exceeds guard x budget";
   int fits = 0;
   int total = 0;
   int compared = 0;
   std::string text;
   for (const ResultEntry* e : all) {
     const ResultConfig& cfg = e->result.config;
-    if (std::find(c.schedules.begin(), c.schedules.end(), cfg.schedule) == c.schedules.end()) continue;
+    if (std::find(c.schedules.begin(), c.schedules.end(), cfg.schedule) == c.schedules.end())
+      continue;
     if (cfg.memory_budget <= 0) continue;
     const double budget = static_cast<double>(cfg.memory_budget);
     const double guard = cfg.memory_guard > 0 ? cfg.memory_guard : 0.85;
@@ -486,8 +524,10 @@ CheckOutcome check_guard(const ClaimCheck& c, const Entries& all) {
     const auto peak = metric_value(*e, "peak_memory");
     const bool fit = e->result.status == ResultStatus::kOk && peak && *peak <= budget;
     if (fit) ++fits;
-    std::string line = e->label + ": " + (peak ? format_bytes(*peak) : std::string(result_status_name(e->result.status))) +
-                       " of " + format_bytes(budget);
+    std::string line =
+        e->label + ": " +
+        (peak ? format_bytes(*peak) : std::string(result_status_name(e->result.status))) + " of " +
+        format_bytes(budget);
     if (e->result.metrics && e->result.metrics->memory_guard) {
       line += ", guard acted " + std::to_string(e->result.metrics->memory_guard->actions) + "x";
     }
@@ -496,12 +536,15 @@ CheckOutcome check_guard(const ClaimCheck& c, const Entries& all) {
       const ResultConfig& ac = a->result.config;
       if (std::find(c.against.begin(), c.against.end(), ac.schedule) == c.against.end()) continue;
       if (a->group != e->group || ac.stages != cfg.stages || ac.microbatches != cfg.microbatches ||
-          ac.partition != cfg.partition || ac.model != cfg.model || inflight_n(ac) != inflight_n(cfg)) {
+          ac.partition != cfg.partition || ac.model != cfg.model ||
+          inflight_n(ac) != inflight_n(cfg)) {
         continue;
       }
       const auto apeak = metric_value(*a, "peak_memory");
-      const bool exceeded = a->result.status == ResultStatus::kOom || (apeak && *apeak > guard * budget);
-      line += "; " + ac.schedule + " " + (apeak ? format_bytes(*apeak) : std::string(result_status_name(a->result.status))) +
+      const bool exceeded =
+          a->result.status == ResultStatus::kOom || (apeak && *apeak > guard * budget);
+      line += "; " + ac.schedule + " " +
+              (apeak ? format_bytes(*apeak) : std::string(result_status_name(a->result.status))) +
               (exceeded ? " (over guard x budget)" : " (within guard x budget)");
       if (exceeded) ++compared;
       break;
@@ -518,7 +561,8 @@ CheckOutcome check_guard(const ClaimCheck& c, const Entries& all) {
     o.verdict = Verdict::kInconsistent;
     o.why = "the guarded schedule exceeded its budget";
   } else if (compared == 0) {
-    o.why = "no " + names(c.against) + " run with the same setup exceeded guard x budget, so the guard was not exercised";
+    o.why = "no " + names(c.against) +
+            " run with the same setup exceeded guard x budget, so the guard was not exercised";
   } else {
     o.verdict = Verdict::kConsistent;
   }
@@ -553,7 +597,8 @@ std::optional<double> metric_value(const ResultEntry& entry, std::string_view me
   if (metric == "bubble_overhead") return finite(m.bubble_overhead.measured);
   if (metric == "utilisation") return finite(1.0 - m.bubble_ratio.measured);
   if (metric == "peak_memory") {
-    const std::vector<int64_t>& src = mem.device_per_stage.empty() ? mem.per_stage : mem.device_per_stage;
+    const std::vector<int64_t>& src =
+        mem.device_per_stage.empty() ? mem.per_stage : mem.device_per_stage;
     if (src.empty()) return std::nullopt;
     return static_cast<double>(*std::max_element(src.begin(), src.end()));
   }
@@ -563,7 +608,8 @@ std::optional<double> metric_value(const ResultEntry& entry, std::string_view me
   }
   if (metric == "activations_max") {
     if (mem.activations_per_stage.empty()) return std::nullopt;
-    return static_cast<double>(*std::max_element(mem.activations_per_stage.begin(), mem.activations_per_stage.end()));
+    return static_cast<double>(
+        *std::max_element(mem.activations_per_stage.begin(), mem.activations_per_stage.end()));
   }
   if (metric == "stage_imbalance") {
     const Timeline& t = entry.result.timeline;
@@ -592,7 +638,8 @@ std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured)
   if (!a.empty() && a.size() == got.size() &&
       std::all_of(a.begin(), a.end(), [](int64_t x) { return x > 0; })) {
     std::vector<double> out;
-    for (size_t s = 0; s < a.size(); ++s) out.push_back(static_cast<double>(got[s]) / static_cast<double>(a[s]));
+    for (size_t s = 0; s < a.size(); ++s)
+      out.push_back(static_cast<double>(got[s]) / static_cast<double>(a[s]));
     if (measured != nullptr) *measured = true;
     return out;
   }
@@ -600,27 +647,47 @@ std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured)
   return out;
 }
 
-std::vector<ClaimRow> evaluate_claims(const Reference& reference, const std::vector<ResultEntry>& results,
-                                      bool setup_matches) {
+std::vector<ClaimRow> evaluate_claims(const Reference& reference,
+                                      const std::vector<ResultEntry>& results, bool setup_matches) {
   Entries all;
   for (const ResultEntry& e : results) {
     if (ok(e) || e.result.status == ResultStatus::kOom) all.push_back(&e);
   }
   std::vector<ClaimRow> rows;
   for (const Claim& claim : reference.claims) {
-    ClaimRow row{claim.id, claim.document, claim.title, claim.statement, figures_text(claim), Verdict::kNotMeasurable, {}};
+    ClaimRow row{claim.id,
+                 claim.document,
+                 claim.title,
+                 claim.statement,
+                 figures_text(claim),
+                 Verdict::kNotMeasurable,
+                 {}};
     bool any_consistent = false;
     bool any_inconsistent = false;
     for (const ClaimCheck& c : claim.checks) {
       CheckOutcome o;
       switch (c.kind) {
-        case CheckKind::kRatio: o = check_ratio(c, all); break;
-        case CheckKind::kAbsolute: o = check_absolute(c, all, setup_matches || reference.setup_matches); break;
-        case CheckKind::kOrder: o = check_order(c, all); break;
-        case CheckKind::kInflight: o = check_inflight(c, all); break;
-        case CheckKind::kActivationFormula: o = check_activation_formula(c, all); break;
-        case CheckKind::kBubbleFormula: o = check_bubble_formula(c, all); break;
-        case CheckKind::kGuard: o = check_guard(c, all); break;
+        case CheckKind::kRatio:
+          o = check_ratio(c, all);
+          break;
+        case CheckKind::kAbsolute:
+          o = check_absolute(c, all, setup_matches || reference.setup_matches);
+          break;
+        case CheckKind::kOrder:
+          o = check_order(c, all);
+          break;
+        case CheckKind::kInflight:
+          o = check_inflight(c, all);
+          break;
+        case CheckKind::kActivationFormula:
+          o = check_activation_formula(c, all);
+          break;
+        case CheckKind::kBubbleFormula:
+          o = check_bubble_formula(c, all);
+          break;
+        case CheckKind::kGuard:
+          o = check_guard(c, all);
+          break;
         case CheckKind::kQualitative:
           o.documented = c.description;
           o.why = c.why;
@@ -631,8 +698,9 @@ std::vector<ClaimRow> evaluate_claims(const Reference& reference, const std::vec
       any_inconsistent = any_inconsistent || o.verdict == Verdict::kInconsistent;
       row.checks.push_back(std::move(o));
     }
-    row.verdict = any_inconsistent ? Verdict::kInconsistent
-                                   : (any_consistent ? Verdict::kConsistent : Verdict::kNotMeasurable);
+    row.verdict = any_inconsistent
+                      ? Verdict::kInconsistent
+                      : (any_consistent ? Verdict::kConsistent : Verdict::kNotMeasurable);
     rows.push_back(std::move(row));
   }
   return rows;

@@ -25,15 +25,36 @@ std::string opt(const std::optional<double>& v) { return v ? format_exact(*v) : 
 }  // namespace
 
 const std::vector<std::string>& csv_columns() {
-  static const std::vector<std::string> kColumns = {
-      "machine",         "build",          "source",           "schedule",
-      "partition",       "stages",         "microbatches",     "micro_batch_size",
-      "inflight",        "chunks",         "model",            "backend",
-      "transport",       "memory_budget",  "status",           "error",
-      "samples_per_second", "step_time_median", "step_time_min", "step_time_max",
-      "bubble_ratio",    "bubble_ratio_theory", "bubble_overhead", "bubble_overhead_theory",
-      "peak_memory_bytes", "activation_bytes_sum", "check_passed", "check_max_rel_error",
-      "git",             "date"};
+  static const std::vector<std::string> kColumns = {"machine",
+                                                    "build",
+                                                    "source",
+                                                    "schedule",
+                                                    "partition",
+                                                    "stages",
+                                                    "microbatches",
+                                                    "micro_batch_size",
+                                                    "inflight",
+                                                    "chunks",
+                                                    "model",
+                                                    "backend",
+                                                    "transport",
+                                                    "memory_budget",
+                                                    "status",
+                                                    "error",
+                                                    "samples_per_second",
+                                                    "step_time_median",
+                                                    "step_time_min",
+                                                    "step_time_max",
+                                                    "bubble_ratio",
+                                                    "bubble_ratio_theory",
+                                                    "bubble_overhead",
+                                                    "bubble_overhead_theory",
+                                                    "peak_memory_bytes",
+                                                    "activation_bytes_sum",
+                                                    "check_passed",
+                                                    "check_max_rel_error",
+                                                    "git",
+                                                    "date"};
   return kColumns;
 }
 
@@ -46,19 +67,36 @@ std::string write_csv(const ReportModel& model) {
     const ResultConfig& c = r.config;
     const ResultMetrics* m = r.metrics ? &*r.metrics : nullptr;
     auto num = [&](double x) { return m != nullptr ? format_exact(x) : std::string(); };
-    std::vector<std::string> row = {
-        e.machine, e.build, e.source, c.schedule, c.partition, std::to_string(c.stages),
-        std::to_string(c.microbatches), std::to_string(c.micro_batch_size), std::to_string(c.inflight),
-        std::to_string(c.chunks), c.model, c.backend, c.transport, std::to_string(c.memory_budget),
-        result_status_name(r.status), r.error,
-        num(m ? m->samples_per_second : 0), num(m ? m->step_time_seconds.median : 0),
-        num(m ? m->step_time_seconds.min : 0), num(m ? m->step_time_seconds.max : 0),
-        num(m ? m->bubble_ratio.measured : 0), num(m ? m->bubble_ratio.theoretical : 0),
-        num(m ? m->bubble_overhead.measured : 0), num(m ? m->bubble_overhead.theoretical : 0),
-        opt(metric_value(e, "peak_memory")), opt(metric_value(e, "activations_sum")),
-        m && m->check ? (m->check->passed ? "true" : "false") : "",
-        m && m->check ? format_exact(m->check->max_rel_error) : "",
-        r.environment.git, r.environment.date};
+    std::vector<std::string> row = {e.machine,
+                                    e.build,
+                                    e.source,
+                                    c.schedule,
+                                    c.partition,
+                                    std::to_string(c.stages),
+                                    std::to_string(c.microbatches),
+                                    std::to_string(c.micro_batch_size),
+                                    std::to_string(c.inflight),
+                                    std::to_string(c.chunks),
+                                    c.model,
+                                    c.backend,
+                                    c.transport,
+                                    std::to_string(c.memory_budget),
+                                    result_status_name(r.status),
+                                    r.error,
+                                    num(m ? m->samples_per_second : 0),
+                                    num(m ? m->step_time_seconds.median : 0),
+                                    num(m ? m->step_time_seconds.min : 0),
+                                    num(m ? m->step_time_seconds.max : 0),
+                                    num(m ? m->bubble_ratio.measured : 0),
+                                    num(m ? m->bubble_ratio.theoretical : 0),
+                                    num(m ? m->bubble_overhead.measured : 0),
+                                    num(m ? m->bubble_overhead.theoretical : 0),
+                                    opt(metric_value(e, "peak_memory")),
+                                    opt(metric_value(e, "activations_sum")),
+                                    m && m->check ? (m->check->passed ? "true" : "false") : "",
+                                    m && m->check ? format_exact(m->check->max_rel_error) : "",
+                                    r.environment.git,
+                                    r.environment.date};
     PPB_CHECK(row.size() == csv_columns().size(), "csv row and header differ");
     for (size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + quote(row[i]);
     out += "\n";
@@ -66,7 +104,8 @@ std::string write_csv(const ReportModel& model) {
   return out;
 }
 
-std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& source) {
+std::vector<std::vector<std::string>> parse_csv(const std::string& text,
+                                                const std::string& source) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> row;
   std::string field;
@@ -90,7 +129,8 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
       continue;
     }
     if (ch == '"') {
-      if (field_started) throw UsageError(source + ":" + std::to_string(line) + ": stray quote inside a field");
+      if (field_started)
+        throw UsageError(source + ":" + std::to_string(line) + ": stray quote inside a field");
       quoted = true;
       field_started = true;
     } else if (ch == ',') {
@@ -116,8 +156,9 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
   }
   for (size_t r = 1; r < rows.size(); ++r) {
     if (!rows.empty() && rows[r].size() != rows[0].size()) {
-      throw UsageError(source + ": row " + std::to_string(r + 1) + " has " + std::to_string(rows[r].size()) +
-                       " fields, the header " + std::to_string(rows[0].size()));
+      throw UsageError(source + ": row " + std::to_string(r + 1) + " has " +
+                       std::to_string(rows[r].size()) + " fields, the header " +
+                       std::to_string(rows[0].size()));
     }
   }
   return rows;

@@ -19,7 +19,8 @@ std::string format_bytes(double bytes) {
   if (u == 0) {
     std::snprintf(buf, sizeof buf, "%.0f B", x);
   } else {
-    std::snprintf(buf, sizeof buf, x >= 100 ? "%.0f %s" : (x >= 10 ? "%.1f %s" : "%.2f %s"), x, units[u]);
+    std::snprintf(buf, sizeof buf, x >= 100 ? "%.0f %s" : (x >= 10 ? "%.1f %s" : "%.2f %s"), x,
+                  units[u]);
   }
   return buf;
 }
@@ -65,12 +66,23 @@ std::string xml_escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

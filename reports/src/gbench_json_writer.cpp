@@ -2,9 +2,8 @@
 // dashboards that read it take pipebench results as they are: one
 // "iteration" run per timed step (so compare.py's U test has repetitions)
 // plus a "median" aggregate per combination.
-#include <cmath>
-
 #include <boost/json.hpp>
+#include <cmath>
 
 #include "ppb/reports/writers.hpp"
 
@@ -16,8 +15,8 @@ namespace {
 
 std::string bench_name(const ResultEntry& e, bool with_machine) {
   const ResultConfig& c = e.result.config;
-  std::string name = "pipebench/" + c.schedule + "/" + c.partition + "/P:" + std::to_string(c.stages) +
-                     "/M:" + std::to_string(c.microbatches);
+  std::string name = "pipebench/" + c.schedule + "/" + c.partition +
+                     "/P:" + std::to_string(c.stages) + "/M:" + std::to_string(c.microbatches);
   if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid") {
     name += "/N:" + std::to_string(c.inflight);
   }
@@ -28,7 +27,8 @@ std::string bench_name(const ResultEntry& e, bool with_machine) {
   return name;
 }
 
-json::object run(const std::string& name, int64_t family, int reps, int rep, double seconds, double samples) {
+json::object run(const std::string& name, int64_t family, int reps, int rep, double seconds,
+                 double samples) {
   const double ms = seconds * 1e3;
   json::object b;
   b["name"] = name;
@@ -60,7 +60,8 @@ std::string write_gbench_json(const ReportModel& model) {
   context["cpu_scaling_enabled"] = false;
   context["caches"] = json::array();
   context["load_avg"] = json::array();
-  context["library_build_type"] = env != nullptr && env->build_type.find("Deb") != std::string::npos ? "debug" : "release";
+  context["library_build_type"] =
+      env != nullptr && env->build_type.find("Deb") != std::string::npos ? "debug" : "release";
   context["json_schema_version"] = 1;
   context["pipebench_git"] = env != nullptr ? env->git : "";
   json::array benchmarks;
@@ -71,7 +72,8 @@ std::string write_gbench_json(const ReportModel& model) {
       if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
       const ResultMetrics& m = *e->result.metrics;
       const std::string name = bench_name(*e, with_machine);
-      const double samples = static_cast<double>(e->result.config.micro_batch_size) * e->result.config.microbatches;
+      const double samples =
+          static_cast<double>(e->result.config.micro_batch_size) * e->result.config.microbatches;
       const std::vector<double>& steps = m.step_time_seconds.samples;
       const int reps = steps.empty() ? 1 : static_cast<int>(steps.size());
       if (steps.empty()) {
@@ -80,7 +82,8 @@ std::string write_gbench_json(const ReportModel& model) {
       for (size_t i = 0; i < steps.size(); ++i) {
         benchmarks.push_back(run(name, family, reps, static_cast<int>(i), steps[i], samples));
       }
-      json::object med = run(name + "_median", family, reps, 0, m.step_time_seconds.median, samples);
+      json::object med =
+          run(name + "_median", family, reps, 0, m.step_time_seconds.median, samples);
       med["run_name"] = name;
       med["run_type"] = "aggregate";
       med["aggregate_name"] = "median";

@@ -53,9 +53,12 @@ std::string badge(const std::string& text, const std::string& cls) {
 
 std::string verdict_class(Verdict v) {
   switch (v) {
-    case Verdict::kConsistent: return "consistent";
-    case Verdict::kInconsistent: return "inconsistent";
-    case Verdict::kNotMeasurable: return "not-measurable";
+    case Verdict::kConsistent:
+      return "consistent";
+    case Verdict::kInconsistent:
+      return "inconsistent";
+    case Verdict::kNotMeasurable:
+      return "not-measurable";
   }
   return "";
 }
@@ -80,7 +83,8 @@ std::vector<double> predicted_activations(const ResultEntry& e) {
     for (int64_t x : t.peak_activation_bytes_per_stage) out.push_back(static_cast<double>(x));
   } else if (t.peak_inflight_per_stage.size() == t.activation_bytes_per_microbatch.size()) {
     for (size_t s = 0; s < t.peak_inflight_per_stage.size(); ++s) {
-      out.push_back(static_cast<double>(t.peak_inflight_per_stage[s]) * static_cast<double>(t.activation_bytes_per_microbatch[s]));
+      out.push_back(static_cast<double>(t.peak_inflight_per_stage[s]) *
+                    static_cast<double>(t.activation_bytes_per_microbatch[s]));
     }
   }
   return out;
@@ -90,7 +94,8 @@ std::string schedule_formula(const ResultConfig& c) {
   if (c.schedule == "gpipe") return "M";
   if (c.schedule == "1f1b") return "min(P-s, M)";
   if (c.schedule == "sync-1f1b") return "1";
-  if (c.schedule == "async-1f1b" || c.schedule == "adaptive") return "min(M, max(min(N, P-s), N-s))";
+  if (c.schedule == "async-1f1b" || c.schedule == "adaptive")
+    return "min(M, max(min(N, P-s), N-s))";
   if (c.schedule == "interleaved-1f1b") return "Megatron warm-up + 1 (chunk micro-batches)";
   return "the schedule's count (F until its last backward piece)";
 }
@@ -102,35 +107,50 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
   for (const ResultEntry* e : g.entries) {
     const auto v = metric_value(*e, "samples_per_second");
     if (!v) continue;
-    bars.push_back({e->label, *v, svg::schedule_colour(e->result.config.schedule), format_number(*v) + " samples/s"});
-    if (std::none_of(legend.begin(), legend.end(), [&](const svg::LegendItem& l) { return l.label == e->result.config.schedule; })) {
-      legend.push_back({e->result.config.schedule, svg::schedule_colour(e->result.config.schedule)});
+    bars.push_back({e->label, *v, svg::schedule_colour(e->result.config.schedule),
+                    format_number(*v) + " samples/s"});
+    if (std::none_of(legend.begin(), legend.end(), [&](const svg::LegendItem& l) {
+          return l.label == e->result.config.schedule;
+        })) {
+      legend.push_back(
+          {e->result.config.schedule, svg::schedule_colour(e->result.config.schedule)});
     }
   }
   if (!bars.empty()) {
-    h << "<figure>" << svg::bar_chart("Samples per second (median step), higher is better", bars, "samples/s", legend)
-      << "<figcaption>samples/s = micro-batch size x M / median step time over the timed iterations.</figcaption></figure>\n";
+    h << "<figure>"
+      << svg::bar_chart("Samples per second (median step), higher is better", bars, "samples/s",
+                        legend)
+      << "<figcaption>samples/s = micro-batch size x M / median step time over the timed "
+         "iterations.</figcaption></figure>\n";
   }
-  h << "<table><tr><th>schedule</th><th>partition</th><th>P</th><th>M</th><th>N</th><th>V</th><th>status</th>"
-       "<th>samples/s</th><th>step median (ms)</th><th>min-max (ms)</th><th>peak / stage</th><th>check</th></tr>\n";
+  h << "<table><tr><th>schedule</th><th>partition</th><th>P</th><th>M</th><th>N</th><th>V</"
+       "th><th>status</th>"
+       "<th>samples/s</th><th>step median (ms)</th><th>min-max (ms)</th><th>peak / "
+       "stage</th><th>check</th></tr>\n";
   for (const ResultEntry* e : g.entries) {
     const ResultConfig& c = e->result.config;
-    h << "<tr>" << td(c.schedule) << td(c.partition) << td_num(std::to_string(c.stages)) << td_num(std::to_string(c.microbatches))
-      << td_num(c.inflight > 0 ? std::to_string(c.inflight) : "-") << td_num(std::to_string(c.chunks));
+    h << "<tr>" << td(c.schedule) << td(c.partition) << td_num(std::to_string(c.stages))
+      << td_num(std::to_string(c.microbatches))
+      << td_num(c.inflight > 0 ? std::to_string(c.inflight) : "-")
+      << td_num(std::to_string(c.chunks));
     const std::string st = result_status_name(e->result.status);
-    h << "<td>" << badge(st, st) << (e->result.error.empty() ? "" : " <span class=\"why\">" + esc(e->result.error) + "</span>") << "</td>";
+    h << "<td>" << badge(st, st)
+      << (e->result.error.empty() ? "" : " <span class=\"why\">" + esc(e->result.error) + "</span>")
+      << "</td>";
     if (e->result.status != ResultStatus::kOk || !e->result.metrics) {
       h << "<td colspan=\"5\"></td></tr>\n";
       continue;
     }
     const ResultMetrics& m = *e->result.metrics;
     const auto peak = metric_value(*e, "peak_memory");
-    h << td_num(format_number(m.samples_per_second)) << td_num(format_number(m.step_time_seconds.median * 1e3))
-      << td_num(format_number(m.step_time_seconds.min * 1e3) + "-" + format_number(m.step_time_seconds.max * 1e3))
+    h << td_num(format_number(m.samples_per_second))
+      << td_num(format_number(m.step_time_seconds.median * 1e3))
+      << td_num(format_number(m.step_time_seconds.min * 1e3) + "-" +
+                format_number(m.step_time_seconds.max * 1e3))
       << td_num(peak ? format_bytes(*peak) : "n/a");
     if (m.check) {
-      h << "<td>" << badge(m.check->passed ? "pass" : "FAIL", m.check->passed ? "pass" : "error") << " "
-        << esc(format_number(m.check->max_rel_error)) << "</td>";
+      h << "<td>" << badge(m.check->passed ? "pass" : "FAIL", m.check->passed ? "pass" : "error")
+        << " " << esc(format_number(m.check->max_rel_error)) << "</td>";
     } else {
       h << "<td>-</td>";
     }
@@ -143,7 +163,8 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
   h << "<h3>Memory per stage</h3>\n";
   std::vector<svg::LegendItem> cats;
   for (int i = 0; i < kNumMemCategories; ++i) {
-    cats.push_back({std::string(mem_category_name(static_cast<MemCategory>(i))), svg::category_colour(i)});
+    cats.push_back(
+        {std::string(mem_category_name(static_cast<MemCategory>(i))), svg::category_colour(i)});
   }
   std::vector<svg::ColumnGroup> groups;
   bool any_marker = false;
@@ -158,10 +179,14 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
       col.label = "s" + std::to_string(s);
       col.segments.assign(kNumMemCategories, 0.0);
       if (s < pm.by_category.size()) {
-        for (int k = 0; k < kNumMemCategories; ++k) col.segments[static_cast<size_t>(k)] = static_cast<double>(pm.by_category[s][static_cast<size_t>(k)]);
+        for (int k = 0; k < kNumMemCategories; ++k)
+          col.segments[static_cast<size_t>(k)] =
+              static_cast<double>(pm.by_category[s][static_cast<size_t>(k)]);
       } else {
         // Without the split, activations and "the rest" (shown as workspace).
-        const double act = s < pm.activations_per_stage.size() ? static_cast<double>(pm.activations_per_stage[s]) : 0;
+        const double act = s < pm.activations_per_stage.size()
+                               ? static_cast<double>(pm.activations_per_stage[s])
+                               : 0;
         col.segments[0] = act;
         col.segments[6] = std::max(0.0, static_cast<double>(pm.per_stage[s]) - act);
       }
@@ -175,17 +200,26 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
   }
   if (!groups.empty()) {
     h << "<figure>"
-      << svg::stacked_columns("Peak tracked memory per stage by category (" + g.showcase_label + ")", groups, cats,
-                              any_marker ? "activations predicted: schedule's in-flight count x one micro-batch" : "")
-      << "<figcaption>Each column is one stage at its tracked peak, split into the allocator's categories; the black tick is "
-         "the activation bytes the schedule's formula predicts for that stage.</figcaption></figure>\n";
+      << svg::stacked_columns(
+             "Peak tracked memory per stage by category (" + g.showcase_label + ")", groups, cats,
+             any_marker ? "activations predicted: schedule's in-flight count x one micro-batch"
+                        : "")
+      << "<figcaption>Each column is one stage at its tracked peak, split into the allocator's "
+         "categories; the black tick is "
+         "the activation bytes the schedule's formula predicts for that "
+         "stage.</figcaption></figure>\n";
   }
-  h << "<p class=\"note\">The documents' formulas count activations summed over stages with M = one micro-batch's "
-       "activations on a stage (here the mean over stages, a) : sync 1F1B <b>M x P</b>, async 1F1B <b>M x (P+N-1)</b>. "
-       "The standard per-stage counts: GPipe M, 1F1B min(P-s, M), sync-1F1B 1, interleaved and zero-bubble from their "
+  h << "<p class=\"note\">The documents' formulas count activations summed over stages with M = "
+       "one micro-batch's "
+       "activations on a stage (here the mean over stages, a) : sync 1F1B <b>M x P</b>, async 1F1B "
+       "<b>M x (P+N-1)</b>. "
+       "The standard per-stage counts: GPipe M, 1F1B min(P-s, M), sync-1F1B 1, interleaved and "
+       "zero-bubble from their "
        "schedules.</p>\n";
-  h << "<table><tr><th>combination</th><th>a (one micro-batch, mean/stage)</th><th>measured activations (sum)</th>"
-       "<th>M x P</th><th>M x (P+N-1)</th><th>schedule's formula</th><th>formula bytes (sum)</th><th>measured / formula</th>"
+  h << "<table><tr><th>combination</th><th>a (one micro-batch, mean/stage)</th><th>measured "
+       "activations (sum)</th>"
+       "<th>M x P</th><th>M x (P+N-1)</th><th>schedule's formula</th><th>formula bytes "
+       "(sum)</th><th>measured / formula</th>"
        "<th>peak tracked (max stage)</th><th>peak RSS (max)</th></tr>\n";
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
@@ -194,30 +228,40 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
     const auto act = metric_value(*e, "activations_sum");
     const auto peak = metric_value(*e, "peak_memory");
     const std::vector<double> pred = predicted_activations(*e);
-    const double pred_sum = pred.empty() ? std::nan("") : std::accumulate(pred.begin(), pred.end(), 0.0);
+    const double pred_sum =
+        pred.empty() ? std::nan("") : std::accumulate(pred.begin(), pred.end(), 0.0);
     const int n = c.inflight > 0 ? c.inflight : c.stages;
     const auto& rss = e->result.metrics->peak_memory_bytes.peak_rss_per_stage;
-    h << "<tr>" << td(e->label) << td_num(format_bytes(a)) << td_num(act ? format_bytes(*act) : "n/a")
-      << td_num(format_bytes(a * c.stages)) << td_num(format_bytes(a * (c.stages + n - 1))) << td(schedule_formula(c))
+    h << "<tr>" << td(e->label) << td_num(format_bytes(a))
+      << td_num(act ? format_bytes(*act) : "n/a") << td_num(format_bytes(a * c.stages))
+      << td_num(format_bytes(a * (c.stages + n - 1))) << td(schedule_formula(c))
       << td_num(format_bytes(pred_sum))
-      << td_num(act && pred_sum > 0 ? format_fixed(*act / pred_sum, 3) : "n/a") << td_num(peak ? format_bytes(*peak) : "n/a")
-      << td_num(rss.empty() ? "n/a" : format_bytes(static_cast<double>(*std::max_element(rss.begin(), rss.end())))) << "</tr>\n";
+      << td_num(act && pred_sum > 0 ? format_fixed(*act / pred_sum, 3) : "n/a")
+      << td_num(peak ? format_bytes(*peak) : "n/a")
+      << td_num(rss.empty()
+                    ? "n/a"
+                    : format_bytes(static_cast<double>(*std::max_element(rss.begin(), rss.end()))))
+      << "</tr>\n";
   }
   h << "</table>\n";
 }
 
 void section_bubbles(std::ostringstream& h, const GroupView& g) {
   h << "<h3>Bubbles: measured against theory</h3>\n";
-  h << "<p class=\"note\"><b>bubble ratio</b> = idle / step time per stage, mean over stages; theory for GPipe and 1F1B with "
-       "equal stages (P-1)/(M+P-1). <b>bubble overhead</b> = idle / busy (Megatron-LM's normalisation), (P-1)/M for the same "
-       "case. \"theory\" is the simulator run on the same schedule with the run's measured mean action times. Device-side "
+  h << "<p class=\"note\"><b>bubble ratio</b> = idle / step time per stage, mean over stages; "
+       "theory for GPipe and 1F1B with "
+       "equal stages (P-1)/(M+P-1). <b>bubble overhead</b> = idle / busy (Megatron-LM's "
+       "normalisation), (P-1)/M for the same "
+       "case. \"theory\" is the simulator run on the same schedule with the run's measured mean "
+       "action times. Device-side "
        "bubbles need CUPTI data, which these results do not carry.</p>\n";
   std::vector<svg::PairGroup> pg;
   for (const ResultEntry* e : g.showcase) {
     if (!e->result.metrics) continue;
     const ResultMetrics& m = *e->result.metrics;
     pg.push_back({e->result.config.schedule,
-                  {m.bubble_ratio.measured, m.bubble_ratio.theoretical, m.bubble_overhead.measured, m.bubble_overhead.theoretical}});
+                  {m.bubble_ratio.measured, m.bubble_ratio.theoretical, m.bubble_overhead.measured,
+                   m.bubble_overhead.theoretical}});
   }
   if (!pg.empty()) {
     h << "<figure>"
@@ -229,8 +273,10 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
                            "fraction")
       << "</figure>\n";
   }
-  h << "<table><tr><th>combination</th><th>ratio measured</th><th>ratio theory</th><th>(P-1)/(M+P-1)</th>"
-       "<th>overhead measured</th><th>overhead theory</th><th>(P-1)/M</th><th>per-stage ratio</th></tr>\n";
+  h << "<table><tr><th>combination</th><th>ratio measured</th><th>ratio "
+       "theory</th><th>(P-1)/(M+P-1)</th>"
+       "<th>overhead measured</th><th>overhead theory</th><th>(P-1)/M</th><th>per-stage "
+       "ratio</th></tr>\n";
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
     const ResultMetrics& m = *e->result.metrics;
@@ -238,9 +284,12 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
     const double mb = e->result.config.microbatches;
     std::string per;
     for (double x : m.bubble_ratio.per_stage) per += (per.empty() ? "" : " ") + format_fixed(x, 2);
-    h << "<tr>" << td(e->label) << td_num(format_fixed(m.bubble_ratio.measured, 3)) << td_num(format_fixed(m.bubble_ratio.theoretical, 3))
-      << td_num(format_fixed((p - 1) / (mb + p - 1), 3)) << td_num(format_fixed(m.bubble_overhead.measured, 3))
-      << td_num(format_fixed(m.bubble_overhead.theoretical, 3)) << td_num(format_fixed((p - 1) / mb, 3)) << td(per) << "</tr>\n";
+    h << "<tr>" << td(e->label) << td_num(format_fixed(m.bubble_ratio.measured, 3))
+      << td_num(format_fixed(m.bubble_ratio.theoretical, 3))
+      << td_num(format_fixed((p - 1) / (mb + p - 1), 3))
+      << td_num(format_fixed(m.bubble_overhead.measured, 3))
+      << td_num(format_fixed(m.bubble_overhead.theoretical, 3))
+      << td_num(format_fixed((p - 1) / mb, 3)) << td(per) << "</tr>\n";
   }
   h << "</table>\n";
 }
@@ -260,18 +309,22 @@ void section_gantt(std::ostringstream& h, const GroupView& g) {
     return;
   }
   h << "<p class=\"note\">" << esc(g.showcase_label)
-    << ". One row per stage, time left to right, blocks labelled with the micro-batch (and .chunk with V &gt; 1), idle grey. "
+    << ". One row per stage, time left to right, blocks labelled with the micro-batch (and .chunk "
+       "with V &gt; 1), idle grey. "
        "Left: the measured median step. Right: the prediction on the same time axis.</p>\n";
   h << "<figure>";
   {
     std::ostringstream legend_svg;
     const auto items = svg::gantt_legend();
-    legend_svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"760\" height=\"26\" viewBox=\"0 0 760 26\" "
-                  "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\"><title>Gantt legend</title>";
+    legend_svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"760\" "
+                  "height=\"26\" viewBox=\"0 0 760 26\" "
+                  "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\"><title>Gantt "
+                  "legend</title>";
     double x = 8;
     for (const auto& it : items) {
-      legend_svg << "<rect x=\"" << x << "\" y=\"7\" width=\"14\" height=\"12\" fill=\"" << it.colour
-                 << "\" stroke=\"#555\" stroke-width=\"0.5\"/><text x=\"" << x + 19 << "\" y=\"17\">" << esc(it.label) << "</text>";
+      legend_svg << "<rect x=\"" << x << "\" y=\"7\" width=\"14\" height=\"12\" fill=\""
+                 << it.colour << "\" stroke=\"#555\" stroke-width=\"0.5\"/><text x=\"" << x + 19
+                 << "\" y=\"17\">" << esc(it.label) << "</text>";
       x += 30 + 7.0 * static_cast<double>(it.label.size());
     }
     legend_svg << "</svg>";
@@ -284,37 +337,47 @@ void section_gantt(std::ostringstream& h, const GroupView& g) {
     const double predicted_end = timeline_end(p.predicted);
     const double t_max = std::max(measured_end, predicted_end) * 1.02;
     h << "<figure><div class=\"pair\">"
-      << svg::gantt(e.result.config.schedule + " measured (" + format_number(measured_end * 1e3) + " ms)", e.result.timeline, t_max,
-                    e.result.config.chunks);
+      << svg::gantt(
+             e.result.config.schedule + " measured (" + format_number(measured_end * 1e3) + " ms)",
+             e.result.timeline, t_max, e.result.config.chunks);
     if (!p.predicted.empty()) {
-      h << svg::gantt(e.result.config.schedule + " predicted (" + format_number(predicted_end * 1e3) + " ms)", p.predicted, t_max,
-                      e.result.config.chunks);
+      h << svg::gantt(
+          e.result.config.schedule + " predicted (" + format_number(predicted_end * 1e3) + " ms)",
+          p.predicted, t_max, e.result.config.chunks);
     }
-    h << "</div><figcaption>" << esc(e.label) << ". Prediction: " << esc(p.predicted_source) << ".</figcaption></figure>\n";
+    h << "</div><figcaption>" << esc(e.label) << ". Prediction: " << esc(p.predicted_source)
+      << ".</figcaption></figure>\n";
   }
 }
 
 void section_claims(std::ostringstream& h, const ReportModel& m) {
-  h << "<h2>The documents' claims</h2>\n<p class=\"note\">Reference: " << esc(m.reference.source) << ". "
-    << (m.setup_matches ? "The setup was declared to match the documents': absolute figures are checked."
-                        : "Ratios, orders and formulas are checked on this setup; the documents' absolute figures (their "
-                          "hardware and model are unknown) only with --reference-setup.")
+  h << "<h2>The documents' claims</h2>\n<p class=\"note\">Reference: " << esc(m.reference.source)
+    << ". "
+    << (m.setup_matches
+            ? "The setup was declared to match the documents': absolute figures are checked."
+            : "Ratios, orders and formulas are checked on this setup; the documents' absolute "
+              "figures (their "
+              "hardware and model are unknown) only with --reference-setup.")
     << " Comparisons pair results of one machine and build, same setup.</p>\n";
-  h << "<table><tr><th>id</th><th>document</th><th>claim</th><th>documented</th><th>check</th><th>measured</th><th>verdict</th></tr>\n";
+  h << "<table><tr><th>id</th><th>document</th><th>claim</th><th>documented</th><th>check</"
+       "th><th>measured</th><th>verdict</th></tr>\n";
   for (const ClaimRow& c : m.claims) {
     const size_t rows = std::max<size_t>(1, c.checks.size());
     for (size_t i = 0; i < rows; ++i) {
       h << "<tr>";
       if (i == 0) {
         const std::string span = " rowspan=\"" + std::to_string(rows) + "\"";
-        h << "<td" << span << "><b>" << esc(c.id) << "</b><br>" << badge(verdict_name(c.verdict), verdict_class(c.verdict)) << "</td>"
+        h << "<td" << span << "><b>" << esc(c.id) << "</b><br>"
+          << badge(verdict_name(c.verdict), verdict_class(c.verdict)) << "</td>"
           << "<td" << span << ">" << esc(c.document) << "</td>"
-          << "<td" << span << "><b>" << esc(c.title) << "</b><br><span class=\"why\">" << esc(c.statement) << "</span></td>"
+          << "<td" << span << "><b>" << esc(c.title) << "</b><br><span class=\"why\">"
+          << esc(c.statement) << "</span></td>"
           << "<td" << span << ">" << esc(c.documented) << "</td>";
       }
       if (i < c.checks.size()) {
         const CheckOutcome& o = c.checks[i];
-        h << "<td>" << esc(o.description) << "<br><span class=\"why\">" << esc(o.documented) << "</span></td>"
+        h << "<td>" << esc(o.description) << "<br><span class=\"why\">" << esc(o.documented)
+          << "</span></td>"
           << "<td>" << esc(o.measured.empty() ? "-" : o.measured) << "</td>"
           << "<td>" << badge(verdict_name(o.verdict), verdict_class(o.verdict))
           << (o.why.empty() ? "" : "<br><span class=\"why\">" + esc(o.why) + "</span>") << "</td>";
@@ -330,28 +393,38 @@ void section_claims(std::ostringstream& h, const ReportModel& m) {
 void section_regression(std::ostringstream& h, const ReportModel& m) {
   if (!m.regression) return;
   const RegressionSummary& r = *m.regression;
-  h << "<h2>Regression against the baseline</h2>\n<p class=\"note\">Baseline: " << esc(r.baseline_source)
-    << ". Matched by configuration and machine. Threshold " << format_trimmed(r.threshold * 100)
-    << "%: a samples/s drop or a peak-memory growth beyond it, or a bubble-ratio growth beyond " << format_fixed(r.threshold, 2)
+  h << "<h2>Regression against the baseline</h2>\n<p class=\"note\">Baseline: "
+    << esc(r.baseline_source) << ". Matched by configuration and machine. Threshold "
+    << format_trimmed(r.threshold * 100)
+    << "%: a samples/s drop or a peak-memory growth beyond it, or a bubble-ratio growth beyond "
+    << format_fixed(r.threshold, 2)
     << " points, is a regression. New and missing combinations are listed, not failed.</p>\n";
-  h << "<table><tr><th>combination</th><th>machine</th><th>status</th><th>samples/s change</th><th>peak memory change</th>"
+  h << "<table><tr><th>combination</th><th>machine</th><th>status</th><th>samples/s "
+       "change</th><th>peak memory change</th>"
        "<th>bubble change (points)</th><th>why</th></tr>\n";
   for (const RegressionRow& row : r.rows) {
-    auto pct = [](double x) { return std::isnan(x) ? std::string("-") : (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%"; };
+    auto pct = [](double x) {
+      return std::isnan(x) ? std::string("-")
+                           : (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
+    };
     std::string why;
     for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
     const std::string st = regression_status_name(row.status);
-    h << "<tr>" << td(row.label) << td(row.machine) << "<td>" << badge(st, st) << "</td>" << td_num(pct(row.samples_change))
-      << td_num(pct(row.memory_change))
-      << td_num(std::isnan(row.bubble_change) ? "-" : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
+    h << "<tr>" << td(row.label) << td(row.machine) << "<td>" << badge(st, st) << "</td>"
+      << td_num(pct(row.samples_change)) << td_num(pct(row.memory_change))
+      << td_num(std::isnan(row.bubble_change)
+                    ? "-"
+                    : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
       << td(why) << "</tr>\n";
   }
   h << "</table>\n";
 }
 
 void section_environment(std::ostringstream& h, const ReportModel& m) {
-  h << "<h2>Environment</h2>\n<table><tr><th>machine (hosts | CPU | GPUs)</th><th>build (git | compiler | type)</th><th>ranks</th>"
-       "<th>MPI</th><th>CUDA</th><th>driver</th><th>GPUs</th><th>hostname</th><th>results</th><th>dates</th></tr>\n";
+  h << "<h2>Environment</h2>\n<table><tr><th>machine (hosts | CPU | GPUs)</th><th>build (git | "
+       "compiler | type)</th><th>ranks</th>"
+       "<th>MPI</th><th>CUDA</th><th>driver</th><th>GPUs</th><th>hostname</th><th>results</"
+       "th><th>dates</th></tr>\n";
   for (const GroupView& g : m.groups) {
     const ResultEnvironment& env = g.environment;
     std::string gpus;
@@ -361,16 +434,21 @@ void section_environment(std::ostringstream& h, const ReportModel& m) {
       first = std::min(first, e->result.environment.date);
       last = std::max(last, e->result.environment.date);
     }
-    h << "<tr>" << td(g.machine) << td(g.build) << td_num(std::to_string(env.ranks)) << td(env.mpi) << td(env.cuda.empty() ? "-" : env.cuda)
-      << td(env.driver.empty() ? "-" : env.driver) << td(gpus.empty() ? "-" : gpus) << td(env.hostname)
-      << td_num(std::to_string(g.entries.size())) << td(first == last ? first : first + " .. " + last) << "</tr>\n";
+    h << "<tr>" << td(g.machine) << td(g.build) << td_num(std::to_string(env.ranks)) << td(env.mpi)
+      << td(env.cuda.empty() ? "-" : env.cuda) << td(env.driver.empty() ? "-" : env.driver)
+      << td(gpus.empty() ? "-" : gpus) << td(env.hostname)
+      << td_num(std::to_string(g.entries.size()))
+      << td(first == last ? first : first + " .. " + last) << "</tr>\n";
   }
   h << "</table>\n";
   if (!m.loaded.bad.empty() || !m.loaded.ignored.empty() || !m.loaded.superseded.empty()) {
     h << "<h3>Files</h3>\n<ul class=\"note\">\n";
-    for (const BadFile& b : m.loaded.bad) h << "<li><b>unreadable (skipped with --skip-bad):</b> " << esc(b.message) << "</li>\n";
-    for (const std::string& f : m.loaded.superseded) h << "<li>superseded by a newer result of the same combination: " << esc(f) << "</li>\n";
-    for (const std::string& f : m.loaded.ignored) h << "<li>not a result file, ignored: " << esc(f) << "</li>\n";
+    for (const BadFile& b : m.loaded.bad)
+      h << "<li><b>unreadable (skipped with --skip-bad):</b> " << esc(b.message) << "</li>\n";
+    for (const std::string& f : m.loaded.superseded)
+      h << "<li>superseded by a newer result of the same combination: " << esc(f) << "</li>\n";
+    for (const std::string& f : m.loaded.ignored)
+      h << "<li>not a result file, ignored: " << esc(f) << "</li>\n";
     h << "</ul>\n";
   }
 }
@@ -379,10 +457,12 @@ void section_environment(std::ostringstream& h, const ReportModel& m) {
 
 std::string write_html(const ReportModel& m) {
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pipebench report</title>\n"
-    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>" << kCss << "</style></head><body>\n";
-  h << "<h1>pipebench report</h1>\n<div class=\"meta\">Generated " << esc(m.generated_at) << " from " << m.loaded.results.size()
-    << " result(s) in";
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pipebench "
+       "report</title>\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>" << kCss
+    << "</style></head><body>\n";
+  h << "<h1>pipebench report</h1>\n<div class=\"meta\">Generated " << esc(m.generated_at)
+    << " from " << m.loaded.results.size() << " result(s) in";
   for (const std::string& in : m.inputs) h << " <code>" << esc(in) << "</code>";
   h << "; " << m.groups.size() << " machine/build group(s), never averaged together.</div>\n";
 
@@ -390,15 +470,19 @@ std::string write_html(const ReportModel& m) {
   for (const GroupView& g : m.groups) {
     const bool fail = m.regressions() > 0;
     h << "<div class=\"verdict" << (fail ? " fail" : "") << "\">";
-    if (m.groups.size() > 1) h << "<b>" << esc(g.machine) << "</b> (build " << esc(g.build) << "): ";
+    if (m.groups.size() > 1)
+      h << "<b>" << esc(g.machine) << "</b> (build " << esc(g.build) << "): ";
     h << "<ul>";
     for (const std::string& point : g.verdict_points) h << "<li>" << esc(point) << "</li>";
     h << "</ul></div>\n";
   }
-  if (m.groups.empty()) h << "<div class=\"verdict fail\">No readable result: every file was skipped (see Files).</div>\n";
+  if (m.groups.empty())
+    h << "<div class=\"verdict fail\">No readable result: every file was skipped (see "
+         "Files).</div>\n";
   section_regression(h, m);
   for (const GroupView& g : m.groups) {
-    h << "<h2>Measurements: " << esc(g.machine) << "</h2>\n<p class=\"meta\">build " << esc(g.build) << "</p>\n";
+    h << "<h2>Measurements: " << esc(g.machine) << "</h2>\n<p class=\"meta\">build " << esc(g.build)
+      << "</p>\n";
     section_throughput(h, g);
     section_memory(h, g);
     section_bubbles(h, g);

@@ -54,7 +54,8 @@ std::string write_junit(const ReportModel& model) {
       if (e->result.status == ResultStatus::kError) {
         c.error = e->result.error;
       } else if (e->result.status != ResultStatus::kOk) {
-        c.out += (c.out.empty() ? "" : "\n") + std::string("status ") + result_status_name(e->result.status) +
+        c.out += (c.out.empty() ? "" : "\n") + std::string("status ") +
+                 result_status_name(e->result.status) +
                  (e->result.error.empty() ? "" : ": " + e->result.error);
       }
       cases.push_back(std::move(c));
@@ -87,8 +88,9 @@ std::string write_junit(const ReportModel& model) {
   }
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"pipebench\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\"" << errors
-    << "\" skipped=\"" << skipped << "\" time=\"" << format_fixed(time, 6) << "\">\n";
+  x << "<testsuites name=\"pipebench\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\""
+    << format_fixed(time, 6) << "\">\n";
   for (const auto& [name, cases] : suites) {
     int f = 0, e = 0, s = 0;
     double t = 0;
@@ -98,12 +100,12 @@ std::string write_junit(const ReportModel& model) {
       s += c.skipped.empty() ? 0 : 1;
       t += c.time;
     }
-    x << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << cases.size() << "\" failures=\"" << f
-      << "\" errors=\"" << e << "\" skipped=\"" << s << "\" time=\"" << format_fixed(t, 6) << "\" timestamp=\""
-      << model.generated_at << "\">\n";
+    x << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << cases.size()
+      << "\" failures=\"" << f << "\" errors=\"" << e << "\" skipped=\"" << s << "\" time=\""
+      << format_fixed(t, 6) << "\" timestamp=\"" << model.generated_at << "\">\n";
     for (const Case& c : cases) {
-      x << "    <testcase name=\"" << xml_escape(c.name) << "\" classname=\"" << xml_escape(c.classname) << "\" time=\""
-        << format_fixed(c.time, 6) << "\"";
+      x << "    <testcase name=\"" << xml_escape(c.name) << "\" classname=\""
+        << xml_escape(c.classname) << "\" time=\"" << format_fixed(c.time, 6) << "\"";
       if (c.failure.empty() && c.error.empty() && c.skipped.empty() && c.out.empty()) {
         x << "/>\n";
         continue;
@@ -111,11 +113,12 @@ std::string write_junit(const ReportModel& model) {
       x << ">\n";
       if (!c.failure.empty()) {
         const std::string first = c.failure.substr(0, c.failure.find('\n'));
-        x << "      <failure type=\"regression\" message=\"" << xml_escape(first) << "\">" << xml_escape(c.failure)
-          << "</failure>\n";
+        x << "      <failure type=\"regression\" message=\"" << xml_escape(first) << "\">"
+          << xml_escape(c.failure) << "</failure>\n";
       }
       if (!c.error.empty()) {
-        x << "      <error type=\"run-error\" message=\"" << xml_escape(c.error) << "\">" << xml_escape(c.error) << "</error>\n";
+        x << "      <error type=\"run-error\" message=\"" << xml_escape(c.error) << "\">"
+          << xml_escape(c.error) << "</error>\n";
       }
       if (!c.skipped.empty()) x << "      <skipped message=\"" << xml_escape(c.skipped) << "\"/>\n";
       if (!c.out.empty()) x << "      <system-out>" << xml_escape(c.out) << "</system-out>\n";

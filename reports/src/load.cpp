@@ -1,13 +1,12 @@
 #include "ppb/reports/load.hpp"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
-
-#include <boost/json.hpp>
 
 #include "ppb/profiling/check.hpp"
 
@@ -38,7 +37,8 @@ std::vector<std::string> candidates(const std::string& path) {
   if (fs::is_regular_file(st)) return {path};
   if (!fs::is_directory(st)) throw UsageError(path + ": not a file or directory");
   std::vector<std::string> out;
-  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec),
+       end;
        !ec && it != end; it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     const std::string name = it->path().filename().string();
@@ -57,7 +57,8 @@ Kind classify(const json::value& doc) {
   if (!doc.is_object()) return Kind::kOther;
   const json::object& o = doc.get_object();
   if (const json::value* s = o.if_contains("schema")) {
-    if (s->is_string() && std::string_view(s->get_string()).starts_with("pipebench.result/")) return Kind::kResult;
+    if (s->is_string() && std::string_view(s->get_string()).starts_with("pipebench.result/"))
+      return Kind::kResult;
     if (s->is_string()) return Kind::kOther;
     return Kind::kResult;  // a result with a broken schema field: let the reader say so
   }
@@ -81,23 +82,26 @@ std::string build_key(const ResultEnvironment& env) {
 
 std::string setup_key(const ResultConfig& c) {
   std::ostringstream s;
-  s << "partition=" << c.partition << " P=" << c.stages << " M=" << c.microbatches << " mbs=" << c.micro_batch_size
-    << " model=" << c.model << " backend=" << c.backend << " transport=" << c.transport
-    << " budget=" << c.memory_budget << " time_scale=" << c.time_scale;
+  s << "partition=" << c.partition << " P=" << c.stages << " M=" << c.microbatches
+    << " mbs=" << c.micro_batch_size << " model=" << c.model << " backend=" << c.backend
+    << " transport=" << c.transport << " budget=" << c.memory_budget
+    << " time_scale=" << c.time_scale;
   return s.str();
 }
 
 std::string config_key(const ResultConfig& c) {
   std::ostringstream s;
-  s << "schedule=" << c.schedule << " N=" << c.inflight << " V=" << c.chunks << " K=" << c.sync_warmup
-    << " guard=" << c.memory_guard << " batches=" << c.batches << " " << setup_key(c);
+  s << "schedule=" << c.schedule << " N=" << c.inflight << " V=" << c.chunks
+    << " K=" << c.sync_warmup << " guard=" << c.memory_guard << " batches=" << c.batches << " "
+    << setup_key(c);
   return s.str();
 }
 
 std::string config_label(const ResultConfig& c) {
   std::ostringstream s;
   s << c.schedule << " x " << c.partition << " P=" << c.stages << " M=" << c.microbatches;
-  if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid") s << " N=" << c.inflight;
+  if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid")
+    s << " N=" << c.inflight;
   if (c.chunks > 1) s << " V=" << c.chunks;
   if (c.schedule == "hybrid") s << " K=" << c.sync_warmup;
   if (c.batches > 1) s << " batches=" << c.batches;
@@ -140,7 +144,9 @@ LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad)
       }
       json::error_code ec;
       const json::value doc = json::parse(text, ec);
-      if (ec) throw UsageError(f + ": malformed JSON (" + ec.message() + "); truncated or not a pipebench result");
+      if (ec)
+        throw UsageError(f + ": malformed JSON (" + ec.message() +
+                         "); truncated or not a pipebench result");
       if (classify(doc) == Kind::kOther) {
         out.ignored.push_back(f);
         continue;
@@ -170,7 +176,8 @@ LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad)
     const size_t drop = newer ? it->second : i;
     const size_t kept = newer ? i : it->second;
     keep[drop] = false;
-    out.superseded.push_back(out.results[drop].source + " (newer: " + out.results[kept].source + ")");
+    out.superseded.push_back(out.results[drop].source + " (newer: " + out.results[kept].source +
+                             ")");
     it->second = kept;
   }
   std::vector<ResultEntry> kept;

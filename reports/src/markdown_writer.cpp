@@ -38,7 +38,8 @@ std::string check_text(const ResultEntry& e) {
 std::string write_markdown(const ReportModel& model) {
   std::ostringstream md;
   md << "# pipebench report\n\n";
-  md << "Generated " << model.generated_at << " from " << model.loaded.results.size() << " result(s)";
+  md << "Generated " << model.generated_at << " from " << model.loaded.results.size()
+     << " result(s)";
   if (!model.inputs.empty()) {
     md << " in";
     for (const std::string& in : model.inputs) md << " `" << in << "`";
@@ -53,65 +54,82 @@ std::string write_markdown(const ReportModel& model) {
   if (model.regression) {
     const RegressionSummary& r = *model.regression;
     md << "## Regressions against the baseline\n\n";
-    md << "Threshold " << format_trimmed(r.threshold * 100) << "% (samples/s drop, peak-memory growth; bubble ratio +"
-       << format_fixed(r.threshold, 2) << " points). **" << r.regressions() << " regression(s).**\n\n";
-    md << "| combination | machine | status | samples/s | peak memory | bubble | why |\n|---|---|---|---|---|---|---|\n";
+    md << "Threshold " << format_trimmed(r.threshold * 100)
+       << "% (samples/s drop, peak-memory growth; bubble ratio +" << format_fixed(r.threshold, 2)
+       << " points). **" << r.regressions() << " regression(s).**\n\n";
+    md << "| combination | machine | status | samples/s | peak memory | bubble | why "
+          "|\n|---|---|---|---|---|---|---|\n";
     for (const RegressionRow& row : r.rows) {
-      auto pct = [](double x) { return std::isnan(x) ? std::string("-") : format_fixed(x * 100, 1) + "%"; };
+      auto pct = [](double x) {
+        return std::isnan(x) ? std::string("-") : format_fixed(x * 100, 1) + "%";
+      };
       std::string why;
       for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
-      md << "| " << cell(row.label) << " | " << cell(row.machine) << " | " << regression_status_name(row.status)
-         << " | " << pct(row.samples_change) << " | " << pct(row.memory_change) << " | "
-         << (std::isnan(row.bubble_change) ? std::string("-") : format_fixed(row.bubble_change, 3)) << " | " << cell(why)
-         << " |\n";
+      md << "| " << cell(row.label) << " | " << cell(row.machine) << " | "
+         << regression_status_name(row.status) << " | " << pct(row.samples_change) << " | "
+         << pct(row.memory_change) << " | "
+         << (std::isnan(row.bubble_change) ? std::string("-") : format_fixed(row.bubble_change, 3))
+         << " | " << cell(why) << " |\n";
     }
     md << "\n";
   }
   for (const GroupView& g : model.groups) {
     md << "## Throughput: " << cell(g.machine) << "\n\n";
-    md << "| schedule | partition | P | M | status | samples/s | step (ms) | bubble ratio (theory) | bubble overhead (theory) | peak/stage | check |\n";
+    md << "| schedule | partition | P | M | status | samples/s | step (ms) | bubble ratio (theory) "
+          "| bubble overhead (theory) | peak/stage | check |\n";
     md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const ResultEntry* e : g.entries) {
       const ResultConfig& c = e->result.config;
       md << "| " << cell(c.schedule) << (c.chunks > 1 ? " V=" + std::to_string(c.chunks) : "")
-         << (c.schedule == "async-1f1b" || c.schedule == "adaptive" ? " N=" + std::to_string(c.inflight) : "") << " | "
-         << cell(c.partition) << " | " << c.stages << " | " << c.microbatches << " | ";
+         << (c.schedule == "async-1f1b" || c.schedule == "adaptive"
+                 ? " N=" + std::to_string(c.inflight)
+                 : "")
+         << " | " << cell(c.partition) << " | " << c.stages << " | " << c.microbatches << " | ";
       if (e->result.status != ResultStatus::kOk || !e->result.metrics) {
-        md << result_status_name(e->result.status) << " | " << cell(e->result.error) << " | | | | | |\n";
+        md << result_status_name(e->result.status) << " | " << cell(e->result.error)
+           << " | | | | | |\n";
         continue;
       }
       const ResultMetrics& m = *e->result.metrics;
-      md << "ok | " << format_number(m.samples_per_second) << " | " << format_number(m.step_time_seconds.median * 1e3)
-         << " | " << format_fixed(m.bubble_ratio.measured, 3) << " (" << format_fixed(m.bubble_ratio.theoretical, 3)
-         << ") | " << format_fixed(m.bubble_overhead.measured, 3) << " (" << format_fixed(m.bubble_overhead.theoretical, 3)
-         << ") | " << peak_text(*e) << " | " << check_text(*e) << " |\n";
+      md << "ok | " << format_number(m.samples_per_second) << " | "
+         << format_number(m.step_time_seconds.median * 1e3) << " | "
+         << format_fixed(m.bubble_ratio.measured, 3) << " ("
+         << format_fixed(m.bubble_ratio.theoretical, 3) << ") | "
+         << format_fixed(m.bubble_overhead.measured, 3) << " ("
+         << format_fixed(m.bubble_overhead.theoretical, 3) << ") | " << peak_text(*e) << " | "
+         << check_text(*e) << " |\n";
     }
     md << "\n";
   }
   md << "## The documents' claims\n\n";
   md << "Reference: " << cell(model.reference.source)
-     << (model.setup_matches ? " (absolute figures checked: setup declared matching)"
-                             : " (ratios and rules checked; absolute figures need --reference-setup)")
+     << (model.setup_matches
+             ? " (absolute figures checked: setup declared matching)"
+             : " (ratios and rules checked; absolute figures need --reference-setup)")
      << ".\n\n";
   md << "| id | claim | documented | measured | verdict |\n|---|---|---|---|---|\n";
   for (const ClaimRow& c : model.claims) {
     std::string measured;
     std::string why;
     for (const CheckOutcome& o : c.checks) {
-      if (!o.measured.empty()) measured += (measured.empty() ? "" : "; ") + o.description + ": " + o.measured;
-      if (o.verdict != Verdict::kConsistent && !o.why.empty()) why += (why.empty() ? "" : "; ") + o.why;
+      if (!o.measured.empty())
+        measured += (measured.empty() ? "" : "; ") + o.description + ": " + o.measured;
+      if (o.verdict != Verdict::kConsistent && !o.why.empty())
+        why += (why.empty() ? "" : "; ") + o.why;
     }
     md << "| " << c.id << " | " << cell(c.title) << " | " << cell(c.documented) << " | "
        << cell(measured.empty() ? "-" : measured) << " | **" << verdict_name(c.verdict) << "**"
        << (why.empty() ? "" : " (" + cell(why) + ")") << " |\n";
   }
-  md << "\n## Environment\n\n| machine | build | ranks | MPI | CUDA | GPUs | date |\n|---|---|---|---|---|---|---|\n";
+  md << "\n## Environment\n\n| machine | build | ranks | MPI | CUDA | GPUs | date "
+        "|\n|---|---|---|---|---|---|---|\n";
   for (const GroupView& g : model.groups) {
     const ResultEnvironment& env = g.environment;
     std::string gpus;
     for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
-    md << "| " << cell(g.machine) << " | " << cell(g.build) << " | " << env.ranks << " | " << cell(env.mpi) << " | "
-       << cell(env.cuda.empty() ? "-" : env.cuda) << " | " << cell(gpus.empty() ? "-" : gpus) << " | " << env.date << " |\n";
+    md << "| " << cell(g.machine) << " | " << cell(g.build) << " | " << env.ranks << " | "
+       << cell(env.mpi) << " | " << cell(env.cuda.empty() ? "-" : env.cuda) << " | "
+       << cell(gpus.empty() ? "-" : gpus) << " | " << env.date << " |\n";
   }
   if (!model.loaded.bad.empty()) {
     md << "\n## Unreadable result files (--skip-bad)\n\n";

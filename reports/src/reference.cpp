@@ -1,11 +1,10 @@
 #include "ppb/reports/reference.hpp"
 
+#include <boost/json.hpp>
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <boost/json.hpp>
 
 #include "ppb/profiling/check.hpp"
 
@@ -19,22 +18,30 @@ extern const char* const kBuiltinReferenceJson;
 
 const char* check_kind_name(CheckKind kind) {
   switch (kind) {
-    case CheckKind::kRatio: return "ratio";
-    case CheckKind::kAbsolute: return "absolute";
-    case CheckKind::kOrder: return "order";
-    case CheckKind::kInflight: return "inflight";
-    case CheckKind::kActivationFormula: return "activation_formula";
-    case CheckKind::kBubbleFormula: return "bubble_formula";
-    case CheckKind::kGuard: return "guard";
-    case CheckKind::kQualitative: return "qualitative";
+    case CheckKind::kRatio:
+      return "ratio";
+    case CheckKind::kAbsolute:
+      return "absolute";
+    case CheckKind::kOrder:
+      return "order";
+    case CheckKind::kInflight:
+      return "inflight";
+    case CheckKind::kActivationFormula:
+      return "activation_formula";
+    case CheckKind::kBubbleFormula:
+      return "bubble_formula";
+    case CheckKind::kGuard:
+      return "guard";
+    case CheckKind::kQualitative:
+      return "qualitative";
   }
   return "?";
 }
 
 namespace {
 
-const std::set<std::string> kMetrics = {"samples_per_second", "step_time",      "bubble_ratio",
-                                        "bubble_overhead",    "utilisation",    "peak_memory",
+const std::set<std::string> kMetrics = {"samples_per_second", "step_time",       "bubble_ratio",
+                                        "bubble_overhead",    "utilisation",     "peak_memory",
                                         "activations_sum",    "activations_max", "stage_imbalance"};
 
 class Reader {
@@ -52,7 +59,8 @@ class Reader {
     if (!v.is_array()) fail(path, "expected an array");
     return v.get_array();
   }
-  const json::value& require(const json::object& o, const std::string& path, std::string_view key) const {
+  const json::value& require(const json::object& o, const std::string& path,
+                             std::string_view key) const {
     const json::value* v = o.if_contains(key);
     if (v == nullptr) fail(path + "." + std::string(key), "missing");
     return *v;
@@ -67,19 +75,22 @@ class Reader {
     if (v.is_uint64()) return static_cast<double>(v.get_uint64());
     fail(path, "expected a number");
   }
-  std::string opt_string(const json::object& o, const std::string& path, std::string_view key) const {
+  std::string opt_string(const json::object& o, const std::string& path,
+                         std::string_view key) const {
     const json::value* v = o.if_contains(key);
     return v == nullptr ? std::string() : string(*v, path + "." + std::string(key));
   }
   // A schedule list: "1f1b" or ["async-1f1b", "1f1b"].
-  std::vector<std::string> names(const json::object& o, const std::string& path, std::string_view key) const {
+  std::vector<std::string> names(const json::object& o, const std::string& path,
+                                 std::string_view key) const {
     const json::value* v = o.if_contains(key);
     if (v == nullptr) return {};
     const std::string p = path + "." + std::string(key);
     if (v->is_string()) return {std::string(v->get_string())};
     std::vector<std::string> out;
     size_t i = 0;
-    for (const json::value& x : array(*v, p)) out.push_back(string(x, p + "[" + std::to_string(i++) + "]"));
+    for (const json::value& x : array(*v, p))
+      out.push_back(string(x, p + "[" + std::to_string(i++) + "]"));
     return out;
   }
 
@@ -88,14 +99,14 @@ class Reader {
 };
 
 CheckKind parse_kind(const Reader& r, const std::string& s, const std::string& path) {
-  for (CheckKind k : {CheckKind::kRatio, CheckKind::kAbsolute, CheckKind::kOrder, CheckKind::kInflight,
-                      CheckKind::kActivationFormula, CheckKind::kBubbleFormula, CheckKind::kGuard,
-                      CheckKind::kQualitative}) {
+  for (CheckKind k : {CheckKind::kRatio, CheckKind::kAbsolute, CheckKind::kOrder,
+                      CheckKind::kInflight, CheckKind::kActivationFormula,
+                      CheckKind::kBubbleFormula, CheckKind::kGuard, CheckKind::kQualitative}) {
     if (s == check_kind_name(k)) return k;
   }
-  r.fail(path,
-         "unknown check kind \"" + s +
-             "\"; expected ratio, absolute, order, inflight, activation_formula, bubble_formula, guard or qualitative");
+  r.fail(path, "unknown check kind \"" + s +
+                   "\"; expected ratio, absolute, order, inflight, activation_formula, "
+                   "bubble_formula, guard or qualitative");
 }
 
 ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string& path) {
@@ -115,11 +126,16 @@ ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string&
   c.unit = r.opt_string(o, path, "unit");
   c.why = r.opt_string(o, path, "why");
   if (const json::value* x = o.if_contains("value")) {
-    c.value = x->is_string() ? std::string(x->get_string()) : std::to_string(static_cast<long long>(r.number(*x, path + ".value")));
+    c.value = x->is_string()
+                  ? std::string(x->get_string())
+                  : std::to_string(static_cast<long long>(r.number(*x, path + ".value")));
   }
-  if (const json::value* x = o.if_contains("stage")) c.stage = static_cast<int>(r.number(*x, path + ".stage"));
-  if (const json::value* x = o.if_contains("documented")) c.documented = r.number(*x, path + ".documented");
-  if (const json::value* x = o.if_contains("tolerance")) c.tolerance = r.number(*x, path + ".tolerance");
+  if (const json::value* x = o.if_contains("stage"))
+    c.stage = static_cast<int>(r.number(*x, path + ".stage"));
+  if (const json::value* x = o.if_contains("documented"))
+    c.documented = r.number(*x, path + ".documented");
+  if (const json::value* x = o.if_contains("tolerance"))
+    c.tolerance = r.number(*x, path + ".tolerance");
   if (const json::value* x = o.if_contains("groups")) {
     size_t i = 0;
     for (const json::value& g : r.array(*x, path + ".groups")) {
@@ -130,7 +146,8 @@ ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string&
       }
       std::vector<std::string> alts;
       size_t j = 0;
-      for (const json::value& n : r.array(g, gp)) alts.push_back(r.string(n, gp + "[" + std::to_string(j++) + "]"));
+      for (const json::value& n : r.array(g, gp))
+        alts.push_back(r.string(n, gp + "[" + std::to_string(j++) + "]"));
       c.groups.push_back(std::move(alts));
     }
   }
@@ -160,25 +177,27 @@ ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string&
            "expected schedule, partition or microbatches");
       need(c.direction == "increasing" || c.direction == "decreasing", "direction",
            "expected increasing or decreasing");
-      need(c.vary == "microbatches" || c.groups.size() >= 2, "groups", "expected at least two groups");
+      need(c.vary == "microbatches" || c.groups.size() >= 2, "groups",
+           "expected at least two groups");
       break;
     case CheckKind::kInflight:
       need(!c.schedules.empty(), "schedules", "missing");
-      need(c.relation == "eq" || c.relation == "ge" || c.relation == "le", "relation", "expected eq, ge or le");
+      need(c.relation == "eq" || c.relation == "ge" || c.relation == "le", "relation",
+           "expected eq, ge or le");
       need(!c.value.empty(), "value", "missing");
       break;
     case CheckKind::kActivationFormula:
       need(!c.schedules.empty(), "schedules", "missing");
-      need(c.formula == "doc_sync" || c.formula == "doc_async" || c.formula == "gpipe" || c.formula == "1f1b" ||
-               c.formula == "sync",
+      need(c.formula == "doc_sync" || c.formula == "doc_async" || c.formula == "gpipe" ||
+               c.formula == "1f1b" || c.formula == "sync",
            "formula", "expected doc_sync, doc_async, gpipe, 1f1b or sync");
       break;
     case CheckKind::kBubbleFormula:
       need(!c.schedules.empty(), "schedules", "missing");
       need(c.metric == "bubble_ratio" || c.metric == "bubble_overhead", "metric",
            "expected bubble_ratio or bubble_overhead");
-      need(c.formula == "(P-1)/M" || c.formula == "(P-1)/(M+P-1)" || c.formula == "(P-1)/P", "formula",
-           "expected (P-1)/M, (P-1)/(M+P-1) or (P-1)/P");
+      need(c.formula == "(P-1)/M" || c.formula == "(P-1)/(M+P-1)" || c.formula == "(P-1)/P",
+           "formula", "expected (P-1)/M, (P-1)/(M+P-1) or (P-1)/P");
       break;
     case CheckKind::kGuard:
       need(!c.schedules.empty(), "schedules", "missing");

@@ -3,18 +3,22 @@
 #include <cmath>
 #include <map>
 
+#include "ppb/profiling/check.hpp"
 #include "ppb/reports/claims.hpp"
 #include "ppb/reports/format.hpp"
-#include "ppb/profiling/check.hpp"
 
 namespace ppb::reports {
 
 const char* regression_status_name(RegressionStatus status) {
   switch (status) {
-    case RegressionStatus::kPass: return "pass";
-    case RegressionStatus::kRegressed: return "regressed";
-    case RegressionStatus::kNew: return "new";
-    case RegressionStatus::kMissing: return "missing";
+    case RegressionStatus::kPass:
+      return "pass";
+    case RegressionStatus::kRegressed:
+      return "regressed";
+    case RegressionStatus::kNew:
+      return "new";
+    case RegressionStatus::kMissing:
+      return "missing";
   }
   return "?";
 }
@@ -29,9 +33,7 @@ namespace {
 
 std::string match_key(const ResultEntry& e) { return e.machine + " # " + e.config_key; }
 
-std::string percent(double x) {
-  return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
-}
+std::string percent(double x) { return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%"; }
 
 }  // namespace
 
@@ -72,8 +74,9 @@ RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
       if (bs && cs && *bs > 0) {
         row.samples_change = (*cs - *bs) / *bs;
         if (-row.samples_change > threshold) {
-          row.reasons.push_back("samples/s " + format_number(*bs) + " -> " + format_number(*cs) + " (" +
-                                percent(row.samples_change) + ", threshold -" + format_trimmed(threshold * 100) + "%)");
+          row.reasons.push_back("samples/s " + format_number(*bs) + " -> " + format_number(*cs) +
+                                " (" + percent(row.samples_change) + ", threshold -" +
+                                format_trimmed(threshold * 100) + "%)");
         }
       }
       const auto bm = metric_value(b, "peak_memory");
@@ -81,8 +84,9 @@ RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
       if (bm && cm && *bm > 0) {
         row.memory_change = (*cm - *bm) / *bm;
         if (row.memory_change > threshold) {
-          row.reasons.push_back("peak memory " + format_bytes(*bm) + " -> " + format_bytes(*cm) + " (" +
-                                percent(row.memory_change) + ", threshold +" + format_trimmed(threshold * 100) + "%)");
+          row.reasons.push_back("peak memory " + format_bytes(*bm) + " -> " + format_bytes(*cm) +
+                                " (" + percent(row.memory_change) + ", threshold +" +
+                                format_trimmed(threshold * 100) + "%)");
         }
       }
       const auto bb = metric_value(b, "bubble_ratio");
@@ -90,8 +94,9 @@ RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
       if (bb && cb) {
         row.bubble_change = *cb - *bb;
         if (row.bubble_change > threshold) {
-          row.reasons.push_back("bubble ratio " + format_fixed(*bb, 3) + " -> " + format_fixed(*cb, 3) + " (+" +
-                                format_fixed(row.bubble_change, 3) + ", threshold +" + format_fixed(threshold, 3) + ")");
+          row.reasons.push_back("bubble ratio " + format_fixed(*bb, 3) + " -> " +
+                                format_fixed(*cb, 3) + " (+" + format_fixed(row.bubble_change, 3) +
+                                ", threshold +" + format_fixed(threshold, 3) + ")");
         }
       }
     }

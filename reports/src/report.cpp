@@ -11,13 +11,16 @@
 namespace ppb::reports {
 
 int run_report(const ReportOptions& o, std::ostream& out) {
-  if (o.inputs.empty()) throw UsageError("report: expected at least one result folder (pipebench report DIR...)");
+  if (o.inputs.empty())
+    throw UsageError("report: expected at least one result folder (pipebench report DIR...)");
   if (!(o.threshold >= 0 && o.threshold < 1)) {
-    throw UsageError("--threshold: expected a fraction in [0, 1), got " + format_exact(o.threshold));
+    throw UsageError("--threshold: expected a fraction in [0, 1), got " +
+                     format_exact(o.threshold));
   }
   if (o.memory_budget < 0) throw UsageError("--memory-budget: expected a size >= 0");
   LoadedResults loaded = load_results(o.inputs, o.skip_bad);
-  Reference reference = o.reference.empty() ? builtin_reference() : load_reference_file(o.reference);
+  Reference reference =
+      o.reference.empty() ? builtin_reference() : load_reference_file(o.reference);
   std::optional<LoadedResults> baseline;
   if (!o.baseline.empty()) {
     try {
@@ -31,7 +34,8 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   mo.setup_matches = o.reference_setup;
   mo.threshold = o.threshold;
   mo.memory_budget = o.memory_budget;
-  ReportModel model = build_report_model(std::move(loaded), std::move(reference), std::move(baseline), mo);
+  ReportModel model =
+      build_report_model(std::move(loaded), std::move(reference), std::move(baseline), mo);
   if (model.regression) model.regression->baseline_source = o.baseline;
 
   std::vector<std::string> written;
@@ -49,15 +53,19 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   if (written.empty()) {
     out << write_markdown(model);
   } else {
-    out << "pipebench report: " << model.loaded.results.size() << " result(s), " << model.groups.size()
-        << " machine/build group(s)";
-    if (!model.loaded.bad.empty()) out << ", " << model.loaded.bad.size() << " unreadable (skipped)";
+    out << "pipebench report: " << model.loaded.results.size() << " result(s), "
+        << model.groups.size() << " machine/build group(s)";
+    if (!model.loaded.bad.empty())
+      out << ", " << model.loaded.bad.size() << " unreadable (skipped)";
     out << "\n";
-    for (const GroupView& g : model.groups) out << "verdict (" << g.machine << "): " << g.verdict << "\n";
+    for (const GroupView& g : model.groups)
+      out << "verdict (" << g.machine << "): " << g.verdict << "\n";
     if (model.regression) {
-      out << "regressions: " << model.regressions() << " beyond " << format_trimmed(o.threshold * 100) << "%\n";
+      out << "regressions: " << model.regressions() << " beyond "
+          << format_trimmed(o.threshold * 100) << "%\n";
       for (const RegressionRow& r : model.regression->rows) {
-        for (const std::string& why : r.reasons) out << "  REGRESSION " << r.label << ": " << why << "\n";
+        for (const std::string& why : r.reasons)
+          out << "  REGRESSION " << r.label << ": " << why << "\n";
       }
     }
     for (const std::string& w : written) out << "wrote " << w << "\n";

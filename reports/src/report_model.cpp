@@ -14,11 +14,12 @@ namespace ppb::reports {
 namespace {
 
 int schedule_rank(const std::string& name) {
-  static const std::vector<std::string> kOrder = {"sync-1f1b", "hybrid",           "async-1f1b", "adaptive",
-                                                  "1f1b",      "interleaved-1f1b", "zb-h1",      "zb-h2",
-                                                  "gpipe",     "pipedream"};
+  static const std::vector<std::string> kOrder = {
+      "sync-1f1b",        "hybrid", "async-1f1b", "adaptive", "1f1b",
+      "interleaved-1f1b", "zb-h1",  "zb-h2",      "gpipe",    "pipedream"};
   const auto it = std::find(kOrder.begin(), kOrder.end(), name);
-  return it == kOrder.end() ? static_cast<int>(kOrder.size()) : static_cast<int>(it - kOrder.begin());
+  return it == kOrder.end() ? static_cast<int>(kOrder.size())
+                            : static_cast<int>(it - kOrder.begin());
 }
 
 bool entry_less(const ResultEntry* a, const ResultEntry* b) {
@@ -49,7 +50,8 @@ std::string describe(const ResultEntry& e) {
   const ResultMetrics& m = *e.result.metrics;
   const auto peak = metric_value(e, "peak_memory");
   return e.label + ": " + format_number(m.samples_per_second) + " samples/s, peak " +
-         (peak ? format_bytes(*peak) : std::string("n/a")) + " per stage, bubble " + format_fixed(m.bubble_ratio.measured, 2);
+         (peak ? format_bytes(*peak) : std::string("n/a")) + " per stage, bubble " +
+         format_fixed(m.bubble_ratio.measured, 2);
 }
 
 void choose(GroupView& g, int64_t extra_budget) {
@@ -66,7 +68,8 @@ void choose(GroupView& g, int64_t extra_budget) {
       const auto sps = metric_value(*e, "samples_per_second");
       const auto peak = metric_value(*e, "peak_memory");
       if (!sps || !peak) continue;
-      if (c.smallest == nullptr || *peak < *metric_value(*c.smallest, "peak_memory")) c.smallest = e;
+      if (c.smallest == nullptr || *peak < *metric_value(*c.smallest, "peak_memory"))
+        c.smallest = e;
       if (budget > 0 && *peak > static_cast<double>(budget)) continue;
       ++c.candidates;
       if (c.best == nullptr || *sps > *metric_value(*c.best, "samples_per_second")) c.best = e;
@@ -76,8 +79,9 @@ void choose(GroupView& g, int64_t extra_budget) {
 }
 
 // Median of a metric of the first schedule alternative present in one setup.
-std::optional<double> setup_metric(const std::vector<const ResultEntry*>& setup, const std::vector<std::string>& alts,
-                                   const char* metric, std::string* which) {
+std::optional<double> setup_metric(const std::vector<const ResultEntry*>& setup,
+                                   const std::vector<std::string>& alts, const char* metric,
+                                   std::string* which) {
   for (const std::string& name : alts) {
     std::vector<double> xs;
     for (const ResultEntry* e : setup) {
@@ -98,8 +102,8 @@ void rule_findings(GroupView& g) {
   std::map<std::string, std::vector<const ResultEntry*>> setups;
   for (const ResultEntry* e : g.entries) {
     const ResultConfig& c = e->result.config;
-    setups[c.partition + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches) + " " + c.model +
-           " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
+    setups[c.partition + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches) +
+           " " + c.model + " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }
   int s7_cases = 0, s7_mem = 0, s7_speed = 0;
@@ -113,7 +117,8 @@ void rule_findings(GroupView& g) {
     const auto sync_mem = setup_metric(setup, {"sync-1f1b"}, "peak_memory", nullptr);
     const auto async_mem = setup_metric(setup, {"async-1f1b", "1f1b"}, "peak_memory", &an);
     const auto sync_sps = setup_metric(setup, {"sync-1f1b"}, "samples_per_second", nullptr);
-    const auto async_sps = setup_metric(setup, {"async-1f1b", "1f1b"}, "samples_per_second", nullptr);
+    const auto async_sps =
+        setup_metric(setup, {"async-1f1b", "1f1b"}, "samples_per_second", nullptr);
     std::string pn;
     const auto pd_mem = setup_metric(setup, {"pipedream", "1f1b"}, "peak_memory", &pn);
     const auto gp_mem = setup_metric(setup, {"gpipe"}, "peak_memory", nullptr);
@@ -130,8 +135,9 @@ void rule_findings(GroupView& g) {
       const bool holds = *sync_mem < *async_mem && *async_mem < *gp_mem;
       order_holds += holds ? 1 : 0;
       if (order_example.empty() || !holds) {
-        order_example = "sync-1f1b " + format_bytes(*sync_mem) + ", " + an + " " + format_bytes(*async_mem) + ", gpipe " +
-                        format_bytes(*gp_mem) + " (" + key.substr(0, key.find(" budget")) + ")";
+        order_example = "sync-1f1b " + format_bytes(*sync_mem) + ", " + an + " " +
+                        format_bytes(*async_mem) + ", gpipe " + format_bytes(*gp_mem) + " (" +
+                        key.substr(0, key.find(" budget")) + ")";
       }
     }
     if (pd_mem && gp_mem) {
@@ -152,42 +158,57 @@ void rule_findings(GroupView& g) {
   auto of = [](int k, int n) { return std::to_string(k) + " of " + std::to_string(n); };
   if (s7_cases > 0) {
     const bool supported = s7_mem == s7_cases && s7_speed == s7_cases;
-    g.rule_findings.push_back(std::string("S7 (memory tight: sync 1F1B; ample: async) is ") +
-                              (supported ? "supported" : (s7_mem + s7_speed > 0 ? "partly supported" : "not supported")) +
-                              ": sync-1f1b used less peak memory than " + async_name + " in " + of(s7_mem, s7_cases) +
-                              " setups and was slower in " + of(s7_speed, s7_cases) + ".");
+    g.rule_findings.push_back(
+        std::string("S7 (memory tight: sync 1F1B; ample: async) is ") +
+        (supported ? "supported" : (s7_mem + s7_speed > 0 ? "partly supported" : "not supported")) +
+        ": sync-1f1b used less peak memory than " + async_name + " in " + of(s7_mem, s7_cases) +
+        " setups and was slower in " + of(s7_speed, s7_cases) + ".");
   } else {
-    g.rule_findings.push_back("S7 (memory tight: sync 1F1B) cannot be judged: no setup ran both sync-1f1b and async-1f1b/1f1b.");
+    g.rule_findings.push_back(
+        "S7 (memory tight: sync 1F1B) cannot be judged: no setup ran both sync-1f1b and "
+        "async-1f1b/1f1b.");
   }
   if (p8_cases > 0) {
-    std::string text = std::string("P8's memory rule (memory tight: PipeDream over GPipe) is ") +
-                       (p8_mem == p8_cases ? "supported" : (p8_mem > 0 ? "partly supported" : "not supported")) +
-                       ": PipeDream/1F1B peaked below GPipe in " + of(p8_mem, p8_cases) + " setups";
-    if (small_cases > 0) text += "; at <= 4 stages GPipe was at least as fast as PipeDream in " + of(small_gpipe, small_cases);
-    if (large_cases > 0) text += "; at >= 8 stages PipeDream was faster in " + of(large_pd, large_cases);
+    std::string text =
+        std::string("P8's memory rule (memory tight: PipeDream over GPipe) is ") +
+        (p8_mem == p8_cases ? "supported" : (p8_mem > 0 ? "partly supported" : "not supported")) +
+        ": PipeDream/1F1B peaked below GPipe in " + of(p8_mem, p8_cases) + " setups";
+    if (small_cases > 0)
+      text += "; at <= 4 stages GPipe was at least as fast as PipeDream in " +
+              of(small_gpipe, small_cases);
+    if (large_cases > 0)
+      text += "; at >= 8 stages PipeDream was faster in " + of(large_pd, large_cases);
     g.rule_findings.push_back(text + ".");
   } else {
-    g.rule_findings.push_back("P8 (memory tight: PipeDream) cannot be judged: no setup ran both pipedream/1f1b and gpipe.");
+    g.rule_findings.push_back(
+        "P8 (memory tight: PipeDream) cannot be judged: no setup ran both pipedream/1f1b and "
+        "gpipe.");
   }
   if (order_cases > 0) {
     const bool both = order_holds == order_cases;
-    g.rule_findings.push_back(std::string("Where they disagree: peak memory ordered sync-1F1B < async-1F1B < GPipe in ") +
-                              of(order_holds, order_cases) + " setups (" + order_example + "), so " +
-                              (both ? "both rules hold: sync 1F1B is the tightest-memory choice, and PipeDream/1F1B beats GPipe when sync's throughput is too low."
-                                    : "the measurements do not support both rules at once; see the memory table."));
+    g.rule_findings.push_back(
+        std::string("Where they disagree: peak memory ordered sync-1F1B < async-1F1B < GPipe in ") +
+        of(order_holds, order_cases) + " setups (" + order_example + "), so " +
+        (both ? "both rules hold: sync 1F1B is the tightest-memory choice, and PipeDream/1F1B "
+                "beats GPipe when sync's throughput is too low."
+              : "the measurements do not support both rules at once; see the memory table."));
   }
 }
 
 void verdict(GroupView& g, const ReportModel& m) {
   std::vector<std::string>& points = g.verdict_points;
   for (const BudgetChoice& c : g.choices) {
-    const std::string within = c.budget > 0 ? "Within " + format_bytes(static_cast<double>(c.budget)) + " per stage" : "With no memory budget";
+    const std::string within =
+        c.budget > 0 ? "Within " + format_bytes(static_cast<double>(c.budget)) + " per stage"
+                     : "With no memory budget";
     if (c.best != nullptr) {
       points.push_back(within + ", the best is " + describe(*c.best) +
-                       (c.budget > 0 ? " (" + std::to_string(c.candidates) + " combinations fit)."
-                                     : " (of " + std::to_string(c.candidates) + " measured combinations)."));
+                       (c.budget > 0
+                            ? " (" + std::to_string(c.candidates) + " combinations fit)."
+                            : " (of " + std::to_string(c.candidates) + " measured combinations)."));
     } else if (c.smallest != nullptr) {
-      points.push_back(within + ", nothing measured fits; the smallest peak is " + describe(*c.smallest) + ".");
+      points.push_back(within + ", nothing measured fits; the smallest peak is " +
+                       describe(*c.smallest) + ".");
     } else {
       points.push_back(within + ", no combination ran successfully.");
     }
@@ -196,16 +217,24 @@ void verdict(GroupView& g, const ReportModel& m) {
   int consistent = 0, inconsistent = 0, unmeasurable = 0;
   for (const ClaimRow& r : m.claims) {
     switch (r.verdict) {
-      case Verdict::kConsistent: ++consistent; break;
-      case Verdict::kInconsistent: ++inconsistent; break;
-      case Verdict::kNotMeasurable: ++unmeasurable; break;
+      case Verdict::kConsistent:
+        ++consistent;
+        break;
+      case Verdict::kInconsistent:
+        ++inconsistent;
+        break;
+      case Verdict::kNotMeasurable:
+        ++unmeasurable;
+        break;
     }
   }
-  points.push_back("Documents' claims: " + std::to_string(consistent) + " consistent, " + std::to_string(inconsistent) +
-                   " inconsistent, " + std::to_string(unmeasurable) + " not measurable here.");
+  points.push_back("Documents' claims: " + std::to_string(consistent) + " consistent, " +
+                   std::to_string(inconsistent) + " inconsistent, " + std::to_string(unmeasurable) +
+                   " not measurable here.");
   if (m.regression) {
-    points.push_back("Against the baseline: " + std::to_string(m.regression->regressions()) + " regression(s) beyond " +
-                     format_trimmed(m.regression->threshold * 100) + "%.");
+    points.push_back("Against the baseline: " + std::to_string(m.regression->regressions()) +
+                     " regression(s) beyond " + format_trimmed(m.regression->threshold * 100) +
+                     "%.");
   }
   g.verdict.clear();
   for (const std::string& p : points) g.verdict += (g.verdict.empty() ? "" : " ") + p;
@@ -216,8 +245,8 @@ void showcase(GroupView& g) {
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk) continue;
     const ResultConfig& c = e->result.config;
-    by_setup[c.partition + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches) +
-             " budget=" + std::to_string(c.memory_budget)]
+    by_setup[c.partition + " P=" + std::to_string(c.stages) +
+             " M=" + std::to_string(c.microbatches) + " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }
   auto schedules = [](const std::vector<const ResultEntry*>& es) {
@@ -225,7 +254,9 @@ void showcase(GroupView& g) {
     for (const ResultEntry* e : es) s.insert(e->result.config.schedule);
     return s.size();
   };
-  auto m_of = [](const std::vector<const ResultEntry*>& es) { return es.front()->result.config.microbatches; };
+  auto m_of = [](const std::vector<const ResultEntry*>& es) {
+    return es.front()->result.config.microbatches;
+  };
   auto part_rank = [](const std::vector<const ResultEntry*>& es) {
     const std::string& p = es.front()->result.config.partition;
     return p == "balanced" ? 0 : (p == "operator" ? 1 : (p == "layer" ? 2 : 3));
@@ -234,13 +265,15 @@ void showcase(GroupView& g) {
   for (const auto& [key, es] : by_setup) {
     if (best == nullptr || schedules(es) > schedules(*best) ||
         (schedules(es) == schedules(*best) &&
-         (part_rank(es) < part_rank(*best) || (part_rank(es) == part_rank(*best) && m_of(es) < m_of(*best))))) {
+         (part_rank(es) < part_rank(*best) ||
+          (part_rank(es) == part_rank(*best) && m_of(es) < m_of(*best))))) {
       best = &es;
     }
   }
   if (best == nullptr) return;
   const ResultConfig& c = best->front()->result.config;
-  g.showcase_label = c.partition + " partition, P=" + std::to_string(c.stages) + ", M=" + std::to_string(c.microbatches);
+  g.showcase_label = c.partition + " partition, P=" + std::to_string(c.stages) +
+                     ", M=" + std::to_string(c.microbatches);
   std::set<std::string> seen;
   for (const ResultEntry* e : *best) {
     if (!seen.insert(e->result.config.schedule).second) continue;
@@ -255,8 +288,8 @@ void showcase(GroupView& g) {
 
 }  // namespace
 
-ReportModel build_report_model(LoadedResults loaded, Reference reference, std::optional<LoadedResults> baseline,
-                               const ModelOptions& options) {
+ReportModel build_report_model(LoadedResults loaded, Reference reference,
+                               std::optional<LoadedResults> baseline, const ModelOptions& options) {
   ReportModel m;
   m.generated_at = now_iso();
   m.inputs = options.inputs;
@@ -280,7 +313,8 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference, std::o
     m.groups[it->second].entries.push_back(&e);
   }
   m.claims = evaluate_claims(m.reference, m.loaded.results, m.setup_matches);
-  if (m.baseline) m.regression = compare_to_baseline(m.loaded.results, m.baseline->results, options.threshold);
+  if (m.baseline)
+    m.regression = compare_to_baseline(m.loaded.results, m.baseline->results, options.threshold);
   for (GroupView& g : m.groups) {
     std::sort(g.entries.begin(), g.entries.end(), entry_less);
     choose(g, options.memory_budget);

@@ -34,24 +34,28 @@ std::string text(double x, double y, const std::string& s, const std::string& ex
   return "<text x=\"" + n(x) + "\" y=\"" + n(y) + "\" " + extra + ">" + xml_escape(s) + "</text>";
 }
 
-std::string rect(double x, double y, double w, double h, const std::string& fill, const std::string& extra = "") {
-  return "<rect x=\"" + n(x) + "\" y=\"" + n(y) + "\" width=\"" + n(std::max(w, 0.0)) + "\" height=\"" +
-         n(std::max(h, 0.0)) + "\" fill=\"" + fill + "\" " + extra + "/>";
+std::string rect(double x, double y, double w, double h, const std::string& fill,
+                 const std::string& extra = "") {
+  return "<rect x=\"" + n(x) + "\" y=\"" + n(y) + "\" width=\"" + n(std::max(w, 0.0)) +
+         "\" height=\"" + n(std::max(h, 0.0)) + "\" fill=\"" + fill + "\" " + extra + "/>";
 }
 
-std::string line(double x1, double y1, double x2, double y2, const std::string& stroke, double width = 1) {
-  return "<line x1=\"" + n(x1) + "\" y1=\"" + n(y1) + "\" x2=\"" + n(x2) + "\" y2=\"" + n(y2) + "\" stroke=\"" +
-         stroke + "\" stroke-width=\"" + n(width) + "\"/>";
+std::string line(double x1, double y1, double x2, double y2, const std::string& stroke,
+                 double width = 1) {
+  return "<line x1=\"" + n(x1) + "\" y1=\"" + n(y1) + "\" x2=\"" + n(x2) + "\" y2=\"" + n(y2) +
+         "\" stroke=\"" + stroke + "\" stroke-width=\"" + n(width) + "\"/>";
 }
 
 std::string open(double w, double h, const std::string& title) {
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"" + n(w) + "\" height=\"" + n(h) +
-         "\" viewBox=\"0 0 " + n(w) + " " + n(h) + "\" role=\"img\" " + kFont + " font-size=\"12\"><title>" +
-         xml_escape(title) + "</title>" + rect(0, 0, w, h, "#ffffff") + text(8, 18, title, "font-weight=\"bold\" font-size=\"14\"");
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"" + n(w) +
+         "\" height=\"" + n(h) + "\" viewBox=\"0 0 " + n(w) + " " + n(h) + "\" role=\"img\" " +
+         kFont + " font-size=\"12\"><title>" + xml_escape(title) + "</title>" +
+         rect(0, 0, w, h, "#ffffff") + text(8, 18, title, "font-weight=\"bold\" font-size=\"14\"");
 }
 
 // Legend in one row (wrapping) starting at (x, y); returns the height used.
-double legend(std::ostringstream& s, double x, double y, double width, const std::vector<LegendItem>& items) {
+double legend(std::ostringstream& s, double x, double y, double width,
+              const std::vector<LegendItem>& items) {
   double cx = x;
   double cy = y;
   for (const LegendItem& it : items) {
@@ -92,9 +96,10 @@ ByteScale byte_scale(double max) {
 
 std::string schedule_colour(const std::string& schedule) {
   static const std::vector<std::pair<std::string, std::string>> kColours = {
-      {"sync-1f1b", "#9c755f"},  {"async-1f1b", "#4e79a7"}, {"hybrid", "#edc948"}, {"adaptive", "#76b7b2"},
-      {"1f1b", "#59a14f"},       {"interleaved-1f1b", "#8cd17d"}, {"zb-h1", "#b07aa1"}, {"zb-h2", "#ff9da7"},
-      {"gpipe", "#e15759"},      {"pipedream", "#f28e2b"}};
+      {"sync-1f1b", "#9c755f"}, {"async-1f1b", "#4e79a7"}, {"hybrid", "#edc948"},
+      {"adaptive", "#76b7b2"},  {"1f1b", "#59a14f"},       {"interleaved-1f1b", "#8cd17d"},
+      {"zb-h1", "#b07aa1"},     {"zb-h2", "#ff9da7"},      {"gpipe", "#e15759"},
+      {"pipedream", "#f28e2b"}};
   for (const auto& [name, colour] : kColours) {
     if (name == schedule) return colour;
   }
@@ -102,17 +107,18 @@ std::string schedule_colour(const std::string& schedule) {
 }
 
 std::string category_colour(int category) {
-  static const char* kColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1"};
+  static const char* kColours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                   "#59a14f", "#edc948", "#b07aa1"};
   return kColours[static_cast<size_t>(std::clamp(category, 0, 6))];
 }
 
 std::vector<LegendItem> gantt_legend() {
-  return {{"F forward", "#4e79a7"}, {"B backward", "#59a14f"}, {"I input-grad", "#8cd17d"},
+  return {{"F forward", "#4e79a7"},     {"B backward", "#59a14f"},   {"I input-grad", "#8cd17d"},
           {"W weight-grad", "#b07aa1"}, {"SYNC barrier", "#333333"}, {"idle", "#e6e6e6"}};
 }
 
-std::string bar_chart(const std::string& title, const std::vector<Bar>& bars, const std::string& axis_label,
-                      const std::vector<LegendItem>& legend_items) {
+std::string bar_chart(const std::string& title, const std::vector<Bar>& bars,
+                      const std::string& axis_label, const std::vector<LegendItem>& legend_items) {
   const double width = 1000;
   const double label_w = 300;
   const double note_w = 110;
@@ -144,7 +150,8 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars, co
     s << rect(x0, y + 2, w, row - 4, b.colour);
     s << text(x0 + w + 4, y + 13, b.note, "fill=\"#333\"");
   }
-  s << line(x0, top, x0, top + plot_h, "#000000") << line(x0, top + plot_h, x0 + plot_w, top + plot_h, "#000000");
+  s << line(x0, top, x0, top + plot_h, "#000000")
+    << line(x0, top + plot_h, x0 + plot_w, top + plot_h, "#000000");
   s << text(x0 + plot_w / 2, top + plot_h + 30, axis_label, "text-anchor=\"middle\"");
   legend(s, 10, top + plot_h + 40, width - 20, legend_items);
   s << "</svg>";
@@ -152,7 +159,8 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars, co
 }
 
 std::string stacked_columns(const std::string& title, const std::vector<ColumnGroup>& groups,
-                            const std::vector<LegendItem>& segments, const std::string& marker_label) {
+                            const std::vector<LegendItem>& segments,
+                            const std::string& marker_label) {
   size_t columns = 0;
   double max = 0;
   for (const ColumnGroup& g : groups) {
@@ -164,12 +172,14 @@ std::string stacked_columns(const std::string& title, const std::vector<ColumnGr
     }
   }
   const ByteScale scale = byte_scale(max);
-  const double col_w = std::clamp(760.0 / std::max<double>(1, static_cast<double>(columns)), 6.0, 28.0);
+  const double col_w =
+      std::clamp(760.0 / std::max<double>(1, static_cast<double>(columns)), 6.0, 28.0);
   const double gap = 18;
   const double left = 70;
   const double top = 36;
   const double plot_h = 240;
-  const double plot_w = col_w * static_cast<double>(columns) + gap * static_cast<double>(groups.size() + 1);
+  const double plot_w =
+      col_w * static_cast<double>(columns) + gap * static_cast<double>(groups.size() + 1);
   const double width = std::max(left + plot_w + 20, 700.0);
   std::vector<LegendItem> items = segments;
   if (!marker_label.empty()) items.push_back({marker_label, "marker"});
@@ -201,14 +211,18 @@ std::string stacked_columns(const std::string& title, const std::vector<ColumnGr
         const double my = top + plot_h - c.marker / scale.div / axis_max * plot_h;
         s << line(x - 1, my, x + col_w + 1, my, "#000000", 2.5);
       }
-      if (col_w >= 14) s << text(x + col_w / 2, top + plot_h + 12, c.label, "text-anchor=\"middle\" font-size=\"9\" fill=\"#555\"");
+      if (col_w >= 14)
+        s << text(x + col_w / 2, top + plot_h + 12, c.label,
+                  "text-anchor=\"middle\" font-size=\"9\" fill=\"#555\"");
       x += col_w;
     }
     s << text((gx + x) / 2, top + plot_h + 28, g.label, "text-anchor=\"middle\"");
     x += gap;
   }
-  s << line(left, top, left, top + plot_h, "#000000") << line(left, top + plot_h, left + plot_w, top + plot_h, "#000000");
-  s << text(left + plot_w / 2, top + plot_h + 44, "stages s0..s" + std::string("P-1") + " of each schedule",
+  s << line(left, top, left, top + plot_h, "#000000")
+    << line(left, top + plot_h, left + plot_w, top + plot_h, "#000000");
+  s << text(left + plot_w / 2, top + plot_h + 44,
+            "stages s0..s" + std::string("P-1") + " of each schedule",
             "text-anchor=\"middle\" fill=\"#333\"");
   legend(s, 10, top + plot_h + 54, width - 20, items);
   s << "</svg>";
@@ -242,21 +256,25 @@ std::string grouped_bars(const std::string& title, const std::vector<PairGroup>&
     s << text(left - 6, y + 4, format_number(t), "text-anchor=\"end\" fill=\"#333\"");
   }
   s << text(left - 44, top + plot_h / 2, axis_label,
-            "text-anchor=\"middle\" transform=\"rotate(-90 " + n(left - 44) + " " + n(top + plot_h / 2) + ")\"");
+            "text-anchor=\"middle\" transform=\"rotate(-90 " + n(left - 44) + " " +
+                n(top + plot_h / 2) + ")\"");
   double x = left + 14;
   for (const PairGroup& g : groups) {
     for (size_t k = 0; k < g.values.size() && k < series.size(); ++k) {
       const double v = g.values[k];
       if (!std::isfinite(v)) continue;
       const double h = v / axis_max * plot_h;
-      s << rect(x + bar_w * static_cast<double>(k), top + plot_h - h, bar_w - 2, h, series[k].colour);
+      s << rect(x + bar_w * static_cast<double>(k), top + plot_h - h, bar_w - 2, h,
+                series[k].colour);
     }
     const double cx = x + bar_w * static_cast<double>(series.size()) / 2;
     s << text(cx, top + plot_h + 14, g.label,
-              "text-anchor=\"end\" font-size=\"10\" transform=\"rotate(-30 " + n(cx) + " " + n(top + plot_h + 14) + ")\"");
+              "text-anchor=\"end\" font-size=\"10\" transform=\"rotate(-30 " + n(cx) + " " +
+                  n(top + plot_h + 14) + ")\"");
     x += group_w;
   }
-  s << line(left, top, left, top + plot_h, "#000000") << line(left, top + plot_h, left + plot_w, top + plot_h, "#000000");
+  s << line(left, top, left, top + plot_h, "#000000")
+    << line(left, top + plot_h, left + plot_w, top + plot_h, "#000000");
   legend(s, 10, top + plot_h + 76, width - 20, series);
   s << "</svg>";
   return s.str();
@@ -284,15 +302,31 @@ std::string gantt(const std::string& title, const Timeline& timeline, double t_m
       const char* colour = "#4e79a7";
       const char* op = "F";
       switch (e.op) {
-        case ActionKind::kForward: colour = "#4e79a7"; op = "F"; break;
-        case ActionKind::kBackward: colour = "#59a14f"; op = "B"; break;
-        case ActionKind::kBackwardInput: colour = "#8cd17d"; op = "I"; break;
-        case ActionKind::kBackwardWeight: colour = "#b07aa1"; op = "W"; break;
-        case ActionKind::kSync: colour = "#333333"; op = ""; break;
+        case ActionKind::kForward:
+          colour = "#4e79a7";
+          op = "F";
+          break;
+        case ActionKind::kBackward:
+          colour = "#59a14f";
+          op = "B";
+          break;
+        case ActionKind::kBackwardInput:
+          colour = "#8cd17d";
+          op = "I";
+          break;
+        case ActionKind::kBackwardWeight:
+          colour = "#b07aa1";
+          op = "W";
+          break;
+        case ActionKind::kSync:
+          colour = "#333333";
+          op = "";
+          break;
       }
       // A barrier is drawn where it releases; the wait before it is idle.
       const double x = left + (e.op == ActionKind::kSync ? e.end : e.start) / t_max * plot_w;
-      const double w = e.op == ActionKind::kSync ? 1.5 : std::max((e.end - e.start) / t_max * plot_w, 0.8);
+      const double w =
+          e.op == ActionKind::kSync ? 1.5 : std::max((e.end - e.start) / t_max * plot_w, 0.8);
       s << rect(x, y + 2, w, row - 4, colour, "stroke=\"#ffffff\" stroke-width=\"0.6\"");
       std::string label = std::string(op) + (e.op == ActionKind::kSync ? "" : std::to_string(e.mb));
       if (chunks > 1 && e.op != ActionKind::kSync) label += "." + std::to_string(e.chunk);
@@ -308,10 +342,12 @@ std::string gantt(const std::string& title, const Timeline& timeline, double t_m
     const double x = left + t / (t_max * scale_ms) * plot_w;
     if (x > left + plot_w + 0.5) break;
     s << line(x, axis_y, x, axis_y + 4, "#000000");
-    s << text(x, axis_y + 15, format_number(t), "text-anchor=\"middle\" font-size=\"10\" fill=\"#333\"");
+    s << text(x, axis_y + 15, format_number(t),
+              "text-anchor=\"middle\" font-size=\"10\" fill=\"#333\"");
   }
   s << line(left, axis_y, left + plot_w, axis_y, "#000000");
-  s << text(left + plot_w, axis_y + 28, "time since step start (ms)", "text-anchor=\"end\" font-size=\"10\"");
+  s << text(left + plot_w, axis_y + 28, "time since step start (ms)",
+            "text-anchor=\"end\" font-size=\"10\"");
   s << "</svg>";
   return s.str();
 }

@@ -21,23 +21,24 @@ struct Bar {
   std::string colour;
   std::string note;  ///< printed after the bar ("812 samples/s")
 };
-std::string bar_chart(const std::string& title, const std::vector<Bar>& bars, const std::string& axis_label,
-                      const std::vector<LegendItem>& legend);
+std::string bar_chart(const std::string& title, const std::vector<Bar>& bars,
+                      const std::string& axis_label, const std::vector<LegendItem>& legend);
 
 /// Vertical stacked bars grouped: groups (e.g. schedules) of columns (stages),
 /// each column a stack of segments; optional marker per column (a formula's
 /// figure) drawn as a black tick; y axis in bytes.
 struct Column {
-  std::string label;                 ///< "s0"
-  std::vector<double> segments;      ///< one per legend entry, bottom first
-  double marker = -1;                ///< < 0: none
+  std::string label;             ///< "s0"
+  std::vector<double> segments;  ///< one per legend entry, bottom first
+  double marker = -1;            ///< < 0: none
 };
 struct ColumnGroup {
   std::string label;
   std::vector<Column> columns;
 };
 std::string stacked_columns(const std::string& title, const std::vector<ColumnGroup>& groups,
-                            const std::vector<LegendItem>& segments, const std::string& marker_label);
+                            const std::vector<LegendItem>& segments,
+                            const std::string& marker_label);
 
 /// Grouped vertical bars (e.g. measured vs theory per schedule), unit-less y.
 struct PairGroup {

@@ -37,7 +37,8 @@ Result make_fixture(const FixtureSpec& f) {
   r.config.stages = f.stages;
   r.config.microbatches = f.microbatches;
   r.config.micro_batch_size = f.micro_batch_size;
-  const bool has_n = f.schedule == "async-1f1b" || f.schedule == "adaptive" || f.schedule == "hybrid";
+  const bool has_n =
+      f.schedule == "async-1f1b" || f.schedule == "adaptive" || f.schedule == "hybrid";
   r.config.inflight = f.inflight > 0 ? f.inflight : (has_n ? f.stages : 0);
   r.config.sync_warmup = f.schedule == "hybrid" ? p.sync_warmup : 0;
   r.config.chunks = f.chunks;
@@ -81,7 +82,8 @@ Result make_fixture(const FixtureSpec& f) {
     cat[static_cast<size_t>(MemCategory::kParameters)] = params;
     cat[static_cast<size_t>(MemCategory::kGradients)] = params;
     cat[static_cast<size_t>(MemCategory::kOptimizerState)] = params;
-    cat[static_cast<size_t>(MemCategory::kWeightStash)] = f.schedule == "pipedream" ? (st.peak_inflight - 1) * params : 0;
+    cat[static_cast<size_t>(MemCategory::kWeightStash)] =
+        f.schedule == "pipedream" ? (st.peak_inflight - 1) * params : 0;
     cat[static_cast<size_t>(MemCategory::kCommBuffers)] = int64_t{256} << 10;
     cat[static_cast<size_t>(MemCategory::kWorkspace)] = (int64_t{512} << 10) + f.extra_memory;
     int64_t total = 0;
@@ -96,15 +98,17 @@ Result make_fixture(const FixtureSpec& f) {
     const bool split = f.schedule == "zb-h1" || f.schedule == "zb-h2";
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const double k = (s == 0 ? 1 + f.skew : 1.0) / f.chunks;
-    t.action_seconds.push_back({f.fwd * k, split ? nan : f.bwd * k, split ? f.bwd / 2 * k : nan, split ? f.bwd / 2 * k : nan});
+    t.action_seconds.push_back({f.fwd * k, split ? nan : f.bwd * k, split ? f.bwd / 2 * k : nan,
+                                split ? f.bwd / 2 * k : nan});
   }
   m.check = CheckFigures{true, 2e-6, 6.2, "reference"};
 
   r.timeline.resize(static_cast<size_t>(f.stages));
   for (int s = 0; s < f.stages; ++s) {
     for (const SimEvent& e : sim.stages[static_cast<size_t>(s)].events) {
-      r.timeline[static_cast<size_t>(s)].push_back(
-          {e.action.kind, e.action.microbatch, e.action.chunk, e.start * f.slowdown, e.end * f.slowdown});
+      r.timeline[static_cast<size_t>(s)].push_back({e.action.kind, e.action.microbatch,
+                                                    e.action.chunk, e.start * f.slowdown,
+                                                    e.end * f.slowdown});
     }
   }
   r.environment.hosts = {f.host};
@@ -121,7 +125,8 @@ Result make_fixture(const FixtureSpec& f) {
 
 std::string write_fixture(const std::string& dir, const FixtureSpec& f) {
   fs::create_directories(dir);
-  std::string name = f.schedule + "_" + f.partition + "_P" + std::to_string(f.stages) + "_M" + std::to_string(f.microbatches);
+  std::string name = f.schedule + "_" + f.partition + "_P" + std::to_string(f.stages) + "_M" +
+                     std::to_string(f.microbatches);
   if (f.inflight > 0) name += "_N" + std::to_string(f.inflight);
   if (f.chunks > 1) name += "_V" + std::to_string(f.chunks);
   if (f.memory_budget > 0) name += "_B" + std::to_string(f.memory_budget);
@@ -132,7 +137,8 @@ std::string write_fixture(const std::string& dir, const FixtureSpec& f) {
 
 std::string fresh_dir(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::temp_directory_path() / ("ppb_reports_" + std::string(info ? info->name() : "x") + "_" + name);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("ppb_reports_" + std::string(info ? info->name() : "x") + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

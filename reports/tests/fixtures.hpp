@@ -19,13 +19,14 @@ struct FixtureSpec {
   int inflight = 0;  ///< async-1f1b/adaptive N (0 = P)
   int chunks = 1;
   int micro_batch_size = 2;
-  double fwd = 1e-3;  ///< seconds per F on a stage
-  double bwd = 2e-3;  ///< seconds per full B on a stage (I and W half each)
+  double fwd = 1e-3;      ///< seconds per F on a stage
+  double bwd = 2e-3;      ///< seconds per full B on a stage (I and W half each)
   double slowdown = 1.0;  ///< measured step = simulated step x slowdown
   double skew = 0;        ///< stage 0's actions take (1 + skew) x as long (an unbalanced partition)
-  int generated_inflight = 0;  ///< in-flight limit the schedule ran with (adaptive's guard), 0 = inflight
+  int generated_inflight =
+      0;  ///< in-flight limit the schedule ran with (adaptive's guard), 0 = inflight
   int64_t activation_bytes = int64_t{1} << 20;  ///< one micro-batch on one stage
-  int64_t extra_memory = 0;  ///< added to every stage's workspace
+  int64_t extra_memory = 0;                     ///< added to every stage's workspace
   int64_t memory_budget = 0;
   std::string host = "node1";
   std::string git = "abc1234";

@@ -58,8 +58,10 @@ struct Image {
 };
 
 uint32_t be32(const std::string& d, size_t at) {
-  return (uint32_t{static_cast<uint8_t>(d[at])} << 24) | (uint32_t{static_cast<uint8_t>(d[at + 1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(d[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(d[at + 3])};
+  return (uint32_t{static_cast<uint8_t>(d[at])} << 24) |
+         (uint32_t{static_cast<uint8_t>(d[at + 1])} << 16) |
+         (uint32_t{static_cast<uint8_t>(d[at + 2])} << 8) |
+         uint32_t{static_cast<uint8_t>(d[at + 3])};
 }
 
 // 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes).
@@ -97,7 +99,8 @@ Image decode_png(const std::string& path) {
   const size_t stride = size_t{img.width} * static_cast<size_t>(bpp);
   std::vector<uint8_t> raw((stride + 1) * img.height);
   uLongf raw_len = raw.size();
-  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK) {
+  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) !=
+      Z_OK) {
     ADD_FAILURE() << "PNG data does not inflate";
     return img;
   }
@@ -112,20 +115,28 @@ Image decode_png(const std::string& path) {
       const int c = x >= static_cast<size_t>(bpp) ? prev[x - static_cast<size_t>(bpp)] : 0;
       int v = src[1 + x];
       switch (filter) {
-        case 1: v += a; break;
-        case 2: v += b; break;
-        case 3: v += (a + b) / 2; break;
+        case 1:
+          v += a;
+          break;
+        case 2:
+          v += b;
+          break;
+        case 3:
+          v += (a + b) / 2;
+          break;
         case 4: {
           const int p = a + b - c;
           const int pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
           v += (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
           break;
         }
-        default: break;
+        default:
+          break;
       }
       line[x] = static_cast<uint8_t>(v & 255);
     }
-    for (size_t x = 0; x < stride; x += static_cast<size_t>(bpp)) img.pixels.push_back({line[x], line[x + 1], line[x + 2]});
+    for (size_t x = 0; x < stride; x += static_cast<size_t>(bpp))
+      img.pixels.push_back({line[x], line[x + 1], line[x + 2]});
     prev.swap(line);
   }
   return img;
@@ -133,11 +144,13 @@ Image decode_png(const std::string& path) {
 
 TEST(ReportBrowser, ChromiumRendersTheHtmlReportWithCharts) {
   const std::string chromium = find_chromium();
-  if (chromium.empty()) GTEST_SKIP() << "chromium not installed (ci/setup-deps installs the Debian package 'chromium')";
+  if (chromium.empty())
+    GTEST_SKIP() << "chromium not installed (ci/setup-deps installs the Debian package 'chromium')";
   const fs::path artifacts = PPB_REPORTS_ARTIFACT_DIR;
   fs::create_directories(artifacts);
   const std::string dir = testing::fresh_dir("results");
-  for (const char* name : {"sync-1f1b", "async-1f1b", "1f1b", "gpipe", "interleaved-1f1b", "zb-h1"}) {
+  for (const char* name :
+       {"sync-1f1b", "async-1f1b", "1f1b", "gpipe", "interleaved-1f1b", "zb-h1"}) {
     FixtureSpec f;
     f.schedule = name;
     f.chunks = std::string(name) == "interleaved-1f1b" ? 2 : 1;
@@ -154,12 +167,16 @@ TEST(ReportBrowser, ChromiumRendersTheHtmlReportWithCharts) {
   std::ostringstream out;
   ASSERT_EQ(run_report(o, out), 0);
 
-  const std::string flags = " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run "
-                            "--disable-dev-shm-usage --user-data-dir=" + (artifacts / "chromium-profile").string();
+  const std::string flags =
+      " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run "
+      "--disable-dev-shm-usage --user-data-dir=" +
+      (artifacts / "chromium-profile").string();
   int status = 0;
-  const std::string dom = run("timeout 120 " + chromium + flags + " --dump-dom file://" + html + " 2>" +
-                              (artifacts / "chromium-dom.log").string(), &status);
-  ASSERT_EQ(status, 0) << "chromium --dump-dom failed; see " << (artifacts / "chromium-dom.log").string();
+  const std::string dom = run("timeout 120 " + chromium + flags + " --dump-dom file://" + html +
+                                  " 2>" + (artifacts / "chromium-dom.log").string(),
+                              &status);
+  ASSERT_EQ(status, 0) << "chromium --dump-dom failed; see "
+                       << (artifacts / "chromium-dom.log").string();
   EXPECT_NE(dom.find("</html>"), std::string::npos) << "page did not load completely";
   EXPECT_NE(dom.find("<h2>Verdict</h2>"), std::string::npos);
   size_t svgs = 0;
@@ -167,8 +184,8 @@ TEST(ReportBrowser, ChromiumRendersTheHtmlReportWithCharts) {
   EXPECT_GE(svgs, 4u + 2 * 6);
 
   const std::string log = (artifacts / "chromium-screenshot.log").string();
-  run("timeout 120 " + chromium + flags + " --screenshot=" + png + " --window-size=1400,3000 file://" + html + " >" + log +
-          " 2>&1",
+  run("timeout 120 " + chromium + flags + " --screenshot=" + png +
+          " --window-size=1400,3000 file://" + html + " >" + log + " 2>&1",
       &status);
   ASSERT_EQ(status, 0) << "chromium --screenshot failed; see " << log;
   ASSERT_TRUE(fs::exists(png)) << "no screenshot written; see " << log;

@@ -2,6 +2,8 @@
 // claims table (golden verdicts worked out by hand below), the regression
 // decisions, the JUnit shape, the CSV round trip, the Google Benchmark JSON,
 // the HTML's self-containedness, and every malformed-input case.
+#include "ppb/reports/report.hpp"
+
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -14,7 +16,6 @@
 
 #include "fixtures.hpp"
 #include "ppb/profiling/check.hpp"
-#include "ppb/reports/report.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/writers.hpp"
 
@@ -34,7 +35,8 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 // optimizer state and buffers.
 std::vector<FixtureSpec> sweep() {
   std::vector<FixtureSpec> s;
-  for (const char* name : {"sync-1f1b", "async-1f1b", "hybrid", "1f1b", "gpipe", "pipedream", "zb-h1"}) {
+  for (const char* name :
+       {"sync-1f1b", "async-1f1b", "hybrid", "1f1b", "gpipe", "pipedream", "zb-h1"}) {
     FixtureSpec f;
     f.schedule = name;
     s.push_back(f);
@@ -116,8 +118,9 @@ TEST(ReportClaims, BuiltinReferenceCarriesEveryClaimOfTheDocuments) {
   const Reference ref = builtin_reference();
   std::vector<std::string> ids;
   for (const Claim& c : ref.claims) ids.push_back(c.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "P1", "P2", "P3",
-                                           "P4", "P5", "P6", "P7", "P8", "D1"}));
+  EXPECT_EQ(ids,
+            (std::vector<std::string>{"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10",
+                                      "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "D1"}));
   EXPECT_FALSE(ref.setup_matches);
   auto figures = [&](const std::string& id) {
     std::vector<double> v;
@@ -164,18 +167,22 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
   const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
   const ReportModel m = model_of(dir);
   const std::map<std::string, Verdict> expected = {
-      {"S1", Verdict::kConsistent},   {"S2", Verdict::kConsistent},   {"S3", Verdict::kInconsistent},
-      {"S4", Verdict::kInconsistent}, {"S5", Verdict::kConsistent},   {"S6", Verdict::kInconsistent},
-      {"S7", Verdict::kConsistent},   {"S8", Verdict::kConsistent},   {"S9", Verdict::kConsistent},
-      {"S10", Verdict::kConsistent},  {"P1", Verdict::kConsistent},   {"P2", Verdict::kConsistent},
-      {"P3", Verdict::kConsistent},   {"P4", Verdict::kNotMeasurable}, {"P5", Verdict::kInconsistent},
-      {"P6", Verdict::kConsistent},   {"P7", Verdict::kInconsistent}, {"P8", Verdict::kInconsistent},
+      {"S1", Verdict::kConsistent},   {"S2", Verdict::kConsistent},
+      {"S3", Verdict::kInconsistent}, {"S4", Verdict::kInconsistent},
+      {"S5", Verdict::kConsistent},   {"S6", Verdict::kInconsistent},
+      {"S7", Verdict::kConsistent},   {"S8", Verdict::kConsistent},
+      {"S9", Verdict::kConsistent},   {"S10", Verdict::kConsistent},
+      {"P1", Verdict::kConsistent},   {"P2", Verdict::kConsistent},
+      {"P3", Verdict::kConsistent},   {"P4", Verdict::kNotMeasurable},
+      {"P5", Verdict::kInconsistent}, {"P6", Verdict::kConsistent},
+      {"P7", Verdict::kInconsistent}, {"P8", Verdict::kInconsistent},
       {"D1", Verdict::kConsistent}};
   ASSERT_EQ(m.claims.size(), expected.size());
   for (const ClaimRow& r : m.claims) {
     std::string detail;
     for (const CheckOutcome& o : r.checks) {
-      detail += "\n  [" + std::string(verdict_name(o.verdict)) + "] " + o.description + ": " + o.measured + " / " + o.why;
+      detail += "\n  [" + std::string(verdict_name(o.verdict)) + "] " + o.description + ": " +
+                o.measured + " / " + o.why;
     }
     EXPECT_EQ(verdict_name(r.verdict), verdict_name(expected.at(r.id))) << r.id << detail;
   }
@@ -184,17 +191,23 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
   EXPECT_NEAR(claim(m, "S4").checks[0].value, 1.0, 1e-12);
   EXPECT_NEAR(claim(m, "S4").checks[1].value, 10.0 / 7.0, 1e-12);
   EXPECT_NEAR(claim(m, "S6").checks[1].value, (4 + 12.75) / (1 + 12.75), 1e-9);
-  EXPECT_EQ(claim(m, "S1").checks[0].measured.rfind("1 of 1 runs; sync-1f1b x balanced P=4 M=8: [1 1 1 1]", 0), 0u)
+  EXPECT_EQ(claim(m, "S1").checks[0].measured.rfind(
+                "1 of 1 runs; sync-1f1b x balanced P=4 M=8: [1 1 1 1]", 0),
+            0u)
       << claim(m, "S1").checks[0].measured;
   EXPECT_EQ(claim(m, "S9").checks[0].cases, 1);
   EXPECT_EQ(claim(m, "P4").checks[0].why,
-            "an absolute figure of the documents' own (unknown) hardware and model; checked only with --reference-setup");
+            "an absolute figure of the documents' own (unknown) hardware and model; checked only "
+            "with --reference-setup");
   // S7 and the documents' disagreement are stated in the verdict.
   ASSERT_EQ(m.groups.size(), 1u);
-  EXPECT_NE(m.groups[0].verdict.find("S7 (memory tight: sync 1F1B; ample: async) is supported"), std::string::npos)
+  EXPECT_NE(m.groups[0].verdict.find("S7 (memory tight: sync 1F1B; ample: async) is supported"),
+            std::string::npos)
       << m.groups[0].verdict;
-  EXPECT_NE(m.groups[0].verdict.find("peak memory ordered sync-1F1B < async-1F1B < GPipe in"), std::string::npos);
-  EXPECT_NE(m.groups[0].verdict.find("Within 16.0 MiB per stage, the best is"), std::string::npos) << m.groups[0].verdict;
+  EXPECT_NE(m.groups[0].verdict.find("peak memory ordered sync-1F1B < async-1F1B < GPipe in"),
+            std::string::npos);
+  EXPECT_NE(m.groups[0].verdict.find("Within 16.0 MiB per stage, the best is"), std::string::npos)
+      << m.groups[0].verdict;
 }
 
 TEST(ReportClaims, AbsoluteFiguresOnlyWithReferenceSetup) {
@@ -224,9 +237,11 @@ TEST(ReportClaims, UserReferenceFileInTheSameFormat) {
   EXPECT_NE(md.find("**consistent**"), std::string::npos) << md;
   EXPECT_EQ(md.find("| S1 |"), std::string::npos);
 
-  std::ofstream(ref) << R"({"schema":"pipebench.reference/1","claims":[{"id":"U1","document":"d","statement":"s",
+  std::ofstream(ref)
+      << R"({"schema":"pipebench.reference/1","claims":[{"id":"U1","document":"d","statement":"s",
     "checks":[{"kind":"ratio","metric":"joules","numerator":"a","denominator":"b","documented":1}]}]})";
-  EXPECT_EQ(usage_error(o), ref + ": field 'claims[0].checks[0].metric': unknown metric \"joules\"");
+  EXPECT_EQ(usage_error(o),
+            ref + ": field 'claims[0].checks[0].metric': unknown metric \"joules\"");
 }
 
 // -------------------------------------------------------------- regression --
@@ -259,12 +274,14 @@ TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
   o.markdown = out_dir + "/r.md";
   std::ostringstream out;
   EXPECT_EQ(run_report(o, out), 1);
-  EXPECT_NE(out.str().find("REGRESSION 1f1b x balanced P=4 M=8: samples/s"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("REGRESSION 1f1b x balanced P=4 M=8: samples/s"), std::string::npos)
+      << out.str();
   EXPECT_EQ(out.str().find("REGRESSION gpipe"), std::string::npos) << out.str();
 
   ModelOptions mo;
   mo.threshold = 0.07;
-  const ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(), load_results({base}, false), mo);
+  const ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(),
+                                           load_results({base}, false), mo);
   ASSERT_TRUE(m.regression.has_value());
   std::map<std::string, RegressionStatus> status;
   for (const RegressionRow& r : m.regression->rows) status[r.label] = r.status;
@@ -296,11 +313,13 @@ TEST(ReportRegression, MemoryGrowthIsARegressionAndOtherMachinesAreNotMatched) {
   grown[1].extra_memory = kMiB;      // gpipe stage 0: 20.75 -> 21.75 MiB, +4.8%
   const std::string cur = write_sweep(fresh_dir("cur"), grown);
   ModelOptions mo;
-  ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(), load_results({base}, false), mo);
+  ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(),
+                                     load_results({base}, false), mo);
   ASSERT_EQ(m.regression->rows.size(), 2u);
   EXPECT_EQ(m.regression->rows[0].status, RegressionStatus::kRegressed);
   ASSERT_EQ(m.regression->rows[0].reasons.size(), 1u);
-  EXPECT_EQ(m.regression->rows[0].reasons[0].rfind("peak memory 16.8 MiB -> 18.8 MiB (+11.9%", 0), 0u)
+  EXPECT_EQ(m.regression->rows[0].reasons[0].rfind("peak memory 16.8 MiB -> 18.8 MiB (+11.9%", 0),
+            0u)
       << m.regression->rows[0].reasons[0];
   EXPECT_EQ(m.regression->rows[1].status, RegressionStatus::kPass);
 
@@ -308,7 +327,8 @@ TEST(ReportRegression, MemoryGrowthIsARegressionAndOtherMachinesAreNotMatched) {
   std::vector<FixtureSpec> elsewhere = two(2.0, 2.0);
   for (FixtureSpec& f : elsewhere) f.host = "node2";
   const std::string other = write_sweep(fresh_dir("other"), elsewhere);
-  m = build_report_model(load_results({other}, false), builtin_reference(), load_results({base}, false), mo);
+  m = build_report_model(load_results({other}, false), builtin_reference(),
+                         load_results({base}, false), mo);
   EXPECT_EQ(m.regressions(), 0);
   int fresh = 0, missing = 0;
   for (const RegressionRow& r : m.regression->rows) {
@@ -390,7 +410,8 @@ TEST(ReportCsv, RoundTrips) {
   ASSERT_EQ(rows.size(), m.loaded.results.size() + 1);
   EXPECT_EQ(rows[0], csv_columns());
   auto col = [&](const std::string& name) {
-    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) - csv_columns().begin());
+    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) -
+                               csv_columns().begin());
   };
   for (size_t i = 0; i < m.loaded.results.size(); ++i) {
     const ResultEntry& e = m.loaded.results[i];
@@ -399,10 +420,14 @@ TEST(ReportCsv, RoundTrips) {
     EXPECT_EQ(row[col("schedule")], e.result.config.schedule);
     EXPECT_EQ(std::stoi(row[col("microbatches")]), e.result.config.microbatches);
     // Exact doubles back.
-    EXPECT_EQ(std::strtod(row[col("samples_per_second")].c_str(), nullptr), e.result.metrics->samples_per_second);
-    EXPECT_EQ(std::strtod(row[col("step_time_median")].c_str(), nullptr), e.result.metrics->step_time_seconds.median);
-    EXPECT_EQ(std::strtod(row[col("bubble_ratio")].c_str(), nullptr), e.result.metrics->bubble_ratio.measured);
-    EXPECT_EQ(std::strtod(row[col("peak_memory_bytes")].c_str(), nullptr), *metric_value(e, "peak_memory"));
+    EXPECT_EQ(std::strtod(row[col("samples_per_second")].c_str(), nullptr),
+              e.result.metrics->samples_per_second);
+    EXPECT_EQ(std::strtod(row[col("step_time_median")].c_str(), nullptr),
+              e.result.metrics->step_time_seconds.median);
+    EXPECT_EQ(std::strtod(row[col("bubble_ratio")].c_str(), nullptr),
+              e.result.metrics->bubble_ratio.measured);
+    EXPECT_EQ(std::strtod(row[col("peak_memory_bytes")].c_str(), nullptr),
+              *metric_value(e, "peak_memory"));
     EXPECT_EQ(row[col("machine")], e.machine);  // contains '|' and spaces, survives
   }
   // Quoting: a model spec with commas and quotes survives.
@@ -455,10 +480,11 @@ TEST(ReportHtml, OneSelfContainedPageWithEverySection) {
     ++pos;
   }
   EXPECT_EQ(external, 0);
-  for (const char* heading : {"<h2>Verdict</h2>", "<h3>Throughput</h3>", "<h3>Memory per stage</h3>",
-                              "<h3>Bubbles: measured against theory</h3>",
-                              "<h3>Pipeline pictures: measured median step beside the prediction</h3>",
-                              "<h2>The documents' claims</h2>", "<h2>Environment</h2>"}) {
+  for (const char* heading :
+       {"<h2>Verdict</h2>", "<h3>Throughput</h3>", "<h3>Memory per stage</h3>",
+        "<h3>Bubbles: measured against theory</h3>",
+        "<h3>Pipeline pictures: measured median step beside the prediction</h3>",
+        "<h2>The documents' claims</h2>", "<h2>Environment</h2>"}) {
     EXPECT_NE(html.find(heading), std::string::npos) << heading;
   }
   // The verdict comes first.
@@ -498,7 +524,8 @@ TEST(ReportMarkdown, FitsACiLog) {
   const std::string md = write_markdown(model_of(dir));
   EXPECT_EQ(md.rfind("# pipebench report\n", 0), 0u);
   EXPECT_LT(md.find("## Verdict"), md.find("## Throughput"));
-  EXPECT_NE(md.find("| 1f1b | balanced | 4 | 8 | ok | 485 | 33.0 | 0.273 (0.273) | 0.375 (0.375) | 16.8 MiB | ok (2e-06) |"),
+  EXPECT_NE(md.find("| 1f1b | balanced | 4 | 8 | ok | 485 | 33.0 | 0.273 (0.273) | 0.375 (0.375) | "
+                    "16.8 MiB | ok (2e-06) |"),
             std::string::npos)
       << md;
   size_t lines = 0;
@@ -528,10 +555,13 @@ TEST(ReportInput, EveryMalformedResultExits2NamingFileAndField) {
       {"truncated", good.substr(0, good.size() / 3), "malformed JSON ("},
       {"empty", "", "empty file, expected a pipebench result"},
       {"missing", json::serialize(missing), "field 'metrics.samples_per_second': missing"},
-      {"wrongtype", json::serialize(wrong), "field 'metrics.step_time_seconds.median': expected a number, got a string"},
-      {"schema", json::serialize(schema), "field 'schema': expected \"pipebench.result/1\", got \"pipebench.result/9\""},
+      {"wrongtype", json::serialize(wrong),
+       "field 'metrics.step_time_seconds.median': expected a number, got a string"},
+      {"schema", json::serialize(schema),
+       "field 'schema': expected \"pipebench.result/1\", got \"pipebench.result/9\""},
       {"stages", json::serialize(stages),
-       "field 'metrics.bubble_ratio.per_stage': expected 3 entries (one per stage, config.stages), got 4"},
+       "field 'metrics.bubble_ratio.per_stage': expected 3 entries (one per stage, config.stages), "
+       "got 4"},
   };
   for (const Case& c : cases) {
     const std::string dir = fresh_dir(c.name);
@@ -561,7 +591,8 @@ TEST(ReportInput, EmptyFolderSaysThereIsNothingToReport) {
   o.inputs = {dir + "/does-not-exist"};
   EXPECT_EQ(usage_error(o), dir + "/does-not-exist: no such file or directory");
   o.inputs = {};
-  EXPECT_EQ(usage_error(o), "report: expected at least one result folder (pipebench report DIR...)");
+  EXPECT_EQ(usage_error(o),
+            "report: expected at least one result folder (pipebench report DIR...)");
   o.inputs = {dir};
   o.threshold = -0.1;
   EXPECT_EQ(usage_error(o), "--threshold: expected a fraction in [0, 1), got -0.1");

@@ -33,15 +33,9 @@ CpuBackend::CpuBackend(const BackendConfig& config) : learning_rate_(config.lear
 
 CpuBackend::~CpuBackend() = default;
 
-UnitRange CpuBackend::range(int c) const {
-  return chunk(c).range();
-}
-int64_t CpuBackend::input_bytes(int c) const {
-  return chunk(c).input_bytes();
-}
-int64_t CpuBackend::output_bytes(int c) const {
-  return chunk(c).output_bytes();
-}
+UnitRange CpuBackend::range(int c) const { return chunk(c).range(); }
+int64_t CpuBackend::input_bytes(int c) const { return chunk(c).input_bytes(); }
+int64_t CpuBackend::output_bytes(int c) const { return chunk(c).output_bytes(); }
 int64_t CpuBackend::activation_bytes(int c) const {
   return activation_bytes_[static_cast<size_t>(c)];
 }
@@ -58,12 +52,8 @@ void CpuBackend::backward_input(int c, int64_t mb, const std::byte* grad_out, st
   chunk(c).backward_input(mb, grad_out, grad_in);
 }
 
-void CpuBackend::backward_weight(int c, int64_t mb) {
-  chunk(c).backward_weight(mb);
-}
+void CpuBackend::backward_weight(int c, int64_t mb) { chunk(c).backward_weight(mb); }
 
-void CpuBackend::optimizer_step(int c) {
-  chunk(c).sgd_step(learning_rate_);
-}
+void CpuBackend::optimizer_step(int c) { chunk(c).sgd_step(learning_rate_); }
 
 }  // namespace ppb

@@ -90,9 +90,7 @@ void TimedBackend::end_microbatch(int chunk, int64_t mb) {
   update_stash(chunk);
 }
 
-const ChunkCost& TimedBackend::cost(int chunk) const {
-  return costs_.at(stage_, chunk);
-}
+const ChunkCost& TimedBackend::cost(int chunk) const { return costs_.at(stage_, chunk); }
 
 int64_t TimedBackend::input_bytes(int chunk) const {
   const int v = virtual_stage(stage_, chunk, costs_.stages);
@@ -106,9 +104,7 @@ int64_t TimedBackend::output_bytes(int chunk) const {
              : costs_.chunks[static_cast<size_t>(v)].send_bytes;
 }
 
-int64_t TimedBackend::activation_bytes(int chunk) const {
-  return cost(chunk).activation_bytes;
-}
+int64_t TimedBackend::activation_bytes(int chunk) const { return cost(chunk).activation_bytes; }
 
 void TimedBackend::sleep_for_model_seconds(double seconds) {
   timespec deadline{};

@@ -119,19 +119,27 @@ class Watchdog {
       if (stuck <= timeout_ + (waiting ? std::max(0.5, 0.1 * timeout_) : 0.0)) continue;
       std::string where;
       switch (doing_) {
-        case Doing::kIdle: where = "between steps"; break;
+        case Doing::kIdle:
+          where = "between steps";
+          break;
         case Doing::kStartBarrier:
           where = "the barrier that starts the step (a rank did not arrive)";
           break;
-        case Doing::kCompute: where = "in " + action_text(action_, chunks_) + " (computing)"; break;
+        case Doing::kCompute:
+          where = "in " + action_text(action_, chunks_) + " (computing)";
+          break;
         case Doing::kWaitRecv:
           where = "in " + action_text(action_, chunks_) + " (waiting for the " +
                   (kind_ == MessageKind::kActivation ? "activation" : "input gradient") +
                   " of mb " + std::to_string(action_.microbatch) + " from rank " +
                   std::to_string(peer_) + ")";
           break;
-        case Doing::kSync: where = "in SYNC (a barrier: another rank did not arrive)"; break;
-        case Doing::kOptimizer: where = "in the optimizer step"; break;
+        case Doing::kSync:
+          where = "in SYNC (a barrier: another rank did not arrive)";
+          break;
+        case Doing::kOptimizer:
+          where = "in the optimizer step";
+          break;
         case Doing::kDrain:
           where = "after its last action (waiting for its sends to complete)";
           break;
@@ -308,7 +316,8 @@ StepRecord Executor::run_step(const Schedule& schedule) {
           from = v + 1, kind = MessageKind::kGradient, bytes = backend.output_bytes(a.chunk);
         break;
       case ActionKind::kBackwardWeight:
-      case ActionKind::kSync: break;
+      case ActionKind::kSync:
+        break;
     }
     if (from < 0 || from % P == s) continue;  // nothing to receive, or a local hand-over
     Recv r;
@@ -498,7 +507,8 @@ StepRecord Executor::run_step(const Schedule& schedule) {
         if (v > 0) to_virtual = v - 1, output = x.take(backend.input_bytes(a.chunk));
         break;
       case ActionKind::kBackwardWeight:
-      case ActionKind::kSync: break;
+      case ActionKind::kSync:
+        break;
     }
     if (watchdog_) watchdog_->set(Doing::kCompute, a);
     if (instr != nullptr) instr->action_begin(s, a);
@@ -517,8 +527,11 @@ StepRecord Executor::run_step(const Schedule& schedule) {
       case ActionKind::kBackwardInput:
         backend.backward_input(a.chunk, a.microbatch, input.data(), output.data());
         break;
-      case ActionKind::kBackwardWeight: backend.backward_weight(a.chunk, a.microbatch); break;
-      case ActionKind::kSync: break;
+      case ActionKind::kBackwardWeight:
+        backend.backward_weight(a.chunk, a.microbatch);
+        break;
+      case ActionKind::kSync:
+        break;
     }
     ar.end = now();
     if (instr != nullptr) instr->action_end(s, a);

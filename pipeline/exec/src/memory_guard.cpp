@@ -31,7 +31,8 @@ int64_t predicted_activation_peak(const Schedule& schedule, int stage,
         current -= activation_bytes[static_cast<size_t>(a.chunk)];
         break;
       case ActionKind::kBackwardInput:
-      case ActionKind::kSync: break;
+      case ActionKind::kSync:
+        break;
     }
   }
   return peak;

@@ -7,11 +7,16 @@ namespace {
 
 nvtx::Category category_of(ActionKind kind) {
   switch (kind) {
-    case ActionKind::kForward: return nvtx::Category::kForward;
-    case ActionKind::kBackward: return nvtx::Category::kBackward;
-    case ActionKind::kBackwardInput: return nvtx::Category::kBackward;
-    case ActionKind::kBackwardWeight: return nvtx::Category::kWgrad;
-    case ActionKind::kSync: return nvtx::Category::kSync;
+    case ActionKind::kForward:
+      return nvtx::Category::kForward;
+    case ActionKind::kBackward:
+      return nvtx::Category::kBackward;
+    case ActionKind::kBackwardInput:
+      return nvtx::Category::kBackward;
+    case ActionKind::kBackwardWeight:
+      return nvtx::Category::kWgrad;
+    case ActionKind::kSync:
+      return nvtx::Category::kSync;
   }
   return nvtx::Category::kStep;
 }

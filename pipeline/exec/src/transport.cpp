@@ -13,8 +13,10 @@ namespace ppb {
 
 const char* message_kind_name(MessageKind kind) {
   switch (kind) {
-    case MessageKind::kActivation: return "activation";
-    case MessageKind::kGradient: return "gradient";
+    case MessageKind::kActivation:
+      return "activation";
+    case MessageKind::kGradient:
+      return "gradient";
   }
   return "?";
 }
@@ -33,9 +35,12 @@ int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int
 
 const char* wait_strategy_name(WaitStrategy strategy) {
   switch (strategy) {
-    case WaitStrategy::kBlock: return "block";
-    case WaitStrategy::kYield: return "yield";
-    case WaitStrategy::kSleep: return "sleep";
+    case WaitStrategy::kBlock:
+      return "block";
+    case WaitStrategy::kYield:
+      return "yield";
+    case WaitStrategy::kSleep:
+      return "sleep";
   }
   return "?";
 }

@@ -1,14 +1,13 @@
 #include "ppb/pipeline/device.hpp"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/json.hpp>
 
 #include "ppb/profiling/check.hpp"
 
@@ -233,8 +232,8 @@ Calibration read_calibration(const std::string& path) {
 
 std::string calibration_to_json(const Calibration& cal) {
   auto times = [](const UnitTime& t) {
-    return boost::json::object{{"fwd", t.fwd}, {"bwd_input", t.bwd_input},
-                               {"bwd_weight", t.bwd_weight}};
+    return boost::json::object{
+        {"fwd", t.fwd}, {"bwd_input", t.bwd_input}, {"bwd_weight", t.bwd_weight}};
   };
   boost::json::object units;
   for (const auto& [name, t] : cal.unit_seconds) units[name] = times(t);
@@ -248,8 +247,9 @@ std::string calibration_to_json(const Calibration& cal) {
 
 std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpec& device,
                                  const Calibration* cal) {
-  PPB_CHECK(device.peak_flops > 0 && device.efficiency > 0 && device.efficiency <= 1,
-            "unit_times: device '" + device.name + "' needs peak_flops > 0 and efficiency in (0, 1]");
+  PPB_CHECK(
+      device.peak_flops > 0 && device.efficiency > 0 && device.efficiency <= 1,
+      "unit_times: device '" + device.name + "' needs peak_flops > 0 and efficiency in (0, 1]");
   const std::string source = cal != nullptr && !cal->source.empty() ? cal->source : "calibration";
   if (cal != nullptr && cal->device != device.name) {
     throw UsageError(source + ": field 'device': measured on '" + cal->device +
@@ -271,7 +271,8 @@ std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpe
       if (auto it = cal->unit_seconds.find(u.name); it != cal->unit_seconds.end()) {
         t = it->second;
         ++matched;
-      } else if (auto k = cal->kind_scale.find(unit_kind_name(u.kind)); k != cal->kind_scale.end()) {
+      } else if (auto k = cal->kind_scale.find(unit_kind_name(u.kind));
+                 k != cal->kind_scale.end()) {
         t.fwd *= k->second.fwd;
         t.bwd_input *= k->second.bwd_input;
         t.bwd_weight *= k->second.bwd_weight;
@@ -307,9 +308,9 @@ StageCosts model_costs(const std::vector<Unit>& units, const std::vector<UnitTim
   costs.chunks.reserve(parts.size());
   int expected_begin = 0;
   for (const UnitRange& r : parts) {
-    PPB_CHECK(r.begin == expected_begin && r.end > r.begin &&
-                  r.end <= static_cast<int>(units.size()),
-              "model_costs: parts must be contiguous, non-empty and in order");
+    PPB_CHECK(
+        r.begin == expected_begin && r.end > r.begin && r.end <= static_cast<int>(units.size()),
+        "model_costs: parts must be contiguous, non-empty and in order");
     expected_begin = r.end;
     ChunkCost c;
     for (int i = r.begin; i < r.end; ++i) {
@@ -323,7 +324,8 @@ StageCosts model_costs(const std::vector<Unit>& units, const std::vector<UnitTim
     c.send_bytes = units[static_cast<size_t>(r.end - 1)].boundary_bytes;
     costs.chunks.push_back(c);
   }
-  PPB_CHECK(expected_begin == static_cast<int>(units.size()), "model_costs: parts must cover all units");
+  PPB_CHECK(expected_begin == static_cast<int>(units.size()),
+            "model_costs: parts must cover all units");
   return costs;
 }
 

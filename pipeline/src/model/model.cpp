@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,9 +60,9 @@ void check_sizes(const ModelSpec& s) {
   const double t = static_cast<double>(s.micro_batch_size) * s.seq;
   const double h = s.hidden;
   const double largest_bytes =
-      4.0 * std::max({static_cast<double>(s.micro_batch_size) * s.heads * s.seq * s.seq,
-                      t * s.vocab, t * h * s.ffn_mult, h * h * s.ffn_mult,
-                      static_cast<double>(s.vocab) * h});
+      4.0 *
+      std::max({static_cast<double>(s.micro_batch_size) * s.heads * s.seq * s.seq, t * s.vocab,
+                t * h * s.ffn_mult, h * h * s.ffn_mult, static_cast<double>(s.vocab) * h});
   constexpr double kLimit = 0x1p60;
   if (largest_bytes > kLimit) {
     char size[32];
@@ -85,8 +85,9 @@ ModelSpec parse_model_spec(std::string_view text) {
     if (text == p.name) return from_preset(p);
   }
   if (text.substr(0, kSpecPrefix.size()) != kSpecPrefix) {
-    throw UsageError("--model: unknown model '" + std::string(text) + "' (presets: " +
-                     preset_list() + ", or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B)");
+    throw UsageError("--model: unknown model '" + std::string(text) +
+                     "' (presets: " + preset_list() +
+                     ", or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B)");
   }
   ModelSpec spec;  // defaults are gpt-small's
   spec.name = std::string(text);
@@ -95,9 +96,9 @@ ModelSpec parse_model_spec(std::string_view text) {
     int* field;
     bool seen;
   };
-  Key keys[] = {{"layers", &spec.layers, false}, {"hidden", &spec.hidden, false},
-                {"heads", &spec.heads, false},   {"seq", &spec.seq, false},
-                {"vocab", &spec.vocab, false},   {"ffn", &spec.ffn_mult, false},
+  Key keys[] = {{"layers", &spec.layers, false},       {"hidden", &spec.hidden, false},
+                {"heads", &spec.heads, false},         {"seq", &spec.seq, false},
+                {"vocab", &spec.vocab, false},         {"ffn", &spec.ffn_mult, false},
                 {"mbs", &spec.micro_batch_size, false}};
   std::string_view rest = text.substr(kSpecPrefix.size());
   if (rest.empty()) {
@@ -153,8 +154,8 @@ int64_t stored_parameter_count(const ModelSpec& spec) {
   const int64_t h = spec.hidden;
   const int64_t f = int64_t{spec.ffn_mult} * h;
   const int64_t v = spec.vocab;
-  const int64_t per_layer = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) +
-                            (f * h + h);
+  const int64_t per_layer =
+      2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h);
   return (v * h + int64_t{spec.seq} * h) + spec.layers * per_layer + 2 * h + h * v;
 }
 

@@ -58,7 +58,8 @@ std::vector<UnitRange> layer_partition(const std::vector<Unit>& units, int parts
   int begin = 0;
   for (int k = 0; k < parts; ++k) {
     layer += base + (k < extra ? 1 : 0);
-    const int end = k == parts - 1 ? static_cast<int>(units.size()) : starts[static_cast<size_t>(layer)];
+    const int end =
+        k == parts - 1 ? static_cast<int>(units.size()) : starts[static_cast<size_t>(layer)];
     out.push_back({begin, end});
     begin = end;
   }
@@ -99,10 +100,10 @@ std::vector<UnitRange> operator_partition(const std::vector<UnitTime>& times, in
 // ---- balanced ---------------------------------------------------------------
 
 struct Prefix {
-  std::vector<double> time;       // summed unit time of units [0, i)
-  std::vector<int64_t> params;    // summed param bytes
-  std::vector<int64_t> acts;      // summed activation bytes
-  std::vector<double> transfer;   // transfer[i] = link time of the tensor sent after unit i-1
+  std::vector<double> time;      // summed unit time of units [0, i)
+  std::vector<int64_t> params;   // summed param bytes
+  std::vector<int64_t> acts;     // summed activation bytes
+  std::vector<double> transfer;  // transfer[i] = link time of the tensor sent after unit i-1
 };
 
 Prefix make_prefix(const std::vector<Unit>& units, const std::vector<UnitTime>& times,
@@ -282,7 +283,8 @@ std::vector<UnitRange> manual_partition(std::string_view spec, int units, int pa
     const std::string_view range = rest.substr(0, comma);
     const size_t dash = range.find('-');
     const int first = parse_index(range.substr(0, dash), range);
-    const int last = dash == std::string_view::npos ? first : parse_index(range.substr(dash + 1), range);
+    const int last =
+        dash == std::string_view::npos ? first : parse_index(range.substr(dash + 1), range);
     if (last < first) {
       throw UsageError(flag + ": range '" + std::string(range) + "' ends before it starts");
     }
@@ -331,7 +333,8 @@ double part_cost(const std::vector<Unit>& units, const std::vector<UnitTime>& ti
             "part_cost: bad range");
   double c = 0;
   for (int i = range.begin; i < range.end; ++i) c += times[static_cast<size_t>(i)].total();
-  if (range.begin > 0) c += link.transfer_time(units[static_cast<size_t>(range.begin - 1)].boundary_bytes);
+  if (range.begin > 0)
+    c += link.transfer_time(units[static_cast<size_t>(range.begin - 1)].boundary_bytes);
   if (range.end < static_cast<int>(units.size())) {
     c += link.transfer_time(units[static_cast<size_t>(range.end - 1)].boundary_bytes);
   }
@@ -363,8 +366,8 @@ std::vector<UnitRange> make_partition(std::string_view name, const std::vector<U
   PPB_CHECK(times.size() == units.size(), "make_partition: one time per unit");
   const bool manual = name.substr(0, kManualPrefix.size()) == kManualPrefix;
   if (!manual && name != "layer" && name != "operator" && name != "balanced") {
-    throw UsageError("--partition: unknown partition '" + std::string(name) + "' (partitions: " +
-                     names_list() + ")");
+    throw UsageError("--partition: unknown partition '" + std::string(name) +
+                     "' (partitions: " + names_list() + ")");
   }
   const std::string flag = "--partition " + std::string(manual ? "manual" : name);
   if (parts < 1) {

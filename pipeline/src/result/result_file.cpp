@@ -4,16 +4,15 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
+#include <boost/json.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <boost/json.hpp>
 
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
@@ -127,8 +126,9 @@ void write_text_file_atomic(const std::string& path, std::string_view text) {
   const fs::path target(path);
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
-  const fs::path tmp = dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                              std::to_string(counter.fetch_add(1)));
+  const fs::path tmp =
+      dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+             std::to_string(counter.fetch_add(1)));
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) throw UsageError(path + ": cannot write: " + errno_text());
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
@@ -162,7 +162,8 @@ void write_result_file(const std::string& path, const Result& result) {
 
 Result read_result_file(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw UsageError(path + ": is a directory, expected a result file");
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(path + ": is a directory, expected a result file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(path + ": cannot open: " + errno_text());
   std::ostringstream buffer;
@@ -176,7 +177,8 @@ Result read_result_file(const std::string& path) {
   opts.allow_invalid_utf8 = false;
   json::value doc = json::parse(text, jec, {}, opts);
   if (jec) {
-    throw UsageError(path + ": malformed JSON (" + jec.message() + "); truncated or not a pipebench result");
+    throw UsageError(path + ": malformed JSON (" + jec.message() +
+                     "); truncated or not a pipebench result");
   }
   return result_from_json(doc, path);
 }

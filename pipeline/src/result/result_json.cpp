@@ -1,11 +1,10 @@
 // Result <-> JSON. The reader is strict about what it needs (each error names
 // the field path) and ignores what it does not know, so that newer writers
 // stay readable by older reports.
+#include <boost/json.hpp>
 #include <cmath>
 #include <string>
 #include <utility>
-
-#include <boost/json.hpp>
 
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
@@ -16,10 +15,14 @@ namespace json = boost::json;
 
 const char* result_status_name(ResultStatus status) {
   switch (status) {
-    case ResultStatus::kOk: return "ok";
-    case ResultStatus::kOom: return "oom";
-    case ResultStatus::kInvalid: return "invalid";
-    case ResultStatus::kError: return "error";
+    case ResultStatus::kOk:
+      return "ok";
+    case ResultStatus::kOom:
+      return "oom";
+    case ResultStatus::kInvalid:
+      return "invalid";
+    case ResultStatus::kError:
+      return "error";
   }
   return "?";
 }
@@ -93,10 +96,8 @@ json::object theory_json(const TheoryFigures& t) {
   o["activation_bytes_per_microbatch"] = ints(t.activation_bytes_per_microbatch);
   o["peak_activation_bytes_per_stage"] = ints(t.peak_activation_bytes_per_stage);
   o["action_seconds"] = array_of(t.action_seconds, [](const StageActionTimes& a) {
-    return json::value(json::object{{"F", num(a.fwd)},
-                                    {"B", num(a.bwd)},
-                                    {"I", num(a.bwd_input)},
-                                    {"W", num(a.bwd_weight)}});
+    return json::value(json::object{
+        {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
   });
   o["timeline"] = timeline_json(t.timeline);
   return o;
@@ -188,7 +189,8 @@ class FieldReader {
     }
     if (v.is_double()) {
       const double d = v.get_double();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) return static_cast<int64_t>(d);
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18)
+        return static_cast<int64_t>(d);
       fail(path, "expected an integer, got " + std::to_string(d));
     }
     fail(path, std::string("expected an integer, got ") + kind_name(v));
@@ -238,8 +240,8 @@ class FieldReader {
 
   // Optional key: returns fallback when absent or null.
   template <class F, class T>
-  auto optional_field(const json::object& o, const std::string& parent, std::string_view key, F&& fn,
-                      T fallback) const {
+  auto optional_field(const json::object& o, const std::string& parent, std::string_view key,
+                      F&& fn, T fallback) const {
     const json::value* v = find(o, key);
     if (v == nullptr) return static_cast<decltype(fn(*v, std::string()))>(fallback);
     return fn(*v, join(parent, key));
@@ -247,14 +249,20 @@ class FieldReader {
 
   static const char* kind_name(const json::value& v) {
     switch (v.kind()) {
-      case json::kind::null: return "null";
-      case json::kind::bool_: return "a boolean";
+      case json::kind::null:
+        return "null";
+      case json::kind::bool_:
+        return "a boolean";
       case json::kind::int64:
       case json::kind::uint64:
-      case json::kind::double_: return "a number";
-      case json::kind::string: return "a string";
-      case json::kind::array: return "an array";
-      case json::kind::object: return "an object";
+      case json::kind::double_:
+        return "a number";
+      case json::kind::string:
+        return "a string";
+      case json::kind::array:
+        return "an array";
+      case json::kind::object:
+        return "an object";
     }
     return "?";
   }
@@ -278,7 +286,9 @@ Timeline parse_timeline(const FieldReader& r, const json::value& v, const std::s
     return r.array(stage, sp, [&r](const json::value& ev, const std::string& ep) {
       const json::object& o = r.object(ev, ep);
       TimelineEvent e;
-      e.op = r.field(o, ep, "op", [&r](const json::value& x, const std::string& p) { return parse_op(r, x, p); });
+      e.op = r.field(o, ep, "op", [&r](const json::value& x, const std::string& p) {
+        return parse_op(r, x, p);
+      });
       auto i32 = [&r](const json::value& x, const std::string& p) { return r.int32(x, p); };
       auto dbl = [&r](const json::value& x, const std::string& p) { return r.number(x, p); };
       e.mb = r.field(o, ep, "mb", i32);
@@ -347,7 +357,9 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   auto i32 = [&r](const json::value& v, const std::string& p) { return r.int32(v, p); };
   auto i64 = [&r](const json::value& v, const std::string& p) { return r.integer(v, p); };
   auto dbl = [&r](const json::value& v, const std::string& p) { return r.number(v, p); };
-  auto dbl_or_null = [&r](const json::value& v, const std::string& p) { return r.number_or_null(v, p); };
+  auto dbl_or_null = [&r](const json::value& v, const std::string& p) {
+    return r.number_or_null(v, p);
+  };
   auto dbls = [&r, dbl](const json::value& v, const std::string& p) { return r.array(v, p, dbl); };
   auto i64s = [&r, i64](const json::value& v, const std::string& p) { return r.array(v, p, i64); };
   auto strs = [&r, str](const json::value& v, const std::string& p) { return r.array(v, p, str); };
@@ -410,17 +422,19 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
       r.fail("config.micro_batch_size", "expected >= 1, got " + std::to_string(k.micro_batch_size));
     }
     if (k.chunks < 1) r.fail("config.chunks", "expected >= 1, got " + std::to_string(k.chunks));
-    if (k.inflight < 0) r.fail("config.inflight", "expected >= 0, got " + std::to_string(k.inflight));
+    if (k.inflight < 0)
+      r.fail("config.inflight", "expected >= 0, got " + std::to_string(k.inflight));
   }
   const size_t stages = static_cast<size_t>(out.config.stages);
   auto check_len = [&r, stages](size_t n, const std::string& path, bool allow_empty) {
     if (n == stages || (allow_empty && n == 0)) return;
-    r.fail(path, "expected " + std::to_string(stages) + " entries (one per stage, config.stages), got " +
-                     std::to_string(n));
+    r.fail(path, "expected " + std::to_string(stages) +
+                     " entries (one per stage, config.stages), got " + std::to_string(n));
   };
 
   // metrics
-  const json::value* metrics = ok ? &r.require(root, "", "metrics") : FieldReader::find(root, "metrics");
+  const json::value* metrics =
+      ok ? &r.require(root, "", "metrics") : FieldReader::find(root, "metrics");
   if (metrics != nullptr) {
     const std::string p = "metrics";
     const json::object& m = r.object(*metrics, p);
@@ -452,9 +466,11 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
       check_len(pm.per_stage.size(), join(q, "per_stage"), !ok);
       pm.activations_per_stage = r.field(o, q, "activations_per_stage", i64s);
       check_len(pm.activations_per_stage.size(), join(q, "activations_per_stage"), !ok);
-      pm.device_per_stage = r.optional_field(o, q, "device_per_stage", i64s, std::vector<int64_t>{});
+      pm.device_per_stage =
+          r.optional_field(o, q, "device_per_stage", i64s, std::vector<int64_t>{});
       check_len(pm.device_per_stage.size(), join(q, "device_per_stage"), true);
-      pm.peak_rss_per_stage = r.optional_field(o, q, "peak_rss_per_stage", i64s, std::vector<int64_t>{});
+      pm.peak_rss_per_stage =
+          r.optional_field(o, q, "peak_rss_per_stage", i64s, std::vector<int64_t>{});
       check_len(pm.peak_rss_per_stage.size(), join(q, "peak_rss_per_stage"), true);
       auto categories = [&r](const json::value& v, const std::string& cp) {
         const json::object& co = r.object(v, cp);
@@ -469,7 +485,9 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
       };
       pm.by_category = r.optional_field(
           o, q, "by_category",
-          [&r, categories](const json::value& v, const std::string& cp) { return r.array(v, cp, categories); },
+          [&r, categories](const json::value& v, const std::string& cp) {
+            return r.array(v, cp, categories);
+          },
           std::vector<MemoryByCategory>{});
       check_len(pm.by_category.size(), join(q, "by_category"), true);
     }
@@ -485,26 +503,35 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
       check_len(t.peak_inflight_per_stage.size(), join(q, "peak_inflight_per_stage"), true);
       t.activation_bytes_per_microbatch =
           r.optional_field(o, q, "activation_bytes_per_microbatch", i64s, std::vector<int64_t>{});
-      check_len(t.activation_bytes_per_microbatch.size(), join(q, "activation_bytes_per_microbatch"), true);
+      check_len(t.activation_bytes_per_microbatch.size(),
+                join(q, "activation_bytes_per_microbatch"), true);
       t.peak_activation_bytes_per_stage =
           r.optional_field(o, q, "peak_activation_bytes_per_stage", i64s, std::vector<int64_t>{});
-      check_len(t.peak_activation_bytes_per_stage.size(), join(q, "peak_activation_bytes_per_stage"), true);
+      check_len(t.peak_activation_bytes_per_stage.size(),
+                join(q, "peak_activation_bytes_per_stage"), true);
       auto times = [&r, dbl_or_null](const json::value& v, const std::string& cp) {
         const json::object& to = r.object(v, cp);
         StageActionTimes a;
-        a.fwd = r.optional_field(to, cp, "F", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        a.bwd = r.optional_field(to, cp, "B", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        a.bwd_input = r.optional_field(to, cp, "I", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        a.bwd_weight = r.optional_field(to, cp, "W", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
+        a.fwd =
+            r.optional_field(to, cp, "F", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
+        a.bwd =
+            r.optional_field(to, cp, "B", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
+        a.bwd_input =
+            r.optional_field(to, cp, "I", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
+        a.bwd_weight =
+            r.optional_field(to, cp, "W", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
         return a;
       };
       t.action_seconds = r.optional_field(
           o, q, "action_seconds",
-          [&r, times](const json::value& v, const std::string& cp) { return r.array(v, cp, times); },
+          [&r, times](const json::value& v, const std::string& cp) {
+            return r.array(v, cp, times);
+          },
           std::vector<StageActionTimes>{});
       check_len(t.action_seconds.size(), join(q, "action_seconds"), true);
       t.timeline = r.optional_field(
-          o, q, "timeline", [&r](const json::value& v, const std::string& cp) { return parse_timeline(r, v, cp); },
+          o, q, "timeline",
+          [&r](const json::value& v, const std::string& cp) { return parse_timeline(r, v, cp); },
           Timeline{});
       check_len(t.timeline.size(), join(q, "timeline"), true);
     }
@@ -512,9 +539,12 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
       const std::string q = join(p, "check");
       const json::object& o = r.object(*cv, q);
       CheckFigures& ck = x.check.emplace();
-      ck.passed = r.field(o, q, "passed", [&r](const json::value& v, const std::string& cp) { return r.boolean(v, cp); });
+      ck.passed = r.field(o, q, "passed", [&r](const json::value& v, const std::string& cp) {
+        return r.boolean(v, cp);
+      });
       ck.max_rel_error = r.field(o, q, "max_rel_error", dbl_or_null);
-      ck.loss = r.optional_field(o, q, "loss", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
+      ck.loss =
+          r.optional_field(o, q, "loss", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
       ck.method = r.optional_field(o, q, "method", str, std::string());
     }
     if (const json::value* gv = FieldReader::find(m, "memory_guard")) {

@@ -13,10 +13,10 @@ namespace ppb {
 /// Costs of one virtual stage (stage s, chunk c -> index c * P + s) for one
 /// micro-batch. A full B takes bwd_input + bwd_weight.
 struct ChunkCost {
-  double fwd = 0;                ///< seconds (or cost units) of F
-  double bwd_input = 0;          ///< of I
-  double bwd_weight = 0;         ///< of W
-  int64_t send_bytes = 0;        ///< bytes F sends to the next virtual stage (B/I send as many back)
+  double fwd = 0;          ///< seconds (or cost units) of F
+  double bwd_input = 0;    ///< of I
+  double bwd_weight = 0;   ///< of W
+  int64_t send_bytes = 0;  ///< bytes F sends to the next virtual stage (B/I send as many back)
   int64_t activation_bytes = 0;  ///< kept from F until the micro-batch's last backward piece
   int64_t param_bytes = 0;
 };
@@ -45,7 +45,9 @@ struct StageCosts {
   LinkModel link;
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
 
-  const ChunkCost& at(int stage, int chunk) const { return chunks[static_cast<size_t>(chunk * stages + stage)]; }
+  const ChunkCost& at(int stage, int chunk) const {
+    return chunks[static_cast<size_t>(chunk * stages + stage)];
+  }
 };
 
 /// The cost flags of `simulate` (DESIGN.md): per STAGE times TF, TB, TW, TC;

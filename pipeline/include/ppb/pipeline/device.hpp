@@ -24,9 +24,9 @@ namespace ppb {
 /// One accelerator (or one CPU core) and the link between two pipeline stages.
 struct DeviceSpec {
   std::string name;
-  double peak_flops = 0;         ///< FLOP/s, dense, at the precision the model runs in
-  double mem_bandwidth = 0;      ///< bytes/s of device memory
-  double efficiency = 1;         ///< fraction of peak_flops that GEMMs reach, (0, 1]
+  double peak_flops = 0;     ///< FLOP/s, dense, at the precision the model runs in
+  double mem_bandwidth = 0;  ///< bytes/s of device memory
+  double efficiency = 1;     ///< fraction of peak_flops that GEMMs reach, (0, 1]
   /// FLOP/s of the non-GEMM (elementwise) work of a unit: LayerNorm, GeLU,
   /// softmax, bias. 0 = the same rate as GEMMs (peak_flops * efficiency).
   double vector_flops = 0;

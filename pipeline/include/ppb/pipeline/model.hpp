@@ -107,9 +107,9 @@ struct Unit {
   int layer = -1;    ///< transformer layer index, -1 outside layers
   std::string name;  ///< "embedding", "l3.qkv", "final_norm", "head"
   double fwd_flops = 0;
-  double bwd_input_flops = 0;   ///< backward for the unit's input gradient
-  double bwd_weight_flops = 0;  ///< backward for the unit's weight gradient
-  int64_t activation_bytes = 0; ///< kept from forward until backward
+  double bwd_input_flops = 0;    ///< backward for the unit's input gradient
+  double bwd_weight_flops = 0;   ///< backward for the unit's weight gradient
+  int64_t activation_bytes = 0;  ///< kept from forward until backward
   /// Bytes that cross a stage boundary placed right after this unit: its
   /// output plus, inside a transformer layer, the residual stream that a
   /// later unit of the layer adds back (after kAttnOut and kFc2 the residual

@@ -25,14 +25,13 @@
 #pragma once
 
 #include <array>
+#include <boost/json/value.hpp>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/json/value.hpp>
 
 #include "ppb/pipeline/action.hpp"
 #include "ppb/profiling/memory.hpp"
@@ -110,9 +109,9 @@ using MemoryByCategory = std::array<int64_t, kNumMemCategories>;
 struct PeakMemory {
   std::vector<int64_t> per_stage;              ///< tracked total at its high-water mark
   std::vector<int64_t> activations_per_stage;  ///< activation category's own peak
-  std::vector<int64_t> device_per_stage;       ///< optional: GPU pool high-water mark (empty on cpu)
-  std::vector<MemoryByCategory> by_category;   ///< optional: categories at the total's peak
-  std::vector<int64_t> peak_rss_per_stage;     ///< optional: process peak RSS
+  std::vector<int64_t> device_per_stage;      ///< optional: GPU pool high-water mark (empty on cpu)
+  std::vector<MemoryByCategory> by_category;  ///< optional: categories at the total's peak
+  std::vector<int64_t> peak_rss_per_stage;    ///< optional: process peak RSS
 
   friend bool operator==(const PeakMemory&, const PeakMemory&) = default;
 };
@@ -147,15 +146,15 @@ using Timeline = std::vector<std::vector<TimelineEvent>>;
 /// mean action times (DESIGN.md: "theory in results uses measured action
 /// times"). Optional as a whole; inside it only step_time_seconds is required.
 struct TheoryFigures {
-  double step_time_seconds = 0;                 ///< simulated step time (number or null)
-  std::vector<int> peak_inflight_per_stage;     ///< optional: micro-batches in flight at the peak
+  double step_time_seconds = 0;              ///< simulated step time (number or null)
+  std::vector<int> peak_inflight_per_stage;  ///< optional: micro-batches in flight at the peak
   /// optional: activation bytes ONE micro-batch leaves on each stage (the
   /// documents' "M"); the formulas M x P, M x (P+N-1), GPipe M x a_s, 1F1B
   /// min(P-s, M) x a_s are computed from it.
   std::vector<int64_t> activation_bytes_per_microbatch;
   std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
-  std::vector<StageActionTimes> action_seconds;         ///< optional: per stage
-  Timeline timeline;                                    ///< optional: predicted median step
+  std::vector<StageActionTimes> action_seconds;          ///< optional: per stage
+  Timeline timeline;                                     ///< optional: predicted median step
 
   friend bool operator==(const TheoryFigures&, const TheoryFigures&) = default;
 };
@@ -172,8 +171,8 @@ struct CheckFigures {
 
 /// What the memory guard of `adaptive` did over the run.
 struct MemoryGuardFigures {
-  int64_t actions = 0;  ///< times a stage lowered its in-flight limit
-  int min_inflight = 0; ///< the lowest limit any stage reached
+  int64_t actions = 0;   ///< times a stage lowered its in-flight limit
+  int min_inflight = 0;  ///< the lowest limit any stage reached
 
   friend bool operator==(const MemoryGuardFigures&, const MemoryGuardFigures&) = default;
 };
@@ -185,9 +184,9 @@ struct ResultMetrics {
   BubbleFigures bubble_ratio;
   BubbleFigures bubble_overhead;
   PeakMemory peak_memory_bytes;
-  std::optional<TheoryFigures> theory;            ///< optional
-  std::optional<CheckFigures> check;              ///< optional: absent without --check
-  std::optional<MemoryGuardFigures> memory_guard; ///< optional: absent unless a guard ran
+  std::optional<TheoryFigures> theory;             ///< optional
+  std::optional<CheckFigures> check;               ///< optional: absent without --check
+  std::optional<MemoryGuardFigures> memory_guard;  ///< optional: absent unless a guard ran
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };
@@ -197,16 +196,16 @@ struct ResultMetrics {
 struct ResultEnvironment {
   std::vector<std::string> hosts;  ///< distinct host names of the ranks
   int ranks = 0;
-  std::string mpi;                 ///< MPI library and version
-  std::string cuda;                ///< CUDA runtime version, "" without
-  std::vector<std::string> gpus;   ///< device names, one per rank that has one
-  std::string driver;              ///< GPU driver version, "" without
-  std::string git;                 ///< build revision
-  std::string date;                ///< ISO 8601, UTC, when the combination finished
-  std::string compiler;            ///< optional
-  std::string build_type;          ///< optional
-  std::string hostname;            ///< optional: rank 0's host
-  std::string cpu;                 ///< optional: CPU model name
+  std::string mpi;                ///< MPI library and version
+  std::string cuda;               ///< CUDA runtime version, "" without
+  std::vector<std::string> gpus;  ///< device names, one per rank that has one
+  std::string driver;             ///< GPU driver version, "" without
+  std::string git;                ///< build revision
+  std::string date;               ///< ISO 8601, UTC, when the combination finished
+  std::string compiler;           ///< optional
+  std::string build_type;         ///< optional
+  std::string hostname;           ///< optional: rank 0's host
+  std::string cpu;                ///< optional: CPU model name
 
   friend bool operator==(const ResultEnvironment&, const ResultEnvironment&) = default;
 };

@@ -38,9 +38,9 @@ void set_abort_hook(AbortHook hook);
 /// Aborts with file and line when `cond` is false. For invariants only: never
 /// for input a user can get wrong (throw ppb::UsageError for that).
 /// Example: PPB_CHECK(stage < stages, "stage out of range");
-#define PPB_CHECK(cond, message)                                        \
-  do {                                                                  \
-    if (!(cond)) [[unlikely]] {                                         \
-      ::ppb::check_failed(#cond, __FILE__, __LINE__, (message));        \
-    }                                                                   \
+#define PPB_CHECK(cond, message)                                 \
+  do {                                                           \
+    if (!(cond)) [[unlikely]] {                                  \
+      ::ppb::check_failed(#cond, __FILE__, __LINE__, (message)); \
+    }                                                            \
   } while (false)

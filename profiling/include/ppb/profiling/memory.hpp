@@ -86,9 +86,13 @@ class TrackedBuffer {
   int64_t size() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
   template <class T>
-  T* as() { return reinterpret_cast<T*>(data_); }
+  T* as() {
+    return reinterpret_cast<T*>(data_);
+  }
   template <class T>
-  const T* as() const { return reinterpret_cast<const T*>(data_); }
+  const T* as() const {
+    return reinterpret_cast<const T*>(data_);
+  }
   MemCategory category() const { return category_; }
 
  private:

@@ -29,9 +29,10 @@ struct CheckOutcome {
   std::string documented;  ///< the documented figure or rule, as text
   std::string measured;    ///< what was measured, as text ("" when nothing)
   Verdict verdict = Verdict::kNotMeasurable;
-  std::string why;         ///< for not measurable / inconsistent: the reason or the counter-example
-  int cases = 0;           ///< setups or runs the check looked at
-  double value = std::numeric_limits<double>::quiet_NaN();  ///< the summarised measured figure, when numeric
+  std::string why;  ///< for not measurable / inconsistent: the reason or the counter-example
+  int cases = 0;    ///< setups or runs the check looked at
+  double value =
+      std::numeric_limits<double>::quiet_NaN();  ///< the summarised measured figure, when numeric
 };
 
 /// One row of the claims table.
@@ -58,7 +59,7 @@ std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured 
 /// Evaluates every claim. A claim is inconsistent when any of its checks is,
 /// consistent when at least one check is and none is inconsistent, and not
 /// measurable otherwise. `setup_matches` enables the absolute checks.
-std::vector<ClaimRow> evaluate_claims(const Reference& reference, const std::vector<ResultEntry>& results,
-                                      bool setup_matches);
+std::vector<ClaimRow> evaluate_claims(const Reference& reference,
+                                      const std::vector<ResultEntry>& results, bool setup_matches);
 
 }  // namespace ppb::reports

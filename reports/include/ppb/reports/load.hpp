@@ -23,11 +23,12 @@ namespace ppb::reports {
 struct ResultEntry {
   std::string source;  ///< the file path
   Result result;
-  std::string machine;  ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
-  std::string build;    ///< git revision, compiler, build type
-  std::string group;    ///< machine + " @ " + build: results of one group are comparable
+  std::string machine;     ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
+  std::string build;       ///< git revision, compiler, build type
+  std::string group;       ///< machine + " @ " + build: results of one group are comparable
   std::string config_key;  ///< every config field that makes a combination distinct
-  std::string setup_key;   ///< config_key without the schedule's own fields (schedule, inflight, chunks, sync_warmup, memory_guard, batches)
+  std::string setup_key;   ///< config_key without the schedule's own fields (schedule, inflight,
+                           ///< chunks, sync_warmup, memory_guard, batches)
   std::string label;       ///< "1f1b x balanced P=4 M=8" (+ N, V, K, budget when set)
 };
 
@@ -38,10 +39,11 @@ struct BadFile {
 };
 
 struct LoadedResults {
-  std::vector<ResultEntry> results;   ///< in file order, duplicates removed
-  std::vector<BadFile> bad;           ///< only with skip_bad
-  std::vector<std::string> ignored;   ///< JSON files that are not results
-  std::vector<std::string> superseded;  ///< same group and combination as a newer result ("old (newer: new)")
+  std::vector<ResultEntry> results;  ///< in file order, duplicates removed
+  std::vector<BadFile> bad;          ///< only with skip_bad
+  std::vector<std::string> ignored;  ///< JSON files that are not results
+  std::vector<std::string>
+      superseded;  ///< same group and combination as a newer result ("old (newer: new)")
 };
 
 /// Loads every result under `paths` (folders, or single files).

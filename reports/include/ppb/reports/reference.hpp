@@ -40,12 +40,11 @@
 // timeline's stages).
 #pragma once
 
+#include <boost/json/value.hpp>
 #include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/json/value.hpp>
 
 namespace ppb::reports {
 
@@ -97,10 +96,10 @@ struct ClaimCheck {
 };
 
 struct Claim {
-  std::string id;        ///< "S3"
-  std::string document;  ///< source document file name
-  std::string title;     ///< a few words
-  std::string statement; ///< the claim in one or two sentences
+  std::string id;         ///< "S3"
+  std::string document;   ///< source document file name
+  std::string title;      ///< a few words
+  std::string statement;  ///< the claim in one or two sentences
   std::vector<ClaimFigure> figures;
   std::vector<ClaimCheck> checks;
 };

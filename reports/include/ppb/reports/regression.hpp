@@ -31,16 +31,16 @@ const char* regression_status_name(RegressionStatus status);
 
 /// One combination compared.
 struct RegressionRow {
-  std::string label;   ///< config_label
+  std::string label;  ///< config_label
   std::string machine;
   std::string config_key;
   RegressionStatus status = RegressionStatus::kPass;
   const ResultEntry* current = nullptr;   ///< null when missing
   const ResultEntry* baseline = nullptr;  ///< null when new
-  double samples_change = 0;  ///< (cur - base) / base; NaN when not both ok
-  double memory_change = 0;   ///< (cur - base) / base of the peak
-  double bubble_change = 0;   ///< cur - base, ratio points
-  std::vector<std::string> reasons;  ///< one line per regressed figure
+  double samples_change = 0;              ///< (cur - base) / base; NaN when not both ok
+  double memory_change = 0;               ///< (cur - base) / base of the peak
+  double bubble_change = 0;               ///< cur - base, ratio points
+  std::vector<std::string> reasons;       ///< one line per regressed figure
 };
 
 struct RegressionSummary {

@@ -21,9 +21,9 @@ struct ReportOptions {
   bool reference_setup = false;     ///< --reference-setup: check absolute figures
   std::string baseline;             ///< --baseline DIR ("" = none)
   std::string html, markdown, junit, csv, gbench;  ///< output files ("" = not written)
-  double threshold = 0.07;          ///< --threshold, a fraction
-  int64_t memory_budget = 0;        ///< --memory-budget bytes (0 = none)
-  bool skip_bad = false;            ///< --skip-bad
+  double threshold = 0.07;                         ///< --threshold, a fraction
+  int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
+  bool skip_bad = false;                           ///< --skip-bad
 };
 
 /// Runs the report. Writes each requested file atomically; prints a short

@@ -17,30 +17,32 @@ namespace ppb::reports {
 
 /// The best combination that fits one memory budget.
 struct BudgetChoice {
-  int64_t budget = 0;                ///< bytes; 0 = no budget (fastest overall)
-  const ResultEntry* best = nullptr; ///< null when nothing fits
+  int64_t budget = 0;                     ///< bytes; 0 = no budget (fastest overall)
+  const ResultEntry* best = nullptr;      ///< null when nothing fits
   const ResultEntry* smallest = nullptr;  ///< lowest peak memory (for "nothing fits")
-  int candidates = 0;                ///< ok results that fit
+  int candidates = 0;                     ///< ok results that fit
 };
 
 /// Measured and predicted timeline of one result, for the Gantt pictures.
 struct GanttPair {
   const ResultEntry* entry = nullptr;
   Timeline predicted;            ///< empty when no prediction is available
-  std::string predicted_source;  ///< "theory.timeline in the result", "simulator (measured action times)", or why none
+  std::string predicted_source;  ///< "theory.timeline in the result", "simulator (measured action
+                                 ///< times)", or why none
 };
 
 /// Results of one machine + build, never mixed with another group's.
 struct GroupView {
-  std::string key;      ///< ResultEntry::group
+  std::string key;  ///< ResultEntry::group
   std::string machine;
   std::string build;
-  ResultEnvironment environment;  ///< of the first result of the group
+  ResultEnvironment environment;            ///< of the first result of the group
   std::vector<const ResultEntry*> entries;  ///< sorted: schedule, partition, P, M, ...
   std::vector<BudgetChoice> choices;
-  std::vector<std::string> rule_findings;  ///< S7 / P8 / disagreement, one sentence each
-  std::vector<std::string> verdict_points;  ///< the verdict, one sentence per point (best per budget, rules, claims, regressions)
-  std::string verdict;                     ///< the same points as one paragraph
+  std::vector<std::string> rule_findings;   ///< S7 / P8 / disagreement, one sentence each
+  std::vector<std::string> verdict_points;  ///< the verdict, one sentence per point (best per
+                                            ///< budget, rules, claims, regressions)
+  std::string verdict;                      ///< the same points as one paragraph
   /// The setup (partition, P, M) whose schedules are drawn and compared
   /// side by side: the one run by the most schedules.
   std::string showcase_label;
@@ -78,8 +80,8 @@ struct ModelOptions {
 };
 
 /// Builds the model. `baseline` may be empty (no --baseline).
-ReportModel build_report_model(LoadedResults loaded, Reference reference, std::optional<LoadedResults> baseline,
-                               const ModelOptions& options);
+ReportModel build_report_model(LoadedResults loaded, Reference reference,
+                               std::optional<LoadedResults> baseline, const ModelOptions& options);
 
 /// Predicts a timeline for a result from its theory block: theory.timeline
 /// when the result has one, else a simulation of the schedule with the
