@@ -1,6 +1,7 @@
 #include "ppb/exec/transport.hpp"
 
 #include <sched.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <climits>
@@ -54,6 +55,7 @@ WaitStrategy parse_wait_strategy(std::string_view text, std::string_view flag) {
 }
 
 MpiTransport::MpiTransport(MPI_Comm comm) {
+  lower_timer_slack();  // wait(kSleep) sleeps 20 us at a time on this thread
   PPB_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   PPB_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
@@ -147,7 +149,27 @@ void MpiTransport::wait(RequestId request, WaitStrategy strategy) {
       return;
     }
     case WaitStrategy::kYield:
-      while (!test(request)) sched_yield();
+    case WaitStrategy::kSleep:
+      poll_until([&] { return test(request); }, strategy);
+      return;
+  }
+}
+
+void lower_timer_slack() { prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); }
+
+namespace detail {
+
+double poll_clock_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+void poll_pause(WaitStrategy strategy) {
+  switch (strategy) {
+    case WaitStrategy::kBlock:
+    case WaitStrategy::kYield:
+      sched_yield();
       return;
     case WaitStrategy::kSleep: {
       // 20 us: shorter pauses (5 us) made 8 ranks on 2 cores poll so often
@@ -155,10 +177,12 @@ void MpiTransport::wait(RequestId request, WaitStrategy strategy) {
       // not measurably lower the overhead on the loaded machine (see
       // executor.cpp for the figures).
       const timespec pause{0, 20'000};
-      while (!test(request)) nanosleep(&pause, nullptr);
+      nanosleep(&pause, nullptr);
       return;
     }
   }
 }
+
+}  // namespace detail
 
 }  // namespace ppb

@@ -48,8 +48,25 @@ int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int
 enum class WaitStrategy : uint8_t {
   kBlock,  ///< MPI_Wait: the MPI library's own (busy-polling) wait
   kYield,  ///< MPI_Test in a loop with sched_yield() between tests
-  kSleep,  ///< MPI_Test in a loop with a 20 us nanosleep between tests
+  kSleep,  ///< MPI_Test spinning for kSleepSpinSeconds, then with a 20 us nanosleep between tests
 };
+
+/// kSleep first polls without sleeping for this long, so a message that is
+/// already on its way (a ping-pong reply, a neighbour that just finished) is
+/// taken at MPI latency instead of after a sleep; then it sleeps between
+/// polls so a waiting rank leaves the core to the ranks with work.
+inline constexpr double kSleepSpinSeconds = 10e-6;
+
+/// Calls `done()` until it returns true, waiting between calls as `strategy`
+/// says (kBlock is treated as kYield here: there is no MPI_Wait for an
+/// arbitrary predicate). Sleeps use the thread's timer slack: call
+/// lower_timer_slack() once on the waiting thread.
+template <class Done>
+void poll_until(Done&& done, WaitStrategy strategy);
+
+/// Lowers the calling thread's timer slack to 1 ns (Linux default 50 us), so
+/// a 20 us nanosleep lasts about 20 us, not 70.
+void lower_timer_slack();
 /// "block", "yield", "sleep".
 const char* wait_strategy_name(WaitStrategy strategy);
 /// Parses "block" | "yield" | "sleep"; throws UsageError naming `flag`.
@@ -133,5 +150,22 @@ const std::vector<TransportInfo>& transport_list();
 /// Makes the transport called `name` over `comm`. Throws
 /// UsageError("--transport: unknown transport 'x' (transports: mpi)").
 std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm);
+
+namespace detail {
+double poll_clock_seconds();
+void poll_pause(WaitStrategy strategy);
+}  // namespace detail
+
+template <class Done>
+void poll_until(Done&& done, WaitStrategy strategy) {
+  if (done()) return;
+  if (strategy == WaitStrategy::kSleep) {
+    const double spin_until = detail::poll_clock_seconds() + kSleepSpinSeconds;
+    while (detail::poll_clock_seconds() < spin_until) {
+      if (done()) return;
+    }
+  }
+  while (!done()) detail::poll_pause(strategy);
+}
 
 }  // namespace ppb
