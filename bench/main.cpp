@@ -51,11 +51,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return quiet_rank() ? 0 : app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return quiet_rank() ? 0 : app.exit(e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return quiet_rank() ? 0 : app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Bad flags: one line, exit 2 (CLI11's own codes are for its tests, not ours).
     if (quiet_rank()) return ppb::kUsageExitCode;
