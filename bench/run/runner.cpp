@@ -306,30 +306,6 @@ std::vector<StepMeasure> align_steps(const std::vector<RankData>& ranks, bool on
 
 // --- the merged Chrome/Perfetto trace ---------------------------------------
 
-std::string action_label(const Action& a, int stage) {
-  if (a.kind == ActionKind::kSync) return "SYNC";
-  std::string name = std::string(action_kind_name(a.kind)) + " s" + std::to_string(stage) + " mb" +
-                     std::to_string(a.microbatch);
-  if (a.chunk > 0) name += " c" + std::to_string(a.chunk);
-  return name;
-}
-
-const char* action_category(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-      return "forward";
-    case ActionKind::kBackward:
-      return "backward";
-    case ActionKind::kBackwardInput:
-      return "backward";
-    case ActionKind::kBackwardWeight:
-      return "wgrad";
-    case ActionKind::kSync:
-      return "sync";
-  }
-  return "forward";
-}
-
 /// One merged trace of the timed steps, laid one after another (each step
 /// starts where the previous one ended): pid = rank, a compute track, a send
 /// and a receive track per rank, send -> receive flow arrows.
@@ -353,7 +329,7 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
       trace::TraceWriter& tw = *writers[static_cast<size_t>(r)];
       const StageStep& s = step[static_cast<size_t>(r)];
       for (const ActionTiming& a : s.actions) {
-        tw.complete(compute[static_cast<size_t>(r)], action_label(a.action, r),
+        tw.complete(compute[static_cast<size_t>(r)], action_range_name(a.action, r, chunks),
                     action_category(a.action.kind), offset + a.start,
                     std::max(0.0, a.end - a.start), {{"mb", a.action.microbatch}});
       }
@@ -375,10 +351,7 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
         last = end;
         const int from = c->from_virtual % stages;
         const int to = c->to_virtual % stages;
-        const std::string what = c->gradient ? "grad" : "act";
-        const std::string name = (c->send ? "send " : "recv ") + what + " s" +
-                                 std::to_string(from) + "->s" + std::to_string(to) + " mb" +
-                                 std::to_string(c->microbatch);
+        const std::string name = message_range_name(c->send, c->gradient, from, to, c->microbatch);
         const int tid = c->send ? send[static_cast<size_t>(r)] : recv[static_cast<size_t>(r)];
         tw.complete(tid, name, c->send ? "send" : "recv", offset + start, end - start,
                     {{"mb", c->microbatch}});
@@ -388,9 +361,9 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
         const uint64_t id = trace::flow_id(from, seq);
         const double mid = offset + 0.5 * (start + end);
         if (c->send)
-          tw.flow_start(tid, id, what, "flow", mid);
+          tw.flow_start(tid, id, c->gradient ? "grad" : "act", "flow", mid);
         else
-          tw.flow_end(tid, id, what, "flow", mid);
+          tw.flow_end(tid, id, c->gradient ? "grad" : "act", "flow", mid);
       }
     }
     offset += step_time(step);

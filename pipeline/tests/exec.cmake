@@ -9,6 +9,11 @@ ppb_add_mpi_test(exec_test_4ranks RANKS 4 COMMAND $<TARGET_FILE:exec_test> TIMEO
 # 8 ranks on 2 cores: the timed backend against the simulator and the guard.
 ppb_add_mpi_test(exec_test_8ranks RANKS 8
   COMMAND $<TARGET_FILE:exec_test> --gtest_filter=*TimedBubble*:*TimedMemory*:*MemoryGuardTest* TIMEOUT 120)
+# The timed-vs-simulator checks (0.02 of bubble, 5% of step time) hold on a
+# quiet machine; under `ctest -j` another MPI test beside them takes the cores
+# their sleeps wake up on (seen: interleaved 0.022 off at 8 ranks). Alone, they
+# pass with margin, so they run alone.
+set_tests_properties(exec_test_4ranks exec_test_8ranks PROPERTIES RUN_SERIAL TRUE)
 
 add_executable(exec_probe exec_probe.cpp)
 target_link_libraries(exec_probe PRIVATE ppb::exec ppb::core ppb::warnings)

@@ -23,20 +23,6 @@ nvtx::Category category_of(ActionKind kind) {
 
 }  // namespace
 
-std::string nvtx_action_name(int stage, const Action& action, int chunks) {
-  std::string name = action_kind_name(action.kind);
-  name += " s";
-  name += std::to_string(stage);
-  if (action.kind == ActionKind::kSync) return name;
-  name += " mb";
-  name += std::to_string(action.microbatch);
-  if (chunks > 1) {
-    name += " c";
-    name += std::to_string(action.chunk);
-  }
-  return name;
-}
-
 NvtxInstrumentation::NvtxInstrumentation(int stage, int stages, int chunks)
     : stage_(stage), stages_(stages), chunks_(chunks) {
   nvtx::init();
@@ -50,22 +36,18 @@ void NvtxInstrumentation::step_begin(int step) {
 void NvtxInstrumentation::step_end(int /*step*/) { nvtx::pop(); }
 
 void NvtxInstrumentation::action_begin(int stage, const Action& action) {
-  nvtx::push(nvtx_action_name(stage, action, chunks_), category_of(action.kind), action.microbatch);
+  nvtx::push(action_range_name(action, stage, chunks_), category_of(action.kind),
+             action.microbatch);
 }
 
 void NvtxInstrumentation::action_end(int /*stage*/, const Action& /*action*/) { nvtx::pop(); }
 
 void NvtxInstrumentation::comm_begin(const CommRecord& record) {
   if (record.local) return;  // a same-rank hand-over is not a message
-  int from = record.send ? stage_ : record.peer;
-  int to = record.send ? record.peer : stage_;
-  std::string name = record.send ? "send " : "recv ";
-  name += record.kind == MessageKind::kActivation ? "act s" : "grad s";
-  name += std::to_string(from);
-  name += "->s";
-  name += std::to_string(to);
-  name += " mb";
-  name += std::to_string(record.microbatch);
+  const int from = record.send ? stage_ : record.peer;
+  const int to = record.send ? record.peer : stage_;
+  const std::string name = message_range_name(record.send, record.kind == MessageKind::kGradient,
+                                              from, to, record.microbatch);
   uint64_t id = nvtx::start_range(name, record.send ? nvtx::Category::kSend : nvtx::Category::kRecv,
                                   record.microbatch);
   open_[{record.send, record.flow_id(stages_ * chunks_)}] = id;

@@ -5,51 +5,7 @@
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
-namespace {
-
-const char* category_of(ActionKind kind) {
-  switch (kind) {
-    case ActionKind::kForward:
-      return "forward";
-    case ActionKind::kBackward:
-      return "backward";
-    case ActionKind::kBackwardInput:
-      return "backward";
-    case ActionKind::kBackwardWeight:
-      return "wgrad";
-    case ActionKind::kSync:
-      return "sync";
-  }
-  return "?";
-}
-
-// "F s2 mb3", "B s2 mb3 c1" (chunk only with V > 1), "SYNC s2".
-std::string event_name(const Action& a, int stage, bool show_chunk) {
-  std::string name = action_kind_name(a.kind);
-  name += " s";
-  name += std::to_string(stage);
-  if (a.kind == ActionKind::kSync) return name;
-  name += " mb";
-  name += std::to_string(a.microbatch);
-  if (show_chunk) {
-    name += " c";
-    name += std::to_string(a.chunk);
-  }
-  return name;
-}
-
-// "act s2->s3 mb3" / "grad s3->s2 mb3".
-std::string transfer_name(const SimTransfer& t) {
-  std::string name = t.gradient ? "grad s" : "act s";
-  name += std::to_string(t.from_stage);
-  name += "->s";
-  name += std::to_string(t.to_stage);
-  name += " mb";
-  name += std::to_string(t.microbatch);
-  return name;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedule& schedule,
                                                                    const SimResult& result) {
@@ -58,7 +14,6 @@ std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedul
     throw UsageError("sim trace: result has " + std::to_string(result.stages.size()) +
                      " stages, schedule " + std::to_string(P));
   }
-  const bool show_chunk = schedule.chunks > 1;
   std::vector<std::unique_ptr<trace::TraceWriter>> writers;
   std::vector<int> compute(static_cast<size_t>(P));
   // One send and one receive track per neighbour: transfers on one link
@@ -89,8 +44,8 @@ std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedul
       if (e.action.kind != ActionKind::kSync) {
         args = {{"mb", e.action.microbatch}, {"chunk", e.action.chunk}};
       }
-      w.complete(compute[su], event_name(e.action, s, show_chunk), category_of(e.action.kind),
-                 e.start, e.end - e.start, std::move(args));
+      w.complete(compute[su], action_range_name(e.action, s, schedule.chunks),
+                 action_category(e.action.kind), e.start, e.end - e.start, std::move(args));
     }
   }
   std::vector<uint64_t> sent(static_cast<size_t>(P), 0);
@@ -104,15 +59,18 @@ std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedul
     PPB_CHECK(send_tid != 0 && recv_tid != 0,
               "sim trace: transfer between stages that are not neighbours");
     const uint64_t id = trace::flow_id(t.from_stage, sent[from]++);
-    const std::string name = transfer_name(t);
     const char* flow = t.gradient ? "grad" : "act";
     const std::vector<trace::TraceArg> args = {{"mb", t.microbatch}, {"chunk", t.chunk}};
     // The arrow's ends sit in the middle of their slices, so each binds to
     // exactly one slice even where FIFO transfers touch end to start.
     const double mid = 0.5 * (t.start + t.end);
-    writers[from]->complete(send_tid, "send " + name, "send", t.start, t.end - t.start, args);
+    writers[from]->complete(
+        send_tid, message_range_name(true, t.gradient, t.from_stage, t.to_stage, t.microbatch),
+        "send", t.start, t.end - t.start, args);
     writers[from]->flow_start(send_tid, id, flow, "p2p", mid);
-    writers[to]->complete(recv_tid, "recv " + name, "recv", t.start, t.end - t.start, args);
+    writers[to]->complete(
+        recv_tid, message_range_name(false, t.gradient, t.from_stage, t.to_stage, t.microbatch),
+        "recv", t.start, t.end - t.start, args);
     writers[to]->flow_end(recv_tid, id, flow, "p2p", mid);
   }
   return writers;

@@ -60,6 +60,20 @@ struct Schedule {
   int64_t total_actions() const;
 };
 
+/// The name of an action's range in NVTX and in Chrome/Perfetto traces, the
+/// same for measured and simulated timelines (DESIGN.md, "Instrumentation
+/// conventions"): "F s2 mb3", "B s2 mb3 c1" (the chunk only when the schedule
+/// has chunks > 1), "SYNC s2".
+std::string action_range_name(const Action& action, int stage, int chunks);
+
+/// A message's range name: "send act s2->s3 mb3", "recv grad s3->s2 mb3".
+std::string message_range_name(bool send, bool gradient, int from_stage, int to_stage,
+                               int64_t microbatch);
+
+/// The category (phase) of an action's range: "forward" (F), "backward" (B
+/// and I), "wgrad" (W), "sync" (SYNC).
+const char* action_category(ActionKind kind);
+
 /// Virtual stage index of (stage, chunk): chunk * P + stage.
 inline int virtual_stage(int stage, int chunk, int stages) { return chunk * stages + stage; }
 

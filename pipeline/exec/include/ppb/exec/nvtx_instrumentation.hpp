@@ -25,9 +25,6 @@
 
 namespace ppb {
 
-/// The NVTX name of an action on `stage` ("F s2 mb3", "B s2 mb3 c1", "SYNC s2").
-std::string nvtx_action_name(int stage, const Action& action, int chunks);
-
 class NvtxInstrumentation final : public Instrumentation {
  public:
   /// `stages` and `chunks` of the schedules this rank will run.
