@@ -102,7 +102,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   RunPlan plan;
   if (!o.extras.empty()) {
     const std::string& first = o.extras.front();
-    throw UsageError((first.rfind("-", 0) == 0 ? "unknown flag " : "unexpected argument ") + first +
+    throw UsageError((first.rfind('-', 0) == 0 ? "unknown flag " : "unexpected argument ") + first +
                      " (see pipebench run --help)");
   }
   if (o.stages != 0 && o.stages != world_size) {

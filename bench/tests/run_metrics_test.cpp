@@ -171,7 +171,7 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   EXPECT_EQ(plan.schedules, (std::vector<std::string>{"1f1b", "gpipe"}));
   EXPECT_EQ(plan.microbatches, (std::vector<int>{4, 8}));
   EXPECT_EQ(plan.inflight, 4);
-  auto message = [](RunOptions bad, int world) {
+  auto message = [](const RunOptions& bad, int world) {
     try {
       (void)validate_run_options(bad, world);
     } catch (const UsageError& e) {

@@ -26,7 +26,7 @@ DeviceSpec test_device() {
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  std::string path = ::testing::TempDir() + name;
   std::ofstream(path) << text;
   return path;
 }

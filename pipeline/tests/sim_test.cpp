@@ -201,7 +201,7 @@ TEST(Simulator, BandwidthLatencyAndGradientBytes) {
   StageCosts c = uniform_costs(3, 1, 1.0, 1.0, 0.0, 0.0);
   c.link.latency = 0.25;
   c.link.bandwidth = 1000.0;
-  for (int s = 0; s < 3; ++s) c.chunks[static_cast<size_t>(s)].send_bytes = (s + 1) * 1000;
+  for (int s = 0; s < 3; ++s) c.chunks[static_cast<size_t>(s)].send_bytes = int64_t{s + 1} * 1000;
   const SimResult r = simulate(hand_gpipe(3, 1), c);
   ASSERT_EQ(r.transfers.size(), 4u);
   std::map<std::pair<int, int>, double> took;

@@ -29,7 +29,7 @@ TEST(TrackedBuffer, MoveTransfersOwnershipAndZeroFills) {
   TrackedBuffer a(t, MemCategory::kCommBuffers, 256);
   for (int i = 0; i < 64; ++i) EXPECT_EQ(a.as<float>()[i], 0.0f);
   TrackedBuffer b = std::move(a);
-  EXPECT_EQ(a.size(), 0);
+  EXPECT_EQ(a.size(), 0);  // NOLINT(bugprone-use-after-move): the moved-from state is the point
   EXPECT_EQ(b.size(), 256);
   EXPECT_EQ(t.current(MemCategory::kCommBuffers), 256);
   b = TrackedBuffer();

@@ -8,7 +8,7 @@ namespace ppb::reports {
 
 namespace {
 
-std::string cell(std::string s) {
+std::string cell(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '|') {

@@ -130,7 +130,7 @@ std::string write_fixture(const std::string& dir, const FixtureSpec& f) {
   if (f.inflight > 0) name += "_N" + std::to_string(f.inflight);
   if (f.chunks > 1) name += "_V" + std::to_string(f.chunks);
   if (f.memory_budget > 0) name += "_B" + std::to_string(f.memory_budget);
-  const std::string path = (fs::path(dir) / (name + ".json")).string();
+  std::string path = (fs::path(dir) / (name + ".json")).string();
   write_result_file(path, make_fixture(f));
   return path;
 }

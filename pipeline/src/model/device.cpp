@@ -281,7 +281,8 @@ std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpe
     out.push_back(t);
   }
   if (cal != nullptr && matched != cal->unit_seconds.size()) {
-    for (const auto& [name, t] : cal->unit_seconds) {
+    for (const auto& entry : cal->unit_seconds) {
+      const std::string& name = entry.first;
       const bool found = std::any_of(units.begin(), units.end(),
                                      [&name](const Unit& u) { return u.name == name; });
       if (!found) {

@@ -149,7 +149,7 @@ void attention_forward(const float* qkv, int batch, int seq, int h, int heads, f
     for (int j = 0; j < heads; ++j) {
       const float* q = qkv + int64_t{b} * seq * ld + int64_t{j} * d;
       const float* k = q + h;
-      const float* v = q + 2 * h;
+      const float* v = q + int64_t{2} * h;
       float* p = probs + (int64_t{b} * heads + j) * seq * seq;
       gemm(false, true, seq, seq, d, scale, q, ld, k, ld, 0.0f, p, seq);
       for (int i = 0; i < seq; ++i) {
@@ -182,10 +182,10 @@ void attention_backward(const float* qkv, const float* probs, const float* dctx,
       const int64_t off = int64_t{b} * seq * ld + int64_t{j} * d;
       const float* q = qkv + off;
       const float* k = q + h;
-      const float* v = q + 2 * h;
+      const float* v = q + int64_t{2} * h;
       float* dq = dqkv + off;
       float* dk = dq + h;
-      float* dv = dq + 2 * h;
+      float* dv = dq + int64_t{2} * h;
       const float* p = probs + (int64_t{b} * heads + j) * seq * seq;
       const float* dout = dctx + int64_t{b} * seq * h + int64_t{j} * d;
       // dP = dO V^T ; dV = P^T dO

@@ -37,11 +37,14 @@ struct Action {
   friend bool operator==(const Action&, const Action&) = default;
 };
 
+// The schedule notation's own letters (F3, B3, I3, W3), so generators read
+// like the papers' pictures. NOLINTBEGIN(readability-identifier-naming)
 inline Action F(int32_t mb, int32_t chunk = 0) { return {ActionKind::kForward, mb, chunk}; }
 inline Action B(int32_t mb, int32_t chunk = 0) { return {ActionKind::kBackward, mb, chunk}; }
 inline Action I(int32_t mb, int32_t chunk = 0) { return {ActionKind::kBackwardInput, mb, chunk}; }
 inline Action W(int32_t mb, int32_t chunk = 0) { return {ActionKind::kBackwardWeight, mb, chunk}; }
 inline Action Sync() { return {ActionKind::kSync, -1, -1}; }
+// NOLINTEND(readability-identifier-naming)
 
 /// Per-stage action lists. `actions.size() == stages`. Micro-batches of batch
 /// b are b*M .. b*M+M-1 (only `pipedream` uses batches > 1: no flush between
