@@ -481,8 +481,8 @@ std::string write_html(const ReportModel& m) {
          "Files).</div>\n";
   section_regression(h, m);
   for (const GroupView& g : m.groups) {
-    h << "<h2>Measurements: " << esc(g.machine) << "</h2>\n<p class=\"meta\">build " << esc(g.build)
-      << "</p>\n";
+    h << "<h2>Measurements: " << esc(g.machine) << ", " << esc(g.backend)
+      << " backend</h2>\n<p class=\"meta\">build " << esc(g.build) << "</p>\n";
     section_throughput(h, g);
     section_memory(h, g);
     section_bubbles(h, g);

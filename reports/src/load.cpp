@@ -114,7 +114,9 @@ ResultEntry make_entry(std::string source, Result result) {
   e.source = std::move(source);
   e.machine = machine_key(result.environment);
   e.build = build_key(result.environment);
-  e.group = e.machine + " @ " + e.build;
+  // Backends measure different things (real compute vs modelled sleeps), so
+  // their figures are never compared with one another either.
+  e.group = e.machine + " @ " + e.build + " @ " + result.config.backend;
   e.config_key = config_key(result.config);
   e.setup_key = setup_key(result.config);
   e.label = config_label(result.config);

@@ -46,7 +46,7 @@ std::string write_markdown(const ReportModel& model) {
   }
   md << ".\n\n";
   for (const GroupView& g : model.groups) {
-    md << "## Verdict: " << cell(g.machine) << "\n\n";
+    md << "## Verdict: " << cell(g.machine) << ", " << cell(g.backend) << " backend\n\n";
     if (model.groups.size() > 1) md << "Build " << cell(g.build) << ".\n\n";
     for (const std::string& point : g.verdict_points) md << "- " << point << "\n";
     md << "\n";
@@ -74,7 +74,7 @@ std::string write_markdown(const ReportModel& model) {
     md << "\n";
   }
   for (const GroupView& g : model.groups) {
-    md << "## Throughput: " << cell(g.machine) << "\n\n";
+    md << "## Throughput: " << cell(g.machine) << ", " << cell(g.backend) << " backend\n\n";
     md << "| schedule | partition | P | M | status | samples/s | step (ms) | bubble ratio (theory) "
           "| bubble overhead (theory) | peak/stage | check |\n";
     md << "|---|---|---|---|---|---|---|---|---|---|---|\n";

@@ -307,6 +307,7 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
       g.key = e.group;
       g.machine = e.machine;
       g.build = e.build;
+      g.backend = e.result.config.backend;
       g.environment = e.result.environment;
       m.groups.push_back(std::move(g));
     }

@@ -25,7 +25,7 @@ struct ResultEntry {
   Result result;
   std::string machine;     ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
   std::string build;       ///< git revision, compiler, build type
-  std::string group;       ///< machine + " @ " + build: results of one group are comparable
+  std::string group;       ///< machine @ build @ backend: results of one group are comparable
   std::string config_key;  ///< every config field that makes a combination distinct
   std::string setup_key;   ///< config_key without the schedule's own fields (schedule, inflight,
                            ///< chunks, sync_warmup, memory_guard, batches)

@@ -36,6 +36,7 @@ struct GroupView {
   std::string key;  ///< ResultEntry::group
   std::string machine;
   std::string build;
+  std::string backend;                      ///< "cpu", "timed", ...: one group per backend
   ResultEnvironment environment;            ///< of the first result of the group
   std::vector<const ResultEntry*> entries;  ///< sorted: schedule, partition, P, M, ...
   std::vector<BudgetChoice> choices;
