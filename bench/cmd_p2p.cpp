@@ -270,7 +270,7 @@ void run_p2p(const P2pOptions& o) {
       doc["min_bandwidth_ratio_at_1MiB_and_above"] = worst_ratio;
       doc["goal_met"] = worst_ratio >= 0.95;
     }
-    write_json_file_atomic(o.json, doc);
+    write_json_file(o.json, doc);
     std::printf("# wrote %s\n", o.json.c_str());
   }
 }

@@ -50,6 +50,15 @@ ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
 ppb_expect_usage_error(both_cost_and_model "--model"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
 
+ppb_expect_usage_error(trace_onto_directory "tests/data: cannot write: is a directory"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --trace ${bad})
+
+# Output onto a device is written through: /dev/null stays a device.
+add_test(NAME cli.trace_onto_device
+  COMMAND sh -c "\"$1\" simulate --schedule 1f1b --stages 2 --microbatches 4 --trace /dev/null >/dev/null && test -c /dev/null"
+          sh $<TARGET_FILE:pipebench>)
+set_tests_properties(cli.trace_onto_device PROPERTIES LABELS unit TIMEOUT 30)
+
 # Round trip: schedule --format json | simulate --schedule-file gives the
 # same figures as simulate --schedule, checked by the script.
 add_test(NAME cli.schedule_file_round_trip

@@ -1,7 +1,5 @@
 #include "ppb/profiling/trace.hpp"
 
-#include <unistd.h>
-
 #include <boost/json.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/output_file.hpp"
 
 namespace ppb::trace {
 namespace {
@@ -218,31 +217,7 @@ std::string TraceWriter::to_json() const {
   return out;
 }
 
-void TraceWriter::write(const std::string& path) const { write_file_atomically(path, to_json()); }
-
-void write_file_atomically(const std::string& path, std::string_view text) {
-  if (path.empty()) throw UsageError("trace: empty output path");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) {
-      throw UsageError("cannot write " + path + ": " + std::strerror(errno));
-    }
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    f.flush();
-    if (!f) {
-      const int err = errno;
-      f.close();
-      std::remove(tmp.c_str());
-      throw UsageError("cannot write " + path + ": " + std::strerror(err));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    throw UsageError("cannot write " + path + ": " + std::strerror(err));
-  }
-}
+void TraceWriter::write(const std::string& path) const { write_output_file(path, to_json()); }
 
 namespace {
 
@@ -272,7 +247,7 @@ void write_merged(const std::vector<const TraceWriter*>& ranks, const std::strin
     w->append_events(out, first);
   }
   append_merged_footer(out, list);
-  write_file_atomically(path, out);
+  write_output_file(path, out);
 }
 
 void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output) {
@@ -311,7 +286,7 @@ void merge_trace_files(const std::vector<std::string>& inputs, const std::string
     }
   }
   append_merged_footer(out, list);
-  write_file_atomically(output, out);
+  write_output_file(output, out);
 }
 
 }  // namespace ppb::trace

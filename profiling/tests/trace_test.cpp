@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/output_file.hpp"
 
 namespace ppb::trace {
 namespace {
@@ -171,7 +172,7 @@ TEST(Trace, WriteMergedRejectsDuplicateRanks) {
 
 TEST(Trace, AtomicWriteReplacesWholeFileAndFailsCleanly) {
   const std::string path = temp_path("atomic.json");
-  write_file_atomically(path, "old contents that are longer");
+  write_output_file(path, "old contents that are longer");
   TraceWriter w(0, "r");
   w.write(path);
   EXPECT_EQ(slurp(path), w.to_json());

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/output_file.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/writers.hpp"
@@ -41,7 +42,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   std::vector<std::string> written;
   auto emit = [&](const std::string& path, const std::string& text) {
     if (path.empty()) return;
-    write_text_file_atomic(path, text);
+    write_output_file(path, text);
     written.push_back(path);
   };
   emit(o.html, write_html(model));

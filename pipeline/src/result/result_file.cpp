@@ -1,9 +1,6 @@
 // Result files on disk: strict reading (one-line errors naming the file) and
-// atomic writing (temporary file in the same directory + rename, so a killed
+// writing through write_output_file (atomic for regular files, so a killed
 // run never leaves a half file and `run --resume` can trust what it finds).
-#include <unistd.h>
-
-#include <atomic>
 #include <boost/json.hpp>
 #include <cerrno>
 #include <charconv>
@@ -16,6 +13,7 @@
 
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/output_file.hpp"
 
 namespace ppb {
 
@@ -120,44 +118,15 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-void write_text_file_atomic(const std::string& path, std::string_view text) {
-  namespace fs = std::filesystem;
-  static std::atomic<unsigned> counter{0};
-  const fs::path target(path);
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  const fs::path tmp =
-      dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-             std::to_string(counter.fetch_add(1)));
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) throw UsageError(path + ": cannot write: " + errno_text());
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const std::string why = errno_text();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !flushed || !closed) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw UsageError(path + ": cannot write: " + why);
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw UsageError(path + ": cannot write: " + ec.message());
-  }
-}
-
-void write_json_file_atomic(const std::string& path, const boost::json::value& json) {
+void write_json_file(const std::string& path, const boost::json::value& json) {
   std::string text;
   pretty(text, json, 0);
   text += '\n';
-  write_text_file_atomic(path, text);
+  write_output_file(path, text);
 }
 
 void write_result_file(const std::string& path, const Result& result) {
-  write_json_file_atomic(path, result_to_json(result));
+  write_json_file(path, result_to_json(result));
 }
 
 Result read_result_file(const std::string& path) {

@@ -237,16 +237,14 @@ Result result_from_json(const boost::json::value& json, std::string_view source)
 /// malformed/truncated JSON throws UsageError naming the file.
 Result read_result_file(const std::string& path);
 
-/// Writes atomically: a temporary file in the same directory, flushed, then
-/// renamed over `path`. A reader never sees a half file; on failure no
+/// Writes the result with write_output_file (profiling/output_file.hpp): a
+/// regular file is replaced atomically (temporary file in the same folder,
+/// flushed, renamed), so a reader never sees a half file; on failure no
 /// temporary is left behind and UsageError names the path.
 void write_result_file(const std::string& path, const Result& result);
 
-/// Writes any JSON value atomically, as write_result_file does (for the
-/// report's JSON outputs). Adds a final newline.
-void write_json_file_atomic(const std::string& path, const boost::json::value& json);
-
-/// Writes text atomically (temp file in the same directory + rename).
-void write_text_file_atomic(const std::string& path, std::string_view text);
+/// Writes any JSON value, indented, with a final newline, by the rules of
+/// write_output_file (for the report's and p2p's JSON outputs).
+void write_json_file(const std::string& path, const boost::json::value& json);
 
 }  // namespace ppb

@@ -30,7 +30,7 @@
 //   ppb::trace::TraceWriter tw(/*rank=*/2, "stage 2", /*world_size=*/4);
 //   const int compute = tw.add_thread("compute");
 //   tw.complete(compute, "F s2 mb3", "forward", t0, t1 - t0, {{"mb", 3}});
-//   tw.write("out/trace.rank2.json");   // atomically
+//   tw.write("out/trace.rank2.json");   // atomically (write_output_file)
 #pragma once
 
 #include <cstdint>
@@ -95,7 +95,8 @@ class TraceWriter {
 
   /// The whole document (per-rank form, with distributedInfo).
   std::string to_json() const;
-  /// Writes to_json() to `path` atomically (a temporary file next to it, then
+  /// Writes to_json() to `path` with write_output_file (a regular file is
+  /// replaced atomically: a temporary file next to it, then
   /// rename). Throws UsageError naming the path when it cannot be written.
   void write(const std::string& path) const;
 
@@ -141,9 +142,5 @@ void write_merged(const std::vector<const TraceWriter*>& ranks, const std::strin
 /// cannot be read, is not valid JSON, lacks "traceEvents" or
 /// "distributedInfo": {"rank": N}, or repeats a rank.
 void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output);
-
-/// Writes `text` to `path` atomically (temporary file in the same folder,
-/// then rename). Throws UsageError naming the path on failure.
-void write_file_atomically(const std::string& path, std::string_view text);
 
 }  // namespace ppb::trace

@@ -1,0 +1,122 @@
+// One writer for every output file (see output_file.hpp for the rules).
+// Atomic replace is only right for regular files: renaming over a device or
+// a FIFO would replace the node itself (as root, `--csv /dev/null` would
+// delete /dev/null), and renaming over a symlink would replace the link
+// instead of the file the user pointed at.
+#include "ppb/profiling/output_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(const std::string& path, const std::string& why) {
+  throw UsageError(path + ": cannot write: " + why);
+}
+
+// Writes all of `text` to `fd`; returns 0 or the errno of the failure.
+int write_all(int fd, std::string_view text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// Follows `path` through symbolic links (relative targets resolve against
+// the link's folder) to the path that is really written: an existing
+// non-link, or a new path a dangling link points at.
+std::string follow_links(const std::string& path) {
+  constexpr int kMaxLinks = 40;  // as the kernel's ELOOP limit
+  fs::path p(path);
+  for (int i = 0; i < kMaxLinks; ++i) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p.string();
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) fail(path, ec.message());
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  fail(path, "too many levels of symbolic links");
+}
+
+void write_through(const std::string& shown, const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) fail(shown, std::strerror(errno));
+  const int err = write_all(fd, text);
+  const bool closed = ::close(fd) == 0;
+  if (err != 0) fail(shown, std::strerror(err));
+  if (!closed) fail(shown, std::strerror(errno));
+}
+
+void replace_atomically(const std::string& shown, const std::string& path, std::string_view text,
+                        mode_t mode) {
+  static std::atomic<unsigned> counter{0};
+  const fs::path target(path);
+  fs::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  const fs::path tmp = dir / ("." + target.filename().string() + ".tmp." +
+                              std::to_string(::getpid()) + "." + std::to_string(counter++));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) fail(shown, std::strerror(errno));
+  int err = write_all(fd, text);
+  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;  // umask may have narrowed it
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    fail(shown, std::strerror(err));
+  }
+}
+
+}  // namespace
+
+void write_output_file(const std::string& path, std::string_view text) {
+  if (path.empty()) throw UsageError("output path: empty");
+  if (path == "-") {
+    const bool ok =
+        std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+    if (!ok) fail("standard output", std::strerror(errno));
+    return;
+  }
+  const std::string real = follow_links(path);
+  struct stat st {};
+  if (::stat(real.c_str(), &st) != 0) {
+    if (errno != ENOENT) fail(path, std::strerror(errno));
+    const mode_t kNewFileMode = 0644;
+    replace_atomically(path, real, text, kNewFileMode);
+    return;
+  }
+  if (S_ISREG(st.st_mode)) {
+    replace_atomically(path, real, text, st.st_mode & 07777);
+  } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    write_through(path, real, text);
+  } else if (S_ISDIR(st.st_mode)) {
+    fail(path, "is a directory");
+  } else {
+    fail(path, "not a regular file, character device or FIFO");
+  }
+}
+
+}  // namespace ppb

@@ -1,0 +1,142 @@
+// write_output_file: regular files replaced atomically (mode kept, no
+// temporary left), links followed, devices and FIFOs written through and
+// never replaced, directories refused, failures named with the path.
+#include "ppb/profiling/output_file.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ppb_output_file_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+  int entries() const {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(path_)) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string error_of(const std::string& path, std::string_view text) {
+  try {
+    write_output_file(path, text);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OutputFile, NewAndRegularFilesAreReplacedWholeKeepingTheMode) {
+  TempDir dir;
+  const fs::path p = dir / "out.csv";
+  write_output_file(p.string(), "a much longer first version\n");
+  EXPECT_EQ(slurp(p), "a much longer first version\n");
+  ::chmod(p.c_str(), 0600);
+  write_output_file(p.string(), "second\n");
+  EXPECT_EQ(slurp(p), "second\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(dir.entries(), 1) << "a temporary file was left behind";
+}
+
+TEST(OutputFile, SymlinksAreFollowedNotReplaced) {
+  TempDir dir;
+  const fs::path target = dir / "target.json";
+  write_output_file(target.string(), "old");
+  fs::create_symlink("target.json", dir / "link.json");  // relative target
+  write_output_file((dir / "link.json").string(), "new");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  EXPECT_EQ(slurp(target), "new");
+
+  // A dangling link creates the file it points at.
+  fs::create_symlink("made.json", dir / "dangling.json");
+  write_output_file((dir / "dangling.json").string(), "made");
+  EXPECT_TRUE(fs::is_symlink(dir / "dangling.json"));
+  EXPECT_EQ(slurp(dir / "made.json"), "made");
+
+  // A loop is refused by name.
+  fs::create_symlink("loop_b", dir / "loop_a");
+  fs::create_symlink("loop_a", dir / "loop_b");
+  const std::string loop = (dir / "loop_a").string();
+  EXPECT_EQ(error_of(loop, "x"), loop + ": cannot write: too many levels of symbolic links");
+}
+
+TEST(OutputFile, CharacterDevicesAreWrittenThroughAndStayDevices) {
+  write_output_file("/dev/null", "discarded");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  // /dev/full accepts the open and fails the write: the path and errno name it.
+  if (fs::exists("/dev/full")) {
+    EXPECT_EQ(error_of("/dev/full", "x"), "/dev/full: cannot write: No space left on device");
+    EXPECT_TRUE(fs::is_character_file("/dev/full"));
+  }
+}
+
+TEST(OutputFile, FifosAreWrittenThroughAndStayFifos) {
+  TempDir dir;
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = slurp(fifo); });
+  write_output_file(fifo.string(), "through the pipe");
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+}
+
+TEST(OutputFile, DashIsStandardOutput) {
+  testing::internal::CaptureStdout();
+  write_output_file("-", "to stdout\n");
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "to stdout\n");
+}
+
+TEST(OutputFile, DirectoriesMissingFoldersAndEmptyPathsAreRefusedByName) {
+  TempDir dir;
+  fs::create_directories(dir / "adir" / "inside");
+  const std::string d = (dir / "adir").string();
+  EXPECT_EQ(error_of(d, "x"), d + ": cannot write: is a directory");
+  EXPECT_TRUE(fs::is_directory(dir / "adir" / "inside"));
+  const std::string missing = (dir / "no_such_dir" / "r.json").string();
+  EXPECT_EQ(error_of(missing, "x"), missing + ": cannot write: No such file or directory");
+  EXPECT_EQ(error_of("", "x"), "output path: empty");
+  EXPECT_EQ(dir.entries(), 1) << "a temporary file was left behind";
+}
+
+}  // namespace
+}  // namespace ppb
