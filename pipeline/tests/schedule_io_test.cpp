@@ -142,6 +142,11 @@ TEST(ScheduleText, MalformedLinesNameSourceAndLine) {
   EXPECT_EQ(error(""), "plan.txt: no stage lines ('s0: F0 B0 ...')");
   EXPECT_NE(error("# x stages=1 microbatches=1\ns0: F3 B3\n").find("out of range"),
             std::string::npos);
+  // Ids at the int limit are refused before any arithmetic on them.
+  EXPECT_EQ(error("s0: F2147483647\n"),
+            "plan.txt: line 1: action 'F2147483647': micro-batch and chunk must be < 16777216");
+  EXPECT_EQ(error("s0: F0.2147483647\n"),
+            "plan.txt: line 1: action 'F0.2147483647': micro-batch and chunk must be < 16777216");
 }
 
 TEST_F(ScheduleFiles, ValidFileReadsAndValidates) {

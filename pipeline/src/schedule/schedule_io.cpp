@@ -337,6 +337,11 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
         fail(line_no, "action '" + std::string(words[i]) +
                           "': expected F, B, I or W then a micro-batch (F3, B3.1), or |");
       }
+      // Bounded as the JSON form's sizes are, so that max + 1 cannot overflow.
+      if (a.microbatch >= kMaxSize || a.chunk >= kMaxSize) {
+        fail(line_no, "action '" + std::string(words[i]) + "': micro-batch and chunk must be < " +
+                          std::to_string(kMaxSize));
+      }
       max_mb = std::max(max_mb, a.microbatch);
       max_chunk = std::max(max_chunk, a.chunk);
       list.push_back(a);
