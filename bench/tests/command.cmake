@@ -50,6 +50,10 @@ ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
 ppb_expect_usage_error(both_cost_and_model "--model"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
 
+ppb_expect_usage_error(schedule_file_directory "tests/data: is a directory, expected a schedule file"
+  simulate --schedule-file ${bad})
+ppb_expect_usage_error(schedule_file_endless_device "/dev/zero: schedule file larger than 256 MiB"
+  simulate --schedule-file /dev/zero)
 ppb_expect_usage_error(trace_onto_directory "tests/data: cannot write: is a directory"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --trace ${bad})
 

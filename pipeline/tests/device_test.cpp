@@ -202,7 +202,7 @@ TEST(Calibration, BadFilesNameFileAndField) {
     read_calibration("/nonexistent/dir/cal.json");
     ADD_FAILURE();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--calibration: cannot read '/nonexistent/dir/cal.json'");
+    EXPECT_STREQ(e.what(), "/nonexistent/dir/cal.json: cannot open calibration file: No such file or directory");
   }
 }
 

@@ -213,7 +213,7 @@ TEST_F(ScheduleFiles, MalformedFilesGiveOneLineErrorsNamingFileAndField) {
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
   EXPECT_EQ(read_error((dir_ / "absent.json").string()),
-            (dir_ / "absent.json").string() + ": cannot open schedule file");
+            (dir_ / "absent.json").string() + ": cannot open schedule file: No such file or directory");
 }
 
 TEST_F(ScheduleFiles, DeadlockCarriesTheGrid) {

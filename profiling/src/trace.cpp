@@ -1,14 +1,11 @@
 #include "ppb/profiling/trace.hpp"
 
 #include <boost/json.hpp>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
 #include "ppb/profiling/output_file.hpp"
 
 namespace ppb::trace {
@@ -257,12 +254,9 @@ void merge_trace_files(const std::vector<std::string>& inputs, const std::string
   std::set<int64_t> seen;
   std::vector<int> list;
   for (const std::string& in : inputs) {
-    std::ifstream f(in, std::ios::binary);
-    if (!f) throw UsageError("trace merge: cannot read " + in + ": " + std::strerror(errno));
-    std::stringstream ss;
-    ss << f.rdbuf();
     boost::system::error_code ec;
-    const boost::json::value doc = boost::json::parse(ss.str(), ec);
+    const boost::json::value doc =
+        boost::json::parse(read_input_file(in, "trace file", kMaxTraceFileBytes), ec);
     if (ec) throw UsageError("trace merge: " + in + " is not valid JSON: " + ec.message());
     const auto* obj = doc.if_object();
     const boost::json::value* events = obj ? obj->if_contains("traceEvents") : nullptr;

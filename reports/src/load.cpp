@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
 
 namespace ppb::reports {
 
@@ -136,11 +136,7 @@ LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad)
   }
   for (const std::string& f : files) {
     try {
-      std::ifstream in(f, std::ios::binary);
-      if (!in) throw UsageError(f + ": cannot open");
-      std::ostringstream buffer;
-      buffer << in.rdbuf();
-      const std::string text = buffer.str();
+      const std::string text = read_input_file(f, "result file", kMaxResultFileBytes);
       if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
         throw UsageError(f + ": empty file, expected a pipebench result");
       }

@@ -2,11 +2,10 @@
 
 #include <boost/json.hpp>
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
 
 namespace ppb::reports {
 
@@ -261,12 +260,9 @@ Reference parse_reference(const boost::json::value& doc, std::string_view source
 }
 
 Reference load_reference_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open reference file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
   json::error_code ec;
-  const json::value doc = json::parse(buffer.str(), ec);
+  const json::value doc =
+      json::parse(read_input_file(path, "reference file", kMaxSmallInputBytes), ec);
   if (ec) throw UsageError(path + ": malformed JSON (" + ec.message() + ")");
   return parse_reference(doc, path);
 }

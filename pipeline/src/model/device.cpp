@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
 
 namespace ppb {
 namespace {
@@ -222,12 +221,7 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
 }
 
 Calibration read_calibration(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("--calibration: cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw UsageError("--calibration: cannot read '" + path + "'");
-  return parse_calibration(text.str(), path);
+  return parse_calibration(read_input_file(path, "calibration file", kMaxSmallInputBytes), path);
 }
 
 std::string calibration_to_json(const Calibration& cal) {

@@ -2,17 +2,13 @@
 // writing through write_output_file (atomic for regular files, so a killed
 // run never leaves a half file and `run --resume` can trust what it finds).
 #include <boost/json.hpp>
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
 #include "ppb/profiling/output_file.hpp"
 
 namespace ppb {
@@ -114,8 +110,6 @@ void pretty(std::string& out, const json::value& v, int indent) {
   out += '}';
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
 }  // namespace
 
 void write_json_file(const std::string& path, const boost::json::value& json) {
@@ -130,14 +124,7 @@ void write_result_file(const std::string& path, const Result& result) {
 }
 
 Result read_result_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(path + ": is a directory, expected a result file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open: " + errno_text());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_input_file(path, "result file", kMaxResultFileBytes);
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
     throw UsageError(path + ": empty file, expected a pipebench result");
   }

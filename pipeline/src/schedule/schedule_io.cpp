@@ -5,13 +5,12 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "ppb/pipeline/validator.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
 
 namespace ppb {
 namespace {
@@ -214,12 +213,8 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
 }
 
 Schedule read_schedule_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open schedule file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw UsageError(path + ": cannot read schedule file");
-  Schedule s = schedule_from_json(buffer.str(), path);
+  Schedule s =
+      schedule_from_json(read_input_file(path, "schedule file", kMaxScheduleFileBytes), path);
   validate_or_throw(s, path);
   return s;
 }

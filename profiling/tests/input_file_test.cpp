@@ -1,0 +1,69 @@
+// read_input_file: whole files back, limits enforced while reading (also on
+// devices, whose size says nothing), directories and missing files named.
+#include "ppb/profiling/input_file.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string error_of(const std::string& path, int64_t limit) {
+  try {
+    (void)read_input_file(path, "schedule file", limit);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class InputFile : public testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ppb_input_file_XXXXXX").string();
+    dir_ = ::mkdtemp(tmpl.data());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  fs::path dir_;
+};
+
+TEST_F(InputFile, ReadsWholeFilesUpToTheLimit) {
+  std::string big(200000, 'x');  // several read chunks
+  big += "end";
+  const std::string p = write("big.json", big);
+  EXPECT_EQ(read_input_file(p, "schedule file", static_cast<int64_t>(big.size())), big);
+  EXPECT_EQ(error_of(p, static_cast<int64_t>(big.size()) - 1),
+            p + ": schedule file larger than 200002 bytes (the limit for this input)");
+  EXPECT_EQ(read_input_file(write("empty.json", ""), "schedule file", 0), "");
+}
+
+TEST_F(InputFile, EndlessDevicesStopAtTheLimit) {
+  EXPECT_EQ(error_of("/dev/zero", int64_t{1} << 20),
+            "/dev/zero: schedule file larger than 1 MiB (the limit for this input)");
+  EXPECT_EQ(read_input_file("/dev/null", "schedule file", 10), "");
+}
+
+TEST_F(InputFile, DirectoriesAndMissingFilesAreNamed) {
+  EXPECT_EQ(error_of(dir_.string(), 100),
+            dir_.string() + ": is a directory, expected a schedule file");
+  const std::string missing = (dir_ / "absent.json").string();
+  EXPECT_EQ(error_of(missing, 100),
+            missing + ": cannot open schedule file: No such file or directory");
+  EXPECT_EQ(error_of("", 100), "schedule file: empty path");
+}
+
+}  // namespace
+}  // namespace ppb
