@@ -9,6 +9,24 @@
 
 namespace ppb::cli {
 
+CLI::Validator finite_non_negative() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != text.size() || !std::isfinite(v) || v < 0) {
+          return "expected a finite number >= 0, got '" + text + "'";
+        }
+        return {};
+      },
+      "NUMBER >= 0");
+}
+
 std::int64_t parse_bytes(const std::string& text, const std::string& flag) {
   auto fail = [&]() -> std::int64_t {
     throw UsageError(flag + ": expected a size such as 1024, 512MiB or 16GiB, got '" + text + "'");

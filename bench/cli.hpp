@@ -6,9 +6,12 @@
 // prints one line, exit 2) and ExitCode for any other non-zero exit.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "ppb/profiling/check.hpp"
 
 namespace CLI {
 class App;
@@ -20,6 +23,19 @@ namespace ppb::cli {
 struct ExitCode {
   int code = 0;
 };
+
+/// Bad input that every rank sees alike (a flag's value, checked before MPI
+/// starts): under mpirun only rank 0 prints it; every rank exits 2. An error
+/// that one rank alone can meet (a file it cannot write) stays a UsageError,
+/// printed by the rank that met it.
+class FlagError : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+/// CLI11 check for a finite number >= 0 ("--fwd: expected a finite number
+/// >= 0, got -1"); CLI::NonNegativeNumber would print DBL_MAX in full.
+CLI::Validator finite_non_negative();
 
 /// Parses a byte size: "1024", "512MiB", "16GiB", "1.5GB", "64KiB", "2TiB",
 /// case-insensitive, binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB)

@@ -178,19 +178,36 @@ struct Row {
   double raw_bandwidth = 0, bandwidth = 0;    // bytes/s
 };
 
+struct P2pRange {
+  int64_t lo = 0;
+  int64_t hi = 0;
+  WaitStrategy wait = kDefaultWaitStrategy;
+};
+
+// The flags' checks, alike on every rank: a FlagError, printed by rank 0 only.
+P2pRange check_flags(const P2pOptions& o) {
+  try {
+    P2pRange r;
+    r.lo = parse_bytes(o.min, "--min");
+    r.hi = parse_bytes(o.max, "--max");
+    if (r.lo < 1) throw UsageError("--min: expected >= 1 byte, got " + o.min);
+    if (r.hi < r.lo) throw UsageError("--max: must be >= --min (" + o.max + " < " + o.min + ")");
+    if (r.hi > (int64_t{1} << 30)) throw UsageError("--max: at most 1GiB, got " + o.max);
+    if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
+    r.wait = parse_wait_strategy(o.wait, "--wait");
+    return r;
+  } catch (const UsageError& e) {
+    throw FlagError(e.what());
+  }
+}
+
 void run_p2p(const P2pOptions& o) {
-  const int64_t lo = parse_bytes(o.min, "--min");
-  const int64_t hi = parse_bytes(o.max, "--max");
-  if (lo < 1) throw UsageError("--min: expected >= 1 byte, got " + o.min);
-  if (hi < lo) throw UsageError("--max: must be >= --min (" + o.max + " < " + o.min + ")");
-  if (hi > (int64_t{1} << 30)) throw UsageError("--max: at most 1GiB, got " + o.max);
-  if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
-  const WaitStrategy wait = parse_wait_strategy(o.wait, "--wait");
+  const auto [lo, hi, wait] = check_flags(o);
 
   MpiSession mpi;
   if (mpi.size() != 2) {
-    throw UsageError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " +
-                     std::to_string(mpi.size()));
+    throw FlagError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " +
+                    std::to_string(mpi.size()));
   }
   const int rank = mpi.rank();
   std::vector<Row> rows;

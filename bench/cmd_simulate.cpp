@@ -184,7 +184,7 @@ void register_simulate(CLI::App& app) {
                             "TW: weight-gradient backward time per stage (default 1)");
   auto* c =
       cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
-  for (CLI::Option* o : {f, b, w, c}) o->check(CLI::NonNegativeNumber);
+  for (CLI::Option* o : {f, b, w, c}) o->check(finite_non_negative());
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..");
   cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
   cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");

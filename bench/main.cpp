@@ -17,11 +17,19 @@ namespace {
 // Under mpirun every rank parses the same command line; a bad flag is then
 // reported once, by rank 0 (the launcher's rank variables tell who is who
 // before MPI is initialised), and every rank exits 2.
-bool quiet_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
-    if (const char* v = std::getenv(var)) return std::string(v) != "0";
+bool quiet_rank() { return ppb::log::launcher_rank() > 0; }
+
+// CLI11 reports a misspelt command as "A subcommand is required"; name it
+// and list the commands instead.
+void reject_unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  const std::string word = argv[1];
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(word)) return;
+    names += (names.empty() ? "" : ", ") + sub->get_name();
   }
-  return false;
+  throw ppb::cli::FlagError("unknown command '" + word + "' (commands: " + names + ")");
 }
 
 }  // namespace
@@ -49,6 +57,7 @@ int main(int argc, char** argv) {
 #endif
 
   try {
+    reject_unknown_command(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return quiet_rank() ? 0 : app.exit(e);
@@ -67,6 +76,10 @@ int main(int argc, char** argv) {
     if (!e.grid().empty())
       std::printf("where each stage stuck (> = the action it waits in):\n%s", e.grid().c_str());
     std::fflush(stdout);
+    std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
+    return ppb::kUsageExitCode;
+  } catch (const ppb::cli::FlagError& e) {
+    if (quiet_rank()) return ppb::kUsageExitCode;
     std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::UsageError& e) {

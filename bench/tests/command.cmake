@@ -50,6 +50,12 @@ ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
 ppb_expect_usage_error(both_cost_and_model "--model"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
 
+ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report\\)$"
+  nosuchcmd --stages 2)
+ppb_expect_usage_error(negative_cost "--fwd: expected a finite number >= 0, got '-1'"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd -1)
+ppb_expect_usage_error(too_many_actions_names_stages "^pipebench: --stages 2000000000 x --microbatches 4: too many actions"
+  simulate --schedule 1f1b --stages 2000000000 --microbatches 4)
 ppb_expect_usage_error(schedule_file_directory "tests/data: is a directory, expected a schedule file"
   simulate --schedule-file ${bad})
 ppb_expect_usage_error(schedule_file_endless_device "/dev/zero: schedule file larger than 256 MiB"

@@ -89,6 +89,11 @@ ppb_run_failure(run_fail_bad_microbatches 2 "--microbatches: expected positive i
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --microbatches 4,0 --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_unknown_flag 2 "unknown flag --no-such-flag"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --no-such-flag 3 --out ${PPB_RUN_OUT}/fail)
+# A flag error under mpirun is printed once, by rank 0, with its prefix.
+add_test(NAME p2p_fail_flag_once
+  COMMAND sh -c "out=$(\"$@\" 2>&1); printf '%s\\n' \"$out\"; test \"$(printf '%s\\n' \"$out\" | grep -c 'expected >= 1 byte')\" = 1 && printf '%s\\n' \"$out\" | grep -q '^pipebench\\[r0\\]: --min: expected >= 1 byte, got 0$'"
+          sh ${mpirun} 2 $<TARGET_FILE:pipebench> p2p --min 0)
+set_tests_properties(p2p_fail_flag_once PROPERTIES LABELS mpi TIMEOUT 40 ENVIRONMENT "${PPB_RUN_ENV}")
 ppb_run_failure(run_fail_check_timed 2 "--check: compares real gradients"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --check --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_timeout 1 "rank 1: step 0 stuck for .* in F0"

@@ -8,6 +8,14 @@
 #include <set>
 
 namespace ppb::log {
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return -1;
+}
+
 namespace {
 
 struct State {
@@ -16,7 +24,7 @@ struct State {
   Level level = Level::kInfo;
   std::mutex mutex;
   std::set<std::string> warned;
-  State() {
+  State() : rank(launcher_rank()) {
     if (const char* env = std::getenv("PPB_LOG"); env && std::strcmp(env, "debug") == 0) {
       level = Level::kDebug;
     }

@@ -2,6 +2,7 @@
 // parameter checks every schedule shares.
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "generators.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -68,9 +69,17 @@ void check_common(const Entry& e, const ScheduleParams& p) {
   }
   const int64_t actions = int64_t{p.stages} * p.chunks * p.microbatches * p.batches * 4;
   if (actions > kMaxActions) {
-    throw UsageError("--microbatches: P x V x M x batches is too large to generate (" +
-                     std::to_string(actions) + " actions, limit " + std::to_string(kMaxActions) +
-                     ")");
+    // Name the flags that make it large, with their values.
+    std::string flags;
+    for (const auto& [flag, value] : {std::pair{"--stages", p.stages},
+                                      {"--chunks", p.chunks},
+                                      {"--microbatches", p.microbatches},
+                                      {"--batches", p.batches}}) {
+      if (value > 1)
+        flags += (flags.empty() ? "" : " x ") + std::string(flag) + " " + std::to_string(value);
+    }
+    throw UsageError(flags + ": too many actions to generate (" + std::to_string(actions) +
+                     ", limit " + std::to_string(kMaxActions) + ")");
   }
 }
 

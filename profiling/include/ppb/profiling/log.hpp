@@ -14,6 +14,10 @@ namespace ppb::log {
 
 enum class Level { kDebug, kInfo, kWarn, kError };
 
+/// The rank the MPI launcher gave this process (Open MPI, PMIx or PMI
+/// variables), readable before MPI is initialised; -1 outside a launcher.
+/// The prefix shows it until set_rank says otherwise.
+int launcher_rank();
 /// Sets the rank shown in the prefix; -1 means "no rank" (single process).
 /// With quiet_nonzero, ranks > 0 drop debug and info lines.
 void set_rank(int rank, bool quiet_nonzero = true);
