@@ -93,7 +93,7 @@ TEST(ScheduleParamsCheck, InvalidCombinationsNameTheFlag) {
          p.stages = 4096;
          p.microbatches = 1 << 20;
        }),
-       "--microbatches"},
+       "--stages 4096 x --microbatches 1048576"},
   };
   for (const Case& c : cases) {
     const std::string e = usage_error(c.name, c.p);
