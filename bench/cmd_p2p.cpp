@@ -202,7 +202,10 @@ P2pRange check_flags(const P2pOptions& o) {
 }
 
 void run_p2p(const P2pOptions& o) {
-  const auto [lo, hi, wait] = check_flags(o);
+  const P2pRange range = check_flags(o);
+  const int64_t lo = range.lo;
+  const int64_t hi = range.hi;
+  const WaitStrategy wait = range.wait;
 
   MpiSession mpi;
   if (mpi.size() != 2) {

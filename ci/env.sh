@@ -7,3 +7,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 export OPENBLAS_NUM_THREADS=1
 # Quiet Open MPI's warnings about missing high-speed interconnects in containers.
 export OMPI_MCA_btl_base_warn_component_unused=0
+# Rebuilds reuse earlier compilations when ccache is installed.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+fi

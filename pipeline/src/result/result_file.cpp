@@ -123,20 +123,23 @@ void write_result_file(const std::string& path, const Result& result) {
   write_json_file(path, result_to_json(result));
 }
 
-Result read_result_file(const std::string& path) {
-  const std::string text = read_input_file(path, "result file", kMaxResultFileBytes);
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-    throw UsageError(path + ": empty file, expected a pipebench result");
+Result result_from_text(std::string_view text, const std::string& source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    throw UsageError(source + ": empty file, expected a pipebench result");
   }
   json::error_code jec;
   json::parse_options opts;
   opts.allow_invalid_utf8 = false;
   json::value doc = json::parse(text, jec, {}, opts);
   if (jec) {
-    throw UsageError(path + ": malformed JSON (" + jec.message() +
+    throw UsageError(source + ": malformed JSON (" + jec.message() +
                      "); truncated or not a pipebench result");
   }
-  return result_from_json(doc, path);
+  return result_from_json(doc, source);
+}
+
+Result read_result_file(const std::string& path) {
+  return result_from_text(read_input_file(path, "result file", kMaxResultFileBytes), path);
 }
 
 }  // namespace ppb

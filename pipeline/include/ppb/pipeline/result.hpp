@@ -233,6 +233,10 @@ boost::json::value result_to_json(const Result& result);
 /// another schema.
 Result result_from_json(const boost::json::value& json, std::string_view source);
 
+/// Parses a result document from text; `source` names it in errors. An
+/// empty text or malformed JSON throws UsageError naming the source.
+Result result_from_text(std::string_view text, const std::string& source);
+
 /// Reads and parses one file. A missing/unreadable file, an empty file, or
 /// malformed/truncated JSON throws UsageError naming the file.
 Result read_result_file(const std::string& path);

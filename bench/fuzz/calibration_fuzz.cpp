@@ -1,0 +1,19 @@
+// Calibration files (--calibration): any input is a calibration or a
+// UsageError; an accepted one survives a round trip.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz_util.hpp"
+#include "ppb/pipeline/device.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  ppb::fuzz::accept_or_usage_error([&] {
+    const ppb::Calibration c = ppb::parse_calibration(text, "fuzz.json");
+    const std::string json = ppb::calibration_to_json(c);
+    PPB_FUZZ_REQUIRE(ppb::calibration_to_json(ppb::parse_calibration(json, "round-trip")) == json);
+  });
+  return 0;
+}
