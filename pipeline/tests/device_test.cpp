@@ -202,7 +202,9 @@ TEST(Calibration, BadFilesNameFileAndField) {
     read_calibration("/nonexistent/dir/cal.json");
     ADD_FAILURE();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/dir/cal.json: cannot open calibration file: No such file or directory");
+    EXPECT_STREQ(
+        e.what(),
+        "/nonexistent/dir/cal.json: cannot open calibration file: No such file or directory");
   }
 }
 

@@ -363,7 +363,8 @@ TEST(ResultFile, MalformedFilesNameTheFile) {
     (void)read_result_file(missing);
     FAIL() << "missing file accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), missing + ": cannot open result file: No such file or directory");
+    EXPECT_EQ(std::string(e.what()),
+              missing + ": cannot open result file: No such file or directory");
   }
 }
 

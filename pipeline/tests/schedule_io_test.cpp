@@ -212,8 +212,9 @@ TEST_F(ScheduleFiles, MalformedFilesGiveOneLineErrorsNamingFileAndField) {
     EXPECT_NE(e.find(c.expected), std::string::npos) << c.file << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   }
-  EXPECT_EQ(read_error((dir_ / "absent.json").string()),
-            (dir_ / "absent.json").string() + ": cannot open schedule file: No such file or directory");
+  EXPECT_EQ(
+      read_error((dir_ / "absent.json").string()),
+      (dir_ / "absent.json").string() + ": cannot open schedule file: No such file or directory");
 }
 
 TEST_F(ScheduleFiles, DeadlockCarriesTheGrid) {
