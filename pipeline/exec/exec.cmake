@@ -9,10 +9,14 @@ add_library(ppb_exec
   src/backend_registry.cpp
   src/executor.cpp
   src/memory_guard.cpp
-  src/nvtx_instrumentation.cpp
+  src/collector_registry.cpp
+  src/collectors/nvtx_collector.cpp
+  src/collectors/cputime_collector.cpp
+  src/collectors/perf_collector.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
-target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+                                   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
                                PRIVATE ppb::warnings)
 

@@ -124,6 +124,17 @@ json::object metrics_json(const ResultMetrics& m) {
     o["memory_guard"] = json::object{{"actions", m.memory_guard->actions},
                                      {"min_inflight", m.memory_guard->min_inflight}};
   }
+  if (!m.collectors.empty()) {
+    json::object cs;
+    for (const auto& [name, c] : m.collectors) {
+      json::object step;
+      for (const auto& [figure, v] : c.step) step[figure] = doubles(v);
+      json::object action;
+      for (const auto& [figure, v] : c.action) action[figure] = array_of(v, doubles);
+      cs[name] = json::object{{"step", std::move(step)}, {"action", std::move(action)}};
+    }
+    o["collectors"] = std::move(cs);
+  }
   return o;
 }
 
@@ -553,6 +564,31 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
       MemoryGuardFigures& g = x.memory_guard.emplace();
       g.actions = r.field(o, q, "actions", i64);
       g.min_inflight = r.field(o, q, "min_inflight", i32);
+    }
+    if (const json::value* cv = FieldReader::find(m, "collectors")) {
+      const std::string q = join(p, "collectors");
+      auto dbls_or_null = [&r, dbl_or_null](const json::value& v, const std::string& cp) {
+        return r.array(v, cp, dbl_or_null);
+      };
+      for (const auto& [name, value] : r.object(*cv, q)) {
+        const std::string cq = join(q, name);
+        const json::object& co = r.object(value, cq);
+        CollectorResult& c = x.collectors[std::string(name)];
+        if (const json::value* sv = FieldReader::find(co, "step")) {
+          for (const auto& [figure, v] : r.object(*sv, join(cq, "step"))) {
+            const std::string fp = join(join(cq, "step"), figure);
+            c.step[std::string(figure)] = dbls_or_null(v, fp);
+            check_len(c.step[std::string(figure)].size(), fp, false);
+          }
+        }
+        if (const json::value* av = FieldReader::find(co, "action")) {
+          for (const auto& [figure, v] : r.object(*av, join(cq, "action"))) {
+            const std::string fp = join(join(cq, "action"), figure);
+            c.action[std::string(figure)] = r.array(v, fp, dbls_or_null);
+            check_len(c.action[std::string(figure)].size(), fp, false);
+          }
+        }
+      }
     }
   }
 

@@ -28,6 +28,7 @@
 #include <boost/json/value.hpp>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -177,6 +178,19 @@ struct MemoryGuardFigures {
   friend bool operator==(const MemoryGuardFigures&, const MemoryGuardFigures&) = default;
 };
 
+/// What one collector (--profile) added, for the median step (the step
+/// whose timeline the result carries). Figure names are snake_case with
+/// their unit ("cpu_seconds", "cycles").
+struct CollectorResult {
+  /// figure -> one value per stage (number or null).
+  std::map<std::string, std::vector<double>> step;
+  /// figure -> per stage, one value per entry of that stage's `timeline`, in
+  /// the same order (number or null).
+  std::map<std::string, std::vector<std::vector<double>>> action;
+
+  friend bool operator==(const CollectorResult&, const CollectorResult&) = default;
+};
+
 /// Measured figures (DESIGN.md "Definitions").
 struct ResultMetrics {
   double samples_per_second = 0;
@@ -187,6 +201,9 @@ struct ResultMetrics {
   std::optional<TheoryFigures> theory;             ///< optional
   std::optional<CheckFigures> check;               ///< optional: absent without --check
   std::optional<MemoryGuardFigures> memory_guard;  ///< optional: absent unless a guard ran
+  /// optional: collector name -> its figures (absent without --profile, or
+  /// when no active collector adds figures).
+  std::map<std::string, CollectorResult> collectors;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

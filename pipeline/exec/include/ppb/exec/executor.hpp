@@ -57,6 +57,7 @@
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/schedule.hpp"
 
 namespace ppb {
 
@@ -68,8 +69,9 @@ enum class OptimizerPolicy : uint8_t {
   kPerBatch,     ///< one SGD step per chunk at the end of each batch (flush schedules)
   kPerBackward,  ///< one SGD step on the chunk after each of its backwards (pipedream)
 };
-/// kPerBackward for "pipedream", kPerBatch for every other schedule.
-OptimizerPolicy optimizer_policy_for(std::string_view schedule_name);
+/// The policy the schedule's registry entry asks for (ScheduleInfo::
+/// optimizer_per_backward: kPerBackward; otherwise kPerBatch).
+OptimizerPolicy optimizer_policy_for(const ScheduleInfo& schedule);
 
 /// One message as this rank saw it (for Chrome trace flow arrows).
 struct CommRecord {
