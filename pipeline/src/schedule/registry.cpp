@@ -85,10 +85,15 @@ const std::vector<ScheduleInfo>& schedule_list() {
   return kList;
 }
 
-const ScheduleInfo& schedule_info(std::string_view name) {
+const ScheduleInfo* find_schedule_info(std::string_view name) {
   for (const ScheduleInfo& info : schedule_list()) {
-    if (info.name == name) return info;
+    if (info.name == name) return &info;
   }
+  return nullptr;
+}
+
+const ScheduleInfo& schedule_info(std::string_view name) {
+  if (const ScheduleInfo* info = find_schedule_info(name)) return *info;
   throw UsageError("unknown schedule '" + std::string(name) +
                    "'; valid schedules: " + valid_names());
 }

@@ -64,6 +64,8 @@ const std::vector<ScheduleInfo>& schedule_list();
 /// The registry entry of `name`. Throws UsageError for an unknown name (the
 /// message lists the valid names).
 const ScheduleInfo& schedule_info(std::string_view name);
+/// The registry entry of `name`, or nullptr (a schedule file's own name).
+const ScheduleInfo* find_schedule_info(std::string_view name);
 
 /// Generates the schedule `name` and validates it (validator.hpp).
 /// Throws UsageError for an unknown name (the message lists the valid names)
