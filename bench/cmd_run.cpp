@@ -1,4 +1,4 @@
-// `pipebench run`: the measured sweep on MPI ranks (DESIGN.md, "The command").
+// `pipebench run`: the measured sweep on MPI ranks (docs/cli.md).
 //
 //   mpirun -np 4 pipebench run --schedule all --partition all --microbatches 4,8 --check
 //

@@ -1,4 +1,4 @@
-// From what the ranks measured to the figures of a result file (DESIGN.md,
+// From what the ranks measured to the figures of a result file (docs/metrics.md,
 // "Definitions"). Pure functions on gathered data: no MPI here, so the
 // formulas are unit-tested on hand-made timelines.
 #pragma once
@@ -52,7 +52,7 @@ using StepMeasure = std::vector<StageStep>;
 /// not compute).
 double compute_busy(const StageStep& stage);
 
-/// Step time: max over stages of their end (DESIGN.md). REQUIRES: non-empty.
+/// Step time: max over stages of their end (docs/metrics.md). REQUIRES: non-empty.
 double step_time(const StepMeasure& step);
 
 /// Median of the values (mean of the two middle ones for an even count).

@@ -4,7 +4,7 @@
 // Validation is a pure function of the options, the MPI world size and the
 // code's registries, so every rank reaches the same verdict without talking
 // to the others: a bad flag makes every rank exit 2 before any collective,
-// and no rank is left waiting in one (issue 3, item 7).
+// and no rank is left waiting in one.
 #pragma once
 
 #include <cstdint>

@@ -71,7 +71,7 @@ add_test(NAME run_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.s
 set_tests_properties(run_resume PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${PPB_RUN_ENV}"
                      FIXTURES_REQUIRED run_memory_guard_files)
 
-# Failure behaviour (issue 3, item 7): exit code, message, within seconds.
+# Failure behaviour: exit code, message, within seconds.
 set(expect ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)
 set(mpirun ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
 function(ppb_run_failure name code regex)

@@ -20,7 +20,7 @@ target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
                                PRIVATE ppb::warnings)
 
-# The executor-overhead and wait-strategy measurement (issue 3, "Speed"):
+# The executor-overhead and wait-strategy measurement:
 #   mpirun -np 8 --oversubscribe ppb_exec_overhead --microbatches 32
 add_executable(ppb_exec_overhead src/tools/exec_overhead.cpp)
 target_link_libraries(ppb_exec_overhead PRIVATE ppb::exec ppb::core ppb::warnings)

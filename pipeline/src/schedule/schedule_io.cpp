@@ -93,7 +93,7 @@ std::string schedule_to_json(const Schedule& s) {
     }
     stages.push_back(std::move(acts));
   }
-  // Field order as DESIGN.md writes it; boost::json::object keeps insertion order.
+  // Field order as docs/cli.md writes it; boost::json::object keeps insertion order.
   json::object doc;
   doc["schema"] = kSchema;
   doc["name"] = s.name;

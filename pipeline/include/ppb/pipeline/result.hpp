@@ -1,4 +1,4 @@
-// The result file of one schedule x partition x M combination (DESIGN.md,
+// The result file of one schedule x partition x M combination (docs/result-schema.md,
 // "Result file"), schema "pipebench.result/1".
 //
 // One file per combination, written by rank 0 of `pipebench run` and read by
@@ -79,7 +79,7 @@ struct ResultConfig {
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
 
-/// Step time over the timed iterations, seconds (DESIGN.md "Definitions").
+/// Step time over the timed iterations, seconds (docs/metrics.md).
 struct StepTimeStats {
   double median = 0;
   double min = 0;
@@ -144,7 +144,7 @@ struct TimelineEvent {
 using Timeline = std::vector<std::vector<TimelineEvent>>;
 
 /// What the simulator predicts for this combination, fed with the measured
-/// mean action times (DESIGN.md: "theory in results uses measured action
+/// mean action times (docs/metrics.md: "theory in a result uses measured action
 /// times"). Optional as a whole; inside it only step_time_seconds is required.
 struct TheoryFigures {
   double step_time_seconds = 0;              ///< simulated step time (number or null)
@@ -191,7 +191,7 @@ struct CollectorResult {
   friend bool operator==(const CollectorResult&, const CollectorResult&) = default;
 };
 
-/// Measured figures (DESIGN.md "Definitions").
+/// Measured figures (docs/metrics.md).
 struct ResultMetrics {
   double samples_per_second = 0;
   StepTimeStats step_time_seconds;

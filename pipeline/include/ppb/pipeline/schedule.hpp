@@ -1,4 +1,4 @@
-// Schedule generators (DESIGN.md, "Schedules"): pure functions from a few
+// Schedule generators (docs/architecture.md): pure functions from a few
 // integers to per-stage action lists. Every generator is one file in
 // pipeline/src/schedule/ plus one registration line in registry.cpp
 // (STYLE.md rule 8); `pipebench list` prints schedule_list().

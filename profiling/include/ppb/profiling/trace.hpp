@@ -1,4 +1,4 @@
-// Chrome/Perfetto trace writer (DESIGN.md, "Instrumentation conventions").
+// Chrome/Perfetto trace writer (docs/instrumentation.md).
 // One TraceWriter per rank (process) collects events; write() stores them as
 // a Trace Event Format JSON file that Perfetto (ui.perfetto.dev),
 // chrome://tracing and Holistic Trace Analysis read:
