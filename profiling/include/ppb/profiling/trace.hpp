@@ -139,7 +139,8 @@ void write_merged(const std::vector<const TraceWriter*>& ranks, const std::strin
 /// Merges per-rank trace files (written by TraceWriter::write) into one file
 /// like write_merged, atomically. Throws UsageError naming the file when one
 /// cannot be read, is not valid JSON, lacks "traceEvents" or
-/// "distributedInfo": {"rank": N}, or repeats a rank.
+/// "distributedInfo": {"rank": N} (the JSON field reader's message, e.g.
+/// "FILE: field 'distributedInfo': missing"), or repeats a rank.
 void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output);
 
 /// Writes `text` to `path` atomically (temporary file in the same folder,
