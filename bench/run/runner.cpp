@@ -96,7 +96,6 @@ struct Sweep {
   std::string out_dir;
   ResultEnvironment environment;
   std::unique_ptr<Transport> transport;
-  std::vector<std::string> collectors;  // --profile, in order
   DeviceSpec device;
   std::vector<UnitTime> times;
   std::map<int, ReferenceStep> references;  // --check: per M
@@ -253,7 +252,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
         // threads (perf) must exist before the backend starts its own.
         CheckProbe probe;
         CollectorSet collectors(
-            sw.comm, sw.collectors,
+            sw.comm, sw.plan.collectors,
             CollectorContext{.stage = sw.rank, .stages = sw.plan.stages, .chunks = c.chunks},
             &probe);
         std::unique_ptr<Backend> backend = make_backend(sw.plan.backend, backend_config(sw, c, p));
@@ -414,11 +413,44 @@ Result run_combination(Sweep& sw, const Combination& c) {
   return result;
 }
 
+/// One combination, or with --resume its finished file: rank 0 reads it and
+/// every rank learns to skip. Rank 0 writes the result file; the row is
+/// complete on rank 0 only.
+ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
+  const std::string path = sw.out_dir + "/" + result_file_name(c);
+  ProgressRow row;
+  row.index = c.index;
+  row.total = total;
+  row.label = combination_label(c);
+  row.closed_form = closed_form_bubble_ratio(c.schedule, c.stages, c.microbatches, c.inflight);
+  int skip = 0;
+  if (sw.options.resume && sw.rank == 0 && std::filesystem::exists(path)) {
+    try {
+      row.result = read_result_file(path);
+      skip = row.result.status == ResultStatus::kError ? 0 : 1;
+    } catch (const UsageError& e) {
+      log::warn("--resume: %s; running the combination again", e.what());
+    }
+  }
+  PPB_MPI_CHECK(MPI_Bcast(&skip, 1, MPI_INT, 0, sw.comm));
+  if (skip != 0) {
+    row.resumed = true;
+  } else {
+    row.result = run_combination(sw, c);
+    if (sw.rank == 0) {
+      row.result.environment.date = iso8601_utc(unix_now());
+      write_result_file(path, row.result);
+    }
+  }
+  if (sw.rank == 0 && row.result.status == ResultStatus::kError) sw.any_failed = true;
+  return row;
+}
+
 }  // namespace
 
 void run_command(const RunOptions& options) {
   MpiSession mpi;
-  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, {}, false};
+  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false};
 
   // Every rank validates the same flags the same way: no collective before
   // the verdict, so a bad flag can never leave a rank waiting.
@@ -443,7 +475,6 @@ void run_command(const RunOptions& options) {
 
   sw.environment = collect_environment(sw.comm);
   sw.transport = make_transport(sw.plan.transport, sw.comm);
-  sw.collectors = sw.plan.collectors;
 
   SweepParams sp;
   sp.stages = sw.plan.stages;
@@ -465,35 +496,8 @@ void run_command(const RunOptions& options) {
 
   std::vector<ProgressRow> rows;
   for (const Combination& c : combos) {
-    const std::string path = sw.out_dir + "/" + result_file_name(c);
-    ProgressRow row;
-    row.index = c.index;
-    row.total = static_cast<int>(combos.size());
-    row.label = combination_label(c);
-    row.closed_form = closed_form_bubble_ratio(c.schedule, c.stages, c.microbatches, c.inflight);
-
-    // --resume: rank 0 reads the finished file; every rank learns to skip.
-    int skip = 0;
-    if (options.resume && sw.rank == 0 && std::filesystem::exists(path)) {
-      try {
-        row.result = read_result_file(path);
-        skip = row.result.status == ResultStatus::kError ? 0 : 1;
-      } catch (const UsageError& e) {
-        log::warn("--resume: %s; running the combination again", e.what());
-      }
-    }
-    PPB_MPI_CHECK(MPI_Bcast(&skip, 1, MPI_INT, 0, sw.comm));
-    if (skip != 0) {
-      row.resumed = true;
-    } else {
-      row.result = run_combination(sw, c);
-      if (sw.rank == 0) {
-        row.result.environment.date = iso8601_utc(unix_now());
-        write_result_file(path, row.result);
-      }
-    }
+    ProgressRow row = run_or_resume(sw, c, static_cast<int>(combos.size()));
     if (sw.rank == 0) {
-      if (row.result.status == ResultStatus::kError) sw.any_failed = true;
       std::printf("%s\n", progress_line(row).c_str());
       std::fflush(stdout);
       rows.push_back(std::move(row));
