@@ -1,5 +1,6 @@
-// `pipebench list`: every registered schedule, partition, backend, model and
-// device, each with one line of help.
+// `pipebench list`: every registered schedule, partition, backend, transport,
+// collector (with whether it is available here), model and device, each with
+// one line of help.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -11,6 +12,7 @@
 #include "ppb/pipeline/schedule.hpp"
 #ifdef PPB_HAVE_EXEC
 #include "ppb/exec/backend.hpp"
+#include "ppb/exec/collector.hpp"
 #include "ppb/exec/transport.hpp"
 #endif
 
@@ -31,6 +33,9 @@ void run_list() {
   for (const auto& b : backend_list()) print_row(b.name, b.help);
   std::printf("\ntransports (--transport):\n");
   for (const auto& t : transport_list()) print_row(t.name, t.help);
+  std::printf("\ncollectors (--profile a,b):\n");
+  for (const auto& c : collector_list())
+    print_row(c.name, c.available ? c.help : c.help + " [not available here: " + c.why_not + "]");
 #endif
   std::printf("\nmodels (--model, or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B):\n");
   for (const std::string& name : model_preset_names()) {
@@ -53,8 +58,8 @@ void run_list() {
 }  // namespace
 
 void register_list(CLI::App& app) {
-  CLI::App* cmd =
-      app.add_subcommand("list", "List schedules, partitions, backends, models and devices");
+  CLI::App* cmd = app.add_subcommand(
+      "list", "List schedules, partitions, backends, transports, collectors, models and devices");
   cmd->callback(run_list);
 }
 

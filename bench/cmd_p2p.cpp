@@ -14,7 +14,7 @@
 // communicator) and for the transport the executor uses (MpiTransport with
 // the executor's wait strategy), alternating which goes first, five
 // repetitions each; the best repetition of each is kept (a shared 2-core machine only ever adds
-// time). The goal of issue 3: at 1 MiB and above the transport reaches at
+// time). The goal: at 1 MiB and above the transport reaches at
 // least 95% of raw MPI bandwidth; the table and the JSON say whether it did.
 #include <mpi.h>
 

@@ -1,16 +1,32 @@
-// `pipebench run`: the measured sweep on MPI ranks (DESIGN.md, "The command").
+// `pipebench run`: the measured sweep on MPI ranks (docs/cli.md).
 //
 //   mpirun -np 4 pipebench run --schedule all --partition all --microbatches 4,8 --check
 //
 // The flags land in one RunOptions (STYLE.md rule 9); bench/run/runner.cpp
 // does the work: MPI_Init/Finalize happen only inside this command.
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 #include "cli.hpp"
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/collector.hpp"
+#include "ppb/exec/transport.hpp"
 #include "run/run_options.hpp"
 #include "run/runner.hpp"
 
 namespace ppb::cli {
+namespace {
+
+/// "cpu, timed": the names of a registry, for --help.
+template <class Info>
+std::string names(const std::vector<Info>& list) {
+  std::string out;
+  for (const Info& info : list) out += (out.empty() ? "" : ", ") + info.name;
+  return out;
+}
+
+}  // namespace
 
 void register_run(CLI::App& app) {
   auto options = std::make_shared<run::RunOptions>();
@@ -28,18 +44,25 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--model", o.model, "Model preset or gpt:layers=..,hidden=..,...")
       ->capture_default_str();
-  cmd->add_option("--backend", o.backend,
-                  "cpu (real fp32 training math) or timed (modelled sleeps)")
+  // Backends, transports and collectors: the help lists their registries.
+  o.backend = backend_list().front().name;
+  o.transport = transport_list().front().name;
+  cmd->add_option("--backend", o.backend, "Backend: " + names(backend_list()))
       ->capture_default_str();
-  cmd->add_option("--transport", o.transport, "mpi")->capture_default_str();
+  cmd->add_option("--transport", o.transport, "Transport: " + names(transport_list()))
+      ->capture_default_str();
   cmd->add_option("-n,--iters", o.iters, "Timed iterations (steps)")->capture_default_str();
   cmd->add_option("-w,--warmup", o.warmup, "Warm-up iterations (not timed)")->capture_default_str();
   cmd->add_option("--out", o.out, "Result folder (default results/<UTC date-time>)");
   cmd->add_flag("--resume", o.resume, "Skip combinations whose result file exists");
-  cmd->add_flag("--trace", o.trace, "Write a merged Chrome/Perfetto trace per combination");
+  cmd->add_flag("--trace", o.trace,
+                "Write Chrome/Perfetto traces per combination: one merged file and one per rank "
+                "(Holistic Trace Analysis)");
   cmd->add_flag("-c,--check", o.check,
-                "Check loss and gradients against a single-process reference (cpu)");
-  cmd->add_option("--profile", o.profile, "Collectors: nvtx,cupti");
+                "Check loss and gradients against a single-process reference (backends with real "
+                "gradients)");
+  cmd->add_option("--profile", o.profile,
+                  "Collectors, comma-separated (pipebench list): " + names(collector_list()));
   cmd->add_option("--memory-budget", o.memory_budget,
                   "Per-stage memory budget (e.g. 512MiB); over it: status oom");
   cmd->add_option("--memory-guard", o.memory_guard, "adaptive: guard fraction of the budget")

@@ -1,4 +1,4 @@
-// Speed of the schedule engine (issue 2, "Speed"): generating, validating and
+// Speed of the schedule engine: generating, validating and
 // simulating interleaved-1f1b with P=64, M=1024, V=4 (about half a million
 // actions) must run at >= 2 million actions per second on one core. The
 // items_per_second counter of BM_GenerateValidateSimulate is that figure.

@@ -1,5 +1,5 @@
-// Where a run happens: hosts, ranks, MPI library, build, date (DESIGN.md,
-// "Result file", environment). Collective: every rank calls it.
+// Where a run happens: hosts, ranks, MPI library, build, date
+// (docs/result-schema.md, "environment"). Collective: every rank calls it.
 #pragma once
 
 #include <mpi.h>

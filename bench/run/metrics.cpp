@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::run {
@@ -308,8 +309,8 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) 
 
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
                                 int inflight) {
-  const bool applies =
-      schedule == "gpipe" || schedule == "1f1b" || (schedule == "async-1f1b" && inflight >= stages);
+  const ScheduleInfo& info = schedule_info(schedule);
+  const bool applies = info.closed_form_bubble && (!info.uses_inflight || inflight >= stages);
   if (!applies) return kNaN;
   return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
 }

@@ -1,4 +1,4 @@
-// From what the ranks measured to the figures of a result file (DESIGN.md,
+// From what the ranks measured to the figures of a result file (docs/metrics.md,
 // "Definitions"). Pure functions on gathered data: no MPI here, so the
 // formulas are unit-tested on hand-made timelines.
 #pragma once
@@ -52,7 +52,7 @@ using StepMeasure = std::vector<StageStep>;
 /// not compute).
 double compute_busy(const StageStep& stage);
 
-/// Step time: max over stages of their end (DESIGN.md). REQUIRES: non-empty.
+/// Step time: max over stages of their end (docs/metrics.md). REQUIRES: non-empty.
 double step_time(const StepMeasure& step);
 
 /// Median of the values (mean of the two middle ones for an even count).
@@ -115,8 +115,9 @@ struct TheoryOutcome {
 TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs);
 
 /// Closed form (P-1)/(M+P-1) of GPipe and 1F1B with equal stages, for the
-/// schedules where it applies (gpipe, 1f1b, async-1f1b with N >= P); NaN
-/// otherwise.
+/// schedules whose registry entry says it applies (ScheduleInfo::
+/// closed_form_bubble; with an in-flight limit only when N >= P); NaN
+/// otherwise. REQUIRES: a registered schedule name.
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
                                 int inflight);
 

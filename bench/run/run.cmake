@@ -8,6 +8,9 @@ add_library(ppb_run STATIC
   run/environment.cpp
   run/progress.cpp
   run/runner.cpp
+  run/check.cpp
+  run/rank_record.cpp
+  run/trace_output.cpp
 )
 add_library(ppb::run ALIAS ppb_run)
 target_include_directories(ppb_run PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})

@@ -4,34 +4,15 @@
 #include <ctime>
 
 #include "cli.hpp"
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/collector.hpp"
+#include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::run {
-
-const char* backend_name(BackendKind backend) {
-  switch (backend) {
-    case BackendKind::kCpu:
-      return "cpu";
-    case BackendKind::kTimed:
-      return "timed";
-    case BackendKind::kCuda:
-      return "cuda";
-  }
-  return "?";
-}
-
-const char* transport_name(TransportKind transport) {
-  switch (transport) {
-    case TransportKind::kMpi:
-      return "mpi";
-    case TransportKind::kNccl:
-      return "nccl";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -96,6 +77,22 @@ std::vector<std::string> expand_partitions(const std::string& text) {
   return out;
 }
 
+/// The registry entry called `name` ("" = the first one, the default).
+/// Throws "--backend: unknown backend 'x' (backends: cpu, timed)".
+template <class Info>
+const Info& registered(const char* flag, const char* what, const std::vector<Info>& list,
+                       const std::string& name) {
+  PPB_CHECK(!list.empty(), "an empty registry");
+  if (name.empty()) return list.front();
+  std::vector<std::string> names;
+  for (const Info& info : list) {
+    if (info.name == name) return info;
+    names.push_back(info.name);
+  }
+  throw UsageError(std::string(flag) + ": unknown " + what + " '" + name + "' (" + what +
+                   "s: " + join(names) + ")");
+}
+
 }  // namespace
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
@@ -133,30 +130,18 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   }
   plan.inflight = o.inflight == 0 ? world_size : o.inflight;
 
-  if (o.backend == "cpu")
-    plan.backend = BackendKind::kCpu;
-  else if (o.backend == "timed")
-    plan.backend = BackendKind::kTimed;
-  else if (o.backend == "cuda") {
-    throw UsageError("--backend cuda: this build has no cuda backend (backends: cpu, timed)");
-  } else {
-    throw UsageError("--backend: unknown backend '" + o.backend + "' (backends: cpu, timed, cuda)");
-  }
-  if (o.transport == "mpi")
-    plan.transport = TransportKind::kMpi;
-  else if (o.transport == "nccl") {
-    throw UsageError("--transport nccl: this build has no nccl transport (transports: mpi)");
-  } else {
-    throw UsageError("--transport: unknown transport '" + o.transport +
-                     "' (transports: mpi, nccl)");
-  }
-  for (const std::string& p : cli::split_list(o.profile)) {
-    if (p == "nvtx")
-      plan.nvtx = true;
-    else if (p == "cupti")
-      plan.cupti = true;
-    else
-      throw UsageError("--profile: unknown collector '" + p + "' (collectors: nvtx, cupti)");
+  const BackendInfo& backend = registered("--backend", "backend", backend_list(), o.backend);
+  plan.backend = backend.name;
+  plan.transport = registered("--transport", "transport", transport_list(), o.transport).name;
+  plan.collectors = cli::split_list(o.profile);
+  check_collector_names(plan.collectors);
+  if (o.check && !backend.real_gradients) {
+    std::string real;
+    for (const BackendInfo& b : backend_list()) {
+      if (b.real_gradients) real += (real.empty() ? "" : ", ") + b.name;
+    }
+    throw UsageError("--check: compares real gradients, which only --backend " + real +
+                     " computes (got --backend " + backend.name + ")");
   }
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");
@@ -181,7 +166,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   // a partition that cannot is recorded as invalid by the sweep instead.
   const bool all_partitions = o.partitions.find("all") != std::string::npos;
   if (!all_partitions) {
-    const std::vector<UnitTime> times = unit_times(plan.units, device_preset("cpu"));
+    const std::vector<UnitTime> times = unit_times(plan.units, device_preset(o.device));
     for (const std::string& p : plan.partitions) {
       try {
         (void)make_partition(p, plan.units, times, world_size);

@@ -4,7 +4,7 @@
 // Validation is a pure function of the options, the MPI world size and the
 // code's registries, so every rank reaches the same verdict without talking
 // to the others: a bad flag makes every rank exit 2 before any collective,
-// and no rank is left waiting in one (issue 3, item 7).
+// and no rank is left waiting in one.
 #pragma once
 
 #include <cstdint>
@@ -15,28 +15,21 @@
 
 namespace ppb::run {
 
-enum class BackendKind : uint8_t { kCpu, kTimed, kCuda };
-enum class TransportKind : uint8_t { kMpi, kNccl };
-
-/// "cpu", "timed", "cuda" / "mpi", "nccl".
-const char* backend_name(BackendKind backend);
-const char* transport_name(TransportKind transport);
-
 /// The flags as given (strings where a list or a size is parsed later).
 struct RunOptions {
   std::string schedules = "all";   ///< --schedule S,...|all
   std::string partitions = "all";  ///< --partition X,...|all
   std::string microbatches = "8";  ///< --microbatches M,...
   std::string model = "gpt-tiny";  ///< --model SPEC
-  std::string backend = "cpu";     ///< --backend
-  std::string transport = "mpi";   ///< --transport
+  std::string backend;             ///< --backend ("" = the first registered backend)
+  std::string transport;           ///< --transport ("" = the first registered transport)
   int iters = 10;                  ///< --iters / -n
   int warmup = 2;                  ///< --warmup / -w
   std::string out;                 ///< --out (default results/<UTC date-time>)
   bool resume = false;             ///< --resume
   bool trace = false;              ///< --trace
   bool check = false;              ///< --check / -c
-  std::string profile;             ///< --profile nvtx,cupti
+  std::string profile;             ///< --profile a,b: collectors (collector.hpp)
   std::string memory_budget;       ///< --memory-budget BYTES ("" = none)
   double memory_guard = 0.85;      ///< --memory-guard
   double timeout = 0;              ///< --timeout / -T seconds (0 = no watchdog)
@@ -65,13 +58,12 @@ struct RunPlan {
   std::vector<int> microbatches;
   ModelSpec model;
   std::vector<Unit> units;
-  BackendKind backend = BackendKind::kCpu;
-  TransportKind transport = TransportKind::kMpi;
-  int stages = 1;             ///< P = world size
-  int inflight = 1;           ///< N after defaulting to P
-  int64_t memory_budget = 0;  ///< bytes, 0 = none
-  bool nvtx = false;
-  bool cupti = false;
+  std::string backend;                  ///< a registered backend (backend_list())
+  std::string transport;                ///< a registered transport (transport_list())
+  std::vector<std::string> collectors;  ///< registered collectors, in --profile order
+  int stages = 1;                       ///< P = world size
+  int inflight = 1;                     ///< N after defaulting to P
+  int64_t memory_budget = 0;            ///< bytes, 0 = none
 };
 
 /// Checks every flag against the world size and the registries and expands
@@ -79,7 +71,9 @@ struct RunPlan {
 /// --stages that differs from the world size, an unknown schedule, partition
 /// or backend, a malformed model spec, a non-positive count, a guard outside
 /// (0, 1], an unrecognised argument, a world larger than the model has units, a partition named
-/// explicitly that cannot cut the model into P stages.
+/// explicitly that cannot cut the model into P stages, an unknown backend,
+/// transport or collector (each checked against its registry), --check with
+/// a backend whose registry entry computes no real gradients.
 /// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);
 

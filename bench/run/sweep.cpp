@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "ppb/pipeline/schedule.hpp"
+
 namespace ppb::run {
 
 std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedules,
@@ -18,13 +20,11 @@ std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedul
         c.partition = partition;
         c.stages = params.stages;
         c.microbatches = m;
-        if (schedule == "interleaved-1f1b") c.chunks = params.chunks;
-        if (schedule == "async-1f1b" || schedule == "adaptive") c.inflight = params.inflight;
-        if (schedule == "hybrid") {
-          c.sync_warmup = params.sync_warmup;
-          c.inflight = params.inflight;
-        }
-        if (schedule == "pipedream") c.batches = params.batches;
+        const ScheduleInfo& info = schedule_info(schedule);
+        if (info.uses_chunks) c.chunks = params.chunks;
+        if (info.uses_inflight) c.inflight = params.inflight;
+        if (info.uses_sync_warmup) c.sync_warmup = params.sync_warmup;
+        if (info.no_flush) c.batches = params.batches;
         out.push_back(c);
       }
     }

@@ -82,3 +82,15 @@ if(TARGET ppb_nvtx_recorder AND TARGET ppb_exec)
             $<TARGET_FILE:ppb_nvtx_recorder> ${MPIEXEC_EXECUTABLE})
   set_tests_properties(cli.run_nvtx_ranges PROPERTIES LABELS mpi TIMEOUT 120)
 endif()
+
+# Collectors through the real binary on 2 ranks: an unknown name is a usage
+# error from rank 0 listing the available ones; an unavailable collector warns
+# once and the run completes with the other collectors' figures.
+if(TARGET ppb_exec)
+  foreach(mode unknown unavailable)
+    add_test(NAME cli.run_collectors_${mode}
+      COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/collectors_run.py ${mode}
+              $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/collectors-${mode})
+    set_tests_properties(cli.run_collectors_${mode} PROPERTIES LABELS mpi TIMEOUT 180 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

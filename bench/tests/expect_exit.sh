@@ -2,7 +2,7 @@
 # expect_exit.sh CODE SECONDS REGEX -- COMMAND...
 # Runs COMMAND, and passes when it exits with CODE within SECONDS and its
 # output (stdout + stderr) matches the extended regular expression REGEX.
-# For the failure cases of `pipebench run` (issue 3, item 7).
+# For the failure cases of `pipebench run`.
 set -u
 want=$1; limit=$2; regex=$3; shift 4
 start=$(date +%s%N)

@@ -71,7 +71,7 @@ add_test(NAME run_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.s
 set_tests_properties(run_resume PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${PPB_RUN_ENV}"
                      FIXTURES_REQUIRED run_memory_guard_files)
 
-# Failure behaviour (issue 3, item 7): exit code, message, within seconds.
+# Failure behaviour: exit code, message, within seconds.
 set(expect ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh)
 set(mpirun ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
 function(ppb_run_failure name code regex)
@@ -99,3 +99,25 @@ ppb_run_failure(run_fail_check_timed 2 "--check: compares real gradients"
 ppb_run_failure(run_fail_timeout 1 "rank 1: step 0 stuck for .* in F0"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b --partition layer --microbatches 2
   -n 1 -w 0 -T 2 --debug-stall-rank 1 --out ${PPB_RUN_OUT}/fail-timeout)
+
+# --trace's per-rank folders through Holistic Trace Analysis (installed by
+# ci/setup-deps into its own virtual environment): a real 4-rank run, then
+# HTA must find every rank and every measured step, and the bubble it yields
+# from its own dataframe must equal the result file's.
+set(PPB_HTA_PYTHON "/opt/pipebench/venv/bin/python" CACHE FILEPATH
+    "Python with HolisticTraceAnalysis (ci/setup-deps installs it there)")
+set(dir ${PPB_RUN_OUT}/hta)
+ppb_add_mpi_test(run_trace_hta RANKS 4
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b,interleaved-1f1b
+          --partition layer --microbatches 8 -n 3 -w 1 --trace --out ${dir}
+  LABELS mpi TIMEOUT 120)
+set_tests_properties(run_trace_hta PROPERTIES FIXTURES_SETUP run_trace_hta_files)
+# Without that interpreter the checker runs under python3, finds no `hta` and
+# skips, saying to run ci/setup-deps.
+set(hta_python python3)
+if(EXISTS ${PPB_HTA_PYTHON})
+  set(hta_python ${PPB_HTA_PYTHON})
+endif()
+add_test(NAME run_trace_hta_read COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_check.py ${dir})
+set_tests_properties(run_trace_hta_read PROPERTIES LABELS mpi TIMEOUT 120 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED run_trace_hta_files)

@@ -10,6 +10,7 @@
 #include "ppb/profiling/check.hpp"
 #include "run/metrics.hpp"
 #include "run/progress.hpp"
+#include "run/rank_record.hpp"
 #include "run/run_options.hpp"
 #include "run/sweep.hpp"
 
@@ -226,6 +227,71 @@ TEST(RunProgress, LineReadsLikeTheIssue) {
   EXPECT_EQ(progress_line(row), "[7/36] 1f1b x balanced M=8  invalid: --chunks: nope");
   const std::string table = summary_table({row});
   EXPECT_NE(table.find("invalid"), std::string::npos);
+}
+
+TEST(RankRecord, PackAndUnpackKeepEveryField) {
+  RankRecord r;
+  RankStep st;
+  st.origin = 12345.678;
+  st.peak_bytes = int64_t{3} << 40;
+  st.peak_activation_bytes = 77;
+  st.step.end = 0.25;
+  st.step.actions = {{F(3, 1), 0.01, 0.02, 0.001}, {Sync(), 0.02, 0.03, 0}};
+  CommTiming c;
+  c.send = true;
+  c.gradient = true;
+  c.microbatch = 3;
+  c.from_virtual = 5;
+  c.to_virtual = 4;
+  c.start = 0.02;
+  c.end = 0.021;
+  c.bytes = 1 << 20;
+  st.step.comms = {c};
+  st.collectors["cputime"].step = {{"cpu_seconds", 0.2}, {"involuntary_switches", 4}};
+  st.collectors["cputime"].action = {{"cpu_seconds", {0.009, std::nan("")}}};
+  r.steps = {st, st};
+  r.steps[1].origin = 1;
+  r.memory = {
+      .peak_total = 10, .peak_activations = 5, .at_peak = {1, 2, 3, 4, 5, 6, 7}, .peak_rss = 99};
+
+  const RankRecord back = unpack(pack(r));
+  ASSERT_EQ(back.steps.size(), 2u);
+  const RankStep& b = back.steps[0];
+  EXPECT_EQ(b.origin, st.origin);
+  EXPECT_EQ(b.peak_bytes, st.peak_bytes);
+  EXPECT_EQ(b.peak_activation_bytes, 77);
+  EXPECT_EQ(b.step.end, 0.25);
+  ASSERT_EQ(b.step.actions.size(), 2u);
+  EXPECT_EQ(b.step.actions[0].action, F(3, 1));
+  EXPECT_EQ(b.step.actions[1].action.kind, ActionKind::kSync);
+  EXPECT_EQ(b.step.actions[0].wait, 0.001);
+  ASSERT_EQ(b.step.comms.size(), 1u);
+  const CommTiming& bc = b.step.comms[0];
+  EXPECT_TRUE(bc.send && bc.gradient && !bc.local);
+  EXPECT_EQ(bc.microbatch, 3);
+  EXPECT_EQ(bc.from_virtual, 5);
+  EXPECT_EQ(bc.to_virtual, 4);
+  EXPECT_EQ(bc.end, 0.021);
+  EXPECT_EQ(bc.bytes, 1 << 20);
+  EXPECT_EQ(b.collectors.at("cputime").step, st.collectors.at("cputime").step);
+  const std::vector<double>& a = b.collectors.at("cputime").action.at("cpu_seconds");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0], 0.009);
+  EXPECT_TRUE(std::isnan(a[1]));
+  EXPECT_EQ(back.steps[1].origin, 1);
+  EXPECT_EQ(back.memory.at_peak, r.memory.at_peak);
+  EXPECT_EQ(back.memory.peak_rss, 99);
+}
+
+TEST(RankRecord, TruncatedOrOverlongBytesAreRejected) {
+  RankRecord r;
+  r.steps.resize(1);
+  r.steps[0].step.actions = {{F(0, 0), 0, 1, 0}};
+  std::vector<char> bytes = pack(r);
+  std::vector<char> shorter(bytes.begin(), bytes.end() - 1);
+  EXPECT_THROW((void)unpack(shorter), UsageError);
+  bytes.push_back(0);
+  EXPECT_THROW((void)unpack(bytes), UsageError);
 }
 
 }  // namespace

@@ -9,14 +9,18 @@ add_library(ppb_exec
   src/backend_registry.cpp
   src/executor.cpp
   src/memory_guard.cpp
-  src/nvtx_instrumentation.cpp
+  src/collector_registry.cpp
+  src/collectors/nvtx_collector.cpp
+  src/collectors/cputime_collector.cpp
+  src/collectors/perf_collector.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
-target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+                                   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
                                PRIVATE ppb::warnings)
 
-# The executor-overhead and wait-strategy measurement (issue 3, "Speed"):
+# The executor-overhead and wait-strategy measurement:
 #   mpirun -np 8 --oversubscribe ppb_exec_overhead --microbatches 32
 add_executable(ppb_exec_overhead src/tools/exec_overhead.cpp)
 target_link_libraries(ppb_exec_overhead PRIVATE ppb::exec ppb::core ppb::warnings)

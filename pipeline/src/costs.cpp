@@ -9,7 +9,7 @@ namespace ppb {
 namespace {
 
 // The cost flags come from the command line: a bad one is the user's input,
-// named by its flag (DESIGN.md: --fwd TF --bwd TB --wgrad TW --comm TC).
+// named by its flag (docs/cli.md: --fwd TF --bwd TB --wgrad TW --comm TC).
 void check_flag(const char* flag, double value) {
   if (!std::isfinite(value) || value < 0) {
     throw UsageError(std::string(flag) + ": expected a time >= 0, got " + std::to_string(value));

@@ -48,3 +48,8 @@ ppb_exec_expect(exec_p2p_rank_count RANKS 3 CODE 2 SECONDS 20
 ppb_exec_expect(exec_p2p_bad_range RANKS 2 CODE 2 SECONDS 20
   REGEX "--max: must be >= --min"
   COMMAND $<TARGET_FILE:pipebench> p2p --min 1MiB --max 4KiB)
+
+# Collectors on real ranks: registry, agreement across ranks, figures.
+add_executable(collector_test collector_test.cpp)
+target_link_libraries(collector_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
+ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_test> TIMEOUT 60)

@@ -1,4 +1,4 @@
-// Failure behaviour of the executor on real ranks (issue 3, item 7), run by
+// Failure behaviour of the executor on real ranks, run by
 // ctest, which checks the message with PASS_REGULAR_EXPRESSION and the time
 // with TIMEOUT:
 //   exec_probe stall  : rank 1 stalls in its first action of step 1; the

@@ -392,7 +392,7 @@ TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
   TimedBackend backend(cfg);
   MpiTransport transport(MPI_COMM_WORLD);
   ExecutorOptions eo;
-  eo.optimizer = optimizer_policy_for("pipedream");
+  eo.optimizer = optimizer_policy_for(schedule_info("pipedream"));
   Executor exec(MPI_COMM_WORLD, backend, transport, eo);
   (void)exec.run_step(schedule);
   EXPECT_EQ(backend.memory().current(MemCategory::kWeightStash), 0);
@@ -524,8 +524,8 @@ TEST(Registry, NamesAndErrors) {
   }
   EXPECT_EQ(parse_wait_strategy("yield", "--wait"), WaitStrategy::kYield);
   EXPECT_THROW(parse_wait_strategy("spin", "--wait"), UsageError);
-  EXPECT_EQ(optimizer_policy_for("pipedream"), OptimizerPolicy::kPerBackward);
-  EXPECT_EQ(optimizer_policy_for("1f1b"), OptimizerPolicy::kPerBatch);
+  EXPECT_EQ(optimizer_policy_for(schedule_info("pipedream")), OptimizerPolicy::kPerBackward);
+  EXPECT_EQ(optimizer_policy_for(schedule_info("1f1b")), OptimizerPolicy::kPerBatch);
 }
 
 TEST(ExecutorTest, RejectsASchedulForAnotherRankCount) {
@@ -570,7 +570,7 @@ TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   CpuBackend backend(cfg);
   MpiTransport transport(MPI_COMM_WORLD);
   ExecutorOptions eo;
-  eo.optimizer = optimizer_policy_for("pipedream");
+  eo.optimizer = optimizer_policy_for(schedule_info("pipedream"));
   Executor exec(MPI_COMM_WORLD, backend, transport, eo);
   (void)exec.run_step(schedule);
   EXPECT_EQ(backend.chunk(0).weight_version(), 2 * P);

@@ -66,6 +66,9 @@ Result full_result() {
   m.check =
       CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
+  m.collectors["cputime"] = {
+      .step = {{"cpu_seconds", {0.0101, 0.0093}}, {"involuntary_switches", {3, 0}}},
+      .action = {{"cpu_seconds", {{0.001, std::nan("")}, {0.001, 0.0009, 0.0011}}}}};
   r.timeline = {
       {{ActionKind::kForward, 0, 0, 0.0, 0.001}, {ActionKind::kBackward, 0, 0, 0.004, 0.006}},
       {{ActionKind::kForward, 0, 0, 0.0011, 0.0021},
@@ -98,6 +101,7 @@ void expect_same(const Result& a, const Result& b) {
   EXPECT_EQ(a.metrics->peak_memory_bytes, b.metrics->peak_memory_bytes);
   EXPECT_EQ(a.metrics->check, b.metrics->check);
   EXPECT_EQ(a.metrics->memory_guard, b.metrics->memory_guard);
+  EXPECT_EQ(a.metrics->collectors.size(), b.metrics->collectors.size());
 }
 
 class TempDir {
@@ -312,6 +316,30 @@ TEST(ResultSchema, BadValuesAreNamed) {
             "r.json: expected a JSON object (a pipebench result), got an array");
 }
 
+TEST(ResultSchema, CollectorFiguresRoundTripAndFollowStagesAndTimeline) {
+  const Result r = result_from_json(result_to_json(full_result()), "r.json");
+  const CollectorResult& c = r.metrics->collectors.at("cputime");
+  EXPECT_EQ(c.step.at("cpu_seconds"), (std::vector<double>{0.0101, 0.0093}));
+  EXPECT_EQ(c.action.at("cpu_seconds")[1], (std::vector<double>{0.001, 0.0009, 0.0011}));
+  EXPECT_TRUE(std::isnan(c.action.at("cpu_seconds")[0][1]));  // null where it does not apply
+
+  json::value doc = result_to_json(full_result());
+  find_path(doc, "metrics.collectors.cputime.step.cpu_seconds")->as_array().pop_back();
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.collectors.cputime.step.cpu_seconds': expected 2 entries (one "
+            "per stage, config.stages), got 1");
+  doc = result_to_json(full_result());
+  find_path(doc, "metrics.collectors.cputime.action.cpu_seconds[1]")->as_array().pop_back();
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.collectors.cputime.action.cpu_seconds[1]': expected 3 entries "
+            "(one per action of timeline[1]), got 2");
+  doc = result_to_json(full_result());
+  find_path(doc, "metrics.collectors.cputime.step")->as_object()["cpu_seconds"] = "fast";
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.collectors.cputime.step.cpu_seconds': expected an array, got a "
+            "string");
+}
+
 TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   json::value doc = result_to_json(full_result());
   doc.as_object()["future_field"] = json::object{{"x", 1}};
@@ -320,6 +348,7 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   erase_path(doc, "metrics.peak_memory_bytes.by_category");
   erase_path(doc, "config.seed");
   erase_path(doc, "environment.cpu");
+  erase_path(doc, "metrics.collectors");  // files written before collectors existed
   find_path(doc, "metrics")->as_object()["check"] = nullptr;
   const Result r = result_from_json(doc, "r.json");
   EXPECT_TRUE(r.metrics->theory->timeline.empty());
@@ -327,6 +356,7 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   EXPECT_EQ(r.config.seed, 0u);
   EXPECT_FALSE(r.metrics->check.has_value());
   EXPECT_EQ(r.environment.cpu, "");
+  EXPECT_TRUE(r.metrics->collectors.empty());
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

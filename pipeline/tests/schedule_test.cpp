@@ -46,11 +46,27 @@ TEST(ScheduleRegistry, ListsEveryScheduleOfDesignOnce) {
     EXPECT_EQ(s.no_flush, s.name == "pipedream") << s.name;
     EXPECT_EQ(s.uses_inflight, s.name == "async-1f1b" || s.name == "adaptive" || s.name == "hybrid")
         << s.name;
+    EXPECT_EQ(s.uses_sync_warmup, s.name == "hybrid") << s.name;
+    EXPECT_EQ(s.weight_stashing, s.name == "pipedream") << s.name;
+    EXPECT_EQ(s.optimizer_per_backward, s.name == "pipedream") << s.name;
+    EXPECT_EQ(s.memory_guarded, s.name == "adaptive") << s.name;
+    EXPECT_EQ(s.closed_form_bubble, s.name == "gpipe" || s.name == "1f1b" || s.name == "async-1f1b")
+        << s.name;
+    EXPECT_EQ(&schedule_info(s.name), &s) << s.name;
   }
   const std::vector<std::string> expected = {
       "sync-1f1b", "async-1f1b",       "1f1b",  "gpipe", "pipedream", "hybrid",
       "adaptive",  "interleaved-1f1b", "zb-h1", "zb-h2"};
   EXPECT_EQ(names, expected);
+}
+
+TEST(ScheduleRegistry, InfoOfUnknownNameListsValidNames) {
+  try {
+    (void)schedule_info("1f2b");
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("valid schedules: sync-1f1b"), std::string::npos);
+  }
 }
 
 TEST(ScheduleRegistry, UnknownNameListsValidNames) {

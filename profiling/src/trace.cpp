@@ -6,6 +6,7 @@
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
+#include "ppb/profiling/json_fields.hpp"
 #include "ppb/profiling/output_file.hpp"
 
 namespace ppb::trace {
@@ -258,23 +259,15 @@ void merge_trace_files(const std::vector<std::string>& inputs, const std::string
     const boost::json::value doc =
         boost::json::parse(read_input_file(in, "trace file", kMaxTraceFileBytes), ec);
     if (ec) throw UsageError("trace merge: " + in + " is not valid JSON: " + ec.message());
-    const auto* obj = doc.if_object();
-    const boost::json::value* events = obj ? obj->if_contains("traceEvents") : nullptr;
-    if (events == nullptr || !events->is_array()) {
-      throw UsageError("trace merge: " + in + ": missing \"traceEvents\" array");
+    const JsonReader reader(in);
+    const JsonObject root = reader.root(doc);
+    const boost::json::array& events = reader.array(root.at("traceEvents"), "traceEvents");
+    const int rank = root.object("distributedInfo").get<int>("rank");
+    if (!seen.insert(rank).second) {
+      throw UsageError("trace merge: " + in + ": rank " + std::to_string(rank) + " appears twice");
     }
-    const boost::json::value* info = obj->if_contains("distributedInfo");
-    const boost::json::value* rank =
-        info && info->is_object() ? info->as_object().if_contains("rank") : nullptr;
-    if (rank == nullptr || !rank->is_int64()) {
-      throw UsageError("trace merge: " + in + ": missing \"distributedInfo\": {\"rank\": N}");
-    }
-    if (!seen.insert(rank->as_int64()).second) {
-      throw UsageError("trace merge: " + in + ": rank " + std::to_string(rank->as_int64()) +
-                       " appears twice");
-    }
-    list.push_back(static_cast<int>(rank->as_int64()));
-    for (const boost::json::value& e : events->as_array()) {
+    list.push_back(rank);
+    for (const boost::json::value& e : events) {
       open_event(out, first);
       out += boost::json::serialize(e);
     }

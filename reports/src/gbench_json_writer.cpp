@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/writers.hpp"
 
 namespace ppb::reports {
@@ -17,7 +18,7 @@ std::string bench_name(const ResultEntry& e, bool with_machine) {
   const ResultConfig& c = e.result.config;
   std::string name = "pipebench/" + c.schedule + "/" + c.partition +
                      "/P:" + std::to_string(c.stages) + "/M:" + std::to_string(c.microbatches);
-  if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid") {
+  if (const ScheduleInfo* info = find_schedule_info(c.schedule); info && info->uses_inflight) {
     name += "/N:" + std::to_string(c.inflight);
   }
   if (c.chunks > 1) name += "/V:" + std::to_string(c.chunks);

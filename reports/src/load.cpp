@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
 
@@ -100,10 +101,10 @@ std::string config_key(const ResultConfig& c) {
 std::string config_label(const ResultConfig& c) {
   std::ostringstream s;
   s << c.schedule << " x " << c.partition << " P=" << c.stages << " M=" << c.microbatches;
-  if (c.schedule == "async-1f1b" || c.schedule == "adaptive" || c.schedule == "hybrid")
-    s << " N=" << c.inflight;
+  const ScheduleInfo* info = find_schedule_info(c.schedule);
+  if (info != nullptr && info->uses_inflight) s << " N=" << c.inflight;
   if (c.chunks > 1) s << " V=" << c.chunks;
-  if (c.schedule == "hybrid") s << " K=" << c.sync_warmup;
+  if (info != nullptr && info->uses_sync_warmup) s << " K=" << c.sync_warmup;
   if (c.batches > 1) s << " batches=" << c.batches;
   if (c.memory_budget > 0) s << " budget=" << c.memory_budget;
   return s.str();

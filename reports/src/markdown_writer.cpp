@@ -1,6 +1,7 @@
 // Markdown: the verdict first, then the tables a CI log reader needs.
 #include <sstream>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/writers.hpp"
 
@@ -81,7 +82,7 @@ std::string write_markdown(const ReportModel& model) {
     for (const ResultEntry* e : g.entries) {
       const ResultConfig& c = e->result.config;
       md << "| " << cell(c.schedule) << (c.chunks > 1 ? " V=" + std::to_string(c.chunks) : "")
-         << (c.schedule == "async-1f1b" || c.schedule == "adaptive"
+         << (find_schedule_info(c.schedule) && find_schedule_info(c.schedule)->uses_inflight
                  ? " N=" + std::to_string(c.inflight)
                  : "")
          << " | " << cell(c.partition) << " | " << c.stages << " | " << c.microbatches << " | ";

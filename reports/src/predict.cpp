@@ -1,6 +1,6 @@
 // The predicted timeline beside each measured one: the simulator (ppb::sim)
 // run on the same schedule with the run's own measured mean action times, as
-// DESIGN.md's theory figures are defined.
+// docs/metrics.md's theory figures are defined.
 #include <cmath>
 
 #include "ppb/pipeline/schedule.hpp"

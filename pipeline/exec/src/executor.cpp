@@ -55,8 +55,9 @@
 
 namespace ppb {
 
-OptimizerPolicy optimizer_policy_for(std::string_view schedule_name) {
-  return schedule_name == "pipedream" ? OptimizerPolicy::kPerBackward : OptimizerPolicy::kPerBatch;
+OptimizerPolicy optimizer_policy_for(const ScheduleInfo& schedule) {
+  return schedule.optimizer_per_backward ? OptimizerPolicy::kPerBackward
+                                         : OptimizerPolicy::kPerBatch;
 }
 
 namespace {

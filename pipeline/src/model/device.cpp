@@ -9,6 +9,7 @@
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
+#include "ppb/profiling/json_fields.hpp"
 
 namespace ppb {
 namespace {
@@ -100,52 +101,17 @@ double pass_time(double flops, double elementwise, double traffic_bytes, const D
 
 // ---- calibration JSON -------------------------------------------------------
 
-[[noreturn]] void bad_field(const std::string& source, const std::string& field,
-                            const std::string& what) {
-  throw UsageError(source + ": field '" + field + "': " + what);
-}
-
-double number_field(const boost::json::value& v, const std::string& source,
-                    const std::string& field) {
-  double x = 0;
-  if (v.is_double()) {
-    x = v.get_double();
-  } else if (v.is_int64()) {
-    x = static_cast<double>(v.get_int64());
-  } else if (v.is_uint64()) {
-    x = static_cast<double>(v.get_uint64());
-  } else {
-    bad_field(source, field, "expected a number >= 0");
-  }
-  if (!std::isfinite(x) || x < 0) bad_field(source, field, "expected a number >= 0");
+/// A number >= 0 (times and scales).
+double non_negative(const JsonObject& o, std::string_view key) {
+  const boost::json::value& v = o.at(key);
+  const double x = v.is_number() ? o.get<double>(key) : -1.0;
+  if (!std::isfinite(x) || x < 0) o.fail(key, "expected a number >= 0");
   return x;
 }
 
-const boost::json::object& object_field(const boost::json::value& v, const std::string& source,
-                                        const std::string& field) {
-  if (!v.is_object()) bad_field(source, field, "expected an object");
-  return v.get_object();
-}
-
-UnitTime unit_time_object(const boost::json::object& o, const std::string& source,
-                          const std::string& field) {
-  UnitTime t;
-  for (const auto& [key, value] : o) {
-    const std::string sub = field + "." + std::string(key);
-    if (key == "fwd") {
-      t.fwd = number_field(value, source, sub);
-    } else if (key == "bwd_input") {
-      t.bwd_input = number_field(value, source, sub);
-    } else if (key == "bwd_weight") {
-      t.bwd_weight = number_field(value, source, sub);
-    } else {
-      bad_field(source, sub, "unknown field (expected fwd, bwd_input, bwd_weight)");
-    }
-  }
-  for (const char* need : {"fwd", "bwd_input", "bwd_weight"}) {
-    if (!o.contains(need)) bad_field(source, field + "." + need, "missing");
-  }
-  return t;
+UnitTime unit_time_object(const JsonObject& o) {
+  o.only({"fwd", "bwd_input", "bwd_weight"}, "fwd, bwd_input, bwd_weight");
+  return {non_negative(o, "fwd"), non_negative(o, "bwd_input"), non_negative(o, "bwd_weight")};
 }
 
 bool is_kind_name(std::string_view name) {
@@ -174,47 +140,33 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
   boost::json::error_code ec;
   const boost::json::value doc = boost::json::parse(json_text, ec);
   if (ec) throw UsageError(source + ": not valid JSON (" + ec.message() + ")");
-  const boost::json::object& root = object_field(doc, source, "(document)");
+  const JsonReader reader(source);
+  if (!doc.is_object()) reader.fail("(document)", "expected an object");
+  const JsonObject root = reader.root(doc);
+  root.only({"schema", "device", "units", "kinds"}, "schema, device, units, kinds");
   Calibration cal;
   cal.source = source;
-  const boost::json::value* schema = root.if_contains("schema");
-  if (schema == nullptr) bad_field(source, "schema", "missing");
-  if (!schema->is_string() || schema->get_string() != kCalibrationSchema) {
-    bad_field(source, "schema", "expected \"" + std::string(kCalibrationSchema) + "\"");
+  const boost::json::value& schema = root.at("schema");
+  if (!schema.is_string() || schema.get_string() != kCalibrationSchema)
+    root.fail("schema", "expected \"" + std::string(kCalibrationSchema) + "\"");
+  const boost::json::value& device = root.at("device");
+  if (!device.is_string() || device.get_string().empty())
+    root.fail("device", "expected a device name");
+  cal.device = std::string(device.get_string());
+  if (const auto units = root.find_object("units")) {
+    for (const auto& kv : units->raw())
+      cal.unit_seconds[std::string(kv.key())] = unit_time_object(units->object(kv.key()));
   }
-  const boost::json::value* device = root.if_contains("device");
-  if (device == nullptr) bad_field(source, "device", "missing");
-  if (!device->is_string() || device->get_string().empty()) {
-    bad_field(source, "device", "expected a device name");
-  }
-  cal.device = std::string(device->get_string());
-  for (const auto& [key, value] : root) {
-    if (key == "schema" || key == "device") continue;
-    if (key == "units") {
-      for (const auto& [unit, times] : object_field(value, source, "units")) {
-        const std::string field = "units." + std::string(unit);
-        cal.unit_seconds[std::string(unit)] =
-            unit_time_object(object_field(times, source, field), source, field);
-      }
-    } else if (key == "kinds") {
-      for (const auto& [kind, scale] : object_field(value, source, "kinds")) {
-        const std::string field = "kinds." + std::string(kind);
-        if (!is_kind_name(kind)) {
-          bad_field(source, field,
+  if (const auto kinds = root.find_object("kinds")) {
+    for (const auto& kv : kinds->raw()) {
+      if (!is_kind_name(kv.key())) {
+        kinds->fail(kv.key(),
                     "unknown unit kind (kinds: embedding, ln1, qkv, attention, attn_out, ln2, "
                     "fc1_gelu, fc2, final_norm, head)");
-        }
-        UnitTime factor;
-        if (scale.is_object()) {
-          factor = unit_time_object(scale.get_object(), source, field);
-        } else {
-          const double x = number_field(scale, source, field);
-          factor = {x, x, x};
-        }
-        cal.kind_scale[std::string(kind)] = factor;
       }
-    } else {
-      bad_field(source, std::string(key), "unknown field (expected schema, device, units, kinds)");
+      const double x = kv.value().is_object() ? 0.0 : non_negative(*kinds, kv.key());
+      cal.kind_scale[std::string(kv.key())] =
+          kv.value().is_object() ? unit_time_object(kinds->object(kv.key())) : UnitTime{x, x, x};
     }
   }
   return cal;

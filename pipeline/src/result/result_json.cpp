@@ -3,11 +3,14 @@
 // stay readable by older reports.
 #include <boost/json.hpp>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/json_fields.hpp"
 
 namespace ppb {
 
@@ -124,154 +127,80 @@ json::object metrics_json(const ResultMetrics& m) {
     o["memory_guard"] = json::object{{"actions", m.memory_guard->actions},
                                      {"min_inflight", m.memory_guard->min_inflight}};
   }
+  if (!m.collectors.empty()) {
+    json::object cs;
+    for (const auto& [name, c] : m.collectors) {
+      json::object step;
+      for (const auto& [figure, v] : c.step) step[figure] = doubles(v);
+      json::object action;
+      for (const auto& [figure, v] : c.action) action[figure] = array_of(v, doubles);
+      cs[name] = json::object{{"step", std::move(step)}, {"action", std::move(action)}};
+    }
+    o["collectors"] = std::move(cs);
+  }
   return o;
 }
 
 // ---------------------------------------------------------------- reading --
+// One function per object of the schema; each field is one line through the
+// one JSON field reader (ppb/profiling/json_fields.hpp).
 
-std::string join(const std::string& parent, std::string_view key) {
-  if (parent.empty()) return std::string(key);
-  return parent + "." + std::string(key);
-}
-
-std::string index_path(const std::string& parent, size_t i) {
-  return parent + "[" + std::to_string(i) + "]";
-}
-
-// Reads typed fields out of one document; every failure names source + path.
-class FieldReader {
- public:
-  explicit FieldReader(std::string_view source) : source_(source) {}
-
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw UsageError(std::string(source_) + ": field '" + path + "': " + what);
+/// Lists that hold one entry per stage (config.stages); `allow_empty` for
+/// optional lists and for figures of a result that is not ok.
+struct StageCount {
+  const JsonReader& reader;
+  size_t stages;
+  void check(size_t n, const std::string& path, bool allow_empty) const {
+    if (n == stages || (allow_empty && n == 0)) return;
+    reader.fail(path, "expected " + std::to_string(stages) +
+                          " entries (one per stage, config.stages), got " + std::to_string(n));
   }
-
-  const json::object& object(const json::value& v, const std::string& path) const {
-    if (!v.is_object()) fail(path, "expected an object");
-    return v.get_object();
-  }
-
-  // nullptr when absent or null (optional fields).
-  static const json::value* find(const json::object& o, std::string_view key) {
-    const json::value* v = o.if_contains(key);
-    if (v == nullptr || v->is_null()) return nullptr;
-    return v;
-  }
-
-  const json::value& require(const json::object& o, const std::string& parent,
-                             std::string_view key) const {
-    const json::value* v = o.if_contains(key);
-    if (v == nullptr) fail(join(parent, key), "missing");
-    return *v;
-  }
-
-  double number(const json::value& v, const std::string& path) const {
-    if (v.is_double()) return v.get_double();
-    if (v.is_int64()) return static_cast<double>(v.get_int64());
-    if (v.is_uint64()) return static_cast<double>(v.get_uint64());
-    fail(path, std::string("expected a number, got ") + kind_name(v));
-  }
-
-  double number_or_null(const json::value& v, const std::string& path) const {
-    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
-    if (v.is_double() || v.is_int64() || v.is_uint64()) return number(v, path);
-    fail(path, std::string("expected a number or null, got ") + kind_name(v));
-  }
-
-  int64_t integer(const json::value& v, const std::string& path) const {
-    if (v.is_int64()) return v.get_int64();
-    if (v.is_uint64()) {
-      if (v.get_uint64() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        fail(path, "integer out of range");
-      }
-      return static_cast<int64_t>(v.get_uint64());
-    }
-    if (v.is_double()) {
-      const double d = v.get_double();
-      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18)
-        return static_cast<int64_t>(d);
-      fail(path, "expected an integer, got " + std::to_string(d));
-    }
-    fail(path, std::string("expected an integer, got ") + kind_name(v));
-  }
-
-  int int32(const json::value& v, const std::string& path) const {
-    const int64_t x = integer(v, path);
-    if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) {
-      fail(path, "integer out of range");
-    }
-    return static_cast<int>(x);
-  }
-
-  uint64_t uinteger(const json::value& v, const std::string& path) const {
-    if (v.is_uint64()) return v.get_uint64();
-    const int64_t x = integer(v, path);
-    if (x < 0) fail(path, "expected a non-negative integer");
-    return static_cast<uint64_t>(x);
-  }
-
-  bool boolean(const json::value& v, const std::string& path) const {
-    if (!v.is_bool()) fail(path, std::string("expected true or false, got ") + kind_name(v));
-    return v.get_bool();
-  }
-
-  std::string string(const json::value& v, const std::string& path) const {
-    if (!v.is_string()) fail(path, std::string("expected a string, got ") + kind_name(v));
-    return std::string(v.get_string());
-  }
-
-  template <class F>
-  auto array(const json::value& v, const std::string& path, F&& element) const {
-    using T = decltype(element(v, path));
-    if (!v.is_array()) fail(path, std::string("expected an array, got ") + kind_name(v));
-    std::vector<T> out;
-    out.reserve(v.get_array().size());
-    size_t i = 0;
-    for (const json::value& x : v.get_array()) out.push_back(element(x, index_path(path, i++)));
-    return out;
-  }
-
-  // Convenience: required key of object o (at parent) through reader fn.
-  template <class F>
-  auto field(const json::object& o, const std::string& parent, std::string_view key, F&& fn) const {
-    return fn(require(o, parent, key), join(parent, key));
-  }
-
-  // Optional key: returns fallback when absent or null.
-  template <class F, class T>
-  auto optional_field(const json::object& o, const std::string& parent, std::string_view key,
-                      F&& fn, T fallback) const {
-    const json::value* v = find(o, key);
-    if (v == nullptr) return static_cast<decltype(fn(*v, std::string()))>(fallback);
-    return fn(*v, join(parent, key));
-  }
-
-  static const char* kind_name(const json::value& v) {
-    switch (v.kind()) {
-      case json::kind::null:
-        return "null";
-      case json::kind::bool_:
-        return "a boolean";
-      case json::kind::int64:
-      case json::kind::uint64:
-      case json::kind::double_:
-        return "a number";
-      case json::kind::string:
-        return "a string";
-      case json::kind::array:
-        return "an array";
-      case json::kind::object:
-        return "an object";
-    }
-    return "?";
-  }
-
- private:
-  std::string_view source_;
 };
 
-ActionKind parse_op(const FieldReader& r, const json::value& v, const std::string& path) {
+ResultStatus read_status(const JsonObject& root) {
+  const std::string status = root.get<std::string>("status");
+  if (status == "ok") return ResultStatus::kOk;
+  if (status == "oom") return ResultStatus::kOom;
+  if (status == "invalid") return ResultStatus::kInvalid;
+  if (status == "error") return ResultStatus::kError;
+  root.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
+}
+
+void at_least(const JsonObject& o, std::string_view key, int64_t value, int64_t min) {
+  if (value < min) {
+    o.fail(key, "expected >= " + std::to_string(min) + ", got " + std::to_string(value));
+  }
+}
+
+ResultConfig read_config(const JsonObject& c) {
+  ResultConfig k;
+  k.schedule = c.get<std::string>("schedule");
+  k.partition = c.get<std::string>("partition");
+  k.stages = c.get<int>("stages");
+  k.microbatches = c.get<int>("microbatches");
+  k.micro_batch_size = c.get<int>("micro_batch_size");
+  k.inflight = c.get<int>("inflight");
+  k.chunks = c.get<int>("chunks");
+  k.model = c.get<std::string>("model");
+  k.backend = c.get<std::string>("backend");
+  k.transport = c.get<std::string>("transport");
+  k.iters = c.get<int>("iters");
+  k.warmup = c.get<int>("warmup");
+  k.time_scale = c.get_or("time_scale", 0.0);
+  k.memory_budget = c.get_or<int64_t>("memory_budget", 0);
+  k.seed = c.get_or<uint64_t>("seed", 0);
+  k.sync_warmup = c.get_or("sync_warmup", 0);
+  k.memory_guard = c.get_or("memory_guard", 0.0);
+  k.batches = c.get_or("batches", 1);
+  at_least(c, "stages", k.stages, 1);
+  at_least(c, "microbatches", k.microbatches, 1);
+  at_least(c, "micro_batch_size", k.micro_batch_size, 1);
+  at_least(c, "chunks", k.chunks, 1);
+  at_least(c, "inflight", k.inflight, 0);
+  return k;
+}
+
+ActionKind read_op(const JsonReader& r, const json::value& v, const std::string& path) {
   const std::string s = r.string(v, path);
   if (s == "F") return ActionKind::kForward;
   if (s == "B") return ActionKind::kBackward;
@@ -281,24 +210,189 @@ ActionKind parse_op(const FieldReader& r, const json::value& v, const std::strin
   r.fail(path, "expected one of F, B, I, W, SYNC, got \"" + s + "\"");
 }
 
-Timeline parse_timeline(const FieldReader& r, const json::value& v, const std::string& path) {
-  return r.array(v, path, [&r](const json::value& stage, const std::string& sp) {
-    return r.array(stage, sp, [&r](const json::value& ev, const std::string& ep) {
-      const json::object& o = r.object(ev, ep);
-      TimelineEvent e;
-      e.op = r.field(o, ep, "op", [&r](const json::value& x, const std::string& p) {
-        return parse_op(r, x, p);
-      });
-      auto i32 = [&r](const json::value& x, const std::string& p) { return r.int32(x, p); };
-      auto dbl = [&r](const json::value& x, const std::string& p) { return r.number(x, p); };
-      e.mb = r.field(o, ep, "mb", i32);
-      e.chunk = r.field(o, ep, "chunk", i32);
-      e.start = r.field(o, ep, "start", dbl);
-      e.end = r.field(o, ep, "end", dbl);
-      if (e.end < e.start) r.fail(join(ep, "end"), "ends before its start");
-      return e;
+TimelineEvent read_event(const JsonObject& o) {
+  TimelineEvent e;
+  e.op = read_op(o.reader(), o.at("op"), o.field("op"));
+  e.mb = o.get<int>("mb");
+  e.chunk = o.get<int>("chunk");
+  e.start = o.get<double>("start");
+  e.end = o.get<double>("end");
+  if (e.end < e.start) o.fail("end", "ends before its start");
+  return e;
+}
+
+Timeline read_timeline(const JsonReader& r, const json::value& v, const std::string& path) {
+  return r.array_of(v, path, [&r](const json::value& stage, const std::string& sp) {
+    return r.array_of(stage, sp, [&r](const json::value& ev, const std::string& ep) {
+      return read_event(r.object(ev, ep));
     });
   });
+}
+
+BubbleFigures read_bubble(const JsonObject& o, const StageCount& n, bool ok) {
+  BubbleFigures b;
+  b.measured = o.get<double>("measured");
+  b.theoretical = o.number_or_null("theoretical");
+  b.per_stage = o.get<std::vector<double>>("per_stage");
+  n.check(b.per_stage.size(), o.field("per_stage"), !ok);
+  return b;
+}
+
+MemoryByCategory read_categories(const JsonObject& o) {
+  MemoryByCategory cats{};
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    cats[static_cast<size_t>(i)] =
+        o.get_or<int64_t>(mem_category_name(static_cast<MemCategory>(i)), 0);
+  }
+  return cats;
+}
+
+PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
+  PeakMemory pm;
+  pm.per_stage = o.get<std::vector<int64_t>>("per_stage");
+  pm.activations_per_stage = o.get<std::vector<int64_t>>("activations_per_stage");
+  pm.device_per_stage = o.get_or("device_per_stage", std::vector<int64_t>{});
+  pm.peak_rss_per_stage = o.get_or("peak_rss_per_stage", std::vector<int64_t>{});
+  pm.by_category =
+      o.optional_array("by_category", [&o](const json::value& v, const std::string& p) {
+        return read_categories(o.reader().object(v, p));
+      });
+  n.check(pm.per_stage.size(), o.field("per_stage"), !ok);
+  n.check(pm.activations_per_stage.size(), o.field("activations_per_stage"), !ok);
+  n.check(pm.device_per_stage.size(), o.field("device_per_stage"), true);
+  n.check(pm.peak_rss_per_stage.size(), o.field("peak_rss_per_stage"), true);
+  n.check(pm.by_category.size(), o.field("by_category"), true);
+  return pm;
+}
+
+StageActionTimes read_action_times(const JsonObject& o) {
+  StageActionTimes a;
+  a.fwd = o.optional_number_or_null("F");
+  a.bwd = o.optional_number_or_null("B");
+  a.bwd_input = o.optional_number_or_null("I");
+  a.bwd_weight = o.optional_number_or_null("W");
+  return a;
+}
+
+TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
+  TheoryFigures t;
+  t.step_time_seconds = o.number_or_null("step_time_seconds");
+  t.peak_inflight_per_stage = o.get_or("peak_inflight_per_stage", std::vector<int>{});
+  t.activation_bytes_per_microbatch =
+      o.get_or("activation_bytes_per_microbatch", std::vector<int64_t>{});
+  t.peak_activation_bytes_per_stage =
+      o.get_or("peak_activation_bytes_per_stage", std::vector<int64_t>{});
+  t.action_seconds =
+      o.optional_array("action_seconds", [&o](const json::value& v, const std::string& p) {
+        return read_action_times(o.reader().object(v, p));
+      });
+  if (const json::value* v = o.find("timeline"))
+    t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
+  n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
+  n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
+          true);
+  n.check(t.peak_activation_bytes_per_stage.size(), o.field("peak_activation_bytes_per_stage"),
+          true);
+  n.check(t.action_seconds.size(), o.field("action_seconds"), true);
+  n.check(t.timeline.size(), o.field("timeline"), true);
+  return t;
+}
+
+CheckFigures read_check(const JsonObject& o) {
+  CheckFigures ck;
+  ck.passed = o.get<bool>("passed");
+  ck.max_rel_error = o.number_or_null("max_rel_error");
+  ck.loss = o.optional_number_or_null("loss");
+  ck.method = o.get_or<std::string>("method", "");
+  return ck;
+}
+
+MemoryGuardFigures read_guard(const JsonObject& o) {
+  MemoryGuardFigures g;
+  g.actions = o.get<int64_t>("actions");
+  g.min_inflight = o.get<int>("min_inflight");
+  return g;
+}
+
+/// metrics.collectors: per collector, figures per stage ("step") and per
+/// stage and timeline action ("action"; checked against the timeline later).
+std::map<std::string, CollectorResult> read_collectors(const JsonObject& o, const StageCount& n) {
+  std::map<std::string, CollectorResult> out;
+  const JsonReader& r = o.reader();
+  for (const auto& kv : o.raw()) {
+    const JsonObject c = o.object(kv.key());
+    CollectorResult& cr = out[std::string(kv.key())];
+    if (const auto step = c.find_object("step")) {
+      for (const auto& f : step->raw()) {
+        cr.step[std::string(f.key())] = step->numbers_or_null(f.key());
+        n.check(cr.step[std::string(f.key())].size(), step->field(f.key()), false);
+      }
+    }
+    if (const auto action = c.find_object("action")) {
+      for (const auto& f : action->raw()) {
+        auto& v = cr.action[std::string(f.key())];
+        v = r.array_of(f.value(), action->field(f.key()),
+                       [&r](const json::value& x, const std::string& p) {
+                         return r.array_of(x, p, [&r](const json::value& y, const std::string& q) {
+                           return r.number_or_null(y, q);
+                         });
+                       });
+        n.check(v.size(), action->field(f.key()), false);
+      }
+    }
+  }
+  return out;
+}
+
+ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
+  ResultMetrics x;
+  x.samples_per_second = m.get<double>("samples_per_second");
+  const JsonObject st = m.object("step_time_seconds");
+  x.step_time_seconds.median = st.get<double>("median");
+  x.step_time_seconds.min = st.get<double>("min");
+  x.step_time_seconds.max = st.get<double>("max");
+  x.step_time_seconds.samples = st.get<std::vector<double>>("samples");
+  x.bubble_ratio = read_bubble(m.object("bubble_ratio"), n, ok);
+  x.bubble_overhead = read_bubble(m.object("bubble_overhead"), n, ok);
+  x.peak_memory_bytes = read_memory(m.object("peak_memory_bytes"), n, ok);
+  if (const auto o = m.find_object("theory")) x.theory = read_theory(*o, n);
+  if (const auto o = m.find_object("check")) x.check = read_check(*o);
+  if (const auto o = m.find_object("memory_guard")) x.memory_guard = read_guard(*o);
+  if (const auto o = m.find_object("collectors")) x.collectors = read_collectors(*o, n);
+  return x;
+}
+
+ResultEnvironment read_environment(const JsonObject& e) {
+  ResultEnvironment env;
+  env.hosts = e.get<std::vector<std::string>>("hosts");
+  env.ranks = e.get<int>("ranks");
+  env.mpi = e.get<std::string>("mpi");
+  env.cuda = e.get<std::string>("cuda");
+  env.gpus = e.get<std::vector<std::string>>("gpus");
+  env.driver = e.get<std::string>("driver");
+  env.git = e.get<std::string>("git");
+  env.date = e.get<std::string>("date");
+  env.compiler = e.get_or<std::string>("compiler", "");
+  env.build_type = e.get_or<std::string>("build_type", "");
+  env.hostname = e.get_or<std::string>("hostname", "");
+  env.cpu = e.get_or<std::string>("cpu", "");
+  return env;
+}
+
+/// Collector figures per action follow the timeline: one per event.
+void check_collector_actions(const JsonReader& r, const Result& out) {
+  if (!out.metrics) return;
+  for (const auto& [name, c] : out.metrics->collectors) {
+    for (const auto& [figure, per_stage] : c.action) {
+      for (size_t s = 0; s < per_stage.size() && s < out.timeline.size(); ++s) {
+        if (per_stage[s].size() == out.timeline[s].size()) continue;
+        r.fail("metrics.collectors." + name + ".action." + figure + "[" + std::to_string(s) + "]",
+               "expected " + std::to_string(out.timeline[s].size()) +
+                   " entries (one per action of timeline[" + std::to_string(s) + "]), got " +
+                   std::to_string(per_stage[s].size()));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -346,242 +440,28 @@ boost::json::value result_to_json(const Result& result) {
 }
 
 Result result_from_json(const boost::json::value& doc, std::string_view source) {
-  const FieldReader r(source);
+  const JsonReader r{std::string(source)};
   if (!doc.is_object()) {
     throw UsageError(std::string(source) + ": expected a JSON object (a pipebench result), got " +
-                     FieldReader::kind_name(doc));
+                     JsonReader::kind_name(doc));
   }
-  const json::object& root = doc.get_object();
-
-  auto str = [&r](const json::value& v, const std::string& p) { return r.string(v, p); };
-  auto i32 = [&r](const json::value& v, const std::string& p) { return r.int32(v, p); };
-  auto i64 = [&r](const json::value& v, const std::string& p) { return r.integer(v, p); };
-  auto dbl = [&r](const json::value& v, const std::string& p) { return r.number(v, p); };
-  auto dbl_or_null = [&r](const json::value& v, const std::string& p) {
-    return r.number_or_null(v, p);
-  };
-  auto dbls = [&r, dbl](const json::value& v, const std::string& p) { return r.array(v, p, dbl); };
-  auto i64s = [&r, i64](const json::value& v, const std::string& p) { return r.array(v, p, i64); };
-  auto strs = [&r, str](const json::value& v, const std::string& p) { return r.array(v, p, str); };
-
-  const std::string schema = r.field(root, "", "schema", str);
+  const JsonObject root = r.root(doc);
+  const std::string schema = root.get<std::string>("schema");
   if (schema != kResultSchema) {
-    r.fail("schema", std::string("expected \"") + kResultSchema + "\", got \"" + schema + "\"");
+    root.fail("schema", std::string("expected \"") + kResultSchema + "\", got \"" + schema + "\"");
   }
-
   Result out;
-  const std::string status = r.field(root, "", "status", str);
-  if (status == "ok") {
-    out.status = ResultStatus::kOk;
-  } else if (status == "oom") {
-    out.status = ResultStatus::kOom;
-  } else if (status == "invalid") {
-    out.status = ResultStatus::kInvalid;
-  } else if (status == "error") {
-    out.status = ResultStatus::kError;
-  } else {
-    r.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
-  }
+  out.status = read_status(root);
   const bool ok = out.status == ResultStatus::kOk;
-  if (ok) {
-    out.error = r.optional_field(root, "", "error", str, std::string());
-  } else {
-    out.error = r.field(root, "", "error", str);
-  }
-
-  // config
-  {
-    const std::string p = "config";
-    const json::object& c = r.object(r.require(root, "", "config"), p);
-    ResultConfig& k = out.config;
-    k.schedule = r.field(c, p, "schedule", str);
-    k.partition = r.field(c, p, "partition", str);
-    k.stages = r.field(c, p, "stages", i32);
-    k.microbatches = r.field(c, p, "microbatches", i32);
-    k.micro_batch_size = r.field(c, p, "micro_batch_size", i32);
-    k.inflight = r.field(c, p, "inflight", i32);
-    k.chunks = r.field(c, p, "chunks", i32);
-    k.model = r.field(c, p, "model", str);
-    k.backend = r.field(c, p, "backend", str);
-    k.transport = r.field(c, p, "transport", str);
-    k.iters = r.field(c, p, "iters", i32);
-    k.warmup = r.field(c, p, "warmup", i32);
-    k.time_scale = r.optional_field(c, p, "time_scale", dbl, 0.0);
-    k.memory_budget = r.optional_field(c, p, "memory_budget", i64, int64_t{0});
-    k.seed = r.optional_field(
-        c, p, "seed", [&r](const json::value& v, const std::string& q) { return r.uinteger(v, q); },
-        uint64_t{0});
-    k.sync_warmup = r.optional_field(c, p, "sync_warmup", i32, 0);
-    k.memory_guard = r.optional_field(c, p, "memory_guard", dbl, 0.0);
-    k.batches = r.optional_field(c, p, "batches", i32, 1);
-    if (k.stages < 1) r.fail("config.stages", "expected >= 1, got " + std::to_string(k.stages));
-    if (k.microbatches < 1) {
-      r.fail("config.microbatches", "expected >= 1, got " + std::to_string(k.microbatches));
-    }
-    if (k.micro_batch_size < 1) {
-      r.fail("config.micro_batch_size", "expected >= 1, got " + std::to_string(k.micro_batch_size));
-    }
-    if (k.chunks < 1) r.fail("config.chunks", "expected >= 1, got " + std::to_string(k.chunks));
-    if (k.inflight < 0)
-      r.fail("config.inflight", "expected >= 0, got " + std::to_string(k.inflight));
-  }
-  const size_t stages = static_cast<size_t>(out.config.stages);
-  auto check_len = [&r, stages](size_t n, const std::string& path, bool allow_empty) {
-    if (n == stages || (allow_empty && n == 0)) return;
-    r.fail(path, "expected " + std::to_string(stages) +
-                     " entries (one per stage, config.stages), got " + std::to_string(n));
-  };
-
-  // metrics
-  const json::value* metrics =
-      ok ? &r.require(root, "", "metrics") : FieldReader::find(root, "metrics");
-  if (metrics != nullptr) {
-    const std::string p = "metrics";
-    const json::object& m = r.object(*metrics, p);
-    ResultMetrics& x = out.metrics.emplace();
-    x.samples_per_second = r.field(m, p, "samples_per_second", dbl);
-    {
-      const std::string q = join(p, "step_time_seconds");
-      const json::object& s = r.object(r.require(m, p, "step_time_seconds"), q);
-      x.step_time_seconds.median = r.field(s, q, "median", dbl);
-      x.step_time_seconds.min = r.field(s, q, "min", dbl);
-      x.step_time_seconds.max = r.field(s, q, "max", dbl);
-      x.step_time_seconds.samples = r.field(s, q, "samples", dbls);
-    }
-    auto bubble = [&](std::string_view key, BubbleFigures& b) {
-      const std::string q = join(p, key);
-      const json::object& o = r.object(r.require(m, p, key), q);
-      b.measured = r.field(o, q, "measured", dbl);
-      b.theoretical = r.field(o, q, "theoretical", dbl_or_null);
-      b.per_stage = r.field(o, q, "per_stage", dbls);
-      check_len(b.per_stage.size(), join(q, "per_stage"), !ok);
-    };
-    bubble("bubble_ratio", x.bubble_ratio);
-    bubble("bubble_overhead", x.bubble_overhead);
-    {
-      const std::string q = join(p, "peak_memory_bytes");
-      const json::object& o = r.object(r.require(m, p, "peak_memory_bytes"), q);
-      PeakMemory& pm = x.peak_memory_bytes;
-      pm.per_stage = r.field(o, q, "per_stage", i64s);
-      check_len(pm.per_stage.size(), join(q, "per_stage"), !ok);
-      pm.activations_per_stage = r.field(o, q, "activations_per_stage", i64s);
-      check_len(pm.activations_per_stage.size(), join(q, "activations_per_stage"), !ok);
-      pm.device_per_stage =
-          r.optional_field(o, q, "device_per_stage", i64s, std::vector<int64_t>{});
-      check_len(pm.device_per_stage.size(), join(q, "device_per_stage"), true);
-      pm.peak_rss_per_stage =
-          r.optional_field(o, q, "peak_rss_per_stage", i64s, std::vector<int64_t>{});
-      check_len(pm.peak_rss_per_stage.size(), join(q, "peak_rss_per_stage"), true);
-      auto categories = [&r](const json::value& v, const std::string& cp) {
-        const json::object& co = r.object(v, cp);
-        MemoryByCategory cats{};
-        for (int i = 0; i < kNumMemCategories; ++i) {
-          const std::string_view name = mem_category_name(static_cast<MemCategory>(i));
-          if (const json::value* cv = FieldReader::find(co, name)) {
-            cats[static_cast<size_t>(i)] = r.integer(*cv, join(cp, name));
-          }
-        }
-        return cats;
-      };
-      pm.by_category = r.optional_field(
-          o, q, "by_category",
-          [&r, categories](const json::value& v, const std::string& cp) {
-            return r.array(v, cp, categories);
-          },
-          std::vector<MemoryByCategory>{});
-      check_len(pm.by_category.size(), join(q, "by_category"), true);
-    }
-    if (const json::value* tv = FieldReader::find(m, "theory")) {
-      const std::string q = join(p, "theory");
-      const json::object& o = r.object(*tv, q);
-      TheoryFigures& t = x.theory.emplace();
-      t.step_time_seconds = r.field(o, q, "step_time_seconds", dbl_or_null);
-      t.peak_inflight_per_stage = r.optional_field(
-          o, q, "peak_inflight_per_stage",
-          [&r, i32](const json::value& v, const std::string& cp) { return r.array(v, cp, i32); },
-          std::vector<int>{});
-      check_len(t.peak_inflight_per_stage.size(), join(q, "peak_inflight_per_stage"), true);
-      t.activation_bytes_per_microbatch =
-          r.optional_field(o, q, "activation_bytes_per_microbatch", i64s, std::vector<int64_t>{});
-      check_len(t.activation_bytes_per_microbatch.size(),
-                join(q, "activation_bytes_per_microbatch"), true);
-      t.peak_activation_bytes_per_stage =
-          r.optional_field(o, q, "peak_activation_bytes_per_stage", i64s, std::vector<int64_t>{});
-      check_len(t.peak_activation_bytes_per_stage.size(),
-                join(q, "peak_activation_bytes_per_stage"), true);
-      auto times = [&r, dbl_or_null](const json::value& v, const std::string& cp) {
-        const json::object& to = r.object(v, cp);
-        StageActionTimes a;
-        a.fwd =
-            r.optional_field(to, cp, "F", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        a.bwd =
-            r.optional_field(to, cp, "B", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        a.bwd_input =
-            r.optional_field(to, cp, "I", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        a.bwd_weight =
-            r.optional_field(to, cp, "W", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-        return a;
-      };
-      t.action_seconds = r.optional_field(
-          o, q, "action_seconds",
-          [&r, times](const json::value& v, const std::string& cp) {
-            return r.array(v, cp, times);
-          },
-          std::vector<StageActionTimes>{});
-      check_len(t.action_seconds.size(), join(q, "action_seconds"), true);
-      t.timeline = r.optional_field(
-          o, q, "timeline",
-          [&r](const json::value& v, const std::string& cp) { return parse_timeline(r, v, cp); },
-          Timeline{});
-      check_len(t.timeline.size(), join(q, "timeline"), true);
-    }
-    if (const json::value* cv = FieldReader::find(m, "check")) {
-      const std::string q = join(p, "check");
-      const json::object& o = r.object(*cv, q);
-      CheckFigures& ck = x.check.emplace();
-      ck.passed = r.field(o, q, "passed", [&r](const json::value& v, const std::string& cp) {
-        return r.boolean(v, cp);
-      });
-      ck.max_rel_error = r.field(o, q, "max_rel_error", dbl_or_null);
-      ck.loss =
-          r.optional_field(o, q, "loss", dbl_or_null, std::numeric_limits<double>::quiet_NaN());
-      ck.method = r.optional_field(o, q, "method", str, std::string());
-    }
-    if (const json::value* gv = FieldReader::find(m, "memory_guard")) {
-      const std::string q = join(p, "memory_guard");
-      const json::object& o = r.object(*gv, q);
-      MemoryGuardFigures& g = x.memory_guard.emplace();
-      g.actions = r.field(o, q, "actions", i64);
-      g.min_inflight = r.field(o, q, "min_inflight", i32);
-    }
-  }
-
-  // timeline
-  if (ok) {
-    out.timeline = parse_timeline(r, r.require(root, "", "timeline"), "timeline");
-  } else if (const json::value* tv = FieldReader::find(root, "timeline")) {
-    out.timeline = parse_timeline(r, *tv, "timeline");
-  }
-  check_len(out.timeline.size(), "timeline", true);
-
-  // environment
-  {
-    const std::string p = "environment";
-    const json::object& e = r.object(r.require(root, "", "environment"), p);
-    ResultEnvironment& env = out.environment;
-    env.hosts = r.field(e, p, "hosts", strs);
-    env.ranks = r.field(e, p, "ranks", i32);
-    env.mpi = r.field(e, p, "mpi", str);
-    env.cuda = r.field(e, p, "cuda", str);
-    env.gpus = r.field(e, p, "gpus", strs);
-    env.driver = r.field(e, p, "driver", str);
-    env.git = r.field(e, p, "git", str);
-    env.date = r.field(e, p, "date", str);
-    env.compiler = r.optional_field(e, p, "compiler", str, std::string());
-    env.build_type = r.optional_field(e, p, "build_type", str, std::string());
-    env.hostname = r.optional_field(e, p, "hostname", str, std::string());
-    env.cpu = r.optional_field(e, p, "cpu", str, std::string());
-  }
+  out.error = ok ? root.get_or<std::string>("error", "") : root.get<std::string>("error");
+  out.config = read_config(root.object("config"));
+  const StageCount n{r, static_cast<size_t>(out.config.stages)};
+  // metrics and timeline: required when ok, optional otherwise.
+  if (ok || root.has("metrics")) out.metrics = read_metrics(root.object("metrics"), n, ok);
+  if (ok || root.has("timeline")) out.timeline = read_timeline(r, root.at("timeline"), "timeline");
+  n.check(out.timeline.size(), "timeline", true);
+  check_collector_actions(r, out);
+  out.environment = read_environment(root.object("environment"));
   return out;
 }
 

@@ -15,23 +15,23 @@ namespace {
 using schedule_detail::Generator;
 
 struct Entry {
-  ScheduleInfo info;  // name, help, splits_backward, uses_chunks, no_flush, uses_inflight
+  ScheduleInfo info;
   Generator generate;
 };
 
 // clang-format off
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-    {{"sync-1f1b", "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave", false, false, false, false}, &schedule_detail::generate_sync_1f1b},
-    {{"async-1f1b", "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", false, false, false, true}, &schedule_detail::generate_async_1f1b},
-    {{"1f1b", "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", false, false, false, false}, &schedule_detail::generate_1f1b},
-    {{"gpipe", "GPipe: all forwards, then all backwards, one flush", false, false, false, false}, &schedule_detail::generate_gpipe},
-    {{"pipedream", "document 003: 1F1B with weight stashing, no flush between --batches B batches", false, false, true, false}, &schedule_detail::generate_pipedream},
-    {{"hybrid", "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", false, false, false, true}, &schedule_detail::generate_hybrid},
-    {{"adaptive", "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", false, false, false, true}, &schedule_detail::generate_adaptive},
-    {{"interleaved-1f1b", "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", false, true, false, false}, &schedule_detail::generate_interleaved_1f1b},
-    {{"zb-h1", "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", true, false, false, false}, &schedule_detail::generate_zb_h1},
-    {{"zb-h2", "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", true, false, false, false}, &schedule_detail::generate_zb_h2},
+    {{.name = "sync-1f1b", .help = "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave"}, &schedule_detail::generate_sync_1f1b},
+    {{.name = "async-1f1b", .help = "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", .uses_inflight = true, .closed_form_bubble = true}, &schedule_detail::generate_async_1f1b},
+    {{.name = "1f1b", .help = "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", .closed_form_bubble = true}, &schedule_detail::generate_1f1b},
+    {{.name = "gpipe", .help = "GPipe: all forwards, then all backwards, one flush", .closed_form_bubble = true}, &schedule_detail::generate_gpipe},
+    {{.name = "pipedream", .help = "document 003: 1F1B with weight stashing, no flush between --batches B batches", .no_flush = true, .weight_stashing = true, .optimizer_per_backward = true}, &schedule_detail::generate_pipedream},
+    {{.name = "hybrid", .help = "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", .uses_inflight = true, .uses_sync_warmup = true}, &schedule_detail::generate_hybrid},
+    {{.name = "adaptive", .help = "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", .uses_inflight = true, .memory_guarded = true}, &schedule_detail::generate_adaptive},
+    {{.name = "interleaved-1f1b", .help = "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", .uses_chunks = true}, &schedule_detail::generate_interleaved_1f1b},
+    {{.name = "zb-h1", .help = "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", .splits_backward = true}, &schedule_detail::generate_zb_h1},
+    {{.name = "zb-h2", .help = "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", .splits_backward = true}, &schedule_detail::generate_zb_h2},
   };
   return kEntries;
 }
@@ -92,6 +92,19 @@ const std::vector<ScheduleInfo>& schedule_list() {
     return list;
   }();
   return kList;
+}
+
+const ScheduleInfo* find_schedule_info(std::string_view name) {
+  for (const ScheduleInfo& info : schedule_list()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+const ScheduleInfo& schedule_info(std::string_view name) {
+  if (const ScheduleInfo* info = find_schedule_info(name)) return *info;
+  throw UsageError("unknown schedule '" + std::string(name) +
+                   "'; valid schedules: " + valid_names());
 }
 
 Schedule generate_schedule(std::string_view name, const ScheduleParams& p) {

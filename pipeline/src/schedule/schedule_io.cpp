@@ -5,12 +5,14 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ppb/pipeline/validator.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
+#include "ppb/profiling/json_fields.hpp"
 
 namespace ppb {
 namespace {
@@ -18,72 +20,6 @@ namespace {
 namespace json = boost::json;
 
 constexpr const char* kSchema = "pipebench.schedule/1";
-
-// Reading a JSON document with errors that name the source and the field.
-class Reader {
- public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw UsageError(std::string(source_) + ": field '" + field + "': " + what);
-  }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw UsageError(std::string(source_) + ": " + what);
-  }
-
-  static const char* kind_name(const json::value& v) {
-    switch (v.kind()) {
-      case json::kind::null:
-        return "null";
-      case json::kind::bool_:
-        return "a boolean";
-      case json::kind::int64:
-      case json::kind::uint64:
-        return "an integer";
-      case json::kind::double_:
-        return "a number";
-      case json::kind::string:
-        return "a string";
-      case json::kind::array:
-        return "an array";
-      case json::kind::object:
-        return "an object";
-    }
-    return "?";
-  }
-
-  const json::value& required(const json::object& o, const std::string& key,
-                              const std::string& field) const {
-    const json::value* v = o.if_contains(key);
-    if (v == nullptr) fail("missing field '" + field + "'");
-    return *v;
-  }
-
-  int integer(const json::value& v, const std::string& field, int lo, int hi) const {
-    int64_t x = 0;
-    if (v.is_int64()) {
-      x = v.get_int64();
-    } else if (v.is_uint64()) {
-      x = v.get_uint64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
-                                                            : static_cast<int64_t>(v.get_uint64());
-    } else {
-      fail(field, std::string("expected an integer, got ") + kind_name(v));
-    }
-    if (x < lo || x > hi) {
-      fail(field, std::to_string(x) + " is out of range " + std::to_string(lo) + ".." +
-                      std::to_string(hi));
-    }
-    return static_cast<int>(x);
-  }
-
-  std::string string(const json::value& v, const std::string& field) const {
-    if (!v.is_string()) fail(field, std::string("expected a string, got ") + kind_name(v));
-    return std::string(v.get_string());
-  }
-
- private:
-  std::string_view source_;
-};
 
 constexpr int kMaxSize = 1 << 24;
 
@@ -101,6 +37,33 @@ bool parse_kind(std::string_view op, ActionKind& kind) {
   else
     return false;
   return true;
+}
+
+/// A required (or, with `fallback`, optional) integer in [lo, hi].
+int in_range(const JsonObject& o, std::string_view key, int lo, int hi,
+             std::optional<int> fallback = std::nullopt) {
+  const int64_t x = fallback && !o.has(key) ? *fallback : o.get<int64_t>(key);
+  if (x < lo || x > hi) {
+    o.fail(key, std::to_string(x) + " is out of range " + std::to_string(lo) + ".." +
+                    std::to_string(hi));
+  }
+  return static_cast<int>(x);
+}
+
+Action read_action(const JsonObject& a, int total_microbatches, int chunks) {
+  const json::value& op = a.at("op");
+  ActionKind kind{};
+  if (!op.is_string() || !parse_kind(std::string_view(op.get_string()), kind)) {
+    const std::string got =
+        op.is_string() ? "\"" + std::string(op.get_string()) + "\"" : JsonReader::kind_name(op);
+    a.fail("op", "expected one of F,B,I,W,SYNC, got " + got);
+  }
+  if (kind == ActionKind::kSync) return Sync();
+  Action act;
+  act.kind = kind;
+  act.microbatch = in_range(a, "mb", 0, total_microbatches - 1);
+  act.chunk = in_range(a, "chunk", 0, chunks - 1, 0);
+  return act;
 }
 
 }  // namespace
@@ -129,7 +92,7 @@ std::string schedule_to_json(const Schedule& s) {
     }
     stages.push_back(std::move(acts));
   }
-  // Field order as DESIGN.md writes it; boost::json::object keeps insertion order.
+  // Field order as docs/cli.md writes it; boost::json::object keeps insertion order.
   json::object doc;
   doc["schema"] = kSchema;
   doc["name"] = s.name;
@@ -142,72 +105,38 @@ std::string schedule_to_json(const Schedule& s) {
 }
 
 Schedule schedule_from_json(std::string_view text, std::string_view source) {
-  const Reader r(source);
+  const JsonReader r{std::string(source)};
   boost::system::error_code ec;
-  json::value root = json::parse(text, ec);
-  if (ec) r.fail("not valid JSON (" + ec.message() + ")");
-  if (!root.is_object())
-    r.fail(std::string("expected a JSON object at the top, got ") + Reader::kind_name(root));
-  const json::object& o = root.get_object();
-
-  const std::string schema = r.string(r.required(o, "schema", "schema"), "schema");
+  json::value doc = json::parse(text, ec);
+  if (ec) throw UsageError(std::string(source) + ": not valid JSON (" + ec.message() + ")");
+  if (!doc.is_object()) {
+    throw UsageError(std::string(source) + ": expected a JSON object at the top, got " +
+                     JsonReader::kind_name(doc));
+  }
+  const JsonObject o = r.root(doc);
+  const std::string schema = o.get<std::string>("schema");
   if (schema != kSchema)
-    r.fail("schema", "expected \"" + std::string(kSchema) + "\", got \"" + schema + "\"");
+    o.fail("schema", "expected \"" + std::string(kSchema) + "\", got \"" + schema + "\"");
   Schedule s;
-  s.name = r.string(r.required(o, "name", "name"), "name");
-  s.stages = r.integer(r.required(o, "stages", "stages"), "stages", 1, kMaxSize);
-  s.microbatches =
-      r.integer(r.required(o, "microbatches", "microbatches"), "microbatches", 1, kMaxSize);
-  s.chunks = o.contains("chunks") ? r.integer(o.at("chunks"), "chunks", 1, kMaxSize) : 1;
-  s.batches = o.contains("batches") ? r.integer(o.at("batches"), "batches", 1, kMaxSize) : 1;
+  s.name = o.get<std::string>("name");
+  s.stages = in_range(o, "stages", 1, kMaxSize);
+  s.microbatches = in_range(o, "microbatches", 1, kMaxSize);
+  s.chunks = in_range(o, "chunks", 1, kMaxSize, 1);
+  s.batches = in_range(o, "batches", 1, kMaxSize, 1);
   if (int64_t{s.microbatches} * s.batches > kMaxSize)
-    r.fail("batches", "microbatches x batches is too large");
+    o.fail("batches", "microbatches x batches is too large");
 
-  const json::value& acts = r.required(o, "actions", "actions");
-  if (!acts.is_array())
-    r.fail("actions",
-           std::string("expected an array of stage lists, got ") + Reader::kind_name(acts));
-  const json::array& stages = acts.get_array();
+  const json::array& stages = r.array(o.at("actions"), "actions");
   if (stages.size() != static_cast<size_t>(s.stages)) {
-    r.fail("actions", "expected " + std::to_string(s.stages) + " stage lists (stages = " +
+    o.fail("actions", "expected " + std::to_string(s.stages) + " stage lists (stages = " +
                           std::to_string(s.stages) + "), got " + std::to_string(stages.size()));
   }
   const int total = s.total_microbatches();
-  s.actions.resize(stages.size());
   for (size_t st = 0; st < stages.size(); ++st) {
-    const std::string stage_field = "actions[" + std::to_string(st) + "]";
-    if (!stages[st].is_array())
-      r.fail(stage_field,
-             std::string("expected an array of actions, got ") + Reader::kind_name(stages[st]));
-    const json::array& list = stages[st].get_array();
-    auto& out = s.actions[st];
-    out.reserve(list.size());
-    for (size_t k = 0; k < list.size(); ++k) {
-      const std::string field = stage_field + "[" + std::to_string(k) + "]";
-      if (!list[k].is_object())
-        r.fail(field, std::string("expected an action object, got ") + Reader::kind_name(list[k]));
-      const json::object& a = list[k].get_object();
-      const json::value* op = a.if_contains("op");
-      if (op == nullptr) r.fail("missing field '" + field + ".op'");
-      ActionKind kind{};
-      if (!op->is_string() || !parse_kind(std::string_view(op->get_string()), kind)) {
-        const std::string got =
-            op->is_string() ? "\"" + std::string(op->get_string()) + "\"" : Reader::kind_name(*op);
-        r.fail(field + ".op", "expected one of F,B,I,W,SYNC, got " + got);
-      }
-      if (kind == ActionKind::kSync) {
-        out.push_back(Sync());
-        continue;
-      }
-      const json::value* mb = a.if_contains("mb");
-      if (mb == nullptr) r.fail("missing field '" + field + ".mb'");
-      Action act;
-      act.kind = kind;
-      act.microbatch = r.integer(*mb, field + ".mb", 0, total - 1);
-      act.chunk =
-          a.contains("chunk") ? r.integer(a.at("chunk"), field + ".chunk", 0, s.chunks - 1) : 0;
-      out.push_back(act);
-    }
+    s.actions.push_back(r.array_of(stages[st], JsonReader::index("actions", st),
+                                   [&](const json::value& v, const std::string& path) {
+                                     return read_action(r.object(v, path), total, s.chunks);
+                                   }));
   }
   return s;
 }

@@ -1,5 +1,5 @@
-// ppb_exec_overhead: the executor's overhead on the timed backend (issue 3,
-// "Speed"), and the measurement behind kDefaultWaitStrategy.
+// ppb_exec_overhead: the executor's overhead on the timed backend, and the
+// measurement behind kDefaultWaitStrategy.
 //
 //   mpirun -np 8 --oversubscribe ppb_exec_overhead [--schedule 1f1b] [--microbatches 32]
 //          [--steps 5] [--wait block|yield|sleep|all] [--fwd-ms 2] [--bwd-ms 4] [--bytes 65536]

@@ -1,4 +1,4 @@
-// A schedule is data (DESIGN.md, "One idea holds it together"): for each
+// A schedule is data (docs/architecture.md, "One idea"): for each
 // stage an ordered list of actions. Generators produce it, the validator
 // proves it complete and deadlock-free, the executor runs it over MPI and the
 // simulator runs it on a cost model.
@@ -64,8 +64,8 @@ struct Schedule {
 };
 
 /// The name of an action's range in NVTX and in Chrome/Perfetto traces, the
-/// same for measured and simulated timelines (DESIGN.md, "Instrumentation
-/// conventions"): "F s2 mb3", "B s2 mb3 c1" (the chunk only when the schedule
+/// same for measured and simulated timelines (docs/instrumentation.md, "Names
+/// and categories"): "F s2 mb3", "B s2 mb3 c1" (the chunk only when the schedule
 /// has chunks > 1), "SYNC s2".
 std::string action_range_name(const Action& action, int stage, int chunks);
 

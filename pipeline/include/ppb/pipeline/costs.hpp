@@ -50,7 +50,7 @@ struct StageCosts {
   }
 };
 
-/// The cost flags of `simulate` (DESIGN.md): per STAGE times TF, TB, TW, TC;
+/// The cost flags of `simulate` (docs/cli.md): per STAGE times TF, TB, TW, TC;
 /// with V chunks each chunk's action takes a V-th of them.
 /// Example: uniform_costs(4, 1, 1.0, 1.0, 1.0, 0.0) -> every F/I/W takes 1.
 StageCosts uniform_costs(int stages, int chunks, double tf, double tb, double tw, double tc);

@@ -1,4 +1,4 @@
-// The result file of one schedule x partition x M combination (DESIGN.md,
+// The result file of one schedule x partition x M combination (docs/result-schema.md,
 // "Result file"), schema "pipebench.result/1".
 //
 // One file per combination, written by rank 0 of `pipebench run` and read by
@@ -28,6 +28,7 @@
 #include <boost/json/value.hpp>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,7 +79,7 @@ struct ResultConfig {
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
 
-/// Step time over the timed iterations, seconds (DESIGN.md "Definitions").
+/// Step time over the timed iterations, seconds (docs/metrics.md).
 struct StepTimeStats {
   double median = 0;
   double min = 0;
@@ -143,7 +144,7 @@ struct TimelineEvent {
 using Timeline = std::vector<std::vector<TimelineEvent>>;
 
 /// What the simulator predicts for this combination, fed with the measured
-/// mean action times (DESIGN.md: "theory in results uses measured action
+/// mean action times (docs/metrics.md: "theory in a result uses measured action
 /// times"). Optional as a whole; inside it only step_time_seconds is required.
 struct TheoryFigures {
   double step_time_seconds = 0;              ///< simulated step time (number or null)
@@ -177,7 +178,20 @@ struct MemoryGuardFigures {
   friend bool operator==(const MemoryGuardFigures&, const MemoryGuardFigures&) = default;
 };
 
-/// Measured figures (DESIGN.md "Definitions").
+/// What one collector (--profile) added, for the median step (the step
+/// whose timeline the result carries). Figure names are snake_case with
+/// their unit ("cpu_seconds", "cycles").
+struct CollectorResult {
+  /// figure -> one value per stage (number or null).
+  std::map<std::string, std::vector<double>> step;
+  /// figure -> per stage, one value per entry of that stage's `timeline`, in
+  /// the same order (number or null).
+  std::map<std::string, std::vector<std::vector<double>>> action;
+
+  friend bool operator==(const CollectorResult&, const CollectorResult&) = default;
+};
+
+/// Measured figures (docs/metrics.md).
 struct ResultMetrics {
   double samples_per_second = 0;
   StepTimeStats step_time_seconds;
@@ -187,6 +201,9 @@ struct ResultMetrics {
   std::optional<TheoryFigures> theory;             ///< optional
   std::optional<CheckFigures> check;               ///< optional: absent without --check
   std::optional<MemoryGuardFigures> memory_guard;  ///< optional: absent unless a guard ran
+  /// optional: collector name -> its figures (absent without --profile, or
+  /// when no active collector adds figures).
+  std::map<std::string, CollectorResult> collectors;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

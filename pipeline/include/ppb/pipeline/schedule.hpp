@@ -1,4 +1,4 @@
-// Schedule generators (DESIGN.md, "Schedules"): pure functions from a few
+// Schedule generators (docs/architecture.md): pure functions from a few
 // integers to per-stage action lists. Every generator is one file in
 // pipeline/src/schedule/ plus one registration line in registry.cpp
 // (STYLE.md rule 8); `pipebench list` prints schedule_list().
@@ -32,20 +32,40 @@ struct ScheduleParams {
   int batches = 1;      ///< pipedream: batches run back to back without a flush
 };
 
-/// One registered schedule, for `pipebench list` and for callers that need to
-/// know whether its backward is split into I and W (zb-*) or whether it uses
-/// model chunks (interleaved-1f1b).
+/// One registered schedule: its name, one line of help, and the properties
+/// every caller asks about (the executor's optimizer policy, the backend's
+/// weight stashing, the sweep's parameters, the memory guard), so that no
+/// caller compares schedule names.
 struct ScheduleInfo {
   std::string name;
-  std::string help;  ///< one line
-  bool splits_backward = false;
-  bool uses_chunks = false;
-  bool no_flush = false;       ///< pipedream: batches back to back (--batches), weight stashing
-  bool uses_inflight = false;  ///< takes --inflight (async-1f1b, adaptive, hybrid)
+  std::string help;               ///< one line
+  bool splits_backward = false;   ///< backward split into I and W (zb-*)
+  bool uses_chunks = false;       ///< takes --chunks V (interleaved-1f1b)
+  bool no_flush = false;          ///< batches run back to back (--batches), no flush between
+  bool uses_inflight = false;     ///< takes --inflight N (async-1f1b, adaptive, hybrid)
+  bool uses_sync_warmup = false;  ///< takes --sync-warmup K (hybrid)
+  /// A micro-batch's backward uses the weights its forward used (PipeDream
+  /// weight stashing): the backend keeps older weight versions.
+  bool weight_stashing = false;
+  /// One optimizer step on a chunk after each of its backwards instead of one
+  /// per chunk at the end of the batch.
+  bool optimizer_per_backward = false;
+  /// Under --memory-budget the memory guard lowers the in-flight limit at run
+  /// time instead of the run predicting the peak before it starts (adaptive).
+  bool memory_guarded = false;
+  /// The closed form (P-1)/(M+P-1) of equal stages holds (gpipe, 1f1b; with
+  /// uses_inflight only when N >= P).
+  bool closed_form_bubble = false;
 };
 
 /// The registry, in a fixed order, one entry per schedule.
 const std::vector<ScheduleInfo>& schedule_list();
+
+/// The registry entry of `name`. Throws UsageError for an unknown name (the
+/// message lists the valid names).
+const ScheduleInfo& schedule_info(std::string_view name);
+/// The registry entry of `name`, or nullptr (a schedule file's own name).
+const ScheduleInfo* find_schedule_info(std::string_view name);
 
 /// Generates the schedule `name` and validates it (validator.hpp).
 /// Throws UsageError for an unknown name (the message lists the valid names)

@@ -1,4 +1,4 @@
-// Schedule files: the JSON document of DESIGN.md (what `pipebench schedule
+// Schedule files: the JSON document of docs/cli.md (what `pipebench schedule
 // --format json` prints and `--schedule-file` reads) and a text form, one
 // line per stage, that round-trips too.
 //

@@ -1,5 +1,5 @@
-// Discrete-event simulation of a Schedule on a cost model (DESIGN.md, the
-// simulator box). It runs the SAME action lists as the executor, with the same
+// Discrete-event simulation of a Schedule on a cost model (the simulator of
+// docs/architecture.md). It runs the SAME action lists as the executor, with the same
 // rules, so predicted and measured timelines line up action for action:
 //
 //  * each stage runs its list in order; an action starts at

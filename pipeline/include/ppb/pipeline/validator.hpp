@@ -1,4 +1,4 @@
-// The validator (issue 2, item 5): proves a schedule complete and
+// The validator: proves a schedule complete and
 // deadlock-free under the communication rule of action.hpp.
 //
 // Complete: on every stage, every (micro-batch, chunk) it hosts has exactly

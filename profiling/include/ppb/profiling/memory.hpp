@@ -1,7 +1,7 @@
 // Tracked memory: every byte the executor and the backends allocate is counted
 // in a category, so a result can say how much of a stage's peak was
 // activations, parameters, gradients, optimizer state, weight stash,
-// communication buffers or workspace (DESIGN.md, "peak memory").
+// communication buffers or workspace (docs/metrics.md, "Memory").
 //
 // Example:
 //   ppb::MemoryTracker tracker;

@@ -1,5 +1,5 @@
-// NVTX ranges in the `pipebench` domain (DESIGN.md, "Instrumentation
-// conventions"), so that `nsys profile mpirun ... pipebench run` shows every
+// NVTX ranges in the `pipebench` domain (docs/instrumentation.md, "NVTX"),
+// so that `nsys profile mpirun ... pipebench run` shows every
 // forward, backward, send and receive of every micro-batch as a named range.
 //
 //  * Names are registered strings ("F s2 mb3", "B s2 mb3 c1",

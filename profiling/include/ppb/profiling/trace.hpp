@@ -1,4 +1,4 @@
-// Chrome/Perfetto trace writer (DESIGN.md, "Instrumentation conventions").
+// Chrome/Perfetto trace writer (docs/instrumentation.md).
 // One TraceWriter per rank (process) collects events; write() stores them as
 // a Trace Event Format JSON file that Perfetto (ui.perfetto.dev),
 // chrome://tracing and Holistic Trace Analysis read:
@@ -140,7 +140,8 @@ void write_merged(const std::vector<const TraceWriter*>& ranks, const std::strin
 /// Merges per-rank trace files (written by TraceWriter::write) into one file
 /// like write_merged, atomically. Throws UsageError naming the file when one
 /// cannot be read, is not valid JSON, lacks "traceEvents" or
-/// "distributedInfo": {"rank": N}, or repeats a rank.
+/// "distributedInfo": {"rank": N} (the JSON field reader's message, e.g.
+/// "FILE: field 'distributedInfo': missing"), or repeats a rank.
 void merge_trace_files(const std::vector<std::string>& inputs, const std::string& output);
 
 }  // namespace ppb::trace

@@ -1,7 +1,6 @@
-// The documents' claims checked against measured results (issue 4, "The
-// documents' claims"). Comparisons only ever pair results of the same group
-// (machine + build) and the same setup (everything but the varied field).
-// Only results with status "ok" are measured.
+// The documents' claims checked against measured results. Comparisons only ever pair results of the
+// same group (machine + build) and the same setup (everything but the varied field). Only results
+// with status "ok" are measured.
 #pragma once
 
 #include <optional>

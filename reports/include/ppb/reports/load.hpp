@@ -1,4 +1,4 @@
-// Loading result folders for `pipebench report` (issue 4, "Loading").
+// Loading result folders for `pipebench report`.
 //
 // Every *.json file under the given folders (recursively, in sorted order) is
 // looked at. A file is a result when its "schema" starts with

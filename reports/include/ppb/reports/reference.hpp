@@ -1,6 +1,5 @@
-// The documents' claims as data (issue 4, "The reference file"): each claim of
-// shared/seeds/CLAIMS.md with its figures and how the report checks it. The
-// built-in file is reports/reference/documents.json, compiled into the
+// The documents' claims as data: each claim of the two source documents with its figures and how
+// the report checks it. The built-in file is reports/reference/documents.json, compiled into the
 // library; `--reference FILE` replaces it with a user file of the same format:
 //
 //   {"schema":"pipebench.reference/1","setup_matches":false,

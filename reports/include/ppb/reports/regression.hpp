@@ -1,4 +1,4 @@
-// Regression gate against a baseline (issue 4, "Regression"): each current
+// Regression gate against a baseline: each current
 // combination is matched to the baseline result of the same configuration on
 // the same machine (config_key + machine_key; the build may differ, that is
 // the point). Beyond `threshold`:

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -96,11 +97,35 @@ class Backend {
   /// executor's communication buffers.
   virtual MemoryTracker& memory() = 0;
   virtual const MemoryTracker& memory() const = 0;
+
+  // Reading back for --check (BackendInfo::real_gradients). REQUIRES: the
+  // actions of the chunk have completed (hooks between actions, or after
+  // run_step). Backends without real math keep the defaults.
+
+  /// The weight gradients of `chunk` accumulated since its last optimizer
+  /// step, one vector per unit of the chunk's range in unit order, copied to
+  /// host memory. Empty without real math.
+  virtual std::vector<std::vector<float>> gradients(int /*chunk*/) const { return {}; }
+  /// The loss of micro-batch `mb` computed by `chunk`. REQUIRES: `chunk` is
+  /// the last virtual stage and its forward of `mb` ran. NaN without real
+  /// math.
+  virtual double loss(int /*chunk*/, int64_t /*mb*/) const {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  /// Weight stashing: the version of `chunk`'s weights (optimizer steps so
+  /// far) and the version micro-batch `mb`'s forward used; -1 when the
+  /// backend keeps no versions.
+  virtual int weight_version(int /*chunk*/) const { return -1; }
+  virtual int weight_version_of(int /*chunk*/, int64_t /*mb*/) const { return -1; }
+
+  /// Wall seconds per modelled second of a backend that models time (timed);
+  /// 0 for one that computes.
+  virtual double time_scale() const { return 0; }
 };
 
 /// The `cpu` backend: one CpuChunk (cpu_model.hpp) per chunk over
 /// parts[c * P + s], with loss_scale 1/M and weight stashing as configured.
-/// Gradients can be read back per chunk for --check.
+/// Gradients, losses and weight versions read back through Backend.
 class CpuChunk;
 class CpuBackend final : public Backend {
  public:
@@ -121,6 +146,10 @@ class CpuBackend final : public Backend {
   void optimizer_step(int chunk) override;
   MemoryTracker& memory() override { return memory_; }
   const MemoryTracker& memory() const override { return memory_; }
+  std::vector<std::vector<float>> gradients(int chunk) const override;
+  double loss(int chunk, int64_t mb) const override;
+  int weight_version(int chunk) const override;
+  int weight_version_of(int chunk, int64_t mb) const override;
 
   /// The model of local chunk c (its unit range, gradients, parameters, loss).
   CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }
@@ -168,7 +197,7 @@ class TimedBackend final : public Backend {
   const MemoryTracker& memory() const override { return memory_; }
 
   /// Wall seconds slept per modelled second.
-  double time_scale() const { return time_scale_; }
+  double time_scale() const override { return time_scale_; }
 
  private:
   const ChunkCost& cost(int chunk) const;
@@ -202,7 +231,8 @@ double default_time_scale(const StageCosts& costs);
 /// A registered backend, for `pipebench list` and error messages.
 struct BackendInfo {
   std::string name;
-  std::string help;  ///< one line
+  std::string help;             ///< one line
+  bool real_gradients = false;  ///< computes real gradients and losses (--check compares them)
 };
 /// Every registered backend ("cpu", "timed").
 const std::vector<BackendInfo>& backend_list();

@@ -1,5 +1,5 @@
 // The single-process reference of one training step, against which
-// `pipebench run --check` compares a pipelined run (issue 3, item 3).
+// `pipebench run --check` compares a pipelined run.
 #pragma once
 
 #include <vector>

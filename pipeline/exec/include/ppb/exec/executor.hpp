@@ -57,6 +57,7 @@
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/schedule.hpp"
 
 namespace ppb {
 
@@ -68,8 +69,9 @@ enum class OptimizerPolicy : uint8_t {
   kPerBatch,     ///< one SGD step per chunk at the end of each batch (flush schedules)
   kPerBackward,  ///< one SGD step on the chunk after each of its backwards (pipedream)
 };
-/// kPerBackward for "pipedream", kPerBatch for every other schedule.
-OptimizerPolicy optimizer_policy_for(std::string_view schedule_name);
+/// The policy the schedule's registry entry asks for (ScheduleInfo::
+/// optimizer_per_backward: kPerBackward; otherwise kPerBatch).
+OptimizerPolicy optimizer_policy_for(const ScheduleInfo& schedule);
 
 /// One message as this rank saw it (for Chrome trace flow arrows).
 struct CommRecord {
@@ -110,19 +112,20 @@ struct StepRecord {
   double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
-  double busy = 0;         ///< summed F/B/I/W durations (compute busy)
-  double wait = 0;         ///< summed waits for inputs
-  double sync = 0;         ///< summed time in SYNC barriers
-  double optimizer = 0;    ///< summed optimizer_step time
-  double actions_end = 0;  ///< end of the last action (DESIGN.md's step end on this rank)
-  double end = 0;          ///< after the optimizer and the drain of all sends
-  int64_t peak_bytes = 0;  ///< tracker total's high-water mark during the step
+  double busy = 0;       ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;       ///< summed waits for inputs
+  double sync = 0;       ///< summed time in SYNC barriers
+  double optimizer = 0;  ///< summed optimizer_step time
+  double actions_end =
+      0;           ///< end of the last action (docs/metrics.md: the step's end on this rank)
+  double end = 0;  ///< after the optimizer and the drain of all sends
+  int64_t peak_bytes = 0;             ///< tracker total's high-water mark during the step
   int64_t peak_activation_bytes = 0;  ///< kActivations high-water mark during the step
   int64_t peak_comm_bytes = 0;        ///< kCommBuffers high-water mark during the step
 };
 
 /// Hook points around every action, message and step (NVTX ranges plug in
-/// here: DESIGN.md's "F s2 mb3", "send act s2->s3 mb3", "step <k>").
+/// here: docs/instrumentation.md's "F s2 mb3", "send act s2->s3 mb3", "step <k>").
 /// Called on the executor's thread; must not call the transport. Default
 /// implementations do nothing.
 class Instrumentation {

@@ -1,0 +1,65 @@
+// --check: the first step of a combination against the single-process
+// reference (flush schedules: every gradient and the loss, relative error
+// at most kCheckTolerance) or, for a schedule with weight stashing, the
+// stashing invariant (every backward uses the weights its forward used).
+// Everything is read through the Backend interface, so any backend whose
+// registry entry says real_gradients can be checked.
+#pragma once
+
+#include <mpi.h>
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/cpu_reference.hpp"
+#include "ppb/exec/executor.hpp"
+#include "ppb/pipeline/result.hpp"
+
+namespace ppb::run {
+
+/// --check passes when every gradient and the loss agree to this relative error.
+inline constexpr double kCheckTolerance = 1e-4;
+
+/// Hooks of the --check step: copies every chunk's gradients just before its
+/// first optimizer step (flush schedules), or watches the weight versions
+/// each forward and backward used (weight stashing). Off until arm().
+class CheckProbe final : public Instrumentation {
+ public:
+  /// Watches the next step of `backend` (which must outlive the step);
+  /// `stashing` chooses the invariant to check.
+  void arm(const Backend& backend, bool stashing);
+  void disarm() { armed_ = false; }
+
+  void action_begin(int stage, const Action& action) override;
+  void optimizer_begin(int chunk) override;
+
+  std::map<int, std::vector<std::vector<float>>> grads;  ///< chunk -> per unit
+  int64_t stash_violations = 0;  ///< backwards that did not use their forward's version
+  int64_t stash_used = 0;        ///< backwards that ran with an older (stashed) version
+
+ private:
+  const Backend* backend_ = nullptr;
+  bool armed_ = false;
+  bool stashing_ = false;
+  std::map<std::pair<int64_t, int>, int> forward_version_;
+};
+
+/// What a check needs to know about the combination on this rank.
+struct CheckContext {
+  int stage = 0;
+  int stages = 1;
+  int chunks = 1;
+  int microbatches = 1;
+  std::vector<UnitRange> parts;  ///< P*V ranges, indexed by virtual stage c*P+s
+};
+
+/// Collective over `comm`: the check's figures from the probe of the step
+/// that just ran (every rank returns the same). `reference` is used for
+/// flush schedules and ignored with weight stashing.
+CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool stashing,
+                           const CheckContext& context, const ReferenceStep* reference,
+                           MPI_Comm comm);
+
+}  // namespace ppb::run

@@ -1,0 +1,222 @@
+#include "run/rank_record.hpp"
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "ppb/exec/mpi.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::run {
+namespace {
+
+// The archives: Out appends, In reads back; both walk the same field lists
+// below (kReading tells the containers whether to size themselves).
+struct Out {
+  static constexpr bool kReading = false;
+  std::vector<char> bytes;
+  template <class T>
+  void io(T& v) {
+    const auto* p = reinterpret_cast<const char*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof v);
+  }
+};
+
+struct In {
+  static constexpr bool kReading = true;
+  const std::vector<char>& bytes;
+  size_t at = 0;
+  template <class T>
+  void io(T& v) {
+    if (at + sizeof v > bytes.size()) throw UsageError("rank record: truncated");
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+  }
+};
+
+template <class A>
+void fields(A& a, std::string& s);
+template <class A, class T>
+void fields(A& a, std::vector<T>& v);
+template <class A, class K, class V>
+void fields(A& a, std::map<K, V>& m);
+template <class A>
+void fields(A& a, Action& x);
+template <class A>
+void fields(A& a, ActionTiming& x);
+template <class A>
+void fields(A& a, CommTiming& x);
+template <class A>
+void fields(A& a, StageStep& x);
+template <class A>
+void fields(A& a, CollectedFigures& x);
+template <class A>
+void fields(A& a, RankStep& x);
+template <class A>
+void fields(A& a, StageMemory& x);
+template <class A>
+void fields(A& a, RankRecord& x);
+
+template <class A, class T>
+void io(A& a, T& x) {
+  if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+    a.io(x);
+  } else {
+    fields(a, x);
+  }
+}
+
+template <class A, class... T>
+void list(A& a, T&... members) {
+  (io(a, members), ...);
+}
+
+// Containers: a count, then the elements.
+template <class A>
+uint64_t count(A& a, uint64_t n) {
+  a.io(n);
+  return n;
+}
+template <class A>
+void fields(A& a, std::string& s) {
+  s.resize(count(a, s.size()));
+  for (char& c : s) a.io(c);
+}
+template <class A, class T>
+void fields(A& a, std::vector<T>& v) {
+  v.resize(count(a, v.size()));
+  for (T& x : v) io(a, x);
+}
+template <class A, class K, class V>
+void fields(A& a, std::map<K, V>& m) {
+  const uint64_t n = count(a, m.size());
+  if constexpr (A::kReading) {
+    m.clear();
+    for (uint64_t i = 0; i < n; ++i) {
+      K k{};
+      V v{};
+      io(a, k);
+      io(a, v);
+      m.emplace(std::move(k), std::move(v));
+    }
+  } else {
+    for (auto& [k, v] : m) {
+      K key = k;
+      io(a, key);
+      io(a, v);
+    }
+  }
+}
+
+// The field lists: one per struct, for both directions.
+template <class A>
+void fields(A& a, Action& x) {
+  list(a, x.kind, x.microbatch, x.chunk);
+}
+template <class A>
+void fields(A& a, ActionTiming& x) {
+  list(a, x.action, x.start, x.end, x.wait);
+}
+template <class A>
+void fields(A& a, CommTiming& x) {
+  list(a, x.send, x.gradient, x.local, x.microbatch, x.from_virtual, x.to_virtual, x.start, x.end,
+       x.bytes);
+}
+template <class A>
+void fields(A& a, StageStep& x) {
+  list(a, x.actions, x.comms, x.end);
+}
+template <class A>
+void fields(A& a, CollectedFigures& x) {
+  list(a, x.step, x.action);
+}
+template <class A>
+void fields(A& a, RankStep& x) {
+  list(a, x.step, x.origin, x.peak_bytes, x.peak_activation_bytes, x.collectors);
+}
+template <class A>
+void fields(A& a, StageMemory& x) {
+  list(a, x.peak_total, x.peak_activations, x.peak_rss);
+  for (int64_t& v : x.at_peak) a.io(v);
+}
+template <class A>
+void fields(A& a, RankRecord& x) {
+  list(a, x.steps, x.memory);
+}
+
+}  // namespace
+
+RankStep rank_step(const StepRecord& record, CollectorStepFigures collectors) {
+  RankStep out;
+  out.origin = record.origin;
+  out.peak_bytes = record.peak_bytes;
+  out.peak_activation_bytes = record.peak_activation_bytes;
+  out.step.end = record.actions_end;
+  for (const ActionRecord& a : record.actions)
+    out.step.actions.push_back({a.action, a.start, a.end, a.wait});
+  for (const CommRecord& c : record.comms) {
+    CommTiming t;
+    t.send = c.send;
+    t.gradient = c.kind == MessageKind::kGradient;
+    t.local = c.local;
+    t.microbatch = c.microbatch;
+    t.from_virtual = c.from_virtual;
+    t.to_virtual = c.to_virtual;
+    t.start = c.start;
+    t.end = c.end;
+    t.bytes = c.bytes;
+    out.step.comms.push_back(t);
+  }
+  out.collectors = std::move(collectors);
+  return out;
+}
+
+std::vector<char> pack(const RankRecord& record) {
+  Out out;
+  RankRecord copy = record;  // the field lists take mutable references (shared with In)
+  fields(out, copy);
+  return std::move(out.bytes);
+}
+
+RankRecord unpack(const std::vector<char>& bytes) {
+  In in{bytes};
+  RankRecord r;
+  fields(in, r);
+  if (in.at != bytes.size()) throw UsageError("rank record: trailing bytes");
+  return r;
+}
+
+std::vector<RankRecord> gather_records(const RankRecord& mine, MPI_Comm comm) {
+  int rank = 0;
+  int size = 1;
+  PPB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  const std::vector<char> bytes = pack(mine);
+  int count = static_cast<int>(bytes.size());
+  std::vector<int> counts(static_cast<size_t>(size));
+  PPB_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
+  std::vector<int> displs(static_cast<size_t>(size), 0);
+  std::vector<char> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[static_cast<size_t>(r)] = total;
+      total += counts[static_cast<size_t>(r)];
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  PPB_MPI_CHECK(MPI_Gatherv(bytes.data(), count, MPI_BYTE, all.data(), counts.data(), displs.data(),
+                            MPI_BYTE, 0, comm));
+  std::vector<RankRecord> out;
+  if (rank == 0) {
+    for (int r = 0; r < size; ++r) {
+      const char* begin = all.data() + displs[static_cast<size_t>(r)];
+      out.push_back(unpack(std::vector<char>(begin, begin + counts[static_cast<size_t>(r)])));
+    }
+  }
+  return out;
+}
+
+}  // namespace ppb::run

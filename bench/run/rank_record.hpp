@@ -1,0 +1,49 @@
+// What one rank measured in one combination, and its one way to rank 0.
+//
+// Every rank fills a RankRecord (its timed steps, the collectors' figures of
+// each step, its memory); gather_records() brings all of them to rank 0 as
+// the same named structs. The wire form is written and read by ONE field
+// list per struct (`fields` below, used by the packer and the unpacker
+// alike), so the two directions cannot disagree; a field added to a struct is
+// one more name in its list.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "ppb/exec/collector.hpp"
+#include "ppb/exec/executor.hpp"
+#include "run/metrics.hpp"
+
+namespace ppb::run {
+
+/// One timed step on one rank.
+struct RankStep {
+  StageStep step;          ///< times in seconds from this rank's step start
+  double origin = 0;       ///< now_seconds() at that start (StepRecord::origin)
+  int64_t peak_bytes = 0;  ///< StepRecord::peak_bytes
+  int64_t peak_activation_bytes = 0;
+  CollectorStepFigures collectors;  ///< collector name -> figures of this step
+};
+
+/// Everything one rank sends to rank 0 after a combination.
+struct RankRecord {
+  std::vector<RankStep> steps;  ///< the timed steps, in run order
+  StageMemory memory;
+};
+
+/// The executor's record of one step as the metrics read it (the one
+/// conversion from the executor's types to the measure's).
+RankStep rank_step(const StepRecord& record, CollectorStepFigures collectors);
+
+/// The byte form of a record, and back. unpack(pack(r)) == r field by field.
+/// unpack throws UsageError on a truncated or overlong buffer.
+std::vector<char> pack(const RankRecord& record);
+RankRecord unpack(const std::vector<char>& bytes);
+
+/// Collective over `comm`: every rank's record, index = rank, on rank 0;
+/// empty on the other ranks.
+std::vector<RankRecord> gather_records(const RankRecord& mine, MPI_Comm comm);
+
+}  // namespace ppb::run

@@ -1,0 +1,49 @@
+#include "run/trace_output.hpp"
+
+#include <algorithm>
+
+#include "ppb/pipeline/pipeline_trace.hpp"
+
+namespace ppb::run {
+
+void write_measured_traces(const std::vector<StepMeasure>& steps, int stages, int chunks,
+                           int64_t microbatches, const std::string& out_dir,
+                           const std::string& stem) {
+  PipelineTrace t(stages, chunks, "");
+  const int64_t vp = int64_t{stages} * chunks;
+  // Flow seq: unique per sender over the whole trace (step k's messages
+  // after step k-1's), equal on both ends: derived from the message itself.
+  const auto stride = static_cast<uint64_t>((microbatches + 1) * vp * 2 + 2);
+  double offset = 0;  // steps laid one after another
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const StepMeasure& step = steps[k];
+    for (int r = 0; r < stages; ++r) {
+      const StageStep& s = step[static_cast<size_t>(r)];
+      for (const ActionTiming& a : s.actions) {
+        t.add_action(r, a.action, offset + a.start, offset + std::max(a.start, a.end));
+      }
+      // A receive is posted long before it completes; in end order, each
+      // slice starts no earlier than the previous one on its track ended.
+      std::vector<const CommTiming*> comms;
+      for (const CommTiming& c : s.comms) {
+        if (!c.local) comms.push_back(&c);
+      }
+      std::sort(comms.begin(), comms.end(),
+                [](const CommTiming* a, const CommTiming* b) { return a->end < b->end; });
+      for (const CommTiming* c : comms) {
+        const TraceMessage m{c->gradient, c->from_virtual % stages, c->to_virtual % stages,
+                             c->microbatch, static_cast<int32_t>(c->from_virtual / stages)};
+        const uint64_t seq =
+            k * stride + static_cast<uint64_t>((c->microbatch * vp + c->from_virtual) * 2 +
+                                               (c->gradient ? 1 : 0));
+        t.add_message(c->send, m, offset + c->start, offset + c->end, seq);
+      }
+      t.add_step(r, static_cast<int>(k), offset, offset + step_time(step));
+    }
+    offset += step_time(step);
+  }
+  t.write_merged(out_dir + "/" + stem + ".trace.json");
+  t.write_per_rank(out_dir + "/" + stem + ".trace");
+}
+
+}  // namespace ppb::run
