@@ -314,6 +314,18 @@ TEST(ResultSchema, BadValuesAreNamed) {
   EXPECT_EQ(error_of(doc), "r.json: field 'config.microbatches': expected >= 1, got 0");
   EXPECT_EQ(error_of(json::value(json::array{})),
             "r.json: expected a JSON object (a pipebench result), got an array");
+
+  // 1e400 parses as infinity: refused by name, never read as a figure.
+  std::string text = json::serialize(result_to_json(full_result()));
+  const std::string key = "\"samples_per_second\":";
+  const size_t at = text.find(key) + key.size();
+  text.replace(at, text.find(',', at) - at, "1e400");
+  try {
+    (void)result_from_text(text, "r.json");
+    ADD_FAILURE() << "1e400 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "r.json: field 'metrics.samples_per_second': expected a finite number");
+  }
 }
 
 TEST(ResultSchema, CollectorFiguresRoundTripAndFollowStagesAndTimeline) {
