@@ -1,6 +1,7 @@
 #include "cli.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -25,6 +26,28 @@ CLI::Validator finite_non_negative() {
         return {};
       },
       "NUMBER >= 0");
+}
+
+CLI::Validator integer_in(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](const std::string& text) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi) {
+          return "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                 "], got '" + text + "'";
+        }
+        return {};
+      },
+      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+CLI::Validator non_empty(const std::string& what) {
+  return CLI::Validator(
+      [what](const std::string& text) -> std::string {
+        return text.empty() ? "expected " + what + ", got ''" : std::string();
+      },
+      what);
 }
 
 std::int64_t parse_bytes(const std::string& text, const std::string& flag) {

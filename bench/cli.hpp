@@ -37,6 +37,14 @@ class FlagError : public UsageError {
 /// >= 0, got -1"); CLI::NonNegativeNumber would print DBL_MAX in full.
 CLI::Validator finite_non_negative();
 
+/// CLI11 check for a whole number in [lo, hi] ("--stages: expected an
+/// integer in [1, 1048576], got '0'"); unlike CLI11's own parse of an
+/// unsigned option, "-1" is refused rather than wrapped around.
+CLI::Validator integer_in(int64_t lo, int64_t hi);
+
+/// CLI11 check for a non-empty text ("--out: expected a path, got ''").
+CLI::Validator non_empty(const std::string& what);
+
 /// Parses a byte size: "1024", "512MiB", "16GiB", "1.5GB", "64KiB", "2TiB",
 /// case-insensitive, binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB, TB)
 /// units, "B" alone. Throws UsageError naming `flag` on anything else.

@@ -5,6 +5,7 @@
 // The flags land in one RunOptions (STYLE.md rule 9); bench/run/runner.cpp
 // does the work: MPI_Init/Finalize happen only inside this command.
 #include <CLI/CLI.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,8 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-n,--iters", o.iters, "Timed iterations (steps)")->capture_default_str();
   cmd->add_option("-w,--warmup", o.warmup, "Warm-up iterations (not timed)")->capture_default_str();
-  cmd->add_option("--out", o.out, "Result folder (default results/<UTC date-time>)");
+  cmd->add_option("--out", o.out, "Result folder (default results/<UTC date-time>)")
+      ->check(non_empty("a folder"));
   cmd->add_flag("--resume", o.resume, "Skip combinations whose result file exists");
   cmd->add_flag("--trace", o.trace,
                 "Write Chrome/Perfetto traces per combination: one merged file and one per rank "
@@ -81,9 +83,12 @@ void register_run(CLI::App& app) {
   cmd->add_option("--time-scale", o.time_scale,
                   "timed: wall seconds per modelled second (0 = automatic)")
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Parameters and synthetic data")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Parameters and synthetic data")
+      ->capture_default_str()
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--stages", o.stages,
-                  "P; must equal the number of MPI ranks (default: that number)");
+                  "P; must equal the number of MPI ranks (default: that number)")
+      ->check(integer_in(1, int64_t{1} << 20));
   cmd->add_option("--device", o.device,
                   "Cost model of the timed backend and of balanced (cpu, a100, h100, h200)")
       ->capture_default_str();

@@ -94,6 +94,13 @@ add_test(NAME p2p_fail_flag_once
   COMMAND sh -c "out=$(\"$@\" 2>&1); printf '%s\\n' \"$out\"; test \"$(printf '%s\\n' \"$out\" | grep -c 'expected >= 1 byte')\" = 1 && printf '%s\\n' \"$out\" | grep -q '^pipebench\\[r0\\]: --min: expected >= 1 byte, got 0$'"
           sh ${mpirun} 2 $<TARGET_FILE:pipebench> p2p --min 0)
 set_tests_properties(p2p_fail_flag_once PROPERTIES LABELS mpi TIMEOUT 40 ENVIRONMENT "${PPB_RUN_ENV}")
+ppb_run_failure(run_fail_zero_stages 2 "pipebench\\[r0\\]: --stages: expected an integer in \\[1, 1048576\\], got '0'"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --stages 0 --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_negative_seed 2 "--seed: expected an integer in \\[0, [0-9]+\\], got '-1'"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --seed -1 --out ${PPB_RUN_OUT}/fail)
+# (CMake drops an empty argument, so a shell passes it.)
+ppb_run_failure(run_fail_empty_out 2 "--out: expected a folder, got ''"
+  sh -c "exec \"$@\" --out ''" sh ${mpirun} 2 $<TARGET_FILE:pipebench> run)
 ppb_run_failure(run_fail_check_timed 2 "--check: compares real gradients"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --check --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_timeout 1 "rank 1: step 0 stuck for .* in F0"
