@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.hpp"
+#include "ppb/exec/transport.hpp"
 #include "run/run_options.hpp"
 #include "run/runner.hpp"
 
@@ -31,7 +32,11 @@ void register_run(CLI::App& app) {
   cmd->add_option("--backend", o.backend,
                   "cpu (real fp32 training math) or timed (modelled sleeps)")
       ->capture_default_str();
-  cmd->add_option("--transport", o.transport, "mpi")->capture_default_str();
+  std::string transports;
+  for (const TransportInfo& t : transport_list())
+    transports += (transports.empty() ? "" : ", ") + t.name;
+  cmd->add_option("--transport", o.transport, "Transport (" + transports + "; pipebench list)")
+      ->capture_default_str();
   cmd->add_option("-n,--iters", o.iters, "Timed iterations (steps)")->capture_default_str();
   cmd->add_option("-w,--warmup", o.warmup, "Warm-up iterations (not timed)")->capture_default_str();
   cmd->add_option("--out", o.out, "Result folder (default results/<UTC date-time>)");

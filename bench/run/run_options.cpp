@@ -1,9 +1,11 @@
 #include "run/run_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
 #include "cli.hpp"
+#include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -19,16 +21,6 @@ const char* backend_name(BackendKind backend) {
       return "timed";
     case BackendKind::kCuda:
       return "cuda";
-  }
-  return "?";
-}
-
-const char* transport_name(TransportKind transport) {
-  switch (transport) {
-    case TransportKind::kMpi:
-      return "mpi";
-    case TransportKind::kNccl:
-      return "nccl";
   }
   return "?";
 }
@@ -142,14 +134,13 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   } else {
     throw UsageError("--backend: unknown backend '" + o.backend + "' (backends: cpu, timed, cuda)");
   }
-  if (o.transport == "mpi")
-    plan.transport = TransportKind::kMpi;
-  else if (o.transport == "nccl") {
-    throw UsageError("--transport nccl: this build has no nccl transport (transports: mpi)");
-  } else {
+  std::vector<std::string> transports;
+  for (const TransportInfo& t : transport_list()) transports.push_back(t.name);
+  if (std::find(transports.begin(), transports.end(), o.transport) == transports.end()) {
     throw UsageError("--transport: unknown transport '" + o.transport +
-                     "' (transports: mpi, nccl)");
+                     "' (transports: " + join(transports) + ")");
   }
+  plan.transport = o.transport;
   for (const std::string& p : cli::split_list(o.profile)) {
     if (p == "nvtx")
       plan.nvtx = true;

@@ -16,11 +16,9 @@
 namespace ppb::run {
 
 enum class BackendKind : uint8_t { kCpu, kTimed, kCuda };
-enum class TransportKind : uint8_t { kMpi, kNccl };
 
 /// "cpu", "timed", "cuda" / "mpi", "nccl".
 const char* backend_name(BackendKind backend);
-const char* transport_name(TransportKind transport);
 
 /// The flags as given (strings where a list or a size is parsed later).
 struct RunOptions {
@@ -66,10 +64,10 @@ struct RunPlan {
   ModelSpec model;
   std::vector<Unit> units;
   BackendKind backend = BackendKind::kCpu;
-  TransportKind transport = TransportKind::kMpi;
-  int stages = 1;             ///< P = world size
-  int inflight = 1;           ///< N after defaulting to P
-  int64_t memory_budget = 0;  ///< bytes, 0 = none
+  std::string transport = "mpi";  ///< a registered transport (transport_list())
+  int stages = 1;                 ///< P = world size
+  int inflight = 1;               ///< N after defaulting to P
+  int64_t memory_budget = 0;      ///< bytes, 0 = none
   bool nvtx = false;
   bool cupti = false;
 };

@@ -356,8 +356,10 @@ void write_trace(const std::vector<StepMeasure>& steps, int stages, int chunks, 
         tw.complete(tid, name, c->send ? "send" : "recv", offset + start, end - start,
                     {{"mb", c->microbatch}});
         const uint64_t seq =
-            k * stride + static_cast<uint64_t>((c->microbatch * vp + c->from_virtual) * 2 +
-                                               (c->gradient ? 1 : 0));
+            k * stride + static_cast<uint64_t>(message_flow_id(
+                             c->microbatch, c->from_virtual,
+                             c->gradient ? MessageKind::kGradient : MessageKind::kActivation,
+                             static_cast<int>(vp)));
         const uint64_t id = trace::flow_id(from, seq);
         const double mid = offset + 0.5 * (start + end);
         if (c->send)
@@ -401,7 +403,7 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.chunks = c.chunks;
   cfg.model = sw.options.model;
   cfg.backend = backend_name(sw.plan.backend);
-  cfg.transport = transport_name(sw.plan.transport);
+  cfg.transport = sw.plan.transport;
   cfg.iters = sw.options.iters;
   cfg.warmup = sw.options.warmup;
   cfg.time_scale = 0;
@@ -729,7 +731,7 @@ void run_command(const RunOptions& options) {
   agree(why.empty(), why, sw.rank, sw.comm);
 
   sw.environment = collect_environment(sw.comm);
-  sw.transport = make_transport(transport_name(sw.plan.transport), sw.comm);
+  sw.transport = make_transport(sw.plan.transport, sw.comm);
 
   SweepParams sp;
   sp.stages = sw.plan.stages;

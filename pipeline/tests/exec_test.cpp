@@ -486,7 +486,7 @@ TEST(Transport, MovesBytesBetweenNeighboursWithEveryWaitStrategy) {
         out[static_cast<size_t>(i)] = static_cast<std::byte>((i * 7 + r) & 0xff);
       const int to = (r + 1) % n;
       const int from = (r + n - 1) % n;
-      const int tag = message_tag(5, 0, MessageKind::kGradient, 1, t.tag_ub());
+      const int tag = 5;
       RequestId rr = t.irecv(in.data(), bytes, from, tag);
       RequestId sr = t.isend(out.data(), bytes, to, tag);
       t.wait(rr, w);
@@ -499,17 +499,31 @@ TEST(Transport, MovesBytesBetweenNeighboursWithEveryWaitStrategy) {
   EXPECT_EQ(t.outstanding(), 0);
 }
 
-TEST(Transport, TagsAreDistinctAndChecked) {
-  EXPECT_EQ(message_tag(0, 0, MessageKind::kActivation, 2, 32767), 0);
-  EXPECT_EQ(message_tag(0, 0, MessageKind::kGradient, 2, 32767), 1);
-  EXPECT_EQ(message_tag(0, 1, MessageKind::kActivation, 2, 32767), 2);
-  EXPECT_EQ(message_tag(3, 1, MessageKind::kGradient, 2, 32767), 15);
-  EXPECT_THROW(message_tag(20000, 0, MessageKind::kActivation, 1, 32767), UsageError);
+// In-order matching ignores tags: three messages sent with tags 2, 1, 0
+// arrive in send order in receives posted with tags 0, 1, 2.
+TEST(Transport, OrderedModeMatchesInCallOrder) {
+  MpiTransport t(MPI_COMM_WORLD, MpiTransport::Matching::kInOrder);
+  EXPECT_TRUE(t.matches_in_order());
+  EXPECT_EQ(t.name(), "mpi-ordered");
+  const int to = (t.rank() + 1) % t.size();
+  const int from = (t.rank() + t.size() - 1) % t.size();
+  std::vector<int32_t> out = {10, 11, 12}, in = {-1, -1, -1};
+  std::vector<RequestId> reqs;
+  for (int i = 0; i < 3; ++i) {
+    reqs.push_back(t.irecv(reinterpret_cast<std::byte*>(&in[static_cast<size_t>(i)]), 4, from, i));
+  }
+  for (int i = 0; i < 3; ++i) {
+    reqs.push_back(
+        t.isend(reinterpret_cast<const std::byte*>(&out[static_cast<size_t>(i)]), 4, to, 2 - i));
+  }
+  for (RequestId r : reqs) t.wait(r, WaitStrategy::kSleep);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(t.outstanding(), 0);
 }
 
 TEST(Registry, NamesAndErrors) {
   EXPECT_EQ(backend_list().size(), 2u);
-  EXPECT_EQ(transport_list().size(), 1u);
+  EXPECT_EQ(transport_list().size(), 2u);
   try {
     make_backend("cuda", BackendConfig{});
     FAIL();
@@ -520,7 +534,7 @@ TEST(Registry, NamesAndErrors) {
     make_transport("nccl", MPI_COMM_WORLD);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--transport: unknown transport 'nccl' (transports: mpi)");
+    EXPECT_STREQ(e.what(), "--transport: unknown transport 'nccl' (transports: mpi, mpi-ordered)");
   }
   EXPECT_EQ(parse_wait_strategy("yield", "--wait"), WaitStrategy::kYield);
   EXPECT_THROW(parse_wait_strategy("spin", "--wait"), UsageError);

@@ -180,6 +180,7 @@ struct Executor::Impl {
   Transport* transport = nullptr;
   ExecutorOptions options;
   std::unordered_map<int64_t, std::vector<TrackedBuffer>> pool;  // free comm buffers by size
+  std::string logged_plan;  // the schedule whose link buffers were last logged
 
   TrackedBuffer take(int64_t bytes) {
     if (bytes == 0) return {};
@@ -246,6 +247,7 @@ namespace {
 struct Recv {
   int peer = 0;
   int tag = 0;
+  int link = 0;  // index into the links this rank receives on
   int64_t bytes = 0;
   RequestId request = kNoRequest;
   TrackedBuffer buffer;
@@ -259,10 +261,6 @@ struct PendingSend {
   TrackedBuffer buffer;
   size_t record = 0;
 };
-
-int64_t local_key(int64_t mb, int chunk, MessageKind kind, int chunks) {
-  return (mb * chunks + chunk) * 2 + static_cast<int64_t>(kind);
-}
 
 }  // namespace
 
@@ -285,12 +283,24 @@ StepRecord Executor::run_step(const Schedule& schedule) {
   }
   PPB_CHECK(static_cast<int>(schedule.actions.size()) == P, "schedule: one action list per stage");
   const int s = rank_;
-  const int VP = P * V;
   const std::vector<Action>& list = schedule.actions[static_cast<size_t>(s)];
-  const int tag_ub = transport.tag_ub();
-  // Fails early (UsageError) when the largest tag does not fit.
-  if (schedule.total_microbatches() > 0) {
-    message_tag(schedule.total_microbatches() - 1, V - 1, MessageKind::kGradient, V, tag_ub);
+  const MessagePlan plan = build_message_plan(schedule);
+  for (const PlannedLink& l : plan.links) {
+    if (static_cast<int64_t>(l.messages.size()) - 1 > transport.tag_ub()) {
+      throw UsageError("link " + link_name(l) + " carries " + std::to_string(l.messages.size()) +
+                       " messages per step, more than the transport's tag range (" +
+                       std::to_string(transport.tag_ub()) + "); use fewer micro-batches");
+    }
+  }
+
+  if (transport.matches_in_order() && schedule.name != x.logged_plan) {
+    // The buffers in-order matching needs, once per schedule (rank 0 speaks).
+    std::string links;
+    for (const PlannedLink& l : plan.links)
+      links += " " + link_name(l) + " " + std::to_string(l.buffers);
+    log::info("%s: receive buffers per link for %s:%s", std::string(transport.name()).c_str(),
+              schedule.name.c_str(), links.c_str());
+    x.logged_plan = schedule.name;
   }
 
   StepRecord rec;
@@ -298,46 +308,40 @@ StepRecord Executor::run_step(const Schedule& schedule) {
   rec.stage = s;
   rec.actions.reserve(list.size());
 
-  // --- Plan the receives, in consumption order. ---
+  // --- Plan the receives: per incoming link, in link order. ---
+  const std::vector<int32_t> in_links = plan.links_into(s);
+  std::vector<std::vector<int>> link_recvs(in_links.size());  // recv indices per link, in order
+  std::vector<int> window(in_links.size());
   std::vector<Recv> recvs;
-  std::vector<int> recv_of(list.size(), -1);
-  for (size_t k = 0; k < list.size(); ++k) {
-    const Action& a = list[k];
-    const int v = a.kind == ActionKind::kSync ? 0 : virtual_stage(s, a.chunk, P);
-    int from = -1;
-    MessageKind kind = MessageKind::kActivation;
-    int64_t bytes = 0;
-    switch (a.kind) {
-      case ActionKind::kForward:
-        if (v > 0)
-          from = v - 1, kind = MessageKind::kActivation, bytes = backend.input_bytes(a.chunk);
-        break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-        if (v < VP - 1)
-          from = v + 1, kind = MessageKind::kGradient, bytes = backend.output_bytes(a.chunk);
-        break;
-      case ActionKind::kBackwardWeight:
-      case ActionKind::kSync:
-        break;
+  std::vector<int> recv_of_message(plan.messages.size(), -1);
+  for (size_t li = 0; li < in_links.size(); ++li) {
+    const PlannedLink& link = plan.links[static_cast<size_t>(in_links[li])];
+    window[li] = std::max(link.buffers, x.options.recv_window);
+    rec.links.push_back({link.from_stage, link.to_stage, link.buffers, window[li]});
+    for (const int32_t id : link.messages) {
+      const PlannedMessage& m = plan.messages[static_cast<size_t>(id)];
+      const Action& a = list[static_cast<size_t>(m.consumer)];
+      Recv r;
+      r.peer = m.from_stage;
+      r.tag = m.seq;
+      r.link = static_cast<int>(li);
+      r.bytes = m.kind == MessageKind::kActivation ? backend.input_bytes(a.chunk)
+                                                   : backend.output_bytes(a.chunk);
+      r.record = rec.comms.size();
+      CommRecord c;
+      c.send = false;
+      c.kind = m.kind;
+      c.peer = r.peer;
+      c.microbatch = m.microbatch;
+      c.from_virtual = m.from_virtual;
+      c.to_virtual = m.to_virtual;
+      c.bytes = r.bytes;
+      c.flow_id = m.flow_id;
+      rec.comms.push_back(c);
+      recv_of_message[static_cast<size_t>(id)] = static_cast<int>(recvs.size());
+      link_recvs[li].push_back(static_cast<int>(recvs.size()));
+      recvs.push_back(std::move(r));
     }
-    if (from < 0 || from % P == s) continue;  // nothing to receive, or a local hand-over
-    Recv r;
-    r.peer = from % P;
-    r.tag = message_tag(a.microbatch, a.chunk, kind, V, tag_ub);
-    r.bytes = bytes;
-    r.record = rec.comms.size();
-    CommRecord c;
-    c.send = false;
-    c.kind = kind;
-    c.peer = r.peer;
-    c.microbatch = a.microbatch;
-    c.from_virtual = from;
-    c.to_virtual = v;
-    c.bytes = bytes;
-    rec.comms.push_back(c);
-    recv_of[k] = static_cast<int>(recvs.size());
-    recvs.push_back(std::move(r));
   }
 
   // Optimizer points of flush schedules: after the last action of each batch.
@@ -380,18 +384,20 @@ StepRecord Executor::run_step(const Schedule& schedule) {
   auto now = [t0] { return now_seconds() - t0; };
 
   std::vector<PendingSend> sends;
-  std::unordered_map<int64_t, TrackedBuffer> local;  // same-rank hand-overs
-  size_t next_post = 0;
-  int posted_unconsumed = 0;
+  std::unordered_map<int32_t, TrackedBuffer> local;  // same-rank hand-overs by message id
+  std::vector<size_t> next_post(in_links.size(), 0);
+  std::vector<int> held(in_links.size(), 0);  // posted, not yet consumed
   auto post_receives = [&] {
-    while (next_post < recvs.size() && posted_unconsumed < x.options.recv_window) {
-      Recv& r = recvs[next_post++];
-      r.buffer = x.take(r.bytes);
-      rec.comms[r.record].start = now();
-      r.request = transport.irecv(r.buffer.data(), r.bytes, r.peer, r.tag);
-      r.posted = true;
-      ++posted_unconsumed;
-      if (instr != nullptr) instr->comm_begin(rec.comms[r.record]);
+    for (size_t li = 0; li < in_links.size(); ++li) {
+      while (next_post[li] < link_recvs[li].size() && held[li] < window[li]) {
+        Recv& r = recvs[static_cast<size_t>(link_recvs[li][next_post[li]++])];
+        r.buffer = x.take(r.bytes);
+        rec.comms[r.record].start = now();
+        r.request = transport.irecv(r.buffer.data(), r.bytes, r.peer, r.tag);
+        r.posted = true;
+        ++held[li];
+        if (instr != nullptr) instr->comm_begin(rec.comms[r.record]);
+      }
     }
   };
   auto progress_sends = [&] {
@@ -408,26 +414,26 @@ StepRecord Executor::run_step(const Schedule& schedule) {
       }
     }
   };
-  auto send = [&](TrackedBuffer&& buffer, int to_virtual, int from_virtual, int64_t mb,
-                  MessageKind kind) {
+  auto send = [&](TrackedBuffer&& buffer, int32_t id) {
+    const PlannedMessage& m = plan.messages[static_cast<size_t>(id)];
     CommRecord c;
     c.send = true;
-    c.kind = kind;
-    c.peer = to_virtual % P;
-    c.microbatch = mb;
-    c.from_virtual = from_virtual;
-    c.to_virtual = to_virtual;
+    c.kind = m.kind;
+    c.peer = m.to_stage;
+    c.microbatch = m.microbatch;
+    c.from_virtual = m.from_virtual;
+    c.to_virtual = m.to_virtual;
     c.bytes = buffer.size();
+    c.flow_id = m.flow_id;
     c.start = now();
-    const int to_chunk = to_virtual / P;
-    if (c.peer == s) {  // P == 1: hand the buffer over
+    if (m.local()) {  // a same-rank hand-over of the buffer
       c.local = true;
       c.end = c.start;
       rec.comms.push_back(c);
-      local[local_key(mb, to_chunk, kind, V)] = std::move(buffer);
+      local[id] = std::move(buffer);
       return;
     }
-    const int tag = message_tag(mb, to_chunk, kind, V, tag_ub);
+    const int tag = m.seq;
     PendingSend p;
     p.record = rec.comms.size();
     rec.comms.push_back(c);
@@ -463,16 +469,14 @@ StepRecord Executor::run_step(const Schedule& schedule) {
       rec.actions.push_back(ar);
       continue;
     }
-    const int v = virtual_stage(s, a.chunk, P);
     const bool is_forward = a.kind == ActionKind::kForward;
-    const bool needs_input =
-        a.kind != ActionKind::kBackwardWeight && (is_forward ? v > 0 : v < VP - 1);
+    const int32_t in_id = plan.received[static_cast<size_t>(s)][k];
     const MessageKind in_kind = is_forward ? MessageKind::kActivation : MessageKind::kGradient;
 
     // Input: a posted receive, or a local hand-over.
     TrackedBuffer input;
-    if (needs_input) {
-      const int ri = recv_of[k];
+    if (in_id >= 0) {
+      const int ri = recv_of_message[static_cast<size_t>(in_id)];
       if (ri >= 0) {
         Recv& r = recvs[static_cast<size_t>(ri)];
         PPB_CHECK(r.posted, "executor: the receive an action needs was not posted");
@@ -487,10 +491,10 @@ StepRecord Executor::run_step(const Schedule& schedule) {
         if (instr != nullptr) instr->comm_end(c);
         input = std::move(r.buffer);
         r.done = true;
-        --posted_unconsumed;
+        --held[static_cast<size_t>(r.link)];
         post_receives();
       } else {
-        auto it = local.find(local_key(a.microbatch, a.chunk, in_kind, V));
+        auto it = local.find(in_id);
         PPB_CHECK(it != local.end(), "executor: local input missing for " + action_text(a, V));
         input = std::move(it->second);
         local.erase(it);
@@ -498,20 +502,10 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     }
 
     // Output buffer, the compute, the send.
+    const int32_t out_id = plan.sent[static_cast<size_t>(s)][k];
     TrackedBuffer output;
-    int to_virtual = -1;
-    switch (a.kind) {
-      case ActionKind::kForward:
-        if (v < VP - 1) to_virtual = v + 1, output = x.take(backend.output_bytes(a.chunk));
-        break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-        if (v > 0) to_virtual = v - 1, output = x.take(backend.input_bytes(a.chunk));
-        break;
-      case ActionKind::kBackwardWeight:
-      case ActionKind::kSync:
-        break;
-    }
+    if (out_id >= 0)
+      output = x.take(is_forward ? backend.output_bytes(a.chunk) : backend.input_bytes(a.chunk));
     if (watchdog_) watchdog_->set(Doing::kCompute, a);
     if (instr != nullptr) instr->action_begin(s, a);
     ar.start = now();
@@ -541,9 +535,7 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     rec.wait += ar.wait;
     rec.actions.push_back(ar);
     x.give(std::move(input));
-    if (to_virtual >= 0)
-      send(std::move(output), to_virtual, v, a.microbatch,
-           is_forward ? MessageKind::kActivation : MessageKind::kGradient);
+    if (out_id >= 0) send(std::move(output), out_id);
 
     if (x.options.optimizer == OptimizerPolicy::kPerBackward &&
         (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardWeight)) {

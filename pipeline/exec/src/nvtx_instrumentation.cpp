@@ -50,11 +50,11 @@ void NvtxInstrumentation::comm_begin(const CommRecord& record) {
                                               from, to, record.microbatch);
   uint64_t id = nvtx::start_range(name, record.send ? nvtx::Category::kSend : nvtx::Category::kRecv,
                                   record.microbatch);
-  open_[{record.send, record.flow_id(stages_ * chunks_)}] = id;
+  open_[{record.send, record.flow_id}] = id;
 }
 
 void NvtxInstrumentation::comm_end(const CommRecord& record) {
-  auto it = open_.find({record.send, record.flow_id(stages_ * chunks_)});
+  auto it = open_.find({record.send, record.flow_id});
   if (it == open_.end()) return;
   nvtx::end_range(it->second);
   open_.erase(it);

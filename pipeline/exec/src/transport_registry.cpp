@@ -17,9 +17,14 @@ struct Entry {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-      {{"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks"},
+      {{"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks, matched by tag"},
        [](MPI_Comm comm) -> std::unique_ptr<Transport> {
          return std::make_unique<MpiTransport>(comm);
+       }},
+      {{"mpi-ordered",
+        "MPI with one tag per link: messages match in call order, as NCCL matches them"},
+       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
+         return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder);
        }},
   };
   return kEntries;

@@ -213,14 +213,14 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
   return s;
 }
 
-Schedule read_schedule_file(const std::string& path) {
+Schedule read_schedule_file(const std::string& path, const ValidateOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(path + ": cannot open schedule file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) throw UsageError(path + ": cannot read schedule file");
   Schedule s = schedule_from_json(buffer.str(), path);
-  validate_or_throw(s, path);
+  validate_or_throw(s, path, options);
   return s;
 }
 

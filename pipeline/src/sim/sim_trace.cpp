@@ -48,7 +48,6 @@ std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedul
                  action_category(e.action.kind), e.start, e.end - e.start, std::move(args));
     }
   }
-  std::vector<uint64_t> sent(static_cast<size_t>(P), 0);
   for (const SimTransfer& t : result.transfers) {
     const auto from = static_cast<size_t>(t.from_stage);
     const auto to = static_cast<size_t>(t.to_stage);
@@ -58,7 +57,7 @@ std::vector<std::unique_ptr<trace::TraceWriter>> sim_trace_writers(const Schedul
     const int recv_tid = recv[to][static_cast<size_t>(side(t.to_stage, t.from_stage))];
     PPB_CHECK(send_tid != 0 && recv_tid != 0,
               "sim trace: transfer between stages that are not neighbours");
-    const uint64_t id = trace::flow_id(t.from_stage, sent[from]++);
+    const uint64_t id = trace::flow_id(t.from_stage, static_cast<uint64_t>(t.flow_id));
     const char* flow = t.gradient ? "grad" : "act";
     const std::vector<trace::TraceArg> args = {{"mb", t.microbatch}, {"chunk", t.chunk}};
     // The arrow's ends sit in the middle of their slices, so each binds to

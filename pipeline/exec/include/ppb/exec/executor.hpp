@@ -9,14 +9,18 @@
 //    if v > 0, the input gradient goes to v-1. W is local.
 //  * a message between virtual stages on the same rank (P == 1) is a local
 //    hand-over of the buffer, no transport call.
-//  * receives are posted in the order this rank's actions consume them, as
-//    early as the receive window (ExecutorOptions::recv_window buffers)
-//    allows; a buffer returns to the pool when its action has consumed it.
+//  * the messages, their tags and flow ids are the message plan's
+//    (message_plan.hpp); each incoming link's receives are posted in link
+//    order (the order its sender sends them, which is how an in-order
+//    transport matches them), up to max(ExecutorOptions::recv_window, the
+//    buffers the link needs) ahead of consumption; a buffer returns to the
+//    pool when its action has consumed it.
 //    Sends are non-blocking; their completion is tested between actions and
 //    their buffers recycled. All buffers come from a pool counted in
-//    MemCategory::kCommBuffers. Since the earliest receive this rank needs is
-//    always posted and sends never block, the run cannot deadlock unless the
-//    schedule does (the validator's dry run proves it does not).
+//    MemCategory::kCommBuffers. Since the receive the next action needs is
+//    always postable (a link's window covers what it needs) and sends never
+//    block, the run cannot deadlock unless the schedule does (the
+//    validator's dry run proves it does not).
 //  * SYNC: MPI_Barrier.
 //  * optimizer: OptimizerPolicy::kPerBatch calls optimizer_step(c) for every
 //    chunk once after the last action of each batch (flush schedules);
@@ -83,12 +87,17 @@ struct CommRecord {
   double start = 0;    ///< send: isend posted; recv: irecv posted
   double end = 0;      ///< when this rank saw it complete
   bool local = false;  ///< same-rank hand-over (no transport)
-
   /// Id shared by the send and the receive of one message, unique within a
-  /// step across ranks: ((mb * VP + from_virtual) * 2 + kind).
-  int64_t flow_id(int virtual_stages) const {
-    return (microbatch * virtual_stages + from_virtual) * 2 + static_cast<int64_t>(kind);
-  }
+  /// step across ranks (PlannedMessage::flow_id of the message plan).
+  int64_t flow_id = 0;
+};
+
+/// Receive buffers of one link into this rank.
+struct LinkBuffers {
+  int from_stage = 0;
+  int to_stage = 0;
+  int needed = 0;  ///< what the schedule needs under in-order matching (PlannedLink::buffers)
+  int posted = 0;  ///< the most receives the executor keeps posted on it
 };
 
 /// One executed action. wait = seconds spent before `start` waiting for
@@ -110,13 +119,14 @@ struct StepRecord {
   double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
-  double busy = 0;         ///< summed F/B/I/W durations (compute busy)
-  double wait = 0;         ///< summed waits for inputs
-  double sync = 0;         ///< summed time in SYNC barriers
-  double optimizer = 0;    ///< summed optimizer_step time
-  double actions_end = 0;  ///< end of the last action (DESIGN.md's step end on this rank)
-  double end = 0;          ///< after the optimizer and the drain of all sends
-  int64_t peak_bytes = 0;  ///< tracker total's high-water mark during the step
+  std::vector<LinkBuffers> links;  ///< the links into this rank, by sending stage
+  double busy = 0;                 ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;                 ///< summed waits for inputs
+  double sync = 0;                 ///< summed time in SYNC barriers
+  double optimizer = 0;            ///< summed optimizer_step time
+  double actions_end = 0;          ///< end of the last action (DESIGN.md's step end on this rank)
+  double end = 0;                  ///< after the optimizer and the drain of all sends
+  int64_t peak_bytes = 0;          ///< tracker total's high-water mark during the step
   int64_t peak_activation_bytes = 0;  ///< kActivations high-water mark during the step
   int64_t peak_comm_bytes = 0;        ///< kCommBuffers high-water mark during the step
 };
@@ -143,8 +153,9 @@ class Instrumentation {
 struct ExecutorOptions {
   WaitStrategy wait = kDefaultWaitStrategy;
   OptimizerPolicy optimizer = OptimizerPolicy::kPerBatch;
-  /// Receive buffers posted ahead of need (>= 1).
-  int recv_window = 8;
+  /// Receives kept posted ahead of need per incoming link (>= 1); a link
+  /// whose schedule needs more under in-order matching gets what it needs.
+  int recv_window = 4;
   /// Per-step watchdog; 0 = off.
   double timeout_seconds = 0;
   /// Not owned; may be null.
