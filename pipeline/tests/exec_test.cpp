@@ -523,7 +523,7 @@ TEST(Transport, OrderedModeMatchesInCallOrder) {
 
 TEST(Registry, NamesAndErrors) {
   EXPECT_EQ(backend_list().size(), 2u);
-  EXPECT_EQ(transport_list().size(), 2u);
+  EXPECT_EQ(transport_list().size(), 3u);
   try {
     make_backend("cuda", BackendConfig{});
     FAIL();
@@ -534,7 +534,7 @@ TEST(Registry, NamesAndErrors) {
     make_transport("nccl", MPI_COMM_WORLD);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--transport: unknown transport 'nccl' (transports: mpi, mpi-ordered)");
+    EXPECT_STREQ(e.what(), "--transport: unknown transport 'nccl' (transports: mpi, mpi-ordered, mpi-staged)");
   }
   EXPECT_EQ(parse_wait_strategy("yield", "--wait"), WaitStrategy::kYield);
   EXPECT_THROW(parse_wait_strategy("spin", "--wait"), UsageError);

@@ -35,7 +35,8 @@ TimedBackend::TimedBackend(const BackendConfig& config)
             "timed backend: costs must have stages * chunks entries");
   PPB_CHECK(stage_ >= 0 && stage_ < config.stages, "timed backend: stage out of range");
   time_scale_ = config.time_scale > 0 ? config.time_scale : default_time_scale(costs_);
-  // The default slack (50 us) would be added to every sleep.
+  // The default slack (50 us) would be added to every sleep; the compute
+  // stream's thread lowers its own, this is for direct calls.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   inflight_.assign(static_cast<size_t>(chunks_), 0);
   stashing_ = config.weight_stashing;
@@ -50,6 +51,7 @@ TimedBackend::TimedBackend(const BackendConfig& config)
 }
 
 TimedBackend::~TimedBackend() {
+  stop_streams();
   for (int c = 0; c < chunks_; ++c) {
     memory_.on_free(MemCategory::kActivations,
                     inflight_[static_cast<size_t>(c)] * cost(c).activation_bytes);

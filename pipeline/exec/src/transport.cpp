@@ -32,7 +32,8 @@ WaitStrategy parse_wait_strategy(std::string_view text, std::string_view flag) {
                    "' (strategies: block, yield, sleep)");
 }
 
-MpiTransport::MpiTransport(MPI_Comm comm, Matching matching) : matching_(matching) {
+MpiTransport::MpiTransport(MPI_Comm comm, Matching matching, uint8_t spaces)
+    : matching_(matching), spaces_(spaces) {
   lower_timer_slack();  // wait(kSleep) sleeps 20 us at a time on this thread
   PPB_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   PPB_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -42,6 +43,11 @@ MpiTransport::MpiTransport(MPI_Comm comm, Matching matching) : matching_(matchin
   int flag = 0;
   PPB_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &flag));
   if (flag != 0 && value != nullptr) tag_ub_ = *static_cast<int*>(value);
+}
+
+std::string_view MpiTransport::name() const {
+  if (spaces_ == memory_space_bit(MemorySpace::kPinnedHost)) return "mpi-staged";
+  return matching_ == Matching::kInOrder ? "mpi-ordered" : "mpi";
 }
 
 MpiTransport::~MpiTransport() {

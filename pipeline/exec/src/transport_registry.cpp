@@ -26,6 +26,13 @@ const std::vector<Entry>& entries() {
        [](MPI_Comm comm) -> std::unique_ptr<Transport> {
          return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder);
        }},
+      {{"mpi-staged",
+        "MPI on pinned host memory only: messages are staged through pinned buffers and "
+        "copy-stream copies (as beside a device backend)"},
+       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
+         return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag,
+                                               memory_space_bit(MemorySpace::kPinnedHost));
+       }},
   };
   return kEntries;
 }

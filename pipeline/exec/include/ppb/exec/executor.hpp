@@ -61,6 +61,7 @@
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/message_plan.hpp"
 
 namespace ppb {
 
@@ -100,13 +101,18 @@ struct LinkBuffers {
   int posted = 0;  ///< the most receives the executor keeps posted on it
 };
 
-/// One executed action. wait = seconds spent before `start` waiting for
-/// this action's input (0 when it was there).
+/// One executed action, times in seconds from the step start. start and end
+/// are when the backend's compute stream ran it (its stream clock, mapped to
+/// the step clock); a SYNC's are the host's around its barrier.
 struct ActionRecord {
   Action action;
   double start = 0;
   double end = 0;
+  /// The stream's idle time just before this action (since the previous
+  /// action ended, or the step started): waiting for its input, or for the
+  /// host to enqueue it. 0 when it was queued behind the previous one.
   double wait = 0;
+  double enqueued = 0;  ///< when the executor enqueued it (host clock)
 };
 
 /// What one rank did in one step (seconds from its step start).
@@ -132,9 +138,13 @@ struct StepRecord {
 };
 
 /// Hook points around every action, message and step (NVTX ranges plug in
-/// here: DESIGN.md's "F s2 mb3", "send act s2->s3 mb3", "step <k>").
+/// here: "F s2 mb3", "send act s2->s3 mb3", "step <k>").
 /// Called on the executor's thread; must not call the transport. Default
-/// implementations do nothing.
+/// implementations do nothing. action_begin comes when the action is
+/// enqueued on an idle stream, or when the action queued before it
+/// completed; action_end when the executor sees it completed: the action
+/// ranges of one rank never overlap. optimizer_begin/end bracket a step of
+/// the optimizer with the stream idle (gradients may be read there).
 class Instrumentation {
  public:
   virtual ~Instrumentation() = default;
@@ -156,6 +166,10 @@ struct ExecutorOptions {
   /// Receives kept posted ahead of need per incoming link (>= 1); a link
   /// whose schedule needs more under in-order matching gets what it needs.
   int recv_window = 4;
+  /// Actions queued on the backend's compute stream at once (>= 1): with 2
+  /// the next action, when its input is there, starts the moment the
+  /// previous one ends. OptimizerPolicy::kPerBackward runs with 1.
+  int queue_depth = 2;
   /// Per-step watchdog; 0 = off.
   double timeout_seconds = 0;
   /// Not owned; may be null.
@@ -193,6 +207,8 @@ class Executor {
 
  private:
   struct Impl;
+  class Step;
+  MessagePlan plan_step(const Schedule& schedule);
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<Watchdog> watchdog_;
   int rank_ = 0;

@@ -17,6 +17,11 @@
 //   mpi-ordered  the same with one tag per link and direction (the sender's
 //                rank), so MPI's non-overtaking rule matches in call order
 //                exactly as NCCL will (MpiTransport, Matching::kInOrder).
+//   mpi-staged   MPI that moves pinned host memory only, as MPI without
+//                device support next to a device backend: the executor
+//                stages every message through pinned host buffers with
+//                copies on the backend's copy stream (on the CPU this proves
+//                the staging path).
 // The `nccl` transport belongs to the GPU issue and is not registered here
 // (no stub): asking for it gives the UsageError listing the transports.
 //
@@ -35,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ppb/exec/memory_space.hpp"
 #include "ppb/pipeline/message_plan.hpp"
 
 namespace ppb {
@@ -87,6 +93,8 @@ class Transport {
   /// True when messages between two ranks match receives in call order and
   /// tags are ignored (NCCL's rule); false when they match by (peer, tag).
   virtual bool matches_in_order() const = 0;
+  /// True when isend/irecv can read/write buffers in `space` directly.
+  virtual bool can_access(MemorySpace space) const = 0;
 
   /// Starts sending `bytes` bytes at `data` to rank `peer` with `tag`.
   /// REQUIRES: data stays valid and unmodified until the request completes;
@@ -113,18 +121,24 @@ class Transport {
 class MpiTransport final : public Transport {
  public:
   enum class Matching : uint8_t { kByTag, kInOrder };
-  explicit MpiTransport(MPI_Comm comm, Matching matching = Matching::kByTag);
+  /// `spaces`: what it moves directly (a bit per MemorySpace); the default is
+  /// host and pinned host (MPI without device support).
+  explicit MpiTransport(MPI_Comm comm, Matching matching = Matching::kByTag,
+                        uint8_t spaces = kHostSpaces);
+  static constexpr uint8_t kHostSpaces =
+      memory_space_bit(MemorySpace::kHost) | memory_space_bit(MemorySpace::kPinnedHost);
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
-  std::string_view name() const override {
-    return matching_ == Matching::kInOrder ? "mpi-ordered" : "mpi";
-  }
+  std::string_view name() const override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int tag_ub() const override { return tag_ub_; }
   bool matches_in_order() const override { return matching_ == Matching::kInOrder; }
+  bool can_access(MemorySpace space) const override {
+    return (spaces_ & memory_space_bit(space)) != 0;
+  }
   RequestId isend(const std::byte* data, int64_t bytes, int peer, int tag) override;
   RequestId irecv(std::byte* data, int64_t bytes, int peer, int tag) override;
   bool test(RequestId request) override;
@@ -137,6 +151,7 @@ class MpiTransport final : public Transport {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   Matching matching_ = Matching::kByTag;
+  uint8_t spaces_ = kHostSpaces;
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;
@@ -151,11 +166,11 @@ struct TransportInfo {
   std::string name;
   std::string help;  ///< one line
 };
-/// Every registered transport ("mpi", "mpi-ordered").
+/// Every registered transport ("mpi", "mpi-ordered", "mpi-staged").
 const std::vector<TransportInfo>& transport_list();
 
 /// Makes the transport called `name` over `comm`. Throws
-/// UsageError("--transport: unknown transport 'x' (transports: mpi, mpi-ordered)").
+/// UsageError("--transport: unknown transport 'x' (transports: mpi, mpi-ordered, mpi-staged)").
 std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm);
 
 namespace detail {
