@@ -76,21 +76,27 @@ struct Executor::Impl {
   std::string logged_plan;           // the schedule whose link buffers were last logged
 
   // A barrier that waits with the configured strategy (a blocking
-  // MPI_Barrier busy-polls, like MPI_Wait).
-  void barrier() {
-    if (options.wait == WaitStrategy::kBlock) {
-      PPB_MPI_CHECK(MPI_Barrier(control));
-      return;
-    }
+  // MPI_Barrier busy-polls, like MPI_Wait), calling `progress` while it
+  // waits (a staged send must still start while its rank is in a SYNC).
+  template <class Progress>
+  void barrier(Progress&& progress) {
     MPI_Request r = MPI_REQUEST_NULL;
     PPB_MPI_CHECK(MPI_Ibarrier(control, &r));
     poll_until(
         [&] {
           int done = 0;
           PPB_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+          if (done == 0) progress();
           return done != 0;
         },
         options.wait);
+  }
+  void barrier() {
+    if (options.wait == WaitStrategy::kBlock) {
+      PPB_MPI_CHECK(MPI_Barrier(control));
+      return;
+    }
+    barrier([] {});
   }
 };
 
@@ -371,7 +377,10 @@ class Executor::Step {
     ar.start = ctx_.now();
     ar.enqueued = ar.start;
     if (hooks() != nullptr) hooks()->action_begin(stage(), a);
-    x_.barrier();
+    x_.barrier([this] {
+      sends_.progress();
+      recvs_.post();
+    });
     ar.end = ctx_.now();
     if (hooks() != nullptr) hooks()->action_end(stage(), a);
     ctx_.record.sync += ar.end - ar.start;

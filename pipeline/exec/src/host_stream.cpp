@@ -61,13 +61,13 @@ void HostStream::loop() {
 }
 
 bool HostStream::collect(StreamTicket ticket, StreamTimes* times) {
-  // Tickets are collected in order, so the finished one sits at the front
-  // (earlier ones nobody asked for are dropped).
-  while (!finished_.empty() && finished_.front().ticket < ticket) finished_.pop_front();
-  PPB_CHECK(!finished_.empty() && finished_.front().ticket == ticket,
-            "host stream: a ticket was collected twice or out of order");
-  Done d = std::move(finished_.front());
-  finished_.pop_front();
+  // Usually the oldest (a compute stream is collected in order); a copy
+  // stream's receive and send copies are collected in any order.
+  auto it = finished_.begin();
+  while (it != finished_.end() && it->ticket != ticket) ++it;
+  PPB_CHECK(it != finished_.end(), "host stream: a ticket was collected twice");
+  Done d = std::move(*it);
+  finished_.erase(it);
   if (d.error) std::rethrow_exception(d.error);
   if (times != nullptr) *times = d.times;
   return true;

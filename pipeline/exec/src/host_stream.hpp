@@ -40,7 +40,9 @@ class HostStream {
   /// Appends `task`; returns its ticket (1, 2, 3, ... in enqueue order).
   StreamTicket enqueue(std::function<void()> task);
   /// True when the task of `ticket` (and every earlier one) has completed;
-  /// then *times (if not null) holds its start and end. Never blocks on the task.
+  /// then *times (if not null) holds its start and end. Each ticket is
+  /// reported once (collected); tickets may be collected in any order.
+  /// Never blocks on the task.
   bool done(StreamTicket ticket, StreamTimes* times);
   /// Like done(), but waits up to `seconds` for the completion (woken the
   /// moment it happens).
@@ -61,7 +63,7 @@ class HostStream {
   std::condition_variable work_;  // worker waits for tasks
   std::condition_variable done_;  // enqueuer waits for completions
   std::deque<std::pair<StreamTicket, std::function<void()>>> tasks_;
-  std::deque<Done> finished_;  // completed, times not yet collected (in ticket order)
+  std::deque<Done> finished_;  // completed, not yet collected (in ticket order)
   std::atomic<StreamTicket> completed_{0};
   StreamTicket issued_ = 0;
   bool stop_ = false;
