@@ -211,11 +211,10 @@ class Executor::Step {
     ctx_.origin = now_seconds();
     stream_origin_ = x_.backend->stream_now();
     rec.origin = ctx_.origin;
-    recvs_.post();
     while (next_ < list_.size() || !inflight_.empty()) {
       bool moved = complete();
       moved |= sends_.progress();
-      recvs_.post();
+      moved |= recvs_.progress();
       moved |= enqueue();
       if (moved) {
         nap_ = kFirstNap;
@@ -239,6 +238,8 @@ class Executor::Step {
     size_t index = 0;  // in list_
     StreamTicket ticket = 0;
     double enqueued = 0;  // step clock
+    bool has_input = false;
+    double input_at = 0;  // step clock: when the input arrived
     bool begun = false;   // action_begin hook called
     bool finished = false;
     StreamTimes times;
@@ -276,7 +277,10 @@ class Executor::Step {
     ar.start = f.times.start - stream_origin_;
     ar.end = f.times.end - stream_origin_;
     ar.enqueued = f.enqueued;
-    ar.wait = std::max(0.0, ar.start - stream_free_);
+    // Waiting for the input: from when the stream was free to when the
+    // input was there (0 when it was there first; host latency is not it).
+    if (f.has_input)
+      ar.wait = std::clamp(f.input_at - stream_free_, 0.0, std::max(0.0, ar.start - stream_free_));
     stream_free_ = ar.end;
     StepRecord& rec = ctx_.record;
     rec.busy += ar.end - ar.start;
@@ -326,7 +330,11 @@ class Executor::Step {
       InFlight f;
       f.index = next_;
       f.enqueued = ctx_.now();
-      if (in >= 0) f.input = recvs_.take(in);
+      if (in >= 0) {
+        f.has_input = true;
+        f.input_at = recvs_.arrival(in);
+        f.input = recvs_.take(in);
+      }
       if (const int32_t out = output_of(next_); out >= 0) {
         const int64_t bytes = a.kind == ActionKind::kForward ? x_.backend->output_bytes(a.chunk)
                                                              : x_.backend->input_bytes(a.chunk);
@@ -365,6 +373,7 @@ class Executor::Step {
         [&] {
           if (recvs_.ready(in)) return true;
           sends_.progress();
+          recvs_.progress();
           return false;
         },
         x_.options.wait);
@@ -379,7 +388,7 @@ class Executor::Step {
     if (hooks() != nullptr) hooks()->action_begin(stage(), a);
     x_.barrier([this] {
       sends_.progress();
-      recvs_.post();
+      recvs_.progress();
     });
     ar.end = ctx_.now();
     if (hooks() != nullptr) hooks()->action_end(stage(), a);

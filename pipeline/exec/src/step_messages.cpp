@@ -81,6 +81,42 @@ void ReceivePoster::post() {
   }
 }
 
+bool ReceivePoster::progress() {
+  post();
+  bool arrived = false;
+  for (Link& link : links_) {
+    while (link.open < link.next && recvs_[link.recvs[link.open]].state == State::kTaken)
+      ++link.open;
+    for (size_t i = link.open; i < link.next; ++i) {
+      Recv& r = recvs_[link.recvs[i]];
+      if (r.state == State::kPosted) arrived |= test(r);
+    }
+  }
+  return arrived;
+}
+
+bool ReceivePoster::test(Recv& r) {
+  if (!ctx_.transport.test(r.request)) return false;
+  CommRecord& c = ctx_.record.comms[r.record];
+  c.end = ctx_.now();
+  r.arrived = c.end;
+  if (ctx_.instrumentation != nullptr) ctx_.instrumentation->comm_end(c);
+  if (!ctx_.staging) {
+    r.buffer = std::move(r.wire);
+    r.state = State::kReady;
+    return true;
+  }
+  r.buffer = ctx_.pool.take(r.bytes, ctx_.backend.memory_space());
+  r.copy = ctx_.backend.copy_async(r.buffer.data(), r.wire.data(), r.bytes);
+  r.state = State::kCopying;
+  return true;
+}
+
+double ReceivePoster::arrival(int32_t id) const {
+  if (const auto h = hand_overs_.find(id); h != hand_overs_.end()) return h->second.second;
+  return recvs_[of_message_.at(id)].arrived;
+}
+
 bool ReceivePoster::ready(int32_t id) {
   if (ctx_.plan.messages[static_cast<size_t>(id)].local()) return hand_overs_.count(id) != 0;
   const auto it = of_message_.find(id);
@@ -89,21 +125,10 @@ bool ReceivePoster::ready(int32_t id) {
   switch (r.state) {
     case State::kPlanned:
       return false;  // its link's window is full of messages for later actions
-    case State::kPosted: {
-      if (!ctx_.transport.test(r.request)) return false;
-      CommRecord& c = ctx_.record.comms[r.record];
-      c.end = ctx_.now();
-      if (ctx_.instrumentation != nullptr) ctx_.instrumentation->comm_end(c);
-      if (!ctx_.staging) {
-        r.buffer = std::move(r.wire);
-        r.state = State::kReady;
-        return true;
-      }
-      r.buffer = ctx_.pool.take(r.bytes, ctx_.backend.memory_space());
-      r.copy = ctx_.backend.copy_async(r.buffer.data(), r.wire.data(), r.bytes);
-      r.state = State::kCopying;
+    case State::kPosted:
+      if (!test(r)) return false;
+      if (r.state == State::kReady) return true;
       [[fallthrough]];
-    }
     case State::kCopying:
       if (!ctx_.backend.copy_done(r.copy)) return false;
       ctx_.pool.give(std::move(r.wire), MemorySpace::kPinnedHost);
@@ -120,7 +145,7 @@ bool ReceivePoster::ready(int32_t id) {
 
 TrackedBuffer ReceivePoster::take(int32_t id) {
   if (auto h = hand_overs_.find(id); h != hand_overs_.end()) {
-    TrackedBuffer b = std::move(h->second);
+    TrackedBuffer b = std::move(h->second.first);
     hand_overs_.erase(h);
     return b;
   }
@@ -132,7 +157,7 @@ TrackedBuffer ReceivePoster::take(int32_t id) {
 }
 
 void ReceivePoster::hand_over(int32_t id, TrackedBuffer&& buffer) {
-  hand_overs_[id] = std::move(buffer);
+  hand_overs_[id] = {std::move(buffer), ctx_.now()};
 }
 
 int ReceivePoster::peer(int32_t id) const {

@@ -67,11 +67,16 @@ class ReceivePoster {
   /// StepRecord::links). Bytes come from the backend (input_bytes of F's
   /// chunk, output_bytes of B/I's).
   ReceivePoster(StepContext& ctx, int window);
-  /// Posts what the links' windows allow.
-  void post();
+  /// Posts what the links' windows allow, and tests every posted receive
+  /// (so each arrival is seen, and timed, within one turn of the loop).
+  /// True when something arrived.
+  bool progress();
   /// Moves message `id` on (arrival test, staging copy); true when its bytes
   /// are ready for its action. REQUIRES: id is a message into this stage.
   bool ready(int32_t id);
+  /// When message `id` arrived (step clock; a hand-over: when it was handed
+  /// over). REQUIRES: ready(id).
+  double arrival(int32_t id) const;
   /// The ready message's buffer, for its action; frees its window slot.
   /// A local hand-over (same stage) is taken here too.
   TrackedBuffer take(int32_t id);
@@ -86,7 +91,8 @@ class ReceivePoster {
   enum class State : uint8_t { kPlanned, kPosted, kCopying, kReady, kTaken };
   struct Recv {
     int32_t message = 0;
-    int link = 0;  // index into links_
+    double arrived = 0;  // step clock
+    int link = 0;        // index into links_
     int64_t bytes = 0;
     State state = State::kPlanned;
     RequestId request = kNoRequest;
@@ -98,14 +104,17 @@ class ReceivePoster {
   struct Link {
     std::vector<size_t> recvs;  // indices into recvs_, link order
     size_t next = 0;            // next to post
+    size_t open = 0;            // first not yet taken
     int held = 0;               // posted and not yet taken
     int window = 1;
   };
   StepContext& ctx_;
   std::vector<Recv> recvs_;
   std::vector<Link> links_;
-  std::unordered_map<int32_t, size_t> of_message_;         // message id -> recvs_ index
-  std::unordered_map<int32_t, TrackedBuffer> hand_overs_;  // same-stage messages
+  std::unordered_map<int32_t, size_t> of_message_;  // message id -> recvs_ index
+  void post();
+  bool test(Recv& r);  // kPosted -> arrived (staging copy started); true when it arrived
+  std::unordered_map<int32_t, std::pair<TrackedBuffer, double>> hand_overs_;  // same-stage
 };
 
 /// Starts each output's send (after its staging copy when staging), tests

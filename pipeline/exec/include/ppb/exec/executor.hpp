@@ -108,9 +108,9 @@ struct ActionRecord {
   Action action;
   double start = 0;
   double end = 0;
-  /// The stream's idle time just before this action (since the previous
-  /// action ended, or the step started): waiting for its input, or for the
-  /// host to enqueue it. 0 when it was queued behind the previous one.
+  /// Seconds the stream sat idle before this action because its input had
+  /// not arrived (from the previous action's end, or the step start, to the
+  /// input's arrival); 0 when the input was there first or there is none.
   double wait = 0;
   double enqueued = 0;  ///< when the executor enqueued it (host clock)
 };
