@@ -12,10 +12,10 @@
 //  * sends never block: completions are tested in the loop and the buffers go
 //    back to the pool; the step ends after they all completed;
 //  * when nothing moved, the loop waits: on the stream's completion (woken
-//    the moment an action ends) with a time limit that grows from 20 us to
-//    200 us while the stream computes, so messages keep progressing without
-//    waking hundreds of times per action; or, with the stream idle and the
-//    next action's input missing, by the WaitStrategy;
+//    the moment an action ends), for at most 1 ms while the stream computes,
+//    so messages keep progressing without waking many times per action; or,
+//    with the stream idle and the next action's input missing, by the
+//    WaitStrategy;
 //  * waiting is a strategy (WaitStrategy): with more ranks than cores a rank
 //    that busy-polls in MPI_Wait steals the core of a rank that has work.
 //
@@ -245,8 +245,12 @@ class Executor::Step {
     StreamTimes times;
     TrackedBuffer input, output;
   };
-  static constexpr double kFirstNap = 20e-6;
-  static constexpr double kLongestNap = 200e-6;
+  // While the stream computes the loop wakes this often to progress
+  // messages (a large message is pulled by the receiver's MPI calls), and at
+  // the action's end. Shorter periods cost more wake-ups than they save on
+  // 2 cores shared by 8 ranks.
+  static constexpr double kFirstNap = 1e-3;
+  static constexpr double kLongestNap = 1e-3;
 
   Instrumentation* hooks() const { return x_.options.instrumentation; }
   Watchdog* watchdog() const { return exec_.watchdog_.get(); }

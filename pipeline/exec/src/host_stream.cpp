@@ -1,6 +1,11 @@
 #include "host_stream.hpp"
 
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "ppb/exec/transport.hpp"
@@ -8,6 +13,53 @@
 #include "ppb/profiling/clock.hpp"
 
 namespace ppb {
+
+StreamTicket ClockStream::enqueue(double seconds) {
+  Item item;
+  item.ticket = ++issued_;
+  item.enqueued = now_seconds();
+  item.seconds = std::max(0.0, seconds);
+  items_.push_back(item);
+  return item.ticket;
+}
+
+ClockStream::Item& ClockStream::front(StreamTicket ticket) {
+  PPB_CHECK(!items_.empty() && items_.front().ticket == ticket,
+            "clock stream: tickets are reported once, in order");
+  Item& f = items_.front();
+  if (!f.placed) {
+    f.times.start = std::max(f.enqueued, free_at_);
+    f.times.end = f.times.start + f.seconds;
+    f.placed = true;
+  }
+  return f;
+}
+
+bool ClockStream::done(StreamTicket ticket, StreamTimes* times) {
+  Item& f = front(ticket);
+  if (now_seconds() < f.times.end) return false;
+  if (times != nullptr) *times = f.times;
+  free_at_ = f.times.end;
+  items_.pop_front();
+  return true;
+}
+
+bool ClockStream::wait_for(StreamTicket ticket, double seconds, StreamTimes* times) {
+  Item& f = front(ticket);
+  // now_seconds() is the steady clock, CLOCK_MONOTONIC on Linux.
+  const double deadline = std::min(f.times.end, now_seconds() + seconds);
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(std::floor(deadline));
+  ts.tv_nsec = static_cast<long>((deadline - std::floor(deadline)) * 1e9);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+  // The item's end passed while this thread slept: it ends when the thread
+  // wakes, as a sleeping action would (the scheduler's wake-up latency is
+  // the action's, not the hand-over's).
+  const double woke = now_seconds();
+  if (woke >= f.times.end) f.times.end = woke;
+  return done(ticket, times);
+}
 
 HostStream::HostStream() {
   worker_ = std::thread([this] {

@@ -27,6 +27,38 @@
 
 namespace ppb {
 
+/// A stream whose items take modelled time and no host thread, as kernels
+/// occupy a device: an item starts at max(its enqueue, the previous item's
+/// end) and lasts its duration. Completion is a clock comparison; wait_for
+/// sleeps to an absolute deadline (clock_nanosleep, TIMER_ABSTIME; the
+/// caller's timer slack lowered). When an item's end passes while the
+/// waiting thread sleeps, the item ends when that thread wakes, as a sleep
+/// does (the accounting of sleeping in the action itself); items queued
+/// behind start from there. Items are reported in order. Used by the timed backend.
+class ClockStream {
+ public:
+  /// Appends an item of `seconds`; returns its ticket.
+  StreamTicket enqueue(double seconds);
+  /// True once the item of `ticket` ended; then *times holds it.
+  /// REQUIRES: every earlier ticket was reported.
+  bool done(StreamTicket ticket, StreamTimes* times);
+  /// Like done(), sleeping up to `seconds` for the item's end.
+  bool wait_for(StreamTicket ticket, double seconds, StreamTimes* times);
+
+ private:
+  struct Item {
+    StreamTicket ticket = 0;
+    double enqueued = 0;
+    double seconds = 0;
+    bool placed = false;  // times known (its predecessor was reported)
+    StreamTimes times;
+  };
+  Item& front(StreamTicket ticket);  // places it
+  std::deque<Item> items_;           // not yet reported, in order
+  StreamTicket issued_ = 0;
+  double free_at_ = 0;  // end of the last reported item
+};
+
 class HostStream {
  public:
   /// Starts the worker thread (its timer slack lowered to 1 ns, so sleeps on

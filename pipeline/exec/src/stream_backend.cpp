@@ -20,7 +20,7 @@ const char* memory_space_name(MemorySpace space) {
   return "?";
 }
 
-StreamBackend::StreamBackend() : compute_(std::make_unique<HostStream>()) {}
+StreamBackend::StreamBackend() = default;
 
 StreamBackend::~StreamBackend() { stop_streams(); }
 
@@ -56,6 +56,7 @@ void StreamBackend::run(const ActionCall& call) {
 }
 
 StreamTicket StreamBackend::enqueue(const ActionCall& call) {
+  if (!compute_) compute_ = std::make_unique<HostStream>();  // its worker starts here
   return compute_->enqueue([this, call] { run(call); });
 }
 

@@ -127,6 +127,12 @@ Figures measure(const Args& a, ppb::WaitStrategy wait, int rank, int P) {
           std::printf(" %s%d[%.1f-%.1f w%.1f]", ppb::action_kind_name(x.action.kind),
                       x.action.microbatch, x.start * 1e3, x.end * 1e3, x.wait * 1e3);
         }
+        std::printf("\nrank %d messages:", rank);
+        for (const ppb::CommRecord& c : rec.comms) {
+          std::printf(" %s%s%lld[%.1f-%.1f]", c.send ? "send-" : "recv-",
+                      c.kind == ppb::MessageKind::kActivation ? "act" : "grad",
+                      static_cast<long long>(c.microbatch), c.start * 1e3, c.end * 1e3);
+        }
         std::printf("\nrank %d simulated:", rank);
         for (const ppb::SimEvent& x : sim.stages[static_cast<size_t>(rank)].events) {
           std::printf(" %s%d[%.1f-%.1f]", ppb::action_kind_name(x.action.kind), x.action.microbatch,

@@ -32,8 +32,9 @@
 //   memory_space()      kDevice; allocate(kDevice) is cudaMalloc,
 //                       allocate(kPinnedHost) cudaHostAlloc
 //   optimizer_step      enqueued on the compute stream, then synchronised
-// On the CPU, StreamBackend implements the streams with two host threads
-// (host_stream.hpp): cpu and timed run their actions on a worker thread.
+// On the CPU, StreamBackend implements the streams with host threads
+// (host_stream.hpp): cpu runs its actions on a worker thread; timed's compute
+// stream is a clock (an action occupies it for its modelled time, no thread).
 //
 // Registered backends (one file + one line in backend_registry.cpp, STYLE
 // rule 8):
@@ -170,6 +171,7 @@ class Backend {
 };
 
 class HostStream;
+class ClockStream;
 
 /// A backend whose streams are host threads (HostStream): everything lives
 /// in host memory (pinned host is host memory on the CPU), the compute
@@ -248,8 +250,11 @@ class CpuBackend final : public StreamBackend {
   float learning_rate_;
 };
 
-/// The `timed` backend: no computation. Each action sleeps (on the compute
-/// stream's thread) until an absolute deadline (clock_nanosleep(TIMER_ABSTIME) with
+/// The `timed` backend: no computation. Its compute stream is a clock: an
+/// enqueued action occupies it for its modelled time x time_scale, from its
+/// enqueue or the previous action's end, whichever is later, and the
+/// executor's thread waits by sleeping to that end. Called directly, each
+/// action sleeps until an absolute deadline (clock_nanosleep(TIMER_ABSTIME) with
 /// PR_SET_TIMERSLACK lowered to 1 ns) of call time + modelled seconds x time_scale; F sleeps fwd, I
 /// bwd_input, W bwd_weight, B both. Messages have the modelled sizes and are
 /// real (the executor sends them). Memory is COUNT-ONLY: parameters,
@@ -279,12 +284,18 @@ class TimedBackend final : public StreamBackend {
   void optimizer_step(int chunk) override;
   MemoryTracker& memory() override { return memory_; }
   const MemoryTracker& memory() const override { return memory_; }
+  StreamTicket enqueue(const ActionCall& call) override;
+  bool query(StreamTicket ticket, StreamTimes* times) override;
+  bool wait(StreamTicket ticket, double seconds, StreamTimes* times) override;
 
   /// Wall seconds slept per modelled second.
   double time_scale() const { return time_scale_; }
 
  private:
   const ChunkCost& cost(int chunk) const;
+  // Counts what the action holds and releases; returns its modelled seconds.
+  double account(const ActionCall& call);
+  std::unique_ptr<ClockStream> clock_;
   void sleep_for_model_seconds(double seconds);
 
   MemoryTracker memory_;
