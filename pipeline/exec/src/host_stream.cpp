@@ -140,9 +140,4 @@ bool HostStream::wait_for(StreamTicket ticket, double seconds, StreamTimes* time
   return collect(ticket, times);
 }
 
-void HostStream::wait_idle() {
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= issued_; });
-}
-
 }  // namespace ppb

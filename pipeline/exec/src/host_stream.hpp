@@ -8,7 +8,7 @@
 // so that the executor's thread keeps progressing MPI while OpenBLAS computes
 // or a timed action sleeps; a second one is their copy stream.
 //
-// Thread safety: enqueue/done/wait_for/wait_idle from one thread (the
+// Thread safety: enqueue/done/wait_for from one thread (the
 // executor's); the tasks run on the worker. An exception thrown by a task is
 // rethrown by done()/wait_for() of that task's ticket.
 #pragma once
@@ -79,8 +79,6 @@ class HostStream {
   /// Like done(), but waits up to `seconds` for the completion (woken the
   /// moment it happens).
   bool wait_for(StreamTicket ticket, double seconds, StreamTimes* times);
-  /// Returns once every enqueued task has completed.
-  void wait_idle();
 
  private:
   struct Done {

@@ -23,8 +23,8 @@ nvtx::Category category_of(ActionKind kind) {
 
 }  // namespace
 
-NvtxInstrumentation::NvtxInstrumentation(int stage, int stages, int chunks)
-    : stage_(stage), stages_(stages), chunks_(chunks) {
+NvtxInstrumentation::NvtxInstrumentation(int stage, int /*stages*/, int chunks)
+    : stage_(stage), chunks_(chunks) {
   nvtx::init();
   nvtx::name_this_thread("rank " + std::to_string(stage) + " executor");
 }

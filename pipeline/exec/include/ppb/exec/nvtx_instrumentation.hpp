@@ -27,7 +27,8 @@ namespace ppb {
 
 class NvtxInstrumentation final : public Instrumentation {
  public:
-  /// `stages` and `chunks` of the schedules this rank will run.
+  /// `stages` and `chunks` of the schedules this rank will run (messages
+  /// carry their flow ids, so only the chunks are used).
   NvtxInstrumentation(int stage, int stages, int chunks);
 
   void step_begin(int step) override;
@@ -41,7 +42,6 @@ class NvtxInstrumentation final : public Instrumentation {
 
  private:
   int stage_;
-  int stages_;
   int chunks_;
   // Open message ranges by (send?, flow id).
   std::map<std::pair<bool, int64_t>, uint64_t> open_;
