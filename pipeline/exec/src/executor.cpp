@@ -373,11 +373,14 @@ class Executor::Step {
       watchdog()->set(Doing::kWaitRecv, a, recvs_.peer(in),
                       ctx_.plan.messages[static_cast<size_t>(in)].kind);
     }
+    // Each poll tests this input (which progresses every MPI message) and the
+    // pending sends (a staged send starts when its copy is done); the other
+    // receives are timed when the loop turns again.
+    recvs_.progress();
     poll_until(
         [&] {
           if (recvs_.ready(in)) return true;
-          sends_.progress();
-          recvs_.progress();
+          if (sends_.pending() > 0) sends_.progress();
           return false;
         },
         x_.options.wait);
