@@ -87,9 +87,14 @@ bool ReceivePoster::progress() {
   for (Link& link : links_) {
     while (link.open < link.next && recvs_[link.recvs[link.open]].state == State::kTaken)
       ++link.open;
+    // A link's messages arrive in link order (one sender, sent in order):
+    // testing stops at the first that has not arrived (each MPI_Test runs
+    // the MPI progress engine, which is not free on a shared machine).
     for (size_t i = link.open; i < link.next; ++i) {
       Recv& r = recvs_[link.recvs[i]];
-      if (r.state == State::kPosted) arrived |= test(r);
+      if (r.state != State::kPosted) continue;
+      if (!test(r)) break;
+      arrived = true;
     }
   }
   return arrived;

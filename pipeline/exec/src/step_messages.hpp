@@ -67,9 +67,10 @@ class ReceivePoster {
   /// StepRecord::links). Bytes come from the backend (input_bytes of F's
   /// chunk, output_bytes of B/I's).
   ReceivePoster(StepContext& ctx, int window);
-  /// Posts what the links' windows allow, and tests every posted receive
-  /// (so each arrival is seen, and timed, within one turn of the loop).
-  /// True when something arrived.
+  /// Posts what the links' windows allow, and tests each link's posted
+  /// receives in order up to the first that has not arrived (so each arrival
+  /// is seen, and timed, within one turn of the loop). True when something
+  /// arrived.
   bool progress();
   /// Moves message `id` on (arrival test, staging copy); true when its bytes
   /// are ready for its action. REQUIRES: id is a message into this stage.
