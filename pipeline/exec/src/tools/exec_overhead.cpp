@@ -21,6 +21,10 @@
 //   path: 20 us polls plus the scheduler on 2 cores shared by 8 ranks and
 //   other jobs); the executor's own bookkeeping, measured with one rank
 //   (P = 1, no messages), is 1.2-1.9 us per action.
+// With actions on the backend's compute stream (the timed backend's clock
+// stream, the step loop), interleaved with the synchronous executor in one
+// sitting at load average 2.6: 1.043-1.045 against 1.038-1.041 (measured
+// step 247-251 ms against 247-249 ms).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
