@@ -30,6 +30,7 @@ struct SimulateOptions {
   std::string format = "text";
   std::string trace;
   int width = 100;
+  ValidateOptions validate;
   // Which optional flags were given (the schedule file carries its own P, M, V).
   CLI::Option* stages_flag = nullptr;
   CLI::Option* microbatches_flag = nullptr;
@@ -41,9 +42,11 @@ Schedule load_schedule(const SimulateOptions& opt) {
   if (opt.schedule_file.empty()) {
     if (!*opt.stages_flag) throw UsageError("--stages: required with --schedule");
     if (!*opt.microbatches_flag) throw UsageError("--microbatches: required with --schedule");
-    return generate_schedule(opt.schedule, opt.params);
+    Schedule s = generate_schedule(opt.schedule, opt.params);
+    if (opt.validate.link_buffers > 0) validate_or_throw(s, "", opt.validate);
+    return s;
   }
-  Schedule s = read_schedule_file(opt.schedule_file);
+  Schedule s = read_schedule_file(opt.schedule_file, opt.validate);
   auto mismatch = [&](const char* flag, int given, int in_file) {
     throw UsageError(std::string(flag) + ": " + std::to_string(given) + " does not match " +
                      opt.schedule_file + " (" + std::to_string(in_file) + ")");
@@ -168,6 +171,10 @@ void register_simulate(CLI::App& app) {
       cmd->add_option("--schedule", opt->schedule, "Schedule name (see pipebench list)");
   auto* by_file =
       cmd->add_option("--schedule-file", opt->schedule_file, "A pipebench.schedule/1 JSON file");
+  cmd->add_option("--link-buffers", opt->validate.link_buffers,
+                  "Validate under in-order matching (NCCL, mpi-ordered) with this many receive "
+                  "buffers per link; 0 = matching by tag")
+      ->check(CLI::NonNegativeNumber);
   by_name->excludes(by_file);
   opt->stages_flag = cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P");
   opt->microbatches_flag =

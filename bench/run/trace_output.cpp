@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ppb/pipeline/message_plan.hpp"
 #include "ppb/pipeline/pipeline_trace.hpp"
 
 namespace ppb::run {
@@ -11,8 +12,8 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, int stages, in
                            const std::string& stem) {
   PipelineTrace t(stages, chunks, "");
   const int64_t vp = int64_t{stages} * chunks;
-  // Flow seq: unique per sender over the whole trace (step k's messages
-  // after step k-1's), equal on both ends: derived from the message itself.
+  // Flow seq: the message plan's id, made unique over the whole trace (step
+  // k's messages after step k-1's); equal on both ends.
   const auto stride = static_cast<uint64_t>((microbatches + 1) * vp * 2 + 2);
   double offset = 0;  // steps laid one after another
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -34,8 +35,10 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, int stages, in
         const TraceMessage m{c->gradient, c->from_virtual % stages, c->to_virtual % stages,
                              c->microbatch, static_cast<int32_t>(c->from_virtual / stages)};
         const uint64_t seq =
-            k * stride + static_cast<uint64_t>((c->microbatch * vp + c->from_virtual) * 2 +
-                                               (c->gradient ? 1 : 0));
+            k * stride + static_cast<uint64_t>(message_flow_id(
+                             c->microbatch, c->from_virtual,
+                             c->gradient ? MessageKind::kGradient : MessageKind::kActivation,
+                             static_cast<int>(vp)));
         t.add_message(c->send, m, offset + c->start, offset + c->end, seq);
       }
       t.add_step(r, static_cast<int>(k), offset, offset + step_time(step));

@@ -43,6 +43,21 @@ ppb_expect_usage_error(schedule_file_unknown_op "unknown_op.json.*op"
   simulate --schedule-file ${bad}/unknown_op.json)
 ppb_expect_usage_error(schedule_file_deadlock "deadlock.json.*stage"
   simulate --schedule-file ${bad}/deadlock.json)
+# A schedule that runs when messages match by tag but deadlocks under
+# in-order matching (NCCL, mpi-ordered) with 1 receive buffer per link:
+# stage 1 consumes micro-batch 1's activation before micro-batch 0's.
+ppb_expect_usage_error(schedule_file_inorder_deadlock
+  "inorder_deadlock.json: deadlock: stage 1 stuck at F1: under in-order matching link s0->s1 needs 2 receive buffers, 1 allowed"
+  simulate --schedule-file ${bad}/inorder_deadlock.json --link-buffers 1)
+add_test(NAME cli.schedule_file_inorder_grid
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 2 20 ">s1 +\\*F1 +F0"
+          -- $<TARGET_FILE:pipebench> simulate --schedule-file ${bad}/inorder_deadlock.json --link-buffers 1)
+add_test(NAME cli.schedule_file_inorder_by_tag
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule-file ${bad}/inorder_deadlock.json)
+add_test(NAME cli.schedule_file_inorder_enough_buffers
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule-file ${bad}/inorder_deadlock.json --link-buffers 2)
+set_tests_properties(cli.schedule_file_inorder_grid cli.schedule_file_inorder_by_tag
+  cli.schedule_file_inorder_enough_buffers PROPERTIES LABELS unit TIMEOUT 30)
 ppb_expect_usage_error(schedule_file_missing_backward "missing_backward.json.*B"
   simulate --schedule-file ${bad}/missing_backward.json)
 ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"

@@ -11,22 +11,31 @@ set(PPB_RUN_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_
 set(PPB_FLUSH_SCHEDULES "sync-1f1b,async-1f1b,1f1b,gpipe,hybrid,adaptive,interleaved-1f1b,zb-h1,zb-h2")
 
 # --check on the cpu backend: every flush schedule x every partition on 2 and
-# 4 ranks (gpt-tiny, M=4), plus pipedream's weight-stashing check. The
-# command exits 1 when a check fails; the checker then asserts every result
-# file is ok with a passing check (9 schedules x 3 partitions + pipedream x 3).
-foreach(ranks 2 4)
-  set(dir ${PPB_RUN_OUT}/check-p${ranks})
-  ppb_add_mpi_test(run_check_p${ranks} RANKS ${ranks}
-    COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all
-            --microbatches 4 --check -n 1 -w 0 --out ${dir}
-    LABELS mpi TIMEOUT 240)
-  set_tests_properties(run_check_p${ranks} PROPERTIES FIXTURES_SETUP run_check_p${ranks}_files)
-  add_test(NAME run_check_p${ranks}_results COMMAND run_results_check check ${dir} 30)
-  set_tests_properties(run_check_p${ranks}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED run_check_p${ranks}_files)
+# 4 ranks (gpt-tiny, M=4), plus pipedream's weight-stashing check, through
+# each transport (mpi matches by tag, mpi-ordered in call order as NCCL
+# does, mpi-staged stages every message through pinned buffers and the
+# backend's copy stream). The command exits 1 when a check fails; the checker then asserts
+# every result file is ok with a passing check (9 schedules x 3 partitions +
+# pipedream x 3).
+foreach(transport mpi mpi-ordered mpi-staged)
+  foreach(ranks 2 4)
+    set(name run_check_${transport}_p${ranks})
+    string(REPLACE "-" "_" name ${name})
+    set(dir ${PPB_RUN_OUT}/check-${transport}-p${ranks})
+    ppb_add_mpi_test(${name} RANKS ${ranks}
+      COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all
+              --microbatches 4 --check -n 1 -w 0 --transport ${transport} --out ${dir}
+      LABELS mpi TIMEOUT 240)
+    set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
+    add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 30)
+    set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
+  endforeach()
 endforeach()
 
 # Timed backend against the simulator: 4 ranks with M=8 and 8 ranks with
-# M=16; measured bubble ratio within 0.02 of the simulator's fed with the
+# M=16, `layer` cuts (equal stages, small messages) and `balanced` cuts
+# (large messages, which need MPI progress while the stages compute);
+# measured bubble ratio within 0.02 of the simulator's fed with the
 # measured action times, step time within 5%; activation peaks per stage
 # equal the simulator's (in-flight x unit bytes), sync-1f1b < 1f1b < gpipe.
 # RUN_SERIAL: sleeps are only as exact as the machine is quiet.
@@ -40,7 +49,7 @@ foreach(case "4;8;0.22" "8;16;0.44")
   set(dir ${PPB_RUN_OUT}/timed-p${ranks})
   ppb_add_mpi_test(run_timed_p${ranks} RANKS ${ranks}
     COMMAND $<TARGET_FILE:pipebench> run --backend timed --model ${PPB_TIMED_MODEL}
-            --schedule gpipe,1f1b,sync-1f1b,interleaved-1f1b --partition layer --microbatches ${m}
+            --schedule gpipe,1f1b,sync-1f1b,interleaved-1f1b --partition layer,balanced --microbatches ${m}
             --time-scale ${scale} -n 5 -w 1 --trace --out ${dir}
     LABELS mpi TIMEOUT 240)
   set_tests_properties(run_timed_p${ranks} PROPERTIES FIXTURES_SETUP run_timed_p${ranks}_files RUN_SERIAL TRUE)

@@ -4,10 +4,14 @@ add_library(ppb_exec
   src/mpi.cpp
   src/transport.cpp
   src/transport_registry.cpp
+  src/host_stream.cpp
+  src/stream_backend.cpp
   src/backend_cpu.cpp
   src/backend_timed.cpp
   src/backend_registry.cpp
   src/executor.cpp
+  src/watchdog.cpp
+  src/step_messages.cpp
   src/memory_guard.cpp
   src/collector_registry.cpp
   src/collectors/nvtx_collector.cpp

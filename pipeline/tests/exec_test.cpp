@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/message_plan.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/schedule_io.hpp"
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/profiling/check.hpp"
 
@@ -77,7 +80,8 @@ const char* kSmallModel = "gpt:layers=4,hidden=32,heads=2,seq=16,vocab=64,ffn=4,
 // Runs one flush step of `schedule` on the cpu backend over `comm` and
 // returns the worst relative error of this rank's gradients and (on the last
 // stage) the loss against reference_step.
-double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared) {
+double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared,
+                      const char* transport_name = "mpi") {
   const ModelSpec spec = parse_model_spec(kSmallModel);
   BackendConfig cfg;
   cfg.spec = spec;
@@ -92,12 +96,20 @@ double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared
   cfg.microbatches = schedule.microbatches;
   cfg.seed = 77;
   CpuBackend backend(cfg);
-  MpiTransport transport(comm);
+  std::unique_ptr<Transport> transport = make_transport(transport_name, comm);
   GradCapture capture(backend);
   ExecutorOptions eo;
   eo.instrumentation = &capture;
-  Executor exec(comm, backend, transport, eo);
+  Executor exec(comm, backend, *transport, eo);
   const StepRecord rec = exec.run_step(schedule);
+  // Every link into this rank kept at least the buffers its plan needs posted.
+  const MessagePlan plan = build_message_plan(schedule);
+  EXPECT_EQ(rec.links.size(), plan.links_into(cfg.stage).size());
+  for (const LinkBuffers& l : rec.links) {
+    EXPECT_EQ(l.needed,
+              plan.links[static_cast<size_t>(plan.link_of(l.from_stage, l.to_stage))].buffers);
+    EXPECT_GE(l.posted, l.needed);
+  }
   EXPECT_EQ(rec.actions.size(), schedule.actions[static_cast<size_t>(cfg.stage)].size());
 
   CpuModelOptions mo;
@@ -150,6 +162,68 @@ TEST_P(CpuGradients, EqualTheSingleProcessReference) {
 INSTANTIATE_TEST_SUITE_P(FlushSchedules, CpuGradients,
                          ::testing::Values("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2",
                                            "sync-1f1b"));
+
+// The same bytes reach the same buffers when messages match in call order
+// (mpi-ordered) and when every message is staged through pinned buffers and
+// the copy stream (mpi-staged: a transport that cannot access host memory).
+class CpuGradientsThrough : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CpuGradientsThrough, EveryTransportGivesTheReferenceGradients) {
+  for (const char* name : {"1f1b", "interleaved-1f1b", "zb-h2"}) {
+    ScheduleParams p;
+    p.stages = comm_size();
+    p.microbatches = 4;
+    p.chunks = std::string(name) == "interleaved-1f1b" ? 2 : 1;
+    const Schedule schedule = generate_schedule(name, p);
+    int64_t compared = 0;
+    const double worst = all_max(cpu_step_error(schedule, MPI_COMM_WORLD, &compared, GetParam()));
+    EXPECT_LE(worst, 1e-4) << name << " through " << GetParam();
+    EXPECT_GT(compared, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CpuGradientsThrough,
+                         ::testing::Values("mpi-ordered", "mpi-staged"));
+
+// A stage where actions consume one link's messages out of link order: under
+// in-order matching the early arrival waits in its buffer (2 needed).
+TEST(CpuGradients, OrderedTransportHoldsEarlyArrivals) {
+  if (comm_size() != 2) GTEST_SKIP() << "a 2-stage schedule";
+  const Schedule s = schedule_from_text("s0: F0 F1 B0 B1\ns1: F1 F0 B0 B1\n", "test");
+  ASSERT_EQ(build_message_plan(s).links[0].buffers, 2);
+  int64_t compared = 0;
+  EXPECT_LE(all_max(cpu_step_error(s, MPI_COMM_WORLD, &compared, "mpi-ordered")), 1e-4);
+  EXPECT_GT(compared, 0);
+}
+
+// The compute stream: enqueue returns before the action ends, actions run in
+// order, each for at least its modelled time, on the stream clock.
+TEST(TimedBackendTest, ActionsRunInOrderOnTheComputeStream) {
+  StageCosts costs = uniform_costs(1, 1, 0.05, 0.05, 0.0, 0.0);  // 50 ms each
+  BackendConfig cfg;
+  cfg.costs = costs;
+  cfg.time_scale = 1.0;
+  TimedBackend b(cfg);
+  const double before = b.stream_now();
+  const StreamTicket f0 = b.enqueue({ActionKind::kForward, 0, 0, nullptr, nullptr});
+  const StreamTicket f1 = b.enqueue({ActionKind::kForward, 0, 1, nullptr, nullptr});
+  const StreamTicket b0 = b.enqueue({ActionKind::kBackward, 0, 0, nullptr, nullptr});
+  const double returned = b.stream_now();
+  EXPECT_FALSE(b.query(f0, nullptr));  // 50 ms of work queued a moment ago
+  StreamTimes t0, t1, t2;
+  while (!b.wait(f0, 1.0, &t0)) {
+  }
+  while (!b.wait(f1, 1.0, &t1)) {
+  }
+  while (!b.wait(b0, 1.0, &t2)) {
+  }
+  EXPECT_LT(returned, t0.end);
+  EXPECT_GE(t0.start, before);
+  EXPECT_GE(t0.end - t0.start, 0.05);
+  EXPECT_LE(t0.end, t1.start);
+  EXPECT_LE(t1.end, t2.start);
+  EXPECT_GE(t2.end - t2.start, 0.05);
+}
 
 // One rank alone with two chunks: every message is a local hand-over.
 TEST(CpuGradients, LocalHandOverOnOneRank) {
@@ -486,7 +560,7 @@ TEST(Transport, MovesBytesBetweenNeighboursWithEveryWaitStrategy) {
         out[static_cast<size_t>(i)] = static_cast<std::byte>((i * 7 + r) & 0xff);
       const int to = (r + 1) % n;
       const int from = (r + n - 1) % n;
-      const int tag = message_tag(5, 0, MessageKind::kGradient, 1, t.tag_ub());
+      const int tag = 5;
       RequestId rr = t.irecv(in.data(), bytes, from, tag);
       RequestId sr = t.isend(out.data(), bytes, to, tag);
       t.wait(rr, w);
@@ -499,17 +573,31 @@ TEST(Transport, MovesBytesBetweenNeighboursWithEveryWaitStrategy) {
   EXPECT_EQ(t.outstanding(), 0);
 }
 
-TEST(Transport, TagsAreDistinctAndChecked) {
-  EXPECT_EQ(message_tag(0, 0, MessageKind::kActivation, 2, 32767), 0);
-  EXPECT_EQ(message_tag(0, 0, MessageKind::kGradient, 2, 32767), 1);
-  EXPECT_EQ(message_tag(0, 1, MessageKind::kActivation, 2, 32767), 2);
-  EXPECT_EQ(message_tag(3, 1, MessageKind::kGradient, 2, 32767), 15);
-  EXPECT_THROW(message_tag(20000, 0, MessageKind::kActivation, 1, 32767), UsageError);
+// In-order matching ignores tags: three messages sent with tags 2, 1, 0
+// arrive in send order in receives posted with tags 0, 1, 2.
+TEST(Transport, OrderedModeMatchesInCallOrder) {
+  MpiTransport t(MPI_COMM_WORLD, MpiTransport::Matching::kInOrder);
+  EXPECT_TRUE(t.matches_in_order());
+  EXPECT_EQ(t.name(), "mpi-ordered");
+  const int to = (t.rank() + 1) % t.size();
+  const int from = (t.rank() + t.size() - 1) % t.size();
+  std::vector<int32_t> out = {10, 11, 12}, in = {-1, -1, -1};
+  std::vector<RequestId> reqs;
+  for (int i = 0; i < 3; ++i) {
+    reqs.push_back(t.irecv(reinterpret_cast<std::byte*>(&in[static_cast<size_t>(i)]), 4, from, i));
+  }
+  for (int i = 0; i < 3; ++i) {
+    reqs.push_back(
+        t.isend(reinterpret_cast<const std::byte*>(&out[static_cast<size_t>(i)]), 4, to, 2 - i));
+  }
+  for (RequestId r : reqs) t.wait(r, WaitStrategy::kSleep);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(t.outstanding(), 0);
 }
 
 TEST(Registry, NamesAndErrors) {
   EXPECT_EQ(backend_list().size(), 2u);
-  EXPECT_EQ(transport_list().size(), 1u);
+  EXPECT_EQ(transport_list().size(), 3u);
   try {
     make_backend("cuda", BackendConfig{});
     FAIL();
@@ -520,7 +608,9 @@ TEST(Registry, NamesAndErrors) {
     make_transport("nccl", MPI_COMM_WORLD);
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--transport: unknown transport 'nccl' (transports: mpi)");
+    EXPECT_STREQ(
+        e.what(),
+        "--transport: unknown transport 'nccl' (transports: mpi, mpi-ordered, mpi-staged)");
   }
   EXPECT_EQ(parse_wait_strategy("yield", "--wait"), WaitStrategy::kYield);
   EXPECT_THROW(parse_wait_strategy("spin", "--wait"), UsageError);

@@ -34,6 +34,7 @@ std::string_view mem_category_name(MemCategory category) {
 
 void MemoryTracker::on_alloc(MemCategory category, int64_t bytes) {
   PPB_CHECK(bytes >= 0, "negative allocation");
+  std::lock_guard lock(mutex_);
   size_t i = index(category);
   current_[i] += bytes;
   peak_[i] = std::max(peak_[i], current_[i]);
@@ -46,6 +47,7 @@ void MemoryTracker::on_alloc(MemCategory category, int64_t bytes) {
 }
 
 void MemoryTracker::on_free(MemCategory category, int64_t bytes) {
+  std::lock_guard lock(mutex_);
   size_t i = index(category);
   PPB_CHECK(current_[i] >= bytes, "freeing more than was allocated");
   current_[i] -= bytes;
@@ -53,6 +55,7 @@ void MemoryTracker::on_free(MemCategory category, int64_t bytes) {
 }
 
 void MemoryTracker::reset_peaks() {
+  std::lock_guard lock(mutex_);
   peak_ = current_;
   at_peak_ = current_;
   peak_total_ = current_total_;

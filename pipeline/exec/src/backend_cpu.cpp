@@ -33,7 +33,7 @@ CpuBackend::CpuBackend(const BackendConfig& config) : learning_rate_(config.lear
   }
 }
 
-CpuBackend::~CpuBackend() = default;
+CpuBackend::~CpuBackend() { stop_streams(); }
 
 UnitRange CpuBackend::range(int c) const { return chunk(c).range(); }
 int64_t CpuBackend::input_bytes(int c) const { return chunk(c).input_bytes(); }

@@ -1,10 +1,21 @@
 // The executor (executor.hpp). Why it is built this way:
-//  * receives are listed once per step in the order this rank's actions
-//    consume them and posted through a window, so the receive the next
-//    action needs is always posted (no deadlock the schedule does not have)
-//    while buffer memory stays bounded;
-//  * sends never block: completions are tested between actions and the
-//    buffers go back to the pool; the step ends after they all completed;
+//  * one loop per step, on the executor's thread, that never blocks on one
+//    thing: it collects completed actions from the backend's compute stream,
+//    posts receives and tests messages (step_messages.hpp), and enqueues the
+//    next action as soon as its input is there; so MPI makes progress while
+//    the stream computes (a rendezvous message lands during an action, not
+//    after it);
+//  * receives are posted link by link in the message plan's order through a
+//    window that covers what in-order matching needs, so the receive the
+//    next action needs is always postable (no deadlock the schedule does not
+//    have) while buffer memory stays bounded;
+//  * sends never block: completions are tested in the loop and the buffers go
+//    back to the pool; the step ends after they all completed;
+//  * when nothing moved, the loop waits: on the stream's completion (woken
+//    the moment an action ends), for at most 1 ms while the stream computes,
+//    so messages keep progressing without waking many times per action; or,
+//    with the stream idle and the next action's input missing, by the
+//    WaitStrategy;
 //  * waiting is a strategy (WaitStrategy): with more ranks than cores a rank
 //    that busy-polls in MPI_Wait steals the core of a rank that has work.
 //
@@ -37,21 +48,18 @@
 // the schedule (243.3 ms measured vs 237.2 ms simulated, 512 actions).
 #include "ppb/exec/executor.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <mutex>
+#include <deque>
 #include <string>
 #include <thread>
-#include <unordered_map>
 
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
+#include "step_messages.hpp"
+#include "watchdog.hpp"
 
 namespace ppb {
 
@@ -60,160 +68,36 @@ OptimizerPolicy optimizer_policy_for(const ScheduleInfo& schedule) {
                                          : OptimizerPolicy::kPerBatch;
 }
 
-namespace {
-
-// What a rank is doing right now, for the watchdog's message.
-enum class Doing : uint8_t { kIdle, kStartBarrier, kCompute, kWaitRecv, kSync, kOptimizer, kDrain };
-
-std::string action_text(const Action& a, int chunks) {
-  if (a.kind == ActionKind::kSync) return "SYNC";
-  std::string s = std::string(action_kind_name(a.kind)) + std::to_string(a.microbatch);
-  if (chunks > 1) s += " c" + std::to_string(a.chunk);
-  return s;
-}
-
-}  // namespace
-
-// Watches one rank's steps; aborts the job when a step outlives the timeout.
-class Watchdog {
- public:
-  Watchdog(int rank, int chunks, double timeout) : rank_(rank), chunks_(chunks), timeout_(timeout) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
-  void step_begin(int step, double start) {
-    std::lock_guard lock(mutex_);
-    step_ = step;
-    step_start_ = start;
-    in_step_ = true;
-    doing_ = Doing::kStartBarrier;
-  }
-  void step_end() {
-    std::lock_guard lock(mutex_);
-    in_step_ = false;
-    doing_ = Doing::kIdle;
-  }
-  void set(Doing doing, const Action& action, int peer = -1,
-           MessageKind kind = MessageKind::kActivation) {
-    std::lock_guard lock(mutex_);
-    doing_ = doing;
-    action_ = action;
-    peer_ = peer;
-    kind_ = kind;
-  }
-
- private:
-  void loop() {
-    std::unique_lock lock(mutex_);
-    while (!stop_) {
-      wake_.wait_for(lock, std::chrono::milliseconds(50));
-      if (stop_ || !in_step_) continue;
-      const double stuck = now_seconds() - step_start_;
-      // A rank that waits on another gives the rank that is stuck in its own
-      // work half a second (or 10%) more, so that the culprit reports first.
-      const bool waiting = doing_ != Doing::kCompute && doing_ != Doing::kOptimizer;
-      if (stuck <= timeout_ + (waiting ? std::max(0.5, 0.1 * timeout_) : 0.0)) continue;
-      std::string where;
-      switch (doing_) {
-        case Doing::kIdle:
-          where = "between steps";
-          break;
-        case Doing::kStartBarrier:
-          where = "the barrier that starts the step (a rank did not arrive)";
-          break;
-        case Doing::kCompute:
-          where = "in " + action_text(action_, chunks_) + " (computing)";
-          break;
-        case Doing::kWaitRecv:
-          where = "in " + action_text(action_, chunks_) + " (waiting for the " +
-                  (kind_ == MessageKind::kActivation ? "activation" : "input gradient") +
-                  " of mb " + std::to_string(action_.microbatch) + " from rank " +
-                  std::to_string(peer_) + ")";
-          break;
-        case Doing::kSync:
-          where = "in SYNC (a barrier: another rank did not arrive)";
-          break;
-        case Doing::kOptimizer:
-          where = "in the optimizer step";
-          break;
-        case Doing::kDrain:
-          where = "after its last action (waiting for its sends to complete)";
-          break;
-      }
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "rank %d: step %d stuck for %.1f s %s; aborting (--timeout %.1f)", rank_, step_,
-                    stuck, where.c_str(), timeout_);
-      lock.unlock();
-      abort_job(line, 1);
-    }
-  }
-
-  int rank_;
-  int chunks_;
-  double timeout_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool in_step_ = false;
-  int step_ = 0;
-  double step_start_ = 0;
-  Doing doing_ = Doing::kIdle;
-  Action action_;
-  int peer_ = -1;
-  MessageKind kind_ = MessageKind::kActivation;
-  std::thread thread_;
-};
-
 struct Executor::Impl {
   MPI_Comm control = MPI_COMM_NULL;  // a private duplicate for barriers
   Backend* backend = nullptr;
   Transport* transport = nullptr;
   ExecutorOptions options;
-  std::unordered_map<int64_t, std::vector<TrackedBuffer>> pool;  // free comm buffers by size
-
-  TrackedBuffer take(int64_t bytes) {
-    if (bytes == 0) return {};
-    auto it = pool.find(bytes);
-    if (it != pool.end() && !it->second.empty()) {
-      TrackedBuffer b = std::move(it->second.back());
-      it->second.pop_back();
-      return b;
-    }
-    return TrackedBuffer(backend->memory(), MemCategory::kCommBuffers, bytes);
-  }
-  void give(TrackedBuffer&& b) {
-    if (b.empty()) return;
-    const int64_t bytes = b.size();
-    pool[bytes].push_back(std::move(b));
-  }
+  std::unique_ptr<BufferPool> pool;  // communication buffers, reused across steps
+  std::string logged_plan;           // the schedule whose link buffers were last logged
 
   // A barrier that waits with the configured strategy (a blocking
-  // MPI_Barrier busy-polls, like MPI_Wait).
-  void barrier() {
-    if (options.wait == WaitStrategy::kBlock) {
-      PPB_MPI_CHECK(MPI_Barrier(control));
-      return;
-    }
+  // MPI_Barrier busy-polls, like MPI_Wait), calling `progress` while it
+  // waits (a staged send must still start while its rank is in a SYNC).
+  template <class Progress>
+  void barrier(Progress&& progress) {
     MPI_Request r = MPI_REQUEST_NULL;
     PPB_MPI_CHECK(MPI_Ibarrier(control, &r));
     poll_until(
         [&] {
           int done = 0;
           PPB_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+          if (done == 0) progress();
           return done != 0;
         },
         options.wait);
+  }
+  void barrier() {
+    if (options.wait == WaitStrategy::kBlock) {
+      PPB_MPI_CHECK(MPI_Barrier(control));
+      return;
+    }
+    barrier([] {});
   }
 };
 
@@ -227,10 +111,12 @@ Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, Execut
   PPB_CHECK(transport.rank() == rank_ && transport.size() == size_,
             "executor: transport and communicator disagree on rank or size");
   if (options.recv_window < 1) throw UsageError("executor: recv_window must be >= 1");
+  if (options.queue_depth < 1) throw UsageError("executor: queue_depth must be >= 1");
   if (options.timeout_seconds < 0) throw UsageError("--timeout: must be >= 0 seconds");
   impl_->backend = &backend;
   impl_->transport = &transport;
   impl_->options = options;
+  impl_->pool = std::make_unique<BufferPool>(backend);
   if (options.timeout_seconds > 0) {
     watchdog_ = std::make_unique<Watchdog>(rank_, backend.chunks(), options.timeout_seconds);
   }
@@ -243,35 +129,326 @@ Executor::~Executor() {
 
 namespace {
 
-// One message this rank receives in a step.
-struct Recv {
-  int peer = 0;
-  int tag = 0;
-  int64_t bytes = 0;
-  RequestId request = kNoRequest;
-  TrackedBuffer buffer;
-  size_t record = 0;  // index into StepRecord::comms
-  bool posted = false;
-  bool done = false;
-};
-
-struct PendingSend {
-  RequestId request = kNoRequest;
-  TrackedBuffer buffer;
-  size_t record = 0;
-};
-
-int64_t local_key(int64_t mb, int chunk, MessageKind kind, int chunks) {
-  return (mb * chunks + chunk) * 2 + static_cast<int64_t>(kind);
+// After which actions of `list` the optimizer steps (every chunk once after
+// the last action of each batch, or the chunk after each of its backwards).
+std::vector<char> optimizer_points(const Schedule& schedule, const std::vector<Action>& list,
+                                   OptimizerPolicy policy) {
+  std::vector<char> after(list.size(), 0);
+  if (policy == OptimizerPolicy::kPerBackward) {
+    for (size_t k = 0; k < list.size(); ++k) {
+      const ActionKind kind = list[k].kind;
+      if (kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight) after[k] = 1;
+    }
+    return after;
+  }
+  std::vector<int> last_of_batch(static_cast<size_t>(std::max(schedule.batches, 1)), -1);
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (list[k].kind == ActionKind::kSync) continue;
+    const int b =
+        std::min(list[k].microbatch / std::max(schedule.microbatches, 1), schedule.batches - 1);
+    last_of_batch[static_cast<size_t>(b)] = static_cast<int>(k);
+  }
+  for (int k : last_of_batch) {
+    if (k >= 0) after[static_cast<size_t>(k)] = 1;
+  }
+  return after;
 }
+
+// The per-step memory peaks (the run-long peaks stay in the tracker): watches
+// the tracker for the step's lifetime.
+class StepPeaks {
+ public:
+  StepPeaks(MemoryTracker& mem, StepRecord& rec) : mem_(mem) {
+    rec.peak_bytes = mem.current_total();
+    rec.peak_activation_bytes = mem.current(MemCategory::kActivations);
+    rec.peak_comm_bytes = mem.current(MemCategory::kCommBuffers);
+    mem.on_change = [&rec, &mem](int64_t total) {
+      rec.peak_bytes = std::max(rec.peak_bytes, total);
+      rec.peak_activation_bytes =
+          std::max(rec.peak_activation_bytes, mem.current(MemCategory::kActivations));
+      rec.peak_comm_bytes = std::max(rec.peak_comm_bytes, mem.current(MemCategory::kCommBuffers));
+    };
+  }
+  ~StepPeaks() { mem_.on_change = nullptr; }
+  StepPeaks(const StepPeaks&) = delete;
+  StepPeaks& operator=(const StepPeaks&) = delete;
+
+ private:
+  MemoryTracker& mem_;
+};
 
 }  // namespace
 
-StepRecord Executor::run_step(const Schedule& schedule) {
+// One step on this rank: the action dispatch over the message side. Its
+// loop (run) repeats complete -> progress messages -> enqueue -> wait.
+class Executor::Step {
+ public:
+  Step(Executor& exec, const Schedule& schedule, const MessagePlan& plan, StepRecord& rec)
+      : x_(*exec.impl_),
+        exec_(exec),
+        list_(schedule.actions[static_cast<size_t>(exec.rank_)]),
+        chunks_(schedule.chunks),
+        optimize_after_(optimizer_points(schedule, list_, x_.options.optimizer)),
+        ctx_{plan,
+             exec.rank_,
+             *x_.backend,
+             *x_.transport,
+             *x_.pool,
+             rec,
+             x_.options.instrumentation,
+             0.0,
+             !x_.transport->can_access(x_.backend->memory_space())},
+        recvs_(ctx_, x_.options.recv_window),
+        sends_(ctx_) {
+    // Pipedream's optimizer steps after every backward (a fence below) and
+    // its weight-version probes read the chunk when the action begins: one
+    // action on the stream at a time.
+    depth_ = x_.options.optimizer == OptimizerPolicy::kPerBackward ? 1 : x_.options.queue_depth;
+  }
+
+  // Runs the list; REQUIRES: called right after the start barrier.
+  void run() {
+    StepRecord& rec = ctx_.record;
+    ctx_.origin = now_seconds();
+    stream_origin_ = x_.backend->stream_now();
+    rec.origin = ctx_.origin;
+    while (next_ < list_.size() || !inflight_.empty()) {
+      bool moved = complete();
+      moved |= sends_.progress();
+      moved |= recvs_.progress();
+      moved |= enqueue();
+      if (moved) {
+        nap_ = kFirstNap;
+      } else {
+        wait();
+      }
+    }
+    if (list_.empty()) {
+      // A stage without actions still takes part in the optimizer step.
+      for (int c = 0; c < chunks_ && x_.options.optimizer == OptimizerPolicy::kPerBatch; ++c)
+        optimizer(c);
+    }
+    rec.actions_end = 0;
+    for (const ActionRecord& ar : rec.actions) rec.actions_end = std::max(rec.actions_end, ar.end);
+    drain();
+    rec.end = ctx_.now();
+  }
+
+ private:
+  struct InFlight {
+    size_t index = 0;  // in list_
+    StreamTicket ticket = 0;
+    double enqueued = 0;  // step clock
+    bool has_input = false;
+    double input_at = 0;  // step clock: when the input arrived
+    bool begun = false;   // action_begin hook called
+    bool finished = false;
+    StreamTimes times;
+    TrackedBuffer input, output;
+  };
+  // While the stream computes the loop wakes this often to progress
+  // messages (a large message is pulled by the receiver's MPI calls), and at
+  // the action's end. Shorter periods cost more wake-ups than they save on
+  // 2 cores shared by 8 ranks.
+  static constexpr double kFirstNap = 1e-3;
+  static constexpr double kLongestNap = 1e-3;
+
+  Instrumentation* hooks() const { return x_.options.instrumentation; }
+  Watchdog* watchdog() const { return exec_.watchdog_.get(); }
+  int stage() const { return exec_.rank_; }
+  const Action& action(size_t k) const { return list_[k]; }
+  int32_t input_of(size_t k) const { return ctx_.plan.received[static_cast<size_t>(stage())][k]; }
+  int32_t output_of(size_t k) const { return ctx_.plan.sent[static_cast<size_t>(stage())][k]; }
+
+  // Collects the completed actions at the front of the stream, in order.
+  bool complete() {
+    bool moved = false;
+    while (!inflight_.empty()) {
+      InFlight& f = inflight_.front();
+      if (!f.finished && !x_.backend->query(f.ticket, &f.times)) break;
+      finish(f);
+      inflight_.pop_front();
+      moved = true;
+      if (!inflight_.empty()) begin(inflight_.front());
+    }
+    return moved;
+  }
+
+  // Records a completed action, sends its output, runs the optimizer after it.
+  void finish(InFlight& f) {
+    const Action& a = action(f.index);
+    ActionRecord ar;
+    ar.action = a;
+    ar.start = f.times.start - stream_origin_;
+    ar.end = f.times.end - stream_origin_;
+    ar.enqueued = f.enqueued;
+    // Waiting for the input: from when the stream was free to when the
+    // input was there (0 when it was there first; host latency is not it).
+    if (f.has_input)
+      ar.wait = std::clamp(f.input_at - stream_free_, 0.0, std::max(0.0, ar.start - stream_free_));
+    stream_free_ = ar.end;
+    StepRecord& rec = ctx_.record;
+    rec.busy += ar.end - ar.start;
+    rec.wait += ar.wait;
+    rec.actions.push_back(ar);
+    if (hooks() != nullptr) hooks()->action_end(stage(), a);
+    x_.pool->give(std::move(f.input), x_.backend->memory_space());
+    if (const int32_t out = output_of(f.index); out >= 0) {
+      if (ctx_.plan.messages[static_cast<size_t>(out)].local())
+        recvs_.hand_over(out, std::move(f.output));
+      else
+        sends_.send(out, std::move(f.output));
+    }
+    if (optimize_after_[f.index] != 0) {
+      // The fence in enqueue() kept the stream empty behind this action.
+      if (x_.options.optimizer == OptimizerPolicy::kPerBackward) {
+        optimizer(a.chunk);
+      } else {
+        for (int c = 0; c < chunks_; ++c) optimizer(c);
+      }
+    }
+  }
+
+  void begin(InFlight& f) {
+    if (f.begun) return;
+    f.begun = true;
+    if (watchdog() != nullptr) watchdog()->set(Doing::kCompute, action(f.index));
+    if (hooks() != nullptr) hooks()->action_begin(stage(), action(f.index));
+  }
+
+  // Enqueues the next action when the stream has room, no fence holds it
+  // and its input is ready; runs a SYNC once the stream is empty.
+  bool enqueue() {
+    bool moved = false;
+    while (next_ < list_.size() && static_cast<int>(inflight_.size()) < depth_) {
+      if (!inflight_.empty() && optimize_after_[inflight_.back().index] != 0) break;  // fence
+      const Action& a = action(next_);
+      if (a.kind == ActionKind::kSync) {
+        if (!inflight_.empty()) break;
+        sync(a);
+        ++next_;
+        moved = true;
+        continue;
+      }
+      const int32_t in = input_of(next_);
+      if (in >= 0 && !recvs_.ready(in)) break;
+      InFlight f;
+      f.index = next_;
+      f.enqueued = ctx_.now();
+      if (in >= 0) {
+        f.has_input = true;
+        f.input_at = recvs_.arrival(in);
+        f.input = recvs_.take(in);
+      }
+      if (const int32_t out = output_of(next_); out >= 0) {
+        const int64_t bytes = a.kind == ActionKind::kForward ? x_.backend->output_bytes(a.chunk)
+                                                             : x_.backend->input_bytes(a.chunk);
+        f.output = x_.pool->take(bytes, x_.backend->memory_space());
+      }
+      // The hook comes before the action can start (it may read the chunk),
+      // unless an earlier action still runs: then when that one completes.
+      if (inflight_.empty()) begin(f);
+      debug_stall();
+      f.ticket =
+          x_.backend->enqueue({a.kind, a.chunk, a.microbatch, f.input.data(), f.output.data()});
+      inflight_.push_back(std::move(f));
+      ++next_;
+      moved = true;
+    }
+    return moved;
+  }
+
+  // Nothing moved: wait for the stream's next completion or for the input
+  // the next action needs.
+  void wait() {
+    if (!inflight_.empty()) {
+      InFlight& f = inflight_.front();
+      f.finished = x_.backend->wait(f.ticket, nap_, &f.times);
+      nap_ = std::min(2 * nap_, kLongestNap);
+      return;
+    }
+    const int32_t in = input_of(next_);
+    PPB_CHECK(in >= 0, "executor: stuck with an empty stream and no input to wait for");
+    const Action& a = action(next_);
+    if (watchdog() != nullptr) {
+      watchdog()->set(Doing::kWaitRecv, a, recvs_.peer(in),
+                      ctx_.plan.messages[static_cast<size_t>(in)].kind);
+    }
+    // Each poll tests this input (which progresses every MPI message) and the
+    // pending sends (a staged send starts when its copy is done); the other
+    // receives are timed when the loop turns again.
+    recvs_.progress();
+    poll_until(
+        [&] {
+          if (recvs_.ready(in)) return true;
+          if (sends_.pending() > 0) sends_.progress();
+          return false;
+        },
+        x_.options.wait);
+  }
+
+  void sync(const Action& a) {
+    if (watchdog() != nullptr) watchdog()->set(Doing::kSync, a);
+    ActionRecord ar;
+    ar.action = a;
+    ar.start = ctx_.now();
+    ar.enqueued = ar.start;
+    if (hooks() != nullptr) hooks()->action_begin(stage(), a);
+    x_.barrier([this] {
+      sends_.progress();
+      recvs_.progress();
+    });
+    ar.end = ctx_.now();
+    if (hooks() != nullptr) hooks()->action_end(stage(), a);
+    ctx_.record.sync += ar.end - ar.start;
+    ctx_.record.actions.push_back(ar);
+    stream_free_ = ar.end;
+  }
+
+  void optimizer(int chunk) {
+    if (watchdog() != nullptr) watchdog()->set(Doing::kOptimizer, Action{});
+    if (hooks() != nullptr) hooks()->optimizer_begin(chunk);
+    const double t = ctx_.now();
+    x_.backend->optimizer_step(chunk);
+    ctx_.record.optimizer += ctx_.now() - t;
+    if (hooks() != nullptr) hooks()->optimizer_end(chunk);
+    stream_free_ = std::max(stream_free_, ctx_.now());
+  }
+
+  void drain() {
+    if (watchdog() != nullptr) watchdog()->set(Doing::kDrain, Action{});
+    poll_until([&] { return (sends_.progress(), sends_.pending() == 0); }, x_.options.wait);
+    recvs_.check_consumed();
+  }
+
+  // TEST ONLY (ExecutorOptions::debug_stall_rank): never finish the first action.
+  void debug_stall() const {
+    if (x_.options.debug_stall_rank != stage() || x_.options.debug_stall_step != exec_.steps_ ||
+        next_ != 0)
+      return;
+    if (watchdog() != nullptr) watchdog()->set(Doing::kCompute, action(0));
+    log::warn("test option: rank %d stalls in step %d", stage(), exec_.steps_);
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+
+  Impl& x_;
+  Executor& exec_;
+  const std::vector<Action>& list_;
+  int chunks_;
+  std::vector<char> optimize_after_;
+  StepContext ctx_;
+  ReceivePoster recvs_;
+  SendTracker sends_;
+  int depth_ = 1;
+  size_t next_ = 0;  // next action of list_ to enqueue
+  std::deque<InFlight> inflight_;
+  double stream_origin_ = 0;  // stream clock at the step start
+  double stream_free_ = 0;    // step clock: when the stream last became free
+  double nap_ = kFirstNap;
+};
+
+MessagePlan Executor::plan_step(const Schedule& schedule) {
   Impl& x = *impl_;
-  Backend& backend = *x.backend;
-  Transport& transport = *x.transport;
-  Instrumentation* instr = x.options.instrumentation;
   const int P = schedule.stages;
   const int V = schedule.chunks;
   if (P != size_) {
@@ -279,303 +456,49 @@ StepRecord Executor::run_step(const Schedule& schedule) {
                      " stages but the job has " + std::to_string(size_) +
                      " ranks (run with mpirun -np " + std::to_string(P) + ")");
   }
-  if (V != backend.chunks()) {
+  if (V != x.backend->chunks()) {
     throw UsageError("schedule " + schedule.name + " has " + std::to_string(V) +
-                     " chunks per stage but the " + std::string(backend.name()) +
-                     " backend was built with " + std::to_string(backend.chunks()));
+                     " chunks per stage but the " + std::string(x.backend->name()) +
+                     " backend was built with " + std::to_string(x.backend->chunks()));
   }
   PPB_CHECK(static_cast<int>(schedule.actions.size()) == P, "schedule: one action list per stage");
-  const int s = rank_;
-  const int VP = P * V;
-  const std::vector<Action>& list = schedule.actions[static_cast<size_t>(s)];
-  const int tag_ub = transport.tag_ub();
-  // Fails early (UsageError) when the largest tag does not fit.
-  if (schedule.total_microbatches() > 0) {
-    message_tag(schedule.total_microbatches() - 1, V - 1, MessageKind::kGradient, V, tag_ub);
+  MessagePlan plan = build_message_plan(schedule);
+  for (const PlannedLink& l : plan.links) {
+    if (static_cast<int64_t>(l.messages.size()) - 1 > x.transport->tag_ub()) {
+      throw UsageError("link " + link_name(l) + " carries " + std::to_string(l.messages.size()) +
+                       " messages per step, more than the transport's tag range (" +
+                       std::to_string(x.transport->tag_ub()) + "); use fewer micro-batches");
+    }
   }
+  if (x.transport->matches_in_order() && schedule.name != x.logged_plan) {
+    // The buffers in-order matching needs, once per schedule (rank 0 speaks).
+    std::string links;
+    for (const PlannedLink& l : plan.links)
+      links += " " + link_name(l) + " " + std::to_string(l.buffers);
+    log::info("%s: receive buffers per link for %s:%s", std::string(x.transport->name()).c_str(),
+              schedule.name.c_str(), links.c_str());
+    x.logged_plan = schedule.name;
+  }
+  return plan;
+}
 
+StepRecord Executor::run_step(const Schedule& schedule) {
+  const MessagePlan plan = plan_step(schedule);
   StepRecord rec;
   rec.step = steps_;
-  rec.stage = s;
-  rec.actions.reserve(list.size());
-
-  // --- Plan the receives, in consumption order. ---
-  std::vector<Recv> recvs;
-  std::vector<int> recv_of(list.size(), -1);
-  for (size_t k = 0; k < list.size(); ++k) {
-    const Action& a = list[k];
-    const int v = a.kind == ActionKind::kSync ? 0 : virtual_stage(s, a.chunk, P);
-    int from = -1;
-    MessageKind kind = MessageKind::kActivation;
-    int64_t bytes = 0;
-    switch (a.kind) {
-      case ActionKind::kForward:
-        if (v > 0)
-          from = v - 1, kind = MessageKind::kActivation, bytes = backend.input_bytes(a.chunk);
-        break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-        if (v < VP - 1)
-          from = v + 1, kind = MessageKind::kGradient, bytes = backend.output_bytes(a.chunk);
-        break;
-      case ActionKind::kBackwardWeight:
-      case ActionKind::kSync:
-        break;
-    }
-    if (from < 0 || from % P == s) continue;  // nothing to receive, or a local hand-over
-    Recv r;
-    r.peer = from % P;
-    r.tag = message_tag(a.microbatch, a.chunk, kind, V, tag_ub);
-    r.bytes = bytes;
-    r.record = rec.comms.size();
-    CommRecord c;
-    c.send = false;
-    c.kind = kind;
-    c.peer = r.peer;
-    c.microbatch = a.microbatch;
-    c.from_virtual = from;
-    c.to_virtual = v;
-    c.bytes = bytes;
-    rec.comms.push_back(c);
-    recv_of[k] = static_cast<int>(recvs.size());
-    recvs.push_back(std::move(r));
+  rec.stage = rank_;
+  rec.actions.reserve(schedule.actions[static_cast<size_t>(rank_)].size());
+  Instrumentation* hooks = impl_->options.instrumentation;
+  {
+    const StepPeaks peaks(impl_->backend->memory(), rec);
+    Step step(*this, schedule, plan, rec);
+    if (watchdog_) watchdog_->step_begin(steps_, now_seconds());
+    if (hooks != nullptr) hooks->step_begin(steps_);
+    impl_->barrier();
+    step.run();
   }
-
-  // Optimizer points of flush schedules: after the last action of each batch.
-  std::vector<char> step_after(list.size(), 0);
-  if (x.options.optimizer == OptimizerPolicy::kPerBatch) {
-    std::vector<int> last_of_batch(static_cast<size_t>(std::max(schedule.batches, 1)), -1);
-    for (size_t k = 0; k < list.size(); ++k) {
-      if (list[k].kind == ActionKind::kSync) continue;
-      const int b =
-          std::min(list[k].microbatch / std::max(schedule.microbatches, 1), schedule.batches - 1);
-      last_of_batch[static_cast<size_t>(b)] = static_cast<int>(k);
-    }
-    for (int k : last_of_batch) {
-      if (k >= 0) step_after[static_cast<size_t>(k)] = 1;
-    }
-  }
-
-  // Per-step memory peaks (the run-long peaks stay in the tracker).
-  MemoryTracker& mem = backend.memory();
-  rec.peak_bytes = mem.current_total();
-  rec.peak_activation_bytes = mem.current(MemCategory::kActivations);
-  rec.peak_comm_bytes = mem.current(MemCategory::kCommBuffers);
-  mem.on_change = [&rec, &mem](int64_t total) {
-    rec.peak_bytes = std::max(rec.peak_bytes, total);
-    rec.peak_activation_bytes =
-        std::max(rec.peak_activation_bytes, mem.current(MemCategory::kActivations));
-    rec.peak_comm_bytes = std::max(rec.peak_comm_bytes, mem.current(MemCategory::kCommBuffers));
-  };
-  struct ResetHook {
-    MemoryTracker& m;
-    ~ResetHook() { m.on_change = nullptr; }
-  } reset_hook{mem};
-
-  // --- Start: barrier, then the clock. ---
-  if (watchdog_) watchdog_->step_begin(steps_, now_seconds());
-  if (instr != nullptr) instr->step_begin(steps_);
-  x.barrier();
-  const double t0 = now_seconds();
-  rec.origin = t0;
-  auto now = [t0] { return now_seconds() - t0; };
-
-  std::vector<PendingSend> sends;
-  std::unordered_map<int64_t, TrackedBuffer> local;  // same-rank hand-overs
-  size_t next_post = 0;
-  int posted_unconsumed = 0;
-  auto post_receives = [&] {
-    while (next_post < recvs.size() && posted_unconsumed < x.options.recv_window) {
-      Recv& r = recvs[next_post++];
-      r.buffer = x.take(r.bytes);
-      rec.comms[r.record].start = now();
-      r.request = transport.irecv(r.buffer.data(), r.bytes, r.peer, r.tag);
-      r.posted = true;
-      ++posted_unconsumed;
-      if (instr != nullptr) instr->comm_begin(rec.comms[r.record]);
-    }
-  };
-  auto progress_sends = [&] {
-    for (size_t i = 0; i < sends.size();) {
-      if (transport.test(sends[i].request)) {
-        CommRecord& c = rec.comms[sends[i].record];
-        c.end = now();
-        if (instr != nullptr) instr->comm_end(c);
-        x.give(std::move(sends[i].buffer));
-        sends[i] = std::move(sends.back());
-        sends.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  };
-  auto send = [&](TrackedBuffer&& buffer, int to_virtual, int from_virtual, int64_t mb,
-                  MessageKind kind) {
-    CommRecord c;
-    c.send = true;
-    c.kind = kind;
-    c.peer = to_virtual % P;
-    c.microbatch = mb;
-    c.from_virtual = from_virtual;
-    c.to_virtual = to_virtual;
-    c.bytes = buffer.size();
-    c.start = now();
-    const int to_chunk = to_virtual / P;
-    if (c.peer == s) {  // P == 1: hand the buffer over
-      c.local = true;
-      c.end = c.start;
-      rec.comms.push_back(c);
-      local[local_key(mb, to_chunk, kind, V)] = std::move(buffer);
-      return;
-    }
-    const int tag = message_tag(mb, to_chunk, kind, V, tag_ub);
-    PendingSend p;
-    p.record = rec.comms.size();
-    rec.comms.push_back(c);
-    if (instr != nullptr) instr->comm_begin(rec.comms[p.record]);
-    p.request = transport.isend(buffer.data(), buffer.size(), c.peer, tag);
-    p.buffer = std::move(buffer);
-    sends.push_back(std::move(p));
-  };
-  auto optimizer = [&](int chunk) {
-    if (watchdog_) watchdog_->set(Doing::kOptimizer, Action{});
-    if (instr != nullptr) instr->optimizer_begin(chunk);
-    const double a = now();
-    backend.optimizer_step(chunk);
-    rec.optimizer += now() - a;
-    if (instr != nullptr) instr->optimizer_end(chunk);
-  };
-
-  // --- The actions. ---
-  for (size_t k = 0; k < list.size(); ++k) {
-    const Action& a = list[k];
-    post_receives();
-    progress_sends();
-    ActionRecord ar;
-    ar.action = a;
-    if (a.kind == ActionKind::kSync) {
-      if (watchdog_) watchdog_->set(Doing::kSync, a);
-      ar.start = now();
-      if (instr != nullptr) instr->action_begin(s, a);
-      x.barrier();
-      ar.end = now();
-      if (instr != nullptr) instr->action_end(s, a);
-      rec.sync += ar.end - ar.start;
-      rec.actions.push_back(ar);
-      continue;
-    }
-    const int v = virtual_stage(s, a.chunk, P);
-    const bool is_forward = a.kind == ActionKind::kForward;
-    const bool needs_input =
-        a.kind != ActionKind::kBackwardWeight && (is_forward ? v > 0 : v < VP - 1);
-    const MessageKind in_kind = is_forward ? MessageKind::kActivation : MessageKind::kGradient;
-
-    // Input: a posted receive, or a local hand-over.
-    TrackedBuffer input;
-    if (needs_input) {
-      const int ri = recv_of[k];
-      if (ri >= 0) {
-        Recv& r = recvs[static_cast<size_t>(ri)];
-        PPB_CHECK(r.posted, "executor: the receive an action needs was not posted");
-        if (!transport.test(r.request)) {
-          if (watchdog_) watchdog_->set(Doing::kWaitRecv, a, r.peer, in_kind);
-          const double w0 = now();
-          transport.wait(r.request, x.options.wait);
-          ar.wait = now() - w0;
-        }
-        CommRecord& c = rec.comms[r.record];
-        c.end = now();
-        if (instr != nullptr) instr->comm_end(c);
-        input = std::move(r.buffer);
-        r.done = true;
-        --posted_unconsumed;
-        post_receives();
-      } else {
-        auto it = local.find(local_key(a.microbatch, a.chunk, in_kind, V));
-        PPB_CHECK(it != local.end(), "executor: local input missing for " + action_text(a, V));
-        input = std::move(it->second);
-        local.erase(it);
-      }
-    }
-
-    // Output buffer, the compute, the send.
-    TrackedBuffer output;
-    int to_virtual = -1;
-    switch (a.kind) {
-      case ActionKind::kForward:
-        if (v < VP - 1) to_virtual = v + 1, output = x.take(backend.output_bytes(a.chunk));
-        break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput:
-        if (v > 0) to_virtual = v - 1, output = x.take(backend.input_bytes(a.chunk));
-        break;
-      case ActionKind::kBackwardWeight:
-      case ActionKind::kSync:
-        break;
-    }
-    if (watchdog_) watchdog_->set(Doing::kCompute, a);
-    if (instr != nullptr) instr->action_begin(s, a);
-    ar.start = now();
-    if (x.options.debug_stall_rank == s && x.options.debug_stall_step == steps_ && k == 0) {
-      log::warn("test option: rank %d stalls in step %d", s, steps_);
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-    switch (a.kind) {
-      case ActionKind::kForward:
-        backend.forward(a.chunk, a.microbatch, input.data(), output.data());
-        break;
-      case ActionKind::kBackward:
-        backend.backward(a.chunk, a.microbatch, input.data(), output.data());
-        break;
-      case ActionKind::kBackwardInput:
-        backend.backward_input(a.chunk, a.microbatch, input.data(), output.data());
-        break;
-      case ActionKind::kBackwardWeight:
-        backend.backward_weight(a.chunk, a.microbatch);
-        break;
-      case ActionKind::kSync:
-        break;
-    }
-    ar.end = now();
-    if (instr != nullptr) instr->action_end(s, a);
-    rec.busy += ar.end - ar.start;
-    rec.wait += ar.wait;
-    rec.actions.push_back(ar);
-    x.give(std::move(input));
-    if (to_virtual >= 0)
-      send(std::move(output), to_virtual, v, a.microbatch,
-           is_forward ? MessageKind::kActivation : MessageKind::kGradient);
-
-    if (x.options.optimizer == OptimizerPolicy::kPerBackward &&
-        (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardWeight)) {
-      optimizer(a.chunk);
-    }
-    if (step_after[k] != 0) {
-      for (int c = 0; c < V; ++c) optimizer(c);
-    }
-  }
-  rec.actions_end = rec.actions.empty() ? 0 : rec.actions.back().end;
-  for (const ActionRecord& ar : rec.actions) rec.actions_end = std::max(rec.actions_end, ar.end);
-  if (list.empty()) {
-    // A stage without actions still takes part in the optimizer step.
-    for (int c = 0; c < V && x.options.optimizer == OptimizerPolicy::kPerBatch; ++c) optimizer(c);
-  }
-
-  // --- Drain the sends. ---
-  if (watchdog_) watchdog_->set(Doing::kDrain, Action{});
-  for (PendingSend& p : sends) {
-    transport.wait(p.request, x.options.wait);
-    CommRecord& c = rec.comms[p.record];
-    c.end = now();
-    if (instr != nullptr) instr->comm_end(c);
-    x.give(std::move(p.buffer));
-  }
-  sends.clear();
-  PPB_CHECK(local.empty(), "executor: a local hand-over was never consumed");
-  for (const Recv& r : recvs) PPB_CHECK(r.done, "executor: a posted receive was never consumed");
-  rec.end = now();
   if (watchdog_) watchdog_->step_end();
-  if (instr != nullptr) instr->step_end(steps_);
+  if (hooks != nullptr) hooks->step_end(steps_);
   ++steps_;
   return rec;
 }

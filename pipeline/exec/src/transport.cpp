@@ -12,28 +12,6 @@
 
 namespace ppb {
 
-const char* message_kind_name(MessageKind kind) {
-  switch (kind) {
-    case MessageKind::kActivation:
-      return "activation";
-    case MessageKind::kGradient:
-      return "gradient";
-  }
-  return "?";
-}
-
-int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int tag_ub) {
-  PPB_CHECK(microbatch >= 0 && chunk >= 0 && chunk < chunks,
-            "message_tag: bad micro-batch or chunk");
-  int64_t tag = (microbatch * chunks + chunk) * 2 + static_cast<int64_t>(kind);
-  if (tag > tag_ub) {
-    throw UsageError("message tags: micro-batch " + std::to_string(microbatch) + " x " +
-                     std::to_string(chunks) + " chunks exceeds the transport's tag range (" +
-                     std::to_string(tag_ub) + "); use fewer micro-batches or batches");
-  }
-  return static_cast<int>(tag);
-}
-
 const char* wait_strategy_name(WaitStrategy strategy) {
   switch (strategy) {
     case WaitStrategy::kBlock:
@@ -54,7 +32,8 @@ WaitStrategy parse_wait_strategy(std::string_view text, std::string_view flag) {
                    "' (strategies: block, yield, sleep)");
 }
 
-MpiTransport::MpiTransport(MPI_Comm comm) {
+MpiTransport::MpiTransport(MPI_Comm comm, Matching matching, uint8_t spaces)
+    : matching_(matching), spaces_(spaces) {
   lower_timer_slack();  // wait(kSleep) sleeps 20 us at a time on this thread
   PPB_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
   PPB_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
@@ -64,6 +43,11 @@ MpiTransport::MpiTransport(MPI_Comm comm) {
   int flag = 0;
   PPB_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &flag));
   if (flag != 0 && value != nullptr) tag_ub_ = *static_cast<int*>(value);
+}
+
+std::string_view MpiTransport::name() const {
+  if (spaces_ == memory_space_bit(MemorySpace::kPinnedHost)) return "mpi-staged";
+  return matching_ == Matching::kInOrder ? "mpi-ordered" : "mpi";
 }
 
 MpiTransport::~MpiTransport() {
@@ -113,6 +97,7 @@ RequestId MpiTransport::isend(const std::byte* data, int64_t bytes, int peer, in
   PPB_CHECK(bytes >= 0 && bytes <= INT_MAX, "message larger than 2 GiB");
   PPB_CHECK(peer != rank_ && peer >= 0 && peer < size_, "isend: bad peer");
   MPI_Request r = MPI_REQUEST_NULL;
+  if (matching_ == Matching::kInOrder) tag = rank_;  // one tag per link and direction
   PPB_MPI_CHECK(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r));
   return acquire(r, -1);
 }
@@ -121,6 +106,7 @@ RequestId MpiTransport::irecv(std::byte* data, int64_t bytes, int peer, int tag)
   PPB_CHECK(bytes >= 0 && bytes <= INT_MAX, "message larger than 2 GiB");
   PPB_CHECK(peer != rank_ && peer >= 0 && peer < size_, "irecv: bad peer");
   MPI_Request r = MPI_REQUEST_NULL;
+  if (matching_ == Matching::kInOrder) tag = peer;
   PPB_MPI_CHECK(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r));
   return acquire(r, bytes);
 }

@@ -17,9 +17,21 @@ struct Entry {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-      {{"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks"},
+      {{"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks, matched by tag"},
        [](MPI_Comm comm) -> std::unique_ptr<Transport> {
          return std::make_unique<MpiTransport>(comm);
+       }},
+      {{"mpi-ordered",
+        "MPI with one tag per link: messages match in call order, as NCCL matches them"},
+       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
+         return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder);
+       }},
+      {{"mpi-staged",
+        "MPI on pinned host memory only: messages are staged through pinned buffers and "
+        "copy-stream copies (as beside a device backend)"},
+       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
+         return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag,
+                                               memory_space_bit(MemorySpace::kPinnedHost));
        }},
   };
   return kEntries;

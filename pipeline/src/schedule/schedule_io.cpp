@@ -141,10 +141,10 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
   return s;
 }
 
-Schedule read_schedule_file(const std::string& path) {
+Schedule read_schedule_file(const std::string& path, const ValidateOptions& options) {
   Schedule s =
       schedule_from_json(read_input_file(path, "schedule file", kMaxScheduleFileBytes), path);
-  validate_or_throw(s, path);
+  validate_or_throw(s, path, options);
   return s;
 }
 

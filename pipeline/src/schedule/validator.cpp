@@ -196,9 +196,49 @@ std::string stuck_grid(const Schedule& s, const Shape& sh, const std::vector<siz
   return grid;
 }
 
+// Under in-order matching with `allowed` receive buffers per link: the first
+// action of each stage whose input cannot be posted (SIZE_MAX: none), and why.
+struct InOrderBlocks {
+  std::vector<size_t> at;        // per stage
+  std::vector<std::string> why;  // per stage, for the error line
+};
+
+InOrderBlocks in_order_blocks(const Schedule& s, const Shape& sh, int allowed) {
+  InOrderBlocks blocks;
+  const auto P = static_cast<size_t>(s.stages);
+  blocks.at.assign(P, SIZE_MAX);
+  blocks.why.assign(P, {});
+  if (allowed <= 0) return blocks;
+  const MessagePlan plan = build_message_plan(s);
+  std::vector<int32_t> max_seq(plan.links.size(), -1);
+  std::vector<int32_t> consumed(plan.links.size(), 0);
+  for (size_t st = 0; st < P; ++st) {
+    const auto& received = plan.received[st];
+    for (size_t k = 0; k < received.size() && blocks.at[st] == SIZE_MAX; ++k) {
+      if (received[k] < 0) continue;
+      const PlannedMessage& m = plan.messages[static_cast<size_t>(received[k])];
+      if (m.local()) continue;
+      const auto l = static_cast<size_t>(m.link);
+      max_seq[l] = std::max(max_seq[l], m.seq);
+      const int32_t held = max_seq[l] + 1 - consumed[l];
+      ++consumed[l];
+      if (held <= allowed) continue;
+      const PlannedLink& link = plan.links[l];
+      blocks.at[st] = k;
+      blocks.why[st] = "under in-order matching link " + link_name(link) + " needs " +
+                       std::to_string(link.buffers) + " receive buffers, " +
+                       std::to_string(allowed) + " allowed (" + text(s.actions[st][k], sh) +
+                       " consumes message " + std::to_string(m.seq) + " of the link while " +
+                       std::to_string(held - 1) + " earlier message" + (held - 1 == 1 ? "" : "s") +
+                       " wait" + (held - 1 == 1 ? "s" : "") + " for a later action)";
+    }
+  }
+  return blocks;
+}
+
 }  // namespace
 
-ValidationResult validate_schedule(const Schedule& s) {
+ValidationResult validate_schedule(const Schedule& s, const ValidateOptions& options) {
   if (s.stages < 1 || s.microbatches < 1 || s.chunks < 1 || s.batches < 1) {
     return failure("schedule sizes must be >= 1: stages=" + std::to_string(s.stages) +
                    " microbatches=" + std::to_string(s.microbatches) +
@@ -238,6 +278,7 @@ ValidationResult validate_schedule(const Schedule& s) {
   Positions pos;
   std::vector<int> syncs;
   if (std::string e = check_static(s, sh, pos, syncs); !e.empty()) return failure(std::move(e));
+  const InOrderBlocks blocks = in_order_blocks(s, sh, options.link_buffers);
 
   // Dry run.
   const size_t n = sh.cells();
@@ -270,6 +311,7 @@ ValidationResult validate_schedule(const Schedule& s) {
     const auto& list = s.actions[u];
     bool parked = false;
     while (!parked && ptr[u] < list.size()) {
+      if (ptr[u] == blocks.at[u]) break;  // a receive it can never post: stuck for good
       const Action& a = list[ptr[u]];
       switch (a.kind) {
         case ActionKind::kForward: {
@@ -336,6 +378,14 @@ ValidationResult validate_schedule(const Schedule& s) {
     }
   }
   if (stuck < 0) return {};
+  // A stage stuck on a receive it cannot post is the cause; name it first.
+  for (size_t st = 0; st < P; ++st) {
+    if (ptr[st] == blocks.at[st]) {
+      return failure("deadlock: stage " + std::to_string(st) + " stuck at " +
+                         text(s.actions[st][ptr[st]], sh) + ": " + blocks.why[st],
+                     stuck_grid(s, sh, ptr));
+    }
+  }
 
   // Name the first stuck stage, what it waits for, and where the provider is stuck.
   const auto u = static_cast<size_t>(stuck);
@@ -393,8 +443,9 @@ ValidationResult validate_schedule(const Schedule& s) {
       stuck_grid(s, sh, ptr));
 }
 
-void validate_or_throw(const Schedule& s, const std::string& source) {
-  ValidationResult r = validate_schedule(s);
+void validate_or_throw(const Schedule& s, const std::string& source,
+                       const ValidateOptions& options) {
+  ValidationResult r = validate_schedule(s, options);
   if (r.ok) return;
   const std::string name = s.name.empty() ? std::string("schedule") : "schedule '" + s.name + "'";
   throw ScheduleError((source.empty() ? name : source) + ": " + r.error, std::move(r.grid));

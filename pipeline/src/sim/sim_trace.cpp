@@ -25,20 +25,19 @@ PipelineTrace sim_trace(const Schedule& schedule, const SimResult& result) {
     }
     for (const SimEvent& e : st.events) t.add_action(s, e.action, e.start, e.end);
   }
-  // Each track's slices in order of their end; flow seq: the transfer's
-  // index among those its stage sent.
+  // Each track's slices in order of their end; the flow arrow's id comes from
+  // the message plan (unique per message, the same one the executor uses).
   std::vector<const SimTransfer*> order;
   for (const SimTransfer& x : result.transfers) order.push_back(&x);
   std::stable_sort(order.begin(), order.end(),
                    [](const SimTransfer* a, const SimTransfer* b) { return a->end < b->end; });
-  std::vector<uint64_t> sent(static_cast<size_t>(P), 0);
   for (const SimTransfer* xp : order) {
     const SimTransfer& x = *xp;
     PPB_CHECK(x.from_stage >= 0 && x.from_stage < P, "sim trace: bad transfer stage");
     const TraceMessage m{x.gradient, x.from_stage, x.to_stage, x.microbatch, x.chunk};
-    const uint64_t seq = sent[static_cast<size_t>(x.from_stage)]++;
-    t.add_message(true, m, x.start, x.end, seq);
-    t.add_message(false, m, x.start, x.end, seq);
+    const auto id = static_cast<uint64_t>(x.flow_id);
+    t.add_message(true, m, x.start, x.end, id);
+    t.add_message(false, m, x.start, x.end, id);
   }
   return t;
 }

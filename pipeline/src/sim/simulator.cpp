@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "ppb/pipeline/message_plan.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -13,11 +14,9 @@ namespace {
 // Times are >= 0, so a negative value marks "not produced yet".
 constexpr double kUnknown = -1.0;
 
-// Everything the simulator knows about one (virtual stage, micro-batch) pair.
-// One struct instead of four arrays: an action touches one cache line.
+// What the simulator knows about one (virtual stage, micro-batch) pair; the
+// inputs that cross stages are the message plan's (arrival per message).
 struct Slot {
-  double act_in = kUnknown;   // activation from v-1 ready on v (F's input)
-  double grad_in = kUnknown;  // input gradient from v+1 ready on v (B/I's input)
   double fwd_end = kUnknown;  // this stage's own F(mb, c) done
   double inp_end = kUnknown;  // this stage's own I(mb, c) done (W's input)
 };
@@ -72,9 +71,15 @@ class Simulator {
   void check_action(int stage, size_t index, const Action& a) const;
   // Runs stage `s` until it finishes or waits on something not produced yet.
   void advance(int s);
-  // Sends F's output (gradient = false) or B/I's input gradient from virtual
-  // stage v, produced at time `end`.
-  void send(int s, int v, int32_t mb, int32_t chunk, bool gradient, double end);
+  // Sends the message action `index` of stage `s` produces (if any), produced
+  // at time `end`.
+  void send(int s, size_t index, double end);
+  // Arrival of the input message of action `index` of stage `s`: kUnknown
+  // when not sent yet; 0 when the action has none.
+  double input_arrival(int s, size_t index) const {
+    const int32_t m = plan_.received[static_cast<size_t>(s)][index];
+    return m < 0 ? 0.0 : arrival_[static_cast<size_t>(m)];
+  }
   void push(int s) {
     if (!state_[static_cast<size_t>(s)].queued) {
       state_[static_cast<size_t>(s)].queued = true;
@@ -97,9 +102,9 @@ class Simulator {
   std::vector<Slot> slots_;
   std::vector<StageState> state_;
   std::vector<SyncState> syncs_;
-  std::vector<double> link_free_;      // [2 * from + (to is from+1 mod P ? 0 : 1)]
-  std::vector<double> send_time_fwd_;  // transfer time of F's output from v
-  std::vector<double> send_time_bwd_;  // transfer time of B/I's gradient from v
+  MessagePlan plan_;
+  std::vector<double> arrival_;    // per plan message: when it is ready on its consumer
+  std::vector<double> link_free_;  // per plan link: when it is free (FIFO)
   std::vector<int> work_;
   SimResult result_;
 };
@@ -154,29 +159,26 @@ void Simulator::check_action(int stage, size_t index, const Action& a) const {
   }
 }
 
-void Simulator::send(int s, int v, int32_t mb, int32_t chunk, bool gradient, double end) {
-  const int to_v = gradient ? v - 1 : v + 1;
-  if (to_v < 0 || to_v >= vstages_) return;  // first/last virtual stage: nothing to send
-  const int t = to_v % stages_;
+void Simulator::send(int s, size_t index, double end) {
+  const int32_t id = plan_.sent[static_cast<size_t>(s)][index];
+  if (id < 0) return;  // first/last virtual stage, or W: nothing to send
+  const PlannedMessage& m = plan_.messages[static_cast<size_t>(id)];
   double arrival = end;
-  if (t != s) {
-    // A stage only ever sends to its two ring neighbours (v -> v+1 lands on
-    // s+1 mod P, v -> v-1 on s-1 mod P), so two links per stage cover every
-    // ordered pair in use; with P == 2 both neighbours are the same stage and
-    // activations and gradients share that one link.
-    const size_t li = 2 * static_cast<size_t>(s) + (t == (s + 1) % stages_ ? 0 : 1);
-    double& link = link_free_[li];
+  if (!m.local()) {
+    // Links (ordered stage pairs) serve their messages first in, first out;
+    // with P == 2 activations and gradients share the one link 0 -> 1.
+    double& link = link_free_[static_cast<size_t>(m.link)];
     const double start = std::max(end, link);
-    arrival = start + (gradient ? send_time_bwd_[static_cast<size_t>(v)]
-                                : send_time_fwd_[static_cast<size_t>(v)]);
+    arrival = start + costs_.link.transfer_time(m.bytes);
     link = arrival;
     if (options_.record_events) {
-      result_.transfers.push_back({s, t, mb, chunk, gradient, start, arrival});
+      const int32_t chunk = m.from_virtual / stages_;
+      result_.transfers.push_back({s, m.to_stage, m.microbatch, chunk,
+                                   m.kind == MessageKind::kGradient, start, arrival, m.flow_id});
     }
   }
-  Slot& dst = slot(to_v, mb);
-  (gradient ? dst.grad_in : dst.act_in) = arrival;
-  if (t != s) push(t);
+  arrival_[static_cast<size_t>(id)] = arrival;
+  if (m.to_stage != s) push(m.to_stage);
 }
 
 void Simulator::advance(int s) {
@@ -184,10 +186,8 @@ void Simulator::advance(int s) {
   const std::vector<Action>& list = sched_.actions[su];
   StageState& st = state_[su];
   SimStage& out = result_.stages[su];
-  const int last_v = vstages_ - 1;
   while (st.next < list.size()) {
     const Action& a = list[st.next];
-    check_action(s, st.next, a);
     double start = st.free;
     double end = st.free;
     switch (a.kind) {
@@ -214,10 +214,9 @@ void Simulator::advance(int s) {
       case ActionKind::kForward: {
         const int v = virtual_stage(s, a.chunk, stages_);
         Slot& sl = slot(v, a.microbatch);
-        if (v > 0) {
-          if (sl.act_in < 0) return;
-          start = std::max(start, sl.act_in);
-        }
+        const double in = input_arrival(s, st.next);
+        if (in < 0) return;
+        start = std::max(start, in);
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
         end = start + c.fwd;
         out.busy += c.fwd;
@@ -226,7 +225,7 @@ void Simulator::advance(int s) {
         st.act_bytes += c.activation_bytes;
         out.peak_inflight = std::max(out.peak_inflight, st.inflight);
         out.peak_activation_bytes = std::max(out.peak_activation_bytes, st.act_bytes);
-        send(s, v, a.microbatch, a.chunk, false, end);
+        send(s, st.next, end);
         break;
       }
       case ActionKind::kBackward:
@@ -234,10 +233,9 @@ void Simulator::advance(int s) {
         const int v = virtual_stage(s, a.chunk, stages_);
         Slot& sl = slot(v, a.microbatch);
         if (sl.fwd_end < 0) return;  // its own F has not run (and never will before it)
-        if (v < last_v) {
-          if (sl.grad_in < 0) return;
-          start = std::max(start, sl.grad_in);
-        }
+        const double in = input_arrival(s, st.next);
+        if (in < 0) return;
+        start = std::max(start, in);
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
         const bool full = a.kind == ActionKind::kBackward;
         const double d = full ? c.bwd_input + c.bwd_weight : c.bwd_input;
@@ -249,7 +247,7 @@ void Simulator::advance(int s) {
         } else {
           sl.inp_end = end;
         }
-        send(s, v, a.microbatch, a.chunk, true, end);
+        send(s, st.next, end);
         break;
       }
       case ActionKind::kBackwardWeight: {
@@ -335,15 +333,17 @@ SimResult Simulator::run() {
   total_mb_ = sched_.microbatches * sched_.batches;
   slots_.assign(static_cast<size_t>(vstages_) * static_cast<size_t>(total_mb_), Slot{});
   state_.assign(static_cast<size_t>(stages_), StageState{});
-  link_free_.assign(2 * static_cast<size_t>(stages_), 0.0);
-  send_time_fwd_.resize(static_cast<size_t>(vstages_));
-  send_time_bwd_.resize(static_cast<size_t>(vstages_));
-  for (int v = 0; v < vstages_; ++v) {
-    const auto vu = static_cast<size_t>(v);
-    send_time_fwd_[vu] = costs_.link.transfer_time(costs_.chunks[vu].send_bytes);
-    // The gradient sent back from v to v-1 has the size of v-1's output.
-    send_time_bwd_[vu] = v > 0 ? costs_.link.transfer_time(costs_.chunks[vu - 1].send_bytes) : 0.0;
+  for (int s = 0; s < stages_; ++s) {
+    const auto& list = sched_.actions[static_cast<size_t>(s)];
+    for (size_t k = 0; k < list.size(); ++k) check_action(s, k, list[k]);
   }
+  // Message sizes: F of v sends send_bytes of v; the gradient back to v-1
+  // has the size of v-1's output (the plan's rule).
+  std::vector<int64_t> bytes(static_cast<size_t>(vstages_));
+  for (size_t v = 0; v < bytes.size(); ++v) bytes[v] = costs_.chunks[v].send_bytes;
+  plan_ = build_message_plan(sched_, bytes);
+  arrival_.assign(plan_.messages.size(), kUnknown);
+  link_free_.assign(plan_.links.size(), 0.0);
   result_.stages.assign(static_cast<size_t>(stages_), SimStage{});
   result_.batch_end.assign(static_cast<size_t>(sched_.batches), 0.0);
   if (options_.record_events) {

@@ -86,9 +86,7 @@ class NvtxCollector final : public Collector {
   void measure_end() override { nvtx::pop(); }
 
  private:
-  std::pair<bool, int64_t> key(const CommRecord& r) const {
-    return {r.send, r.flow_id(context_.stages * context_.chunks)};
-  }
+  std::pair<bool, int64_t> key(const CommRecord& r) const { return {r.send, r.flow_id}; }
 
   CollectorContext context_;
   std::map<std::pair<bool, int64_t>, uint64_t> open_;  // open message ranges

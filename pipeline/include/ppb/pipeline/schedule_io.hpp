@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/validator.hpp"
 #include "ppb/profiling/check.hpp"  // UsageError
 
 namespace ppb {
@@ -35,10 +36,10 @@ std::string schedule_to_json(const Schedule& s);
 ///   "plan.json: field 'actions[2][5].op': expected one of F,B,I,W,SYNC, got \"X\""
 Schedule schedule_from_json(std::string_view text, std::string_view source);
 
-/// Reads `path` (JSON), parses it and validates it (validate_or_throw).
-/// Throws UsageError (or ScheduleError for a deadlock/incomplete schedule)
-/// whose message starts with the path.
-Schedule read_schedule_file(const std::string& path);
+/// Reads `path` (JSON), parses it and validates it (validate_or_throw with
+/// `options`). Throws UsageError (or ScheduleError for a deadlock/incomplete
+/// schedule) whose message starts with the path.
+Schedule read_schedule_file(const std::string& path, const ValidateOptions& options = {});
 
 /// The text form: an optional "# name stages=.. microbatches=.. chunks=..
 /// batches=.." header, then "s<k>: <actions>" per stage, each ending in '\n'.

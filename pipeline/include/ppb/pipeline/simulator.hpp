@@ -8,8 +8,9 @@
 //    v > 0 needs the activation of F(mb, c') on v - 1; B(mb, c) / I(mb, c) on
 //    v < P*V-1 needs the input gradient of B/I(mb, c') on v + 1; B/I also need
 //    the stage's own F(mb, c) done, W(mb, c) its own I(mb, c);
-//  * a transfer starts when the producing action ends and its link (the
-//    ordered stage pair) is free — links serve transfers first in, first out —
+//  * messages are the message plan's (message_plan.hpp); a transfer starts
+//    when the producing action ends and its link (the ordered stage pair) is
+//    free — links serve transfers first in, first out —
 //    and takes costs.link.transfer_time(bytes) (F's output: send_bytes of its
 //    virtual stage v; a gradient back to v-1: send_bytes of v-1). Sends never block compute
 //    (compute/communication overlap). Between virtual stages of the same
@@ -65,6 +66,7 @@ struct SimTransfer {
   bool gradient = false;
   double start = 0;
   double end = 0;
+  int64_t flow_id = 0;  ///< the message plan's id (PlannedMessage::flow_id)
 };
 
 struct SimStage {
@@ -132,8 +134,8 @@ SimResult simulate(const Schedule& schedule, const StageCosts& costs,
 /// a "send act s2->s3 mb3" / "recv act s2->s3 mb3" ("grad" for gradients)
 /// pair of events spanning the transfer, categories send / recv, joined by a
 /// flow arrow (name "act"/"grad", category "p2p", id flow_id(from stage,
-/// index of the transfer among those the stage sent), both ends at the
-/// middle of their slices). Times: the result's
+/// the message plan's flow id), as the measured trace of a single step
+/// names it; both ends at the middle of their slices). Times: the result's
 /// units read as seconds (so cost-flag units show as 1 s = 1e6 us).
 /// REQUIRES: `result` from simulate(schedule, ..) with record_events
 /// (else UsageError).

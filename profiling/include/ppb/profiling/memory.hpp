@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string_view>
 
 namespace ppb {
@@ -34,7 +35,10 @@ inline constexpr int kNumMemCategories = 7;
 std::string_view mem_category_name(MemCategory category);
 
 /// Per-category current and peak byte counts of one process (one stage).
-/// Not thread-safe: one executor thread allocates. Peak per category is the
+/// on_alloc/on_free/reset_peaks may be called from several threads (the
+/// executor's and a backend's compute stream); on_change runs under the
+/// tracker's lock (it may read current()/peak() but not allocate). The
+/// readers are for a quiet moment (no stream running). Peak per category is the
 /// category's own high-water mark; peak_total() is the high-water mark of the
 /// sum (not the sum of per-category peaks).
 class MemoryTracker {
@@ -62,6 +66,7 @@ class MemoryTracker {
 
  private:
   static size_t index(MemCategory c) { return static_cast<size_t>(c); }
+  std::mutex mutex_;
   std::array<int64_t, kNumMemCategories> current_{};
   std::array<int64_t, kNumMemCategories> peak_{};
   std::array<int64_t, kNumMemCategories> at_peak_{};

@@ -4,6 +4,38 @@
 // the executor hands in; it owns the stage's MemoryTracker, in which the
 // executor also counts its communication buffers.
 //
+// Asynchronous actions. A backend has a compute stream: enqueue() appends an
+// action and returns at once with a ticket; the action runs later, after
+// every action enqueued before it; query() tests a ticket without blocking
+// and, once the action completed, gives its start and end on the stream's
+// own clock; wait() blocks for at most a given time (so the caller can go on
+// progressing communication). The buffers of an enqueued action must stay
+// valid and untouched until its ticket completed. A second stream, the copy
+// stream, runs copy_async() copies in order, independently of compute.
+//
+// Memory spaces. The buffers actions read and write (received inputs and
+// gradients, outputs in flight) are allocated by the backend, in its memory
+// space (memory_space()), and counted in its tracker; a transport says which
+// spaces it can move directly (Transport::can_access); where it cannot, the
+// executor stages messages through pinned host buffers with copy_async().
+//
+// How a CUDA backend maps onto this contract:
+//   compute stream      a cudaStream_t; enqueue() records a start event,
+//                       launches the action's kernels, records an end event
+//                       (cudaEventDefault, so elapsed times are available)
+//   query(t, &times)    cudaEventQuery(end) == cudaSuccess; times from
+//                       cudaEventElapsedTime against an event recorded by
+//                       stream_now() (the stream clock's origin)
+//   wait(t, seconds)    cudaEventQuery in a loop with short sleeps, or a
+//                       cudaEventBlockingSync event (no busy host core)
+//   copy stream         a second cudaStream_t with cudaMemcpyAsync and events
+//   memory_space()      kDevice; allocate(kDevice) is cudaMalloc,
+//                       allocate(kPinnedHost) cudaHostAlloc
+//   optimizer_step      enqueued on the compute stream, then synchronised
+// On the CPU, StreamBackend implements the streams with host threads
+// (host_stream.hpp): cpu runs its actions on a worker thread; timed's compute
+// stream is a clock (an action occupies it for its modelled time, no thread).
+//
 // Registered backends (one file + one line in backend_registry.cpp, STYLE
 // rule 8):
 //   cpu    real fp32 GPT training math on OpenBLAS (CpuBackend, backend_cpu.cpp)
@@ -16,7 +48,9 @@
 //   BackendConfig cfg{.spec = spec, .units = units, .parts = parts, .costs = costs,
 //                     .stage = rank, .stages = P, .chunks = V, .microbatches = M};
 //   std::unique_ptr<Backend> b = ppb::make_backend("cpu", cfg);
-//   b->forward(0, mb, in, out);
+//   StreamTicket t = b->enqueue({ActionKind::kForward, 0, mb, in.data(), out.data()});
+//   StreamTimes times;
+//   while (!b->query(t, &times)) progress_communication();
 #pragma once
 
 #include <cstddef>
@@ -28,11 +62,34 @@
 #include <string_view>
 #include <vector>
 
+#include "ppb/exec/memory_space.hpp"
+#include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
 
 namespace ppb {
+
+/// One action for a compute stream. `in` / `out` follow the byte counts of
+/// Backend::input_bytes / output_bytes (F reads in, writes out; B and I read
+/// the output gradient from `in` and write the input gradient to `out`; W
+/// uses neither); null stands for a 0-byte tensor. SYNC is never enqueued.
+struct ActionCall {
+  ActionKind kind = ActionKind::kForward;
+  int chunk = 0;
+  int64_t microbatch = 0;
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;
+};
+
+/// A stream's completion marker: 1, 2, 3, ... per stream, in enqueue order.
+using StreamTicket = uint64_t;
+
+/// When a stream ran an item, in seconds on the stream's clock.
+struct StreamTimes {
+  double start = 0;
+  double end = 0;
+};
 
 /// Everything a backend may need; each backend reads the fields it uses.
 struct BackendConfig {
@@ -57,11 +114,9 @@ struct BackendConfig {
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
-/// global (0..M*batches-1). Buffers: `in`/`grad_in`/`out`/`grad_out` hold
-/// exactly the byte counts below and are valid only during the call (a
-/// backend copies what it keeps, and counts it in memory()). A null pointer
-/// stands for a 0-byte tensor (first / last virtual stage).
-/// Not thread-safe: the executor's thread calls it.
+/// global (0..M*batches-1). A backend copies what it keeps of an action's
+/// buffers, and counts it in memory().
+/// One thread (the executor's) calls it; actions run on the compute stream.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -80,17 +135,34 @@ class Backend {
   /// predicts peaks with it).
   virtual int64_t activation_bytes(int chunk) const = 0;
 
-  virtual void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) = 0;
-  /// Full backward: input gradient into grad_in, weight gradients accumulated.
-  virtual void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) = 0;
-  /// Input-gradient half (zero-bubble I). REQUIRES: forward(chunk, mb) ran.
-  virtual void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
-                              std::byte* grad_in) = 0;
-  /// Weight-gradient half (zero-bubble W). REQUIRES: backward_input ran.
-  virtual void backward_weight(int chunk, int64_t mb) = 0;
-  /// SGD on `chunk` (params -= lr * grads; grads = 0). The executor calls it
-  /// for every chunk once per batch (flush schedules) or after each
-  /// backward of the chunk (pipedream).
+  /// The space of the buffers actions read and write.
+  virtual MemorySpace memory_space() const = 0;
+  /// A zero-filled buffer of `bytes` in `space`, counted in memory() under
+  /// `category` for its lifetime.
+  virtual TrackedBuffer allocate(int64_t bytes, MemorySpace space, MemCategory category) = 0;
+
+  /// Appends `call` to the compute stream; returns at once. REQUIRES: its
+  /// buffers stay valid and untouched until query/wait reported completion.
+  virtual StreamTicket enqueue(const ActionCall& call) = 0;
+  /// True once the action of `ticket` completed (then *times, if not null,
+  /// holds its start and end on the stream clock). Each ticket is reported
+  /// complete once, in enqueue order. Rethrows what the action threw.
+  virtual bool query(StreamTicket ticket, StreamTimes* times) = 0;
+  /// Like query(), waiting up to `seconds` for the completion.
+  virtual bool wait(StreamTicket ticket, double seconds, StreamTimes* times) = 0;
+  /// The stream clock now (seconds); compares with StreamTimes.
+  virtual double stream_now() = 0;
+
+  /// Appends a copy of `bytes` from src to dst to the copy stream (staging
+  /// between memory spaces); same rules as enqueue().
+  virtual StreamTicket copy_async(std::byte* dst, const std::byte* src, int64_t bytes) = 0;
+  /// True once the copy of `ticket` completed.
+  virtual bool copy_done(StreamTicket ticket) = 0;
+
+  /// SGD on `chunk` (params -= lr * grads; grads = 0), synchronously.
+  /// REQUIRES: the compute stream is idle (every enqueued action completed).
+  /// The executor calls it for every chunk once per batch (flush schedules)
+  /// or after each backward of the chunk (pipedream).
   virtual void optimizer_step(int chunk) = 0;
 
   /// This stage's tracker: parameters, gradients, activations, stash, and the
@@ -123,11 +195,54 @@ class Backend {
   virtual double time_scale() const { return 0; }
 };
 
+class HostStream;
+class ClockStream;
+
+/// A backend whose streams are host threads (HostStream): everything lives
+/// in host memory (pinned host is host memory on the CPU), the compute
+/// stream runs the synchronous action bodies below on its worker thread, the
+/// copy stream runs memcpy. Subclasses implement the bodies.
+class StreamBackend : public Backend {
+ public:
+  StreamBackend();
+  ~StreamBackend() override;
+
+  MemorySpace memory_space() const override { return MemorySpace::kHost; }
+  TrackedBuffer allocate(int64_t bytes, MemorySpace space, MemCategory category) override;
+  StreamTicket enqueue(const ActionCall& call) override;
+  bool query(StreamTicket ticket, StreamTimes* times) override;
+  bool wait(StreamTicket ticket, double seconds, StreamTimes* times) override;
+  double stream_now() override;
+  StreamTicket copy_async(std::byte* dst, const std::byte* src, int64_t bytes) override;
+  bool copy_done(StreamTicket ticket) override;
+
+  /// The action bodies, run on the compute stream's thread by enqueue();
+  /// callable directly while the stream is idle (tests do).
+  virtual void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) = 0;
+  /// Full backward: input gradient into grad_in, weight gradients accumulated.
+  virtual void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) = 0;
+  /// Input-gradient half (zero-bubble I). REQUIRES: forward(chunk, mb) ran.
+  virtual void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
+                              std::byte* grad_in) = 0;
+  /// Weight-gradient half (zero-bubble W). REQUIRES: backward_input ran.
+  virtual void backward_weight(int chunk, int64_t mb) = 0;
+
+ protected:
+  /// Subclasses call it first in their destructor: the worker must not run
+  /// an action on a half-destroyed backend.
+  void stop_streams();
+
+ private:
+  void run(const ActionCall& call);
+  std::unique_ptr<HostStream> compute_;
+  std::unique_ptr<HostStream> copy_;  // started on the first copy_async
+};
+
 /// The `cpu` backend: one CpuChunk (cpu_model.hpp) per chunk over
 /// parts[c * P + s], with loss_scale 1/M and weight stashing as configured.
 /// Gradients, losses and weight versions read back through Backend.
 class CpuChunk;
-class CpuBackend final : public Backend {
+class CpuBackend final : public StreamBackend {
  public:
   /// REQUIRES: parts.size() == stages * chunks, units == expand_units(spec).
   explicit CpuBackend(const BackendConfig& config);
@@ -164,9 +279,12 @@ class CpuBackend final : public Backend {
   float learning_rate_;
 };
 
-/// The `timed` backend: no computation. Each action sleeps until an absolute
-/// deadline (clock_nanosleep(TIMER_ABSTIME) with PR_SET_TIMERSLACK lowered
-/// to 1 ns) of call time + modelled seconds x time_scale; F sleeps fwd, I
+/// The `timed` backend: no computation. Its compute stream is a clock: an
+/// enqueued action occupies it for its modelled time x time_scale, from its
+/// enqueue or the previous action's end, whichever is later, and the
+/// executor's thread waits by sleeping to that end. Called directly, each
+/// action sleeps until an absolute deadline (clock_nanosleep(TIMER_ABSTIME) with
+/// PR_SET_TIMERSLACK lowered to 1 ns) of call time + modelled seconds x time_scale; F sleeps fwd, I
 /// bwd_input, W bwd_weight, B both. Messages have the modelled sizes and are
 /// real (the executor sends them). Memory is COUNT-ONLY: parameters,
 /// gradients (param_bytes each) and each in-flight micro-batch's activation
@@ -176,7 +294,7 @@ class CpuBackend final : public Backend {
 /// counted as CpuChunk keeps it: one copy of the chunk's param_bytes per
 /// older weight version an in-flight micro-batch still uses
 /// (MemCategory::kWeightStash); optimizer_step(c) starts a new version.
-class TimedBackend final : public Backend {
+class TimedBackend final : public StreamBackend {
  public:
   /// REQUIRES: config.costs has stages * chunks entries with costs >= 0.
   explicit TimedBackend(const BackendConfig& config);
@@ -195,12 +313,18 @@ class TimedBackend final : public Backend {
   void optimizer_step(int chunk) override;
   MemoryTracker& memory() override { return memory_; }
   const MemoryTracker& memory() const override { return memory_; }
+  StreamTicket enqueue(const ActionCall& call) override;
+  bool query(StreamTicket ticket, StreamTimes* times) override;
+  bool wait(StreamTicket ticket, double seconds, StreamTimes* times) override;
 
   /// Wall seconds slept per modelled second.
   double time_scale() const override { return time_scale_; }
 
  private:
   const ChunkCost& cost(int chunk) const;
+  // Counts what the action holds and releases; returns its modelled seconds.
+  double account(const ActionCall& call);
+  std::unique_ptr<ClockStream> clock_;
   void sleep_for_model_seconds(double seconds);
 
   MemoryTracker memory_;

@@ -9,14 +9,18 @@
 //    if v > 0, the input gradient goes to v-1. W is local.
 //  * a message between virtual stages on the same rank (P == 1) is a local
 //    hand-over of the buffer, no transport call.
-//  * receives are posted in the order this rank's actions consume them, as
-//    early as the receive window (ExecutorOptions::recv_window buffers)
-//    allows; a buffer returns to the pool when its action has consumed it.
+//  * the messages, their tags and flow ids are the message plan's
+//    (message_plan.hpp); each incoming link's receives are posted in link
+//    order (the order its sender sends them, which is how an in-order
+//    transport matches them), up to max(ExecutorOptions::recv_window, the
+//    buffers the link needs) ahead of consumption; a buffer returns to the
+//    pool when its action has consumed it.
 //    Sends are non-blocking; their completion is tested between actions and
 //    their buffers recycled. All buffers come from a pool counted in
-//    MemCategory::kCommBuffers. Since the earliest receive this rank needs is
-//    always posted and sends never block, the run cannot deadlock unless the
-//    schedule does (the validator's dry run proves it does not).
+//    MemCategory::kCommBuffers. Since the receive the next action needs is
+//    always postable (a link's window covers what it needs) and sends never
+//    block, the run cannot deadlock unless the schedule does (the
+//    validator's dry run proves it does not).
 //  * SYNC: MPI_Barrier.
 //  * optimizer: OptimizerPolicy::kPerBatch calls optimizer_step(c) for every
 //    chunk once after the last action of each batch (flush schedules);
@@ -57,6 +61,7 @@
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/message_plan.hpp"
 #include "ppb/pipeline/schedule.hpp"
 
 namespace ppb {
@@ -85,21 +90,31 @@ struct CommRecord {
   double start = 0;    ///< send: isend posted; recv: irecv posted
   double end = 0;      ///< when this rank saw it complete
   bool local = false;  ///< same-rank hand-over (no transport)
-
   /// Id shared by the send and the receive of one message, unique within a
-  /// step across ranks: ((mb * VP + from_virtual) * 2 + kind).
-  int64_t flow_id(int virtual_stages) const {
-    return (microbatch * virtual_stages + from_virtual) * 2 + static_cast<int64_t>(kind);
-  }
+  /// step across ranks (PlannedMessage::flow_id of the message plan).
+  int64_t flow_id = 0;
 };
 
-/// One executed action. wait = seconds spent before `start` waiting for
-/// this action's input (0 when it was there).
+/// Receive buffers of one link into this rank.
+struct LinkBuffers {
+  int from_stage = 0;
+  int to_stage = 0;
+  int needed = 0;  ///< what the schedule needs under in-order matching (PlannedLink::buffers)
+  int posted = 0;  ///< the most receives the executor keeps posted on it
+};
+
+/// One executed action, times in seconds from the step start. start and end
+/// are when the backend's compute stream ran it (its stream clock, mapped to
+/// the step clock); a SYNC's are the host's around its barrier.
 struct ActionRecord {
   Action action;
   double start = 0;
   double end = 0;
+  /// Seconds the stream sat idle before this action because its input had
+  /// not arrived (from the previous action's end, or the step start, to the
+  /// input's arrival); 0 when the input was there first or there is none.
   double wait = 0;
+  double enqueued = 0;  ///< when the executor enqueued it (host clock)
 };
 
 /// What one rank did in one step (seconds from its step start).
@@ -112,10 +127,11 @@ struct StepRecord {
   double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
-  double busy = 0;       ///< summed F/B/I/W durations (compute busy)
-  double wait = 0;       ///< summed waits for inputs
-  double sync = 0;       ///< summed time in SYNC barriers
-  double optimizer = 0;  ///< summed optimizer_step time
+  std::vector<LinkBuffers> links;  ///< the links into this rank, by sending stage
+  double busy = 0;                 ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;                 ///< summed waits for inputs
+  double sync = 0;                 ///< summed time in SYNC barriers
+  double optimizer = 0;            ///< summed optimizer_step time
   double actions_end =
       0;           ///< end of the last action (docs/metrics.md: the step's end on this rank)
   double end = 0;  ///< after the optimizer and the drain of all sends
@@ -127,7 +143,11 @@ struct StepRecord {
 /// Hook points around every action, message and step (NVTX ranges plug in
 /// here: docs/instrumentation.md's "F s2 mb3", "send act s2->s3 mb3", "step <k>").
 /// Called on the executor's thread; must not call the transport. Default
-/// implementations do nothing.
+/// implementations do nothing. action_begin comes when the action is
+/// enqueued on an idle stream, or when the action queued before it
+/// completed; action_end when the executor sees it completed: the action
+/// ranges of one rank never overlap. optimizer_begin/end bracket a step of
+/// the optimizer with the stream idle (gradients may be read there).
 class Instrumentation {
  public:
   virtual ~Instrumentation() = default;
@@ -146,8 +166,13 @@ class Instrumentation {
 struct ExecutorOptions {
   WaitStrategy wait = kDefaultWaitStrategy;
   OptimizerPolicy optimizer = OptimizerPolicy::kPerBatch;
-  /// Receive buffers posted ahead of need (>= 1).
-  int recv_window = 8;
+  /// Receives kept posted ahead of need per incoming link (>= 1); a link
+  /// whose schedule needs more under in-order matching gets what it needs.
+  int recv_window = 4;
+  /// Actions queued on the backend's compute stream at once (>= 1): with 2
+  /// the next action, when its input is there, starts the moment the
+  /// previous one ends. OptimizerPolicy::kPerBackward runs with 1.
+  int queue_depth = 2;
   /// Per-step watchdog; 0 = off.
   double timeout_seconds = 0;
   /// Not owned; may be null.
@@ -185,6 +210,8 @@ class Executor {
 
  private:
   struct Impl;
+  class Step;
+  MessagePlan plan_step(const Schedule& schedule);
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<Watchdog> watchdog_;
   int rank_ = 0;

@@ -1,19 +1,34 @@
 // Transports: how the executor moves bytes between stages. A transport is a
 // point-to-point byte mover with request handles (isend/irecv/test/wait);
-// the executor derives what to send from the schedule (action.hpp's rule) and
-// tags each message with message_tag().
+// the executor takes what to send from the message plan (message_plan.hpp)
+// and tags each message with its position on its link (PlannedMessage::seq).
+//
+// Matching. A transport either matches a receive to the message with its
+// (peer, tag) — `mpi` — or, like NCCL, matches the messages between two ranks
+// in call order and ignores tags (matches_in_order()). The executor posts
+// every link's receives in link order, so both kinds deliver the same bytes
+// to the same buffers; under in-order matching a link needs the receive
+// buffers the plan computes (PlannedLink::buffers).
 //
 // Registered transports (one file + one line in transport_registry.cpp,
 // STYLE rule 8):
-//   mpi   MPI_Isend / MPI_Irecv of MPI_BYTE on a duplicate of the given
-//         communicator (MpiTransport).
+//   mpi          MPI_Isend / MPI_Irecv of MPI_BYTE on a duplicate of the given
+//                communicator, matched by tag (MpiTransport).
+//   mpi-ordered  the same with one tag per link and direction (the sender's
+//                rank), so MPI's non-overtaking rule matches in call order
+//                exactly as NCCL will (MpiTransport, Matching::kInOrder).
+//   mpi-staged   MPI that moves pinned host memory only, as MPI without
+//                device support next to a device backend: the executor
+//                stages every message through pinned host buffers with
+//                copies on the backend's copy stream (on the CPU this proves
+//                the staging path).
 // The `nccl` transport belongs to the GPU issue and is not registered here
 // (no stub): asking for it gives the UsageError listing the transports.
 //
 // Example:
 //   auto t = ppb::make_transport("mpi", MPI_COMM_WORLD);
-//   RequestId r = t->irecv(buf, n, /*peer=*/1, ppb::message_tag(mb, 0, MessageKind::kActivation,
-//   1)); t->wait(r, WaitStrategy::kSleep);
+//   RequestId r = t->irecv(buf, n, /*peer=*/1, /*tag=*/message.seq);
+//   t->wait(r, WaitStrategy::kSleep);
 #pragma once
 
 #include <mpi.h>
@@ -25,23 +40,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ppb/exec/memory_space.hpp"
+#include "ppb/pipeline/message_plan.hpp"
+
 namespace ppb {
-
-/// What a stage-to-stage message carries.
-enum class MessageKind : uint8_t {
-  kActivation,  ///< output of F, to the next virtual stage
-  kGradient,    ///< input gradient of B/I, to the previous virtual stage
-};
-
-/// "activation" / "gradient" (for messages and traces).
-const char* message_kind_name(MessageKind kind);
-
-/// Tag of a message for (micro-batch, chunk of the RECEIVING virtual stage,
-/// kind): (mb * chunks + chunk) * 2 + kind. Both ends compute it alike.
-/// Throws UsageError when the tag exceeds tag_ub (the transport's largest
-/// tag; MPI guarantees >= 32767, Open MPI gives 2^31-1):
-/// "pipedream: 40000 micro-batches x 4 chunks exceed the MPI tag range (32767)".
-int message_tag(int64_t microbatch, int chunk, MessageKind kind, int chunks, int tag_ub);
 
 /// How a rank waits for a request (see executor.hpp for the measurements
 /// that chose the default).
@@ -88,6 +90,11 @@ class Transport {
   virtual int size() const = 0;
   /// Largest usable tag.
   virtual int tag_ub() const = 0;
+  /// True when messages between two ranks match receives in call order and
+  /// tags are ignored (NCCL's rule); false when they match by (peer, tag).
+  virtual bool matches_in_order() const = 0;
+  /// True when isend/irecv can read/write buffers in `space` directly.
+  virtual bool can_access(MemorySpace space) const = 0;
 
   /// Starts sending `bytes` bytes at `data` to rank `peer` with `tag`.
   /// REQUIRES: data stays valid and unmodified until the request completes;
@@ -107,18 +114,31 @@ class Transport {
 
 /// MPI_Isend/MPI_Irecv of MPI_BYTE on a private duplicate of `comm` (so the
 /// executor's tags never meet another library's messages). Every MPI call
-/// goes through PPB_MPI_CHECK.
+/// goes through PPB_MPI_CHECK. With Matching::kInOrder the caller's tags are
+/// ignored: every message carries the sender's rank as its tag (one tag per
+/// link and direction), and MPI's non-overtaking rule matches the messages
+/// of a link in the order they were sent.
 class MpiTransport final : public Transport {
  public:
-  explicit MpiTransport(MPI_Comm comm);
+  enum class Matching : uint8_t { kByTag, kInOrder };
+  /// `spaces`: what it moves directly (a bit per MemorySpace); the default is
+  /// host and pinned host (MPI without device support).
+  explicit MpiTransport(MPI_Comm comm, Matching matching = Matching::kByTag,
+                        uint8_t spaces = kHostSpaces);
+  static constexpr uint8_t kHostSpaces =
+      memory_space_bit(MemorySpace::kHost) | memory_space_bit(MemorySpace::kPinnedHost);
   ~MpiTransport() override;
   MpiTransport(const MpiTransport&) = delete;
   MpiTransport& operator=(const MpiTransport&) = delete;
 
-  std::string_view name() const override { return "mpi"; }
+  std::string_view name() const override;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int tag_ub() const override { return tag_ub_; }
+  bool matches_in_order() const override { return matching_ == Matching::kInOrder; }
+  bool can_access(MemorySpace space) const override {
+    return (spaces_ & memory_space_bit(space)) != 0;
+  }
   RequestId isend(const std::byte* data, int64_t bytes, int peer, int tag) override;
   RequestId irecv(std::byte* data, int64_t bytes, int peer, int tag) override;
   bool test(RequestId request) override;
@@ -130,6 +150,8 @@ class MpiTransport final : public Transport {
   void release(RequestId request, const MPI_Status& status);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  Matching matching_ = Matching::kByTag;
+  uint8_t spaces_ = kHostSpaces;
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;
@@ -144,11 +166,11 @@ struct TransportInfo {
   std::string name;
   std::string help;  ///< one line
 };
-/// Every registered transport ("mpi").
+/// Every registered transport ("mpi", "mpi-ordered", "mpi-staged").
 const std::vector<TransportInfo>& transport_list();
 
 /// Makes the transport called `name` over `comm`. Throws
-/// UsageError("--transport: unknown transport 'x' (transports: mpi)").
+/// UsageError("--transport: unknown transport 'x' (transports: mpi, mpi-ordered, mpi-staged)").
 std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm);
 
 namespace detail {
