@@ -1,8 +1,11 @@
 #include "run/environment.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,15 @@ std::string cpu_model_name() {
   return "";
 }
 
+// CPUs this process may run on (what `nproc` prints): the affinity mask,
+// which honours taskset and cgroup cpusets, unlike the machine's count.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
 }  // namespace
 
 ResultEnvironment collect_environment(MPI_Comm comm) {
@@ -43,12 +55,18 @@ ResultEnvironment collect_environment(MPI_Comm comm) {
   std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
   PPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
                               MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm));
+  std::map<std::string, int> ranks_per_host;
   for (int r = 0; r < size; ++r) {
     const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     std::string host(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
     if (r == 0) env.hostname = host;
     if (std::find(env.hosts.begin(), env.hosts.end(), host) == env.hosts.end())
       env.hosts.push_back(host);
+    ++ranks_per_host[host];
+  }
+  env.cores = usable_cores();
+  for (const auto& [host, n] : ranks_per_host) {
+    env.oversubscribed = env.oversubscribed || (env.cores > 0 && n > env.cores);
   }
 
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};

@@ -5,11 +5,12 @@ add_library(ppb_run STATIC
   run/run_options.cpp
   run/sweep.cpp
   run/metrics.cpp
+  run/noise.cpp
   run/environment.cpp
   run/progress.cpp
   run/runner.cpp
 )
 add_library(ppb::run ALIAS ppb_run)
 target_include_directories(ppb_run PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(ppb_run PUBLIC ppb_cli ppb::core ppb::exec ppb::profiling MPI::MPI_CXX PRIVATE ppb::warnings)
+target_link_libraries(ppb_run PUBLIC ppb_cli ppb::core ppb::exec ppb::profiling MPI::MPI_CXX PRIVATE ppb::reports ppb::warnings)
 list(APPEND PPB_COMMAND_LIBS ppb::run)

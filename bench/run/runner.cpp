@@ -1,6 +1,7 @@
 #include "run/runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -33,6 +34,7 @@
 #include "ppb/profiling/trace.hpp"
 #include "run/environment.hpp"
 #include "run/metrics.hpp"
+#include "run/noise.hpp"
 #include "run/progress.hpp"
 #include "run/sweep.hpp"
 
@@ -411,7 +413,31 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.memory_guard =
       c.schedule == "adaptive" && sw.plan.memory_budget > 0 ? sw.options.memory_guard : 0;
   cfg.batches = c.batches;
+  cfg.min_time = sw.options.min_time;
+  cfg.plant = sw.plan.plant_label;
   return cfg;
+}
+
+/// The timed steps: --iters of them, then (with --min-time) more until
+/// their summed time reaches --min-time or --max-iters is reached. Rank 0's
+/// clock decides and tells the others between steps (outside the timed
+/// region), so every rank runs the same number of steps.
+template <class Step>
+void time_steps(const Sweep& sw, Step&& step, std::vector<RankStep>& timed) {
+  using Clock = std::chrono::steady_clock;
+  const double min_time = sw.options.min_time;
+  double elapsed = 0;
+  for (int k = 0;; ++k) {
+    int more = k < sw.options.iters ? 1 : 0;
+    if (min_time > 0 && more == 0) {
+      more = elapsed < min_time && k < sw.options.max_iters ? 1 : 0;
+      PPB_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, sw.comm));
+    }
+    if (more == 0) return;
+    const Clock::time_point t0 = Clock::now();
+    timed.push_back(step());
+    elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
 }
 
 /// Runs one combination on every rank. The returned Result is complete on
@@ -514,6 +540,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
         cfg.seed = sw.options.seed;
         cfg.learning_rate = kLearningRate;
         cfg.time_scale = sw.options.time_scale;
+        cfg.plant_factor = sw.rank == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
         std::unique_ptr<Backend> backend = make_backend(backend_name(sw.plan.backend), cfg);
         if (const auto* tb = dynamic_cast<const TimedBackend*>(backend.get()))
           time_scale = tb->time_scale();
@@ -601,7 +628,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
         }
         for (int w = 0; w < sw.options.warmup; ++w) (void)step();
         probe.measure_begin();
-        for (int k = 0; k < sw.options.iters; ++k) timed.push_back(step());
+        time_steps(sw, step, timed);
         probe.measure_end();
 
         for (const RankStep& s : timed) {
@@ -664,6 +691,8 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
     if (!ck.passed) sw.any_failed = true;
   }
   m.memory_guard = guard_figures;
+  m.bubble_ratio.samples = bubble_ratio_per_step(steps);
+  m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;
   result.config.time_scale = time_scale;
@@ -729,6 +758,11 @@ void run_command(const RunOptions& options) {
   agree(why.empty(), why, sw.rank, sw.comm);
 
   sw.environment = collect_environment(sw.comm);
+  // Ranks of the timed backend sleep through their actions, so more of them
+  // than cores do not take turns computing; only a backend that computes on
+  // the host CPU is oversubscribed by them.
+  sw.environment.oversubscribed =
+      sw.environment.oversubscribed && sw.plan.backend == BackendKind::kCpu;
   sw.transport = make_transport(transport_name(sw.plan.transport), sw.comm);
 
   SweepParams sp;

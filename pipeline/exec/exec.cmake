@@ -6,6 +6,7 @@ add_library(ppb_exec
   src/transport_registry.cpp
   src/backend_cpu.cpp
   src/backend_timed.cpp
+  src/planted_work.cpp
   src/backend_registry.cpp
   src/executor.cpp
   src/memory_guard.cpp

@@ -301,6 +301,75 @@ Timeline parse_timeline(const FieldReader& r, const json::value& v, const std::s
   });
 }
 
+// The regression gate's fields (the noise of a run and what makes a run
+// unfit for it), written and read in one place each. All are optional, so
+// files written before them still load.
+void write_gate_fields(const Result& result, json::object& root) {
+  json::object& config = root["config"].as_object();
+  config["min_time"] = num(result.config.min_time);
+  config["plant"] = result.config.plant;
+  json::object& env = root["environment"].as_object();
+  env["cores"] = result.environment.cores;
+  env["oversubscribed"] = result.environment.oversubscribed;
+  if (!result.metrics) return;
+  json::object& metrics = root["metrics"].as_object();
+  metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
+  if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
+    auto one = [](const SampleSpread& x) {
+      return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
+                          {"q1", num(x.q1)},  {"q3", num(x.q3)},         {"min", num(x.min)},
+                          {"max", num(x.max)}};
+    };
+    metrics["spread"] = json::object{{"step_time_seconds", one(sp->step_time_seconds)},
+                                     {"samples_per_second", one(sp->samples_per_second)},
+                                     {"bubble_ratio", one(sp->bubble_ratio)}};
+  }
+}
+
+void read_gate_fields(const FieldReader& r, const json::object& root, Result& out) {
+  auto dbl = [&r](const json::value& v, const std::string& p) { return r.number_or_null(v, p); };
+  auto str = [&r](const json::value& v, const std::string& p) { return r.string(v, p); };
+  const json::object& config = root.at("config").as_object();
+  out.config.min_time = r.optional_field(config, "config", "min_time", dbl, 0.0);
+  out.config.plant = r.optional_field(config, "config", "plant", str, std::string());
+  const json::object& env = root.at("environment").as_object();
+  out.environment.cores = r.optional_field(
+      env, "environment", "cores",
+      [&r](const json::value& v, const std::string& p) { return r.int32(v, p); }, 0);
+  out.environment.oversubscribed = r.optional_field(
+      env, "environment", "oversubscribed",
+      [&r](const json::value& v, const std::string& p) { return r.boolean(v, p); }, false);
+  if (!out.metrics) return;
+  const json::object& metrics = root.at("metrics").as_object();
+  const std::string bp = "metrics.bubble_ratio";
+  out.metrics->bubble_ratio.samples = r.optional_field(
+      metrics.at("bubble_ratio").as_object(), bp, "samples",
+      [&r, dbl](const json::value& v, const std::string& p) { return r.array(v, p, dbl); },
+      std::vector<double>{});
+  const json::value* sv = FieldReader::find(metrics, "spread");
+  if (sv == nullptr) return;
+  const std::string sp = "metrics.spread";
+  const json::object& so = r.object(*sv, sp);
+  auto one = [&](std::string_view key) {
+    const std::string q = join(sp, key);
+    const json::object& o = r.object(r.require(so, sp, key), q);
+    SampleSpread x;
+    x.n = r.field(o, q, "n",
+                  [&r](const json::value& v, const std::string& p) { return r.int32(v, p); });
+    x.median = r.field(o, q, "median", dbl);
+    x.mad = r.field(o, q, "mad", dbl);
+    x.q1 = r.field(o, q, "q1", dbl);
+    x.q3 = r.field(o, q, "q3", dbl);
+    x.min = r.field(o, q, "min", dbl);
+    x.max = r.field(o, q, "max", dbl);
+    return x;
+  };
+  SpreadFigures& f = out.metrics->spread.emplace();
+  f.step_time_seconds = one("step_time_seconds");
+  f.samples_per_second = one("samples_per_second");
+  f.bubble_ratio = one("bubble_ratio");
+}
+
 }  // namespace
 
 boost::json::value result_to_json(const Result& result) {
@@ -342,6 +411,7 @@ boost::json::value result_to_json(const Result& result) {
                                   {"build_type", e.build_type},
                                   {"hostname", e.hostname},
                                   {"cpu", e.cpu}};
+  write_gate_fields(result, o);
   return o;
 }
 
@@ -582,6 +652,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
     env.hostname = r.optional_field(e, p, "hostname", str, std::string());
     env.cpu = r.optional_field(e, p, "cpu", str, std::string());
   }
+  read_gate_fields(r, root, out);
   return out;
 }
 

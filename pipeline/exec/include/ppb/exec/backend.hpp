@@ -53,6 +53,10 @@ struct BackendConfig {
   float learning_rate = 1e-3f;  ///< cpu: SGD
   /// timed: wall seconds per modelled second; 0 = default_time_scale(costs).
   double time_scale = 0;
+  /// A slowdown planted to test the regression gate: this stage's actions
+  /// take plant_factor times as long (timed: longer or shorter sleeps; cpu:
+  /// extra real work after each action, so >= 1). 1 = none.
+  double plant_factor = 1;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
@@ -133,6 +137,7 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<CpuChunk>> chunks_;
   std::vector<int64_t> activation_bytes_;
   float learning_rate_;
+  double plant_factor_;  // BackendConfig::plant_factor
 };
 
 /// The `timed` backend: no computation. Each action sleeps until an absolute
@@ -179,6 +184,7 @@ class TimedBackend final : public Backend {
   int stage_ = 0;
   int chunks_ = 1;
   double time_scale_ = 1;
+  double plant_factor_ = 1;  // BackendConfig::plant_factor: scales every sleep
   int64_t counted_params_ = 0;
   std::vector<int> inflight_;  // per chunk: micro-batches holding activations
   // Weight stashing (count-only, as CpuChunk does it for real): per chunk
