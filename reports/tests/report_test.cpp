@@ -246,13 +246,16 @@ TEST(ReportClaims, UserReferenceFileInTheSameFormat) {
 
 // -------------------------------------------------------------- regression --
 
+// Ten timed steps, +/-1% apart: enough for the U test at alpha 0.01.
 std::vector<FixtureSpec> two(double slow_1f1b, double slow_gpipe) {
   FixtureSpec a;
   a.schedule = "1f1b";
   a.slowdown = slow_1f1b;
+  a.steps = 10;
   FixtureSpec b;
   b.schedule = "gpipe";
   b.slowdown = slow_gpipe;
+  b.steps = 10;
   return {a, b};
 }
 
@@ -260,16 +263,18 @@ TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
   const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
   FixtureSpec only_in_base;
   only_in_base.schedule = "pipedream";
+  only_in_base.steps = 10;
   write_fixture(base, only_in_base);
   const std::string cur = write_sweep(fresh_dir("cur"), two(1.10, 1.05));
   FixtureSpec only_now;
   only_now.schedule = "sync-1f1b";
+  only_now.steps = 10;
   write_fixture(cur, only_now);
 
   const std::string out_dir = fresh_dir("out");
   ReportOptions o;
   o.inputs = {cur};
-  o.baseline = base;
+  o.baselines = {base};
   o.junit = out_dir + "/junit.xml";
   o.markdown = out_dir + "/r.md";
   std::ostringstream out;
@@ -279,7 +284,7 @@ TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
   EXPECT_EQ(out.str().find("REGRESSION gpipe"), std::string::npos) << out.str();
 
   ModelOptions mo;
-  mo.threshold = 0.07;
+  mo.gate.threshold = 0.07;
   const ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(),
                                            load_results({base}, false), mo);
   ASSERT_TRUE(m.regression.has_value());
@@ -348,7 +353,7 @@ TEST(ReportJunit, ShapeThatCiSystemsRead) {
   const std::string path = fresh_dir("out") + "/junit.xml";
   ReportOptions o;
   o.inputs = {cur};
-  o.baseline = base;
+  o.baselines = {base};
   o.junit = path;
   std::ostringstream out;
   ASSERT_EQ(run_report(o, out), 1);
@@ -437,7 +442,9 @@ TEST(ReportCsv, RoundTrips) {
 }
 
 TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
-  const std::string dir = write_sweep(fresh_dir("sweep"), two(1.0, 1.0));
+  std::vector<FixtureSpec> specs = two(1.0, 1.0);
+  for (FixtureSpec& f : specs) f.steps = 3;
+  const std::string dir = write_sweep(fresh_dir("sweep"), specs);
   const std::string path = fresh_dir("out") + "/g.json";
   ReportOptions o;
   o.inputs = {dir};
