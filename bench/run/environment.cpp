@@ -1,6 +1,6 @@
 #include "run/environment.hpp"
 
-#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -32,13 +32,11 @@ std::string cpu_model_name() {
   return "";
 }
 
-// CPUs this process may run on (what `nproc` prints): the affinity mask,
-// which honours taskset and cgroup cpusets, unlike the machine's count.
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-  return CPU_COUNT(&set);
+// Online CPUs of the host. Not the affinity mask: mpirun binds each rank to
+// a core, so a rank's own mask says 1 whatever the host has.
+int host_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 0;
 }
 
 }  // namespace
@@ -64,7 +62,7 @@ ResultEnvironment collect_environment(MPI_Comm comm) {
       env.hosts.push_back(host);
     ++ranks_per_host[host];
   }
-  env.cores = usable_cores();
+  env.cores = host_cores();
   for (const auto& [host, n] : ranks_per_host) {
     env.oversubscribed = env.oversubscribed || (env.cores > 0 && n > env.cores);
   }

@@ -27,6 +27,16 @@ std::vector<double> bubble_ratio_per_step(const std::vector<StepMeasure>& steps)
   return out;
 }
 
+std::vector<std::vector<double>> busy_seconds_per_stage(const std::vector<StepMeasure>& steps) {
+  PPB_CHECK(!steps.empty(), "busy_seconds_per_stage without steps");
+  std::vector<std::vector<double>> out(steps.front().size());
+  for (const StepMeasure& step : steps) {
+    PPB_CHECK(step.size() == out.size(), "steps with different stage counts");
+    for (size_t s = 0; s < step.size(); ++s) out[s].push_back(compute_busy(step[s]));
+  }
+  return out;
+}
+
 SpreadFigures spread_figures(const std::vector<double>& step_seconds, int64_t samples_per_step,
                              const std::vector<double>& bubble_ratios) {
   PPB_CHECK(!step_seconds.empty() && !bubble_ratios.empty(), "spread of no steps");

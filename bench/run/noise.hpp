@@ -16,6 +16,10 @@ namespace ppb::run {
 /// the median step. REQUIRES: steps non-empty.
 std::vector<double> bubble_ratio_per_step(const std::vector<StepMeasure>& steps);
 
+/// Compute busy seconds of each stage in each step: [stage][step].
+/// REQUIRES: steps non-empty, all with the same stage count.
+std::vector<std::vector<double>> busy_seconds_per_stage(const std::vector<StepMeasure>& steps);
+
 /// Spread of step time, samples/s (samples_per_step / each step's time) and
 /// bubble ratio over the timed steps.
 /// REQUIRES: step_seconds and bubble_ratios non-empty, step times > 0.

@@ -692,6 +692,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   }
   m.memory_guard = guard_figures;
   m.bubble_ratio.samples = bubble_ratio_per_step(steps);
+  m.busy_seconds_per_stage = busy_seconds_per_stage(steps);
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;

@@ -341,6 +341,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   r.environment.cores = 2;
   r.environment.oversubscribed = true;
   r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
+  r.metrics->busy_seconds_per_stage = {{0.008, 0.0081, 0.0079}, {0.0077, 0.0078, 0.0076}};
   r.metrics->spread =
       SpreadFigures{.step_time_seconds = {3, 0.0101, 0.0002, 0.01, 0.0112, 0.0099, 0.0123},
                     .samples_per_second = {3, 792.1, 16.2, 711.4, 800.1, 650.4, 808.1},
@@ -358,6 +359,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
   erase_path(old, "metrics.spread");
+  erase_path(old, "metrics.busy_seconds_per_stage");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
   EXPECT_EQ(back.config.min_time, 0);
@@ -365,11 +367,17 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_FALSE(back.environment.oversubscribed);
   EXPECT_TRUE(back.metrics->bubble_ratio.samples.empty());
   EXPECT_FALSE(back.metrics->spread.has_value());
+  EXPECT_TRUE(back.metrics->busy_seconds_per_stage.empty());
 
   json::value bad = doc;
   find_path(bad, "metrics.spread.bubble_ratio")->as_object()["n"] = "three";
   EXPECT_EQ(error_of(bad),
             "r.json: field 'metrics.spread.bubble_ratio.n': expected an integer, got a string");
+  bad = doc;
+  find_path(bad, "metrics.busy_seconds_per_stage")->as_array().pop_back();
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.busy_seconds_per_stage': expected 2 entries (one per stage, "
+            "config.stages), got 1");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

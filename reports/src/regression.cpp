@@ -77,7 +77,7 @@ std::vector<double> pooled(const std::vector<NightSamples>& nights, size_t begin
 
 // What a figure is and which way is worse.
 struct FigureKind {
-  const char* name;
+  std::string name;
   bool relative;  // fractions (samples/s) or ratio points (bubble)
   int worse;      // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
 };
@@ -156,10 +156,10 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
       (v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved)) {
     v.arrived = nights.back().night;
   }
-  v.text = std::string(kind.name) + " " + format_number(v.reference) + " -> " +
-           format_number(v.current) + " (" + change_text(v.change, kind.relative) +
-           ", p=" + format_number(v.p) + ", band " + size_text(v.band, kind.relative) +
-           ", detectable " + size_text(v.detectable, kind.relative) + ", threshold " +
+  v.text = kind.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
+           change_text(v.change, kind.relative) + ", p=" + format_number(v.p) + ", band " +
+           size_text(v.band, kind.relative) + ", detectable " +
+           size_text(v.detectable, kind.relative) + ", threshold " +
            size_text(o.threshold, kind.relative) + ")";
   if (!v.arrived.empty()) v.text += ", since " + v.arrived;
   return v;
@@ -219,6 +219,26 @@ TrendPoint trend_point(const std::string& night, const Result& r) {
   return t;
 }
 
+// Each stage's compute time (seconds busy per step): a slowdown of one stage
+// shows here in full, where the step time dilutes it by the pipeline's other
+// stages. Only nights that recorded it take part.
+void decide_stages(RegressionRow& row, const std::vector<Matched>& ok, const ResultEntry& c,
+                   const std::string& tonight, const GateOptions& o) {
+  const std::vector<std::vector<double>>& cur = c.result.metrics->busy_seconds_per_stage;
+  for (size_t s = 0; s < cur.size(); ++s) {
+    std::vector<NightSamples> nights;
+    for (const Matched& m : ok) {
+      const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
+      if (b.size() == cur.size()) nights.push_back({m.night->name, b[s], 0});
+    }
+    if (nights.empty()) continue;
+    nights.push_back({tonight, cur[s], 0});
+    for (NightSamples& n : nights) n.median = spread(n.values).median;
+    row.metrics.push_back(
+        decide_sampled({"stage " + std::to_string(s) + " compute", true, +1}, nights, o));
+  }
+}
+
 void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& history,
                 const std::string& tonight, const GateOptions& o) {
   std::vector<Matched> ok;
@@ -249,6 +269,7 @@ void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matc
     row.metrics.push_back(decide_sampled({"samples/s", true, -1}, tp, o));
     row.metrics.push_back(decide_sampled({"bubble ratio", false, +1}, bp, o));
     row.metrics.push_back(decide_memory(mem, o));
+    decide_stages(row, ok, c, tonight, o);
     row.samples_change = row.metrics[0].change;
     row.detectable = row.metrics[0].detectable;
     row.bubble_change = row.metrics[1].change;

@@ -89,6 +89,17 @@ Result make_fixture(const FixtureSpec& f) {
       const double u = f.steps > 1 ? 2.0 * k / (f.steps - 1) - 1 : 0;
       m.bubble_ratio.samples.push_back(m.bubble_ratio.measured + f.bubble_noise * u);
     }
+    for (int st = 0; st < f.stages; ++st) {
+      const double busy =
+          sim.stages[static_cast<size_t>(st)].busy * (st == f.slow_stage ? f.stage_factor : 1.0);
+      std::vector<double> per_step;
+      for (int i = 0; i < f.steps; ++i) {
+        const int k = (i * 5 + st) % f.steps;
+        const double u = f.steps > 1 ? 2.0 * k / (f.steps - 1) - 1 : 0;
+        per_step.push_back(busy * (1 + f.noise * u));
+      }
+      m.busy_seconds_per_stage.push_back(per_step);
+    }
   }
 
   const int64_t params = int64_t{4} << 20;
@@ -139,6 +150,8 @@ Result make_fixture(const FixtureSpec& f) {
   r.environment.build_type = "RelWithDebInfo";
   r.environment.hostname = f.host;
   r.environment.cpu = "Fixture CPU @ 2.0GHz";
+  r.environment.cores = 2;
+  r.environment.oversubscribed = f.oversubscribed;
   return r;
 }
 

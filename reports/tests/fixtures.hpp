@@ -28,6 +28,10 @@ struct FixtureSpec {
   int steps = 3;
   double noise = 0.01;
   double bubble_noise = 0.002;
+  /// With steps != 3, each stage's busy seconds per step (simulated busy,
+  /// +/- noise) are recorded too; stage `slow_stage` (if >= 0) busy x stage_factor.
+  int slow_stage = -1;
+  double stage_factor = 1.0;
   double skew = 0;  ///< stage 0's actions take (1 + skew) x as long (an unbalanced partition)
   int generated_inflight =
       0;  ///< in-flight limit the schedule ran with (adaptive's guard), 0 = inflight
@@ -37,7 +41,8 @@ struct FixtureSpec {
   std::string host = "node1";
   std::string git = "abc1234";
   std::string date = "2026-11-29T07:00:00Z";
-  std::string plant;  ///< config.plant
+  std::string plant;            ///< config.plant
+  bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
 };
 
 /// A consistent "ok" result for the spec.

@@ -314,6 +314,9 @@ void write_gate_fields(const Result& result, json::object& root) {
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
+  metrics["busy_seconds_per_stage"] =
+      array_of(result.metrics->busy_seconds_per_stage,
+               [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
   if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
     auto one = [](const SampleSpread& x) {
       return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
@@ -346,6 +349,21 @@ void read_gate_fields(const FieldReader& r, const json::object& root, Result& ou
       metrics.at("bubble_ratio").as_object(), bp, "samples",
       [&r, dbl](const json::value& v, const std::string& p) { return r.array(v, p, dbl); },
       std::vector<double>{});
+  out.metrics->busy_seconds_per_stage = r.optional_field(
+      metrics, "metrics", "busy_seconds_per_stage",
+      [&r, dbl](const json::value& v, const std::string& p) {
+        return r.array(v, p, [&r, dbl](const json::value& x, const std::string& q) {
+          return r.array(x, q, dbl);
+        });
+      },
+      std::vector<std::vector<double>>{});
+  const size_t stages = static_cast<size_t>(out.config.stages);
+  const size_t busy = out.metrics->busy_seconds_per_stage.size();
+  if (busy != 0 && busy != stages) {
+    r.fail("metrics.busy_seconds_per_stage", "expected " + std::to_string(stages) +
+                                                 " entries (one per stage, config.stages), got " +
+                                                 std::to_string(busy));
+  }
   const json::value* sv = FieldReader::find(metrics, "spread");
   if (sv == nullptr) return;
   const std::string sp = "metrics.spread";

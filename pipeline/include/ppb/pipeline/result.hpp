@@ -218,6 +218,10 @@ struct ResultMetrics {
   std::optional<CheckFigures> check;               ///< optional: absent without --check
   std::optional<MemoryGuardFigures> memory_guard;  ///< optional: absent unless a guard ran
   std::optional<SpreadFigures> spread;             ///< optional: absent in older files
+  /// optional: per stage, the compute busy seconds (F/B/I/W) of each timed
+  /// step, in run order (JSON: busy_seconds_per_stage). A slowdown of one
+  /// stage shows here in full, where the step time dilutes it.
+  std::vector<std::vector<double>> busy_seconds_per_stage;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

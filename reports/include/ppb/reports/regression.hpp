@@ -13,6 +13,9 @@
 //    size: the smallest detectable change (max of threshold, band and the
 //    shift the U test needs given both samples' spread and sizes) must not
 //    exceed the threshold; otherwise the figure is "undecidable".
+//  * compute time of each stage (busy seconds per step), relative, decided
+//    as samples/s is (a rise is worse): a slowdown of one stage shows here in
+//    full, where the step time dilutes it by the other stages.
 //  * peak memory (max over stages) is deterministic: growth beyond the
 //    threshold is a regression, exactly, with no test.
 //  * status: ok in the latest night, anything else tonight is a regression.
