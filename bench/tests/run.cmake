@@ -94,3 +94,13 @@ ppb_run_failure(run_fail_check_timed 2 "--check: compares real gradients"
 ppb_run_failure(run_fail_timeout 1 "rank 1: step 0 stuck for .* in F0"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b --partition layer --microbatches 2
   -n 1 -w 0 -T 2 --debug-stall-rank 1 --out ${PPB_RUN_OUT}/fail-timeout)
+
+# The regression gate end to end on real runs (bench/tests/gate_e2e.sh):
+# unchanged nights gate clean, a planted slowdown of one stage (timed 10%,
+# cpu 20%) is a regression named with its night, a planted speed-up an
+# improvement. RUN_SERIAL: the gate's figures are timings.
+foreach(backend timed cpu)
+  add_test(NAME run_gate_e2e_${backend}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gate_e2e.sh $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${backend})
+  set_tests_properties(run_gate_e2e_${backend} PROPERTIES LABELS mpi TIMEOUT 300 RUN_SERIAL TRUE)
+endforeach()
