@@ -1,6 +1,6 @@
 // `pipebench report DIR... [--reference FILE] [--reference-setup] [--baseline PATH]...
 //   [--html F] [--md F] [--junit F] [--csv F] [--gbench F] [--threshold 0.07]
-//   [--alpha 0.01] [--history-window 10] [--gate-oversubscribed]
+//   [--alpha 0.01] [--history-window 10] [--max-foreign-cpu 0.2] [--gate-oversubscribed]
 //   [--memory-budget BYTES] [--skip-bad]`
 // A thin adapter: the work is ppb::reports::run_report (reports/), which reads
 // JSON only. Exit 1 on a regression against --baseline, 2 on bad input.
@@ -42,6 +42,9 @@ void register_report(CLI::App& app) {
                   "Significance level of the gate's Mann-Whitney U test (default 0.01)");
   cmd->add_option("--history-window", o.window,
                   "Most recent earlier nights the gate compares with (default 10)");
+  cmd->add_option("--max-foreign-cpu", o.max_foreign_cpu,
+                  "Timings taken while other processes used more than this share of the host's "
+                  "CPU are not judged (default 0.2)");
   cmd->add_flag("--gate-oversubscribed", o.gate_oversubscribed,
                 "Gate results of oversubscribed runs too (left out by default)");
   cmd->add_option("--memory-budget", flags->memory_budget,

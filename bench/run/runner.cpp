@@ -33,6 +33,7 @@
 #include "ppb/profiling/nvtx.hpp"
 #include "ppb/profiling/trace.hpp"
 #include "run/environment.hpp"
+#include "run/host_load.hpp"
 #include "run/metrics.hpp"
 #include "run/noise.hpp"
 #include "run/progress.hpp"
@@ -522,6 +523,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   bool stash_check = false;
   int64_t stash_used = 0;
   double time_scale = 0;
+  double foreign_cpu = kNaN;  // HostLoadMeter: NaN = unknown
   std::optional<MemoryGuardFigures> guard_figures;
   Schedule last_schedule = schedule;
 
@@ -627,9 +629,12 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
           stash_used = used_total;
         }
         for (int w = 0; w < sw.options.warmup; ++w) (void)step();
+        HostLoadMeter load(sw.comm);
+        load.begin();
         probe.measure_begin();
         time_steps(sw, step, timed);
         probe.measure_end();
+        foreign_cpu = load.end();
 
         for (const RankStep& s : timed) {
           memory.peak_total = std::max(memory.peak_total, s.record.peak_bytes);
@@ -693,6 +698,7 @@ Result run_combination(Sweep& sw, const Combination& c, bool& wrote_trace) {
   m.memory_guard = guard_figures;
   m.bubble_ratio.samples = bubble_ratio_per_step(steps);
   m.busy_seconds_per_stage = busy_seconds_per_stage(steps);
+  if (std::isfinite(foreign_cpu)) m.foreign_cpu = foreign_cpu;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;

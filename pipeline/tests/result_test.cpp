@@ -342,6 +342,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   r.environment.oversubscribed = true;
   r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
   r.metrics->busy_seconds_per_stage = {{0.008, 0.0081, 0.0079}, {0.0077, 0.0078, 0.0076}};
+  r.metrics->foreign_cpu = 0.125;
   r.metrics->spread =
       SpreadFigures{.step_time_seconds = {3, 0.0101, 0.0002, 0.01, 0.0112, 0.0099, 0.0123},
                     .samples_per_second = {3, 792.1, 16.2, 711.4, 800.1, 650.4, 808.1},
@@ -360,6 +361,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "metrics.bubble_ratio.samples");
   erase_path(old, "metrics.spread");
   erase_path(old, "metrics.busy_seconds_per_stage");
+  erase_path(old, "metrics.foreign_cpu");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
   EXPECT_EQ(back.config.min_time, 0);
@@ -368,6 +370,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_TRUE(back.metrics->bubble_ratio.samples.empty());
   EXPECT_FALSE(back.metrics->spread.has_value());
   EXPECT_TRUE(back.metrics->busy_seconds_per_stage.empty());
+  EXPECT_FALSE(back.metrics->foreign_cpu.has_value());
 
   json::value bad = doc;
   find_path(bad, "metrics.spread.bubble_ratio")->as_object()["n"] = "three";

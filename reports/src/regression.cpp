@@ -219,6 +219,25 @@ TrendPoint trend_point(const std::string& night, const Result& r) {
   return t;
 }
 
+// The share of the host's CPU other processes used while `r` was timed,
+// when it is over the limit; -1 when within it or unknown.
+double busy_host(const Result& r, const GateOptions& o) {
+  if (!r.metrics || !r.metrics->foreign_cpu) return -1;
+  return *r.metrics->foreign_cpu > o.max_foreign_cpu ? *r.metrics->foreign_cpu : -1;
+}
+
+// A timing figure the gate declines to judge, and why.
+MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why) {
+  MetricVerdict v;
+  v.name = name;
+  v.relative = relative;
+  v.status = RegressionStatus::kUndecidable;
+  v.reference = v.current = v.change = kNaN;
+  v.detectable = kInf;
+  v.text = name + " not judged: " + why;
+  return v;
+}
+
 // Each stage's compute time (seconds busy per step): a slowdown of one stage
 // shows here in full, where the step time dilutes it by the pipeline's other
 // stages. Only nights that recorded it take part.
@@ -252,24 +271,44 @@ void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matc
                           (c.result.error.empty() ? "" : ": " + c.result.error));
   }
   if (cur_ok && !ok.empty()) {
-    std::vector<NightSamples> tp, bp;
+    // Timings of a night whose host was busy with other work are not
+    // compared; memory is, from every night.
+    std::vector<Matched> quiet;
     std::vector<std::pair<std::string, double>> mem;
     for (const Matched& m : ok) {
       row.trend.push_back(trend_point(m.night->name, m.entry->result));
-      tp.push_back({m.night->name, throughput_samples(m.entry->result), 0});
-      bp.push_back({m.night->name, bubble_samples(m.entry->result), 0});
       mem.emplace_back(m.night->name, peak_memory_bytes(m.entry->result));
+      if (busy_host(m.entry->result, o) < 0) quiet.push_back(m);
     }
     row.trend.push_back(trend_point(tonight, c.result));
-    tp.push_back({tonight, throughput_samples(c.result), 0});
-    bp.push_back({tonight, bubble_samples(c.result), 0});
     mem.emplace_back(tonight, peak_memory_bytes(c.result));
-    for (NightSamples& n : tp) n.median = spread(n.values).median;
-    for (NightSamples& n : bp) n.median = spread(n.values).median;
-    row.metrics.push_back(decide_sampled({"samples/s", true, -1}, tp, o));
-    row.metrics.push_back(decide_sampled({"bubble ratio", false, +1}, bp, o));
-    row.metrics.push_back(decide_memory(mem, o));
-    decide_stages(row, ok, c, tonight, o);
+    const double busy_tonight = busy_host(c.result, o);
+    if (busy_tonight >= 0 || quiet.empty()) {
+      const std::string why =
+          busy_tonight >= 0
+              ? "the host was busy: other processes used " + format_fixed(busy_tonight * 100, 0) +
+                    "% of its CPU during tonight's timed steps (limit " +
+                    format_trimmed(o.max_foreign_cpu * 100) + "%)"
+              : "every earlier night's host was busy with other processes (limit " +
+                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
+      row.metrics.push_back(not_judged("samples/s", true, why));
+      row.metrics.push_back(not_judged("bubble ratio", false, why));
+      row.metrics.push_back(decide_memory(mem, o));
+    } else {
+      std::vector<NightSamples> tp, bp;
+      for (const Matched& m : quiet) {
+        tp.push_back({m.night->name, throughput_samples(m.entry->result), 0});
+        bp.push_back({m.night->name, bubble_samples(m.entry->result), 0});
+      }
+      tp.push_back({tonight, throughput_samples(c.result), 0});
+      bp.push_back({tonight, bubble_samples(c.result), 0});
+      for (NightSamples& n : tp) n.median = spread(n.values).median;
+      for (NightSamples& n : bp) n.median = spread(n.values).median;
+      row.metrics.push_back(decide_sampled({"samples/s", true, -1}, tp, o));
+      row.metrics.push_back(decide_sampled({"bubble ratio", false, +1}, bp, o));
+      row.metrics.push_back(decide_memory(mem, o));
+      decide_stages(row, quiet, c, tonight, o);
+    }
     row.samples_change = row.metrics[0].change;
     row.detectable = row.metrics[0].detectable;
     row.bubble_change = row.metrics[1].change;

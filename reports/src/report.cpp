@@ -62,6 +62,10 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     throw UsageError("--alpha: expected a significance level in (0, 1), got " +
                      format_exact(o.alpha));
   }
+  if (!(o.max_foreign_cpu >= 0 && o.max_foreign_cpu <= 1)) {
+    throw UsageError("--max-foreign-cpu: expected a fraction in [0, 1], got " +
+                     format_exact(o.max_foreign_cpu));
+  }
   if (o.window < 1)
     throw UsageError("--history-window: expected >= 1 night, got " + std::to_string(o.window));
   LoadedResults loaded = load_results(o.inputs, o.skip_bad);
@@ -82,6 +86,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   mo.gate.alpha = o.alpha;
   mo.gate.window = o.window;
   mo.gate.include_oversubscribed = o.gate_oversubscribed;
+  mo.gate.max_foreign_cpu = o.max_foreign_cpu;
   mo.tonight = tonight_name(o.inputs);
   mo.memory_budget = o.memory_budget;
   ReportModel model =

@@ -83,6 +83,7 @@ Result make_fixture(const FixtureSpec& f) {
   }
   m.bubble_ratio.measured = ratio_sum / f.stages;
   m.bubble_overhead.measured = idle_sum / busy_sum;
+  if (f.foreign_cpu >= 0) m.foreign_cpu = f.foreign_cpu;
   if (f.steps != 3) {
     for (int i = 0; i < f.steps; ++i) {
       const int k = (i * 3) % f.steps;

@@ -43,6 +43,7 @@ struct FixtureSpec {
   std::string date = "2026-11-29T07:00:00Z";
   std::string plant;            ///< config.plant
   bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
+  double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)
 };
 
 /// A consistent "ok" result for the spec.

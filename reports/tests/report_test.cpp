@@ -496,6 +496,33 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
   EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
 }
 
+TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
+  std::vector<FixtureSpec> busy = two(1.5, 1.0);
+  for (FixtureSpec& f : busy) f.foreign_cpu = 0.45;
+  busy[1].extra_memory = 4 * kMiB;  // memory is still compared
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, busy), {base});
+  const RegressionRow& slow = row_of(s, "1f1b");
+  EXPECT_EQ(slow.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(slow.notes.at(0),
+            "undecidable: samples/s not judged: the host was busy: other processes used 45% of "
+            "its CPU during tonight's timed steps (limit 20%)");
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
+  ASSERT_EQ(row_of(s, "gpipe").reasons.size(), 1u);
+  EXPECT_EQ(row_of(s, "gpipe").reasons[0].rfind("peak memory ", 0), 0u);
+  // A busy earlier night is left out of the reference: its slow figures do
+  // not hide tonight's regression.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  std::vector<FixtureSpec> slow_busy = two(1.3, 1.3);
+  for (FixtureSpec& f : slow_busy) f.foreign_cpu = 0.6;
+  night(root, "n2", 2, slow_busy);
+  const RegressionSummary t = gate(night(fresh_dir("cur"), "t", 3, two(1.12, 1.0)), {root});
+  EXPECT_EQ(row_of(t, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NEAR(row_of(t, "1f1b").samples_change, 1 / 1.12 - 1, 1e-9);
+  EXPECT_EQ(row_of(t, "gpipe").status, RegressionStatus::kPass);
+}
+
 TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
   const std::string a = night(fresh_dir("a"), "older", 1, two(1.0, 1.0));
   const std::string b = night(fresh_dir("b"), "newer", 2, two(1.0, 1.0));

@@ -314,6 +314,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
+  if (result.metrics->foreign_cpu) metrics["foreign_cpu"] = num(*result.metrics->foreign_cpu);
   metrics["busy_seconds_per_stage"] =
       array_of(result.metrics->busy_seconds_per_stage,
                [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
@@ -349,6 +350,8 @@ void read_gate_fields(const FieldReader& r, const json::object& root, Result& ou
       metrics.at("bubble_ratio").as_object(), bp, "samples",
       [&r, dbl](const json::value& v, const std::string& p) { return r.array(v, p, dbl); },
       std::vector<double>{});
+  if (const json::value* fv = FieldReader::find(metrics, "foreign_cpu"))
+    out.metrics->foreign_cpu = r.number(*fv, "metrics.foreign_cpu");
   out.metrics->busy_seconds_per_stage = r.optional_field(
       metrics, "metrics", "busy_seconds_per_stage",
       [&r, dbl](const json::value& v, const std::string& p) {

@@ -222,6 +222,10 @@ struct ResultMetrics {
   /// step, in run order (JSON: busy_seconds_per_stage). A slowdown of one
   /// stage shows here in full, where the step time dilutes it.
   std::vector<std::vector<double>> busy_seconds_per_stage;
+  /// optional (number or null): share of the busiest host's CPU time that
+  /// processes other than this run's ranks used during the timed steps, in
+  /// [0, 1]; absent when unknown (older files, no /proc/stat).
+  std::optional<double> foreign_cpu;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

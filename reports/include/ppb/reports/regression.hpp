@@ -25,7 +25,10 @@
 // with the night it arrived. Otherwise tonight is compared with every
 // night of the window.
 // Results of an oversubscribed run (environment.oversubscribed) are kept out
-// by default, on either side. A planted slowdown (config.plant) is named on
+// by default, on either side. Timings taken on a busy host (other processes
+// used more than max_foreign_cpu of its CPU during the timed steps) are not
+// judged: tonight's make its timing figures undecidable, an earlier night's
+// is left out of the reference; memory is still compared. A planted slowdown (config.plant) is named on
 // the row, so a planted run is never mistaken for a real one.
 #pragma once
 
@@ -45,6 +48,9 @@ struct GateOptions {
   double alpha = 0.01;                  ///< --alpha: significance level of the U test
   int window = 10;                      ///< --history-window: most recent nights compared
   bool include_oversubscribed = false;  ///< --gate-oversubscribed
+  /// --max-foreign-cpu: timings taken while other processes used more than
+  /// this share of the host's CPU (metrics.foreign_cpu) are not judged.
+  double max_foreign_cpu = 0.2;
 };
 
 enum class RegressionStatus : uint8_t {

@@ -27,6 +27,7 @@ struct ReportOptions {
   double alpha = 0.01;                             ///< --alpha, the U test's level
   int window = 10;                                 ///< --history-window, nights
   bool gate_oversubscribed = false;                ///< --gate-oversubscribed
+  double max_foreign_cpu = 0.2;                    ///< --max-foreign-cpu, a fraction
   int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
   bool skip_bad = false;                           ///< --skip-bad
 };
@@ -38,7 +39,7 @@ struct ReportOptions {
 /// Throws UsageError (exit 2) for bad input: no inputs, a missing folder,
 /// a bad result file (without skip_bad), nothing to report, a bad reference
 /// file, a bad baseline, threshold outside [0, 1), alpha outside (0, 1), a
-/// window < 1.
+/// window < 1, max_foreign_cpu outside [0, 1].
 int run_report(const ReportOptions& options, std::ostream& out);
 
 }  // namespace ppb::reports
