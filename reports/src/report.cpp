@@ -43,8 +43,11 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
   }
   for (const RegressionRow& row : r.rows) {
     if (row.status != RegressionStatus::kImproved) continue;
-    for (const std::string& n : row.notes)
-      out << "  IMPROVEMENT " << row.label << ": " << n << "\n";
+    for (const std::string& n : row.notes) {
+      const std::string kind = "improvement: ";
+      if (n.rfind(kind, 0) == 0)
+        out << "  IMPROVEMENT " << row.label << ": " << n.substr(kind.size()) << "\n";
+    }
   }
 }
 
