@@ -28,8 +28,8 @@
 // by default, on either side. Timings taken on a busy host (other processes
 // used more than max_foreign_cpu of its CPU during the timed steps) are not
 // judged: tonight's make its timing figures undecidable, an earlier night's
-// is left out of the reference; memory is still compared. A planted slowdown (config.plant) is named on
-// the row, so a planted run is never mistaken for a real one.
+// is left out of the reference; memory is still compared. A planted slowdown (config.plant) is
+// named on the row, so a planted run is never mistaken for a real one.
 #pragma once
 
 #include <cstdint>
