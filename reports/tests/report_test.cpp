@@ -470,8 +470,8 @@ TEST(ReportGate, OneSlowStageIsCaughtInItsComputeTime) {
 TEST(ReportGate, MemoryGrowthIsExactAndNamesItsNight) {
   const std::string root = fresh_dir("nights");
   std::vector<FixtureSpec> grown = two(1.0, 1.0);
-  grown[0].extra_memory = 2 * kMiB;    // 16.75 -> 18.75 MiB on 1f1b
-  grown[1].extra_memory = 512 * 1024;  // +2.4% on gpipe: below the threshold
+  grown[0].extra_memory = 2 * kMiB;             // 16.75 -> 18.75 MiB on 1f1b
+  grown[1].extra_memory = int64_t{512} * 1024;  // +2.4% on gpipe: below the threshold
   night(root, "n1", 1, two(1.0, 1.0));
   night(root, "n2", 2, grown);
   const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 3, grown), {root});
