@@ -324,8 +324,11 @@ void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matc
     undecidable = undecidable || v.status == RegressionStatus::kUndecidable;
     const bool moved =
         v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
-    if (moved && (row.arrived.empty() || v.status == RegressionStatus::kRegressed))
-      row.arrived = v.arrived;
+    // The row's night: that of its first regressed figure (samples/s first),
+    // else of its first improved one.
+    const bool first_regression =
+        v.status == RegressionStatus::kRegressed && row.reasons.size() == 1;
+    if (moved && (row.arrived.empty() || first_regression)) row.arrived = v.arrived;
   }
   if (!row.reasons.empty()) {
     row.status = RegressionStatus::kRegressed;
