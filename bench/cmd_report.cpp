@@ -1,5 +1,6 @@
-// `pipebench report DIR... [--reference FILE] [--reference-setup] [--baseline DIR]
+// `pipebench report DIR... [--reference FILE] [--reference-setup] [--baseline PATH]...
 //   [--html F] [--md F] [--junit F] [--csv F] [--gbench F] [--threshold 0.07]
+//   [--alpha 0.01] [--history-window 10] [--max-foreign-cpu 0.2] [--gate-oversubscribed]
 //   [--memory-budget BYTES] [--skip-bad]`
 // A thin adapter: the work is ppb::reports::run_report (reports/), which reads
 // JSON only. Exit 1 on a regression against --baseline, 2 on bad input.
@@ -28,13 +29,24 @@ void register_report(CLI::App& app) {
                   "Reference file of claims (default: the built-in documents.json)");
   cmd->add_flag("--reference-setup", o.reference_setup,
                 "The setup matches the documents': check their absolute figures too");
-  cmd->add_option("--baseline", o.baseline, "Baseline result folder: regressions exit with code 1");
+  cmd->add_option("--baseline", o.baselines,
+                  "Earlier runs (repeatable): a result folder per night, or a folder of nights; "
+                  "regressions exit with code 1");
   cmd->add_option("--html", o.html, "Write the HTML report (one self-contained file)");
   cmd->add_option("--md", o.markdown, "Write the Markdown summary");
   cmd->add_option("--junit", o.junit, "Write JUnit XML (one test case per combination)");
   cmd->add_option("--csv", o.csv, "Write one CSV row per result");
   cmd->add_option("--gbench", o.gbench, "Write Google Benchmark JSON (for compare.py)");
   cmd->add_option("--threshold", o.threshold, "Regression threshold as a fraction (default 0.07)");
+  cmd->add_option("--alpha", o.alpha,
+                  "Significance level of the gate's Mann-Whitney U test (default 0.01)");
+  cmd->add_option("--history-window", o.window,
+                  "Most recent earlier nights the gate compares with (default 10)");
+  cmd->add_option("--max-foreign-cpu", o.max_foreign_cpu,
+                  "Timings taken while other processes used more than this share of the host's "
+                  "CPU are not judged (default 0.2)");
+  cmd->add_flag("--gate-oversubscribed", o.gate_oversubscribed,
+                "Gate results of oversubscribed runs too (left out by default)");
   cmd->add_option("--memory-budget", flags->memory_budget,
                   "Memory budget per stage for the verdict (e.g. 16GiB)");
   cmd->add_flag("--skip-bad", o.skip_bad,

@@ -54,6 +54,15 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-n,--iters", o.iters, "Timed iterations (steps)")->capture_default_str();
   cmd->add_option("-w,--warmup", o.warmup, "Warm-up iterations (not timed)")->capture_default_str();
+  cmd->add_option("--min-time", o.min_time,
+                  "After --iters timed steps, keep timing until they sum to this many seconds "
+                  "(0 = exactly --iters)")
+      ->capture_default_str();
+  cmd->add_option("--max-iters", o.max_iters, "Cap on timed steps under --min-time")
+      ->capture_default_str();
+  cmd->add_option("--plant", o.plant,
+                  "STAGE:FACTOR: plant a slowdown of one stage's actions to test the regression "
+                  "gate (recorded in the results as config.plant)");
   cmd->add_option("--out", o.out, "Result folder (default results/<UTC date-time>)")
       ->check(non_empty("a folder"));
   cmd->add_flag("--resume", o.resume, "Skip combinations whose result file exists");

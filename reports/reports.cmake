@@ -20,6 +20,8 @@ add_library(ppb_reports
   ${CMAKE_CURRENT_SOURCE_DIR}/src/format.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/reference.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/claims.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/stats.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/history.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/regression.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/predict.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/report_model.cpp

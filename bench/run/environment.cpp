@@ -1,8 +1,11 @@
 #include "run/environment.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,13 @@ std::string cpu_model_name() {
   return "";
 }
 
+// Online CPUs of the host. Not the affinity mask: mpirun binds each rank to
+// a core, so a rank's own mask says 1 whatever the host has.
+int host_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 0;
+}
+
 }  // namespace
 
 ResultEnvironment collect_environment(MPI_Comm comm) {
@@ -43,12 +53,18 @@ ResultEnvironment collect_environment(MPI_Comm comm) {
   std::vector<char> all(static_cast<size_t>(size) * MPI_MAX_PROCESSOR_NAME, '\0');
   PPB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
                               MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm));
+  std::map<std::string, int> ranks_per_host;
   for (int r = 0; r < size; ++r) {
     const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     std::string host(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
     if (r == 0) env.hostname = host;
     if (std::find(env.hosts.begin(), env.hosts.end(), host) == env.hosts.end())
       env.hosts.push_back(host);
+    ++ranks_per_host[host];
+  }
+  env.cores = host_cores();
+  for (const auto& [host, n] : ranks_per_host) {
+    env.oversubscribed = env.oversubscribed || (env.cores > 0 && n > env.cores);
   }
 
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};

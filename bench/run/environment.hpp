@@ -12,8 +12,10 @@ namespace ppb::run {
 /// fills the rest from rank-local facts: MPI_Get_library_version (first
 /// line), build_info() (git revision, compiler, build type), the CPU model
 /// (/proc/cpuinfo), "none" for cuda and driver and no gpus (this build has
-/// no cuda backend). `date` is left empty: each result stamps its own.
-/// REQUIRES: MPI initialised; called by every rank of `comm`.
+/// no cuda backend), cores = online CPUs of rank 0's host (sysconf; a
+/// rank's affinity mask would show its binding, not the host), oversubscribed = some host runs more
+/// ranks than it has cores (all hosts assumed alike). `date` is left empty: each result stamps its
+/// own. REQUIRES: MPI initialised; called by every rank of `comm`.
 ResultEnvironment collect_environment(MPI_Comm comm);
 
 }  // namespace ppb::run

@@ -5,6 +5,8 @@ add_library(ppb_run STATIC
   run/run_options.cpp
   run/sweep.cpp
   run/metrics.cpp
+  run/noise.cpp
+  run/host_load.cpp
   run/environment.cpp
   run/progress.cpp
   run/runner.cpp
@@ -14,5 +16,5 @@ add_library(ppb_run STATIC
 )
 add_library(ppb::run ALIAS ppb_run)
 target_include_directories(ppb_run PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(ppb_run PUBLIC ppb_cli ppb::core ppb::exec ppb::profiling MPI::MPI_CXX PRIVATE ppb::warnings)
+target_link_libraries(ppb_run PUBLIC ppb_cli ppb::core ppb::exec ppb::profiling MPI::MPI_CXX PRIVATE ppb::reports ppb::warnings)
 list(APPEND PPB_COMMAND_LIBS ppb::run)

@@ -93,6 +93,40 @@ const Info& registered(const char* flag, const char* what, const std::vector<Inf
                    "s: " + join(names) + ")");
 }
 
+/// --plant STAGE:FACTOR into the plan.
+void parse_plant(const std::string& text, int world_size, const BackendInfo& backend,
+                 RunPlan& plan) {
+  if (text.empty()) return;
+  const std::string usage = "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '" + text + "'";
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) throw UsageError(usage);
+  std::size_t used = 0;
+  int stage = 0;
+  double factor = 0;
+  try {
+    stage = std::stoi(text.substr(0, colon), &used);
+    if (used != colon) throw UsageError(usage);
+    factor = std::stod(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) throw UsageError(usage);
+  } catch (const std::logic_error&) {
+    throw UsageError(usage);
+  }
+  if (stage < 0 || stage >= world_size) {
+    throw UsageError("--plant: stage " + std::to_string(stage) + " is not one of the " +
+                     std::to_string(world_size) + " stages (0.." + std::to_string(world_size - 1) +
+                     ")");
+  }
+  if (!(factor > 0) || !std::isfinite(factor))
+    throw UsageError("--plant: expected a factor > 0, got " + text.substr(colon + 1));
+  if (factor < 1 && !backend.modelled_time) {
+    throw UsageError("--plant: the " + backend.name +
+                     " backend can only add work (factor >= 1), got " + text.substr(colon + 1));
+  }
+  plan.plant_stage = stage;
+  plan.plant_factor = factor;
+  plan.plant_label = "stage " + std::to_string(stage) + " x" + text.substr(colon + 1);
+}
+
 }  // namespace
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
@@ -111,6 +145,13 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.stages = world_size;
   if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
   if (o.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
+  if (!(o.min_time >= 0) || !std::isfinite(o.min_time)) {
+    throw UsageError("--min-time: expected seconds >= 0, got " + std::to_string(o.min_time));
+  }
+  if (o.max_iters < o.iters) {
+    throw UsageError("--max-iters: expected >= --iters (" + std::to_string(o.iters) + "), got " +
+                     std::to_string(o.max_iters));
+  }
   if (o.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(o.chunks));
   if (o.inflight < 0)
     throw UsageError("--inflight: expected >= 1, got " + std::to_string(o.inflight));
@@ -143,6 +184,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     throw UsageError("--check: compares real gradients, which only --backend " + real +
                      " computes (got --backend " + backend.name + ")");
   }
+  parse_plant(o.plant, world_size, backend, plan);
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");
     if (plan.memory_budget <= 0)

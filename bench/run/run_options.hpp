@@ -25,21 +25,31 @@ struct RunOptions {
   std::string transport;           ///< --transport ("" = the first registered transport)
   int iters = 10;                  ///< --iters / -n
   int warmup = 2;                  ///< --warmup / -w
-  std::string out;                 ///< --out (default results/<UTC date-time>)
-  bool resume = false;             ///< --resume
-  bool trace = false;              ///< --trace
-  bool check = false;              ///< --check / -c
-  std::string profile;             ///< --profile a,b: collectors (collector.hpp)
-  std::string memory_budget;       ///< --memory-budget BYTES ("" = none)
-  double memory_guard = 0.85;      ///< --memory-guard
-  double timeout = 0;              ///< --timeout / -T seconds (0 = no watchdog)
-  int chunks = 2;                  ///< --chunks V (interleaved-1f1b)
-  int inflight = 0;                ///< --inflight N (0 = P)
-  int sync_warmup = 1;             ///< --sync-warmup K (hybrid)
-  int batches = 2;                 ///< --batches B (pipedream)
-  double time_scale = 0;           ///< --time-scale (0 = automatic)
-  uint64_t seed = 1;               ///< --seed
-  int stages = 0;                  ///< --stages P (0 = the world size)
+  /// --min-time: after the --iters timed steps, keep timing steps until
+  /// their summed time reaches this many seconds (Google Benchmark's
+  /// --benchmark_min_time, applied to pipeline steps), so a fast combination
+  /// gets enough samples to show its noise. 0 = exactly --iters steps.
+  double min_time = 0;
+  int max_iters = 1000;  ///< --max-iters: cap on timed steps under --min-time
+  /// --plant STAGE:FACTOR: a planted slowdown (factor > 1) or speed-up
+  /// (timed backend only, factor < 1) of one stage, to test the regression
+  /// gate end to end; recorded in every result's config.plant.
+  std::string plant;
+  std::string out;             ///< --out (default results/<UTC date-time>)
+  bool resume = false;         ///< --resume
+  bool trace = false;          ///< --trace
+  bool check = false;          ///< --check / -c
+  std::string profile;         ///< --profile a,b: collectors (collector.hpp)
+  std::string memory_budget;   ///< --memory-budget BYTES ("" = none)
+  double memory_guard = 0.85;  ///< --memory-guard
+  double timeout = 0;          ///< --timeout / -T seconds (0 = no watchdog)
+  int chunks = 2;              ///< --chunks V (interleaved-1f1b)
+  int inflight = 0;            ///< --inflight N (0 = P)
+  int sync_warmup = 1;         ///< --sync-warmup K (hybrid)
+  int batches = 2;             ///< --batches B (pipedream)
+  double time_scale = 0;       ///< --time-scale (0 = automatic)
+  uint64_t seed = 1;           ///< --seed
+  int stages = 0;              ///< --stages P (0 = the world size)
   /// --device D: the cost model of the timed backend and of `balanced`'s
   /// pricing (device.hpp presets).
   std::string device = "cpu";
@@ -64,6 +74,9 @@ struct RunPlan {
   int stages = 1;                       ///< P = world size
   int inflight = 1;                     ///< N after defaulting to P
   int64_t memory_budget = 0;            ///< bytes, 0 = none
+  int plant_stage = -1;                 ///< --plant: the planted stage (-1 = none)
+  double plant_factor = 1;              ///< --plant: its action-time factor
+  std::string plant_label;              ///< "stage 1 x1.1" (config.plant), "" = none
 };
 
 /// Checks every flag against the world size and the registries and expands
@@ -73,8 +86,10 @@ struct RunPlan {
 /// (0, 1], an unrecognised argument, a world larger than the model has units, a partition named
 /// explicitly that cannot cut the model into P stages, an unknown backend,
 /// transport or collector (each checked against its registry), --check with
-/// a backend whose registry entry computes no real gradients.
-/// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
+/// a backend whose registry entry computes no real gradients, a negative --min-time, a --plant that
+/// is not STAGE:FACTOR with 0 <= STAGE < P and FACTOR > 0 (>= 1 unless the backend's registry entry
+/// can plant a speed-up). Example: validate_run_options({.schedules = "1f1b"}, 4).schedules ==
+/// {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);
 
 /// "results/20261129T073000Z" for the given UTC time (seconds since epoch).

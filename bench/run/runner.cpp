@@ -1,6 +1,7 @@
 #include "run/runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -30,7 +31,9 @@
 #include "ppb/profiling/memory.hpp"
 #include "run/check.hpp"
 #include "run/environment.hpp"
+#include "run/host_load.hpp"
 #include "run/metrics.hpp"
+#include "run/noise.hpp"
 #include "run/progress.hpp"
 #include "run/rank_record.hpp"
 #include "run/sweep.hpp"
@@ -124,6 +127,8 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
                          ? sw.options.memory_guard
                          : 0;
   cfg.batches = c.batches;
+  cfg.min_time = sw.options.min_time;
+  cfg.plant = sw.plan.plant_label;
   return cfg;
 }
 
@@ -211,6 +216,7 @@ struct Execution {
   std::optional<MemoryGuardFigures> guard;
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
+  double foreign_cpu = kNaN;  ///< HostLoadMeter over the timed steps: NaN = unknown
 };
 
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
@@ -237,7 +243,30 @@ BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepar
   cfg.seed = sw.options.seed;
   cfg.learning_rate = kLearningRate;
   cfg.time_scale = sw.options.time_scale;
+  cfg.plant_factor = sw.rank == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
   return cfg;
+}
+
+/// The timed steps: --iters of them, then (with --min-time) more until
+/// their summed time reaches --min-time or --max-iters is reached. Rank 0's
+/// clock decides and tells the others between steps (outside the timed
+/// region), so every rank runs the same number of steps.
+template <class Step>
+void time_steps(const Sweep& sw, Step&& step, std::vector<RankStep>& timed) {
+  using Clock = std::chrono::steady_clock;
+  const double min_time = sw.options.min_time;
+  double elapsed = 0;
+  for (int k = 0;; ++k) {
+    int more = k < sw.options.iters ? 1 : 0;
+    if (min_time > 0 && more == 0) {
+      more = elapsed < min_time && k < sw.options.max_iters ? 1 : 0;
+      PPB_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, sw.comm));
+    }
+    if (more == 0) return;
+    const Clock::time_point t0 = Clock::now();
+    timed.push_back(step());
+    elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
 }
 
 /// Step 3, on every rank: backend, collectors, executor; the --check step,
@@ -297,9 +326,12 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
           ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref, sw.comm);
         }
         for (int w = 0; w < sw.options.warmup; ++w) (void)step();
+        HostLoadMeter load(sw.comm);
+        load.begin();
         collectors.measure_begin();
-        for (int k = 0; k < sw.options.iters; ++k) ex.record.steps.push_back(step());
+        time_steps(sw, step, ex.record.steps);
         collectors.measure_end();
+        ex.foreign_cpu = load.end();
 
         StageMemory& memory = ex.record.memory;
         for (const RankStep& s : ex.record.steps) {
@@ -376,6 +408,10 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   if (ex.check && !ex.check->passed) sw.any_failed = true;
   m.memory_guard = ex.guard;
   m.collectors = collector_results(ranks, fig.median_step);
+  m.bubble_ratio.samples = bubble_ratio_per_step(steps);
+  m.busy_seconds_per_stage = busy_seconds_per_stage(steps);
+  if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
+  m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;
   result.config.time_scale = ex.time_scale;
@@ -474,6 +510,11 @@ void run_command(const RunOptions& options) {
   agree(why.empty(), why, sw.rank, sw.comm);
 
   sw.environment = collect_environment(sw.comm);
+  // Ranks of a backend whose action times are modelled sleep through their
+  // actions, so more of them than cores do not take turns computing; only a
+  // backend that computes on the host CPU is oversubscribed by them.
+  sw.environment.oversubscribed =
+      sw.environment.oversubscribed && !backend_info(sw.plan.backend).modelled_time;
   sw.transport = make_transport(sw.plan.transport, sw.comm);
 
   SweepParams sp;

@@ -137,3 +137,16 @@ endif()
 add_test(NAME run_trace_hta_read COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_check.py ${dir})
 set_tests_properties(run_trace_hta_read PROPERTIES LABELS mpi TIMEOUT 120 SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED run_trace_hta_files)
+
+# The regression gate end to end on real runs (bench/tests/gate_e2e.sh):
+# unchanged nights gate clean, a planted slowdown of one stage (timed 10%,
+# cpu 20%) is a regression named with its night, a planted speed-up an
+# improvement. RUN_SERIAL: the gate's figures are timings. Skipped (77),
+# saying so, when the host was too busy with other processes for the gate
+# to judge timings.
+foreach(backend timed cpu)
+  add_test(NAME run_gate_e2e_${backend}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gate_e2e.sh $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${backend})
+  set_tests_properties(run_gate_e2e_${backend} PROPERTIES LABELS mpi TIMEOUT 300 RUN_SERIAL TRUE
+                       SKIP_RETURN_CODE 77)
+endforeach()

@@ -9,6 +9,7 @@
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/profiling/check.hpp"
 #include "run/metrics.hpp"
+#include "run/noise.hpp"
 #include "run/progress.hpp"
 #include "run/rank_record.hpp"
 #include "run/run_options.hpp"
@@ -161,6 +162,81 @@ TEST(RunSweep, OrderAndDistinctFileNames) {
   EXPECT_EQ(result_file_name(combos[2]), "1f1b__manual_0-9_10-58__P4_M4.json");
   EXPECT_EQ(result_file_name(combos[4]), "interleaved-1f1b__layer__P4_M4_V2.json");
   EXPECT_EQ(combination_label(combos[0]), "1f1b x layer M=4");
+}
+
+TEST(RunNoise, EveryStepsBubbleBusyAndSpread) {
+  // Two stages; stage 0 computes 1 s, stage 1 computes t - 1 s of a t-second step.
+  std::vector<StepMeasure> steps;
+  for (double t : {4.0, 2.0, 3.0}) {
+    StepMeasure step(2);
+    step[0].actions.push_back({F(0), 0.0, 1.0, 0.0});
+    step[0].end = 1.0;
+    step[1].actions.push_back({F(0), 1.0, t, 0.0});
+    step[1].end = t;
+    steps.push_back(step);
+  }
+  const std::vector<double> bubbles = bubble_ratio_per_step(steps);
+  ASSERT_EQ(bubbles.size(), 3u);
+  // Step t: stage 0 idles t - 1, stage 1 idles 1 -> mean t / 2 / t = 0.5.
+  for (double b : bubbles) EXPECT_DOUBLE_EQ(b, 0.5);
+  const auto busy = busy_seconds_per_stage(steps);
+  ASSERT_EQ(busy.size(), 2u);
+  EXPECT_EQ(busy[0], (std::vector<double>{1.0, 1.0, 1.0}));
+  EXPECT_EQ(busy[1], (std::vector<double>{3.0, 1.0, 2.0}));
+  const SpreadFigures s = spread_figures({4.0, 2.0, 3.0}, 12, bubbles);
+  EXPECT_EQ(s.step_time_seconds.n, 3);
+  EXPECT_DOUBLE_EQ(s.step_time_seconds.median, 3.0);
+  EXPECT_DOUBLE_EQ(s.step_time_seconds.mad, 1.0);
+  EXPECT_DOUBLE_EQ(s.step_time_seconds.q1, 2.5);
+  EXPECT_DOUBLE_EQ(s.step_time_seconds.q3, 3.5);
+  EXPECT_DOUBLE_EQ(s.samples_per_second.median, 4.0);  // 12 / 3
+  EXPECT_DOUBLE_EQ(s.samples_per_second.min, 3.0);     // 12 / 4
+  EXPECT_DOUBLE_EQ(s.samples_per_second.max, 6.0);     // 12 / 2
+  EXPECT_DOUBLE_EQ(s.bubble_ratio.mad, 0.0);
+}
+
+TEST(RunOptions, PlantAndMinTime) {
+  RunOptions o;
+  o.schedules = "1f1b";
+  o.partitions = "layer";
+  o.backend = "timed";
+  o.plant = "1:1.10";
+  RunPlan plan = validate_run_options(o, 2);
+  EXPECT_EQ(plan.plant_stage, 1);
+  EXPECT_DOUBLE_EQ(plan.plant_factor, 1.1);
+  EXPECT_EQ(plan.plant_label, "stage 1 x1.10");
+  o.plant = "0:0.9";  // a planted improvement: timed only
+  EXPECT_DOUBLE_EQ(validate_run_options(o, 2).plant_factor, 0.9);
+  RunOptions none = o;
+  none.plant.clear();
+  EXPECT_EQ(validate_run_options(none, 2).plant_stage, -1);
+  auto message = [](const RunOptions& bad, int world) {
+    try {
+      (void)validate_run_options(bad, world);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  RunOptions cpu = o;
+  cpu.backend = "cpu";
+  EXPECT_EQ(message(cpu, 2), "--plant: the cpu backend can only add work (factor >= 1), got 0.9");
+  RunOptions bad = o;
+  bad.plant = "2:1.1";
+  EXPECT_EQ(message(bad, 2), "--plant: stage 2 is not one of the 2 stages (0..1)");
+  bad.plant = "1";
+  EXPECT_EQ(message(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1'");
+  bad.plant = "1:fast";
+  EXPECT_EQ(message(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1:fast'");
+  bad.plant = "1:-2";
+  EXPECT_EQ(message(bad, 2), "--plant: expected a factor > 0, got -2");
+  RunOptions t = o;
+  t.min_time = -1;
+  EXPECT_EQ(message(t, 2).rfind("--min-time: expected seconds >= 0", 0), 0u);
+  t = o;
+  t.iters = 20;
+  t.max_iters = 10;
+  EXPECT_EQ(message(t, 2), "--max-iters: expected >= --iters (20), got 10");
 }
 
 TEST(RunOptions, ValidationNamesTheFlag) {

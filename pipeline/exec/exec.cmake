@@ -8,6 +8,7 @@ add_library(ppb_exec
   src/stream_backend.cpp
   src/backend_cpu.cpp
   src/backend_timed.cpp
+  src/planted_work.cpp
   src/backend_registry.cpp
   src/executor.cpp
   src/watchdog.cpp

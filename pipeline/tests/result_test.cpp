@@ -40,13 +40,16 @@ Result full_result() {
               .seed = 42,
               .sync_warmup = 0,
               .memory_guard = 0.85,
-              .batches = 1};
+              .batches = 1,
+              .min_time = 0,
+              .plant = ""};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
       .median = 0.0101, .min = 0.0099, .max = 0.0123, .samples = {0.0123, 0.0101, 0.0099}};
-  m.bubble_ratio = {.measured = 0.2, .theoretical = 0.2, .per_stage = {0.19, 0.21}};
-  m.bubble_overhead = {.measured = 0.25, .theoretical = 0.25, .per_stage = {0.2345, 0.2655}};
+  m.bubble_ratio = {.measured = 0.2, .theoretical = 0.2, .per_stage = {0.19, 0.21}, .samples = {}};
+  m.bubble_overhead = {
+      .measured = 0.25, .theoretical = 0.25, .per_stage = {0.2345, 0.2655}, .samples = {}};
   m.peak_memory_bytes.per_stage = {1000, 900};
   m.peak_memory_bytes.activations_per_stage = {400, 200};
   m.peak_memory_bytes.device_per_stage = {};
@@ -85,7 +88,9 @@ Result full_result() {
                    .compiler = "GCC 12.2.0",
                    .build_type = "RelWithDebInfo",
                    .hostname = "node1",
-                   .cpu = "AMD EPYC"};
+                   .cpu = "AMD EPYC",
+                   .cores = 0,
+                   .oversubscribed = false};
   return r;
 }
 
@@ -369,6 +374,55 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   EXPECT_FALSE(r.metrics->check.has_value());
   EXPECT_EQ(r.environment.cpu, "");
   EXPECT_TRUE(r.metrics->collectors.empty());
+}
+
+TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
+  Result r = full_result();
+  r.config.min_time = 2.5;
+  r.config.plant = "stage 1 x1.1";
+  r.environment.cores = 2;
+  r.environment.oversubscribed = true;
+  r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
+  r.metrics->busy_seconds_per_stage = {{0.008, 0.0081, 0.0079}, {0.0077, 0.0078, 0.0076}};
+  r.metrics->foreign_cpu = 0.125;
+  r.metrics->spread =
+      SpreadFigures{.step_time_seconds = {3, 0.0101, 0.0002, 0.01, 0.0112, 0.0099, 0.0123},
+                    .samples_per_second = {3, 792.1, 16.2, 711.4, 800.1, 650.4, 808.1},
+                    .bubble_ratio = {3, 0.2, 0.01, 0.195, 0.205, 0.19, 0.21}};
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("plant").as_string(), "stage 1 x1.1");
+  EXPECT_EQ(doc.at("metrics").at("spread").at("samples_per_second").at("n").as_int64(), 3);
+  expect_same(r, result_from_json(doc, "r.json"));
+
+  // A file written before these fields: every one keeps its default.
+  json::value old = doc;
+  erase_path(old, "config.min_time");
+  erase_path(old, "config.plant");
+  erase_path(old, "environment.cores");
+  erase_path(old, "environment.oversubscribed");
+  erase_path(old, "metrics.bubble_ratio.samples");
+  erase_path(old, "metrics.spread");
+  erase_path(old, "metrics.busy_seconds_per_stage");
+  erase_path(old, "metrics.foreign_cpu");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.plant, "");
+  EXPECT_EQ(back.config.min_time, 0);
+  EXPECT_EQ(back.environment.cores, 0);
+  EXPECT_FALSE(back.environment.oversubscribed);
+  EXPECT_TRUE(back.metrics->bubble_ratio.samples.empty());
+  EXPECT_FALSE(back.metrics->spread.has_value());
+  EXPECT_TRUE(back.metrics->busy_seconds_per_stage.empty());
+  EXPECT_FALSE(back.metrics->foreign_cpu.has_value());
+
+  json::value bad = doc;
+  find_path(bad, "metrics.spread.bubble_ratio")->as_object()["n"] = "three";
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.spread.bubble_ratio.n': expected an integer, got a string");
+  bad = doc;
+  find_path(bad, "metrics.busy_seconds_per_stage")->as_array().pop_back();
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.busy_seconds_per_stage': expected 2 entries (one per stage, "
+            "config.stages), got 1");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

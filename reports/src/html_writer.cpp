@@ -30,7 +30,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .badge { display: inline-block; padding: 1px 7px; border-radius: 9px; font-size: 12px; font-weight: bold; white-space: nowrap; }
 .consistent, .pass { background: #dff0d8; color: #2b6b2b; }
 .inconsistent, .regressed, .error { background: #f8d7da; color: #8a1f28; }
-.not-measurable, .new, .missing, .oom, .invalid { background: #eee; color: #555; }
+.not-measurable, .new, .missing, .oom, .invalid, .excluded { background: #eee; color: #555; }
+.improved { background: #d6e9f8; color: #1f4e79; }
+.undecidable { background: #fff3cd; color: #7a5b00; }
+.trend svg { margin: 0 8px 8px 0; }
 .ok { background: #dff0d8; color: #2b6b2b; }
 .why { color: #666; font-size: 11.5px; }
 .pair { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; margin-bottom: 10px; }
@@ -390,34 +393,131 @@ void section_claims(std::ostringstream& h, const ReportModel& m) {
   h << "</table>\n";
 }
 
+// The trend of one combination: samples/s, peak memory and bubble ratio over
+// the nights, with the noise band the gate used and the step it found.
+std::string trend_charts(const RegressionRow& row) {
+  if (row.trend.size() < 2 || row.metrics.size() < 3) return "";
+  auto series = [&](auto median, auto low, auto high, const MetricVerdict& v) {
+    svg::TrendSeries t;
+    for (const TrendPoint& p : row.trend) {
+      t.nights.push_back(p.night);
+      t.median.push_back(median(p));
+      t.low.push_back(low(p));
+      t.high.push_back(high(p));
+    }
+    const double half = v.relative ? v.band * v.reference : v.band;
+    t.band_low = v.reference - half;
+    t.band_high = v.reference + half;
+    t.step_index = row.arrived_index;
+    return t;
+  };
+  const double nan = std::nan("");
+  std::string out = "<div class=\"trend\">";
+  out += svg::trend_chart("samples/s",
+                          series([](const TrendPoint& p) { return p.samples_median; },
+                                 [](const TrendPoint& p) { return p.samples_q1; },
+                                 [](const TrendPoint& p) { return p.samples_q3; }, row.metrics[0]),
+                          "median and quartiles of the steps");
+  out += svg::trend_chart(
+      "peak memory (bytes)",
+      series([](const TrendPoint& p) { return p.memory; }, [nan](const TrendPoint&) { return nan; },
+             [nan](const TrendPoint&) { return nan; }, row.metrics[2]),
+      "max over stages");
+  out += svg::trend_chart("bubble ratio",
+                          series([](const TrendPoint& p) { return p.bubble_median; },
+                                 [](const TrendPoint& p) { return p.bubble_q1; },
+                                 [](const TrendPoint& p) { return p.bubble_q3; }, row.metrics[1]),
+                          "median and quartiles of the steps");
+  return out + "</div>\n";
+}
+
+std::string status_class(RegressionStatus s) {
+  switch (s) {
+    case RegressionStatus::kPass:
+      return "pass";
+    case RegressionStatus::kRegressed:
+      return "regressed";
+    case RegressionStatus::kImproved:
+      return "improved";
+    case RegressionStatus::kUndecidable:
+      return "undecidable";
+    case RegressionStatus::kNew:
+      return "new";
+    case RegressionStatus::kMissing:
+      return "missing";
+    case RegressionStatus::kExcluded:
+      return "excluded";
+  }
+  return "";
+}
+
+std::string signed_pct(double x) {
+  if (std::isnan(x)) return "-";
+  if (std::isinf(x)) return "none";
+  return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
+}
+
 void section_regression(std::ostringstream& h, const ReportModel& m) {
   if (!m.regression) return;
   const RegressionSummary& r = *m.regression;
-  h << "<h2>Regression against the baseline</h2>\n<p class=\"note\">Baseline: "
-    << esc(r.baseline_source) << ". Matched by configuration and machine. Threshold "
-    << format_trimmed(r.threshold * 100)
-    << "%: a samples/s drop or a peak-memory growth beyond it, or a bubble-ratio growth beyond "
+  h << "<h2>Regression gate</h2>\n<p class=\"note\">Tonight (" << esc(r.tonight) << ") against the "
+    << r.nights.size() << " most recent earlier night(s) of " << esc(r.baseline_source)
+    << ", matched by configuration and machine. A figure regresses only when its change is "
+       "beyond the threshold ("
+    << format_trimmed(r.threshold * 100) << "% for samples/s and peak memory, "
     << format_fixed(r.threshold, 2)
-    << " points, is a regression. New and missing combinations are listed, not failed.</p>\n";
-  h << "<table><tr><th>combination</th><th>machine</th><th>status</th><th>samples/s "
-       "change</th><th>peak memory change</th>"
-       "<th>bubble change (points)</th><th>why</th></tr>\n";
+    << " bubble-ratio points), significant (two-sided Mann-Whitney U over the timed steps, p &lt; "
+    << format_trimmed(r.options.alpha)
+    << ") and beyond the noise band of the nights (the spread of their medians); peak memory is "
+       "deterministic and compared exactly. \"Undecidable\" means the smallest change the gate "
+       "could have detected exceeds the threshold. A step that arrived on an earlier night is "
+       "reported once, with that night.</p>\n";
+  h << "<p><b>" << r.regressions() << " regression(s), " << r.count(RegressionStatus::kImproved)
+    << " improvement(s), " << r.count(RegressionStatus::kPass) << " no change, "
+    << r.count(RegressionStatus::kUndecidable) << " undecidable</b> ("
+    << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
+    << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).</p>\n";
+  for (RegressionStatus st : {RegressionStatus::kRegressed, RegressionStatus::kImproved,
+                              RegressionStatus::kUndecidable}) {
+    if (r.count(st) == 0) continue;
+    h << "<h3>" << esc(regression_status_name(st)) << "</h3>\n";
+    for (const RegressionRow& row : r.rows) {
+      if (row.status != st) continue;
+      h << "<p><b>" << esc(row.label) << "</b> (" << esc(row.machine) << ")"
+        << (row.arrived.empty() ? "" : ", arrived " + esc(row.arrived))
+        << "</p><ul class=\"note\">";
+      for (const std::string& s : row.reasons) h << "<li>" << esc(s) << "</li>";
+      for (const std::string& s : row.notes) h << "<li>" << esc(s) << "</li>";
+      h << "</ul>\n" << trend_charts(row);
+    }
+  }
+  h << "<table><tr><th>combination</th><th>machine</th><th>outcome</th><th>samples/s "
+       "change</th><th>p</th><th>smallest detectable</th><th>noise band</th><th>peak memory "
+       "change</th><th>bubble change (points)</th><th>since</th></tr>\n";
   for (const RegressionRow& row : r.rows) {
-    auto pct = [](double x) {
-      return std::isnan(x) ? std::string("-")
-                           : (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
-    };
-    std::string why;
-    for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
-    const std::string st = regression_status_name(row.status);
-    h << "<tr>" << td(row.label) << td(row.machine) << "<td>" << badge(st, st) << "</td>"
-      << td_num(pct(row.samples_change)) << td_num(pct(row.memory_change))
+    const bool decided = !row.metrics.empty();
+    h << "<tr>" << td(row.label) << td(row.machine) << "<td>"
+      << badge(regression_status_name(row.status), status_class(row.status)) << "</td>"
+      << td_num(signed_pct(row.samples_change))
+      << td_num(decided ? format_number(row.metrics[0].p) : "-")
+      << td_num(!decided                     ? "-"
+                : std::isinf(row.detectable) ? "none (too few steps)"
+                                             : format_fixed(row.detectable * 100, 1) + "%")
+      << td_num(decided ? format_fixed(row.metrics[0].band * 100, 1) + "%" : "-")
+      << td_num(signed_pct(row.memory_change))
       << td_num(std::isnan(row.bubble_change)
                     ? "-"
                     : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
-      << td(why) << "</tr>\n";
+      << td(row.arrived) << "</tr>\n";
   }
   h << "</table>\n";
+  h << "<details><summary>Trends of the combinations without a change</summary>\n";
+  for (const RegressionRow& row : r.rows) {
+    if (row.status != RegressionStatus::kPass) continue;
+    const std::string charts = trend_charts(row);
+    if (!charts.empty()) h << "<p><b>" << esc(row.label) << "</b></p>\n" << charts;
+  }
+  h << "</details>\n";
 }
 
 void section_environment(std::ostringstream& h, const ReportModel& m) {

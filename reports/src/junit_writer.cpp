@@ -18,7 +18,7 @@ struct Case {
   double time = 0;
   std::string failure;  // regression text
   std::string error;    // run error
-  std::string skipped;  // missing
+  std::string skipped;  // missing, undecidable, excluded
   std::string out;      // note
 };
 
@@ -50,6 +50,16 @@ std::string write_junit(const ReportModel& model) {
         const RegressionRow& r = *it->second;
         for (const std::string& why : r.reasons) c.failure += (c.failure.empty() ? "" : "\n") + why;
         if (r.status == RegressionStatus::kNew) c.out = "new combination: not in the baseline";
+        // Too noisy to tell is neither a pass nor a failure: skipped, saying why.
+        if (r.status == RegressionStatus::kUndecidable || r.status == RegressionStatus::kExcluded) {
+          for (const std::string& n : r.notes) c.skipped += (c.skipped.empty() ? "" : "; ") + n;
+        } else {
+          for (const std::string& n : r.notes) c.out += (c.out.empty() ? "" : "\n") + n;
+        }
+        if (!r.planted.empty()) {
+          c.name += " [planted " + r.planted + "]";
+          c.out += (c.out.empty() ? "" : "\n") + ("planted slowdown: " + r.planted);
+        }
       }
       if (e->result.status == ResultStatus::kError) {
         c.error = e->result.error;

@@ -1,4 +1,5 @@
 // Markdown: the verdict first, then the tables a CI log reader needs.
+#include <cmath>
 #include <sstream>
 
 #include "ppb/pipeline/schedule.hpp"
@@ -34,6 +35,64 @@ std::string check_text(const ResultEntry& e) {
   return std::string(c.passed ? "ok" : "FAIL") + " (" + format_number(c.max_rel_error) + ")";
 }
 
+std::string pct(double x) {
+  if (std::isnan(x)) return "-";
+  if (std::isinf(x)) return "none";
+  return format_fixed(x * 100, 1) + "%";
+}
+
+void gate_list(std::ostringstream& md, const RegressionSummary& r, RegressionStatus status,
+               const char* heading) {
+  if (r.count(status) == 0) return;
+  md << "### " << heading << "\n\n";
+  for (const RegressionRow& row : r.rows) {
+    if (row.status != status) continue;
+    md << "- **" << cell(row.label) << "** (" << cell(row.machine) << ")"
+       << (row.arrived.empty() ? "" : ", arrived " + cell(row.arrived)) << ": ";
+    std::string why;
+    for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
+    for (const std::string& s : row.notes) why += (why.empty() ? "" : "; ") + s;
+    md << cell(why) << "\n";
+  }
+  md << "\n";
+}
+
+// The gate: counts, each outcome listed apart, then every combination with
+// its figures and the smallest change the gate could have detected.
+void gate_section(std::ostringstream& md, const RegressionSummary& r) {
+  md << "## Regression gate\n\n";
+  md << "Tonight (" << cell(r.tonight) << ") against " << r.nights.size() << " earlier night(s)";
+  if (!r.nights.empty())
+    md << " (" << cell(r.nights.front()) << " .. " << cell(r.nights.back()) << ")";
+  md << ". A change counts when it is beyond the threshold (" << format_trimmed(r.threshold * 100)
+     << "% for samples/s and peak memory, " << format_fixed(r.threshold, 2)
+     << " bubble-ratio points), significant (Mann-Whitney U over the steps, p < "
+     << format_trimmed(r.options.alpha) << ") and beyond the nights' noise band; memory is "
+     << "compared exactly. **" << r.regressions() << " regression(s), "
+     << r.count(RegressionStatus::kImproved) << " improvement(s), "
+     << r.count(RegressionStatus::kPass) << " no change, "
+     << r.count(RegressionStatus::kUndecidable) << " undecidable**";
+  md << " (" << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
+     << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).\n\n";
+  gate_list(md, r, RegressionStatus::kRegressed, "Regressions");
+  gate_list(md, r, RegressionStatus::kImproved, "Improvements");
+  gate_list(md, r, RegressionStatus::kUndecidable,
+            "Undecidable (too noisy to tell at this threshold)");
+  gate_list(md, r, RegressionStatus::kExcluded, "Excluded");
+  md << "| combination | machine | outcome | samples/s | p | smallest detectable | peak memory "
+        "| bubble | since |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const RegressionRow& row : r.rows) {
+    const double p = row.metrics.empty() ? std::nan("") : row.metrics[0].p;
+    md << "| " << cell(row.label) << " | " << cell(row.machine) << " | "
+       << regression_status_name(row.status) << " | " << pct(row.samples_change) << " | "
+       << (std::isnan(p) ? std::string("-") : format_number(p)) << " | " << pct(row.detectable)
+       << " | " << pct(row.memory_change) << " | "
+       << (std::isnan(row.bubble_change) ? std::string("-") : format_fixed(row.bubble_change, 3))
+       << " | " << cell(row.arrived) << " |\n";
+  }
+  md << "\n";
+}
+
 }  // namespace
 
 std::string write_markdown(const ReportModel& model) {
@@ -52,28 +111,7 @@ std::string write_markdown(const ReportModel& model) {
     for (const std::string& point : g.verdict_points) md << "- " << point << "\n";
     md << "\n";
   }
-  if (model.regression) {
-    const RegressionSummary& r = *model.regression;
-    md << "## Regressions against the baseline\n\n";
-    md << "Threshold " << format_trimmed(r.threshold * 100)
-       << "% (samples/s drop, peak-memory growth; bubble ratio +" << format_fixed(r.threshold, 2)
-       << " points). **" << r.regressions() << " regression(s).**\n\n";
-    md << "| combination | machine | status | samples/s | peak memory | bubble | why "
-          "|\n|---|---|---|---|---|---|---|\n";
-    for (const RegressionRow& row : r.rows) {
-      auto pct = [](double x) {
-        return std::isnan(x) ? std::string("-") : format_fixed(x * 100, 1) + "%";
-      };
-      std::string why;
-      for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
-      md << "| " << cell(row.label) << " | " << cell(row.machine) << " | "
-         << regression_status_name(row.status) << " | " << pct(row.samples_change) << " | "
-         << pct(row.memory_change) << " | "
-         << (std::isnan(row.bubble_change) ? std::string("-") : format_fixed(row.bubble_change, 3))
-         << " | " << cell(why) << " |\n";
-    }
-    md << "\n";
-  }
+  if (model.regression) gate_section(md, *model.regression);
   for (const GroupView& g : model.groups) {
     md << "## Throughput: " << cell(g.machine) << ", " << cell(g.backend) << " backend\n\n";
     md << "| schedule | partition | P | M | status | samples/s | step (ms) | bubble ratio (theory) "

@@ -1,118 +1,410 @@
 #include "ppb/reports/regression.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "ppb/profiling/check.hpp"
-#include "ppb/reports/claims.hpp"
 #include "ppb/reports/format.hpp"
+#include "ppb/reports/stats.hpp"
 
 namespace ppb::reports {
 
 const char* regression_status_name(RegressionStatus status) {
   switch (status) {
     case RegressionStatus::kPass:
-      return "pass";
+      return "no change";
     case RegressionStatus::kRegressed:
-      return "regressed";
+      return "regression";
+    case RegressionStatus::kImproved:
+      return "improvement";
+    case RegressionStatus::kUndecidable:
+      return "undecidable";
     case RegressionStatus::kNew:
       return "new";
     case RegressionStatus::kMissing:
       return "missing";
+    case RegressionStatus::kExcluded:
+      return "excluded";
   }
   return "?";
 }
 
-int RegressionSummary::regressions() const {
+int RegressionSummary::regressions() const { return count(RegressionStatus::kRegressed); }
+
+int RegressionSummary::count(RegressionStatus status) const {
   int n = 0;
-  for (const RegressionRow& r : rows) n += r.status == RegressionStatus::kRegressed ? 1 : 0;
+  for (const RegressionRow& r : rows) n += r.status == status ? 1 : 0;
   return n;
 }
 
 namespace {
 
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 std::string match_key(const ResultEntry& e) { return e.machine + " # " + e.config_key; }
 
-std::string percent(double x) { return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%"; }
+std::string signed_percent(double x) {
+  return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
+}
+
+// A change in the figure's unit: "+12.3%" or "+0.031".
+std::string change_text(double x, bool relative) {
+  if (relative) return signed_percent(x);
+  return (x >= 0 ? "+" : "") + format_fixed(x, 3);
+}
+
+std::string size_text(double x, bool relative) {
+  if (!std::isfinite(x)) return "none";
+  return relative ? format_fixed(x * 100, 1) + "%" : format_fixed(x, 3);
+}
+
+// One night's samples of one figure.
+struct NightSamples {
+  std::string night;
+  std::vector<double> values;
+  double median = 0;
+};
+
+std::vector<double> pooled(const std::vector<NightSamples>& nights, size_t begin, size_t end) {
+  std::vector<double> out;
+  for (size_t i = begin; i < end; ++i)
+    out.insert(out.end(), nights[i].values.begin(), nights[i].values.end());
+  return out;
+}
+
+// What a figure is and which way is worse.
+struct FigureKind {
+  std::string name;
+  bool relative;  // fractions (samples/s) or ratio points (bubble)
+  int worse;      // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
+};
+
+double change_of(double cur, double ref, bool relative) {
+  if (!relative) return cur - ref;
+  return ref != 0 ? (cur - ref) / ref : kNaN;
+}
+
+// Tonight (the last element of `nights`) against nights [begin, end) of the
+// reference. Fills every figure and the decision, arrival left to the caller.
+MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& nights, size_t begin,
+                     size_t end, const GateOptions& o) {
+  const NightSamples& tonight = nights.back();
+  const std::vector<double> ref = pooled(nights, begin, end);
+  MetricVerdict v;
+  v.name = kind.name;
+  v.relative = kind.relative;
+  v.reference = spread(ref).median;
+  v.current = tonight.median;
+  v.change = change_of(v.current, v.reference, kind.relative);
+  v.p = mann_whitney_u(tonight.values, ref).p;
+  v.band = 0;
+  for (size_t i = begin; i < end; ++i) {
+    v.band = std::max(v.band, std::fabs(change_of(nights[i].median, v.reference, kind.relative)));
+  }
+  const std::optional<double> shift =
+      detectable_shift(tonight.values, ref, o.alpha, kind.worse, 1.0,
+                       kind.relative ? ShiftKind::kRelative : ShiftKind::kAbsolute);
+  v.detectable = std::max({o.threshold, v.band, shift.value_or(kInf)});
+  const double worse = kind.worse * v.change;  // > 0: in the bad direction
+  const bool significant = v.p < o.alpha;
+  if (worse > o.threshold && significant && worse > v.band) {
+    v.status = RegressionStatus::kRegressed;
+  } else if (-worse > o.threshold && significant && -worse > v.band) {
+    v.status = RegressionStatus::kImproved;
+  } else if (v.detectable > o.threshold) {
+    v.status = RegressionStatus::kUndecidable;
+  } else {
+    v.status = RegressionStatus::kPass;
+  }
+  return v;
+}
+
+// The step-change reading: the nights from the series' best change point on
+// (tonight included) against those before it. Returns the verdict when the
+// step is a regression or improvement that tonight still shows.
+std::optional<MetricVerdict> step_change(const FigureKind& kind,
+                                         const std::vector<NightSamples>& nights,
+                                         const GateOptions& o) {
+  std::vector<double> medians;
+  for (const NightSamples& n : nights) medians.push_back(n.median);
+  const std::optional<size_t> j = change_point(medians);
+  if (!j || *j + 1 >= nights.size()) return std::nullopt;  // a step tonight: the plain reading
+  // The nights since the step, pooled, must differ from those before it...
+  std::vector<NightSamples> pooled_after = {nights.begin(), nights.begin() + *j};
+  pooled_after.push_back({"since", pooled(nights, *j, nights.size()), 0});
+  pooled_after.back().median = spread(pooled_after.back().values).median;
+  const MetricVerdict since = assess(kind, pooled_after, 0, *j, o);
+  if (since.status != RegressionStatus::kRegressed && since.status != RegressionStatus::kImproved)
+    return std::nullopt;
+  // ... and tonight alone too, the same way.
+  std::vector<NightSamples> tonight_only = {nights.begin(), nights.begin() + *j};
+  tonight_only.push_back(nights.back());
+  MetricVerdict v = assess(kind, tonight_only, 0, *j, o);
+  if (v.status != since.status) return std::nullopt;
+  v.arrived = nights[*j].night;
+  return v;
+}
+
+MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamples>& nights,
+                             const GateOptions& o) {
+  std::optional<MetricVerdict> step = step_change(kind, nights, o);
+  MetricVerdict v = step ? *step : assess(kind, nights, 0, nights.size() - 1, o);
+  if (v.arrived.empty() &&
+      (v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved)) {
+    v.arrived = nights.back().night;
+  }
+  v.text = kind.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
+           change_text(v.change, kind.relative) + ", p=" + format_number(v.p) + ", band " +
+           size_text(v.band, kind.relative) + ", detectable " +
+           size_text(v.detectable, kind.relative) + ", threshold " +
+           size_text(o.threshold, kind.relative) + ")";
+  if (!v.arrived.empty()) v.text += ", since " + v.arrived;
+  return v;
+}
+
+// Memory is deterministic: tonight's peak against the last night whose peak
+// differs from it by more than the threshold; the nights in between have
+// tonight's level, so the change arrived with the first of them.
+MetricVerdict decide_memory(const std::vector<std::pair<std::string, double>>& nights,
+                            const GateOptions& o) {
+  MetricVerdict v;
+  v.name = "peak memory";
+  v.current = nights.back().second;
+  v.reference = nights.size() >= 2 ? nights[nights.size() - 2].second : v.current;
+  v.detectable = o.threshold;
+  size_t i = nights.size() - 1;
+  while (i > 0 && std::fabs(change_of(nights[i - 1].second, v.current, true)) <= o.threshold) --i;
+  if (i > 0) {
+    v.reference = nights[i - 1].second;
+    v.arrived = nights[i].first;
+  }
+  v.change = change_of(v.current, v.reference, true);
+  if (v.change > o.threshold)
+    v.status = RegressionStatus::kRegressed;
+  else if (v.change < -o.threshold)
+    v.status = RegressionStatus::kImproved;
+  if (v.status == RegressionStatus::kPass) v.arrived.clear();
+  v.text = "peak memory " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
+           signed_percent(v.change) + ", threshold +" + format_trimmed(o.threshold * 100) + "%)";
+  if (!v.arrived.empty()) v.text += ", since " + v.arrived;
+  return v;
+}
+
+// The history of one combination: the window's nights that hold it (ok and
+// fit for the gate), oldest first.
+struct Matched {
+  const Night* night;
+  const ResultEntry* entry;
+};
+
+bool gated(const ResultEntry& e, const GateOptions& o) {
+  return o.include_oversubscribed || !e.result.environment.oversubscribed;
+}
+
+TrendPoint trend_point(const std::string& night, const Result& r) {
+  TrendPoint t;
+  t.night = night;
+  const Spread s = spread(throughput_samples(r));
+  const Spread b = spread(bubble_samples(r));
+  t.samples_median = s.median;
+  t.samples_q1 = s.q1;
+  t.samples_q3 = s.q3;
+  t.bubble_median = b.median;
+  t.bubble_q1 = b.q1;
+  t.bubble_q3 = b.q3;
+  t.memory = peak_memory_bytes(r);
+  return t;
+}
+
+// The share of the host's CPU other processes used while `r` was timed,
+// when it is over the limit; -1 when within it or unknown.
+double busy_host(const Result& r, const GateOptions& o) {
+  if (!r.metrics || !r.metrics->foreign_cpu) return -1;
+  return *r.metrics->foreign_cpu > o.max_foreign_cpu ? *r.metrics->foreign_cpu : -1;
+}
+
+// A timing figure the gate declines to judge, and why.
+MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why) {
+  MetricVerdict v;
+  v.name = name;
+  v.relative = relative;
+  v.status = RegressionStatus::kUndecidable;
+  v.reference = v.current = v.change = kNaN;
+  v.detectable = kInf;
+  v.text = name + " not judged: " + why;
+  return v;
+}
+
+// Each stage's compute time (seconds busy per step): a slowdown of one stage
+// shows here in full, where the step time dilutes it by the pipeline's other
+// stages. Only nights that recorded it take part.
+void decide_stages(RegressionRow& row, const std::vector<Matched>& ok, const ResultEntry& c,
+                   const std::string& tonight, const GateOptions& o) {
+  const std::vector<std::vector<double>>& cur = c.result.metrics->busy_seconds_per_stage;
+  for (size_t s = 0; s < cur.size(); ++s) {
+    std::vector<NightSamples> nights;
+    for (const Matched& m : ok) {
+      const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
+      if (b.size() == cur.size()) nights.push_back({m.night->name, b[s], 0});
+    }
+    if (nights.empty()) continue;
+    nights.push_back({tonight, cur[s], 0});
+    for (NightSamples& n : nights) n.median = spread(n.values).median;
+    row.metrics.push_back(
+        decide_sampled({"stage " + std::to_string(s) + " compute", true, +1}, nights, o));
+  }
+}
+
+void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& history,
+                const std::string& tonight, const GateOptions& o) {
+  std::vector<Matched> ok;
+  for (const Matched& m : history) {
+    if (m.entry->result.status == ResultStatus::kOk && gated(*m.entry, o)) ok.push_back(m);
+  }
+  const bool cur_ok = c.result.status == ResultStatus::kOk;
+  const Result& last = history.back().entry->result;
+  if (last.status == ResultStatus::kOk && !cur_ok) {
+    row.reasons.push_back(std::string("status ok -> ") + result_status_name(c.result.status) +
+                          (c.result.error.empty() ? "" : ": " + c.result.error));
+  }
+  if (cur_ok && !ok.empty()) {
+    // Timings of a night whose host was busy with other work are not
+    // compared; memory is, from every night.
+    std::vector<Matched> quiet;
+    std::vector<std::pair<std::string, double>> mem;
+    for (const Matched& m : ok) {
+      row.trend.push_back(trend_point(m.night->name, m.entry->result));
+      mem.emplace_back(m.night->name, peak_memory_bytes(m.entry->result));
+      if (busy_host(m.entry->result, o) < 0) quiet.push_back(m);
+    }
+    row.trend.push_back(trend_point(tonight, c.result));
+    mem.emplace_back(tonight, peak_memory_bytes(c.result));
+    const double busy_tonight = busy_host(c.result, o);
+    if (busy_tonight >= 0 || quiet.empty()) {
+      const std::string why =
+          busy_tonight >= 0
+              ? "the host was busy: other processes used " + format_fixed(busy_tonight * 100, 0) +
+                    "% of its CPU during tonight's timed steps (limit " +
+                    format_trimmed(o.max_foreign_cpu * 100) + "%)"
+              : "every earlier night's host was busy with other processes (limit " +
+                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
+      row.metrics.push_back(not_judged("samples/s", true, why));
+      row.metrics.push_back(not_judged("bubble ratio", false, why));
+      row.metrics.push_back(decide_memory(mem, o));
+    } else {
+      std::vector<NightSamples> tp, bp;
+      for (const Matched& m : quiet) {
+        tp.push_back({m.night->name, throughput_samples(m.entry->result), 0});
+        bp.push_back({m.night->name, bubble_samples(m.entry->result), 0});
+      }
+      tp.push_back({tonight, throughput_samples(c.result), 0});
+      bp.push_back({tonight, bubble_samples(c.result), 0});
+      for (NightSamples& n : tp) n.median = spread(n.values).median;
+      for (NightSamples& n : bp) n.median = spread(n.values).median;
+      row.metrics.push_back(decide_sampled({"samples/s", true, -1}, tp, o));
+      row.metrics.push_back(decide_sampled({"bubble ratio", false, +1}, bp, o));
+      row.metrics.push_back(decide_memory(mem, o));
+      decide_stages(row, quiet, c, tonight, o);
+    }
+    row.samples_change = row.metrics[0].change;
+    row.detectable = row.metrics[0].detectable;
+    row.bubble_change = row.metrics[1].change;
+    row.memory_change = row.metrics[2].change;
+  }
+  bool improved = false;
+  bool undecidable = false;
+  for (const MetricVerdict& v : row.metrics) {
+    if (v.status == RegressionStatus::kRegressed) row.reasons.push_back(v.text);
+    if (v.status == RegressionStatus::kImproved) row.notes.push_back("improvement: " + v.text);
+    if (v.status == RegressionStatus::kUndecidable) row.notes.push_back("undecidable: " + v.text);
+    improved = improved || v.status == RegressionStatus::kImproved;
+    undecidable = undecidable || v.status == RegressionStatus::kUndecidable;
+    const bool moved =
+        v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+    // The row's night: that of its first regressed figure (samples/s first),
+    // else of its first improved one.
+    const bool first_regression =
+        v.status == RegressionStatus::kRegressed && row.reasons.size() == 1;
+    if (moved && (row.arrived.empty() || first_regression)) row.arrived = v.arrived;
+  }
+  if (!row.reasons.empty()) {
+    row.status = RegressionStatus::kRegressed;
+  } else if (improved) {
+    row.status = RegressionStatus::kImproved;
+  } else if (undecidable) {
+    row.status = RegressionStatus::kUndecidable;
+  }
+  for (size_t i = 0; i < row.trend.size(); ++i) {
+    if (!row.arrived.empty() && row.trend[i].night == row.arrived)
+      row.arrived_index = static_cast<int>(i);
+  }
+}
+
+RegressionRow blank_row(const ResultEntry& e) {
+  RegressionRow row;
+  row.label = e.label;
+  row.machine = e.machine;
+  row.config_key = e.config_key;
+  row.samples_change = row.memory_change = row.bubble_change = row.detectable = kNaN;
+  return row;
+}
 
 }  // namespace
 
-RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
-                                      const std::vector<ResultEntry>& baseline, double threshold) {
-  PPB_CHECK(threshold >= 0, "threshold must be >= 0");
+RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
+                           const std::vector<Night>& history, const GateOptions& options) {
+  PPB_CHECK(options.threshold >= 0, "threshold must be >= 0");
+  PPB_CHECK(options.alpha > 0 && options.alpha < 1, "alpha must be in (0, 1)");
+  PPB_CHECK(options.window >= 1, "window must be >= 1");
   RegressionSummary out;
-  out.threshold = threshold;
-  std::map<std::string, const ResultEntry*> base;
-  for (const ResultEntry& b : baseline) base.emplace(match_key(b), &b);
-  std::map<std::string, bool> used;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
+  out.options = options;
+  out.threshold = options.threshold;
+  out.tonight = tonight;
+  const size_t first =
+      history.size() > static_cast<size_t>(options.window) ? history.size() - options.window : 0;
+  std::map<std::string, std::vector<Matched>> by_key;
+  for (size_t i = first; i < history.size(); ++i) {
+    out.nights.push_back(history[i].name);
+    for (const ResultEntry& e : history[i].results.results)
+      by_key[match_key(e)].push_back({&history[i], &e});
+  }
+  std::map<std::string, bool> seen;
   for (const ResultEntry& c : current) {
-    RegressionRow row;
-    row.label = c.label;
-    row.machine = c.machine;
-    row.config_key = c.config_key;
+    RegressionRow row = blank_row(c);
     row.current = &c;
-    row.samples_change = row.memory_change = row.bubble_change = nan;
-    const auto it = base.find(match_key(c));
-    if (it == base.end()) {
+    row.planted = c.result.config.plant;
+    if (!row.planted.empty()) row.label += " [planted " + row.planted + "]";
+    const auto it = by_key.find(match_key(c));
+    seen[match_key(c)] = true;
+    if (it == by_key.end()) {
       row.status = RegressionStatus::kNew;
-      out.rows.push_back(std::move(row));
-      continue;
-    }
-    used[it->first] = true;
-    const ResultEntry& b = *it->second;
-    row.baseline = &b;
-    const bool base_ok = b.result.status == ResultStatus::kOk;
-    const bool cur_ok = c.result.status == ResultStatus::kOk;
-    if (base_ok && !cur_ok) {
-      row.reasons.push_back(std::string("status ok -> ") + result_status_name(c.result.status) +
-                            (c.result.error.empty() ? "" : ": " + c.result.error));
-    }
-    if (base_ok && cur_ok) {
-      const auto bs = metric_value(b, "samples_per_second");
-      const auto cs = metric_value(c, "samples_per_second");
-      if (bs && cs && *bs > 0) {
-        row.samples_change = (*cs - *bs) / *bs;
-        if (-row.samples_change > threshold) {
-          row.reasons.push_back("samples/s " + format_number(*bs) + " -> " + format_number(*cs) +
-                                " (" + percent(row.samples_change) + ", threshold -" +
-                                format_trimmed(threshold * 100) + "%)");
-        }
-      }
-      const auto bm = metric_value(b, "peak_memory");
-      const auto cm = metric_value(c, "peak_memory");
-      if (bm && cm && *bm > 0) {
-        row.memory_change = (*cm - *bm) / *bm;
-        if (row.memory_change > threshold) {
-          row.reasons.push_back("peak memory " + format_bytes(*bm) + " -> " + format_bytes(*cm) +
-                                " (" + percent(row.memory_change) + ", threshold +" +
-                                format_trimmed(threshold * 100) + "%)");
-        }
-      }
-      const auto bb = metric_value(b, "bubble_ratio");
-      const auto cb = metric_value(c, "bubble_ratio");
-      if (bb && cb) {
-        row.bubble_change = *cb - *bb;
-        if (row.bubble_change > threshold) {
-          row.reasons.push_back("bubble ratio " + format_fixed(*bb, 3) + " -> " +
-                                format_fixed(*cb, 3) + " (+" + format_fixed(row.bubble_change, 3) +
-                                ", threshold +" + format_fixed(threshold, 3) + ")");
-        }
+    } else if (!gated(c, options)) {
+      row.baseline = it->second.back().entry;
+      row.status = RegressionStatus::kExcluded;
+      row.notes.push_back("excluded: " + std::to_string(c.result.environment.ranks) + " ranks on " +
+                          std::to_string(c.result.environment.cores) +
+                          " cores took turns (oversubscribed); kept out of the gate");
+    } else {
+      row.baseline = it->second.back().entry;
+      decide_row(row, c, it->second, tonight, options);
+      for (const Matched& m : it->second) {
+        const std::string& p = m.entry->result.config.plant;
+        if (!p.empty()) row.notes.push_back("night " + m.night->name + " was planted (" + p + ")");
       }
     }
-    row.status = row.reasons.empty() ? RegressionStatus::kPass : RegressionStatus::kRegressed;
     out.rows.push_back(std::move(row));
   }
-  for (const ResultEntry& b : baseline) {
-    if (used.count(match_key(b)) != 0) continue;
-    RegressionRow row;
-    row.label = b.label;
-    row.machine = b.machine;
-    row.config_key = b.config_key;
-    row.status = RegressionStatus::kMissing;
-    row.baseline = &b;
-    row.samples_change = row.memory_change = row.bubble_change = nan;
-    out.rows.push_back(std::move(row));
+  if (!history.empty()) {
+    for (const ResultEntry& b : history.back().results.results) {
+      if (seen.count(match_key(b)) != 0) continue;
+      RegressionRow row = blank_row(b);
+      row.status = RegressionStatus::kMissing;
+      row.baseline = &b;
+      out.rows.push_back(std::move(row));
+    }
   }
   return out;
 }

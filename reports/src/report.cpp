@@ -1,6 +1,7 @@
 #include "ppb/reports/report.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <ostream>
 
 #include "ppb/profiling/check.hpp"
@@ -11,6 +12,48 @@
 
 namespace ppb::reports {
 
+namespace {
+
+// The current run's name: the folder given, or the common parent of the
+// folders given (ci/suite passes <night>/cpu and <night>/timed).
+std::string tonight_name(const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  auto name_of = [](const fs::path& p) {
+    const fs::path n = p.lexically_normal();
+    return n.has_filename() ? n.filename().string() : n.parent_path().filename().string();
+  };
+  if (inputs.size() == 1) return name_of(fs::absolute(inputs.front()));
+  fs::path parent = fs::absolute(inputs.front()).lexically_normal().parent_path();
+  for (const std::string& in : inputs) {
+    if (fs::absolute(in).lexically_normal().parent_path() != parent) return "tonight";
+  }
+  return name_of(parent);
+}
+
+void print_gate(const RegressionSummary& r, std::ostream& out) {
+  out << "gate: " << r.regressions() << " regression(s), " << r.count(RegressionStatus::kImproved)
+      << " improvement(s), " << r.count(RegressionStatus::kPass) << " no change, "
+      << r.count(RegressionStatus::kUndecidable) << " undecidable, "
+      << r.count(RegressionStatus::kExcluded) << " excluded (threshold "
+      << format_trimmed(r.threshold * 100) << "%, " << r.nights.size() << " earlier night(s))\n";
+  out << "regressions: " << r.regressions() << " beyond " << format_trimmed(r.threshold * 100)
+      << "%\n";
+  for (const RegressionRow& row : r.rows) {
+    for (const std::string& why : row.reasons)
+      out << "  REGRESSION " << row.label << ": " << why << "\n";
+  }
+  for (const RegressionRow& row : r.rows) {
+    if (row.status != RegressionStatus::kImproved) continue;
+    for (const std::string& n : row.notes) {
+      const std::string kind = "improvement: ";
+      if (n.rfind(kind, 0) == 0)
+        out << "  IMPROVEMENT " << row.label << ": " << n.substr(kind.size()) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
 int run_report(const ReportOptions& o, std::ostream& out) {
   if (o.inputs.empty())
     throw UsageError("report: expected at least one result folder (pipebench report DIR...)");
@@ -19,13 +62,23 @@ int run_report(const ReportOptions& o, std::ostream& out) {
                      format_exact(o.threshold));
   }
   if (o.memory_budget < 0) throw UsageError("--memory-budget: expected a size >= 0");
+  if (!(o.alpha > 0 && o.alpha < 1)) {
+    throw UsageError("--alpha: expected a significance level in (0, 1), got " +
+                     format_exact(o.alpha));
+  }
+  if (!(o.max_foreign_cpu >= 0 && o.max_foreign_cpu <= 1)) {
+    throw UsageError("--max-foreign-cpu: expected a fraction in [0, 1], got " +
+                     format_exact(o.max_foreign_cpu));
+  }
+  if (o.window < 1)
+    throw UsageError("--history-window: expected >= 1 night, got " + std::to_string(o.window));
   LoadedResults loaded = load_results(o.inputs, o.skip_bad);
   Reference reference =
       o.reference.empty() ? builtin_reference() : load_reference_file(o.reference);
-  std::optional<LoadedResults> baseline;
-  if (!o.baseline.empty()) {
+  std::vector<Night> history;
+  if (!o.baselines.empty()) {
     try {
-      baseline = load_results({o.baseline}, o.skip_bad);
+      history = load_nights(o.baselines, o.skip_bad);
     } catch (const UsageError& e) {
       throw UsageError(std::string("--baseline: ") + e.what());
     }
@@ -33,11 +86,21 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   ModelOptions mo;
   mo.inputs = o.inputs;
   mo.setup_matches = o.reference_setup;
-  mo.threshold = o.threshold;
+  mo.gate.threshold = o.threshold;
+  mo.gate.alpha = o.alpha;
+  mo.gate.window = o.window;
+  mo.gate.include_oversubscribed = o.gate_oversubscribed;
+  mo.gate.max_foreign_cpu = o.max_foreign_cpu;
+  mo.tonight = tonight_name(o.inputs);
   mo.memory_budget = o.memory_budget;
   ReportModel model =
-      build_report_model(std::move(loaded), std::move(reference), std::move(baseline), mo);
-  if (model.regression) model.regression->baseline_source = o.baseline;
+      build_report_model(std::move(loaded), std::move(reference), std::move(history), mo);
+  if (model.regression) {
+    for (const std::string& b : o.baselines) {
+      std::string& src = model.regression->baseline_source;
+      src += (src.empty() ? "" : ", ") + b;
+    }
+  }
 
   std::vector<std::string> written;
   auto emit = [&](const std::string& path, const std::string& text) {
@@ -61,14 +124,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     out << "\n";
     for (const GroupView& g : model.groups)
       out << "verdict (" << g.machine << "): " << g.verdict << "\n";
-    if (model.regression) {
-      out << "regressions: " << model.regressions() << " beyond "
-          << format_trimmed(o.threshold * 100) << "%\n";
-      for (const RegressionRow& r : model.regression->rows) {
-        for (const std::string& why : r.reasons)
-          out << "  REGRESSION " << r.label << ": " << why << "\n";
-      }
-    }
+    if (model.regression) print_gate(*model.regression, out);
     for (const std::string& w : written) out << "wrote " << w << "\n";
   }
   return model.regressions() > 0 ? 1 : 0;

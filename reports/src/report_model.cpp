@@ -232,9 +232,13 @@ void verdict(GroupView& g, const ReportModel& m) {
                    std::to_string(inconsistent) + " inconsistent, " + std::to_string(unmeasurable) +
                    " not measurable here.");
   if (m.regression) {
-    points.push_back("Against the baseline: " + std::to_string(m.regression->regressions()) +
-                     " regression(s) beyond " + format_trimmed(m.regression->threshold * 100) +
-                     "%.");
+    const RegressionSummary& r = *m.regression;
+    points.push_back("Against " + std::to_string(r.nights.size()) +
+                     " earlier night(s): " + std::to_string(r.regressions()) + " regression(s), " +
+                     std::to_string(r.count(RegressionStatus::kImproved)) + " improvement(s), " +
+                     std::to_string(r.count(RegressionStatus::kPass)) + " no change, " +
+                     std::to_string(r.count(RegressionStatus::kUndecidable)) + " undecidable at " +
+                     format_trimmed(r.threshold * 100) + "%.");
   }
   g.verdict.clear();
   for (const std::string& p : points) g.verdict += (g.verdict.empty() ? "" : " ") + p;
@@ -289,7 +293,7 @@ void showcase(GroupView& g) {
 }  // namespace
 
 ReportModel build_report_model(LoadedResults loaded, Reference reference,
-                               std::optional<LoadedResults> baseline, const ModelOptions& options) {
+                               std::vector<Night> history, const ModelOptions& options) {
   ReportModel m;
   m.generated_at = now_iso();
   m.inputs = options.inputs;
@@ -297,7 +301,7 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
   m.reference = std::move(reference);
   m.setup_matches = options.setup_matches || m.reference.setup_matches;
   m.memory_budget = options.memory_budget;
-  m.baseline = std::move(baseline);
+  m.history = std::move(history);
 
   std::map<std::string, size_t> index;
   for (const ResultEntry& e : m.loaded.results) {
@@ -314,8 +318,8 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
     m.groups[it->second].entries.push_back(&e);
   }
   m.claims = evaluate_claims(m.reference, m.loaded.results, m.setup_matches);
-  if (m.baseline)
-    m.regression = compare_to_baseline(m.loaded.results, m.baseline->results, options.threshold);
+  if (!m.history.empty())
+    m.regression = run_gate(m.loaded.results, options.tonight, m.history, options.gate);
   for (GroupView& g : m.groups) {
     std::sort(g.entries.begin(), g.entries.end(), entry_less);
     choose(g, options.memory_budget);
@@ -324,6 +328,19 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
     verdict(g, m);
   }
   return m;
+}
+
+ReportModel build_report_model(LoadedResults loaded, Reference reference,
+                               std::optional<LoadedResults> baseline, const ModelOptions& options) {
+  std::vector<Night> history;
+  if (baseline) {
+    Night n;
+    n.name = "baseline";
+    n.date = latest_date(*baseline);
+    n.results = std::move(*baseline);
+    history.push_back(std::move(n));
+  }
+  return build_report_model(std::move(loaded), std::move(reference), std::move(history), options);
 }
 
 }  // namespace ppb::reports

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "ppb/reports/format.hpp"
@@ -18,6 +19,8 @@ std::string n(double x) {
   std::snprintf(buf, sizeof buf, "%.1f", x);
   return buf;
 }
+
+std::string n_text(double x) { return n(x); }
 
 // A "nice" tick step (1, 2, 2.5, 5 x 10^k) giving about `target` ticks.
 double nice_step(double max, int target) {
@@ -348,6 +351,73 @@ std::string gantt(const std::string& title, const Timeline& timeline, double t_m
   s << line(left, axis_y, left + plot_w, axis_y, "#000000");
   s << text(left + plot_w, axis_y + 28, "time since step start (ms)",
             "text-anchor=\"end\" font-size=\"10\"");
+  s << "</svg>";
+  return s.str();
+}
+
+std::string trend_chart(const std::string& title, const TrendSeries& t,
+                        const std::string& axis_label) {
+  const double w = 360, h = 170, left = 58, right = 12, top = 30, bottom = 34;
+  const double pw = w - left - right, ph = h - top - bottom;
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -lo;
+  auto take = [&](double v) {
+    if (std::isfinite(v)) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  };
+  for (size_t i = 0; i < t.median.size(); ++i) {
+    take(t.median[i]);
+    if (i < t.low.size()) take(t.low[i]);
+    if (i < t.high.size()) take(t.high[i]);
+  }
+  if (t.band_high > t.band_low) {
+    take(t.band_low);
+    take(t.band_high);
+  }
+  std::ostringstream s;
+  s << open(w, h, title);
+  if (!std::isfinite(lo)) return s.str() + "</svg>";
+  const double pad = hi > lo ? (hi - lo) * 0.1 : std::max(std::fabs(hi) * 0.05, 1e-9);
+  lo -= pad;
+  hi += pad;
+  const size_t n = t.median.size();
+  auto x_of = [&](size_t i) {
+    return left + (n > 1 ? pw * static_cast<double>(i) / static_cast<double>(n - 1) : pw / 2);
+  };
+  auto y_of = [&](double v) { return top + ph * (1 - (v - lo) / (hi - lo)); };
+  s << line(left, top, left, top + ph, "#333") << line(left, top + ph, left + pw, top + ph, "#333");
+  for (double v : {lo + pad, hi - pad}) {
+    s << text(4, y_of(v) + 4, format_number(v), "font-size=\"10\"")
+      << line(left - 3, y_of(v), left, y_of(v), "#333");
+  }
+  s << text(left, h - 4, axis_label + " over nights (oldest left)", "font-size=\"10\"");
+  if (t.band_high > t.band_low) {
+    s << rect(left, y_of(t.band_high), pw, y_of(t.band_low) - y_of(t.band_high), "#4e79a7",
+              "fill-opacity=\"0.15\"");
+  }
+  if (t.step_index > 0 && static_cast<size_t>(t.step_index) < n) {
+    const double x =
+        (x_of(static_cast<size_t>(t.step_index) - 1) + x_of(static_cast<size_t>(t.step_index))) / 2;
+    s << "<line x1=\"" << n_text(x) << "\" y1=\"" << n_text(top) << "\" x2=\"" << n_text(x)
+      << "\" y2=\"" << n_text(top + ph) << "\" stroke=\"#e15759\" stroke-dasharray=\"4 3\"/>"
+      << text(x + 3, top + 10, "step: " + t.nights[static_cast<size_t>(t.step_index)],
+              "font-size=\"10\" fill=\"#e15759\"");
+  }
+  std::string path;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(t.median[i])) continue;
+    path += (path.empty() ? "M" : " L") + n_text(x_of(i)) + " " + n_text(y_of(t.median[i]));
+    if (i < t.low.size() && i < t.high.size() && std::isfinite(t.low[i]) &&
+        std::isfinite(t.high[i])) {
+      s << line(x_of(i), y_of(t.low[i]), x_of(i), y_of(t.high[i]), "#4e79a7", 1.5);
+    }
+    s << "<circle cx=\"" << n_text(x_of(i)) << "\" cy=\"" << n_text(y_of(t.median[i]))
+      << "\" r=\"2.5\" fill=\"#4e79a7\"><title>" << xml_escape(t.nights[i]) << ": "
+      << format_number(t.median[i]) << "</title></circle>";
+  }
+  s << "<path d=\"" << path << "\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1.5\"/>";
   s << "</svg>";
   return s.str();
 }

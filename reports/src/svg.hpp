@@ -56,6 +56,20 @@ std::string gantt(const std::string& title, const Timeline& timeline, double t_m
 /// The Gantt legend (F, B, I, W, SYNC, idle).
 std::vector<LegendItem> gantt_legend();
 
+/// A figure over nights: the median per night as a line with its
+/// per-night spread (low..high, e.g. the quartiles of the steps) as a
+/// whisker, the history's noise band as a shaded stripe, and a dashed
+/// vertical line before the night a step change arrived.
+struct TrendSeries {
+  std::vector<std::string> nights;     ///< x axis, oldest first
+  std::vector<double> median;          ///< one per night
+  std::vector<double> low, high;       ///< per-night spread (NaN = none)
+  double band_low = 0, band_high = 0;  ///< noise band; not drawn when equal
+  int step_index = -1;                 ///< first night of a new level; -1 = none
+};
+std::string trend_chart(const std::string& title, const TrendSeries& series,
+                        const std::string& axis_label);
+
 /// Colours: one per schedule name (stable), one per memory category.
 std::string schedule_colour(const std::string& schedule);
 std::string category_colour(int category);

@@ -27,7 +27,21 @@ expect_run(0 ARGS ${OUT}/near --baseline ${OUT}/base --html ${OUT}/r.html --csv 
            STDOUT "regressions: 0 beyond 7%")
 expect_run(0 ARGS ${OUT}/near --baseline ${OUT}/base --threshold 0.07 --memory-budget 64MiB --md ${OUT}/r2.md
            STDOUT "Within 64.0 MiB per stage")
-foreach(f junit.xml r.md r.html r.csv g.json r2.md)
+# A folder of nights: each subfolder is one night.
+expect_run(1 ARGS ${OUT}/slow --baseline ${OUT}/nights --md ${OUT}/r3.md
+           STDOUT "3 earlier night\\(s\\)")
+expect_run(0 ARGS ${OUT}/near --baseline ${OUT}/nights/n1 --baseline ${OUT}/nights/n2
+           STDOUT "0 regression\\(s\\), 0 improvement\\(s\\), 2 no change, 0 undecidable")
+# Three steps a side can never be significant: undecidable, exit 0, skipped in JUnit.
+expect_run(0 ARGS ${OUT}/few/slow --baseline ${OUT}/few/base --junit ${OUT}/few.xml
+           STDOUT "2 undecidable")
+file(READ ${OUT}/few.xml few_xml)
+if(NOT few_xml MATCHES "<skipped message=\"undecidable: samples/s")
+  message(FATAL_ERROR "undecidable combinations are not skipped in JUnit:\n${few_xml}")
+endif()
+expect_run(2 ARGS ${OUT}/base --baseline ${OUT}/base --alpha 2 STDERR "--alpha: expected a significance level in \\(0, 1\\), got 2")
+expect_run(2 ARGS ${OUT}/base --baseline ${OUT}/base --history-window 0 STDERR "--history-window: expected >= 1 night, got 0")
+foreach(f junit.xml r.md r.html r.csv g.json r2.md r3.md)
   if(NOT EXISTS ${OUT}/${f})
     message(FATAL_ERROR "pipebench report did not write ${OUT}/${f}")
   endif()

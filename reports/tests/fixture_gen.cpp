@@ -22,12 +22,16 @@ int main(int argc, char** argv) {
   using ppb::reports::testing::write_fixture;
   const fs::path out = argv[1];
   fs::remove_all(out);
-  auto pair = [&](const char* dir, double slow_1f1b, double slow_gpipe) {
+  // Ten timed steps each (enough for the gate's U test), or 3 (too few).
+  auto pair = [&](const std::string& dir, double slow_1f1b, double slow_gpipe, int steps = 10,
+                  const std::string& date = "2026-11-29T07:00:00Z") {
     FixtureSpec a;
     a.schedule = "1f1b";
     a.slowdown = slow_1f1b;
+    a.steps = steps;
+    a.date = date;
     write_fixture((out / dir).string(), a);
-    FixtureSpec b;
+    FixtureSpec b = a;
     b.schedule = "gpipe";
     b.slowdown = slow_gpipe;
     return write_fixture((out / dir).string(), b);
@@ -35,6 +39,12 @@ int main(int argc, char** argv) {
   pair("base", 1.0, 1.0);
   pair("slow", 1.10, 1.05);
   pair("near", 1.05, 1.05);
+  pair("few/base", 1.0, 1.0, 3);
+  pair("few/slow", 1.10, 1.0, 3);
+  for (int night = 1; night <= 3; ++night) {
+    pair("nights/n" + std::to_string(night), 1.0, 1.0, 10,
+         "2026-11-2" + std::to_string(night) + "T02:00:00Z");
+  }
   const std::string good = pair("bad", 1.0, 1.0);
   std::ifstream in(good);
   std::stringstream s;

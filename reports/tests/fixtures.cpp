@@ -49,10 +49,22 @@ Result make_fixture(const FixtureSpec& f) {
   r.config.warmup = 1;
   r.config.memory_budget = f.memory_budget;
   r.config.seed = 1;
+  r.config.plant = f.plant;
 
   ResultMetrics& m = r.metrics.emplace();
   const double step = sim.step_time * f.slowdown;
   m.step_time_seconds = {step, step * 0.99, step * 1.02, {step * 1.02, step, step * 0.99}};
+  if (f.steps != 3) {
+    // Evenly spread, shuffled by a stride co-prime with the count.
+    m.step_time_seconds.samples.clear();
+    for (int i = 0; i < f.steps; ++i) {
+      const int k = (i * 7) % f.steps;
+      const double u = f.steps > 1 ? 2.0 * k / (f.steps - 1) - 1 : 0;
+      m.step_time_seconds.samples.push_back(step * (1 + f.noise * u));
+    }
+    m.step_time_seconds.min = step * (1 - f.noise);
+    m.step_time_seconds.max = step * (1 + f.noise);
+  }
   m.samples_per_second = f.micro_batch_size * f.microbatches / step;
   const double theory_ratio = sim.bubble_ratio;
   const double theory_overhead = sim.bubble_overhead;
@@ -71,6 +83,25 @@ Result make_fixture(const FixtureSpec& f) {
   }
   m.bubble_ratio.measured = ratio_sum / f.stages;
   m.bubble_overhead.measured = idle_sum / busy_sum;
+  if (f.foreign_cpu >= 0) m.foreign_cpu = f.foreign_cpu;
+  if (f.steps != 3) {
+    for (int i = 0; i < f.steps; ++i) {
+      const int k = (i * 3) % f.steps;
+      const double u = f.steps > 1 ? 2.0 * k / (f.steps - 1) - 1 : 0;
+      m.bubble_ratio.samples.push_back(m.bubble_ratio.measured + f.bubble_noise * u);
+    }
+    for (int st = 0; st < f.stages; ++st) {
+      const double busy =
+          sim.stages[static_cast<size_t>(st)].busy * (st == f.slow_stage ? f.stage_factor : 1.0);
+      std::vector<double> per_step;
+      for (int i = 0; i < f.steps; ++i) {
+        const int k = (i * 5 + st) % f.steps;
+        const double u = f.steps > 1 ? 2.0 * k / (f.steps - 1) - 1 : 0;
+        per_step.push_back(busy * (1 + f.noise * u));
+      }
+      m.busy_seconds_per_stage.push_back(per_step);
+    }
+  }
 
   const int64_t params = int64_t{4} << 20;
   TheoryFigures& t = m.theory.emplace();
@@ -120,6 +151,8 @@ Result make_fixture(const FixtureSpec& f) {
   r.environment.build_type = "RelWithDebInfo";
   r.environment.hostname = f.host;
   r.environment.cpu = "Fixture CPU @ 2.0GHz";
+  r.environment.cores = 2;
+  r.environment.oversubscribed = f.oversubscribed;
   return r;
 }
 

@@ -22,7 +22,17 @@ struct FixtureSpec {
   double fwd = 1e-3;      ///< seconds per F on a stage
   double bwd = 2e-3;      ///< seconds per full B on a stage (I and W half each)
   double slowdown = 1.0;  ///< measured step = simulated step x slowdown
-  double skew = 0;        ///< stage 0's actions take (1 + skew) x as long (an unbalanced partition)
+  /// Timed steps. 3: the samples {1.02, 1, 0.99} x step. Otherwise `steps`
+  /// samples spread evenly over step x (1 +/- noise), median = step, and as
+  /// many bubble-ratio samples spread over measured +/- bubble_noise.
+  int steps = 3;
+  double noise = 0.01;
+  double bubble_noise = 0.002;
+  /// With steps != 3, each stage's busy seconds per step (simulated busy,
+  /// +/- noise) are recorded too; stage `slow_stage` (if >= 0) busy x stage_factor.
+  int slow_stage = -1;
+  double stage_factor = 1.0;
+  double skew = 0;  ///< stage 0's actions take (1 + skew) x as long (an unbalanced partition)
   int generated_inflight =
       0;  ///< in-flight limit the schedule ran with (adaptive's guard), 0 = inflight
   int64_t activation_bytes = int64_t{1} << 20;  ///< one micro-batch on one stage
@@ -31,6 +41,9 @@ struct FixtureSpec {
   std::string host = "node1";
   std::string git = "abc1234";
   std::string date = "2026-11-29T07:00:00Z";
+  std::string plant;            ///< config.plant
+  bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
+  double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)
 };
 
 /// A consistent "ok" result for the spec.

@@ -12,10 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <stdexcept>
 
 #include "fixtures.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/reports/history.hpp"
+#include "ppb/reports/regression.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/writers.hpp"
 
@@ -246,13 +250,16 @@ TEST(ReportClaims, UserReferenceFileInTheSameFormat) {
 
 // -------------------------------------------------------------- regression --
 
+// Ten timed steps, +/-1% apart: enough for the U test at alpha 0.01.
 std::vector<FixtureSpec> two(double slow_1f1b, double slow_gpipe) {
   FixtureSpec a;
   a.schedule = "1f1b";
   a.slowdown = slow_1f1b;
+  a.steps = 10;
   FixtureSpec b;
   b.schedule = "gpipe";
   b.slowdown = slow_gpipe;
+  b.steps = 10;
   return {a, b};
 }
 
@@ -260,16 +267,18 @@ TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
   const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
   FixtureSpec only_in_base;
   only_in_base.schedule = "pipedream";
+  only_in_base.steps = 10;
   write_fixture(base, only_in_base);
   const std::string cur = write_sweep(fresh_dir("cur"), two(1.10, 1.05));
   FixtureSpec only_now;
   only_now.schedule = "sync-1f1b";
+  only_now.steps = 10;
   write_fixture(cur, only_now);
 
   const std::string out_dir = fresh_dir("out");
   ReportOptions o;
   o.inputs = {cur};
-  o.baseline = base;
+  o.baselines = {base};
   o.junit = out_dir + "/junit.xml";
   o.markdown = out_dir + "/r.md";
   std::ostringstream out;
@@ -279,7 +288,7 @@ TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
   EXPECT_EQ(out.str().find("REGRESSION gpipe"), std::string::npos) << out.str();
 
   ModelOptions mo;
-  mo.threshold = 0.07;
+  mo.gate.threshold = 0.07;
   const ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(),
                                            load_results({base}, false), mo);
   ASSERT_TRUE(m.regression.has_value());
@@ -339,6 +348,198 @@ TEST(ReportRegression, MemoryGrowthIsARegressionAndOtherMachinesAreNotMatched) {
   EXPECT_EQ(missing, 2);
 }
 
+// ------------------------------------------------------------------ gate --
+
+// One night of the two-combination sweep in <root>/<name>, dated day `day`.
+std::string night(const std::string& root, const std::string& name, int day,
+                  std::vector<FixtureSpec> specs) {
+  for (FixtureSpec& f : specs) f.date = "2026-11-" + std::to_string(10 + day) + "T02:00:00Z";
+  return write_sweep(root + "/" + name, specs);
+}
+
+const RegressionRow& row_of(const RegressionSummary& s, const std::string& prefix) {
+  for (const RegressionRow& r : s.rows) {
+    if (r.label.rfind(prefix, 0) == 0) return r;
+  }
+  throw std::runtime_error("no row " + prefix);
+}
+
+RegressionSummary gate(const std::string& tonight_dir, const std::vector<std::string>& history,
+                       GateOptions o = {}) {
+  static std::vector<std::unique_ptr<LoadedResults>> keep;  // rows point into them
+  static std::vector<std::unique_ptr<std::vector<Night>>> nights;
+  keep.push_back(std::make_unique<LoadedResults>(load_results({tonight_dir}, false)));
+  nights.push_back(std::make_unique<std::vector<Night>>(load_nights(history, false)));
+  return run_gate(keep.back()->results, "tonight", *nights.back(), o);
+}
+
+TEST(ReportGate, UnchangedNightsAreNoChange) {
+  const std::string root = fresh_dir("nights");
+  for (int d = 1; d <= 4; ++d) night(root, "n" + std::to_string(d), d, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.0, 1.0));
+  const RegressionSummary s = gate(cur, {root});
+  ASSERT_EQ(s.nights, (std::vector<std::string>{"n1", "n2", "n3", "n4"}));
+  EXPECT_EQ(s.count(RegressionStatus::kPass), 2) << row_of(s, "1f1b").notes.size();
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.trend.size(), 5u);
+  EXPECT_EQ(r.trend.back().night, "tonight");
+  // samples/s, bubble, memory, then one compute figure per stage (P = 4).
+  ASSERT_EQ(r.metrics.size(), 3u + 4u);
+  EXPECT_NEAR(r.metrics[0].change, 0, 1e-12);
+  // 10 vs 40 steps, +/-1% apart: a shift of a few percent is detectable.
+  EXPECT_GT(r.detectable, 0.0);
+  EXPECT_LE(r.detectable, 0.07);
+  EXPECT_EQ(r.arrived_index, -1);
+}
+
+TEST(ReportGate, StepThatArrivedThreeNightsAgoIsReportedOnceWithItsNight) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.12, 1.0));
+  night(root, "n4", 4, two(1.12, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.12, 1.0));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.regressions(), 1);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n3");
+  EXPECT_EQ(r.arrived_index, 2);
+  EXPECT_NEAR(r.samples_change, 1 / 1.12 - 1, 1e-9);  // against n1, n2 only
+  // samples/s, and the bubble the fixture's slower steps leave idle.
+  ASSERT_EQ(r.reasons.size(), 2u);
+  EXPECT_EQ(r.reasons[0].rfind("samples/s ", 0), 0u) << r.reasons[0];
+  EXPECT_EQ(r.reasons[1].rfind("bubble ratio ", 0), 0u) << r.reasons[1];
+  for (const std::string& why : r.reasons)
+    EXPECT_NE(why.find(", since n3"), std::string::npos) << why;
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+  // The step tonight itself: arrived tonight.
+  const std::string root2 = fresh_dir("nights2");
+  night(root2, "n1", 1, two(1.0, 1.0));
+  night(root2, "n2", 2, two(1.0, 1.0));
+  EXPECT_EQ(row_of(gate(cur, {root2}), "1f1b").arrived, "tonight");
+}
+
+TEST(ReportGate, ImprovementIsNotARegression) {
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 2, two(0.85, 1.0));
+  const RegressionSummary s = gate(cur, {base});
+  EXPECT_EQ(s.regressions(), 0);
+  EXPECT_EQ(row_of(s, "1f1b").status, RegressionStatus::kImproved);
+  EXPECT_EQ(row_of(s, "1f1b").notes.at(0).rfind("improvement: samples/s", 0), 0u);
+}
+
+TEST(ReportGate, TooNoisyOrTooFewStepsIsUndecidable) {
+  std::vector<FixtureSpec> noisy = two(1.0, 1.0);
+  for (FixtureSpec& f : noisy) f.noise = 0.25;
+  std::vector<FixtureSpec> slower = noisy;
+  slower[0].slowdown = 1.08;  // beyond 7%, but inside the steps' +/-25%
+  const std::string base = night(fresh_dir("n"), "n1", 1, noisy);
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, slower), {base});
+  EXPECT_EQ(s.regressions(), 0);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_GT(r.detectable, 0.07);
+  EXPECT_EQ(r.notes.at(0).rfind("undecidable: samples/s", 0), 0u) << r.notes.at(0);
+  // Three steps a side: no p-value can get below 0.1, nothing is detectable.
+  std::vector<FixtureSpec> few = two(1.0, 1.0);
+  for (FixtureSpec& f : few) f.steps = 3;
+  const std::string fbase = night(fresh_dir("n"), "n1", 1, few);
+  const RegressionSummary t = gate(night(fresh_dir("cur"), "t", 2, few), {fbase});
+  EXPECT_EQ(t.count(RegressionStatus::kUndecidable), 2);
+  EXPECT_TRUE(std::isinf(row_of(t, "1f1b").detectable));
+}
+
+TEST(ReportGate, OneSlowStageIsCaughtInItsComputeTime) {
+  // Stage 1 10% slower; the step time grows less than the threshold.
+  std::vector<FixtureSpec> cur = two(1.03, 1.0);
+  cur[0].slow_stage = 1;
+  cur[0].stage_factor = 1.10;
+  cur[0].plant = "stage 1 x1.10";
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, cur), {base});
+  EXPECT_EQ(s.regressions(), 1);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.label, "1f1b x balanced P=4 M=8 [planted stage 1 x1.10]");
+  EXPECT_EQ(r.planted, "stage 1 x1.10");
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0].rfind("stage 1 compute ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("(+10.0%"), std::string::npos) << r.reasons[0];
+}
+
+TEST(ReportGate, MemoryGrowthIsExactAndNamesItsNight) {
+  const std::string root = fresh_dir("nights");
+  std::vector<FixtureSpec> grown = two(1.0, 1.0);
+  grown[0].extra_memory = 2 * kMiB;             // 16.75 -> 18.75 MiB on 1f1b
+  grown[1].extra_memory = int64_t{512} * 1024;  // +2.4% on gpipe: below the threshold
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, grown);
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 3, grown), {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n2");
+  EXPECT_NEAR(r.memory_change, 2.0 / 16.75, 1e-12);
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+}
+
+TEST(ReportGate, OversubscribedRunsAreKeptOut) {
+  std::vector<FixtureSpec> crowded = two(1.5, 1.0);
+  for (FixtureSpec& f : crowded) f.oversubscribed = true;
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 2, crowded);
+  const RegressionSummary s = gate(cur, {base});
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 2);
+  EXPECT_EQ(s.regressions(), 0);
+  EXPECT_NE(row_of(s, "1f1b").notes.at(0).find("4 ranks on 2 cores"), std::string::npos);
+  GateOptions all;
+  all.include_oversubscribed = true;
+  EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
+}
+
+TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
+  std::vector<FixtureSpec> busy = two(1.5, 1.0);
+  for (FixtureSpec& f : busy) f.foreign_cpu = 0.45;
+  busy[1].extra_memory = 4 * kMiB;  // memory is still compared
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, busy), {base});
+  const RegressionRow& slow = row_of(s, "1f1b");
+  EXPECT_EQ(slow.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(slow.notes.at(0),
+            "undecidable: samples/s not judged: the host was busy: other processes used 45% of "
+            "its CPU during tonight's timed steps (limit 20%)");
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
+  ASSERT_EQ(row_of(s, "gpipe").reasons.size(), 1u);
+  EXPECT_EQ(row_of(s, "gpipe").reasons[0].rfind("peak memory ", 0), 0u);
+  // A busy earlier night is left out of the reference: its slow figures do
+  // not hide tonight's regression.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  std::vector<FixtureSpec> slow_busy = two(1.3, 1.3);
+  for (FixtureSpec& f : slow_busy) f.foreign_cpu = 0.6;
+  night(root, "n2", 2, slow_busy);
+  const RegressionSummary t = gate(night(fresh_dir("cur"), "t", 3, two(1.12, 1.0)), {root});
+  EXPECT_EQ(row_of(t, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NEAR(row_of(t, "1f1b").samples_change, 1 / 1.12 - 1, 1e-9);
+  EXPECT_EQ(row_of(t, "gpipe").status, RegressionStatus::kPass);
+}
+
+TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
+  const std::string a = night(fresh_dir("a"), "older", 1, two(1.0, 1.0));
+  const std::string b = night(fresh_dir("b"), "newer", 2, two(1.0, 1.0));
+  const std::vector<Night> n = load_nights({b, a}, false);
+  ASSERT_EQ(n.size(), 2u);
+  EXPECT_EQ(n[0].name, "older");
+  EXPECT_EQ(n[1].name, "newer");
+  // A folder holding one night's two sweeps (no combination repeated) is one night.
+  const std::string one = fresh_dir("one");
+  write_sweep(one + "/cpu", {two(1.0, 1.0)[0]});
+  write_sweep(one + "/timed", {two(1.0, 1.0)[1]});
+  EXPECT_EQ(load_nights({one}, false).size(), 1u);
+  GateOptions w;
+  w.window = 1;
+  EXPECT_EQ(gate(b, {a, b}, w).nights, (std::vector<std::string>{"newer"}));
+}
+
 TEST(ReportJunit, ShapeThatCiSystemsRead) {
   const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
   FixtureSpec gone;
@@ -348,7 +549,7 @@ TEST(ReportJunit, ShapeThatCiSystemsRead) {
   const std::string path = fresh_dir("out") + "/junit.xml";
   ReportOptions o;
   o.inputs = {cur};
-  o.baseline = base;
+  o.baselines = {base};
   o.junit = path;
   std::ostringstream out;
   ASSERT_EQ(run_report(o, out), 1);
@@ -437,7 +638,9 @@ TEST(ReportCsv, RoundTrips) {
 }
 
 TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
-  const std::string dir = write_sweep(fresh_dir("sweep"), two(1.0, 1.0));
+  std::vector<FixtureSpec> specs = two(1.0, 1.0);
+  for (FixtureSpec& f : specs) f.steps = 3;
+  const std::string dir = write_sweep(fresh_dir("sweep"), specs);
   const std::string path = fresh_dir("out") + "/g.json";
   ReportOptions o;
   o.inputs = {dir};

@@ -5,6 +5,12 @@ ppb_add_gtest(reports_test
   LIBS ppb::reports
   LABELS unit)
 
+# The gate's statistics on synthetic samples (exact U and p-values, change points).
+ppb_add_gtest(stats_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/stats_test.cpp
+  LIBS ppb::reports
+  LABELS unit)
+
 # Headless Chromium renders the HTML report (skips, saying why, without
 # chromium). The screenshot stays in ${CMAKE_CURRENT_BINARY_DIR}/artifacts.
 find_package(ZLIB)

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "planted_work.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/pipeline/action.hpp"
@@ -11,7 +12,8 @@
 
 namespace ppb {
 
-CpuBackend::CpuBackend(const BackendConfig& config) : learning_rate_(config.learning_rate) {
+CpuBackend::CpuBackend(const BackendConfig& config)
+    : learning_rate_(config.learning_rate), plant_factor_(config.plant_factor) {
   const int virtual_stages = config.stages * config.chunks;
   PPB_CHECK(static_cast<int>(config.parts.size()) == virtual_stages,
             "cpu backend: parts must have stages * chunks ranges");
@@ -43,18 +45,24 @@ int64_t CpuBackend::activation_bytes(int c) const {
 }
 
 void CpuBackend::forward(int c, int64_t mb, const std::byte* in, std::byte* out) {
+  const PlantedWork planted(plant_factor_);
   chunk(c).forward(mb, in, out);
 }
 
 void CpuBackend::backward(int c, int64_t mb, const std::byte* grad_out, std::byte* grad_in) {
+  const PlantedWork planted(plant_factor_);
   chunk(c).backward(mb, grad_out, grad_in);
 }
 
 void CpuBackend::backward_input(int c, int64_t mb, const std::byte* grad_out, std::byte* grad_in) {
+  const PlantedWork planted(plant_factor_);
   chunk(c).backward_input(mb, grad_out, grad_in);
 }
 
-void CpuBackend::backward_weight(int c, int64_t mb) { chunk(c).backward_weight(mb); }
+void CpuBackend::backward_weight(int c, int64_t mb) {
+  const PlantedWork planted(plant_factor_);
+  chunk(c).backward_weight(mb);
+}
 
 void CpuBackend::optimizer_step(int c) { chunk(c).sgd_step(learning_rate_); }
 

@@ -25,7 +25,8 @@ const std::vector<Entry>& entries() {
       {{"cpu", "real fp32 GPT training on OpenBLAS (forward, split backward, SGD)", true},
        &make<CpuBackend>},
       {{"timed",
-        "no compute: each action sleeps its modelled time; real messages of the modelled sizes"},
+        "no compute: each action sleeps its modelled time; real messages of the modelled sizes",
+        false, true},
        &make<TimedBackend>},
   };
   return kEntries;
@@ -42,14 +43,24 @@ const std::vector<BackendInfo>& backend_list() {
   return kList;
 }
 
-std::unique_ptr<Backend> make_backend(std::string_view name, const BackendConfig& config) {
+namespace {
+
+const Entry& entry(std::string_view name) {
   std::string names;
   for (const Entry& e : entries()) {
-    if (e.info.name == name) return e.make(config);
+    if (e.info.name == name) return e;
     names += (names.empty() ? "" : ", ") + e.info.name;
   }
   throw UsageError("--backend: unknown backend '" + std::string(name) + "' (backends: " + names +
                    ")");
+}
+
+}  // namespace
+
+const BackendInfo& backend_info(std::string_view name) { return entry(name).info; }
+
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendConfig& config) {
+  return entry(name).make(config);
 }
 
 }  // namespace ppb

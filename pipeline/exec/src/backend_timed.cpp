@@ -45,6 +45,8 @@ TimedBackend::TimedBackend(const BackendConfig& config)
             "timed backend: costs must have stages * chunks entries");
   PPB_CHECK(stage_ >= 0 && stage_ < config.stages, "timed backend: stage out of range");
   time_scale_ = config.time_scale > 0 ? config.time_scale : default_time_scale(costs_);
+  PPB_CHECK(config.plant_factor > 0, "timed backend: plant factor must be > 0");
+  plant_factor_ = config.plant_factor;
   // The default slack (50 us) would be added to every sleep; the compute
   // stream's thread lowers its own, this is for direct calls.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -121,7 +123,7 @@ int64_t TimedBackend::activation_bytes(int chunk) const { return cost(chunk).act
 void TimedBackend::sleep_for_model_seconds(double seconds) {
   timespec deadline{};
   clock_gettime(CLOCK_MONOTONIC, &deadline);
-  const double wall = seconds * time_scale_;
+  const double wall = seconds * time_scale_ * plant_factor_;
   const auto whole = static_cast<time_t>(wall);
   long nanos = deadline.tv_nsec + static_cast<long>((wall - static_cast<double>(whole)) * 1e9);
   deadline.tv_sec += whole + nanos / 1'000'000'000L;
@@ -158,7 +160,7 @@ double TimedBackend::account(const ActionCall& call) {
 }
 
 StreamTicket TimedBackend::enqueue(const ActionCall& call) {
-  return clock_->enqueue(account(call) * time_scale_);
+  return clock_->enqueue(account(call) * time_scale_ * plant_factor_);
 }
 
 bool TimedBackend::query(StreamTicket ticket, StreamTimes* times) {

@@ -395,6 +395,77 @@ void check_collector_actions(const JsonReader& r, const Result& out) {
   }
 }
 
+// The regression gate's fields (the noise of a run and what makes a run
+// unfit for it), written and read in one place each. All are optional, so
+// files written before them still load.
+void write_gate_fields(const Result& result, json::object& root) {
+  json::object& config = root["config"].as_object();
+  config["min_time"] = num(result.config.min_time);
+  config["plant"] = result.config.plant;
+  json::object& env = root["environment"].as_object();
+  env["cores"] = result.environment.cores;
+  env["oversubscribed"] = result.environment.oversubscribed;
+  if (!result.metrics) return;
+  json::object& metrics = root["metrics"].as_object();
+  metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
+  if (result.metrics->foreign_cpu) metrics["foreign_cpu"] = num(*result.metrics->foreign_cpu);
+  metrics["busy_seconds_per_stage"] =
+      array_of(result.metrics->busy_seconds_per_stage,
+               [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
+    auto one = [](const SampleSpread& x) {
+      return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
+                          {"q1", num(x.q1)},  {"q3", num(x.q3)},         {"min", num(x.min)},
+                          {"max", num(x.max)}};
+    };
+    metrics["spread"] = json::object{{"step_time_seconds", one(sp->step_time_seconds)},
+                                     {"samples_per_second", one(sp->samples_per_second)},
+                                     {"bubble_ratio", one(sp->bubble_ratio)}};
+  }
+}
+
+void read_gate_fields(const JsonObject& root, Result& out) {
+  const JsonObject config = root.object("config");
+  out.config.min_time = config.get_or("min_time", 0.0);
+  out.config.plant = config.get_or<std::string>("plant", "");
+  const JsonObject env = root.object("environment");
+  out.environment.cores = env.get_or("cores", 0);
+  out.environment.oversubscribed = env.get_or("oversubscribed", false);
+  if (!out.metrics) return;
+  const JsonObject metrics = root.object("metrics");
+  out.metrics->bubble_ratio.samples =
+      metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
+  if (metrics.has("foreign_cpu")) out.metrics->foreign_cpu = metrics.get<double>("foreign_cpu");
+  const JsonReader& r = metrics.reader();
+  out.metrics->busy_seconds_per_stage = metrics.optional_array(
+      "busy_seconds_per_stage", [&r](const json::value& v, const std::string& p) {
+        return r.array_of(v, p, [&r](const json::value& x, const std::string& q) {
+          return r.number_or_null(x, q);
+        });
+      });
+  const StageCount n{r, static_cast<size_t>(out.config.stages)};
+  n.check(out.metrics->busy_seconds_per_stage.size(), metrics.field("busy_seconds_per_stage"),
+          true);
+  const std::optional<JsonObject> spread = metrics.find_object("spread");
+  if (!spread) return;
+  auto one = [&spread](std::string_view key) {
+    const JsonObject o = spread->object(key);
+    SampleSpread x;
+    x.n = o.get<int>("n");
+    x.median = o.number_or_null("median");
+    x.mad = o.number_or_null("mad");
+    x.q1 = o.number_or_null("q1");
+    x.q3 = o.number_or_null("q3");
+    x.min = o.number_or_null("min");
+    x.max = o.number_or_null("max");
+    return x;
+  };
+  SpreadFigures& f = out.metrics->spread.emplace();
+  f.step_time_seconds = one("step_time_seconds");
+  f.samples_per_second = one("samples_per_second");
+  f.bubble_ratio = one("bubble_ratio");
+}
+
 }  // namespace
 
 boost::json::value result_to_json(const Result& result) {
@@ -436,6 +507,7 @@ boost::json::value result_to_json(const Result& result) {
                                   {"build_type", e.build_type},
                                   {"hostname", e.hostname},
                                   {"cpu", e.cpu}};
+  write_gate_fields(result, o);
   return o;
 }
 
@@ -462,6 +534,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   n.check(out.timeline.size(), "timeline", true);
   check_collector_actions(r, out);
   out.environment = read_environment(root.object("environment"));
+  read_gate_fields(root, out);
   return out;
 }
 

@@ -75,6 +75,10 @@ struct ResultConfig {
   int sync_warmup = 0;        ///< optional: hybrid's --sync-warmup K
   double memory_guard = 0;    ///< optional: adaptive's guard fraction (0 = not used)
   int batches = 1;            ///< optional: batches per step without flush (pipedream)
+  double min_time = 0;        ///< optional: --min-time seconds of timed steps (0 = not used)
+  /// optional: a slowdown planted on purpose to test the regression gate,
+  /// "stage 1 x1.1" ("" = none). A planted result is never a real measurement.
+  std::string plant;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
@@ -96,6 +100,9 @@ struct BubbleFigures {
   double measured = 0;
   double theoretical = 0;
   std::vector<double> per_stage;
+  /// optional: the figure of each timed step (mean over stages), in run
+  /// order, so the gate can test a change against the step-to-step noise.
+  std::vector<double> samples;
 
   friend bool operator==(const BubbleFigures&, const BubbleFigures&) = default;
 };
@@ -191,6 +198,29 @@ struct CollectorResult {
   friend bool operator==(const CollectorResult&, const CollectorResult&) = default;
 };
 
+/// Robust spread of one figure over the timed steps (JSON: an object with
+/// these keys; mad is the median absolute deviation, unscaled).
+struct SampleSpread {
+  int n = 0;
+  double median = 0;
+  double mad = 0;
+  double q1 = 0;  ///< 25th percentile
+  double q3 = 0;  ///< 75th percentile
+  double min = 0;
+  double max = 0;
+
+  friend bool operator==(const SampleSpread&, const SampleSpread&) = default;
+};
+
+/// The noise of a run: spread of each gated figure over its timed steps.
+struct SpreadFigures {
+  SampleSpread step_time_seconds;
+  SampleSpread samples_per_second;  ///< per step: samples per step / that step's time
+  SampleSpread bubble_ratio;
+
+  friend bool operator==(const SpreadFigures&, const SpreadFigures&) = default;
+};
+
 /// Measured figures (docs/metrics.md).
 struct ResultMetrics {
   double samples_per_second = 0;
@@ -204,6 +234,15 @@ struct ResultMetrics {
   /// optional: collector name -> its figures (absent without --profile, or
   /// when no active collector adds figures).
   std::map<std::string, CollectorResult> collectors;
+  std::optional<SpreadFigures> spread;  ///< optional: absent in older files
+  /// optional: per stage, the compute busy seconds (F/B/I/W) of each timed
+  /// step, in run order (JSON: busy_seconds_per_stage). A slowdown of one
+  /// stage shows here in full, where the step time dilutes it.
+  std::vector<std::vector<double>> busy_seconds_per_stage;
+  /// optional (number or null): share of the busiest host's CPU time that
+  /// processes other than this run's ranks used during the timed steps, in
+  /// [0, 1]; absent when unknown (older files, no /proc/stat).
+  std::optional<double> foreign_cpu;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };
@@ -223,6 +262,11 @@ struct ResultEnvironment {
   std::string build_type;         ///< optional
   std::string hostname;           ///< optional: rank 0's host
   std::string cpu;                ///< optional: CPU model name
+  int cores = 0;                  ///< optional: hardware threads of rank 0's host (0 = unknown)
+  /// optional: ranks that compute on the host CPU outnumbered its cores, so
+  /// they took turns on them: the timings are not comparable run to run and
+  /// the regression gate leaves them out by default.
+  bool oversubscribed = false;
 
   friend bool operator==(const ResultEnvironment&, const ResultEnvironment&) = default;
 };

@@ -1,58 +1,135 @@
-// Regression gate against a baseline: each current
-// combination is matched to the baseline result of the same configuration on
-// the same machine (config_key + machine_key; the build may differ, that is
-// the point). Beyond `threshold`:
-//  * samples/s drop:       (base - cur) / base > threshold
-//  * peak-memory growth:   (cur - base) / base > threshold (max over stages)
-//  * bubble growth:        cur - base > threshold, in bubble-ratio points
-//    (the ratio is already a share of the step; a relative change of a small
-//    bubble would flag noise)
-//  * status: ok in the baseline, anything else now.
-// New combinations (not in the baseline) and missing ones (only in the
-// baseline) are listed, never failed.
+// The regression gate: tonight's results against the recent history of
+// each combination (matched by configuration and machine; the build may
+// differ, that is the point).
+//
+// Figures and how each is decided:
+//  * samples/s (per timed step) and bubble ratio (per timed step, in ratio
+//    points): a combination regresses only when the change of the median is
+//    (1) beyond the threshold, (2) significant given both sides' step
+//    samples (two-sided Mann-Whitney U, p < alpha), and (3) beyond the noise
+//    band of its history (the spread of the reference nights' medians).
+//    Improvements are the mirror image. When neither holds, the gate says
+//    "no change" only if it could have seen a change of the threshold's
+//    size: the smallest detectable change (max of threshold, band and the
+//    shift the U test needs given both samples' spread and sizes) must not
+//    exceed the threshold; otherwise the figure is "undecidable".
+//  * compute time of each stage (busy seconds per step), relative, decided
+//    as samples/s is (a rise is worse): a slowdown of one stage shows here in
+//    full, where the step time dilutes it by the other stages.
+//  * peak memory (max over stages) is deterministic: growth beyond the
+//    threshold is a regression, exactly, with no test.
+//  * status: ok in the latest night, anything else tonight is a regression.
+// Step changes: the series of nightly medians (tonight last) is split at its
+// best change point; when the nights from that point on differ from those
+// before it as above, and tonight still does, the change is reported once,
+// with the night it arrived. Otherwise tonight is compared with every
+// night of the window.
+// Results of an oversubscribed run (environment.oversubscribed) are kept out
+// by default, on either side. Timings taken on a busy host (other processes
+// used more than max_foreign_cpu of its CPU during the timed steps) are not
+// judged: tonight's make its timing figures undecidable, an earlier night's
+// is left out of the reference; memory is still compared. A planted slowdown (config.plant) is
+// named on the row, so a planted run is never mistaken for a real one.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "ppb/reports/history.hpp"
 #include "ppb/reports/load.hpp"
 
 namespace ppb::reports {
 
-enum class RegressionStatus : uint8_t {
-  kPass,       ///< matched, nothing beyond the threshold
-  kRegressed,  ///< matched, at least one figure beyond the threshold
-  kNew,        ///< only in the current results
-  kMissing,    ///< only in the baseline
+/// The gate's settings (`pipebench report` flags).
+struct GateOptions {
+  double threshold = 0.07;              ///< --threshold: fraction (samples/s, memory) or points
+  double alpha = 0.01;                  ///< --alpha: significance level of the U test
+  int window = 10;                      ///< --history-window: most recent nights compared
+  bool include_oversubscribed = false;  ///< --gate-oversubscribed
+  /// --max-foreign-cpu: timings taken while other processes used more than
+  /// this share of the host's CPU (metrics.foreign_cpu) are not judged.
+  double max_foreign_cpu = 0.2;
 };
 
-/// "pass", "regressed", "new", "missing".
+enum class RegressionStatus : uint8_t {
+  kPass,         ///< no change: nothing beyond the threshold, and the gate could have seen it
+  kRegressed,    ///< worse beyond the threshold, significant, beyond the noise band
+  kImproved,     ///< better, by the same three tests
+  kUndecidable,  ///< too noisy (or too few steps) to tell at this threshold
+  kNew,          ///< not in any night of the history
+  kMissing,      ///< in the latest night, not tonight
+  kExcluded,     ///< kept out of the gate (oversubscribed run)
+};
+
+/// "no change", "regression", "improvement", "undecidable", "new",
+/// "missing", "excluded".
 const char* regression_status_name(RegressionStatus status);
+
+/// The decision on one figure of one combination.
+struct MetricVerdict {
+  std::string name;      ///< "samples/s", "bubble ratio", "peak memory"
+  bool relative = true;  ///< change, band and detectable are fractions (else ratio points)
+  RegressionStatus status =
+      RegressionStatus::kPass;  ///< kPass, kRegressed, kImproved, kUndecidable
+  double reference = 0;         ///< median over the reference nights' samples (memory: their peak)
+  double current = 0;           ///< tonight's median (memory: tonight's peak)
+  double change = 0;  ///< (current - reference) / reference, or current - reference in points
+  double p = std::numeric_limits<double>::quiet_NaN();  ///< U test (NaN for memory)
+  double band = 0;        ///< history's noise band, half-width (0 with one reference night)
+  double detectable = 0;  ///< smallest change the gate could have detected (inf: none)
+  std::string arrived;    ///< night a regression/improvement arrived (tonight's name if tonight)
+  std::string text;       ///< one line: figures, test and decision
+};
+
+/// One night of one combination, for the trend charts.
+struct TrendPoint {
+  std::string night;
+  double samples_median = 0, samples_q1 = 0, samples_q3 = 0;  ///< samples/s over the steps
+  double bubble_median = 0, bubble_q1 = 0, bubble_q3 = 0;     ///< bubble ratio over the steps
+  double memory = 0;                                          ///< peak bytes (max over stages)
+};
 
 /// One combination compared.
 struct RegressionRow {
-  std::string label;  ///< config_label
+  std::string label;  ///< config_label (+ " [planted ...]" when planted)
   std::string machine;
   std::string config_key;
   RegressionStatus status = RegressionStatus::kPass;
   const ResultEntry* current = nullptr;   ///< null when missing
-  const ResultEntry* baseline = nullptr;  ///< null when new
-  double samples_change = 0;              ///< (cur - base) / base; NaN when not both ok
-  double memory_change = 0;               ///< (cur - base) / base of the peak
-  double bubble_change = 0;               ///< cur - base, ratio points
-  std::vector<std::string> reasons;       ///< one line per regressed figure
+  const ResultEntry* baseline = nullptr;  ///< the latest night's entry; null when new
+  double samples_change = 0;              ///< samples/s verdict's change; NaN when not decided
+  double memory_change = 0;               ///< peak memory verdict's change
+  double bubble_change = 0;               ///< bubble verdict's change, ratio points
+  /// samples/s: the smallest change the gate could have detected (fraction;
+  /// inf when no change could be; NaN when not decided).
+  double detectable = 0;
+  std::string arrived;                 ///< night the regression (or improvement) arrived
+  std::string planted;                 ///< config.plant of tonight's run ("" = real)
+  std::vector<std::string> reasons;    ///< one line per regressed figure
+  std::vector<std::string> notes;      ///< improvements, undecidable figures, exclusions
+  std::vector<MetricVerdict> metrics;  ///< samples/s, bubble ratio, peak memory
+  std::vector<TrendPoint> trend;       ///< window's nights then tonight
+  int arrived_index = -1;              ///< index into trend of `arrived`, -1 = none
 };
 
 struct RegressionSummary {
-  double threshold = 0.07;
-  std::string baseline_source;
+  GateOptions options;
+  double threshold = 0.07;          ///< options.threshold
+  std::string baseline_source;      ///< the --baseline paths, comma-separated
+  std::string tonight = "tonight";  ///< name of the current run
+  std::vector<std::string> nights;  ///< the window's nights, oldest first
   std::vector<RegressionRow> rows;  ///< current order, then missing ones
   int regressions() const;
+  int count(RegressionStatus status) const;
 };
 
-/// Compares. REQUIRES: threshold >= 0. The pointers in the rows point into
-/// `current` and `baseline`, which must outlive the summary.
-RegressionSummary compare_to_baseline(const std::vector<ResultEntry>& current,
-                                      const std::vector<ResultEntry>& baseline, double threshold);
+/// The gate. `history` is oldest first (load_nights); only its last
+/// options.window nights are used. REQUIRES: threshold >= 0, alpha in
+/// (0, 1), window >= 1. The rows point into `current` and `history`, which
+/// must outlive the summary.
+RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
+                           const std::vector<Night>& history, const GateOptions& options);
 
 }  // namespace ppb::reports

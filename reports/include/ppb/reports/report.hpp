@@ -19,9 +19,15 @@ struct ReportOptions {
   std::vector<std::string> inputs;  ///< result folders or files (DIR...)
   std::string reference;            ///< --reference FILE ("" = built-in documents.json)
   bool reference_setup = false;     ///< --reference-setup: check absolute figures
-  std::string baseline;             ///< --baseline DIR ("" = none)
+  /// --baseline PATH (repeatable): earlier nights, or folders of nights
+  /// (history.hpp); empty = no gate.
+  std::vector<std::string> baselines;
   std::string html, markdown, junit, csv, gbench;  ///< output files ("" = not written)
   double threshold = 0.07;                         ///< --threshold, a fraction
+  double alpha = 0.01;                             ///< --alpha, the U test's level
+  int window = 10;                                 ///< --history-window, nights
+  bool gate_oversubscribed = false;                ///< --gate-oversubscribed
+  double max_foreign_cpu = 0.2;                    ///< --max-foreign-cpu, a fraction
   int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
   bool skip_bad = false;                           ///< --skip-bad
 };
@@ -29,10 +35,11 @@ struct ReportOptions {
 /// Runs the report. Writes each requested file atomically; prints a short
 /// summary (verdict, counts, files written) to `out`, or the whole Markdown
 /// report when no output file was requested.
-/// Returns 1 when the baseline comparison found a regression, else 0.
+/// Returns 1 when the gate found a regression, else 0.
 /// Throws UsageError (exit 2) for bad input: no inputs, a missing folder,
 /// a bad result file (without skip_bad), nothing to report, a bad reference
-/// file, a bad baseline, threshold outside [0, 1).
+/// file, a bad baseline, threshold outside [0, 1), alpha outside (0, 1), a
+/// window < 1, max_foreign_cpu outside [0, 1].
 int run_report(const ReportOptions& options, std::ostream& out);
 
 }  // namespace ppb::reports

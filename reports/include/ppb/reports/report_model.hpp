@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ppb/reports/claims.hpp"
+#include "ppb/reports/history.hpp"
 #include "ppb/reports/load.hpp"
 #include "ppb/reports/reference.hpp"
 #include "ppb/reports/regression.hpp"
@@ -65,7 +66,7 @@ struct ReportModel {
   Reference reference;
   bool setup_matches = false;
   std::vector<ClaimRow> claims;
-  std::optional<LoadedResults> baseline;
+  std::vector<Night> history;  ///< the --baseline nights, oldest first
   std::optional<RegressionSummary> regression;
   int64_t memory_budget = 0;  ///< --memory-budget (0 = none)
 
@@ -76,11 +77,17 @@ struct ReportModel {
 struct ModelOptions {
   std::vector<std::string> inputs;
   bool setup_matches = false;
-  double threshold = 0.07;
+  GateOptions gate;
+  std::string tonight = "tonight";  ///< the current run's name in the gate's trend
   int64_t memory_budget = 0;
 };
 
-/// Builds the model. `baseline` may be empty (no --baseline).
+/// Builds the model. `history` may be empty (no --baseline): then there is
+/// no gate.
+ReportModel build_report_model(LoadedResults loaded, Reference reference,
+                               std::vector<Night> history, const ModelOptions& options);
+
+/// The same with at most one earlier night, named "baseline".
 ReportModel build_report_model(LoadedResults loaded, Reference reference,
                                std::optional<LoadedResults> baseline, const ModelOptions& options);
 

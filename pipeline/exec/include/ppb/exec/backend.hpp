@@ -111,6 +111,10 @@ struct BackendConfig {
   float learning_rate = 1e-3f;  ///< cpu: SGD
   /// timed: wall seconds per modelled second; 0 = default_time_scale(costs).
   double time_scale = 0;
+  /// A slowdown planted to test the regression gate: this stage's actions
+  /// take plant_factor times as long (timed: longer or shorter sleeps; cpu:
+  /// extra real work after each action, so >= 1). 1 = none.
+  double plant_factor = 1;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
@@ -277,6 +281,7 @@ class CpuBackend final : public StreamBackend {
   std::vector<std::unique_ptr<CpuChunk>> chunks_;
   std::vector<int64_t> activation_bytes_;
   float learning_rate_;
+  double plant_factor_;  // BackendConfig::plant_factor
 };
 
 /// The `timed` backend: no computation. Its compute stream is a clock: an
@@ -332,6 +337,7 @@ class TimedBackend final : public StreamBackend {
   int stage_ = 0;
   int chunks_ = 1;
   double time_scale_ = 1;
+  double plant_factor_ = 1;  // BackendConfig::plant_factor: scales every sleep
   int64_t counted_params_ = 0;
   std::vector<int> inflight_;  // per chunk: micro-batches holding activations
   // Weight stashing (count-only, as CpuChunk does it for real): per chunk
@@ -357,9 +363,17 @@ struct BackendInfo {
   std::string name;
   std::string help;             ///< one line
   bool real_gradients = false;  ///< computes real gradients and losses (--check compares them)
+  /// Action times are modelled (slept), not computed on the host CPU: more
+  /// ranks than cores do not take turns computing, and --plant can also
+  /// plant a speed-up (factor < 1).
+  bool modelled_time = false;
 };
 /// Every registered backend ("cpu", "timed").
 const std::vector<BackendInfo>& backend_list();
+
+/// The registry entry of the backend called `name`. Throws UsageError as
+/// make_backend does.
+const BackendInfo& backend_info(std::string_view name);
 
 /// Makes the backend called `name`. Throws
 /// UsageError("--backend: unknown backend 'x' (backends: cpu, timed)").

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The regression gate end to end: real runs on 2 MPI ranks, gated with
+# `pipebench report --baseline`. usage: gate_e2e.sh PIPEBENCH MPIEXEC timed|cpu
+#  timed: three unchanged nights gate clean against the earlier ones; a
+#         planted 10% slowdown of stage 1 (--plant 1:1.10) is a regression of
+#         every combination, named with the night it arrived, on that night
+#         and the next; a planted speed-up (--plant 1:0.85) is an improvement.
+#  cpu:   two unchanged nights gate clean; a planted 20% slowdown of stage 1
+#         (extra real work) is a regression of the combination.
+set -uo pipefail
+pb=$1; mpiexec=$2; backend=$3
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OPENBLAS_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
+# The gate declines to judge timings taken while other processes used the
+# host's CPU (metrics.foreign_cpu): a test that needs a verdict is then
+# skipped (exit 77), saying so, never failed or passed.
+need_quiet() {
+  if grep -q "the host was busy" "$tmp/$1.xml"; then
+    grep -o "the host was busy[^;\"]*" "$tmp/$1.xml" | head -1
+    echo "SKIP: $1: the host was busy with other processes; the gate did not judge its timings"
+    exit 77
+  fi
+}
+
+# night NAME [--plant S:F]: one night's sweep into $tmp/nights/NAME.
+night() {
+  local name=$1; shift
+  if [[ $backend == timed ]]; then
+    "$mpiexec" -np 2 "$pb" run --backend timed --model gpt-tiny --schedule 1f1b,gpipe \
+      --partition layer --microbatches 8 -n 10 -w 1 --out "$tmp/nights/$name" "$@" >/dev/null
+  else
+    "$mpiexec" -np 2 "$pb" run --backend cpu --model gpt-tiny --schedule 1f1b --partition balanced \
+      --microbatches 4 -n 12 -w 2 --out "$tmp/nights/$name" "$@" >/dev/null
+  fi || fail "run of night $name"
+}
+
+# gate TONIGHT WANT_EXIT BASELINE... [quiet]: the report's gate lines, checked
+# exit code. A verdict is needed (skip on a busy host) when WANT_EXIT is 1 or
+# the last argument is "quiet".
+gate() {
+  local tonight=$1 want=$2; shift 2
+  local args=() b needed=$((want == 1))
+  for b in "$@"; do
+    if [[ $b == quiet ]]; then needed=1; else args+=(--baseline "$tmp/nights/$b"); fi
+  done
+  out=$("$pb" report "$tmp/nights/$tonight" "${args[@]}" --junit "$tmp/$tonight.xml" 2>&1)
+  local code=$?
+  echo "--- $tonight against ${args[*]##*/}: exit $code"
+  grep -E '^(gate|  REGRESSION|  IMPROVEMENT)' <<<"$out"
+  ((needed)) && need_quiet "$tonight"
+  [[ $code -eq $want ]] || fail "$tonight: exit $code, want $want"$'\n'"$out"
+}
+
+combos=("1f1b x layer P=2 M=8" "gpipe x layer P=2 M=8")
+[[ $backend == cpu ]] && combos=("1f1b x balanced P=2 M=4")
+
+night n1
+night n2
+gate n2 0 n1
+if [[ $backend == timed ]]; then
+  night n3
+  gate n3 0 n1 n2
+  night n4 --plant 1:1.10
+  night n5 --plant 1:1.10
+  gate n4 1 n1 n2 n3
+  for c in "${combos[@]}"; do
+    grep -qF "REGRESSION $c [planted stage 1 x1.10]: " <<<"$out" || fail "n4: $c not a regression"
+  done
+  # The night after: the same regression, still dated n4.
+  gate n5 1 n1 n2 n3 n4
+  for c in "${combos[@]}"; do
+    grep -E "REGRESSION $c \[planted stage 1 x1.10\]: .*since n4" <<<"$out" >/dev/null ||
+      fail "n5: $c not reported as arrived on n4"
+  done
+  night faster --plant 1:0.85
+  gate faster 0 n1 n2 n3 quiet
+  grep -q "^gate: 0 regression(s), 2 improvement(s)" <<<"$out" || fail "the speed-up is not 2 improvements"
+  for c in "${combos[@]}"; do
+    grep -qF "IMPROVEMENT $c [planted stage 1 x0.85]: " <<<"$out" || fail "faster: $c not an improvement"
+  done
+else
+  night slow --plant 1:1.20
+  gate slow 1 n1 n2
+  grep -qF "REGRESSION ${combos[0]} [planted stage 1 x1.20]: " <<<"$out" || fail "cpu: not a regression"
+fi
+echo "ok"

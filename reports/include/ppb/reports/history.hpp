@@ -1,0 +1,51 @@
+// Earlier runs ("nights") for the regression gate, and the figures the gate
+// reads out of one result.
+//
+// `--baseline PATH` may be given several times. Each PATH is one night,
+// unless it is a folder of nights: a folder in which two immediate
+// subfolders hold the same combination (same machine and configuration),
+// as `ci/suite`'s results/suite-<date>/ folders side by side do. Then each
+// immediate subfolder that holds results is one night. Nights are ordered
+// by the latest environment.date of their results (then by name), oldest
+// first; a night is named by its folder.
+//
+// Example:
+//   std::vector<Night> h = load_nights({"results"}, false);  // results/suite-*/
+//   h.back().name == "suite-20261130T020000Z"
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ppb/reports/load.hpp"
+
+namespace ppb::reports {
+
+/// One earlier run.
+struct Night {
+  std::string name;  ///< the folder's own name
+  std::string date;  ///< latest environment.date of its results ("" when none)
+  LoadedResults results;
+};
+
+/// Loads the nights under `paths` (see above), oldest first.
+/// Throws UsageError for a path that does not exist or holds no results, or
+/// a bad result file (without skip_bad), naming it.
+std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad);
+
+/// Latest environment.date of the results ("" for none).
+std::string latest_date(const LoadedResults& results);
+
+/// samples/s of each timed step: samples per step (micro_batch_size x M x
+/// batches) / that step's time; the result's samples_per_second alone when
+/// it has no step samples. Empty for a result without metrics.
+std::vector<double> throughput_samples(const Result& result);
+
+/// Bubble ratio of each timed step (metrics.bubble_ratio.samples), or the
+/// measured ratio alone for files written before those samples.
+std::vector<double> bubble_samples(const Result& result);
+
+/// Peak tracked memory over stages, bytes (0 without metrics).
+double peak_memory_bytes(const Result& result);
+
+}  // namespace ppb::reports

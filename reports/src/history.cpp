@@ -1,0 +1,117 @@
+#include "ppb/reports/history.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::reports {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string folder_name(const fs::path& p) {
+  const fs::path clean = p.lexically_normal();
+  const std::string name =
+      clean.has_filename() ? clean.filename().string() : clean.parent_path().filename().string();
+  return name.empty() ? p.string() : name;
+}
+
+Night make_night(const fs::path& path, LoadedResults results) {
+  Night n;
+  n.name = folder_name(path);
+  n.date = latest_date(results);
+  n.results = std::move(results);
+  return n;
+}
+
+bool holds_results(const fs::path& dir) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file() && it->path().extension() == ".json") return true;
+  }
+  return false;
+}
+
+// The nights of one --baseline path: itself, or its subfolders when two of
+// them hold the same combination.
+std::vector<Night> nights_of(const std::string& path, bool skip_bad) {
+  if (!fs::is_directory(path)) return {make_night(path, load_results({path}, skip_bad))};
+  std::vector<fs::path> subs;
+  bool direct_files = false;
+  for (const auto& e : fs::directory_iterator(path)) {
+    if (e.is_directory() && holds_results(e.path())) subs.push_back(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".json") direct_files = true;
+  }
+  std::sort(subs.begin(), subs.end());
+  if (!direct_files && subs.size() >= 2) {
+    std::vector<Night> parts;
+    std::set<std::string> seen;
+    bool repeated = false;
+    for (const fs::path& sub : subs) {
+      LoadedResults r;
+      try {
+        r = load_results({sub.string()}, skip_bad);
+      } catch (const UsageError&) {
+        continue;  // a subfolder of other JSON (no results) is not a night
+      }
+      std::set<std::string> here;
+      for (const ResultEntry& e : r.results) here.insert(e.machine + " # " + e.config_key);
+      for (const std::string& k : here) repeated = repeated || seen.count(k) != 0;
+      seen.insert(here.begin(), here.end());
+      parts.push_back(make_night(sub, std::move(r)));
+    }
+    if (repeated) return parts;
+  }
+  return {make_night(path, load_results({path}, skip_bad))};
+}
+
+}  // namespace
+
+std::string latest_date(const LoadedResults& results) {
+  std::string latest;
+  for (const ResultEntry& e : results.results) latest = std::max(latest, e.result.environment.date);
+  return latest;
+}
+
+std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad) {
+  std::vector<Night> nights;
+  for (const std::string& p : paths) {
+    for (Night& n : nights_of(p, skip_bad)) nights.push_back(std::move(n));
+  }
+  std::stable_sort(nights.begin(), nights.end(), [](const Night& a, const Night& b) {
+    return a.date != b.date ? a.date < b.date : a.name < b.name;
+  });
+  return nights;
+}
+
+std::vector<double> throughput_samples(const Result& result) {
+  if (!result.metrics) return {};
+  const ResultMetrics& m = *result.metrics;
+  const double per_step = static_cast<double>(result.config.micro_batch_size) *
+                          result.config.microbatches * result.config.batches;
+  std::vector<double> out;
+  for (double t : m.step_time_seconds.samples) {
+    if (t > 0) out.push_back(per_step / t);
+  }
+  if (out.empty() && m.samples_per_second > 0) out.push_back(m.samples_per_second);
+  return out;
+}
+
+std::vector<double> bubble_samples(const Result& result) {
+  if (!result.metrics) return {};
+  const BubbleFigures& b = result.metrics->bubble_ratio;
+  if (!b.samples.empty()) return b.samples;
+  return {b.measured};
+}
+
+double peak_memory_bytes(const Result& result) {
+  if (!result.metrics || result.metrics->peak_memory_bytes.per_stage.empty()) return 0;
+  const std::vector<int64_t>& v = result.metrics->peak_memory_bytes.per_stage;
+  return static_cast<double>(*std::max_element(v.begin(), v.end()));
+}
+
+}  // namespace ppb::reports

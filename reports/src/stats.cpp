@@ -1,0 +1,196 @@
+#include "ppb/reports/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::reports {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Number of orderings of m x-values and n y-values (no ties) with U == u,
+// for u = 0..m*n: f(m, n, u) = f(m-1, n, u-n) + f(m, n-1, u), where the
+// first term places the largest value in x (beating all n y-values). Only
+// additions, so doubles keep 16 significant digits of every count.
+std::vector<double> u_counts(std::size_t m, std::size_t n) {
+  // table[i][j] = counts for sizes (i, j); built row by row.
+  std::vector<std::vector<std::vector<double>>> table(m + 1,
+                                                      std::vector<std::vector<double>>(n + 1));
+  for (std::size_t i = 0; i <= m; ++i) {
+    for (std::size_t j = 0; j <= n; ++j) {
+      std::vector<double>& f = table[i][j];
+      f.assign(i * j + 1, 0.0);
+      if (i == 0 || j == 0) {
+        f[0] = 1;
+        continue;
+      }
+      const std::vector<double>& a = table[i - 1][j];  // largest value is an x: U += j
+      const std::vector<double>& b = table[i][j - 1];  // largest value is a y
+      for (std::size_t u = 0; u < a.size(); ++u) f[u + j] += a[u];
+      for (std::size_t u = 0; u < b.size(); ++u) f[u] += b[u];
+    }
+  }
+  return table[m][n];
+}
+
+double normal_sf(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
+}  // namespace
+
+double Spread::relative_mad() const { return median != 0 ? 1.4826 * mad / std::fabs(median) : 0; }
+
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  PPB_CHECK(!sorted.empty(), "quantile of an empty sample");
+  PPB_CHECK(q >= 0 && q <= 1, "quantile outside [0, 1]");
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + frac * (sorted[hi] - sorted[lo]);
+}
+
+Spread spread(std::vector<double> values) {
+  values.erase(
+      std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
+      values.end());
+  Spread s;
+  s.n = values.size();
+  if (values.empty()) {
+    s.median = s.mad = s.q1 = s.q3 = s.min = s.max = kNaN;
+    return s;
+  }
+  std::sort(values.begin(), values.end());
+  s.median = quantile_sorted(values, 0.5);
+  s.q1 = quantile_sorted(values, 0.25);
+  s.q3 = quantile_sorted(values, 0.75);
+  s.min = values.front();
+  s.max = values.back();
+  std::vector<double> dev;
+  dev.reserve(values.size());
+  for (double v : values) dev.push_back(std::fabs(v - s.median));
+  std::sort(dev.begin(), dev.end());
+  s.mad = quantile_sorted(dev, 0.5);
+  return s;
+}
+
+double min_p_value(std::size_t n1, std::size_t n2) {
+  if (n1 == 0 || n2 == 0) return 1;
+  // C(n1 + n2, n1) as a product of ratios (no overflow).
+  double c = 1;
+  for (std::size_t i = 1; i <= n1; ++i)
+    c = c * static_cast<double>(n2 + i) / static_cast<double>(i);
+  return std::min(1.0, 2.0 / c);
+}
+
+UTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y) {
+  UTest t;
+  const std::size_t n1 = x.size();
+  const std::size_t n2 = y.size();
+  if (n1 == 0 || n2 == 0) return t;
+  // Ranks of the pooled sample, ties given their mean rank.
+  std::vector<std::pair<double, bool>> pooled;  // value, from x
+  pooled.reserve(n1 + n2);
+  for (double v : x) pooled.emplace_back(v, true);
+  for (double v : y) pooled.emplace_back(v, false);
+  std::sort(pooled.begin(), pooled.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  double rank_sum_x = 0;
+  double tie_term = 0;  // sum of t^3 - t over tie groups
+  for (std::size_t i = 0; i < pooled.size();) {
+    std::size_t j = i;
+    while (j < pooled.size() && pooled[j].first == pooled[i].first) ++j;
+    const double mean_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
+    for (std::size_t k = i; k < j; ++k) rank_sum_x += pooled[k].second ? mean_rank : 0.0;
+    const auto tsize = static_cast<double>(j - i);
+    tie_term += tsize * tsize * tsize - tsize;
+    i = j;
+  }
+  const double dn1 = static_cast<double>(n1);
+  const double dn2 = static_cast<double>(n2);
+  t.u = rank_sum_x - dn1 * (dn1 + 1) / 2.0;
+  const double u_big = std::max(t.u, dn1 * dn2 - t.u);
+  if (tie_term == 0 && n1 + n2 <= kExactLimit) {
+    t.exact = true;
+    const std::vector<double> counts = u_counts(n1, n2);
+    const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
+    double upper = 0;  // P(U >= u_big)
+    for (auto u = static_cast<std::size_t>(std::llround(u_big)); u < counts.size(); ++u)
+      upper += counts[u];
+    t.p = std::min(1.0, 2.0 * upper / total);
+    return t;
+  }
+  const double n = dn1 + dn2;
+  const double mu = dn1 * dn2 / 2.0;
+  const double var = dn1 * dn2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)));
+  if (var <= 0) {  // every value equal
+    t.p = 1;
+    return t;
+  }
+  const double z = (u_big - mu - 0.5) / std::sqrt(var);
+  t.p = std::min(1.0, 2.0 * normal_sf(z));
+  return t;
+}
+
+std::optional<double> detectable_shift(const std::vector<double>& x, const std::vector<double>& y,
+                                       double alpha, int direction, double max_shift,
+                                       ShiftKind kind) {
+  PPB_CHECK(direction == -1 || direction == 1, "direction must be -1 or +1");
+  PPB_CHECK(alpha > 0 && alpha < 1, "alpha must be in (0, 1)");
+  if (x.empty() || y.empty() || min_p_value(x.size(), y.size()) >= alpha) return std::nullopt;
+  const double mx = spread(x).median;
+  const double my = spread(y).median;
+  if (!std::isfinite(mx) || !std::isfinite(my)) return std::nullopt;
+  const bool relative = kind == ShiftKind::kRelative;
+  if (relative && mx == 0) return std::nullopt;
+  auto p_at = [&](double d) {
+    std::vector<double> shifted;
+    shifted.reserve(x.size());
+    const double factor = (my / mx) * (1.0 + direction * d);
+    for (double v : x) shifted.push_back(relative ? v * factor : v - mx + my + direction * d);
+    return mann_whitney_u(shifted, y).p;
+  };
+  if (p_at(max_shift) >= alpha) return std::nullopt;
+  if (p_at(0) < alpha) return 0.0;
+  double lo = 0;
+  double hi = max_shift;
+  for (int i = 0; i < 40; ++i) {
+    const double mid = (lo + hi) / 2;
+    (p_at(mid) < alpha ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+std::optional<std::size_t> change_point(const std::vector<double>& series) {
+  const std::size_t n = series.size();
+  if (n < 2) return std::nullopt;
+  // Prefix sums give each part's squared deviation in O(1).
+  std::vector<double> s(n + 1, 0.0), s2(n + 1, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    s[i + 1] = s[i] + series[i];
+    s2[i + 1] = s2[i] + series[i] * series[i];
+  }
+  auto sse = [&](std::size_t a, std::size_t b) {  // [a, b)
+    const double k = static_cast<double>(b - a);
+    const double sum = s[b] - s[a];
+    return std::max(0.0, (s2[b] - s2[a]) - sum * sum / k);
+  };
+  const double whole = sse(0, n);
+  if (whole <= 0) return std::nullopt;
+  std::size_t best = 1;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (std::size_t j = 1; j < n; ++j) {
+    const double cost = sse(0, j) + sse(j, n);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = j;
+    }
+  }
+  return best;
+}
+
+}  // namespace ppb::reports
