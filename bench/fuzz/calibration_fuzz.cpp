@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ppb::fuzz::accept_or_usage_error([&] {
     const ppb::Calibration c = ppb::parse_calibration(text, "fuzz.json");
     const std::string json = ppb::calibration_to_json(c);
-    PPB_FUZZ_REQUIRE(ppb::calibration_to_json(ppb::parse_calibration(json, "round-trip")) == json);
+    const std::string back = ppb::calibration_to_json(ppb::parse_calibration(json, "round-trip"));
+    PPB_FUZZ_REQUIRE(ppb::fuzz::json_near(boost::json::parse(back), boost::json::parse(json)));
   });
   return 0;
 }
