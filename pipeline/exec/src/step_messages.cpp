@@ -7,6 +7,24 @@
 #include "ppb/profiling/clock.hpp"
 
 namespace ppb {
+namespace {
+
+// The record of one planned message as this rank sees it (the peer is the
+// other end); times are filled in as it is posted and completes.
+CommRecord comm_record(const PlannedMessage& m, bool send, int64_t bytes) {
+  CommRecord c;
+  c.send = send;
+  c.kind = m.kind;
+  c.peer = send ? m.to_stage : m.from_stage;
+  c.microbatch = m.microbatch;
+  c.from_virtual = m.from_virtual;
+  c.to_virtual = m.to_virtual;
+  c.bytes = bytes;
+  c.flow_id = m.flow_id;
+  return c;
+}
+
+}  // namespace
 
 TrackedBuffer BufferPool::take(int64_t bytes, MemorySpace space) {
   if (bytes == 0) return {};
@@ -47,16 +65,7 @@ ReceivePoster::ReceivePoster(StepContext& ctx, int window) : ctx_(ctx) {
       r.bytes = m.kind == MessageKind::kActivation ? ctx.backend.input_bytes(chunk)
                                                    : ctx.backend.output_bytes(chunk);
       r.record = ctx.record.comms.size();
-      CommRecord c;
-      c.send = false;
-      c.kind = m.kind;
-      c.peer = m.from_stage;
-      c.microbatch = m.microbatch;
-      c.from_virtual = m.from_virtual;
-      c.to_virtual = m.to_virtual;
-      c.bytes = r.bytes;
-      c.flow_id = m.flow_id;
-      ctx.record.comms.push_back(c);
+      ctx.record.comms.push_back(comm_record(m, /*send=*/false, r.bytes));
       of_message_[id] = recvs_.size();
       link.recvs.push_back(recvs_.size());
       recvs_.push_back(std::move(r));
@@ -183,15 +192,7 @@ void SendTracker::send(int32_t id, TrackedBuffer&& buffer) {
   Pending p;
   p.message = id;
   p.record = ctx_.record.comms.size();
-  CommRecord c;
-  c.send = true;
-  c.kind = m.kind;
-  c.peer = m.to_stage;
-  c.microbatch = m.microbatch;
-  c.from_virtual = m.from_virtual;
-  c.to_virtual = m.to_virtual;
-  c.bytes = buffer.size();
-  c.flow_id = m.flow_id;
+  CommRecord c = comm_record(m, /*send=*/true, buffer.size());
   c.start = ctx_.now();
   ctx_.record.comms.push_back(c);
   p.buffer = std::move(buffer);
