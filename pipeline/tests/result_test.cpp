@@ -42,7 +42,11 @@ Result full_result() {
               .memory_guard = 0.85,
               .batches = 1,
               .min_time = 0,
-              .plant = ""};
+              .plant = "",
+              .device = "h100",
+              .max_iters = 40,
+              .profile = "cputime",
+              .check = true};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -391,6 +395,8 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
                     .bubble_ratio = {3, 0.2, 0.01, 0.195, 0.205, 0.19, 0.21}};
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("config").at("plant").as_string(), "stage 1 x1.1");
+  EXPECT_EQ(doc.at("config").at("device").as_string(), "h100");
+  EXPECT_EQ(doc.at("config").at("max_iters").as_int64(), 40);
   EXPECT_EQ(doc.at("metrics").at("spread").at("samples_per_second").at("n").as_int64(), 3);
   expect_same(r, result_from_json(doc, "r.json"));
 
@@ -398,6 +404,10 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   json::value old = doc;
   erase_path(old, "config.min_time");
   erase_path(old, "config.plant");
+  erase_path(old, "config.device");
+  erase_path(old, "config.max_iters");
+  erase_path(old, "config.profile");
+  erase_path(old, "config.check");
   erase_path(old, "environment.cores");
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
@@ -407,6 +417,10 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
   EXPECT_EQ(back.config.min_time, 0);
+  EXPECT_EQ(back.config.device, "");
+  EXPECT_EQ(back.config.max_iters, 0);
+  EXPECT_EQ(back.config.profile, "");
+  EXPECT_TRUE(back.config.check);  // it has check figures
   EXPECT_EQ(back.environment.cores, 0);
   EXPECT_FALSE(back.environment.oversubscribed);
   EXPECT_TRUE(back.metrics->bubble_ratio.samples.empty());

@@ -402,6 +402,11 @@ void write_gate_fields(const Result& result, json::object& root) {
   json::object& config = root["config"].as_object();
   config["min_time"] = num(result.config.min_time);
   config["plant"] = result.config.plant;
+  // What `pipebench run --rerun` needs to measure the combination again.
+  config["device"] = result.config.device;
+  config["max_iters"] = result.config.max_iters;
+  config["profile"] = result.config.profile;
+  config["check"] = result.config.check;
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
@@ -428,6 +433,11 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const JsonObject config = root.object("config");
   out.config.min_time = config.get_or("min_time", 0.0);
   out.config.plant = config.get_or<std::string>("plant", "");
+  out.config.device = config.get_or<std::string>("device", "");
+  out.config.max_iters = config.get_or("max_iters", 0);
+  out.config.profile = config.get_or<std::string>("profile", "");
+  out.config.check =
+      config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);

@@ -79,6 +79,14 @@ struct ResultConfig {
   /// optional: a slowdown planted on purpose to test the regression gate,
   /// "stage 1 x1.1" ("" = none). A planted result is never a real measurement.
   std::string plant;
+  /// optional: --device, the cost model of the timed backend and of the
+  /// balanced partition ("" = not recorded, which is the default "cpu").
+  std::string device;
+  int max_iters = 0;    ///< optional: --max-iters, the cap under --min-time (0 = not recorded)
+  std::string profile;  ///< optional: --profile, the collectors as given ("" = none)
+  /// optional: a --check step ran before the warm-up (absent: whether
+  /// metrics.check is present).
+  bool check = false;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
