@@ -101,6 +101,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("--device", o.device,
                   "Cost model of the timed backend and of balanced (cpu, a100, h100, h200)")
       ->capture_default_str();
+  cmd->add_option("--rerun", o.rerun,
+                  "Result files or folders: measure their combinations again with the recorded "
+                  "settings (to confirm a regression; only --out, --resume, --trace, --timeout and "
+                  "--plant go with it)");
   cmd->add_option("--debug-stall-rank", o.debug_stall_rank,
                   "TEST ONLY: this rank stalls in its first action")
       ->group("");
@@ -109,6 +113,9 @@ void register_run(CLI::App& app) {
   cmd->allow_extras();
   cmd->callback([options, cmd] {
     options->extras = cmd->remaining();
+    for (const CLI::Option* opt : cmd->get_options()) {
+      if (opt->count() > 0) options->given.push_back(opt->get_name());
+    }
     run::run_command(*options);
   });
 }

@@ -56,6 +56,12 @@ struct RunOptions {
   /// Arguments CLI11 did not recognise (the subcommand allows extras so that
   /// an unknown flag is reported once, by rank 0, like every other error).
   std::vector<std::string> extras;
+  /// --rerun RESULT.json|FOLDER...: measure these results' combinations
+  /// again with their recorded settings (rerun.hpp) instead of a sweep.
+  std::vector<std::string> rerun;
+  /// The flags given on the command line, by their long name ("--plant"):
+  /// --rerun refuses those that would contradict the recorded settings.
+  std::vector<std::string> given;
   /// TEST ONLY (hidden flag --debug-stall-rank): this rank stalls in the
   /// first action of the first step, so the --timeout watchdog can be tested.
   int debug_stall_rank = -1;

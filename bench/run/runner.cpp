@@ -36,6 +36,7 @@
 #include "run/noise.hpp"
 #include "run/progress.hpp"
 #include "run/rank_record.hpp"
+#include "run/rerun.hpp"
 #include "run/sweep.hpp"
 #include "run/trace_output.hpp"
 
@@ -129,6 +130,10 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.batches = c.batches;
   cfg.min_time = sw.options.min_time;
   cfg.plant = sw.plan.plant_label;
+  cfg.device = sw.options.device;
+  cfg.max_iters = sw.options.max_iters;
+  cfg.profile = sw.options.profile;
+  cfg.check = sw.options.check;
   return cfg;
 }
 
@@ -482,33 +487,34 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   return row;
 }
 
-}  // namespace
-
-void run_command(const RunOptions& options) {
-  MpiSession mpi;
-  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false};
-
-  // Every rank validates the same flags the same way: no collective before
-  // the verdict, so a bad flag can never leave a rank waiting.
+/// Validates sw.options into sw.plan on every rank alike: no collective
+/// before the verdict, so a bad flag can never leave a rank waiting.
+void validate(Sweep& sw) {
   try {
-    sw.plan = validate_run_options(options, sw.size);
-    sw.device = device_preset(options.device);
+    sw.plan = validate_run_options(sw.options, sw.size);
+    sw.device = device_preset(sw.options.device);
   } catch (const UsageError&) {
     if (sw.rank == 0) throw;
     throw cli::ExitCode{kUsageExitCode};
   }
   sw.times = unit_times(sw.plan.units, sw.device);
+}
 
-  // The output folder, made by rank 0; every rank learns whether it worked.
-  sw.out_dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
+/// The output folder, made by rank 0; every rank learns whether it worked.
+std::string make_out_dir(const RunOptions& options, int rank, MPI_Comm comm) {
+  const std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
   std::string why;
-  if (sw.rank == 0) {
+  if (rank == 0) {
     std::error_code ec;
-    std::filesystem::create_directories(sw.out_dir, ec);
-    if (ec) why = "--out " + sw.out_dir + ": cannot create the folder (" + ec.message() + ")";
+    std::filesystem::create_directories(dir, ec);
+    if (ec) why = "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
   }
-  agree(why.empty(), why, sw.rank, sw.comm);
+  agree(why.empty(), why, rank, comm);
+  return dir;
+}
 
+/// The environment and the transport of the sweep (collective).
+void connect(Sweep& sw) {
   sw.environment = collect_environment(sw.comm);
   // Ranks of a backend whose action times are modelled sleep through their
   // actions, so more of them than cores do not take turns computing; only a
@@ -516,6 +522,108 @@ void run_command(const RunOptions& options) {
   sw.environment.oversubscribed =
       sw.environment.oversubscribed && !backend_info(sw.plan.backend).modelled_time;
   sw.transport = make_transport(sw.plan.transport, sw.comm);
+}
+
+/// Runs `combos`, printing a progress line each (rank 0), into `rows`.
+void run_all(Sweep& sw, const std::vector<Combination>& combos, int total,
+             std::vector<ProgressRow>& rows) {
+  for (const Combination& c : combos) {
+    ProgressRow row = run_or_resume(sw, c, total);
+    if (sw.rank == 0) {
+      std::printf("%s\n", progress_line(row).c_str());
+      std::fflush(stdout);
+      rows.push_back(std::move(row));
+    }
+  }
+}
+
+/// The summary table (rank 0), then exit 1 on every rank when a check failed
+/// or a combination ended with status error.
+void finish(const std::vector<ProgressRow>& rows, const std::string& out_dir, bool any_failed,
+            int rank, MPI_Comm comm) {
+  if (rank == 0) {
+    std::printf("\n%s\nresults: %s (%zu files)\n", summary_table(rows).c_str(), out_dir.c_str(),
+                rows.size());
+    std::fflush(stdout);
+  }
+  int failed = any_failed ? 1 : 0;
+  PPB_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm));
+  PPB_MPI_CHECK(MPI_Barrier(comm));
+  if (failed != 0) throw cli::ExitCode{1};
+}
+
+/// --rerun: every rank reads the result files and plans the same jobs;
+/// the ranks must agree (a file one host cannot see ends the job with
+/// exit 2, never a hang).
+std::vector<RerunJob> agree_on_reruns(const RunOptions& options, int rank, int size, MPI_Comm comm,
+                                      std::vector<std::string>& skipped) {
+  std::vector<RerunJob> jobs;
+  std::string why;
+  try {
+    jobs = plan_reruns(load_rerun_results(options.rerun), options, size, &skipped);
+  } catch (const UsageError& e) {
+    why = e.what();
+  }
+  int combos = 0;
+  for (const RerunJob& j : jobs) combos += static_cast<int>(j.combinations.size());
+  int first_bad = why.empty() ? size : rank;
+  int least = combos;
+  int most = combos;
+  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, comm));
+  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_INT, MPI_MIN, comm));
+  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, comm));
+  if (first_bad == size && least == most) return jobs;
+  if (rank != 0) throw cli::ExitCode{kUsageExitCode};
+  if (!why.empty()) throw UsageError(why);
+  throw UsageError(first_bad < size ? "--rerun: rank " + std::to_string(first_bad) +
+                                          " cannot read the result files rank 0 reads (every "
+                                          "rank reads them: give paths all hosts see)"
+                                    : "--rerun: the ranks read different result files (every "
+                                      "rank reads them: give paths all hosts see alike)");
+}
+
+/// `run --rerun`: each job (one set of recorded settings) is a sweep of its
+/// own over the recorded combinations, all into one --out folder.
+void rerun_command(const RunOptions& options, MpiSession& mpi) {
+  const int rank = mpi.rank();
+  std::vector<std::string> skipped;
+  const std::vector<RerunJob> jobs =
+      agree_on_reruns(options, rank, mpi.size(), mpi.comm(), skipped);
+  const std::string out_dir = make_out_dir(options, rank, mpi.comm());
+  int total = 0;
+  for (const RerunJob& j : jobs) total += static_cast<int>(j.combinations.size());
+  if (rank == 0) {
+    log::info(
+        "run: --rerun: %d combination(s) measured again with their recorded settings (%zu "
+        "job(s)) on %d ranks -> %s",
+        total, jobs.size(), mpi.size(), out_dir.c_str());
+    for (const std::string& s : skipped) log::info("run: --rerun: not run again: %s", s.c_str());
+  }
+  std::vector<ProgressRow> rows;
+  bool any_failed = false;
+  for (const RerunJob& job : jobs) {
+    Sweep sw{job.options, {}, mpi.comm(), rank, mpi.size(), {}, {}, {}, {}, {}, {}, false};
+    validate(sw);
+    sw.out_dir = out_dir;
+    connect(sw);
+    run_all(sw, job.combinations, total, rows);
+    any_failed = any_failed || sw.any_failed;
+  }
+  finish(rows, out_dir, any_failed, rank, mpi.comm());
+}
+
+}  // namespace
+
+void run_command(const RunOptions& options) {
+  MpiSession mpi;
+  if (!options.rerun.empty()) {
+    rerun_command(options, mpi);
+    return;
+  }
+  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false};
+  validate(sw);
+  sw.out_dir = make_out_dir(options, sw.rank, sw.comm);
+  connect(sw);
 
   SweepParams sp;
   sp.stages = sw.plan.stages;
@@ -536,23 +644,8 @@ void run_command(const RunOptions& options) {
   }
 
   std::vector<ProgressRow> rows;
-  for (const Combination& c : combos) {
-    ProgressRow row = run_or_resume(sw, c, static_cast<int>(combos.size()));
-    if (sw.rank == 0) {
-      std::printf("%s\n", progress_line(row).c_str());
-      std::fflush(stdout);
-      rows.push_back(std::move(row));
-    }
-  }
-  if (sw.rank == 0) {
-    std::printf("\n%s\nresults: %s (%zu files)\n", summary_table(rows).c_str(), sw.out_dir.c_str(),
-                rows.size());
-    std::fflush(stdout);
-  }
-  int failed = sw.any_failed ? 1 : 0;
-  PPB_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, sw.comm));
-  PPB_MPI_CHECK(MPI_Barrier(sw.comm));
-  if (failed != 0) throw cli::ExitCode{1};
+  run_all(sw, combos, static_cast<int>(combos.size()), rows);
+  finish(rows, sw.out_dir, sw.any_failed, sw.rank, sw.comm);
 }
 
 }  // namespace ppb::run

@@ -13,6 +13,8 @@
 //   run_results_check guard DIR           with --memory-budget: adaptive's measured peak
 //                                         <= guard x budget (and its guard acted), async-1f1b's
 //                                         (same N) above it; gpipe ended with status oom
+//   run_results_check same DIR OTHER      OTHER (run --rerun of DIR) holds the same files,
+//                                         each with DIR's config and status
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
@@ -239,6 +241,34 @@ int main(int argc, char** argv) {
         fail("gpipe", "expected status oom over the budget");
       if (!gpipe->metrics || peak(*gpipe) <= gpipe->config.memory_budget)
         fail("gpipe", "oom without the figures over the budget");
+    }
+  } else if (mode == "same") {
+    std::map<std::string, ppb::Result> other;
+    try {
+      for (auto& [name, r] : load(argc > 3 ? argv[3] : "")) other.emplace(name, std::move(r));
+    } catch (const std::exception& e) {
+      fail(argc > 3 ? argv[3] : "OTHER", e.what());
+    }
+    if (other.size() != results.size())
+      fail(dir, std::to_string(other.size()) + " re-run files for " +
+                    std::to_string(results.size()) + " results");
+    for (const auto& [name, r] : results) {
+      const auto it = other.find(name);
+      if (it == other.end()) {
+        fail(name, "not re-run");
+        continue;
+      }
+      ppb::ResultConfig a = r.config;
+      ppb::ResultConfig b = it->second.config;
+      // The time scale goes through JSON twice: equal within a few ulps.
+      if (std::fabs(a.time_scale - b.time_scale) > 1e-12 * std::fabs(a.time_scale))
+        fail(name,
+             "time_scale " + std::to_string(a.time_scale) + " -> " + std::to_string(b.time_scale));
+      a.time_scale = b.time_scale = 0;
+      if (!(a == b)) fail(name, "the re-run's config differs");
+      if (r.status != it->second.status) fail(name, "the re-run's status differs");
+      std::printf("%-48s re-run with the same config (%s)\n", name.c_str(),
+                  ppb::result_status_name(it->second.status));
     }
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
