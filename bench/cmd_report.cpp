@@ -1,7 +1,7 @@
 // `pipebench report DIR... [--reference FILE] [--reference-setup] [--baseline PATH]...
 //   [--html F] [--md F] [--junit F] [--csv F] [--gbench F] [--threshold 0.07]
 //   [--alpha 0.01] [--history-window 10] [--max-foreign-cpu 0.2] [--gate-oversubscribed]
-//   [--memory-budget BYTES] [--skip-bad]`
+//   [--memory-budget BYTES] [--skip-bad] [--rerun-list FILE] [--confirm DIR]...`
 // A thin adapter: the work is ppb::reports::run_report (reports/), which reads
 // JSON only. Exit 1 on a regression against --baseline, 2 on bad input.
 #include <CLI/CLI.hpp>
@@ -51,6 +51,12 @@ void register_report(CLI::App& app) {
                   "Memory budget per stage for the verdict (e.g. 16GiB)");
   cmd->add_flag("--skip-bad", o.skip_bad,
                 "List unreadable result files in the report instead of failing");
+  cmd->add_option("--rerun-list", o.rerun_list,
+                  "Write the result files of tonight's combinations whose timing regressed or "
+                  "improved tonight (to confirm with pipebench run --rerun), one per line");
+  cmd->add_option("--confirm", o.confirm,
+                  "Re-runs of tonight's combinations (repeatable): a timing change tonight stands "
+                  "only when its re-run gives the same verdict, else it is undecidable");
   cmd->callback([flags]() {
     if (!flags->memory_budget.empty())
       flags->options.memory_budget = parse_bytes(flags->memory_budget, "--memory-budget");

@@ -471,12 +471,20 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
     << ") and beyond the noise band of the nights (the spread of their medians); peak memory is "
        "deterministic and compared exactly. \"Undecidable\" means the smallest change the gate "
        "could have detected exceeds the threshold. A step that arrived on an earlier night is "
-       "reported once, with that night.</p>\n";
+       "reported once, with that night. A timing figure that moved tonight stands only when a "
+       "re-run of the combination gives the same verdict; one that did not reproduce is "
+       "undecidable.</p>\n";
   h << "<p><b>" << r.regressions() << " regression(s), " << r.count(RegressionStatus::kImproved)
     << " improvement(s), " << r.count(RegressionStatus::kPass) << " no change, "
     << r.count(RegressionStatus::kUndecidable) << " undecidable</b> ("
     << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
     << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).</p>\n";
+  if (r.confirming || r.rows_with(Confirmation::kAwaiting) > 0) {
+    h << "<p>Re-runs (--confirm): <b>" << r.rows_with(Confirmation::kConfirmed) << " confirmed, "
+      << r.rows_with(Confirmation::kNotReproduced)
+      << " did not reproduce</b> (undecidable: a transient, not the build), "
+      << r.rows_with(Confirmation::kAwaiting) << " without a re-run.</p>\n";
+  }
   for (RegressionStatus st : {RegressionStatus::kRegressed, RegressionStatus::kImproved,
                               RegressionStatus::kUndecidable}) {
     if (r.count(st) == 0) continue;
@@ -493,7 +501,7 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
   }
   h << "<table><tr><th>combination</th><th>machine</th><th>outcome</th><th>samples/s "
        "change</th><th>p</th><th>smallest detectable</th><th>noise band</th><th>peak memory "
-       "change</th><th>bubble change (points)</th><th>since</th></tr>\n";
+       "change</th><th>bubble change (points)</th><th>since</th><th>re-run</th></tr>\n";
   for (const RegressionRow& row : r.rows) {
     const bool decided = !row.metrics.empty();
     h << "<tr>" << td(row.label) << td(row.machine) << "<td>"
@@ -508,7 +516,8 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
       << td_num(std::isnan(row.bubble_change)
                     ? "-"
                     : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
-      << td(row.arrived) << "</tr>\n";
+      << td(row.arrived) << td(confirmation_summary(row).empty() ? "-" : confirmation_summary(row))
+      << "</tr>\n";
   }
   h << "</table>\n";
   h << "<details><summary>Trends of the combinations without a change</summary>\n";

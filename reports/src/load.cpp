@@ -125,14 +125,24 @@ ResultEntry make_entry(std::string source, Result result) {
   return e;
 }
 
-LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad) {
+LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
+                           const std::vector<std::string>& exclude) {
   LoadedResults out;
+  std::vector<fs::path> excluded;
+  for (const std::string& x : exclude) excluded.push_back(fs::weakly_canonical(x));
+  auto is_excluded = [&excluded](const fs::path& file) {
+    return std::any_of(excluded.begin(), excluded.end(), [&file](const fs::path& dir) {
+      const fs::path rel = file.lexically_relative(dir);
+      return !rel.empty() && *rel.begin() != "..";
+    });
+  };
   std::vector<std::string> files;
   std::set<std::string> seen;
   for (const std::string& p : paths) {
     for (std::string& f : candidates(p)) {
-      const std::string canonical = fs::weakly_canonical(f).string();
-      if (seen.insert(canonical).second) files.push_back(std::move(f));
+      const fs::path canonical = fs::weakly_canonical(f);
+      if (is_excluded(canonical)) continue;
+      if (seen.insert(canonical.string()).second) files.push_back(std::move(f));
     }
   }
   for (const std::string& f : files) {

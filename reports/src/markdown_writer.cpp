@@ -76,11 +76,21 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
      << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).\n\n";
   gate_list(md, r, RegressionStatus::kRegressed, "Regressions");
   gate_list(md, r, RegressionStatus::kImproved, "Improvements");
+  if (r.confirming) {
+    md << "Tonight's timing moves were re-measured (`--confirm`): **"
+       << r.rows_with(Confirmation::kConfirmed) << " confirmed by a re-run, "
+       << r.rows_with(Confirmation::kNotReproduced)
+       << " did not reproduce** (undecidable: a transient, not the build), "
+       << r.rows_with(Confirmation::kAwaiting) << " without a re-run.\n\n";
+  } else if (r.rows_with(Confirmation::kAwaiting) > 0) {
+    md << r.rows_with(Confirmation::kAwaiting)
+       << " combination(s) moved tonight in timing and are not confirmed by a re-run yet.\n\n";
+  }
   gate_list(md, r, RegressionStatus::kUndecidable,
-            "Undecidable (too noisy to tell at this threshold)");
+            "Undecidable (too noisy to tell at this threshold, or not reproduced on a re-run)");
   gate_list(md, r, RegressionStatus::kExcluded, "Excluded");
   md << "| combination | machine | outcome | samples/s | p | smallest detectable | peak memory "
-        "| bubble | since |\n|---|---|---|---|---|---|---|---|---|\n";
+        "| bubble | since | re-run |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const RegressionRow& row : r.rows) {
     const double p = row.metrics.empty() ? std::nan("") : row.metrics[0].p;
     md << "| " << cell(row.label) << " | " << cell(row.machine) << " | "
@@ -88,7 +98,8 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
        << (std::isnan(p) ? std::string("-") : format_number(p)) << " | " << pct(row.detectable)
        << " | " << pct(row.memory_change) << " | "
        << (std::isnan(row.bubble_change) ? std::string("-") : format_fixed(row.bubble_change, 3))
-       << " | " << cell(row.arrived) << " |\n";
+       << " | " << cell(row.arrived) << " | "
+       << cell(confirmation_summary(row).empty() ? "-" : confirmation_summary(row)) << " |\n";
   }
   md << "\n";
 }

@@ -39,6 +39,38 @@ int RegressionSummary::count(RegressionStatus status) const {
   return n;
 }
 
+int RegressionRow::count(Confirmation confirmation) const {
+  int n = 0;
+  for (const MetricVerdict& v : metrics) n += v.confirmation == confirmation ? 1 : 0;
+  return n;
+}
+
+int RegressionSummary::rows_with(Confirmation confirmation) const {
+  int n = 0;
+  for (const RegressionRow& r : rows) n += r.count(confirmation) > 0 ? 1 : 0;
+  return n;
+}
+
+std::string confirmation_summary(const RegressionRow& row) {
+  std::string out;
+  auto add = [&out](int n, const char* what) {
+    if (n > 0) out += (out.empty() ? "" : ", ") + std::string(what);
+  };
+  add(row.count(Confirmation::kConfirmed), "confirmed");
+  add(row.count(Confirmation::kNotReproduced), "did not reproduce");
+  add(row.count(Confirmation::kAwaiting), "awaiting a re-run");
+  return out;
+}
+
+std::vector<std::string> RegressionSummary::rerun_list() const {
+  std::vector<std::string> out;
+  for (const RegressionRow& r : rows) {
+    if (r.current != nullptr && r.count(Confirmation::kAwaiting) > 0)
+      out.push_back(r.current->source);
+  }
+  return out;
+}
+
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -181,6 +213,7 @@ MetricVerdict decide_memory(const std::vector<std::pair<std::string, double>>& n
     v.reference = nights[i - 1].second;
     v.arrived = nights[i].first;
   }
+  v.timing = false;
   v.change = change_of(v.current, v.reference, true);
   if (v.change > o.threshold)
     v.status = RegressionStatus::kRegressed;
@@ -258,8 +291,10 @@ void decide_stages(RegressionRow& row, const std::vector<Matched>& ok, const Res
   }
 }
 
-void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& history,
-                const std::string& tonight, const GateOptions& o) {
+// Every figure of `c` against its history: row.metrics (and a status
+// change in row.reasons). summarize() turns them into the row's verdict.
+void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& history,
+                    const std::string& tonight, const GateOptions& o) {
   std::vector<Matched> ok;
   for (const Matched& m : history) {
     if (m.entry->result.status == ResultStatus::kOk && gated(*m.entry, o)) ok.push_back(m);
@@ -314,6 +349,10 @@ void decide_row(RegressionRow& row, const ResultEntry& c, const std::vector<Matc
     row.bubble_change = row.metrics[1].change;
     row.memory_change = row.metrics[2].change;
   }
+}
+
+// The row's outcome, reasons, notes and night from its figures.
+void summarize(RegressionRow& row) {
   bool improved = false;
   bool undecidable = false;
   for (const MetricVerdict& v : row.metrics) {
@@ -352,10 +391,70 @@ RegressionRow blank_row(const ResultEntry& e) {
   return row;
 }
 
+// A timing figure that regressed or improved tonight awaits a re-run; one
+// that arrived on an earlier night has been seen again every night since.
+void mark_awaiting(RegressionRow& row, const std::string& tonight) {
+  for (MetricVerdict& v : row.metrics) {
+    const bool moved =
+        v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+    if (v.timing && moved && v.arrived == tonight) v.confirmation = Confirmation::kAwaiting;
+  }
+}
+
+// The re-run of a row's combination, gated against the same history the
+// same way: a figure awaiting confirmation keeps its verdict only when the
+// re-run gives the same one; otherwise it is undecidable, with the re-run's
+// figures as the reason.
+void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Matched>& history,
+             const std::string& tonight, const GateOptions& o) {
+  if (row.count(Confirmation::kAwaiting) == 0) return;
+  row.rerun = &rerun;
+  RegressionRow again = blank_row(rerun);
+  const bool ran = rerun.result.status == ResultStatus::kOk;
+  if (ran) decide_figures(again, rerun, history, tonight, o);
+  for (MetricVerdict& v : row.metrics) {
+    if (v.confirmation != Confirmation::kAwaiting) continue;
+    const auto same = std::find_if(again.metrics.begin(), again.metrics.end(),
+                                   [&v](const MetricVerdict& r) { return r.name == v.name; });
+    if (same != again.metrics.end() && same->status == v.status) {
+      v.confirmation = Confirmation::kConfirmed;
+      v.rerun_text = same->text;
+      v.text += "; confirmed by a re-run: " + same->text;
+      continue;
+    }
+    std::string why;
+    if (!ran) {
+      why = std::string("the re-run ended with status ") + result_status_name(rerun.result.status) +
+            (rerun.result.error.empty() ? "" : ": " + rerun.result.error);
+    } else if (same == again.metrics.end()) {
+      why = "the re-run has no " + v.name + " figure";
+    } else {
+      why = std::string(regression_status_name(same->status)) + ": " + same->text;
+    }
+    // A re-run that tells "no change" (or the opposite) shows a transient;
+    // one that cannot tell leaves the question open.
+    const bool told =
+        ran && same != again.metrics.end() && same->status != RegressionStatus::kUndecidable;
+    v.confirmation = Confirmation::kNotReproduced;
+    v.status = RegressionStatus::kUndecidable;
+    v.rerun_text = why;
+    v.text += "; did not reproduce on a re-run (" + why + ")" +
+              (told ? "; a transient" : "; the re-run could not tell");
+  }
+}
+
+// Figures still awaiting a re-run when re-runs were given say so.
+void note_unconfirmed(RegressionRow& row) {
+  for (MetricVerdict& v : row.metrics) {
+    if (v.confirmation == Confirmation::kAwaiting) v.text += "; not confirmed: no re-run of it";
+  }
+}
+
 }  // namespace
 
 RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
-                           const std::vector<Night>& history, const GateOptions& options) {
+                           const std::vector<Night>& history, const GateOptions& options,
+                           const std::vector<ResultEntry>* reruns) {
   PPB_CHECK(options.threshold >= 0, "threshold must be >= 0");
   PPB_CHECK(options.alpha > 0 && options.alpha < 1, "alpha must be in (0, 1)");
   PPB_CHECK(options.window >= 1, "window must be >= 1");
@@ -370,6 +469,12 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     out.nights.push_back(history[i].name);
     for (const ResultEntry& e : history[i].results.results)
       by_key[match_key(e)].push_back({&history[i], &e});
+  }
+  // Re-runs match by machine, build, backend (the group) and configuration.
+  out.confirming = reruns != nullptr;
+  std::map<std::string, const ResultEntry*> rerun_of;
+  if (reruns != nullptr) {
+    for (const ResultEntry& e : *reruns) rerun_of[e.group + " # " + e.config_key] = &e;
   }
   std::map<std::string, bool> seen;
   for (const ResultEntry& c : current) {
@@ -389,7 +494,12 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
                           " cores took turns (oversubscribed); kept out of the gate");
     } else {
       row.baseline = it->second.back().entry;
-      decide_row(row, c, it->second, tonight, options);
+      decide_figures(row, c, it->second, tonight, options);
+      mark_awaiting(row, tonight);
+      const auto again = rerun_of.find(c.group + " # " + c.config_key);
+      if (again != rerun_of.end()) confirm(row, *again->second, it->second, tonight, options);
+      if (out.confirming) note_unconfirmed(row);
+      summarize(row);
       for (const Matched& m : it->second) {
         const std::string& p = m.entry->result.config.plant;
         if (!p.empty()) row.notes.push_back("night " + m.night->name + " was planted (" + p + ")");

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 
 #include "ppb/profiling/check.hpp"
@@ -50,6 +51,32 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
         out << "  IMPROVEMENT " << row.label << ": " << n.substr(kind.size()) << "\n";
     }
   }
+  const int awaiting = r.rows_with(Confirmation::kAwaiting);
+  if (!r.confirming) {
+    if (awaiting > 0)
+      out << "confirm: " << awaiting
+          << " combination(s) moved tonight in timing; a re-run would confirm or refute them "
+             "(--rerun-list, then --confirm)\n";
+    return;
+  }
+  out << "confirm: " << r.rows_with(Confirmation::kConfirmed) << " confirmed by a re-run, "
+      << r.rows_with(Confirmation::kNotReproduced) << " did not reproduce (undecidable), "
+      << awaiting << " without a re-run\n";
+  for (const RegressionRow& row : r.rows) {
+    for (const MetricVerdict& v : row.metrics) {
+      if (v.confirmation == Confirmation::kNotReproduced)
+        out << "  UNDECIDABLE " << row.label << ": " << v.text << "\n";
+    }
+  }
+}
+
+// --confirm's re-runs, keeping tonight's and the re-runs' files apart.
+LoadedResults load_reruns(const ReportOptions& o) {
+  try {
+    return load_results(o.confirm, o.skip_bad);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--confirm: ") + e.what());
+  }
 }
 
 }  // namespace
@@ -72,7 +99,13 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   }
   if (o.window < 1)
     throw UsageError("--history-window: expected >= 1 night, got " + std::to_string(o.window));
-  LoadedResults loaded = load_results(o.inputs, o.skip_bad);
+  if (o.baselines.empty() && (!o.confirm.empty() || !o.rerun_list.empty())) {
+    throw UsageError(std::string(o.confirm.empty() ? "--rerun-list" : "--confirm") +
+                     ": confirms the gate's verdicts, which need --baseline");
+  }
+  LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
+  std::optional<LoadedResults> reruns;
+  if (!o.confirm.empty()) reruns = load_reruns(o);
   Reference reference =
       o.reference.empty() ? builtin_reference() : load_reference_file(o.reference);
   std::vector<Night> history;
@@ -93,8 +126,8 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   mo.gate.max_foreign_cpu = o.max_foreign_cpu;
   mo.tonight = tonight_name(o.inputs);
   mo.memory_budget = o.memory_budget;
-  ReportModel model =
-      build_report_model(std::move(loaded), std::move(reference), std::move(history), mo);
+  ReportModel model = build_report_model(std::move(loaded), std::move(reference),
+                                         std::move(history), mo, std::move(reruns));
   if (model.regression) {
     for (const std::string& b : o.baselines) {
       std::string& src = model.regression->baseline_source;
@@ -113,6 +146,11 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   emit(o.junit, write_junit(model));
   emit(o.csv, write_csv(model));
   emit(o.gbench, write_gbench_json(model));
+  if (!o.rerun_list.empty() && model.regression) {
+    std::string list;
+    for (const std::string& f : model.regression->rerun_list()) list += f + "\n";
+    emit(o.rerun_list, list);
+  }
 
   if (written.empty()) {
     out << write_markdown(model);

@@ -239,6 +239,12 @@ void verdict(GroupView& g, const ReportModel& m) {
                      std::to_string(r.count(RegressionStatus::kPass)) + " no change, " +
                      std::to_string(r.count(RegressionStatus::kUndecidable)) + " undecidable at " +
                      format_trimmed(r.threshold * 100) + "%.");
+    if (r.confirming) {
+      points.push_back("Re-runs: " + std::to_string(r.rows_with(Confirmation::kConfirmed)) +
+                       " timing change(s) confirmed, " +
+                       std::to_string(r.rows_with(Confirmation::kNotReproduced)) +
+                       " did not reproduce (undecidable).");
+    }
   }
   g.verdict.clear();
   for (const std::string& p : points) g.verdict += (g.verdict.empty() ? "" : " ") + p;
@@ -293,7 +299,8 @@ void showcase(GroupView& g) {
 }  // namespace
 
 ReportModel build_report_model(LoadedResults loaded, Reference reference,
-                               std::vector<Night> history, const ModelOptions& options) {
+                               std::vector<Night> history, const ModelOptions& options,
+                               std::optional<LoadedResults> reruns) {
   ReportModel m;
   m.generated_at = now_iso();
   m.inputs = options.inputs;
@@ -302,6 +309,7 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
   m.setup_matches = options.setup_matches || m.reference.setup_matches;
   m.memory_budget = options.memory_budget;
   m.history = std::move(history);
+  m.reruns = std::move(reruns);
 
   std::map<std::string, size_t> index;
   for (const ResultEntry& e : m.loaded.results) {
@@ -319,7 +327,8 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
   }
   m.claims = evaluate_claims(m.reference, m.loaded.results, m.setup_matches);
   if (!m.history.empty())
-    m.regression = run_gate(m.loaded.results, options.tonight, m.history, options.gate);
+    m.regression = run_gate(m.loaded.results, options.tonight, m.history, options.gate,
+                            m.reruns ? &m.reruns->results : nullptr);
   for (GroupView& g : m.groups) {
     std::sort(g.entries.begin(), g.entries.end(), entry_less);
     choose(g, options.memory_budget);

@@ -39,6 +39,23 @@ file(READ ${OUT}/few.xml few_xml)
 if(NOT few_xml MATCHES "<skipped message=\"undecidable: samples/s")
   message(FATAL_ERROR "undecidable combinations are not skipped in JUnit:\n${few_xml}")
 endif()
+# Confirmation: the list names slow's 1f1b; a re-run that reproduces it
+# keeps the regression, one that does not (near) makes it undecidable.
+expect_run(1 ARGS ${OUT}/slow --baseline ${OUT}/base --rerun-list ${OUT}/rerun.txt
+           STDOUT "confirm: 1 combination\\(s\\) moved tonight")
+file(STRINGS ${OUT}/rerun.txt rerun_list)
+if(NOT rerun_list MATCHES "^${OUT}/slow/1f1b[^;]*\\.json$")
+  message(FATAL_ERROR "--rerun-list: expected slow's 1f1b file alone, got '${rerun_list}'")
+endif()
+expect_run(1 ARGS ${OUT}/slow --baseline ${OUT}/base --confirm ${OUT}/slow_again --md ${OUT}/c.md
+           STDOUT "REGRESSION 1f1b x balanced P=4 M=8: samples/s [^\n]*; confirmed by a re-run: samples/s")
+expect_run(0 ARGS ${OUT}/slow --baseline ${OUT}/base --confirm ${OUT}/near --junit ${OUT}/confirm.xml
+           STDOUT "UNDECIDABLE 1f1b x balanced P=4 M=8: samples/s [^\n]*did not reproduce on a re-run \\(no change: samples/s")
+file(READ ${OUT}/confirm.xml confirm_xml)
+if(NOT confirm_xml MATCHES "<skipped message=\"undecidable: samples/s[^\"]*did not reproduce on a re-run")
+  message(FATAL_ERROR "a regression that did not reproduce is not skipped in JUnit:\n${confirm_xml}")
+endif()
+expect_run(2 ARGS ${OUT}/slow --confirm ${OUT}/near STDERR "--confirm: confirms the gate's verdicts, which need --baseline")
 expect_run(2 ARGS ${OUT}/base --baseline ${OUT}/base --alpha 2 STDERR "--alpha: expected a significance level in \\(0, 1\\), got 2")
 expect_run(2 ARGS ${OUT}/base --baseline ${OUT}/base --history-window 0 STDERR "--history-window: expected >= 1 night, got 0")
 foreach(f junit.xml r.md r.html r.csv g.json r2.md r3.md)

@@ -3,6 +3,7 @@
 //   OUT/base      1f1b and gpipe (P=4, M=8)
 //   OUT/slow      1f1b 10% slower than base, gpipe 5% slower
 //   OUT/near      both 5% slower
+//   OUT/slow_again  slow once more (a re-run that reproduces slow)
 //   OUT/bad       one good result and one truncated file
 //   OUT/empty     no result
 #include <cstdio>
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   pair("base", 1.0, 1.0);
   pair("slow", 1.10, 1.05);
   pair("near", 1.05, 1.05);
+  pair("slow_again", 1.10, 1.05);
   pair("few/base", 1.0, 1.0, 3);
   pair("few/slow", 1.10, 1.0, 3);
   for (int night = 1; night <= 3; ++night) {

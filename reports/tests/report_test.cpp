@@ -540,6 +540,221 @@ TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
   EXPECT_EQ(gate(b, {a, b}, w).nights, (std::vector<std::string>{"newer"}));
 }
 
+// ----------------------------------------------------------- confirmation --
+
+// The gate of tonight's folder with the re-runs in `rerun_dir` ("" = none given).
+RegressionSummary confirmed_gate(const std::string& tonight_dir,
+                                 const std::vector<std::string>& history,
+                                 const std::string& rerun_dir) {
+  static std::vector<std::unique_ptr<LoadedResults>> keep;  // rows point into them
+  static std::vector<std::unique_ptr<std::vector<Night>>> nights;
+  keep.push_back(std::make_unique<LoadedResults>(load_results({tonight_dir}, false)));
+  nights.push_back(std::make_unique<std::vector<Night>>(load_nights(history, false)));
+  const std::vector<ResultEntry>* reruns = nullptr;
+  if (!rerun_dir.empty()) {
+    keep.push_back(std::make_unique<LoadedResults>(load_results({rerun_dir}, false)));
+    reruns = &keep.back()->results;
+  }
+  return run_gate(keep[keep.size() - (reruns ? 2 : 1)]->results, "tonight", *nights.back(), {},
+                  reruns);
+}
+
+// Two quiet nights, tonight 1f1b 12% slower (`tonight`), and a re-run of
+// tonight's sweep with 1f1b at `rerun` (day 3, later the same night).
+struct Confirmed {
+  RegressionSummary before;  // without re-runs
+  RegressionSummary after;   // with them
+};
+Confirmed confirm_case(std::vector<FixtureSpec> tonight, std::vector<FixtureSpec> rerun) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, std::move(tonight));
+  const std::string again = night(fresh_dir("rerun"), "t", 3, std::move(rerun));
+  return {confirmed_gate(cur, {root}, ""), confirmed_gate(cur, {root}, again)};
+}
+
+TEST(ReportConfirm, TimingMovesOfTonightAwaitARerun) {
+  const Confirmed c = confirm_case(two(1.12, 1.0), two(1.12, 1.0));
+  const RegressionRow& r = row_of(c.before, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_FALSE(c.before.confirming);
+  // samples/s and bubble ratio moved tonight; memory did not move.
+  EXPECT_EQ(r.count(Confirmation::kAwaiting), 2);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  EXPECT_EQ(r.metrics[2].name, "peak memory");
+  EXPECT_EQ(r.metrics[2].confirmation, Confirmation::kNone);
+  ASSERT_EQ(c.before.rerun_list().size(), 1u);
+  EXPECT_EQ(c.before.rerun_list()[0], r.current->source);
+  EXPECT_EQ(row_of(c.before, "gpipe").count(Confirmation::kAwaiting), 0);
+}
+
+TEST(ReportConfirm, ReproducedRegressionStands) {
+  const Confirmed c = confirm_case(two(1.12, 1.0), two(1.12, 1.0));
+  EXPECT_TRUE(c.after.confirming);
+  EXPECT_EQ(c.after.regressions(), 1);
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_NE(r.rerun, nullptr);
+  EXPECT_EQ(r.count(Confirmation::kConfirmed), 2);
+  EXPECT_EQ(confirmation_summary(r), "confirmed");
+  ASSERT_EQ(r.reasons.size(), 2u);
+  EXPECT_EQ(r.reasons[0].rfind("samples/s ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("; confirmed by a re-run: samples/s "), std::string::npos)
+      << r.reasons[0];
+  EXPECT_EQ(r.arrived, "tonight");
+  EXPECT_TRUE(c.after.rerun_list().empty());
+  // gpipe did not move: its re-run changes nothing.
+  EXPECT_EQ(row_of(c.after, "gpipe").status, RegressionStatus::kPass);
+  EXPECT_EQ(row_of(c.after, "gpipe").rerun, nullptr);
+}
+
+TEST(ReportConfirm, RegressionThatDidNotReproduceIsUndecidableWithTheRerunsFigures) {
+  const Confirmed c = confirm_case(two(1.12, 1.0), two(1.0, 1.0));
+  EXPECT_EQ(c.after.regressions(), 0);
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(r.count(Confirmation::kNotReproduced), 2);
+  EXPECT_EQ(confirmation_summary(r), "did not reproduce");
+  EXPECT_TRUE(r.arrived.empty());
+  ASSERT_GE(r.notes.size(), 1u);
+  const std::string& why = r.notes[0];
+  EXPECT_EQ(why.rfind("undecidable: samples/s ", 0), 0u) << why;
+  EXPECT_NE(why.find("(-10.7%"), std::string::npos) << why;  // tonight's own figures stay
+  EXPECT_NE(why.find("; did not reproduce on a re-run (no change: samples/s "), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("(+0.0%"), std::string::npos) << why;  // the re-run's figures
+  EXPECT_EQ(why.substr(why.size() - 13), "; a transient") << why;
+  EXPECT_EQ(r.metrics[0].rerun_text.rfind("no change: samples/s ", 0), 0u);
+}
+
+TEST(ReportConfirm, ImprovementIsConfirmedTheSameWay) {
+  const Confirmed kept = confirm_case(two(0.85, 1.0), two(0.85, 1.0));
+  EXPECT_EQ(row_of(kept.after, "1f1b").status, RegressionStatus::kImproved);
+  EXPECT_GT(row_of(kept.after, "1f1b").count(Confirmation::kConfirmed), 0);
+  const Confirmed gone = confirm_case(two(0.85, 1.0), two(1.0, 1.0));
+  const RegressionRow& r = row_of(gone.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(r.notes.at(0).rfind("undecidable: samples/s ", 0), 0u) << r.notes.at(0);
+  EXPECT_NE(r.notes.at(0).find("did not reproduce on a re-run"), std::string::npos);
+  // A re-run that regresses where tonight improved does not confirm either.
+  const Confirmed flipped = confirm_case(two(0.85, 1.0), two(1.12, 1.0));
+  EXPECT_EQ(row_of(flipped.after, "1f1b").status, RegressionStatus::kUndecidable);
+  EXPECT_NE(row_of(flipped.after, "1f1b").notes.at(0).find("(regression: samples/s "),
+            std::string::npos);
+}
+
+TEST(ReportConfirm, MemoryRegressionIsNotSubjectToConfirmation) {
+  std::vector<FixtureSpec> tonight = two(1.12, 1.0);
+  tonight[0].extra_memory = 2 * kMiB;
+  const Confirmed c = confirm_case(tonight, two(1.0, 1.0));
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0].rfind("peak memory ", 0), 0u) << r.reasons[0];
+  EXPECT_EQ(r.metrics[2].confirmation, Confirmation::kNone);
+  EXPECT_EQ(r.count(Confirmation::kNotReproduced), 2);
+}
+
+TEST(ReportConfirm, MissingRerunLeavesTheVerdict) {
+  // Re-runs of gpipe only.
+  const Confirmed c = confirm_case(two(1.12, 1.0), {two(1.0, 1.0)[1]});
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.rerun, nullptr);
+  EXPECT_EQ(r.count(Confirmation::kAwaiting), 2);
+  EXPECT_NE(r.reasons.at(0).find("; not confirmed: no re-run of it"), std::string::npos);
+  EXPECT_EQ(c.after.rerun_list(), c.before.rerun_list());
+  // A re-run of another build is no confirmation either.
+  std::vector<FixtureSpec> other = two(1.0, 1.0);
+  for (FixtureSpec& f : other) f.git = "fff0000";
+  EXPECT_EQ(row_of(confirm_case(two(1.12, 1.0), other).after, "1f1b").status,
+            RegressionStatus::kRegressed);
+}
+
+TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.12, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 4, two(1.12, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root}, "");
+  EXPECT_EQ(row_of(s, "1f1b").arrived, "n3");
+  EXPECT_TRUE(s.rerun_list().empty());
+}
+
+TEST(ReportConfirm, RerunsInsideTonightsFolderAreNotTonightsResults) {
+  const std::string cur = night(fresh_dir("cur"), "t", 3, two(1.12, 1.0));
+  night(cur, "rerun", 3, two(1.0, 1.0));
+  EXPECT_EQ(load_results({cur}, false).superseded.size(), 2u);  // a later night sees the re-runs
+  const LoadedResults tonight = load_results({cur}, false, {cur + "/rerun"});
+  EXPECT_EQ(tonight.results.size(), 2u);
+  EXPECT_TRUE(tonight.superseded.empty());
+  for (const ResultEntry& e : tonight.results)
+    EXPECT_EQ(e.source.find("/rerun/"), std::string::npos) << e.source;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ReportConfirm, ReportWritesTheRerunListAndShowsConfirmation) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  const std::string out = fresh_dir("out");
+  // Without re-runs: exit 1, and the list names tonight's 1f1b file.
+  const std::string first = night(fresh_dir("first"), "t", 3, two(1.12, 1.0));
+  ReportOptions o;
+  o.inputs = {first};
+  o.baselines = {root};
+  o.rerun_list = out + "/first.txt";
+  std::ostringstream before;
+  EXPECT_EQ(run_report(o, before), 1);
+  EXPECT_NE(before.str().find("confirm: 1 combination(s) moved tonight in timing"),
+            std::string::npos)
+      << before.str();
+  std::ifstream list(out + "/first.txt");
+  std::string line;
+  ASSERT_TRUE(std::getline(list, line));
+  EXPECT_EQ(line.rfind(first + "/1f1b", 0), 0u) << line;
+  EXPECT_FALSE(std::getline(list, line)) << line;
+  // The re-runs inside tonight's folder, given with --confirm: 1f1b did not
+  // reproduce, exit 0, and nothing awaits a re-run.
+  const std::string cur = night(fresh_dir("cur"), "t", 3, two(1.12, 1.0));
+  const std::string again = night(cur, "rerun", 3, two(1.0, 1.0));
+  o.inputs = {cur};
+  o.confirm = {again};
+  o.rerun_list = out + "/second.txt";
+  o.markdown = out + "/r.md";
+  o.html = out + "/r.html";
+  o.junit = out + "/r.xml";
+  std::ostringstream after;
+  EXPECT_EQ(run_report(o, after), 0) << after.str();
+  EXPECT_NE(after.str().find("confirm: 0 confirmed by a re-run, 1 did not reproduce "
+                             "(undecidable), 0 without a re-run"),
+            std::string::npos)
+      << after.str();
+  EXPECT_NE(after.str().find("  UNDECIDABLE 1f1b x balanced P=4 M=8: samples/s "),
+            std::string::npos);
+  EXPECT_EQ(read_file(out + "/second.txt"), "");
+  const std::string md = read_file(out + "/r.md");
+  EXPECT_NE(md.find("did not reproduce** (undecidable"), std::string::npos);
+  EXPECT_NE(md.find("| did not reproduce |"), std::string::npos);
+  EXPECT_NE(read_file(out + "/r.html").find("<td>did not reproduce</td>"), std::string::npos);
+  EXPECT_NE(read_file(out + "/r.xml").find("<skipped message=\"undecidable: samples/s"),
+            std::string::npos);
+  // --confirm without --baseline: bad input.
+  ReportOptions lone;
+  lone.inputs = {cur};
+  lone.confirm = {again};
+  std::ostringstream ignored;
+  EXPECT_THROW(run_report(lone, ignored), UsageError);
+}
+
 TEST(ReportJunit, ShapeThatCiSystemsRead) {
   const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
   FixtureSpec gone;

@@ -46,11 +46,14 @@ struct LoadedResults {
       superseded;  ///< same group and combination as a newer result ("old (newer: new)")
 };
 
-/// Loads every result under `paths` (folders, or single files).
+/// Loads every result under `paths` (folders, or single files), leaving out
+/// the files under the folders `exclude` (re-runs kept inside a night's
+/// folder, report --confirm).
 /// Throws UsageError: a path that does not exist; a bad result without
 /// skip_bad; "nothing to report: no pipebench result files in A, B" when
 /// neither a result nor (with skip_bad) a bad result file was found.
-LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad);
+LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
+                           const std::vector<std::string>& exclude = {});
 
 /// Keys of one result (used by load_results; exposed for tests and baselines).
 std::string machine_key(const ResultEnvironment& env);

@@ -30,6 +30,16 @@
 // judged: tonight's make its timing figures undecidable, an earlier night's
 // is left out of the reference; memory is still compared. A planted slowdown (config.plant) is
 // named on the row, so a planted run is never mistaken for a real one.
+// Confirmation (--confirm, as Perfherder's retriggers and Chromium's alert
+// re-runs): a timing figure (samples/s, bubble ratio, stage compute) that
+// regressed or improved tonight is a suspicion until a re-run of the same
+// combination (same machine, build and configuration) gives the same
+// verdict against the same history, decided the same way. Then it stands,
+// "confirmed by a re-run" with the re-run's figures; otherwise it becomes
+// undecidable ("did not reproduce on a re-run: ...; a transient"). A figure
+// without a re-run keeps its verdict and awaits one (rerun_list). Memory
+// and status are deterministic and never need confirming; a step that
+// arrived on an earlier night was confirmed by the nights since.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +77,14 @@ enum class RegressionStatus : uint8_t {
 /// "missing", "excluded".
 const char* regression_status_name(RegressionStatus status);
 
+/// What a re-run said about one figure (see the file comment).
+enum class Confirmation : uint8_t {
+  kNone,           ///< nothing to confirm: no timing move tonight (or memory)
+  kAwaiting,       ///< a timing move of tonight without a re-run: the verdict stands
+  kConfirmed,      ///< the re-run gave the same verdict: it stands
+  kNotReproduced,  ///< the re-run did not: the figure is undecidable
+};
+
 /// The decision on one figure of one combination.
 struct MetricVerdict {
   std::string name;      ///< "samples/s", "bubble ratio", "peak memory"
@@ -81,6 +99,9 @@ struct MetricVerdict {
   double detectable = 0;  ///< smallest change the gate could have detected (inf: none)
   std::string arrived;    ///< night a regression/improvement arrived (tonight's name if tonight)
   std::string text;       ///< one line: figures, test and decision
+  bool timing = true;     ///< a timing figure (confirmable); false for peak memory
+  Confirmation confirmation = Confirmation::kNone;
+  std::string rerun_text;  ///< the re-run's verdict on this figure, when it had one
 };
 
 /// One night of one combination, for the trend charts.
@@ -112,6 +133,9 @@ struct RegressionRow {
   std::vector<MetricVerdict> metrics;  ///< samples/s, bubble ratio, peak memory
   std::vector<TrendPoint> trend;       ///< window's nights then tonight
   int arrived_index = -1;              ///< index into trend of `arrived`, -1 = none
+  const ResultEntry* rerun = nullptr;  ///< the re-run that confirmed or refuted a figure
+  /// How many figures are in `confirmation` state (kAwaiting, kConfirmed, ...).
+  int count(Confirmation confirmation) const;
 };
 
 struct RegressionSummary {
@@ -121,15 +145,29 @@ struct RegressionSummary {
   std::string tonight = "tonight";  ///< name of the current run
   std::vector<std::string> nights;  ///< the window's nights, oldest first
   std::vector<RegressionRow> rows;  ///< current order, then missing ones
+  bool confirming = false;          ///< re-runs were given (--confirm)
   int regressions() const;
   int count(RegressionStatus status) const;
+  /// Rows with at least one figure in `confirmation` state.
+  int rows_with(Confirmation confirmation) const;
+  /// The result files (ResultEntry::source) of tonight's combinations with
+  /// a figure awaiting a re-run, in row order: `report --rerun-list`.
+  std::vector<std::string> rerun_list() const;
 };
 
+/// What confirmation made of a row's timing moves: "confirmed", "did not
+/// reproduce", "awaiting a re-run" (comma-separated when several), "" for
+/// none.
+std::string confirmation_summary(const RegressionRow& row);
+
 /// The gate. `history` is oldest first (load_nights); only its last
-/// options.window nights are used. REQUIRES: threshold >= 0, alpha in
-/// (0, 1), window >= 1. The rows point into `current` and `history`, which
-/// must outlive the summary.
+/// options.window nights are used. `reruns` (--confirm; null = none given)
+/// confirm or refute tonight's timing moves: a re-run matches a row by
+/// machine, build, backend and configuration. REQUIRES: threshold >= 0,
+/// alpha in (0, 1), window >= 1. The rows point into `current`, `history`
+/// and `reruns`, which must outlive the summary.
 RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
-                           const std::vector<Night>& history, const GateOptions& options);
+                           const std::vector<Night>& history, const GateOptions& options,
+                           const std::vector<ResultEntry>* reruns = nullptr);
 
 }  // namespace ppb::reports

@@ -30,6 +30,15 @@ struct ReportOptions {
   double max_foreign_cpu = 0.2;                    ///< --max-foreign-cpu, a fraction
   int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
   bool skip_bad = false;                           ///< --skip-bad
+  /// --confirm DIR (repeatable): re-runs of tonight's combinations
+  /// (`pipebench run --rerun`) that confirm or refute their timing moves
+  /// (regression.hpp). Files under a --confirm folder are never tonight's
+  /// results, even when it lies inside one of `inputs`.
+  std::vector<std::string> confirm;
+  /// --rerun-list FILE: written with the result files of tonight's
+  /// combinations whose timing moves await a re-run, one path a line
+  /// (empty when none; requires --baseline).
+  std::string rerun_list;
 };
 
 /// Runs the report. Writes each requested file atomically; prints a short
@@ -39,7 +48,8 @@ struct ReportOptions {
 /// Throws UsageError (exit 2) for bad input: no inputs, a missing folder,
 /// a bad result file (without skip_bad), nothing to report, a bad reference
 /// file, a bad baseline, threshold outside [0, 1), alpha outside (0, 1), a
-/// window < 1, max_foreign_cpu outside [0, 1].
+/// window < 1, max_foreign_cpu outside [0, 1], --confirm or --rerun-list
+/// without --baseline, a --confirm folder without results.
 int run_report(const ReportOptions& options, std::ostream& out);
 
 }  // namespace ppb::reports

@@ -66,7 +66,8 @@ struct ReportModel {
   Reference reference;
   bool setup_matches = false;
   std::vector<ClaimRow> claims;
-  std::vector<Night> history;  ///< the --baseline nights, oldest first
+  std::vector<Night> history;           ///< the --baseline nights, oldest first
+  std::optional<LoadedResults> reruns;  ///< --confirm: re-runs of tonight's combinations
   std::optional<RegressionSummary> regression;
   int64_t memory_budget = 0;  ///< --memory-budget (0 = none)
 
@@ -83,9 +84,11 @@ struct ModelOptions {
 };
 
 /// Builds the model. `history` may be empty (no --baseline): then there is
-/// no gate.
+/// no gate. `reruns` (--confirm) confirm or refute the gate's timing moves
+/// of tonight (regression.hpp).
 ReportModel build_report_model(LoadedResults loaded, Reference reference,
-                               std::vector<Night> history, const ModelOptions& options);
+                               std::vector<Night> history, const ModelOptions& options,
+                               std::optional<LoadedResults> reruns = std::nullopt);
 
 /// The same with at most one earlier night, named "baseline".
 ReportModel build_report_model(LoadedResults loaded, Reference reference,
