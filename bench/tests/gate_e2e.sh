@@ -7,6 +7,11 @@
 #         and the next; a planted speed-up (--plant 1:0.85) is an improvement.
 #  cpu:   two unchanged nights gate clean; a planted 20% slowdown of stage 1
 #         (extra real work) is a regression of the combination.
+#  both:  confirmation: the planted night's flagged combinations
+#         (report --rerun-list) measured again (run --rerun): without the
+#         plant (--plant '') the regression did not reproduce and is
+#         undecidable, exit 0 (JUnit skipped); with it (as recorded) it is
+#         confirmed and stays a regression, exit 1.
 set -uo pipefail
 pb=$1; mpiexec=$2; backend=$3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -36,25 +41,66 @@ night() {
   fi || fail "run of night $name"
 }
 
-# gate TONIGHT WANT_EXIT BASELINE... [quiet]: the report's gate lines, checked
-# exit code. A verdict is needed (skip on a busy host) when WANT_EXIT is 1 or
-# the last argument is "quiet".
+# gate TONIGHT WANT_EXIT BASELINE... [quiet] [confirm=DIR] [list=FILE]: the
+# report's gate lines, checked exit code. A verdict is needed (skip on a busy
+# host) when WANT_EXIT is 1 or "quiet" is given. confirm= and list= pass
+# --confirm DIR and --rerun-list FILE.
 gate() {
   local tonight=$1 want=$2; shift 2
   local args=() b needed=$((want == 1))
   for b in "$@"; do
-    if [[ $b == quiet ]]; then needed=1; else args+=(--baseline "$tmp/nights/$b"); fi
+    case $b in
+      quiet) needed=1 ;;
+      confirm=*) args+=(--confirm "${b#confirm=}") ;;
+      list=*) args+=(--rerun-list "${b#list=}") ;;
+      *) args+=(--baseline "$tmp/nights/$b") ;;
+    esac
   done
   out=$("$pb" report "$tmp/nights/$tonight" "${args[@]}" --junit "$tmp/$tonight.xml" 2>&1)
   local code=$?
   echo "--- $tonight against ${args[*]##*/}: exit $code"
-  grep -E '^(gate|  REGRESSION|  IMPROVEMENT)' <<<"$out"
+  grep -E '^(gate|confirm|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)' <<<"$out"
   ((needed)) && need_quiet "$tonight"
   [[ $code -eq $want ]] || fail "$tonight: exit $code, want $want"$'\n'"$out"
 }
 
 combos=("1f1b x layer P=2 M=8" "gpipe x layer P=2 M=8")
 [[ $backend == cpu ]] && combos=("1f1b x balanced P=2 M=4")
+
+# rerun NAME LIST [RUN FLAG...]: the combinations in LIST (report
+# --rerun-list) measured again into $tmp/confirm/NAME.
+rerun() {
+  local name=$1 list=$2; shift 2
+  local files=()
+  mapfile -t files <"$list"
+  ((${#files[@]} == ${#combos[@]})) ||
+    fail "$list: ${#files[@]} combination(s) to confirm, want ${#combos[@]}:"$'\n'"$(cat "$list")"
+  "$mpiexec" -np 2 "$pb" run --rerun "${files[@]}" --out "$tmp/confirm/$name" "$@" >/dev/null ||
+    fail "re-run $name"
+}
+
+# confirm TONIGHT PLANT BASELINE...: tonight (planted PLANT) is a regression;
+# re-run unplanted it did not reproduce (undecidable, exit 0), re-run as
+# recorded it is confirmed (exit 1).
+confirm() {
+  local tonight=$1 plant=$2; shift 2
+  gate "$tonight" 1 "$@" list="$tmp/$tonight.rerun"
+  rerun "$tonight-unplanted" "$tmp/$tonight.rerun" --plant ''
+  gate "$tonight" 0 "$@" quiet confirm="$tmp/confirm/$tonight-unplanted"
+  grep -q "^gate: 0 regression(s)" <<<"$out" || fail "$tonight: an unreproduced regression still fails"
+  for c in "${combos[@]}"; do
+    grep -E "^  UNDECIDABLE $c \[planted $plant\]: .*did not reproduce on a re-run" <<<"$out" \
+      >/dev/null || fail "$tonight: $c not undecidable after an unplanted re-run"
+  done
+  grep -q '<skipped message="undecidable: [^"]*did not reproduce on a re-run' "$tmp/$tonight.xml" ||
+    fail "$tonight: the unreproduced regression is not skipped in JUnit"
+  rerun "$tonight-planted" "$tmp/$tonight.rerun"
+  gate "$tonight" 1 "$@" confirm="$tmp/confirm/$tonight-planted"
+  for c in "${combos[@]}"; do
+    grep -E "^  REGRESSION $c \[planted $plant\]: .*; confirmed by a re-run: " <<<"$out" \
+      >/dev/null || fail "$tonight: $c not confirmed by a planted re-run"
+  done
+}
 
 night n1
 night n2
@@ -68,6 +114,7 @@ if [[ $backend == timed ]]; then
   for c in "${combos[@]}"; do
     grep -qF "REGRESSION $c [planted stage 1 x1.10]: " <<<"$out" || fail "n4: $c not a regression"
   done
+  confirm n4 "stage 1 x1.10" n1 n2 n3
   # The night after: the same regression, still dated n4.
   gate n5 1 n1 n2 n3 n4
   for c in "${combos[@]}"; do
@@ -84,5 +131,6 @@ else
   night slow --plant 1:1.20
   gate slow 1 n1 n2
   grep -qF "REGRESSION ${combos[0]} [planted stage 1 x1.20]: " <<<"$out" || fail "cpu: not a regression"
+  confirm slow "stage 1 x1.20" n1 n2
 fi
 echo "ok"
