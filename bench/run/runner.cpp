@@ -502,7 +502,7 @@ void validate(Sweep& sw) {
 
 /// The output folder, made by rank 0; every rank learns whether it worked.
 std::string make_out_dir(const RunOptions& options, int rank, MPI_Comm comm) {
-  const std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
+  std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
   std::string why;
   if (rank == 0) {
     std::error_code ec;
