@@ -410,7 +410,7 @@ void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Mat
   if (row.count(Confirmation::kAwaiting) == 0) return;
   row.rerun = &rerun;
   RegressionRow again = blank_row(rerun);
-  const bool ran = rerun.result.status == ResultStatus::kOk;
+  const bool ran = rerun.result.status == ResultStatus::kOk && gated(rerun, o);
   if (ran) decide_figures(again, rerun, history, tonight, o);
   for (MetricVerdict& v : row.metrics) {
     if (v.confirmation != Confirmation::kAwaiting) continue;
@@ -423,7 +423,9 @@ void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Mat
       continue;
     }
     std::string why;
-    if (!ran) {
+    if (!gated(rerun, o)) {
+      why = "the re-run was oversubscribed (kept out of the gate)";
+    } else if (!ran) {
       why = std::string("the re-run ended with status ") + result_status_name(rerun.result.status) +
             (rerun.result.error.empty() ? "" : ": " + rerun.result.error);
     } else if (same == again.metrics.end()) {

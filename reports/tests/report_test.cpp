@@ -672,6 +672,17 @@ TEST(ReportConfirm, MissingRerunLeavesTheVerdict) {
             RegressionStatus::kRegressed);
 }
 
+TEST(ReportConfirm, RerunThatCannotTellLeavesItUndecidable) {
+  std::vector<FixtureSpec> crowded = two(1.12, 1.0);
+  for (FixtureSpec& f : crowded) f.oversubscribed = true;
+  const RegressionRow& r = row_of(confirm_case(two(1.12, 1.0), crowded).after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_NE(r.notes.at(0).find("did not reproduce on a re-run (the re-run was oversubscribed (kept "
+                               "out of the gate)); the re-run could not tell"),
+            std::string::npos)
+      << r.notes.at(0);
+}
+
 TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
   const std::string root = fresh_dir("nights");
   night(root, "n1", 1, two(1.0, 1.0));
