@@ -72,6 +72,11 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   }
   if (o.window < 1)
     throw UsageError("--history-window: expected >= 1 night, got " + std::to_string(o.window));
+  // Every output is checked before any is written (or any input read), so
+  // a bad one leaves no other behind.
+  for (const std::string* path : {&o.html, &o.markdown, &o.junit, &o.csv, &o.gbench}) {
+    if (!path->empty()) check_output_path(*path);
+  }
   LoadedResults loaded = load_results(o.inputs, o.skip_bad);
   Reference reference =
       o.reference.empty() ? builtin_reference() : load_reference_file(o.reference);
