@@ -109,3 +109,16 @@ if(TARGET ppb_exec)
     set_tests_properties(cli.run_collectors_${mode} PROPERTIES LABELS mpi TIMEOUT 180 SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# The bad-input corpus (bench/tests/data/bad_inputs.tsv, run by
+# bench/tests/bad_inputs.py): every subcommand, flag and input file, each
+# case in a fresh folder with a FIFO, a symbolic link and a regular file in
+# it; exit code, exactly one line of error holding the expected fragment, no
+# crash, and the folder (and /dev/null) exactly as before.
+if(TARGET ppb_exec)
+  add_test(NAME cli.bad_inputs
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/bad_inputs.py ${bad}/bad_inputs.tsv
+            $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE}
+            ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2)
+  set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
+endif()
