@@ -122,3 +122,12 @@ if(TARGET ppb_exec)
             ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2)
   set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
 endif()
+
+# `report` on a 16 MiB result (a long timeline and half a million steps):
+# peak memory bounded by a multiple of the file's size, in a child process
+# (bench/tests/report_memory.py; every writer rendered the whole report
+# whether asked or not, and the Google Benchmark JSON as one tree).
+add_test(NAME cli.report_memory
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_memory.py $<TARGET_FILE:pipebench>
+          ${bad}/result_ok.json ${CMAKE_CURRENT_BINARY_DIR}/report-memory)
+set_tests_properties(cli.report_memory PROPERTIES LABELS unit TIMEOUT 120)
