@@ -127,7 +127,10 @@ std::vector<std::string> split_list(const std::string& text) {
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
-  for (const std::string& item : split_list(text)) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw UsageError(flag + ": empty item in '" + text + "'");
     size_t used = 0;
     long value = 0;
     try {

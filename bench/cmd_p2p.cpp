@@ -32,6 +32,7 @@
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/output_file.hpp"
 
 namespace ppb::cli {
 namespace {
@@ -195,6 +196,8 @@ P2pRange check_flags(const P2pOptions& o) {
     if (r.hi > (int64_t{1} << 30)) throw UsageError("--max: at most 1GiB, got " + o.max);
     if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
     r.wait = parse_wait_strategy(o.wait, "--wait");
+    // Before the measurement, not after it: a bad --json fails at once.
+    if (!o.json.empty()) check_output_path(o.json);
     return r;
   } catch (const UsageError& e) {
     throw FlagError(e.what());

@@ -26,17 +26,21 @@ void register_report(CLI::App& app) {
   reports::ReportOptions& o = flags->options;
   cmd->add_option("DIR", o.inputs, "Result folders (or result files)")->required();
   cmd->add_option("--reference", o.reference,
-                  "Reference file of claims (default: the built-in documents.json)");
+                  "Reference file of claims (default: the built-in documents.json)")
+      ->check(non_empty("a file"));
   cmd->add_flag("--reference-setup", o.reference_setup,
                 "The setup matches the documents': check their absolute figures too");
   cmd->add_option("--baseline", o.baselines,
                   "Earlier runs (repeatable): a result folder per night, or a folder of nights; "
                   "regressions exit with code 1");
-  cmd->add_option("--html", o.html, "Write the HTML report (one self-contained file)");
-  cmd->add_option("--md", o.markdown, "Write the Markdown summary");
-  cmd->add_option("--junit", o.junit, "Write JUnit XML (one test case per combination)");
-  cmd->add_option("--csv", o.csv, "Write one CSV row per result");
-  cmd->add_option("--gbench", o.gbench, "Write Google Benchmark JSON (for compare.py)");
+  cmd->add_option("--html", o.html, "Write the HTML report (one self-contained file)")
+      ->check(non_empty("a file"));
+  cmd->add_option("--md", o.markdown, "Write the Markdown summary")->check(non_empty("a file"));
+  cmd->add_option("--junit", o.junit, "Write JUnit XML (one test case per combination)")
+      ->check(non_empty("a file"));
+  cmd->add_option("--csv", o.csv, "Write one CSV row per result")->check(non_empty("a file"));
+  cmd->add_option("--gbench", o.gbench, "Write Google Benchmark JSON (for compare.py)")
+      ->check(non_empty("a file"));
   cmd->add_option("--threshold", o.threshold, "Regression threshold as a fraction (default 0.07)");
   cmd->add_option("--alpha", o.alpha,
                   "Significance level of the gate's Mann-Whitney U test (default 0.01)");

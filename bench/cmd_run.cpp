@@ -78,7 +78,9 @@ void register_run(CLI::App& app) {
                   "Per-stage memory budget (e.g. 512MiB); over it: status oom");
   cmd->add_option("--memory-guard", o.memory_guard, "adaptive: guard fraction of the budget")
       ->capture_default_str();
-  cmd->add_option("-T,--timeout", o.timeout, "Per-step watchdog in seconds (0 = off)")
+  cmd->add_option("-T,--timeout", o.timeout,
+                  "Watchdog in seconds for each step and every other phase (setup, partition, "
+                  "check, writing results); 0 = off")
       ->capture_default_str();
   cmd->add_option("--chunks", o.chunks, "Model chunks per stage V (interleaved-1f1b)")
       ->capture_default_str();
@@ -107,6 +109,9 @@ void register_run(CLI::App& app) {
                   "--plant go with it)");
   cmd->add_option("--debug-stall-rank", o.debug_stall_rank,
                   "TEST ONLY: this rank stalls in its first action")
+      ->group("");
+  cmd->add_option("--debug-fault", o.debug_fault,
+                  "TEST ONLY: RANK:PHASE:WHAT, a planted failure in the last combination")
       ->group("");
   // Unknown flags reach the callback, which reports them once (rank 0) after
   // MPI is up, instead of every rank printing CLI11's message.

@@ -192,11 +192,13 @@ void register_simulate(CLI::App& app) {
   auto* c =
       cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
   for (CLI::Option* o : {f, b, w, c}) o->check(finite_non_negative());
-  cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..");
+  cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
+      ->check(non_empty("a model"));
   cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
   cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");
   cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--trace", opt->trace, "Write the predicted timeline as a Chrome/Perfetto trace");
+  cmd->add_option("--trace", opt->trace, "Write the predicted timeline as a Chrome/Perfetto trace")
+      ->check(non_empty("a file"));
   cmd->add_option("--width", opt->width, "Columns of the text timeline")
       ->check(CLI::Range(20, 1000));
   cmd->callback([opt, f, b, w, c] {

@@ -1,6 +1,7 @@
 // pipebench: benchmarking and profiling of pipeline-parallel training.
 // One CLI11 app; each subcommand is a plug-in in bench/cmd_<name>.cpp.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -22,14 +23,48 @@ bool quiet_rank() { return ppb::log::launcher_rank() > 0; }
 // CLI11 reports a misspelt command as "A subcommand is required"; name it
 // and list the commands instead.
 void reject_unknown_command(CLI::App& app, int argc, char** argv) {
-  if (argc < 2 || argv[1][0] == '-') return;
+  if (argc < 2) return;
   const std::string word = argv[1];
+  if (word == "-h" || word == "--help" || word == "--help-all" || word == "--version") return;
   std::string names;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     if (sub->check_name(word)) return;
     names += (names.empty() ? "" : ", ") + sub->get_name();
   }
+  // Flags belong after the command: `pipebench --stages 2` names the flag.
+  if (word[0] == '-') {
+    throw ppb::cli::FlagError("unknown flag '" + word + "' before the command (commands: " + names +
+                              ")");
+  }
   throw ppb::cli::FlagError("unknown command '" + word + "' (commands: " + names + ")");
+}
+
+// CLI11 takes the token after an option as its value even when it is
+// another flag (`run --microbatches --iters 3` set M to "--iters" and left
+// "3" over); name the option whose value is missing instead. Negative
+// numbers ("--seed -1") are values.
+void reject_flag_as_value(CLI::App& app, int argc, char** argv) {
+  if (argc < 3) return;
+  CLI::App* cmd = nullptr;
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(argv[1])) cmd = sub;
+  }
+  if (cmd == nullptr) return;
+  auto looks_like_flag = [](const std::string& t) {
+    return t.size() > 1 && t[0] == '-' &&
+           (t[1] == '-' || std::isalpha(static_cast<unsigned char>(t[1])));
+  };
+  for (int i = 2; i + 1 < argc; ++i) {
+    const std::string token = argv[i];
+    if (!looks_like_flag(token) || token.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = cmd->get_option_no_throw(token);
+    if (opt == nullptr || opt->get_items_expected_min() < 1) continue;
+    const std::string next = argv[i + 1];
+    if (looks_like_flag(next)) {
+      throw ppb::cli::FlagError(token + ": expected a value, got the flag '" + next + "'");
+    }
+    ++i;  // the value
+  }
 }
 
 }  // namespace
@@ -58,6 +93,7 @@ int main(int argc, char** argv) {
 
   try {
     reject_unknown_command(app, argc, argv);
+    reject_flag_as_value(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return quiet_rank() ? 0 : app.exit(e);

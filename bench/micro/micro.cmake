@@ -2,6 +2,7 @@
 # never as timed assertions in tests. One executable, one file per topic.
 add_executable(ppb_micro_bench
   ${CMAKE_CURRENT_LIST_DIR}/schedule_sim_benchmark.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/partition_benchmark.cpp
 )
-target_link_libraries(ppb_micro_bench PRIVATE ppb::sim ppb::schedule benchmark::benchmark
+target_link_libraries(ppb_micro_bench PRIVATE ppb::sim ppb::schedule ppb::model benchmark::benchmark
                       benchmark::benchmark_main ppb::warnings)

@@ -127,6 +127,45 @@ void parse_plant(const std::string& text, int world_size, const BackendInfo& bac
   plan.plant_label = "stage " + std::to_string(stage) + " x" + text.substr(colon + 1);
 }
 
+// --debug-fault RANK:PHASE:WHAT (tests only): RANK a rank of the job.
+DebugFault parse_fault(const std::string& text, int world_size) {
+  DebugFault f;
+  if (text.empty()) return f;
+  const std::string usage =
+      "--debug-fault: expected RANK:PHASE:WHAT (PHASE setup|measure|write, WHAT kill|stop|throw), "
+      "got '" +
+      text + "'";
+  const auto a = text.find(':');
+  const auto b = a == std::string::npos ? a : text.find(':', a + 1);
+  if (b == std::string::npos) throw UsageError(usage);
+  const std::string rank = text.substr(0, a);
+  const std::string phase = text.substr(a + 1, b - a - 1);
+  const std::string what = text.substr(b + 1);
+  if (rank.empty() || rank.size() > 7 || rank.find_first_not_of("0123456789") != std::string::npos)
+    throw UsageError(usage);
+  f.rank = std::stoi(rank);
+  if (f.rank >= world_size) throw UsageError(usage + ": no such rank");
+  if (phase == "setup") {
+    f.phase = DebugFault::Phase::kSetup;
+  } else if (phase == "measure") {
+    f.phase = DebugFault::Phase::kMeasure;
+  } else if (phase == "write") {
+    f.phase = DebugFault::Phase::kWrite;
+  } else {
+    throw UsageError(usage);
+  }
+  if (what == "kill") {
+    f.what = DebugFault::What::kKill;
+  } else if (what == "stop") {
+    f.what = DebugFault::What::kStop;
+  } else if (what == "throw") {
+    f.what = DebugFault::What::kThrow;
+  } else {
+    throw UsageError(usage);
+  }
+  return f;
+}
+
 }  // namespace
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
@@ -185,6 +224,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
                      " computes (got --backend " + backend.name + ")");
   }
   parse_plant(o.plant, world_size, backend, plan);
+  plan.fault = parse_fault(o.debug_fault, world_size);
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");
     if (plan.memory_budget <= 0)

@@ -65,6 +65,22 @@ struct RunOptions {
   /// TEST ONLY (hidden flag --debug-stall-rank): this rank stalls in the
   /// first action of the first step, so the --timeout watchdog can be tested.
   int debug_stall_rank = -1;
+  /// TEST ONLY (hidden flag --debug-fault RANK:PHASE:WHAT): in the last
+  /// combination of the sweep, rank RANK kills itself (WHAT = kill, SIGKILL),
+  /// stops (stop, SIGSTOP) or throws (throw) on entering PHASE: setup
+  /// (before the schedule and partition), measure (before the timed steps)
+  /// or write (before rank 0 writes the result), so the failure tests can
+  /// hit each phase of a real job.
+  std::string debug_fault;
+};
+
+/// A planted fault (--debug-fault), parsed.
+struct DebugFault {
+  enum class Phase : uint8_t { kSetup, kMeasure, kWrite };
+  enum class What : uint8_t { kKill, kStop, kThrow };
+  int rank = -1;  ///< -1 = none
+  Phase phase = Phase::kSetup;
+  What what = What::kThrow;
 };
 
 /// What the sweep runs, after validation.
@@ -83,6 +99,7 @@ struct RunPlan {
   int plant_stage = -1;                 ///< --plant: the planted stage (-1 = none)
   double plant_factor = 1;              ///< --plant: its action-time factor
   std::string plant_label;              ///< "stage 1 x1.1" (config.plant), "" = none
+  DebugFault fault;                     ///< --debug-fault (tests only)
 };
 
 /// Checks every flag against the world size and the registries and expands

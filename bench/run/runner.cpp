@@ -1,15 +1,21 @@
 #include "run/runner.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +24,7 @@
 #include "ppb/exec/collector.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/executor.hpp"
+#include "ppb/exec/job_watchdog.hpp"
 #include "ppb/exec/memory_guard.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
@@ -104,7 +111,26 @@ struct Sweep {
   std::vector<UnitTime> times;
   std::map<int, ReferenceStep> references;  // --check: per M
   bool any_failed = false;
+  JobWatchdog* watch = nullptr;  ///< every phase outside the executor's steps (--timeout)
+  int combinations = 0;          ///< in the sweep (the last one carries --debug-fault)
 };
+
+/// --debug-fault (tests only): the planted failure, on its rank, in the
+/// last combination, when `phase` begins.
+void plant_fault(const Sweep& sw, const Combination& c, DebugFault::Phase phase) {
+  const DebugFault& f = sw.plan.fault;
+  if (f.rank != sw.rank || f.phase != phase || c.index != sw.combinations - 1) return;
+  switch (f.what) {
+    case DebugFault::What::kKill:
+      std::raise(SIGKILL);
+      break;
+    case DebugFault::What::kStop:
+      std::raise(SIGSTOP);
+      break;
+    case DebugFault::What::kThrow:
+      throw std::runtime_error("planted failure (--debug-fault)");
+  }
+}
 
 ResultConfig make_config(const Sweep& sw, const Combination& c) {
   ResultConfig cfg;
@@ -284,6 +310,8 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       [&] {
         // Collectors before the backend: one that counts the process's
         // threads (perf) must exist before the backend starts its own.
+        const std::string label = combination_label(c);
+        sw.watch->begin("starting the backend and collectors of " + label);
         CheckProbe probe;
         CollectorSet collectors(
             sw.comm, sw.plan.collectors,
@@ -312,8 +340,13 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
               });
         }
         auto step = [&]() {
+          // The executor's watchdog covers the step itself; this phase the
+          // memory guard's plan and the collectors' figures between steps.
+          sw.watch->begin("between steps of " + label);
           const Schedule& s = guard ? guard->plan(*backend) : p.schedule;
+          sw.watch->end();
           StepRecord rec = exec.run_step(s);
+          sw.watch->begin("between steps of " + label);
           if (guard) guard->observe(rec.peak_bytes);
           ex.last_schedule = s;
           CollectorStepFigures figures = collectors.finish_step(rec);
@@ -325,12 +358,16 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
           probe.arm(*backend, info.weight_stashing);
           (void)step();
           probe.disarm();
+          sw.watch->begin("in --check of " + label +
+                          " (the single-process reference and the comparison)");
           CheckContext ctx{sw.rank, sw.plan.stages, c.chunks, c.microbatches, p.parts};
           const ReferenceStep* ref =
               info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
           ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref, sw.comm);
         }
         for (int w = 0; w < sw.options.warmup; ++w) (void)step();
+        plant_fault(sw, c, DebugFault::Phase::kMeasure);
+        sw.watch->begin("starting the timed steps of " + label);
         HostLoadMeter load(sw.comm);
         load.begin();
         collectors.measure_begin();
@@ -343,6 +380,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
           memory.peak_total = std::max(memory.peak_total, s.peak_bytes);
           memory.peak_activations = std::max(memory.peak_activations, s.peak_activation_bytes);
         }
+        sw.watch->begin("finishing the measurement of " + label);
         memory.at_peak = backend->memory().at_peak();
         memory.peak_rss = process_peak_rss_bytes();
         if (guard) {
@@ -437,16 +475,24 @@ Result run_combination(Sweep& sw, const Combination& c) {
   Result result;
   result.config = make_config(sw, c);
   result.environment = sw.environment;
+  const std::string label = combination_label(c);
+  plant_fault(sw, c, DebugFault::Phase::kSetup);
+  sw.watch->begin("in the setup of " + label + " (schedule, partition, memory prediction)");
   const std::optional<Prepared> p = prepare(sw, c, result);
   if (!p || predicted_oom(sw, c, *p, result)) return result;
 
   const Execution ex = execute(sw, c, *p);
+  sw.watch->begin("gathering the records of " + label + " on rank 0");
   const std::vector<RankRecord> ranks = gather_records(ex.record, sw.comm);
+  sw.watch->end();
+  plant_fault(sw, c, DebugFault::Phase::kWrite);
   if (sw.rank != 0) return result;
 
   std::vector<StepMeasure> steps;
+  sw.watch->begin("computing the figures of " + label);
   fill_metrics(sw, c, *p, ex, ranks, result, steps);
   if (sw.options.trace) {
+    sw.watch->begin("writing the traces of " + label);
     const std::string name = result_file_name(c);
     write_measured_traces(steps, sw.plan.stages, c.chunks, int64_t{c.microbatches} * c.batches,
                           sw.out_dir, name.substr(0, name.size() - 5));
@@ -465,6 +511,9 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   row.label = combination_label(c);
   row.closed_form = closed_form_bubble_ratio(c.schedule, c.stages, c.microbatches, c.inflight);
   int skip = 0;
+  sw.watch->begin(sw.rank == 0
+                      ? "reading " + path + " (--resume)"
+                      : "waiting for rank 0 (which writes each result file) before " + row.label);
   if (sw.options.resume && sw.rank == 0 && std::filesystem::exists(path)) {
     try {
       row.result = read_result_file(path);
@@ -474,12 +523,14 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
     }
   }
   PPB_MPI_CHECK(MPI_Bcast(&skip, 1, MPI_INT, 0, sw.comm));
+  sw.watch->end();
   if (skip != 0) {
     row.resumed = true;
   } else {
     row.result = run_combination(sw, c);
     if (sw.rank == 0) {
       row.result.environment.date = iso8601_utc(unix_now());
+      const JobPhase writing(*sw.watch, "writing " + path);
       write_result_file(path, row.result);
     }
   }
@@ -487,9 +538,39 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   return row;
 }
 
+/// Rank 0's output folder: made, and proved writable by creating and
+/// removing a file in it, so that a read-only folder is one usage error now
+/// rather than an abort after the first combination. Returns why not, or "".
+std::string make_out_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
+  std::string probe = dir + "/.pipebench-probe-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return "--out " + dir + ": cannot create files in the folder (" + std::strerror(errno) + ")";
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+/// The output folder (--out, or a dated one), made by rank 0; every rank
+/// learns whether it worked.
+std::string agree_out_dir(const RunOptions& options, JobWatchdog& watch, int rank, MPI_Comm comm) {
+  std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
+  watch.begin(rank == 0 ? "creating the output folder " + dir
+                        : "waiting for rank 0 to create the output folder");
+  const std::string why = rank == 0 ? make_out_dir(dir) : "";
+  agree(why.empty(), why, rank, comm);
+  watch.end();
+  return dir;
+}
+
 /// Validates sw.options into sw.plan on every rank alike: no collective
 /// before the verdict, so a bad flag can never leave a rank waiting.
 void validate(Sweep& sw) {
+  sw.watch->begin("validating the flags (the model and every partition named)");
   try {
     sw.plan = validate_run_options(sw.options, sw.size);
     sw.device = device_preset(sw.options.device);
@@ -498,23 +579,12 @@ void validate(Sweep& sw) {
     throw cli::ExitCode{kUsageExitCode};
   }
   sw.times = unit_times(sw.plan.units, sw.device);
-}
-
-/// The output folder, made by rank 0; every rank learns whether it worked.
-std::string make_out_dir(const RunOptions& options, int rank, MPI_Comm comm) {
-  std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
-  std::string why;
-  if (rank == 0) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) why = "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
-  }
-  agree(why.empty(), why, rank, comm);
-  return dir;
+  sw.watch->end();
 }
 
 /// The environment and the transport of the sweep (collective).
 void connect(Sweep& sw) {
+  const JobPhase setup(*sw.watch, "in the job's setup (environment, transport)");
   sw.environment = collect_environment(sw.comm);
   // Ranks of a backend whose action times are modelled sleep through their
   // actions, so more of them than cores do not take turns computing; only a
@@ -527,6 +597,7 @@ void connect(Sweep& sw) {
 /// Runs `combos`, printing a progress line each (rank 0), into `rows`.
 void run_all(Sweep& sw, const std::vector<Combination>& combos, int total,
              std::vector<ProgressRow>& rows) {
+  sw.combinations = static_cast<int>(combos.size());
   for (const Combination& c : combos) {
     ProgressRow row = run_or_resume(sw, c, total);
     if (sw.rank == 0) {
@@ -537,19 +608,48 @@ void run_all(Sweep& sw, const std::vector<Combination>& combos, int total,
   }
 }
 
-/// The summary table (rank 0), then exit 1 on every rank when a check failed
+/// The summary table (rank 0); returns on every rank whether a check failed
 /// or a combination ended with status error.
-void finish(const std::vector<ProgressRow>& rows, const std::string& out_dir, bool any_failed,
-            int rank, MPI_Comm comm) {
+bool finish(const std::vector<ProgressRow>& rows, const std::string& out_dir, bool any_failed,
+            JobWatchdog& watch, int rank, MPI_Comm comm) {
   if (rank == 0) {
     std::printf("\n%s\nresults: %s (%zu files)\n", summary_table(rows).c_str(), out_dir.c_str(),
                 rows.size());
     std::fflush(stdout);
   }
   int failed = any_failed ? 1 : 0;
+  const JobPhase ending(
+      watch, "waiting for rank 0 (which writes the last result) at the end of the sweep");
   PPB_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, comm));
   PPB_MPI_CHECK(MPI_Barrier(comm));
-  if (failed != 0) throw cli::ExitCode{1};
+  return failed != 0;
+}
+
+/// The sweep once the flags and the output folder are agreed. Runs inside
+/// run_or_abort: from here on a failure on any rank (a full disk on rank 0,
+/// a backend error) ends the whole job. Returns, on every rank, whether a
+/// --check failed or a combination ended with status error.
+bool run_sweep(Sweep& sw) {
+  connect(sw);
+  SweepParams sp;
+  sp.stages = sw.plan.stages;
+  sp.chunks = sw.options.chunks;
+  sp.inflight = sw.plan.inflight;
+  sp.sync_warmup = sw.options.sync_warmup;
+  sp.batches = sw.options.batches;
+  const std::vector<Combination> combos =
+      enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
+  if (sw.rank == 0) {
+    log::info(
+        "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks, %s backend, "
+        "model %s -> %s",
+        combos.size(), sw.plan.schedules.size(), sw.plan.partitions.size(),
+        sw.plan.microbatches.size(), sw.size, sw.plan.backend.c_str(), sw.options.model.c_str(),
+        sw.out_dir.c_str());
+  }
+  std::vector<ProgressRow> rows;
+  run_all(sw, combos, static_cast<int>(combos.size()), rows);
+  return finish(rows, sw.out_dir, sw.any_failed, *sw.watch, sw.rank, sw.comm);
 }
 
 /// --rerun: every rank reads the result files and plans the same jobs;
@@ -584,12 +684,14 @@ std::vector<RerunJob> agree_on_reruns(const RunOptions& options, int rank, int s
 
 /// `run --rerun`: each job (one set of recorded settings) is a sweep of its
 /// own over the recorded combinations, all into one --out folder.
-void rerun_command(const RunOptions& options, MpiSession& mpi) {
+void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watch) {
   const int rank = mpi.rank();
   std::vector<std::string> skipped;
+  watch.begin("reading the result files of --rerun");
   const std::vector<RerunJob> jobs =
       agree_on_reruns(options, rank, mpi.size(), mpi.comm(), skipped);
-  const std::string out_dir = make_out_dir(options, rank, mpi.comm());
+  watch.end();
+  const std::string out_dir = agree_out_dir(options, watch, rank, mpi.comm());
   int total = 0;
   for (const RerunJob& j : jobs) total += static_cast<int>(j.combinations.size());
   if (rank == 0) {
@@ -599,53 +701,46 @@ void rerun_command(const RunOptions& options, MpiSession& mpi) {
         total, jobs.size(), mpi.size(), out_dir.c_str());
     for (const std::string& s : skipped) log::info("run: --rerun: not run again: %s", s.c_str());
   }
-  std::vector<ProgressRow> rows;
-  bool any_failed = false;
-  for (const RerunJob& job : jobs) {
-    Sweep sw{job.options, {}, mpi.comm(), rank, mpi.size(), {}, {}, {}, {}, {}, {}, false};
-    validate(sw);
-    sw.out_dir = out_dir;
-    connect(sw);
-    run_all(sw, job.combinations, total, rows);
-    any_failed = any_failed || sw.any_failed;
-  }
-  finish(rows, out_dir, any_failed, rank, mpi.comm());
+  bool failed = false;
+  run_or_abort(
+      [&] {
+        std::vector<ProgressRow> rows;
+        bool any_failed = false;
+        for (const RerunJob& job : jobs) {
+          Sweep sw{job.options, {}, mpi.comm(), rank, mpi.size(), {}, {}, {}, {}, {}, {}, false};
+          sw.watch = &watch;
+          validate(sw);
+          sw.out_dir = out_dir;
+          connect(sw);
+          run_all(sw, job.combinations, total, rows);
+          any_failed = any_failed || sw.any_failed;
+        }
+        failed = finish(rows, out_dir, any_failed, watch, rank, mpi.comm());
+      },
+      mpi.comm());
+  if (failed) throw cli::ExitCode{1};
 }
 
 }  // namespace
 
 void run_command(const RunOptions& options) {
   MpiSession mpi;
+  // The watchdog covers validation too (it makes every named partition);
+  // --timeout itself is checked there, and until then a bad value is "off".
+  const double timeout =
+      std::isfinite(options.timeout) && options.timeout > 0 ? options.timeout : 0.0;
+  JobWatchdog watch(mpi.rank(), timeout);
   if (!options.rerun.empty()) {
-    rerun_command(options, mpi);
+    rerun_command(options, mpi, watch);
     return;
   }
   Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false};
+  sw.watch = &watch;
   validate(sw);
-  sw.out_dir = make_out_dir(options, sw.rank, sw.comm);
-  connect(sw);
-
-  SweepParams sp;
-  sp.stages = sw.plan.stages;
-  sp.chunks = options.chunks;
-  sp.inflight = sw.plan.inflight;
-  sp.sync_warmup = options.sync_warmup;
-  sp.batches = options.batches;
-  const std::vector<Combination> combos =
-      enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
-
-  if (sw.rank == 0) {
-    log::info(
-        "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks, %s backend, "
-        "model %s -> %s",
-        combos.size(), sw.plan.schedules.size(), sw.plan.partitions.size(),
-        sw.plan.microbatches.size(), sw.size, sw.plan.backend.c_str(), options.model.c_str(),
-        sw.out_dir.c_str());
-  }
-
-  std::vector<ProgressRow> rows;
-  run_all(sw, combos, static_cast<int>(combos.size()), rows);
-  finish(rows, sw.out_dir, sw.any_failed, sw.rank, sw.comm);
+  sw.out_dir = agree_out_dir(options, watch, sw.rank, sw.comm);
+  bool failed = false;
+  run_or_abort([&] { failed = run_sweep(sw); }, sw.comm);
+  if (failed) throw cli::ExitCode{1};
 }
 
 }  // namespace ppb::run

@@ -109,3 +109,25 @@ if(TARGET ppb_exec)
     set_tests_properties(cli.run_collectors_${mode} PROPERTIES LABELS mpi TIMEOUT 180 SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# The bad-input corpus (bench/tests/data/bad_inputs.tsv, run by
+# bench/tests/bad_inputs.py): every subcommand, flag and input file, each
+# case in a fresh folder with a FIFO, a symbolic link and a regular file in
+# it; exit code, exactly one line of error holding the expected fragment, no
+# crash, and the folder (and /dev/null) exactly as before.
+if(TARGET ppb_exec)
+  add_test(NAME cli.bad_inputs
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/bad_inputs.py ${bad}/bad_inputs.tsv
+            $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE}
+            ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2)
+  set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
+endif()
+
+# `report` on a 16 MiB result (a long timeline and half a million steps):
+# peak memory bounded by a multiple of the file's size, in a child process
+# (bench/tests/report_memory.py; every writer rendered the whole report
+# whether asked or not, and the Google Benchmark JSON as one tree).
+add_test(NAME cli.report_memory
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_memory.py $<TARGET_FILE:pipebench>
+          ${bad}/result_ok.json ${CMAKE_CURRENT_BINARY_DIR}/report-memory)
+set_tests_properties(cli.report_memory PROPERTIES LABELS unit TIMEOUT 120)

@@ -170,3 +170,15 @@ foreach(backend timed cpu)
   set_tests_properties(run_gate_e2e_${backend} PROPERTIES LABELS mpi TIMEOUT 300 RUN_SERIAL TRUE
                        SKIP_RETURN_CODE 77)
 endforeach()
+
+# One rank fails, the whole job ends (bench/tests/failure_run.py): a rank
+# killed in setup, measurement or result writing, an exception on one rank, a
+# rank stopped (SIGSTOP) under --timeout in each phase, and a full disk under
+# --out. Each ends within 10 s of the failure, exits non-zero, names the rank
+# and leaves the earlier results intact and nothing else.
+foreach(mode kill-setup kill-measure kill-write throw-measure stop-setup stop-measure stop-write disk-full)
+  add_test(NAME run_failure_${mode}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/failure_run.py ${mode}
+                   $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/failure-${mode})
+  set_tests_properties(run_failure_${mode} PROPERTIES LABELS mpi TIMEOUT 90 SKIP_RETURN_CODE 77)
+endforeach()

@@ -12,6 +12,7 @@ add_library(ppb_exec
   src/backend_registry.cpp
   src/executor.cpp
   src/watchdog.cpp
+  src/job_watchdog.cpp
   src/step_messages.cpp
   src/memory_guard.cpp
   src/collector_registry.cpp

@@ -352,6 +352,135 @@ TEST(Balanced, LargeModelManyPartsIsOptimalAgainstTheOtherPartitions) {
   }
 }
 
+// The O(parts * n^2) dynamic programs `balanced` used before its search
+// (kept as the oracle): min over splits of the largest part cost, then among
+// the splits meeting it the smallest sum of squared costs, the earliest cut
+// winning ties. `cost(i, j)` returns infinity for a part over the cap.
+template <typename Cost>
+std::vector<UnitRange> reference_split(int n, int parts, const Cost& cost) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto stride = static_cast<size_t>(n + 1);
+  auto run = [&](auto value_of, std::vector<int>& arg) {
+    std::vector<double> dp(static_cast<size_t>(parts + 1) * stride, kInf);
+    arg.assign(dp.size(), -1);
+    dp[0] = 0;
+    for (int k = 1; k <= parts; ++k) {
+      for (int j = k; j <= n - (parts - k); ++j) {
+        double best = kInf;
+        for (int i = k - 1; i < j; ++i) {
+          const double before = dp[static_cast<size_t>(k - 1) * stride + static_cast<size_t>(i)];
+          if (before == kInf) continue;
+          const double value = value_of(before, cost(i, j));
+          if (value < best) {
+            best = value;
+            arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = i;
+          }
+        }
+        dp[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best;
+      }
+    }
+    return dp[static_cast<size_t>(parts) * stride + static_cast<size_t>(n)];
+  };
+  std::vector<int> arg;
+  const double bound = run([](double b, double c) { return std::max(b, c); }, arg);
+  if (bound == kInf) return {};
+  run([bound](double b, double c) { return c > bound ? kInf : b + c * c; }, arg);
+  std::vector<UnitRange> out(static_cast<size_t>(parts));
+  int j = n;
+  for (int k = parts; k >= 1; --k) {
+    const int i = arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)];
+    out[static_cast<size_t>(k - 1)] = {i, j};
+    j = i;
+  }
+  return out;
+}
+
+// The part cost as partition.hpp defines it, in the same floating-point
+// steps as `balanced`: prefix sums of the unit totals, then the received
+// and the sent tensor's transfer added in that order.
+std::vector<UnitRange> reference_balanced(const std::vector<Unit>& units,
+                                          const std::vector<UnitTime>& times, int parts,
+                                          const PartitionOptions& opt) {
+  const size_t n = units.size();
+  std::vector<double> t(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) t[i + 1] = t[i] + times[i].total();
+  auto cost = [&](int i, int j) {
+    if (opt.memory_cap_bytes > 0 &&
+        part_memory_bytes(units, {i, j}, opt.inflight) > opt.memory_cap_bytes) {
+      return std::numeric_limits<double>::infinity();
+    }
+    double c = t[static_cast<size_t>(j)] - t[static_cast<size_t>(i)];
+    if (i > 0) c += opt.link.transfer_time(units[static_cast<size_t>(i - 1)].boundary_bytes);
+    if (j < static_cast<int>(n)) {
+      c += opt.link.transfer_time(units[static_cast<size_t>(j - 1)].boundary_bytes);
+    }
+    return c;
+  };
+  return reference_split(static_cast<int>(n), parts, cost);
+}
+
+// The search returns exactly the old dynamic program's split: random real
+// costs (rounding decides near-ties), small integer costs (many exact ties,
+// where the earliest cut must win), transfers, memory caps, infeasible caps.
+TEST(Balanced, EqualsTheQuadraticDynamicProgram) {
+  std::mt19937 rng(20261201);
+  int infeasible = 0;
+  int tied = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int n = std::uniform_int_distribution<int>(1, 48)(rng);
+    const int parts = std::uniform_int_distribution<int>(1, std::min(n, 12))(rng);
+    const bool integers = trial % 2 == 0;
+    std::vector<double> c;
+    std::vector<int64_t> b, p, a;
+    for (int i = 0; i < n; ++i) {
+      c.push_back(integers ? std::uniform_int_distribution<int>(0, 4)(rng)
+                           : std::uniform_real_distribution<double>(0, 1e-3)(rng));
+      b.push_back(std::uniform_int_distribution<int64_t>(0, 1 << 20)(rng));
+      p.push_back(std::uniform_int_distribution<int64_t>(0, 100)(rng));
+      a.push_back(std::uniform_int_distribution<int64_t>(0, 100)(rng));
+    }
+    const Synthetic s = synthetic(c, b, p, a);
+    PartitionOptions opt;
+    if (trial % 3 != 0) {
+      opt.link.latency = integers ? trial % 2 : 1e-5;
+      opt.link.bandwidth = integers ? (trial % 5 == 0 ? 1 << 20 : 0) : 1e9 * (1 + trial % 7);
+    }
+    opt.inflight = 1 + trial % 4;
+    opt.memory_cap_bytes = trial % 4 == 1 ? 0 : std::uniform_int_distribution<int>(50, 900)(rng);
+    const std::vector<UnitRange> want = reference_balanced(s.units, s.times, parts, opt);
+    if (want.empty()) {
+      ++infeasible;
+      EXPECT_THROW(make_partition("balanced", s.units, s.times, parts, opt), UsageError);
+      continue;
+    }
+    if (integers) ++tied;
+    EXPECT_EQ(make_partition("balanced", s.units, s.times, parts, opt), want)
+        << "trial " << trial << " n " << n << " parts " << parts;
+  }
+  EXPECT_GT(infeasible, 100);
+  EXPECT_GT(tied, 300);
+}
+
+TEST(Balanced, EqualsTheQuadraticDynamicProgramOnEveryPreset) {
+  std::vector<std::string> models = model_preset_names();
+  models.emplace_back("gpt:layers=48,hidden=128,heads=4,seq=64,vocab=512,mbs=2");
+  for (const std::string& name : models) {
+    const auto units = expand_units(parse_model_spec(name));
+    for (const std::string device : {"cpu", "a100", "h100"}) {
+      const DeviceSpec dev = device_preset(device);
+      const auto times = unit_times(units, dev);
+      PartitionOptions opt;
+      opt.link = dev.link();
+      for (const int parts : {1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64}) {
+        if (parts > static_cast<int>(units.size())) continue;
+        EXPECT_EQ(make_partition("balanced", units, times, parts, opt),
+                  reference_balanced(units, times, parts, opt))
+            << name << " on " << device << " into " << parts;
+      }
+    }
+  }
+}
+
 TEST(Layer, EqualLayerCounts) {
   const auto units = expand_units(parse_model_spec("gpt-tiny"));  // 8 layers, 59 units
   const std::vector<UnitTime> times(units.size(), UnitTime{1, 1, 1});

@@ -69,6 +69,21 @@ void write_through(const std::string& shown, const std::string& path, std::strin
   if (!closed) fail(shown, std::strerror(errno));
 }
 
+// Names the unnamed file `fd` (opened with O_TMPFILE) as `name`: through
+// /proc (any user), else by AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH).
+// Returns 0 or the errno of the failure.
+int give_name(int fd, const fs::path& name) {
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (::linkat(fd, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+  return errno;
+}
+
+// The text goes to an unnamed file in the target's folder (O_TMPFILE), named
+// only once it is complete and on disk, right before the rename: a run
+// killed while writing (or a full disk) leaves nothing behind. Where the
+// file system has no O_TMPFILE, a named temporary file is used and removed
+// on any error.
 void replace_atomically(const std::string& shown, const std::string& path, std::string_view text,
                         mode_t mode) {
   static std::atomic<unsigned> counter{0};
@@ -77,15 +92,22 @@ void replace_atomically(const std::string& shown, const std::string& path, std::
   if (dir.empty()) dir = ".";
   const fs::path tmp = dir / ("." + target.filename().string() + ".tmp." +
                               std::to_string(::getpid()) + "." + std::to_string(counter++));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  int fd = ::open(dir.c_str(), O_WRONLY | O_TMPFILE | O_CLOEXEC, mode);
+  const bool unnamed = fd >= 0;
+  if (!unnamed) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) fail(shown, std::strerror(errno));
+  bool named = !unnamed;
   int err = write_all(fd, text);
   if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;  // umask may have narrowed it
   if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (err == 0 && unnamed) {
+    err = give_name(fd, tmp);
+    named = err == 0;
+  }
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
   if (err != 0) {
-    ::unlink(tmp.c_str());
+    if (named) ::unlink(tmp.c_str());
     fail(shown, std::strerror(err));
   }
 }
@@ -117,6 +139,25 @@ void write_output_file(const std::string& path, std::string_view text) {
   } else {
     fail(path, "not a regular file, character device or FIFO");
   }
+}
+
+void check_output_path(const std::string& path) {
+  if (path.empty()) throw UsageError("output path: empty");
+  if (path == "-") return;
+  const std::string real = follow_links(path);
+  struct stat st {};
+  if (::stat(real.c_str(), &st) != 0) {
+    if (errno != ENOENT) fail(path, std::strerror(errno));
+    fs::path dir = fs::path(real).parent_path();
+    if (dir.empty()) dir = ".";
+    struct stat dst {};
+    if (::stat(dir.c_str(), &dst) != 0) fail(path, std::strerror(errno));
+    if (!S_ISDIR(dst.st_mode)) fail(path, std::strerror(ENOTDIR));
+    return;
+  }
+  if (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return;
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory");
+  fail(path, "not a regular file, character device or FIFO");
 }
 
 }  // namespace ppb

@@ -1,7 +1,10 @@
 // Google Benchmark's JSON reporter format, so benchmark's tools/compare.py and
 // dashboards that read it take pipebench results as they are: one
 // "iteration" run per timed step (so compare.py's U test has repetitions)
-// plus a "median" aggregate per combination.
+// plus a "median" aggregate per combination. Runs are serialized one at a
+// time into the text (no document of them all), so the memory is the
+// output's size: a result of a million steps costs a million runs of text,
+// not a tree of them.
 #include <boost/json.hpp>
 #include <cmath>
 
@@ -65,7 +68,13 @@ std::string write_gbench_json(const ReportModel& model) {
       env != nullptr && env->build_type.find("Deb") != std::string::npos ? "debug" : "release";
   context["json_schema_version"] = 1;
   context["pipebench_git"] = env != nullptr ? env->git : "";
-  json::array benchmarks;
+  std::string out = "{\"context\":" + json::serialize(context) + ",\"benchmarks\":[";
+  bool first = true;
+  auto add = [&](const json::object& b) {
+    if (!first) out += ',';
+    first = false;
+    out += json::serialize(b);
+  };
   const bool with_machine = model.groups.size() > 1;
   int64_t family = 0;
   for (const GroupView& g : model.groups) {
@@ -77,11 +86,9 @@ std::string write_gbench_json(const ReportModel& model) {
           static_cast<double>(e->result.config.micro_batch_size) * e->result.config.microbatches;
       const std::vector<double>& steps = m.step_time_seconds.samples;
       const int reps = steps.empty() ? 1 : static_cast<int>(steps.size());
-      if (steps.empty()) {
-        benchmarks.push_back(run(name, family, 1, 0, m.step_time_seconds.median, samples));
-      }
+      if (steps.empty()) add(run(name, family, 1, 0, m.step_time_seconds.median, samples));
       for (size_t i = 0; i < steps.size(); ++i) {
-        benchmarks.push_back(run(name, family, reps, static_cast<int>(i), steps[i], samples));
+        add(run(name, family, reps, static_cast<int>(i), steps[i], samples));
       }
       json::object med =
           run(name + "_median", family, reps, 0, m.step_time_seconds.median, samples);
@@ -91,14 +98,12 @@ std::string write_gbench_json(const ReportModel& model) {
       med["aggregate_unit"] = "time";
       med["iterations"] = reps;
       med["items_per_second"] = std::isfinite(m.samples_per_second) ? m.samples_per_second : 0.0;
-      benchmarks.push_back(std::move(med));
+      add(med);
       ++family;
     }
   }
-  json::object doc;
-  doc["context"] = std::move(context);
-  doc["benchmarks"] = std::move(benchmarks);
-  return json::serialize(doc) + "\n";
+  out += "]}\n";
+  return out;
 }
 
 }  // namespace ppb::reports

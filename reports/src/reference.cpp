@@ -202,7 +202,10 @@ Reference load_reference_file(const std::string& path) {
   json::error_code ec;
   const json::value doc =
       json::parse(read_input_file(path, "reference file", kMaxSmallInputBytes), ec);
-  if (ec) throw UsageError(path + ": malformed JSON (" + ec.message() + ")");
+  if (ec) {
+    throw UsageError(path + ": malformed JSON (" + ec.message() +
+                     "); truncated or not a pipebench reference file");
+  }
   return parse_reference(doc, path);
 }
 

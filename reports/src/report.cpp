@@ -103,6 +103,11 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     throw UsageError(std::string(o.confirm.empty() ? "--rerun-list" : "--confirm") +
                      ": confirms the gate's verdicts, which need --baseline");
   }
+  // Every output is checked before any is written (or any input read), so
+  // a bad one leaves no other behind.
+  for (const std::string* path : {&o.html, &o.markdown, &o.junit, &o.csv, &o.gbench, &o.rerun_list}) {
+    if (!path->empty()) check_output_path(*path);
+  }
   LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
   std::optional<LoadedResults> reruns;
   if (!o.confirm.empty()) reruns = load_reruns(o);
@@ -135,21 +140,24 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     }
   }
 
+  // Only the outputs asked for are rendered (each can be as large as the
+  // results: the Google Benchmark JSON has one run per timed step).
   std::vector<std::string> written;
-  auto emit = [&](const std::string& path, const std::string& text) {
+  auto emit = [&](const std::string& path, std::string (*render)(const ReportModel&)) {
     if (path.empty()) return;
-    write_output_file(path, text);
+    write_output_file(path, render(model));
     written.push_back(path);
   };
-  emit(o.html, write_html(model));
-  emit(o.markdown, write_markdown(model));
-  emit(o.junit, write_junit(model));
-  emit(o.csv, write_csv(model));
-  emit(o.gbench, write_gbench_json(model));
+  emit(o.html, write_html);
+  emit(o.markdown, write_markdown);
+  emit(o.junit, write_junit);
+  emit(o.csv, write_csv);
+  emit(o.gbench, write_gbench_json);
   if (!o.rerun_list.empty() && model.regression) {
     std::string list;
     for (const std::string& f : model.regression->rerun_list()) list += f + "\n";
-    emit(o.rerun_list, list);
+    write_output_file(o.rerun_list, list);
+    written.push_back(o.rerun_list);
   }
 
   if (written.empty()) {

@@ -17,6 +17,10 @@ constexpr std::string_view kSpecPrefix = "gpt:";
 // Each key is capped so that every byte and FLOP count below stays far inside
 // int64/double range once the product checks of check_sizes() pass.
 constexpr int64_t kMaxValue = int64_t{1} << 24;
+// Layers are capped lower: every layer is 7 operator units, each with a name
+// and its figures (about 200 bytes), and the partitions and simulator work
+// per unit. 2^17 layers are about 900,000 units.
+constexpr int64_t kMaxLayers = int64_t{1} << 17;
 
 struct Preset {
   std::string_view name;
@@ -94,12 +98,14 @@ ModelSpec parse_model_spec(std::string_view text) {
   struct Key {
     std::string_view name;
     int* field;
+    int64_t max;
     bool seen;
   };
-  Key keys[] = {{"layers", &spec.layers, false},       {"hidden", &spec.hidden, false},
-                {"heads", &spec.heads, false},         {"seq", &spec.seq, false},
-                {"vocab", &spec.vocab, false},         {"ffn", &spec.ffn_mult, false},
-                {"mbs", &spec.micro_batch_size, false}};
+  Key keys[] = {
+      {"layers", &spec.layers, kMaxLayers, false},      {"hidden", &spec.hidden, kMaxValue, false},
+      {"heads", &spec.heads, kMaxValue, false},         {"seq", &spec.seq, kMaxValue, false},
+      {"vocab", &spec.vocab, kMaxValue, false},         {"ffn", &spec.ffn_mult, kMaxValue, false},
+      {"mbs", &spec.micro_batch_size, kMaxValue, false}};
   std::string_view rest = text.substr(kSpecPrefix.size());
   if (rest.empty()) {
     throw UsageError("--model: expected key=value pairs after 'gpt:', got nothing");
@@ -134,9 +140,9 @@ ModelSpec parse_model_spec(std::string_view text) {
       throw UsageError("--model: key '" + std::string(key) + "': expected an integer, got '" +
                        std::string(value) + "'");
     }
-    if (parsed < 1 || parsed > kMaxValue) {
+    if (parsed < 1 || parsed > match->max) {
       throw UsageError("--model: key '" + std::string(key) + "': expected 1.." +
-                       std::to_string(kMaxValue) + ", got " + std::to_string(parsed));
+                       std::to_string(match->max) + ", got " + std::to_string(parsed));
     }
     *match->field = static_cast<int>(parsed);
     if (comma == std::string_view::npos) break;

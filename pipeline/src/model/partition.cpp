@@ -1,10 +1,15 @@
 #include "ppb/pipeline/partition.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ppb/profiling/check.hpp"
@@ -98,6 +103,31 @@ std::vector<UnitRange> operator_partition(const std::vector<UnitTime>& times, in
 }
 
 // ---- balanced ---------------------------------------------------------------
+//
+// A part [i, j) costs (T[j] - T[i]) + t[i] + t[j] in floating point, T the
+// prefix sums of the unit times, t[i] the transfer of the tensor unit i-1
+// sends (received at i > 0, sent at j < n). In exact arithmetic that is
+// X[j] - Y[i] with X[j] = T[j] + t[j] and Y[i] = T[i] - t[i], which lets a
+// sliding window find the best neighbour of a cut in O(1): the largest Y
+// (cheapest part ending at j) or the smallest X (cheapest part starting at
+// i). Rounding can make the floating-point cost of another neighbour a few
+// ulps cheaper, so the window's pick is verified with the exact cost, and
+// only when it misses the bound by less than the rounding slack are the
+// other neighbours scanned. So every decision is the one the O(parts * n^2)
+// dynamic program over the same costs makes:
+//  1. the optimal bottleneck B is the smallest double for which a split
+//     into exactly `parts` parts of cost <= B exists: bisection on the bits
+//     of B (about 64 steps), each a pass per part count (O(parts * n));
+//  2. among the splits meeting B, the one with the smallest sum of squared
+//     part costs (ties: the earliest cut), by dynamic programming over the
+//     cut positions reachable from the start and able to complete a split
+//     meeting B, each scanning the starts whose part can meet B. When B is
+//     close to the mean part cost, as in a model of many similar layers,
+//     those positions are a narrow band and the work is about n times the
+//     band; a model whose bottleneck is one huge unit leaves the other cuts
+//     free and can cost up to parts * n^2 / 2 steps here.
+// A part fits the memory cap on [first[j], j): a sub-range of a fitting
+// range fits, so `first` is nondecreasing (two pointers).
 
 struct Prefix {
   std::vector<double> time;      // summed unit time of units [0, i)
@@ -123,91 +153,245 @@ Prefix make_prefix(const std::vector<Unit>& units, const std::vector<UnitTime>& 
   return p;
 }
 
-bool fits(const Prefix& p, int i, int j, int64_t cap, int inflight) {
+bool fits(const Prefix& p, size_t i, size_t j, int64_t cap, int inflight) {
   if (cap <= 0) return true;
-  const int64_t state = 2 * (p.params[static_cast<size_t>(j)] - p.params[static_cast<size_t>(i)]);
+  const int64_t state = 2 * (p.params[j] - p.params[i]);
   if (state > cap) return false;
-  const int64_t acts = p.acts[static_cast<size_t>(j)] - p.acts[static_cast<size_t>(i)];
+  const int64_t acts = p.acts[j] - p.acts[i];
   // acts * inflight <= cap - state, without overflowing the product.
   return acts <= (cap - state) / inflight;
 }
 
-int64_t memory_of(const Prefix& p, int i, int j, int inflight) {
-  return 2 * (p.params[static_cast<size_t>(j)] - p.params[static_cast<size_t>(i)]) +
-         int64_t{inflight} * (p.acts[static_cast<size_t>(j)] - p.acts[static_cast<size_t>(i)]);
+/// first[j]: the smallest i such that [i, j) fits the cap (j when none does).
+std::vector<int> fit_starts(const Prefix& p, int n, int64_t cap, int inflight) {
+  std::vector<int> first(static_cast<size_t>(n) + 1, 0);
+  int i = 0;
+  for (int j = 1; j <= n; ++j) {
+    while (i < j && !fits(p, static_cast<size_t>(i), static_cast<size_t>(j), cap, inflight)) ++i;
+    first[static_cast<size_t>(j)] = i;
+  }
+  return first;
 }
 
-// Minimises max over parts of `cost(i, j)` over all splits of [0, n) into
-// `parts` non-empty contiguous parts: dp[k][j] = min_i max(dp[k-1][i], cost(i, j)),
-// O(parts * n^2) — 64 parts x 230 units is about 1.7 million steps.
-template <typename Cost>
-std::vector<UnitRange> min_max_split(int n, int parts, const Cost& cost, double* best_value) {
-  const auto stride = static_cast<size_t>(n + 1);
-  std::vector<double> dp(static_cast<size_t>(parts + 1) * stride, kInf);
-  std::vector<int> arg(dp.size(), -1);
-  dp[0] = 0;  // zero parts cover zero units
+/// The parts' costs and what the searches need to order them.
+class SplitCost {
+ public:
+  /// `time` and `transfer` as in Prefix; `first` from fit_starts.
+  SplitCost(std::vector<double> time, std::vector<double> transfer, std::vector<int> first)
+      : time_(std::move(time)), transfer_(std::move(transfer)), first_(std::move(first)) {
+    n_ = static_cast<int>(time_.size()) - 1;
+    end_key_ = time_;
+    start_key_ = time_;
+    double most = 0;
+    for (int i = 1; i < n_; ++i) {
+      end_key_[static_cast<size_t>(i)] += transfer_[static_cast<size_t>(i)];
+      start_key_[static_cast<size_t>(i)] -= transfer_[static_cast<size_t>(i)];
+      most = std::max(most, transfer_[static_cast<size_t>(i)]);
+    }
+    most_transfer_ = most;
+    top_ = (time_.back() + most) + most;
+    // Each cost and key is within 3 roundings of its exact value, all below
+    // top_; 16 of them leave room to spare (see the section comment).
+    slack_ = 16 * std::numeric_limits<double>::epsilon() * top_;
+  }
+
+  int n() const { return n_; }
+  /// The exact cost of [i, j), as the dynamic program computes it.
+  double operator()(int i, int j) const {
+    double c = time_[static_cast<size_t>(j)] - time_[static_cast<size_t>(i)];
+    if (i > 0) c += transfer_[static_cast<size_t>(i)];   // receives what unit i-1 sent
+    if (j < n_) c += transfer_[static_cast<size_t>(j)];  // sends unit j-1's output
+    return c;
+  }
+  double time(int i) const { return time_[static_cast<size_t>(i)]; }
+  double end_key(int j) const { return end_key_[static_cast<size_t>(j)]; }      ///< ~X[j]
+  double start_key(int i) const { return start_key_[static_cast<size_t>(i)]; }  ///< ~Y[i]
+  int first(int j) const { return first_[static_cast<size_t>(j)]; }
+  double top() const { return top_; }  ///< >= every part's cost
+  double slack() const { return slack_; }
+  double most_transfer() const { return most_transfer_; }
+  /// The first position whose T is >= t, and the last whose T is <= t.
+  int first_time_at_least(double t) const {
+    return static_cast<int>(std::lower_bound(time_.begin(), time_.end(), t) - time_.begin());
+  }
+  int last_time_at_most(double t) const {
+    return static_cast<int>(std::upper_bound(time_.begin(), time_.end(), t) - time_.begin()) - 1;
+  }
+  /// The smallest start i whose part [i, j) can cost <= bound: the cost is
+  /// at least T[j] - T[i], which falls as i grows.
+  int earliest_start(int j, double bound) const {
+    const auto it = std::partition_point(time_.begin(), time_.begin() + j,
+                                         [&](double t) { return time(j) - t > bound; });
+    return static_cast<int>(it - time_.begin());
+  }
+
+ private:
+  std::vector<double> time_;
+  std::vector<double> transfer_;
+  std::vector<int> first_;
+  std::vector<double> end_key_;
+  std::vector<double> start_key_;
+  int n_ = 0;
+  double most_transfer_ = 0;
+  double top_ = 0;
+  double slack_ = 0;
+};
+
+/// One part more: next[j] = 1 when some start i < j with prev[i] != 0 has a
+/// fitting part [i, j) of cost <= bound, for the positions j part k may end
+/// at. The window of starts [first[j], j) slides right as j grows; its
+/// candidate is the start with the largest Y (a monotone deque).
+void extend(const SplitCost& cost, int k, int parts, double bound, const std::vector<char>& prev,
+            std::vector<char>& next, std::vector<int>& deque) {
+  const int n = cost.n();
+  std::fill(next.begin(), next.end(), 0);
+  size_t head = 0;
+  size_t tail = 0;
+  int pushed = k - 1;  // next start position to offer to the window
+  for (int j = k; j <= n - (parts - k); ++j) {
+    for (; pushed < j; ++pushed) {
+      if (prev[static_cast<size_t>(pushed)] == 0) continue;
+      const double y = cost.start_key(pushed);
+      while (tail > head && cost.start_key(deque[tail - 1]) <= y) --tail;
+      deque[tail++] = pushed;
+    }
+    const int lo = cost.first(j);
+    while (head < tail && deque[head] < lo) ++head;
+    if (head == tail) continue;
+    const double best = cost(deque[head], j);
+    bool ok = best <= bound;
+    if (!ok && best <= bound + cost.slack()) {
+      // Another start can only win by rounding: its Y is within the slack
+      // of the best Y, so its T lies in [Y - slack, Y + largest transfer +
+      // slack], a few units.
+      const double y = cost.start_key(deque[head]);
+      const int from = std::max(lo, cost.first_time_at_least(y - cost.slack()));
+      const int to =
+          std::min(j - 1, cost.last_time_at_most(y + cost.most_transfer() + cost.slack()));
+      for (int i = from; i <= to && !ok; ++i)
+        ok = prev[static_cast<size_t>(i)] != 0 && cost(i, j) <= bound;
+    }
+    next[static_cast<size_t>(j)] = ok ? 1 : 0;
+  }
+}
+
+/// Whether [0, n) splits into exactly `parts` fitting parts of cost <= bound.
+bool feasible(const SplitCost& cost, int parts, double bound) {
+  const auto size = static_cast<size_t>(cost.n()) + 1;
+  std::vector<char> reach(size, 0);
+  std::vector<char> next(size, 0);
+  std::vector<int> deque(size);
+  reach[0] = 1;
   for (int k = 1; k <= parts; ++k) {
-    // Part k ends at j; the k-1 parts before need >= k-1 units and the
-    // parts after need >= parts-k units.
+    extend(cost, k, parts, bound, reach, next, deque);
+    reach.swap(next);
+  }
+  return reach.back() != 0;
+}
+
+/// The smallest bound (a cost of some part, or 0) for which `feasible`
+/// holds; +infinity when no split fits the cap at all. Costs are >= 0, and
+/// the bits of non-negative doubles order as their values.
+double min_max_bound(const SplitCost& cost, int parts) {
+  if (!feasible(cost, parts, kInf)) return kInf;
+  if (feasible(cost, parts, 0.0)) return 0.0;
+  uint64_t lo = 0;  // infeasible
+  auto hi = std::bit_cast<uint64_t>(cost.top());
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (feasible(cost, parts, std::bit_cast<double>(mid))) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return std::bit_cast<double>(hi);
+}
+
+/// done[k * (n + 1) + i]: [i, n) splits into parts - k fitting parts of
+/// cost <= bound, the mirror of `feasible`: part k + 1 = [i, j) needs an end
+/// j > i that can finish, whose part fits (first[j] <= i; `first` is
+/// nondecreasing, so the ends form a window sliding right as i grows) and
+/// costs <= bound; the window's candidate is the end with the smallest X.
+std::vector<char> completions(const SplitCost& cost, int parts, double bound) {
+  const int n = cost.n();
+  const auto stride = static_cast<size_t>(n) + 1;
+  std::vector<char> done(static_cast<size_t>(parts + 1) * stride, 0);
+  done[static_cast<size_t>(parts) * stride + static_cast<size_t>(n)] = 1;
+  std::vector<int> deque(stride);
+  for (int k = parts - 1; k >= 0; --k) {
+    const char* after = &done[static_cast<size_t>(k + 1) * stride];
+    char* here = &done[static_cast<size_t>(k) * stride];
+    size_t head = 0;
+    size_t tail = 0;
+    int pushed = k + 1;  // next end to offer to the window
+    for (int i = k; i <= n - (parts - k); ++i) {
+      for (; pushed <= n && cost.first(pushed) <= i; ++pushed) {
+        if (after[pushed] == 0) continue;
+        const double x = cost.end_key(pushed);
+        while (tail > head && cost.end_key(deque[tail - 1]) >= x) --tail;
+        deque[tail++] = pushed;
+      }
+      while (head < tail && deque[head] <= i) ++head;
+      if (head == tail) continue;
+      const double best = cost(i, deque[head]);
+      bool ok = best <= bound;
+      if (!ok && best <= bound + cost.slack()) {
+        // As in `extend`: T of another winning end is within
+        // [X - largest transfer - slack, X + slack] of the best X.
+        const double x = cost.end_key(deque[head]);
+        const int from =
+            std::max(i + 1, cost.first_time_at_least(x - cost.most_transfer() - cost.slack()));
+        const int to = std::min(pushed - 1, cost.last_time_at_most(x + cost.slack()));
+        for (int j = from; j <= to && !ok; ++j) ok = after[j] != 0 && cost(i, j) <= bound;
+      }
+      here[i] = ok ? 1 : 0;
+    }
+  }
+  return done;
+}
+
+/// Step 2: the most even split meeting `bound` (see the top of this section).
+std::vector<UnitRange> most_even_split(const SplitCost& cost, int parts, double bound) {
+  const int n = cost.n();
+  const auto stride = static_cast<size_t>(n) + 1;
+  const std::vector<char> done = completions(cost, parts, bound);
+  std::vector<double> before(stride, kInf);
+  std::vector<double> dp(stride, kInf);
+  std::vector<int> arg(static_cast<size_t>(parts + 1) * stride, -1);
+  // Positions reachable from the start with k parts meeting the bound
+  // (`extend`, as `feasible` walks them).
+  std::vector<char> reach(stride, 0);
+  std::vector<char> next(stride, 0);
+  std::vector<int> deque(stride);
+  reach[0] = 1;
+  before[0] = 0;
+  for (int k = 1; k <= parts; ++k) {
+    std::fill(dp.begin(), dp.end(), kInf);
+    extend(cost, k, parts, bound, reach, next, deque);
+    reach.swap(next);
+    const char* can_finish = &done[static_cast<size_t>(k) * stride];
     for (int j = k; j <= n - (parts - k); ++j) {
+      if (can_finish[j] == 0 || reach[static_cast<size_t>(j)] == 0) continue;
+      const int lo = std::max({k - 1, cost.first(j), cost.earliest_start(j, bound)});
       double best = kInf;
       int best_i = -1;
-      for (int i = k - 1; i < j; ++i) {
-        const double before = dp[static_cast<size_t>(k - 1) * stride + static_cast<size_t>(i)];
-        if (before == kInf) continue;
+      for (int i = lo; i < j; ++i) {
+        const double b = before[static_cast<size_t>(i)];
         const double c = cost(i, j);
-        const double value = before > c ? before : c;
+        if (b == kInf || c > bound) continue;
+        const double value = b + c * c;
         if (value < best) {
           best = value;
           best_i = i;
         }
       }
-      dp[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best;
+      dp[static_cast<size_t>(j)] = best;
       arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best_i;
     }
+    before.swap(dp);
   }
-  *best_value = dp[static_cast<size_t>(parts) * stride + static_cast<size_t>(n)];
-  if (*best_value == kInf) return {};
-  std::vector<UnitRange> out(static_cast<size_t>(parts));
-  int j = n;
-  for (int k = parts; k >= 1; --k) {
-    const int i = arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)];
-    out[static_cast<size_t>(k - 1)] = {i, j};
-    j = i;
-  }
-  return out;
-}
-
-// Among the splits whose every part costs at most `bound`, the one with the
-// smallest sum of squared part costs: the bottleneck stays optimal and the
-// other parts come out as even as they can (min-max alone leaves them
-// arbitrary, e.g. one unit in a part next to the head's part).
-// REQUIRES: some split meets the bound (min_max_split found one).
-template <typename Cost>
-std::vector<UnitRange> most_even_split(int n, int parts, const Cost& cost, double bound) {
-  const auto stride = static_cast<size_t>(n + 1);
-  std::vector<double> dp(static_cast<size_t>(parts + 1) * stride, kInf);
-  std::vector<int> arg(dp.size(), -1);
-  dp[0] = 0;
-  for (int k = 1; k <= parts; ++k) {
-    for (int j = k; j <= n - (parts - k); ++j) {
-      double best = kInf;
-      int best_i = -1;
-      for (int i = k - 1; i < j; ++i) {
-        const double before = dp[static_cast<size_t>(k - 1) * stride + static_cast<size_t>(i)];
-        const double c = cost(i, j);
-        if (before == kInf || c > bound) continue;
-        const double value = before + c * c;
-        if (value < best) {
-          best = value;
-          best_i = i;
-        }
-      }
-      dp[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best;
-      arg[static_cast<size_t>(k) * stride + static_cast<size_t>(j)] = best_i;
-    }
-  }
-  PPB_CHECK(dp[static_cast<size_t>(parts) * stride + static_cast<size_t>(n)] < kInf,
+  PPB_CHECK(before[static_cast<size_t>(n)] < kInf,
             "most_even_split: no split meets the min-max bound");
   std::vector<UnitRange> out(static_cast<size_t>(parts));
   int j = n;
@@ -231,32 +415,33 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
     throw UsageError("--partition balanced: memory cap must be >= 0 bytes, got " +
                      std::to_string(options.memory_cap_bytes));
   }
-  const Prefix p = make_prefix(units, times, options.link);
+  for (const UnitTime& t : times) {
+    PPB_CHECK(t.total() >= 0 && std::isfinite(t.total()), "balanced: unit times must be >= 0");
+  }
+  Prefix p = make_prefix(units, times, options.link);
   const int64_t cap = options.memory_cap_bytes;
   const int inflight = options.inflight;
-  auto cost = [&p, n, cap, inflight](int i, int j) {
-    if (!fits(p, i, j, cap, inflight)) return kInf;
-    double c = p.time[static_cast<size_t>(j)] - p.time[static_cast<size_t>(i)];
-    if (i > 0) c += p.transfer[static_cast<size_t>(i)];  // receives what unit i-1 sent
-    if (j < n) c += p.transfer[static_cast<size_t>(j)];  // sends unit j-1's output
-    return c;
-  };
-  double best = 0;
-  const std::vector<UnitRange> out = min_max_split(n, parts, cost, &best);
-  if (out.empty()) {
+  std::vector<int> first = fit_starts(p, n, cap, inflight);
+  // The memory of a part by the same search, for the message below.
+  std::vector<double> mem(p.params.size());
+  for (size_t i = 0; i < mem.size(); ++i)
+    mem[i] = static_cast<double>(2 * p.params[i] + int64_t{inflight} * p.acts[i]);
+
+  const SplitCost cost(std::move(p.time), std::move(p.transfer), std::move(first));
+  const double best = min_max_bound(cost, parts);
+  if (best == kInf) {
     // Say how much memory the best split by memory would need.
-    double need = 0;
-    auto mem = [&p, inflight](int i, int j) {
-      return static_cast<double>(memory_of(p, i, j, inflight));
-    };
-    min_max_split(n, parts, mem, &need);
+    const size_t size = mem.size();
+    const SplitCost by_memory(std::move(mem), std::vector<double>(size, 0.0),
+                              std::vector<int>(size, 0));
+    const double need = min_max_bound(by_memory, parts);
     throw UsageError("--partition balanced: no split into " + std::to_string(parts) +
                      " parts fits the memory cap of " + bytes_text(cap) + " per part with " +
                      std::to_string(inflight) +
                      " micro-batch(es) in flight; the smallest possible peak is " +
                      bytes_text(static_cast<int64_t>(need)));
   }
-  return most_even_split(n, parts, cost, best);
+  return most_even_split(cost, parts, best);
 }
 
 // ---- manual -----------------------------------------------------------------

@@ -172,6 +172,21 @@ void at_least(const JsonObject& o, std::string_view key, int64_t value, int64_t 
   }
 }
 
+void not_negative(const JsonObject& o, std::string_view key, double value) {
+  if (value < 0) o.fail(key, "expected >= 0, got " + std::to_string(value));
+}
+
+/// Byte counts per stage: none below zero.
+void no_negative_bytes(const JsonObject& o, std::string_view key,
+                       const std::vector<int64_t>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0) {
+      o.fail(std::string(key) + "[" + std::to_string(i) + "]",
+             "expected bytes >= 0, got " + std::to_string(values[i]));
+    }
+  }
+}
+
 ResultConfig read_config(const JsonObject& c) {
   ResultConfig k;
   k.schedule = c.get<std::string>("schedule");
@@ -197,6 +212,13 @@ ResultConfig read_config(const JsonObject& c) {
   at_least(c, "micro_batch_size", k.micro_batch_size, 1);
   at_least(c, "chunks", k.chunks, 1);
   at_least(c, "inflight", k.inflight, 0);
+  at_least(c, "iters", k.iters, 1);
+  at_least(c, "warmup", k.warmup, 0);
+  at_least(c, "memory_budget", k.memory_budget, 0);
+  at_least(c, "sync_warmup", k.sync_warmup, 0);
+  at_least(c, "batches", k.batches, 1);
+  not_negative(c, "time_scale", k.time_scale);
+  not_negative(c, "memory_guard", k.memory_guard);
   return k;
 }
 
@@ -262,6 +284,10 @@ PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
   n.check(pm.device_per_stage.size(), o.field("device_per_stage"), true);
   n.check(pm.peak_rss_per_stage.size(), o.field("peak_rss_per_stage"), true);
   n.check(pm.by_category.size(), o.field("by_category"), true);
+  no_negative_bytes(o, "per_stage", pm.per_stage);
+  no_negative_bytes(o, "activations_per_stage", pm.activations_per_stage);
+  no_negative_bytes(o, "device_per_stage", pm.device_per_stage);
+  no_negative_bytes(o, "peak_rss_per_stage", pm.peak_rss_per_stage);
   return pm;
 }
 
@@ -347,6 +373,7 @@ std::map<std::string, CollectorResult> read_collectors(const JsonObject& o, cons
 ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
   ResultMetrics x;
   x.samples_per_second = m.get<double>("samples_per_second");
+  not_negative(m, "samples_per_second", x.samples_per_second);
   const JsonObject st = m.object("step_time_seconds");
   x.step_time_seconds.median = st.get<double>("median");
   x.step_time_seconds.min = st.get<double>("min");

@@ -44,7 +44,15 @@ struct PartitionOptions {
 ///    receives) + link.transfer_time(bytes it sends); parts that break
 ///    memory_cap_bytes are not allowed. Among the splits with that optimal
 ///    bottleneck it returns the one with the smallest sum of squared part
-///    costs (the other parts as even as possible).
+///    costs (the other parts as even as possible; ties: the earliest cut).
+///    In floating point a part [i, j) costs X[j] - Y[i], X[j] = T[j] + the
+///    transfer of what unit j-1 sends (none at the end), Y[i] = T[i] - the
+///    transfer of what unit i-1 sent (none at the start), T the prefix sums
+///    of the unit totals. Work: the bottleneck by bisection, O(parts * units)
+///    per step (about 64 steps); the tie-break by a dynamic program over the
+///    cut positions that can still meet the bottleneck, each scanning the
+///    starts whose part meets it (near-linear when the bottleneck is close to
+///    the mean part cost; memory parts * units bytes).
 ///  * "manual:0-9,10-30,31-58": inclusive unit index ranges, in order,
 ///    contiguous, covering every unit, exactly `parts` of them.
 /// REQUIRES: times.size() == units.size().

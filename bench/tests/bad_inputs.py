@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The bad-input corpus (bench/tests/data/bad_inputs.tsv) against the real binary.
+
+Each case runs in a fresh temporary folder (its working directory) that
+holds the same fixtures: keep.txt (a regular file), link -> keep.txt (a
+symbolic link), fifo (a FIFO), adir/ (an empty folder). A case passes when
+  * the exit code is the expected one,
+  * stderr carries exactly one line from pipebench (under mpirun, Open MPI's
+    own notice about the non-zero exit is not pipebench's and is set
+    aside), and that line contains the expected fragment,
+  * nothing crashed or aborted (no MPI_ABORT, no sanitizer or terminate
+    report), and
+  * the folder holds exactly what it held before: no partial or temporary
+    file, every fixture of the same type and content (a FIFO, a device or a
+    symbolic link given as an output is never replaced), /dev/null still a
+    character device.
+
+The TSV's columns: RANKS, EXIT CODE, FRAGMENT, COMMAND (the pipebench
+arguments, split as a shell would). RANKS 1 runs the binary alone; more run
+it under mpirun. In COMMAND:
+  {data}              bench/tests/data
+  {result:PATCH}      a result file: data/result_ok.json with the JSON merge
+                      patch PATCH applied (RFC 7386: null removes a key);
+                      a string "@raw:TEXT" is written as TEXT (1e400, NaN)
+  {resultdir:PATCH}   a folder holding such a file
+  {schedule:PATCH}    a schedule file: data/valid_gpipe.json patched
+  {reference:PATCH}   a reference file: reports/reference/documents.json patched
+  {text:CONTENT}      a file holding CONTENT (Python escapes: \\n, \\x7b)
+Generated inputs are made before the folder is listed, so they are part of
+"what it held before".
+
+usage: bad_inputs.py TSV PIPEBENCH MPIEXEC REFERENCE_JSON [-j JOBS] [-k REGEX]
+"""
+import argparse
+import concurrent.futures
+import copy
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("tsv")
+ap.add_argument("pipebench")
+ap.add_argument("mpiexec")
+ap.add_argument("reference")
+ap.add_argument("-j", "--jobs", type=int, default=2)
+ap.add_argument("-k", "--keep", default="", help="run only cases whose command matches")
+args = ap.parse_args()
+args.pipebench = os.path.abspath(args.pipebench)
+DATA = os.path.dirname(os.path.abspath(args.tsv))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+CRASH = re.compile(r"MPI_ABORT|AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|"
+                   r"terminate called|Segmentation fault|core dumped|out of host memory")
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+BASES = {
+    "result": load(os.path.join(DATA, "result_ok.json")),
+    "schedule": load(os.path.join(DATA, "valid_gpipe.json")),
+    "reference": load(args.reference),
+}
+
+
+def merge(target, patch):
+    if not isinstance(patch, dict):
+        return patch
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge(out.get(k), v)
+    return out
+
+
+def dump(doc):
+    text = json.dumps(doc, indent=1)
+    return re.sub(r'"@raw:([^"]*)"', lambda m: m.group(1), text)
+
+
+def expand(command, folder):
+    """Replaces the {kind:...} placeholders (brace-balanced) with paths."""
+    out, i, n = [], 0, 0
+    while True:
+        j = command.find("{", i)
+        if j < 0:
+            out.append(command[i:])
+            return "".join(out)
+        out.append(command[i:j])
+        depth, k = 0, j
+        while True:
+            depth += {"{": 1, "}": -1}.get(command[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        token = command[j + 1:k]
+        kind, _, body = token.partition(":")
+        n += 1
+        if kind == "data":
+            out.append(DATA)
+        elif kind in ("result", "resultdir", "schedule", "reference"):
+            base = BASES["result" if kind == "resultdir" else kind]
+            doc = merge(base, json.loads(body))
+            where = folder
+            if kind == "resultdir":
+                where = os.path.join(folder, f"results{n}")
+                os.mkdir(where)
+            path = os.path.join(where, f"{kind}{n}.json")
+            with open(path, "w") as f:
+                f.write(dump(doc))
+            out.append(where if kind == "resultdir" else path)
+        elif kind == "text":
+            path = os.path.join(folder, f"text{n}.txt")
+            with open(path, "wb") as f:
+                f.write(body.encode().decode("unicode_escape").encode("latin-1"))
+            out.append(path)
+        else:
+            raise SystemExit(f"unknown placeholder {{{kind}:...}} in: {command}")
+        i = k + 1
+
+
+def snapshot(folder):
+    """(relative path, type, content or link target) of everything in folder."""
+    items = []
+    for root, dirs, files in os.walk(folder):
+        for name in sorted(dirs + files):
+            p = os.path.join(root, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, folder)
+            if stat.S_ISLNK(st.st_mode):
+                items.append((rel, "link", os.readlink(p)))
+            elif stat.S_ISFIFO(st.st_mode):
+                items.append((rel, "fifo", ""))
+            elif stat.S_ISDIR(st.st_mode):
+                items.append((rel, "dir", ""))
+            else:
+                with open(p, "rb") as f:
+                    items.append((rel, "file", f.read()))
+    return sorted(items)
+
+
+def run_case(case):
+    line_no, ranks, code, fragment, command = case
+    with tempfile.TemporaryDirectory(prefix="ppb-bad-") as folder:
+        with open(os.path.join(folder, "keep.txt"), "w") as f:
+            f.write("keep\n")
+        os.symlink("keep.txt", os.path.join(folder, "link"))
+        os.mkfifo(os.path.join(folder, "fifo"))
+        os.mkdir(os.path.join(folder, "adir"))
+        argv = [args.pipebench] + shlex.split(expand(command, folder))
+        if ranks > 1:
+            argv = [args.mpiexec, "-np", str(ranks)] + argv
+        before = snapshot(folder)
+        start = time.monotonic()
+        try:
+            p = subprocess.run(argv, cwd=folder, env=ENV, capture_output=True, text=True,
+                               timeout=30, stdin=subprocess.DEVNULL)
+            got, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired:
+            got, out, err = "timeout (30 s)", "", ""
+        took = time.monotonic() - start
+        after = snapshot(folder)
+    problems = []
+    if got != code:
+        problems.append(f"exit {got}, want {code}")
+    lines = err.splitlines()
+    if ranks > 1:
+        lines = [l for l in lines if l.startswith("pipebench")]
+    if len(lines) != 1:
+        problems.append(f"{len(lines)} lines of error, want 1")
+    elif fragment not in lines[0]:
+        problems.append(f"the error does not contain '{fragment}'")
+    if CRASH.search(err):
+        problems.append("a crash or abort report")
+    if before != after:
+        old, new = set(before), set(after)
+        problems.append(f"the folder changed: new {sorted(x[0] for x in new - old)}, "
+                        f"gone or changed {sorted(x[0] for x in old - new)}")
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        problems.append("/dev/null is no longer a character device")
+    return line_no, command, problems, err, took
+
+
+cases = []
+with open(args.tsv) as f:
+    for no, raw in enumerate(f, 1):
+        if not raw.strip() or raw.startswith("#"):
+            continue
+        cols = raw.rstrip("\n").split("\t")
+        if len(cols) != 4:
+            raise SystemExit(f"{args.tsv}:{no}: want 4 tab-separated columns, got {len(cols)}")
+        if args.keep and not re.search(args.keep, cols[3]):
+            continue
+        cases.append((no, int(cols[0]), int(cols[1]), cols[2], cols[3]))
+
+start = time.monotonic()
+failed = 0
+with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    for no, command, problems, err, took in pool.map(run_case, cases):
+        if problems:
+            failed += 1
+            print(f"FAIL {os.path.basename(args.tsv)}:{no}: pipebench {command}\n  " +
+                  "\n  ".join(problems) + "\n  stderr: " + err.strip().replace("\n", "\n          "))
+        else:
+            print(f"ok   {no:4d} {took:5.2f}s {err.strip().splitlines()[-1] if err.strip() else ''}"
+                  [:160])
+print(f"{len(cases) - failed}/{len(cases)} cases passed in {time.monotonic() - start:.1f} s")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""One rank fails, the whole job ends: real 2-rank runs of `pipebench run`
+(timed backend, three combinations) with a failure planted in the last
+combination by the hidden --debug-fault flag, or a full disk.
+
+kill-setup     rank 1 SIGKILLs itself before the schedule and partition
+kill-measure   rank 1 SIGKILLs itself before the timed steps
+kill-write     rank 0 SIGKILLs itself as it writes the result
+throw-measure  rank 1 throws before the timed steps (a backend error)
+stop-setup     rank 1 stops itself (SIGSTOP) before its partition; --timeout 2
+stop-measure   rank 1 stops itself before the timed steps; --timeout 2
+stop-write     rank 0 stops itself as it writes the result; --timeout 2
+disk-full      --out on a 96 KiB tmpfs (mounted here; skipped, exit 77, where
+               mounting is not allowed): rank 0 cannot write a result
+
+Each must end the job within 10 s of the failure (the sweep before it takes
+a second or two; the bound is generous: this tests hangs, not speed), exit
+non-zero, name the rank on stderr, and leave the results written before
+the failure intact (each parses as a complete result, with status ok) and
+no other file (no half result, no temporary file).
+
+usage: failure_run.py MODE PIPEBENCH MPIEXEC WORKDIR
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+mode, pb, mpiexec, work = sys.argv[1:5]
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+# Three combinations; the fault sits in the last one.
+SWEEP = ["--backend", "timed", "--partition", "layer", "--microbatches", "4", "-n", "2", "-w", "0"]
+SCHEDULES = "1f1b,gpipe,zb-h1"
+LIMIT = 10.0  # seconds from the failure to the end of the job
+SWEEP_ALLOWANCE = 20.0  # the two combinations before it, on a loaded 2-core host
+
+FAULTS = {
+    "kill-setup": ("1:setup:kill", 0, r"rank 1 .*(signal 9|Killed)"),
+    "kill-measure": ("1:measure:kill", 0, r"rank 1 .*(signal 9|Killed)"),
+    "kill-write": ("0:write:kill", 0, r"rank 0 .*(signal 9|Killed)"),
+    "throw-measure": ("1:measure:throw", 0,
+                      r"pipebench\[r1\]: error on rank 1 of 2: planted failure"),
+    "stop-setup": ("1:setup:stop", 2,
+                   r"pipebench\[r0\]: rank 0: stuck for [0-9.]+ s starting the backend"),
+    "stop-measure": ("1:measure:stop", 2,
+                     r"pipebench\[r0\]: rank 0: stuck for [0-9.]+ s starting the timed steps"),
+    "stop-write": ("0:write:stop", 2,
+                   r"pipebench\[r1\]: rank 1: stuck for [0-9.]+ s .*waiting for rank 0"),
+}
+
+
+def fail(why, output=""):
+    sys.exit(f"FAIL ({mode}): {why}\n--- output ---\n{output}")
+
+
+def run(out, extra, schedules=SCHEDULES):
+    args = [mpiexec, "-np", "2", pb, "run", *SWEEP, "--schedule", schedules, "--out", out, *extra]
+    start = time.monotonic()
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, env=env,
+                           timeout=LIMIT + SWEEP_ALLOWANCE + 30)
+    except subprocess.TimeoutExpired as e:
+        fail(f"the job did not end ({time.monotonic() - start:.0f} s): a hang",
+             (e.stdout or b"").decode() + (e.stderr or b"").decode())
+    took = time.monotonic() - start
+    print(" ".join(args))
+    print(p.stdout + p.stderr)
+    print(f"--- exit {p.returncode} after {took:.1f} s")
+    return p.returncode, p.stdout + p.stderr, took
+
+
+def check_files(out, want_results):
+    """Every file is a complete result with status ok; nothing else is there.
+    want_results: the counts allowed (a stopped rank 0 is continued by
+    mpirun's abort before it is killed, and may finish its file)."""
+    names = sorted(os.listdir(out))
+    results = [n for n in names if n.endswith(".json") and not n.startswith(".")]
+    others = [n for n in names if n not in results]
+    if others:
+        fail(f"left behind in {out}: {others}")
+    for n in results:
+        with open(os.path.join(out, n)) as f:
+            try:
+                doc = json.load(f)
+            except ValueError as e:
+                fail(f"{n} is not a complete JSON document: {e}")
+        if doc.get("schema") != "pipebench.result/1" or doc.get("status") != "ok":
+            fail(f"{n}: not an ok result: schema {doc.get('schema')}, status {doc.get('status')}")
+    if len(results) not in want_results:
+        fail(f"{len(results)} result files, want the {want_results} written before the failure: "
+             f"{results}")
+
+
+def fault_case():
+    spec, timeout, regex = FAULTS[mode]
+    out = os.path.join(work, "out")
+    extra = ["--debug-fault", spec] + (["--timeout", str(timeout)] if timeout else [])
+    code, text, took = run(out, extra)
+    if code == 0:
+        fail("exit code 0 after a failure", text)
+    if not re.search(regex, text):
+        fail(f"the output does not name the rank (/{regex}/)", text)
+    # The fault comes after two combinations; the timeout adds timeout + 1 s.
+    if took > SWEEP_ALLOWANCE + LIMIT:
+        fail(f"took {took:.1f} s", text)
+    # A stopped rank 0 gets SIGCONT before SIGTERM when the job is aborted,
+    # so it may complete the file it was about to write: whole or absent.
+    check_files(out, (2, 3) if spec == "0:write:stop" else (2,))
+
+
+def disk_full():
+    mnt = os.path.join(work, "tiny")
+    os.makedirs(mnt, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", mnt],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"SKIP: cannot mount a small tmpfs here ({p.stderr.strip() or 'mount failed'}); "
+              "the full-disk case needs root in a container that may mount")
+        sys.exit(77)
+    try:
+        out = os.path.join(mnt, "results")
+        # Each result is tens of KiB with its per-rank traces: the disk fills
+        # within a few combinations.
+        code, text, took = run(out, ["--trace"], "1f1b,gpipe,zb-h1,zb-h2,sync-1f1b,async-1f1b,"
+                               "hybrid,interleaved-1f1b")
+        if code == 0:
+            fail("exit code 0 although the disk was full", text)
+        if not re.search(r"pipebench\[r0\]: error on rank 0 of 2: .*" + re.escape(out) +
+                         r".*No space left on device", text):
+            fail("the output does not name rank 0, the path and the reason", text)
+        if took > SWEEP_ALLOWANCE + LIMIT:
+            fail(f"took {took:.1f} s", text)
+        # Results written before the disk filled are complete; traces may be
+        # in folders of their own.
+        names = os.listdir(out)
+        hidden = [n for n in names if n.startswith(".")]
+        if hidden:
+            fail(f"temporary files left behind: {hidden}")
+        for n in names:
+            if n.endswith(".json"):
+                with open(os.path.join(out, n)) as f:
+                    json.load(f)
+    finally:
+        subprocess.run(["umount", mnt])
+
+
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+if mode == "disk-full":
+    disk_full()
+else:
+    fault_case()
+print("ok")

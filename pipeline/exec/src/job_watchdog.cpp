@@ -1,0 +1,56 @@
+#include "ppb/exec/job_watchdog.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+#include "ppb/exec/mpi.hpp"
+#include "ppb/profiling/clock.hpp"
+
+namespace ppb {
+
+JobWatchdog::JobWatchdog(int rank, double timeout_seconds)
+    : rank_(rank), timeout_(timeout_seconds) {
+  if (timeout_ > 0) thread_ = std::thread([this] { loop(); });
+}
+
+JobWatchdog::~JobWatchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobWatchdog::begin(std::string what) {
+  if (timeout_ <= 0) return;
+  std::lock_guard lock(mutex_);
+  open_ = true;
+  start_ = now_seconds();
+  what_ = std::move(what);
+}
+
+void JobWatchdog::end() {
+  if (timeout_ <= 0) return;
+  std::lock_guard lock(mutex_);
+  open_ = false;
+}
+
+void JobWatchdog::loop() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    // 50 ms polls: the job ends at most that late, and the thread costs
+    // nothing measurable between them.
+    wake_.wait_for(lock, std::chrono::milliseconds(50));
+    if (stop_ || !open_) continue;
+    const double stuck = now_seconds() - start_;
+    if (stuck <= timeout_ + kGraceSeconds) continue;
+    char line[1024];
+    std::snprintf(line, sizeof line, "rank %d: stuck for %.1f s %s; aborting (--timeout %.1f)",
+                  rank_, stuck, what_.c_str(), timeout_);
+    lock.unlock();
+    abort_job(line, 1);
+  }
+}
+
+}  // namespace ppb
