@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "cli.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -23,6 +24,8 @@ void run_schedule(const ScheduleOptions& opt) {
   Schedule s = generate_schedule(opt.name, opt.params);
   if (opt.format == "json") {
     std::printf("%s\n", schedule_to_json(s).c_str());
+  } else if (opt.format == "csv") {
+    std::printf("%s", schedule_to_csv(s).c_str());
   } else {
     std::printf("%s", schedule_to_text(s).c_str());
   }
@@ -43,7 +46,19 @@ void register_schedule(CLI::App& app) {
   cmd->add_option("--sync-warmup", opt->params.sync_warmup,
                   "Synchronous warm-up micro-batches K (hybrid)");
   cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
-  cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  for (auto [flag, value, what] :
+       {std::tuple{"--fwd", &opt->params.tf,
+                   "TF: forward time per stage (zb-1p, zb-2p; default 1)"},
+        {"--bwd", &opt->params.tb, "TB: input-gradient time per stage (zb-1p, zb-2p; default 1)"},
+        {"--wgrad", &opt->params.tw,
+         "TW: weight-gradient time per stage (zb-1p, zb-2p; default 1)"},
+        {"--comm", &opt->params.tc, "TC: one transfer's time (zb-1p, zb-2p; default 0)"}}) {
+    cmd->add_option(flag, *value, what)->check(finite_non_negative());
+  }
+  cmd->add_option("--wgrad-share", opt->params.wgrad_share,
+                  "Share of a micro-batch's activations W keeps after I (zb-1p, zb-2p; default 1)");
+  cmd->add_option("--format", opt->format, "text, json or csv (PyTorch pipelining's)")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
   cmd->callback([opt] { run_schedule(*opt); });
 }
 

@@ -26,6 +26,7 @@ struct SimulateOptions {
   std::string schedule_file;
   ScheduleParams params;
   double fwd = 1, bwd = 1, wgrad = 1, comm = 0;
+  double wgrad_share = 1;  // zb-1p, zb-2p: ScheduleParams::wgrad_share
   std::string model, partition, device = "cpu";
   std::string format = "text";
   std::string trace;
@@ -42,7 +43,14 @@ Schedule load_schedule(const SimulateOptions& opt) {
   if (opt.schedule_file.empty()) {
     if (!*opt.stages_flag) throw UsageError("--stages: required with --schedule");
     if (!*opt.microbatches_flag) throw UsageError("--microbatches: required with --schedule");
-    Schedule s = generate_schedule(opt.schedule, opt.params);
+    ScheduleParams params = opt.params;
+    // zb-1p and zb-2p place I and W by the same times the simulation uses.
+    params.tf = opt.fwd;
+    params.tb = opt.bwd;
+    params.tw = opt.wgrad;
+    params.tc = opt.comm;
+    params.wgrad_share = opt.wgrad_share;
+    Schedule s = generate_schedule(opt.schedule, params);
     if (opt.validate.link_buffers > 0) validate_or_throw(s, "", opt.validate);
     return s;
   }
@@ -170,7 +178,8 @@ void register_simulate(CLI::App& app) {
   auto* by_name =
       cmd->add_option("--schedule", opt->schedule, "Schedule name (see pipebench list)");
   auto* by_file =
-      cmd->add_option("--schedule-file", opt->schedule_file, "A pipebench.schedule/1 JSON file");
+      cmd->add_option("--schedule-file", opt->schedule_file,
+                      "A pipebench.schedule/1 JSON file, or PyTorch pipelining's CSV (*.csv)");
   cmd->add_option("--link-buffers", opt->validate.link_buffers,
                   "Validate under in-order matching (NCCL, mpi-ordered) with this many receive "
                   "buffers per link; 0 = matching by tag")
@@ -192,6 +201,8 @@ void register_simulate(CLI::App& app) {
   auto* c =
       cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
   for (CLI::Option* o : {f, b, w, c}) o->check(finite_non_negative());
+  cmd->add_option("--wgrad-share", opt->wgrad_share,
+                  "Share of a micro-batch's activations W keeps after I (zb-1p, zb-2p; default 1)");
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
       ->check(non_empty("a model"));
   cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");

@@ -25,6 +25,7 @@ endfunction()
 
 ppb_add_fuzzer(schedule_json LIBS ppb::schedule)
 ppb_add_fuzzer(schedule_text LIBS ppb::schedule)
+ppb_add_fuzzer(schedule_csv LIBS ppb::schedule)
 ppb_add_fuzzer(result LIBS ppb::result)
 ppb_add_fuzzer(model_spec LIBS ppb::model)
 ppb_add_fuzzer(calibration LIBS ppb::model)

@@ -52,7 +52,8 @@ double reference_error(const CheckProbe& probe, const Backend& backend, const Ch
                        const ReferenceStep& ref, double& loss) {
   double worst = 0;
   for (int ch = 0; ch < ctx.chunks; ++ch) {
-    const UnitRange range = ctx.parts[static_cast<size_t>(ch * ctx.stages + ctx.stage)];
+    const UnitRange range =
+        ctx.parts[static_cast<size_t>(ctx.placement.virtual_stage(ctx.stage, ch))];
     const auto it = probe.grads.find(ch);
     PPB_CHECK(it != probe.grads.end(), "--check: no gradients captured for a chunk");
     const auto& mine = it->second;
@@ -64,8 +65,10 @@ double reference_error(const CheckProbe& probe, const Backend& backend, const Ch
     }
   }
   loss = 0;
-  if (ctx.stage == ctx.stages - 1) {
-    for (int mb = 0; mb < ctx.microbatches; ++mb) loss += backend.loss(ctx.chunks - 1, mb);
+  const int last = ctx.placement.virtual_stages() - 1;  // holds the loss
+  if (ctx.stage == ctx.placement.stage_of(last)) {
+    const int chunk = ctx.placement.chunk_of(last);
+    for (int mb = 0; mb < ctx.microbatches; ++mb) loss += backend.loss(chunk, mb);
     loss /= ctx.microbatches;
     const double denom = std::max(std::fabs(ref.loss), 1e-30);
     worst = std::max(worst, std::fabs(loss - ref.loss) / denom);
@@ -84,7 +87,8 @@ CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool
   } else {
     PPB_CHECK(reference != nullptr, "--check: a flush schedule needs the reference step");
     worst = reference_error(probe, backend, ctx, *reference, loss);
-    PPB_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE, ctx.stages - 1, comm));
+    PPB_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE,
+                            ctx.placement.stage_of(ctx.placement.virtual_stages() - 1), comm));
   }
   double error = 0;
   PPB_MPI_CHECK(MPI_Allreduce(&worst, &error, 1, MPI_DOUBLE, MPI_MAX, comm));

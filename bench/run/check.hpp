@@ -52,7 +52,8 @@ struct CheckContext {
   int stages = 1;
   int chunks = 1;
   int microbatches = 1;
-  std::vector<UnitRange> parts;  ///< P*V ranges, indexed by virtual stage c*P+s
+  std::vector<UnitRange> parts;  ///< P*V ranges, indexed by virtual stage (model order)
+  Placement placement;           ///< the schedule's (placement_of)
 };
 
 /// Collective over `comm`: the check's figures from the probe of the step

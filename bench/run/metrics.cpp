@@ -125,13 +125,14 @@ struct KindSums {
 StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasure>& steps,
                           const StageCosts& model, const LinkModel& link) {
   const int P = schedule.stages;
+  const Placement place = placement_of(schedule);
   const std::size_t n = static_cast<std::size_t>(schedule.virtual_stages());
   KindSums f(n), b(n), in(n), w(n);
   for (const StepMeasure& step : steps) {
     for (int s = 0; s < P && s < static_cast<int>(step.size()); ++s) {
       for (const ActionTiming& a : step[static_cast<std::size_t>(s)].actions) {
         if (a.action.chunk < 0) continue;
-        const std::size_t v = static_cast<std::size_t>(virtual_stage(s, a.action.chunk, P));
+        const std::size_t v = static_cast<std::size_t>(place.virtual_stage(s, a.action.chunk));
         if (v >= n) continue;
         const double d = a.end - a.start;
         switch (a.action.kind) {
@@ -172,7 +173,7 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
   return costs;
 }
 
-LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
+LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement) {
   std::vector<double> waited;
   std::vector<double> waited_bytes;
   double min_any = std::numeric_limits<double>::infinity();
@@ -180,7 +181,7 @@ LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
     for (std::size_t r = 0; r < step.size(); ++r) {
       for (const CommTiming& recv : step[r].comms) {
         if (recv.send || recv.local) continue;
-        const std::size_t sender = static_cast<std::size_t>(recv.from_virtual % stages);
+        const std::size_t sender = static_cast<std::size_t>(placement.stage_of(recv.from_virtual));
         if (sender >= step.size()) continue;
         const CommTiming* send = nullptr;
         for (const CommTiming& c : step[sender].comms) {
@@ -196,7 +197,7 @@ LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages) {
         min_any = std::min(min_any, latency);
         // The consuming action: F of the activation's micro-batch and chunk,
         // or B/I of the gradient's.
-        const int chunk = recv.to_virtual / stages;
+        const int chunk = placement.chunk_of(recv.to_virtual);
         for (const ActionTiming& a : step[r].actions) {
           const bool consumer = a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
                                 (recv.gradient ? (a.action.kind == ActionKind::kBackward ||
@@ -283,6 +284,7 @@ std::vector<StageActionTimes> mean_action_seconds(int stages,
 
 TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) {
   const SimResult sim = simulate(schedule, costs);
+  const Placement place = placement_of(schedule);
   TheoryOutcome out;
   TheoryFigures& t = out.figures;
   t.step_time_seconds = sim.step_time;
@@ -292,7 +294,7 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) 
     t.peak_activation_bytes_per_stage.push_back(st.peak_activation_bytes);
     int64_t per_mb = 0;
     for (int c = 0; c < costs.chunks_per_stage; ++c)
-      per_mb += costs.at(static_cast<int>(s), c).activation_bytes;
+      per_mb += costs.at(place, static_cast<int>(s), c).activation_bytes;
     t.activation_bytes_per_microbatch.push_back(per_mb);
     out.ratio_per_stage.push_back(sim.step_time > 0 ? st.idle / sim.step_time : 0);
     out.overhead_per_stage.push_back(st.busy > 0 ? st.idle / st.busy : 0);

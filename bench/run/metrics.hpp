@@ -95,7 +95,8 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
 /// fit is not physical (slope <= 0), comm_time = their median and the
 /// bandwidth infinite. Without waited messages: comm_time = the minimum
 /// over all messages; 0 without messages.
-LinkModel measured_link(const std::vector<StepMeasure>& steps, int stages);
+/// `placement` is the schedule's (placement_of).
+LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement);
 
 /// Per stage mean F, B, I, W seconds over all chunks (NaN for a kind the
 /// stage never ran): the result's theory.action_seconds.

@@ -171,6 +171,28 @@ struct Prepared {
   StageCosts model;
 };
 
+/// The pass times a schedule that places I and W by them (zb-1p, zb-2p)
+/// gets: the model's per-stage means of F, I and W, and one transfer of the
+/// mean message.
+void set_pass_times(const StageCosts& model, ScheduleParams& params) {
+  double f = 0, b = 0, w = 0;
+  int64_t bytes = 0;
+  for (const ChunkCost& c : model.chunks) {
+    f += c.fwd;
+    b += c.bwd_input;
+    w += c.bwd_weight;
+    bytes += c.send_bytes;
+  }
+  const double stages = model.stages;
+  const auto n = static_cast<double>(std::max<size_t>(model.chunks.size(), 1));
+  // Positive, so that a model with a free pass still orders the passes.
+  constexpr double kLeast = 1e-9;
+  params.tf = std::max(f / stages, kLeast);
+  params.tb = std::max(b / stages, kLeast);
+  params.tw = std::max(w / stages, kLeast);
+  params.tc = model.link.transfer_time(static_cast<int64_t>(static_cast<double>(bytes) / n));
+}
+
 /// Step 1 of a combination: the schedule and the partition into P x V parts.
 /// Deterministic, so every rank reaches the same verdict; an impossible
 /// combination is recorded as invalid in `result` (nullopt).
@@ -182,13 +204,6 @@ std::optional<Prepared> prepare(const Sweep& sw, const Combination& c, Result& r
   p.params.inflight = c.inflight;
   p.params.sync_warmup = c.sync_warmup;
   p.params.batches = c.batches;
-  try {
-    p.schedule = generate_schedule(c.schedule, p.params);
-  } catch (const UsageError& e) {
-    result.status = ResultStatus::kInvalid;
-    result.error = e.what();
-    return std::nullopt;
-  }
   PartitionOptions popts;
   popts.link = sw.device.link();
   try {
@@ -201,6 +216,14 @@ std::optional<Prepared> prepare(const Sweep& sw, const Combination& c, Result& r
   }
   p.model =
       model_costs(sw.plan.units, sw.times, p.parts, sw.plan.stages, c.chunks, sw.device.link());
+  if (schedule_info(c.schedule).uses_times) set_pass_times(p.model, p.params);
+  try {
+    p.schedule = generate_schedule(c.schedule, p.params);
+  } catch (const UsageError& e) {
+    result.status = ResultStatus::kInvalid;
+    result.error = e.what();
+    return std::nullopt;
+  }
   return p;
 }
 
@@ -216,9 +239,10 @@ bool predicted_oom(const Sweep& sw, const Combination& c, const Prepared& p, Res
   for (int s = 0; s < sw.plan.stages; ++s) {
     std::vector<int64_t> act_bytes;
     int64_t params_bytes = 0;
+    const Placement place = placement_of(p.schedule);
     for (int ch = 0; ch < c.chunks; ++ch) {
-      act_bytes.push_back(p.model.at(s, ch).activation_bytes);
-      params_bytes += p.model.at(s, ch).param_bytes;
+      act_bytes.push_back(p.model.at(place, s, ch).activation_bytes);
+      params_bytes += p.model.at(place, s, ch).param_bytes;
     }
     const int64_t act = predicted_activation_peak(p.schedule, s, act_bytes);
     activations.push_back(act);
@@ -269,6 +293,7 @@ BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepar
   cfg.stage = sw.rank;
   cfg.stages = sw.plan.stages;
   cfg.chunks = c.chunks;
+  cfg.placement = p.schedule.placement;
   cfg.microbatches = c.microbatches;
   cfg.weight_stashing = schedule_info(c.schedule).weight_stashing;
   cfg.seed = sw.options.seed;
@@ -360,7 +385,8 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
           probe.disarm();
           sw.watch->begin("in --check of " + label +
                           " (the single-process reference and the comparison)");
-          CheckContext ctx{sw.rank, sw.plan.stages, c.chunks, c.microbatches, p.parts};
+          CheckContext ctx{sw.rank,        sw.plan.stages, c.chunks,
+                           c.microbatches, p.parts,        placement_of(p.schedule)};
           const ReferenceStep* ref =
               info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
           ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref, sw.comm);
@@ -431,7 +457,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   // bubbles are reported, so that the two differ only by what the simulator
   // leaves out (executor overhead, waits it does not model).
   const std::vector<StepMeasure> median_step{steps[fig.median_step]};
-  const LinkModel link = measured_link(median_step, P);
+  const LinkModel link = measured_link(median_step, placement_of(ex.last_schedule));
   const StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, link);
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
@@ -494,7 +520,7 @@ Result run_combination(Sweep& sw, const Combination& c) {
   if (sw.options.trace) {
     sw.watch->begin("writing the traces of " + label);
     const std::string name = result_file_name(c);
-    write_measured_traces(steps, sw.plan.stages, c.chunks, int64_t{c.microbatches} * c.batches,
+    write_measured_traces(steps, placement_of(p->schedule), int64_t{c.microbatches} * c.batches,
                           sw.out_dir, name.substr(0, name.size() - 5));
   }
   return result;

@@ -22,6 +22,7 @@ std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedul
         c.microbatches = m;
         const ScheduleInfo& info = schedule_info(schedule);
         if (info.uses_chunks) c.chunks = params.chunks;
+        if (info.fixed_chunks > 0) c.chunks = info.fixed_chunks;
         if (info.uses_inflight) c.inflight = params.inflight;
         if (info.uses_sync_warmup) c.sync_warmup = params.sync_warmup;
         if (info.no_flush) c.batches = params.batches;

@@ -7,9 +7,11 @@
 
 namespace ppb::run {
 
-void write_measured_traces(const std::vector<StepMeasure>& steps, int stages, int chunks,
+void write_measured_traces(const std::vector<StepMeasure>& steps, const Placement& placement,
                            int64_t microbatches, const std::string& out_dir,
                            const std::string& stem) {
+  const int stages = placement.stages();
+  const int chunks = placement.chunks();
   PipelineTrace t(stages, chunks, "");
   const int64_t vp = int64_t{stages} * chunks;
   // Flow seq: the message plan's id, made unique over the whole trace (step
@@ -32,8 +34,9 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, int stages, in
       std::sort(comms.begin(), comms.end(),
                 [](const CommTiming* a, const CommTiming* b) { return a->end < b->end; });
       for (const CommTiming* c : comms) {
-        const TraceMessage m{c->gradient, c->from_virtual % stages, c->to_virtual % stages,
-                             c->microbatch, static_cast<int32_t>(c->from_virtual / stages)};
+        const TraceMessage m{c->gradient, placement.stage_of(c->from_virtual),
+                             placement.stage_of(c->to_virtual), c->microbatch,
+                             placement.chunk_of(c->from_virtual)};
         const uint64_t seq =
             k * stride + static_cast<uint64_t>(message_flow_id(
                              c->microbatch, c->from_virtual,

@@ -15,9 +15,10 @@
 namespace ppb::run {
 
 /// Writes both forms atomically. `stem` is the combination's file name
-/// without ".json"; `microbatches` = M x batches (flow ids stay unique).
+/// without ".json"; `microbatches` = M x batches (flow ids stay unique);
+/// `placement` the schedule's (placement_of).
 /// Throws UsageError naming a path that cannot be written.
-void write_measured_traces(const std::vector<StepMeasure>& steps, int stages, int chunks,
+void write_measured_traces(const std::vector<StepMeasure>& steps, const Placement& placement,
                            int64_t microbatches, const std::string& out_dir,
                            const std::string& stem);
 

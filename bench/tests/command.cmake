@@ -58,6 +58,23 @@ add_test(NAME cli.schedule_file_inorder_enough_buffers
   COMMAND $<TARGET_FILE:pipebench> simulate --schedule-file ${bad}/inorder_deadlock.json --link-buffers 2)
 set_tests_properties(cli.schedule_file_inorder_grid cli.schedule_file_inorder_by_tag
   cli.schedule_file_inorder_enough_buffers PROPERTIES LABELS unit TIMEOUT 30)
+# PyTorch's CSV: a cell it cannot read, FSDP actions, a receive placed after
+# the action that consumes it; each named by row and column.
+ppb_expect_usage_error(csv_bad_cell
+  "bad_cell.csv: row 2 \\(rank 1\\), column 3: cell '2X0': expected <stage><op><micro-batch>"
+  simulate --schedule-file ${bad}/bad_cell.csv)
+ppb_expect_usage_error(csv_unshard
+  "unshard.csv: row 1 \\(rank 0\\), column 3: cell '0UNSHARD': UNSHARD is not supported"
+  simulate --schedule-file ${bad}/unshard.csv)
+ppb_expect_usage_error(csv_receive_after_consumer
+  "comm_order.csv: row 2 \\(rank 1\\), column 6: cell '1RECV_F1': a receive after the action that consumes it"
+  simulate --schedule-file ${bad}/comm_order.csv)
+ppb_expect_usage_error(csv_format_sync "SYNC barriers, which PyTorch's CSV cannot hold"
+  schedule --name sync-1f1b --stages 2 --microbatches 4 --format csv)
+ppb_expect_usage_error(dualpipe_v_short_batch "--microbatches: dualpipe-v needs at least 2 x stages = 8"
+  schedule --name dualpipe-v --stages 4 --microbatches 6)
+ppb_expect_usage_error(zb_v_chunks "--chunks: zb-v always has 2 chunks per stage"
+  schedule --name zb-v --stages 4 --microbatches 8 --chunks 3)
 ppb_expect_usage_error(schedule_file_missing_backward "missing_backward.json.*B"
   simulate --schedule-file ${bad}/missing_backward.json)
 ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"

@@ -32,6 +32,28 @@ foreach(transport mpi mpi-ordered mpi-staged)
   endforeach()
 endforeach()
 
+# The V-placed, overlapped and automatic schedules (zb-1p, zb-2p, zb-v,
+# dualpipe-v): --check on the cpu backend, every partition, 2 and 4 ranks,
+# M = 8 (dualpipe-v needs 2P), matched by tag and in call order; then on the
+# timed backend (4 ranks, beside 1f1b, gpipe and sync-1f1b, which the memory
+# check orders) each stage's activation peak equals the memory model's and
+# the measured bubble the simulator's, and the traces read.
+set(PPB_NEW_SCHEDULES "zb-1p,zb-2p,zb-v,dualpipe-v")
+foreach(transport mpi mpi-ordered)
+  foreach(ranks 2 4)
+    set(name run_check_v_${transport}_p${ranks})
+    string(REPLACE "-" "_" name ${name})
+    set(dir ${PPB_RUN_OUT}/check-v-${transport}-p${ranks})
+    ppb_add_mpi_test(${name} RANKS ${ranks}
+      COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_NEW_SCHEDULES} --partition all
+              --microbatches 8 --check -n 1 -w 0 --transport ${transport} --out ${dir}
+      LABELS mpi TIMEOUT 240)
+    set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
+    add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 12)
+    set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
+  endforeach()
+endforeach()
+
 # Timed backend against the simulator: 4 ranks with M=8 and 8 ranks with
 # M=16, `layer` cuts (equal stages, small messages) and `balanced` cuts
 # (large messages, which need MPI progress while the stages compute);
@@ -59,6 +81,19 @@ foreach(case "4;8;0.22" "8;16;0.44")
   set_tests_properties(run_timed_p${ranks}_bubble run_timed_p${ranks}_memory run_timed_p${ranks}_trace PROPERTIES
     LABELS mpi FIXTURES_REQUIRED run_timed_p${ranks}_files)
 endforeach()
+
+set(dir ${PPB_RUN_OUT}/timed-v-p4)
+ppb_add_mpi_test(run_timed_v_p4 RANKS 4
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --model ${PPB_TIMED_MODEL}
+          --schedule ${PPB_NEW_SCHEDULES},1f1b,gpipe,sync-1f1b --partition layer --microbatches 8
+          --time-scale 0.22 -n 5 -w 1 --trace --out ${dir}
+  LABELS mpi TIMEOUT 240)
+set_tests_properties(run_timed_v_p4 PROPERTIES FIXTURES_SETUP run_timed_v_p4_files RUN_SERIAL TRUE)
+add_test(NAME run_timed_v_p4_bubble COMMAND run_results_check bubble ${dir} 0.02 0.05)
+add_test(NAME run_timed_v_p4_memory COMMAND run_results_check memory ${dir})
+add_test(NAME run_timed_v_p4_trace COMMAND run_results_check trace ${dir})
+set_tests_properties(run_timed_v_p4_bubble run_timed_v_p4_memory run_timed_v_p4_trace PROPERTIES
+  LABELS mpi FIXTURES_REQUIRED run_timed_v_p4_files)
 
 # --memory-budget: gpipe (predicted over the budget) ends with status oom and
 # its figures; async-1f1b N=4 fits the budget but passes guard x budget;

@@ -121,7 +121,7 @@ TEST(RunMetrics, TransferTimeComesFromMessagesTheReceiverWaitedFor) {
   step[0].comms.push_back({true, false, false, 1, 0, 1, 2.0, 2.1});
   step[1].comms.push_back({false, false, false, 1, 0, 1, 0.0, 2.9});
   step[1].actions.push_back({F(1), 3.0, 4.0, 0.0});  // did not wait: not counted
-  const LinkModel one_size = measured_link({step}, 2);
+  const LinkModel one_size = measured_link({step}, Placement(2, 1));
   EXPECT_NEAR(one_size.comm_time, 0.3, 1e-12);
   EXPECT_EQ(one_size.bandwidth, 0.0);
 }
@@ -139,7 +139,7 @@ TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
         {false, false, false, mb, 0, 1, 0.0, t0 + took, static_cast<int64_t>(sizes[mb])});
     step[1].actions.push_back({F(mb), t0 + took, t0 + took + 1, 1.0});
   }
-  const LinkModel link = measured_link({step}, 2);
+  const LinkModel link = measured_link({step}, Placement(2, 1));
   EXPECT_NEAR(link.comm_time, 0.1, 1e-9);
   EXPECT_NEAR(link.bandwidth, 1e6, 1e-3);
 }

@@ -227,7 +227,7 @@ TEST(ModelCosts, SumsUnitsPerVirtualStage) {
   for (int v = 0; v < 4; ++v) {
     const UnitRange r = parts[static_cast<size_t>(v)];
     // virtual stage v = chunk * P + stage
-    const ChunkCost& c = costs.at(v % stages, v / stages);
+    const ChunkCost& c = costs.chunks[static_cast<size_t>(v)];
     double fwd = 0;
     int64_t a = 0;
     for (int i = r.begin; i < r.end; ++i) {
@@ -241,8 +241,8 @@ TEST(ModelCosts, SumsUnitsPerVirtualStage) {
     params += c.param_bytes;
   }
   // Layer cuts fall after fc2: T*h*e = 65,536 bytes cross; the head sends nothing.
-  EXPECT_EQ(costs.at(0, 0).send_bytes, 65'536);
-  EXPECT_EQ(costs.at(1, 1).send_bytes, 0);
+  EXPECT_EQ(costs.chunks[0].send_bytes, 65'536);
+  EXPECT_EQ(costs.chunks[3].send_bytes, 0);
   const ModelSpec spec = parse_model_spec("gpt-tiny");
   EXPECT_EQ(params, stored_parameter_count(spec) * 4);
   int64_t all_acts = 0;

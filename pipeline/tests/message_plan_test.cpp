@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -100,6 +101,63 @@ TEST(MessagePlan, OneStageHandsOverLocally) {
   EXPECT_TRUE(plan.messages[0].local());
   EXPECT_TRUE(plan.links.empty());
   EXPECT_EQ(plan.max_buffers(), 0);
+}
+
+TEST(Placement, LoopingVShapedAndGivenMapsBothWays) {
+  const Placement loop(3, 2);
+  EXPECT_TRUE(loop.looping());
+  EXPECT_EQ(loop.virtual_stage(1, 1), 4);
+  EXPECT_EQ(loop.stage_of(4), 1);
+  EXPECT_EQ(loop.chunk_of(4), 1);
+  const Placement v(3, 2, v_shape_placement(3));
+  EXPECT_EQ(v.map(), (std::vector<int32_t>{0, 1, 2, 2, 1, 0}));
+  EXPECT_FALSE(v.looping());
+  EXPECT_EQ(v.virtual_stages_of(0), (std::vector<int>{0, 5}));
+  EXPECT_EQ(v.virtual_stages_of(2), (std::vector<int>{2, 3}));
+  for (int vs = 0; vs < 6; ++vs) EXPECT_EQ(v.virtual_stage(v.stage_of(vs), v.chunk_of(vs)), vs);
+  // Any map: chunk c of a stage is its c-th virtual stage in model order.
+  const std::vector<int32_t> map = {1, 0, 0, 1};
+  const Placement given(2, 2, map);
+  EXPECT_EQ(given.virtual_stages_of(0), (std::vector<int>{1, 2}));
+  EXPECT_EQ(given.virtual_stages_of(1), (std::vector<int>{0, 3}));
+  EXPECT_EQ(placement_error(std::vector<int32_t>{0, 0, 1, 1, 1, 0}, 3, 2),
+            "stage 0 holds 3 virtual stages, expected 2 (one per chunk)");
+  EXPECT_EQ(placement_error(std::vector<int32_t>{0, 3}, 2, 1),
+            "virtual stage 1 is placed on stage 3, outside 0..1");
+  EXPECT_EQ(placement_error(std::vector<int32_t>{0}, 2, 1),
+            "expected 2 entries (stages x chunks = 2 x 1), got 1");
+}
+
+TEST(MessagePlan, VPlacementHandsOverLocallyAtTheTurnAndLinksOnlyNeighbours) {
+  ScheduleParams p;
+  p.stages = 4;
+  p.microbatches = 8;
+  for (const char* name : {"zb-v", "dualpipe-v"}) {
+    const Schedule s = generate_schedule(name, p);
+    ASSERT_EQ(s.placement, v_shape_placement(4)) << name;
+    const MessagePlan plan = build_message_plan(s);
+    // Per micro-batch 7 activations and 7 gradients; the turn (v3 -> v4 and
+    // back) stays on stage 3.
+    ASSERT_EQ(plan.messages.size(), 8u * 14u) << name;
+    int local = 0;
+    for (const PlannedMessage& m : plan.messages) {
+      const bool turn =
+          (m.from_virtual == 3 && m.to_virtual == 4) || (m.from_virtual == 4 && m.to_virtual == 3);
+      EXPECT_EQ(m.local(), turn) << name;
+      if (m.local()) {
+        ++local;
+        EXPECT_EQ(m.from_stage, 3);
+        EXPECT_EQ(m.to_stage, 3);
+      }
+      EXPECT_EQ(m.to_stage, plan.placement.stage_of(m.to_virtual));
+      EXPECT_EQ(m.to_chunk, plan.placement.chunk_of(m.to_virtual));
+      EXPECT_EQ(std::abs(m.from_stage - m.to_stage) <= 1, true);
+    }
+    EXPECT_EQ(local, 16) << name;
+    // Stage 0 receives the last chunk's input from stage 1 (v6 -> v7).
+    EXPECT_GE(plan.link_of(1, 0), 0);
+    EXPECT_EQ(plan.link_of(3, 0), -1);  // no wrap-around link as looping has
+  }
 }
 
 TEST(MessagePlan, GeneratedFlushSchedulesNeedOneBufferPerLinkExceptInterleaved) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -72,7 +73,30 @@ TEST(ScheduleJson, RoundTripsEverySchedule) {
     EXPECT_EQ(back.chunks, s.chunks);
     EXPECT_EQ(back.batches, s.batches);
     EXPECT_EQ(back.actions, s.actions) << s.name;
+    EXPECT_EQ(back.placement, s.placement) << s.name;
     EXPECT_EQ(schedule_to_json(back), text);
+  }
+}
+
+TEST(ScheduleJson, CarriesTheVPlacementAndOverlappedPairs) {
+  ScheduleParams p;
+  p.stages = 2;
+  p.microbatches = 4;
+  const std::string doc = schedule_to_json(generate_schedule("dualpipe-v", p));
+  EXPECT_NE(doc.find("\"placement\":[0,1,1,0]"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"overlap\":true"), std::string::npos) << doc;
+  // Looping schedules leave it out.
+  EXPECT_EQ(schedule_to_json(generate_schedule("1f1b", p)).find("placement"), std::string::npos);
+  // A placement that does not hold every stage V times is named.
+  std::string bad = doc;
+  bad.replace(bad.find("[0,1,1,0]"), 9, "[0,1,1,1]");
+  try {
+    schedule_from_json(bad, "v.json");
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "v.json: field 'placement': stage 0 holds 1 virtual stages, expected 2 (one per "
+              "chunk)");
   }
 }
 
@@ -104,7 +128,96 @@ TEST(ScheduleText, RoundTripsEveryScheduleWithAndWithoutHeader) {
     EXPECT_EQ(inferred.stages, s.stages);
     EXPECT_EQ(inferred.chunks, s.chunks);
     EXPECT_EQ(inferred.total_microbatches(), s.total_microbatches());
+    EXPECT_EQ(back.placement, s.placement) << s.name;
   }
+}
+
+TEST(ScheduleCsv, RoundTripsEveryScheduleWithoutBarriers) {
+  int round_trips = 0;
+  for (const Schedule& s : samples()) {
+    const bool has_sync = std::any_of(s.actions.begin(), s.actions.end(), [](const auto& list) {
+      return std::any_of(list.begin(), list.end(),
+                         [](const Action& a) { return a.kind == ActionKind::kSync; });
+    });
+    if (has_sync) {
+      EXPECT_THROW(schedule_to_csv(s), UsageError) << s.name;
+      continue;
+    }
+    const Schedule back = schedule_from_csv(schedule_to_csv(s), "mem.csv");
+    EXPECT_EQ(back.actions, s.actions) << s.name;
+    EXPECT_EQ(back.placement, s.placement) << s.name;
+    EXPECT_EQ(back.stages, s.stages);
+    EXPECT_EQ(back.chunks, s.chunks);
+    EXPECT_EQ(back.total_microbatches(), s.total_microbatches());
+    ++round_trips;
+  }
+  EXPECT_GE(round_trips, 10);
+}
+
+TEST(ScheduleCsv, FormatOfPyTorch) {
+  ScheduleParams p;
+  p.stages = 2;
+  p.microbatches = 2;
+  EXPECT_EQ(schedule_to_csv(generate_schedule("1f1b", p)), "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  p.chunks = 2;
+  // Looping: rank 1 holds stages 1 and 3; cells name the stage, not the chunk.
+  const std::string t = schedule_to_csv(generate_schedule("interleaved-1f1b", p));
+  EXPECT_EQ(t.substr(t.find('\n') + 1, 12), "1F0,1F1,3F0,");
+}
+
+TEST_F(ScheduleFiles, CsvBadCellsAreNamedByRowAndColumn) {
+  auto error_of = [&](const std::string& text) { return read_error(write("s.csv", text)); };
+  const std::string bad = error_of("0F0,0B0\n1F0, 1Q0 ,1B0\n");
+  EXPECT_EQ(bad.rfind(dir_.string(), 0), 0u) << bad;
+  EXPECT_NE(bad.find("s.csv: row 2 (rank 1), column 2: cell '1Q0': expected <stage><op>"),
+            std::string::npos)
+      << bad;
+  EXPECT_NE(error_of("0F0,0RESHARD,0B0\n")
+                .find("row 1 (rank 0), column 2: cell '0RESHARD': "
+                      "RESHARD is not supported"),
+            std::string::npos);
+  EXPECT_NE(error_of("0F0,0REDUCE_GRAD0\n").find("cell '0REDUCE_GRAD0': REDUCE_GRAD is not"),
+            std::string::npos);
+  EXPECT_NE(error_of("(0F0;0W0)OVERLAP_F_B\n").find("OVERLAP_F_B holds an F then a B or I"),
+            std::string::npos);
+  EXPECT_NE(error_of("(0F0;0B0)OVERLAP\n").find("a pair of actions must be (F;B)OVERLAP_F_B"),
+            std::string::npos);
+  EXPECT_NE(error_of("0F0,0B0\n\n1F0,1B0\n").find("row 2 is empty"), std::string::npos);
+  EXPECT_NE(error_of("0F0,1F0,1B0,0B0\n0F1,0B1\n").find("stage 0 appears in row 1 and row 2"),
+            std::string::npos);
+  EXPECT_NE(error_of("0F0,2F0,2B0,0B0\n").find("stage 1 has no actions"), std::string::npos);
+  EXPECT_NE(error_of("0F0,0F99999999999,0B0\n").find("column 2"), std::string::npos);
+  // A deadlock in a CSV is the validator's, naming the file.
+  EXPECT_NE(error_of("0F0,0B0\n1B0,1F0\n").find("s.csv: "), std::string::npos);
+}
+
+TEST_F(ScheduleFiles, CsvCommunicationIsCheckedAgainstTheMessagePlan) {
+  // 1f1b on 2 ranks with PyTorch's lowering: send after the producer,
+  // receive before the consumer.
+  const std::string good =
+      "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n";
+  const Schedule s = read_schedule_file(write("good.csv", good));
+  EXPECT_EQ(s.actions[1], (std::vector<Action>{F(0), B(0), F(1), B(1)}));
+  auto error_of = [&](const std::string& text) { return read_error(write("c.csv", text)); };
+  // The receive of mb 1 placed after the F that consumes it.
+  std::string late = good;
+  late.replace(late.find("1RECV_F1,1F1"), 12, "1F1,1RECV_F1");
+  EXPECT_NE(error_of(late).find("row 2 (rank 1), column 6: cell '1RECV_F1': a receive after the "
+                                "action that consumes it (F1.0)"),
+            std::string::npos)
+      << error_of(late);
+  // A send of a stage this rank does not hold; a message missing.
+  EXPECT_NE(error_of("0F0,1SEND_F0,0B0\n1F0,1B0\n").find("stage 1 runs on rank 1"),
+            std::string::npos);
+  std::string missing = good;
+  missing.replace(missing.find(",1SEND_B1"), 9, "");
+  EXPECT_NE(error_of(missing).find("the file gives communication but not 1SEND_B1"),
+            std::string::npos)
+      << error_of(missing);
+  // A message inside one rank (the turn of a V) is a local hand-over.
+  EXPECT_NE(error_of("0F0,0SEND_F0,1F0,1B0,0B0\n").find("a local hand-over"), std::string::npos)
+      << error_of("0F0,0SEND_F0,1F0,1B0,0B0\n");
 }
 
 TEST(ScheduleText, FormatOfDesign) {

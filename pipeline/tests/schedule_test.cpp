@@ -41,7 +41,9 @@ TEST(ScheduleRegistry, ListsEveryScheduleOfDesignOnce) {
     names.push_back(s.name);
     EXPECT_FALSE(s.help.empty()) << s.name;
     EXPECT_EQ(s.help.find('\n'), std::string::npos) << s.name;
-    EXPECT_EQ(s.splits_backward, s.name == "zb-h1" || s.name == "zb-h2") << s.name;
+    EXPECT_EQ(s.splits_backward, s.name.rfind("zb-", 0) == 0 || s.name == "dualpipe-v") << s.name;
+    EXPECT_EQ(s.fixed_chunks, s.name == "zb-v" || s.name == "dualpipe-v" ? 2 : 0) << s.name;
+    EXPECT_EQ(s.uses_times, s.name == "zb-1p" || s.name == "zb-2p") << s.name;
     EXPECT_EQ(s.uses_chunks, s.name == "interleaved-1f1b") << s.name;
     EXPECT_EQ(s.no_flush, s.name == "pipedream") << s.name;
     EXPECT_EQ(s.uses_inflight, s.name == "async-1f1b" || s.name == "adaptive" || s.name == "hybrid")
@@ -55,8 +57,8 @@ TEST(ScheduleRegistry, ListsEveryScheduleOfDesignOnce) {
     EXPECT_EQ(&schedule_info(s.name), &s) << s.name;
   }
   const std::vector<std::string> expected = {
-      "sync-1f1b", "async-1f1b",       "1f1b",  "gpipe", "pipedream", "hybrid",
-      "adaptive",  "interleaved-1f1b", "zb-h1", "zb-h2"};
+      "sync-1f1b",        "async-1f1b", "1f1b",  "gpipe", "pipedream", "hybrid", "adaptive",
+      "interleaved-1f1b", "zb-h1",      "zb-h2", "zb-1p", "zb-2p",     "zb-v",   "dualpipe-v"};
   EXPECT_EQ(names, expected);
 }
 
@@ -148,7 +150,8 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
           variants = {params(P, M)};
         }
         for (const ScheduleParams& p : variants) {
-          const bool expect_ok = !(info.uses_chunks && M % P != 0);
+          const bool expect_ok =
+              !(info.uses_chunks && M % P != 0) && !(info.name == "dualpipe-v" && M < 2 * P);
           try {
             const Schedule s = generate_schedule(info.name, p);
             ++generated;
@@ -158,14 +161,24 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
             ASSERT_EQ(s.stages, P);
             ASSERT_EQ(s.microbatches, M);
             // Every stage: one F and one backward (B, or I+W) per micro-batch and chunk.
-            const int64_t per_mb = info.splits_backward ? 3 : 2;
-            int64_t syncs = 0;
+            const int V = std::max(p.chunks, info.fixed_chunks);
+            ASSERT_EQ(s.chunks, V) << info.name;
+            int64_t count[5] = {};
             for (const auto& list : s.actions) {
-              syncs += std::count_if(list.begin(), list.end(),
-                                     [](const Action& a) { return a.kind == ActionKind::kSync; });
+              for (const Action& a : list) ++count[static_cast<int>(a.kind)];
             }
-            ASSERT_EQ(s.total_actions() - syncs, per_mb * P * p.chunks * M * p.batches)
+            const int64_t pairs = int64_t{P} * V * M * p.batches;
+            ASSERT_EQ(count[static_cast<int>(ActionKind::kForward)], pairs) << info.name;
+            ASSERT_EQ(count[static_cast<int>(ActionKind::kBackward)] +
+                          count[static_cast<int>(ActionKind::kBackwardInput)],
+                      pairs)
                 << info.name;
+            ASSERT_EQ(count[static_cast<int>(ActionKind::kBackwardInput)],
+                      count[static_cast<int>(ActionKind::kBackwardWeight)])
+                << info.name;
+            if (!info.splits_backward) {
+              ASSERT_EQ(count[static_cast<int>(ActionKind::kBackwardWeight)], 0) << info.name;
+            }
           } catch (const UsageError& e) {
             ++rejected;
             ASSERT_FALSE(expect_ok) << info.name << " P=" << P << " M=" << M << ": " << e.what();

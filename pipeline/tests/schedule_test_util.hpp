@@ -31,6 +31,7 @@ struct Timing {
 inline Timing evaluate(const Schedule& s, UnitCosts c = {}) {
   const int P = s.stages;
   const int VP = P * s.chunks;
+  const Placement place = placement_of(s);
   std::map<std::tuple<int, int, int>, long> done;  // (kind 0=F 1=grad, v, mb) -> end time
   std::vector<size_t> ptr(static_cast<size_t>(P), 0);
   std::vector<long> t(static_cast<size_t>(P), 0);
@@ -59,7 +60,7 @@ inline Timing evaluate(const Schedule& s, UnitCosts c = {}) {
           progress = true;
           continue;
         }
-        const int v = a.chunk * P + st;
+        const int v = place.virtual_stage(st, a.chunk);
         std::vector<std::tuple<int, int, int>> deps;
         long cost = 0;
         switch (a.kind) {

@@ -170,13 +170,11 @@ TEST(SimFormula, EveryScheduleSimulates) {
   int rejected = 0;
   for (const ScheduleInfo& info : schedule_list()) {
     for (int P = 1; P <= 16; ++P) {
-      const int V = info.uses_chunks ? 2 : 1;
-      const StageCosts c = uniform_costs(P, V, 1.0, 2.0, 0.5, 0.25);
       for (int M = 1; M <= 64; ++M) {
         ScheduleParams p;
         p.stages = P;
         p.microbatches = M;
-        p.chunks = V;
+        p.chunks = info.uses_chunks ? 2 : 1;
         p.batches = info.name == "pipedream" ? 2 : 1;
         Schedule s;
         try {
@@ -185,6 +183,8 @@ TEST(SimFormula, EveryScheduleSimulates) {
           ++rejected;  // an invalid combination: a clear error, nothing to simulate
           continue;
         }
+        const int V = s.chunks;
+        const StageCosts c = uniform_costs(P, V, 1.0, 2.0, 0.5, 0.25);
         const SimResult r = simulate(s, c, SimOptions{.record_events = false});
         ++simulated;
         const std::vector<int> peak = peak_inflight(s);

@@ -341,9 +341,9 @@ TEST(Simulator, BadInputIsAUsageError) {
 TEST(UniformCosts, PerStageTimesSplitOverChunksAndBadFlagsAreNamed) {
   const StageCosts c = uniform_costs(3, 4, 1.0, 2.0, 4.0, 0.5);
   ASSERT_EQ(c.chunks.size(), 12u);
-  EXPECT_DOUBLE_EQ(c.at(2, 3).fwd, 0.25);
-  EXPECT_DOUBLE_EQ(c.at(2, 3).bwd_input, 0.5);
-  EXPECT_DOUBLE_EQ(c.at(0, 0).bwd_weight, 1.0);
+  EXPECT_DOUBLE_EQ(c.at(Placement(3, 4), 2, 3).fwd, 0.25);
+  EXPECT_DOUBLE_EQ(c.at(Placement(3, 4), 2, 3).bwd_input, 0.5);
+  EXPECT_DOUBLE_EQ(c.at(Placement(3, 4), 0, 0).bwd_weight, 1.0);
   EXPECT_DOUBLE_EQ(c.link.transfer_time(1 << 20), 0.5);
   EXPECT_FALSE(c.has_bytes);
   try {

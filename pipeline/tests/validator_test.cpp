@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <random>
@@ -147,6 +148,7 @@ TEST(ValidatorFuzz, DamagedSchedulesGiveReasonsNeverCrashes) {
     ScheduleParams p;
     p.stages = 1 + static_cast<int>(rng() % 5);
     p.microbatches = p.stages * (1 + static_cast<int>(rng() % 3));
+    if (info.name == "dualpipe-v") p.microbatches = std::max(p.microbatches, 2 * p.stages);
     p.chunks = info.uses_chunks ? 1 + static_cast<int>(rng() % 3) : 1;
     Schedule s = generate_schedule(info.name, p);
     auto& victim = s.actions[rng() % s.actions.size()];
@@ -189,6 +191,37 @@ TEST(ScheduleJsonFuzz, TruncatedDocumentsAreUsageErrors) {
     EXPECT_THROW(schedule_from_json(doc.substr(0, n), "cut.json"), UsageError) << n;
   }
   EXPECT_NO_THROW(schedule_from_json(doc, "whole.json"));
+}
+
+TEST(ValidatorOverlap, APairWaitsForBothInputsAndMayDeadlock) {
+  // Stage 0 pairs F1 with B0. Fine while stage 1 sends B0's gradient before
+  // it needs F1's activation; a deadlock when stage 1 needs F1 first.
+  Schedule ok = schedule_from_text("s0: F0 F1+ B0 B1\ns1: F0 B0 F1 B1\n", "t");
+  EXPECT_TRUE(ok.actions[0][1].overlap);
+  EXPECT_TRUE(validate_schedule(ok).ok) << validate_schedule(ok).error;
+  const Schedule bad = schedule_from_text("s0: F0 F1+ B0 B1\ns1: F0 F1 B0 B1\n", "t");
+  const ValidationResult r = validate_schedule(bad);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("stage 0 stuck at F1+: is one unit (OVERLAP_F_B) with B0"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(ValidatorOverlap, APairIsAnFThenABackward) {
+  const Schedule s = schedule_from_text("s0: F0 B0+ F1 B1\n", "t");
+  const ValidationResult r = validate_schedule(s);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("an overlapped pair (OVERLAP_F_B) is an F followed by a B or I"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(ValidatorPlacement, ABadPlacementIsNamed) {
+  Schedule s = schedule_from_text("s0: F0 B0\ns1: F0 B0\n", "t");
+  s.placement = {0, 0};
+  const ValidationResult r = validate_schedule(s);
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "placement: stage 0 holds 2 virtual stages, expected 1 (one per chunk)");
 }
 
 }  // namespace

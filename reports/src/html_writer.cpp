@@ -100,6 +100,9 @@ std::string schedule_formula(const ResultConfig& c) {
   if (c.schedule == "async-1f1b" || c.schedule == "adaptive")
     return "min(M, max(min(N, P-s), N-s))";
   if (c.schedule == "interleaved-1f1b") return "Megatron warm-up + 1 (chunk micro-batches)";
+  if (c.schedule == "zb-1p") return "at most P (its memory limit)";
+  if (c.schedule == "zb-2p") return "at most 2P (its memory limit)";
+  if (c.schedule == "zb-v") return "at most 2P chunk halves (P micro-batches)";
   return "the schedule's count (F until its last backward piece)";
 }
 

@@ -45,10 +45,11 @@ Timeline predicted_timeline(const ResultEntry& entry, std::string* source) {
     costs.stages = c.stages;
     costs.chunks_per_stage = c.chunks;
     costs.chunks.resize(static_cast<size_t>(c.stages * c.chunks));
+    const Placement place = placement_of(schedule);
     for (int chunk = 0; chunk < c.chunks; ++chunk) {
       for (int s = 0; s < c.stages; ++s) {
         const StageActionTimes& a = t.action_seconds[static_cast<size_t>(s)];
-        ChunkCost& cc = costs.chunks[static_cast<size_t>(virtual_stage(s, chunk, c.stages))];
+        ChunkCost& cc = costs.chunks[static_cast<size_t>(place.virtual_stage(s, chunk))];
         cc.fwd = or_zero(a.fwd);
         if (or_zero(a.bwd_input) > 0 || or_zero(a.bwd_weight) > 0) {
           cc.bwd_input = or_zero(a.bwd_input);

@@ -15,8 +15,9 @@ namespace {
 
 int schedule_rank(const std::string& name) {
   static const std::vector<std::string> kOrder = {
-      "sync-1f1b",        "hybrid", "async-1f1b", "adaptive", "1f1b",
-      "interleaved-1f1b", "zb-h1",  "zb-h2",      "gpipe",    "pipedream"};
+      "sync-1f1b", "hybrid",   "async-1f1b", "adaptive", "1f1b", "interleaved-1f1b",
+      "zb-h1",     "zb-h2",    "zb-1p",      "zb-2p",    "zb-v", "dualpipe-v",
+      "gpipe",     "pipedream"};
   const auto it = std::find(kOrder.begin(), kOrder.end(), name);
   return it == kOrder.end() ? static_cast<int>(kOrder.size())
                             : static_cast<int>(it - kOrder.begin());

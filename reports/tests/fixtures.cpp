@@ -22,8 +22,9 @@ Result make_fixture(const FixtureSpec& f) {
   StageCosts costs = uniform_costs(f.stages, f.chunks, f.fwd, f.bwd / 2, f.bwd / 2, 0.0);
   costs.has_bytes = true;
   for (ChunkCost& c : costs.chunks) c.activation_bytes = f.activation_bytes / f.chunks;
+  const Placement place = placement_of(schedule);
   for (int c = 0; c < f.chunks; ++c) {
-    ChunkCost& first = costs.chunks[static_cast<size_t>(virtual_stage(0, c, f.stages))];
+    ChunkCost& first = costs.chunks[static_cast<size_t>(place.virtual_stage(0, c))];
     first.fwd *= 1 + f.skew;
     first.bwd_input *= 1 + f.skew;
     first.bwd_weight *= 1 + f.skew;

@@ -38,6 +38,9 @@ double default_time_scale(const StageCosts& costs) {
 TimedBackend::TimedBackend(const BackendConfig& config)
     : clock_(std::make_unique<ClockStream>()),
       costs_(config.costs),
+      placement_(config.placement.empty()
+                     ? Placement(config.stages, config.chunks)
+                     : Placement(config.stages, config.chunks, config.placement)),
       stage_(config.stage),
       chunks_(config.chunks) {
   PPB_CHECK(costs_.stages == config.stages && costs_.chunks_per_stage == config.chunks &&
@@ -104,15 +107,17 @@ void TimedBackend::end_microbatch(int chunk, int64_t mb) {
   update_stash(chunk);
 }
 
-const ChunkCost& TimedBackend::cost(int chunk) const { return costs_.at(stage_, chunk); }
+const ChunkCost& TimedBackend::cost(int chunk) const {
+  return costs_.at(placement_, stage_, chunk);
+}
 
 int64_t TimedBackend::input_bytes(int chunk) const {
-  const int v = virtual_stage(stage_, chunk, costs_.stages);
+  const int v = placement_.virtual_stage(stage_, chunk);
   return v == 0 ? 0 : costs_.chunks[static_cast<size_t>(v - 1)].send_bytes;
 }
 
 int64_t TimedBackend::output_bytes(int chunk) const {
-  const int v = virtual_stage(stage_, chunk, costs_.stages);
+  const int v = placement_.virtual_stage(stage_, chunk);
   return v + 1 == static_cast<int>(costs_.chunks.size())
              ? 0
              : costs_.chunks[static_cast<size_t>(v)].send_bytes;

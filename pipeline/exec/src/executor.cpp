@@ -317,11 +317,14 @@ class Executor::Step {
   }
 
   // Enqueues the next action when the stream has room, no fence holds it
-  // and its input is ready; runs a SYNC once the stream is empty.
+  // and its input is ready; runs a SYNC once the stream is empty. An
+  // overlapped pair (Action::overlap) is one unit: its F waits until the
+  // backward's input is there too, and the backward follows it at once.
   bool enqueue() {
     bool moved = false;
-    while (next_ < list_.size() && static_cast<int>(inflight_.size()) < depth_) {
-      if (!inflight_.empty() && optimize_after_[inflight_.back().index] != 0) break;  // fence
+    while (next_ < list_.size() && (static_cast<int>(inflight_.size()) < depth_ || pair_open_)) {
+      if (!pair_open_ && !inflight_.empty() && optimize_after_[inflight_.back().index] != 0)
+        break;  // fence
       const Action& a = action(next_);
       if (a.kind == ActionKind::kSync) {
         if (!inflight_.empty()) break;
@@ -332,6 +335,11 @@ class Executor::Step {
       }
       const int32_t in = input_of(next_);
       if (in >= 0 && !recvs_.ready(in)) break;
+      if (a.overlap) {
+        const int32_t partner = input_of(next_ + 1);
+        if (partner >= 0 && !recvs_.ready(partner)) break;
+      }
+      pair_open_ = a.overlap;
       InFlight f;
       f.index = next_;
       f.enqueued = ctx_.now();
@@ -367,7 +375,9 @@ class Executor::Step {
       nap_ = std::min(2 * nap_, kLongestNap);
       return;
     }
-    const int32_t in = input_of(next_);
+    int32_t in = input_of(next_);
+    // An overlapped pair waits for whichever of its two inputs is missing.
+    if (action(next_).overlap && (in < 0 || recvs_.ready(in))) in = input_of(next_ + 1);
     PPB_CHECK(in >= 0, "executor: stuck with an empty stream and no input to wait for");
     const Action& a = action(next_);
     if (watchdog() != nullptr) {
@@ -440,7 +450,8 @@ class Executor::Step {
   ReceivePoster recvs_;
   SendTracker sends_;
   int depth_ = 1;
-  size_t next_ = 0;  // next action of list_ to enqueue
+  size_t next_ = 0;         // next action of list_ to enqueue
+  bool pair_open_ = false;  // the F of an overlapped pair is enqueued, its backward not yet
   std::deque<InFlight> inflight_;
   double stream_origin_ = 0;  // stream clock at the step start
   double stream_free_ = 0;    // step clock: when the stream last became free

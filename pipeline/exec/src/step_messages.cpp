@@ -61,7 +61,7 @@ ReceivePoster::ReceivePoster(StepContext& ctx, int window) : ctx_(ctx) {
       r.link = static_cast<int>(links_.size());
       // The consumer's chunk: F of to_virtual reads the activation, B/I of
       // to_virtual the gradient.
-      const int chunk = m.to_virtual / plan.stages;
+      const int chunk = m.to_chunk;
       r.bytes = m.kind == MessageKind::kActivation ? ctx.backend.input_bytes(chunk)
                                                    : ctx.backend.output_bytes(chunk);
       r.record = ctx.record.comms.size();

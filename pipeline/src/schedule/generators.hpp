@@ -11,7 +11,8 @@
 namespace ppb::schedule_detail {
 
 /// A generator: REQUIRES the common checks of registry.cpp passed (P, M >= 1,
-/// V == 1 unless the schedule uses chunks, batches == 1 unless pipedream).
+/// V == 1 unless the schedule uses chunks (or has fixed ones: it then sets
+/// V itself), batches == 1 unless pipedream).
 /// Throws UsageError for parameters only this schedule rejects.
 using Generator = Schedule (*)(const ScheduleParams&);
 
@@ -25,6 +26,10 @@ Schedule generate_pipedream(const ScheduleParams& p);
 Schedule generate_interleaved_1f1b(const ScheduleParams& p);
 Schedule generate_zb_h1(const ScheduleParams& p);
 Schedule generate_zb_h2(const ScheduleParams& p);
+Schedule generate_zb_v(const ScheduleParams& p);
+Schedule generate_dualpipe_v(const ScheduleParams& p);
+Schedule generate_zb_1p(const ScheduleParams& p);
+Schedule generate_zb_2p(const ScheduleParams& p);
 
 /// An empty schedule with P lists and the sizes of `p`.
 Schedule make_schedule(std::string_view name, const ScheduleParams& p);

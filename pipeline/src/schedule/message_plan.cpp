@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "ppb/profiling/check.hpp"
@@ -66,7 +67,7 @@ struct Positions {
   }
 };
 
-Positions find_positions(const Schedule& s) {
+Positions find_positions(const Schedule& s, const Placement& place) {
   Positions pos;
   pos.total_mb = s.total_microbatches();
   const size_t n = static_cast<size_t>(s.virtual_stages()) * static_cast<size_t>(pos.total_mb);
@@ -81,7 +82,7 @@ Positions find_positions(const Schedule& s) {
         throw UsageError("message plan: stage " + std::to_string(st) + " action " +
                          std::to_string(k) + " is out of range");
       auto& slot = a.kind == ActionKind::kForward ? pos.f : pos.bi;
-      slot[pos.cell(virtual_stage(st, a.chunk, s.stages), a.microbatch)] = static_cast<int32_t>(k);
+      slot[pos.cell(place.virtual_stage(st, a.chunk), a.microbatch)] = static_cast<int32_t>(k);
     }
   }
   return pos;
@@ -119,7 +120,13 @@ MessagePlan build_message_plan(const Schedule& s, std::span<const int64_t> send_
   MessagePlan plan;
   plan.stages = P;
   plan.chunks = s.chunks;
-  const Positions pos = find_positions(s);
+  if (!s.placement.empty()) {
+    if (std::string e = placement_error(s.placement, P, s.chunks); !e.empty())
+      throw UsageError("message plan: placement: " + e);
+  }
+  plan.placement = placement_of(s);
+  const Placement& place = plan.placement;
+  const Positions pos = find_positions(s, place);
   plan.sent.resize(static_cast<size_t>(P));
   plan.received.resize(static_cast<size_t>(P));
   for (int st = 0; st < P; ++st) {
@@ -133,7 +140,7 @@ MessagePlan build_message_plan(const Schedule& s, std::span<const int64_t> send_
     for (size_t k = 0; k < list.size(); ++k) {
       const Action& a = list[k];
       if (a.kind == ActionKind::kSync || a.kind == ActionKind::kBackwardWeight) continue;
-      const int v = virtual_stage(st, a.chunk, P);
+      const int v = place.virtual_stage(st, a.chunk);
       const bool forward = a.kind == ActionKind::kForward;
       const int to_v = forward ? v + 1 : v - 1;
       if (to_v < 0 || to_v >= VP) continue;
@@ -143,7 +150,9 @@ MessagePlan build_message_plan(const Schedule& s, std::span<const int64_t> send_
       m.from_virtual = v;
       m.to_virtual = to_v;
       m.from_stage = st;
-      m.to_stage = to_v % P;
+      m.to_stage = place.stage_of(to_v);
+      m.from_chunk = a.chunk;
+      m.to_chunk = place.chunk_of(to_v);
       m.producer = static_cast<int32_t>(k);
       m.consumer = (forward ? pos.f : pos.bi)[pos.cell(to_v, a.microbatch)];
       if (m.consumer < 0) {

@@ -1,5 +1,6 @@
 // The schedule registry: one line per schedule (STYLE.md rule 8), and the
 // parameter checks every schedule shares.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -32,6 +33,10 @@ const std::vector<Entry>& entries() {
     {{.name = "interleaved-1f1b", .help = "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", .uses_chunks = true}, &schedule_detail::generate_interleaved_1f1b},
     {{.name = "zb-h1", .help = "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", .splits_backward = true}, &schedule_detail::generate_zb_h1},
     {{.name = "zb-h2", .help = "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", .splits_backward = true}, &schedule_detail::generate_zb_h2},
+    {{.name = "zb-1p", .help = "Zero Bubble automatic (Qi et al. 2024): I and W placed greedily on the pass times under 1F1B's activation memory (P in flight)", .splits_backward = true, .uses_times = true}, &schedule_detail::generate_zb_1p},
+    {{.name = "zb-2p", .help = "Zero Bubble automatic (Qi et al. 2024): I and W placed greedily on the pass times under twice 1F1B's activation memory (2P)", .splits_backward = true, .uses_times = true}, &schedule_detail::generate_zb_2p},
+    {{.name = "zb-v", .help = "Zero Bubble V (Qi et al. 2024): 2 chunks per stage placed in a V, I and W split, 1F1B's activation memory", .splits_backward = true, .fixed_chunks = 2}, &schedule_detail::generate_zb_v},
+    {{.name = "dualpipe-v", .help = "DualPipeV (DeepSeek 2024): V-placed 2 chunks, forward and backward of two chunks overlapped as one unit (M >= 2P)", .splits_backward = true, .fixed_chunks = 2}, &schedule_detail::generate_dualpipe_v},
   };
   return kEntries;
 }
@@ -56,7 +61,12 @@ void check_common(const Entry& e, const ScheduleParams& p) {
     throw UsageError("--microbatches: expected >= 1, got " + std::to_string(p.microbatches));
   if (p.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(p.chunks));
   if (p.batches < 1) throw UsageError("--batches: expected >= 1, got " + std::to_string(p.batches));
-  if (p.chunks > 1 && !e.info.uses_chunks) {
+  if (e.info.fixed_chunks > 0 && p.chunks != 1 && p.chunks != e.info.fixed_chunks) {
+    throw UsageError("--chunks: " + name + " always has " + std::to_string(e.info.fixed_chunks) +
+                     " chunks per stage; expected 1 or " + std::to_string(e.info.fixed_chunks) +
+                     ", got " + std::to_string(p.chunks));
+  }
+  if (p.chunks > 1 && !e.info.uses_chunks && e.info.fixed_chunks == 0) {
     throw UsageError("--chunks: " + name +
                      " has no model chunks (only interleaved-1f1b does); expected 1, got " +
                      std::to_string(p.chunks));
@@ -67,7 +77,8 @@ void check_common(const Entry& e, const ScheduleParams& p) {
                      "expected 1, got " +
                      std::to_string(p.batches));
   }
-  const int64_t actions = int64_t{p.stages} * p.chunks * p.microbatches * p.batches * 4;
+  const int64_t actions =
+      int64_t{p.stages} * std::max(p.chunks, e.info.fixed_chunks) * p.microbatches * p.batches * 4;
   if (actions > kMaxActions) {
     // Name the flags that make it large, with their values.
     std::string flags;

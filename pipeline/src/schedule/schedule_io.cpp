@@ -50,6 +50,15 @@ int in_range(const JsonObject& o, std::string_view key, int lo, int hi,
   return static_cast<int>(x);
 }
 
+// True when the schedule's placement is the default (left out when written).
+bool looping(const Schedule& s) {
+  for (size_t v = 0; v < s.placement.size(); ++v) {
+    if (s.placement[v] != static_cast<int32_t>(v % static_cast<size_t>(std::max(s.stages, 1))))
+      return false;
+  }
+  return true;
+}
+
 Action read_action(const JsonObject& a, int total_microbatches, int chunks) {
   const json::value& op = a.at("op");
   ActionKind kind{};
@@ -63,6 +72,7 @@ Action read_action(const JsonObject& a, int total_microbatches, int chunks) {
   act.kind = kind;
   act.microbatch = in_range(a, "mb", 0, total_microbatches - 1);
   act.chunk = in_range(a, "chunk", 0, chunks - 1, 0);
+  act.overlap = a.get_or<bool>("overlap", false);
   return act;
 }
 
@@ -73,6 +83,7 @@ std::string action_to_text(const Action& a, bool with_chunk) {
   std::string t = action_kind_name(a.kind);
   t += std::to_string(a.microbatch);
   if (with_chunk) t += "." + std::to_string(a.chunk);
+  if (a.overlap) t += '+';
   return t;
 }
 
@@ -86,8 +97,9 @@ std::string schedule_to_json(const Schedule& s) {
       if (a.kind == ActionKind::kSync) {
         acts.push_back(json::object{{"op", "SYNC"}});
       } else {
-        acts.push_back(json::object{
-            {"op", action_kind_name(a.kind)}, {"mb", a.microbatch}, {"chunk", a.chunk}});
+        json::object o{{"op", action_kind_name(a.kind)}, {"mb", a.microbatch}, {"chunk", a.chunk}};
+        if (a.overlap) o["overlap"] = true;
+        acts.push_back(std::move(o));
       }
     }
     stages.push_back(std::move(acts));
@@ -100,6 +112,11 @@ std::string schedule_to_json(const Schedule& s) {
   doc["microbatches"] = s.microbatches;
   doc["chunks"] = s.chunks;
   doc["batches"] = s.batches;
+  if (!looping(s)) {
+    json::array map;
+    for (const int32_t st : s.placement) map.push_back(st);
+    doc["placement"] = std::move(map);
+  }
   doc["actions"] = std::move(stages);
   return json::serialize(doc);
 }
@@ -125,6 +142,16 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
   s.batches = in_range(o, "batches", 1, kMaxSize, 1);
   if (int64_t{s.microbatches} * s.batches > kMaxSize)
     o.fail("batches", "microbatches x batches is too large");
+  if (o.has("placement")) {
+    s.placement = o.array("placement", [&](const json::value& v, const std::string& path) {
+      const int64_t st = r.integer(v, path);
+      if (st < 0 || st >= s.stages)
+        r.fail(path, std::to_string(st) + " is out of range 0.." + std::to_string(s.stages - 1));
+      return static_cast<int32_t>(st);
+    });
+    if (std::string e = placement_error(s.placement, s.stages, s.chunks); !e.empty())
+      o.fail("placement", e);
+  }
 
   const json::array& stages = r.array(o.at("actions"), "actions");
   if (stages.size() != static_cast<size_t>(s.stages)) {
@@ -142,8 +169,9 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
 }
 
 Schedule read_schedule_file(const std::string& path, const ValidateOptions& options) {
-  Schedule s =
-      schedule_from_json(read_input_file(path, "schedule file", kMaxScheduleFileBytes), path);
+  const std::string text = read_input_file(path, "schedule file", kMaxScheduleFileBytes);
+  const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  Schedule s = csv ? schedule_from_csv(text, path) : schedule_from_json(text, path);
   validate_or_throw(s, path, options);
   return s;
 }
@@ -151,8 +179,13 @@ Schedule read_schedule_file(const std::string& path, const ValidateOptions& opti
 std::string schedule_to_text(const Schedule& s) {
   std::string out = "# " + s.name + " stages=" + std::to_string(s.stages) +
                     " microbatches=" + std::to_string(s.microbatches) +
-                    " chunks=" + std::to_string(s.chunks) +
-                    " batches=" + std::to_string(s.batches) + "\n";
+                    " chunks=" + std::to_string(s.chunks) + " batches=" + std::to_string(s.batches);
+  if (!looping(s)) {
+    out += " placement=";
+    for (size_t v = 0; v < s.placement.size(); ++v)
+      out += (v ? "," : "") + std::to_string(s.placement[v]);
+  }
+  out += '\n';
   const bool with_chunk = s.chunks > 1;
   for (size_t st = 0; st < s.actions.size(); ++st) {
     out += "s" + std::to_string(st) + ":";
@@ -195,6 +228,7 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
   Schedule s;
   s.name = "custom";
   bool header = false;
+  std::string_view placement_text;
   int max_mb = -1;
   int max_chunk = 0;
   size_t line_no = 0;
@@ -218,6 +252,10 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
           continue;
         }
         const std::string_view key = words[i].substr(0, eq);
+        if (key == "placement") {
+          placement_text = words[i].substr(eq + 1);
+          continue;
+        }
         int value = 0;
         if (!parse_int(words[i].substr(eq + 1), value) || value < 1 || value > kMaxSize) {
           fail(line_no, "header field '" + std::string(key) +
@@ -255,6 +293,10 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
       w.remove_prefix(1);
       Action a;
       a.kind = kind;
+      if (!w.empty() && w.back() == '+') {  // the F of an overlapped pair
+        a.overlap = true;
+        w.remove_suffix(1);
+      }
       const size_t dot = w.find('.');
       if (!parse_int(w.substr(0, dot), a.microbatch) ||
           (dot != std::string_view::npos && !parse_int(w.substr(dot + 1), a.chunk))) {
@@ -281,6 +323,20 @@ Schedule schedule_from_text(std::string_view text, std::string_view source) {
   } else if (s.actions.size() != static_cast<size_t>(s.stages)) {
     throw UsageError(std::string(source) + ": header says stages=" + std::to_string(s.stages) +
                      " but there are " + std::to_string(s.actions.size()) + " stage lines");
+  }
+  if (!placement_text.empty()) {
+    const std::string where = std::string(source) + ": header field 'placement': ";
+    for (size_t at = 0; at <= placement_text.size();) {
+      const size_t comma = std::min(placement_text.find(',', at), placement_text.size());
+      int st = 0;
+      if (!parse_int(placement_text.substr(at, comma - at), st) || st >= kMaxSize)
+        throw UsageError(where + "expected stage numbers separated by commas, got '" +
+                         std::string(placement_text) + "'");
+      s.placement.push_back(st);
+      at = comma + 1;
+    }
+    if (std::string e = placement_error(s.placement, s.stages, s.chunks); !e.empty())
+      throw UsageError(where + e);
   }
   const int total = s.total_microbatches();
   for (size_t st = 0; st < s.actions.size(); ++st) {

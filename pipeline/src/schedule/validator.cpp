@@ -32,11 +32,12 @@ struct Shape {
   int chunks;
   int total;  // micro-batches over all batches
   bool show_chunk;
+  const Placement* place;
 
   size_t cells() const {
     return static_cast<size_t>(stages) * static_cast<size_t>(chunks) * static_cast<size_t>(total);
   }
-  int virtual_of(int stage, int chunk) const { return chunk * stages + stage; }
+  int virtual_of(int stage, int chunk) const { return place->virtual_stage(stage, chunk); }
   size_t cell(int v, int mb) const {
     return static_cast<size_t>(v) * static_cast<size_t>(total) + static_cast<size_t>(mb);
   }
@@ -79,6 +80,12 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos,
       if (a.chunk < 0 || a.chunk >= sh.chunks) {
         return where() + ": chunk " + std::to_string(a.chunk) + " out of range 0.." +
                std::to_string(sh.chunks - 1);
+      }
+      if (a.overlap && (a.kind != ActionKind::kForward || k + 1 >= list.size() ||
+                        (list[k + 1].kind != ActionKind::kBackward &&
+                         list[k + 1].kind != ActionKind::kBackwardInput))) {
+        return where() +
+               ": an overlapped pair (OVERLAP_F_B) is an F followed by a B or I in the same list";
       }
       const size_t c = sh.cell(sh.virtual_of(st, a.chunk), a.microbatch);
       const auto at = static_cast<int32_t>(k);
@@ -273,7 +280,12 @@ ValidationResult validate_schedule(const Schedule& s, const ValidateOptions& opt
       }
     }
   }
-  const Shape sh{s.stages, s.chunks, s.total_microbatches(), s.chunks > 1};
+  if (!s.placement.empty()) {
+    if (std::string e = placement_error(s.placement, s.stages, s.chunks); !e.empty())
+      return failure("placement: " + e);
+  }
+  const Placement place = placement_of(s);
+  const Shape sh{s.stages, s.chunks, s.total_microbatches(), s.chunks > 1, &place};
   const int vp = s.stages * s.chunks;
   Positions pos;
   std::vector<int> syncs;
@@ -320,6 +332,17 @@ ValidationResult validate_schedule(const Schedule& s, const ValidateOptions& opt
             park(head[sh.cell(v - 1, a.microbatch)], st);
             parked = true;
             break;
+          }
+          if (a.overlap) {
+            // One unit with the backward after it: that backward's input
+            // gradient must be there before either runs.
+            const Action& b = list[ptr[u] + 1];
+            const int bv = sh.virtual_of(st, b.chunk);
+            if (bv < vp - 1 && !g_done[sh.cell(bv + 1, b.microbatch)]) {
+              park(head[n + sh.cell(bv + 1, b.microbatch)], st);
+              parked = true;
+              break;
+            }
           }
           f_done[sh.cell(v, a.microbatch)] = 1;
           wake(head[sh.cell(v, a.microbatch)]);
@@ -397,8 +420,18 @@ ValidationResult validate_schedule(const Schedule& s, const ValidateOptions& opt
   switch (a.kind) {
     case ActionKind::kForward: {
       const int v = sh.virtual_of(stuck, a.chunk) - 1;
-      const int ps = v % s.stages;
-      const Action need = F(a.microbatch, v / s.stages);
+      if (v < 0 || f_done[sh.cell(v, a.microbatch)]) {
+        // Its own input is there: it waits, as one unit, for its partner's.
+        const Action& b = s.actions[u][ptr[u] + 1];
+        const int bv = sh.virtual_of(stuck, b.chunk) + 1;
+        why = "is one unit (OVERLAP_F_B) with " + text(b, sh) +
+              ", which waits for the input gradient of micro-batch " +
+              std::to_string(b.microbatch) + " from stage " + std::to_string(place.stage_of(bv)) +
+              ", stuck at " + at_of(place.stage_of(bv));
+        break;
+      }
+      const int ps = place.stage_of(v);
+      const Action need = F(a.microbatch, place.chunk_of(v));
       why = ps == stuck
                 ? "waits for its own " + text(need, sh) +
                       " (the previous chunk), which comes later in its list"
@@ -410,10 +443,10 @@ ValidationResult validate_schedule(const Schedule& s, const ValidateOptions& opt
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput: {
       const int v = sh.virtual_of(stuck, a.chunk) + 1;
-      const int ps = v % s.stages;
+      const int ps = place.stage_of(v);
       const size_t c = sh.cell(v, a.microbatch);
-      const Action need =
-          pos.bi_is_input[c] ? I(a.microbatch, v / s.stages) : B(a.microbatch, v / s.stages);
+      const int chunk = place.chunk_of(v);
+      const Action need = pos.bi_is_input[c] ? I(a.microbatch, chunk) : B(a.microbatch, chunk);
       why = ps == stuck
                 ? "waits for its own " + text(need, sh) +
                       " (the next chunk's gradient), which comes later in its list"

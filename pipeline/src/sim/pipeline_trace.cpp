@@ -55,10 +55,16 @@ void PipelineTrace::add_action(int stage, const Action& action, double start, do
 int PipelineTrace::track(int stage, bool send, int other) {
   PPB_CHECK(stage >= 0 && stage < stages_ && other >= 0 && other < stages_ && other != stage,
             "PipelineTrace: a message between stages that are not distinct");
-  const Stage& st = tracks_[static_cast<size_t>(stage)];
-  const int tid = (send ? st.send : st.recv)[static_cast<size_t>(other)];
-  PPB_CHECK(tid != 0, "PipelineTrace: a message between stages that are not neighbours");
-  return tid;
+  Stage& st = tracks_[static_cast<size_t>(stage)];
+  const auto o = static_cast<size_t>(other);
+  if (st.send[o] == 0) {
+    // A placement given in a schedule file may link stages that are not
+    // neighbours: their tracks come after the neighbours', in first use.
+    trace::TraceWriter& w = *writers_[static_cast<size_t>(stage)];
+    st.send[o] = w.add_thread("send to s" + std::to_string(other));
+    st.recv[o] = w.add_thread("recv from s" + std::to_string(other));
+  }
+  return (send ? st.send : st.recv)[o];
 }
 
 void PipelineTrace::add_message(bool send, const TraceMessage& m, double start, double end,

@@ -157,6 +157,14 @@ void Simulator::check_action(int stage, size_t index, const Action& a) const {
                      "): " + (mb_ok ? "chunk" : "micro-batch") + " out of range for M=" +
                      std::to_string(total_mb_) + ", V=" + std::to_string(sched_.chunks));
   }
+  const auto& list = sched_.actions[static_cast<size_t>(stage)];
+  if (a.overlap && (a.kind != ActionKind::kForward || index + 1 >= list.size() ||
+                    (list[index + 1].kind != ActionKind::kBackward &&
+                     list[index + 1].kind != ActionKind::kBackwardInput))) {
+    throw UsageError("simulate: stage " + std::to_string(stage) + " action " +
+                     std::to_string(index) +
+                     ": an overlapped pair (OVERLAP_F_B) is an F followed by a B or I");
+  }
 }
 
 void Simulator::send(int s, size_t index, double end) {
@@ -172,8 +180,7 @@ void Simulator::send(int s, size_t index, double end) {
     arrival = start + costs_.link.transfer_time(m.bytes);
     link = arrival;
     if (options_.record_events) {
-      const int32_t chunk = m.from_virtual / stages_;
-      result_.transfers.push_back({s, m.to_stage, m.microbatch, chunk,
+      result_.transfers.push_back({s, m.to_stage, m.microbatch, m.from_chunk,
                                    m.kind == MessageKind::kGradient, start, arrival, m.flow_id});
     }
   }
@@ -212,11 +219,19 @@ void Simulator::advance(int s) {
         break;
       }
       case ActionKind::kForward: {
-        const int v = virtual_stage(s, a.chunk, stages_);
+        const int v = plan_.placement.virtual_stage(s, a.chunk);
         Slot& sl = slot(v, a.microbatch);
         const double in = input_arrival(s, st.next);
         if (in < 0) return;
         start = std::max(start, in);
+        if (a.overlap) {
+          // One unit with the backward after it: it starts when that
+          // backward's input is there too (the validator proved it comes).
+          const double partner = input_arrival(s, st.next + 1);
+          if (partner < 0) return;
+          start = std::max(start, partner);
+          ++out.overlapped;
+        }
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
         end = start + c.fwd;
         out.busy += c.fwd;
@@ -230,7 +245,7 @@ void Simulator::advance(int s) {
       }
       case ActionKind::kBackward:
       case ActionKind::kBackwardInput: {
-        const int v = virtual_stage(s, a.chunk, stages_);
+        const int v = plan_.placement.virtual_stage(s, a.chunk);
         Slot& sl = slot(v, a.microbatch);
         if (sl.fwd_end < 0) return;  // its own F has not run (and never will before it)
         const double in = input_arrival(s, st.next);
@@ -251,7 +266,7 @@ void Simulator::advance(int s) {
         break;
       }
       case ActionKind::kBackwardWeight: {
-        const int v = virtual_stage(s, a.chunk, stages_);
+        const int v = plan_.placement.virtual_stage(s, a.chunk);
         Slot& sl = slot(v, a.microbatch);
         if (sl.inp_end < 0) return;
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
@@ -291,15 +306,19 @@ std::string Simulator::describe_wait(int s) {
              std::to_string(syncs_[static_cast<size_t>(st.syncs_done)].arrived) + "/" +
              std::to_string(stages_) + " stages arrived)";
     case ActionKind::kForward: {
-      const int v = virtual_stage(s, a.chunk, stages_);
-      return what + "the activation from stage " + std::to_string((v - 1) % stages_);
+      if (a.overlap && input_arrival(s, st.next) >= 0) {
+        return what + "the input gradient of " + action_label(sched_.actions[su][st.next + 1]) +
+               ", one OVERLAP_F_B unit with it";
+      }
+      const int v = plan_.placement.virtual_stage(s, a.chunk);
+      return what + "the activation from stage " + std::to_string(plan_.placement.stage_of(v - 1));
     }
     case ActionKind::kBackward:
     case ActionKind::kBackwardInput: {
-      const int v = virtual_stage(s, a.chunk, stages_);
+      const int v = plan_.placement.virtual_stage(s, a.chunk);
       if (slot(v, a.microbatch).fwd_end < 0)
         return what + "its own F" + std::to_string(a.microbatch);
-      return what + "the gradient from stage " + std::to_string((v + 1) % stages_);
+      return what + "the gradient from stage " + std::to_string(plan_.placement.stage_of(v + 1));
     }
     case ActionKind::kBackwardWeight:
       return what + "its own I" + std::to_string(a.microbatch);

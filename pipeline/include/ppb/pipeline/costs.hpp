@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ppb/pipeline/action.hpp"
+
 namespace ppb {
 
 /// Costs of one virtual stage (stage s, chunk c -> index c * P + s) for one
@@ -41,12 +43,13 @@ struct LinkModel {
 struct StageCosts {
   int stages = 1;
   int chunks_per_stage = 1;
-  std::vector<ChunkCost> chunks;  ///< indexed by virtual stage c * P + s
+  std::vector<ChunkCost> chunks;  ///< indexed by virtual stage (model order)
   LinkModel link;
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
 
-  const ChunkCost& at(int stage, int chunk) const {
-    return chunks[static_cast<size_t>(chunk * stages + stage)];
+  /// The cost of local chunk `chunk` of `stage` under `placement`.
+  const ChunkCost& at(const Placement& placement, int stage, int chunk) const {
+    return chunks[static_cast<size_t>(placement.virtual_stage(stage, chunk))];
   }
 };
 

@@ -65,12 +65,14 @@ struct PlannedMessage {
   int32_t to_virtual = 0;    ///< consuming virtual stage
   int32_t from_stage = 0;
   int32_t to_stage = 0;
-  int32_t producer = 0;  ///< index of the producing action (F, B or I) in from_stage's list
-  int32_t consumer = 0;  ///< index of the consuming action (F, B or I) in to_stage's list
-  int32_t link = -1;     ///< index into MessagePlan::links; -1: a same-stage hand-over
-  int32_t seq = 0;       ///< position on its link (0-based, producer order); 0 when local
-  int64_t bytes = -1;    ///< payload bytes; -1 when the plan was built without sizes
-  int64_t flow_id = 0;   ///< message_flow_id(microbatch, from_virtual, kind, VP)
+  int32_t from_chunk = 0;  ///< the producing action's chunk on from_stage
+  int32_t to_chunk = 0;    ///< the consuming action's chunk on to_stage
+  int32_t producer = 0;    ///< index of the producing action (F, B or I) in from_stage's list
+  int32_t consumer = 0;    ///< index of the consuming action (F, B or I) in to_stage's list
+  int32_t link = -1;       ///< index into MessagePlan::links; -1: a same-stage hand-over
+  int32_t seq = 0;         ///< position on its link (0-based, producer order); 0 when local
+  int64_t bytes = -1;      ///< payload bytes; -1 when the plan was built without sizes
+  int64_t flow_id = 0;     ///< message_flow_id(microbatch, from_virtual, kind, VP)
 
   bool local() const { return link < 0; }
 };
@@ -94,6 +96,7 @@ struct PlannedLink {
 struct MessagePlan {
   int stages = 1;                        ///< P
   int chunks = 1;                        ///< V
+  Placement placement;                   ///< the schedule's (placement_of)
   std::vector<PlannedMessage> messages;  ///< ordered by (from_stage, producer)
   std::vector<PlannedLink> links;        ///< links that carry messages, by (from, to)
   /// sent[s][k] / received[s][k]: id of the message action k of stage s
@@ -113,8 +116,11 @@ struct MessagePlan {
 /// Derives the plan of `schedule`. `send_bytes` (optional: empty or one entry
 /// per virtual stage) gives the bytes F of virtual stage v sends; the
 /// gradient from v+1 back to v has the same size.
+/// Messages follow the schedule's placement; between two virtual stages of
+/// one stage a message is a local hand-over (link -1).
 /// REQUIRES: the schedule is complete (validate_schedule's static checks:
-/// one F and one B or I per (micro-batch, chunk)); else throws UsageError.
+/// one F and one B or I per (micro-batch, chunk)) and its placement valid;
+/// else throws UsageError.
 /// O(actions) time and memory.
 MessagePlan build_message_plan(const Schedule& schedule, std::span<const int64_t> send_bytes = {});
 

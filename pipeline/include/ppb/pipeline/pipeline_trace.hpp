@@ -7,7 +7,9 @@
 //    per-rank files), named "stage <s>" plus the label;
 //  * threads: "compute"; per neighbour stage t "send to s<t>" and
 //    "recv from s<t>" (one link each, so transfers to two neighbours that
-//    overlap in time never share a track); "steps" when steps are added;
+//    overlap in time never share a track), and after them, in first use,
+//    the pair of any other stage a placement links it to; "steps" when
+//    steps are added;
 //  * actions: named action_range_name ("F s2 mb3", " c1" with chunks),
 //    category action_category (forward, backward, wgrad, sync), args mb and
 //    chunk (none for SYNC);
@@ -59,7 +61,7 @@ class PipelineTrace {
   /// One end of a message: the send on from_stage (`send`) or the receive
   /// on to_stage. `seq` must be equal on both ends and unique among the
   /// messages from_stage sends in this trace. REQUIRES: the stages are
-  /// distinct neighbours (PPB_CHECK).
+  /// distinct (PPB_CHECK).
   void add_message(bool send, const TraceMessage& message, double start, double end, uint64_t seq);
   /// Step `k` of `stage` over [start, end).
   void add_step(int stage, int k, double start, double end);

@@ -30,6 +30,13 @@ struct ScheduleParams {
   int inflight = 0;  ///< async-1f1b/adaptive/hybrid: max micro-batches in flight on a stage; 0 = P
   int sync_warmup = 1;  ///< hybrid: the first K micro-batches run synchronously, 0 <= K <= M
   int batches = 1;      ///< pipedream: batches run back to back without a flush
+  /// zb-1p, zb-2p: the per-pass times the heuristic places I and W by, in
+  /// any one unit (simulate's cost flags): F, I, W (> 0) and one transfer (>= 0).
+  double tf = 1, tb = 1, tw = 1, tc = 0;
+  /// zb-1p, zb-2p: the share of a micro-batch's activations W still needs
+  /// after I, in (0, 1]. 1 = pipebench's memory model (activations stay until
+  /// W); the Zero Bubble paper's GPT keeps 32h of 34h + 5as (about 0.37-0.43).
+  double wgrad_share = 1;
 };
 
 /// One registered schedule: its name, one line of help, and the properties
@@ -38,9 +45,14 @@ struct ScheduleParams {
 /// caller compares schedule names.
 struct ScheduleInfo {
   std::string name;
-  std::string help;               ///< one line
-  bool splits_backward = false;   ///< backward split into I and W (zb-*)
-  bool uses_chunks = false;       ///< takes --chunks V (interleaved-1f1b)
+  std::string help;              ///< one line
+  bool splits_backward = false;  ///< backward split into I and W (zb-*)
+  bool uses_chunks = false;      ///< takes --chunks V (interleaved-1f1b)
+  /// Always this many chunks per stage, placed as the schedule says
+  /// (zb-v, dualpipe-v: 2, V-shaped); --chunks may be left at 1 or equal it.
+  int fixed_chunks = 0;
+  /// Places I and W by the pass times (ScheduleParams tf, tb, tw, tc).
+  bool uses_times = false;
   bool no_flush = false;          ///< batches run back to back (--batches), no flush between
   bool uses_inflight = false;     ///< takes --inflight N (async-1f1b, adaptive, hybrid)
   bool uses_sync_warmup = false;  ///< takes --sync-warmup K (hybrid)

@@ -16,6 +16,9 @@
 //    (compute/communication overlap). Between virtual stages of the same
 //    physical stage (P == 1) there is no transfer: the input is ready when
 //    the producing action ends;
+//  * an F marked `overlap` and the backward after it are one unit (PyTorch's
+//    OVERLAP_F_B): the F starts only when the backward's input is there
+//    too, and the backward follows it without a gap;
 //  * SYNC is a barrier: every stage leaves its k-th SYNC at the latest arrival
 //    at that SYNC plus costs.link.latency (plus nothing when P == 1);
 //  * F takes fwd, I bwd_input, W bwd_weight, B bwd_input + bwd_weight of the
@@ -75,6 +78,8 @@ struct SimStage {
   /// Max number of (micro-batch, chunk) pairs held between the start of their
   /// F and the end of their last backward piece (B, or W after I).
   int peak_inflight = 0;
+  /// Overlapped forward/backward pairs run as one unit (Action::overlap).
+  int overlapped = 0;
   /// Peak of the summed ChunkCost::activation_bytes of those pairs; 0 unless
   /// costs.has_bytes.
   int64_t peak_activation_bytes = 0;

@@ -95,14 +95,17 @@ struct StreamTimes {
 struct BackendConfig {
   ModelSpec spec;                ///< cpu: the model
   std::vector<Unit> units;       ///< cpu: expand_units(spec)
-  std::vector<UnitRange> parts;  ///< cpu: P*V ranges, indexed by virtual stage c*P+s
+  std::vector<UnitRange> parts;  ///< cpu: P*V ranges, indexed by virtual stage (model order)
   /// timed: per virtual stage, seconds of F / I / W (a B sleeps I + W), the
   /// bytes F sends (send_bytes; B/I send as many back), activation and
   /// parameter bytes (model_costs() of device.hpp builds it).
   StageCosts costs;
-  int stage = 0;         ///< this rank's stage s, 0 <= s < stages
-  int stages = 1;        ///< P
-  int chunks = 1;        ///< V
+  int stage = 0;   ///< this rank's stage s, 0 <= s < stages
+  int stages = 1;  ///< P
+  int chunks = 1;  ///< V
+  /// The schedule's placement (Schedule::placement): which virtual stage
+  /// each chunk of this stage is; empty = looping (c * P + s).
+  std::vector<int32_t> placement;
   int microbatches = 1;  ///< M: the cpu backend scales each micro-batch's loss gradient by 1/M
   /// cpu: PipeDream weight stashing (the `pipedream` schedule): a
   /// micro-batch's backward uses the weights its forward used.
@@ -242,9 +245,9 @@ class StreamBackend : public Backend {
   std::unique_ptr<HostStream> copy_;  // started on the first copy_async
 };
 
-/// The `cpu` backend: one CpuChunk (cpu_model.hpp) per chunk over
-/// parts[c * P + s], with loss_scale 1/M and weight stashing as configured.
-/// Gradients, losses and weight versions read back through Backend.
+/// The `cpu` backend: one CpuChunk (cpu_model.hpp) per chunk c over
+/// parts[v], v the placement's virtual stage of (s, c), with loss_scale 1/M and weight stashing as
+/// configured. Gradients, losses and weight versions read back through Backend.
 class CpuChunk;
 class CpuBackend final : public StreamBackend {
  public:
@@ -334,6 +337,7 @@ class TimedBackend final : public StreamBackend {
 
   MemoryTracker memory_;
   StageCosts costs_;
+  Placement placement_;
   int stage_ = 0;
   int chunks_ = 1;
   double time_scale_ = 1;
