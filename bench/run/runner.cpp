@@ -103,6 +103,7 @@ struct Sweep {
   std::vector<UnitTime> times;
   std::map<int, ReferenceStep> references;  // --check: per M
   bool any_failed = false;
+  NodeLocal node;  // this rank on its node (picks the GPU of a device backend)
 };
 
 ResultConfig make_config(const Sweep& sw, const Combination& c) {
@@ -244,6 +245,8 @@ BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepar
   cfg.learning_rate = kLearningRate;
   cfg.time_scale = sw.options.time_scale;
   cfg.plant_factor = sw.rank == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
+  cfg.local_rank = sw.node.rank;
+  cfg.local_ranks = sw.node.size;
   return cfg;
 }
 
@@ -486,7 +489,7 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
 
 void run_command(const RunOptions& options) {
   MpiSession mpi;
-  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false};
+  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false, {}};
 
   // Every rank validates the same flags the same way: no collective before
   // the verdict, so a bad flag can never leave a rank waiting.
@@ -510,6 +513,7 @@ void run_command(const RunOptions& options) {
   agree(why.empty(), why, sw.rank, sw.comm);
 
   sw.environment = collect_environment(sw.comm);
+  sw.node = node_local(sw.comm);
   // Ranks of a backend whose action times are modelled sleep through their
   // actions, so more of them than cores do not take turns computing; only a
   // backend that computes on the host CPU is oversubscribed by them.

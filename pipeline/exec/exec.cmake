@@ -24,6 +24,16 @@ target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
                                    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
                                PRIVATE ppb::warnings)
+# CUDA (cmake/Cuda.cmake): PPB_HAVE_CUDA is 1 or 0 for every includer, so that
+# headers and callers see the same build; without CUDA, src/cuda/no_cuda.cpp
+# answers "built without CUDA".
+target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_CUDA=$<BOOL:${PPB_HAVE_CUDA}>)
+if(PPB_HAVE_CUDA)
+  target_sources(ppb_exec PRIVATE src/cuda/cuda_device.cpp)
+  target_link_libraries(ppb_exec PUBLIC CUDA::cudart)
+else()
+  target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
+endif()
 
 # The executor-overhead and wait-strategy measurement:
 #   mpirun -np 8 --oversubscribe ppb_exec_overhead --microbatches 32

@@ -115,6 +115,10 @@ struct BackendConfig {
   /// take plant_factor times as long (timed: longer or shorter sleeps; cpu:
   /// extra real work after each action, so >= 1). 1 = none.
   double plant_factor = 1;
+  /// cuda: this rank among the ranks of its node (ppb::node_local) and how
+  /// many there are; the node-local rank picks the GPU.
+  int local_rank = 0;
+  int local_ranks = 1;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
