@@ -29,8 +29,20 @@ target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling 
 # answers "built without CUDA".
 target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_CUDA=$<BOOL:${PPB_HAVE_CUDA}>)
 if(PPB_HAVE_CUDA)
-  target_sources(ppb_exec PRIVATE src/cuda/cuda_device.cpp)
-  target_link_libraries(ppb_exec PUBLIC CUDA::cudart)
+  # The cuda backend: kernels.cu is the one nvcc source (sm_80 and sm_90 by
+  # default, CMAKE_CUDA_ARCHITECTURES); the rest is host C++.
+  target_sources(ppb_exec PRIVATE
+    src/cuda/cuda_device.cpp
+    src/cuda/kernels.cu
+    src/cuda/blas.cpp
+    src/cuda/device_pool.cpp
+    src/cuda/cuda_chunk.cpp
+    src/cuda/backend_cuda.cpp
+  )
+  # One CUDA runtime in the process: the shared one (CUDA::cudart), also for
+  # the .cu objects (CMake would otherwise add the static runtime).
+  set_target_properties(ppb_exec PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
+  target_link_libraries(ppb_exec PUBLIC CUDA::cudart PRIVATE CUDA::cublas)
 else()
   target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
 endif()

@@ -1,7 +1,9 @@
-// cuda_device.hpp in a build without CUDA (PPB_HAVE_CUDA is 0): nothing is
-// usable, and every entry says so.
+// cuda_device.hpp and the cuda backend's factory in a build without CUDA
+// (PPB_HAVE_CUDA is 0): nothing is usable, and every entry says so.
+#include <memory>
 #include <string>
 
+#include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/check.hpp"
@@ -25,4 +27,9 @@ void cuda_call_failed(int code, const char* call, const char* file, int line) {
 }
 
 }  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& /*config*/) {
+  throw UsageError("--backend cuda: " + cuda::unusable_reason());
+}
+
 }  // namespace ppb
