@@ -127,6 +127,20 @@ void parse_plant(const std::string& text, int world_size, const BackendInfo& bac
   plan.plant_label = "stage " + std::to_string(stage) + " x" + text.substr(colon + 1);
 }
 
+// --dtype: bytes per stored element; bf16 only where the backend's registry
+// entry stores it.
+int dtype_bytes(const std::string& dtype, const BackendInfo& backend) {
+  if (dtype == "fp32") return 4;
+  if (dtype != "bf16") throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
+  if (backend.bf16) return 2;
+  std::string with;
+  for (const BackendInfo& b : backend_list()) {
+    if (b.bf16) with += (with.empty() ? "" : ", ") + b.name;
+  }
+  throw UsageError("--dtype bf16: --backend " + backend.name +
+                   " computes in fp32 only (bf16: --backend " + with + ")");
+}
+
 }  // namespace
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
@@ -196,6 +210,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.microbatches = cli::parse_int_list(o.microbatches, "--microbatches");
   plan.model = parse_model_spec(o.model);
   plan.model.name = o.model;
+  plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
   plan.units = expand_units(plan.model);
 
   const int units = static_cast<int>(plan.units.size());

@@ -42,7 +42,8 @@ Result full_result() {
               .memory_guard = 0.85,
               .batches = 1,
               .min_time = 0,
-              .plant = ""};
+              .plant = "",
+              .dtype = "fp32"};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -380,6 +381,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   Result r = full_result();
   r.config.min_time = 2.5;
   r.config.plant = "stage 1 x1.1";
+  r.config.dtype = "bf16";
   r.environment.cores = 2;
   r.environment.oversubscribed = true;
   r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
@@ -391,6 +393,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
                     .bubble_ratio = {3, 0.2, 0.01, 0.195, 0.205, 0.19, 0.21}};
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("config").at("plant").as_string(), "stage 1 x1.1");
+  EXPECT_EQ(doc.at("config").at("dtype").as_string(), "bf16");
   EXPECT_EQ(doc.at("metrics").at("spread").at("samples_per_second").at("n").as_int64(), 3);
   expect_same(r, result_from_json(doc, "r.json"));
 
@@ -398,6 +401,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   json::value old = doc;
   erase_path(old, "config.min_time");
   erase_path(old, "config.plant");
+  erase_path(old, "config.dtype");
   erase_path(old, "environment.cores");
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
@@ -406,6 +410,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "metrics.foreign_cpu");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
+  EXPECT_EQ(back.config.dtype, "fp32");
   EXPECT_EQ(back.config.min_time, 0);
   EXPECT_EQ(back.environment.cores, 0);
   EXPECT_FALSE(back.environment.oversubscribed);

@@ -402,6 +402,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   json::object& config = root["config"].as_object();
   config["min_time"] = num(result.config.min_time);
   config["plant"] = result.config.plant;
+  config["dtype"] = result.config.dtype;
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
@@ -428,6 +429,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const JsonObject config = root.object("config");
   out.config.min_time = config.get_or("min_time", 0.0);
   out.config.plant = config.get_or<std::string>("plant", "");
+  out.config.dtype = config.get_or<std::string>("dtype", "fp32");
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);

@@ -79,6 +79,9 @@ struct ResultConfig {
   /// optional: a slowdown planted on purpose to test the regression gate,
   /// "stage 1 x1.1" ("" = none). A planted result is never a real measurement.
   std::string plant;
+  /// optional: --dtype, the storage of activations, messages and weights
+  /// ("fp32" when absent: files written before the field).
+  std::string dtype = "fp32";
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
