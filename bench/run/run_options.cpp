@@ -78,7 +78,7 @@ std::vector<std::string> expand_partitions(const std::string& text) {
 }
 
 /// The registry entry called `name` ("" = the first one, the default).
-/// Throws "--backend: unknown backend 'x' (backends: cpu, timed)".
+/// Throws "--backend: unknown backend 'x' (backends: cpu, timed, cuda)".
 template <class Info>
 const Info& registered(const char* flag, const char* what, const std::vector<Info>& list,
                        const std::string& name) {

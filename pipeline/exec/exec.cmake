@@ -1,4 +1,4 @@
-# ppb_exec: the executor, the backends (cpu, timed) and the transports (mpi).
+# ppb_exec: the executor, the backends (cpu, timed, cuda) and the transports (mpi).
 # Included from pipeline/exec/CMakeLists.txt; owned by the executor area.
 add_library(ppb_exec
   src/mpi.cpp

@@ -96,7 +96,7 @@ TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
       const ModelSpec spec = small_spec(dt);
       const std::vector<Unit> units = expand_units(spec);
       const ReferenceStep ref = cpu_reference(spec);
-      cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, tracker_, context(dt),
+      cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, context(dt),
                             options());
       double loss = 0;
       for (int mb = 0; mb < kMicrobatches; ++mb) {
@@ -126,8 +126,8 @@ TEST_F(CudaGpu, ModelCutAtEveryUnitMatchesTheCpuModel) {
     for (int cut = 1; cut < n; ++cut) {
       const std::string what = std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + " cut after " +
                                units[static_cast<size_t>(cut - 1)].name;
-      cuda::CudaChunk a(spec, units, {0, cut}, tracker_, context(dt), options());
-      cuda::CudaChunk b(spec, units, {cut, n}, tracker_, context(dt), options());
+      cuda::CudaChunk a(spec, units, {0, cut}, context(dt), options());
+      cuda::CudaChunk b(spec, units, {cut, n}, context(dt), options());
       ASSERT_EQ(a.output_bytes(), b.input_bytes()) << what;
       TrackedBuffer act = pool_->stream_ordered(a.output_bytes(), MemCategory::kCommBuffers);
       TrackedBuffer grad = pool_->stream_ordered(a.output_bytes(), MemCategory::kCommBuffers);
@@ -155,7 +155,7 @@ TEST_F(CudaGpu, SgdStepMatchesTheCpuModel) {
   const int n = static_cast<int>(units.size());
   MemoryTracker cpu_mem;
   CpuChunk cpu(spec, units, {0, n}, cpu_mem, options());
-  cuda::CudaChunk gpu(spec, units, {0, n}, tracker_, context(dt), options());
+  cuda::CudaChunk gpu(spec, units, {0, n}, context(dt), options());
   for (int mb = 0; mb < kMicrobatches; ++mb) {
     cpu.forward(mb, nullptr, nullptr);
     cpu.backward(mb, nullptr, nullptr);

@@ -604,13 +604,13 @@ TEST(Transport, OrderedModeMatchesInCallOrder) {
 }
 
 TEST(Registry, NamesAndErrors) {
-  EXPECT_EQ(backend_list().size(), 2u);
+  EXPECT_EQ(backend_list().size(), 3u);
   EXPECT_EQ(transport_list().size(), 3u);
   try {
-    make_backend("cuda", BackendConfig{});
+    make_backend("gpu", BackendConfig{});
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--backend: unknown backend 'cuda' (backends: cpu, timed)");
+    EXPECT_STREQ(e.what(), "--backend: unknown backend 'gpu' (backends: cpu, timed, cuda)");
   }
   try {
     make_transport("nccl", MPI_COMM_WORLD);

@@ -201,8 +201,7 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   const cuda::ChunkContext ctx{compute_, pool_.get(), blas_.get(), dtype_};
   for (int c = 0; c < config.chunks; ++c) {
     const UnitRange range = config.parts[static_cast<size_t>(c * config.stages + config.stage)];
-    chunks_.push_back(
-        std::make_unique<CudaChunk>(config.spec, config.units, range, memory_, ctx, mo));
+    chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));
   }
   (void)stream_now();
 }

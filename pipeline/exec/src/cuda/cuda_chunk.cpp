@@ -45,8 +45,8 @@ struct CudaChunk::Microbatch {
 };
 
 CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
-                     MemoryTracker& tracker, ChunkContext ctx, CpuModelOptions options)
-    : spec_(spec), range_(range), tracker_(&tracker), ctx_(ctx), options_(options) {
+                     ChunkContext ctx, CpuModelOptions options)
+    : spec_(spec), range_(range), ctx_(ctx), options_(options) {
   PPB_CHECK(
       range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(units.size()),
       "unit range out of bounds");

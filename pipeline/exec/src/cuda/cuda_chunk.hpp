@@ -50,8 +50,9 @@ class CudaChunk {
  public:
   /// REQUIRES: as CpuChunk; units == expand_units(spec) with
   /// spec.bytes_per_element == dtype_bytes(ctx.dtype) (checked).
+  /// Everything it allocates counts in the tracker of ctx.pool.
   CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
-            MemoryTracker& tracker, ChunkContext ctx, CpuModelOptions options);
+            ChunkContext ctx, CpuModelOptions options);
   ~CudaChunk();
   CudaChunk(const CudaChunk&) = delete;
   CudaChunk& operator=(const CudaChunk&) = delete;
@@ -104,7 +105,6 @@ class CudaChunk {
   std::vector<Unit> units_;
   UnitRange range_;
   int64_t input_bytes_ = 0;
-  MemoryTracker* tracker_;
   ChunkContext ctx_;
   CpuModelOptions options_;
   std::vector<std::unique_ptr<UnitState>> state_;
