@@ -1,5 +1,5 @@
-// `pipebench list`: every registered schedule, partition, backend, transport,
-// collector (with whether it is available here), model and device, each with
+// `pipebench list`: every registered schedule, partition, backend and
+// collector (with whether it is available here), transport, model and device, each with
 // one line of help.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -30,7 +30,10 @@ void run_list() {
   for (const PartitionInfo& p : partition_list()) print_row(p.name, p.help);
 #ifdef PPB_HAVE_EXEC
   std::printf("\nbackends (--backend):\n");
-  for (const auto& b : backend_list()) print_row(b.name, b.help);
+  for (const auto& b : backend_list()) {
+    const std::string why = b.unusable != nullptr ? b.unusable() : std::string();
+    print_row(b.name, why.empty() ? b.help : b.help + " [not available here: " + why + "]");
+  }
   std::printf("\ntransports (--transport):\n");
   for (const auto& t : transport_list()) print_row(t.name, t.help);
   std::printf("\ncollectors (--profile a,b):\n");

@@ -45,6 +45,10 @@ void register_run(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--model", o.model, "Model preset or gpt:layers=..,hidden=..,...")
       ->capture_default_str();
+  cmd->add_option("--dtype", o.dtype,
+                  "Storage of activations, messages and weights: fp32 or bf16 (bf16: fp32 "
+                  "accumulation and master weights; backends whose entry allows it)")
+      ->capture_default_str();
   // Backends, transports and collectors: the help lists their registries.
   o.backend = backend_list().front().name;
   o.transport = transport_list().front().name;

@@ -79,7 +79,8 @@ double reference_error(const CheckProbe& probe, const Backend& backend, const Ch
 }  // namespace
 
 CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool stashing,
-                           const CheckContext& ctx, const ReferenceStep* reference, MPI_Comm comm) {
+                           const CheckContext& ctx, const ReferenceStep* reference,
+                           double tolerance, MPI_Comm comm) {
   double worst = 0;
   double loss = std::numeric_limits<double>::quiet_NaN();
   if (stashing) {
@@ -99,8 +100,7 @@ CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool
   CheckFigures ck;
   // With stashing, P > 1 must have used a stashed version at least once, or
   // the invariant was never exercised.
-  ck.passed =
-      stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0)) : error <= kCheckTolerance;
+  ck.passed = stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0)) : error <= tolerance;
   ck.max_rel_error = error;
   ck.loss = loss;
   ck.method = stashing ? "weight-stash" : "reference";

@@ -1,6 +1,6 @@
 // --check: the first step of a combination against the single-process
 // reference (flush schedules: every gradient and the loss, relative error
-// at most kCheckTolerance) or, for a schedule with weight stashing, the
+// at most the backend's check tolerance, BackendInfo) or, for a schedule with weight stashing, the
 // stashing invariant (every backward uses the weights its forward used).
 // Everything is read through the Backend interface, so any backend whose
 // registry entry says real_gradients can be checked.
@@ -18,9 +18,6 @@
 #include "ppb/pipeline/result.hpp"
 
 namespace ppb::run {
-
-/// --check passes when every gradient and the loss agree to this relative error.
-inline constexpr double kCheckTolerance = 1e-4;
 
 /// Hooks of the --check step: copies every chunk's gradients just before its
 /// first optimizer step (flush schedules), or watches the weight versions
@@ -58,9 +55,11 @@ struct CheckContext {
 
 /// Collective over `comm`: the check's figures from the probe of the step
 /// that just ran (every rank returns the same). `reference` is used for
-/// flush schedules and ignored with weight stashing.
+/// flush schedules and ignored with weight stashing; they pass when the
+/// worst relative error is at most `tolerance` (check_tolerance() of the
+/// backend's registry entry for the run's dtype).
 CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool stashing,
                            const CheckContext& context, const ReferenceStep* reference,
-                           MPI_Comm comm);
+                           double tolerance, MPI_Comm comm);
 
 }  // namespace ppb::run

@@ -324,7 +324,10 @@ PeakMemory peak_memory(const std::vector<StageMemory>& stages) {
     out.activations_per_stage.push_back(s.peak_activations);
     out.by_category.push_back(s.at_peak);
     out.peak_rss_per_stage.push_back(s.peak_rss);
+    if (s.device_peak >= 0) out.device_per_stage.push_back(s.device_peak);
   }
+  // All stages or none (a partial list would misalign with the stages).
+  if (out.device_per_stage.size() != stages.size()) out.device_per_stage.clear();
   return out;
 }
 

@@ -128,6 +128,7 @@ struct StageMemory {
   int64_t peak_activations = 0;
   MemoryByCategory at_peak{};
   int64_t peak_rss = 0;
+  int64_t device_peak = -1;  ///< device backends: max RankStep::device_peak_bytes; -1 without
 };
 
 /// Per stage peaks, as the result file lays them out.

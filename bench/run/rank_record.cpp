@@ -134,11 +134,12 @@ void fields(A& a, CollectedFigures& x) {
 }
 template <class A>
 void fields(A& a, RankStep& x) {
-  list(a, x.step, x.origin, x.peak_bytes, x.peak_activation_bytes, x.collectors);
+  list(a, x.step, x.origin, x.peak_bytes, x.peak_activation_bytes, x.device_peak_bytes,
+       x.collectors);
 }
 template <class A>
 void fields(A& a, StageMemory& x) {
-  list(a, x.peak_total, x.peak_activations, x.peak_rss);
+  list(a, x.peak_total, x.peak_activations, x.peak_rss, x.device_peak);
   for (int64_t& v : x.at_peak) a.io(v);
 }
 template <class A>

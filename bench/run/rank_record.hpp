@@ -24,6 +24,9 @@ struct RankStep {
   double origin = 0;       ///< now_seconds() at that start (StepRecord::origin)
   int64_t peak_bytes = 0;  ///< StepRecord::peak_bytes
   int64_t peak_activation_bytes = 0;
+  /// Device backends: the pool's high-water mark in the step plus the
+  /// device memory outside the pool (Backend::device_memory); -1 without.
+  int64_t device_peak_bytes = -1;
   CollectorStepFigures collectors;  ///< collector name -> figures of this step
 };
 

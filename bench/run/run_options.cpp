@@ -78,7 +78,7 @@ std::vector<std::string> expand_partitions(const std::string& text) {
 }
 
 /// The registry entry called `name` ("" = the first one, the default).
-/// Throws "--backend: unknown backend 'x' (backends: cpu, timed)".
+/// Throws "--backend: unknown backend 'x' (backends: cpu, timed, cuda)".
 template <class Info>
 const Info& registered(const char* flag, const char* what, const std::vector<Info>& list,
                        const std::string& name) {
@@ -166,6 +166,20 @@ DebugFault parse_fault(const std::string& text, int world_size) {
   return f;
 }
 
+// --dtype: bytes per stored element; bf16 only where the backend's registry
+// entry stores it.
+int dtype_bytes(const std::string& dtype, const BackendInfo& backend) {
+  if (dtype == "fp32") return 4;
+  if (dtype != "bf16") throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
+  if (backend.bf16) return 2;
+  std::string with;
+  for (const BackendInfo& b : backend_list()) {
+    if (b.bf16) with += (with.empty() ? "" : ", ") + b.name;
+  }
+  throw UsageError("--dtype bf16: --backend " + backend.name +
+                   " computes in fp32 only (bf16: --backend " + with + ")");
+}
+
 }  // namespace
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
@@ -236,6 +250,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.microbatches = cli::parse_int_list(o.microbatches, "--microbatches");
   plan.model = parse_model_spec(o.model);
   plan.model.name = o.model;
+  plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
   plan.units = expand_units(plan.model);
 
   const int units = static_cast<int>(plan.units.size());

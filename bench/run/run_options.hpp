@@ -21,6 +21,7 @@ struct RunOptions {
   std::string partitions = "all";  ///< --partition X,...|all
   std::string microbatches = "8";  ///< --microbatches M,...
   std::string model = "gpt-tiny";  ///< --model SPEC
+  std::string dtype = "fp32";      ///< --dtype fp32|bf16: storage of activations, messages, weights
   std::string backend;             ///< --backend ("" = the first registered backend)
   std::string transport;           ///< --transport ("" = the first registered transport)
   int iters = 10;                  ///< --iters / -n
@@ -109,7 +110,8 @@ struct RunPlan {
 /// (0, 1], an unrecognised argument, a world larger than the model has units, a partition named
 /// explicitly that cannot cut the model into P stages, an unknown backend,
 /// transport or collector (each checked against its registry), --check with
-/// a backend whose registry entry computes no real gradients, a negative --min-time, a --plant that
+/// a backend whose registry entry computes no real gradients, a --dtype other than fp32 or
+/// bf16 (bf16 only with a backend whose entry says bf16), a negative --min-time, a --plant that
 /// is not STAGE:FACTOR with 0 <= STAGE < P and FACTOR > 0 (>= 1 unless the backend's registry entry
 /// can plant a speed-up). Example: validate_run_options({.schedules = "1f1b"}, 4).schedules ==
 /// {"1f1b"}.

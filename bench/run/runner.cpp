@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -23,6 +24,7 @@
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
 #include "ppb/exec/cpu_reference.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/executor.hpp"
 #include "ppb/exec/job_watchdog.hpp"
 #include "ppb/exec/memory_guard.hpp"
@@ -64,6 +66,38 @@ void agree(bool ok, const std::string& message, int rank, MPI_Comm comm) {
   if (flag != 0) return;
   if (rank == 0) throw UsageError(message);
   throw cli::ExitCode{kUsageExitCode};
+}
+
+/// The lowest rank of `comm` whose `mine` is not empty, and its text.
+struct RankFailure {
+  int rank = -1;  ///< -1: no rank failed
+  std::string what;
+};
+
+/// Collective over `comm`: every rank learns the first failure (rank -1 when none).
+RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm) {
+  constexpr int kNone = std::numeric_limits<int>::max();
+  const int me = mine.empty() ? kNone : rank;
+  int first = kNone;
+  PPB_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == kNone) return {};
+  std::array<char, 1024> text{};
+  if (rank == first) mine.copy(text.data(), text.size() - 1);
+  PPB_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(text.size()), MPI_CHAR, first, comm));
+  return {first, text.data()};
+}
+
+/// Thrown on every rank at once when a device backend ran out of memory on
+/// one of them: the combination ends as status `oom` and the sweep goes on.
+struct DeviceOom {
+  std::string message;
+};
+
+/// Collective: throws DeviceOom on every rank when any rank's `mine` (an
+/// out-of-memory message) is not empty.
+void agree_on_oom(const std::string& mine, int rank, MPI_Comm comm) {
+  const RankFailure f = first_failure(mine, rank, comm);
+  if (f.rank >= 0) throw DeviceOom{"rank " + std::to_string(f.rank) + ": " + f.what};
 }
 
 /// The timed steps on one time axis per step: on one host every rank's
@@ -113,6 +147,7 @@ struct Sweep {
   bool any_failed = false;
   JobWatchdog* watch = nullptr;  ///< every phase outside the executor's steps (--timeout)
   int combinations = 0;          ///< in the sweep (the last one carries --debug-fault)
+  NodeLocal node;                ///< this rank on its node (picks the GPU of a device backend)
 };
 
 /// --debug-fault (tests only): the planted failure, on its rank, in the
@@ -160,6 +195,7 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.max_iters = sw.options.max_iters;
   cfg.profile = sw.options.profile;
   cfg.check = sw.options.check;
+  cfg.dtype = sw.options.dtype;
   return cfg;
 }
 
@@ -272,6 +308,7 @@ struct Execution {
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
   double foreign_cpu = kNaN;  ///< HostLoadMeter over the timed steps: NaN = unknown
+  std::string oom;            ///< a device ran out of memory (every rank): status oom
 };
 
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
@@ -279,7 +316,9 @@ const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
   if (it == sw.references.end()) {
     CpuModelOptions mo;
     mo.seed = sw.options.seed;
-    it = sw.references.emplace(microbatches, reference_step(sw.plan.model, microbatches, mo)).first;
+    ModelSpec fp32 = sw.plan.model;  // the reference computes in fp32 whatever the run stores
+    fp32.bytes_per_element = 4;
+    it = sw.references.emplace(microbatches, reference_step(fp32, microbatches, mo)).first;
   }
   return it->second;
 }
@@ -300,6 +339,8 @@ BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepar
   cfg.learning_rate = kLearningRate;
   cfg.time_scale = sw.options.time_scale;
   cfg.plant_factor = sw.rank == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
+  cfg.local_rank = sw.node.rank;
+  cfg.local_ranks = sw.node.size;
   return cfg;
 }
 
@@ -331,90 +372,113 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
   Execution ex;
   ex.last_schedule = p.schedule;
   const ScheduleInfo& info = schedule_info(c.schedule);
+  const BackendInfo& binfo = backend_info(sw.plan.backend);
+  const std::string label = combination_label(c);
+  const auto body = [&] {
+    // Collectors before the backend: one that counts the process's
+    // threads (perf) must exist before the backend starts its own.
+    sw.watch->begin("starting the backend and collectors of " + label);
+    CheckProbe probe;
+    CollectorSet collectors(
+        sw.comm, sw.plan.collectors,
+        CollectorContext{.stage = sw.rank, .stages = sw.plan.stages, .chunks = c.chunks}, &probe);
+    std::unique_ptr<Backend> backend;
+    std::string setup_oom;
+    try {
+      backend = make_backend(sw.plan.backend, backend_config(sw, c, p));
+    } catch (const cuda::OutOfMemory& e) {
+      if (!binfo.device) throw;
+      setup_oom = e.what();
+    }
+    if (binfo.device) agree_on_oom(setup_oom, sw.rank, sw.comm);
+    ex.time_scale = backend->time_scale();
+    ExecutorOptions eo;
+    eo.optimizer = optimizer_policy_for(info);
+    eo.timeout_seconds = sw.options.timeout;
+    eo.instrumentation = &collectors;
+    eo.debug_stall_rank = sw.options.debug_stall_rank;
+    Executor exec(sw.comm, *backend, *sw.transport, eo);
+
+    std::unique_ptr<MemoryGuard> guard;
+    if (info.memory_guarded && sw.plan.memory_budget > 0) {
+      MemoryGuardOptions go;
+      go.budget_bytes = sw.plan.memory_budget;
+      go.guard = sw.options.memory_guard;
+      go.max_inflight = c.inflight;
+      guard = std::make_unique<MemoryGuard>(sw.comm, go, [gp = p.params, name = c.schedule](int n) {
+        ScheduleParams q = gp;
+        q.inflight = n;
+        return generate_schedule(name, q);
+      });
+    }
+    auto step = [&]() {
+      // The executor's watchdog covers the step itself; this phase the
+      // memory guard's plan and the collectors' figures between steps.
+      sw.watch->begin("between steps of " + label);
+      const Schedule& s = guard ? guard->plan(*backend) : p.schedule;
+      sw.watch->end();
+      StepRecord rec = exec.run_step(s);
+      sw.watch->begin("between steps of " + label);
+      if (guard) guard->observe(rec.peak_bytes);
+      ex.last_schedule = s;
+      CollectorStepFigures figures = collectors.finish_step(rec);
+      RankStep out = rank_step(rec, std::move(figures));
+      if (binfo.device) {
+        const DeviceMemoryFigures dm = backend->device_memory();
+        out.device_peak_bytes = dm.pool_peak + dm.outside_pool;
+        backend->reset_device_peak();
+        agree_on_oom(backend->out_of_memory(), sw.rank, sw.comm);
+      }
+      return out;
+    };
+
+    // --check: the first step, compared with the single-process reference.
+    if (sw.options.check) {
+      probe.arm(*backend, info.weight_stashing);
+      (void)step();
+      probe.disarm();
+      sw.watch->begin("in --check of " + label +
+                      " (the single-process reference and the comparison)");
+      CheckContext ctx{sw.rank,        sw.plan.stages, c.chunks,
+                       c.microbatches, p.parts,        placement_of(p.schedule)};
+      const ReferenceStep* ref =
+          info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
+      ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref,
+                               check_tolerance(binfo, sw.plan.model.bytes_per_element), sw.comm);
+    }
+    for (int w = 0; w < sw.options.warmup; ++w) (void)step();
+    plant_fault(sw, c, DebugFault::Phase::kMeasure);
+    sw.watch->begin("starting the timed steps of " + label);
+    HostLoadMeter load(sw.comm);
+    load.begin();
+    collectors.measure_begin();
+    time_steps(sw, step, ex.record.steps);
+    collectors.measure_end();
+    ex.foreign_cpu = load.end();
+
+    StageMemory& memory = ex.record.memory;
+    for (const RankStep& s : ex.record.steps) {
+      memory.peak_total = std::max(memory.peak_total, s.peak_bytes);
+      memory.peak_activations = std::max(memory.peak_activations, s.peak_activation_bytes);
+      memory.device_peak = std::max(memory.device_peak, s.device_peak_bytes);
+    }
+    sw.watch->begin("finishing the measurement of " + label);
+    memory.at_peak = backend->memory().at_peak();
+    memory.peak_rss = process_peak_rss_bytes();
+    if (guard) {
+      MemoryGuardFigures g;
+      g.actions = guard->acted();
+      const auto& h = guard->inflight_history();
+      g.min_inflight = h.empty() ? c.inflight : *std::min_element(h.begin(), h.end());
+      ex.guard = g;
+    }
+  };
   run_or_abort(
       [&] {
-        // Collectors before the backend: one that counts the process's
-        // threads (perf) must exist before the backend starts its own.
-        const std::string label = combination_label(c);
-        sw.watch->begin("starting the backend and collectors of " + label);
-        CheckProbe probe;
-        CollectorSet collectors(
-            sw.comm, sw.plan.collectors,
-            CollectorContext{.stage = sw.rank, .stages = sw.plan.stages, .chunks = c.chunks},
-            &probe);
-        std::unique_ptr<Backend> backend = make_backend(sw.plan.backend, backend_config(sw, c, p));
-        ex.time_scale = backend->time_scale();
-        ExecutorOptions eo;
-        eo.optimizer = optimizer_policy_for(info);
-        eo.timeout_seconds = sw.options.timeout;
-        eo.instrumentation = &collectors;
-        eo.debug_stall_rank = sw.options.debug_stall_rank;
-        Executor exec(sw.comm, *backend, *sw.transport, eo);
-
-        std::unique_ptr<MemoryGuard> guard;
-        if (info.memory_guarded && sw.plan.memory_budget > 0) {
-          MemoryGuardOptions go;
-          go.budget_bytes = sw.plan.memory_budget;
-          go.guard = sw.options.memory_guard;
-          go.max_inflight = c.inflight;
-          guard =
-              std::make_unique<MemoryGuard>(sw.comm, go, [gp = p.params, name = c.schedule](int n) {
-                ScheduleParams q = gp;
-                q.inflight = n;
-                return generate_schedule(name, q);
-              });
-        }
-        auto step = [&]() {
-          // The executor's watchdog covers the step itself; this phase the
-          // memory guard's plan and the collectors' figures between steps.
-          sw.watch->begin("between steps of " + label);
-          const Schedule& s = guard ? guard->plan(*backend) : p.schedule;
-          sw.watch->end();
-          StepRecord rec = exec.run_step(s);
-          sw.watch->begin("between steps of " + label);
-          if (guard) guard->observe(rec.peak_bytes);
-          ex.last_schedule = s;
-          CollectorStepFigures figures = collectors.finish_step(rec);
-          return rank_step(rec, std::move(figures));
-        };
-
-        // --check: the first step, compared with the single-process reference.
-        if (sw.options.check) {
-          probe.arm(*backend, info.weight_stashing);
-          (void)step();
-          probe.disarm();
-          sw.watch->begin("in --check of " + label +
-                          " (the single-process reference and the comparison)");
-          CheckContext ctx{sw.rank,        sw.plan.stages, c.chunks,
-                           c.microbatches, p.parts,        placement_of(p.schedule)};
-          const ReferenceStep* ref =
-              info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
-          ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref, sw.comm);
-        }
-        for (int w = 0; w < sw.options.warmup; ++w) (void)step();
-        plant_fault(sw, c, DebugFault::Phase::kMeasure);
-        sw.watch->begin("starting the timed steps of " + label);
-        HostLoadMeter load(sw.comm);
-        load.begin();
-        collectors.measure_begin();
-        time_steps(sw, step, ex.record.steps);
-        collectors.measure_end();
-        ex.foreign_cpu = load.end();
-
-        StageMemory& memory = ex.record.memory;
-        for (const RankStep& s : ex.record.steps) {
-          memory.peak_total = std::max(memory.peak_total, s.peak_bytes);
-          memory.peak_activations = std::max(memory.peak_activations, s.peak_activation_bytes);
-        }
-        sw.watch->begin("finishing the measurement of " + label);
-        memory.at_peak = backend->memory().at_peak();
-        memory.peak_rss = process_peak_rss_bytes();
-        if (guard) {
-          MemoryGuardFigures g;
-          g.actions = guard->acted();
-          const auto& h = guard->inflight_history();
-          g.min_inflight = h.empty() ? c.inflight : *std::min_element(h.begin(), h.end());
-          ex.guard = g;
+        try {
+          body();
+        } catch (const DeviceOom& e) {
+          ex.oom = e.message;  // every rank got here together; the sweep goes on
         }
       },
       sw.comm);
@@ -508,6 +572,12 @@ Result run_combination(Sweep& sw, const Combination& c) {
   if (!p || predicted_oom(sw, c, *p, result)) return result;
 
   const Execution ex = execute(sw, c, *p);
+  if (!ex.oom.empty()) {
+    sw.watch->end();
+    result.status = ResultStatus::kOom;
+    result.error = "device out of memory on " + ex.oom;
+    return result;
+  }
   sw.watch->begin("gathering the records of " + label + " on rank 0");
   const std::vector<RankRecord> ranks = gather_records(ex.record, sw.comm);
   sw.watch->end();
@@ -605,6 +675,16 @@ void validate(Sweep& sw) {
     throw cli::ExitCode{kUsageExitCode};
   }
   sw.times = unit_times(sw.plan.units, sw.device);
+  // A backend that cannot run here (no GPU, no driver, a build without CUDA)
+  // is refused before anything starts, with its one-line reason.
+  const BackendInfo& binfo = backend_info(sw.plan.backend);
+  const RankFailure unusable =
+      first_failure(binfo.unusable != nullptr ? binfo.unusable() : std::string(), sw.rank, sw.comm);
+  if (unusable.rank >= 0) {
+    if (sw.rank != 0) throw cli::ExitCode{kUsageExitCode};
+    throw UsageError("--backend " + binfo.name + ": " + unusable.what +
+                     (unusable.rank > 0 ? " (rank " + std::to_string(unusable.rank) + ")" : ""));
+  }
   sw.watch->end();
 }
 
@@ -612,6 +692,7 @@ void validate(Sweep& sw) {
 void connect(Sweep& sw) {
   const JobPhase setup(*sw.watch, "in the job's setup (environment, transport)");
   sw.environment = collect_environment(sw.comm);
+  sw.node = node_local(sw.comm);
   // Ranks of a backend whose action times are modelled sleep through their
   // actions, so more of them than cores do not take turns computing; only a
   // backend that computes on the host CPU is oversubscribed by them.

@@ -217,3 +217,41 @@ foreach(mode kill-setup kill-measure kill-write throw-measure stop-setup stop-me
                    $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/failure-${mode})
   set_tests_properties(run_failure_${mode} PROPERTIES LABELS mpi TIMEOUT 90 SKIP_RETURN_CODE 77)
 endforeach()
+
+# The cuda backend. Without a usable device (CUDA_VISIBLE_DEVICES empty hides
+# any GPU; here there is no driver either), `run --backend cuda` exits 2 with
+# one line saying why, before anything starts; a build without CUDA says so.
+if(PPB_HAVE_CUDA)
+  set(why "no CUDA (driver|device)")
+else()
+  set(why "built without CUDA")
+endif()
+add_test(NAME cli.run_cuda_unusable
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_usage_error.sh
+          "^pipebench(\\[r0\\])?: --backend cuda: ${why}"
+          $<TARGET_FILE:pipebench> run --backend cuda --schedule 1f1b --microbatches 2 -n 1 -w 0
+          --out ${PPB_RUN_OUT}/fail-cuda)
+set_tests_properties(cli.run_cuda_unusable PROPERTIES LABELS unit TIMEOUT 30
+                     ENVIRONMENT "CUDA_VISIBLE_DEVICES=;${PPB_RUN_ENV}")
+ppb_run_failure(run_fail_cuda_unusable_2ranks 2 "pipebench\\[r0\\]: --backend cuda: ${why}"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --out ${PPB_RUN_OUT}/fail-cuda)
+set_tests_properties(run_fail_cuda_unusable_2ranks PROPERTIES
+                     ENVIRONMENT "CUDA_VISIBLE_DEVICES=;${PPB_RUN_ENV}")
+ppb_run_failure(run_fail_dtype_cpu 2 "--dtype bf16: --backend cpu computes in fp32 only \\(bf16: --backend cuda\\)"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --dtype bf16 --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_dtype_unknown 2 "--dtype: expected fp32 or bf16, got 'fp16'"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --dtype fp16 --out ${PPB_RUN_OUT}/fail)
+
+# On a GPU (label gpu): a 2-rank pipeline of every flush schedule x partition
+# with --check against the cpu reference, fp32 and bf16 (the ranks share the
+# GPU when there is one); skips, saying why, without a usable device.
+foreach(dtype fp32 bf16)
+  set(dir ${PPB_RUN_OUT}/cuda-check-${dtype})
+  add_test(NAME run_cuda_check_${dtype}
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_or_skip.sh $<TARGET_FILE:pipebench>
+            ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda --dtype ${dtype}
+            --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all --microbatches 4 --check
+            -n 1 -w 0 --out ${dir})
+  set_tests_properties(run_cuda_check_${dtype} PROPERTIES LABELS gpu TIMEOUT 300
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${PPB_RUN_ENV}")
+endforeach()

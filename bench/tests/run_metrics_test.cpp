@@ -311,6 +311,7 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   st.origin = 12345.678;
   st.peak_bytes = int64_t{3} << 40;
   st.peak_activation_bytes = 77;
+  st.device_peak_bytes = int64_t{5} << 30;
   st.step.end = 0.25;
   st.step.actions = {{F(3, 1), 0.01, 0.02, 0.001}, {Sync(), 0.02, 0.03, 0}};
   CommTiming c;
@@ -327,8 +328,11 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   st.collectors["cputime"].action = {{"cpu_seconds", {0.009, std::nan("")}}};
   r.steps = {st, st};
   r.steps[1].origin = 1;
-  r.memory = {
-      .peak_total = 10, .peak_activations = 5, .at_peak = {1, 2, 3, 4, 5, 6, 7}, .peak_rss = 99};
+  r.memory = {.peak_total = 10,
+              .peak_activations = 5,
+              .at_peak = {1, 2, 3, 4, 5, 6, 7},
+              .peak_rss = 99,
+              .device_peak = 1234};
 
   const RankRecord back = unpack(pack(r));
   ASSERT_EQ(back.steps.size(), 2u);
@@ -336,6 +340,7 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   EXPECT_EQ(b.origin, st.origin);
   EXPECT_EQ(b.peak_bytes, st.peak_bytes);
   EXPECT_EQ(b.peak_activation_bytes, 77);
+  EXPECT_EQ(b.device_peak_bytes, int64_t{5} << 30);
   EXPECT_EQ(b.step.end, 0.25);
   ASSERT_EQ(b.step.actions.size(), 2u);
   EXPECT_EQ(b.step.actions[0].action, F(3, 1));
@@ -357,6 +362,47 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   EXPECT_EQ(back.steps[1].origin, 1);
   EXPECT_EQ(back.memory.at_peak, r.memory.at_peak);
   EXPECT_EQ(back.memory.peak_rss, 99);
+  EXPECT_EQ(back.memory.device_peak, 1234);
+}
+
+// device_per_stage is every stage's device peak, or absent (a host backend,
+// or a record without one: a partial list would misalign with the stages).
+TEST(RunMetrics, DevicePeaksBecomeDevicePerStageOnlyWhenEveryStageHasOne) {
+  StageMemory a;
+  a.peak_total = 100;
+  a.device_peak = 5000;
+  StageMemory b = a;
+  b.device_peak = 7000;
+  EXPECT_EQ(peak_memory({a, b}).device_per_stage, (std::vector<int64_t>{5000, 7000}));
+  EXPECT_EQ(peak_memory({a, b}).per_stage, (std::vector<int64_t>{100, 100}));
+  StageMemory host;
+  EXPECT_EQ(host.device_peak, -1);
+  EXPECT_TRUE(peak_memory({host, host}).device_per_stage.empty());
+  EXPECT_TRUE(peak_memory({a, host}).device_per_stage.empty());
+}
+
+// --dtype: bf16 only with a backend whose registry entry stores it, and it
+// halves the model's element bytes (messages, activations).
+TEST(RunOptions, DtypeFollowsTheBackendsRegistryEntry) {
+  RunOptions o;
+  o.schedules = "1f1b";
+  o.partitions = "layer";
+  EXPECT_EQ(validate_run_options(o, 2).model.bytes_per_element, 4);
+  o.backend = "cuda";
+  o.dtype = "bf16";
+  const RunPlan plan = validate_run_options(o, 2);
+  EXPECT_EQ(plan.model.bytes_per_element, 2);
+  EXPECT_EQ(plan.units[1].boundary_bytes, 2 * plan.model.tokens() * plan.model.hidden * 2);
+  o.backend = "cpu";
+  try {
+    (void)validate_run_options(o, 2);
+    FAIL() << "bf16 on the cpu backend";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--dtype bf16: --backend cpu computes in fp32 only (bf16: --backend cuda)");
+  }
+  o.dtype = "fp16";
+  EXPECT_THROW((void)validate_run_options(o, 2), UsageError);
 }
 
 TEST(RankRecord, TruncatedOrOverlongBytesAreRejected) {

@@ -1,4 +1,4 @@
-# ppb_exec: the executor, the backends (cpu, timed) and the transports (mpi).
+# ppb_exec: the executor, the backends (cpu, timed, cuda) and the transports (mpi).
 # Included from pipeline/exec/CMakeLists.txt; owned by the executor area.
 add_library(ppb_exec
   src/mpi.cpp
@@ -25,6 +25,28 @@ target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
                                    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
                                PRIVATE ppb::warnings)
+# CUDA (cmake/Cuda.cmake): PPB_HAVE_CUDA is 1 or 0 for every includer, so that
+# headers and callers see the same build; without CUDA, src/cuda/no_cuda.cpp
+# answers "built without CUDA".
+target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_CUDA=$<BOOL:${PPB_HAVE_CUDA}>)
+if(PPB_HAVE_CUDA)
+  # The cuda backend: kernels.cu is the one nvcc source (sm_80 and sm_90 by
+  # default, CMAKE_CUDA_ARCHITECTURES); the rest is host C++.
+  target_sources(ppb_exec PRIVATE
+    src/cuda/cuda_device.cpp
+    src/cuda/kernels.cu
+    src/cuda/blas.cpp
+    src/cuda/device_pool.cpp
+    src/cuda/cuda_chunk.cpp
+    src/cuda/backend_cuda.cpp
+  )
+  # One CUDA runtime in the process: the shared one (CUDA::cudart), also for
+  # the .cu objects (CMake would otherwise add the static runtime).
+  set_target_properties(ppb_exec PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
+  target_link_libraries(ppb_exec PUBLIC CUDA::cudart PRIVATE CUDA::cublas)
+else()
+  target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
+endif()
 
 # The executor-overhead and wait-strategy measurement:
 #   mpirun -np 8 --oversubscribe ppb_exec_overhead --microbatches 32

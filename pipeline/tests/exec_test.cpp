@@ -198,6 +198,14 @@ TEST(CpuGradients, OrderedTransportHoldsEarlyArrivals) {
 
 // The compute stream: enqueue returns before the action ends, actions run in
 // order, each for at least its modelled time, on the stream clock.
+// The tests run on one host: every rank is on the node, in world order (the
+// node-local rank picks a rank's GPU).
+TEST(NodeLocal, OneHostHoldsEveryRankInWorldOrder) {
+  const NodeLocal local = node_local(MPI_COMM_WORLD);
+  EXPECT_EQ(local.size, comm_size());
+  EXPECT_EQ(local.rank, comm_rank());
+}
+
 TEST(TimedBackendTest, ActionsRunInOrderOnTheComputeStream) {
   StageCosts costs = uniform_costs(1, 1, 0.05, 0.05, 0.0, 0.0);  // 50 ms each
   BackendConfig cfg;
@@ -596,13 +604,13 @@ TEST(Transport, OrderedModeMatchesInCallOrder) {
 }
 
 TEST(Registry, NamesAndErrors) {
-  EXPECT_EQ(backend_list().size(), 2u);
+  EXPECT_EQ(backend_list().size(), 3u);
   EXPECT_EQ(transport_list().size(), 3u);
   try {
-    make_backend("cuda", BackendConfig{});
+    make_backend("gpu", BackendConfig{});
     FAIL();
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--backend: unknown backend 'cuda' (backends: cpu, timed)");
+    EXPECT_STREQ(e.what(), "--backend: unknown backend 'gpu' (backends: cpu, timed, cuda)");
   }
   try {
     make_transport("nccl", MPI_COMM_WORLD);

@@ -46,7 +46,8 @@ Result full_result() {
               .device = "h100",
               .max_iters = 40,
               .profile = "cputime",
-              .check = true};
+              .check = true,
+              .dtype = "fp32"};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -384,6 +385,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   Result r = full_result();
   r.config.min_time = 2.5;
   r.config.plant = "stage 1 x1.1";
+  r.config.dtype = "bf16";
   r.environment.cores = 2;
   r.environment.oversubscribed = true;
   r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
@@ -397,6 +399,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(doc.at("config").at("plant").as_string(), "stage 1 x1.1");
   EXPECT_EQ(doc.at("config").at("device").as_string(), "h100");
   EXPECT_EQ(doc.at("config").at("max_iters").as_int64(), 40);
+  EXPECT_EQ(doc.at("config").at("dtype").as_string(), "bf16");
   EXPECT_EQ(doc.at("metrics").at("spread").at("samples_per_second").at("n").as_int64(), 3);
   expect_same(r, result_from_json(doc, "r.json"));
 
@@ -408,6 +411,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "config.max_iters");
   erase_path(old, "config.profile");
   erase_path(old, "config.check");
+  erase_path(old, "config.dtype");
   erase_path(old, "environment.cores");
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
@@ -416,6 +420,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "metrics.foreign_cpu");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
+  EXPECT_EQ(back.config.dtype, "fp32");
   EXPECT_EQ(back.config.min_time, 0);
   EXPECT_EQ(back.config.device, "");
   EXPECT_EQ(back.config.max_iters, 0);

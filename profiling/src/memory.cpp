@@ -73,13 +73,27 @@ TrackedBuffer::TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64
   tracker_->on_alloc(category_, bytes_);
 }
 
+TrackedBuffer::TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64_t bytes,
+                             std::byte* data, Release releaser, void* context)
+    : tracker_(&tracker),
+      category_(category),
+      data_(data),
+      bytes_(bytes),
+      release_(releaser),
+      context_(context) {
+  PPB_CHECK(bytes >= 0 && releaser != nullptr, "adopted buffer needs a size and a release");
+  tracker_->on_alloc(category_, bytes_);
+}
+
 TrackedBuffer::~TrackedBuffer() { release(); }
 
 TrackedBuffer::TrackedBuffer(TrackedBuffer&& other) noexcept
     : tracker_(std::exchange(other.tracker_, nullptr)),
       category_(other.category_),
       data_(std::exchange(other.data_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
+      bytes_(std::exchange(other.bytes_, 0)),
+      release_(std::exchange(other.release_, nullptr)),
+      context_(std::exchange(other.context_, nullptr)) {}
 
 TrackedBuffer& TrackedBuffer::operator=(TrackedBuffer&& other) noexcept {
   if (this != &other) {
@@ -88,16 +102,24 @@ TrackedBuffer& TrackedBuffer::operator=(TrackedBuffer&& other) noexcept {
     category_ = other.category_;
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    release_ = std::exchange(other.release_, nullptr);
+    context_ = std::exchange(other.context_, nullptr);
   }
   return *this;
 }
 
 void TrackedBuffer::release() {
   if (tracker_ != nullptr) tracker_->on_free(category_, bytes_);
-  std::free(data_);
+  if (release_ != nullptr) {
+    if (data_ != nullptr) release_(context_, data_);
+  } else {
+    std::free(data_);
+  }
   tracker_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;
+  release_ = nullptr;
+  context_ = nullptr;
 }
 
 int64_t process_peak_rss_bytes() {

@@ -36,6 +36,33 @@ TEST(TrackedBuffer, MoveTransfersOwnershipAndZeroFills) {
   EXPECT_EQ(t.current_total(), 0);
 }
 
+// Device and pinned memory are adopted with their own release function: it
+// runs exactly once, after a move only from the final owner.
+TEST(TrackedBuffer, AdoptedMemoryIsReleasedOnceByItsOwnFunction) {
+  MemoryTracker t;
+  static int released = 0;
+  static std::byte* last = nullptr;
+  released = 0;
+  alignas(16) static std::byte storage[128];
+  const TrackedBuffer::Release release = [](void* context, std::byte* data) {
+    ++*static_cast<int*>(context);
+    last = data;
+  };
+  {
+    TrackedBuffer a(t, MemCategory::kActivations, 128, storage, release, &released);
+    EXPECT_EQ(t.current(MemCategory::kActivations), 128);
+    TrackedBuffer b = std::move(a);
+    TrackedBuffer c;
+    c = std::move(b);
+    EXPECT_EQ(released, 0);
+    EXPECT_EQ(c.data(), storage);
+  }
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(last, storage);
+  EXPECT_EQ(t.current_total(), 0);
+  EXPECT_EQ(t.peak(MemCategory::kActivations), 128);
+}
+
 TEST(MemoryTracker, OnChangeSeesEveryAllocation) {
   MemoryTracker t;
   int64_t last = -1;

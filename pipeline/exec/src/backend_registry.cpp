@@ -1,8 +1,8 @@
-// The backends `--backend` can name: one line each (STYLE rule 8). `cuda` is
-// added by the GPU issue.
+// The backends `--backend` can name: one line each (STYLE rule 8).
 #include <string>
 
 #include "ppb/exec/backend.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -14,6 +14,10 @@ struct Entry {
   BackendInfo info;
   Factory make;
 };
+
+// bf16 storage rounds every stored tensor to 8 significant bits (relative
+// error up to 2^-9); docs/metrics.md derives this bound.
+constexpr double kCudaBf16CheckTolerance = 5e-2;
 
 template <class T>
 std::unique_ptr<Backend> make(const BackendConfig& config) {
@@ -28,6 +32,9 @@ const std::vector<Entry>& entries() {
         "no compute: each action sleeps its modelled time; real messages of the modelled sizes",
         false, true},
        &make<TimedBackend>},
+      {{"cuda", "the cpu model on a GPU: cuBLAS GEMMs, CUDA kernels, --dtype fp32|bf16", true,
+        false, true, 1e-4, kCudaBf16CheckTolerance, true, &cuda::unusable_reason},
+       &make_cuda_backend},
   };
   return kEntries;
 }
@@ -58,6 +65,10 @@ const Entry& entry(std::string_view name) {
 }  // namespace
 
 const BackendInfo& backend_info(std::string_view name) { return entry(name).info; }
+
+double check_tolerance(const BackendInfo& info, int bytes_per_element) {
+  return bytes_per_element == 2 ? info.check_tolerance_bf16 : info.check_tolerance_fp32;
+}
 
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendConfig& config) {
   return entry(name).make(config);

@@ -67,6 +67,18 @@ MpiSession::MpiSession() {
   set_abort_hook(abort_hook);
 }
 
+NodeLocal node_local(MPI_Comm comm) {
+  int rank = 0;
+  PPB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_Comm local = MPI_COMM_NULL;
+  PPB_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
+  NodeLocal out;
+  PPB_MPI_CHECK(MPI_Comm_rank(local, &out.rank));
+  PPB_MPI_CHECK(MPI_Comm_size(local, &out.size));
+  PPB_MPI_CHECK(MPI_Comm_free(&local));
+  return out;
+}
+
 void abort_job(const char* message, int code) {
   std::fprintf(stderr, "%s%s\n", log::prefix().c_str(), message);
   std::fflush(stderr);

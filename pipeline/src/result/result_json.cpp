@@ -434,6 +434,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   config["max_iters"] = result.config.max_iters;
   config["profile"] = result.config.profile;
   config["check"] = result.config.check;
+  config["dtype"] = result.config.dtype;
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
@@ -465,6 +466,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   out.config.profile = config.get_or<std::string>("profile", "");
   out.config.check =
       config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
+  out.config.dtype = config.get_or<std::string>("dtype", "fp32");
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);

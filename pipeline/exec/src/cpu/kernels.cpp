@@ -7,18 +7,11 @@
 #include <cstring>
 #include <limits>
 
+#include "kernel_math.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::cpu {
 namespace {
-
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
-constexpr float kGeluA = 0.044715f;
-
-// tanh through one expf: glibc's tanhf is several times slower and GeLU is
-// the hottest elementwise op. Absolute error ~1e-7, saturates cleanly
-// (expf overflow gives +inf and 2/inf = 0).
-inline float fast_tanh(float u) { return 1.0f - 2.0f / (1.0f + std::exp(2.0f * u)); }
 
 int to_int(int64_t v) {
   PPB_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "dimension exceeds BLAS int");
@@ -72,16 +65,15 @@ void layernorm_forward(const float* x, int64_t t, int h, const float* gamma, con
     const float* xr = x + r * h;
     double sum = 0;
     for (int c = 0; c < h; ++c) sum += xr[c];
-    const double mu = sum / h;
-    double var = 0;
-    for (int c = 0; c < h; ++c) var += (xr[c] - mu) * (xr[c] - mu);
-    var /= h;
+    const double mu = kmath::layernorm_mean(sum, h);
+    double sq_dev = 0;
+    for (int c = 0; c < h; ++c) sq_dev += kmath::layernorm_sq_dev(xr[c], mu);
     const float m = static_cast<float>(mu);
-    const float s = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
+    const float s = kmath::layernorm_rstd(sq_dev, h);
     mean[r] = m;
     rstd[r] = s;
     float* yr = y + r * h;
-    for (int c = 0; c < h; ++c) yr[c] = (xr[c] - m) * s * gamma[c] + beta[c];
+    for (int c = 0; c < h; ++c) yr[c] = kmath::layernorm_xhat(xr[c], m, s) * gamma[c] + beta[c];
   }
 }
 
@@ -98,14 +90,14 @@ void layernorm_backward_input(const float* dy, const float* x, const float* mean
     for (int c = 0; c < h; ++c) {
       const float dxhat = dyr[c] * gamma[c];
       sum_d += dxhat;
-      sum_dx += static_cast<double>(dxhat) * ((xr[c] - m) * s);
+      sum_dx += static_cast<double>(dxhat) * kmath::layernorm_xhat(xr[c], m, s);
     }
     const float mean_d = static_cast<float>(sum_d / h);
     const float mean_dx = static_cast<float>(sum_dx / h);
     float* dxr = dx + r * h;
     for (int c = 0; c < h; ++c) {
-      const float xhat = (xr[c] - m) * s;
-      const float v = s * (dyr[c] * gamma[c] - mean_d - xhat * mean_dx);
+      const float xhat = kmath::layernorm_xhat(xr[c], m, s);
+      const float v = kmath::layernorm_dx(dyr[c], gamma[c], xhat, s, mean_d, mean_dx);
       dxr[c] = accumulate ? dxr[c] + v : v;
     }
   }
@@ -117,27 +109,18 @@ void layernorm_backward_weight(const float* dy, const float* x, const float* mea
     const float* xr = x + r * h;
     const float* dyr = dy + r * h;
     for (int c = 0; c < h; ++c) {
-      dgamma[c] += dyr[c] * ((xr[c] - mean[r]) * rstd[r]);
+      dgamma[c] += dyr[c] * kmath::layernorm_xhat(xr[c], mean[r], rstd[r]);
       dbeta[c] += dyr[c];
     }
   }
 }
 
 void gelu_forward(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + fast_tanh(kGeluC * (v + kGeluA * v * v * v)));
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = kmath::gelu(x[i]);
 }
 
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float th = fast_tanh(kGeluC * (v + kGeluA * v * v * v));
-    const float d =
-        0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    dx[i] = dy[i] * d;
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * kmath::gelu_grad(x[i]);
 }
 
 void attention_forward(const float* qkv, int batch, int seq, int h, int heads, float* probs,
@@ -197,7 +180,7 @@ void attention_backward(const float* qkv, const float* probs, const float* dctx,
         float* row = ds + int64_t{i} * seq;
         float dot = 0;
         for (int c = 0; c <= i; ++c) dot += prow[c] * row[c];
-        for (int c = 0; c <= i; ++c) row[c] = prow[c] * (row[c] - dot);
+        for (int c = 0; c <= i; ++c) row[c] = kmath::softmax_grad(prow[c], row[c], dot);
         for (int c = i + 1; c < seq; ++c) row[c] = 0.0f;
       }
       // dQ = scale dS K ; dK = scale dS^T Q
@@ -229,8 +212,7 @@ void softmax_cross_entropy_backward(float* probs, const int32_t* labels, int64_t
                                     float scale) {
   for (int64_t r = 0; r < t; ++r) {
     float* row = probs + r * v;
-    row[labels[r]] -= 1.0f;
-    for (int c = 0; c < v; ++c) row[c] *= scale;
+    for (int c = 0; c < v; ++c) row[c] = kmath::cross_entropy_grad(row[c], c == labels[r], scale);
   }
 }
 

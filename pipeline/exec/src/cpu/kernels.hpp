@@ -6,8 +6,6 @@
 
 namespace ppb::cpu {
 
-inline constexpr float kLayerNormEps = 1e-5f;
-
 /// C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, through cblas_sgemm.
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);

@@ -87,6 +87,9 @@ struct ResultConfig {
   /// optional: a --check step ran before the warm-up (absent: whether
   /// metrics.check is present).
   bool check = false;
+  /// optional: --dtype, the storage of activations, messages and weights
+  /// ("fp32" when absent: files written before the field).
+  std::string dtype = "fp32";
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };

@@ -74,12 +74,21 @@ class MemoryTracker {
   int64_t peak_total_ = 0;
 };
 
-/// A host buffer counted in a tracker for its lifetime. Move-only. Memory is
-/// 64-byte aligned and zero-filled.
+/// A buffer counted in a tracker for its lifetime. Move-only. The plain
+/// constructor allocates host memory, 64-byte aligned and zero-filled; the
+/// adopting one takes memory allocated elsewhere (device memory, pinned
+/// host memory) with the function that releases it.
 class TrackedBuffer {
  public:
+  /// Releases adopted memory: release(context, data). Must not throw.
+  using Release = void (*)(void* context, std::byte* data);
+
   TrackedBuffer() = default;
   TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64_t bytes);
+  /// Adopts `data` (`bytes` long, may be null when bytes is 0), counted in
+  /// `tracker` until releaser(context, data) frees it.
+  TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64_t bytes, std::byte* data,
+                Release releaser, void* context);
   ~TrackedBuffer();
   TrackedBuffer(TrackedBuffer&& other) noexcept;
   TrackedBuffer& operator=(TrackedBuffer&& other) noexcept;
@@ -106,6 +115,8 @@ class TrackedBuffer {
   MemCategory category_ = MemCategory::kWorkspace;
   std::byte* data_ = nullptr;
   int64_t bytes_ = 0;
+  Release release_ = nullptr;  // null: std::free
+  void* context_ = nullptr;
 };
 
 /// Peak resident set size of this process in bytes (getrusage), 0 if unknown.

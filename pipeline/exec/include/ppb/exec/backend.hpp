@@ -29,8 +29,8 @@
 //   wait(t, seconds)    cudaEventQuery in a loop with short sleeps, or a
 //                       cudaEventBlockingSync event (no busy host core)
 //   copy stream         a second cudaStream_t with cudaMemcpyAsync and events
-//   memory_space()      kDevice; allocate(kDevice) is cudaMalloc,
-//                       allocate(kPinnedHost) cudaHostAlloc
+//   memory_space()      kDevice; allocate(kDevice) comes from a stream-ordered
+//                       pool (cudaMemPool), allocate(kPinnedHost) cudaHostAlloc
 //   optimizer_step      enqueued on the compute stream, then synchronised
 // On the CPU, StreamBackend implements the streams with host threads
 // (host_stream.hpp): cpu runs its actions on a worker thread; timed's compute
@@ -42,7 +42,9 @@
 //   timed  no computation: each action sleeps for its modelled time, real
 //          messages of the modelled sizes cross the transport (TimedBackend,
 //          backend_timed.cpp)
-// The `cuda` backend belongs to the GPU issue and is not registered here.
+//   cuda   the cpu backend's model on a GPU: cuBLAS GEMMs, CUDA kernels,
+//          fp32 or bf16 storage (src/cuda/, make_cuda_backend); registered in
+//          every build, refused with the reason where no device is usable
 //
 // Example:
 //   BackendConfig cfg{.spec = spec, .units = units, .parts = parts, .costs = costs,
@@ -91,6 +93,14 @@ struct StreamTimes {
   double end = 0;
 };
 
+/// A device backend's memory besides its tracker: the stream-ordered pool's
+/// high-water mark since the last reset_device_peak(), and the device
+/// memory it holds outside the pool (cuBLAS handle and workspace).
+struct DeviceMemoryFigures {
+  int64_t pool_peak = -1;  ///< -1: the backend has no device
+  int64_t outside_pool = 0;
+};
+
 /// Everything a backend may need; each backend reads the fields it uses.
 struct BackendConfig {
   ModelSpec spec;                ///< cpu: the model
@@ -118,6 +128,10 @@ struct BackendConfig {
   /// take plant_factor times as long (timed: longer or shorter sleeps; cpu:
   /// extra real work after each action, so >= 1). 1 = none.
   double plant_factor = 1;
+  /// cuda: this rank among the ranks of its node (ppb::node_local) and how
+  /// many there are; the node-local rank picks the GPU.
+  int local_rank = 0;
+  int local_ranks = 1;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
@@ -200,6 +214,20 @@ class Backend {
   /// Wall seconds per modelled second of a backend that models time (timed);
   /// 0 for one that computes.
   virtual double time_scale() const { return 0; }
+
+  // Device backends (BackendInfo::device). REQUIRES: the streams are idle.
+
+  /// The device memory figures (pool_peak -1 without a device).
+  virtual DeviceMemoryFigures device_memory() const { return {}; }
+  /// Starts a new high-water window of the device pool (once per step).
+  virtual void reset_device_peak() {}
+  /// Empty while the backend is healthy. After a device allocation failed
+  /// (out of memory), one line saying where, with the device's figures; the
+  /// backend then skips the work of every later action (their tickets still
+  /// complete, messages still flow with unspecified contents), so that the
+  /// step ends on every rank and the run can record the combination as
+  /// status `oom` and go on.
+  virtual std::string out_of_memory() const { return {}; }
 };
 
 class HostStream;
@@ -371,8 +399,26 @@ struct BackendInfo {
   /// ranks than cores do not take turns computing, and --plant can also
   /// plant a speed-up (factor < 1).
   bool modelled_time = false;
+  /// Accepts --dtype bf16 (bf16 storage of activations, messages and the
+  /// weights the kernels read; ModelSpec::bytes_per_element 2).
+  bool bf16 = false;
+  /// --check passes when the loss and every gradient agree with the fp32
+  /// single-process reference to this relative error (max_relative_error),
+  /// per storage dtype. Where the values come from: docs/metrics.md.
+  double check_tolerance_fp32 = 1e-4;
+  double check_tolerance_bf16 = 0;  ///< only meaningful with bf16
+  /// Computes on a GPU: device memory figures (device_per_stage) and out of
+  /// memory as status `oom` (Backend::device_memory, out_of_memory).
+  bool device = false;
+  /// Why the backend cannot run in this process, "" when it can (null: it
+  /// always can). Checked by `run` on every rank before anything starts.
+  std::string (*unusable)() = nullptr;
 };
-/// Every registered backend ("cpu", "timed").
+
+/// The --check tolerance of `info` for elements of `bytes_per_element`
+/// bytes (4: fp32, 2: bf16).
+double check_tolerance(const BackendInfo& info, int bytes_per_element);
+/// Every registered backend ("cpu", "timed", "cuda").
 const std::vector<BackendInfo>& backend_list();
 
 /// The registry entry of the backend called `name`. Throws UsageError as
@@ -380,7 +426,13 @@ const std::vector<BackendInfo>& backend_list();
 const BackendInfo& backend_info(std::string_view name);
 
 /// Makes the backend called `name`. Throws
-/// UsageError("--backend: unknown backend 'x' (backends: cpu, timed)").
+/// UsageError("--backend: unknown backend 'x' (backends: cpu, timed, cuda)").
 std::unique_ptr<Backend> make_backend(std::string_view name, const BackendConfig& config);
+
+/// The `cuda` backend (src/cuda/backend_cuda.cpp). Binds the device of
+/// config.local_rank (ppb::cuda::bind_device). Throws
+/// UsageError("--backend cuda: <why>") where no device is usable (and in a
+/// build without CUDA), and cuda::OutOfMemory when its weights do not fit.
+std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config);
 
 }  // namespace ppb

@@ -69,6 +69,15 @@ class MpiSession {
 /// REQUIRES: MPI initialised.
 void run_or_abort(const std::function<void()>& body, MPI_Comm comm = MPI_COMM_WORLD);
 
+/// This rank's place among the ranks of `comm` that share its node (its
+/// shared-memory domain, MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)): the
+/// node-local rank picks the GPU. Collective over `comm`.
+struct NodeLocal {
+  int rank = 0;  ///< 0 <= rank < size
+  int size = 1;  ///< ranks of `comm` on this node
+};
+NodeLocal node_local(MPI_Comm comm);
+
 /// Ends the job from this rank: prints "pipebench[rN]: <message>" (one line)
 /// and calls MPI_Abort(MPI_COMM_WORLD, code). Never returns.
 [[noreturn]] void abort_job(const char* message, int code);

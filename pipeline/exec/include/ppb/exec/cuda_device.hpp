@@ -1,0 +1,68 @@
+// The CUDA runtime as the executor sees it: whether a device is usable here,
+// which device this rank binds to, and the checked-call macro of STYLE.md
+// rule 5. Every build has these functions; a build without CUDA (PPB_HAVE_CUDA
+// is 0) says so in unusable_reason() and never binds a device.
+//
+// Example (a rank of an MPI job):
+//   if (std::string why = ppb::cuda::unusable_reason(); !why.empty())
+//     throw ppb::UsageError("--backend cuda: " + why);
+//   ppb::NodeLocal local = ppb::node_local(MPI_COMM_WORLD);
+//   ppb::cuda::DeviceBinding b = ppb::cuda::bind_device(local.rank, local.size);
+//   PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace ppb::cuda {
+
+/// "" when a CUDA device is usable from this process; otherwise ONE line
+/// saying why not, e.g.
+///   "no CUDA driver (cudaGetDeviceCount: cudaErrorInsufficientDriver, 35)"
+///   "no CUDA device (cudaGetDeviceCount: cudaErrorNoDevice, 100)"
+///   "built without CUDA (PPB_WITH_CUDA=OFF or no CUDA toolkit at configure time)"
+/// Cheap after the first call (the answer is cached: it cannot change while
+/// the process runs).
+std::string unusable_reason();
+
+/// The device a rank computes on.
+struct DeviceBinding {
+  int device = -1;      ///< the CUDA device index this process uses
+  int devices = 0;      ///< CUDA devices visible to this process
+  int local_rank = 0;   ///< this rank among the ranks of its node
+  int local_ranks = 1;  ///< ranks on this node
+  bool shared = false;  ///< more ranks on the node than devices: ranks time-share a device
+};
+
+/// Binds this process to device local_rank % devices (cudaSetDevice) and
+/// says how. Throws ppb::UsageError(unusable_reason()) when no device is
+/// usable. REQUIRES: 0 <= local_rank < local_ranks.
+DeviceBinding bind_device(int local_rank, int local_ranks);
+
+/// A CUDA call ran out of device memory (cudaErrorMemoryAllocation). Thrown
+/// by PPB_CUDA_CHECK instead of ending the job, so that a run can record the
+/// combination as status `oom` and go on.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Used by PPB_CUDA_CHECK. cudaErrorMemoryAllocation throws OutOfMemory
+/// ("CUDA out of memory in <call> at <file>:<line>: <free> of <total> bytes
+/// free"); every other code prints
+///   "pipebench[r<rank>]: CUDA error in <call> at <file>:<line>: <name> (<code>): <string>"
+/// and ends the job (MPI_Abort when MPI is up, else exit 1).
+[[noreturn]] void cuda_call_failed(int code, const char* call, const char* file, int line);
+
+}  // namespace ppb::cuda
+
+/// Checks a CUDA runtime call (anything returning cudaError_t).
+/// Example: PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
+#define PPB_CUDA_CHECK(call)                                                  \
+  do {                                                                        \
+    const int ppb_cuda_rc_ = static_cast<int>(call);                          \
+    if (ppb_cuda_rc_ != 0) [[unlikely]] {                                     \
+      ::ppb::cuda::cuda_call_failed(ppb_cuda_rc_, #call, __FILE__, __LINE__); \
+    }                                                                         \
+  } while (false)

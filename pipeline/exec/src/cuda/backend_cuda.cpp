@@ -1,0 +1,388 @@
+// The `cuda` backend: Backend's contract on a GPU (backend.hpp describes the
+// mapping). One CudaChunk per chunk; three non-blocking streams: compute
+// (every action, enqueued from the executor's thread without waiting),
+// copy (staging copies) and side (zeroing the executor's buffers). Tickets
+// complete by events; action times come from events on the compute stream,
+// anchored to the host clock at each step start (the stream is idle then).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "cuda/blas.hpp"
+#include "cuda/cuda_chunk.hpp"
+#include "cuda/device_pool.hpp"
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/cuda_device.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/profiling/clock.hpp"
+#include "ppb/profiling/log.hpp"
+
+namespace ppb {
+namespace {
+
+using cuda::CudaChunk;
+using cuda::Dtype;
+
+// cuBLAS's recommended workspace on Hopper (4 MiB suffice before it).
+constexpr int64_t kBlasWorkspaceBytes = int64_t{32} << 20;
+
+Dtype dtype_of(const ModelSpec& spec) {
+  if (spec.bytes_per_element == 4) return Dtype::kFp32;
+  if (spec.bytes_per_element == 2) return Dtype::kBf16;
+  throw UsageError("--dtype: the cuda backend stores fp32 or bf16 (bytes_per_element " +
+                   std::to_string(spec.bytes_per_element) + ")");
+}
+
+size_t device_free_bytes() {
+  size_t free_bytes = 0;
+  size_t total = 0;
+  PPB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
+// Events recycled across actions: created once, reused after completion.
+class EventPool {
+ public:
+  explicit EventPool(unsigned flags) : flags_(flags) {}
+  ~EventPool() {
+    for (cudaEvent_t e : free_) (void)cudaEventDestroy(e);
+  }
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  cudaEvent_t take() {
+    if (free_.empty()) {
+      cudaEvent_t e = nullptr;
+      PPB_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags_));
+      return e;
+    }
+    cudaEvent_t e = free_.back();
+    free_.pop_back();
+    return e;
+  }
+  void give(cudaEvent_t e) { free_.push_back(e); }
+
+ private:
+  unsigned flags_;
+  std::vector<cudaEvent_t> free_;
+};
+
+// True once `e` completed; false while pending; a failure ends the job.
+bool event_done(cudaEvent_t e) {
+  const cudaError_t rc = cudaEventQuery(e);
+  if (rc == cudaErrorNotReady) return false;
+  PPB_CUDA_CHECK(rc);
+  return true;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendConfig& config);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  int chunks() const override { return static_cast<int>(chunks_.size()); }
+  int64_t input_bytes(int c) const override { return chunk(c).input_bytes(); }
+  int64_t output_bytes(int c) const override { return chunk(c).output_bytes(); }
+  int64_t activation_bytes(int c) const override { return chunk(c).activation_bytes(); }
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
+  TrackedBuffer allocate(int64_t bytes, MemorySpace space, MemCategory category) override;
+  StreamTicket enqueue(const ActionCall& call) override;
+  bool query(StreamTicket ticket, StreamTimes* times) override;
+  bool wait(StreamTicket ticket, double seconds, StreamTimes* times) override;
+  double stream_now() override;
+  StreamTicket copy_async(std::byte* dst, const std::byte* src, int64_t bytes) override;
+  bool copy_done(StreamTicket ticket) override;
+  void optimizer_step(int c) override;
+  MemoryTracker& memory() override { return memory_; }
+  const MemoryTracker& memory() const override { return memory_; }
+  std::vector<std::vector<float>> gradients(int c) const override { return chunk(c).gradients(); }
+  // After an out-of-memory the chunks' bookkeeping stopped: answer "unknown".
+  double loss(int c, int64_t mb) const override {
+    return oom_.empty() ? chunk(c).loss(mb) : std::numeric_limits<double>::quiet_NaN();
+  }
+  int weight_version(int c) const override { return oom_.empty() ? chunk(c).weight_version() : -1; }
+  int weight_version_of(int c, int64_t mb) const override {
+    return oom_.empty() ? chunk(c).weight_version_of(mb) : -1;
+  }
+  DeviceMemoryFigures device_memory() const override;
+  void reset_device_peak() override { pool_->reset_high(); }
+  std::string out_of_memory() const override { return oom_; }
+
+ private:
+  struct Pending {
+    StreamTicket ticket = 0;
+    cudaEvent_t start = nullptr;
+    cudaEvent_t end = nullptr;
+  };
+  CudaChunk& chunk(int c) { return *chunks_.at(static_cast<size_t>(c)); }
+  const CudaChunk& chunk(int c) const { return *chunks_.at(static_cast<size_t>(c)); }
+  void run(const ActionCall& call);
+  void record_oom(const std::string& what);
+  double stream_seconds(cudaEvent_t e) const;
+  static void free_ready(void* context, std::byte* data);
+  static void free_pinned(void* context, std::byte* data);
+
+  MemoryTracker memory_;  // first: every buffer below counts into it until destroyed
+  cuda::DeviceBinding binding_;
+  Dtype dtype_ = Dtype::kFp32;
+  float learning_rate_ = 0;
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t copy_ = nullptr;
+  cudaStream_t side_ = nullptr;
+  std::unique_ptr<cuda::DevicePool> pool_;
+  int64_t outside_pool_ = 0;  // cuBLAS handle and workspace
+  TrackedBuffer blas_workspace_;
+  std::unique_ptr<cuda::Blas> blas_;
+  std::vector<std::unique_ptr<CudaChunk>> chunks_;
+  EventPool timed_events_{cudaEventDefault};
+  EventPool copy_events_{cudaEventDisableTiming};
+  std::deque<Pending> pending_;                              // compute tickets not yet reported
+  std::deque<std::pair<StreamTicket, cudaEvent_t>> copies_;  // copy tickets not yet reported
+  StreamTicket issued_ = 0;
+  StreamTicket copies_issued_ = 0;
+  cudaEvent_t anchor_ = nullptr;  // stream clock origin, at host time anchor_host_
+  double anchor_host_ = 0;
+  std::string oom_;
+};
+
+CudaBackend::CudaBackend(const BackendConfig& config) {
+  if (std::string why = cuda::unusable_reason(); !why.empty()) {
+    throw UsageError("--backend cuda: " + why);
+  }
+  if (config.plant_factor != 1) {
+    throw UsageError("--plant: the cuda backend does not plant slowdowns (cpu and timed do)");
+  }
+  PPB_CHECK(static_cast<int>(config.parts.size()) == config.stages * config.chunks,
+            "cuda backend: parts must hold stages * chunks ranges");
+  dtype_ = dtype_of(config.spec);
+  learning_rate_ = config.learning_rate;
+  binding_ = cuda::bind_device(config.local_rank, config.local_ranks);
+  if (binding_.shared && binding_.local_rank == 0) {
+    log::warn_once("cuda-shared-device",
+                   std::to_string(binding_.local_ranks) + " ranks share " +
+                       std::to_string(binding_.devices) +
+                       " GPU(s) on this node: they take turns on each device, so times and "
+                       "bubbles include that sharing");
+  }
+  PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  PPB_CUDA_CHECK(cudaEventCreateWithFlags(&anchor_, cudaEventDefault));
+  pool_ = std::make_unique<cuda::DevicePool>(binding_.device, compute_, memory_);
+
+  // Outside the pool: cuBLAS's handle (measured; approximate when other
+  // processes allocate on the device at the same moment) and its workspace.
+  const size_t before = device_free_bytes();
+  void* ws = nullptr;
+  PPB_CUDA_CHECK(cudaMalloc(&ws, static_cast<size_t>(kBlasWorkspaceBytes)));
+  blas_workspace_ = TrackedBuffer(
+      memory_, MemCategory::kWorkspace, kBlasWorkspaceBytes, static_cast<std::byte*>(ws),
+      [](void*, std::byte* p) { (void)cudaFree(p); }, nullptr);
+  blas_ = std::make_unique<cuda::Blas>(compute_, ws, static_cast<size_t>(kBlasWorkspaceBytes));
+  outside_pool_ =
+      std::max<int64_t>(static_cast<int64_t>(before) - static_cast<int64_t>(device_free_bytes()),
+                        kBlasWorkspaceBytes);
+
+  CpuModelOptions mo;
+  mo.seed = config.seed;
+  mo.loss_scale = 1.0f / static_cast<float>(config.microbatches);
+  mo.weight_stashing = config.weight_stashing;
+  const cuda::ChunkContext ctx{compute_, pool_.get(), blas_.get(), dtype_};
+  for (int c = 0; c < config.chunks; ++c) {
+    const UnitRange range = config.parts[static_cast<size_t>(c * config.stages + config.stage)];
+    chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));
+  }
+  (void)stream_now();
+}
+
+CudaBackend::~CudaBackend() {
+  // Everything enqueued finishes before the memory it uses goes back.
+  (void)cudaStreamSynchronize(compute_);
+  (void)cudaStreamSynchronize(copy_);
+  chunks_.clear();
+  blas_.reset();
+  (void)cudaStreamSynchronize(compute_);
+  blas_workspace_ = TrackedBuffer();
+  for (const Pending& p : pending_) {
+    (void)cudaEventDestroy(p.start);
+    (void)cudaEventDestroy(p.end);
+  }
+  for (const auto& c : copies_) (void)cudaEventDestroy(c.second);
+  pool_.reset();
+  if (anchor_ != nullptr) (void)cudaEventDestroy(anchor_);
+  for (cudaStream_t s : {compute_, copy_, side_}) {
+    if (s != nullptr) (void)cudaStreamDestroy(s);
+  }
+}
+
+void CudaBackend::record_oom(const std::string& what) {
+  if (!oom_.empty()) return;
+  oom_ = what + "; tracked " + std::to_string(memory_.current_total()) + " bytes on this stage";
+  log::warn("%s: skipping the rest of the step's device work", oom_.c_str());
+}
+
+void CudaBackend::free_ready(void* context, std::byte* data) {
+  // The executor's buffers travel between streams and the host's libraries:
+  // free them only once both streams are idle.
+  auto* self = static_cast<CudaBackend*>(context);
+  PPB_CUDA_CHECK(cudaStreamSynchronize(self->compute_));
+  PPB_CUDA_CHECK(cudaStreamSynchronize(self->copy_));
+  PPB_CUDA_CHECK(cudaFreeAsync(data, self->side_));
+}
+
+void CudaBackend::free_pinned(void* context, std::byte* data) {
+  auto* self = static_cast<CudaBackend*>(context);
+  PPB_CUDA_CHECK(cudaStreamSynchronize(self->copy_));
+  PPB_CUDA_CHECK(cudaFreeHost(data));
+}
+
+TrackedBuffer CudaBackend::allocate(int64_t bytes, MemorySpace space, MemCategory category) {
+  if (bytes == 0 || space == MemorySpace::kHost) return TrackedBuffer(memory_, category, bytes);
+  if (space == MemorySpace::kPinnedHost) {
+    void* p = nullptr;
+    PPB_CUDA_CHECK(cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault));
+    std::memset(p, 0, static_cast<size_t>(bytes));
+    return TrackedBuffer(memory_, category, bytes, static_cast<std::byte*>(p), &free_pinned, this);
+  }
+  if (oom_.empty()) {
+    try {
+      return TrackedBuffer(memory_, category, bytes, pool_->ready(bytes, side_), &free_ready, this);
+    } catch (const cuda::OutOfMemory& e) {
+      record_oom(e.what());
+    }
+  }
+  // Out of memory: the step goes on without device work (out_of_memory());
+  // host memory stands in for the buffer so that messages still flow.
+  return TrackedBuffer(memory_, category, bytes);
+}
+
+void CudaBackend::run(const ActionCall& call) {
+  CudaChunk& c = chunk(call.chunk);
+  switch (call.kind) {
+    case ActionKind::kForward:
+      c.forward(call.microbatch, call.in, call.out);
+      return;
+    case ActionKind::kBackward:
+      c.backward(call.microbatch, call.in, call.out);
+      return;
+    case ActionKind::kBackwardInput:
+      c.backward_input(call.microbatch, call.in, call.out);
+      return;
+    case ActionKind::kBackwardWeight:
+      c.backward_weight(call.microbatch);
+      return;
+    case ActionKind::kSync:
+      break;
+  }
+  PPB_CHECK(false, "cuda backend: SYNC is not a compute action");
+}
+
+StreamTicket CudaBackend::enqueue(const ActionCall& call) {
+  Pending p{++issued_, timed_events_.take(), timed_events_.take()};
+  PPB_CUDA_CHECK(cudaEventRecord(p.start, compute_));
+  if (oom_.empty()) {
+    try {
+      run(call);
+    } catch (const cuda::OutOfMemory& e) {
+      record_oom(e.what());
+    }
+  }
+  PPB_CUDA_CHECK(cudaEventRecord(p.end, compute_));
+  pending_.push_back(p);
+  return p.ticket;
+}
+
+double CudaBackend::stream_seconds(cudaEvent_t e) const {
+  float ms = 0;
+  PPB_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_, e));
+  return anchor_host_ + static_cast<double>(ms) * 1e-3;
+}
+
+bool CudaBackend::query(StreamTicket ticket, StreamTimes* times) {
+  const auto it = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const Pending& p) { return p.ticket == ticket; });
+  PPB_CHECK(it != pending_.end(), "cuda backend: query of an unknown or reported ticket");
+  if (!event_done(it->end)) return false;
+  if (times != nullptr) *times = {stream_seconds(it->start), stream_seconds(it->end)};
+  timed_events_.give(it->start);
+  timed_events_.give(it->end);
+  pending_.erase(it);
+  return true;
+}
+
+bool CudaBackend::wait(StreamTicket ticket, double seconds, StreamTimes* times) {
+  const double deadline = now_seconds() + seconds;
+  while (!query(ticket, times)) {
+    if (now_seconds() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+// The stream clock is the host clock at the last anchor plus the event time
+// since it. Re-anchored whenever no action is pending (each step starts so),
+// which keeps cudaEventElapsedTime's float milliseconds short and the two
+// clocks from drifting apart.
+double CudaBackend::stream_now() {
+  if (pending_.empty()) {
+    PPB_CUDA_CHECK(cudaEventRecord(anchor_, compute_));
+    PPB_CUDA_CHECK(cudaEventSynchronize(anchor_));
+    anchor_host_ = now_seconds();
+    return anchor_host_;
+  }
+  return now_seconds();
+}
+
+StreamTicket CudaBackend::copy_async(std::byte* dst, const std::byte* src, int64_t bytes) {
+  if (bytes > 0 && oom_.empty()) {
+    PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, copy_));
+  }
+  cudaEvent_t done = copy_events_.take();
+  PPB_CUDA_CHECK(cudaEventRecord(done, copy_));
+  copies_.emplace_back(++copies_issued_, done);
+  return copies_issued_;
+}
+
+bool CudaBackend::copy_done(StreamTicket ticket) {
+  const auto it = std::find_if(copies_.begin(), copies_.end(),
+                               [&](const auto& c) { return c.first == ticket; });
+  PPB_CHECK(it != copies_.end(), "cuda backend: copy_done of an unknown or reported ticket");
+  if (!event_done(it->second)) return false;
+  copy_events_.give(it->second);
+  copies_.erase(it);
+  return true;
+}
+
+void CudaBackend::optimizer_step(int c) {
+  if (oom_.empty()) {
+    try {
+      chunk(c).sgd_step(learning_rate_);
+    } catch (const cuda::OutOfMemory& e) {  // a weight stash that does not fit
+      record_oom(e.what());
+    }
+  }
+  PPB_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+DeviceMemoryFigures CudaBackend::device_memory() const {
+  return {pool_->used_high(), outside_pool_};
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendConfig& config) {
+  return std::make_unique<CudaBackend>(config);
+}
+
+}  // namespace ppb

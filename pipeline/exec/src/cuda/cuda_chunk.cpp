@@ -1,0 +1,562 @@
+#include "cuda/cuda_chunk.hpp"
+
+#include <cmath>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "cpu/init.hpp"
+#include "ppb/exec/cuda_device.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb::cuda {
+namespace {
+
+// The cpu layouts count 4-byte elements (token ids are int32 either way).
+int64_t scaled(int64_t fp32_bytes, Dtype dt) { return fp32_bytes / 4 * dtype_bytes(dt); }
+
+float* f32(TrackedBuffer& b) { return b.as<float>(); }
+
+}  // namespace
+
+int64_t unit_boundary_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype) {
+  return scaled(cpu_boundary_bytes(spec, kind), dtype);
+}
+
+int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype) {
+  if (kind == UnitKind::kEmbedding) return cpu_activation_bytes(spec, kind);  // int32 ids
+  return scaled(cpu_activation_bytes(spec, kind), dtype);
+}
+
+struct CudaChunk::UnitState {
+  UnitKind kind = UnitKind::kEmbedding;
+  int64_t param_count = 0;
+  TrackedBuffer master;  // fp32
+  TrackedBuffer copy;    // storage dtype (bf16 only; fp32 computes on the master)
+  TrackedBuffer grads;   // fp32
+};
+
+struct CudaChunk::Microbatch {
+  int64_t mb = 0;
+  int version = 0;
+  bool input_done = false;
+  std::vector<TrackedBuffer> kept;     // per local unit
+  std::vector<TrackedBuffer> pending;  // per local unit: output gradients kept from I to W
+};
+
+CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
+                     ChunkContext ctx, CpuModelOptions options)
+    : spec_(spec), range_(range), ctx_(ctx), options_(options) {
+  PPB_CHECK(
+      range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(units.size()),
+      "unit range out of bounds");
+  PPB_CHECK(spec.hidden % spec.heads == 0, "hidden must be a multiple of heads");
+  PPB_CHECK(spec.bytes_per_element == dtype_bytes(ctx.dtype),
+            "the model's bytes_per_element differs from the cuda backend's dtype");
+  const bool bf16 = ctx.dtype == Dtype::kBf16;
+  for (int g = range.begin; g < range.end; ++g) {
+    const Unit& u = units[static_cast<size_t>(g)];
+    const std::string where = "unit " + std::to_string(g) + " (" + u.name + "): ";
+    PPB_CHECK(u.activation_bytes == unit_activation_bytes(spec, u.kind, ctx.dtype),
+              where + "activation_bytes differ from the cuda backend's layout");
+    PPB_CHECK(u.boundary_bytes == unit_boundary_bytes(spec, u.kind, ctx.dtype),
+              where + "boundary_bytes differ from the cuda backend's layout");
+    units_.push_back(u);
+    auto state = std::make_unique<UnitState>();
+    state->kind = u.kind;
+    state->param_count = unit_param_count(spec, u.kind);
+    const int64_t n = state->param_count;
+    // The same initial weights as the cpu backend: drawn on the host, uploaded.
+    std::vector<float> host(static_cast<size_t>(n));
+    cpu::init_unit_params(spec, u.kind, options.seed, g, std::span<float>(host));
+    state->master = device(n * 4, bf16 ? MemCategory::kOptimizerState : MemCategory::kParameters);
+    state->grads = device(n * 4, MemCategory::kGradients);
+    if (n > 0) {
+      PPB_CUDA_CHECK(cudaMemcpyAsync(state->master.data(), host.data(), static_cast<size_t>(n) * 4,
+                                     cudaMemcpyHostToDevice, ctx.stream));
+      PPB_CUDA_CHECK(
+          cudaMemsetAsync(state->grads.data(), 0, static_cast<size_t>(n) * 4, ctx.stream));
+    }
+    if (bf16) {
+      state->copy = device(n * 2, MemCategory::kParameters);
+      to_storage(ctx.dtype, f32(state->master), state->copy.data(), n, ctx.stream);
+    }
+    state_.push_back(std::move(state));
+  }
+  if (range.begin > 0) {
+    input_bytes_ =
+        unit_boundary_bytes(spec, units[static_cast<size_t>(range.begin - 1)].kind, ctx.dtype);
+    PPB_CHECK(input_bytes_ == units[static_cast<size_t>(range.begin - 1)].boundary_bytes,
+              "boundary_bytes of the unit before the chunk differ from the cuda backend's layout");
+  }
+  // `host` above is pageable: the uploads have consumed it when they return,
+  // but the weights must be in place before the first action reads them.
+  PPB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+CudaChunk::~CudaChunk() = default;
+
+int64_t CudaChunk::output_bytes() const { return units_.back().boundary_bytes; }
+
+int64_t CudaChunk::activation_bytes() const {
+  int64_t sum = 0;
+  for (const Unit& u : units_) sum += u.activation_bytes;
+  return sum;
+}
+
+TrackedBuffer CudaChunk::device(int64_t bytes, MemCategory category) const {
+  return ctx_.pool->stream_ordered(bytes, category);
+}
+
+void CudaChunk::copy(void* dst, const void* src, int64_t elements) const {
+  if (elements == 0) return;
+  PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(elements * dtype_bytes(ctx_.dtype)),
+                                 cudaMemcpyDeviceToDevice, ctx_.stream));
+}
+
+void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) const {
+  const auto t = static_cast<size_t>(spec_.tokens());
+  std::vector<int32_t> host(2 * t);
+  synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(host.data(), t),
+                   std::span<int32_t>(host.data() + t, t));
+  // From pageable memory: the call returns once `host` has been consumed.
+  PPB_CUDA_CHECK(cudaMemcpyAsync(dst, host.data() + (labels ? t : 0), t * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, ctx_.stream));
+}
+
+const void* CudaChunk::weights(int local_unit, int version) const {
+  if (!options_.weight_stashing || version == version_) {
+    const UnitState& u = *state_[static_cast<size_t>(local_unit)];
+    return ctx_.dtype == Dtype::kFp32 ? u.master.data() : u.copy.data();
+  }
+  const auto it = stashes_.find(version);
+  PPB_CHECK(it != stashes_.end(), "weight version of an in-flight micro-batch is not stashed");
+  return it->second[static_cast<size_t>(local_unit)].data();
+}
+
+// y[t,out] = x[t,in] w[in,out] + bias (bias at w + in*out); with accumulate
+// added to what y holds (a residual).
+void CudaChunk::linear_forward(const void* x, int in, const void* w, int out, void* y,
+                               bool accumulate) const {
+  const Dtype dt = ctx_.dtype;
+  const int64_t t = spec_.tokens();
+  bias_fill(dt, offset(w, dt, int64_t{in} * out), t, out, y, accumulate, ctx_.stream);
+  ctx_.blas->gemm(false, false, static_cast<int>(t), out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y,
+                  out, dt);
+}
+
+// Per sample b: scores = scale Q K^T per head (batched over heads), causal
+// softmax in place, context = P V. Head j of a row is at columns j*d.. of
+// q, k and v (k at +h, v at +2h in the 3h-wide qkv rows).
+void CudaChunk::attention_forward(const void* qkv, void* probs, void* ctx) const {
+  const Dtype dt = ctx_.dtype;
+  const int s = spec_.seq;
+  const int h = spec_.hidden;
+  const int a = spec_.heads;
+  const int d = h / a;
+  const int ld = 3 * h;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t ss = int64_t{s} * s;
+  for (int b = 0; b < spec_.micro_batch_size; ++b) {
+    const void* q = offset(qkv, dt, int64_t{b} * s * ld);
+    const void* k = offset(q, dt, h);
+    void* p = offset(probs, dt, int64_t{b} * a * ss);
+    ctx_.blas->gemm_batched(false, true, s, s, d, scale, {q, ld, d}, {k, ld, d}, dt, 0.0f, p, s, ss,
+                            dt, a);
+  }
+  attention_softmax_fwd(dt, probs, s, int64_t{spec_.micro_batch_size} * a * s, ctx_.stream);
+  for (int b = 0; b < spec_.micro_batch_size; ++b) {
+    const void* v = offset(qkv, dt, int64_t{b} * s * ld + int64_t{2} * h);
+    const void* p = offset(probs, dt, int64_t{b} * a * ss);
+    void* o = offset(ctx, dt, int64_t{b} * s * h);
+    ctx_.blas->gemm_batched(false, false, s, d, s, 1.0f, {p, s, ss}, {v, ld, d}, dt, 0.0f, o, h, d,
+                            dt, a);
+  }
+}
+
+// dP = dO V^T, dV = P^T dO, dS = P (dP - rowsum(P dP)), dQ = scale dS K,
+// dK = scale dS^T Q; per sample, batched over heads, dS in a workspace.
+void CudaChunk::attention_backward(const void* qkv, const void* probs, const void* dctx,
+                                   void* dqkv) const {
+  const Dtype dt = ctx_.dtype;
+  const int s = spec_.seq;
+  const int h = spec_.hidden;
+  const int a = spec_.heads;
+  const int d = h / a;
+  const int ld = 3 * h;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t ss = int64_t{s} * s;
+  TrackedBuffer ds = device(a * ss * dtype_bytes(dt), MemCategory::kWorkspace);
+  for (int b = 0; b < spec_.micro_batch_size; ++b) {
+    const int64_t row0 = int64_t{b} * s * ld;
+    const void* q = offset(qkv, dt, row0);
+    const void* k = offset(q, dt, h);
+    const void* v = offset(q, dt, int64_t{2} * h);
+    void* dq = offset(dqkv, dt, row0);
+    void* dk = offset(dq, dt, h);
+    void* dv = offset(dq, dt, int64_t{2} * h);
+    const void* p = offset(probs, dt, int64_t{b} * a * ss);
+    const void* dout = offset(dctx, dt, int64_t{b} * s * h);
+    Blas& blas = *ctx_.blas;
+    blas.gemm_batched(false, true, s, s, d, 1.0f, {dout, h, d}, {v, ld, d}, dt, 0.0f, ds.data(), s,
+                      ss, dt, a);
+    blas.gemm_batched(true, false, s, d, s, 1.0f, {p, s, ss}, {dout, h, d}, dt, 0.0f, dv, ld, d, dt,
+                      a);
+    attention_softmax_bwd(dt, p, ds.data(), s, int64_t{a} * s, ctx_.stream);
+    blas.gemm_batched(false, false, s, d, s, scale, {ds.data(), s, ss}, {k, ld, d}, dt, 0.0f, dq,
+                      ld, d, dt, a);
+    blas.gemm_batched(true, false, s, d, s, scale, {ds.data(), s, ss}, {q, ld, d}, dt, 0.0f, dk, ld,
+                      d, dt, a);
+  }
+}
+
+void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
+  PPB_CHECK(!inflight_.contains(mb), "forward of a micro-batch already in flight");
+  PPB_CHECK((input != nullptr) == (input_bytes() > 0),
+            "forward: input must be given iff the chunk has one");
+  PPB_CHECK((output != nullptr) == (output_bytes() > 0),
+            "forward: output must be given iff the chunk has one");
+  auto state = std::make_unique<Microbatch>();
+  state->mb = mb;
+  state->version = version_;
+  state->kept.resize(units_.size());
+  state->pending.resize(units_.size());
+  TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
+  const void* in = input;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const bool last = i + 1 == units_.size();
+    TrackedBuffer next;
+    void* out = output;
+    if (!last) {
+      next = device(units_[i].boundary_bytes, MemCategory::kWorkspace);
+      out = next.data();
+    }
+    state->kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
+    forward_unit(i, *state, in, out);
+    prev = std::move(next);  // frees (stream-ordered) the input of unit i
+    in = prev.data();
+  }
+  if (options_.weight_stashing) ++version_users_[state->version];
+  inflight_.emplace(mb, std::move(state));
+}
+
+void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* out) {
+  const Dtype dt = ctx_.dtype;
+  const cudaStream_t st = ctx_.stream;
+  const int64_t t = spec_.tokens();
+  const int h = spec_.hidden;
+  const int f = spec_.ffn_mult * spec_.hidden;
+  const int v = spec_.vocab;
+  const int64_t th = t * h;
+  const int64_t tf = t * f;
+  const UnitKind kind = units_[i].kind;
+  void* kept = state.kept[i].data();
+  const void* w = weights(static_cast<int>(i), state.version);
+  switch (kind) {
+    case UnitKind::kEmbedding: {
+      auto* tokens = static_cast<int32_t*>(kept);
+      upload_tokens(state.mb, false, tokens);
+      embedding_fwd(dt, tokens, t, spec_.seq, h, w, offset(w, dt, int64_t{v} * h), out, st);
+      break;
+    }
+    case UnitKind::kLayerNorm1:
+    case UnitKind::kLayerNorm2:
+    case UnitKind::kFinalNorm: {
+      copy(kept, in, th);
+      TrackedBuffer stats = device(2 * t * 4, MemCategory::kWorkspace);
+      layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
+      layernorm_fwd(dt, kept, f32(stats), f32(stats) + t, w, offset(w, dt, h), t, h, out,
+                    offset(kept, dt, th), st);
+      if (kind != UnitKind::kFinalNorm) copy(offset(out, dt, th), kept, th);  // residual
+      break;
+    }
+    case UnitKind::kQkv:
+      copy(kept, in, th);
+      linear_forward(in, h, w, 3 * h, out, false);
+      copy(offset(out, dt, 3 * th), offset(in, dt, th), th);
+      break;
+    case UnitKind::kAttention:
+      copy(kept, in, 3 * th);
+      attention_forward(kept, offset(kept, dt, 3 * th), out);
+      copy(offset(out, dt, th), offset(in, dt, 3 * th), th);
+      break;
+    case UnitKind::kAttnOut:
+      copy(kept, in, th);
+      copy(out, offset(in, dt, th), th);  // residual, then += ctx W + b
+      linear_forward(in, h, w, h, out, true);
+      break;
+    case UnitKind::kFc1Gelu: {
+      void* pre = offset(kept, dt, th);
+      copy(kept, in, th);
+      linear_forward(in, h, w, f, pre, false);
+      gelu_fwd(dt, pre, out, tf, st);
+      copy(offset(out, dt, tf), offset(in, dt, th), th);
+      break;
+    }
+    case UnitKind::kFc2:
+      copy(kept, in, tf);
+      copy(out, offset(in, dt, tf), th);
+      linear_forward(in, f, w, h, out, true);
+      break;
+    case UnitKind::kHead: {
+      void* probs = offset(kept, dt, th);
+      copy(kept, in, th);
+      ctx_.blas->gemm(false, false, static_cast<int>(t), v, h, 1.0f, {in, h}, {w, v}, dt, 0.0f,
+                      probs, v, dt);
+      TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
+      upload_tokens(state.mb, true, labels.as<int32_t>());
+      TrackedBuffer row_loss = device(t * 8, MemCategory::kWorkspace);
+      cross_entropy_fwd(dt, probs, labels.as<int32_t>(), t, v, row_loss.as<double>(), st);
+      TrackedBuffer& slot = losses_[state.mb];
+      if (slot.empty()) slot = device(8, MemCategory::kWorkspace);
+      loss_sum(row_loss.as<double>(), t, slot.as<double>(), st);
+      break;
+    }
+  }
+}
+
+void CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
+                                    void* grad_in, bool keep_for_weight) {
+  const Dtype dt = ctx_.dtype;
+  const cudaStream_t st = ctx_.stream;
+  const int64_t t = spec_.tokens();
+  const int h = spec_.hidden;
+  const int f = spec_.ffn_mult * spec_.hidden;
+  const int v = spec_.vocab;
+  const int ti = static_cast<int>(t);
+  const int64_t th = t * h;
+  const int64_t tf = t * f;
+  const UnitKind kind = units_[i].kind;
+  void* kept = state.kept[i].data();
+  const void* w = weights(static_cast<int>(i), state.version);
+  // Units with weights keep the gradient of their output for backward_weight
+  // (split form only; the full backward uses grad_out directly).
+  const auto keep = [&](int64_t elements) {
+    if (!keep_for_weight) return;
+    state.pending[i] = device(elements * dtype_bytes(dt), MemCategory::kActivations);
+    copy(state.pending[i].data(), grad_out, elements);
+  };
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      keep(th);
+      break;
+    case UnitKind::kLayerNorm1:
+    case UnitKind::kLayerNorm2:
+    case UnitKind::kFinalNorm: {
+      const bool residual = kind != UnitKind::kFinalNorm;
+      TrackedBuffer stats = device(2 * t * 4, MemCategory::kWorkspace);
+      layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
+      layernorm_bwd_input(dt, grad_out, kept, f32(stats), f32(stats) + t, w,
+                          residual ? offset(grad_out, dt, th) : nullptr, t, h, grad_in, st);
+      keep(th);
+      break;
+    }
+    case UnitKind::kQkv:
+      ctx_.blas->gemm(false, true, ti, h, 3 * h, 1.0f, {grad_out, 3 * h}, {w, 3 * h}, dt, 0.0f,
+                      grad_in, h, dt);
+      copy(offset(grad_in, dt, th), offset(grad_out, dt, 3 * th), th);
+      keep(3 * th);
+      break;
+    case UnitKind::kAttention:
+      attention_backward(kept, offset(kept, dt, 3 * th), grad_out, grad_in);
+      copy(offset(grad_in, dt, 3 * th), offset(grad_out, dt, th), th);
+      state.kept[i] = TrackedBuffer();  // no weights: nothing of it is needed any more
+      break;
+    case UnitKind::kAttnOut:
+      ctx_.blas->gemm(false, true, ti, h, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, h, dt);
+      copy(offset(grad_in, dt, th), grad_out, th);
+      keep(th);
+      break;
+    case UnitKind::kFc1Gelu: {
+      void* pre = offset(kept, dt, th);
+      gelu_bwd(dt, pre, grad_out, pre, tf, st);  // pre-activation -> its gradient, in place
+      ctx_.blas->gemm(false, true, ti, h, f, 1.0f, {pre, f}, {w, f}, dt, 0.0f, grad_in, h, dt);
+      copy(offset(grad_in, dt, th), offset(grad_out, dt, tf), th);
+      break;
+    }
+    case UnitKind::kFc2:
+      ctx_.blas->gemm(false, true, ti, f, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, f, dt);
+      copy(offset(grad_in, dt, tf), grad_out, th);
+      keep(th);
+      break;
+    case UnitKind::kHead: {
+      void* probs = offset(kept, dt, th);
+      TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
+      upload_tokens(state.mb, true, labels.as<int32_t>());
+      // probabilities -> logits gradient, in place
+      cross_entropy_bwd(dt, probs, labels.as<int32_t>(), t, v,
+                        options_.loss_scale / static_cast<float>(t), st);
+      ctx_.blas->gemm(false, true, ti, h, v, 1.0f, {probs, v}, {w, v}, dt, 0.0f, grad_in, h, dt);
+      break;
+    }
+  }
+}
+
+void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* grad_out) {
+  const Dtype dt = ctx_.dtype;
+  const cudaStream_t st = ctx_.stream;
+  const int64_t t = spec_.tokens();
+  const int h = spec_.hidden;
+  const int f = spec_.ffn_mult * spec_.hidden;
+  const int v = spec_.vocab;
+  const int ti = static_cast<int>(t);
+  const int64_t th = t * h;
+  const void* kept = state.kept[i].data();
+  const void* dy = state.pending[i].empty() ? grad_out : state.pending[i].data();
+  float* g = f32(state_[i]->grads);
+  Blas& blas = *ctx_.blas;
+  // dW[in,out] += x^T dy (fp32 accumulation into the fp32 gradients).
+  const auto weight_grad = [&](const void* x, int in, const void* d, int out) {
+    blas.gemm(true, false, in, out, ti, 1.0f, {x, in}, {d, out}, dt, 1.0f, g, out, Dtype::kFp32);
+  };
+  switch (units_[i].kind) {
+    case UnitKind::kEmbedding:
+      embedding_bwd_weight(dt, static_cast<const int32_t*>(kept), dy, t, spec_.seq, h, g,
+                           g + int64_t{v} * h, st);
+      break;
+    case UnitKind::kLayerNorm1:
+    case UnitKind::kLayerNorm2:
+    case UnitKind::kFinalNorm: {
+      TrackedBuffer stats = device(2 * t * 4, MemCategory::kWorkspace);
+      layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
+      layernorm_bwd_weight(dt, dy, kept, f32(stats), f32(stats) + t, t, h, g, g + h, st);
+      break;
+    }
+    case UnitKind::kQkv:
+      weight_grad(kept, h, dy, 3 * h);
+      bias_bwd(dt, dy, t, 3 * h, g + int64_t{h} * 3 * h, st);
+      break;
+    case UnitKind::kAttention:
+      break;
+    case UnitKind::kAttnOut:
+      weight_grad(kept, h, dy, h);
+      bias_bwd(dt, dy, t, h, g + int64_t{h} * h, st);
+      break;
+    case UnitKind::kFc1Gelu: {
+      const void* dpre = offset(kept, dt, th);
+      weight_grad(kept, h, dpre, f);
+      bias_bwd(dt, dpre, t, f, g + int64_t{h} * f, st);
+      break;
+    }
+    case UnitKind::kFc2:
+      weight_grad(kept, f, dy, h);
+      bias_bwd(dt, dy, t, h, g + int64_t{f} * h, st);
+      break;
+    case UnitKind::kHead:
+      weight_grad(kept, h, offset(kept, dt, th), v);
+      break;
+  }
+}
+
+void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
+                             bool split) {
+  PPB_CHECK(!state.input_done, "backward of a micro-batch whose input gradient is already done");
+  PPB_CHECK((grad_output != nullptr) == (output_bytes() > 0),
+            "backward: grad_output must be given iff the chunk has an output");
+  PPB_CHECK((grad_input != nullptr) == (input_bytes() > 0),
+            "backward: grad_input must be given iff the chunk has an input");
+  TrackedBuffer current;  // the gradient of unit i's output when it is inside the chunk
+  const void* grad_out = grad_output;
+  for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    TrackedBuffer below;
+    void* grad_in = grad_input;
+    if (i > 0) {
+      below = device(units_[static_cast<size_t>(i - 1)].boundary_bytes, MemCategory::kWorkspace);
+      grad_in = below.data();
+    }
+    backward_unit_input(static_cast<size_t>(i), state, grad_out, grad_in, split);
+    if (!split) backward_unit_weight(static_cast<size_t>(i), state, grad_out);
+    current = std::move(below);  // frees (stream-ordered) the gradient unit i consumed
+    grad_out = grad_in;
+  }
+  state.input_done = true;
+}
+
+void CudaChunk::finish(int64_t mb) {
+  const auto it = inflight_.find(mb);
+  const int version = it->second->version;
+  inflight_.erase(it);  // frees (stream-ordered) the kept activations and pending gradients
+  if (!options_.weight_stashing) return;
+  const auto users = version_users_.find(version);
+  PPB_CHECK(users != version_users_.end() && users->second > 0, "weight version use count broken");
+  if (--users->second == 0) {
+    version_users_.erase(users);
+    stashes_.erase(version);
+  }
+}
+
+void CudaChunk::backward_input(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "backward_input of a micro-batch not in flight");
+  run_backward(*it->second, grad_output, grad_input, /*split=*/true);
+}
+
+void CudaChunk::backward_weight(int64_t mb) {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "backward_weight of a micro-batch not in flight");
+  Microbatch& state = *it->second;
+  PPB_CHECK(state.input_done, "backward_weight before backward_input");
+  for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    backward_unit_weight(static_cast<size_t>(i), state, nullptr);
+  }
+  finish(mb);
+}
+
+void CudaChunk::backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "backward of a micro-batch not in flight");
+  run_backward(*it->second, grad_output, grad_input, /*split=*/false);
+  finish(mb);
+}
+
+void CudaChunk::sgd_step(float lr) {
+  const Dtype dt = ctx_.dtype;
+  if (options_.weight_stashing && version_users_.contains(version_)) {
+    // Micro-batches in flight still need this version: copy it before the update.
+    Stash stash;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      const int64_t n = state_[i]->param_count;
+      TrackedBuffer b = device(n * dtype_bytes(dt), MemCategory::kWeightStash);
+      copy(b.data(), weights(static_cast<int>(i), version_), n);
+      stash.push_back(std::move(b));
+    }
+    stashes_.emplace(version_, std::move(stash));
+  }
+  for (const auto& u : state_) {
+    sgd(f32(u->master), f32(u->grads), u->param_count, lr, dt,
+        dt == Dtype::kFp32 ? nullptr : u->copy.data(), ctx_.stream);
+  }
+  ++version_;
+}
+
+double CudaChunk::loss(int64_t mb) const {
+  PPB_CHECK(units_.back().kind == UnitKind::kHead, "loss() on a chunk without the head");
+  const auto it = losses_.find(mb);
+  PPB_CHECK(it != losses_.end(), "loss() of a micro-batch whose forward did not run");
+  double sum = 0;
+  PPB_CUDA_CHECK(
+      cudaMemcpyAsync(&sum, it->second.data(), sizeof sum, cudaMemcpyDeviceToHost, ctx_.stream));
+  PPB_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  return sum / static_cast<double>(spec_.tokens());
+}
+
+std::vector<std::vector<float>> CudaChunk::gradients() const {
+  std::vector<std::vector<float>> out;
+  for (const auto& u : state_) {
+    out.emplace_back(static_cast<size_t>(u->param_count));
+    if (u->param_count == 0) continue;
+    PPB_CUDA_CHECK(cudaMemcpyAsync(out.back().data(), u->grads.data(),
+                                   static_cast<size_t>(u->param_count) * 4, cudaMemcpyDeviceToHost,
+                                   ctx_.stream));
+  }
+  PPB_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  return out;
+}
+
+int CudaChunk::weight_version_of(int64_t mb) const {
+  const auto it = inflight_.find(mb);
+  PPB_CHECK(it != inflight_.end(), "weight_version_of a micro-batch not in flight");
+  return it->second->version;
+}
+
+}  // namespace ppb::cuda

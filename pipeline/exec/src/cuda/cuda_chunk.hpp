@@ -1,0 +1,118 @@
+// The cuda backend's training math: CpuChunk (cpu_model.hpp) on a GPU. The
+// same units, the same boundary layouts (each element in the storage dtype
+// instead of fp32), the same parameters (cpu::init_unit_params, uploaded),
+// the same synthetic data (synthetic_tokens, uploaded), the same kept
+// activations (Unit::activation_bytes of expand_units() for the dtype) and
+// the same split backward. Every method only ENQUEUES work on the compute
+// stream (host bookkeeping happens at once, in call order); loss(),
+// gradients() and weights() synchronise the stream before they read back.
+//
+// Weights: fp32 master weights and fp32 gradients; with bf16 storage a bf16
+// copy of the weights (refreshed by every SGD step) feeds the GEMMs and the
+// kernels. Memory categories: the weights the kernels read are kParameters
+// (the master itself in fp32; the bf16 copy in bf16, where the fp32 master
+// counts as kOptimizerState, as mixed-precision accounting does), gradients
+// kGradients, kept activations kActivations, stashed weight versions
+// kWeightStash, temporaries kWorkspace (freed stream-ordered when the call
+// that enqueued them returns).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "cuda/blas.hpp"
+#include "cuda/device_pool.hpp"
+#include "cuda/kernels.hpp"
+#include "ppb/exec/cpu_model.hpp"
+#include "ppb/pipeline/model.hpp"
+
+namespace ppb::cuda {
+
+/// What a chunk computes with: the backend's compute stream, pool and cuBLAS handle.
+struct ChunkContext {
+  cudaStream_t stream = nullptr;
+  DevicePool* pool = nullptr;
+  Blas* blas = nullptr;
+  Dtype dtype = Dtype::kFp32;
+};
+
+/// Storage bytes of a boundary / kept activation of one unit with elements
+/// of `dtype` (the cpu layout with 4-byte elements scaled; the embedding's
+/// int32 token ids stay 4 bytes each). Equal to expand_units() of a spec
+/// whose bytes_per_element is dtype_bytes(dtype).
+int64_t unit_boundary_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype);
+int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype);
+
+class CudaChunk {
+ public:
+  /// REQUIRES: as CpuChunk; units == expand_units(spec) with
+  /// spec.bytes_per_element == dtype_bytes(ctx.dtype) (checked).
+  /// Everything it allocates counts in the tracker of ctx.pool.
+  CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
+            ChunkContext ctx, CpuModelOptions options);
+  ~CudaChunk();
+  CudaChunk(const CudaChunk&) = delete;
+  CudaChunk& operator=(const CudaChunk&) = delete;
+
+  int64_t input_bytes() const { return input_bytes_; }
+  int64_t output_bytes() const;
+  /// Sum of the units' activation_bytes: what one micro-batch keeps.
+  int64_t activation_bytes() const;
+
+  /// As CpuChunk, with device pointers, enqueued on the stream.
+  void forward(int64_t mb, const std::byte* input, std::byte* output);
+  void backward_input(int64_t mb, const std::byte* grad_output, std::byte* grad_input);
+  void backward_weight(int64_t mb);
+  void backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input);
+  /// SGD on every unit (enqueued), stashing the current weights first when a
+  /// micro-batch in flight still uses them (weight stashing).
+  void sgd_step(float lr);
+
+  /// Mean token cross-entropy of mb. Synchronises the stream.
+  double loss(int64_t mb) const;
+  /// The fp32 gradients per unit, copied to the host. Synchronises the stream.
+  std::vector<std::vector<float>> gradients() const;
+  int weight_version() const { return version_; }
+  int weight_version_of(int64_t mb) const;
+
+ private:
+  struct UnitState;
+  struct Microbatch;
+  using Stash = std::vector<TrackedBuffer>;  // per unit: the compute weights of one version
+
+  TrackedBuffer device(int64_t bytes, MemCategory category) const;
+  // Copies n storage elements (stream-ordered).
+  void copy(void* dst, const void* src, int64_t elements) const;
+  // dst (device, int32) <- the tokens (labels: false) or labels of mb.
+  void upload_tokens(int64_t mb, bool labels, int32_t* dst) const;
+  const void* weights(int local_unit, int version) const;  // the compute copy
+  void forward_unit(size_t i, Microbatch& state, const void* in, void* out);
+  void attention_forward(const void* qkv, void* probs, void* ctx) const;
+  void attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv) const;
+  void linear_forward(const void* x, int in, const void* w, int out, void* y,
+                      bool accumulate) const;
+  void backward_unit_input(size_t i, Microbatch& state, const void* grad_out, void* grad_in,
+                           bool keep_for_weight);
+  void backward_unit_weight(size_t i, Microbatch& state, const void* grad_out);
+  void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
+                    bool split);
+  void finish(int64_t mb);
+
+  ModelSpec spec_;
+  std::vector<Unit> units_;
+  UnitRange range_;
+  int64_t input_bytes_ = 0;
+  ChunkContext ctx_;
+  CpuModelOptions options_;
+  std::vector<std::unique_ptr<UnitState>> state_;
+  std::map<int64_t, std::unique_ptr<Microbatch>> inflight_;
+  std::map<int, Stash> stashes_;
+  std::map<int, int> version_users_;
+  std::map<int64_t, TrackedBuffer> losses_;  // mb -> device double: summed token loss
+  int version_ = 0;
+};
+
+}  // namespace ppb::cuda

@@ -1,0 +1,83 @@
+// The CUDA runtime side of cuda_device.hpp (compiled when PPB_HAVE_CUDA).
+#include "ppb/exec/cuda_device.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+#include "ppb/exec/mpi.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
+
+namespace ppb::cuda {
+namespace {
+
+std::string error_text(cudaError_t rc) {
+  return std::string(cudaGetErrorName(rc)) + ", " + std::to_string(static_cast<int>(rc));
+}
+
+// Why cudaGetDeviceCount failed, in words a user can act on. Without a driver
+// the runtime answers cudaErrorInsufficientDriver (35), not cudaErrorNoDevice.
+std::string probe() {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();  // a failed probe must not linger as the last error
+  switch (rc) {
+    case cudaSuccess:
+      return count > 0 ? std::string() : "no CUDA device (cudaGetDeviceCount found 0)";
+    case cudaErrorInsufficientDriver:
+      return "no CUDA driver (cudaGetDeviceCount: " + error_text(rc) +
+             "): the NVIDIA driver is missing or older than the CUDA runtime";
+    case cudaErrorNoDevice:
+      return "no CUDA device (cudaGetDeviceCount: " + error_text(rc) + ")";
+    default:
+      return "CUDA is not usable (cudaGetDeviceCount: " + error_text(rc) +
+             "): " + cudaGetErrorString(rc);
+  }
+}
+
+}  // namespace
+
+std::string unusable_reason() {
+  static const std::string kWhy = probe();
+  return kWhy;
+}
+
+DeviceBinding bind_device(int local_rank, int local_ranks) {
+  PPB_CHECK(local_rank >= 0 && local_rank < local_ranks, "bind_device: local rank out of range");
+  const std::string why = unusable_reason();
+  if (!why.empty()) throw UsageError(why);
+  DeviceBinding b;
+  b.local_rank = local_rank;
+  b.local_ranks = local_ranks;
+  PPB_CUDA_CHECK(cudaGetDeviceCount(&b.devices));
+  b.device = local_rank % b.devices;
+  b.shared = local_ranks > b.devices;
+  PPB_CUDA_CHECK(cudaSetDevice(b.device));
+  return b;
+}
+
+void cuda_call_failed(int code, const char* call, const char* file, int line) {
+  const auto rc = static_cast<cudaError_t>(code);
+  (void)cudaGetLastError();
+  if (rc == cudaErrorMemoryAllocation) {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+    (void)cudaGetLastError();
+    std::string what =
+        std::string("CUDA out of memory in ") + call + " at " + file + ":" + std::to_string(line);
+    if (known) {
+      what += ": " + std::to_string(free_bytes) + " of " + std::to_string(total_bytes) +
+              " device bytes free";
+    }
+    throw OutOfMemory(what);
+  }
+  char text[1024];
+  std::snprintf(text, sizeof text, "CUDA error in %s at %s:%d: %s (%d): %s", call, file, line,
+                cudaGetErrorName(rc), code, cudaGetErrorString(rc));
+  abort_job(text, 1);
+}
+
+}  // namespace ppb::cuda

@@ -1,0 +1,177 @@
+// The cuda backend's math on a GPU (label gpu): CudaChunk against CpuChunk,
+// the cpu backend's model, on the same weights and data. Loss and every
+// weight gradient within the --check tolerance (fp32 1e-4, bf16 5e-2), for
+// the full and the split backward, and for the model cut in two at every
+// unit boundary (the boundary layouts crossing in device memory). Skips,
+// saying why, where no CUDA device is usable.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/blas.hpp"
+#include "cuda/cuda_chunk.hpp"
+#include "cuda/device_pool.hpp"
+#include "ppb/exec/cpu_model.hpp"
+#include "ppb/exec/cpu_reference.hpp"
+#include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/model.hpp"
+
+namespace ppb {
+namespace {
+
+using cuda::Dtype;
+
+constexpr size_t kWorkspace = size_t{32} << 20;
+constexpr int kMicrobatches = 2;
+
+class CudaGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = cuda::unusable_reason();
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+    const cuda::DeviceBinding b = cuda::bind_device(0, 1);
+    PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    pool_ = std::make_unique<cuda::DevicePool>(b.device, stream_, tracker_);
+    PPB_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspace));
+    blas_ = std::make_unique<cuda::Blas>(stream_, workspace_, kWorkspace);
+  }
+  void TearDown() override {
+    if (stream_ == nullptr) return;
+    PPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    blas_.reset();
+    pool_.reset();
+    PPB_CUDA_CHECK(cudaFree(workspace_));
+    PPB_CUDA_CHECK(cudaStreamDestroy(stream_));
+  }
+
+  cuda::ChunkContext context(Dtype dt) { return {stream_, pool_.get(), blas_.get(), dt}; }
+
+  MemoryTracker tracker_;  // first: the pool's buffers count into it
+  cudaStream_t stream_ = nullptr;
+  void* workspace_ = nullptr;
+  std::unique_ptr<cuda::DevicePool> pool_;
+  std::unique_ptr<cuda::Blas> blas_;
+};
+
+ModelSpec small_spec(Dtype dt) {
+  ModelSpec spec = parse_model_spec("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=96,mbs=2");
+  spec.bytes_per_element = static_cast<int>(cuda::dtype_bytes(dt));
+  return spec;
+}
+
+double tolerance(Dtype dt) { return dt == Dtype::kFp32 ? 1e-4 : 5e-2; }
+
+// The reference: the whole model on the CPU, loss_scale 1/M, M micro-batches.
+ReferenceStep cpu_reference(const ModelSpec& spec) {
+  ModelSpec fp32 = spec;
+  fp32.bytes_per_element = 4;
+  CpuModelOptions mo;
+  mo.seed = 99;
+  return reference_step(fp32, kMicrobatches, mo);
+}
+
+CpuModelOptions options() {
+  CpuModelOptions mo;
+  mo.seed = 99;
+  mo.loss_scale = 1.0f / kMicrobatches;
+  return mo;
+}
+
+void expect_gradients(const std::vector<std::vector<float>>& mine, const ReferenceStep& ref,
+                      int first_unit, double tol, const std::string& what) {
+  for (size_t u = 0; u < mine.size(); ++u) {
+    const std::vector<float>& want = ref.grads[static_cast<size_t>(first_unit) + u];
+    ASSERT_EQ(mine[u].size(), want.size()) << what << " unit " << first_unit + u;
+    EXPECT_LE(max_relative_error(mine[u], want), tol) << what << " unit " << first_unit + u;
+  }
+}
+
+TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
+  for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
+    for (const bool split : {false, true}) {
+      const std::string what =
+          std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + (split ? " split" : " full");
+      const ModelSpec spec = small_spec(dt);
+      const std::vector<Unit> units = expand_units(spec);
+      const ReferenceStep ref = cpu_reference(spec);
+      cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, context(dt),
+                            options());
+      double loss = 0;
+      for (int mb = 0; mb < kMicrobatches; ++mb) {
+        chunk.forward(mb, nullptr, nullptr);
+        if (split) {
+          chunk.backward_input(mb, nullptr, nullptr);
+          chunk.backward_weight(mb);
+        } else {
+          chunk.backward(mb, nullptr, nullptr);
+        }
+        loss += chunk.loss(mb) / kMicrobatches;
+      }
+      EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
+      expect_gradients(chunk.gradients(), ref, 0, tolerance(dt), what);
+    }
+  }
+}
+
+// Two chunks, cut after unit `cut`: the forward output and the backward
+// input gradient cross in a device buffer of the boundary's bytes.
+TEST_F(CudaGpu, ModelCutAtEveryUnitMatchesTheCpuModel) {
+  for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
+    const ModelSpec spec = small_spec(dt);
+    const std::vector<Unit> units = expand_units(spec);
+    const ReferenceStep ref = cpu_reference(spec);
+    const int n = static_cast<int>(units.size());
+    for (int cut = 1; cut < n; ++cut) {
+      const std::string what = std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + " cut after " +
+                               units[static_cast<size_t>(cut - 1)].name;
+      cuda::CudaChunk a(spec, units, {0, cut}, context(dt), options());
+      cuda::CudaChunk b(spec, units, {cut, n}, context(dt), options());
+      ASSERT_EQ(a.output_bytes(), b.input_bytes()) << what;
+      TrackedBuffer act = pool_->stream_ordered(a.output_bytes(), MemCategory::kCommBuffers);
+      TrackedBuffer grad = pool_->stream_ordered(a.output_bytes(), MemCategory::kCommBuffers);
+      double loss = 0;
+      for (int mb = 0; mb < kMicrobatches; ++mb) {
+        a.forward(mb, nullptr, act.data());
+        b.forward(mb, act.data(), nullptr);
+        b.backward(mb, nullptr, grad.data());
+        a.backward(mb, grad.data(), nullptr);
+        loss += b.loss(mb) / kMicrobatches;
+      }
+      EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
+      expect_gradients(a.gradients(), ref, 0, tolerance(dt), what);
+      expect_gradients(b.gradients(), ref, cut, tolerance(dt), what);
+    }
+  }
+}
+
+// SGD moves the fp32 master by -lr * grad and zeroes the gradients: one step,
+// then the next forward's loss on the GPU equals the CPU's after its step.
+TEST_F(CudaGpu, SgdStepMatchesTheCpuModel) {
+  const Dtype dt = Dtype::kFp32;
+  const ModelSpec spec = small_spec(dt);
+  const std::vector<Unit> units = expand_units(spec);
+  const int n = static_cast<int>(units.size());
+  MemoryTracker cpu_mem;
+  CpuChunk cpu(spec, units, {0, n}, cpu_mem, options());
+  cuda::CudaChunk gpu(spec, units, {0, n}, context(dt), options());
+  for (int mb = 0; mb < kMicrobatches; ++mb) {
+    cpu.forward(mb, nullptr, nullptr);
+    cpu.backward(mb, nullptr, nullptr);
+    gpu.forward(mb, nullptr, nullptr);
+    gpu.backward(mb, nullptr, nullptr);
+  }
+  cpu.sgd_step(0.5f);
+  gpu.sgd_step(0.5f);
+  for (const std::vector<float>& g : gpu.gradients()) {
+    for (float v : g) ASSERT_EQ(v, 0.0f);
+  }
+  cpu.forward(kMicrobatches, nullptr, nullptr);
+  gpu.forward(kMicrobatches, nullptr, nullptr);
+  EXPECT_NEAR(gpu.loss(kMicrobatches), cpu.loss(kMicrobatches), 1e-4 * cpu.loss(kMicrobatches));
+  EXPECT_EQ(gpu.weight_version(), 1);
+}
+
+}  // namespace
+}  // namespace ppb

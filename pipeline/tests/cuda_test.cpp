@@ -1,0 +1,108 @@
+// The cuda backend's host-side logic, which runs without a GPU: its registry
+// entry and --check tolerances, the one-line refusal where no device is
+// usable (here: no driver; or a build without CUDA), the out-of-memory
+// exception of PPB_CUDA_CHECK, and the byte layouts against expand_units().
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/partition.hpp"
+#include "ppb/profiling/check.hpp"
+#if PPB_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_chunk.hpp"
+#endif
+
+namespace ppb {
+namespace {
+
+TEST(CudaBackend, RegistryEntrySaysDeviceBf16AndTolerances) {
+  const BackendInfo& cuda = backend_info("cuda");
+  EXPECT_TRUE(cuda.real_gradients);
+  EXPECT_TRUE(cuda.bf16);
+  EXPECT_TRUE(cuda.device);
+  EXPECT_FALSE(cuda.modelled_time);
+  ASSERT_NE(cuda.unusable, nullptr);
+  EXPECT_DOUBLE_EQ(check_tolerance(cuda, 4), 1e-4);
+  EXPECT_DOUBLE_EQ(check_tolerance(cuda, 2), 5e-2);
+  const BackendInfo& cpu = backend_info("cpu");
+  EXPECT_FALSE(cpu.bf16);
+  EXPECT_FALSE(cpu.device);
+  EXPECT_EQ(cpu.unusable, nullptr);
+  EXPECT_DOUBLE_EQ(check_tolerance(cpu, 4), 1e-4);
+  bool listed = false;
+  for (const BackendInfo& b : backend_list()) listed |= b.name == "cuda";
+  EXPECT_TRUE(listed);
+}
+
+TEST(CudaBackend, RefusedWithItsOneLineReasonWhereNoDeviceIsUsable) {
+  const std::string why = cuda::unusable_reason();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is usable here: nothing to refuse";
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+  EXPECT_EQ(why, cuda::unusable_reason());  // cached, stable
+#if PPB_HAVE_CUDA
+  EXPECT_TRUE(std::regex_search(why, std::regex("^(no CUDA (driver|device)|CUDA is not usable)")))
+      << why;
+  EXPECT_EQ(why.find("cudaErrorInsufficientDriver, 35") != std::string::npos,
+            why.rfind("no CUDA driver", 0) == 0)
+      << why;
+#else
+  EXPECT_EQ(why.rfind("built without CUDA", 0), 0u) << why;
+#endif
+  const ModelSpec spec = parse_model_spec("gpt-tiny");
+  BackendConfig cfg;
+  cfg.spec = spec;
+  cfg.units = expand_units(spec);
+  cfg.parts = {{0, static_cast<int>(cfg.units.size())}};
+  try {
+    (void)make_backend("cuda", cfg);
+    FAIL() << "the cuda backend was made without a usable device";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--backend cuda: " + why);
+  }
+  EXPECT_THROW((void)cuda::bind_device(0, 1), UsageError);
+}
+
+#if PPB_HAVE_CUDA
+
+// Out of memory is not fatal: PPB_CUDA_CHECK throws cuda::OutOfMemory naming
+// the call and the place, so a run can record status `oom` and go on.
+TEST(CudaDevice, OutOfMemoryIsAnExceptionNamingTheCall) {
+  PPB_CUDA_CHECK(cudaSuccess);
+  try {
+    PPB_CUDA_CHECK(cudaErrorMemoryAllocation);
+    FAIL() << "no exception";
+  } catch (const cuda::OutOfMemory& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("CUDA out of memory in cudaErrorMemoryAllocation at ", 0), 0u) << what;
+    EXPECT_NE(what.find("cuda_test.cpp:"), std::string::npos) << what;
+  }
+}
+
+// The cuda layouts are the cpu layouts with e-byte elements, exactly what
+// expand_units() says for bytes_per_element e (token ids stay int32).
+TEST(CudaLayout, BoundaryAndActivationBytesMatchExpandUnitsForFp32AndBf16) {
+  for (const cuda::Dtype dt : {cuda::Dtype::kFp32, cuda::Dtype::kBf16}) {
+    ModelSpec spec = parse_model_spec("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=96,mbs=2");
+    spec.bytes_per_element = static_cast<int>(cuda::dtype_bytes(dt));
+    for (const Unit& u : expand_units(spec)) {
+      EXPECT_EQ(cuda::unit_boundary_bytes(spec, u.kind, dt), u.boundary_bytes) << u.name;
+      EXPECT_EQ(cuda::unit_activation_bytes(spec, u.kind, dt), u.activation_bytes) << u.name;
+    }
+  }
+  ModelSpec spec = parse_model_spec("gpt-tiny");
+  spec.bytes_per_element = 2;
+  const int64_t t = spec.tokens();
+  EXPECT_EQ(cuda::unit_boundary_bytes(spec, UnitKind::kQkv, cuda::Dtype::kBf16), 4 * t * 128 * 2);
+  EXPECT_EQ(cuda::unit_activation_bytes(spec, UnitKind::kEmbedding, cuda::Dtype::kBf16), 4 * t);
+}
+
+#endif
+
+}  // namespace
+}  // namespace ppb
