@@ -32,7 +32,8 @@ void run_list() {
   std::printf("\nbackends (--backend):\n");
   for (const auto& b : backend_list()) print_row(b.name, b.help);
   std::printf("\ntransports (--transport):\n");
-  for (const auto& t : transport_list()) print_row(t.name, t.help);
+  for (const auto& t : transport_list())
+    print_row(t.name, t.available ? t.help : t.help + " [not available here: " + t.why_not + "]");
   std::printf("\ncollectors (--profile a,b):\n");
   for (const auto& c : collector_list())
     print_row(c.name, c.available ? c.help : c.help + " [not available here: " + c.why_not + "]");

@@ -4,6 +4,7 @@ add_library(ppb_exec
   src/mpi.cpp
   src/transport.cpp
   src/transport_registry.cpp
+  src/nccl_links.cpp
   src/host_stream.cpp
   src/stream_backend.cpp
   src/backend_cpu.cpp
@@ -33,6 +34,20 @@ if(PPB_HAVE_CUDA)
   target_link_libraries(ppb_exec PUBLIC CUDA::cudart)
 else()
   target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
+endif()
+
+# GPU checks over the ranks (CUDA builds), and the nccl transport with its
+# NCCL plumbing where CMake found NCCL (cmake/Cuda.cmake); the registry lists
+# nccl everywhere and says why it cannot run.
+if(PPB_HAVE_CUDA)
+  target_sources(ppb_exec PRIVATE src/gpu_ranks.cpp)
+  target_link_libraries(ppb_exec PUBLIC CUDA::cudart)
+endif()
+if(PPB_HAVE_NCCL)
+  target_sources(ppb_exec PRIVATE src/nccl_comm.cpp src/nccl_transport.cpp)
+  target_include_directories(ppb_exec PUBLIC ${PPB_NCCL_INCLUDE})
+  target_link_libraries(ppb_exec PUBLIC ${PPB_NCCL_LIBRARY})
+  target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_NCCL=1)
 endif()
 
 # The executor-overhead and wait-strategy measurement:
