@@ -218,6 +218,7 @@ struct Execution {
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
   double foreign_cpu = kNaN;  ///< HostLoadMeter over the timed steps: NaN = unknown
+  std::string message_path;   ///< "direct" or "staged" (ResultConfig::message_path)
 };
 
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
@@ -295,6 +296,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
         eo.instrumentation = &collectors;
         eo.debug_stall_rank = sw.options.debug_stall_rank;
         Executor exec(sw.comm, *backend, *sw.transport, eo);
+        ex.message_path = exec.staging() ? "staged" : "direct";
 
         std::unique_ptr<MemoryGuard> guard;
         if (info.memory_guarded && sw.plan.memory_budget > 0) {
@@ -439,6 +441,7 @@ Result run_combination(Sweep& sw, const Combination& c) {
   if (!p || predicted_oom(sw, c, *p, result)) return result;
 
   const Execution ex = execute(sw, c, *p);
+  result.config.message_path = ex.message_path;
   const std::vector<RankRecord> ranks = gather_records(ex.record, sw.comm);
   if (sw.rank != 0) return result;
 
@@ -519,7 +522,11 @@ void run_command(const RunOptions& options) {
   // backend that computes on the host CPU is oversubscribed by them.
   sw.environment.oversubscribed =
       sw.environment.oversubscribed && !backend_info(sw.plan.backend).modelled_time;
-  sw.transport = make_transport(sw.plan.transport, sw.comm);
+  try {
+    sw.transport = make_transport(sw.plan.transport, sw.comm);
+  } catch (const UsageError& e) {
+    throw cli::FlagError(e.what());  // alike on every rank (no GPU, two ranks on one GPU)
+  }
 
   SweepParams sp;
   sp.stages = sw.plan.stages;

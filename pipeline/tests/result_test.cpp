@@ -33,6 +33,7 @@ Result full_result() {
               .model = "gpt-tiny",
               .backend = "cpu",
               .transport = "mpi",
+              .message_path = "staged",
               .iters = 3,
               .warmup = 1,
               .time_scale = 0.5,
@@ -398,6 +399,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   json::value old = doc;
   erase_path(old, "config.min_time");
   erase_path(old, "config.plant");
+  erase_path(old, "config.message_path");
   erase_path(old, "environment.cores");
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
@@ -406,6 +408,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "metrics.foreign_cpu");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
+  EXPECT_EQ(back.config.message_path, "");
   EXPECT_EQ(back.config.min_time, 0);
   EXPECT_EQ(back.environment.cores, 0);
   EXPECT_FALSE(back.environment.oversubscribed);
