@@ -242,7 +242,7 @@ void run_p2p(const P2pOptions& o) {
     run_p2p_host(o, range);
     return;
   }
-#ifdef PPB_HAVE_CUDA
+#if PPB_HAVE_CUDA
   P2pDeviceOptions d;
   d.lo = range.lo;
   d.hi = range.hi;

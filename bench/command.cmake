@@ -33,7 +33,6 @@ endif()
 if(PPB_HAVE_CUDA AND TARGET ppb_exec)
   list(APPEND PPB_COMMAND_SOURCES p2p_device.cpp)
   list(APPEND PPB_COMMAND_LIBS CUDA::cudart)
-  list(APPEND PPB_COMMAND_DEFS PPB_HAVE_CUDA=1)
 endif()
 # The run command's helpers list themselves (sources relative to bench/).
 include(${CMAKE_CURRENT_SOURCE_DIR}/run/run.cmake OPTIONAL)

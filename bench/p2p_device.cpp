@@ -18,7 +18,7 @@
 #include "ppb/exec/nccl_links.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
-#ifdef PPB_HAVE_NCCL
+#if PPB_HAVE_NCCL
 #include "ppb/exec/nccl_comm.hpp"
 #endif
 
@@ -161,7 +161,7 @@ class PostedExchange final : public Exchange {
   Ring ring_;
 };
 
-#ifdef PPB_HAVE_NCCL
+#if PPB_HAVE_NCCL
 // nccl-tests' sendrecv: a grouped ncclSend + ncclRecv per exchange on one
 // stream over a communicator of every rank, `count` launches, then one wait.
 class RawNccl final : public Exchange {
@@ -310,7 +310,7 @@ Series measure(const TransportInfo& info, Transport* t, const std::string& skipp
       s.baseline = std::string("raw MPI (") + raw->path() + ")";
       break;
     case RawBaseline::kNccl:
-#ifdef PPB_HAVE_NCCL
+#if PPB_HAVE_NCCL
       raw = std::make_unique<RawNccl>(b, ring, comm);
       s.baseline = ring.size == 1 ? "raw NCCL (one rank, to itself)" : "raw NCCL";
 #endif
@@ -390,7 +390,7 @@ int run_p2p_device(const P2pDeviceOptions& o) {
   }
   require_gpus(comm, "p2p --memory device");
   const NodeLocal nl = node_local(comm);
-  const cuda::DeviceBinding dev = cuda::bind_device(nl.local_rank, nl.local_ranks);
+  const cuda::DeviceBinding dev = cuda::bind_device(nl.rank, nl.size);
   const Buffers buffers(o.hi);
   const bool all = o.transports.empty();
   if (ring.rank == 0) {

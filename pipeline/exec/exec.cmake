@@ -39,15 +39,15 @@ endif()
 # GPU checks over the ranks (CUDA builds), and the nccl transport with its
 # NCCL plumbing where CMake found NCCL (cmake/Cuda.cmake); the registry lists
 # nccl everywhere and says why it cannot run.
+# PPB_HAVE_NCCL is 1 or 0 for every includer, like PPB_HAVE_CUDA.
 if(PPB_HAVE_CUDA)
   target_sources(ppb_exec PRIVATE src/gpu_ranks.cpp)
-  target_link_libraries(ppb_exec PUBLIC CUDA::cudart)
 endif()
+target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_NCCL=$<BOOL:${PPB_HAVE_NCCL}>)
 if(PPB_HAVE_NCCL)
   target_sources(ppb_exec PRIVATE src/nccl_comm.cpp src/nccl_transport.cpp)
   target_include_directories(ppb_exec PUBLIC ${PPB_NCCL_INCLUDE})
   target_link_libraries(ppb_exec PUBLIC ${PPB_NCCL_LIBRARY})
-  target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_NCCL=1)
 endif()
 
 # The executor-overhead and wait-strategy measurement:

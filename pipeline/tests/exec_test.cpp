@@ -639,20 +639,38 @@ class IssueLog final : public Transport {
   std::vector<std::vector<Issue>> received;  // by peer, in issue order
 };
 
-// `mine` sent to `peer`, exchanged for what `peer` sent to this rank.
-std::vector<IssueLog::Issue> swap_with(const std::vector<IssueLog::Issue>& mine, int peer) {
-  std::vector<int64_t> out;
-  for (const IssueLog::Issue& i : mine) out.insert(out.end(), {i.bytes, int64_t{i.tag}});
-  int64_t n = static_cast<int64_t>(out.size());
-  int64_t m = 0;
-  MPI_Sendrecv(&n, 1, MPI_INT64_T, peer, 1, &m, 1, MPI_INT64_T, peer, 1, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
-  std::vector<int64_t> in(static_cast<size_t>(m));
-  MPI_Sendrecv(out.data(), static_cast<int>(n), MPI_INT64_T, peer, 2, in.data(),
-               static_cast<int>(m), MPI_INT64_T, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  std::vector<IssueLog::Issue> theirs;
-  for (size_t k = 0; k + 1 < in.size(); k += 2)
-    theirs.push_back({in[k], static_cast<int>(in[k + 1])});
+// For each peer: what this rank sent it, exchanged for what it sent this
+// rank (non-blocking, so neighbours on a ring never wait on each other).
+std::map<int, std::vector<IssueLog::Issue>> swap_with(const IssueLog& log,
+                                                      const std::vector<int>& peers) {
+  const size_t n = peers.size();
+  std::vector<std::vector<int64_t>> out(n), in(n);
+  std::vector<int64_t> out_count(n), in_count(n);
+  for (size_t k = 0; k < n; ++k) {
+    for (const IssueLog::Issue& i : log.sent[static_cast<size_t>(peers[k])])
+      out[k].insert(out[k].end(), {i.bytes, int64_t{i.tag}});
+    out_count[k] = static_cast<int64_t>(out[k].size());
+  }
+  std::vector<MPI_Request> reqs(2 * n);
+  for (size_t k = 0; k < n; ++k) {
+    MPI_Irecv(&in_count[k], 1, MPI_INT64_T, peers[k], 1, MPI_COMM_WORLD, &reqs[2 * k]);
+    MPI_Isend(&out_count[k], 1, MPI_INT64_T, peers[k], 1, MPI_COMM_WORLD, &reqs[2 * k + 1]);
+  }
+  MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  for (size_t k = 0; k < n; ++k) {
+    in[k].resize(static_cast<size_t>(in_count[k]));
+    MPI_Irecv(in[k].data(), static_cast<int>(in_count[k]), MPI_INT64_T, peers[k], 2, MPI_COMM_WORLD,
+              &reqs[2 * k]);
+    MPI_Isend(out[k].data(), static_cast<int>(out_count[k]), MPI_INT64_T, peers[k], 2,
+              MPI_COMM_WORLD, &reqs[2 * k + 1]);
+  }
+  MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  std::map<int, std::vector<IssueLog::Issue>> theirs;
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<IssueLog::Issue>& t = theirs[peers[k]];
+    for (size_t x = 0; x + 1 < in[k].size(); x += 2)
+      t.push_back({in[k][x], static_cast<int>(in[k][x + 1])});
+  }
   return theirs;
 }
 
@@ -685,17 +703,19 @@ TEST(Transport, InOrderIssueIsTheSameOnBothEndsOfEveryLink) {
     for (int step = 0; step < 2; ++step) (void)exec.run_step(s);
 
     const MessagePlan plan = build_message_plan(s);
-    for (const int q : {(r + 1) % P, (r + P - 1) % P}) {
-      const std::vector<IssueLog::Issue> theirs = swap_with(log.sent[static_cast<size_t>(q)], q);
-      EXPECT_EQ(log.received[static_cast<size_t>(q)], theirs)
+    std::vector<int> peers = {(r + 1) % P};
+    if (P > 2) peers.push_back((r + P - 1) % P);
+    const std::map<int, std::vector<IssueLog::Issue>> theirs = swap_with(log, peers);
+    for (const int q : peers) {
+      const std::vector<IssueLog::Issue>& sent = theirs.at(q);
+      EXPECT_EQ(log.received[static_cast<size_t>(q)], sent)
           << info.name << ": rank " << r << " receives from " << q << " not as " << q << " sends";
       // Link order: tags 0..n-1 in each of the two steps.
       const int li = plan.link_of(q, r);
       const size_t n = li < 0 ? 0 : plan.links[static_cast<size_t>(li)].messages.size();
-      ASSERT_EQ(theirs.size(), 2 * n) << info.name << " link " << q << "->" << r;
-      for (size_t k = 0; k < theirs.size(); ++k)
-        EXPECT_EQ(theirs[k].tag, static_cast<int>(k % n)) << info.name << " message " << k;
-      if (P == 2) break;  // one neighbour, both directions covered
+      ASSERT_EQ(sent.size(), 2 * n) << info.name << " link " << q << "->" << r;
+      for (size_t k = 0; k < sent.size(); ++k)
+        EXPECT_EQ(sent[k].tag, static_cast<int>(k % n)) << info.name << " message " << k;
     }
   }
 }

@@ -82,7 +82,7 @@ NcclTransport::NcclTransport(MPI_Comm comm) {
   PPB_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   require_gpus(comm_, "--transport nccl");
   const NodeLocal nl = node_local(comm_);
-  const cuda::DeviceBinding binding = cuda::bind_device(nl.local_rank, nl.local_ranks);
+  const cuda::DeviceBinding binding = cuda::bind_device(nl.rank, nl.size);
   const std::vector<NcclLink> links = nccl_links(size_);
   require_distinct_gpus(comm_, binding.device, links, "--transport nccl");
   send_.resize(static_cast<size_t>(size_));

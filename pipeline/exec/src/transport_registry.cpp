@@ -36,7 +36,7 @@ const std::vector<Entry>& entries() {
      [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder, mpi_spaces()); }},
     {"mpi-staged", "MPI on pinned host memory only: messages are staged through pinned buffers and copy-stream copies (as beside a device backend)", RawBaseline::kMpi, &always_available,
      [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, memory_space_bit(MemorySpace::kPinnedHost)); }},
-#ifdef PPB_HAVE_NCCL
+#if PPB_HAVE_NCCL
     {"nccl", "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", RawBaseline::kNccl, &transports::nccl_unavailable, &transports::make_nccl},
 #else
     {"nccl", "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", RawBaseline::kNccl, [] { return std::string("built without NCCL (configure with NCCL installed)"); }, nullptr},
