@@ -35,7 +35,8 @@ void run_list() {
     print_row(b.name, why.empty() ? b.help : b.help + " [not available here: " + why + "]");
   }
   std::printf("\ntransports (--transport):\n");
-  for (const auto& t : transport_list()) print_row(t.name, t.help);
+  for (const auto& t : transport_list())
+    print_row(t.name, t.available ? t.help : t.help + " [not available here: " + t.why_not + "]");
   std::printf("\ncollectors (--profile a,b):\n");
   for (const auto& c : collector_list())
     print_row(c.name, c.available ? c.help : c.help + " [not available here: " + c.why_not + "]");

@@ -1,8 +1,11 @@
-// `pipebench p2p`: OSU-style point-to-point latency and bandwidth of the
-// executor's transport against a raw MPI ping-pong in the same run.
+// `pipebench p2p`: point-to-point figures of the executor's transports
+// against the raw library each is built on, measured in the same run.
 //
-//   mpirun -np 2 pipebench p2p [--min 1] [--max 64MiB] [--iters 200] [--wait sleep] [--json F]
+//   mpirun -np 2 pipebench p2p [--min 1] [--max 64MiB] [--iters 200] [--wait sleep]
+//                              [--transport T] [--json F]
+//   mpirun -np N pipebench p2p --memory device [--transport T,...] [-w 5] ...
 //
+// --memory host (the default): OSU-style latency and bandwidth on 2 ranks.
 // For every power of two from --min to --max bytes:
 //  * latency: ping-pong, rank 0 sends, rank 1 answers with the same size;
 //    one-way latency = round-trip time / 2 (osu_latency);
@@ -11,11 +14,15 @@
 //    Above 4 MiB the window shrinks so one iteration moves at most 256 MiB
 //    (osu's 64 x 64 MiB = 4 GiB per iteration takes seconds on this machine).
 // Both are measured for raw MPI (MPI_Isend/MPI_Irecv/MPI_Wait on a private
-// communicator) and for the transport the executor uses (MpiTransport with
-// the executor's wait strategy), alternating which goes first, five
-// repetitions each; the best repetition of each is kept (a shared 2-core machine only ever adds
-// time). The goal: at 1 MiB and above the transport reaches at
-// least 95% of raw MPI bandwidth; the table and the JSON say whether it did.
+// communicator) and for the transport (--transport, default the executor's
+// default; one that reads host memory) with the executor's wait strategy,
+// alternating which goes first, five repetitions each; the best repetition
+// of each is kept (a shared 2-core machine only ever adds time). The goal:
+// at 1 MiB and above the transport reaches at least 95% of raw MPI
+// bandwidth; the table and the JSON say whether it did.
+//
+// --memory device: every transport (or those --transport names) moving
+// device buffers, nccl-tests style, on any number of ranks (p2p_device.hpp).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "p2p_device.hpp"
 #include "ppb/exec/executor.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
@@ -41,7 +49,10 @@ struct P2pOptions {
   std::string min = "1";
   std::string max = "64MiB";
   int iters = 200;
+  int warmup = 5;  // device memory only
   std::string wait = wait_strategy_name(kDefaultWaitStrategy);
+  std::string memory = "host";
+  std::string transport;  // "" = host: the first registered; device: all
   std::string json;
 };
 
@@ -91,17 +102,18 @@ class RawMpi final : public Mover {
 
 class ViaTransport final : public Mover {
  public:
-  ViaTransport(MPI_Comm comm, WaitStrategy wait) : transport_(comm), wait_(wait) {}
+  ViaTransport(std::unique_ptr<Transport> transport, WaitStrategy wait)
+      : transport_(std::move(transport)), wait_(wait) {}
   int isend(const std::byte* p, int64_t n, int peer) override {
-    return transport_.isend(p, n, peer, kTag);
+    return transport_->isend(p, n, peer, kTag);
   }
   int irecv(std::byte* p, int64_t n, int peer) override {
-    return transport_.irecv(p, n, peer, kTag);
+    return transport_->irecv(p, n, peer, kTag);
   }
-  void wait(int request) override { transport_.wait(request, wait_); }
+  void wait(int request) override { transport_->wait(request, wait_); }
 
  private:
-  MpiTransport transport_;
+  std::unique_ptr<Transport> transport_;
   WaitStrategy wait_;
 };
 
@@ -183,6 +195,8 @@ struct P2pRange {
   int64_t lo = 0;
   int64_t hi = 0;
   WaitStrategy wait = kDefaultWaitStrategy;
+  bool device = false;                  // --memory device
+  std::vector<std::string> transports;  // registered names; empty = all (device)
 };
 
 // The flags' checks, alike on every rank: a FlagError, printed by rank 0 only.
@@ -198,17 +212,67 @@ P2pRange check_flags(const P2pOptions& o) {
     r.wait = parse_wait_strategy(o.wait, "--wait");
     // Before the measurement, not after it: a bad --json fails at once.
     if (!o.json.empty()) check_output_path(o.json);
+    if (o.memory != "host" && o.memory != "device")
+      throw UsageError("--memory: expected host or device, got '" + o.memory + "'");
+    r.device = o.memory == "device";
+    if (o.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
+    std::string names;
+    for (const TransportInfo& t : transport_list()) names += (names.empty() ? "" : ", ") + t.name;
+    for (const std::string& name : split_list(o.transport)) {
+      bool known = false;
+      for (const TransportInfo& t : transport_list()) known = known || t.name == name;
+      if (!known) {
+        throw UsageError("--transport: unknown transport '" + name + "' (transports: " + names +
+                         ")");
+      }
+      r.transports.push_back(name);
+    }
+    if (!r.device && r.transports.size() > 1)
+      throw UsageError("--transport: host memory measures one transport at a time, got " +
+                       o.transport);
+    if (!r.device && r.transports.empty()) r.transports.push_back(transport_list().front().name);
     return r;
   } catch (const UsageError& e) {
     throw FlagError(e.what());
   }
 }
 
+void run_p2p_host(const P2pOptions& o, const P2pRange& range);
+
 void run_p2p(const P2pOptions& o) {
   const P2pRange range = check_flags(o);
+  if (!range.device) {
+    run_p2p_host(o, range);
+    return;
+  }
+#if PPB_HAVE_CUDA
+  P2pDeviceOptions d;
+  d.lo = range.lo;
+  d.hi = range.hi;
+  d.iters = o.iters;
+  d.warmup = o.warmup;
+  d.wait = range.wait;
+  d.transports = range.transports;
+  d.json = o.json;
+  int code = 0;
+  try {
+    code = run_p2p_device(d);
+  } catch (const FlagError&) {
+    throw;
+  } catch (const UsageError& e) {
+    throw FlagError(e.what());  // its refusals are alike on every rank
+  }
+  if (code != 0) throw ExitCode{code};
+#else
+  throw FlagError("--memory device: this pipebench was built without CUDA");
+#endif
+}
+
+void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
   const int64_t lo = range.lo;
   const int64_t hi = range.hi;
   const WaitStrategy wait = range.wait;
+  const std::string& name = range.transports.front();
 
   MpiSession mpi;
   if (mpi.size() != 2) {
@@ -216,16 +280,26 @@ void run_p2p(const P2pOptions& o) {
                     std::to_string(mpi.size()));
   }
   const int rank = mpi.rank();
+  // Collective and alike on every rank: a refusal is one line from rank 0.
+  std::unique_ptr<Transport> transport;
+  try {
+    transport = make_transport(name, mpi.comm());
+  } catch (const UsageError& e) {
+    throw FlagError(e.what());
+  }
+  if (!transport->can_access(MemorySpace::kHost)) {
+    throw FlagError("--transport " + name +
+                    ": cannot move host memory (measure it with --memory device)");
+  }
   std::vector<Row> rows;
   run_or_abort([&] {
     std::vector<std::byte> sbuf(static_cast<size_t>(hi), std::byte{1});
     std::vector<std::byte> rbuf(static_cast<size_t>(hi));
     RawMpi raw(mpi.comm());
-    ViaTransport ppb(mpi.comm(), wait);
+    ViaTransport ppb(std::move(transport), wait);
     if (rank == 0) {
-      std::printf(
-          "# pipebench p2p: MPI %s vs the executor's transport (mpi, wait %s), best of %d\n",
-          "ping-pong", wait_strategy_name(wait), kRepetitions);
+      std::printf("# pipebench p2p: MPI %s vs the executor's transport (%s, wait %s), best of %d\n",
+                  "ping-pong", name.c_str(), wait_strategy_name(wait), kRepetitions);
       std::printf("%12s %14s %14s %16s %16s %8s\n", "bytes", "raw_lat_us", "ppb_lat_us",
                   "raw_bw_MB/s", "ppb_bw_MB/s", "bw_ratio");
     }
@@ -282,7 +356,8 @@ void run_p2p(const P2pOptions& o) {
     }
     boost::json::object doc{
         {"schema", "pipebench.p2p/1"},
-        {"transport", "mpi"},
+        {"transport", name},
+        {"memory", "host"},
         {"wait", wait_strategy_name(wait)},
         {"ranks", 2},
         {"window", kWindow},
@@ -304,8 +379,8 @@ void register_p2p(CLI::App& app) {
   auto options = std::make_shared<P2pOptions>();
   CLI::App* cmd = app.add_subcommand(
       "p2p",
-      "Point-to-point latency and bandwidth (OSU-style) of the executor's transport vs raw MPI; "
-      "run with mpirun -np 2");
+      "Point-to-point figures of the executor's transports vs the raw library: OSU-style on host "
+      "memory (mpirun -np 2), nccl-tests-style on device memory (--memory device)");
   cmd->add_option("--min", options->min, "Smallest message (bytes, e.g. 1, 4KiB)")
       ->capture_default_str();
   cmd->add_option("--max", options->max, "Largest message (e.g. 64MiB)")->capture_default_str();
@@ -313,6 +388,15 @@ void register_p2p(CLI::App& app) {
                   "Iterations per size (fewer above 64 KiB, as osu does)")
       ->capture_default_str();
   cmd->add_option("--wait", options->wait, "Transport wait strategy: block, yield, sleep")
+      ->capture_default_str();
+  cmd->add_option("--memory", options->memory,
+                  "Buffers in host memory (OSU-style latency and bandwidth, 2 ranks) or device "
+                  "memory (nccl-tests-style send/receive ring, any ranks)")
+      ->capture_default_str();
+  cmd->add_option("--transport", options->transport,
+                  "Transports to measure (comma list): host memory one, default the first "
+                  "registered; device memory default every one");
+  cmd->add_option("-w,--warmup", options->warmup, "Device memory: warm-up exchanges per size")
       ->capture_default_str();
   cmd->add_option("--json", options->json, "Also write the figures as JSON to this file");
   cmd->callback([options] { run_p2p(*options); });

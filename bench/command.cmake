@@ -29,6 +29,11 @@ endif()
 if(TARGET ppb_reports)
   list(APPEND PPB_COMMAND_LIBS ppb::reports)
 endif()
+# p2p on device buffers (--memory device) where CUDA is built in.
+if(PPB_HAVE_CUDA AND TARGET ppb_exec)
+  list(APPEND PPB_COMMAND_SOURCES p2p_device.cpp)
+  list(APPEND PPB_COMMAND_LIBS CUDA::cudart)
+endif()
 # The run command's helpers list themselves (sources relative to bench/).
 include(${CMAKE_CURRENT_SOURCE_DIR}/run/run.cmake OPTIONAL)
 

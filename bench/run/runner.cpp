@@ -309,6 +309,7 @@ struct Execution {
   double time_scale = 0;
   double foreign_cpu = kNaN;  ///< HostLoadMeter over the timed steps: NaN = unknown
   std::string oom;            ///< a device ran out of memory (every rank): status oom
+  std::string message_path;   ///< "direct" or "staged" (ResultConfig::message_path)
 };
 
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
@@ -398,6 +399,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
     eo.instrumentation = &collectors;
     eo.debug_stall_rank = sw.options.debug_stall_rank;
     Executor exec(sw.comm, *backend, *sw.transport, eo);
+    ex.message_path = exec.staging() ? "staged" : "direct";
 
     std::unique_ptr<MemoryGuard> guard;
     if (info.memory_guarded && sw.plan.memory_budget > 0) {
@@ -572,6 +574,7 @@ Result run_combination(Sweep& sw, const Combination& c) {
   if (!p || predicted_oom(sw, c, *p, result)) return result;
 
   const Execution ex = execute(sw, c, *p);
+  result.config.message_path = ex.message_path;
   if (!ex.oom.empty()) {
     sw.watch->end();
     result.status = ResultStatus::kOom;
@@ -698,7 +701,11 @@ void connect(Sweep& sw) {
   // backend that computes on the host CPU is oversubscribed by them.
   sw.environment.oversubscribed =
       sw.environment.oversubscribed && !backend_info(sw.plan.backend).modelled_time;
-  sw.transport = make_transport(sw.plan.transport, sw.comm);
+  try {
+    sw.transport = make_transport(sw.plan.transport, sw.comm);
+  } catch (const UsageError& e) {
+    throw cli::FlagError(e.what());  // alike on every rank (no GPU, two ranks on one GPU)
+  }
 }
 
 /// Runs `combos`, printing a progress line each (rank 0), into `rows`.
@@ -732,12 +739,11 @@ bool finish(const std::vector<ProgressRow>& rows, const std::string& out_dir, bo
   return failed != 0;
 }
 
-/// The sweep once the flags and the output folder are agreed. Runs inside
+/// The sweep once the flags, the output folder and the transport are agreed. Runs inside
 /// run_or_abort: from here on a failure on any rank (a full disk on rank 0,
 /// a backend error) ends the whole job. Returns, on every rank, whether a
 /// --check failed or a combination ended with status error.
 bool run_sweep(Sweep& sw) {
-  connect(sw);
   SweepParams sp;
   sp.stages = sw.plan.stages;
   sp.chunks = sw.options.chunks;
@@ -845,6 +851,9 @@ void run_command(const RunOptions& options) {
   sw.watch = &watch;
   validate(sw);
   sw.out_dir = agree_out_dir(options, watch, sw.rank, sw.comm);
+  // Outside run_or_abort: a transport's refusal (no GPU, two ranks of a link
+  // on one GPU) is alike on every rank and printed once by rank 0.
+  connect(sw);
   bool failed = false;
   run_or_abort([&] { failed = run_sweep(sw); }, sw.comm);
   if (failed) throw cli::ExitCode{1};

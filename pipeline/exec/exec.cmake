@@ -4,6 +4,7 @@ add_library(ppb_exec
   src/mpi.cpp
   src/transport.cpp
   src/transport_registry.cpp
+  src/nccl_links.cpp
   src/host_stream.cpp
   src/stream_backend.cpp
   src/backend_cpu.cpp
@@ -46,6 +47,20 @@ if(PPB_HAVE_CUDA)
   target_link_libraries(ppb_exec PUBLIC CUDA::cudart PRIVATE CUDA::cublas)
 else()
   target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
+endif()
+
+# GPU checks over the ranks (CUDA builds), and the nccl transport with its
+# NCCL plumbing where CMake found NCCL (cmake/Cuda.cmake); the registry lists
+# nccl everywhere and says why it cannot run.
+# PPB_HAVE_NCCL is 1 or 0 for every includer, like PPB_HAVE_CUDA.
+if(PPB_HAVE_CUDA)
+  target_sources(ppb_exec PRIVATE src/gpu_ranks.cpp)
+endif()
+target_compile_definitions(ppb_exec PUBLIC PPB_HAVE_NCCL=$<BOOL:${PPB_HAVE_NCCL}>)
+if(PPB_HAVE_NCCL)
+  target_sources(ppb_exec PRIVATE src/nccl_comm.cpp src/nccl_transport.cpp)
+  target_include_directories(ppb_exec PUBLIC ${PPB_NCCL_INCLUDE})
+  target_link_libraries(ppb_exec PUBLIC ${PPB_NCCL_LIBRARY})
 endif()
 
 # The executor-overhead and wait-strategy measurement:

@@ -49,7 +49,49 @@ ppb_exec_expect(exec_p2p_bad_range RANKS 2 CODE 2 SECONDS 20
   REGEX "--max: must be >= --min"
   COMMAND $<TARGET_FILE:pipebench> p2p --min 1MiB --max 4KiB)
 
+# ppb_device_expect(name NEED gpu|no-gpu RANKS n CODE c SECONDS s REGEX r [ENV e] COMMAND ...):
+# ppb_exec_expect for tests that need a GPU (label gpu; skipped, saying why,
+# without one) or check the behaviour without one (label mpi; skipped where
+# nvidia-smi lists a GPU). bench/tests/device_expect.sh decides.
+function(ppb_device_expect name)
+  cmake_parse_arguments(ARG "" "NEED;RANKS;CODE;SECONDS;REGEX;ENV" "COMMAND" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${PROJECT_SOURCE_DIR}/bench/tests/device_expect.sh ${ARG_NEED} ${ARG_CODE} ${ARG_SECONDS} "${ARG_REGEX}" --
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ARG_RANKS} --oversubscribe ${ARG_COMMAND})
+  set(labels mpi)
+  if(ARG_NEED STREQUAL "gpu")
+    set(labels gpu)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS ${labels} TIMEOUT 120 SKIP_RETURN_CODE 77
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1;${ARG_ENV}")
+endfunction()
+
+# Device buffers without a device: one line, exit 2 (CUDA build: no usable
+# GPU; CPU-only build: built without CUDA); nccl says why it cannot run.
+ppb_device_expect(exec_p2p_device_without_gpu NEED no-gpu RANKS 2 CODE 2 SECONDS 30
+  REGEX "--memory device: (no usable GPU on rank 0: .+|this pipebench was built without CUDA)$"
+  COMMAND $<TARGET_FILE:pipebench> p2p --memory device)
+ppb_device_expect(exec_nccl_without_gpu NEED no-gpu RANKS 2 CODE 2 SECONDS 30
+  REGEX "--transport nccl: (no usable GPU on rank 0: .+|not available in this build \\(built without NCCL)"
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --transport nccl --schedule 1f1b
+          --microbatches 2 --iters 1 --warmup 0 --out ${CMAKE_CURRENT_BINARY_DIR}/nccl_without_gpu)
+# On a GPU: every transport device to device, data checked (1 rank: NCCL
+# sends to itself; 2 ranks share the GPU); two ranks on one GPU are refused
+# by nccl by name.
+ppb_device_expect(gpu_p2p_device_1rank NEED gpu RANKS 1 CODE 0 SECONDS 100
+  REGEX "# data check: 0 wrong byte"
+  COMMAND $<TARGET_FILE:pipebench> p2p --memory device --min 4 --max 4MiB -n 10)
+ppb_device_expect(gpu_p2p_device_2ranks NEED gpu RANKS 2 CODE 0 SECONDS 100
+  REGEX "# data check: 0 wrong byte"
+  COMMAND $<TARGET_FILE:pipebench> p2p --memory device --min 4 --max 4MiB -n 10)
+ppb_device_expect(gpu_nccl_refuses_one_gpu_for_two_ranks NEED gpu RANKS 2 CODE 2 SECONDS 60
+  REGEX "--transport nccl: ranks 0 and 1 share GPU .+Duplicate GPU detected" ENV "CUDA_VISIBLE_DEVICES=0"
+  COMMAND $<TARGET_FILE:pipebench> p2p --memory device --transport nccl --max 4KiB)
+
 # Collectors on real ranks: registry, agreement across ranks, figures.
 add_executable(collector_test collector_test.cpp)
 target_link_libraries(collector_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_test> TIMEOUT 60)
+
+# The nccl transport's communicator layout, without a GPU (unit).
+ppb_add_gtest(nccl_links_test SOURCES nccl_links_test.cpp LIBS ppb::exec ppb::core)

@@ -603,9 +603,160 @@ TEST(Transport, OrderedModeMatchesInCallOrder) {
   EXPECT_EQ(t.outstanding(), 0);
 }
 
+// A transport that records what it is asked to move, link direction by link
+// direction, and passes every call on.
+class IssueLog final : public Transport {
+ public:
+  struct Issue {
+    int64_t bytes = 0;
+    int tag = 0;  // the executor's tag: the message's position on its link
+    friend bool operator==(const Issue&, const Issue&) = default;
+  };
+  /// `spaces`: the memory spaces it admits it can access (of the inner's).
+  explicit IssueLog(std::unique_ptr<Transport> inner, uint8_t spaces = 0xff)
+      : inner_(std::move(inner)),
+        spaces_(spaces),
+        sent(static_cast<size_t>(inner_->size())),
+        received(static_cast<size_t>(inner_->size())) {}
+  std::string_view name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  int tag_ub() const override { return inner_->tag_ub(); }
+  bool matches_in_order() const override { return inner_->matches_in_order(); }
+  bool can_access(MemorySpace space) const override {
+    return (spaces_ & memory_space_bit(space)) != 0 && inner_->can_access(space);
+  }
+  RequestId isend(const std::byte* data, int64_t bytes, int peer, int tag) override {
+    sent[static_cast<size_t>(peer)].push_back({bytes, tag});
+    return inner_->isend(data, bytes, peer, tag);
+  }
+  RequestId irecv(std::byte* data, int64_t bytes, int peer, int tag) override {
+    received[static_cast<size_t>(peer)].push_back({bytes, tag});
+    return inner_->irecv(data, bytes, peer, tag);
+  }
+  bool test(RequestId request) override { return inner_->test(request); }
+  void wait(RequestId request, WaitStrategy strategy) override { inner_->wait(request, strategy); }
+  int outstanding() const override { return inner_->outstanding(); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  uint8_t spaces_ = 0xff;
+
+ public:
+  std::vector<std::vector<Issue>> sent;      // by peer, in issue order
+  std::vector<std::vector<Issue>> received;  // by peer, in issue order
+};
+
+// For each peer: what this rank sent it, exchanged for what it sent this
+// rank (non-blocking, so neighbours on a ring never wait on each other).
+std::map<int, std::vector<IssueLog::Issue>> swap_with(const IssueLog& log,
+                                                      const std::vector<int>& peers) {
+  const size_t n = peers.size();
+  std::vector<std::vector<int64_t>> out(n), in(n);
+  std::vector<int64_t> out_count(n), in_count(n);
+  for (size_t k = 0; k < n; ++k) {
+    for (const IssueLog::Issue& i : log.sent[static_cast<size_t>(peers[k])])
+      out[k].insert(out[k].end(), {i.bytes, int64_t{i.tag}});
+    out_count[k] = static_cast<int64_t>(out[k].size());
+  }
+  std::vector<MPI_Request> reqs(2 * n);
+  for (size_t k = 0; k < n; ++k) {
+    MPI_Irecv(&in_count[k], 1, MPI_INT64_T, peers[k], 1, MPI_COMM_WORLD, &reqs[2 * k]);
+    MPI_Isend(&out_count[k], 1, MPI_INT64_T, peers[k], 1, MPI_COMM_WORLD, &reqs[2 * k + 1]);
+  }
+  MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  for (size_t k = 0; k < n; ++k) {
+    in[k].resize(static_cast<size_t>(in_count[k]));
+    MPI_Irecv(in[k].data(), static_cast<int>(in_count[k]), MPI_INT64_T, peers[k], 2, MPI_COMM_WORLD,
+              &reqs[2 * k]);
+    MPI_Isend(out[k].data(), static_cast<int>(out_count[k]), MPI_INT64_T, peers[k], 2,
+              MPI_COMM_WORLD, &reqs[2 * k + 1]);
+  }
+  MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  std::map<int, std::vector<IssueLog::Issue>> theirs;
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<IssueLog::Issue>& t = theirs[peers[k]];
+    for (size_t x = 0; x + 1 < in[k].size(); x += 2)
+      t.push_back({in[k][x], static_cast<int>(in[k][x + 1])});
+  }
+  return theirs;
+}
+
+// What NCCL needs of the executor, checked through the ordered MPI mode:
+// ncclSend k of a link direction meets ncclRecv k, so on every link both
+// ends must issue the same sizes in the same order, and that order is the
+// plan's link order (tags 0, 1, 2, ... in each step). Every schedule, two
+// steps each (the order restarts per step).
+TEST(Transport, InOrderIssueIsTheSameOnBothEndsOfEveryLink) {
+  const int P = comm_size();
+  const int r = comm_rank();
+  for (const ScheduleInfo& info : schedule_list()) {
+    ScheduleParams p;
+    p.stages = P;
+    p.microbatches = 2 * P;
+    p.chunks = info.uses_chunks ? 2 : 1;
+    const Schedule s = generate_schedule(info.name, p);
+    BackendConfig cfg;
+    cfg.time_scale = 1.0;
+    cfg.costs = timed_costs(P, p.chunks, 1e-3, 2e-3, info.splits_backward ? 1e-3 : 0.0);
+    cfg.stage = r;
+    cfg.stages = P;
+    cfg.chunks = p.chunks;
+    cfg.microbatches = p.microbatches;
+    TimedBackend backend(cfg);
+    IssueLog log(make_transport("mpi-ordered", MPI_COMM_WORLD));
+    ExecutorOptions eo;
+    eo.optimizer = optimizer_policy_for(info);
+    Executor exec(MPI_COMM_WORLD, backend, log, eo);
+    for (int step = 0; step < 2; ++step) (void)exec.run_step(s);
+
+    const MessagePlan plan = build_message_plan(s);
+    std::vector<int> peers = {(r + 1) % P};
+    if (P > 2) peers.push_back((r + P - 1) % P);
+    const std::map<int, std::vector<IssueLog::Issue>> theirs = swap_with(log, peers);
+    for (const int q : peers) {
+      const std::vector<IssueLog::Issue>& sent = theirs.at(q);
+      EXPECT_EQ(log.received[static_cast<size_t>(q)], sent)
+          << info.name << ": rank " << r << " receives from " << q << " not as " << q << " sends";
+      // Link order: tags 0..n-1 in each of the two steps.
+      const int li = plan.link_of(q, r);
+      const size_t n = li < 0 ? 0 : plan.links[static_cast<size_t>(li)].messages.size();
+      ASSERT_EQ(sent.size(), 2 * n) << info.name << " link " << q << "->" << r;
+      for (size_t k = 0; k < sent.size(); ++k)
+        EXPECT_EQ(sent[k].tag, static_cast<int>(k % n)) << info.name << " message " << k;
+    }
+  }
+}
+
+// A transport that can move neither the backend's memory nor pinned host
+// memory (nccl beside the cpu backend) cannot even stage: refused by name.
+TEST(Transport, ExecutorRefusesATransportThatCannotMoveTheBackendsMemory) {
+  BackendConfig cfg;
+  cfg.costs = timed_costs(comm_size(), 1, 1e-3, 1e-3, 0.0);
+  cfg.stage = comm_rank();
+  cfg.stages = comm_size();
+  TimedBackend backend(cfg);
+  IssueLog device_only(make_transport("mpi", MPI_COMM_WORLD),
+                       memory_space_bit(MemorySpace::kDevice));
+  try {
+    Executor exec(MPI_COMM_WORLD, backend, device_only, {});
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--transport mpi: cannot move the timed backend's buffers (host memory), nor "
+                 "stage them through pinned host memory; use a backend with device memory or "
+                 "another transport");
+  }
+  IssueLog pinned_only(make_transport("mpi", MPI_COMM_WORLD),
+                       memory_space_bit(MemorySpace::kPinnedHost));
+  EXPECT_TRUE(Executor(MPI_COMM_WORLD, backend, pinned_only, {}).staging());
+  IssueLog any(make_transport("mpi", MPI_COMM_WORLD));
+  EXPECT_FALSE(Executor(MPI_COMM_WORLD, backend, any, {}).staging());
+}
+
 TEST(Registry, NamesAndErrors) {
   EXPECT_EQ(backend_list().size(), 3u);
-  EXPECT_EQ(transport_list().size(), 3u);
+  EXPECT_EQ(transport_list().size(), 4u);
   try {
     make_backend("gpu", BackendConfig{});
     FAIL();
@@ -613,12 +764,24 @@ TEST(Registry, NamesAndErrors) {
     EXPECT_STREQ(e.what(), "--backend: unknown backend 'gpu' (backends: cpu, timed, cuda)");
   }
   try {
-    make_transport("nccl", MPI_COMM_WORLD);
+    make_transport("nosuch", MPI_COMM_WORLD);
     FAIL();
   } catch (const UsageError& e) {
     EXPECT_STREQ(
         e.what(),
-        "--transport: unknown transport 'nccl' (transports: mpi, mpi-ordered, mpi-staged)");
+        "--transport: unknown transport 'nosuch' (transports: mpi, mpi-ordered, mpi-staged, nccl)");
+  }
+  // nccl is listed in every build; where it cannot run, asking for it says why.
+  const TransportInfo& nccl = transport_list().back();
+  ASSERT_EQ(nccl.name, "nccl");
+  if (!nccl.available) {
+    EXPECT_FALSE(nccl.why_not.empty());
+    try {
+      make_transport("nccl", MPI_COMM_WORLD);
+      FAIL() << "nccl made although unavailable: " << nccl.why_not;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--transport nccl: ", 0), 0u) << e.what();
+    }
   }
   EXPECT_EQ(parse_wait_strategy("yield", "--wait"), WaitStrategy::kYield);
   EXPECT_THROW(parse_wait_strategy("spin", "--wait"), UsageError);

@@ -33,6 +33,7 @@ Result full_result() {
               .model = "gpt-tiny",
               .backend = "cpu",
               .transport = "mpi",
+              .message_path = "staged",
               .iters = 3,
               .warmup = 1,
               .time_scale = 0.5,
@@ -412,6 +413,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "config.profile");
   erase_path(old, "config.check");
   erase_path(old, "config.dtype");
+  erase_path(old, "config.message_path");
   erase_path(old, "environment.cores");
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
@@ -421,6 +423,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
   EXPECT_EQ(back.config.dtype, "fp32");
+  EXPECT_EQ(back.config.message_path, "");
   EXPECT_EQ(back.config.min_time, 0);
   EXPECT_EQ(back.config.device, "");
   EXPECT_EQ(back.config.max_iters, 0);

@@ -103,6 +103,15 @@ struct Executor::Impl {
 
 Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, ExecutorOptions options)
     : impl_(std::make_unique<Impl>()) {
+  if (!transport.can_access(backend.memory_space()) &&
+      !transport.can_access(MemorySpace::kPinnedHost)) {
+    // Staging needs a transport that reads pinned host memory.
+    throw UsageError("--transport " + std::string(transport.name()) + ": cannot move the " +
+                     std::string(backend.name()) + " backend's buffers (" +
+                     memory_space_name(backend.memory_space()) +
+                     " memory), nor stage them through pinned host memory; use a backend "
+                     "with device memory or another transport");
+  }
   lower_timer_slack();  // the waits below sleep 20 us at a time
   PPB_MPI_CHECK(MPI_Comm_dup(comm, &impl_->control));
   PPB_MPI_CHECK(MPI_Comm_set_errhandler(impl_->control, MPI_ERRORS_RETURN));
@@ -197,7 +206,7 @@ class Executor::Step {
              rec,
              x_.options.instrumentation,
              0.0,
-             !x_.transport->can_access(x_.backend->memory_space())},
+             exec.staging()},
         recvs_(ctx_, x_.options.recv_window),
         sends_(ctx_) {
     // Pipedream's optimizer steps after every backward (a fence below) and
@@ -491,6 +500,10 @@ MessagePlan Executor::plan_step(const Schedule& schedule) {
     x.logged_plan = schedule.name;
   }
   return plan;
+}
+
+bool Executor::staging() const {
+  return !impl_->transport->can_access(impl_->backend->memory_space());
 }
 
 StepRecord Executor::run_step(const Schedule& schedule) {

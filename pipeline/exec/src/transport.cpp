@@ -1,5 +1,8 @@
 #include "ppb/exec/transport.hpp"
 
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's extensions: MPIX_Query_cuda_support
+#endif
 #include <sched.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -139,6 +142,16 @@ void MpiTransport::wait(RequestId request, WaitStrategy strategy) {
       poll_until([&] { return test(request); }, strategy);
       return;
   }
+}
+
+bool mpi_cuda_aware() {
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  // Compile-time support says the headers know the call; the run-time
+  // answer says whether the library loaded now was built with CUDA.
+  return MPIX_Query_cuda_support() == 1;
+#else
+  return false;
+#endif
 }
 
 void lower_timer_slack() { prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); }

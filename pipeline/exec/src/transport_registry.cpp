@@ -1,9 +1,9 @@
 // The transports `--transport` can name: one line each (STYLE rule 8).
-// `nccl` is added by the GPU issue.
 #include <string>
 
 #include "ppb/exec/transport.hpp"
 #include "ppb/profiling/check.hpp"
+#include "transports.hpp"
 
 namespace ppb {
 namespace {
@@ -11,38 +11,50 @@ namespace {
 using Factory = std::unique_ptr<Transport> (*)(MPI_Comm);
 
 struct Entry {
-  TransportInfo info;
-  Factory make;
+  const char* name;
+  const char* help;              // one line
+  RawBaseline baseline;          // what p2p measures it against
+  std::string (*unavailable)();  // "" when it can run here
+  Factory make;                  // null: not in this build
 };
 
+std::string always_available() { return ""; }
+
+// mpi and mpi-ordered move device memory directly when MPI is CUDA-aware
+// (mpi_cuda_aware(), asked at run time); otherwise the executor stages.
+uint8_t mpi_spaces() {
+  return mpi_cuda_aware() ? MpiTransport::kHostSpaces | memory_space_bit(MemorySpace::kDevice)
+                          : MpiTransport::kHostSpaces;
+}
+
+// clang-format off
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-      {{"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks, matched by tag"},
-       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
-         return std::make_unique<MpiTransport>(comm);
-       }},
-      {{"mpi-ordered",
-        "MPI with one tag per link: messages match in call order, as NCCL matches them"},
-       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
-         return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder);
-       }},
-      {{"mpi-staged",
-        "MPI on pinned host memory only: messages are staged through pinned buffers and "
-        "copy-stream copies (as beside a device backend)"},
-       [](MPI_Comm comm) -> std::unique_ptr<Transport> {
-         return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag,
-                                               memory_space_bit(MemorySpace::kPinnedHost));
-       }},
+    {"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks, matched by tag (device buffers directly when MPI is CUDA-aware, else staged)", RawBaseline::kMpi, &always_available,
+     [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, mpi_spaces()); }},
+    {"mpi-ordered", "MPI with one tag per link: messages match in call order, as NCCL matches them", RawBaseline::kMpi, &always_available,
+     [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder, mpi_spaces()); }},
+    {"mpi-staged", "MPI on pinned host memory only: messages are staged through pinned buffers and copy-stream copies (as beside a device backend)", RawBaseline::kMpi, &always_available,
+     [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, memory_space_bit(MemorySpace::kPinnedHost)); }},
+#if PPB_HAVE_NCCL
+    {"nccl", "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", RawBaseline::kNccl, &transports::nccl_unavailable, &transports::make_nccl},
+#else
+    {"nccl", "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", RawBaseline::kNccl, [] { return std::string("built without NCCL (configure with NCCL installed)"); }, nullptr},
+#endif
   };
   return kEntries;
 }
+// clang-format on
 
 }  // namespace
 
 const std::vector<TransportInfo>& transport_list() {
   static const std::vector<TransportInfo> kList = [] {
     std::vector<TransportInfo> list;
-    for (const Entry& e : entries()) list.push_back(e.info);
+    for (const Entry& e : entries()) {
+      std::string why = e.unavailable();
+      list.push_back({e.name, e.help, why.empty(), std::move(why), e.baseline});
+    }
     return list;
   }();
   return kList;
@@ -51,8 +63,14 @@ const std::vector<TransportInfo>& transport_list() {
 std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm) {
   std::string names;
   for (const Entry& e : entries()) {
-    if (e.info.name == name) return e.make(comm);
-    names += (names.empty() ? "" : ", ") + e.info.name;
+    if (e.name == name) {
+      if (e.make == nullptr) {
+        throw UsageError("--transport " + std::string(name) + ": not available in this build (" +
+                         e.unavailable() + ")");
+      }
+      return e.make(comm);
+    }
+    names += (names.empty() ? "" : ", ") + std::string(e.name);
   }
   throw UsageError("--transport: unknown transport '" + std::string(name) +
                    "' (transports: " + names + ")");

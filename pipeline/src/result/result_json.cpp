@@ -199,6 +199,7 @@ ResultConfig read_config(const JsonObject& c) {
   k.model = c.get<std::string>("model");
   k.backend = c.get<std::string>("backend");
   k.transport = c.get<std::string>("transport");
+  k.message_path = c.get_or<std::string>("message_path", "");
   k.iters = c.get<int>("iters");
   k.warmup = c.get<int>("warmup");
   k.time_scale = c.get_or("time_scale", 0.0);
@@ -523,6 +524,7 @@ boost::json::value result_to_json(const Result& result) {
                              {"model", c.model},
                              {"backend", c.backend},
                              {"transport", c.transport},
+                             {"message_path", c.message_path},
                              {"iters", c.iters},
                              {"warmup", c.warmup},
                              {"time_scale", num(c.time_scale)},

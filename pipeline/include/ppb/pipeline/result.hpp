@@ -57,16 +57,21 @@ const char* result_status_name(ResultStatus status);
 
 /// What was run. Every field required unless marked optional.
 struct ResultConfig {
-  std::string schedule;       ///< "1f1b", "gpipe", ... (or the schedule file's name)
-  std::string partition;      ///< "layer", "operator", "balanced", "manual:..."
-  int stages = 1;             ///< P
-  int microbatches = 1;       ///< M per batch
-  int micro_batch_size = 1;   ///< samples per micro-batch
-  int inflight = 0;           ///< N of async-1f1b/adaptive (0 when the schedule has none)
-  int chunks = 1;             ///< V
-  std::string model;          ///< --model as given ("gpt-tiny", "gpt:layers=...")
-  std::string backend;        ///< "cpu", "cuda", "timed"
-  std::string transport;      ///< "mpi", "nccl"
+  std::string schedule;      ///< "1f1b", "gpipe", ... (or the schedule file's name)
+  std::string partition;     ///< "layer", "operator", "balanced", "manual:..."
+  int stages = 1;            ///< P
+  int microbatches = 1;      ///< M per batch
+  int micro_batch_size = 1;  ///< samples per micro-batch
+  int inflight = 0;          ///< N of async-1f1b/adaptive (0 when the schedule has none)
+  int chunks = 1;            ///< V
+  std::string model;         ///< --model as given ("gpt-tiny", "gpt:layers=...")
+  std::string backend;       ///< "cpu", "cuda", "timed"
+  std::string transport;     ///< "mpi", "nccl"
+  /// optional: how messages crossed the transport: "direct" (it moved the
+  /// backend's buffers, e.g. device memory through CUDA-aware MPI or NCCL)
+  /// or "staged" (through pinned host buffers and copy-stream copies);
+  /// "" when not recorded.
+  std::string message_path;
   int iters = 0;              ///< timed iterations
   int warmup = 0;             ///< warm-up iterations (not timed)
   double time_scale = 0;      ///< optional: timed backend's --time-scale (0 = not used)

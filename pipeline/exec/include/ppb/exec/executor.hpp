@@ -192,7 +192,8 @@ class Executor {
  public:
   /// `comm` is the job's communicator (rank = stage); backend and transport
   /// must outlive the executor. Starts the watchdog thread when
-  /// options.timeout_seconds > 0.
+  /// options.timeout_seconds > 0. Throws UsageError when the transport can
+  /// move neither the backend's memory space nor pinned host memory.
   Executor(MPI_Comm comm, Backend& backend, Transport& transport, ExecutorOptions options);
   ~Executor();
   Executor(const Executor&) = delete;
@@ -207,6 +208,10 @@ class Executor {
 
   int rank() const { return rank_; }
   int steps_run() const { return steps_; }
+  /// True when messages are staged through pinned host buffers (the
+  /// transport cannot access the backend's memory space); false when the
+  /// transport moves the backend's buffers directly.
+  bool staging() const;
 
  private:
   struct Impl;

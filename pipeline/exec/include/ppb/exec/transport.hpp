@@ -13,7 +13,9 @@
 // Registered transports (one file + one line in transport_registry.cpp,
 // STYLE rule 8):
 //   mpi          MPI_Isend / MPI_Irecv of MPI_BYTE on a duplicate of the given
-//                communicator, matched by tag (MpiTransport).
+//                communicator, matched by tag (MpiTransport). Moves device
+//                buffers directly when MPI is CUDA-aware (mpi_cuda_aware(),
+//                asked at run time), else the executor stages them.
 //   mpi-ordered  the same with one tag per link and direction (the sender's
 //                rank), so MPI's non-overtaking rule matches in call order
 //                exactly as NCCL will (MpiTransport, Matching::kInOrder).
@@ -22,8 +24,16 @@
 //                stages every message through pinned host buffers with
 //                copies on the backend's copy stream (on the CPU this proves
 //                the staging path).
-// The `nccl` transport belongs to the GPU issue and is not registered here
-// (no stub): asking for it gives the UsageError listing the transports.
+//   nccl         ncclSend / ncclRecv on device memory, one 2-rank
+//                communicator and stream per link direction
+//                (nccl_transport.cpp, nccl_links.hpp); built only with NCCL.
+//                Listed in every build: where it cannot run, asking for it
+//                is a UsageError saying why.
+//
+// Staging. Where a transport cannot access the backend's memory space, the
+// executor stages through pinned host buffers (step_messages.hpp); a
+// transport that can access neither (nccl beside a host backend) is refused
+// by the executor with a UsageError.
 //
 // Example:
 //   auto t = ppb::make_transport("mpi", MPI_COMM_WORLD);
@@ -161,17 +171,36 @@ class MpiTransport final : public Transport {
   int outstanding_ = 0;
 };
 
+/// The library a transport is built on, whose raw calls `pipebench p2p`
+/// measures it against.
+enum class RawBaseline : uint8_t {
+  kMpi,   ///< MPI_Isend / MPI_Irecv
+  kNccl,  ///< ncclSend / ncclRecv
+};
+
 /// A registered transport, for `pipebench list` and error messages.
 struct TransportInfo {
   std::string name;
-  std::string help;  ///< one line
+  std::string help;       ///< one line
+  bool available = true;  ///< can run here (built in, and its hardware is present)
+  std::string why_not;    ///< when not available: why, in a few words
+  RawBaseline baseline = RawBaseline::kMpi;
 };
-/// Every registered transport ("mpi", "mpi-ordered", "mpi-staged").
+/// Every registered transport ("mpi", "mpi-ordered", "mpi-staged", "nccl").
 const std::vector<TransportInfo>& transport_list();
 
-/// Makes the transport called `name` over `comm`. Throws
-/// UsageError("--transport: unknown transport 'x' (transports: mpi, mpi-ordered, mpi-staged)").
+/// Makes the transport called `name` over `comm`; collective over `comm`.
+/// Throws UsageError("--transport: unknown transport 'x' (transports: mpi, ...)"),
+/// or for a transport that cannot run here a UsageError saying why
+/// ("--transport nccl: not available in this build (built without NCCL ...)",
+/// "--transport nccl: no usable GPU on rank 0: no CUDA driver ...").
 std::unique_ptr<Transport> make_transport(std::string_view name, MPI_Comm comm);
+
+/// True when the MPI library moves device memory itself (Open MPI's
+/// MPIX_Query_cuda_support(), asked at run time, so the answer is the
+/// library's that runs, not the one compiled against). False where the
+/// extension is missing. REQUIRES: MPI initialised.
+bool mpi_cuda_aware();
 
 namespace detail {
 double poll_clock_seconds();
