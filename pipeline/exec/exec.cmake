@@ -18,12 +18,18 @@ add_library(ppb_exec
   src/collectors/nvtx_collector.cpp
   src/collectors/cputime_collector.cpp
   src/collectors/perf_collector.cpp
+  src/collectors/cupti_collector.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
 target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
                                    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
                                PRIVATE ppb::warnings)
+# The cupti collector compiles to an unavailable one without CUPTI.
+if(PPB_HAVE_CUPTI)
+  set_property(SOURCE src/collectors/cupti_collector.cpp APPEND PROPERTY COMPILE_DEFINITIONS PPB_HAVE_CUPTI=1)
+  target_link_libraries(ppb_exec PRIVATE CUDA::cupti CUDA::cudart)
+endif()
 
 # The executor-overhead and wait-strategy measurement:
 #   mpirun -np 8 --oversubscribe ppb_exec_overhead --microbatches 32

@@ -53,3 +53,12 @@ ppb_exec_expect(exec_p2p_bad_range RANKS 2 CODE 2 SECONDS 20
 add_executable(collector_test collector_test.cpp)
 target_link_libraries(collector_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_test> TIMEOUT 60)
+
+# The CUPTI collector on a GPU (label gpu): real kernels, a memset and a copy
+# through the collector; skips, saying why, without a usable CUPTI.
+if(PPB_HAVE_CUPTI)
+  ppb_add_gtest(cupti_collector_test SOURCES cupti_collector_test.cpp cupti_test_kernels.cu
+                LIBS ppb::exec CUDA::cudart LABELS gpu)
+  # CMake 3.25 knows no CUDA20 flags for nvcc 13; the kernels need C++17 only.
+  set_target_properties(cupti_collector_test PROPERTIES CUDA_STANDARD 17)
+endif()
