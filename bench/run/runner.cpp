@@ -81,6 +81,10 @@ std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool 
         c.start += shift;
         c.end += shift;
       }
+      for (device::DeviceOp& d : s.device) {
+        d.start += shift;
+        d.end += shift;
+      }
       step.push_back(std::move(s));
     }
     steps.push_back(std::move(step));
@@ -216,7 +220,8 @@ struct Execution {
   std::optional<MemoryGuardFigures> guard;
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
-  double foreign_cpu = kNaN;  ///< HostLoadMeter over the timed steps: NaN = unknown
+  double foreign_cpu = kNaN;    ///< HostLoadMeter over the timed steps: NaN = unknown
+  std::string device_profiler;  ///< CollectorSet::device_profiler(): "" = none attached
 };
 
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
@@ -312,8 +317,11 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
           if (guard) guard->observe(rec.peak_bytes);
           ex.last_schedule = s;
           CollectorStepFigures figures = collectors.finish_step(rec);
-          return rank_step(rec, std::move(figures));
+          RankStep r = rank_step(rec, std::move(figures));
+          if (!sw.options.trace) r.step.device.clear();  // only traces draw them
+          return r;
         };
+        ex.device_profiler = collectors.device_profiler();
 
         // --check: the first step, compared with the single-process reference.
         if (sw.options.check) {
@@ -403,6 +411,8 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   std::vector<StageMemory> mems;
   for (const RankRecord& r : ranks) mems.push_back(r.memory);
   m.peak_memory_bytes = peak_memory(mems);
+  m.peak_memory_bytes.device_profiler = ex.device_profiler;
+  m.device = device_figures(steps[fig.median_step], ex.device_profiler);
   m.theory = theory.figures;
   m.check = ex.check;
   if (ex.check && !ex.check->passed) sw.any_failed = true;
