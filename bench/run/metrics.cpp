@@ -50,6 +50,27 @@ double step_time(const StepMeasure& step) {
   return t;
 }
 
+std::optional<DeviceFigures> device_figures(const StepMeasure& step, const std::string& profiler) {
+  const bool any =
+      std::any_of(step.begin(), step.end(), [](const StageStep& s) { return s.has_device; });
+  if (!any) return std::nullopt;
+  const double t = step_time(step);
+  DeviceFigures d;
+  d.profiler = profiler;
+  for (const StageStep& s : step) {
+    // A stage without records (its profiler off) has no figures: NaN, not 0.
+    const auto figure = [&s](double x) { return s.has_device ? x : kNaN; };
+    d.compute_seconds_per_stage.push_back(figure(s.device_busy.compute));
+    d.communication_seconds_per_stage.push_back(figure(s.device_busy.communication));
+    d.overlap_seconds_per_stage.push_back(figure(s.device_busy.overlap));
+    d.busy_seconds_per_stage.push_back(figure(s.device_busy.busy));
+    d.bubble_ratio_per_stage.push_back(
+        figure(device::device_bubble_ratio(s.device_busy.compute, t)));
+  }
+  d.bubble_ratio = mean_of(d.bubble_ratio_per_stage);
+  return d;
+}
+
 double median(std::vector<double> values) {
   PPB_CHECK(!values.empty(), "median of nothing");
   std::sort(values.begin(), values.end());

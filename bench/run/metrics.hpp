@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/device_activity.hpp"
 
 namespace ppb::run {
 
@@ -43,6 +45,12 @@ struct StageStep {
   std::vector<CommTiming> comms;
   /// End of the stage's last action, seconds from the step's barrier.
   double end = 0;
+  /// Device activity, when a device profiler (--profile cupti) ran: busy
+  /// figures over the step on this rank, and the operations (seconds from
+  /// the step's barrier, like the actions; kept only for --trace).
+  bool has_device = false;
+  device::DeviceBusy device_busy;
+  std::vector<device::DeviceOp> device;
 };
 
 /// One step: one StageStep per stage (index = stage).
@@ -54,6 +62,12 @@ double compute_busy(const StageStep& stage);
 
 /// Step time: max over stages of their end (docs/metrics.md). REQUIRES: non-empty.
 double step_time(const StepMeasure& step);
+
+/// The device figures of one step (docs/metrics.md, "Device activity"): per
+/// stage the device busy figures and the device bubble (step time - device
+/// compute busy) / step time. nullopt when no stage has device activity.
+/// `profiler` names the collector that recorded it.
+std::optional<DeviceFigures> device_figures(const StepMeasure& step, const std::string& profiler);
 
 /// Median of the values (mean of the two middle ones for an even count).
 /// REQUIRES: non-empty.

@@ -1,5 +1,6 @@
 #include "run/rank_record.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -48,6 +49,10 @@ template <class A>
 void fields(A& a, ActionTiming& x);
 template <class A>
 void fields(A& a, CommTiming& x);
+template <class A>
+void fields(A& a, device::DeviceOp& x);
+template <class A>
+void fields(A& a, device::DeviceBusy& x);
 template <class A>
 void fields(A& a, StageStep& x);
 template <class A>
@@ -125,8 +130,17 @@ void fields(A& a, CommTiming& x) {
        x.bytes);
 }
 template <class A>
+void fields(A& a, device::DeviceOp& x) {
+  list(a, x.kind, x.op_class, x.start, x.end, x.stream, x.device, x.correlation, x.action, x.name,
+       x.bytes);
+}
+template <class A>
+void fields(A& a, device::DeviceBusy& x) {
+  list(a, x.compute, x.communication, x.overlap, x.optimizer, x.busy);
+}
+template <class A>
 void fields(A& a, StageStep& x) {
-  list(a, x.actions, x.comms, x.end);
+  list(a, x.actions, x.comms, x.end, x.has_device, x.device_busy, x.device);
 }
 template <class A>
 void fields(A& a, CollectedFigures& x) {
@@ -169,6 +183,15 @@ RankStep rank_step(const StepRecord& record, CollectorStepFigures collectors) {
     t.end = c.end;
     t.bytes = c.bytes;
     out.step.comms.push_back(t);
+  }
+  // A device profiler's operations join the step (align_steps shifts them
+  // with the actions); its busy figures cover the whole step on this rank.
+  for (auto& [name, figures] : collectors) {
+    if (!figures.device) continue;
+    out.step.has_device = true;
+    out.step.device_busy = device::device_busy(figures.device->ops, 0, std::max(0.0, record.end));
+    out.step.device = std::move(figures.device->ops);
+    figures.device.reset();
   }
   out.collectors = std::move(collectors);
   return out;

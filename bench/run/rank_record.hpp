@@ -37,7 +37,9 @@ struct RankRecord {
 };
 
 /// The executor's record of one step as the metrics read it (the one
-/// conversion from the executor's types to the measure's).
+/// conversion from the executor's types to the measure's). A collector's
+/// device operations (CollectedFigures::device) move into step.device, with
+/// their busy figures over [0, record.end] in step.device_busy.
 RankStep rank_step(const StepRecord& record, CollectorStepFigures collectors);
 
 /// The byte form of a record, and back. unpack(pack(r)) == r field by field.

@@ -123,6 +123,10 @@ std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool 
         c.start += shift;
         c.end += shift;
       }
+      for (device::DeviceOp& d : s.device) {
+        d.start += shift;
+        d.end += shift;
+      }
       step.push_back(std::move(s));
     }
     steps.push_back(std::move(step));
@@ -307,9 +311,10 @@ struct Execution {
   std::optional<MemoryGuardFigures> guard;
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
-  double foreign_cpu = kNaN;  ///< HostLoadMeter over the timed steps: NaN = unknown
-  std::string oom;            ///< a device ran out of memory (every rank): status oom
-  std::string message_path;   ///< "direct" or "staged" (ResultConfig::message_path)
+  double foreign_cpu = kNaN;    ///< HostLoadMeter over the timed steps: NaN = unknown
+  std::string oom;              ///< a device ran out of memory (every rank): status oom
+  std::string message_path;     ///< "direct" or "staged" (ResultConfig::message_path)
+  std::string device_profiler;  ///< CollectorSet::device_profiler(): "" = none attached
 };
 
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
@@ -425,6 +430,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       ex.last_schedule = s;
       CollectorStepFigures figures = collectors.finish_step(rec);
       RankStep out = rank_step(rec, std::move(figures));
+      if (!sw.options.trace) out.step.device.clear();  // only traces draw them
       if (binfo.device) {
         const DeviceMemoryFigures dm = backend->device_memory();
         out.device_peak_bytes = dm.pool_peak + dm.outside_pool;
@@ -433,6 +439,8 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       }
       return out;
     };
+
+    ex.device_profiler = collectors.device_profiler();
 
     // --check: the first step, compared with the single-process reference.
     if (sw.options.check) {
@@ -538,6 +546,8 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   std::vector<StageMemory> mems;
   for (const RankRecord& r : ranks) mems.push_back(r.memory);
   m.peak_memory_bytes = peak_memory(mems);
+  m.peak_memory_bytes.device_profiler = ex.device_profiler;
+  m.device = device_figures(steps[fig.median_step], ex.device_profiler);
   m.theory = theory.figures;
   m.check = ex.check;
   if (ex.check && !ex.check->passed) sw.any_failed = true;

@@ -4,6 +4,12 @@
 //
 //   <out>/<combination>.trace.json          every rank merged (Perfetto)
 //   <out>/<combination>.trace/rank<r>.json  one per rank (Holistic Trace Analysis)
+//
+// With a device profiler's operations (StageStep::device) each rank also
+// gets one track per device stream, the operations linked to the actions
+// that launched them by args.correlation (PipelineTrace::add_device_op); a
+// step's successor then starts after the later of its step time and its
+// last device operation.
 #pragma once
 
 #include <cstdint>

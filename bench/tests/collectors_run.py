@@ -11,7 +11,12 @@ unavailable  a collector `pipebench list` marks as not available here, with
              action) and none of the unavailable one. Skipped (exit 77) where
              every collector is available.
 
-usage: collectors_run.py unknown|unavailable PIPEBENCH MPIEXEC OUTDIR
+cupti        `--backend cpu --profile cupti,cputime`: completes; without a
+             usable CUPTI rank 0 warns exactly once and no device figures
+             appear, with one the device is idle (bubble 1.0 per stage) and
+             the memory peaks say CUPTI was attached.
+
+usage: collectors_run.py unknown|unavailable|cupti PIPEBENCH MPIEXEC OUTDIR
 """
 import glob
 import json
@@ -62,6 +67,51 @@ if mode == "unknown":
     if listed != available:
         fail(f"lists {listed}, want the available collectors {available}", text)
     print(f"ok: {lines[0]}")
+    sys.exit(0)
+
+if mode == "cupti":
+    # The device profiler with a backend that uses no GPU: where CUPTI cannot
+    # start (no driver, no device, a build without CUPTI, another tool holds
+    # it) rank 0 warns once and the run completes; where it can, the results
+    # carry device figures of an idle device and say the memory was measured
+    # with CUPTI attached.
+    cupti = dict(known).get("cupti")
+    if cupti is None:
+        fail(f"pipebench list does not show cupti: {known}")
+    shutil.rmtree(out, ignore_errors=True)
+    code, text = run("--backend", "cpu", "--schedule", "gpipe,1f1b", "--partition", "layer",
+                     "--microbatches", "4", "-n", "2", "-w", "1", "--profile", "cupti,cputime",
+                     "--out", out)
+    if code != 0:
+        fail(f"exit code {code}, want 0 (--profile cupti must never fail the run)", text)
+    warnings = [l for l in text.splitlines() if "--profile cupti: off" in l]
+    files = sorted(glob.glob(f"{out}/*.json"))
+    if len(files) != 2:
+        fail(f"want 2 result files, got {files}", text)
+    docs = [json.load(open(f)) for f in files]
+    if not cupti:
+        if len(warnings) != 1 or not warnings[0].startswith("pipebench[r0]: warning: "):
+            fail(f"want exactly one warning from rank 0 about cupti, got {warnings}", text)
+        for f, doc in zip(files, docs):
+            m = doc["metrics"]
+            if "device" in m or "cupti" in m.get("collectors", {}):
+                fail(f"{f}: device figures from a collector that was off")
+            if m["peak_memory_bytes"].get("device_profiler", "") != "":
+                fail(f"{f}: memory marked as measured under a device profiler")
+        print(f"ok: {warnings[0]}; the run completed ({len(files)} results)")
+        sys.exit(0)
+    if warnings:
+        fail(f"cupti is available but warned: {warnings}", text)
+    for f, doc in zip(files, docs):
+        m = doc["metrics"]
+        d = m.get("device")
+        if d is None or d["profiler"] != "cupti":
+            fail(f"{f}: no metrics.device from cupti")
+        if d["bubble_ratio_per_stage"] != [1.0, 1.0] or any(d["compute_seconds_per_stage"]):
+            fail(f"{f}: the cpu backend launches no kernels, got {d}")
+        if m["peak_memory_bytes"]["device_profiler"] != "cupti":
+            fail(f"{f}: memory not marked as measured with CUPTI attached")
+    print(f"ok: cupti on beside the cpu backend: idle device, memory marked ({len(files)} results)")
     sys.exit(0)
 
 off = [n for n, ok in known if not ok]

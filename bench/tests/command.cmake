@@ -117,9 +117,10 @@ endif()
 
 # Collectors through the real binary on 2 ranks: an unknown name is a usage
 # error from rank 0 listing the available ones; an unavailable collector warns
-# once and the run completes with the other collectors' figures.
+# once and the run completes with the other collectors' figures; --profile
+# cupti beside the cpu backend completes, with or without a usable CUPTI.
 if(TARGET ppb_exec)
-  foreach(mode unknown unavailable)
+  foreach(mode unknown unavailable cupti)
     add_test(NAME cli.run_collectors_${mode}
       COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/collectors_run.py ${mode}
               $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/collectors-${mode})

@@ -192,6 +192,20 @@ add_test(NAME run_trace_hta_read COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DI
 set_tests_properties(run_trace_hta_read PROPERTIES LABELS mpi TIMEOUT 120 SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED run_trace_hta_files)
 
+# Device tracks through Holistic Trace Analysis, no GPU needed: synthetic
+# CUPTI-style records of a 4-stage pipeline (with and without NCCL kernels)
+# through the device-activity module and the one trace writer; HTA's
+# temporal breakdown and idle-time analysis of the per-rank folder must
+# agree with the device bubble the module computes (within 0.02).
+add_executable(device_trace_fixture tests/device_trace_fixture.cpp)
+target_link_libraries(device_trace_fixture PRIVATE ppb::run ppb::warnings)
+set(dir ${PPB_RUN_OUT}/device-trace)
+add_test(NAME device_trace_files COMMAND device_trace_fixture ${dir})
+set_tests_properties(device_trace_files PROPERTIES LABELS unit FIXTURES_SETUP device_trace_files)
+add_test(NAME device_trace_hta COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_device_check.py ${dir})
+set_tests_properties(device_trace_hta PROPERTIES LABELS unit TIMEOUT 180 SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED device_trace_files)
+
 # The regression gate end to end on real runs (bench/tests/gate_e2e.sh):
 # unchanged nights gate clean, a planted slowdown of one stage (timed 10%,
 # cpu 20%) is a regression named with its night, a planted speed-up an

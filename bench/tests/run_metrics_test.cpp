@@ -324,6 +324,21 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   c.end = 0.021;
   c.bytes = 1 << 20;
   st.step.comms = {c};
+  st.step.has_device = true;
+  st.step.device_busy = {
+      .compute = 0.5, .communication = 0.25, .overlap = 0.125, .optimizer = 0.0625, .busy = 0.7};
+  device::DeviceOp op;
+  op.kind = device::OpKind::kMemcpy;
+  op.op_class = device::OpClass::kCommunication;
+  op.start = 0.011;
+  op.end = 0.012;
+  op.stream = 13;
+  op.device = 1;
+  op.correlation = 4242;
+  op.action = 0;
+  op.name = "Memcpy DtoH (Device -> Pinned)";
+  op.bytes = 4096;
+  st.step.device = {op, op};
   st.collectors["cputime"].step = {{"cpu_seconds", 0.2}, {"involuntary_switches", 4}};
   st.collectors["cputime"].action = {{"cpu_seconds", {0.009, std::nan("")}}};
   r.steps = {st, st};
@@ -363,6 +378,9 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   EXPECT_EQ(back.memory.at_peak, r.memory.at_peak);
   EXPECT_EQ(back.memory.peak_rss, 99);
   EXPECT_EQ(back.memory.device_peak, 1234);
+  EXPECT_TRUE(b.step.has_device);
+  EXPECT_EQ(b.step.device_busy, st.step.device_busy);
+  EXPECT_EQ(b.step.device, st.step.device);
 }
 
 // device_per_stage is every stage's device peak, or absent (a host backend,
@@ -403,6 +421,60 @@ TEST(RunOptions, DtypeFollowsTheBackendsRegistryEntry) {
   }
   o.dtype = "fp16";
   EXPECT_THROW((void)validate_run_options(o, 2), UsageError);
+}
+
+TEST(RankRecord, DeviceOperationsJoinTheStepWithTheirBusyFigures) {
+  StepRecord rec;
+  rec.origin = 5;
+  rec.actions = {{F(0, 0), 0.0, 0.004, 0, 0}, {B(0, 0), 0.004, 0.010, 0, 0}};
+  rec.actions_end = 0.010;
+  rec.end = 0.012;
+  CollectorStepFigures figures;
+  device::DeviceStep& d = figures["cupti"].device.emplace();
+  // compute [0.001, 0.004] and [0.005, 0.009]; optimizer [0.0105, 0.0115];
+  // an op after the rank's end (0.012) is clipped away.
+  const auto op = [](device::OpClass c, double start, double end, int action) {
+    device::DeviceOp o;
+    o.op_class = c;
+    o.start = start;
+    o.end = end;
+    o.action = action;
+    return o;
+  };
+  d.ops = {op(device::OpClass::kCompute, 0.001, 0.004, 0),
+           op(device::OpClass::kCompute, 0.005, 0.009, 1),
+           op(device::OpClass::kOptimizer, 0.0105, 0.0115, -1),
+           op(device::OpClass::kCompute, 0.013, 0.014, -1)};
+  const RankStep r = rank_step(rec, std::move(figures));
+  EXPECT_TRUE(r.step.has_device);
+  EXPECT_EQ(r.step.device.size(), 4u);
+  EXPECT_FALSE(r.collectors.at("cupti").device.has_value());  // moved, not copied
+  EXPECT_NEAR(r.step.device_busy.compute, 0.007, 1e-15);
+  EXPECT_NEAR(r.step.device_busy.optimizer, 0.001, 1e-15);
+  EXPECT_NEAR(r.step.device_busy.busy, 0.008, 1e-15);
+}
+
+TEST(RunMetrics, DeviceFiguresUseTheStepTimeOfAllStages) {
+  StepMeasure step(2);
+  step[0].end = 0.010;
+  step[1].end = 0.008;  // the step time is stage 0's 10 ms
+  step[0].has_device = true;
+  step[0].device_busy = {.compute = 0.006, .communication = 0.002, .overlap = 0.001, .busy = 0.007};
+  step[1].has_device = true;
+  step[1].device_busy = {.compute = 0.004, .communication = 0.0, .overlap = 0.0, .busy = 0.005};
+  const std::optional<DeviceFigures> d = device_figures(step, "cupti");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->profiler, "cupti");
+  ASSERT_EQ(d->bubble_ratio_per_stage.size(), 2u);
+  EXPECT_NEAR(d->bubble_ratio_per_stage[0], 0.4, 1e-12);  // (10 - 6) / 10
+  EXPECT_NEAR(d->bubble_ratio_per_stage[1], 0.6, 1e-12);  // (10 - 4) / 10
+  EXPECT_NEAR(d->bubble_ratio, 0.5, 1e-12);
+  EXPECT_EQ(d->communication_seconds_per_stage, (std::vector<double>{0.002, 0.0}));
+  EXPECT_EQ(d->overlap_seconds_per_stage, (std::vector<double>{0.001, 0.0}));
+  EXPECT_EQ(d->busy_seconds_per_stage, (std::vector<double>{0.007, 0.005}));
+  step[0].has_device = false;
+  step[1].has_device = false;
+  EXPECT_FALSE(device_figures(step, "cupti").has_value());
 }
 
 TEST(RankRecord, TruncatedOrOverlongBytesAreRejected) {

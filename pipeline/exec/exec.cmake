@@ -20,6 +20,7 @@ add_library(ppb_exec
   src/collectors/nvtx_collector.cpp
   src/collectors/cputime_collector.cpp
   src/collectors/perf_collector.cpp
+  src/collectors/cupti_collector.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
 target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
@@ -61,6 +62,12 @@ if(PPB_HAVE_NCCL)
   target_sources(ppb_exec PRIVATE src/nccl_comm.cpp src/nccl_transport.cpp)
   target_include_directories(ppb_exec PUBLIC ${PPB_NCCL_INCLUDE})
   target_link_libraries(ppb_exec PUBLIC ${PPB_NCCL_LIBRARY})
+endif()
+
+# The cupti collector compiles to an unavailable one without CUPTI.
+if(PPB_HAVE_CUPTI)
+  set_property(SOURCE src/collectors/cupti_collector.cpp APPEND PROPERTY COMPILE_DEFINITIONS PPB_HAVE_CUPTI=1)
+  target_link_libraries(ppb_exec PRIVATE CUDA::cupti CUDA::cudart)
 endif()
 
 # The executor-overhead and wait-strategy measurement:

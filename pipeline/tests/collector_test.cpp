@@ -41,8 +41,11 @@ TEST(CollectorRegistry, ListsEveryCollectorWithItsAvailability) {
     EXPECT_EQ(c.help.find('\n'), std::string::npos) << c.name;
     EXPECT_EQ(c.available, c.why_not.empty()) << c.name << ": " << c.why_not;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"nvtx", "cputime", "perf"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"nvtx", "cputime", "perf", "cupti"}));
   EXPECT_TRUE(collector_list()[1].available);  // cputime: always on Linux
+  // Only cupti attaches a device profiler (memory peaks are not clean under it).
+  for (const CollectorInfo& c : collector_list())
+    EXPECT_EQ(c.device_profiler, c.name == "cupti") << c.name;
 }
 
 TEST(CollectorRegistry, UnknownNameListsTheAvailableOnes) {
@@ -80,6 +83,19 @@ class HookCounter final : public Instrumentation {
   void action_begin(int /*stage*/, const Action& /*a*/) override { ++begins; }
   void action_end(int /*stage*/, const Action& /*a*/) override { ++ends; }
   void optimizer_begin(int /*chunk*/) override { ++optimizers; }
+  // Launches bracket each enqueue and never nest.
+  void launch_begin(int /*stage*/, const Action& a) override {
+    EXPECT_FALSE(launching) << action_range_name(a, 0, 1);
+    EXPECT_NE(a.kind, ActionKind::kSync);
+    launching = true;
+    ++launches;
+  }
+  void launch_end(int /*stage*/, const Action& /*a*/) override {
+    EXPECT_TRUE(launching);
+    launching = false;
+  }
+  bool launching = false;
+  int launches = 0;
   int steps = 0;
   int begins = 0;
   int ends = 0;
@@ -106,6 +122,7 @@ TEST(CollectorSet, CputimeFiguresFollowTheRecordOnEveryRank) {
   CollectorSet set(MPI_COMM_WORLD, names, {.stage = comm_rank(), .stages = P, .chunks = 1},
                    &counter);
   EXPECT_EQ(set.active(), std::vector<std::string>{"cputime"});
+  EXPECT_EQ(set.device_profiler(), "");
 
   std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   std::unique_ptr<Transport> transport = make_transport("mpi", MPI_COMM_WORLD);
@@ -131,6 +148,8 @@ TEST(CollectorSet, CputimeFiguresFollowTheRecordOnEveryRank) {
   EXPECT_EQ(counter.steps, 2);
   EXPECT_EQ(counter.begins, 2 * actions);
   EXPECT_EQ(counter.ends, 2 * actions);
+  EXPECT_EQ(counter.launches, 2 * actions);
+  EXPECT_FALSE(counter.launching);
   EXPECT_EQ(counter.optimizers, 2);  // one chunk, one flush per step
 }
 

@@ -95,3 +95,12 @@ ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_t
 
 # The nccl transport's communicator layout, without a GPU (unit).
 ppb_add_gtest(nccl_links_test SOURCES nccl_links_test.cpp LIBS ppb::exec ppb::core)
+
+# The CUPTI collector on a GPU (label gpu): real kernels, a memset and a copy
+# through the collector; skips, saying why, without a usable CUPTI.
+if(PPB_HAVE_CUPTI)
+  ppb_add_gtest(cupti_collector_test SOURCES cupti_collector_test.cpp cupti_test_kernels.cu
+                LIBS ppb::exec CUDA::cudart LABELS gpu)
+  # CMake 3.25 knows no CUDA20 flags for nvcc 13; the kernels need C++17 only.
+  set_target_properties(cupti_collector_test PROPERTIES CUDA_STANDARD 17)
+endif()

@@ -363,6 +363,46 @@ TEST(ResultSchema, CollectorFiguresRoundTripAndFollowStagesAndTimeline) {
             "string");
 }
 
+TEST(ResultSchema, DeviceFiguresRoundTripFollowStagesAndOlderFilesLoad) {
+  Result r = full_result();
+  r.metrics->peak_memory_bytes.device_profiler = "cupti";
+  r.metrics->device = DeviceFigures{.profiler = "cupti",
+                                    .bubble_ratio = 0.3,
+                                    .bubble_ratio_per_stage = {0.25, 0.35},
+                                    .compute_seconds_per_stage = {0.006, 0.005},
+                                    .communication_seconds_per_stage = {0.001, std::nan("")},
+                                    .overlap_seconds_per_stage = {0.0005, 0.0},
+                                    .busy_seconds_per_stage = {0.0065, 0.0052}};
+  const json::value doc = result_to_json(r);
+  const Result back = result_from_json(doc, "r.json");
+  ASSERT_TRUE(back.metrics->device.has_value());
+  const DeviceFigures& d = *back.metrics->device;
+  EXPECT_EQ(d.profiler, "cupti");
+  EXPECT_EQ(d.bubble_ratio, 0.3);
+  EXPECT_EQ(d.bubble_ratio_per_stage, (std::vector<double>{0.25, 0.35}));
+  EXPECT_EQ(d.compute_seconds_per_stage, (std::vector<double>{0.006, 0.005}));
+  EXPECT_EQ(d.communication_seconds_per_stage[0], 0.001);
+  EXPECT_TRUE(std::isnan(d.communication_seconds_per_stage[1]));  // null: no records there
+  EXPECT_EQ(d.busy_seconds_per_stage, (std::vector<double>{0.0065, 0.0052}));
+  EXPECT_EQ(back.metrics->peak_memory_bytes.device_profiler, "cupti");
+
+  json::value bad = doc;
+  find_path(bad, "metrics.device.compute_seconds_per_stage")->as_array().pop_back();
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.device.compute_seconds_per_stage': expected 2 entries (one "
+            "per stage, config.stages), got 1");
+  bad = doc;
+  erase_path(bad, "metrics.device.profiler");
+  EXPECT_EQ(error_of(bad), "r.json: field 'metrics.device.profiler': missing");
+
+  json::value old = doc;  // written before device figures existed
+  erase_path(old, "metrics.device");
+  erase_path(old, "metrics.peak_memory_bytes.device_profiler");
+  const Result o = result_from_json(old, "r.json");
+  EXPECT_FALSE(o.metrics->device.has_value());
+  EXPECT_EQ(o.metrics->peak_memory_bytes.device_profiler, "");
+}
+
 TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   json::value doc = result_to_json(full_result());
   doc.as_object()["future_field"] = json::object{{"x", 1}};

@@ -167,6 +167,16 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
 
 void section_memory(std::ostringstream& h, const GroupView& g) {
   h << "<h3>Memory per stage</h3>\n";
+  std::string profiled;
+  for (const ResultEntry* e : g.entries) {
+    if (e->result.metrics && !e->result.metrics->peak_memory_bytes.device_profiler.empty())
+      profiled += (profiled.empty() ? "" : ", ") + e->label;
+  }
+  if (!profiled.empty()) {
+    h << "<p class=\"note\">Measured with a device profiler attached (its buffers take device "
+         "memory; quote peaks from a run without it): "
+      << esc(profiled) << ".</p>\n";
+  }
   std::vector<svg::LegendItem> cats;
   for (int i = 0; i < kNumMemCategories; ++i) {
     cats.push_back(
@@ -260,7 +270,8 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
        "normalisation), (P-1)/M for the same "
        "case. \"theory\" is the simulator run on the same schedule with the run's measured mean "
        "action times. Device-side "
-       "bubbles need CUPTI data, which these results do not carry.</p>\n";
+       "bubbles come from CUPTI records (--profile cupti): the next section when results carry "
+       "them.</p>\n";
   std::vector<svg::PairGroup> pg;
   for (const ResultEntry* e : g.showcase) {
     if (!e->result.metrics) continue;
@@ -296,6 +307,51 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
       << td_num(format_fixed(m.bubble_overhead.measured, 3))
       << td_num(format_fixed(m.bubble_overhead.theoretical, 3))
       << td_num(format_fixed((p - 1) / mb, 3)) << td(per) << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+// Mean of the finite entries (a stage without records is null); NaN if none.
+double mean_finite(const std::vector<double>& v) {
+  double sum = 0;
+  int n = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) continue;
+    sum += x;
+    ++n;
+  }
+  return n > 0 ? sum / n : std::nan("");
+}
+
+// What the devices did (metrics.device), beside the host-side bubble; only
+// when some result of the group carries it.
+void section_device(std::ostringstream& h, const GroupView& g) {
+  std::vector<const ResultEntry*> rows;
+  for (const ResultEntry* e : g.entries) {
+    if (e->result.status == ResultStatus::kOk && e->result.metrics && e->result.metrics->device)
+      rows.push_back(e);
+  }
+  if (rows.empty()) return;
+  h << "<h3>Device activity: the device bubble beside the host bubble</h3>\n";
+  h << "<p class=\"note\">From the device's own records of the median step (CUPTI). "
+       "<b>device bubble</b> = (step time - time the stage's compute kernels ran) / step time; "
+       "the host bubble counts each action from its start to its end event. NCCL kernels and "
+       "message copies are <b>communication</b>; <b>overlap</b> = compute and communication at "
+       "once. Times are means over stages.</p>\n";
+  h << "<table><tr><th>combination</th><th>host bubble</th><th>device bubble</th>"
+       "<th>compute (ms)</th><th>communication (ms)</th><th>overlap (ms)</th>"
+       "<th>per-stage device bubble</th></tr>\n";
+  for (const ResultEntry* e : rows) {
+    const ResultMetrics& m = *e->result.metrics;
+    const DeviceFigures& d = *m.device;
+    std::string per;
+    for (double x : d.bubble_ratio_per_stage) per += (per.empty() ? "" : " ") + format_fixed(x, 2);
+    h << "<tr>" << td(e->label) << td_num(format_fixed(m.bubble_ratio.measured, 3))
+      << td_num(format_fixed(d.bubble_ratio, 3))
+      << td_num(format_fixed(1e3 * mean_finite(d.compute_seconds_per_stage), 3))
+      << td_num(format_fixed(1e3 * mean_finite(d.communication_seconds_per_stage), 3))
+      << td_num(format_fixed(1e3 * mean_finite(d.overlap_seconds_per_stage), 3)) << td(per)
+      << "</tr>\n";
   }
   h << "</table>\n";
 }
@@ -598,6 +654,7 @@ std::string write_html(const ReportModel& m) {
     section_throughput(h, g);
     section_memory(h, g);
     section_bubbles(h, g);
+    section_device(h, g);
     section_gantt(h, g);
   }
   section_claims(h, m);

@@ -26,7 +26,49 @@ std::string cell(const std::string& s) {
 
 std::string peak_text(const ResultEntry& e) {
   const auto v = metric_value(e, "peak_memory");
-  return v ? format_bytes(*v) : "n/a";
+  if (!v) return "n/a";
+  const std::string& profiler = e.result.metrics->peak_memory_bytes.device_profiler;
+  return format_bytes(*v) + (profiler.empty() ? "" : " (" + profiler + " attached)");
+}
+
+// Mean of the finite entries (a stage without records is null); NaN if none.
+double mean_finite(const std::vector<double>& v) {
+  double sum = 0;
+  int n = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) continue;
+    sum += x;
+    ++n;
+  }
+  return n > 0 ? sum / n : std::nan("");
+}
+
+// metrics.device beside the host bubble, for the results that carry it.
+void device_section(std::ostringstream& md, const GroupView& g) {
+  std::vector<const ResultEntry*> rows;
+  for (const ResultEntry* e : g.entries) {
+    if (e->result.status == ResultStatus::kOk && e->result.metrics && e->result.metrics->device)
+      rows.push_back(e);
+  }
+  if (rows.empty()) return;
+  md << "### Device activity (" << cell(rows.front()->result.metrics->device->profiler) << ")\n\n"
+     << "Device bubble = (step time - time compute kernels ran) / step time, per stage, mean "
+        "over stages; NCCL kernels and message copies are communication. Times are means over "
+        "stages, in ms.\n\n"
+     << "| combination | host bubble | device bubble | compute | communication | overlap | "
+        "per-stage device bubble |\n|---|---|---|---|---|---|---|\n";
+  for (const ResultEntry* e : rows) {
+    const ResultMetrics& m = *e->result.metrics;
+    const DeviceFigures& d = *m.device;
+    std::string per;
+    for (double x : d.bubble_ratio_per_stage) per += (per.empty() ? "" : " ") + format_fixed(x, 2);
+    md << "| " << cell(e->label) << " | " << format_fixed(m.bubble_ratio.measured, 3) << " | "
+       << format_fixed(d.bubble_ratio, 3) << " | "
+       << format_fixed(1e3 * mean_finite(d.compute_seconds_per_stage), 3) << " | "
+       << format_fixed(1e3 * mean_finite(d.communication_seconds_per_stage), 3) << " | "
+       << format_fixed(1e3 * mean_finite(d.overlap_seconds_per_stage), 3) << " | " << per << " |\n";
+  }
+  md << "\n";
 }
 
 std::string check_text(const ResultEntry& e) {
@@ -150,6 +192,7 @@ std::string write_markdown(const ReportModel& model) {
          << check_text(*e) << " |\n";
     }
     md << "\n";
+    device_section(md, g);
   }
   md << "## The documents' claims\n\n";
   md << "Reference: " << cell(model.reference.source)

@@ -962,6 +962,40 @@ TEST(ReportMarkdown, FitsACiLog) {
   EXPECT_LT(lines, 120u);
 }
 
+TEST(ReportDevice, DeviceFiguresBesideTheHostBubbleOnlyWhenPresent) {
+  const std::string plain = write_sweep(fresh_dir("plain"), {FixtureSpec{}});
+  EXPECT_EQ(write_html(model_of(plain)).find("Device activity"), std::string::npos);
+  EXPECT_EQ(write_markdown(model_of(plain)).find("Device activity"), std::string::npos);
+
+  Result r = testing::make_fixture(FixtureSpec{});
+  r.metrics->device = DeviceFigures{.profiler = "cupti",
+                                    .bubble_ratio = 0.3124,
+                                    .bubble_ratio_per_stage = {0.25, 0.3, 0.35, 0.3496},
+                                    .compute_seconds_per_stage = {0.02, 0.021, 0.022, 0.023},
+                                    .communication_seconds_per_stage = {0.001, 0.002, 0.003, 0.004},
+                                    .overlap_seconds_per_stage = {0, 0.001, 0.001, 0.002},
+                                    .busy_seconds_per_stage = {0.021, 0.022, 0.024, 0.025}};
+  r.metrics->peak_memory_bytes.device_profiler = "cupti";
+  const std::string dir = fresh_dir("device");
+  write_result_file(dir + "/1f1b.json", r);
+  const ReportModel m = model_of(dir);
+  const std::string html = write_html(m);
+  EXPECT_NE(html.find("<h3>Device activity: the device bubble beside the host bubble</h3>"),
+            std::string::npos);
+  // host bubble, device bubble, mean compute / communication / overlap in ms, per stage
+  EXPECT_NE(html.find("<td class=\"num\">0.312</td><td class=\"num\">21.500</td>"
+                      "<td class=\"num\">2.500</td><td class=\"num\">1.000</td>"
+                      "<td>0.25 0.30 0.35 0.35</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("Measured with a device profiler attached"), std::string::npos);
+  const std::string md = write_markdown(m);
+  EXPECT_NE(md.find("### Device activity (cupti)"), std::string::npos) << md;
+  EXPECT_NE(md.find(" | 0.312 | 21.500 | 2.500 | 1.000 | 0.25 0.30 0.35 0.35 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("(cupti attached)"), std::string::npos) << md;
+}
+
 // ------------------------------------------------------------- bad input --
 
 TEST(ReportInput, EveryMalformedResultExits2NamingFileAndField) {

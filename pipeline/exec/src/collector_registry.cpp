@@ -17,6 +17,7 @@ struct Entry {
   const char* help;  // one line
   std::string (*unavailable)();
   std::unique_ptr<Collector> (*make)(const CollectorContext&);
+  bool device_profiler = false;  // CollectorInfo::device_profiler
 };
 
 // clang-format off
@@ -25,6 +26,7 @@ const std::vector<Entry>& entries() {
     {"nvtx", "NVTX ranges per action, message, optimizer step and step (Nsight Systems)", &collectors::nvtx_unavailable, &collectors::make_nvtx},
     {"cputime", "process CPU seconds per action and per step, involuntary context switches per step", &collectors::cputime_unavailable, &collectors::make_cputime},
     {"perf", "hardware counters per step and rank: cycles, instructions, IPC (Linux perf_event_open)", &collectors::perf_unavailable, &collectors::make_perf},
+    {"cupti", "device kernels, copies and memsets per action and stream: device busy time, bubble, overlap (CUPTI)", &collectors::cupti_unavailable, &collectors::make_cupti, true},
   };
   return kEntries;
 }
@@ -44,7 +46,7 @@ const std::vector<CollectorInfo>& collector_list() {
     std::vector<CollectorInfo> list;
     for (const Entry& e : entries()) {
       std::string why = e.unavailable();
-      list.push_back({e.name, e.help, why.empty(), std::move(why)});
+      list.push_back({e.name, e.help, why.empty(), std::move(why), e.device_profiler});
     }
     return list;
   }();
@@ -121,6 +123,14 @@ std::vector<std::string> CollectorSet::active() const {
   return out;
 }
 
+std::string CollectorSet::device_profiler() const {
+  for (const auto& c : collectors_) {
+    const Entry* e = find(c->name());
+    if (e != nullptr && e->device_profiler) return e->name;
+  }
+  return "";
+}
+
 // Begin hooks: the extra hooks first, then the collectors in order; end hooks
 // in reverse, so that ranges of different collectors nest.
 void CollectorSet::step_begin(int step) {
@@ -139,6 +149,15 @@ void CollectorSet::action_end(int stage, const Action& action) {
   for (auto it = collectors_.rbegin(); it != collectors_.rend(); ++it)
     (*it)->action_end(stage, action);
   if (extra_ != nullptr) extra_->action_end(stage, action);
+}
+void CollectorSet::launch_begin(int stage, const Action& action) {
+  if (extra_ != nullptr) extra_->launch_begin(stage, action);
+  for (auto& c : collectors_) c->launch_begin(stage, action);
+}
+void CollectorSet::launch_end(int stage, const Action& action) {
+  for (auto it = collectors_.rbegin(); it != collectors_.rend(); ++it)
+    (*it)->launch_end(stage, action);
+  if (extra_ != nullptr) extra_->launch_end(stage, action);
 }
 void CollectorSet::comm_begin(const CommRecord& record) {
   if (extra_ != nullptr) extra_->comm_begin(record);

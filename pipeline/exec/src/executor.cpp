@@ -366,8 +366,10 @@ class Executor::Step {
       // unless an earlier action still runs: then when that one completes.
       if (inflight_.empty()) begin(f);
       debug_stall();
+      if (hooks() != nullptr) hooks()->launch_begin(stage(), a);
       f.ticket =
           x_.backend->enqueue({a.kind, a.chunk, a.microbatch, f.input.data(), f.output.data()});
+      if (hooks() != nullptr) hooks()->launch_end(stage(), a);
       inflight_.push_back(std::move(f));
       ++next_;
       moved = true;

@@ -89,7 +89,18 @@ json::object memory_json(const PeakMemory& m) {
     return json::value(std::move(cats));
   });
   o["peak_rss_per_stage"] = ints(m.peak_rss_per_stage);
+  o["device_profiler"] = m.device_profiler;
   return o;
+}
+
+json::object device_json(const DeviceFigures& d) {
+  return {{"profiler", d.profiler},
+          {"bubble_ratio", num(d.bubble_ratio)},
+          {"bubble_ratio_per_stage", doubles(d.bubble_ratio_per_stage)},
+          {"compute_seconds_per_stage", doubles(d.compute_seconds_per_stage)},
+          {"communication_seconds_per_stage", doubles(d.communication_seconds_per_stage)},
+          {"overlap_seconds_per_stage", doubles(d.overlap_seconds_per_stage)},
+          {"busy_seconds_per_stage", doubles(d.busy_seconds_per_stage)}};
 }
 
 json::object theory_json(const TheoryFigures& t) {
@@ -138,6 +149,7 @@ json::object metrics_json(const ResultMetrics& m) {
     }
     o["collectors"] = std::move(cs);
   }
+  if (m.device) o["device"] = device_json(*m.device);
   return o;
 }
 
@@ -276,6 +288,7 @@ PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
   pm.activations_per_stage = o.get<std::vector<int64_t>>("activations_per_stage");
   pm.device_per_stage = o.get_or("device_per_stage", std::vector<int64_t>{});
   pm.peak_rss_per_stage = o.get_or("peak_rss_per_stage", std::vector<int64_t>{});
+  pm.device_profiler = o.get_or<std::string>("device_profiler", "");
   pm.by_category =
       o.optional_array("by_category", [&o](const json::value& v, const std::string& p) {
         return read_categories(o.reader().object(v, p));
@@ -334,6 +347,23 @@ CheckFigures read_check(const JsonObject& o) {
   return ck;
 }
 
+DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
+  DeviceFigures d;
+  d.profiler = o.get<std::string>("profiler");
+  d.bubble_ratio = o.number_or_null("bubble_ratio");
+  const auto per_stage = [&o, &n](std::string_view key) {
+    std::vector<double> v = o.numbers_or_null(key);
+    n.check(v.size(), o.field(key), false);
+    return v;
+  };
+  d.bubble_ratio_per_stage = per_stage("bubble_ratio_per_stage");
+  d.compute_seconds_per_stage = per_stage("compute_seconds_per_stage");
+  d.communication_seconds_per_stage = per_stage("communication_seconds_per_stage");
+  d.overlap_seconds_per_stage = per_stage("overlap_seconds_per_stage");
+  d.busy_seconds_per_stage = per_stage("busy_seconds_per_stage");
+  return d;
+}
+
 MemoryGuardFigures read_guard(const JsonObject& o) {
   MemoryGuardFigures g;
   g.actions = o.get<int64_t>("actions");
@@ -387,6 +417,7 @@ ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
   if (const auto o = m.find_object("check")) x.check = read_check(*o);
   if (const auto o = m.find_object("memory_guard")) x.memory_guard = read_guard(*o);
   if (const auto o = m.find_object("collectors")) x.collectors = read_collectors(*o, n);
+  if (const auto o = m.find_object("device")) x.device = read_device(*o, n);
   return x;
 }
 

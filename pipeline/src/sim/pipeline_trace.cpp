@@ -41,12 +41,17 @@ double PipelineTrace::clamp(int stage, int tid, double start, double& end) {
   return s;
 }
 
-void PipelineTrace::add_action(int stage, const Action& action, double start, double end) {
+void PipelineTrace::add_action(int stage, const Action& action, double start, double end,
+                               int64_t correlation) {
   PPB_CHECK(stage >= 0 && stage < stages_, "PipelineTrace: stage out of range");
   const int tid = tracks_[static_cast<size_t>(stage)].compute;
   const double s = clamp(stage, tid, start, end);
   std::vector<trace::TraceArg> args;
   if (action.kind != ActionKind::kSync) args = {{"mb", action.microbatch}, {"chunk", action.chunk}};
+  if (correlation >= 0) {
+    args.push_back({"correlation", correlation});
+    args.push_back({"stream", -1});
+  }
   writers_[static_cast<size_t>(stage)]->complete(tid, action_range_name(action, stage, chunks_),
                                                  action_category(action.kind), s, end - s,
                                                  std::move(args));
@@ -84,6 +89,33 @@ void PipelineTrace::add_message(bool send, const TraceMessage& m, double start, 
     w.flow_start(tid, id, flow, "p2p", mid);
   else
     w.flow_end(tid, id, flow, "p2p", mid);
+}
+
+void PipelineTrace::add_device_op(int stage, const device::DeviceOp& op, int64_t correlation) {
+  PPB_CHECK(stage >= 0 && stage < stages_, "PipelineTrace: stage out of range");
+  PPB_CHECK(op.stream >= 0, "PipelineTrace: a device stream id is >= 0");
+  Stage& st = tracks_[static_cast<size_t>(stage)];
+  trace::TraceWriter& w = *writers_[static_cast<size_t>(stage)];
+  int& tid = st.streams[op.stream];
+  if (tid == 0) tid = w.add_thread("stream " + std::to_string(op.stream));
+  double end = op.end;
+  const double s = clamp(stage, tid, op.start, end);
+  const char* category = "kernel";
+  switch (op.kind) {
+    case device::OpKind::kKernel:
+      break;
+    case device::OpKind::kMemcpy:
+      category = "gpu_memcpy";
+      break;
+    case device::OpKind::kMemset:
+      category = "gpu_memset";
+      break;
+  }
+  std::vector<trace::TraceArg> args = {{"stream", op.stream},
+                                       {"device", static_cast<int64_t>(op.device)},
+                                       {"correlation", correlation}};
+  if (op.kind != device::OpKind::kKernel) args.push_back({"bytes", op.bytes});
+  w.complete(tid, op.name, category, s, end - s, std::move(args));
 }
 
 void PipelineTrace::add_step(int stage, int k, double start, double end) {

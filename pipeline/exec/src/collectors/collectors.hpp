@@ -19,4 +19,7 @@ std::unique_ptr<Collector> make_cputime(const CollectorContext& context);
 std::string perf_unavailable();
 std::unique_ptr<Collector> make_perf(const CollectorContext& context);
 
+std::string cupti_unavailable();
+std::unique_ptr<Collector> make_cupti(const CollectorContext& context);
+
 }  // namespace ppb::collectors

@@ -18,7 +18,15 @@
 //    named "act" / "grad", category "p2p", id trace::flow_id(from stage,
 //    seq), from the middle of the send slice to the middle of the receive;
 //  * steps: "ProfilerStep#<k>" slices, category "user_annotation", on the
-//    "steps" track (Holistic Trace Analysis finds iterations by that name).
+//    "steps" track (Holistic Trace Analysis finds iterations by that name);
+//  * device operations (a measured run with --profile cupti): one track per
+//    device stream, "stream <id>", after the host tracks; kernels, copies
+//    and memsets under their profiler names ("Memcpy DtoH (Device ->
+//    Pinned)"), categories kernel / gpu_memcpy / gpu_memset, args stream
+//    (>= 0), device, correlation and (copies, memsets) bytes. The action
+//    that launched them carries the same args.correlation and args.stream
+//    -1 (a host event), which is how Holistic Trace Analysis links a kernel
+//    to its launch and to the ProfilerStep it belongs to.
 // Slices of one track never overlap: a slice that would start before the
 // previous one on its track ended starts at that end (add a track's slices
 // in order of their end).
@@ -32,11 +40,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/profiling/device_activity.hpp"
 #include "ppb/profiling/trace.hpp"
 
 namespace ppb {
@@ -56,8 +66,14 @@ class PipelineTrace {
   /// each process name ("stage 2" + " (simulated 1f1b)").
   PipelineTrace(int stages, int chunks, const std::string& label);
 
-  /// An action of `stage` over [start, end) seconds.
-  void add_action(int stage, const Action& action, double start, double end);
+  /// An action of `stage` over [start, end) seconds. `correlation` >= 0
+  /// links it to the device operations it launched (add_device_op); -1: none.
+  void add_action(int stage, const Action& action, double start, double end,
+                  int64_t correlation = -1);
+  /// A device operation of `stage` on its stream's track, linked to the
+  /// action added with the same `correlation` (0: launched by no action).
+  /// Add a stream's operations in order of start.
+  void add_device_op(int stage, const device::DeviceOp& op, int64_t correlation);
   /// One end of a message: the send on from_stage (`send`) or the receive
   /// on to_stage. `seq` must be equal on both ends and unique among the
   /// messages from_stage sends in this trace. REQUIRES: the stages are
@@ -84,7 +100,8 @@ class PipelineTrace {
     int steps = 0;
     std::vector<int> send;  // tid by neighbour stage (0 = none yet)
     std::vector<int> recv;
-    std::vector<double> last_end;  // by tid
+    std::vector<double> last_end;    // by tid
+    std::map<int64_t, int> streams;  // device stream id -> tid
   };
   int track(int stage, bool send, int other);
   /// The slice's start moved to its track's last end, and that end advanced.

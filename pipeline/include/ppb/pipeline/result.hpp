@@ -136,6 +136,10 @@ struct PeakMemory {
   std::vector<int64_t> device_per_stage;      ///< optional: GPU pool high-water mark (empty on cpu)
   std::vector<MemoryByCategory> by_category;  ///< optional: categories at the total's peak
   std::vector<int64_t> peak_rss_per_stage;    ///< optional: process peak RSS
+  /// optional: the device profiler that was attached while these peaks were
+  /// measured ("cupti": its buffers and instrumentation take device memory),
+  /// "" when none was: quote peaks from a run without one.
+  std::string device_profiler;
 
   friend bool operator==(const PeakMemory&, const PeakMemory&) = default;
 };
@@ -214,6 +218,22 @@ struct CollectorResult {
   friend bool operator==(const CollectorResult&, const CollectorResult&) = default;
 };
 
+/// What the devices did in the median step, per stage (index = stage), from
+/// a device profiler's records (docs/metrics.md, "Device activity"). Busy
+/// figures are lengths of unions of operation intervals, seconds; a stage
+/// without records holds null (NaN).
+struct DeviceFigures {
+  std::string profiler;                                 ///< the collector: "cupti"
+  double bubble_ratio = 0;                              ///< mean of bubble_ratio_per_stage
+  std::vector<double> bubble_ratio_per_stage;           ///< (step - compute) / step
+  std::vector<double> compute_seconds_per_stage;        ///< kernels of F, B, I, W
+  std::vector<double> communication_seconds_per_stage;  ///< NCCL kernels, message copies
+  std::vector<double> overlap_seconds_per_stage;        ///< compute and communication at once
+  std::vector<double> busy_seconds_per_stage;           ///< any operation
+
+  friend bool operator==(const DeviceFigures&, const DeviceFigures&) = default;
+};
+
 /// Robust spread of one figure over the timed steps (JSON: an object with
 /// these keys; mad is the median absolute deviation, unscaled).
 struct SampleSpread {
@@ -259,6 +279,9 @@ struct ResultMetrics {
   /// processes other than this run's ranks used during the timed steps, in
   /// [0, 1]; absent when unknown (older files, no /proc/stat).
   std::optional<double> foreign_cpu;
+  /// optional: the device figures of a run with a device profiler
+  /// (--profile cupti), beside the host-side bubble and busy figures.
+  std::optional<DeviceFigures> device;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

@@ -10,6 +10,9 @@
 //            context switches per step (collectors/cputime_collector.cpp)
 //   perf     hardware counters per step: cycles, instructions, IPC
 //            (collectors/perf_collector.cpp, Linux perf_event_open)
+//   cupti    the device's kernels, copies and memsets per step, attributed
+//            to the actions that launched them (collectors/cupti_collector.cpp;
+//            the arithmetic on the records: ppb/profiling/device_activity.hpp)
 //
 // Profiling never kills a run: a collector that cannot start here (no NVTX
 // in this build, no hardware counters in this virtual machine, CUPTI held
@@ -23,20 +26,22 @@
 //      executor returned the step's StepRecord
 //   -> measure_begin/measure_end around the timed steps.
 //
-// How a CUPTI collector fits (device activity of a CUDA backend):
-//   * make: cuptiActivityEnable(KERNEL, MEMCPY, EXTERNAL_CORRELATION) and
-//     register the buffer callbacks; when the subscriber is taken (another
-//     profiler attached) or there is no device, throw CollectorUnavailable:
-//     one warning, the run goes on;
-//   * action_begin: cuptiActivityPushExternalCorrelationId(kind, id) with
-//     id = (step << 32) | action index; action_end pops it. Every kernel the
-//     backend enqueues for that action carries the id, whichever stream runs it;
-//   * finish_step: the executor has synchronised the stream before it
-//     returns the record, so cuptiActivityFlushAll(0) delivers every record
-//     of the step; sum kernel durations per correlation id into
-//     action["device_busy_seconds"] (one value per record.actions entry)
-//     and the step's device-side bubble into step["device_bubble_ratio"];
-//   * the figures reach the result per stage like every collector's.
+// How the CUPTI collector fits (device activity of a CUDA backend):
+//   * make: subscribe, register 4 MB activity buffers, enable
+//     CONCURRENT_KERNEL, MEMCPY, MEMSET, EXTERNAL_CORRELATION (and RUNTIME,
+//     which external correlation needs); a subscriber taken by another tool,
+//     no driver or no device throws CollectorUnavailable: one warning, the
+//     run goes on;
+//   * launch_begin/launch_end bracket Backend::enqueue() of each action
+//     (optimizer_begin/end each optimizer step): push/pop a fresh external
+//     correlation id, so every kernel launched there carries it, whichever
+//     stream runs it;
+//   * finish_step: synchronise the devices, cuptiActivityFlushAll(FORCED),
+//     then the step's operations (CollectedFigures::device) on the step
+//     clock, per-action device seconds and the record counts;
+//   * rank 0 turns the median step's operations into metrics.device (busy,
+//     communication, overlap, device bubble per stage) and, with --trace,
+//     into device tracks.
 //
 // Example:
 //   ppb::CollectorSet set(comm, {"nvtx", "cputime"}, {.stage = rank, .stages = P, .chunks = V});
@@ -49,12 +54,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ppb/exec/executor.hpp"
+#include "ppb/profiling/device_activity.hpp"
 
 namespace ppb {
 
@@ -73,6 +80,9 @@ struct CollectedFigures {
   /// figure -> one value per entry of StepRecord::actions, in list order
   /// (SYNC included; NaN where the figure does not apply).
   std::map<std::string, std::vector<double>> action;
+  /// The device's operations in this step, on the step clock (a device
+  /// profiler's: cupti); absent for other collectors.
+  std::optional<device::DeviceStep> device;
 
   friend bool operator==(const CollectedFigures&, const CollectedFigures&) = default;
 };
@@ -107,6 +117,9 @@ struct CollectorInfo {
   std::string help;        ///< one line
   bool available = false;  ///< whether it can run on this machine with this build
   std::string why_not;     ///< when not available: why, in a few words
+  /// Attaches a device profiler (CUPTI): it takes device memory and time, so
+  /// a run's memory peaks are clean only without it.
+  bool device_profiler = false;
 };
 
 /// Every registered collector, availability probed once per process.
@@ -140,11 +153,16 @@ class CollectorSet final : public Instrumentation {
 
   /// Names of the collectors that are on, in --profile order.
   std::vector<std::string> active() const;
+  /// The active collector that attaches a device profiler
+  /// (CollectorInfo::device_profiler), "" when none is on.
+  std::string device_profiler() const;
 
   void step_begin(int step) override;
   void step_end(int step) override;
   void action_begin(int stage, const Action& action) override;
   void action_end(int stage, const Action& action) override;
+  void launch_begin(int stage, const Action& action) override;
+  void launch_end(int stage, const Action& action) override;
   void comm_begin(const CommRecord& record) override;
   void comm_end(const CommRecord& record) override;
   void optimizer_begin(int chunk) override;

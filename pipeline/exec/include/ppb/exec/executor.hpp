@@ -155,6 +155,13 @@ class Instrumentation {
   virtual void step_end(int /*step*/) {}
   virtual void action_begin(int /*stage*/, const Action& /*action*/) {}
   virtual void action_end(int /*stage*/, const Action& /*action*/) {}
+  /// Around Backend::enqueue() of an action: the host thread launching its
+  /// work onto the compute stream (with actions queued ahead this comes
+  /// before the action's action_begin). A device profiler tags the launches
+  /// here (CUPTI external correlation), so that the kernels of the action
+  /// carry its id whichever stream runs them. Never for SYNC.
+  virtual void launch_begin(int /*stage*/, const Action& /*action*/) {}
+  virtual void launch_end(int /*stage*/, const Action& /*action*/) {}
   /// A message was posted (send: isend issued; recv: irecv posted).
   virtual void comm_begin(const CommRecord& /*record*/) {}
   /// The message completed (record.end is set).

@@ -1,0 +1,139 @@
+// The CUPTI collector on a real GPU (label gpu): kernels, a memset and a copy
+// launched inside the launch hooks of two actions and an optimizer step, one
+// memset outside them. Every operation must come back once, attributed to the
+// launch it came from, classified (the NCCL-named kernel as communication, the
+// unlaunched memset as message staging), on the launching stream, with no
+// dropped or skipped records, and inside the host's steady-clock window
+// around the work (the clock alignment). Skipped, saying why, where CUPTI
+// cannot run (no driver, no device, CUPTI held by another tool).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cupti_test_kernels.hpp"
+#include "ppb/exec/collector.hpp"
+#include "ppb/profiling/clock.hpp"
+
+namespace ppb {
+namespace {
+
+#define PPB_TEST_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
+  std::string why;
+  for (const CollectorInfo& c : collector_list()) {
+    if (c.name == "cupti" && !c.available) why = c.why_not;
+  }
+  if (!why.empty()) GTEST_SKIP() << "cupti is not available here: " << why;
+  std::unique_ptr<Collector> cupti;
+  try {
+    cupti = make_collector("cupti", {});
+  } catch (const CollectorUnavailable& e) {
+    GTEST_SKIP() << "cupti could not start: " << e.what();
+  }
+
+  cudaStream_t stream = nullptr;
+  PPB_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr size_t kBytes = size_t{1} << 20;
+  void* dev = nullptr;
+  void* host = nullptr;
+  PPB_TEST_CUDA(cudaMalloc(&dev, kBytes));
+  PPB_TEST_CUDA(cudaMallocHost(&host, kBytes));
+  int clock_khz = 0;
+  PPB_TEST_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const long long two_ms = 2LL * clock_khz;  // cycles in 2 ms at the base clock
+
+  StepRecord record;
+  record.origin = now_seconds();
+  cupti->step_begin(0);
+  const double launched = now_seconds() - record.origin;
+  cupti->launch_begin(0, F(0));
+  ppb_test_launch_spin(stream, two_ms);
+  PPB_TEST_CUDA(cudaMemsetAsync(dev, 0, kBytes, stream));
+  cupti->launch_end(0, F(0));
+  cupti->launch_begin(0, B(0));
+  ppb_test_launch_fake_nccl(stream);
+  PPB_TEST_CUDA(cudaMemcpyAsync(host, dev, kBytes, cudaMemcpyDeviceToHost, stream));
+  cupti->launch_end(0, B(0));
+  PPB_TEST_CUDA(cudaMemsetAsync(dev, 1, kBytes, stream));  // outside every launch
+  cupti->optimizer_begin(0);
+  ppb_test_launch_spin(stream, 1000);
+  cupti->optimizer_end(0);
+  PPB_TEST_CUDA(cudaStreamSynchronize(stream));
+  const double done = now_seconds() - record.origin;
+  record.actions = {{F(0), launched, done, 0, launched}, {B(0), launched, done, 0, launched}};
+  record.actions_end = done;
+  record.end = done;
+  cupti->step_end(0);
+
+  CollectedFigures out;
+  cupti->finish_step(record, out);
+  ASSERT_TRUE(out.device.has_value());
+  const device::DeviceStep& step = *out.device;
+  EXPECT_EQ(step.dropped, 0);
+  EXPECT_EQ(step.skipped, 0);
+  EXPECT_EQ(out.step.at("unattributed_kernels"), 0.0);
+  ASSERT_EQ(step.ops.size(), 6u);
+  // In launch order on one stream: spin, memset | fake NCCL, copy | memset | spin.
+  const struct {
+    device::OpKind kind;
+    device::OpClass cls;
+    int action;
+    const char* name_prefix;
+  } want[] = {
+      {device::OpKind::kKernel, device::OpClass::kCompute, 0, "ppb_test_spin("},
+      {device::OpKind::kMemset, device::OpClass::kCompute, 0, "Memset (Device)"},
+      {device::OpKind::kKernel, device::OpClass::kCommunication, 1, "ncclDevKernel_TestFake(int)"},
+      {device::OpKind::kMemcpy, device::OpClass::kCompute, 1, "Memcpy DtoH (Device -> Pinned)"},
+      {device::OpKind::kMemset, device::OpClass::kCommunication, -1, "Memset (Device)"},
+      {device::OpKind::kKernel, device::OpClass::kOptimizer, -1, "ppb_test_spin("},
+  };
+  // The alignment: CUPTI's realtime stamps mapped onto steady seconds fall
+  // inside the host window around the work (with the clocks' read jitter).
+  constexpr double kSlack = 50e-6;
+  for (size_t i = 0; i < step.ops.size(); ++i) {
+    const device::DeviceOp& op = step.ops[i];
+    SCOPED_TRACE("op " + std::to_string(i) + " " + op.name);
+    EXPECT_EQ(op.kind, want[i].kind);
+    EXPECT_EQ(op.op_class, want[i].cls);
+    EXPECT_EQ(op.action, want[i].action);
+    EXPECT_EQ(op.name.rfind(want[i].name_prefix, 0), 0u);
+    EXPECT_EQ(op.stream, step.ops[0].stream);
+    EXPECT_GE(op.start, launched - kSlack);
+    EXPECT_LE(op.end, done + kSlack);
+    EXPECT_LE(op.start, op.end);
+    if (i > 0) {
+      EXPECT_GE(op.start, step.ops[i - 1].end - 1e-6);  // one stream: in order
+    }
+  }
+  EXPECT_EQ(step.ops[1].bytes, static_cast<int64_t>(kBytes));
+  EXPECT_EQ(step.ops[3].bytes, static_cast<int64_t>(kBytes));
+  // The spin ran about 2 ms at the peak clock (longer when clocked down).
+  EXPECT_GT(step.ops[0].end - step.ops[0].start, 0.5e-3);
+  EXPECT_LT(step.ops[0].end - step.ops[0].start, 10e-3);  // or slower, clocked down
+  const std::vector<double>& per_action = out.action.at("device_seconds");
+  ASSERT_EQ(per_action.size(), 2u);
+  EXPECT_GT(per_action[0], step.ops[0].end - step.ops[0].start - 1e-9);
+
+  PPB_TEST_CUDA(cudaFreeHost(host));
+  PPB_TEST_CUDA(cudaFree(dev));
+  PPB_TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST(CuptiCollectorGpu, UnavailableSaysWhyInOneLine) {
+  for (const CollectorInfo& c : collector_list()) {
+    if (c.name != "cupti") continue;
+    if (c.available) GTEST_SKIP() << "cupti is available here";
+    EXPECT_FALSE(c.why_not.empty());
+    EXPECT_EQ(c.why_not.find('\n'), std::string::npos);
+    EXPECT_THROW((void)make_collector("cupti", {}), CollectorUnavailable);
+    return;
+  }
+  FAIL() << "cupti is not registered";
+}
+
+}  // namespace
+}  // namespace ppb
