@@ -675,7 +675,8 @@ TEST(ReportConfirm, MissingRerunLeavesTheVerdict) {
 TEST(ReportConfirm, RerunThatCannotTellLeavesItUndecidable) {
   std::vector<FixtureSpec> crowded = two(1.12, 1.0);
   for (FixtureSpec& f : crowded) f.oversubscribed = true;
-  const RegressionRow& r = row_of(confirm_case(two(1.12, 1.0), crowded).after, "1f1b");
+  const Confirmed c = confirm_case(two(1.12, 1.0), crowded);
+  const RegressionRow& r = row_of(c.after, "1f1b");
   EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
   EXPECT_NE(r.notes.at(0).find("did not reproduce on a re-run (the re-run was oversubscribed (kept "
                                "out of the gate)); the re-run could not tell"),
