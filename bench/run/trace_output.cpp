@@ -54,8 +54,6 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, const Placemen
         t.add_action(r, a.action, offset + a.start, offset + std::max(a.start, a.end),
                      linked ? base + static_cast<int64_t>(i) + 1 : -1);
       }
-      add_device_ops(t, r, s, offset, base);
-      if (linked) base += static_cast<int64_t>(s.actions.size());
       // A receive is posted long before it completes; in end order, each
       // slice starts no earlier than the previous one on its track ended.
       std::vector<const CommTiming*> comms;
@@ -76,6 +74,9 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, const Placemen
         t.add_message(c->send, m, offset + c->start, offset + c->end, seq);
       }
       t.add_step(r, static_cast<int>(k), offset, offset + step_time(step));
+      // After the host tracks: the stream tracks come last.
+      add_device_ops(t, r, s, offset, base);
+      if (linked) base += static_cast<int64_t>(s.actions.size());
     }
     // The next step starts after this one's device work too (the optimizer
     // runs after the last action: its kernels may end after the step time).

@@ -39,9 +39,10 @@
 //   * finish_step: synchronise the devices, cuptiActivityFlushAll(FORCED),
 //     then the step's operations (CollectedFigures::device) on the step
 //     clock, per-action device seconds and the record counts;
-//   * rank 0 turns the median step's operations into metrics.device (busy,
-//     communication, overlap, device bubble per stage) and, with --trace,
-//     into device tracks.
+//   * each rank sums the operations into busy, communication and overlap
+//     seconds (rank_step); rank 0 adds the device bubble of the median step
+//     (metrics.device) and, with --trace, draws the operations as device
+//     tracks.
 //
 // Example:
 //   ppb::CollectorSet set(comm, {"nvtx", "cputime"}, {.stage = rank, .stages = P, .chunks = V});
