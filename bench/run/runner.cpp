@@ -151,7 +151,7 @@ struct Sweep {
   bool any_failed = false;
   JobWatchdog* watch = nullptr;  ///< every phase outside the executor's steps (--timeout)
   int combinations = 0;          ///< in the sweep (the last one carries --debug-fault)
-  NodeLocal node;                ///< this rank on its node (picks the GPU of a device backend)
+  NodeLocal node = {};           ///< this rank on its node (picks the GPU of a device backend)
 };
 
 /// --debug-fault (tests only): the planted failure, on its rank, in the

@@ -154,7 +154,7 @@ void scenario(const std::string& dir, bool nccl) {
     steps.push_back(std::move(step));
   }
   std::filesystem::create_directories(dir);
-  ppb::run::write_measured_traces(steps, kStages, 1, kMicrobatches, dir, "run");
+  ppb::run::write_measured_traces(steps, ppb::Placement(kStages, 1), kMicrobatches, dir, "run");
 
   boost::json::array bubble;
   boost::json::array compute;
