@@ -105,7 +105,8 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   }
   // Every output is checked before any is written (or any input read), so
   // a bad one leaves no other behind.
-  for (const std::string* path : {&o.html, &o.markdown, &o.junit, &o.csv, &o.gbench, &o.rerun_list}) {
+  for (const std::string* path :
+       {&o.html, &o.markdown, &o.junit, &o.csv, &o.gbench, &o.rerun_list}) {
     if (!path->empty()) check_output_path(*path);
   }
   LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
