@@ -698,10 +698,11 @@ TEST(Transport, InOrderIssueIsTheSameOnBothEndsOfEveryLink) {
     const Schedule s = generate_schedule(info.name, p);
     BackendConfig cfg;
     cfg.time_scale = 1.0;
-    cfg.costs = timed_costs(P, p.chunks, 1e-3, 2e-3, info.splits_backward ? 1e-3 : 0.0);
+    cfg.costs = timed_costs(P, s.chunks, 1e-3, 2e-3, info.splits_backward ? 1e-3 : 0.0);
     cfg.stage = r;
     cfg.stages = P;
-    cfg.chunks = p.chunks;
+    cfg.chunks = s.chunks;  // a V schedule fixes its own chunk count
+    cfg.placement = s.placement;
     cfg.microbatches = p.microbatches;
     TimedBackend backend(cfg);
     IssueLog log(make_transport("mpi-ordered", MPI_COMM_WORLD));
