@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "ppb/reports/format.hpp"
+#include "ppb/reports/report_model.hpp"
+#include "ppb/reports/stats.hpp"
 #include "ppb/reports/writers.hpp"
 #include "svg.hpp"
 
@@ -311,26 +313,10 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
   h << "</table>\n";
 }
 
-// Mean of the finite entries (a stage without records is null); NaN if none.
-double mean_finite(const std::vector<double>& v) {
-  double sum = 0;
-  int n = 0;
-  for (double x : v) {
-    if (!std::isfinite(x)) continue;
-    sum += x;
-    ++n;
-  }
-  return n > 0 ? sum / n : std::nan("");
-}
-
 // What the devices did (metrics.device), beside the host-side bubble; only
 // when some result of the group carries it.
 void section_device(std::ostringstream& h, const GroupView& g) {
-  std::vector<const ResultEntry*> rows;
-  for (const ResultEntry* e : g.entries) {
-    if (e->result.status == ResultStatus::kOk && e->result.metrics && e->result.metrics->device)
-      rows.push_back(e);
-  }
+  const std::vector<const ResultEntry*> rows = device_entries(g);
   if (rows.empty()) return;
   h << "<h3>Device activity: the device bubble beside the host bubble</h3>\n";
   h << "<p class=\"note\">From the device's own records of the median step (CUPTI). "

@@ -4,6 +4,8 @@
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/format.hpp"
+#include "ppb/reports/report_model.hpp"
+#include "ppb/reports/stats.hpp"
 #include "ppb/reports/writers.hpp"
 
 namespace ppb::reports {
@@ -31,25 +33,9 @@ std::string peak_text(const ResultEntry& e) {
   return format_bytes(*v) + (profiler.empty() ? "" : " (" + profiler + " attached)");
 }
 
-// Mean of the finite entries (a stage without records is null); NaN if none.
-double mean_finite(const std::vector<double>& v) {
-  double sum = 0;
-  int n = 0;
-  for (double x : v) {
-    if (!std::isfinite(x)) continue;
-    sum += x;
-    ++n;
-  }
-  return n > 0 ? sum / n : std::nan("");
-}
-
 // metrics.device beside the host bubble, for the results that carry it.
 void device_section(std::ostringstream& md, const GroupView& g) {
-  std::vector<const ResultEntry*> rows;
-  for (const ResultEntry* e : g.entries) {
-    if (e->result.status == ResultStatus::kOk && e->result.metrics && e->result.metrics->device)
-      rows.push_back(e);
-  }
+  const std::vector<const ResultEntry*> rows = device_entries(g);
   if (rows.empty()) return;
   md << "### Device activity (" << cell(rows.front()->result.metrics->device->profiler) << ")\n\n"
      << "Device bubble = (step time - time compute kernels ran) / step time, per stage, mean "

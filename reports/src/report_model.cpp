@@ -353,4 +353,13 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
   return build_report_model(std::move(loaded), std::move(reference), std::move(history), options);
 }
 
+std::vector<const ResultEntry*> device_entries(const GroupView& group) {
+  std::vector<const ResultEntry*> rows;
+  for (const ResultEntry* e : group.entries) {
+    if (e->result.status == ResultStatus::kOk && e->result.metrics && e->result.metrics->device)
+      rows.push_back(e);
+  }
+  return rows;
+}
+
 }  // namespace ppb::reports

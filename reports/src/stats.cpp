@@ -193,4 +193,15 @@ std::optional<std::size_t> change_point(const std::vector<double>& series) {
   return best;
 }
 
+double mean_finite(const std::vector<double>& values) {
+  double sum = 0;
+  int n = 0;
+  for (double x : values) {
+    if (!std::isfinite(x)) continue;
+    sum += x;
+    ++n;
+  }
+  return n > 0 ? sum / n : std::nan("");
+}
+
 }  // namespace ppb::reports

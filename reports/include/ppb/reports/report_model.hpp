@@ -52,6 +52,10 @@ struct GroupView {
   std::vector<GanttPair> gantt;              ///< for showcase entries with a timeline
 };
 
+/// The group's results with status ok that carry device figures
+/// (metrics.device), in the group's order.
+std::vector<const ResultEntry*> device_entries(const GroupView& group);
+
 struct ReportModel {
   ReportModel() = default;
   ReportModel(const ReportModel&) = delete;  // groups/claims point into `loaded`

@@ -33,6 +33,9 @@ struct Spread {
 /// Spread of `values` (any order; non-finite values are dropped).
 Spread spread(std::vector<double> values);
 
+/// Mean of the finite entries (a stage without records is NaN); NaN if none.
+double mean_finite(const std::vector<double>& values);
+
 /// The q-quantile (0 <= q <= 1) of sorted values, linear interpolation
 /// between closest ranks. REQUIRES: sorted non-empty.
 double quantile_sorted(const std::vector<double>& sorted, double q);
