@@ -369,8 +369,15 @@ void summarize(RegressionRow& row) {
         v.status == RegressionStatus::kRegressed && row.reasons.size() == 1;
     if (moved && (row.arrived.empty() || first_regression)) row.arrived = v.arrived;
   }
+  // A move the re-run refuted leaves the row in question whatever its other
+  // figures say: it is listed apart (undecidable), never as an improvement.
+  const bool refuted = std::any_of(
+      row.metrics.begin(), row.metrics.end(),
+      [](const MetricVerdict& v) { return v.confirmation == Confirmation::kNotReproduced; });
   if (!row.reasons.empty()) {
     row.status = RegressionStatus::kRegressed;
+  } else if (refuted) {
+    row.status = RegressionStatus::kUndecidable;
   } else if (improved) {
     row.status = RegressionStatus::kImproved;
   } else if (undecidable) {
