@@ -11,3 +11,13 @@ export OMPI_MCA_btl_base_warn_component_unused=0
 if command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
 fi
+
+# ci_stage NAME CMD...: runs CMD and prints how long it took, so a CI log
+# shows where its minutes went ("ci: build 312 s").
+ci_stage() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  echo "ci: $name $((SECONDS - start)) s (exit $rc)"
+  return $rc
+}

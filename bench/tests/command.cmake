@@ -148,4 +148,9 @@ endif()
 add_test(NAME cli.report_memory
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_memory.py $<TARGET_FILE:pipebench>
           ${bad}/result_ok.json ${CMAKE_CURRENT_BINARY_DIR}/report-memory)
-set_tests_properties(cli.report_memory PROPERTIES LABELS unit TIMEOUT 120)
+set_tests_properties(cli.report_memory PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77)
+if(PPB_SANITIZE)
+  # AddressSanitizer's shadow memory and quarantine inflate the peak RSS
+  # (540 MiB for the 16 MiB file); the bound is checked by the plain build.
+  set_tests_properties(cli.report_memory PROPERTIES ENVIRONMENT "PPB_SANITIZED=${PPB_SANITIZE}")
+endif()
