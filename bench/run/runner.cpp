@@ -426,10 +426,12 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       sw.watch->end();
       StepRecord rec = exec.run_step(s);
       sw.watch->begin("between steps of " + label);
+      const double speed = backend->speed_probe();
       if (guard) guard->observe(rec.peak_bytes);
       ex.last_schedule = s;
       CollectorStepFigures figures = collectors.finish_step(rec);
       RankStep out = rank_step(rec, std::move(figures));
+      out.probe_seconds = speed;
       if (!sw.options.trace) out.step.device.clear();  // only traces draw them
       if (binfo.device) {
         const DeviceMemoryFigures dm = backend->device_memory();
@@ -518,6 +520,22 @@ std::map<std::string, CollectorResult> collector_results(const std::vector<RankR
   return out;
 }
 
+/// Each rank's speed probe after each of its timed steps, index = rank;
+/// empty when the backend has none (every probe NaN).
+std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRecord>& ranks) {
+  std::vector<std::vector<double>> out;
+  bool any = false;
+  for (const RankRecord& r : ranks) {
+    std::vector<double>& mine = out.emplace_back();
+    for (const RankStep& s : r.steps) {
+      mine.push_back(s.probe_seconds);
+      any = any || std::isfinite(s.probe_seconds);
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 /// Step 4, on rank 0: the figures from every rank's records.
 void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Execution& ex,
                   const std::vector<RankRecord>& ranks, Result& result,
@@ -555,6 +573,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   m.collectors = collector_results(ranks, fig.median_step);
   m.bubble_ratio.samples = bubble_ratio_per_step(steps);
   m.busy_seconds_per_stage = busy_seconds_per_stage(steps);
+  m.speed_probe_seconds_per_stage = speed_probe_per_stage(ranks);
   if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;

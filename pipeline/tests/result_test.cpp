@@ -431,6 +431,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   r.environment.oversubscribed = true;
   r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
   r.metrics->busy_seconds_per_stage = {{0.008, 0.0081, 0.0079}, {0.0077, 0.0078, 0.0076}};
+  r.metrics->speed_probe_seconds_per_stage = {{0.0041, 0.004, 0.0042}, {0.0039, 0.004, 0.0041}};
   r.metrics->foreign_cpu = 0.125;
   r.metrics->spread =
       SpreadFigures{.step_time_seconds = {3, 0.0101, 0.0002, 0.01, 0.0112, 0.0099, 0.0123},
@@ -459,6 +460,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "metrics.bubble_ratio.samples");
   erase_path(old, "metrics.spread");
   erase_path(old, "metrics.busy_seconds_per_stage");
+  erase_path(old, "metrics.speed_probe_seconds_per_stage");
   erase_path(old, "metrics.foreign_cpu");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
@@ -474,6 +476,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_TRUE(back.metrics->bubble_ratio.samples.empty());
   EXPECT_FALSE(back.metrics->spread.has_value());
   EXPECT_TRUE(back.metrics->busy_seconds_per_stage.empty());
+  EXPECT_TRUE(back.metrics->speed_probe_seconds_per_stage.empty());
   EXPECT_FALSE(back.metrics->foreign_cpu.has_value());
 
   json::value bad = doc;
@@ -485,6 +488,11 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(error_of(bad),
             "r.json: field 'metrics.busy_seconds_per_stage': expected 2 entries (one per stage, "
             "config.stages), got 1");
+  bad = doc;
+  find_path(bad, "metrics.speed_probe_seconds_per_stage")->as_array().emplace_back(json::array{});
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.speed_probe_seconds_per_stage': expected 2 entries (one per "
+            "stage, config.stages), got 3");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

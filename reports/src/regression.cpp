@@ -259,6 +259,65 @@ double busy_host(const Result& r, const GateOptions& o) {
   return *r.metrics->foreign_cpu > o.max_foreign_cpu ? *r.metrics->foreign_cpu : -1;
 }
 
+// The median over the timed steps of each stage's speed probe in `r`
+// (NaN for a stage without one); empty when `r` has no probe.
+std::vector<double> probe_medians(const Result& r) {
+  std::vector<double> out;
+  if (!r.metrics) return out;
+  for (const std::vector<double>& steps : r.metrics->speed_probe_seconds_per_stage) {
+    std::vector<double> finite;
+    for (double x : steps)
+      if (std::isfinite(x) && x > 0) finite.push_back(x);
+    out.push_back(finite.empty() ? kNaN : spread(finite).median);
+  }
+  return out;
+}
+
+// The machine's usual speed: per stage, the median over `nights` of their
+// probe medians (only nights with a probe on as many stages); empty when
+// none has one.
+std::vector<double> reference_probe(const std::vector<Matched>& nights, size_t stages) {
+  std::vector<std::vector<double>> per_stage(stages);
+  for (const Matched& m : nights) {
+    const std::vector<double> p = probe_medians(m.entry->result);
+    if (p.size() != stages) continue;
+    for (size_t s = 0; s < stages; ++s)
+      if (std::isfinite(p[s])) per_stage[s].push_back(p[s]);
+  }
+  std::vector<double> out;
+  for (const std::vector<double>& v : per_stage) {
+    if (v.empty()) return {};
+    out.push_back(spread(v).median);
+  }
+  return out;
+}
+
+// How much slower (positive) or faster (negative) the machine ran for `r`
+// than `reference`: the stage whose probe moved most, as a fraction, and
+// that stage; {NaN, -1} without a probe to compare.
+struct ProbeDrift {
+  double change = kNaN;
+  int stage = -1;
+  double seconds = kNaN, reference = kNaN;
+};
+ProbeDrift probe_drift(const Result& r, const std::vector<double>& reference) {
+  ProbeDrift d;
+  const std::vector<double> p = probe_medians(r);
+  if (reference.empty() || p.size() != reference.size()) return d;
+  for (size_t s = 0; s < p.size(); ++s) {
+    if (!std::isfinite(p[s])) continue;
+    const double change = p[s] / reference[s] - 1;
+    if (d.stage < 0 || std::abs(change) > std::abs(d.change)) {
+      d = {change, static_cast<int>(s), p[s], reference[s]};
+    }
+  }
+  return d;
+}
+
+bool drifted(const ProbeDrift& d, const GateOptions& o) {
+  return d.stage >= 0 && std::abs(d.change) > o.max_speed_drift;
+}
+
 // A timing figure the gate declines to judge, and why.
 MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why) {
   MetricVerdict v;
@@ -318,14 +377,37 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
     row.trend.push_back(trend_point(tonight, c.result));
     mem.emplace_back(tonight, peak_memory_bytes(c.result));
     const double busy_tonight = busy_host(c.result, o);
-    if (busy_tonight >= 0 || quiet.empty()) {
-      const std::string why =
-          busy_tonight >= 0
-              ? "the host was busy: other processes used " + format_fixed(busy_tonight * 100, 0) +
-                    "% of its CPU during tonight's timed steps (limit " +
-                    format_trimmed(o.max_foreign_cpu * 100) + "%)"
-              : "every earlier night's host was busy with other processes (limit " +
-                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
+    // The machine's own speed (the backend's speed probe, when it has one):
+    // nights that ran at another speed than the history's usual one are
+    // left out of the timing reference, and tonight's timings are not judged
+    // when tonight's machine was not the usual one.
+    const size_t stages = c.result.metrics->speed_probe_seconds_per_stage.size();
+    const std::vector<double> usual = reference_probe(quiet, stages);
+    const bool had_quiet = !quiet.empty();
+    std::erase_if(
+        quiet, [&](const Matched& m) { return drifted(probe_drift(m.entry->result, usual), o); });
+    const ProbeDrift drift_tonight = probe_drift(c.result, usual);
+    const bool drift = drifted(drift_tonight, o);
+    if (busy_tonight >= 0 || drift || quiet.empty()) {
+      std::string why;
+      if (busy_tonight >= 0) {
+        why = "the host was busy: other processes used " + format_fixed(busy_tonight * 100, 0) +
+              "% of its CPU during tonight's timed steps (limit " +
+              format_trimmed(o.max_foreign_cpu * 100) + "%)";
+      } else if (drift) {
+        why = "the machine itself ran " + format_fixed(std::abs(drift_tonight.change) * 100, 1) +
+              "% " + (drift_tonight.change > 0 ? "slower" : "faster") + " on stage " +
+              std::to_string(drift_tonight.stage) + " than on the earlier nights (speed probe " +
+              format_fixed(drift_tonight.seconds * 1e3, 2) + " ms, usually " +
+              format_fixed(drift_tonight.reference * 1e3, 2) + " ms; limit " +
+              format_trimmed(o.max_speed_drift * 100) + "%): its timings are not comparable";
+      } else if (had_quiet) {
+        why = "every earlier night's machine ran at another speed than usual (speed probe, limit " +
+              format_trimmed(o.max_speed_drift * 100) + "%)";
+      } else {
+        why = "every earlier night's host was busy with other processes (limit " +
+              format_trimmed(o.max_foreign_cpu * 100) + "%)";
+      }
       row.metrics.push_back(not_judged("samples/s", true, why));
       row.metrics.push_back(not_judged("bubble ratio", false, why));
       row.metrics.push_back(decide_memory(mem, o));

@@ -523,6 +523,64 @@ TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
   EXPECT_EQ(row_of(t, "gpipe").status, RegressionStatus::kPass);
 }
 
+std::vector<FixtureSpec> probed(std::vector<FixtureSpec> specs, double factor_1f1b = 1.0) {
+  for (FixtureSpec& f : specs) {
+    f.probe = 4e-3;
+    f.probe_stage = 0;
+    if (f.schedule == "1f1b") f.probe_factor = factor_1f1b;
+  }
+  return specs;
+}
+
+TEST(ReportGate, TimingsOfAMachineThatRanAtAnotherSpeedAreNotJudged) {
+  // Tonight 1f1b is 30% slower, and so was the machine itself on stage 0
+  // (its speed probe): not judged. gpipe's probe is the usual one and its
+  // planted-like slowdown stands.
+  const std::string base = night(fresh_dir("n"), "n1", 1, probed(two(1.0, 1.0)));
+  const RegressionSummary s =
+      gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.3), 1.3)), {base});
+  const RegressionRow& slow = row_of(s, "1f1b");
+  EXPECT_EQ(slow.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(slow.notes.at(0),
+            "undecidable: samples/s not judged: the machine itself ran 30.0% slower on stage 0 "
+            "than on the earlier nights (speed probe 5.20 ms, usually 4.00 ms; limit 5%): its "
+            "timings are not comparable");
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
+  // Within the limit the probe changes nothing: 4% is machine noise.
+  EXPECT_EQ(
+      row_of(gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.0), 1.04)), {base}), "1f1b")
+          .status,
+      RegressionStatus::kRegressed);
+  // A faster machine is as incomparable as a slower one.
+  const RegressionSummary f =
+      gate(night(fresh_dir("cur"), "t", 2, probed(two(0.8, 1.0), 0.8)), {base});
+  EXPECT_EQ(row_of(f, "1f1b").status, RegressionStatus::kUndecidable);
+  EXPECT_NE(row_of(f, "1f1b").notes.at(0).find("ran 20.0% faster on stage 0"), std::string::npos);
+  GateOptions loose;
+  loose.max_speed_drift = 0.5;
+  EXPECT_EQ(gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.0), 1.3)), {base}, loose)
+                .regressions(),
+            1);
+}
+
+TEST(ReportGate, AnEarlierNightOfASlowMachineIsLeftOutOfTheReference) {
+  // n2 ran on a slow machine (probe +30%) and measured 1f1b 30% slower; the
+  // usual speed is the median of the nights' probes, so n2 is left out and
+  // tonight's 12% slowdown is a regression against n1 and n3.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, probed(two(1.0, 1.0)));
+  night(root, "n2", 2, probed(two(1.3, 1.0), 1.3));
+  night(root, "n3", 3, probed(two(1.0, 1.0)));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 4, probed(two(1.12, 1.0))), {root});
+  EXPECT_EQ(row_of(s, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NEAR(row_of(s, "1f1b").samples_change, 1 / 1.12 - 1, 1e-9);
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+  // Results without a probe (older files, the timed backend) are judged as before.
+  const std::string plain = fresh_dir("plain");
+  night(plain, "n1", 1, two(1.0, 1.0));
+  EXPECT_EQ(gate(night(fresh_dir("cur"), "t", 2, two(1.3, 1.0)), {plain}).regressions(), 1);
+}
+
 TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
   const std::string a = night(fresh_dir("a"), "older", 1, two(1.0, 1.0));
   const std::string b = night(fresh_dir("b"), "newer", 2, two(1.0, 1.0));

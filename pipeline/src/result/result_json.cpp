@@ -477,6 +477,11 @@ void write_gate_fields(const Result& result, json::object& root) {
   metrics["busy_seconds_per_stage"] =
       array_of(result.metrics->busy_seconds_per_stage,
                [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  if (!result.metrics->speed_probe_seconds_per_stage.empty()) {
+    metrics["speed_probe_seconds_per_stage"] =
+        array_of(result.metrics->speed_probe_seconds_per_stage,
+                 [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  }
   if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
     auto one = [](const SampleSpread& x) {
       return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
@@ -508,15 +513,19 @@ void read_gate_fields(const JsonObject& root, Result& out) {
       metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
   if (metrics.has("foreign_cpu")) out.metrics->foreign_cpu = metrics.get<double>("foreign_cpu");
   const JsonReader& r = metrics.reader();
-  out.metrics->busy_seconds_per_stage = metrics.optional_array(
-      "busy_seconds_per_stage", [&r](const json::value& v, const std::string& p) {
-        return r.array_of(v, p, [&r](const json::value& x, const std::string& q) {
-          return r.number_or_null(x, q);
-        });
-      });
+  const auto per_stage_steps = [&r](const json::value& v, const std::string& p) {
+    return r.array_of(
+        v, p, [&r](const json::value& x, const std::string& q) { return r.number_or_null(x, q); });
+  };
+  out.metrics->busy_seconds_per_stage =
+      metrics.optional_array("busy_seconds_per_stage", per_stage_steps);
+  out.metrics->speed_probe_seconds_per_stage =
+      metrics.optional_array("speed_probe_seconds_per_stage", per_stage_steps);
   const StageCount n{r, static_cast<size_t>(out.config.stages)};
   n.check(out.metrics->busy_seconds_per_stage.size(), metrics.field("busy_seconds_per_stage"),
           true);
+  n.check(out.metrics->speed_probe_seconds_per_stage.size(),
+          metrics.field("speed_probe_seconds_per_stage"), true);
   const std::optional<JsonObject> spread = metrics.find_object("spread");
   if (!spread) return;
   auto one = [&spread](std::string_view key) {

@@ -275,6 +275,12 @@ struct ResultMetrics {
   /// step, in run order (JSON: busy_seconds_per_stage). A slowdown of one
   /// stage shows here in full, where the step time dilutes it.
   std::vector<std::vector<double>> busy_seconds_per_stage;
+  /// optional: per stage, the seconds of the backend's speed probe (a fixed
+  /// workload on the stage's compute resource: Backend::speed_probe) after
+  /// each timed step, in run order (JSON: speed_probe_seconds_per_stage).
+  /// Absent for backends without one (timed) and in older files. The gate
+  /// reads it to tell a slower machine from slower code.
+  std::vector<std::vector<double>> speed_probe_seconds_per_stage;
   /// optional (number or null): share of the busiest host's CPU time that
   /// processes other than this run's ranks used during the timed steps, in
   /// [0, 1]; absent when unknown (older files, no /proc/stat).

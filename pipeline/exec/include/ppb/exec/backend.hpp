@@ -215,6 +215,15 @@ class Backend {
   /// 0 for one that computes.
   virtual double time_scale() const { return 0; }
 
+  /// Seconds of a fixed reference workload run now on this backend's
+  /// compute resource, through the kernels its actions use; NaN for a
+  /// backend whose action times do not depend on that resource (timed).
+  /// `run` measures it after every timed step, so that the regression gate
+  /// can tell a slower machine (a busy hypervisor, a throttled core) from
+  /// slower code (metrics.speed_probe_seconds_per_stage).
+  /// REQUIRES: the streams are idle.
+  virtual double speed_probe() { return std::numeric_limits<double>::quiet_NaN(); }
+
   // Device backends (BackendInfo::device). REQUIRES: the streams are idle.
 
   /// The device memory figures (pool_peak -1 without a device).
@@ -300,6 +309,9 @@ class CpuBackend final : public StreamBackend {
   double loss(int chunk, int64_t mb) const override;
   int weight_version(int chunk) const override;
   int weight_version_of(int chunk, int64_t mb) const override;
+  /// Four single-threaded 256 x 256 x 256 SGEMMs through the kernels' gemm
+  /// (about 134 MFLOP) on fixed operands, on the calling thread.
+  double speed_probe() override;
 
   /// The model of local chunk c (its unit range, gradients, parameters, loss).
   CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }
@@ -312,7 +324,8 @@ class CpuBackend final : public StreamBackend {
   std::vector<std::unique_ptr<CpuChunk>> chunks_;
   std::vector<int64_t> activation_bytes_;
   float learning_rate_;
-  double plant_factor_;  // BackendConfig::plant_factor
+  double plant_factor_;                // BackendConfig::plant_factor
+  std::vector<float> probe_operands_;  // speed_probe(): A, B and C, made on first use
 };
 
 /// The `timed` backend: no computation. Its compute stream is a clock: an
