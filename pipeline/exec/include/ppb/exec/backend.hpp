@@ -58,13 +58,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ppb/exec/memory_space.hpp"
+#include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -340,9 +340,10 @@ class CpuBackend final : public StreamBackend {
 /// bytes are entered in the tracker without allocating them, so a gpt-7b
 /// stage can be modelled on a laptop; the executor's communication buffers
 /// stay real allocations. With weight_stashing (pipedream) the stash is
-/// counted as CpuChunk keeps it: one copy of the chunk's param_bytes per
-/// older weight version an in-flight micro-batch still uses
-/// (MemCategory::kWeightStash); optimizer_step(c) starts a new version.
+/// counted as CpuChunk keeps it (the same MicrobatchLedger): one copy of the
+/// chunk's param_bytes per older weight version an in-flight micro-batch
+/// still uses (MemCategory::kWeightStash); optimizer_step(c) starts a new
+/// version.
 class TimedBackend final : public StreamBackend {
  public:
   /// REQUIRES: config.costs has stages * chunks entries with costs >= 0.
@@ -384,17 +385,12 @@ class TimedBackend final : public StreamBackend {
   double time_scale_ = 1;
   double plant_factor_ = 1;  // BackendConfig::plant_factor: scales every sleep
   int64_t counted_params_ = 0;
-  std::vector<int> inflight_;  // per chunk: micro-batches holding activations
-  // Weight stashing (count-only, as CpuChunk does it for real): per chunk
-  // the current version, the version each in-flight micro-batch's forward
-  // used, how many use each version, and how many versions are stashed.
-  void end_microbatch(int chunk, int64_t mb);
-  void update_stash(int chunk);
-  bool stashing_ = false;
-  std::vector<int> version_;
-  std::vector<std::map<int64_t, int>> forward_version_;
-  std::vector<std::map<int, int>> version_users_;
-  std::vector<int64_t> stashed_versions_;
+  // Count-only bytes in memory_ (no allocation), released on destruction.
+  TrackedBuffer counted(MemCategory category, int64_t bytes);
+  // Per chunk: the in-flight micro-batches (each holding its counted
+  // activation bytes), their pass order and their weight versions, kept as
+  // CpuChunk keeps them for real (stashes: one counted param_bytes each).
+  std::vector<MicrobatchLedger<TrackedBuffer>> ledgers_;
 };
 
 /// The default --time-scale of the timed backend: 2 ms divided by the
