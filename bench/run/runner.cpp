@@ -31,6 +31,7 @@
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -211,28 +212,6 @@ struct Prepared {
   StageCosts model;
 };
 
-/// The pass times a schedule that places I and W by them (zb-1p, zb-2p)
-/// gets: the model's per-stage means of F, I and W, and one transfer of the
-/// mean message.
-void set_pass_times(const StageCosts& model, ScheduleParams& params) {
-  double f = 0, b = 0, w = 0;
-  int64_t bytes = 0;
-  for (const ChunkCost& c : model.chunks) {
-    f += c.fwd;
-    b += c.bwd_input;
-    w += c.bwd_weight;
-    bytes += c.send_bytes;
-  }
-  const double stages = model.stages;
-  const auto n = static_cast<double>(std::max<size_t>(model.chunks.size(), 1));
-  // Positive, so that a model with a free pass still orders the passes.
-  constexpr double kLeast = 1e-9;
-  params.tf = std::max(f / stages, kLeast);
-  params.tb = std::max(b / stages, kLeast);
-  params.tw = std::max(w / stages, kLeast);
-  params.tc = model.link.transfer_time(static_cast<int64_t>(static_cast<double>(bytes) / n));
-}
-
 /// Step 1 of a combination: the schedule and the partition into P x V parts.
 /// Deterministic, so every rank reaches the same verdict; an impossible
 /// combination is recorded as invalid in `result` (nullopt).
@@ -267,39 +246,31 @@ std::optional<Prepared> prepare(const Sweep& sw, const Combination& c, Result& r
   return p;
 }
 
-/// Step 2: the exact memory prediction against --memory-budget (parameters
-/// and gradients, 4 bytes each per parameter, plus the schedule's peak of
-/// in-flight activation bytes). Returns true and fills an oom `result` when
-/// a stage would exceed the budget. A memory-guarded schedule is left to
-/// its guard.
+/// Step 2: the memory model's prediction (memory_model.hpp: parameters,
+/// gradients, the schedule's peak of in-flight activations, weight stash,
+/// communication buffers) against --memory-budget. Returns true and fills an
+/// oom `result` when a stage would exceed the budget. A memory-guarded
+/// schedule is left to its guard.
 bool predicted_oom(const Sweep& sw, const Combination& c, const Prepared& p, Result& result) {
   if (sw.plan.memory_budget <= 0 || schedule_info(c.schedule).memory_guarded) return false;
-  std::vector<int64_t> predicted;
-  std::vector<int64_t> activations;
-  for (int s = 0; s < sw.plan.stages; ++s) {
-    std::vector<int64_t> act_bytes;
-    int64_t params_bytes = 0;
-    const Placement place = placement_of(p.schedule);
-    for (int ch = 0; ch < c.chunks; ++ch) {
-      act_bytes.push_back(p.model.at(place, s, ch).activation_bytes);
-      params_bytes += p.model.at(place, s, ch).param_bytes;
-    }
-    const int64_t act = predicted_activation_peak(p.schedule, s, act_bytes);
-    activations.push_back(act);
-    predicted.push_back(2 * params_bytes + act);
-  }
-  const auto worst = std::max_element(predicted.begin(), predicted.end());
-  if (*worst <= sw.plan.memory_budget) return false;
+  MemoryModelOptions mo;
+  mo.element_bytes = sw.plan.model.bytes_per_element;
+  const std::vector<PredictedMemory> stages = predict_memory(p.schedule, p.model, mo);
+  const int worst = worst_stage(stages);
+  const int64_t need = stages[static_cast<size_t>(worst)].peak_bytes;
+  if (need <= sw.plan.memory_budget) return false;
   result.status = ResultStatus::kOom;
-  result.error = "stage " + std::to_string(worst - predicted.begin()) + " would need " +
-                 cli::format_bytes(*worst) +
-                 " (parameters, gradients and in-flight activations) > --memory-budget " +
+  result.error = "stage " + std::to_string(worst) + " would need " + cli::format_bytes(need) +
+                 " (parameters, gradients, in-flight activations, stash and communication "
+                 "buffers) > --memory-budget " +
                  cli::format_bytes(sw.plan.memory_budget) + " (predicted before running)";
   ResultMetrics m;
   m.bubble_ratio.theoretical = kNaN;
   m.bubble_overhead.theoretical = kNaN;
-  m.peak_memory_bytes.per_stage = predicted;
-  m.peak_memory_bytes.activations_per_stage = activations;
+  for (const PredictedMemory& st : stages) {
+    m.peak_memory_bytes.per_stage.push_back(st.peak_bytes);
+    m.peak_memory_bytes.activations_per_stage.push_back(st.activations);
+  }
   result.metrics = m;
   return true;
 }
@@ -553,6 +524,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   const StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, link);
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
+  theory.figures.link = LinkFigures{link.latency, link.bandwidth};
 
   ResultMetrics m;
   m.samples_per_second = fig.samples_per_second;
@@ -600,6 +572,7 @@ Result run_combination(Sweep& sw, const Combination& c) {
   plant_fault(sw, c, DebugFault::Phase::kSetup);
   sw.watch->begin("in the setup of " + label + " (schedule, partition, memory prediction)");
   const std::optional<Prepared> p = prepare(sw, c, result);
+  if (p) result.config.unit_ranges = format_partition(p->parts);
   if (!p || predicted_oom(sw, c, *p, result)) return result;
 
   const Execution ex = execute(sw, c, *p);

@@ -141,6 +141,13 @@ if(TARGET ppb_exec)
   set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
 endif()
 
+# `plan` through the command: pipebench.plan/1, the winner's trace, the
+# text table with reasons, the advice when nothing fits.
+add_test(NAME cli.plan
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_run.py $<TARGET_FILE:pipebench>
+          ${CMAKE_CURRENT_BINARY_DIR}/plan-run)
+set_tests_properties(cli.plan PROPERTIES LABELS unit TIMEOUT 120)
+
 # `report` on a 16 MiB result (a long timeline and half a million steps):
 # peak memory bounded by a multiple of the file's size, in a child process
 # (bench/tests/report_memory.py; every writer rendered the whole report

@@ -48,7 +48,8 @@ Result full_result() {
               .max_iters = 40,
               .profile = "cputime",
               .check = true,
-              .dtype = "fp32"};
+              .dtype = "fp32",
+              .unit_ranges = ""};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -493,6 +494,31 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(error_of(bad),
             "r.json: field 'metrics.speed_probe_seconds_per_stage': expected 2 entries (one per "
             "stage, config.stages), got 3");
+}
+
+// What calibrating from a result needs: the parts it ran and the measured
+// link. Files written before them load with neither.
+TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
+  Result r = full_result();
+  ASSERT_TRUE(r.metrics->theory.has_value());
+  r.config.unit_ranges = "0-29,30-58";
+  r.metrics->theory->link = LinkFigures{2.5e-5, 3.5e9};
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("unit_ranges").as_string(), "0-29,30-58");
+  EXPECT_EQ(doc.at("metrics").at("theory").at("link").at("bandwidth").as_double(), 3.5e9);
+  expect_same(r, result_from_json(doc, "r.json"));
+
+  json::value old = doc;
+  erase_path(old, "config.unit_ranges");
+  erase_path(old, "metrics.theory.link");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.unit_ranges, "");
+  EXPECT_FALSE(back.metrics->theory->link.has_value());
+
+  json::value bad = doc;
+  find_path(bad, "metrics.theory.link")->as_object()["latency_seconds"] = "fast";
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.theory.link.latency_seconds': expected a number, got a string");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

@@ -212,6 +212,10 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
             std::string::npos);
   EXPECT_NE(m.groups[0].verdict.find("Within 16.0 MiB per stage, the best is"), std::string::npos)
       << m.groups[0].verdict;
+  // Which schedule for this machine: the planner, calibrated on these results.
+  EXPECT_NE(m.groups[0].verdict.find("For this machine (4 x cpu"), std::string::npos)
+      << m.groups[0].verdict;
+  EXPECT_NE(m.groups[0].verdict.find("the planner "), std::string::npos) << m.groups[0].verdict;
 }
 
 TEST(ReportClaims, AbsoluteFiguresOnlyWithReferenceSetup) {

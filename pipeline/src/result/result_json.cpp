@@ -114,6 +114,10 @@ json::object theory_json(const TheoryFigures& t) {
         {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
   });
   o["timeline"] = timeline_json(t.timeline);
+  if (t.link) {
+    o["link"] = json::object{{"latency_seconds", num(t.link->latency_seconds)},
+                             {"bandwidth", num(t.link->bandwidth)}};
+  }
   return o;
 }
 
@@ -328,6 +332,8 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
       });
   if (const json::value* v = o.find("timeline"))
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
+  if (const auto l = o.find_object("link"))
+    t.link = LinkFigures{l->get<double>("latency_seconds"), l->get<double>("bandwidth")};
   n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
   n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
           true);
@@ -467,6 +473,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   config["profile"] = result.config.profile;
   config["check"] = result.config.check;
   config["dtype"] = result.config.dtype;
+  config["unit_ranges"] = result.config.unit_ranges;  // what calibration re-prices
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
@@ -504,6 +511,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   out.config.check =
       config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
   out.config.dtype = config.get_or<std::string>("dtype", "fp32");
+  out.config.unit_ranges = config.get_or<std::string>("unit_ranges", "");
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);

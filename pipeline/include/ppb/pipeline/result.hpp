@@ -95,6 +95,10 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
+  /// optional: the unit ranges the partition gave each virtual stage, in
+  /// the `manual:` form "0-9,10-30,31-58" (format_partition), so that a
+  /// calibration re-prices exactly these parts ("" = not recorded).
+  std::string unit_ranges;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
@@ -170,6 +174,15 @@ struct TimelineEvent {
 /// Per stage, in execution order.
 using Timeline = std::vector<std::vector<TimelineEvent>>;
 
+/// The stage-to-stage link measured in the median step: latency + bytes /
+/// bandwidth fitted over the messages whose receiver waited for them.
+struct LinkFigures {
+  double latency_seconds = 0;
+  double bandwidth = 0;  ///< bytes/s; 0 = not resolved (infinite)
+
+  friend bool operator==(const LinkFigures&, const LinkFigures&) = default;
+};
+
 /// What the simulator predicts for this combination, fed with the measured
 /// mean action times (docs/metrics.md: "theory in a result uses measured action
 /// times"). Optional as a whole; inside it only step_time_seconds is required.
@@ -183,6 +196,7 @@ struct TheoryFigures {
   std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
   std::vector<StageActionTimes> action_seconds;          ///< optional: per stage
   Timeline timeline;                                     ///< optional: predicted median step
+  std::optional<LinkFigures> link;  ///< optional: the measured link the prediction used
 
   friend bool operator==(const TheoryFigures&, const TheoryFigures&) = default;
 };
