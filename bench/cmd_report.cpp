@@ -53,6 +53,9 @@ void register_report(CLI::App& app) {
                   "Timings taken while the machine itself ran faster or slower than on the "
                   "earlier nights by more than this fraction (the backend's speed probe) are not "
                   "judged (default 0.05)");
+  cmd->add_flag("--no-noise-floor", o.no_noise_floor,
+                "Judge each combination by its own nights' spread only, without the floor the "
+                "whole sweep's launch-to-launch noise puts under it");
   cmd->add_flag("--gate-oversubscribed", o.gate_oversubscribed,
                 "Gate results of oversubscribed runs too (left out by default)");
   cmd->add_option("--memory-budget", flags->memory_budget,

@@ -37,6 +37,7 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
       << r.count(RegressionStatus::kUndecidable) << " undecidable, "
       << r.count(RegressionStatus::kExcluded) << " excluded (threshold "
       << format_trimmed(r.threshold * 100) << "%, " << r.nights.size() << " earlier night(s))\n";
+  for (const NoiseFloor& f : r.floors) out << "noise floor (" << f.machine << "): " << noise_floor_text(f) << "\n";
   out << "regressions: " << r.regressions() << " beyond " << format_trimmed(r.threshold * 100)
       << "%\n";
   for (const RegressionRow& row : r.rows) {
@@ -135,6 +136,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   mo.gate.include_oversubscribed = o.gate_oversubscribed;
   mo.gate.max_foreign_cpu = o.max_foreign_cpu;
   mo.gate.max_speed_drift = o.max_speed_drift;
+  mo.gate.noise_floor = !o.no_noise_floor;
   mo.tonight = tonight_name(o.inputs);
   mo.memory_budget = o.memory_budget;
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),

@@ -29,6 +29,7 @@ struct ReportOptions {
   bool gate_oversubscribed = false;                ///< --gate-oversubscribed
   double max_foreign_cpu = 0.2;                    ///< --max-foreign-cpu, a fraction
   double max_speed_drift = 0.05;                   ///< --max-speed-drift, a fraction
+  bool no_noise_floor = false;                     ///< --no-noise-floor
   int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
   bool skip_bad = false;                           ///< --skip-bad
   /// --confirm DIR (repeatable): re-runs of tonight's combinations
