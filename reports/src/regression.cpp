@@ -643,7 +643,13 @@ void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Mat
       why = std::string("the re-run ended with status ") + result_status_name(rerun.result.status) +
             (rerun.result.error.empty() ? "" : ": " + rerun.result.error);
     } else if (same == again.metrics.end()) {
-      why = "the re-run has no " + v.name + " figure";
+      // A re-run whose timings were not judged (a busy host, a machine at
+      // another speed) has only the not-judged figures: say why.
+      const auto skipped = std::find_if(again.metrics.begin(), again.metrics.end(),
+                                        [](const MetricVerdict& r) { return std::isnan(r.change); });
+      why = skipped != again.metrics.end() && skipped->timing
+                ? "the re-run's " + skipped->text
+                : "the re-run has no " + v.name + " figure";
     } else {
       why = std::string(regression_status_name(same->status)) + ": " + same->text;
     }

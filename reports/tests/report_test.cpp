@@ -834,6 +834,30 @@ TEST(ReportConfirm, RerunThatCannotTellLeavesItUndecidable) {
       << r.notes.at(0);
 }
 
+TEST(ReportConfirm, RerunOnASlowMachineSaysWhyItCannotTell) {
+  // Tonight 1f1b's stage 1 computes 10% longer on the usual machine; its
+  // re-run ran while the machine itself was 30% slower (its speed probe), so
+  // the re-run's timings are not judged and it has no stage figures: the
+  // row says why rather than that a figure is missing.
+  std::vector<FixtureSpec> slow = probed(two(1.03, 1.0));
+  slow[0].slow_stage = 1;
+  slow[0].stage_factor = 1.10;
+  std::vector<FixtureSpec> again = probed(two(1.03, 1.0), 1.3);
+  again[0].slow_stage = 1;
+  again[0].stage_factor = 1.10;
+  const Confirmed c = confirm_case(slow, again);
+  EXPECT_EQ(row_of(c.before, "1f1b").status, RegressionStatus::kRegressed);
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  bool said = false;
+  for (const std::string& n : r.notes) {
+    said = said || (n.rfind("undecidable: stage 1 compute ", 0) == 0 &&
+                    n.find("did not reproduce on a re-run (the re-run's samples/s not judged: the "
+                           "machine itself ran 30.0% slower on stage 0") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << r.notes.at(0);
+}
+
 TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
   const std::string root = fresh_dir("nights");
   night(root, "n1", 1, two(1.0, 1.0));
