@@ -1,8 +1,10 @@
 #include "run/metrics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
@@ -194,80 +196,158 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
   return costs;
 }
 
-LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement) {
+namespace {
+
+// One transfer between two ranks, on the step's common time axis.
+struct Transfer {
+  int from = 0;
+  int to = 0;
+  double posted = 0;   // send posted on the sender
+  double arrived = 0;  // receive seen complete on the receiver
+  double start = 0;    // when the link was free for it: max(posted, the link's previous arrival)
+  int64_t bytes = 0;
+  bool waited = false;  // its consuming action waited for it
+};
+
+// The transfers of one step, each with the consuming action's wait.
+std::vector<Transfer> step_transfers(const StepMeasure& step, const Placement& placement) {
+  std::vector<Transfer> out;
+  for (std::size_t r = 0; r < step.size(); ++r) {
+    for (const CommTiming& recv : step[r].comms) {
+      if (recv.send || recv.local) continue;
+      const std::size_t sender = static_cast<std::size_t>(placement.stage_of(recv.from_virtual));
+      if (sender >= step.size()) continue;
+      const CommTiming* send = nullptr;
+      for (const CommTiming& c : step[sender].comms) {
+        if (c.send && !c.local && c.gradient == recv.gradient && c.microbatch == recv.microbatch &&
+            c.from_virtual == recv.from_virtual && c.to_virtual == recv.to_virtual) {
+          send = &c;
+          break;
+        }
+      }
+      if (send == nullptr) continue;
+      Transfer t{static_cast<int>(sender),
+                 static_cast<int>(r),
+                 send->start,
+                 recv.end,
+                 send->start,
+                 recv.bytes,
+                 false};
+      // The consuming action: F of the activation's micro-batch and chunk,
+      // or B/I of the gradient's.
+      const int chunk = placement.chunk_of(recv.to_virtual);
+      for (const ActionTiming& a : step[r].actions) {
+        const bool consumer = a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
+                              (recv.gradient ? (a.action.kind == ActionKind::kBackward ||
+                                                a.action.kind == ActionKind::kBackwardInput)
+                                             : a.action.kind == ActionKind::kForward);
+        if (consumer) {
+          t.waited = a.wait > 0;
+          break;
+        }
+      }
+      out.push_back(t);
+    }
+  }
+  // A link (ordered rank pair) carries one message after another, as the
+  // simulator's links do: a message posted while the one before it was
+  // still crossing starts when that one arrived. Without this the queueing
+  // behind earlier messages would count as transfer time.
+  std::sort(out.begin(), out.end(), [](const Transfer& a, const Transfer& b) {
+    return std::tie(a.from, a.to, a.posted, a.arrived) <
+           std::tie(b.from, b.to, b.posted, b.arrived);
+  });
+  double link_free = 0;  // the latest arrival so far on the current link
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const bool same_link = i > 0 && out[i - 1].from == out[i].from && out[i - 1].to == out[i].to;
+    out[i].start = same_link ? std::max(out[i].posted, link_free) : out[i].posted;
+    link_free = same_link ? std::max(link_free, out[i].arrived) : out[i].arrived;
+  }
+  return out;
+}
+
+// Fits transfer time = comm_time + bytes / bandwidth to the waited
+// transfers (see measured_link), and says what it used.
+LinkModel fit_link(const std::vector<Transfer>& all, MeasuredLinkFigures& fig) {
   std::vector<double> waited;
   std::vector<double> waited_bytes;
   double min_any = std::numeric_limits<double>::infinity();
-  for (const StepMeasure& step : steps) {
-    for (std::size_t r = 0; r < step.size(); ++r) {
-      for (const CommTiming& recv : step[r].comms) {
-        if (recv.send || recv.local) continue;
-        const std::size_t sender = static_cast<std::size_t>(placement.stage_of(recv.from_virtual));
-        if (sender >= step.size()) continue;
-        const CommTiming* send = nullptr;
-        for (const CommTiming& c : step[sender].comms) {
-          if (c.send && !c.local && c.gradient == recv.gradient &&
-              c.microbatch == recv.microbatch && c.from_virtual == recv.from_virtual &&
-              c.to_virtual == recv.to_virtual) {
-            send = &c;
-            break;
-          }
-        }
-        if (send == nullptr) continue;
-        const double latency = std::max(0.0, recv.end - send->start);
-        min_any = std::min(min_any, latency);
-        // The consuming action: F of the activation's micro-batch and chunk,
-        // or B/I of the gradient's.
-        const int chunk = placement.chunk_of(recv.to_virtual);
-        for (const ActionTiming& a : step[r].actions) {
-          const bool consumer = a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
-                                (recv.gradient ? (a.action.kind == ActionKind::kBackward ||
-                                                  a.action.kind == ActionKind::kBackwardInput)
-                                               : a.action.kind == ActionKind::kForward);
-          if (consumer) {
-            if (a.wait > 0) {
-              waited.push_back(latency);
-              waited_bytes.push_back(static_cast<double>(recv.bytes));
-            }
-            break;
-          }
-        }
-      }
-    }
+  for (const Transfer& t : all) {
+    const double took = std::max(0.0, t.arrived - t.start);
+    min_any = std::min(min_any, took);
+    if (!t.waited) continue;
+    waited.push_back(took);
+    waited_bytes.push_back(static_cast<double>(t.bytes));
+    if (std::find(fig.sizes.begin(), fig.sizes.end(), t.bytes) == fig.sizes.end())
+      fig.sizes.push_back(t.bytes);
   }
+  std::sort(fig.sizes.begin(), fig.sizes.end());
+  fig.messages = static_cast<int>(waited.size());
   LinkModel link;
   if (waited.empty()) {
     link.comm_time = std::isfinite(min_any) ? min_any : 0.0;
-    return link;
-  }
-  link.comm_time = median(waited);
-  const double n = static_cast<double>(waited.size());
-  double mean_b = 0, mean_t = 0;
-  for (std::size_t i = 0; i < waited.size(); ++i) {
-    mean_b += waited_bytes[i] / n;
-    mean_t += waited[i] / n;
-  }
-  double cov = 0, var = 0;
-  for (std::size_t i = 0; i < waited.size(); ++i) {
-    cov += (waited_bytes[i] - mean_b) * (waited[i] - mean_t);
-    var += (waited_bytes[i] - mean_b) * (waited_bytes[i] - mean_b);
-  }
-  if (var > 0 && cov > 0) {
-    double slope = cov / var;
-    double intercept = mean_t - slope * mean_b;
-    if (intercept < 0) {  // through the origin instead
-      double bt = 0, bb = 0;
-      for (std::size_t i = 0; i < waited.size(); ++i) {
-        bt += waited_bytes[i] * waited[i];
-        bb += waited_bytes[i] * waited_bytes[i];
-      }
-      intercept = 0;
-      slope = bt / bb;
+  } else {
+    link.comm_time = median(waited);
+    const double n = static_cast<double>(waited.size());
+    double mean_b = 0, mean_t = 0;
+    for (std::size_t i = 0; i < waited.size(); ++i) {
+      mean_b += waited_bytes[i] / n;
+      mean_t += waited[i] / n;
     }
-    link.comm_time = intercept;
-    link.bandwidth = 1.0 / slope;
+    double cov = 0, var = 0;
+    for (std::size_t i = 0; i < waited.size(); ++i) {
+      cov += (waited_bytes[i] - mean_b) * (waited[i] - mean_t);
+      var += (waited_bytes[i] - mean_b) * (waited_bytes[i] - mean_b);
+    }
+    if (var > 0 && cov > 0) {
+      double slope = cov / var;
+      double intercept = mean_t - slope * mean_b;
+      if (intercept < 0) {  // through the origin instead
+        double bt = 0, bb = 0;
+        for (std::size_t i = 0; i < waited.size(); ++i) {
+          bt += waited_bytes[i] * waited[i];
+          bb += waited_bytes[i] * waited_bytes[i];
+        }
+        intercept = 0;
+        slope = bt / bb;
+      }
+      link.comm_time = intercept;
+      link.bandwidth = 1.0 / slope;
+    }
   }
+  fig.latency_seconds = link.comm_time;
+  fig.bandwidth_bytes_per_second = link.bandwidth > 0 ? link.bandwidth : kNaN;
   return link;
+}
+
+}  // namespace
+
+MeasuredLinks measured_links(const std::vector<StepMeasure>& steps, const Placement& placement,
+                             const std::vector<int>& host_of_stage) {
+  std::array<std::vector<Transfer>, 2> paths;  // 0: on one host, 1: between hosts
+  for (const StepMeasure& step : steps) {
+    for (const Transfer& t : step_transfers(step, placement)) {
+      const auto n = host_of_stage.size();
+      const auto f = static_cast<std::size_t>(t.from);
+      const auto to = static_cast<std::size_t>(t.to);
+      const bool network = f < n && to < n && host_of_stage[f] != host_of_stage[to];
+      paths[network ? 1 : 0].push_back(t);
+    }
+  }
+  MeasuredLinks out;
+  const std::array<const char*, 2> names = {"host", "network"};
+  const std::array<LinkModel*, 2> models = {&out.host, &out.network};
+  for (std::size_t p = 0; p < paths.size(); ++p) {
+    MeasuredLinkFigures fig;
+    fig.path = names[p];
+    *models[p] = fit_link(paths[p], fig);
+    if (!paths[p].empty()) out.figures.push_back(std::move(fig));
+  }
+  return out;
+}
+
+LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement) {
+  return measured_links(steps, placement, {}).host;
 }
 
 std::vector<StageActionTimes> mean_action_seconds(int stages,

@@ -109,8 +109,27 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
 /// fit is not physical (slope <= 0), comm_time = their median and the
 /// bandwidth infinite. Without waited messages: comm_time = the minimum
 /// over all messages; 0 without messages.
-/// `placement` is the schedule's (placement_of).
+/// `placement` is the schedule's (placement_of). A link (ordered rank pair)
+/// carries one message after another, as the simulator's do: a message
+/// posted while the one before it on its link was still crossing counts
+/// from that one's arrival, so queueing is not taken for transfer time.
+/// Every transfer is on one link model (all ranks on one host).
 LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement);
+
+/// The links of a run whose ranks may sit on several hosts: transfers
+/// between stages on one host and transfers between hosts are fitted
+/// apart, each as measured_link() fits, into `host` and `network`.
+/// `figures` has one entry per path that carried transfers ("host" first).
+struct MeasuredLinks {
+  LinkModel host;
+  LinkModel network;
+  std::vector<MeasuredLinkFigures> figures;
+};
+/// host_of_stage: a host index per stage (empty: every stage on one host).
+/// Example: host_of_stage {0, 0, 1, 1}: the transfers 1 <-> 2 are the
+/// network's, 0 <-> 1 and 2 <-> 3 the host's.
+MeasuredLinks measured_links(const std::vector<StepMeasure>& steps, const Placement& placement,
+                             const std::vector<int>& host_of_stage);
 
 /// Per stage mean F, B, I, W seconds over all chunks (NaN for a kind the
 /// stage never ran): the result's theory.action_seconds.

@@ -518,6 +518,18 @@ std::map<std::string, CollectorResult> collector_results(const std::vector<RankR
   return out;
 }
 
+/// The host index of each stage (stage = rank) from the environment's
+/// rank_hosts; empty when every rank is on one host.
+std::vector<int> host_of_stage(const ResultEnvironment& env, int stages) {
+  if (env.hosts.size() < 2 || static_cast<int>(env.rank_hosts.size()) != stages) return {};
+  std::vector<int> out;
+  for (const std::string& h : env.rank_hosts) {
+    out.push_back(
+        static_cast<int>(std::find(env.hosts.begin(), env.hosts.end(), h) - env.hosts.begin()));
+  }
+  return out;
+}
+
 /// Step 4, on rank 0: the figures from every rank's records.
 void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Execution& ex,
                   const std::vector<RankRecord>& ranks, Result& result,
@@ -530,11 +542,17 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   // kind) and the transfer time measured in the same (median) step whose
   // bubbles are reported, so that the two differ only by what the simulator
   // leaves out (executor overhead, waits it does not model).
+  // Transfers between hosts cross a network: that link is fitted and
+  // simulated apart from the one between ranks of a host.
   const std::vector<StepMeasure> median_step{steps[fig.median_step]};
-  const LinkModel link = measured_link(median_step, placement_of(ex.last_schedule));
-  const StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, link);
+  const std::vector<int> hosts = host_of_stage(sw.environment, P);
+  const MeasuredLinks links = measured_links(median_step, placement_of(ex.last_schedule), hosts);
+  StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, links.host);
+  measured.host_of_stage = hosts;
+  measured.network_link = links.network;
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
+  theory.figures.links = links.figures;
 
   ResultMetrics m;
   m.samples_per_second = fig.samples_per_second;

@@ -144,6 +144,44 @@ TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
   EXPECT_NEAR(link.bandwidth, 1e6, 1e-3);
 }
 
+TEST(RunMetrics, LinksBetweenHostsAreFittedApartAndQueueingIsNotTransferTime) {
+  // Stages 0 and 1 on host 0, stage 2 on host 1. 0 -> 1: 1000 bytes in
+  // 1 ms. 1 -> 2 (the network): 0.01 s + bytes / 1 MB/s, every message
+  // posted at once, so each waits for the one before it on the link.
+  StepMeasure step(3);
+  const int64_t sizes[] = {1000, 5000, 3000, 5000};
+  double link_free = 0;
+  for (int mb = 0; mb < 4; ++mb) {
+    const double t0 = 10.0 * mb;
+    step[0].comms.push_back({true, false, false, mb, 0, 1, t0, t0, 1000});
+    step[1].comms.push_back({false, false, false, mb, 0, 1, 0.0, t0 + 0.001, 1000});
+    step[1].actions.push_back({F(mb), t0 + 0.001, t0 + 0.002, 0.5});
+    const auto b = sizes[mb];
+    const double arrived =
+        std::max(0.002, link_free) + 0.01 + static_cast<double>(b) / 1e6;  // FIFO
+    link_free = arrived;
+    step[1].comms.push_back({true, false, false, mb, 1, 2, 0.002, 0.002, b});
+    step[2].comms.push_back({false, false, false, mb, 1, 2, 0.0, arrived, b});
+    step[2].actions.push_back({F(mb), arrived, arrived + 0.001, 0.5});
+  }
+  const MeasuredLinks links = measured_links({step}, Placement(3, 1), {0, 0, 1});
+  EXPECT_NEAR(links.network.comm_time, 0.01, 1e-9);
+  EXPECT_NEAR(links.network.bandwidth, 1e6, 1e-3);
+  EXPECT_NEAR(links.host.comm_time, 0.001, 1e-12);
+  EXPECT_EQ(links.host.bandwidth, 0.0);  // one size: no bandwidth
+  ASSERT_EQ(links.figures.size(), 2u);
+  EXPECT_EQ(links.figures[0].path, "host");
+  EXPECT_EQ(links.figures[0].messages, 4);
+  EXPECT_TRUE(std::isnan(links.figures[0].bandwidth_bytes_per_second));
+  EXPECT_EQ(links.figures[1].path, "network");
+  EXPECT_EQ(links.figures[1].sizes, (std::vector<int64_t>{1000, 3000, 5000}));
+  EXPECT_NEAR(links.figures[1].bandwidth_bytes_per_second, 1e6, 1e-3);
+  // On one host every transfer is the host's: the network link stays unset.
+  const MeasuredLinks one = measured_links({step}, Placement(3, 1), {});
+  ASSERT_EQ(one.figures.size(), 1u);
+  EXPECT_EQ(one.figures[0].messages, 8);
+}
+
 TEST(RunSweep, OrderAndDistinctFileNames) {
   SweepParams p;
   p.stages = 4;

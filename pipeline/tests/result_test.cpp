@@ -72,6 +72,16 @@ Result full_result() {
       {.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")}};
   t.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}},
                 {{ActionKind::kForward, 0, 0, 0.001, 0.002}}};
+  t.links = {{.path = "host",
+              .latency_seconds = 2e-5,
+              .bandwidth_bytes_per_second = std::nan(""),
+              .messages = 4,
+              .sizes = {200}},
+             {.path = "network",
+              .latency_seconds = 1e-4,
+              .bandwidth_bytes_per_second = 2.5e7,
+              .messages = 6,
+              .sizes = {200, 800}}};
   m.check =
       CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
@@ -84,6 +94,7 @@ Result full_result() {
        {ActionKind::kBackwardInput, 0, 0, 0.0021, 0.0031},
        {ActionKind::kBackwardWeight, 0, 0, 0.0031, 0.0041}}};
   r.environment = {.hosts = {"node1"},
+                   .rank_hosts = {"node1", "node1"},
                    .ranks = 2,
                    .mpi = "Open MPI 4.1.4",
                    .cuda = "",

@@ -214,6 +214,29 @@ TEST(Simulator, BandwidthLatencyAndGradientBytes) {
   EXPECT_DOUBLE_EQ(r.step_time, 6.0 + 7.0);
 }
 
+TEST(Simulator, TransfersBetweenHostsTakeTheNetworkLink) {
+  // Stages 0 and 1 on host 0, stage 2 on host 1: 1 <-> 2 crosses the
+  // network (0.5 + bytes / 500), 0 <-> 1 stays on the host's link (0.25 +
+  // bytes / 1000). Without hosts every transfer takes the host's link.
+  StageCosts c = uniform_costs(3, 1, 1.0, 1.0, 0.0, 0.0);
+  c.link.latency = 0.25;
+  c.link.bandwidth = 1000.0;
+  c.network_link.latency = 0.5;
+  c.network_link.bandwidth = 500.0;
+  for (int s = 0; s < 3; ++s) c.chunks[static_cast<size_t>(s)].send_bytes = 1000;
+  const double one_host = simulate(hand_gpipe(3, 1), c).step_time;
+  c.host_of_stage = {0, 0, 1};
+  const SimResult r = simulate(hand_gpipe(3, 1), c);
+  std::map<std::pair<int, int>, double> took;
+  for (const SimTransfer& t : r.transfers) took[{t.from_stage, t.to_stage}] = t.end - t.start;
+  EXPECT_DOUBLE_EQ((took[{0, 1}]), 1.25);
+  EXPECT_DOUBLE_EQ((took[{1, 2}]), 2.5);
+  EXPECT_DOUBLE_EQ((took[{2, 1}]), 2.5);
+  EXPECT_DOUBLE_EQ((took[{1, 0}]), 1.25);
+  EXPECT_DOUBLE_EQ(one_host, 6.0 + 4 * 1.25);
+  EXPECT_DOUBLE_EQ(r.step_time, 6.0 + 1.25 + 2.5 + 2.5 + 1.25);
+}
+
 TEST(Simulator, SplitBackwardAndActivationBytes) {
   // One stage, I and W separate: activation held until W.
   StageCosts c = uniform_costs(1, 1, 1.0, 2.0, 3.0, 0.0);

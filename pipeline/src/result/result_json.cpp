@@ -114,6 +114,14 @@ json::object theory_json(const TheoryFigures& t) {
         {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
   });
   o["timeline"] = timeline_json(t.timeline);
+  o["links"] = array_of(t.links, [](const MeasuredLinkFigures& l) {
+    return json::value(
+        json::object{{"path", l.path},
+                     {"latency_seconds", num(l.latency_seconds)},
+                     {"bandwidth_bytes_per_second", num(l.bandwidth_bytes_per_second)},
+                     {"messages", l.messages},
+                     {"sizes", ints(l.sizes)}});
+  });
   return o;
 }
 
@@ -328,6 +336,19 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
       });
   if (const json::value* v = o.find("timeline"))
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
+  t.links = o.optional_array("links", [&o](const json::value& v, const std::string& p) {
+    const JsonObject l = o.reader().object(v, p);
+    MeasuredLinkFigures f;
+    f.path = l.get<std::string>("path");
+    if (f.path != "host" && f.path != "network") {
+      l.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
+    }
+    f.latency_seconds = l.number_or_null("latency_seconds");
+    f.bandwidth_bytes_per_second = l.number_or_null("bandwidth_bytes_per_second");
+    f.messages = l.get<int>("messages");
+    f.sizes = l.get_or("sizes", std::vector<int64_t>{});
+    return f;
+  });
   n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
   n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
           true);
@@ -470,6 +491,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
+  env["rank_hosts"] = strings(result.environment.rank_hosts);
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
@@ -502,6 +524,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);
+  out.environment.rank_hosts = env.get_or("rank_hosts", std::vector<std::string>{});
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =

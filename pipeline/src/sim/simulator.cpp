@@ -177,7 +177,7 @@ void Simulator::send(int s, size_t index, double end) {
     // with P == 2 activations and gradients share the one link 0 -> 1.
     double& link = link_free_[static_cast<size_t>(m.link)];
     const double start = std::max(end, link);
-    arrival = start + costs_.link.transfer_time(m.bytes);
+    arrival = start + costs_.link_between(m.from_stage, m.to_stage).transfer_time(m.bytes);
     link = arrival;
     if (options_.record_events) {
       result_.transfers.push_back({s, m.to_stage, m.microbatch, m.from_chunk,

@@ -28,7 +28,8 @@ struct ChunkCost {
 /// by the cost flags); latency/bandwidth come from a device or cluster
 /// description. bandwidth <= 0 means infinite. Transfers between the same
 /// ordered pair of stages share that link one after another (FIFO);
-/// transfers never block compute.
+/// transfers never block compute. StageCosts may hold two: one between
+/// stages on one host and one between hosts (a network).
 struct LinkModel {
   double comm_time = 0;
   double latency = 0;
@@ -44,8 +45,24 @@ struct StageCosts {
   int stages = 1;
   int chunks_per_stage = 1;
   std::vector<ChunkCost> chunks;  ///< indexed by virtual stage (model order)
+  /// Every transfer's link; with host_of_stage set, the link between
+  /// stages on one host only.
   LinkModel link;
+  /// optional: the host index of each stage (empty = all on one host). A
+  /// transfer between stages of different hosts takes network_link.
+  std::vector<int> host_of_stage;
+  LinkModel network_link;  ///< between hosts; used only with host_of_stage
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
+
+  /// The link a transfer from `from_stage` to `to_stage` takes.
+  /// Example: host_of_stage {0, 0, 1, 1}: link_between(1, 2) is network_link,
+  /// link_between(0, 1) is link.
+  const LinkModel& link_between(int from_stage, int to_stage) const {
+    const auto n = host_of_stage.size();
+    const auto f = static_cast<size_t>(from_stage);
+    const auto t = static_cast<size_t>(to_stage);
+    return f < n && t < n && host_of_stage[f] != host_of_stage[t] ? network_link : link;
+  }
 
   /// The cost of local chunk `chunk` of `stage` under `placement`.
   const ChunkCost& at(const Placement& placement, int stage, int chunk) const {

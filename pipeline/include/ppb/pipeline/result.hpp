@@ -170,6 +170,23 @@ struct TimelineEvent {
 /// Per stage, in execution order.
 using Timeline = std::vector<std::vector<TimelineEvent>>;
 
+/// A stage-to-stage link as `run` fitted it from its own transfers
+/// (docs/metrics.md, "Measured links"): transfer time = latency + bytes /
+/// bandwidth. JSON: {"path":"network","latency_seconds":..,
+/// "bandwidth_bytes_per_second":..,"messages":..,"sizes":[..]}.
+struct MeasuredLinkFigures {
+  /// "host": between ranks on one host; "network": between hosts.
+  std::string path;
+  double latency_seconds = 0;  ///< the fit's intercept (number or null)
+  /// number or null: null (NaN) when the transfers had a single size (then
+  /// latency_seconds is their median time and no bandwidth is fitted).
+  double bandwidth_bytes_per_second = 0;
+  int messages = 0;            ///< transfers the fit used
+  std::vector<int64_t> sizes;  ///< their distinct sizes, bytes, ascending
+
+  friend bool operator==(const MeasuredLinkFigures&, const MeasuredLinkFigures&) = default;
+};
+
 /// What the simulator predicts for this combination, fed with the measured
 /// mean action times (docs/metrics.md: "theory in a result uses measured action
 /// times"). Optional as a whole; inside it only step_time_seconds is required.
@@ -183,6 +200,9 @@ struct TheoryFigures {
   std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
   std::vector<StageActionTimes> action_seconds;          ///< optional: per stage
   Timeline timeline;                                     ///< optional: predicted median step
+  /// optional: the links the simulation was fed, one per path that carried
+  /// transfers ("host" first, then "network").
+  std::vector<MeasuredLinkFigures> links;
 
   friend bool operator==(const TheoryFigures&, const TheoryFigures&) = default;
 };
@@ -290,6 +310,9 @@ struct ResultMetrics {
 /// (e.g. cuda/gpus/driver on a CPU-only machine), but every key is written.
 struct ResultEnvironment {
   std::vector<std::string> hosts;  ///< distinct host names of the ranks
+  /// optional: the host of each rank (index = rank); empty in files written
+  /// before the field.
+  std::vector<std::string> rank_hosts;
   int ranks = 0;
   std::string mpi;                ///< MPI library and version
   std::string cuda;               ///< CUDA runtime version, "" without

@@ -11,7 +11,8 @@
 //  * messages are the message plan's (message_plan.hpp); a transfer starts
 //    when the producing action ends and its link (the ordered stage pair) is
 //    free — links serve transfers first in, first out —
-//    and takes costs.link.transfer_time(bytes) (F's output: send_bytes of its
+//    and takes costs.link_between(from, to).transfer_time(bytes) (the
+//    network link between stages on different hosts; F's output: send_bytes of its
 //    virtual stage v; a gradient back to v-1: send_bytes of v-1). Sends never block compute
 //    (compute/communication overlap). Between virtual stages of the same
 //    physical stage (P == 1) there is no transfer: the input is ready when
