@@ -13,10 +13,9 @@ check-dp the same shape as a 2 x 2 data-parallel pipeline (--stages 2 on 4
          ranks: each replica's stages on one host, the all-reduce across
          them); for a run command that takes W = P x D ranks.
 shaped   2 ranks, one per host, the link shaped by tc (tbf) to 1 Gbit/s and
-         then 200 Mbit/s; timed backend, interleaved-1f1b (V = 2) with cuts
-         of three sizes (a manual partition cutting after a layer, after a
-         QKV projection and after an FC1), so that every link carries
-         several message sizes: the bandwidth `run` fits from its own
+         then 200 Mbit/s; timed backend, interleaved-1f1b (V = 2) with
+         operator cuts inside layers, so that every link carries several
+         message sizes: the bandwidth `run` fits from its own
          transfers (metrics.theory.links, "network") is within 10% of the
          configured rate, and the simulator fed with it predicts the
          measured median step within 5%.
@@ -152,10 +151,9 @@ def check_case(per_host, extra, want_files, stage_per_rank=True):
               f"network link {link}")
 
 
-# Three cut sizes (bytes per micro-batch, seq 128 x hidden 256 x mbs 2 x 4 B):
-# after l0.fc2 1x (256 KiB), after l1.qkv 4x, after l1.fc1 5x (ffn 4).
+# Cuts inside layers: messages of 4x and 5x seq 128 x hidden 256 x mbs 2 x 4 B.
 SHAPED_MODEL = "gpt:layers=2,hidden=256,heads=4,seq=128,vocab=1000,mbs=2"
-SHAPED_CUTS = "manual:0-7,8-9,10-13,14-16"
+SHAPED_CUTS = "operator"
 RATES = {"1gbit": 1e9 / 8, "200mbit": 200e6 / 8}  # bytes/s (tc's rates are decimal)
 
 
