@@ -422,6 +422,51 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   EXPECT_TRUE(r.metrics->collectors.empty());
 }
 
+TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
+  Result r = full_result();
+  r.config.data_parallel = 4;
+  r.config.rank_order = "dp-pp";
+  AllReduceFigures& a = r.metrics->allreduce.emplace();
+  a.seconds = 0.003;
+  a.seconds_per_stage = {0.0035, 0.0025};
+  a.overlap_seconds_per_stage = {0.001, 0.0};
+  a.bytes_per_stage = {4'000'000, 3'000'000};
+  a.exposed_seconds = 0.0012;
+  a.latency = 2e-5;
+  a.bandwidth = 1.5e9;
+  a.theoretical_seconds_per_stage = {0.0033, 0.0026};
+  a.bubble_ratio_pipeline = {.measured = 0.15, .theoretical = 0.14, .per_stage = {0.1, 0.2}};
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("data_parallel").as_int64(), 4);
+  EXPECT_EQ(doc.at("metrics").at("allreduce_seconds").as_double(), 0.003);
+  EXPECT_EQ(doc.at("metrics").at("allreduce").at("bytes_per_stage").as_array().size(), 2U);
+  expect_same(r, result_from_json(doc, "dp.json"));
+
+  // Written before data parallelism: one replica, no all-reduce figures.
+  json::value old = doc;
+  erase_path(old, "config.data_parallel");
+  erase_path(old, "config.rank_order");
+  erase_path(old, "metrics.allreduce");
+  erase_path(old, "metrics.allreduce_seconds");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.data_parallel, 1);
+  EXPECT_EQ(back.config.rank_order, "");
+  EXPECT_FALSE(back.metrics->allreduce.has_value());
+
+  json::value bad = doc;
+  find_path(bad, "config")->as_object()["data_parallel"] = 0;
+  try {
+    (void)result_from_json(bad, "bad.json");
+    ADD_FAILURE() << "data_parallel 0 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("data_parallel"), std::string::npos) << e.what();
+  }
+  json::value short_list = doc;
+  find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] =
+      json::array{0.001};
+  EXPECT_THROW((void)result_from_json(short_list, "short.json"), UsageError);
+}
+
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   Result r = full_result();
   r.config.min_time = 2.5;

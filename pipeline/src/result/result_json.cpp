@@ -537,6 +537,54 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   f.bubble_ratio = one("bubble_ratio");
 }
 
+// Data parallelism's fields, written and read in one place each; all
+// optional, so files written before them load as one replica.
+void write_data_parallel_fields(const Result& result, json::object& root) {
+  json::object& config = root["config"].as_object();
+  config["data_parallel"] = result.config.data_parallel;
+  config["rank_order"] = result.config.rank_order;
+  if (!result.metrics || !result.metrics->allreduce) return;
+  const AllReduceFigures& a = *result.metrics->allreduce;
+  json::object& metrics = root["metrics"].as_object();
+  metrics["allreduce_seconds"] = num(a.seconds);
+  metrics["allreduce"] =
+      json::object{{"seconds_per_stage", doubles(a.seconds_per_stage)},
+                   {"overlap_seconds_per_stage", doubles(a.overlap_seconds_per_stage)},
+                   {"bytes_per_stage", ints(a.bytes_per_stage)},
+                   {"exposed_seconds", num(a.exposed_seconds)},
+                   {"latency", num(a.latency)},
+                   {"bandwidth", num(a.bandwidth)},
+                   {"theoretical_seconds_per_stage", doubles(a.theoretical_seconds_per_stage)},
+                   {"bubble_ratio_pipeline", bubble_json(a.bubble_ratio_pipeline)}};
+}
+
+void read_data_parallel_fields(const JsonObject& root, Result& out) {
+  const JsonObject config = root.object("config");
+  out.config.data_parallel = config.get_or("data_parallel", 1);
+  at_least(config, "data_parallel", out.config.data_parallel, 1);
+  out.config.rank_order = config.get_or<std::string>("rank_order", "");
+  if (!out.metrics) return;
+  const JsonObject metrics = root.object("metrics");
+  const std::optional<JsonObject> o = metrics.find_object("allreduce");
+  if (!o) return;
+  const StageCount n{o->reader(), static_cast<size_t>(out.config.stages)};
+  AllReduceFigures& a = out.metrics->allreduce.emplace();
+  a.seconds = metrics.optional_number_or_null("allreduce_seconds");
+  a.seconds_per_stage = o->numbers_or_null("seconds_per_stage");
+  a.overlap_seconds_per_stage = o->numbers_or_null("overlap_seconds_per_stage");
+  a.bytes_per_stage = o->get<std::vector<int64_t>>("bytes_per_stage");
+  a.exposed_seconds = o->number_or_null("exposed_seconds");
+  a.latency = o->number_or_null("latency");
+  a.bandwidth = o->number_or_null("bandwidth");
+  a.theoretical_seconds_per_stage = o->numbers_or_null("theoretical_seconds_per_stage");
+  a.bubble_ratio_pipeline = read_bubble(o->object("bubble_ratio_pipeline"), n, true);
+  n.check(a.seconds_per_stage.size(), o->field("seconds_per_stage"), true);
+  n.check(a.overlap_seconds_per_stage.size(), o->field("overlap_seconds_per_stage"), true);
+  n.check(a.bytes_per_stage.size(), o->field("bytes_per_stage"), true);
+  n.check(a.theoretical_seconds_per_stage.size(), o->field("theoretical_seconds_per_stage"), true);
+  no_negative_bytes(*o, "bytes_per_stage", a.bytes_per_stage);
+}
+
 }  // namespace
 
 boost::json::value result_to_json(const Result& result) {
@@ -580,6 +628,7 @@ boost::json::value result_to_json(const Result& result) {
                                   {"hostname", e.hostname},
                                   {"cpu", e.cpu}};
   write_gate_fields(result, o);
+  write_data_parallel_fields(result, o);
   return o;
 }
 
@@ -607,6 +656,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   check_collector_actions(r, out);
   out.environment = read_environment(root.object("environment"));
   read_gate_fields(root, out);
+  read_data_parallel_fields(root, out);
   return out;
 }
 

@@ -95,6 +95,12 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
+  /// optional: D, the data-parallel replicas of the pipeline (the job ran on
+  /// stages x data_parallel ranks); 1 when absent (files written before it).
+  int data_parallel = 1;
+  /// optional: how ranks map to (stage, replica): "dp-pp" (a stage's D ranks
+  /// adjacent, Megatron-LM's order) or "pp-dp"; "" when not recorded.
+  std::string rank_order;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
@@ -257,6 +263,33 @@ struct SpreadFigures {
   friend bool operator==(const SpreadFigures&, const SpreadFigures&) = default;
 };
 
+/// Data parallelism (config.data_parallel > 1): the gradient all-reduce of
+/// each stage across its replicas, in the median step (docs/metrics.md,
+/// "Data parallelism"). Per-stage lists are means over the stage's replicas.
+/// JSON: `seconds` is metrics.allreduce_seconds, the rest metrics.allreduce.
+struct AllReduceFigures {
+  double seconds = 0;                     ///< mean over stages of seconds_per_stage
+  std::vector<double> seconds_per_stage;  ///< summed per step: posted -> seen complete
+  /// Of seconds_per_stage, the time the stage's compute ran at once.
+  std::vector<double> overlap_seconds_per_stage;
+  std::vector<int64_t> bytes_per_stage;  ///< gradient bytes all-reduced per step
+  /// Step time - pipeline time (the end of the last action on any rank):
+  /// what the all-reduce adds to the step beyond the pipeline.
+  double exposed_seconds = 0;
+  /// The ring model (2(D-1) x latency + 2(D-1)/D x bytes / bandwidth)
+  /// fitted to the measured all-reduces; the theory uses it.
+  double latency = 0;
+  double bandwidth = 0;  ///< bytes/s (number or null: infinite)
+  /// The simulator's all-reduce seconds per stage with that model.
+  std::vector<double> theoretical_seconds_per_stage;
+  /// The bubble ratio without the all-reduce: per stage (pipeline time -
+  /// compute busy) / pipeline time, measured and theoretical. The result's
+  /// bubble_ratio is the one with it (over the whole step).
+  BubbleFigures bubble_ratio_pipeline;
+
+  friend bool operator==(const AllReduceFigures&, const AllReduceFigures&) = default;
+};
+
 /// Measured figures (docs/metrics.md).
 struct ResultMetrics {
   double samples_per_second = 0;
@@ -282,6 +315,8 @@ struct ResultMetrics {
   /// optional: the device figures of a run with a device profiler
   /// (--profile cupti), beside the host-side bubble and busy figures.
   std::optional<DeviceFigures> device;
+  /// optional: the gradient all-reduce (data parallelism only).
+  std::optional<AllReduceFigures> allreduce;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };
