@@ -142,14 +142,17 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
   if (costs.allreduce.replicas > 1) {
     double longest = 0;
     for (const SimStage& st : r.stages) longest = std::max(longest, st.allreduce);
-    std::printf("data parallel    %d replicas: ring all-reduce of each stage's gradients, up to %.6g "
-                "per stage\n",
-                costs.allreduce.replicas, longest);
-    std::printf("pipeline time    %.6g   (end of the last action: the step without the all-reduce)\n",
-                r.pipeline_time);
-    std::printf("bubble without   %.4f   (over the pipeline time; the bubble ratio above is with "
-                "the all-reduce)\n",
-                r.bubble_ratio_pipeline);
+    std::printf(
+        "data parallel    %d replicas: ring all-reduce of each stage's gradients, up to %.6g "
+        "per stage\n",
+        costs.allreduce.replicas, longest);
+    std::printf(
+        "pipeline time    %.6g   (end of the last action: the step without the all-reduce)\n",
+        r.pipeline_time);
+    std::printf(
+        "bubble without   %.4f   (over the pipeline time; the bubble ratio above is with "
+        "the all-reduce)\n",
+        r.bubble_ratio_pipeline);
   }
   std::printf("\n");
   std::printf("stage %12s %12s %9s %s\n", "busy", "idle", "in-flight",

@@ -6,8 +6,8 @@
 
 #include "ppb/exec/mpi.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
-#include "ppb/profiling/log.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
 
 namespace ppb::run {
 
@@ -163,8 +163,8 @@ CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool
   CheckFigures ck;
   // With stashing, P > 1 must have used a stashed version at least once, or
   // the invariant was never exercised.
-  ck.passed = agree && (stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0))
-                                 : error <= tolerance);
+  ck.passed = agree &&
+              (stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0)) : error <= tolerance);
   ck.max_rel_error = error;
   ck.loss = loss;
   ck.method = stashing ? "weight-stash" : "reference";

@@ -60,10 +60,10 @@ struct CheckContext {
   int stages = 1;
   int chunks = 1;
   int microbatches = 1;
-  std::vector<UnitRange> parts;  ///< P*V ranges, indexed by virtual stage (model order)
-  Placement placement;           ///< the schedule's (placement_of)
-  int replica = 0;               ///< data parallelism: this rank's replica
-  int replicas = 1;              ///< D
+  std::vector<UnitRange> parts;            ///< P*V ranges, indexed by virtual stage (model order)
+  Placement placement;                     ///< the schedule's (placement_of)
+  int replica = 0;                         ///< data parallelism: this rank's replica
+  int replicas = 1;                        ///< D
   MPI_Comm replicas_comm = MPI_COMM_NULL;  ///< this stage's D ranks (D > 1)
 };
 

@@ -39,12 +39,25 @@ struct CommTiming {
   int64_t bytes = 0;
 };
 
+/// One gradient all-reduce (data parallelism) as a rank saw it: posted ..
+/// seen complete, seconds from the step's start.
+struct AllReduceTiming {
+  int chunk = 0;
+  int64_t bytes = 0;
+  double start = 0;
+  double end = 0;
+};
+
 /// What one stage did in one step.
 struct StageStep {
   std::vector<ActionTiming> actions;  ///< in execution order, SYNC included
   std::vector<CommTiming> comms;
-  /// End of the stage's last action, seconds from the step's barrier.
+  /// End of the stage's last action or gradient all-reduce, seconds from
+  /// the step's barrier (docs/metrics.md: the step's end on this rank).
   double end = 0;
+  /// End of the stage's last action (= end without data parallelism).
+  double actions_end = 0;
+  std::vector<AllReduceTiming> allreduces;  ///< data parallelism only
   /// Device activity, when a device profiler (--profile cupti) ran: busy
   /// figures over the step on this rank, and the operations (seconds from
   /// the step's barrier, like the actions; kept only for --trace).

@@ -95,18 +95,18 @@ struct RunPlan {
   std::vector<int> microbatches;
   ModelSpec model;
   std::vector<Unit> units;
-  std::string backend;                  ///< a registered backend (backend_list())
-  std::string transport;                ///< a registered transport (transport_list())
-  std::vector<std::string> collectors;  ///< registered collectors, in --profile order
-  int stages = 1;                       ///< P (--stages, default the world size W)
-  int data_parallel = 1;                ///< D = W / P replicas of the pipeline
+  std::string backend;                      ///< a registered backend (backend_list())
+  std::string transport;                    ///< a registered transport (transport_list())
+  std::vector<std::string> collectors;      ///< registered collectors, in --profile order
+  int stages = 1;                           ///< P (--stages, default the world size W)
+  int data_parallel = 1;                    ///< D = W / P replicas of the pipeline
   RankOrder rank_order = RankOrder::kDpPp;  ///< --rank-order
-  int inflight = 1;                     ///< N after defaulting to P
-  int64_t memory_budget = 0;            ///< bytes, 0 = none
-  int plant_stage = -1;                 ///< --plant: the planted stage (-1 = none)
-  double plant_factor = 1;              ///< --plant: its action-time factor
-  std::string plant_label;              ///< "stage 1 x1.1" (config.plant), "" = none
-  DebugFault fault;                     ///< --debug-fault (tests only)
+  int inflight = 1;                         ///< N after defaulting to P
+  int64_t memory_budget = 0;                ///< bytes, 0 = none
+  int plant_stage = -1;                     ///< --plant: the planted stage (-1 = none)
+  double plant_factor = 1;                  ///< --plant: its action-time factor
+  std::string plant_label;                  ///< "stage 1 x1.1" (config.plant), "" = none
+  DebugFault fault;                         ///< --debug-fault (tests only)
 };
 
 /// Checks every flag against the world size and the registries and expands

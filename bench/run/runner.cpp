@@ -116,6 +116,11 @@ std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool 
       StageStep s = r.steps[k].step;
       const double shift = one_host ? r.steps[k].origin - origin : 0.0;
       s.end += shift;
+      s.actions_end += shift;
+      for (AllReduceTiming& a : s.allreduces) {
+        a.start += shift;
+        a.end += shift;
+      }
       for (ActionTiming& a : s.actions) {
         a.start += shift;
         a.end += shift;
@@ -154,9 +159,9 @@ struct Sweep {
   int combinations = 0;          ///< in the sweep (the last one carries --debug-fault)
   NodeLocal node = {};           ///< this rank on its node (picks the GPU of a device backend)
   // Data parallelism (data_parallel.hpp): W = P x D ranks.
-  RankGrid grid;                ///< (stage, replica) of every rank
-  int stage = 0;                ///< this rank's stage
-  int replica = 0;              ///< this rank's replica
+  RankGrid grid;                      ///< (stage, replica) of every rank
+  int stage = 0;                      ///< this rank's stage
+  int replica = 0;                    ///< this rank's replica
   MPI_Comm pipe = MPI_COMM_NULL;      ///< this replica's P ranks (rank = stage); `comm` when D = 1
   MPI_Comm replicas = MPI_COMM_NULL;  ///< this stage's D ranks (rank = replica); D > 1 only
   std::unique_ptr<Transport> allreduce;  ///< over `replicas`: the gradient all-reduce (D > 1)
@@ -338,14 +343,19 @@ struct Execution {
   std::string device_profiler;  ///< CollectorSet::device_profiler(): "" = none attached
 };
 
+/// The single-process reference of M micro-batches per replica (D x M in
+/// all, each replica's partial sum formed as its stages form it).
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
+  const int replicas = sw.plan.data_parallel;
   auto it = sw.references.find(microbatches);
   if (it == sw.references.end()) {
     CpuModelOptions mo;
     mo.seed = sw.options.seed;
     ModelSpec fp32 = sw.plan.model;  // the reference computes in fp32 whatever the run stores
     fp32.bytes_per_element = 4;
-    it = sw.references.emplace(microbatches, reference_step(fp32, microbatches, mo)).first;
+    it = sw.references
+             .emplace(microbatches, reference_step_replicas(fp32, microbatches, replicas, mo))
+             .first;
   }
   return it->second;
 }
@@ -488,10 +498,10 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       ctx.replicas_comm = sw.replicas;
       // The reference runs the global batch: D x M micro-batches.
       const ReferenceStep* ref =
-          info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches * replicas);
-      ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref,
-                               run_check_tolerance(binfo, sw.plan.model.bytes_per_element, replicas),
-                               sw.comm);
+          info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
+      ex.check = check_figures(
+          probe, *backend, info.weight_stashing, ctx, ref,
+          run_check_tolerance(binfo, sw.plan.model.bytes_per_element, replicas), sw.comm);
     }
     for (int w = 0; w < sw.options.warmup; ++w) (void)step();
     plant_fault(sw, c, DebugFault::Phase::kMeasure);
@@ -560,8 +570,7 @@ std::map<std::string, CollectorResult> collector_results(const std::vector<RankR
 /// replicas, and the all-reduce figures of the median step beside the
 /// simulator's (`model` is the ring model it was fed).
 void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step, int stages,
-                       const AllReduceModel& model, const TheoryOutcome& theory,
-                       ResultMetrics& m) {
+                       const AllReduceModel& model, const TheoryOutcome& theory, ResultMetrics& m) {
   std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
   for (size_t k = 0; k < steps.size(); ++k) {
     std::vector<double> per_rank;
@@ -588,8 +597,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   // Under data parallelism `ranks` is replica-major and a step holds the W
   // ranks (metrics.hpp): its time is the slowest replica's.
   steps = align_steps(ranks, sw.environment.hosts.size() == 1);
-  const int64_t samples =
-      int64_t{sw.plan.model.micro_batch_size} * c.microbatches * c.batches * D;
+  const int64_t samples = int64_t{sw.plan.model.micro_batch_size} * c.microbatches * c.batches * D;
   StepFigures fig = step_figures(steps, samples);
   if (D > 1) {
     for (BubbleFigures* b : {&fig.bubble_ratio, &fig.bubble_overhead})
@@ -604,10 +612,9 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   const std::vector<StepMeasure> median_step = split_replicas(steps[fig.median_step], P);
   const LinkModel link = measured_link(median_step, placement_of(ex.last_schedule));
   StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, link);
-  measured.allreduce =
-      measured_allreduce(steps[fig.median_step], P, D,
-                         optimizer_policy_for(schedule_info(c.schedule)) ==
-                             OptimizerPolicy::kPerBackward);
+  measured.allreduce = measured_allreduce(
+      steps[fig.median_step], P, D,
+      optimizer_policy_for(schedule_info(c.schedule)) == OptimizerPolicy::kPerBackward);
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
 
@@ -700,9 +707,8 @@ Result run_combination(Sweep& sw, const Combination& c) {
     std::vector<StepMeasure> pipeline;
     for (const StepMeasure& step : steps)
       pipeline.push_back(split_replicas(step, sw.plan.stages).front());
-    write_measured_traces(pipeline, placement_of(p->schedule),
-                          int64_t{c.microbatches} * c.batches, sw.out_dir,
-                          name.substr(0, name.size() - 5));
+    write_measured_traces(pipeline, placement_of(p->schedule), int64_t{c.microbatches} * c.batches,
+                          sw.out_dir, name.substr(0, name.size() - 5));
   }
   return result;
 }

@@ -12,12 +12,12 @@ struct Combination {
   int index = 0;  ///< 0-based position in the sweep
   std::string schedule;
   std::string partition;
-  int stages = 1;        ///< P
-  int microbatches = 1;  ///< M
-  int chunks = 1;        ///< V (only interleaved-1f1b has V > 1)
-  int inflight = 0;      ///< N (async-1f1b, adaptive; 0 otherwise)
-  int sync_warmup = 0;   ///< K (hybrid; 0 otherwise)
-  int batches = 1;       ///< B (pipedream; 1 otherwise)
+  int stages = 1;         ///< P
+  int microbatches = 1;   ///< M
+  int chunks = 1;         ///< V (only interleaved-1f1b has V > 1)
+  int inflight = 0;       ///< N (async-1f1b, adaptive; 0 otherwise)
+  int sync_warmup = 0;    ///< K (hybrid; 0 otherwise)
+  int batches = 1;        ///< B (pipedream; 1 otherwise)
   int data_parallel = 1;  ///< D: replicas of the pipeline (W = P x D ranks)
 };
 

@@ -289,8 +289,8 @@ int main(int argc, char** argv) {
         fail(name, "data_parallel " + std::to_string(c.data_parallel) + ", expected " +
                        std::to_string(want));
       if (r.environment.ranks != c.stages * c.data_parallel)
-        fail(name, std::to_string(r.environment.ranks) + " ranks for " +
-                       std::to_string(c.stages) + " stages x " + std::to_string(c.data_parallel));
+        fail(name, std::to_string(r.environment.ranks) + " ranks for " + std::to_string(c.stages) +
+                       " stages x " + std::to_string(c.data_parallel));
       const ppb::AllReduceFigures& a = *r.metrics->allreduce;
       for (size_t s = 0; s < a.bytes_per_stage.size(); ++s) {
         const std::string at = "stage " + std::to_string(s) + ": ";
@@ -300,8 +300,8 @@ int main(int argc, char** argv) {
           fail(name, at + "overlap longer than the all-reduce");
       }
       if (a.bytes_per_stage.size() != static_cast<size_t>(c.stages))
-        fail(name, "all-reduce figures for " + std::to_string(a.bytes_per_stage.size()) +
-                       " stages");
+        fail(name,
+             "all-reduce figures for " + std::to_string(a.bytes_per_stage.size()) + " stages");
       const ppb::BubbleFigures& without = a.bubble_ratio_pipeline;
       if (!(r.metrics->bubble_ratio.measured + 1e-12 >= without.measured))
         fail(name, "bubble with the all-reduce below the one without it");

@@ -48,7 +48,9 @@ Result full_result() {
               .max_iters = 40,
               .profile = "cputime",
               .check = true,
-              .dtype = "fp32"};
+              .dtype = "fp32",
+              .data_parallel = 1,
+              .rank_order = ""};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -435,7 +437,8 @@ TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
   a.latency = 2e-5;
   a.bandwidth = 1.5e9;
   a.theoretical_seconds_per_stage = {0.0033, 0.0026};
-  a.bubble_ratio_pipeline = {.measured = 0.15, .theoretical = 0.14, .per_stage = {0.1, 0.2}};
+  a.bubble_ratio_pipeline = {
+      .measured = 0.15, .theoretical = 0.14, .per_stage = {0.1, 0.2}, .samples = {}};
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("config").at("data_parallel").as_int64(), 4);
   EXPECT_EQ(doc.at("metrics").at("allreduce_seconds").as_double(), 0.003);
@@ -462,8 +465,7 @@ TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
     EXPECT_NE(std::string(e.what()).find("data_parallel"), std::string::npos) << e.what();
   }
   json::value short_list = doc;
-  find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] =
-      json::array{0.001};
+  find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] = json::array{0.001};
   EXPECT_THROW((void)result_from_json(short_list, "short.json"), UsageError);
 }
 

@@ -516,12 +516,13 @@ Schedule generated(const std::string& name, int p, int m, int v = 1, int batches
 }
 
 TEST(DataParallel, RingAllReduceTime) {
-  AllReduceModel m{.replicas = 4, .latency = 0.25, .bandwidth = 100};
+  AllReduceModel m{.replicas = 4, .latency = 0.25, .bandwidth = 100, .per_backward = false};
   // 2(D-1) = 6 steps of latency, 2(D-1)/D = 1.5 x bytes / bandwidth.
   EXPECT_DOUBLE_EQ(m.time(400), 6 * 0.25 + 1.5 * 400 / 100.0);
   m.replicas = 1;
   EXPECT_DOUBLE_EQ(m.time(400), 0.0);
-  AllReduceModel two{.replicas = 2, .latency = 0, .bandwidth = 0};  // infinite bandwidth
+  AllReduceModel two{
+      .replicas = 2, .latency = 0, .bandwidth = 0, .per_backward = false};  // infinite bandwidth
   EXPECT_DOUBLE_EQ(two.time(1 << 20), 0.0);
 }
 
@@ -583,7 +584,8 @@ TEST(DataParallel, SimulatorAddsTheAllReduceAfterEachStagesLastBackward) {
   StageCosts costs = uniform_costs(2, 1, 1, 2, 0, 0);
   for (ChunkCost& c : costs.chunks) c.param_bytes = 400;
   const SimResult plain = simulate(s, costs);
-  costs.allreduce = AllReduceModel{.replicas = 4, .latency = 0.25, .bandwidth = 100};
+  costs.allreduce =
+      AllReduceModel{.replicas = 4, .latency = 0.25, .bandwidth = 100, .per_backward = false};
   const SimResult r = simulate(s, costs);
   EXPECT_DOUBLE_EQ(plain.step_time, 15);
   EXPECT_DOUBLE_EQ(r.pipeline_time, 15);

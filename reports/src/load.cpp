@@ -84,9 +84,8 @@ std::string build_key(const ResultEnvironment& env) {
 std::string setup_key(const ResultConfig& c) {
   std::ostringstream s;
   s << "partition=" << c.partition << " P=" << c.stages << " D=" << c.data_parallel
-    << " M=" << c.microbatches
-    << " mbs=" << c.micro_batch_size << " model=" << c.model << " backend=" << c.backend
-    << " transport=" << c.transport << " budget=" << c.memory_budget
+    << " M=" << c.microbatches << " mbs=" << c.micro_batch_size << " model=" << c.model
+    << " backend=" << c.backend << " transport=" << c.transport << " budget=" << c.memory_budget
     << " time_scale=" << c.time_scale;
   return s.str();
 }

@@ -62,20 +62,14 @@ void device_section(std::ostringstream& md, const GroupView& g) {
 void allreduce_section(std::ostringstream& md, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = allreduce_entries(g);
   if (rows.empty()) return;
-  md << "### Data parallelism: the gradient all-reduce
-
-"
+  md << "### Data parallelism: the gradient all-reduce\n\n"
      << "Per stage, means over stages, in ms: all-reduce time (posted to complete) measured and "
         "as the simulator's ring model 2(D-1) x latency + 2(D-1)/D x bytes / bandwidth predicts "
         "it; its overlap with the stage's compute; exposed = step time - pipeline time. Bubble "
         "ratio with the all-reduce (over the step) and without it (over the pipeline time), "
-        "measured (theory).
-
-"
+        "measured (theory).\n\n"
      << "| combination | P x D | all-reduce (theory) | overlap | exposed | bytes/stage | "
-        "bubble with (theory) | bubble without (theory) |
-|---|---|---|---|---|---|---|---|
-";
+        "bubble with (theory) | bubble without (theory) |\n|---|---|---|---|---|---|---|---|\n";
   for (const ResultEntry* e : rows) {
     const ResultMetrics& m = *e->result.metrics;
     const AllReduceFigures& a = *m.allreduce;
@@ -90,11 +84,9 @@ void allreduce_section(std::ostringstream& md, const GroupView& g) {
        << format_fixed(m.bubble_ratio.measured, 3) << " ("
        << format_fixed(m.bubble_ratio.theoretical, 3) << ") | "
        << format_fixed(a.bubble_ratio_pipeline.measured, 3) << " ("
-       << format_fixed(a.bubble_ratio_pipeline.theoretical, 3) << ") |
-";
+       << format_fixed(a.bubble_ratio_pipeline.theoretical, 3) << ") |\n";
   }
-  md << "
-";
+  md << "\n";
 }
 
 std::string check_text(const ResultEntry& e) {

@@ -104,9 +104,9 @@ void rule_findings(GroupView& g) {
   std::map<std::string, std::vector<const ResultEntry*>> setups;
   for (const ResultEntry* e : g.entries) {
     const ResultConfig& c = e->result.config;
-    setups[c.partition + " P=" + std::to_string(c.stages) + " D=" +
-           std::to_string(c.data_parallel) + " M=" + std::to_string(c.microbatches) +
-           " " + c.model + " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
+    setups[c.partition + " P=" + std::to_string(c.stages) +
+           " D=" + std::to_string(c.data_parallel) + " M=" + std::to_string(c.microbatches) + " " +
+           c.model + " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }
   int s7_cases = 0, s7_mem = 0, s7_speed = 0;
@@ -258,8 +258,8 @@ void showcase(GroupView& g) {
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk) continue;
     const ResultConfig& c = e->result.config;
-    by_setup[c.partition + " P=" + std::to_string(c.stages) + " D=" +
-             std::to_string(c.data_parallel) + " M=" + std::to_string(c.microbatches) +
+    by_setup[c.partition + " P=" + std::to_string(c.stages) +
+             " D=" + std::to_string(c.data_parallel) + " M=" + std::to_string(c.microbatches) +
              " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }

@@ -240,8 +240,8 @@ class Executor::Step {
         recvs_(ctx_, x_.options.recv_window),
         sends_(ctx_) {
     if (x_.options.allreduce != nullptr) {
-      reduce_after_ = allreduce_points(
-          schedule, exec.rank_, x_.options.optimizer == OptimizerPolicy::kPerBackward);
+      reduce_after_ = allreduce_points(schedule, exec.rank_,
+                                       x_.options.optimizer == OptimizerPolicy::kPerBackward);
       reducing_.resize(static_cast<size_t>(chunks_));
     }
     // Pipedream's optimizer steps after every backward (a fence below) and

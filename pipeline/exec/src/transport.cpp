@@ -156,8 +156,8 @@ bool MpiTransport::can_reduce(MemorySpace space) const {
 RequestId MpiTransport::iallreduce_sum(float* data, int64_t count) {
   PPB_CHECK(count >= 0 && count <= INT_MAX, "all-reduce of more than 2^31-1 values");
   MPI_Request r = MPI_REQUEST_NULL;
-  PPB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                               comm_, &r));
+  PPB_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &r));
   return acquire(r, -1);
 }
 

@@ -144,13 +144,13 @@ struct StepRecord {
   double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
-  std::vector<LinkBuffers> links;  ///< the links into this rank, by sending stage
+  std::vector<LinkBuffers> links;           ///< the links into this rank, by sending stage
   std::vector<AllReduceRecord> allreduces;  ///< in start order (data parallelism only)
   double allreduce = 0;                     ///< summed all-reduce seconds
-  double busy = 0;                 ///< summed F/B/I/W durations (compute busy)
-  double wait = 0;                 ///< summed waits for inputs
-  double sync = 0;                 ///< summed time in SYNC barriers
-  double optimizer = 0;            ///< summed optimizer_step time
+  double busy = 0;                          ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;                          ///< summed waits for inputs
+  double sync = 0;                          ///< summed time in SYNC barriers
+  double optimizer = 0;                     ///< summed optimizer_step time
   double actions_end =
       0;           ///< end of the last action (docs/metrics.md: the step's end on this rank)
   double end = 0;  ///< after the optimizer and the drain of all sends
