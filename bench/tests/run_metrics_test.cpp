@@ -258,7 +258,8 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   };
   RunOptions s4 = o;
   s4.stages = 4;
-  EXPECT_NE(message(s4, 3).find("--stages 4 does not match the 3 MPI ranks"), std::string::npos);
+  EXPECT_NE(message(s4, 3).find("--stages 4: the 3 MPI ranks are not a multiple of 4 stages"),
+            std::string::npos);
   RunOptions bad_schedule = o;
   bad_schedule.schedules = "1f1b,nope";
   EXPECT_NE(message(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"),
