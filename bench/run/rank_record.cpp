@@ -156,7 +156,7 @@ void fields(A& a, CollectedFigures& x) {
 template <class A>
 void fields(A& a, RankStep& x) {
   list(a, x.step, x.origin, x.peak_bytes, x.peak_activation_bytes, x.device_peak_bytes,
-       x.collectors);
+       x.collectors, x.probe_seconds);
 }
 template <class A>
 void fields(A& a, StageMemory& x) {

@@ -32,6 +32,7 @@
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -237,28 +238,6 @@ struct Prepared {
   StageCosts model;
 };
 
-/// The pass times a schedule that places I and W by them (zb-1p, zb-2p)
-/// gets: the model's per-stage means of F, I and W, and one transfer of the
-/// mean message.
-void set_pass_times(const StageCosts& model, ScheduleParams& params) {
-  double f = 0, b = 0, w = 0;
-  int64_t bytes = 0;
-  for (const ChunkCost& c : model.chunks) {
-    f += c.fwd;
-    b += c.bwd_input;
-    w += c.bwd_weight;
-    bytes += c.send_bytes;
-  }
-  const double stages = model.stages;
-  const auto n = static_cast<double>(std::max<size_t>(model.chunks.size(), 1));
-  // Positive, so that a model with a free pass still orders the passes.
-  constexpr double kLeast = 1e-9;
-  params.tf = std::max(f / stages, kLeast);
-  params.tb = std::max(b / stages, kLeast);
-  params.tw = std::max(w / stages, kLeast);
-  params.tc = model.link.transfer_time(static_cast<int64_t>(static_cast<double>(bytes) / n));
-}
-
 /// Step 1 of a combination: the schedule and the partition into P x V parts.
 /// Deterministic, so every rank reaches the same verdict; an impossible
 /// combination is recorded as invalid in `result` (nullopt).
@@ -293,39 +272,31 @@ std::optional<Prepared> prepare(const Sweep& sw, const Combination& c, Result& r
   return p;
 }
 
-/// Step 2: the exact memory prediction against --memory-budget (parameters
-/// and gradients, 4 bytes each per parameter, plus the schedule's peak of
-/// in-flight activation bytes). Returns true and fills an oom `result` when
-/// a stage would exceed the budget. A memory-guarded schedule is left to
-/// its guard.
+/// Step 2: the memory model's prediction (memory_model.hpp: parameters,
+/// gradients, the schedule's peak of in-flight activations, weight stash,
+/// communication buffers) against --memory-budget. Returns true and fills an
+/// oom `result` when a stage would exceed the budget. A memory-guarded
+/// schedule is left to its guard.
 bool predicted_oom(const Sweep& sw, const Combination& c, const Prepared& p, Result& result) {
   if (sw.plan.memory_budget <= 0 || schedule_info(c.schedule).memory_guarded) return false;
-  std::vector<int64_t> predicted;
-  std::vector<int64_t> activations;
-  for (int s = 0; s < sw.plan.stages; ++s) {
-    std::vector<int64_t> act_bytes;
-    int64_t params_bytes = 0;
-    const Placement place = placement_of(p.schedule);
-    for (int ch = 0; ch < c.chunks; ++ch) {
-      act_bytes.push_back(p.model.at(place, s, ch).activation_bytes);
-      params_bytes += p.model.at(place, s, ch).param_bytes;
-    }
-    const int64_t act = predicted_activation_peak(p.schedule, s, act_bytes);
-    activations.push_back(act);
-    predicted.push_back(2 * params_bytes + act);
-  }
-  const auto worst = std::max_element(predicted.begin(), predicted.end());
-  if (*worst <= sw.plan.memory_budget) return false;
+  MemoryModelOptions mo;
+  mo.element_bytes = sw.plan.model.bytes_per_element;
+  const std::vector<PredictedMemory> stages = predict_memory(p.schedule, p.model, mo);
+  const int worst = worst_stage(stages);
+  const int64_t need = stages[static_cast<size_t>(worst)].peak_bytes;
+  if (need <= sw.plan.memory_budget) return false;
   result.status = ResultStatus::kOom;
-  result.error = "stage " + std::to_string(worst - predicted.begin()) + " would need " +
-                 cli::format_bytes(*worst) +
-                 " (parameters, gradients and in-flight activations) > --memory-budget " +
+  result.error = "stage " + std::to_string(worst) + " would need " + cli::format_bytes(need) +
+                 " (parameters, gradients, in-flight activations, stash and communication "
+                 "buffers) > --memory-budget " +
                  cli::format_bytes(sw.plan.memory_budget) + " (predicted before running)";
   ResultMetrics m;
   m.bubble_ratio.theoretical = kNaN;
   m.bubble_overhead.theoretical = kNaN;
-  m.peak_memory_bytes.per_stage = predicted;
-  m.peak_memory_bytes.activations_per_stage = activations;
+  for (const PredictedMemory& st : stages) {
+    m.peak_memory_bytes.per_stage.push_back(st.peak_bytes);
+    m.peak_memory_bytes.activations_per_stage.push_back(st.activations);
+  }
   result.metrics = m;
   return true;
 }
@@ -462,10 +433,12 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       sw.watch->end();
       StepRecord rec = exec.run_step(s);
       sw.watch->begin("between steps of " + label);
+      const double speed = backend->speed_probe();
       if (guard) guard->observe(rec.peak_bytes);
       ex.last_schedule = s;
       CollectorStepFigures figures = collectors.finish_step(rec);
       RankStep out = rank_step(rec, std::move(figures));
+      out.probe_seconds = speed;
       if (!sw.options.trace) out.step.device.clear();  // only traces draw them
       if (binfo.device) {
         const DeviceMemoryFigures dm = backend->device_memory();
@@ -565,21 +538,43 @@ std::map<std::string, CollectorResult> collector_results(const std::vector<RankR
   return out;
 }
 
+/// Each rank's speed probe after each of its timed steps, index = rank
+/// (add_data_parallel folds replicas into stages); empty when the backend
+/// has none (every probe NaN).
+std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRecord>& ranks) {
+  std::vector<std::vector<double>> out;
+  bool any = false;
+  for (const RankRecord& r : ranks) {
+    std::vector<double>& mine = out.emplace_back();
+    for (const RankStep& s : r.steps) {
+      mine.push_back(s.probe_seconds);
+      any = any || std::isfinite(s.probe_seconds);
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 /// Data parallelism's figures (metrics.hpp: `steps` hold the W ranks,
-/// replica-major): each stage's busy seconds per step as the mean over its
-/// replicas, and the all-reduce figures of the median step beside the
+/// replica-major): each stage's busy seconds and speed probe per step as the
+/// mean over its replicas, and the all-reduce figures of the median step beside the
 /// simulator's (`model` is the ring model it was fed).
 void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step, int stages,
                        const AllReduceModel& model, const TheoryOutcome& theory, ResultMetrics& m) {
-  std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
-  for (size_t k = 0; k < steps.size(); ++k) {
-    std::vector<double> per_rank;
-    for (const std::vector<double>& rank_steps : m.busy_seconds_per_stage)
-      per_rank.push_back(rank_steps[k]);
-    const std::vector<double> per_stage = fold_replicas(per_rank, stages);
-    for (size_t st = 0; st < per_stage.size(); ++st) folded[st].push_back(per_stage[st]);
-  }
-  m.busy_seconds_per_stage = std::move(folded);
+  // [rank][step] -> [stage][step], each the mean over the stage's replicas.
+  const auto fold = [&](const std::vector<std::vector<double>>& per_rank_steps) {
+    std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::vector<double> per_rank;
+      for (const std::vector<double>& rank_steps : per_rank_steps) per_rank.push_back(rank_steps[k]);
+      const std::vector<double> per_stage = fold_replicas(per_rank, stages);
+      for (size_t st = 0; st < per_stage.size(); ++st) folded[st].push_back(per_stage[st]);
+    }
+    return folded;
+  };
+  m.busy_seconds_per_stage = fold(m.busy_seconds_per_stage);
+  if (!m.speed_probe_seconds_per_stage.empty())
+    m.speed_probe_seconds_per_stage = fold(m.speed_probe_seconds_per_stage);
   AllReduceFigures a = allreduce_figures(steps[median_step], stages);
   a.latency = model.latency;
   a.bandwidth = model.bandwidth;
@@ -617,6 +612,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
       optimizer_policy_for(schedule_info(c.schedule)) == OptimizerPolicy::kPerBackward);
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
+  theory.figures.link = LinkFigures{link.latency, link.bandwidth};
 
   ResultMetrics m;
   m.samples_per_second = fig.samples_per_second;
@@ -643,6 +639,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   m.collectors = collector_results(first, fig.median_step);
   m.bubble_ratio.samples = bubble_ratio_per_step(steps);
   m.busy_seconds_per_stage = busy_seconds_per_stage(steps);
+  m.speed_probe_seconds_per_stage = speed_probe_per_stage(ranks);
   if (D > 1) add_data_parallel(steps, fig.median_step, P, measured.allreduce, theory, m);
   if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
@@ -670,6 +667,7 @@ Result run_combination(Sweep& sw, const Combination& c) {
   plant_fault(sw, c, DebugFault::Phase::kSetup);
   sw.watch->begin("in the setup of " + label + " (schedule, partition, memory prediction)");
   const std::optional<Prepared> p = prepare(sw, c, result);
+  if (p) result.config.unit_ranges = format_partition(p->parts);
   if (!p || predicted_oom(sw, c, *p, result)) return result;
 
   const Execution ex = execute(sw, c, *p);

@@ -89,7 +89,7 @@ ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
 ppb_expect_usage_error(both_cost_and_model "--model"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
 
-ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report\\)$"
+ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report, plan\\)$"
   nosuchcmd --stages 2)
 ppb_expect_usage_error(negative_cost "--fwd: expected a finite number >= 0, got '-1'"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd -1)
@@ -147,6 +147,13 @@ if(TARGET ppb_exec)
             ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2)
   set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
 endif()
+
+# `plan` through the command: pipebench.plan/1, the winner's trace, the
+# text table with reasons, the advice when nothing fits.
+add_test(NAME cli.plan
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_run.py $<TARGET_FILE:pipebench>
+          ${CMAKE_CURRENT_BINARY_DIR}/plan-run)
+set_tests_properties(cli.plan PROPERTIES LABELS unit TIMEOUT 120)
 
 # `report` on a 16 MiB result (a long timeline and half a million steps):
 # peak memory bounded by a multiple of the file's size, in a child process

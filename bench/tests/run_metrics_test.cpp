@@ -313,6 +313,7 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   st.peak_bytes = int64_t{3} << 40;
   st.peak_activation_bytes = 77;
   st.device_peak_bytes = int64_t{5} << 30;
+  st.probe_seconds = 0.0042;
   st.step.end = 0.25;
   st.step.actions = {{F(3, 1), 0.01, 0.02, 0.001}, {Sync(), 0.02, 0.03, 0}};
   CommTiming c;
@@ -357,6 +358,8 @@ TEST(RankRecord, PackAndUnpackKeepEveryField) {
   EXPECT_EQ(b.peak_bytes, st.peak_bytes);
   EXPECT_EQ(b.peak_activation_bytes, 77);
   EXPECT_EQ(b.device_peak_bytes, int64_t{5} << 30);
+  EXPECT_EQ(b.probe_seconds, 0.0042);
+  EXPECT_TRUE(std::isnan(RankStep{}.probe_seconds));  // no probe: NaN
   EXPECT_EQ(b.step.end, 0.25);
   ASSERT_EQ(b.step.actions.size(), 2u);
   EXPECT_EQ(b.step.actions[0].action, F(3, 1));

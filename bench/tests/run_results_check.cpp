@@ -100,6 +100,14 @@ int main(int argc, char** argv) {
         fail(name, "check failed, max relative error " + std::to_string(c.max_rel_error));
       if (c.method == "reference" && !(c.max_rel_error <= 1e-4))
         fail(name, "relative error above 1e-4");
+      // The cpu backend's speed probe: one positive time per stage per timed step.
+      const auto& probe = r.metrics->speed_probe_seconds_per_stage;
+      bool probed = probe.size() == static_cast<size_t>(r.config.stages);
+      for (const std::vector<double>& stage : probe) {
+        probed = probed && stage.size() == r.metrics->step_time_seconds.samples.size();
+        for (double x : stage) probed = probed && x > 0 && x < 10;
+      }
+      if (!probed) fail(name, "no speed probe per stage and timed step");
       std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(),
                   c.passed ? "ok" : "FAILED", c.method.c_str(), c.max_rel_error);
     }
@@ -112,6 +120,8 @@ int main(int argc, char** argv) {
         continue;
       }
       const ppb::ResultMetrics& m = *r.metrics;
+      if (!m.speed_probe_seconds_per_stage.empty())
+        fail(name, "a speed probe on a backend that models its time");
       const double db = m.bubble_ratio.measured - m.bubble_ratio.theoretical;
       const double theory_step = m.theory->step_time_seconds;
       const double ds = (m.step_time_seconds.median - theory_step) / theory_step;

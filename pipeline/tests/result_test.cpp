@@ -50,7 +50,8 @@ Result full_result() {
               .check = true,
               .dtype = "fp32",
               .data_parallel = 1,
-              .rank_order = ""};
+              .rank_order = "",
+              .unit_ranges = ""};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -478,6 +479,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   r.environment.oversubscribed = true;
   r.metrics->bubble_ratio.samples = {0.21, 0.19, 0.2};
   r.metrics->busy_seconds_per_stage = {{0.008, 0.0081, 0.0079}, {0.0077, 0.0078, 0.0076}};
+  r.metrics->speed_probe_seconds_per_stage = {{0.0041, 0.004, 0.0042}, {0.0039, 0.004, 0.0041}};
   r.metrics->foreign_cpu = 0.125;
   r.metrics->spread =
       SpreadFigures{.step_time_seconds = {3, 0.0101, 0.0002, 0.01, 0.0112, 0.0099, 0.0123},
@@ -506,6 +508,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "metrics.bubble_ratio.samples");
   erase_path(old, "metrics.spread");
   erase_path(old, "metrics.busy_seconds_per_stage");
+  erase_path(old, "metrics.speed_probe_seconds_per_stage");
   erase_path(old, "metrics.foreign_cpu");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.plant, "");
@@ -521,6 +524,7 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_TRUE(back.metrics->bubble_ratio.samples.empty());
   EXPECT_FALSE(back.metrics->spread.has_value());
   EXPECT_TRUE(back.metrics->busy_seconds_per_stage.empty());
+  EXPECT_TRUE(back.metrics->speed_probe_seconds_per_stage.empty());
   EXPECT_FALSE(back.metrics->foreign_cpu.has_value());
 
   json::value bad = doc;
@@ -532,6 +536,36 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(error_of(bad),
             "r.json: field 'metrics.busy_seconds_per_stage': expected 2 entries (one per stage, "
             "config.stages), got 1");
+  bad = doc;
+  find_path(bad, "metrics.speed_probe_seconds_per_stage")->as_array().emplace_back(json::array{});
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.speed_probe_seconds_per_stage': expected 2 entries (one per "
+            "stage, config.stages), got 3");
+}
+
+// What calibrating from a result needs: the parts it ran and the measured
+// link. Files written before them load with neither.
+TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
+  Result r = full_result();
+  ASSERT_TRUE(r.metrics->theory.has_value());
+  r.config.unit_ranges = "0-29,30-58";
+  r.metrics->theory->link = LinkFigures{2.5e-5, 3.5e9};
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("unit_ranges").as_string(), "0-29,30-58");
+  EXPECT_EQ(doc.at("metrics").at("theory").at("link").at("bandwidth").as_double(), 3.5e9);
+  expect_same(r, result_from_json(doc, "r.json"));
+
+  json::value old = doc;
+  erase_path(old, "config.unit_ranges");
+  erase_path(old, "metrics.theory.link");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.unit_ranges, "");
+  EXPECT_FALSE(back.metrics->theory->link.has_value());
+
+  json::value bad = doc;
+  find_path(bad, "metrics.theory.link")->as_object()["latency_seconds"] = "fast";
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.theory.link.latency_seconds': expected a number, got a string");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

@@ -557,6 +557,14 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
     << r.count(RegressionStatus::kUndecidable) << " undecidable</b> ("
     << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
     << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).</p>\n";
+  if (!r.floors.empty()) {
+    h << "<p class=\"note\">Noise floors (how far a launch of an unchanged build lands from its "
+         "other nights, pooled over every combination of the sweep; no combination's band is "
+         "narrower):</p><ul class=\"note\">";
+    for (const NoiseFloor& f : r.floors)
+      h << "<li>" << esc(f.machine) << ": " << esc(noise_floor_text(f)) << "</li>";
+    h << "</ul>\n";
+  }
   if (r.confirming || r.rows_with(Confirmation::kAwaiting) > 0) {
     h << "<p>Re-runs (--confirm): <b>" << r.rows_with(Confirmation::kConfirmed) << " confirmed, "
       << r.rows_with(Confirmation::kNotReproduced)

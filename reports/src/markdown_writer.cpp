@@ -134,6 +134,13 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
      << r.count(RegressionStatus::kUndecidable) << " undecidable**";
   md << " (" << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
      << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).\n\n";
+  if (!r.floors.empty()) {
+    md << "Noise floors (how far a launch of an unchanged build lands from its other nights, "
+          "pooled over every combination of the sweep; no combination's band is narrower):\n\n";
+    for (const NoiseFloor& f : r.floors)
+      md << "- " << cell(f.machine) << ": " << cell(noise_floor_text(f)) << "\n";
+    md << "\n";
+  }
   gate_list(md, r, RegressionStatus::kRegressed, "Regressions");
   gate_list(md, r, RegressionStatus::kImproved, "Improvements");
   if (r.confirming) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ppb/reports/format.hpp"
+#include "ppb/reports/plan.hpp"
 
 namespace ppb::reports {
 
@@ -217,6 +218,8 @@ void verdict(GroupView& g, const ReportModel& m) {
     }
   }
   for (const std::string& f : g.rule_findings) points.push_back(f);
+  if (std::string plan = which_schedule_for_this_machine(g.entries); !plan.empty())
+    points.push_back(std::move(plan));
   int consistent = 0, inconsistent = 0, unmeasurable = 0;
   for (const ClaimRow& r : m.claims) {
     switch (r.verdict) {

@@ -1,9 +1,11 @@
 // The `cpu` backend: real fp32 training math (cpu_model.hpp), one CpuChunk
 // per model chunk of this stage.
+#include <chrono>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "planted_work.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cpu_model.hpp"
@@ -97,6 +99,24 @@ std::vector<std::span<float>> CpuBackend::gradient_buffers(int c) {
 
 int64_t CpuBackend::data(int64_t mb) const {
   return data_microbatch(mb, microbatches_, replica_, replicas_);
+}
+
+double CpuBackend::speed_probe() {
+  constexpr int kN = 256;
+  constexpr int kRepeats = 4;
+  constexpr size_t kElems = static_cast<size_t>(kN) * kN;
+  if (probe_operands_.empty()) {
+    probe_operands_.resize(3 * kElems);
+    for (size_t i = 0; i < 2 * kElems; ++i)
+      probe_operands_[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
+  }
+  const float* a = probe_operands_.data();
+  const float* b = a + kElems;
+  float* c = probe_operands_.data() + 2 * kElems;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < kRepeats; ++r)
+    cpu::gemm(false, false, kN, kN, kN, 1.0f, a, kN, b, kN, 0.0f, c, kN);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace ppb

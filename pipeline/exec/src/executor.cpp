@@ -168,31 +168,6 @@ Executor::~Executor() {
 
 namespace {
 
-// After which actions of `list` the optimizer steps (every chunk once after
-// the last action of each batch, or the chunk after each of its backwards).
-std::vector<char> optimizer_points(const Schedule& schedule, const std::vector<Action>& list,
-                                   OptimizerPolicy policy) {
-  std::vector<char> after(list.size(), 0);
-  if (policy == OptimizerPolicy::kPerBackward) {
-    for (size_t k = 0; k < list.size(); ++k) {
-      const ActionKind kind = list[k].kind;
-      if (kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight) after[k] = 1;
-    }
-    return after;
-  }
-  std::vector<int> last_of_batch(static_cast<size_t>(std::max(schedule.batches, 1)), -1);
-  for (size_t k = 0; k < list.size(); ++k) {
-    if (list[k].kind == ActionKind::kSync) continue;
-    const int b =
-        std::min(list[k].microbatch / std::max(schedule.microbatches, 1), schedule.batches - 1);
-    last_of_batch[static_cast<size_t>(b)] = static_cast<int>(k);
-  }
-  for (int k : last_of_batch) {
-    if (k >= 0) after[static_cast<size_t>(k)] = 1;
-  }
-  return after;
-}
-
 // The per-step memory peaks (the run-long peaks stay in the tracker): watches
 // the tracker for the step's lifetime.
 class StepPeaks {
@@ -227,7 +202,8 @@ class Executor::Step {
         exec_(exec),
         list_(schedule.actions[static_cast<size_t>(exec.rank_)]),
         chunks_(schedule.chunks),
-        optimize_after_(optimizer_points(schedule, list_, x_.options.optimizer)),
+        optimize_after_(optimizer_steps_after(
+            schedule, list_, x_.options.optimizer == OptimizerPolicy::kPerBackward)),
         ctx_{plan,
              exec.rank_,
              *x_.backend,

@@ -114,6 +114,10 @@ json::object theory_json(const TheoryFigures& t) {
         {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
   });
   o["timeline"] = timeline_json(t.timeline);
+  if (t.link) {
+    o["link"] = json::object{{"latency_seconds", num(t.link->latency_seconds)},
+                             {"bandwidth", num(t.link->bandwidth)}};
+  }
   return o;
 }
 
@@ -328,6 +332,8 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
       });
   if (const json::value* v = o.find("timeline"))
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
+  if (const auto l = o.find_object("link"))
+    t.link = LinkFigures{l->get<double>("latency_seconds"), l->get<double>("bandwidth")};
   n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
   n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
           true);
@@ -467,6 +473,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   config["profile"] = result.config.profile;
   config["check"] = result.config.check;
   config["dtype"] = result.config.dtype;
+  config["unit_ranges"] = result.config.unit_ranges;  // what calibration re-prices
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
@@ -477,6 +484,11 @@ void write_gate_fields(const Result& result, json::object& root) {
   metrics["busy_seconds_per_stage"] =
       array_of(result.metrics->busy_seconds_per_stage,
                [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  if (!result.metrics->speed_probe_seconds_per_stage.empty()) {
+    metrics["speed_probe_seconds_per_stage"] =
+        array_of(result.metrics->speed_probe_seconds_per_stage,
+                 [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  }
   if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
     auto one = [](const SampleSpread& x) {
       return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
@@ -499,6 +511,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   out.config.check =
       config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
   out.config.dtype = config.get_or<std::string>("dtype", "fp32");
+  out.config.unit_ranges = config.get_or<std::string>("unit_ranges", "");
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);
@@ -508,15 +521,19 @@ void read_gate_fields(const JsonObject& root, Result& out) {
       metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
   if (metrics.has("foreign_cpu")) out.metrics->foreign_cpu = metrics.get<double>("foreign_cpu");
   const JsonReader& r = metrics.reader();
-  out.metrics->busy_seconds_per_stage = metrics.optional_array(
-      "busy_seconds_per_stage", [&r](const json::value& v, const std::string& p) {
-        return r.array_of(v, p, [&r](const json::value& x, const std::string& q) {
-          return r.number_or_null(x, q);
-        });
-      });
+  const auto per_stage_steps = [&r](const json::value& v, const std::string& p) {
+    return r.array_of(
+        v, p, [&r](const json::value& x, const std::string& q) { return r.number_or_null(x, q); });
+  };
+  out.metrics->busy_seconds_per_stage =
+      metrics.optional_array("busy_seconds_per_stage", per_stage_steps);
+  out.metrics->speed_probe_seconds_per_stage =
+      metrics.optional_array("speed_probe_seconds_per_stage", per_stage_steps);
   const StageCount n{r, static_cast<size_t>(out.config.stages)};
   n.check(out.metrics->busy_seconds_per_stage.size(), metrics.field("busy_seconds_per_stage"),
           true);
+  n.check(out.metrics->speed_probe_seconds_per_stage.size(),
+          metrics.field("speed_probe_seconds_per_stage"), true);
   const std::optional<JsonObject> spread = metrics.find_object("spread");
   if (!spread) return;
   auto one = [&spread](std::string_view key) {

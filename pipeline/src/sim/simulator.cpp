@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ppb/pipeline/data_parallel.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/message_plan.hpp"
 #include "ppb/profiling/check.hpp"
 
@@ -23,15 +24,13 @@ struct Slot {
 };
 
 struct StageState {
-  size_t next = 0;         // index of the next action in the stage's list
-  double free = 0;         // when the stage's compute is free
+  size_t next = 0;       // index of the next action in the stage's list
+  double free = 0;       // when the stage's compute is free
   double actions_end = 0;  // end of its last action (free without all-reduce waits)
-  bool queued = false;     // on the worklist
-  bool at_sync = false;    // registered its arrival at its current SYNC
-  bool started = false;    // has run a compute action
-  int syncs_done = 0;      // SYNCs left so far
-  int inflight = 0;
-  int64_t act_bytes = 0;
+  bool queued = false;   // on the worklist
+  bool at_sync = false;  // registered its arrival at its current SYNC
+  bool started = false;  // has run a compute action
+  int syncs_done = 0;    // SYNCs left so far
 };
 
 struct SyncState {
@@ -259,10 +258,6 @@ void Simulator::advance(int s) {
         end = start + c.fwd;
         out.busy += c.fwd;
         sl.fwd_end = end;
-        ++st.inflight;
-        st.act_bytes += c.activation_bytes;
-        out.peak_inflight = std::max(out.peak_inflight, st.inflight);
-        out.peak_activation_bytes = std::max(out.peak_activation_bytes, st.act_bytes);
         send(s, st.next, end);
         break;
       }
@@ -279,12 +274,7 @@ void Simulator::advance(int s) {
         const double d = full ? c.bwd_input + c.bwd_weight : c.bwd_input;
         end = start + d;
         out.busy += d;
-        if (full) {
-          --st.inflight;
-          st.act_bytes -= c.activation_bytes;
-        } else {
-          sl.inp_end = end;
-        }
+        if (!full) sl.inp_end = end;
         send(s, st.next, end);
         break;
       }
@@ -295,8 +285,6 @@ void Simulator::advance(int s) {
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
         end = start + c.bwd_weight;
         out.busy += c.bwd_weight;
-        --st.inflight;
-        st.act_bytes -= c.activation_bytes;
         break;
       }
     }
@@ -441,8 +429,18 @@ SimResult Simulator::run() {
   result_.bubble_ratio = sum_ratio / static_cast<double>(stages_);
   result_.bubble_ratio_pipeline = sum_ratio_pipeline / static_cast<double>(stages_);
   result_.bubble_overhead = sum_busy > 0 ? sum_idle / sum_busy : 0.0;
-  if (!costs_.has_bytes) {
-    for (SimStage& st : result_.stages) st.peak_activation_bytes = 0;
+  // In-flight pairs and their activations follow each list in order: the
+  // memory model's walk (memory_model.hpp), the one rule the executor's
+  // accounting and the run's memory prediction share.
+  for (int s = 0; s < stages_; ++s) {
+    std::vector<int64_t> chunk_bytes;
+    for (int c = 0; c < sched_.chunks; ++c)
+      chunk_bytes.push_back(
+          costs_.chunks[static_cast<size_t>(plan_.placement.virtual_stage(s, c))].activation_bytes);
+    const ListPeaks peaks = list_peaks(sched_, s, chunk_bytes);
+    SimStage& st = result_.stages[static_cast<size_t>(s)];
+    st.peak_inflight = peaks.peak_inflight;
+    st.peak_activation_bytes = costs_.has_bytes ? peaks.activations : 0;
   }
   return std::move(result_);
 }

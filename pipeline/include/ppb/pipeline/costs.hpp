@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/schedule.hpp"
 
 namespace ppb {
 
@@ -87,5 +88,12 @@ struct StageCosts {
 /// with V chunks each chunk's action takes a V-th of them.
 /// Example: uniform_costs(4, 1, 1.0, 1.0, 1.0, 0.0) -> every F/I/W takes 1.
 StageCosts uniform_costs(int stages, int chunks, double tf, double tb, double tw, double tc);
+
+/// The pass times a schedule that places I and W by them (zb-1p, zb-2p:
+/// ScheduleInfo::uses_times) gets from modelled costs: the per-stage means
+/// of F, I and W (at least 1e-9, so a free pass still orders the passes)
+/// and one transfer of the mean message. The run command and the planner
+/// both generate such schedules through it.
+void set_pass_times(const StageCosts& costs, ScheduleParams& params);
 
 }  // namespace ppb

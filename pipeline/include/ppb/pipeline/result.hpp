@@ -101,6 +101,10 @@ struct ResultConfig {
   /// optional: how ranks map to (stage, replica): "dp-pp" (a stage's D ranks
   /// adjacent, Megatron-LM's order) or "pp-dp"; "" when not recorded.
   std::string rank_order;
+  /// optional: the unit ranges the partition gave each virtual stage, in
+  /// the `manual:` form "0-9,10-30,31-58" (format_partition), so that a
+  /// calibration re-prices exactly these parts ("" = not recorded).
+  std::string unit_ranges;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
@@ -176,6 +180,15 @@ struct TimelineEvent {
 /// Per stage, in execution order.
 using Timeline = std::vector<std::vector<TimelineEvent>>;
 
+/// The stage-to-stage link measured in the median step: latency + bytes /
+/// bandwidth fitted over the messages whose receiver waited for them.
+struct LinkFigures {
+  double latency_seconds = 0;
+  double bandwidth = 0;  ///< bytes/s; 0 = not resolved (infinite)
+
+  friend bool operator==(const LinkFigures&, const LinkFigures&) = default;
+};
+
 /// What the simulator predicts for this combination, fed with the measured
 /// mean action times (docs/metrics.md: "theory in a result uses measured action
 /// times"). Optional as a whole; inside it only step_time_seconds is required.
@@ -189,6 +202,7 @@ struct TheoryFigures {
   std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
   std::vector<StageActionTimes> action_seconds;          ///< optional: per stage
   Timeline timeline;                                     ///< optional: predicted median step
+  std::optional<LinkFigures> link;  ///< optional: the measured link the prediction used
 
   friend bool operator==(const TheoryFigures&, const TheoryFigures&) = default;
 };
@@ -308,6 +322,12 @@ struct ResultMetrics {
   /// step, in run order (JSON: busy_seconds_per_stage). A slowdown of one
   /// stage shows here in full, where the step time dilutes it.
   std::vector<std::vector<double>> busy_seconds_per_stage;
+  /// optional: per stage, the seconds of the backend's speed probe (a fixed
+  /// workload on the stage's compute resource: Backend::speed_probe) after
+  /// each timed step, in run order (JSON: speed_probe_seconds_per_stage).
+  /// Absent for backends without one (timed) and in older files. The gate
+  /// reads it to tell a slower machine from slower code.
+  std::vector<std::vector<double>> speed_probe_seconds_per_stage;
   /// optional (number or null): share of the busiest host's CPU time that
   /// processes other than this run's ranks used during the timed steps, in
   /// [0, 1]; absent when unknown (older files, no /proc/stat).

@@ -58,7 +58,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +65,7 @@
 #include <vector>
 
 #include "ppb/exec/memory_space.hpp"
+#include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -231,6 +231,15 @@ class Backend {
   /// 0 for one that computes.
   virtual double time_scale() const { return 0; }
 
+  /// Seconds of a fixed reference workload run now on this backend's
+  /// compute resource, through the kernels its actions use; NaN for a
+  /// backend whose action times do not depend on that resource (timed).
+  /// `run` measures it after every timed step, so that the regression gate
+  /// can tell a slower machine (a busy hypervisor, a throttled core) from
+  /// slower code (metrics.speed_probe_seconds_per_stage).
+  /// REQUIRES: the streams are idle.
+  virtual double speed_probe() { return std::numeric_limits<double>::quiet_NaN(); }
+
   // Device backends (BackendInfo::device). REQUIRES: the streams are idle.
 
   /// The device memory figures (pool_peak -1 without a device).
@@ -317,6 +326,9 @@ class CpuBackend final : public StreamBackend {
   int weight_version(int chunk) const override;
   int weight_version_of(int chunk, int64_t mb) const override;
   std::vector<std::span<float>> gradient_buffers(int chunk) override;
+  /// Four single-threaded 256 x 256 x 256 SGEMMs through the kernels' gemm
+  /// (about 134 MFLOP) on fixed operands, on the calling thread.
+  double speed_probe() override;
 
   /// The model of local chunk c (its unit range, gradients, parameters, loss).
   CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }
@@ -329,7 +341,8 @@ class CpuBackend final : public StreamBackend {
   std::vector<std::unique_ptr<CpuChunk>> chunks_;
   std::vector<int64_t> activation_bytes_;
   float learning_rate_;
-  double plant_factor_;  // BackendConfig::plant_factor
+  double plant_factor_;                // BackendConfig::plant_factor
+  std::vector<float> probe_operands_;  // speed_probe(): A, B and C, made on first use
   // The schedule's micro-batch -> the data's (BackendConfig::replica).
   int64_t data(int64_t mb) const;
   int microbatches_ = 1;
@@ -349,9 +362,10 @@ class CpuBackend final : public StreamBackend {
 /// bytes are entered in the tracker without allocating them, so a gpt-7b
 /// stage can be modelled on a laptop; the executor's communication buffers
 /// stay real allocations. With weight_stashing (pipedream) the stash is
-/// counted as CpuChunk keeps it: one copy of the chunk's param_bytes per
-/// older weight version an in-flight micro-batch still uses
-/// (MemCategory::kWeightStash); optimizer_step(c) starts a new version.
+/// counted as CpuChunk keeps it (the same MicrobatchLedger): one copy of the
+/// chunk's param_bytes per older weight version an in-flight micro-batch
+/// still uses (MemCategory::kWeightStash); optimizer_step(c) starts a new
+/// version.
 class TimedBackend final : public StreamBackend {
  public:
   /// REQUIRES: config.costs has stages * chunks entries with costs >= 0.
@@ -397,17 +411,12 @@ class TimedBackend final : public StreamBackend {
   double time_scale_ = 1;
   double plant_factor_ = 1;  // BackendConfig::plant_factor: scales every sleep
   int64_t counted_params_ = 0;
-  std::vector<int> inflight_;  // per chunk: micro-batches holding activations
-  // Weight stashing (count-only, as CpuChunk does it for real): per chunk
-  // the current version, the version each in-flight micro-batch's forward
-  // used, how many use each version, and how many versions are stashed.
-  void end_microbatch(int chunk, int64_t mb);
-  void update_stash(int chunk);
-  bool stashing_ = false;
-  std::vector<int> version_;
-  std::vector<std::map<int64_t, int>> forward_version_;
-  std::vector<std::map<int, int>> version_users_;
-  std::vector<int64_t> stashed_versions_;
+  // Count-only bytes in memory_ (no allocation), released on destruction.
+  TrackedBuffer counted(MemCategory category, int64_t bytes);
+  // Per chunk: the in-flight micro-batches (each holding its counted
+  // activation bytes), their pass order and their weight versions, kept as
+  // CpuChunk keeps them for real (stashes: one counted param_bytes each).
+  std::vector<MicrobatchLedger<TrackedBuffer>> ledgers_;
   std::vector<std::vector<float>> allreduce_buffers_;  // per chunk, replicas > 1 only
 };
 
