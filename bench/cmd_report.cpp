@@ -49,6 +49,13 @@ void register_report(CLI::App& app) {
   cmd->add_option("--max-foreign-cpu", o.max_foreign_cpu,
                   "Timings taken while other processes used more than this share of the host's "
                   "CPU are not judged (default 0.2)");
+  cmd->add_option("--max-speed-drift", o.max_speed_drift,
+                  "Timings taken while the machine itself ran faster or slower than on the "
+                  "earlier nights by more than this fraction (the backend's speed probe) are not "
+                  "judged (default 0.05)");
+  cmd->add_flag("--no-noise-floor", o.no_noise_floor,
+                "Judge each combination by its own nights' spread only, without the floor the "
+                "whole sweep's launch-to-launch noise puts under it");
   cmd->add_flag("--gate-oversubscribed", o.gate_oversubscribed,
                 "Gate results of oversubscribed runs too (left out by default)");
   cmd->add_option("--memory-budget", flags->memory_budget,

@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
 #ifdef PPB_HAVE_CMD_REPORT
   ppb::cli::register_report(app);
 #endif
+  ppb::cli::register_plan(app);
 
   try {
     reject_unknown_command(app, argc, argv);

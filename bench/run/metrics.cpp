@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <tuple>
 
@@ -407,7 +408,128 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) 
   }
   out.bubble_ratio = mean_of(out.ratio_per_stage);
   out.bubble_overhead = mean_of(out.overhead_per_stage);
+  out.bubble_ratio_pipeline = sim.bubble_ratio_pipeline;
+  for (const SimStage& st : sim.stages) out.allreduce_per_stage.push_back(st.allreduce);
   return out;
+}
+
+std::vector<StepMeasure> split_replicas(const StepMeasure& step, int stages) {
+  PPB_CHECK(stages >= 1 && step.size() % static_cast<size_t>(stages) == 0,
+            "split_replicas: the step's ranks are not a multiple of the stages");
+  std::vector<StepMeasure> out;
+  for (size_t first = 0; first < step.size(); first += static_cast<size_t>(stages)) {
+    out.emplace_back(step.begin() + static_cast<std::ptrdiff_t>(first),
+                     step.begin() + static_cast<std::ptrdiff_t>(first) + stages);
+  }
+  return out;
+}
+
+std::vector<double> fold_replicas(const std::vector<double>& per_rank, int stages) {
+  PPB_CHECK(stages >= 1 && per_rank.size() % static_cast<size_t>(stages) == 0,
+            "fold_replicas: the ranks are not a multiple of the stages");
+  const size_t p = static_cast<size_t>(stages);
+  const double d = static_cast<double>(per_rank.size()) / static_cast<double>(p);
+  std::vector<double> out(p, 0.0);
+  for (size_t r = 0; r < per_rank.size(); ++r) out[r % p] += per_rank[r] / d;
+  return out;
+}
+
+AllReduceModel measured_allreduce(const StepMeasure& step, int stages, int replicas,
+                                  bool per_backward) {
+  AllReduceModel model;
+  model.replicas = replicas;
+  model.per_backward = per_backward;
+  if (replicas <= 1) return model;
+  const std::vector<StepMeasure> pipes = split_replicas(step, stages);
+  const double d = replicas;
+  std::vector<double> xs, ys;  // x = 2(D-1)/D x bytes, y = seconds
+  for (int s = 0; s < stages; ++s) {
+    const auto n = pipes.front()[static_cast<size_t>(s)].allreduces.size();
+    for (size_t k = 0; k < n; ++k) {
+      double start = 0, end = 0;
+      int64_t bytes = 0;
+      for (const StepMeasure& pipe : pipes) {
+        const auto& rs = pipe[static_cast<size_t>(s)].allreduces;
+        if (k >= rs.size()) continue;
+        start = std::max(start, rs[k].start);
+        end = std::max(end, rs[k].end);
+        bytes = rs[k].bytes;
+      }
+      xs.push_back(2.0 * (d - 1.0) / d * static_cast<double>(bytes));
+      ys.push_back(std::max(0.0, end - start));
+    }
+  }
+  double sx = 0, sy = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    sx += xs[i];
+    sy += ys[i];
+  }
+  if (xs.empty() || sx <= 0 || sy <= 0) return model;
+  const double n = static_cast<double>(xs.size());
+  const double mx = sx / n, my = sy / n;
+  double cov = 0, var = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    cov += (xs[i] - mx) * (ys[i] - my);
+    var += (xs[i] - mx) * (xs[i] - mx);
+  }
+  if (var > 0 && cov > 0 && my - cov / var * mx >= 0) {
+    const double slope = cov / var;
+    model.latency = (my - slope * mx) / (2.0 * (d - 1.0));
+    model.bandwidth = 1.0 / slope;
+    return model;
+  }
+  double xy = 0, xx = 0;  // through the origin
+  for (size_t i = 0; i < xs.size(); ++i) {
+    xy += xs[i] * ys[i];
+    xx += xs[i] * xs[i];
+  }
+  model.bandwidth = xy > 0 ? xx / xy : 0.0;
+  return model;
+}
+
+namespace {
+
+/// Length of [a, b] covered by the stage's compute actions (which never
+/// overlap one another on one stage).
+double compute_overlap(const StageStep& stage, double a, double b) {
+  double covered = 0;
+  for (const ActionTiming& t : stage.actions) {
+    if (!is_compute(t.action.kind)) continue;
+    covered += std::max(0.0, std::min(b, t.end) - std::max(a, t.start));
+  }
+  return covered;
+}
+
+}  // namespace
+
+AllReduceFigures allreduce_figures(const StepMeasure& step, int stages) {
+  AllReduceFigures f;
+  std::vector<double> seconds, overlap, pipeline_ratio;
+  std::vector<double> bytes;
+  double pipeline = 0;
+  for (const StageStep& s : step) pipeline = std::max(pipeline, s.actions_end);
+  const double total = step_time(step);
+  for (const StageStep& s : step) {
+    double sec = 0, ov = 0, by = 0;
+    for (const AllReduceTiming& r : s.allreduces) {
+      sec += r.end - r.start;
+      ov += compute_overlap(s, r.start, r.end);
+      by += static_cast<double>(r.bytes);
+    }
+    seconds.push_back(sec);
+    overlap.push_back(ov);
+    bytes.push_back(by);
+    pipeline_ratio.push_back(pipeline > 0 ? (pipeline - compute_busy(s)) / pipeline : 0.0);
+  }
+  f.seconds_per_stage = fold_replicas(seconds, stages);
+  f.overlap_seconds_per_stage = fold_replicas(overlap, stages);
+  for (double b : fold_replicas(bytes, stages)) f.bytes_per_stage.push_back(std::llround(b));
+  f.seconds = mean_of(f.seconds_per_stage);
+  f.exposed_seconds = std::max(0.0, total - pipeline);
+  f.bubble_ratio_pipeline.per_stage = fold_replicas(pipeline_ratio, stages);
+  f.bubble_ratio_pipeline.measured = mean_of(f.bubble_ratio_pipeline.per_stage);
+  f.bubble_ratio_pipeline.theoretical = kNaN;
+  return f;
 }
 
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,

@@ -28,6 +28,8 @@ struct RankStep {
   /// device memory outside the pool (Backend::device_memory); -1 without.
   int64_t device_peak_bytes = -1;
   CollectorStepFigures collectors;  ///< collector name -> figures of this step
+  /// Backend::speed_probe() right after the step (NaN: the backend has none).
+  double probe_seconds = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Everything one rank sends to rank 0 after a combination.

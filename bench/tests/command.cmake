@@ -58,6 +58,13 @@ add_test(NAME cli.schedule_file_inorder_enough_buffers
   COMMAND $<TARGET_FILE:pipebench> simulate --schedule-file ${bad}/inorder_deadlock.json --link-buffers 2)
 set_tests_properties(cli.schedule_file_inorder_grid cli.schedule_file_inorder_by_tag
   cli.schedule_file_inorder_enough_buffers PROPERTIES LABELS unit TIMEOUT 30)
+# simulate --data-parallel: 1F1B, P = 2, M = 4, F 1, B 2 ends its pipeline at
+# 15; stage 0's all-reduce (7.5) after its last B ends the step at 22.5.
+add_test(NAME cli.simulate_data_parallel
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd 1
+          --bwd 2 --wgrad 0 --data-parallel 4 --allreduce 7.5 --format json)
+set_tests_properties(cli.simulate_data_parallel PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "\"step_time\":2\\.25E1.*\"data_parallel\":4,\"pipeline_time\":1\\.5E1")
 # PyTorch's CSV: a cell it cannot read, FSDP actions, a receive placed after
 # the action that consumes it; each named by row and column.
 ppb_expect_usage_error(csv_bad_cell
@@ -82,7 +89,7 @@ ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
 ppb_expect_usage_error(both_cost_and_model "--model"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
 
-ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report\\)$"
+ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report, plan\\)$"
   nosuchcmd --stages 2)
 ppb_expect_usage_error(negative_cost "--fwd: expected a finite number >= 0, got '-1'"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd -1)
@@ -140,6 +147,13 @@ if(TARGET ppb_exec)
             ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2)
   set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
 endif()
+
+# `plan` through the command: pipebench.plan/1, the winner's trace, the
+# text table with reasons, the advice when nothing fits.
+add_test(NAME cli.plan
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_run.py $<TARGET_FILE:pipebench>
+          ${CMAKE_CURRENT_BINARY_DIR}/plan-run)
+set_tests_properties(cli.plan PROPERTIES LABELS unit TIMEOUT 120)
 
 # `report` on a 16 MiB result (a long timeline and half a million steps):
 # peak memory bounded by a multiple of the file's size, in a child process

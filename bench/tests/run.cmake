@@ -95,6 +95,49 @@ add_test(NAME run_timed_v_p4_trace COMMAND run_results_check trace ${dir})
 set_tests_properties(run_timed_v_p4_bubble run_timed_v_p4_memory run_timed_v_p4_trace PROPERTIES
   LABELS mpi FIXTURES_REQUIRED run_timed_v_p4_files)
 
+# Data parallel x pipeline: W = P x D ranks run D replicas. --check on the
+# cpu backend (gpt-tiny, M=4): 2 stages x 2 replicas in Megatron-LM's rank
+# order (flush schedules, interleaved, zero bubble, the memory guard's
+# adaptive, and pipedream's per-backward updates, whose replicas must sum
+# the same gradients before every update), 1 stage x 2 replicas, and 2 x 2
+# in the other rank order; the loss and every gradient equal the
+# single-process reference of the global batch (D x M micro-batches) within
+# 1e-6. Then the timed backend, 2 x 2: bubble and step against the
+# simulator with the all-reduce's ring model.
+foreach(case "dp_p2d2;4;2;1f1b,gpipe,interleaved-1f1b,zb-h1,adaptive,pipedream;dp-pp;6"
+             "dp_p1d2;2;1;1f1b,gpipe,pipedream;dp-pp;3"
+             "dp_p2d2_ppdp;4;2;1f1b,zb-h2;pp-dp;2")
+  list(GET case 0 name)
+  list(GET case 1 ranks)
+  list(GET case 2 stages)
+  list(GET case 3 schedules)
+  list(GET case 4 order)
+  list(GET case 5 count)
+  set(dir ${PPB_RUN_OUT}/${name})
+  ppb_add_mpi_test(run_${name} RANKS ${ranks}
+    COMMAND $<TARGET_FILE:pipebench> run --stages ${stages} --rank-order ${order}
+            --schedule ${schedules} --partition layer --microbatches 4 --check -n 1 -w 0
+            --out ${dir}
+    LABELS mpi TIMEOUT 240)
+  set_tests_properties(run_${name} PROPERTIES FIXTURES_SETUP run_${name}_files)
+  add_test(NAME run_${name}_results COMMAND run_results_check check ${dir} ${count})
+  add_test(NAME run_${name}_dp COMMAND run_results_check dp ${dir} 2 1)
+  set_tests_properties(run_${name}_results run_${name}_dp PROPERTIES
+    LABELS mpi FIXTURES_REQUIRED run_${name}_files)
+endforeach()
+set(dir ${PPB_RUN_OUT}/timed-dp-p2d2)
+ppb_add_mpi_test(run_timed_dp_p2d2 RANKS 4
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --stages 2 --model ${PPB_TIMED_MODEL}
+          --schedule 1f1b,gpipe --partition layer --microbatches 8
+          --time-scale 0.22 -n 5 -w 1 --out ${dir}
+  LABELS mpi TIMEOUT 240)
+set_tests_properties(run_timed_dp_p2d2 PROPERTIES FIXTURES_SETUP run_timed_dp_p2d2_files
+                     RUN_SERIAL TRUE)
+add_test(NAME run_timed_dp_p2d2_bubble COMMAND run_results_check bubble ${dir} 0.02 0.05)
+add_test(NAME run_timed_dp_p2d2_dp COMMAND run_results_check dp ${dir} 2 0.02)
+set_tests_properties(run_timed_dp_p2d2_bubble run_timed_dp_p2d2_dp PROPERTIES
+  LABELS mpi FIXTURES_REQUIRED run_timed_dp_p2d2_files)
+
 # --memory-budget: gpipe (predicted over the budget) ends with status oom and
 # its figures; async-1f1b N=4 fits the budget but passes guard x budget;
 # adaptive with the same N stays under guard x budget because its guard
@@ -132,8 +175,11 @@ function(ppb_run_failure name code regex)
   add_test(NAME ${name} COMMAND ${expect} ${code} 30 "${regex}" -- ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 40 ENVIRONMENT "${PPB_RUN_ENV}")
 endfunction()
-ppb_run_failure(run_fail_stages_mismatch 2 "pipebench\\[r0\\]: --stages 4 does not match the 3 MPI ranks"
+ppb_run_failure(run_fail_stages_mismatch 2 "pipebench\\[r0\\]: --stages 4: the 3 MPI ranks are not a multiple of 4 stages"
   ${mpirun} 3 $<TARGET_FILE:pipebench> run --stages 4 --out ${PPB_RUN_OUT}/fail)
+# Data parallelism needs W = P x D: 3 ranks are no multiple of 2 stages.
+ppb_run_failure(run_fail_dp_shape 2 "pipebench\\[r0\\]: --stages 2: the 3 MPI ranks are not a multiple of 2 stages \\(W = P x D"
+  ${mpirun} 3 $<TARGET_FILE:pipebench> run --stages 2 --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_too_many_ranks 2 "--partition layer cannot place 3 stages"
   ${mpirun} 3 $<TARGET_FILE:pipebench> run --partition layer --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1
   --out ${PPB_RUN_OUT}/fail)

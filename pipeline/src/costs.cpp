@@ -1,5 +1,6 @@
 #include "ppb/pipeline/costs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -35,6 +36,25 @@ StageCosts uniform_costs(int stages, int chunks, double tf, double tb, double tw
   costs.chunks.assign(static_cast<size_t>(stages) * chunks, c);
   costs.link.comm_time = tc;
   return costs;
+}
+
+void set_pass_times(const StageCosts& costs, ScheduleParams& params) {
+  double f = 0, b = 0, w = 0;
+  int64_t bytes = 0;
+  for (const ChunkCost& c : costs.chunks) {
+    f += c.fwd;
+    b += c.bwd_input;
+    w += c.bwd_weight;
+    bytes += c.send_bytes;
+  }
+  const double stages = costs.stages;
+  const auto n = static_cast<double>(std::max<size_t>(costs.chunks.size(), 1));
+  // Positive, so that a model with a free pass still orders the passes.
+  constexpr double kLeast = 1e-9;
+  params.tf = std::max(f / stages, kLeast);
+  params.tb = std::max(b / stages, kLeast);
+  params.tw = std::max(w / stages, kLeast);
+  params.tc = costs.link.transfer_time(static_cast<int64_t>(static_cast<double>(bytes) / n));
 }
 
 }  // namespace ppb

@@ -25,6 +25,7 @@
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/message_plan.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -487,6 +488,71 @@ TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
   }
 }
 
+// The memory model (memory_model.hpp) is the executor's tracked accounting:
+// on every registered schedule, with different sizes per virtual stage (so a
+// wrong placement shows), the timed backend's parameters, gradients,
+// activation and weight-stash peaks equal the prediction exactly; the
+// communication buffers stay within the predicted pool, and the step's
+// tracked peak is the prediction with the pool the step actually held.
+TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
+  const int P = comm_size();
+  for (const ScheduleInfo& info : schedule_list()) {
+    SCOPED_TRACE(info.name);
+    ScheduleParams p;
+    p.stages = P;
+    p.microbatches = 2 * P;
+    p.chunks = info.fixed_chunks > 0 ? info.fixed_chunks : (info.uses_chunks ? 2 : 1);
+    p.batches = info.no_flush ? 2 : 1;
+    const Schedule schedule = generate_schedule(info.name, p);
+    StageCosts costs = uniform_costs(P, p.chunks, 1.0, 1.0, 1.0, 0.0);
+    for (size_t v = 0; v < costs.chunks.size(); ++v) {
+      const auto k = static_cast<int64_t>(v + 1);
+      costs.chunks[v].activation_bytes = k << 16;
+      costs.chunks[v].param_bytes = k << 12;
+      costs.chunks[v].send_bytes = k << 10;
+    }
+    costs.has_bytes = true;
+    const std::vector<PredictedMemory> predicted = predict_memory(schedule, costs);
+    const PredictedMemory& want = predicted[static_cast<size_t>(comm_rank())];
+
+    BackendConfig cfg;
+    cfg.costs = costs;
+    cfg.time_scale = 1e-3;
+    cfg.stage = comm_rank();
+    cfg.stages = P;
+    cfg.chunks = p.chunks;
+    cfg.placement = schedule.placement;
+    cfg.microbatches = p.microbatches;
+    cfg.weight_stashing = info.weight_stashing;
+    TimedBackend backend(cfg);
+    MpiTransport transport(MPI_COMM_WORLD);
+    ExecutorOptions eo;
+    eo.optimizer = optimizer_policy_for(info);
+    Executor exec(MPI_COMM_WORLD, backend, transport, eo);
+    const MemoryTracker& mem = backend.memory();
+    int64_t comm_before = 0;
+    StepRecord rec;
+    for (int step = 0; step < 3; ++step) {
+      comm_before = mem.current(MemCategory::kCommBuffers);
+      rec = exec.run_step(schedule);
+    }
+    const int64_t comm_after = mem.current(MemCategory::kCommBuffers);
+    EXPECT_EQ(mem.current(MemCategory::kParameters), want.state.parameters);
+    EXPECT_EQ(mem.current(MemCategory::kGradients), want.state.gradients);
+    EXPECT_EQ(mem.peak(MemCategory::kOptimizerState), want.state.optimizer_state);
+    EXPECT_EQ(mem.peak(MemCategory::kActivations), want.activations);
+    EXPECT_EQ(rec.peak_activation_bytes, want.activations);
+    EXPECT_EQ(mem.peak(MemCategory::kWeightStash), want.weight_stash);
+    EXPECT_LE(comm_after, want.comm_buffers);
+    const int64_t without_comm = want.peak_bytes - want.comm_buffers;
+    EXPECT_GE(rec.peak_bytes, without_comm + comm_before);
+    EXPECT_LE(rec.peak_bytes, without_comm + comm_after);
+    if (info.weight_stashing && P > 1 && comm_rank() == 0) {
+      EXPECT_GT(want.weight_stash, 0);
+    }
+  }
+}
+
 // --- memory guard -----------------------------------------------------------
 
 TEST(MemoryGuardTest, AdaptiveStaysUnderTheLineWhereAsync1f1bPassesIt) {
@@ -545,7 +611,7 @@ TEST(MemoryGuardTest, PredictedActivationPeakFollowsTheList) {
   s.chunks = 2;
   s.actions = {{F(0, 0), F(1, 0), F(0, 1), I(0, 1), B(0, 0), W(0, 1), F(2, 0), B(1, 0), B(2, 0)}};
   // chunk 0: 10 B, chunk 1: 100 B. Peak after F(0,1): 10+10+100.
-  EXPECT_EQ(predicted_activation_peak(s, 0, {10, 100}), 120);
+  EXPECT_EQ(list_peaks(s, 0, {10, 100}).activations, 120);
 }
 
 TEST(MemoryGuardTest, RejectsBadOptions) {

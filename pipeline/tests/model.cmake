@@ -5,3 +5,10 @@ ppb_add_gtest(model_test
           ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp
   LIBS ppb::model
   LABELS unit)
+
+# The memory model (ppb::model) on synthetic schedules, and the simulator's
+# activation peaks against it.
+ppb_add_gtest(memory_model_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/memory_model_test.cpp
+  LIBS ppb::sim
+  LABELS unit)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ppb/pipeline/message_plan.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
 
@@ -67,12 +68,17 @@ constexpr PaperRow kPaper[] = {
 double paper_wgrad_share(const PaperRow& r) { return 32.0 * r.h / (34.0 * r.h + 5.0 * r.a * 1024); }
 
 // The paper's bubble rate: (cost - m(TF+TB+TW)) / cost, cost = the longest
-// stage span (first start to last end), as the simulator's stage_span.
+// stage span (first start to last end), as the simulator's stage_span. The
+// times are per stage (a chunk's pass takes a V-th of them).
+double bubble_rate(const Schedule& s, double tf, double tb, double tw, double tc) {
+  const SimResult sim = simulate(s, uniform_costs(s.stages, s.chunks, tf, tb, tw, tc),
+                                 SimOptions{.record_events = false});
+  return (sim.stage_span - s.microbatches * (tf + tb + tw)) / sim.stage_span;
+}
+
 double paper_bubble_rate(const std::string& name, const PaperRow& r) {
   const Schedule s = gen(name, r.p, r.m, r.tf, r.tb, r.tw, r.tc, paper_wgrad_share(r));
-  const SimResult sim = simulate(s, uniform_costs(r.p, s.chunks, r.tf, r.tb, r.tw, r.tc),
-                                 SimOptions{.record_events = false});
-  return (sim.stage_span - r.m * (r.tf + r.tb + r.tw)) / sim.stage_span;
+  return bubble_rate(s, r.tf, r.tb, r.tw, r.tc);
 }
 
 TEST(ZeroBubblePaper, AutomaticSchedulesMatchTheBubbleRatesOfTable5) {
@@ -81,6 +87,28 @@ TEST(ZeroBubblePaper, AutomaticSchedulesMatchTheBubbleRatesOfTable5) {
         std::string(r.model) + " p=" + std::to_string(r.p) + " m=" + std::to_string(r.m);
     EXPECT_NEAR(paper_bubble_rate("zb-1p", r), r.zb_1p, 0.015) << row;
     EXPECT_NEAR(paper_bubble_rate("zb-2p", r), r.zb_2p, 0.015) << row;
+  }
+}
+
+TEST(ZeroBubblePaper, Zb2pInPipebenchsMemoryModelKeepsItsLimitAndZbH2sRate) {
+  // The default --wgrad-share 1 is pipebench's memory model: a micro-batch
+  // holds its activations from F to W, I frees nothing (docs/metrics.md).
+  // Under 2P such micro-batches zb-2p holds the limit on every stage and
+  // finds no better order than ZB-H2's, which is built for that limit; the
+  // paper's share lets it keep more micro-batches between F and W than the
+  // model allows, which is where its lower Table 5 rate comes from.
+  for (const PaperRow& r : kPaper) {
+    const std::string row =
+        std::string(r.model) + " p=" + std::to_string(r.p) + " m=" + std::to_string(r.m);
+    const Schedule ours = gen("zb-2p", r.p, r.m, r.tf, r.tb, r.tw, r.tc);
+    const Schedule papers = gen("zb-2p", r.p, r.m, r.tf, r.tb, r.tw, r.tc, paper_wgrad_share(r));
+    const std::vector<int> ours_peak = peak_inflight(ours);
+    const std::vector<int> papers_peak = peak_inflight(papers);
+    EXPECT_LE(*std::max_element(ours_peak.begin(), ours_peak.end()), 2 * r.p) << row;
+    EXPECT_GT(*std::max_element(papers_peak.begin(), papers_peak.end()), 2 * r.p) << row;
+    const double h2 = bubble_rate(gen("zb-h2", r.p, r.m), r.tf, r.tb, r.tw, r.tc);
+    EXPECT_NEAR(bubble_rate(ours, r.tf, r.tb, r.tw, r.tc), h2, 0.015) << row;
+    EXPECT_GT(bubble_rate(ours, r.tf, r.tb, r.tw, r.tc), r.zb_2p) << row;
   }
 }
 
@@ -144,25 +172,68 @@ TEST(ZeroBubbleAuto, UsesTheTimesItIsGiven) {
   EXPECT_DOUBLE_EQ(r.stage_span, 36.0);
 }
 
-TEST(ZbV, PlacesTwoChunksInAVAndHoldsOneF1bsMemory) {
+// ZB-V's published figures are those of the Zero Bubble repository's table
+// "Comparision of Schedules", assuming TF = TB = TW (README.md of
+// sail-sg/zero-bubble-pipeline-parallelism, also in the authors' Hugging
+// Face space): bubble rate 0, activation memory 1x 1F1B's, pipeline
+// communication volume 2x 1F1B's. The arXiv version's table of ZB-V rates
+// from profiled times is not published in a form these tests could read
+// (docs/metrics.md says where it was looked for), so the three are held
+// exactly, with 1F1B's row of the same table beside them.
+
+TEST(ZbV, HasTheZeroBubbleRateOfTheZeroBubbleTable) {
   for (int P = 1; P <= 8; ++P) {
-    for (int M = 1; M <= 24; ++M) {
+    for (int M = 2 * P; M <= 2 * P + 16; M += 4) {
       const Schedule s = gen("zb-v", P, M);
       ASSERT_EQ(s.chunks, 2);
       ASSERT_EQ(s.placement, v_shape_placement(P));
-      // P micro-batches of activations = 2P chunk halves, on every stage.
-      const std::vector<int> peak = peak_inflight(s);
-      for (int st = 0; st < P; ++st)
-        ASSERT_LE(peak[static_cast<size_t>(st)], 2 * P) << "P=" << P << " M=" << M << " s=" << st;
-      if (M >= 2 * P) {
-        // With equal times each chunk's pass takes half a stage's: the
-        // schedule is bubble-free between a stage's first and last action.
-        const SimResult r = simulate(s, uniform_costs(P, 2, 1, 1, 1, 0));
-        for (int st = 0; st < P; ++st) {
-          const SimStage& x = r.stages[static_cast<size_t>(st)];
-          ASSERT_NEAR(x.span() - x.busy, 0.0, 1e-9) << "P=" << P << " M=" << M << " s=" << st;
+      // Each chunk's pass takes half a stage's: no stage idles between its
+      // first and last action.
+      EXPECT_NEAR(bubble_rate(s, 1, 1, 1, 0), 0.0, 1e-12) << "P=" << P << " M=" << M;
+      // The same table's 1F1B row, (p-1)/(m+p-1) counted the same way.
+      EXPECT_NEAR(bubble_rate(gen("1f1b", P, M), 1, 1, 1, 0), (P - 1.0) / (M + P - 1.0), 1e-12)
+          << "P=" << P << " M=" << M;
+    }
+  }
+}
+
+TEST(ZbV, HoldsOneF1bsPeakActivationsOnEveryStage) {
+  for (int P = 1; P <= 8; ++P) {
+    for (int M = 1; M <= 24; ++M) {
+      const std::vector<int> v = peak_inflight(gen("zb-v", P, M));
+      const std::vector<int> one = peak_inflight(gen("1f1b", P, M));
+      // 1F1B's peak is its first stage's: min(P, M) micro-batches.
+      ASSERT_EQ(*std::max_element(one.begin(), one.end()), std::min(P, M));
+      for (int st = 0; st < P; ++st) {
+        // A chunk holds half a stage's layers: 2P chunk halves = P micro-batches.
+        const int peak = v[static_cast<size_t>(st)];
+        ASSERT_LE(peak, 2 * P) << "P=" << P << " M=" << M << " s=" << st;
+        // Balanced: with a full pipeline every stage reaches it, where 1F1B's
+        // stage s holds only P - s.
+        if (M >= 2 * P) {
+          ASSERT_EQ(peak, 2 * P) << "P=" << P << " M=" << M << " s=" << st;
         }
       }
+    }
+  }
+}
+
+TEST(ZbV, SendsTwiceOneF1bsMessagesBetweenStages) {
+  for (int P = 2; P <= 8; ++P) {
+    for (const int M : {P, 2 * P, 3 * P + 1}) {
+      auto count = [](const MessagePlan& plan, bool local) {
+        return std::count_if(plan.messages.begin(), plan.messages.end(),
+                             [&](const PlannedMessage& m) { return m.local() == local; });
+      };
+      const MessagePlan v = build_message_plan(gen("zb-v", P, M));
+      const MessagePlan one = build_message_plan(gen("1f1b", P, M));
+      // 1F1B: an activation and a gradient per micro-batch on each of the
+      // P-1 boundaries. ZB-V: 2P-1 boundaries, of which the V's bottom
+      // (virtual stages P-1 and P, both on stage P-1) is a local hand-over.
+      EXPECT_EQ(count(one, false), 2 * (P - 1) * M);
+      EXPECT_EQ(count(one, true), 0);
+      EXPECT_EQ(count(v, false), 2 * count(one, false)) << "P=" << P << " M=" << M;
+      EXPECT_EQ(count(v, true), 2 * M) << "P=" << P << " M=" << M;
     }
   }
 }

@@ -71,6 +71,28 @@ std::vector<std::string> RegressionSummary::rerun_list() const {
   return out;
 }
 
+double noise_floor_for(const NoiseFloor& f, int nights) {
+  if (f.sigma <= 0 || nights <= 0) return 0;
+  const double x = f.z * f.sigma * std::sqrt(1 + 1.0 / nights);
+  return f.relative ? std::expm1(x) : x;
+}
+
+std::string noise_floor_text(const NoiseFloor& f) {
+  const auto size = [&f](double x) {
+    return f.relative ? format_fixed(x * 100, 1) + "%" : format_fixed(x, 3) + " points";
+  };
+  std::string out = f.backend + " " + f.figure + ": ";
+  if (f.floor <= 0) {
+    return out + "no floor (" + std::to_string(f.residuals) +
+           " night-to-night differences; it needs 8, from combinations with 2 or more reference "
+           "nights)";
+  }
+  return out + "one launch of an unchanged build lands sigma " + size(f.sigma) + " off (" +
+         std::to_string(f.residuals) + " night-to-night differences); floor " + size(f.floor) +
+         " with " + std::to_string(f.nights) + " reference nights (z " + format_fixed(f.z, 2) +
+         ": alpha over " + std::to_string(f.figures) + " figures)";
+}
+
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -110,8 +132,10 @@ std::vector<double> pooled(const std::vector<NightSamples>& nights, size_t begin
 // What a figure is and which way is worse.
 struct FigureKind {
   std::string name;
-  bool relative;  // fractions (samples/s) or ratio points (bubble)
-  int worse;      // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
+  bool relative;     // fractions (samples/s) or ratio points (bubble)
+  int worse;         // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
+  std::string family = name;  // the noise floor's kind: "stage compute" for every stage
+  double floor = 0;  // the sweep's noise floor (0 = none)
 };
 
 double change_of(double cur, double ref, bool relative) {
@@ -136,15 +160,17 @@ MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& ni
   for (size_t i = begin; i < end; ++i) {
     v.band = std::max(v.band, std::fabs(change_of(nights[i].median, v.reference, kind.relative)));
   }
+  v.floor = kind.floor;
+  const double noise = std::max(v.band, v.floor);
   const std::optional<double> shift =
       detectable_shift(tonight.values, ref, o.alpha, kind.worse, 1.0,
                        kind.relative ? ShiftKind::kRelative : ShiftKind::kAbsolute);
-  v.detectable = std::max({o.threshold, v.band, shift.value_or(kInf)});
+  v.detectable = std::max({o.threshold, noise, shift.value_or(kInf)});
   const double worse = kind.worse * v.change;  // > 0: in the bad direction
   const bool significant = v.p < o.alpha;
-  if (worse > o.threshold && significant && worse > v.band) {
+  if (worse > o.threshold && significant && worse > noise) {
     v.status = RegressionStatus::kRegressed;
-  } else if (-worse > o.threshold && significant && -worse > v.band) {
+  } else if (-worse > o.threshold && significant && -worse > noise) {
     v.status = RegressionStatus::kImproved;
   } else if (v.detectable > o.threshold) {
     v.status = RegressionStatus::kUndecidable;
@@ -190,7 +216,9 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
   }
   v.text = kind.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
            change_text(v.change, kind.relative) + ", p=" + format_number(v.p) + ", band " +
-           size_text(v.band, kind.relative) + ", detectable " +
+           size_text(v.band, kind.relative) +
+           (v.floor > 0 ? ", sweep noise floor " + size_text(v.floor, kind.relative) : "") +
+           ", detectable " +
            size_text(v.detectable, kind.relative) + ", threshold " +
            size_text(o.threshold, kind.relative) + ")";
   if (!v.arrived.empty()) v.text += ", since " + v.arrived;
@@ -259,6 +287,65 @@ double busy_host(const Result& r, const GateOptions& o) {
   return *r.metrics->foreign_cpu > o.max_foreign_cpu ? *r.metrics->foreign_cpu : -1;
 }
 
+// The median over the timed steps of each stage's speed probe in `r`
+// (NaN for a stage without one); empty when `r` has no probe.
+std::vector<double> probe_medians(const Result& r) {
+  std::vector<double> out;
+  if (!r.metrics) return out;
+  for (const std::vector<double>& steps : r.metrics->speed_probe_seconds_per_stage) {
+    std::vector<double> finite;
+    for (double x : steps)
+      if (std::isfinite(x) && x > 0) finite.push_back(x);
+    out.push_back(finite.empty() ? kNaN : spread(finite).median);
+  }
+  return out;
+}
+
+// The machine's usual speed: per stage, the median over `nights` of their
+// probe medians (only nights with a probe on as many stages); empty when
+// none has one.
+std::vector<double> reference_probe(const std::vector<Matched>& nights, size_t stages) {
+  std::vector<std::vector<double>> per_stage(stages);
+  for (const Matched& m : nights) {
+    const std::vector<double> p = probe_medians(m.entry->result);
+    if (p.size() != stages) continue;
+    for (size_t s = 0; s < stages; ++s)
+      if (std::isfinite(p[s])) per_stage[s].push_back(p[s]);
+  }
+  std::vector<double> out;
+  for (const std::vector<double>& v : per_stage) {
+    if (v.empty()) return {};
+    out.push_back(spread(v).median);
+  }
+  return out;
+}
+
+// How much slower (positive) or faster (negative) the machine ran for `r`
+// than `reference`: the stage whose probe moved most, as a fraction, and
+// that stage; {NaN, -1} without a probe to compare.
+struct ProbeDrift {
+  double change = kNaN;
+  int stage = -1;
+  double seconds = kNaN, reference = kNaN;
+};
+ProbeDrift probe_drift(const Result& r, const std::vector<double>& reference) {
+  ProbeDrift d;
+  const std::vector<double> p = probe_medians(r);
+  if (reference.empty() || p.size() != reference.size()) return d;
+  for (size_t s = 0; s < p.size(); ++s) {
+    if (!std::isfinite(p[s])) continue;
+    const double change = p[s] / reference[s] - 1;
+    if (d.stage < 0 || std::abs(change) > std::abs(d.change)) {
+      d = {change, static_cast<int>(s), p[s], reference[s]};
+    }
+  }
+  return d;
+}
+
+bool drifted(const ProbeDrift& d, const GateOptions& o) {
+  return d.stage >= 0 && std::abs(d.change) > o.max_speed_drift;
+}
+
 // A timing figure the gate declines to judge, and why.
 MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why) {
   MetricVerdict v;
@@ -271,84 +358,204 @@ MetricVerdict not_judged(const std::string& name, bool relative, const std::stri
   return v;
 }
 
-// Each stage's compute time (seconds busy per step): a slowdown of one stage
-// shows here in full, where the step time dilutes it by the pipeline's other
-// stages. Only nights that recorded it take part.
-void decide_stages(RegressionRow& row, const std::vector<Matched>& ok, const ResultEntry& c,
-                   const std::string& tonight, const GateOptions& o) {
+// The history of one combination as the timing figures see it: its ok,
+// gated nights (memory and the trend use them all), the quiet ones among
+// them that the timings are compared with, and why tonight's timings are
+// not judged ("" when they are).
+struct TimingHistory {
+  std::vector<Matched> ok;
+  std::vector<Matched> quiet;
+  std::string not_judged;
+};
+
+TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& history,
+                             const GateOptions& o) {
+  TimingHistory h;
+  for (const Matched& m : history) {
+    if (m.entry->result.status == ResultStatus::kOk && gated(*m.entry, o)) h.ok.push_back(m);
+  }
+  if (c.result.status != ResultStatus::kOk || h.ok.empty()) return h;
+  // Timings of a night whose host was busy with other work are not
+  // compared; memory is, from every night.
+  for (const Matched& m : h.ok) {
+    if (busy_host(m.entry->result, o) < 0) h.quiet.push_back(m);
+  }
+  const double busy_tonight = busy_host(c.result, o);
+  // The machine's own speed (the backend's speed probe, when it has one):
+  // nights that ran at another speed than the history's usual one are
+  // left out of the timing reference, and tonight's timings are not judged
+  // when tonight's machine was not the usual one.
+  const size_t stages = c.result.metrics->speed_probe_seconds_per_stage.size();
+  const std::vector<double> usual = reference_probe(h.quiet, stages);
+  const bool had_quiet = !h.quiet.empty();
+  std::erase_if(h.quiet,
+                [&](const Matched& m) { return drifted(probe_drift(m.entry->result, usual), o); });
+  const ProbeDrift drift_tonight = probe_drift(c.result, usual);
+  if (busy_tonight >= 0) {
+    h.not_judged = "the host was busy: other processes used " +
+                   format_fixed(busy_tonight * 100, 0) +
+                   "% of its CPU during tonight's timed steps (limit " +
+                   format_trimmed(o.max_foreign_cpu * 100) + "%)";
+  } else if (drifted(drift_tonight, o)) {
+    h.not_judged =
+        "the machine itself ran " + format_fixed(std::abs(drift_tonight.change) * 100, 1) + "% " +
+        (drift_tonight.change > 0 ? "slower" : "faster") + " on stage " +
+        std::to_string(drift_tonight.stage) + " than on the earlier nights (speed probe " +
+        format_fixed(drift_tonight.seconds * 1e3, 2) + " ms, usually " +
+        format_fixed(drift_tonight.reference * 1e3, 2) + " ms; limit " +
+        format_trimmed(o.max_speed_drift * 100) + "%): its timings are not comparable";
+  } else if (h.quiet.empty() && had_quiet) {
+    h.not_judged = "every earlier night's machine ran at another speed than usual (speed probe, "
+                   "limit " +
+                   format_trimmed(o.max_speed_drift * 100) + "%)";
+  } else if (h.quiet.empty()) {
+    h.not_judged = "every earlier night's host was busy with other processes (limit " +
+                   format_trimmed(o.max_foreign_cpu * 100) + "%)";
+  }
+  return h;
+}
+
+// One timing figure of one combination: its quiet reference nights' step
+// samples, oldest first, then tonight's.
+struct Series {
+  FigureKind kind;
+  std::vector<NightSamples> nights;
+};
+
+// The timing figures decided from samples: samples/s, bubble ratio, and
+// each stage's compute time (seconds busy per step: a slowdown of one stage
+// shows there in full, where the step time dilutes it by the pipeline's
+// other stages; only nights that recorded it on as many stages take part).
+std::vector<Series> timing_series(const std::vector<Matched>& quiet, const ResultEntry& c,
+                                  const std::string& tonight) {
+  std::vector<Series> out;
+  out.push_back({{"samples/s", true, -1}, {}});
+  out.push_back({{"bubble ratio", false, +1}, {}});
+  for (const Matched& m : quiet) {
+    out[0].nights.push_back({m.night->name, throughput_samples(m.entry->result), 0});
+    out[1].nights.push_back({m.night->name, bubble_samples(m.entry->result), 0});
+  }
+  out[0].nights.push_back({tonight, throughput_samples(c.result), 0});
+  out[1].nights.push_back({tonight, bubble_samples(c.result), 0});
   const std::vector<std::vector<double>>& cur = c.result.metrics->busy_seconds_per_stage;
   for (size_t s = 0; s < cur.size(); ++s) {
-    std::vector<NightSamples> nights;
-    for (const Matched& m : ok) {
+    Series stage{{"stage " + std::to_string(s) + " compute", true, +1, "stage compute"}, {}};
+    for (const Matched& m : quiet) {
       const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
-      if (b.size() == cur.size()) nights.push_back({m.night->name, b[s], 0});
+      if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0});
     }
-    if (nights.empty()) continue;
-    nights.push_back({tonight, cur[s], 0});
-    for (NightSamples& n : nights) n.median = spread(n.values).median;
-    row.metrics.push_back(
-        decide_sampled({"stage " + std::to_string(s) + " compute", true, +1}, nights, o));
+    if (stage.nights.empty()) continue;
+    stage.nights.push_back({tonight, cur[s], 0});
+    out.push_back(std::move(stage));
   }
+  for (Series& f : out) {
+    for (NightSamples& n : f.nights) n.median = spread(n.values).median;
+  }
+  return out;
 }
+
+// Noise floors by machine, backend and figure family.
+std::string floor_key(const std::string& machine, const std::string& backend,
+                      const std::string& family) {
+  return machine + " # " + backend + " # " + family;
+}
+using Floors = std::map<std::string, NoiseFloor>;
 
 // Every figure of `c` against its history: row.metrics (and a status
 // change in row.reasons). summarize() turns them into the row's verdict.
 void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& history,
-                    const std::string& tonight, const GateOptions& o) {
-  std::vector<Matched> ok;
-  for (const Matched& m : history) {
-    if (m.entry->result.status == ResultStatus::kOk && gated(*m.entry, o)) ok.push_back(m);
-  }
+                    const std::string& tonight, const GateOptions& o, const Floors& floors) {
+  const TimingHistory h = timing_history(c, history, o);
   const bool cur_ok = c.result.status == ResultStatus::kOk;
   const Result& last = history.back().entry->result;
   if (last.status == ResultStatus::kOk && !cur_ok) {
     row.reasons.push_back(std::string("status ok -> ") + result_status_name(c.result.status) +
                           (c.result.error.empty() ? "" : ": " + c.result.error));
   }
-  if (cur_ok && !ok.empty()) {
-    // Timings of a night whose host was busy with other work are not
-    // compared; memory is, from every night.
-    std::vector<Matched> quiet;
-    std::vector<std::pair<std::string, double>> mem;
-    for (const Matched& m : ok) {
-      row.trend.push_back(trend_point(m.night->name, m.entry->result));
-      mem.emplace_back(m.night->name, peak_memory_bytes(m.entry->result));
-      if (busy_host(m.entry->result, o) < 0) quiet.push_back(m);
-    }
-    row.trend.push_back(trend_point(tonight, c.result));
-    mem.emplace_back(tonight, peak_memory_bytes(c.result));
-    const double busy_tonight = busy_host(c.result, o);
-    if (busy_tonight >= 0 || quiet.empty()) {
-      const std::string why =
-          busy_tonight >= 0
-              ? "the host was busy: other processes used " + format_fixed(busy_tonight * 100, 0) +
-                    "% of its CPU during tonight's timed steps (limit " +
-                    format_trimmed(o.max_foreign_cpu * 100) + "%)"
-              : "every earlier night's host was busy with other processes (limit " +
-                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
-      row.metrics.push_back(not_judged("samples/s", true, why));
-      row.metrics.push_back(not_judged("bubble ratio", false, why));
-      row.metrics.push_back(decide_memory(mem, o));
-    } else {
-      std::vector<NightSamples> tp, bp;
-      for (const Matched& m : quiet) {
-        tp.push_back({m.night->name, throughput_samples(m.entry->result), 0});
-        bp.push_back({m.night->name, bubble_samples(m.entry->result), 0});
-      }
-      tp.push_back({tonight, throughput_samples(c.result), 0});
-      bp.push_back({tonight, bubble_samples(c.result), 0});
-      for (NightSamples& n : tp) n.median = spread(n.values).median;
-      for (NightSamples& n : bp) n.median = spread(n.values).median;
-      row.metrics.push_back(decide_sampled({"samples/s", true, -1}, tp, o));
-      row.metrics.push_back(decide_sampled({"bubble ratio", false, +1}, bp, o));
-      row.metrics.push_back(decide_memory(mem, o));
-      decide_stages(row, quiet, c, tonight, o);
-    }
-    row.samples_change = row.metrics[0].change;
-    row.detectable = row.metrics[0].detectable;
-    row.bubble_change = row.metrics[1].change;
-    row.memory_change = row.metrics[2].change;
+  if (!cur_ok || h.ok.empty()) return;
+  std::vector<std::pair<std::string, double>> mem;
+  for (const Matched& m : h.ok) {
+    row.trend.push_back(trend_point(m.night->name, m.entry->result));
+    mem.emplace_back(m.night->name, peak_memory_bytes(m.entry->result));
   }
+  row.trend.push_back(trend_point(tonight, c.result));
+  mem.emplace_back(tonight, peak_memory_bytes(c.result));
+  if (!h.not_judged.empty()) {
+    row.metrics.push_back(not_judged("samples/s", true, h.not_judged));
+    row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged));
+    row.metrics.push_back(decide_memory(mem, o));
+  } else {
+    std::vector<Series> series = timing_series(h.quiet, c, tonight);
+    for (Series& f : series) {
+      const auto it = floors.find(floor_key(c.machine, c.result.config.backend, f.kind.family));
+      if (it != floors.end())
+        f.kind.floor = noise_floor_for(it->second, static_cast<int>(f.nights.size()) - 1);
+    }
+    row.metrics.push_back(decide_sampled(series[0].kind, series[0].nights, o));
+    row.metrics.push_back(decide_sampled(series[1].kind, series[1].nights, o));
+    row.metrics.push_back(decide_memory(mem, o));
+    for (size_t i = 2; i < series.size(); ++i)
+      row.metrics.push_back(decide_sampled(series[i].kind, series[i].nights, o));
+  }
+  row.samples_change = row.metrics[0].change;
+  row.detectable = row.metrics[0].detectable;
+  row.bubble_change = row.metrics[1].change;
+  row.memory_change = row.metrics[2].change;
+}
+
+// The sweep's noise floors (see regression.hpp): per machine, backend and
+// figure family, from consecutive reference nights of every combination
+// tonight has. Tonight's own figures only count how many share alpha.
+std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
+                                     const std::map<std::string, std::vector<Matched>>& by_key,
+                                     const GateOptions& o) {
+  constexpr size_t kMinResiduals = 8;
+  struct Family {
+    NoiseFloor floor;
+    std::vector<double> residuals;
+    std::vector<double> nights;  // each series' reference nights
+  };
+  std::map<std::string, Family> families;
+  std::map<std::string, size_t> figures;  // machine # backend -> tonight's timing figures
+  for (const ResultEntry& c : current) {
+    const auto it = by_key.find(c.machine + " # " + c.config_key);
+    if (it == by_key.end() || !gated(c, o)) continue;
+    const TimingHistory h = timing_history(c, it->second, o);
+    if (h.quiet.empty()) continue;
+    for (const Series& f : timing_series(h.quiet, c, "")) {
+      if (h.not_judged.empty()) ++figures[floor_key(c.machine, c.result.config.backend, "")];
+      Family& fam = families[floor_key(c.machine, c.result.config.backend, f.kind.family)];
+      fam.floor.machine = c.machine;
+      fam.floor.backend = c.result.config.backend;
+      fam.floor.figure = f.kind.family;
+      fam.floor.relative = f.kind.relative;
+      const size_t n = f.nights.size() - 1;  // the reference nights; tonight is last
+      fam.nights.push_back(static_cast<double>(n));
+      for (size_t i = 1; i < n; ++i) {
+        const double x = f.nights[i].median;
+        const double prev = f.nights[i - 1].median;
+        if (!f.kind.relative) {
+          fam.residuals.push_back(x - prev);
+        } else if (x > 0 && prev > 0) {
+          fam.residuals.push_back(std::log(x / prev));
+        }
+      }
+    }
+  }
+  std::vector<NoiseFloor> out;
+  for (auto& [key, fam] : families) {
+    NoiseFloor f = fam.floor;
+    f.residuals = fam.residuals.size();
+    f.figures = std::max<size_t>(1, figures[floor_key(f.machine, f.backend, "")]);
+    f.nights = static_cast<int>(std::lround(spread(fam.nights).median));
+    if (f.residuals >= kMinResiduals) {
+      f.sigma = 1.4826 * spread(fam.residuals).mad / std::sqrt(2.0);
+      f.z = normal_upper_quantile(o.alpha / static_cast<double>(f.figures));
+      f.floor = noise_floor_for(f, f.nights);
+    }
+    out.push_back(f);
+  }
+  return out;
 }
 
 // The row's outcome, reasons, notes and night from its figures.
@@ -413,12 +620,12 @@ void mark_awaiting(RegressionRow& row, const std::string& tonight) {
 // re-run gives the same one; otherwise it is undecidable, with the re-run's
 // figures as the reason.
 void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Matched>& history,
-             const std::string& tonight, const GateOptions& o) {
+             const std::string& tonight, const GateOptions& o, const Floors& floors) {
   if (row.count(Confirmation::kAwaiting) == 0) return;
   row.rerun = &rerun;
   RegressionRow again = blank_row(rerun);
   const bool ran = rerun.result.status == ResultStatus::kOk && gated(rerun, o);
-  if (ran) decide_figures(again, rerun, history, tonight, o);
+  if (ran) decide_figures(again, rerun, history, tonight, o, floors);
   for (MetricVerdict& v : row.metrics) {
     if (v.confirmation != Confirmation::kAwaiting) continue;
     const auto same = std::find_if(again.metrics.begin(), again.metrics.end(),
@@ -479,6 +686,13 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     for (const ResultEntry& e : history[i].results.results)
       by_key[match_key(e)].push_back({&history[i], &e});
   }
+  Floors floors;
+  if (options.noise_floor) {
+    out.floors = noise_floors(current, by_key, options);
+    for (const NoiseFloor& f : out.floors) {
+      if (f.floor > 0) floors[floor_key(f.machine, f.backend, f.figure)] = f;
+    }
+  }
   // Re-runs match by machine, build, backend (the group) and configuration.
   out.confirming = reruns != nullptr;
   std::map<std::string, const ResultEntry*> rerun_of;
@@ -503,10 +717,11 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
                           " cores took turns (oversubscribed); kept out of the gate");
     } else {
       row.baseline = it->second.back().entry;
-      decide_figures(row, c, it->second, tonight, options);
+      decide_figures(row, c, it->second, tonight, options, floors);
       mark_awaiting(row, tonight);
       const auto again = rerun_of.find(c.group + " # " + c.config_key);
-      if (again != rerun_of.end()) confirm(row, *again->second, it->second, tonight, options);
+      if (again != rerun_of.end())
+        confirm(row, *again->second, it->second, tonight, options, floors);
       if (out.confirming) note_unconfirmed(row);
       summarize(row);
       for (const Matched& m : it->second) {

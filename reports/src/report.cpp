@@ -37,6 +37,7 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
       << r.count(RegressionStatus::kUndecidable) << " undecidable, "
       << r.count(RegressionStatus::kExcluded) << " excluded (threshold "
       << format_trimmed(r.threshold * 100) << "%, " << r.nights.size() << " earlier night(s))\n";
+  for (const NoiseFloor& f : r.floors) out << "noise floor (" << f.machine << "): " << noise_floor_text(f) << "\n";
   out << "regressions: " << r.regressions() << " beyond " << format_trimmed(r.threshold * 100)
       << "%\n";
   for (const RegressionRow& row : r.rows) {
@@ -97,6 +98,10 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     throw UsageError("--max-foreign-cpu: expected a fraction in [0, 1], got " +
                      format_exact(o.max_foreign_cpu));
   }
+  if (!(o.max_speed_drift > 0 && o.max_speed_drift < 1)) {
+    throw UsageError("--max-speed-drift: expected a fraction in (0, 1), got " +
+                     format_exact(o.max_speed_drift));
+  }
   if (o.window < 1)
     throw UsageError("--history-window: expected >= 1 night, got " + std::to_string(o.window));
   if (o.baselines.empty() && (!o.confirm.empty() || !o.rerun_list.empty())) {
@@ -130,6 +135,8 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   mo.gate.window = o.window;
   mo.gate.include_oversubscribed = o.gate_oversubscribed;
   mo.gate.max_foreign_cpu = o.max_foreign_cpu;
+  mo.gate.max_speed_drift = o.max_speed_drift;
+  mo.gate.noise_floor = !o.no_noise_floor;
   mo.tonight = tonight_name(o.inputs);
   mo.memory_budget = o.memory_budget;
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),

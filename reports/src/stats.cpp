@@ -193,6 +193,18 @@ std::optional<std::size_t> change_point(const std::vector<double>& series) {
   return best;
 }
 
+double normal_upper_quantile(double p) {
+  PPB_CHECK(p > 0 && p < 1, "normal quantile of a probability outside (0, 1)");
+  // P(Z > z) = erfc(z / sqrt 2) / 2 falls monotonically in z: bisect to
+  // double precision (the tail is representable down to p ~ 1e-300).
+  double lo = -40, hi = 40;
+  for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
 double mean_finite(const std::vector<double>& values) {
   double sum = 0;
   int n = 0;

@@ -85,6 +85,17 @@ Result make_fixture(const FixtureSpec& f) {
   m.bubble_ratio.measured = ratio_sum / f.stages;
   m.bubble_overhead.measured = idle_sum / busy_sum;
   if (f.foreign_cpu >= 0) m.foreign_cpu = f.foreign_cpu;
+  if (f.probe > 0) {
+    for (int st = 0; st < f.stages; ++st) {
+      std::vector<double> per_step;
+      for (int i = 0; i < f.steps; ++i) {
+        const double u = f.steps > 1 ? 2.0 * i / (f.steps - 1) - 1 : 0;
+        per_step.push_back(f.probe * (st == f.probe_stage ? f.probe_factor : 1.0) *
+                           (1 + 0.005 * u));
+      }
+      m.speed_probe_seconds_per_stage.push_back(per_step);
+    }
+  }
   if (f.steps != 3) {
     for (int i = 0; i < f.steps; ++i) {
       const int k = (i * 3) % f.steps;

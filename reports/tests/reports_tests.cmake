@@ -5,6 +5,13 @@ ppb_add_gtest(reports_test
   LIBS ppb::reports
   LABELS unit)
 
+# The planner: cluster descriptions, ranking against the simulator and the
+# memory model, pruning, advice.
+ppb_add_gtest(plan_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_test.cpp
+  LIBS ppb::reports
+  LABELS unit)
+
 # The gate's statistics on synthetic samples (exact U and p-values, change points).
 ppb_add_gtest(stats_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/stats_test.cpp

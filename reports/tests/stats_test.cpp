@@ -33,6 +33,16 @@ TEST(Spread, EvenCountInterpolatesAndDropsNonFinite) {
   EXPECT_TRUE(std::isnan(spread({}).median));
 }
 
+TEST(NormalQuantile, KnownValuesAndTheTail) {
+  // scipy.stats.norm.isf: 0.5 -> 0, 0.025 -> 1.959964, 0.001 -> 3.090232,
+  // 1e-5 -> 4.264891, 0.975 -> -1.959964.
+  EXPECT_NEAR(normal_upper_quantile(0.5), 0.0, 1e-9);
+  EXPECT_NEAR(normal_upper_quantile(0.025), 1.959964, 1e-6);
+  EXPECT_NEAR(normal_upper_quantile(0.001), 3.090232, 1e-6);
+  EXPECT_NEAR(normal_upper_quantile(1e-5), 4.264891, 1e-6);
+  EXPECT_NEAR(normal_upper_quantile(0.975), -1.959964, 1e-6);
+}
+
 TEST(MannWhitney, ScipyDocumentationExampleExact) {
   // scipy.stats.mannwhitneyu(males, females): statistic 17.0, pvalue 0.1111...
   const UTest t = mann_whitney_u({19, 22, 16, 29, 24}, {20, 11, 17, 12});

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "host_stream.hpp"
 #include "ppb/exec/backend.hpp"
@@ -53,58 +54,36 @@ TimedBackend::TimedBackend(const BackendConfig& config)
   // The default slack (50 us) would be added to every sleep; the compute
   // stream's thread lowers its own, this is for direct calls.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-  inflight_.assign(static_cast<size_t>(chunks_), 0);
-  stashing_ = config.weight_stashing;
-  version_.assign(static_cast<size_t>(chunks_), 0);
-  forward_version_.resize(static_cast<size_t>(chunks_));
-  version_users_.resize(static_cast<size_t>(chunks_));
-  stashed_versions_.assign(static_cast<size_t>(chunks_), 0);
+  for (int c = 0; c < chunks_; ++c) ledgers_.emplace_back(config.weight_stashing);
   for (int c = 0; c < chunks_; ++c) counted_params_ += cost(c).param_bytes;
   // Count-only: the bytes a real stage would hold, without allocating them.
   memory_.on_alloc(MemCategory::kParameters, counted_params_);
   memory_.on_alloc(MemCategory::kGradients, counted_params_);
+  if (config.replicas > 1) {
+    for (int c = 0; c < chunks_; ++c) {
+      allreduce_buffers_.emplace_back(static_cast<size_t>(cost(c).param_bytes / 4), 0.0f);
+    }
+  }
+}
+
+std::vector<std::span<float>> TimedBackend::gradient_buffers(int chunk) {
+  if (allreduce_buffers_.empty()) return {};
+  std::vector<float>& b = allreduce_buffers_[static_cast<size_t>(chunk)];
+  if (b.empty()) return {};
+  return {std::span<float>(b)};
 }
 
 TimedBackend::~TimedBackend() {
   stop_streams();
-  for (int c = 0; c < chunks_; ++c) {
-    memory_.on_free(MemCategory::kActivations,
-                    inflight_[static_cast<size_t>(c)] * cost(c).activation_bytes);
-  }
-  for (int c = 0; c < chunks_; ++c) {
-    memory_.on_free(MemCategory::kWeightStash,
-                    stashed_versions_[static_cast<size_t>(c)] * cost(c).param_bytes);
-  }
+  ledgers_.clear();  // the in-flight activations and the stashes
   memory_.on_free(MemCategory::kGradients, counted_params_);
   memory_.on_free(MemCategory::kParameters, counted_params_);
 }
 
-void TimedBackend::update_stash(int chunk) {
-  const auto c = static_cast<size_t>(chunk);
-  int64_t older = 0;
-  for (const auto& [version, users] : version_users_[c]) {
-    if (version < version_[c] && users > 0) ++older;
-  }
-  const int64_t bytes = cost(chunk).param_bytes;
-  if (older > stashed_versions_[c])
-    memory_.on_alloc(MemCategory::kWeightStash, (older - stashed_versions_[c]) * bytes);
-  if (older < stashed_versions_[c])
-    memory_.on_free(MemCategory::kWeightStash, (stashed_versions_[c] - older) * bytes);
-  stashed_versions_[c] = older;
-}
-
-void TimedBackend::end_microbatch(int chunk, int64_t mb) {
-  const auto c = static_cast<size_t>(chunk);
-  PPB_CHECK(inflight_[c] > 0, "timed backend: backward without forward");
-  --inflight_[c];
-  memory_.on_free(MemCategory::kActivations, cost(chunk).activation_bytes);
-  if (!stashing_) return;
-  auto it = forward_version_[c].find(mb);
-  PPB_CHECK(it != forward_version_[c].end(),
-            "timed backend: backward of a micro-batch not in flight");
-  if (--version_users_[c][it->second] == 0) version_users_[c].erase(it->second);
-  forward_version_[c].erase(it);
-  update_stash(chunk);
+TrackedBuffer TimedBackend::counted(MemCategory category, int64_t bytes) {
+  // Adopts no memory: the tracker counts `bytes`, nothing is allocated or freed.
+  return TrackedBuffer(
+      memory_, category, bytes, nullptr, [](void*, std::byte*) {}, nullptr);
 }
 
 const ChunkCost& TimedBackend::cost(int chunk) const {
@@ -139,23 +118,25 @@ void TimedBackend::sleep_for_model_seconds(double seconds) {
 
 double TimedBackend::account(const ActionCall& call) {
   const ChunkCost& c = cost(call.chunk);
-  const auto chunk = static_cast<size_t>(call.chunk);
+  auto& ledger = ledgers_[static_cast<size_t>(call.chunk)];
+  const int64_t mb = call.microbatch;
   switch (call.kind) {
-    case ActionKind::kForward:
-      memory_.on_alloc(MemCategory::kActivations, c.activation_bytes);
-      ++inflight_[chunk];
-      if (stashing_) {
-        forward_version_[chunk][call.microbatch] = version_[chunk];
-        ++version_users_[chunk][version_[chunk]];
-      }
+    case ActionKind::kForward: {
+      auto state = ledger.start_forward(mb, 1);
+      state.kept[0] = counted(MemCategory::kActivations, c.activation_bytes);
+      ledger.admit(std::move(state));
       return c.fwd;
+    }
     case ActionKind::kBackward:
-      end_microbatch(call.chunk, call.microbatch);
+      ledger.for_input_gradient(mb, "backward");
+      ledger.finish(mb);
       return c.bwd_input + c.bwd_weight;
     case ActionKind::kBackwardInput:
+      ledger.for_input_gradient(mb, "backward_input").input_done = true;
       return c.bwd_input;
     case ActionKind::kBackwardWeight:
-      end_microbatch(call.chunk, call.microbatch);
+      ledger.for_weight_gradient(mb);
+      ledger.finish(mb);
       return c.bwd_weight;
     case ActionKind::kSync:
       break;
@@ -195,9 +176,13 @@ void TimedBackend::backward_weight(int chunk, int64_t mb) {
 }
 
 void TimedBackend::optimizer_step(int chunk) {
-  if (!stashing_) return;
-  ++version_[static_cast<size_t>(chunk)];
-  update_stash(chunk);
+  auto& ledger = ledgers_[static_cast<size_t>(chunk)];
+  ledger.stash_current_if_in_use([&] {
+    MicrobatchLedger<TrackedBuffer>::Stash stash;
+    stash.push_back(counted(MemCategory::kWeightStash, cost(chunk).param_bytes));
+    return stash;
+  });
+  ledger.next_version();
 }
 
 }  // namespace ppb

@@ -10,33 +10,10 @@
 #include <utility>
 
 #include "ppb/exec/mpi.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
-
-int64_t predicted_activation_peak(const Schedule& schedule, int stage,
-                                  const std::vector<int64_t>& activation_bytes) {
-  PPB_CHECK(stage >= 0 && stage < static_cast<int>(schedule.actions.size()),
-            "predict: stage out of range");
-  int64_t current = 0;
-  int64_t peak = 0;
-  for (const Action& a : schedule.actions[static_cast<size_t>(stage)]) {
-    switch (a.kind) {
-      case ActionKind::kForward:
-        current += activation_bytes[static_cast<size_t>(a.chunk)];
-        peak = std::max(peak, current);
-        break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardWeight:
-        current -= activation_bytes[static_cast<size_t>(a.chunk)];
-        break;
-      case ActionKind::kBackwardInput:
-      case ActionKind::kSync:
-        break;
-    }
-  }
-  return peak;
-}
 
 MemoryGuard::MemoryGuard(MPI_Comm comm, MemoryGuardOptions options, Generator generate)
     : comm_(comm), options_(options), generate_(std::move(generate)) {
@@ -63,8 +40,8 @@ const Schedule& MemoryGuard::schedule_for(int n) {
 }
 
 const Schedule& MemoryGuard::plan(const Backend& backend) {
-  int rank = 0;
-  PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  int rank = options_.stage;
+  if (rank < 0) PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank));
   std::vector<int64_t> bytes;
   bytes.reserve(static_cast<size_t>(backend.chunks()));
   for (int c = 0; c < backend.chunks(); ++c) bytes.push_back(backend.activation_bytes(c));
@@ -74,7 +51,7 @@ const Schedule& MemoryGuard::plan(const Backend& backend) {
   std::vector<int> fits(static_cast<size_t>(cap_), 0);
   std::vector<int64_t> predicted(static_cast<size_t>(cap_), 0);
   for (int n = 1; n <= cap_; ++n) {
-    const int64_t p = static_bytes + predicted_activation_peak(schedule_for(n), rank, bytes);
+    const int64_t p = static_bytes + list_peaks(schedule_for(n), rank, bytes).activations;
     predicted[static_cast<size_t>(n - 1)] = p;
     fits[static_cast<size_t>(n - 1)] = p <= line ? 1 : 0;
   }

@@ -153,9 +153,10 @@ Prefix make_prefix(const std::vector<Unit>& units, const std::vector<UnitTime>& 
   return p;
 }
 
-bool fits(const Prefix& p, size_t i, size_t j, int64_t cap, int inflight) {
+bool fits(const Prefix& p, size_t i, size_t j, int64_t cap, int inflight,
+          const MemoryModelOptions& memory) {
   if (cap <= 0) return true;
-  const int64_t state = 2 * (p.params[j] - p.params[i]);
+  const int64_t state = parameter_state(p.params[j] - p.params[i], memory).total();
   if (state > cap) return false;
   const int64_t acts = p.acts[j] - p.acts[i];
   // acts * inflight <= cap - state, without overflowing the product.
@@ -163,11 +164,13 @@ bool fits(const Prefix& p, size_t i, size_t j, int64_t cap, int inflight) {
 }
 
 /// first[j]: the smallest i such that [i, j) fits the cap (j when none does).
-std::vector<int> fit_starts(const Prefix& p, int n, int64_t cap, int inflight) {
+std::vector<int> fit_starts(const Prefix& p, int n, int64_t cap, int inflight,
+                            const MemoryModelOptions& memory) {
   std::vector<int> first(static_cast<size_t>(n) + 1, 0);
   int i = 0;
   for (int j = 1; j <= n; ++j) {
-    while (i < j && !fits(p, static_cast<size_t>(i), static_cast<size_t>(j), cap, inflight)) ++i;
+    while (i < j && !fits(p, static_cast<size_t>(i), static_cast<size_t>(j), cap, inflight, memory))
+      ++i;
     first[static_cast<size_t>(j)] = i;
   }
   return first;
@@ -421,11 +424,13 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
   Prefix p = make_prefix(units, times, options.link);
   const int64_t cap = options.memory_cap_bytes;
   const int inflight = options.inflight;
-  std::vector<int> first = fit_starts(p, n, cap, inflight);
+  std::vector<int> first = fit_starts(p, n, cap, inflight, options.memory);
   // The memory of a part by the same search, for the message below.
   std::vector<double> mem(p.params.size());
-  for (size_t i = 0; i < mem.size(); ++i)
-    mem[i] = static_cast<double>(2 * p.params[i] + int64_t{inflight} * p.acts[i]);
+  for (size_t i = 0; i < mem.size(); ++i) {
+    mem[i] = static_cast<double>(parameter_state(p.params[i], options.memory).total() +
+                                 int64_t{inflight} * p.acts[i]);
+  }
 
   const SplitCost cost(std::move(p.time), std::move(p.transfer), std::move(first));
   const double best = min_max_bound(cost, parts);
@@ -526,14 +531,15 @@ double part_cost(const std::vector<Unit>& units, const std::vector<UnitTime>& ti
   return c;
 }
 
-int64_t part_memory_bytes(const std::vector<Unit>& units, UnitRange range, int inflight) {
+int64_t part_memory_bytes(const std::vector<Unit>& units, UnitRange range, int inflight,
+                          const MemoryModelOptions& memory) {
   int64_t params = 0;
   int64_t acts = 0;
   for (int i = range.begin; i < range.end; ++i) {
     params += units[static_cast<size_t>(i)].param_bytes;
     acts += units[static_cast<size_t>(i)].activation_bytes;
   }
-  return 2 * params + int64_t{inflight} * acts;
+  return parameter_state(params, memory).total() + int64_t{inflight} * acts;
 }
 
 std::string format_partition(const std::vector<UnitRange>& parts) {

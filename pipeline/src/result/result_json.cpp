@@ -349,6 +349,16 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
     f.sizes = l.get_or("sizes", std::vector<int64_t>{});
     return f;
   });
+  // Files written before `links` hold the stage-to-stage link as `link`
+  // (bandwidth 0 = not resolved): the link within a host.
+  if (const auto l = o.find_object("link"); l && t.links.empty()) {
+    MeasuredLinkFigures f;
+    f.path = "host";
+    f.latency_seconds = l->get<double>("latency_seconds");
+    const double bw = l->get<double>("bandwidth");
+    f.bandwidth_bytes_per_second = bw > 0 ? bw : std::numeric_limits<double>::quiet_NaN();
+    t.links.push_back(f);
+  }
   n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
   n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
           true);
@@ -488,6 +498,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   config["profile"] = result.config.profile;
   config["check"] = result.config.check;
   config["dtype"] = result.config.dtype;
+  config["unit_ranges"] = result.config.unit_ranges;  // what calibration re-prices
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
@@ -499,6 +510,11 @@ void write_gate_fields(const Result& result, json::object& root) {
   metrics["busy_seconds_per_stage"] =
       array_of(result.metrics->busy_seconds_per_stage,
                [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  if (!result.metrics->speed_probe_seconds_per_stage.empty()) {
+    metrics["speed_probe_seconds_per_stage"] =
+        array_of(result.metrics->speed_probe_seconds_per_stage,
+                 [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
+  }
   if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
     auto one = [](const SampleSpread& x) {
       return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
@@ -521,6 +537,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   out.config.check =
       config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
   out.config.dtype = config.get_or<std::string>("dtype", "fp32");
+  out.config.unit_ranges = config.get_or<std::string>("unit_ranges", "");
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);
@@ -531,15 +548,19 @@ void read_gate_fields(const JsonObject& root, Result& out) {
       metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
   if (metrics.has("foreign_cpu")) out.metrics->foreign_cpu = metrics.get<double>("foreign_cpu");
   const JsonReader& r = metrics.reader();
-  out.metrics->busy_seconds_per_stage = metrics.optional_array(
-      "busy_seconds_per_stage", [&r](const json::value& v, const std::string& p) {
-        return r.array_of(v, p, [&r](const json::value& x, const std::string& q) {
-          return r.number_or_null(x, q);
-        });
-      });
+  const auto per_stage_steps = [&r](const json::value& v, const std::string& p) {
+    return r.array_of(
+        v, p, [&r](const json::value& x, const std::string& q) { return r.number_or_null(x, q); });
+  };
+  out.metrics->busy_seconds_per_stage =
+      metrics.optional_array("busy_seconds_per_stage", per_stage_steps);
+  out.metrics->speed_probe_seconds_per_stage =
+      metrics.optional_array("speed_probe_seconds_per_stage", per_stage_steps);
   const StageCount n{r, static_cast<size_t>(out.config.stages)};
   n.check(out.metrics->busy_seconds_per_stage.size(), metrics.field("busy_seconds_per_stage"),
           true);
+  n.check(out.metrics->speed_probe_seconds_per_stage.size(),
+          metrics.field("speed_probe_seconds_per_stage"), true);
   const std::optional<JsonObject> spread = metrics.find_object("spread");
   if (!spread) return;
   auto one = [&spread](std::string_view key) {
@@ -558,6 +579,54 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   f.step_time_seconds = one("step_time_seconds");
   f.samples_per_second = one("samples_per_second");
   f.bubble_ratio = one("bubble_ratio");
+}
+
+// Data parallelism's fields, written and read in one place each; all
+// optional, so files written before them load as one replica.
+void write_data_parallel_fields(const Result& result, json::object& root) {
+  json::object& config = root["config"].as_object();
+  config["data_parallel"] = result.config.data_parallel;
+  config["rank_order"] = result.config.rank_order;
+  if (!result.metrics || !result.metrics->allreduce) return;
+  const AllReduceFigures& a = *result.metrics->allreduce;
+  json::object& metrics = root["metrics"].as_object();
+  metrics["allreduce_seconds"] = num(a.seconds);
+  metrics["allreduce"] =
+      json::object{{"seconds_per_stage", doubles(a.seconds_per_stage)},
+                   {"overlap_seconds_per_stage", doubles(a.overlap_seconds_per_stage)},
+                   {"bytes_per_stage", ints(a.bytes_per_stage)},
+                   {"exposed_seconds", num(a.exposed_seconds)},
+                   {"latency", num(a.latency)},
+                   {"bandwidth", num(a.bandwidth)},
+                   {"theoretical_seconds_per_stage", doubles(a.theoretical_seconds_per_stage)},
+                   {"bubble_ratio_pipeline", bubble_json(a.bubble_ratio_pipeline)}};
+}
+
+void read_data_parallel_fields(const JsonObject& root, Result& out) {
+  const JsonObject config = root.object("config");
+  out.config.data_parallel = config.get_or("data_parallel", 1);
+  at_least(config, "data_parallel", out.config.data_parallel, 1);
+  out.config.rank_order = config.get_or<std::string>("rank_order", "");
+  if (!out.metrics) return;
+  const JsonObject metrics = root.object("metrics");
+  const std::optional<JsonObject> o = metrics.find_object("allreduce");
+  if (!o) return;
+  const StageCount n{o->reader(), static_cast<size_t>(out.config.stages)};
+  AllReduceFigures& a = out.metrics->allreduce.emplace();
+  a.seconds = metrics.optional_number_or_null("allreduce_seconds");
+  a.seconds_per_stage = o->numbers_or_null("seconds_per_stage");
+  a.overlap_seconds_per_stage = o->numbers_or_null("overlap_seconds_per_stage");
+  a.bytes_per_stage = o->get<std::vector<int64_t>>("bytes_per_stage");
+  a.exposed_seconds = o->number_or_null("exposed_seconds");
+  a.latency = o->number_or_null("latency");
+  a.bandwidth = o->number_or_null("bandwidth");
+  a.theoretical_seconds_per_stage = o->numbers_or_null("theoretical_seconds_per_stage");
+  a.bubble_ratio_pipeline = read_bubble(o->object("bubble_ratio_pipeline"), n, true);
+  n.check(a.seconds_per_stage.size(), o->field("seconds_per_stage"), true);
+  n.check(a.overlap_seconds_per_stage.size(), o->field("overlap_seconds_per_stage"), true);
+  n.check(a.bytes_per_stage.size(), o->field("bytes_per_stage"), true);
+  n.check(a.theoretical_seconds_per_stage.size(), o->field("theoretical_seconds_per_stage"), true);
+  no_negative_bytes(*o, "bytes_per_stage", a.bytes_per_stage);
 }
 
 }  // namespace
@@ -603,6 +672,7 @@ boost::json::value result_to_json(const Result& result) {
                                   {"hostname", e.hostname},
                                   {"cpu", e.cpu}};
   write_gate_fields(result, o);
+  write_data_parallel_fields(result, o);
   return o;
 }
 
@@ -630,6 +700,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   check_collector_actions(r, out);
   out.environment = read_environment(root.object("environment"));
   read_gate_fields(root, out);
+  read_data_parallel_fields(root, out);
   return out;
 }
 

@@ -40,4 +40,26 @@ std::vector<int> peak_inflight_until_input_grad(const Schedule& s) {
   });
 }
 
+std::vector<char> optimizer_steps_after(const Schedule& s, const std::vector<Action>& list,
+                                        bool per_backward) {
+  std::vector<char> after(list.size(), 0);
+  if (per_backward) {
+    for (size_t k = 0; k < list.size(); ++k) {
+      const ActionKind kind = list[k].kind;
+      if (kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight) after[k] = 1;
+    }
+    return after;
+  }
+  std::vector<int> last_of_batch(static_cast<size_t>(std::max(s.batches, 1)), -1);
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (list[k].kind == ActionKind::kSync) continue;
+    const int b = std::min(list[k].microbatch / std::max(s.microbatches, 1), s.batches - 1);
+    last_of_batch[static_cast<size_t>(b)] = static_cast<int>(k);
+  }
+  for (int k : last_of_batch) {
+    if (k >= 0) after[static_cast<size_t>(k)] = 1;
+  }
+  return after;
+}
+
 }  // namespace ppb

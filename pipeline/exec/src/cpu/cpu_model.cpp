@@ -31,21 +31,13 @@ struct CpuChunk::UnitState {
   TrackedBuffer grads;   // kGradients
 };
 
-struct CpuChunk::Microbatch {
-  int64_t mb = 0;
-  int version = 0;
-  bool input_done = false;
-  std::vector<TrackedBuffer> kept;     // per local unit: the contract activations
-  std::vector<TrackedBuffer> pending;  // per local unit: output gradients kept from I to W
-};
-
-struct CpuChunk::Stash {
-  std::vector<TrackedBuffer> params;  // per local unit, kWeightStash
-};
-
 CpuChunk::CpuChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
                    MemoryTracker& tracker, CpuModelOptions options)
-    : spec_(spec), range_(range), tracker_(&tracker), options_(options) {
+    : spec_(spec),
+      range_(range),
+      tracker_(&tracker),
+      options_(options),
+      ledger_(options.weight_stashing) {
   PPB_CHECK(
       range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(units.size()),
       "unit range out of bounds");
@@ -87,25 +79,18 @@ int64_t CpuChunk::input_bytes() const { return input_bytes_; }
 int64_t CpuChunk::output_bytes() const { return units_.back().boundary_bytes; }
 
 const float* CpuChunk::params_for(int local_unit, int version) const {
-  if (!options_.weight_stashing || version == version_) {
-    return state_[static_cast<size_t>(local_unit)]->params.as<float>();
-  }
-  const auto it = stashes_.find(version);
-  PPB_CHECK(it != stashes_.end(), "weight version of an in-flight micro-batch is not stashed");
-  return it->second->params[static_cast<size_t>(local_unit)].as<float>();
+  const Ledger::Stash* stash = ledger_.stash_for(version);
+  const TrackedBuffer& params = stash != nullptr ? (*stash)[static_cast<size_t>(local_unit)]
+                                                 : state_[static_cast<size_t>(local_unit)]->params;
+  return params.as<float>();
 }
 
 void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
-  PPB_CHECK(!inflight_.contains(mb), "forward of a micro-batch already in flight");
+  Microbatch state = ledger_.start_forward(mb, units_.size());
   PPB_CHECK((input != nullptr) == (input_bytes() > 0),
             "forward: input must be given iff the chunk has one");
   PPB_CHECK((output != nullptr) == (output_bytes() > 0),
             "forward: output must be given iff the chunk has one");
-  auto state = std::make_unique<Microbatch>();
-  state->mb = mb;
-  state->version = version_;
-  state->kept.resize(units_.size());
-  state->pending.resize(units_.size());
 
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
@@ -128,9 +113,9 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       next = TrackedBuffer(mem, MemCategory::kWorkspace, units_[i].boundary_bytes);
       out = floats(next);
     }
-    TrackedBuffer& kept = state->kept[i];
+    TrackedBuffer& kept = state.kept[i];
     kept = TrackedBuffer(mem, MemCategory::kActivations, units_[i].activation_bytes);
-    const float* p = params_for(static_cast<int>(i), state->version);
+    const float* p = params_for(static_cast<int>(i), state.version);
     switch (kind) {
       case UnitKind::kEmbedding: {
         TrackedBuffer labels(mem, MemCategory::kWorkspace, t * 4);
@@ -202,8 +187,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
     prev = std::move(next);
     in = prev.empty() ? nullptr : prev.as<float>();
   }
-  if (options_.weight_stashing) ++version_users_[state->version];
-  inflight_.emplace(mb, std::move(state));
+  ledger_.admit(std::move(state));
 }
 
 void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
@@ -336,7 +320,6 @@ void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const flo
 
 void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                             bool split) {
-  PPB_CHECK(!state.input_done, "backward of a micro-batch whose input gradient is already done");
   PPB_CHECK((grad_output != nullptr) == (output_bytes() > 0),
             "backward: grad_output must be given iff the chunk has an output");
   PPB_CHECK((grad_input != nullptr) == (input_bytes() > 0),
@@ -361,41 +344,23 @@ void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std
   state.input_done = true;
 }
 
-void CpuChunk::finish(int64_t mb) {
-  const auto it = inflight_.find(mb);
-  const int version = it->second->version;
-  inflight_.erase(it);  // frees the kept activations and pending gradients
-  if (!options_.weight_stashing) return;
-  const auto users = version_users_.find(version);
-  PPB_CHECK(users != version_users_.end() && users->second > 0, "weight version use count broken");
-  if (--users->second == 0) {
-    version_users_.erase(users);
-    stashes_.erase(version);  // frees the stash when it was the version's last user
-  }
-}
-
 void CpuChunk::backward_input(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "backward_input of a micro-batch not in flight");
-  run_backward(*it->second, grad_output, grad_input, /*split=*/true);
+  run_backward(ledger_.for_input_gradient(mb, "backward_input"), grad_output, grad_input,
+               /*split=*/true);
 }
 
 void CpuChunk::backward_weight(int64_t mb) {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "backward_weight of a micro-batch not in flight");
-  Microbatch& state = *it->second;
-  PPB_CHECK(state.input_done, "backward_weight before backward_input");
+  Microbatch& state = ledger_.for_weight_gradient(mb);
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
     backward_unit_weight(i, state, nullptr);
   }
-  finish(mb);
+  ledger_.finish(mb);  // frees all mb kept, and its version's stash after its last user
 }
 
 void CpuChunk::backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "backward of a micro-batch not in flight");
-  run_backward(*it->second, grad_output, grad_input, /*split=*/false);
-  finish(mb);
+  run_backward(ledger_.for_input_gradient(mb, "backward"), grad_output, grad_input,
+               /*split=*/false);
+  ledger_.finish(mb);
 }
 
 double CpuChunk::loss(int64_t mb) const {
@@ -406,18 +371,18 @@ double CpuChunk::loss(int64_t mb) const {
 }
 
 void CpuChunk::sgd_step(float lr) {
-  if (options_.weight_stashing && version_users_.contains(version_)) {
-    // Micro-batches in flight still need this version: copy it before the update.
-    auto stash = std::make_unique<Stash>();
+  // Micro-batches in flight still on this version: copy it before the update.
+  ledger_.stash_current_if_in_use([&] {
+    Ledger::Stash stash;
     for (const auto& u : state_) {
       TrackedBuffer copy(*tracker_, MemCategory::kWeightStash, u->params.size());
       if (u->params.size() > 0) {
         std::memcpy(copy.data(), u->params.data(), static_cast<size_t>(u->params.size()));
       }
-      stash->params.push_back(std::move(copy));
+      stash.push_back(std::move(copy));
     }
-    stashes_.emplace(version_, std::move(stash));
-  }
+    return stash;
+  });
   for (const auto& u : state_) {
     float* p = floats(u->params);
     float* g = floats(u->grads);
@@ -426,7 +391,7 @@ void CpuChunk::sgd_step(float lr) {
       g[k] = 0.0f;
     }
   }
-  ++version_;
+  ledger_.next_version();
 }
 
 void CpuChunk::zero_grads() {
@@ -459,10 +424,14 @@ std::vector<std::span<float>> CpuChunk::mutable_param_views() {
   return views;
 }
 
-int CpuChunk::weight_version_of(int64_t mb) const {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "weight_version_of a micro-batch not in flight");
-  return it->second->version;
+std::vector<std::span<float>> CpuChunk::mutable_grad_views() {
+  std::vector<std::span<float>> views;
+  for (const auto& u : state_) {
+    views.emplace_back(floats(u->grads), static_cast<size_t>(u->param_count));
+  }
+  return views;
 }
+
+int CpuChunk::weight_version_of(int64_t mb) const { return ledger_.version_of(mb); }
 
 }  // namespace ppb

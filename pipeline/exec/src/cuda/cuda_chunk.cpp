@@ -36,17 +36,9 @@ struct CudaChunk::UnitState {
   TrackedBuffer grads;   // fp32
 };
 
-struct CudaChunk::Microbatch {
-  int64_t mb = 0;
-  int version = 0;
-  bool input_done = false;
-  std::vector<TrackedBuffer> kept;     // per local unit
-  std::vector<TrackedBuffer> pending;  // per local unit: output gradients kept from I to W
-};
-
 CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRange range,
                      ChunkContext ctx, CpuModelOptions options)
-    : spec_(spec), range_(range), ctx_(ctx), options_(options) {
+    : spec_(spec), range_(range), ctx_(ctx), options_(options), ledger_(options.weight_stashing) {
   PPB_CHECK(
       range.begin >= 0 && range.begin < range.end && range.end <= static_cast<int>(units.size()),
       "unit range out of bounds");
@@ -125,13 +117,11 @@ void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) const {
 }
 
 const void* CudaChunk::weights(int local_unit, int version) const {
-  if (!options_.weight_stashing || version == version_) {
-    const UnitState& u = *state_[static_cast<size_t>(local_unit)];
-    return ctx_.dtype == Dtype::kFp32 ? u.master.data() : u.copy.data();
+  if (const Ledger::Stash* stash = ledger_.stash_for(version)) {
+    return (*stash)[static_cast<size_t>(local_unit)].data();
   }
-  const auto it = stashes_.find(version);
-  PPB_CHECK(it != stashes_.end(), "weight version of an in-flight micro-batch is not stashed");
-  return it->second[static_cast<size_t>(local_unit)].data();
+  const UnitState& u = *state_[static_cast<size_t>(local_unit)];
+  return ctx_.dtype == Dtype::kFp32 ? u.master.data() : u.copy.data();
 }
 
 // y[t,out] = x[t,in] w[in,out] + bias (bias at w + in*out); with accumulate
@@ -211,16 +201,11 @@ void CudaChunk::attention_backward(const void* qkv, const void* probs, const voi
 }
 
 void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
-  PPB_CHECK(!inflight_.contains(mb), "forward of a micro-batch already in flight");
+  Microbatch state = ledger_.start_forward(mb, units_.size());
   PPB_CHECK((input != nullptr) == (input_bytes() > 0),
             "forward: input must be given iff the chunk has one");
   PPB_CHECK((output != nullptr) == (output_bytes() > 0),
             "forward: output must be given iff the chunk has one");
-  auto state = std::make_unique<Microbatch>();
-  state->mb = mb;
-  state->version = version_;
-  state->kept.resize(units_.size());
-  state->pending.resize(units_.size());
   TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const void* in = input;
   for (size_t i = 0; i < units_.size(); ++i) {
@@ -231,13 +216,12 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       next = device(units_[i].boundary_bytes, MemCategory::kWorkspace);
       out = next.data();
     }
-    state->kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
-    forward_unit(i, *state, in, out);
+    state.kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
+    forward_unit(i, state, in, out);
     prev = std::move(next);  // frees (stream-ordered) the input of unit i
     in = prev.data();
   }
-  if (options_.weight_stashing) ++version_users_[state->version];
-  inflight_.emplace(mb, std::move(state));
+  ledger_.admit(std::move(state));
 }
 
 void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* out) {
@@ -450,7 +434,6 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
 
 void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                              bool split) {
-  PPB_CHECK(!state.input_done, "backward of a micro-batch whose input gradient is already done");
   PPB_CHECK((grad_output != nullptr) == (output_bytes() > 0),
             "backward: grad_output must be given iff the chunk has an output");
   PPB_CHECK((grad_input != nullptr) == (input_bytes() > 0),
@@ -472,61 +455,43 @@ void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, st
   state.input_done = true;
 }
 
-void CudaChunk::finish(int64_t mb) {
-  const auto it = inflight_.find(mb);
-  const int version = it->second->version;
-  inflight_.erase(it);  // frees (stream-ordered) the kept activations and pending gradients
-  if (!options_.weight_stashing) return;
-  const auto users = version_users_.find(version);
-  PPB_CHECK(users != version_users_.end() && users->second > 0, "weight version use count broken");
-  if (--users->second == 0) {
-    version_users_.erase(users);
-    stashes_.erase(version);
-  }
-}
-
 void CudaChunk::backward_input(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "backward_input of a micro-batch not in flight");
-  run_backward(*it->second, grad_output, grad_input, /*split=*/true);
+  run_backward(ledger_.for_input_gradient(mb, "backward_input"), grad_output, grad_input,
+               /*split=*/true);
 }
 
 void CudaChunk::backward_weight(int64_t mb) {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "backward_weight of a micro-batch not in flight");
-  Microbatch& state = *it->second;
-  PPB_CHECK(state.input_done, "backward_weight before backward_input");
+  Microbatch& state = ledger_.for_weight_gradient(mb);
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
     backward_unit_weight(static_cast<size_t>(i), state, nullptr);
   }
-  finish(mb);
+  ledger_.finish(mb);  // frees (stream-ordered) all mb kept, and a stash after its last user
 }
 
 void CudaChunk::backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "backward of a micro-batch not in flight");
-  run_backward(*it->second, grad_output, grad_input, /*split=*/false);
-  finish(mb);
+  run_backward(ledger_.for_input_gradient(mb, "backward"), grad_output, grad_input,
+               /*split=*/false);
+  ledger_.finish(mb);
 }
 
 void CudaChunk::sgd_step(float lr) {
   const Dtype dt = ctx_.dtype;
-  if (options_.weight_stashing && version_users_.contains(version_)) {
-    // Micro-batches in flight still need this version: copy it before the update.
-    Stash stash;
+  // Micro-batches in flight still on this version: copy it before the update.
+  ledger_.stash_current_if_in_use([&] {
+    Ledger::Stash stash;
     for (size_t i = 0; i < state_.size(); ++i) {
       const int64_t n = state_[i]->param_count;
       TrackedBuffer b = device(n * dtype_bytes(dt), MemCategory::kWeightStash);
-      copy(b.data(), weights(static_cast<int>(i), version_), n);
+      copy(b.data(), weights(static_cast<int>(i), ledger_.version()), n);
       stash.push_back(std::move(b));
     }
-    stashes_.emplace(version_, std::move(stash));
-  }
+    return stash;
+  });
   for (const auto& u : state_) {
     sgd(f32(u->master), f32(u->grads), u->param_count, lr, dt,
         dt == Dtype::kFp32 ? nullptr : u->copy.data(), ctx_.stream);
   }
-  ++version_;
+  ledger_.next_version();
 }
 
 double CudaChunk::loss(int64_t mb) const {
@@ -553,10 +518,6 @@ std::vector<std::vector<float>> CudaChunk::gradients() const {
   return out;
 }
 
-int CudaChunk::weight_version_of(int64_t mb) const {
-  const auto it = inflight_.find(mb);
-  PPB_CHECK(it != inflight_.end(), "weight_version_of a micro-batch not in flight");
-  return it->second->version;
-}
+int CudaChunk::weight_version_of(int64_t mb) const { return ledger_.version_of(mb); }
 
 }  // namespace ppb::cuda

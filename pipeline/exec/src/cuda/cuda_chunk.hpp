@@ -27,6 +27,7 @@
 #include "cuda/device_pool.hpp"
 #include "cuda/kernels.hpp"
 #include "ppb/exec/cpu_model.hpp"
+#include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/model.hpp"
 
 namespace ppb::cuda {
@@ -75,13 +76,13 @@ class CudaChunk {
   double loss(int64_t mb) const;
   /// The fp32 gradients per unit, copied to the host. Synchronises the stream.
   std::vector<std::vector<float>> gradients() const;
-  int weight_version() const { return version_; }
+  int weight_version() const { return ledger_.version(); }
   int weight_version_of(int64_t mb) const;
 
  private:
   struct UnitState;
-  struct Microbatch;
-  using Stash = std::vector<TrackedBuffer>;  // per unit: the compute weights of one version
+  using Ledger = MicrobatchLedger<TrackedBuffer>;  // stashes: per unit, the compute weights
+  using Microbatch = Ledger::State;
 
   TrackedBuffer device(int64_t bytes, MemCategory category) const;
   // Copies n storage elements (stream-ordered).
@@ -99,7 +100,6 @@ class CudaChunk {
   void backward_unit_weight(size_t i, Microbatch& state, const void* grad_out);
   void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                     bool split);
-  void finish(int64_t mb);
 
   ModelSpec spec_;
   std::vector<Unit> units_;
@@ -108,11 +108,8 @@ class CudaChunk {
   ChunkContext ctx_;
   CpuModelOptions options_;
   std::vector<std::unique_ptr<UnitState>> state_;
-  std::map<int64_t, std::unique_ptr<Microbatch>> inflight_;
-  std::map<int, Stash> stashes_;
-  std::map<int, int> version_users_;
+  Ledger ledger_;                            // in-flight micro-batches, pass order, weight versions
   std::map<int64_t, TrackedBuffer> losses_;  // mb -> device double: summed token loss
-  int version_ = 0;
 };
 
 }  // namespace ppb::cuda

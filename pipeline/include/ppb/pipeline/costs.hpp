@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/schedule.hpp"
 
 namespace ppb {
 
@@ -40,6 +41,33 @@ struct LinkModel {
   }
 };
 
+/// The gradient all-reduce of data parallelism (data_parallel.hpp): each
+/// stage's gradients are summed across its `replicas` copies by a ring
+/// all-reduce, whose time for `bytes` is
+///   2 (D-1) x latency + 2 (D-1)/D x bytes / bandwidth
+/// (D = replicas: a reduce-scatter and an all-gather of D-1 steps each, every
+/// step moving bytes/D per rank). bandwidth <= 0 means infinite. replicas ==
+/// 1 (one pipeline) costs nothing.
+struct AllReduceModel {
+  int replicas = 1;
+  double latency = 0;    ///< seconds per ring step
+  double bandwidth = 0;  ///< bytes per second per rank
+  /// The optimizer steps after every backward (a schedule whose registry
+  /// entry says optimizer_per_backward): the stage waits for each
+  /// all-reduce before its next action. Otherwise an all-reduce overlaps
+  /// the stage's later actions and only the step's end waits for it.
+  bool per_backward = false;
+
+  /// Seconds of one all-reduce of `bytes`; 0 when replicas <= 1.
+  double time(int64_t bytes) const {
+    if (replicas <= 1) return 0;
+    const double d = replicas;
+    const double steps = 2.0 * (d - 1.0);
+    return steps * latency +
+           (bandwidth > 0 ? steps / d * static_cast<double>(bytes) / bandwidth : 0.0);
+  }
+};
+
 /// REQUIRES: chunks.size() == stages * virtual_chunks_per_stage.
 struct StageCosts {
   int stages = 1;
@@ -52,6 +80,9 @@ struct StageCosts {
   /// transfer between stages of different hosts takes network_link.
   std::vector<int> host_of_stage;
   LinkModel network_link;  ///< between hosts; used only with host_of_stage
+  /// Data parallelism: the all-reduce of each chunk's gradients
+  /// (ChunkCost::param_bytes of its virtual stage) across the replicas.
+  AllReduceModel allreduce;
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
 
   /// The link a transfer from `from_stage` to `to_stage` takes.
@@ -74,5 +105,12 @@ struct StageCosts {
 /// with V chunks each chunk's action takes a V-th of them.
 /// Example: uniform_costs(4, 1, 1.0, 1.0, 1.0, 0.0) -> every F/I/W takes 1.
 StageCosts uniform_costs(int stages, int chunks, double tf, double tb, double tw, double tc);
+
+/// The pass times a schedule that places I and W by them (zb-1p, zb-2p:
+/// ScheduleInfo::uses_times) gets from modelled costs: the per-stage means
+/// of F, I and W (at least 1e-9, so a free pass still orders the passes)
+/// and one transfer of the mean message. The run command and the planner
+/// both generate such schedules through it.
+void set_pass_times(const StageCosts& costs, ScheduleParams& params);
 
 }  // namespace ppb

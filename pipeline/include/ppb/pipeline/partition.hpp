@@ -10,6 +10,7 @@
 
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/model.hpp"
 
 namespace ppb {
@@ -27,10 +28,13 @@ struct PartitionOptions {
   /// Link used to price the tensor a part sends and receives (`balanced`).
   LinkModel link;
   /// Per-part memory cap in bytes for `balanced`; 0 = no cap. A part fits when
-  ///   2 * param_bytes (parameters + gradients) + inflight * activation_bytes <= cap.
+  ///   parameter_state(param_bytes, memory).total() (parameters, gradients,
+  ///   optimizer state: memory_model.hpp) + inflight * activation_bytes <= cap.
   int64_t memory_cap_bytes = 0;
   /// Micro-batches of activations counted against the cap (>= 1).
   int inflight = 1;
+  /// The memory model's options (optimizer, element width) for the cap.
+  MemoryModelOptions memory;
 };
 
 /// Cuts `units` into `parts` contiguous, non-empty ranges covering all units.
@@ -69,8 +73,11 @@ std::vector<UnitRange> make_partition(std::string_view name, const std::vector<U
 double part_cost(const std::vector<Unit>& units, const std::vector<UnitTime>& times,
                  UnitRange range, const LinkModel& link);
 
-/// Bytes a part holds against the cap: 2 * params + inflight * activations.
-int64_t part_memory_bytes(const std::vector<Unit>& units, UnitRange range, int inflight);
+/// Bytes a part holds against the cap: the memory model's parameter state
+/// of its parameters + inflight * activations. With the default options
+/// (SGD, fp32): 2 * params + inflight * activations.
+int64_t part_memory_bytes(const std::vector<Unit>& units, UnitRange range, int inflight,
+                          const MemoryModelOptions& memory = {});
 
 /// "0-9,10-30,31-58": the ranges in manual: form (round-trips through make_partition).
 std::string format_partition(const std::vector<UnitRange>& parts);

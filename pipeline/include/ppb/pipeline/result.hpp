@@ -95,6 +95,16 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
+  /// optional: D, the data-parallel replicas of the pipeline (the job ran on
+  /// stages x data_parallel ranks); 1 when absent (files written before it).
+  int data_parallel = 1;
+  /// optional: how ranks map to (stage, replica): "dp-pp" (a stage's D ranks
+  /// adjacent, Megatron-LM's order) or "pp-dp"; "" when not recorded.
+  std::string rank_order;
+  /// optional: the unit ranges the partition gave each virtual stage, in
+  /// the `manual:` form "0-9,10-30,31-58" (format_partition), so that a
+  /// calibration re-prices exactly these parts ("" = not recorded).
+  std::string unit_ranges;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
@@ -277,6 +287,33 @@ struct SpreadFigures {
   friend bool operator==(const SpreadFigures&, const SpreadFigures&) = default;
 };
 
+/// Data parallelism (config.data_parallel > 1): the gradient all-reduce of
+/// each stage across its replicas, in the median step (docs/metrics.md,
+/// "Data parallelism"). Per-stage lists are means over the stage's replicas.
+/// JSON: `seconds` is metrics.allreduce_seconds, the rest metrics.allreduce.
+struct AllReduceFigures {
+  double seconds = 0;                     ///< mean over stages of seconds_per_stage
+  std::vector<double> seconds_per_stage;  ///< summed per step: posted -> seen complete
+  /// Of seconds_per_stage, the time the stage's compute ran at once.
+  std::vector<double> overlap_seconds_per_stage;
+  std::vector<int64_t> bytes_per_stage;  ///< gradient bytes all-reduced per step
+  /// Step time - pipeline time (the end of the last action on any rank):
+  /// what the all-reduce adds to the step beyond the pipeline.
+  double exposed_seconds = 0;
+  /// The ring model (2(D-1) x latency + 2(D-1)/D x bytes / bandwidth)
+  /// fitted to the measured all-reduces; the theory uses it.
+  double latency = 0;
+  double bandwidth = 0;  ///< bytes/s (number or null: infinite)
+  /// The simulator's all-reduce seconds per stage with that model.
+  std::vector<double> theoretical_seconds_per_stage;
+  /// The bubble ratio without the all-reduce: per stage (pipeline time -
+  /// compute busy) / pipeline time, measured and theoretical. The result's
+  /// bubble_ratio is the one with it (over the whole step).
+  BubbleFigures bubble_ratio_pipeline;
+
+  friend bool operator==(const AllReduceFigures&, const AllReduceFigures&) = default;
+};
+
 /// Measured figures (docs/metrics.md).
 struct ResultMetrics {
   double samples_per_second = 0;
@@ -295,6 +332,12 @@ struct ResultMetrics {
   /// step, in run order (JSON: busy_seconds_per_stage). A slowdown of one
   /// stage shows here in full, where the step time dilutes it.
   std::vector<std::vector<double>> busy_seconds_per_stage;
+  /// optional: per stage, the seconds of the backend's speed probe (a fixed
+  /// workload on the stage's compute resource: Backend::speed_probe) after
+  /// each timed step, in run order (JSON: speed_probe_seconds_per_stage).
+  /// Absent for backends without one (timed) and in older files. The gate
+  /// reads it to tell a slower machine from slower code.
+  std::vector<std::vector<double>> speed_probe_seconds_per_stage;
   /// optional (number or null): share of the busiest host's CPU time that
   /// processes other than this run's ranks used during the timed steps, in
   /// [0, 1]; absent when unknown (older files, no /proc/stat).
@@ -302,6 +345,8 @@ struct ResultMetrics {
   /// optional: the device figures of a run with a device profiler
   /// (--profile cupti), beside the host-side bubble and busy figures.
   std::optional<DeviceFigures> device;
+  /// optional: the gradient all-reduce (data parallelism only).
+  std::optional<AllReduceFigures> allreduce;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

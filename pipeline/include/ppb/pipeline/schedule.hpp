@@ -99,6 +99,14 @@ std::vector<int> peak_inflight(const Schedule& s);
 /// zb-h1 keeps 1F1B's figure here, min(P-s, M).
 std::vector<int> peak_inflight_until_input_grad(const Schedule& s);
 
+/// After which actions of a stage's `list` the optimizer steps: with
+/// `per_backward` (ScheduleInfo::optimizer_per_backward) after each B and W,
+/// on that action's chunk; otherwise after the last action of each batch
+/// (SYNC aside), on every chunk. after[k] != 0 marks action k. The executor
+/// runs its optimizer by it and the memory model versions stashed weights by it.
+std::vector<char> optimizer_steps_after(const Schedule& s, const std::vector<Action>& list,
+                                        bool per_backward);
+
 /// Warm-up forwards of stage s under async-1f1b with in-flight limit N
 /// (document 000 §3.2): min(M-1, max(min(N, P-s), N-s) - 1), never below 0.
 /// N = P gives 1F1B's min(P-s-1, M-1).

@@ -85,8 +85,8 @@ class TrackedBuffer {
 
   TrackedBuffer() = default;
   TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64_t bytes);
-  /// Adopts `data` (`bytes` long, may be null when bytes is 0), counted in
-  /// `tracker` until releaser(context, data) frees it.
+  /// Adopts `data` (`bytes` long; null: counted only, the timed backend's
+  /// memory), counted in `tracker` until releaser(context, data) frees it.
   TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64_t bytes, std::byte* data,
                 Release releaser, void* context);
   ~TrackedBuffer();

@@ -7,7 +7,8 @@
 //    points): a combination regresses only when the change of the median is
 //    (1) beyond the threshold, (2) significant given both sides' step
 //    samples (two-sided Mann-Whitney U, p < alpha), and (3) beyond the noise
-//    band of its history (the spread of the reference nights' medians).
+//    band of its history (the spread of the reference nights' medians, and
+//    never narrower than the sweep's noise floor, below).
 //    Improvements are the mirror image. When neither holds, the gate says
 //    "no change" only if it could have seen a change of the threshold's
 //    size: the smallest detectable change (max of threshold, band and the
@@ -19,6 +20,24 @@
 //  * peak memory (max over stages) is deterministic: growth beyond the
 //    threshold is a regression, exactly, with no test.
 //  * status: ok in the latest night, anything else tonight is a regression.
+// The sweep's noise floor: a combination's own history is a handful of
+// nights, too few to know how far a launch of an unchanged build can land
+// from the others (on a shared machine, 8-10% for minutes at a time while
+// the steps within a launch agree to 1-2%, so the U test calls it
+// significant). Every combination of one machine and backend shares that
+// noise, so it is estimated from all of them together: the differences
+// between consecutive reference nights of each combination (of their
+// medians: log ratios for relative figures, differences for bubble
+// points), pooled per kind of figure (samples/s, bubble ratio, stage
+// compute), one launch's sigma = 1.4826 x MAD / sqrt 2. Consecutive nights,
+// so a real step in the history is one difference per combination, not
+// half of them. Tonight never takes part, so a regression cannot widen its
+// own floor. A combination with n reference nights gets the floor
+// z x sigma x sqrt(1 + 1/n) (relative: exp(.) - 1) with z the normal
+// quantile for alpha shared among all of tonight's timing figures of that
+// machine and backend (Bonferroni): an unchanged build's whole sweep
+// crosses it by launch noise alone with probability about alpha. Fewer than
+// 8 differences give no floor.
 // Step changes: the series of nightly medians (tonight last) is split at its
 // best change point; when the nights from that point on differ from those
 // before it as above, and tonight still does, the change is reported once,
@@ -28,7 +47,13 @@
 // by default, on either side. Timings taken on a busy host (other processes
 // used more than max_foreign_cpu of its CPU during the timed steps) are not
 // judged: tonight's make its timing figures undecidable, an earlier night's
-// is left out of the reference; memory is still compared. A planted slowdown (config.plant) is
+// is left out of the reference; memory is still compared. The same holds
+// for a machine that itself ran at another speed: backends that compute on
+// a resource whose speed varies (cpu) time a fixed reference workload after
+// every step (the speed probe); a night whose probe moved from the
+// history's usual one by more than max_speed_drift (a busy hypervisor, a
+// throttled or shared core: what no process on the host can see) is left
+// out, and tonight's timings are then undecidable. A planted slowdown (config.plant) is
 // named on the row, so a planted run is never mistaken for a real one.
 // Confirmation (--confirm, as Perfherder's retriggers and Chromium's alert
 // re-runs): a timing figure (samples/s, bubble ratio, stage compute) that
@@ -42,6 +67,7 @@
 // arrived on an earlier night was confirmed by the nights since.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -61,7 +87,38 @@ struct GateOptions {
   /// --max-foreign-cpu: timings taken while other processes used more than
   /// this share of the host's CPU (metrics.foreign_cpu) are not judged.
   double max_foreign_cpu = 0.2;
+  /// --max-speed-drift: timings taken while the machine itself ran faster
+  /// or slower than usual by more than this fraction (the backend's speed
+  /// probe, metrics.speed_probe_seconds_per_stage, against the median of the
+  /// history's) are not judged.
+  double max_speed_drift = 0.05;
+  /// --no-noise-floor turns off the sweep's launch-to-launch noise floor
+  /// (see the file comment).
+  bool noise_floor = true;
 };
+
+/// How far one combination's nightly median moves between launches of an
+/// unchanged build, estimated from the whole sweep's history (one machine,
+/// one backend, one kind of figure), and the floor it puts under every
+/// combination's noise band.
+struct NoiseFloor {
+  std::string machine;
+  std::string backend;
+  std::string figure;     ///< "samples/s", "bubble ratio", "stage compute"
+  bool relative = true;   ///< sigma and floor are fractions (else ratio points)
+  std::size_t residuals = 0;  ///< night-to-night differences pooled
+  std::size_t figures = 0;    ///< tonight's figures of this machine and backend (the family)
+  double sigma = 0;  ///< one launch's noise: 1.4826 x MAD of the differences / sqrt 2 (log when relative)
+  double z = 0;      ///< upper normal quantile of alpha / figures (Bonferroni)
+  int nights = 0;    ///< reference nights of a typical combination (the median)
+  double floor = 0;  ///< the floor with `nights` reference nights; 0 = none
+};
+
+/// The floor under a combination's band with `nights` reference nights:
+/// z x sigma x sqrt(1 + 1 / nights) (tonight's launch against the mean of
+/// the reference's), as a fraction (exp(.) - 1) when relative. 0 when
+/// sigma or nights is 0.
+double noise_floor_for(const NoiseFloor& floor, int nights);
 
 enum class RegressionStatus : uint8_t {
   kPass,         ///< no change: nothing beyond the threshold, and the gate could have seen it
@@ -96,6 +153,7 @@ struct MetricVerdict {
   double change = 0;  ///< (current - reference) / reference, or current - reference in points
   double p = std::numeric_limits<double>::quiet_NaN();  ///< U test (NaN for memory)
   double band = 0;        ///< history's noise band, half-width (0 with one reference night)
+  double floor = 0;       ///< the sweep's noise floor under the band (NoiseFloor::floor)
   double detectable = 0;  ///< smallest change the gate could have detected (inf: none)
   std::string arrived;    ///< night a regression/improvement arrived (tonight's name if tonight)
   std::string text;       ///< one line: figures, test and decision
@@ -146,6 +204,7 @@ struct RegressionSummary {
   std::vector<std::string> nights;  ///< the window's nights, oldest first
   std::vector<RegressionRow> rows;  ///< current order, then missing ones
   bool confirming = false;          ///< re-runs were given (--confirm)
+  std::vector<NoiseFloor> floors;   ///< per machine, backend and figure; empty when off
   int regressions() const;
   int count(RegressionStatus status) const;
   /// Rows with at least one figure in `confirmation` state.
@@ -154,6 +213,12 @@ struct RegressionSummary {
   /// a figure awaiting a re-run, in row order: `report --rerun-list`.
   std::vector<std::string> rerun_list() const;
 };
+
+/// One line on a noise floor: "cpu samples/s: one launch of an unchanged
+/// build lands sigma 3.3% off (252 night-to-night differences); floor 15.0%
+/// with 4 reference nights (z 4.01: alpha over 336 figures)", or why there
+/// is none.
+std::string noise_floor_text(const NoiseFloor& floor);
 
 /// What confirmation made of a row's timing moves: "confirmed", "did not
 /// reproduce", "awaiting a re-run" (comma-separated when several), "" for

@@ -28,6 +28,8 @@ struct ReportOptions {
   int window = 10;                                 ///< --history-window, nights
   bool gate_oversubscribed = false;                ///< --gate-oversubscribed
   double max_foreign_cpu = 0.2;                    ///< --max-foreign-cpu, a fraction
+  double max_speed_drift = 0.05;                   ///< --max-speed-drift, a fraction
+  bool no_noise_floor = false;                     ///< --no-noise-floor
   int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
   bool skip_bad = false;                           ///< --skip-bad
   /// --confirm DIR (repeatable): re-runs of tonight's combinations
@@ -48,8 +50,8 @@ struct ReportOptions {
 /// Throws UsageError (exit 2) for bad input: no inputs, a missing folder,
 /// a bad result file (without skip_bad), nothing to report, a bad reference
 /// file, a bad baseline, threshold outside [0, 1), alpha outside (0, 1), a
-/// window < 1, max_foreign_cpu outside [0, 1], --confirm or --rerun-list
-/// without --baseline, a --confirm folder without results.
+/// window < 1, max_foreign_cpu outside [0, 1], max_speed_drift outside (0, 1), --confirm or
+/// --rerun-list without --baseline, a --confirm folder without results.
 int run_report(const ReportOptions& options, std::ostream& out);
 
 }  // namespace ppb::reports

@@ -40,6 +40,11 @@ double mean_finite(const std::vector<double>& values);
 /// between closest ranks. REQUIRES: sorted non-empty.
 double quantile_sorted(const std::vector<double>& sorted, double q);
 
+/// The standard normal distribution's upper quantile: the z with
+/// P(Z > z) = p. normal_upper_quantile(0.025) == 1.959964 (to 1e-6).
+/// REQUIRES: p in (0, 1).
+double normal_upper_quantile(double p);
+
 /// Two-sided Mann-Whitney U test of x against y.
 struct UTest {
   double u = 0;        ///< U of x: pairs (x_i, y_j) with x_i > y_j, plus 1/2 per tie

@@ -58,13 +58,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ppb/exec/memory_space.hpp"
+#include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -132,6 +133,14 @@ struct BackendConfig {
   /// many there are; the node-local rank picks the GPU.
   int local_rank = 0;
   int local_ranks = 1;
+  /// Data parallelism (data_parallel.hpp): this rank's replica and the
+  /// number of replicas D. The schedule's micro-batch mb is the step's
+  /// global micro-batch data_microbatch(mb, microbatches, replica,
+  /// replicas): cpu draws its tokens for it and scales each loss gradient by
+  /// 1/(D x M), so the sum the all-reduce forms is the global batch's mean
+  /// gradient; timed keeps real gradient buffers for the all-reduce.
+  int replica = 0;
+  int replicas = 1;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
@@ -211,9 +220,25 @@ class Backend {
   virtual int weight_version(int /*chunk*/) const { return -1; }
   virtual int weight_version_of(int /*chunk*/, int64_t /*mb*/) const { return -1; }
 
+  /// Data parallelism: the weight gradients of `chunk` as buffers in the
+  /// backend's memory space, which the executor sums in place across the
+  /// stage's replicas (Transport::iallreduce_sum) before the chunk's
+  /// optimizer step. Valid for the backend's lifetime; written only by the
+  /// chunk's B and W actions. Empty: nothing to reduce (the default).
+  virtual std::vector<std::span<float>> gradient_buffers(int /*chunk*/) { return {}; }
+
   /// Wall seconds per modelled second of a backend that models time (timed);
   /// 0 for one that computes.
   virtual double time_scale() const { return 0; }
+
+  /// Seconds of a fixed reference workload run now on this backend's
+  /// compute resource, through the kernels its actions use; NaN for a
+  /// backend whose action times do not depend on that resource (timed).
+  /// `run` measures it after every timed step, so that the regression gate
+  /// can tell a slower machine (a busy hypervisor, a throttled core) from
+  /// slower code (metrics.speed_probe_seconds_per_stage).
+  /// REQUIRES: the streams are idle.
+  virtual double speed_probe() { return std::numeric_limits<double>::quiet_NaN(); }
 
   // Device backends (BackendInfo::device). REQUIRES: the streams are idle.
 
@@ -300,6 +325,10 @@ class CpuBackend final : public StreamBackend {
   double loss(int chunk, int64_t mb) const override;
   int weight_version(int chunk) const override;
   int weight_version_of(int chunk, int64_t mb) const override;
+  std::vector<std::span<float>> gradient_buffers(int chunk) override;
+  /// Four single-threaded 256 x 256 x 256 SGEMMs through the kernels' gemm
+  /// (about 134 MFLOP) on fixed operands, on the calling thread.
+  double speed_probe() override;
 
   /// The model of local chunk c (its unit range, gradients, parameters, loss).
   CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }
@@ -312,7 +341,13 @@ class CpuBackend final : public StreamBackend {
   std::vector<std::unique_ptr<CpuChunk>> chunks_;
   std::vector<int64_t> activation_bytes_;
   float learning_rate_;
-  double plant_factor_;  // BackendConfig::plant_factor
+  double plant_factor_;                // BackendConfig::plant_factor
+  std::vector<float> probe_operands_;  // speed_probe(): A, B and C, made on first use
+  // The schedule's micro-batch -> the data's (BackendConfig::replica).
+  int64_t data(int64_t mb) const;
+  int microbatches_ = 1;
+  int replica_ = 0;
+  int replicas_ = 1;
 };
 
 /// The `timed` backend: no computation. Its compute stream is a clock: an
@@ -327,9 +362,10 @@ class CpuBackend final : public StreamBackend {
 /// bytes are entered in the tracker without allocating them, so a gpt-7b
 /// stage can be modelled on a laptop; the executor's communication buffers
 /// stay real allocations. With weight_stashing (pipedream) the stash is
-/// counted as CpuChunk keeps it: one copy of the chunk's param_bytes per
-/// older weight version an in-flight micro-batch still uses
-/// (MemCategory::kWeightStash); optimizer_step(c) starts a new version.
+/// counted as CpuChunk keeps it (the same MicrobatchLedger): one copy of the
+/// chunk's param_bytes per older weight version an in-flight micro-batch
+/// still uses (MemCategory::kWeightStash); optimizer_step(c) starts a new
+/// version.
 class TimedBackend final : public StreamBackend {
  public:
   /// REQUIRES: config.costs has stages * chunks entries with costs >= 0.
@@ -355,6 +391,10 @@ class TimedBackend final : public StreamBackend {
 
   /// Wall seconds slept per modelled second.
   double time_scale() const override { return time_scale_; }
+  /// With replicas > 1: one real buffer of the chunk's param_bytes, the
+  /// stand-in for its count-only gradients that the all-reduce moves (not
+  /// counted again: the gradients are counted as kGradients).
+  std::vector<std::span<float>> gradient_buffers(int chunk) override;
 
  private:
   const ChunkCost& cost(int chunk) const;
@@ -371,17 +411,13 @@ class TimedBackend final : public StreamBackend {
   double time_scale_ = 1;
   double plant_factor_ = 1;  // BackendConfig::plant_factor: scales every sleep
   int64_t counted_params_ = 0;
-  std::vector<int> inflight_;  // per chunk: micro-batches holding activations
-  // Weight stashing (count-only, as CpuChunk does it for real): per chunk
-  // the current version, the version each in-flight micro-batch's forward
-  // used, how many use each version, and how many versions are stashed.
-  void end_microbatch(int chunk, int64_t mb);
-  void update_stash(int chunk);
-  bool stashing_ = false;
-  std::vector<int> version_;
-  std::vector<std::map<int64_t, int>> forward_version_;
-  std::vector<std::map<int, int>> version_users_;
-  std::vector<int64_t> stashed_versions_;
+  // Count-only bytes in memory_ (no allocation), released on destruction.
+  TrackedBuffer counted(MemCategory category, int64_t bytes);
+  // Per chunk: the in-flight micro-batches (each holding its counted
+  // activation bytes), their pass order and their weight versions, kept as
+  // CpuChunk keeps them for real (stashes: one counted param_bytes each).
+  std::vector<MicrobatchLedger<TrackedBuffer>> ledgers_;
+  std::vector<std::vector<float>> allreduce_buffers_;  // per chunk, replicas > 1 only
 };
 
 /// The default --time-scale of the timed backend: 2 ms divided by the

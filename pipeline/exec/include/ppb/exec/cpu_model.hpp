@@ -31,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
 
@@ -151,6 +152,9 @@ class CpuChunk {
   /// weights. Writing them while micro-batches are in flight with weight
   /// stashing on changes the current version only.
   std::vector<std::span<float>> mutable_param_views();
+  /// Writable gradient views (same layout): the data-parallel all-reduce
+  /// sums them in place across replicas.
+  std::vector<std::span<float>> mutable_grad_views();
 
   /// Weight stashing (options.weight_stashing): forward(mb) records the
   /// current weight version; sgd_step() first copies the current weights to
@@ -161,12 +165,12 @@ class CpuChunk {
   /// and grow by one per sgd_step(). REQUIRES: mb in flight.
   int weight_version_of(int64_t mb) const;
   /// The current weight version (number of sgd_step() calls so far).
-  int weight_version() const { return version_; }
+  int weight_version() const { return ledger_.version(); }
 
  private:
   struct UnitState;
-  struct Microbatch;
-  struct Stash;
+  using Ledger = MicrobatchLedger<TrackedBuffer>;
+  using Microbatch = Ledger::State;
 
   const float* params_for(int local_unit, int version) const;
   void backward_unit_input(int local_unit, Microbatch& state, const float* grad_out, float* grad_in,
@@ -174,7 +178,6 @@ class CpuChunk {
   void backward_unit_weight(int local_unit, Microbatch& state, const float* grad_out);
   void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                     bool split);
-  void finish(int64_t mb);  // frees mb's state and releases its weight version
 
   ModelSpec spec_;
   std::vector<Unit> units_;  // the chunk's units only
@@ -183,11 +186,8 @@ class CpuChunk {
   MemoryTracker* tracker_;
   CpuModelOptions options_;
   std::vector<std::unique_ptr<UnitState>> state_;  // one per unit of the range
-  std::map<int64_t, std::unique_ptr<Microbatch>> inflight_;
-  std::map<int, std::unique_ptr<Stash>> stashes_;  // version -> stashed weights
-  std::map<int, int> version_users_;               // version -> micro-batches in flight
+  Ledger ledger_;  // in-flight micro-batches, pass order, weight versions
   std::map<int64_t, double> losses_;
-  int version_ = 0;
 };
 
 }  // namespace ppb

@@ -11,8 +11,9 @@
 //       static bytes (tracker total outside a step: parameters, gradients,
 //       optimizer state, stash, retained communication buffers)
 //       + the peak over its action list of the summed activation bytes of
-//         the (micro-batch, chunk) pairs in flight (Backend::activation_bytes,
-//         exact accounting),
+//         the (micro-batch, chunk) pairs in flight (Backend::activation_bytes
+//         through the memory model's list_peaks, memory_model.hpp: exact
+//         accounting),
 //     an all-reduce (MIN) picks the largest N that fits guard x budget on
 //     every stage, and the schedule is regenerated with that N (the
 //     generator is the `adaptive` schedule's, passed in). N = 1 when none fits.
@@ -44,13 +45,10 @@ struct MemoryGuardOptions {
   int64_t budget_bytes = 0;  ///< --memory-budget (> 0)
   double guard = 0.85;       ///< --memory-guard, in (0, 1]
   int max_inflight = 1;      ///< the N asked for (--inflight, default P)
+  /// The stage whose list this rank runs; -1: its rank in `comm`. With data
+  /// parallelism `comm` holds every replica, so all replicas agree on N.
+  int stage = -1;
 };
-
-/// Peak of the summed activation bytes of (micro-batch, chunk) pairs held
-/// between their F and their last backward piece (B, or W after I) on
-/// `stage`'s list, with activation_bytes[c] per pair of chunk c.
-int64_t predicted_activation_peak(const Schedule& schedule, int stage,
-                                  const std::vector<int64_t>& activation_bytes);
 
 class MemoryGuard {
  public:

@@ -1,0 +1,356 @@
+// `pipebench plan`: which schedule, partition, pipeline depth, micro-batch
+// count and size, in-flight limit and chunk count to run on a described
+// cluster, and whether it fits (the planner of reports/plan.hpp).
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli.hpp"
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/reports/format.hpp"
+#include "ppb/reports/load.hpp"
+#include "ppb/reports/plan.hpp"
+
+namespace ppb::cli {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct PlanCommandOptions {
+  std::string cluster_file;
+  reports::ClusterInput cluster;
+  std::string gpu_memory;
+  std::string model;
+  int64_t global_batch = 0;
+  std::string micro_batch_sizes = "1,2,4,8";
+  std::string schedules = "all";
+  std::string partitions = "all";
+  std::string optimizer = "adam";
+  std::string dtype = "fp32";
+  double memory_guard = 0.85;
+  int top = 10;
+  std::vector<std::string> calibration;  // a calibration file, or result files / folders
+  std::string format = "text";
+  std::string trace;
+  std::vector<std::string> validate;  // result files or folders
+  // Flags given on the command line override the cluster file's fields.
+  std::vector<std::pair<CLI::Option*, std::function<void(reports::ClusterInput&)>>> overrides;
+};
+
+reports::ClusterInput cluster_input(const PlanCommandOptions& opt) {
+  reports::ClusterInput in =
+      opt.cluster_file.empty() ? opt.cluster : reports::read_cluster_file(opt.cluster_file);
+  if (!opt.cluster_file.empty()) {
+    for (const auto& [flag, apply] : opt.overrides) {
+      if (*flag) apply(in);
+    }
+  }
+  if (!opt.gpu_memory.empty()) in.gpu_memory_bytes = parse_bytes(opt.gpu_memory, "--gpu-memory");
+  if (in.gpus < 1) throw UsageError("--gpus: required (or a --cluster file with \"gpus\")");
+  return in;
+}
+
+std::vector<std::string> names_or_all(const std::string& text) {
+  if (text == "all") return {};
+  return split_list(text);
+}
+
+boost::json::value number_or_null(double x) {
+  return std::isfinite(x) ? boost::json::value(x) : boost::json::value(nullptr);
+}
+
+// A figure only a fitting (simulated) candidate has.
+boost::json::value simulated(const reports::Candidate& c, double x) {
+  return c.fits ? number_or_null(x) : boost::json::value(nullptr);
+}
+
+boost::json::object candidate_json(const reports::Candidate& c) {
+  boost::json::array peaks;
+  for (int64_t b : c.peak_memory_bytes) peaks.push_back(b);
+  return boost::json::object{{"schedule", c.schedule},
+                             {"partition", c.partition},
+                             {"stages", c.stages},
+                             {"data_parallel", c.data_parallel},
+                             {"microbatches", c.microbatches},
+                             {"micro_batch_size", c.micro_batch_size},
+                             {"chunks", c.chunks},
+                             {"inflight", c.inflight},
+                             {"samples_per_second", simulated(c, c.samples_per_second)},
+                             {"step_seconds", simulated(c, c.step_seconds)},
+                             {"allreduce_seconds", c.allreduce_seconds},
+                             {"bubble_ratio", simulated(c, c.bubble_ratio)},
+                             {"peak_memory_bytes", std::move(peaks)},
+                             {"worst_stage", c.worst_stage},
+                             {"fits", c.fits},
+                             {"why", c.why}};
+}
+
+void print_json(const reports::PlanOptions& o, const reports::Plan& plan,
+                const PlanCommandOptions& opt) {
+  const reports::ClusterSpec& c = o.cluster;
+  boost::json::object cluster{
+      {"gpus", c.gpus},
+      {"gpus_per_node", c.gpus_per_node},
+      {"device", c.device.name},
+      {"peak_flops", c.device.peak_flops},
+      {"memory_bandwidth", c.device.mem_bandwidth},
+      {"gpu_memory_bytes", c.gpu_memory_bytes},
+      {"intra_node", {{"bandwidth", c.intra_node.bandwidth}, {"latency", c.intra_node.latency}}},
+      {"inter_node", {{"bandwidth", c.inter_node.bandwidth}, {"latency", c.inter_node.latency}}}};
+  boost::json::array candidates;
+  for (const reports::Candidate& k : plan.ranked) candidates.push_back(candidate_json(k));
+  for (const reports::Candidate& k : plan.alternatives) candidates.push_back(candidate_json(k));
+  boost::json::object out{{"schema", "pipebench.plan/1"},
+                          {"cluster", std::move(cluster)},
+                          {"model", opt.model},
+                          {"global_batch", o.global_batch},
+                          {"optimizer", optimizer_name(o.memory.optimizer)},
+                          {"dtype", opt.dtype},
+                          {"memory_guard", o.memory_guard},
+                          {"capacity_bytes", plan.capacity_bytes},
+                          {"considered", plan.considered},
+                          {"simulated", plan.evaluated},
+                          {"candidates", std::move(candidates)},
+                          {"advice", plan.advice}};
+  std::printf("%s\n", boost::json::serialize(out).c_str());
+}
+
+std::string peak_text(const reports::Candidate& c, int64_t capacity) {
+  const int64_t peak = c.peak_memory_bytes[static_cast<size_t>(c.worst_stage)];
+  return reports::format_bytes(static_cast<double>(peak)) + " / " +
+         reports::format_bytes(static_cast<double>(capacity)) + " (s" +
+         std::to_string(c.worst_stage) + ")";
+}
+
+void print_row(const std::string& rank, const reports::Candidate& c, int64_t capacity) {
+  const std::string pd = std::to_string(c.stages) + "x" + std::to_string(c.data_parallel);
+  const std::string n = c.inflight > 0 ? std::to_string(c.inflight) : "-";
+  const std::string sps = c.fits ? reports::format_number(c.samples_per_second) : "-";
+  const std::string bubble = c.fits ? reports::format_fixed(c.bubble_ratio, 3) : "-";
+  std::printf("%-4s %-16s %-9s %9s %5d %4d %4s %2d %11s %7s  %s\n", rank.c_str(),
+              c.schedule.c_str(), c.partition.c_str(), pd.c_str(), c.microbatches,
+              c.micro_batch_size, n.c_str(), c.chunks, sps.c_str(), bubble.c_str(),
+              peak_text(c, capacity).c_str());
+}
+
+void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
+                const PlanCommandOptions& opt) {
+  const reports::ClusterSpec& c = o.cluster;
+  std::printf("plan for %s on %d x %s (%d per node, %s each; guard %s%%: %s), %s, %s",
+              opt.model.c_str(), c.gpus, c.device.name.c_str(), c.gpus_per_node,
+              reports::format_bytes(static_cast<double>(c.gpu_memory_bytes)).c_str(),
+              reports::format_trimmed(o.memory_guard * 100).c_str(),
+              reports::format_bytes(static_cast<double>(plan.capacity_bytes)).c_str(),
+              optimizer_name(o.memory.optimizer), opt.dtype.c_str());
+  if (o.global_batch > 0)
+    std::printf(", global batch %lld", static_cast<long long>(o.global_batch));
+  std::printf(
+      "\n%lld configurations, %lld simulated (the rest pruned: cannot fit or cannot win)\n\n",
+      static_cast<long long>(plan.considered), static_cast<long long>(plan.evaluated));
+  const char* header = "%-4s %-16s %-9s %9s %5s %4s %4s %2s %11s %7s  %s\n";
+  if (!plan.ranked.empty()) {
+    std::printf(header, "rank", "schedule", "partition", "P x DP", "M", "mbs", "N", "V",
+                "samples/s", "bubble", "peak memory / capacity (worst stage)");
+    for (size_t i = 0; i < plan.ranked.size(); ++i)
+      print_row(std::to_string(i + 1), plan.ranked[i], plan.capacity_bytes);
+    std::printf("\nwhy:\n");
+    for (size_t i = 0; i < plan.ranked.size(); ++i)
+      std::printf("  %zu. %s\n", i + 1, plan.ranked[i].why.c_str());
+  } else {
+    std::printf("%s\n", plan.advice.c_str());
+  }
+  if (!plan.alternatives.empty()) {
+    std::printf("\nthe other schedules (the best configuration of each):\n");
+    std::printf(header, "", "schedule", "partition", "P x DP", "M", "mbs", "N", "V", "samples/s",
+                "bubble", "peak memory / capacity (worst stage)");
+    for (const reports::Candidate& k : plan.alternatives) print_row("", k, plan.capacity_bytes);
+    std::printf("\nwhy they lose:\n");
+    for (const reports::Candidate& k : plan.alternatives)
+      std::printf("  %-16s %s\n", k.schedule.c_str(), k.why.c_str());
+  }
+}
+
+boost::json::object validation_row_json(const reports::ValidationRow& r) {
+  const ResultConfig& c = r.config;
+  boost::json::object config{{"schedule", c.schedule},
+                             {"partition", c.partition},
+                             {"stages", c.stages},
+                             {"microbatches", c.microbatches},
+                             {"micro_batch_size", c.micro_batch_size},
+                             {"chunks", c.chunks},
+                             {"inflight", c.inflight},
+                             {"batches", c.batches},
+                             {"backend", c.backend},
+                             {"model", c.model},
+                             {"device", c.device}};
+  return boost::json::object{
+      {"source", r.source},
+      {"config", std::move(config)},
+      {"calibrated_on", r.calibrated_on},
+      {"predicted",
+       {{"samples_per_second", r.predicted_samples_per_second},
+        {"peak_memory_bytes", r.predicted_peak_bytes}}},
+      {"measured",
+       {{"samples_per_second", r.measured_samples_per_second},
+        {"peak_memory_bytes", r.measured_peak_bytes}}},
+      {"error", {{"samples_per_second", r.samples_error}, {"peak_memory_bytes", r.memory_error}}}};
+}
+
+void print_validation(const reports::Validation& v, const std::string& format) {
+  if (format == "json") {
+    boost::json::array rows;
+    for (const reports::ValidationRow& r : v.rows) rows.push_back(validation_row_json(r));
+    boost::json::array skipped;
+    for (const std::string& s : v.skipped) skipped.push_back(boost::json::string(s));
+    boost::json::object out{
+        {"schema", "pipebench.plan-validation/1"},
+        {"method", "leave-one-out within each setup (machine, backend, device, model, dtype)"},
+        {"combinations", std::move(rows)},
+        {"mean_abs_error",
+         {{"samples_per_second", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_samples_error)},
+          {"peak_memory_bytes", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_memory_error)}}},
+        {"skipped", std::move(skipped)}};
+    std::printf("%s\n", boost::json::serialize(out).c_str());
+    return;
+  }
+  std::printf("%-44s %12s %12s %8s %12s %12s %8s\n", "combination (calibrated on the others)",
+              "samples/s", "measured", "error", "peak memory", "measured", "error");
+  for (const reports::ValidationRow& r : v.rows) {
+    std::printf("%-44s %12s %12s %7s%% %12s %12s %7s%%\n", reports::config_label(r.config).c_str(),
+                reports::format_number(r.predicted_samples_per_second).c_str(),
+                reports::format_number(r.measured_samples_per_second).c_str(),
+                reports::format_fixed(r.samples_error * 100, 2).c_str(),
+                reports::format_bytes(static_cast<double>(r.predicted_peak_bytes)).c_str(),
+                reports::format_bytes(static_cast<double>(r.measured_peak_bytes)).c_str(),
+                reports::format_fixed(r.memory_error * 100, 2).c_str());
+  }
+  if (v.rows.empty()) {
+    std::printf("no combination could be predicted\n");
+  } else {
+    std::printf("\nmean absolute error over %zu combinations: samples/s %s%%, peak memory %s%%\n",
+                v.rows.size(), reports::format_fixed(v.mean_abs_samples_error * 100, 2).c_str(),
+                reports::format_fixed(v.mean_abs_memory_error * 100, 2).c_str());
+  }
+  for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());
+}
+
+void run_plan(const PlanCommandOptions& opt) {
+  if (!opt.validate.empty()) {
+    const reports::LoadedResults loaded = reports::load_results(opt.validate, false);
+    print_validation(reports::validate_plan(loaded.results), opt.format);
+    return;
+  }
+  if (opt.model.empty()) throw UsageError("--model: required (or --validate RESULTS...)");
+  reports::PlanOptions o;
+  o.cluster = reports::resolve_cluster(cluster_input(opt));
+  o.model = parse_model_spec(opt.model);
+  o.global_batch = opt.global_batch;
+  o.micro_batch_sizes = parse_int_list(opt.micro_batch_sizes, "--micro-batch-size");
+  o.schedules = names_or_all(opt.schedules);
+  o.partitions = names_or_all(opt.partitions);
+  o.memory.optimizer = parse_optimizer(opt.optimizer, "--optimizer");
+  if (opt.dtype != "fp32" && opt.dtype != "bf16")
+    throw UsageError("--dtype: expected fp32 or bf16, got '" + opt.dtype + "'");
+  o.model.bytes_per_element = opt.dtype == "bf16" ? 2 : 4;
+  o.memory.element_bytes = o.model.bytes_per_element;
+  o.memory_guard = opt.memory_guard;
+  o.top = opt.top;
+  std::optional<Calibration> cal;
+  if (!opt.calibration.empty()) {
+    cal = reports::calibration_from(opt.calibration, o.cluster.device.name);
+    o.calibration = &*cal;
+  }
+  const reports::Plan plan = reports::make_plan(o);
+  if (!opt.trace.empty() && !plan.ranked.empty())
+    reports::write_plan_trace(o, plan.ranked.front(), opt.trace);
+  if (opt.format == "json")
+    print_json(o, plan, opt);
+  else
+    print_text(o, plan, opt);
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto opt = std::make_shared<PlanCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Rank schedule x partition x (P, M, micro-batch size, N, V) for a described cluster");
+  cmd->add_option("--cluster", opt->cluster_file,
+                  "A pipebench.cluster/1 JSON file (flags given beside it win)")
+      ->check(non_empty("a file"));
+  reports::ClusterInput& in = opt->cluster;
+  // Not the shared pointer: the options would hold themselves.
+  const reports::ClusterInput* flags = &opt->cluster;
+  auto field = [&](CLI::Option* flag, auto member) {
+    opt->overrides.emplace_back(
+        flag, [flags, member](reports::ClusterInput& c) { c.*member = flags->*member; });
+  };
+  field(cmd->add_option("--gpus", in.gpus, "GPUs in the cluster")->check(integer_in(1, 1 << 24)),
+        &reports::ClusterInput::gpus);
+  field(cmd->add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (default: all)")
+            ->check(integer_in(1, 1 << 24)),
+        &reports::ClusterInput::gpus_per_node);
+  field(cmd->add_option("--device", in.device, "Device preset (see pipebench list)"),
+        &reports::ClusterInput::device);
+  field(
+      cmd->add_option("--peak-flops", in.peak_flops, "Peak FLOP/s per GPU (replaces the preset's)")
+          ->check(finite_non_negative()),
+      &reports::ClusterInput::peak_flops);
+  field(cmd->add_option("--memory-bandwidth", in.memory_bandwidth,
+                        "Memory bandwidth per GPU, bytes/s (replaces the preset's)")
+            ->check(finite_non_negative()),
+        &reports::ClusterInput::memory_bandwidth);
+  field(cmd->add_option("--link-bandwidth", in.link_bandwidth,
+                        "GPU-to-GPU bandwidth inside a node, bytes/s one direction")
+            ->check(finite_non_negative()),
+        &reports::ClusterInput::link_bandwidth);
+  field(cmd->add_option("--link-latency", in.link_latency, "Latency inside a node, seconds")
+            ->check(finite_non_negative()),
+        &reports::ClusterInput::link_latency);
+  field(cmd->add_option("--inter-node-bandwidth", in.inter_node_bandwidth,
+                        "Bandwidth between nodes per GPU, bytes/s one direction")
+            ->check(finite_non_negative()),
+        &reports::ClusterInput::inter_node_bandwidth);
+  field(cmd->add_option("--inter-node-latency", in.inter_node_latency,
+                        "Latency between nodes, seconds")
+            ->check(finite_non_negative()),
+        &reports::ClusterInput::inter_node_latency);
+  cmd->add_option("--gpu-memory", opt->gpu_memory, "Memory per GPU: 80GB, 141GB, 24GiB");
+  cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
+      ->check(non_empty("a model"));
+  cmd->add_option("--validate", opt->validate,
+                  "Result files or folders: predict each measured combination from its "
+                  "configuration, calibrated on the others, and print the errors");
+  cmd->add_option("--global-batch", opt->global_batch,
+                  "Samples per optimizer step over all replicas (default: M = P, 2P, 4P)")
+      ->check(integer_in(1, int64_t{1} << 40));
+  cmd->add_option("--micro-batch-size", opt->micro_batch_sizes,
+                  "Micro-batch sizes to consider (default 1,2,4,8)");
+  cmd->add_option("--schedule", opt->schedules, "Schedules to consider (default all)");
+  cmd->add_option("--partition", opt->partitions,
+                  "Partitions to consider (default all but manual)");
+  cmd->add_option("--optimizer", opt->optimizer, "sgd or adam (default adam): its state counts");
+  cmd->add_option("--dtype", opt->dtype, "fp32 or bf16 storage (bf16: fp32 gradients and master)");
+  cmd->add_option("--memory-guard", opt->memory_guard,
+                  "Fraction of GPU memory a plan may use (default 0.85)");
+  cmd->add_option("--top", opt->top, "Leaders to list (default 10)")->check(integer_in(1, 1000));
+  cmd->add_option("--calibration", opt->calibration,
+                  "A pipebench.calibration/1 file, or result files or folders measured on the "
+                  "device: the roofline is fitted to them");
+  cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--trace", opt->trace, "Write the winner's predicted timeline (Perfetto trace)")
+      ->check(non_empty("a file"));
+  cmd->callback([opt] { run_plan(*opt); });
+}
+
+}  // namespace ppb::cli

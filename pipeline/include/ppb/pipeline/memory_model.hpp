@@ -1,0 +1,145 @@
+// The memory model: what one stage holds at its peak, for any schedule,
+// partition, M, N, V and data-parallel degree. It is the one prediction of
+// memory in pipebench: the run command's pre-check against --memory-budget,
+// the `balanced` partition's memory cap, the adaptive schedule's memory
+// guard, the simulator's activation peaks and the planner all call it, and
+// it follows the executor's tracked accounting (docs/metrics.md, "Memory")
+// category by category:
+//
+//   parameters       the chunks' param_bytes (the model's element width)
+//   gradients        as many bytes; fp32 (4 bytes per parameter) when the
+//                    model stores parameters narrower than fp32
+//   optimizer_state  SGD: nothing; Adam: two fp32 moments, 8 bytes per
+//                    parameter; below fp32, plus an fp32 master copy (4)
+//   activations      peak over the stage's list of the activation bytes of
+//                    the (micro-batch, chunk) pairs between their F and
+//                    their last backward piece (B, or W after I)
+//   weight_stash     schedules with weight stashing: one copy of a chunk's
+//                    parameters per older weight version a micro-batch in
+//                    flight still uses (a version ends at each optimizer
+//                    step: after each backward, or after each batch)
+//   comm_buffers     the executor's buffer pool: on every link into or out
+//                    of the stage, min(messages, window + queue depth) of
+//                    the link's largest message (the receives posted ahead,
+//                    and the inputs or outputs of the actions queued on the
+//                    stream), one buffer of the largest same-stage
+//                    hand-over; with data-parallel replicas, the gradient
+//                    all-reduce's own buffer
+//
+// Activations and stash follow the list in order, as the executor allocates
+// and frees them (the executor enqueues in list order, and a schedule with
+// weight stashing runs one action at a time), so they are exact; the
+// communication buffers bound the executor's buffer pool, whose size depends
+// on how soon sends complete (a producer far ahead of its consumer can hold
+// more sends pending when messages go by rendezvous).
+//
+// Example:
+//   Schedule s = generate_schedule("1f1b", {.stages = 4, .microbatches = 8});
+//   std::vector<PredictedMemory> m = predict_memory(s, costs, {});
+//   m[0].activations == 4 * costs.chunks[0].activation_bytes;   // P in flight
+//   m[0].peak_bytes;   // parameters + gradients + activations + comm buffers
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/costs.hpp"
+
+namespace ppb {
+
+/// The optimizer whose state is counted.
+enum class OptimizerKind : uint8_t {
+  kSgd,   ///< plain SGD (the cpu and cuda backends): no state
+  kAdam,  ///< Adam / AdamW: first and second moments in fp32
+};
+
+/// "sgd", "adam".
+const char* optimizer_name(OptimizerKind kind);
+
+/// Parses "sgd" or "adam". Throws UsageError naming `what` ("--optimizer:
+/// unknown optimizer 'lamb' (optimizers: sgd, adam)").
+OptimizerKind parse_optimizer(std::string_view text, const std::string& what);
+
+struct MemoryModelOptions {
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  /// Bytes of one stored parameter element (ModelSpec::bytes_per_element):
+  /// 4 fp32, 2 bf16. Below 4 the model trains in mixed precision: fp32
+  /// gradients and an fp32 master copy in the optimizer state, as the cuda
+  /// backend keeps them with --dtype bf16.
+  int element_bytes = 4;
+  /// The executor's receive window per link (ExecutorOptions::recv_window).
+  int recv_window = 4;
+  /// Actions queued on the compute stream at once (ExecutorOptions::queue_depth).
+  int queue_depth = 2;
+  /// Data-parallel replicas of each stage (>= 1). With more than one, the
+  /// gradient all-reduce's buffer (allreduce_buffer_bytes) is added.
+  int data_parallel = 1;
+  /// Bytes the gradient all-reduce holds beside the gradients, per stage,
+  /// with data_parallel > 1; 0 = in place on the gradients (MPI_IN_PLACE,
+  /// a contiguous gradient buffer as Megatron-LM keeps it).
+  int64_t allreduce_buffer_bytes = 0;
+};
+
+/// Parameters, gradients and optimizer state of `param_bytes` of parameters
+/// (in the model's element width).
+struct ParameterState {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer_state = 0;
+
+  int64_t total() const { return parameters + gradients + optimizer_state; }
+};
+
+/// Example: parameter_state(400, {}) == {400, 400, 0};
+///          with Adam: {400, 400, 800}; with element_bytes 2: {200, 400, 400}.
+/// REQUIRES: param_bytes >= 0, element_bytes in {1, 2, 4, 8}.
+ParameterState parameter_state(int64_t param_bytes, const MemoryModelOptions& options);
+
+/// What one stage's list keeps alive, walked in list order.
+struct ListPeaks {
+  int peak_inflight = 0;     ///< (micro-batch, chunk) pairs between F and last backward piece
+  int64_t activations = 0;   ///< peak of their summed activation bytes
+  int64_t weight_stash = 0;  ///< peak of the stashed weight copies
+  int64_t activations_and_stash = 0;  ///< peak of the two together (at one moment)
+};
+
+/// Walks `stage`'s list: activation_bytes[c] and param_bytes[c] per pair of
+/// chunk c. Stashing (weight_stashing) counts older weight versions still in
+/// use; a version ends after each backward (optimizer_per_backward) or after
+/// the last action of each batch.
+/// REQUIRES: stage in [0, P), one entry per chunk in both vectors (param_bytes
+/// may be empty without stashing).
+ListPeaks list_peaks(const Schedule& schedule, int stage,
+                     const std::vector<int64_t>& activation_bytes,
+                     const std::vector<int64_t>& param_bytes = {}, bool weight_stashing = false,
+                     bool optimizer_per_backward = false);
+
+/// One stage's predicted memory by category (peaks of activations and stash,
+/// the rest constant through the step) and its predicted high-water mark.
+struct PredictedMemory {
+  ParameterState state;
+  int64_t activations = 0;   ///< the category's own peak
+  int64_t weight_stash = 0;  ///< the category's own peak
+  int64_t comm_buffers = 0;
+  int peak_inflight = 0;
+  /// state.total() + the peak of activations and stash together + comm_buffers.
+  int64_t peak_bytes = 0;
+};
+
+/// The memory of every stage of `schedule` on `costs` (param_bytes,
+/// activation_bytes and send_bytes per virtual stage). Weight stashing and
+/// the optimizer's steps come from the schedule's registry entry (none for
+/// a schedule file's own name).
+/// REQUIRES: costs.stages == schedule.stages, costs.chunks_per_stage ==
+/// schedule.chunks, P*V chunks (else UsageError).
+std::vector<PredictedMemory> predict_memory(const Schedule& schedule, const StageCosts& costs,
+                                            const MemoryModelOptions& options = {});
+
+/// The index of the stage with the largest peak_bytes (the first on ties).
+/// REQUIRES: !stages.empty().
+int worst_stage(const std::vector<PredictedMemory>& stages);
+
+}  // namespace ppb

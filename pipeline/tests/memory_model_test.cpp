@@ -1,0 +1,188 @@
+// The memory model (memory_model.hpp) on synthetic schedules with exact
+// answers: the state per optimizer and precision, the in-flight peaks of
+// the standard schedules, PipeDream's stash, the communication buffers of
+// the message plan, and the one rule the simulator and the partitions share.
+#include "ppb/pipeline/memory_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/partition.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/simulator.hpp"
+
+namespace ppb {
+namespace {
+
+StageCosts sized_costs(int stages, int chunks, int64_t act, int64_t params, int64_t send) {
+  StageCosts c = uniform_costs(stages, chunks, 1, 1, 1, 0);
+  for (ChunkCost& cc : c.chunks) {
+    cc.activation_bytes = act;
+    cc.param_bytes = params;
+    cc.send_bytes = send;
+  }
+  c.has_bytes = true;
+  return c;
+}
+
+Schedule make(const std::string& name, int p, int m, int v = 1, int n = 0, int batches = 1) {
+  ScheduleParams sp;
+  sp.stages = p;
+  sp.microbatches = m;
+  sp.chunks = v;
+  sp.inflight = n;
+  sp.batches = batches;
+  return generate_schedule(name, sp);
+}
+
+TEST(MemoryModel, ParameterStatePerOptimizerAndPrecision) {
+  MemoryModelOptions o;
+  ParameterState s = parameter_state(400, o);
+  EXPECT_EQ(s.parameters, 400);
+  EXPECT_EQ(s.gradients, 400);
+  EXPECT_EQ(s.optimizer_state, 0);
+  o.optimizer = OptimizerKind::kAdam;
+  s = parameter_state(400, o);  // 100 fp32 parameters: two fp32 moments
+  EXPECT_EQ(s.optimizer_state, 800);
+  EXPECT_EQ(s.total(), 1600);
+  o.element_bytes = 2;  // 200 bf16 parameters: fp32 gradients, master and moments
+  s = parameter_state(400, o);
+  EXPECT_EQ(s.parameters, 400);
+  EXPECT_EQ(s.gradients, 800);
+  EXPECT_EQ(s.optimizer_state, 800 + 1600);
+  EXPECT_STREQ(optimizer_name(parse_optimizer("adam", "--optimizer")), "adam");
+  EXPECT_THROW(parse_optimizer("lamb", "--optimizer"), UsageError);
+}
+
+// 1F1B keeps min(P - s, M) micro-batches on stage s, GPipe M, sync-1F1B 1.
+TEST(MemoryModel, InFlightPeaksOfTheStandardSchedules) {
+  const int P = 4, M = 8;
+  const int64_t act = 1000;
+  for (const auto& [name, want] : std::vector<std::pair<std::string, std::vector<int>>>{
+           {"1f1b", {4, 3, 2, 1}}, {"gpipe", {8, 8, 8, 8}}, {"sync-1f1b", {1, 1, 1, 1}}}) {
+    const std::vector<PredictedMemory> m =
+        predict_memory(make(name, P, M), sized_costs(P, 1, act, 0, 0));
+    for (int s = 0; s < P; ++s) {
+      EXPECT_EQ(m[static_cast<size_t>(s)].peak_inflight, want[static_cast<size_t>(s)])
+          << name << " stage " << s;
+      EXPECT_EQ(m[static_cast<size_t>(s)].activations, want[static_cast<size_t>(s)] * act)
+          << name << " stage " << s;
+    }
+  }
+  // async-1f1b with N = 2: stage 0 holds 2.
+  EXPECT_EQ(
+      predict_memory(make("async-1f1b", P, M, 1, 2), sized_costs(P, 1, act, 0, 0))[0].activations,
+      2 * act);
+}
+
+// Activations stay until the W of a split backward: a hand-built list.
+TEST(MemoryModel, ActivationsStayUntilTheWeightGradient) {
+  Schedule s;
+  s.stages = 1;
+  s.microbatches = 3;
+  s.chunks = 2;
+  s.actions = {{F(0, 0), F(1, 0), F(0, 1), I(0, 1), B(0, 0), W(0, 1), F(2, 0), B(1, 0), B(2, 0)}};
+  const ListPeaks p = list_peaks(s, 0, {10, 100});
+  EXPECT_EQ(p.activations, 120);  // after F(0, c1): 10 + 10 + 100
+  EXPECT_EQ(p.peak_inflight, 3);
+  EXPECT_EQ(p.weight_stash, 0);
+}
+
+// PipeDream (one optimizer step per backward): on stage 0 the P warm-up
+// forwards use version 0, and before the last of their backwards P - 1
+// older versions are in use: P - 1 stashed copies.
+TEST(MemoryModel, PipedreamStashesOlderVersions) {
+  for (int P : {2, 4, 8}) {
+    const Schedule s = make("pipedream", P, P, 1, 0, 2);
+    const int64_t params = 1 << 20;
+    const std::vector<PredictedMemory> m = predict_memory(s, sized_costs(P, 1, 0, params, 0));
+    EXPECT_EQ(m[0].weight_stash, (P - 1) * params) << "P=" << P;
+    // The last stage runs F and B back to back: never an older version in use.
+    EXPECT_EQ(m[static_cast<size_t>(P - 1)].weight_stash, 0) << "P=" << P;
+  }
+  // Without stashing in the registry entry nothing is stashed.
+  EXPECT_EQ(predict_memory(make("1f1b", 4, 8), sized_costs(4, 1, 0, 1 << 20, 0))[0].weight_stash,
+            0);
+}
+
+// Communication buffers: per link into or out of the stage
+// min(messages, window + queue depth) of its largest message.
+TEST(MemoryModel, CommunicationBuffersFollowTheMessagePlan) {
+  const int64_t send = 4096, params = 1000, act = 100;
+  const std::vector<PredictedMemory> m =
+      predict_memory(make("1f1b", 2, 8), sized_costs(2, 1, act, params, send));
+  // P = 2: one link each way, 8 messages each, 4 + 2 buffers each.
+  EXPECT_EQ(m[0].comm_buffers, 12 * send);
+  EXPECT_EQ(m[1].comm_buffers, 12 * send);
+  EXPECT_EQ(m[0].peak_bytes, 2 * params + 2 * act + 12 * send);
+  EXPECT_EQ(m[1].peak_bytes, 2 * params + 1 * act + 12 * send);
+  EXPECT_EQ(worst_stage(m), 0);
+  // M = 2: fewer messages than the window.
+  const std::vector<PredictedMemory> small =
+      predict_memory(make("1f1b", 2, 2), sized_costs(2, 1, act, params, send));
+  EXPECT_EQ(small[0].comm_buffers, 4 * send);
+  // A narrower window, and the data-parallel all-reduce's buffer.
+  MemoryModelOptions o;
+  o.recv_window = 1;
+  o.data_parallel = 4;
+  o.allreduce_buffer_bytes = 7;
+  EXPECT_EQ(
+      predict_memory(make("1f1b", 2, 8), sized_costs(2, 1, act, params, send), o)[0].comm_buffers,
+      6 * send + 7);
+  // The end stages of a longer pipeline have one neighbour, the middle two.
+  const std::vector<PredictedMemory> four =
+      predict_memory(make("1f1b", 4, 8), sized_costs(4, 1, act, params, send));
+  EXPECT_EQ(four[0].comm_buffers, 12 * send);
+  EXPECT_EQ(four[1].comm_buffers, 24 * send);
+}
+
+// The simulator's activation peaks are the memory model's, on every schedule.
+TEST(MemoryModel, TheSimulatorReportsTheModelsActivationPeaks) {
+  for (const ScheduleInfo& info : schedule_list()) {
+    const int P = 4;
+    const int V = info.fixed_chunks > 0 ? info.fixed_chunks : (info.uses_chunks ? 2 : 1);
+    const Schedule s = make(info.name, P, 2 * P, V, 0, info.no_flush ? 2 : 1);
+    StageCosts c = sized_costs(P, V, 0, 0, 0);
+    for (size_t v = 0; v < c.chunks.size(); ++v)
+      c.chunks[v].activation_bytes = 1000 * static_cast<int64_t>(v + 1);
+    const SimResult r = simulate(s, c);
+    const std::vector<PredictedMemory> m = predict_memory(s, c);
+    for (int st = 0; st < P; ++st) {
+      EXPECT_EQ(r.stages[static_cast<size_t>(st)].peak_activation_bytes,
+                m[static_cast<size_t>(st)].activations)
+          << info.name << " stage " << st;
+      EXPECT_EQ(r.stages[static_cast<size_t>(st)].peak_inflight,
+                m[static_cast<size_t>(st)].peak_inflight)
+          << info.name << " stage " << st;
+    }
+  }
+}
+
+// The partitions' memory cap counts the same state: Adam makes a part
+// heavier by 8 bytes per fp32 parameter.
+TEST(MemoryModel, PartitionCapCountsTheOptimizerState) {
+  const std::vector<Unit> units = expand_units(parse_model_spec("gpt-tiny"));
+  const UnitRange r{0, 5};
+  int64_t params = 0, acts = 0;
+  for (int i = r.begin; i < r.end; ++i) {
+    params += units[static_cast<size_t>(i)].param_bytes;
+    acts += units[static_cast<size_t>(i)].activation_bytes;
+  }
+  EXPECT_EQ(part_memory_bytes(units, r, 3), 2 * params + 3 * acts);
+  MemoryModelOptions adam;
+  adam.optimizer = OptimizerKind::kAdam;
+  EXPECT_EQ(part_memory_bytes(units, r, 3, adam), 4 * params + 3 * acts);
+}
+
+TEST(MemoryModel, RefusesCostsOfAnotherShape) {
+  EXPECT_THROW(predict_memory(make("1f1b", 4, 8), sized_costs(2, 1, 1, 1, 1)), UsageError);
+}
+
+}  // namespace
+}  // namespace ppb

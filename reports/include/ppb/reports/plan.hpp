@@ -1,0 +1,197 @@
+// The planner behind `pipebench plan`: for a described cluster and model,
+// every pipeline depth P that divides the GPUs (the rest data-parallel
+// replicas), every registered schedule, partition, micro-batch count M and
+// size, in-flight limit N and chunk count V; memory from the memory model
+// (memory_model.hpp) against the capacity under the guard, samples/s from
+// the simulator plus the gradient all-reduce; ranked, with reasons.
+//
+//   ClusterSpec cluster = cluster_from_preset("h100", 1024, 8);
+//   PlanOptions o;
+//   o.cluster = cluster;
+//   o.model = parse_model_spec("gpt-7b");
+//   o.global_batch = 1024;
+//   Plan plan = make_plan(o);
+//   plan.ranked[0].why;   // "fastest: ..."
+//
+// Lives above pipeline core (no MPI, no CUDA).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/memory_model.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/result.hpp"
+#include "ppb/reports/load.hpp"
+
+namespace ppb::reports {
+
+/// The machine a plan is for. Links are one direction, per GPU.
+struct ClusterSpec {
+  int gpus = 0;                  ///< G >= 1
+  int gpus_per_node = 0;         ///< K >= 1, G a multiple of K
+  DeviceSpec device;             ///< compute: a preset, or peak FLOP/s and memory bandwidth
+  int64_t gpu_memory_bytes = 0;  ///< capacity per GPU
+  LinkModel intra_node;          ///< between GPUs of one node (latency, bandwidth)
+  LinkModel inter_node;          ///< between nodes (per GPU: its NIC)
+};
+
+/// What a cluster file or the flags give; unset fields stay at their
+/// sentinels (0 or negative) until resolve_cluster fills them.
+struct ClusterInput {
+  int gpus = 0;
+  int gpus_per_node = 0;  ///< 0: all GPUs in one node
+  std::string device;     ///< preset name; "" with peak_flops and memory_bandwidth
+  double peak_flops = 0;
+  double memory_bandwidth = 0;
+  int64_t gpu_memory_bytes = 0;  ///< 0: the preset's
+  double link_bandwidth = 0;     ///< 0: the preset's
+  double link_latency = -1;      ///< < 0: the preset's
+  double inter_node_bandwidth = 0;
+  double inter_node_latency = -1;
+};
+
+/// Reads a "pipebench.cluster/1" document (docs/cli.md, "plan"):
+///   {"schema": "pipebench.cluster/1", "gpus": 64, "gpus_per_node": 8,
+///    "device": "h100", "peak_flops": 9.894e14, "memory_bandwidth": 3.35e12,
+///    "gpu_memory_bytes": 80000000000,
+///    "intra_node": {"bandwidth": 4.5e11, "latency": 8e-6},
+///    "inter_node": {"bandwidth": 5e10, "latency": 5e-6}}
+/// Only "schema" and "gpus" are required. Throws UsageError naming the file
+/// and the field ("c.json: field 'intra_node.bandwidth': expected a number > 0").
+ClusterInput parse_cluster(std::string_view json_text, const std::string& source);
+ClusterInput read_cluster_file(const std::string& path);
+
+/// Checks the input and fills what it leaves out from the device preset
+/// (inter-node link: the preset's node network, device.cpp). Throws
+/// UsageError naming the flag (`--gpus-per-node: 1000 GPUs are not whole
+/// nodes of 16`, `--device: give a preset or --peak-flops and
+/// --memory-bandwidth`).
+ClusterSpec resolve_cluster(const ClusterInput& in);
+
+struct PlanOptions {
+  ClusterSpec cluster;
+  ModelSpec model;
+  /// Samples per optimizer step across all replicas; 0 = not fixed (then
+  /// M takes P, 2P and 4P).
+  int64_t global_batch = 0;
+  std::vector<int> micro_batch_sizes = {1, 2, 4, 8};
+  /// Schedules and partitions to consider; empty = every registered one
+  /// (partitions: every named one but manual).
+  std::vector<std::string> schedules;
+  std::vector<std::string> partitions;
+  MemoryModelOptions memory;  ///< optimizer and element width
+  double memory_guard = 0.85;
+  int top = 10;                              ///< leaders kept in Plan::ranked
+  const Calibration* calibration = nullptr;  ///< measured unit times or kind factors
+};
+
+/// One configuration and its prediction.
+struct Candidate {
+  std::string schedule;
+  std::string partition;
+  int stages = 1;         ///< P
+  int data_parallel = 1;  ///< D = G / P
+  int microbatches = 1;   ///< M
+  int micro_batch_size = 1;
+  int chunks = 1;    ///< V
+  int inflight = 0;  ///< N (0: the schedule does not take one)
+  double samples_per_second = 0;
+  double step_seconds = 0;       ///< pipeline step (simulator)
+  double allreduce_seconds = 0;  ///< gradient all-reduce across the D replicas
+  double bubble_ratio = 0;
+  std::vector<int64_t> peak_memory_bytes;  ///< per stage (memory model)
+  int worst_stage = 0;
+  bool fits = false;
+  std::string why;  ///< in words: why it leads, or why it loses
+};
+
+struct Plan {
+  std::vector<Candidate> ranked;        ///< fitting, best first (at most options.top)
+  std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
+  int64_t capacity_bytes = 0;           ///< guard x GPU memory
+  int64_t considered = 0;               ///< configurations in the search space
+  int64_t evaluated = 0;                ///< simulated
+  std::string advice;                   ///< when nothing fits: what would
+};
+
+/// Searches and ranks (the file comment). Throws UsageError for bad options
+/// (a model with fewer units than one stage needs is not an error: those P
+/// are skipped).
+Plan make_plan(const PlanOptions& options);
+
+/// The predicted timeline of `c` as a Chrome/Perfetto trace at `path`
+/// (simulate --trace's format).
+void write_plan_trace(const PlanOptions& options, const Candidate& c, const std::string& path);
+
+// ---- calibration from measured results, and its validation ----------------
+
+/// The roofline fitted on measured results: per-pass scale factors (least
+/// squares through the origin over every stage of every result: measured
+/// mean F against the roofline's F of the stage's parts, measured B, or
+/// I + W, against the roofline's I + W) and the mean of the measured links.
+/// Timed-backend results are compared in modelled seconds (divided by their
+/// config.time_scale).
+struct PassCalibration {
+  double forward = 1;
+  double backward = 1;
+  LinkModel link;   ///< wall seconds; the device's link when none was measured
+  int results = 0;  ///< results fitted
+};
+
+/// Fits on `results` (ok results with theory.action_seconds; others are
+/// left out). REQUIRES: at least one usable result (else UsageError).
+PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results);
+
+/// The fitted factors as a "pipebench.calibration/1" calibration of every
+/// unit kind on `device` (forward x scale, backward x scale for I and W).
+Calibration kind_calibration(const PassCalibration& cal, const std::string& device,
+                             double scale = 1);
+
+/// `plan --calibration PATH...`: one "pipebench.calibration/1" file is read
+/// as it is; otherwise the paths are result files or folders, and the
+/// results measured on `device` are fitted (fit_calibration, in modelled
+/// seconds) into kind factors. Throws UsageError naming the path, or when
+/// no result of `device` can be calibrated from.
+Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device);
+
+/// One measured combination predicted from its configuration.
+struct ValidationRow {
+  std::string source;
+  ResultConfig config;
+  double predicted_samples_per_second = 0;
+  double measured_samples_per_second = 0;
+  int64_t predicted_peak_bytes = 0;  ///< worst stage, memory model (SGD, as the executor)
+  int64_t measured_peak_bytes = 0;   ///< worst stage, tracked
+  double samples_error = 0;          ///< (predicted - measured) / measured
+  double memory_error = 0;
+  int calibrated_on = 0;  ///< results of the same setup it was calibrated on
+};
+
+struct Validation {
+  std::vector<ValidationRow> rows;
+  std::vector<std::string> skipped;  ///< "file: why"
+  double mean_abs_samples_error = 0;
+  double mean_abs_memory_error = 0;
+};
+
+/// Leave-one-out: each ok result is predicted by the simulator and the
+/// memory model from its configuration, with the roofline calibrated
+/// (fit_calibration) on the other results of its setup (machine, backend,
+/// device, model, dtype). A result alone in its setup, without action
+/// times, or of a schedule the registry does not hold is skipped, with why.
+Validation validate_plan(const std::vector<ResultEntry>& results);
+
+/// The report's "which schedule for this machine": the planner run for the
+/// machine the results were measured on (as many devices as their largest
+/// P, one node, the memory budget they ran under or the device's memory,
+/// SGD as the executor) with the roofline calibrated on them (the setup
+/// with the most results), as one sentence naming the leader and why. ""
+/// when no result can be calibrated from.
+std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*>& results);
+
+}  // namespace ppb::reports

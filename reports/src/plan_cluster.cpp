@@ -1,0 +1,136 @@
+// The cluster description of `pipebench plan`: a "pipebench.cluster/1" file
+// and the flags, resolved against the device presets (plan.hpp).
+#include <boost/json.hpp>
+#include <cmath>
+#include <string>
+
+#include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
+#include "ppb/profiling/json_fields.hpp"
+#include "ppb/reports/plan.hpp"
+
+namespace ppb::reports {
+namespace {
+
+constexpr std::string_view kClusterSchema = "pipebench.cluster/1";
+
+// Node network per GPU when neither the file nor the flags give one: the
+// vendor's reference nodes give each GPU its own NIC, one direction —
+// DGX A100: 8 x 200 Gb/s HDR InfiniBand (25 GB/s); DGX H100 and H200:
+// 8 x 400 Gb/s NDR (50 GB/s). InfiniBand's point-to-point latency is a few
+// microseconds; 5 us is taken. A CPU "cluster" is one host: its own link.
+LinkModel default_inter_node(const DeviceSpec& d) {
+  LinkModel l;
+  l.latency = 5e-6;
+  if (d.name == "a100") {
+    l.bandwidth = 25e9;
+  } else if (d.name == "h100" || d.name == "h200") {
+    l.bandwidth = 50e9;
+  } else {
+    l = d.link();
+  }
+  return l;
+}
+
+double positive(const JsonObject& o, std::string_view key) {
+  const double x = o.get<double>(key);
+  if (!std::isfinite(x) || x <= 0) o.fail(key, "expected a number > 0");
+  return x;
+}
+
+double non_negative(const JsonObject& o, std::string_view key) {
+  const double x = o.get<double>(key);
+  if (!std::isfinite(x) || x < 0) o.fail(key, "expected a number >= 0");
+  return x;
+}
+
+void read_link(const JsonObject& o, double* bandwidth, double* latency) {
+  o.only({"bandwidth", "latency"}, "bandwidth, latency");
+  if (o.has("bandwidth")) *bandwidth = positive(o, "bandwidth");
+  if (o.has("latency")) *latency = non_negative(o, "latency");
+}
+
+void need(bool ok, const std::string& flag, const std::string& what) {
+  if (!ok) throw UsageError(flag + ": " + what);
+}
+
+bool finite_positive(double x) { return std::isfinite(x) && x > 0; }
+
+}  // namespace
+
+ClusterInput parse_cluster(std::string_view json_text, const std::string& source) {
+  boost::json::error_code ec;
+  const boost::json::value doc = boost::json::parse(json_text, ec);
+  if (ec) throw UsageError(source + ": not valid JSON (" + ec.message() + ")");
+  const JsonReader reader(source);
+  const JsonObject root = reader.root(doc);
+  root.only({"schema", "gpus", "gpus_per_node", "device", "peak_flops", "memory_bandwidth",
+             "gpu_memory_bytes", "intra_node", "inter_node"},
+            "schema, gpus, gpus_per_node, device, peak_flops, memory_bandwidth, "
+            "gpu_memory_bytes, intra_node, inter_node");
+  if (root.get<std::string>("schema") != kClusterSchema)
+    root.fail("schema", "expected \"" + std::string(kClusterSchema) + "\"");
+  ClusterInput in;
+  in.gpus = root.get<int>("gpus");
+  if (in.gpus < 1) root.fail("gpus", "expected an integer >= 1");
+  in.gpus_per_node = root.get_or("gpus_per_node", 0);
+  if (root.has("gpus_per_node") && in.gpus_per_node < 1)
+    root.fail("gpus_per_node", "expected an integer >= 1");
+  in.device = root.get_or("device", std::string());
+  if (root.has("peak_flops")) in.peak_flops = positive(root, "peak_flops");
+  if (root.has("memory_bandwidth")) in.memory_bandwidth = positive(root, "memory_bandwidth");
+  in.gpu_memory_bytes = root.get_or("gpu_memory_bytes", int64_t{0});
+  if (root.has("gpu_memory_bytes") && in.gpu_memory_bytes < 1)
+    root.fail("gpu_memory_bytes", "expected an integer >= 1");
+  if (const auto o = root.find_object("intra_node"))
+    read_link(*o, &in.link_bandwidth, &in.link_latency);
+  if (const auto o = root.find_object("inter_node"))
+    read_link(*o, &in.inter_node_bandwidth, &in.inter_node_latency);
+  return in;
+}
+
+ClusterInput read_cluster_file(const std::string& path) {
+  return parse_cluster(read_input_file(path, "cluster file", kMaxSmallInputBytes), path);
+}
+
+ClusterSpec resolve_cluster(const ClusterInput& in) {
+  need(in.gpus >= 1, "--gpus", "expected >= 1 GPUs, got " + std::to_string(in.gpus));
+  ClusterSpec c;
+  c.gpus = in.gpus;
+  c.gpus_per_node = in.gpus_per_node > 0 ? in.gpus_per_node : in.gpus;
+  need(c.gpus % c.gpus_per_node == 0, "--gpus-per-node",
+       std::to_string(c.gpus) + " GPUs are not whole nodes of " + std::to_string(c.gpus_per_node));
+  if (!in.device.empty()) {
+    c.device = device_preset(in.device);
+  } else {
+    need(
+        in.peak_flops > 0 && in.memory_bandwidth > 0, "--device", "give a preset (" + [] {
+          std::string names;
+          for (const std::string& n : device_preset_names())
+            names += (names.empty() ? "" : ", ") + n;
+          return names;
+        }() + ") or --peak-flops and --memory-bandwidth");
+    c.device.name = "custom";
+    c.device.efficiency = 1;
+  }
+  if (in.peak_flops > 0) c.device.peak_flops = in.peak_flops;
+  if (in.memory_bandwidth > 0) c.device.mem_bandwidth = in.memory_bandwidth;
+  need(finite_positive(c.device.peak_flops), "--peak-flops", "expected a number > 0");
+  need(finite_positive(c.device.mem_bandwidth), "--memory-bandwidth", "expected a number > 0");
+  c.gpu_memory_bytes = in.gpu_memory_bytes > 0 ? in.gpu_memory_bytes : c.device.memory_bytes;
+  need(c.gpu_memory_bytes > 0, "--gpu-memory", "expected a size > 0 (no device preset gives one)");
+  c.intra_node = c.device.link();
+  if (in.link_bandwidth > 0) c.intra_node.bandwidth = in.link_bandwidth;
+  if (in.link_latency >= 0) c.intra_node.latency = in.link_latency;
+  need(finite_positive(c.intra_node.bandwidth), "--link-bandwidth",
+       "expected a number > 0 (no device preset gives one)");
+  c.inter_node = default_inter_node(c.device);
+  if (in.inter_node_bandwidth > 0) c.inter_node.bandwidth = in.inter_node_bandwidth;
+  if (in.inter_node_latency >= 0) c.inter_node.latency = in.inter_node_latency;
+  if (c.inter_node.bandwidth <= 0) c.inter_node = c.intra_node;
+  need(std::isfinite(c.intra_node.latency) && std::isfinite(c.inter_node.latency), "--link-latency",
+       "expected a finite number >= 0");
+  return c;
+}
+
+}  // namespace ppb::reports

@@ -1,0 +1,321 @@
+// Calibrating the planner's roofline on measured results, and predicting
+// each measured combination from its configuration (plan.hpp).
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/memory_model.hpp"
+#include "ppb/pipeline/partition.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/profiling/input_file.hpp"
+#include "ppb/reports/format.hpp"
+#include "ppb/reports/plan.hpp"
+
+namespace ppb::reports {
+namespace {
+
+// A measured combination re-priced on the roofline of its device: the
+// schedule and parts it ran, with unscaled model costs.
+struct Repriced {
+  ModelSpec spec;
+  DeviceSpec device;
+  std::vector<Unit> units;
+  std::vector<UnitTime> times;
+  std::vector<UnitRange> parts;
+  Schedule schedule;
+  StageCosts costs;
+};
+
+Repriced reprice(const ResultConfig& c) {
+  Repriced r;
+  r.spec = parse_model_spec(c.model);
+  r.spec.micro_batch_size = c.micro_batch_size;
+  r.spec.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
+  r.device = device_preset(c.device.empty() ? "cpu" : c.device);
+  r.units = expand_units(r.spec);
+  r.times = unit_times(r.units, r.device);
+  const int parts = c.stages * c.chunks;
+  if (!c.unit_ranges.empty()) {
+    r.parts = make_partition("manual:" + c.unit_ranges, r.units, r.times, parts);
+  } else {
+    PartitionOptions popts;
+    popts.link = r.device.link();  // as the run command cuts
+    r.parts = make_partition(c.partition, r.units, r.times, parts, popts);
+  }
+  r.costs = model_costs(r.units, r.times, r.parts, c.stages, c.chunks, r.device.link());
+  ScheduleParams p;
+  p.stages = c.stages;
+  p.microbatches = c.microbatches;
+  p.chunks = c.chunks;
+  p.inflight = c.inflight;
+  p.sync_warmup = c.sync_warmup;
+  p.batches = c.batches;
+  if (schedule_info(c.schedule).uses_times) set_pass_times(r.costs, p);
+  r.schedule = generate_schedule(c.schedule, p);
+  return r;
+}
+
+double finite_or_zero(double x) { return std::isfinite(x) && x > 0 ? x : 0.0; }
+
+// Per stage: the roofline's mean F and mean backward (I + W) of one action
+// (the mean over the stage's chunks, as measured means are), and the
+// measured ones in modelled seconds.
+struct StagePairs {
+  std::vector<double> model_fwd, model_bwd, measured_fwd, measured_bwd;
+};
+
+StagePairs stage_pairs(const Repriced& r, const Result& result) {
+  const ResultConfig& c = result.config;
+  const std::vector<StageActionTimes>& measured = result.metrics->theory->action_seconds;
+  const Placement place = placement_of(r.schedule);
+  const double scale = c.time_scale > 0 ? c.time_scale : 1.0;
+  StagePairs out;
+  for (int s = 0; s < c.stages; ++s) {
+    double f = 0, b = 0;
+    for (int ch = 0; ch < c.chunks; ++ch) {
+      const ChunkCost& cc = r.costs.at(place, s, ch);
+      f += cc.fwd / c.chunks;
+      b += (cc.bwd_input + cc.bwd_weight) / c.chunks;
+    }
+    const StageActionTimes& m = measured[static_cast<size_t>(s)];
+    const double mb = finite_or_zero(m.bwd) > 0
+                          ? m.bwd
+                          : finite_or_zero(m.bwd_input) + finite_or_zero(m.bwd_weight);
+    out.model_fwd.push_back(f);
+    out.model_bwd.push_back(b);
+    out.measured_fwd.push_back(finite_or_zero(m.fwd) / scale);
+    out.measured_bwd.push_back(mb / scale);
+  }
+  return out;
+}
+
+// Why a result cannot be used, or "" when it can.
+std::string unusable(const ResultEntry& e) {
+  const Result& r = e.result;
+  if (r.status != ResultStatus::kOk || !r.metrics) return "status is not ok";
+  if (!r.metrics->theory ||
+      r.metrics->theory->action_seconds.size() != static_cast<size_t>(r.config.stages)) {
+    return "no measured action times (metrics.theory.action_seconds)";
+  }
+  if (find_schedule_info(r.config.schedule) == nullptr)
+    return "schedule '" + r.config.schedule + "' is not registered (a schedule file)";
+  return "";
+}
+
+std::string setup_of(const ResultEntry& e) {
+  const ResultConfig& c = e.result.config;
+  return e.machine + " | " + c.backend + " | " + c.device + " | " + c.model + " | " + c.dtype;
+}
+
+}  // namespace
+
+PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) {
+  double ff = 0, fp = 0, bf = 0, bp = 0;  // sums of measured x model and model^2
+  double latency = 0, bandwidth = 0;
+  int links = 0;
+  PassCalibration cal;
+  for (const ResultEntry* e : results) {
+    if (!unusable(*e).empty()) continue;
+    const Repriced r = reprice(e->result.config);
+    if (cal.results == 0) cal.link = r.device.link();  // unless a link was measured
+    const StagePairs p = stage_pairs(r, e->result);
+    for (size_t s = 0; s < p.model_fwd.size(); ++s) {
+      ff += p.measured_fwd[s] * p.model_fwd[s];
+      fp += p.model_fwd[s] * p.model_fwd[s];
+      bf += p.measured_bwd[s] * p.model_bwd[s];
+      bp += p.model_bwd[s] * p.model_bwd[s];
+    }
+    // The link within a host (the planner's stages of one node); a
+    // network link, where the run crossed hosts, is not calibrated from.
+    for (const MeasuredLinkFigures& l : e->result.metrics->theory->links) {
+      if (l.path != "host" || !std::isfinite(l.bandwidth_bytes_per_second) ||
+          l.bandwidth_bytes_per_second <= 0)
+        continue;
+      latency += l.latency_seconds;
+      bandwidth += l.bandwidth_bytes_per_second;
+      ++links;
+    }
+    ++cal.results;
+  }
+  if (cal.results == 0) throw UsageError("calibration: no usable result (ok, with action times)");
+  cal.forward = fp > 0 ? ff / fp : 1.0;
+  cal.backward = bp > 0 ? bf / bp : 1.0;
+  if (links > 0) {
+    cal.link.latency = latency / links;
+    cal.link.bandwidth = bandwidth / links;
+  }
+  return cal;
+}
+
+Calibration kind_calibration(const PassCalibration& cal, const std::string& device, double scale) {
+  Calibration kinds;
+  kinds.device = device;
+  for (int k = 0; k <= static_cast<int>(UnitKind::kHead); ++k) {
+    kinds.kind_scale[unit_kind_name(static_cast<UnitKind>(k))] =
+        UnitTime{cal.forward * scale, cal.backward * scale, cal.backward * scale};
+  }
+  return kinds;
+}
+
+Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device) {
+  if (paths.size() == 1 && std::filesystem::is_regular_file(paths[0])) {
+    const std::string text = read_input_file(paths[0], "calibration file", kMaxResultFileBytes);
+    boost::json::error_code ec;
+    const boost::json::value doc = boost::json::parse(text, ec);
+    const boost::json::object* o = ec ? nullptr : doc.if_object();
+    const boost::json::value* schema = o != nullptr ? o->if_contains("schema") : nullptr;
+    if (schema != nullptr && schema->is_string() &&
+        schema->get_string() == "pipebench.calibration/1") {
+      return parse_calibration(text, paths[0]);
+    }
+  }
+  const LoadedResults loaded = load_results(paths, false);
+  std::vector<const ResultEntry*> on_device;
+  for (const ResultEntry& e : loaded.results) {
+    const std::string& d = e.result.config.device;
+    if ((d.empty() ? std::string("cpu") : d) == device) on_device.push_back(&e);
+  }
+  try {
+    return kind_calibration(fit_calibration(on_device), device);
+  } catch (const UsageError&) {
+    throw UsageError("--calibration: no ok result measured on device '" + device +
+                     "' with action times in " + paths.front() + (paths.size() > 1 ? ", ..." : ""));
+  }
+}
+
+namespace {
+
+ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
+  const ResultConfig& c = e.result.config;
+  const Repriced r = reprice(c);
+  const double scale = c.time_scale > 0 ? c.time_scale : 1.0;
+  std::vector<UnitTime> times = r.times;
+  for (UnitTime& t : times) {
+    t.fwd *= cal.forward * scale;
+    t.bwd_input *= cal.backward * scale;
+    t.bwd_weight *= cal.backward * scale;
+  }
+  const StageCosts costs = model_costs(r.units, times, r.parts, c.stages, c.chunks, cal.link);
+  const SimResult sim = simulate(r.schedule, costs);
+  MemoryModelOptions mo;
+  mo.element_bytes = r.spec.bytes_per_element;
+  const std::vector<PredictedMemory> mem = predict_memory(r.schedule, r.costs, mo);
+  ValidationRow row;
+  row.source = e.source;
+  row.config = c;
+  row.predicted_samples_per_second =
+      static_cast<double>(c.micro_batch_size) * c.microbatches * c.batches / sim.step_time;
+  row.measured_samples_per_second = e.result.metrics->samples_per_second;
+  row.predicted_peak_bytes = mem[static_cast<size_t>(worst_stage(mem))].peak_bytes;
+  for (int64_t b : e.result.metrics->peak_memory_bytes.per_stage)
+    row.measured_peak_bytes = std::max(row.measured_peak_bytes, b);
+  row.samples_error = (row.predicted_samples_per_second - row.measured_samples_per_second) /
+                      row.measured_samples_per_second;
+  row.memory_error = row.measured_peak_bytes > 0
+                         ? static_cast<double>(row.predicted_peak_bytes - row.measured_peak_bytes) /
+                               static_cast<double>(row.measured_peak_bytes)
+                         : 0.0;
+  row.calibrated_on = cal.results;
+  return row;
+}
+
+}  // namespace
+
+Validation validate_plan(const std::vector<ResultEntry>& results) {
+  Validation v;
+  std::map<std::string, std::vector<const ResultEntry*>> setups;
+  for (const ResultEntry& e : results) {
+    std::string why = unusable(e);
+    if (why.empty()) {
+      try {
+        (void)reprice(e.result.config);
+      } catch (const UsageError& err) {
+        why = std::string("cannot re-price its configuration: ") + err.what();
+      }
+    }
+    if (!why.empty()) {
+      v.skipped.push_back(e.source + ": " + why);
+      continue;
+    }
+    setups[setup_of(e)].push_back(&e);
+  }
+  for (const auto& [setup, members] : setups) {
+    for (const ResultEntry* held_out : members) {
+      std::vector<const ResultEntry*> others;
+      for (const ResultEntry* e : members) {
+        if (e != held_out) others.push_back(e);
+      }
+      if (others.empty()) {
+        v.skipped.push_back(held_out->source + ": alone in its setup (" + setup +
+                            "): nothing to calibrate on");
+        continue;
+      }
+      v.rows.push_back(predict(*held_out, fit_calibration(others)));
+    }
+  }
+  for (const ValidationRow& r : v.rows) {
+    v.mean_abs_samples_error += std::fabs(r.samples_error) / static_cast<double>(v.rows.size());
+    v.mean_abs_memory_error += std::fabs(r.memory_error) / static_cast<double>(v.rows.size());
+  }
+  return v;
+}
+
+std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*>& results) {
+  std::map<std::string, std::vector<const ResultEntry*>> setups;
+  for (const ResultEntry* e : results) {
+    if (unusable(*e).empty()) setups[setup_of(*e)].push_back(e);
+  }
+  const std::vector<const ResultEntry*>* most = nullptr;
+  for (const auto& [setup, members] : setups) {
+    if (most == nullptr || members.size() > most->size()) most = &members;
+  }
+  if (most == nullptr) return "";
+  try {
+    const PassCalibration cal = fit_calibration(*most);
+    const ResultConfig& c = most->front()->result.config;
+    PlanOptions o;
+    o.model = parse_model_spec(c.model);
+    o.model.micro_batch_size = c.micro_batch_size;
+    o.model.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
+    o.micro_batch_sizes = {c.micro_batch_size};
+    o.memory.element_bytes = o.model.bytes_per_element;
+    ClusterInput in;
+    int64_t budget = 0;
+    for (const ResultEntry* e : *most) {
+      in.gpus = std::max(in.gpus, e->result.config.stages);
+      budget = std::max(budget, e->result.config.memory_budget);
+    }
+    in.device = c.device.empty() ? "cpu" : c.device;
+    in.gpu_memory_bytes = budget;
+    in.link_bandwidth = cal.link.bandwidth;
+    in.link_latency = cal.link.latency;
+    o.cluster = resolve_cluster(in);
+    // The fitted factors as a calibration of every unit kind (in wall
+    // seconds: timed results run at their time scale).
+    const Calibration kinds =
+        kind_calibration(cal, o.cluster.device.name, c.time_scale > 0 ? c.time_scale : 1.0);
+    o.calibration = &kinds;
+    o.top = 1;
+    const Plan plan = make_plan(o);
+    const std::string machine = std::to_string(o.cluster.gpus) + " x " + o.cluster.device.name;
+    if (plan.ranked.empty())
+      return "For this machine (" + machine + "), the planner finds " + plan.advice + ".";
+    const Candidate& w = plan.ranked.front();
+    return "For this machine (" + machine + ", calibrated on " + std::to_string(cal.results) +
+           " results: forward x" + format_number(cal.forward) + ", backward x" +
+           format_number(cal.backward) + " the roofline), the planner ranks " + w.schedule + " x " +
+           w.partition + " P=" + std::to_string(w.stages) + " M=" + std::to_string(w.microbatches) +
+           (w.inflight > 0 ? " N=" + std::to_string(w.inflight) : "") +
+           (w.chunks > 1 ? " V=" + std::to_string(w.chunks) : "") + " first (" + w.why + ").";
+  } catch (const UsageError&) {
+    return "";  // a configuration the roofline cannot re-price: no answer
+  }
+}
+
+}  // namespace ppb::reports

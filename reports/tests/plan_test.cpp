@@ -1,0 +1,310 @@
+// The planner (plan.hpp): cluster descriptions and their errors, the ranking
+// against the simulator and the memory model re-run by hand on the winner's
+// configuration, the ring all-reduce, pruning that never changes the winner,
+// and the advice when nothing fits.
+#include "ppb/reports/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/memory_model.hpp"
+#include "ppb/pipeline/partition.hpp"
+#include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/reports/load.hpp"
+
+namespace ppb::reports {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(PlanCluster, FileFieldsAndFlagsAreNamed) {
+  auto parse = [](const std::string& text) {
+    return [text] { (void)parse_cluster(text, "c.json"); };
+  };
+  const std::string head = R"({"schema": "pipebench.cluster/1", )";
+  EXPECT_NE(error_of(parse(head + R"("gpus": 0})")).find("c.json: field 'gpus'"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(head + R"("gpus": 8, "intra_node": {"bandwidth": -1}})"))
+                .find("field 'intra_node.bandwidth': expected a number > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(head + R"("gpus": 8, "gpu_mem": 1})")).find("gpu_mem"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(R"({"schema": "x", "gpus": 8})")).find("field 'schema'"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse("{")).find("c.json: not valid JSON"), std::string::npos);
+
+  ClusterInput in;
+  in.gpus = 10;
+  in.gpus_per_node = 4;
+  in.device = "h100";
+  EXPECT_NE(error_of([&] { (void)resolve_cluster(in); }).find("--gpus-per-node"),
+            std::string::npos);
+  in.gpus_per_node = 0;
+  in.device = "";
+  EXPECT_NE(error_of([&] { (void)resolve_cluster(in); }).find("--device"), std::string::npos);
+  in.device = "tpu";
+  EXPECT_NE(error_of([&] { (void)resolve_cluster(in); }).find("--device"), std::string::npos);
+}
+
+TEST(PlanCluster, PresetFillsWhatTheDescriptionLeavesOut) {
+  const ClusterInput in = parse_cluster(
+      R"({"schema": "pipebench.cluster/1", "gpus": 16, "gpus_per_node": 8, "device": "h100",
+          "inter_node": {"bandwidth": 2.5e10}})",
+      "c.json");
+  const ClusterSpec c = resolve_cluster(in);
+  EXPECT_EQ(c.gpus, 16);
+  EXPECT_EQ(c.gpus_per_node, 8);
+  EXPECT_EQ(c.gpu_memory_bytes, device_preset("h100").memory_bytes);
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth, device_preset("h100").link_bandwidth);
+  EXPECT_DOUBLE_EQ(c.inter_node.bandwidth, 2.5e10);
+  EXPECT_DOUBLE_EQ(c.inter_node.latency, 5e-6);
+}
+
+PlanOptions small_plan() {
+  ClusterInput in;
+  in.gpus = 4;
+  in.gpus_per_node = 2;
+  in.device = "cpu";
+  in.gpu_memory_bytes = int64_t{1} << 30;
+  PlanOptions o;
+  o.cluster = resolve_cluster(in);
+  o.model = parse_model_spec("gpt-tiny");
+  o.global_batch = 16;
+  o.micro_batch_sizes = {1, 2};
+  o.memory.optimizer = OptimizerKind::kAdam;
+  o.top = 5;
+  return o;
+}
+
+// The winner's figures are the simulator's and the memory model's on its
+// configuration, with a ring all-reduce of the largest stage's gradients.
+TEST(Plan, RanksBySimulatedSamplesPerSecond) {
+  const PlanOptions o = small_plan();
+  const Plan plan = make_plan(o);
+  ASSERT_FALSE(plan.ranked.empty());
+  EXPECT_EQ(plan.capacity_bytes, static_cast<int64_t>(0.85 * (1 << 30)));
+  for (size_t i = 1; i < plan.ranked.size(); ++i)
+    EXPECT_GE(plan.ranked[i - 1].samples_per_second, plan.ranked[i].samples_per_second);
+  for (const Candidate& c : plan.ranked) {
+    EXPECT_TRUE(c.fits);
+    EXPECT_EQ(c.stages * c.data_parallel, 4);
+    EXPECT_EQ(int64_t{c.data_parallel} * c.micro_batch_size * c.microbatches, 16);
+    EXPECT_LE(*std::max_element(c.peak_memory_bytes.begin(), c.peak_memory_bytes.end()),
+              plan.capacity_bytes);
+  }
+  const Candidate& w = plan.ranked.front();
+  EXPECT_EQ(w.why.rfind("fastest", 0), 0u) << w.why;
+
+  ModelSpec spec = o.model;
+  spec.micro_batch_size = w.micro_batch_size;
+  const std::vector<Unit> units = expand_units(spec);
+  const std::vector<UnitTime> times = unit_times(units, o.cluster.device);
+  PartitionOptions popts;
+  // 4 GPUs, 2 per node: a pipeline of more than one stage spans nodes.
+  popts.link = w.stages > 1 ? o.cluster.inter_node : o.cluster.intra_node;
+  popts.memory = o.memory;
+  const StageCosts costs = model_costs(
+      units, times, make_partition(w.partition, units, times, w.stages * w.chunks, popts), w.stages,
+      w.chunks, popts.link);
+  ScheduleParams p;
+  p.stages = w.stages;
+  p.microbatches = w.microbatches;
+  p.chunks = w.chunks;
+  p.inflight = w.inflight;
+  if (schedule_info(w.schedule).uses_times) set_pass_times(costs, p);
+  const Schedule s = generate_schedule(w.schedule, p);
+  const SimResult r = simulate(s, costs);
+  EXPECT_DOUBLE_EQ(w.step_seconds, r.step_time);
+  EXPECT_DOUBLE_EQ(w.bubble_ratio, r.bubble_ratio);
+  MemoryModelOptions mo = o.memory;
+  mo.data_parallel = w.data_parallel;
+  const std::vector<PredictedMemory> mem = predict_memory(s, costs, mo);
+  int64_t grads = 0;
+  for (size_t st = 0; st < mem.size(); ++st) {
+    EXPECT_EQ(w.peak_memory_bytes[st], mem[st].peak_bytes);
+    grads = std::max(grads, mem[st].state.gradients);
+  }
+  const int d = w.data_parallel;
+  const LinkModel ring = d <= 2 ? o.cluster.intra_node : o.cluster.inter_node;
+  const double allreduce = d == 1
+                               ? 0.0
+                               : 2.0 * (d - 1) / d * static_cast<double>(grads) / ring.bandwidth +
+                                     2.0 * (d - 1) * ring.latency;
+  EXPECT_NEAR(w.allreduce_seconds, allreduce, 1e-12 + 1e-9 * allreduce);
+  EXPECT_DOUBLE_EQ(w.samples_per_second, 16.0 / (r.step_time + w.allreduce_seconds));
+}
+
+// Pruning skips only what cannot win: the winner is the one of the full search.
+TEST(Plan, PruningKeepsTheWinner) {
+  PlanOptions o = small_plan();
+  o.top = 1;
+  const Plan pruned = make_plan(o);
+  o.top = 100000;
+  const Plan full = make_plan(o);
+  ASSERT_FALSE(pruned.ranked.empty());
+  const Candidate& a = pruned.ranked.front();
+  const Candidate& b = full.ranked.front();
+  EXPECT_EQ(a.schedule, b.schedule);
+  EXPECT_EQ(a.partition, b.partition);
+  EXPECT_EQ(a.stages, b.stages);
+  EXPECT_EQ(a.micro_batch_size, b.micro_batch_size);
+  EXPECT_DOUBLE_EQ(a.samples_per_second, b.samples_per_second);
+  EXPECT_LT(pruned.evaluated, full.evaluated);
+  EXPECT_EQ(pruned.considered, full.considered);
+}
+
+TEST(Plan, AlternativesSayWhyTheyLose) {
+  const Plan plan = make_plan(small_plan());
+  ASSERT_FALSE(plan.alternatives.empty());
+  for (const Candidate& c : plan.alternatives) {
+    const bool leads = std::any_of(plan.ranked.begin(), plan.ranked.end(),
+                                   [&](const Candidate& r) { return r.schedule == c.schedule; });
+    EXPECT_FALSE(leads) << c.schedule;
+    if (c.fits) {
+      EXPECT_NE(c.why.find("slower than the leader"), std::string::npos) << c.why;
+      EXPECT_NE(c.why.find("bubble"), std::string::npos) << c.why;
+    } else {
+      EXPECT_NE(c.why.find("stage " + std::to_string(c.worst_stage) + " needs"), std::string::npos)
+          << c.why;
+    }
+  }
+}
+
+TEST(Plan, NothingFitsSaysWhatWould) {
+  PlanOptions o = small_plan();
+  o.cluster.gpu_memory_bytes = 1 << 20;
+  const Plan plan = make_plan(o);
+  EXPECT_TRUE(plan.ranked.empty());
+  EXPECT_NE(plan.advice.find("nothing fits"), std::string::npos) << plan.advice;
+  EXPECT_NE(plan.advice.find("would fit with GPUs of"), std::string::npos) << plan.advice;
+  EXPECT_NE(plan.advice.find("--optimizer sgd"), std::string::npos) << plan.advice;
+}
+
+TEST(Plan, RefusesABadGuard) {
+  PlanOptions o = small_plan();
+  o.memory_guard = 1.5;
+  EXPECT_NE(error_of([&] { (void)make_plan(o); }).find("--memory-guard"), std::string::npos);
+}
+
+// ---- calibration and --validate on synthetic measurements -----------------
+
+// A timed-backend result of gpt-tiny on the cpu device whose measured action
+// times are the roofline's x 2 (forward) and x 3 (backward) in modelled
+// seconds, run at time scale 0.5 over a 10 us, 1 GB/s link; its samples/s
+// and memory are what the simulator and the memory model give for that.
+ResultEntry synthetic_result(const std::string& schedule, int stages, int microbatches) {
+  Result r;
+  ResultConfig& c = r.config;
+  c.schedule = schedule;
+  c.partition = "operator";
+  c.stages = stages;
+  c.microbatches = microbatches;
+  c.micro_batch_size = 2;
+  c.chunks = 1;
+  c.model = "gpt-tiny";
+  c.backend = "timed";
+  c.transport = "mpi";
+  c.device = "cpu";
+  c.time_scale = 0.5;
+  const ModelSpec spec = parse_model_spec(c.model);
+  const std::vector<Unit> units = expand_units(spec);
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  PartitionOptions popts;
+  popts.link = device_preset("cpu").link();
+  const std::vector<UnitRange> parts = make_partition("operator", units, times, stages, popts);
+  c.unit_ranges = format_partition(parts);
+  const StageCosts model = model_costs(units, times, parts, stages, 1, popts.link);
+  ScheduleParams p;
+  p.stages = stages;
+  p.microbatches = microbatches;
+  const Schedule s = generate_schedule(schedule, p);
+  std::vector<UnitTime> scaled = times;
+  for (UnitTime& t : scaled) {
+    t.fwd *= 2.0 * 0.5;
+    t.bwd_input *= 3.0 * 0.5;
+    t.bwd_weight *= 3.0 * 0.5;
+  }
+  LinkModel link;
+  link.latency = 1e-5;
+  link.bandwidth = 1e9;
+  const SimResult sim = simulate(s, model_costs(units, scaled, parts, stages, 1, link));
+  ResultMetrics m;
+  m.samples_per_second = 2.0 * microbatches / sim.step_time;
+  TheoryFigures t;
+  t.links = {MeasuredLinkFigures{"host", link.latency, link.bandwidth, 8, {}}};
+  const bool split = schedule_info(schedule).splits_backward;
+  for (const ChunkCost& cc : model.chunks) {
+    StageActionTimes a;
+    a.fwd = cc.fwd * 2.0 * 0.5;
+    a.bwd = split ? std::nan("") : (cc.bwd_input + cc.bwd_weight) * 3.0 * 0.5;
+    a.bwd_input = split ? cc.bwd_input * 3.0 * 0.5 : std::nan("");
+    a.bwd_weight = split ? cc.bwd_weight * 3.0 * 0.5 : std::nan("");
+    t.action_seconds.push_back(a);
+  }
+  m.theory = t;
+  for (const PredictedMemory& sm : predict_memory(s, model))
+    m.peak_memory_bytes.per_stage.push_back(sm.peak_bytes);
+  r.metrics = m;
+  return make_entry(schedule + "_P" + std::to_string(stages) + "_M" + std::to_string(microbatches),
+                    r);
+}
+
+TEST(PlanValidate, FitsTheFactorsAndTheLinkExactly) {
+  const std::vector<ResultEntry> results = {synthetic_result("1f1b", 4, 8),
+                                            synthetic_result("gpipe", 2, 4),
+                                            synthetic_result("zb-h1", 4, 8)};
+  std::vector<const ResultEntry*> all;
+  for (const ResultEntry& e : results) all.push_back(&e);
+  const PassCalibration cal = fit_calibration(all);
+  EXPECT_EQ(cal.results, 3);
+  EXPECT_NEAR(cal.forward, 2.0, 1e-12);
+  EXPECT_NEAR(cal.backward, 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(cal.link.latency, 1e-5);
+  EXPECT_DOUBLE_EQ(cal.link.bandwidth, 1e9);
+}
+
+// Leave-one-out on measurements the model explains exactly: every error 0.
+TEST(PlanValidate, PredictsEachCombinationFromTheOthers) {
+  std::vector<ResultEntry> results = {
+      synthetic_result("1f1b", 4, 8), synthetic_result("gpipe", 4, 8),
+      synthetic_result("zb-h1", 4, 8), synthetic_result("1f1b", 2, 4)};
+  // A result of another setup (device) is alone: skipped, with why.
+  ResultEntry other = synthetic_result("gpipe", 2, 4);
+  other.result.config.model = "gpt:layers=8,hidden=128,heads=4,seq=64,vocab=512,mbs=2";
+  other.source = "other.json";
+  results.push_back(other);
+  const Validation v = validate_plan(results);
+  ASSERT_EQ(v.rows.size(), 4u);
+  for (const ValidationRow& r : v.rows) {
+    EXPECT_NEAR(r.samples_error, 0, 1e-9) << r.source;
+    EXPECT_EQ(r.memory_error, 0) << r.source;
+    EXPECT_EQ(r.calibrated_on, 3) << r.source;
+  }
+  EXPECT_NEAR(v.mean_abs_samples_error, 0, 1e-9);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find("other.json: alone in its setup"), std::string::npos) << v.skipped[0];
+
+  // A measurement 10% slower than the model shows as a -10% error... of
+  // that combination only (the others calibrate it).
+  results.pop_back();
+  results[0].result.metrics->samples_per_second /= 1.1;
+  const Validation slow = validate_plan(results);
+  EXPECT_NEAR(slow.rows[0].samples_error, 0.1, 1e-9);
+}
+
+}  // namespace
+}  // namespace ppb::reports
