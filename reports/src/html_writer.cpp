@@ -546,7 +546,8 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
     << format_fixed(r.threshold, 2)
     << " bubble-ratio points), significant (two-sided Mann-Whitney U over the timed steps, p &lt; "
     << format_trimmed(r.options.alpha)
-    << ") and beyond the noise band of the nights (the spread of their medians); peak memory is "
+    << ") and beyond the noise band of the nights (the spread of their medians, never narrower "
+       "than the sweep's noise floor below); peak memory is "
        "deterministic and compared exactly. \"Undecidable\" means the smallest change the gate "
        "could have detected exceeds the threshold. A step that arrived on an earlier night is "
        "reported once, with that night. A timing figure that moved tonight stands only when a "

@@ -127,7 +127,9 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
   md << ". A change counts when it is beyond the threshold (" << format_trimmed(r.threshold * 100)
      << "% for samples/s and peak memory, " << format_fixed(r.threshold, 2)
      << " bubble-ratio points), significant (Mann-Whitney U over the steps, p < "
-     << format_trimmed(r.options.alpha) << ") and beyond the nights' noise band; memory is "
+     << format_trimmed(r.options.alpha)
+     << ") and beyond the nights' noise band (never narrower than the sweep's noise floor); "
+     << "memory is "
      << "compared exactly. **" << r.regressions() << " regression(s), "
      << r.count(RegressionStatus::kImproved) << " improvement(s), "
      << r.count(RegressionStatus::kPass) << " no change, "

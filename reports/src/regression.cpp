@@ -132,10 +132,10 @@ std::vector<double> pooled(const std::vector<NightSamples>& nights, size_t begin
 // What a figure is and which way is worse.
 struct FigureKind {
   std::string name;
-  bool relative;     // fractions (samples/s) or ratio points (bubble)
-  int worse;         // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
+  bool relative;              // fractions (samples/s) or ratio points (bubble)
+  int worse;                  // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
   std::string family = name;  // the noise floor's kind: "stage compute" for every stage
-  double floor = 0;  // the sweep's noise floor (0 = none)
+  double floor = 0;           // the sweep's noise floor (0 = none)
 };
 
 double change_of(double cur, double ref, bool relative) {
@@ -218,8 +218,7 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
            change_text(v.change, kind.relative) + ", p=" + format_number(v.p) + ", band " +
            size_text(v.band, kind.relative) +
            (v.floor > 0 ? ", sweep noise floor " + size_text(v.floor, kind.relative) : "") +
-           ", detectable " +
-           size_text(v.detectable, kind.relative) + ", threshold " +
+           ", detectable " + size_text(v.detectable, kind.relative) + ", threshold " +
            size_text(o.threshold, kind.relative) + ")";
   if (!v.arrived.empty()) v.text += ", since " + v.arrived;
   return v;
@@ -405,9 +404,10 @@ TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& h
         format_fixed(drift_tonight.reference * 1e3, 2) + " ms; limit " +
         format_trimmed(o.max_speed_drift * 100) + "%): its timings are not comparable";
   } else if (h.quiet.empty() && had_quiet) {
-    h.not_judged = "every earlier night's machine ran at another speed than usual (speed probe, "
-                   "limit " +
-                   format_trimmed(o.max_speed_drift * 100) + "%)";
+    h.not_judged =
+        "every earlier night's machine ran at another speed than usual (speed probe, "
+        "limit " +
+        format_trimmed(o.max_speed_drift * 100) + "%)";
   } else if (h.quiet.empty()) {
     h.not_judged = "every earlier night's host was busy with other processes (limit " +
                    format_trimmed(o.max_foreign_cpu * 100) + "%)";

@@ -646,7 +646,7 @@ TEST(ReportGate, TheSweepsLaunchNoiseIsAFloorUnderEveryBand) {
   EXPECT_EQ(f->backend, "timed");
   EXPECT_EQ(f->residuals, 8u * 3u);  // between every combination's four reference nights
   EXPECT_EQ(f->nights, 4);
-  EXPECT_EQ(f->figures, 8u * (2u + 4u));   // samples/s, bubble, four stages, per combination
+  EXPECT_EQ(f->figures, 8u * (2u + 4u));  // samples/s, bubble, four stages, per combination
   EXPECT_NEAR(f->z, normal_upper_quantile(0.01 / 48), 1e-12);
   EXPECT_GT(f->sigma, 0.02);  // the +/-3% shifts, robustly
   EXPECT_LT(f->sigma, 0.05);

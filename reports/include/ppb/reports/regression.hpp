@@ -104,11 +104,12 @@ struct GateOptions {
 struct NoiseFloor {
   std::string machine;
   std::string backend;
-  std::string figure;     ///< "samples/s", "bubble ratio", "stage compute"
-  bool relative = true;   ///< sigma and floor are fractions (else ratio points)
+  std::string figure;         ///< "samples/s", "bubble ratio", "stage compute"
+  bool relative = true;       ///< sigma and floor are fractions (else ratio points)
   std::size_t residuals = 0;  ///< night-to-night differences pooled
   std::size_t figures = 0;    ///< tonight's figures of this machine and backend (the family)
-  double sigma = 0;  ///< one launch's noise: 1.4826 x MAD of the differences / sqrt 2 (log when relative)
+  double sigma =
+      0;  ///< one launch's noise: 1.4826 x MAD of the differences / sqrt 2 (log when relative)
   double z = 0;      ///< upper normal quantile of alpha / figures (Bonferroni)
   int nights = 0;    ///< reference nights of a typical combination (the median)
   double floor = 0;  ///< the floor with `nights` reference nights; 0 = none
