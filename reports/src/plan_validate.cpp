@@ -49,13 +49,7 @@ Repriced reprice(const ResultConfig& c) {
     r.parts = make_partition(c.partition, r.units, r.times, parts, popts);
   }
   r.costs = model_costs(r.units, r.times, r.parts, c.stages, c.chunks, r.device.link());
-  ScheduleParams p;
-  p.stages = c.stages;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.inflight = c.inflight;
-  p.sync_warmup = c.sync_warmup;
-  p.batches = c.batches;
+  ScheduleParams p = schedule_params(c);
   if (schedule_info(c.schedule).uses_times) set_pass_times(r.costs, p);
   r.schedule = generate_schedule(c.schedule, p);
   return r;

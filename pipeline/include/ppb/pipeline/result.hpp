@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/memory.hpp"
 
 namespace ppb {
@@ -108,6 +109,11 @@ struct ResultConfig {
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
+
+/// The schedule parameters a result ran with: P, M, V, N, K and batches
+/// (wgrad_share and the pass times of zb-1p/zb-2p keep their defaults:
+/// set_pass_times supplies the latter from the caller's costs).
+ScheduleParams schedule_params(const ResultConfig& c);
 
 /// Step time over the timed iterations, seconds (docs/metrics.md).
 struct StepTimeStats {
