@@ -10,11 +10,9 @@
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
-#ifdef PPB_HAVE_EXEC
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
 #include "ppb/exec/transport.hpp"
-#endif
 
 namespace ppb::cli {
 namespace {
@@ -28,7 +26,6 @@ void run_list() {
   for (const ScheduleInfo& s : schedule_list()) print_row(s.name, s.help);
   std::printf("\npartitions (--partition):\n");
   for (const PartitionInfo& p : partition_list()) print_row(p.name, p.help);
-#ifdef PPB_HAVE_EXEC
   std::printf("\nbackends (--backend):\n");
   for (const auto& b : backend_list()) {
     const std::string why = b.unusable != nullptr ? b.unusable() : std::string();
@@ -40,7 +37,6 @@ void run_list() {
   std::printf("\ncollectors (--profile a,b):\n");
   for (const auto& c : collector_list())
     print_row(c.name, c.available ? c.help : c.help + " [not available here: " + c.why_not + "]");
-#endif
   std::printf("\nmodels (--model, or gpt:layers=L,hidden=H,heads=A,seq=S,vocab=V,ffn=F,mbs=B):\n");
   for (const std::string& name : model_preset_names()) {
     ModelSpec m = parse_model_spec(name);

@@ -102,8 +102,13 @@ void register_run(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--stages", o.stages,
-                  "P; must equal the number of MPI ranks (default: that number)")
+                  "P (default: the number of MPI ranks W); W = P x D runs D data-parallel "
+                  "replicas of the pipeline")
       ->check(integer_in(1, int64_t{1} << 20));
+  cmd->add_option("--rank-order", o.rank_order,
+                  "With replicas: dp-pp (a stage's D ranks adjacent, Megatron-LM's order) or "
+                  "pp-dp (a replica's P ranks adjacent)")
+      ->capture_default_str();
   cmd->add_option("--device", o.device,
                   "Cost model of the timed backend and of balanced (cpu, a100, h100, h200)")
       ->capture_default_str();

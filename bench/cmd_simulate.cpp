@@ -2,6 +2,7 @@
 // Bubble cost flags (--fwd --bwd --wgrad --comm) or from a model, partition
 // and device — and prints the predicted timeline and figures.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <memory>
@@ -27,6 +28,8 @@ struct SimulateOptions {
   ScheduleParams params;
   double fwd = 1, bwd = 1, wgrad = 1, comm = 0;
   double wgrad_share = 1;  // zb-1p, zb-2p: ScheduleParams::wgrad_share
+  int data_parallel = 1;   // D replicas: a ring all-reduce of each stage's gradients
+  double allreduce = 0;    // with the cost flags: one chunk's all-reduce time
   std::string model, partition, device = "cpu";
   std::string format = "text";
   std::string trace;
@@ -91,6 +94,29 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
   return model_costs(units, times, parts, s.stages, s.chunks, link);
 }
 
+/// Data parallelism (--data-parallel D): the ring all-reduce after each
+/// chunk's last backward. With --model it moves the chunk's parameter bytes
+/// over the device's link; with the cost flags it takes --allreduce time
+/// units (as latency: the flags have no bytes).
+void add_allreduce(const SimulateOptions& opt, const Schedule& s, StageCosts& costs) {
+  if (opt.data_parallel <= 1) {
+    if (opt.allreduce > 0) throw UsageError("--allreduce: needs --data-parallel D > 1");
+    return;
+  }
+  AllReduceModel& a = costs.allreduce;
+  a.replicas = opt.data_parallel;
+  const ScheduleInfo* info = find_schedule_info(s.name);
+  a.per_backward = info != nullptr && info->optimizer_per_backward;
+  if (opt.model.empty()) {
+    a.latency = opt.allreduce / (2.0 * (opt.data_parallel - 1));
+    return;
+  }
+  if (opt.allreduce > 0) throw UsageError("--allreduce: with --model the device's link prices it");
+  const DeviceSpec device = device_preset(opt.device);
+  a.latency = device.link_latency;
+  a.bandwidth = device.link_bandwidth;
+}
+
 void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
                 const SimulateOptions& opt) {
   std::printf("schedule %s  P=%d M=%d V=%d", s.name.c_str(), s.stages, s.microbatches, s.chunks);
@@ -113,6 +139,21 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
       r.stage_span);
   if (s.batches > 1)
     std::printf("time per batch   %.6g   (steady state, no flush)\n", r.time_per_batch());
+  if (costs.allreduce.replicas > 1) {
+    double longest = 0;
+    for (const SimStage& st : r.stages) longest = std::max(longest, st.allreduce);
+    std::printf(
+        "data parallel    %d replicas: ring all-reduce of each stage's gradients, up to %.6g "
+        "per stage\n",
+        costs.allreduce.replicas, longest);
+    std::printf(
+        "pipeline time    %.6g   (end of the last action: the step without the all-reduce)\n",
+        r.pipeline_time);
+    std::printf(
+        "bubble without   %.4f   (over the pipeline time; the bubble ratio above is with "
+        "the all-reduce)\n",
+        r.bubble_ratio_pipeline);
+  }
   std::printf("\n");
   std::printf("stage %12s %12s %9s %s\n", "busy", "idle", "in-flight",
               costs.has_bytes ? "peak activations" : "");
@@ -146,6 +187,7 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
                           {"span", st.span()},
                           {"peak_inflight", st.peak_inflight}};
     if (costs.has_bytes) o["peak_activation_bytes"] = st.peak_activation_bytes;
+    if (costs.allreduce.replicas > 1) o["allreduce"] = st.allreduce;
     stages.push_back(std::move(o));
   }
   boost::json::object out{{"schema", "pipebench.simulation/1"},
@@ -156,12 +198,18 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
                           {"stage_span", r.stage_span},
                           {"time_per_batch", r.time_per_batch()},
                           {"stages", std::move(stages)}};
+  if (costs.allreduce.replicas > 1) {
+    out["data_parallel"] = costs.allreduce.replicas;
+    out["pipeline_time"] = r.pipeline_time;
+    out["bubble_ratio_pipeline"] = r.bubble_ratio_pipeline;
+  }
   std::printf("%s\n", boost::json::serialize(out).c_str());
 }
 
 void run_simulate(const SimulateOptions& opt) {
   Schedule s = load_schedule(opt);
   StageCosts costs = build_costs(opt, s);
+  add_allreduce(opt, s, costs);
   SimResult r = simulate(s, costs);
   if (!opt.trace.empty()) write_sim_trace(s, r, opt.trace);
   if (opt.format == "json")
@@ -207,6 +255,13 @@ void register_simulate(CLI::App& app) {
       ->check(non_empty("a model"));
   cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
   cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");
+  cmd->add_option("--data-parallel", opt->data_parallel,
+                  "D replicas: add a ring all-reduce of each stage's gradients after each "
+                  "chunk's last backward (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--allreduce", opt->allreduce,
+                  "With --data-parallel and the cost flags: one chunk's all-reduce time")
+      ->check(finite_non_negative());
   cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--trace", opt->trace, "Write the predicted timeline as a Chrome/Perfetto trace")
       ->check(non_empty("a file"));

@@ -81,15 +81,9 @@ int main(int argc, char** argv) {
   ppb::cli::register_list(app);
   ppb::cli::register_schedule(app);
   ppb::cli::register_simulate(app);
-#ifdef PPB_HAVE_CMD_RUN
   ppb::cli::register_run(app);
-#endif
-#ifdef PPB_HAVE_CMD_P2P
   ppb::cli::register_p2p(app);
-#endif
-#ifdef PPB_HAVE_CMD_REPORT
   ppb::cli::register_report(app);
-#endif
   ppb::cli::register_plan(app);
 
   try {

@@ -5,14 +5,18 @@
 #include <limits>
 
 #include "ppb/exec/mpi.hpp"
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
 
 namespace ppb::run {
 
-void CheckProbe::arm(const Backend& backend, bool stashing) {
+void CheckProbe::arm(const Backend& backend, bool stashing, bool replicas) {
   backend_ = &backend;
   armed_ = true;
   stashing_ = stashing;
+  hashing_ = replicas;
+  gradient_hash = kHashSeed;
   grads.clear();
   forward_version_.clear();
   stash_violations = 0;
@@ -41,15 +45,29 @@ void CheckProbe::action_begin(int /*stage*/, const Action& a) {
 }
 
 void CheckProbe::optimizer_begin(int chunk) {
-  if (!armed_ || stashing_ || grads.count(chunk) != 0) return;
+  if (!armed_) return;
+  if (hashing_) {
+    for (const std::vector<float>& g : backend_->gradients(chunk)) {
+      const auto* bytes = reinterpret_cast<const unsigned char*>(g.data());
+      for (size_t i = 0; i < g.size() * sizeof(float); ++i) {
+        gradient_hash = (gradient_hash ^ bytes[i]) * 1099511628211ULL;
+      }
+    }
+  }
+  if (stashing_ || grads.count(chunk) != 0) return;
   grads[chunk] = backend_->gradients(chunk);
+}
+
+double run_check_tolerance(const BackendInfo& info, int bytes_per_element, int replicas) {
+  const double tolerance = check_tolerance(info, bytes_per_element);
+  if (replicas <= 1 || info.device || bytes_per_element != 4) return tolerance;
+  return std::min(tolerance, kDataParallelTolerance);
 }
 
 namespace {
 
-/// Worst relative error of this rank's gradients and (last stage) loss.
-double reference_error(const CheckProbe& probe, const Backend& backend, const CheckContext& ctx,
-                       const ReferenceStep& ref, double& loss) {
+/// Worst relative error of this rank's gradients against the reference.
+double gradient_error(const CheckProbe& probe, const CheckContext& ctx, const ReferenceStep& ref) {
   double worst = 0;
   for (int ch = 0; ch < ctx.chunks; ++ch) {
     const UnitRange range =
@@ -64,16 +82,59 @@ double reference_error(const CheckProbe& probe, const Backend& backend, const Ch
       worst = std::max(worst, max_relative_error(mine[static_cast<size_t>(u)], ref_grad));
     }
   }
-  loss = 0;
-  const int last = ctx.placement.virtual_stages() - 1;  // holds the loss
-  if (ctx.stage == ctx.placement.stage_of(last)) {
-    const int chunk = ctx.placement.chunk_of(last);
-    for (int mb = 0; mb < ctx.microbatches; ++mb) loss += backend.loss(chunk, mb);
-    loss /= ctx.microbatches;
-    const double denom = std::max(std::fabs(ref.loss), 1e-30);
-    worst = std::max(worst, std::fabs(loss - ref.loss) / denom);
-  }
   return worst;
+}
+
+/// Collective over `comm` (every rank): the mean loss of the global batch.
+/// Each rank of the last virtual stage's stage sends its replica and its M
+/// losses; every rank sums them in global micro-batch order
+/// (data_microbatch), as reference_step() does.
+double global_loss(const Backend& backend, const CheckContext& ctx, MPI_Comm comm) {
+  const int m = ctx.microbatches;
+  const int last = ctx.placement.virtual_stages() - 1;  // holds the loss
+  std::vector<double> mine(static_cast<size_t>(m) + 1, 0.0);
+  mine[0] = -1;  // not a holder of the loss
+  if (ctx.stage == ctx.placement.stage_of(last)) {
+    mine[0] = ctx.replica;
+    for (int mb = 0; mb < m; ++mb)
+      mine[static_cast<size_t>(mb) + 1] = backend.loss(ctx.placement.chunk_of(last), mb);
+  }
+  int size = 1;
+  PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<double> all(mine.size() * static_cast<size_t>(size));
+  PPB_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                              static_cast<int>(mine.size()), MPI_DOUBLE, comm));
+  std::vector<double> by_data(static_cast<size_t>(m) * static_cast<size_t>(ctx.replicas), 0.0);
+  for (int r = 0; r < size; ++r) {
+    const double* row = all.data() + static_cast<size_t>(r) * mine.size();
+    if (row[0] < 0) continue;
+    const int replica = static_cast<int>(row[0]);
+    for (int mb = 0; mb < m; ++mb) {
+      by_data[static_cast<size_t>(data_microbatch(mb, m, replica, ctx.replicas))] = row[mb + 1];
+    }
+  }
+  double loss = 0;
+  for (double l : by_data) loss += l;
+  return loss / static_cast<double>(by_data.size());
+}
+
+/// Collective over `comm`: true when the replicas of every stage hashed the
+/// same gradients (CheckProbe::gradient_hash).
+bool replicas_agree(const CheckProbe& probe, const CheckContext& ctx, MPI_Comm comm) {
+  int differ = 0;
+  if (ctx.replicas > 1) {
+    uint64_t lo = probe.gradient_hash;
+    uint64_t hi = probe.gradient_hash;
+    PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, ctx.replicas_comm));
+    PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, ctx.replicas_comm));
+    differ = lo != hi ? 1 : 0;
+    if (differ != 0 && ctx.replica == 0) {
+      log::warn("--check: the %d replicas of stage %d summed different gradients", ctx.replicas,
+                ctx.stage);
+    }
+  }
+  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &differ, 1, MPI_INT, MPI_MAX, comm));
+  return differ == 0;
 }
 
 }  // namespace
@@ -87,20 +148,23 @@ CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool
     worst = probe.stash_violations > 0 ? 1.0 : 0.0;
   } else {
     PPB_CHECK(reference != nullptr, "--check: a flush schedule needs the reference step");
-    worst = reference_error(probe, backend, ctx, *reference, loss);
-    PPB_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE,
-                            ctx.placement.stage_of(ctx.placement.virtual_stages() - 1), comm));
+    worst = gradient_error(probe, ctx, *reference);
+    loss = global_loss(backend, ctx, comm);
+    const double denom = std::max(std::fabs(reference->loss), 1e-30);
+    worst = std::max(worst, std::fabs(loss - reference->loss) / denom);
   }
   double error = 0;
   PPB_MPI_CHECK(MPI_Allreduce(&worst, &error, 1, MPI_DOUBLE, MPI_MAX, comm));
   int64_t used = probe.stash_used;
   int64_t used_total = 0;
   PPB_MPI_CHECK(MPI_Allreduce(&used, &used_total, 1, MPI_INT64_T, MPI_SUM, comm));
+  const bool agree = replicas_agree(probe, ctx, comm);
 
   CheckFigures ck;
   // With stashing, P > 1 must have used a stashed version at least once, or
   // the invariant was never exercised.
-  ck.passed = stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0)) : error <= tolerance;
+  ck.passed = agree &&
+              (stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0)) : error <= tolerance);
   ck.max_rel_error = error;
   ck.loss = loss;
   ck.method = stashing ? "weight-stash" : "reference";

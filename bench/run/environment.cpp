@@ -58,6 +58,7 @@ ResultEnvironment collect_environment(MPI_Comm comm) {
     const char* p = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
     std::string host(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
     if (r == 0) env.hostname = host;
+    env.rank_hosts.push_back(host);
     if (std::find(env.hosts.begin(), env.hosts.end(), host) == env.hosts.end())
       env.hosts.push_back(host);
     ++ranks_per_host[host];

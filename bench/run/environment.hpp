@@ -8,7 +8,8 @@
 
 namespace ppb::run {
 
-/// Gathers every rank's host name (MPI_Get_processor_name) to all ranks and
+/// Gathers every rank's host name (MPI_Get_processor_name) to all ranks
+/// (rank_hosts, one per rank; hosts, each once, in rank order) and
 /// fills the rest from rank-local facts: MPI_Get_library_version (first
 /// line), build_info() (git revision, compiler, build type), the CPU model
 /// (/proc/cpuinfo), "none" for cuda and driver and no gpus (this build has

@@ -1,8 +1,11 @@
 #include "run/metrics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <tuple>
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
@@ -194,80 +197,158 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
   return costs;
 }
 
-LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement) {
+namespace {
+
+// One transfer between two ranks, on the step's common time axis.
+struct Transfer {
+  int from = 0;
+  int to = 0;
+  double posted = 0;   // send posted on the sender
+  double arrived = 0;  // receive seen complete on the receiver
+  double start = 0;    // when the link was free for it: max(posted, the link's previous arrival)
+  int64_t bytes = 0;
+  bool waited = false;  // its consuming action waited for it
+};
+
+// The transfers of one step, each with the consuming action's wait.
+std::vector<Transfer> step_transfers(const StepMeasure& step, const Placement& placement) {
+  std::vector<Transfer> out;
+  for (std::size_t r = 0; r < step.size(); ++r) {
+    for (const CommTiming& recv : step[r].comms) {
+      if (recv.send || recv.local) continue;
+      const std::size_t sender = static_cast<std::size_t>(placement.stage_of(recv.from_virtual));
+      if (sender >= step.size()) continue;
+      const CommTiming* send = nullptr;
+      for (const CommTiming& c : step[sender].comms) {
+        if (c.send && !c.local && c.gradient == recv.gradient && c.microbatch == recv.microbatch &&
+            c.from_virtual == recv.from_virtual && c.to_virtual == recv.to_virtual) {
+          send = &c;
+          break;
+        }
+      }
+      if (send == nullptr) continue;
+      Transfer t{static_cast<int>(sender),
+                 static_cast<int>(r),
+                 send->start,
+                 recv.end,
+                 send->start,
+                 recv.bytes,
+                 false};
+      // The consuming action: F of the activation's micro-batch and chunk,
+      // or B/I of the gradient's.
+      const int chunk = placement.chunk_of(recv.to_virtual);
+      for (const ActionTiming& a : step[r].actions) {
+        const bool consumer = a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
+                              (recv.gradient ? (a.action.kind == ActionKind::kBackward ||
+                                                a.action.kind == ActionKind::kBackwardInput)
+                                             : a.action.kind == ActionKind::kForward);
+        if (consumer) {
+          t.waited = a.wait > 0;
+          break;
+        }
+      }
+      out.push_back(t);
+    }
+  }
+  // A link (ordered rank pair) carries one message after another, as the
+  // simulator's links do: a message posted while the one before it was
+  // still crossing starts when that one arrived. Without this the queueing
+  // behind earlier messages would count as transfer time.
+  std::sort(out.begin(), out.end(), [](const Transfer& a, const Transfer& b) {
+    return std::tie(a.from, a.to, a.posted, a.arrived) <
+           std::tie(b.from, b.to, b.posted, b.arrived);
+  });
+  double link_free = 0;  // the latest arrival so far on the current link
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const bool same_link = i > 0 && out[i - 1].from == out[i].from && out[i - 1].to == out[i].to;
+    out[i].start = same_link ? std::max(out[i].posted, link_free) : out[i].posted;
+    link_free = same_link ? std::max(link_free, out[i].arrived) : out[i].arrived;
+  }
+  return out;
+}
+
+// Fits transfer time = comm_time + bytes / bandwidth to the waited
+// transfers (see measured_link), and says what it used.
+LinkModel fit_link(const std::vector<Transfer>& all, MeasuredLinkFigures& fig) {
   std::vector<double> waited;
   std::vector<double> waited_bytes;
   double min_any = std::numeric_limits<double>::infinity();
-  for (const StepMeasure& step : steps) {
-    for (std::size_t r = 0; r < step.size(); ++r) {
-      for (const CommTiming& recv : step[r].comms) {
-        if (recv.send || recv.local) continue;
-        const std::size_t sender = static_cast<std::size_t>(placement.stage_of(recv.from_virtual));
-        if (sender >= step.size()) continue;
-        const CommTiming* send = nullptr;
-        for (const CommTiming& c : step[sender].comms) {
-          if (c.send && !c.local && c.gradient == recv.gradient &&
-              c.microbatch == recv.microbatch && c.from_virtual == recv.from_virtual &&
-              c.to_virtual == recv.to_virtual) {
-            send = &c;
-            break;
-          }
-        }
-        if (send == nullptr) continue;
-        const double latency = std::max(0.0, recv.end - send->start);
-        min_any = std::min(min_any, latency);
-        // The consuming action: F of the activation's micro-batch and chunk,
-        // or B/I of the gradient's.
-        const int chunk = placement.chunk_of(recv.to_virtual);
-        for (const ActionTiming& a : step[r].actions) {
-          const bool consumer = a.action.microbatch == recv.microbatch && a.action.chunk == chunk &&
-                                (recv.gradient ? (a.action.kind == ActionKind::kBackward ||
-                                                  a.action.kind == ActionKind::kBackwardInput)
-                                               : a.action.kind == ActionKind::kForward);
-          if (consumer) {
-            if (a.wait > 0) {
-              waited.push_back(latency);
-              waited_bytes.push_back(static_cast<double>(recv.bytes));
-            }
-            break;
-          }
-        }
-      }
-    }
+  for (const Transfer& t : all) {
+    const double took = std::max(0.0, t.arrived - t.start);
+    min_any = std::min(min_any, took);
+    if (!t.waited) continue;
+    waited.push_back(took);
+    waited_bytes.push_back(static_cast<double>(t.bytes));
+    if (std::find(fig.sizes.begin(), fig.sizes.end(), t.bytes) == fig.sizes.end())
+      fig.sizes.push_back(t.bytes);
   }
+  std::sort(fig.sizes.begin(), fig.sizes.end());
+  fig.messages = static_cast<int>(waited.size());
   LinkModel link;
   if (waited.empty()) {
     link.comm_time = std::isfinite(min_any) ? min_any : 0.0;
-    return link;
-  }
-  link.comm_time = median(waited);
-  const double n = static_cast<double>(waited.size());
-  double mean_b = 0, mean_t = 0;
-  for (std::size_t i = 0; i < waited.size(); ++i) {
-    mean_b += waited_bytes[i] / n;
-    mean_t += waited[i] / n;
-  }
-  double cov = 0, var = 0;
-  for (std::size_t i = 0; i < waited.size(); ++i) {
-    cov += (waited_bytes[i] - mean_b) * (waited[i] - mean_t);
-    var += (waited_bytes[i] - mean_b) * (waited_bytes[i] - mean_b);
-  }
-  if (var > 0 && cov > 0) {
-    double slope = cov / var;
-    double intercept = mean_t - slope * mean_b;
-    if (intercept < 0) {  // through the origin instead
-      double bt = 0, bb = 0;
-      for (std::size_t i = 0; i < waited.size(); ++i) {
-        bt += waited_bytes[i] * waited[i];
-        bb += waited_bytes[i] * waited_bytes[i];
-      }
-      intercept = 0;
-      slope = bt / bb;
+  } else {
+    link.comm_time = median(waited);
+    const double n = static_cast<double>(waited.size());
+    double mean_b = 0, mean_t = 0;
+    for (std::size_t i = 0; i < waited.size(); ++i) {
+      mean_b += waited_bytes[i] / n;
+      mean_t += waited[i] / n;
     }
-    link.comm_time = intercept;
-    link.bandwidth = 1.0 / slope;
+    double cov = 0, var = 0;
+    for (std::size_t i = 0; i < waited.size(); ++i) {
+      cov += (waited_bytes[i] - mean_b) * (waited[i] - mean_t);
+      var += (waited_bytes[i] - mean_b) * (waited_bytes[i] - mean_b);
+    }
+    if (var > 0 && cov > 0) {
+      double slope = cov / var;
+      double intercept = mean_t - slope * mean_b;
+      if (intercept < 0) {  // through the origin instead
+        double bt = 0, bb = 0;
+        for (std::size_t i = 0; i < waited.size(); ++i) {
+          bt += waited_bytes[i] * waited[i];
+          bb += waited_bytes[i] * waited_bytes[i];
+        }
+        intercept = 0;
+        slope = bt / bb;
+      }
+      link.comm_time = intercept;
+      link.bandwidth = 1.0 / slope;
+    }
   }
+  fig.latency_seconds = link.comm_time;
+  fig.bandwidth_bytes_per_second = link.bandwidth > 0 ? link.bandwidth : kNaN;
   return link;
+}
+
+}  // namespace
+
+MeasuredLinks measured_links(const std::vector<StepMeasure>& steps, const Placement& placement,
+                             const std::vector<int>& host_of_stage) {
+  std::array<std::vector<Transfer>, 2> paths;  // 0: on one host, 1: between hosts
+  for (const StepMeasure& step : steps) {
+    for (const Transfer& t : step_transfers(step, placement)) {
+      const auto n = host_of_stage.size();
+      const auto f = static_cast<std::size_t>(t.from);
+      const auto to = static_cast<std::size_t>(t.to);
+      const bool network = f < n && to < n && host_of_stage[f] != host_of_stage[to];
+      paths[network ? 1 : 0].push_back(t);
+    }
+  }
+  MeasuredLinks out;
+  const std::array<const char*, 2> names = {"host", "network"};
+  const std::array<LinkModel*, 2> models = {&out.host, &out.network};
+  for (std::size_t p = 0; p < paths.size(); ++p) {
+    MeasuredLinkFigures fig;
+    fig.path = names[p];
+    *models[p] = fit_link(paths[p], fig);
+    if (!paths[p].empty()) out.figures.push_back(std::move(fig));
+  }
+  return out;
+}
+
+LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement) {
+  return measured_links(steps, placement, {}).host;
 }
 
 std::vector<StageActionTimes> mean_action_seconds(int stages,
@@ -327,7 +408,128 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs) 
   }
   out.bubble_ratio = mean_of(out.ratio_per_stage);
   out.bubble_overhead = mean_of(out.overhead_per_stage);
+  out.bubble_ratio_pipeline = sim.bubble_ratio_pipeline;
+  for (const SimStage& st : sim.stages) out.allreduce_per_stage.push_back(st.allreduce);
   return out;
+}
+
+std::vector<StepMeasure> split_replicas(const StepMeasure& step, int stages) {
+  PPB_CHECK(stages >= 1 && step.size() % static_cast<size_t>(stages) == 0,
+            "split_replicas: the step's ranks are not a multiple of the stages");
+  std::vector<StepMeasure> out;
+  for (size_t first = 0; first < step.size(); first += static_cast<size_t>(stages)) {
+    out.emplace_back(step.begin() + static_cast<std::ptrdiff_t>(first),
+                     step.begin() + static_cast<std::ptrdiff_t>(first) + stages);
+  }
+  return out;
+}
+
+std::vector<double> fold_replicas(const std::vector<double>& per_rank, int stages) {
+  PPB_CHECK(stages >= 1 && per_rank.size() % static_cast<size_t>(stages) == 0,
+            "fold_replicas: the ranks are not a multiple of the stages");
+  const size_t p = static_cast<size_t>(stages);
+  const double d = static_cast<double>(per_rank.size()) / static_cast<double>(p);
+  std::vector<double> out(p, 0.0);
+  for (size_t r = 0; r < per_rank.size(); ++r) out[r % p] += per_rank[r] / d;
+  return out;
+}
+
+AllReduceModel measured_allreduce(const StepMeasure& step, int stages, int replicas,
+                                  bool per_backward) {
+  AllReduceModel model;
+  model.replicas = replicas;
+  model.per_backward = per_backward;
+  if (replicas <= 1) return model;
+  const std::vector<StepMeasure> pipes = split_replicas(step, stages);
+  const double d = replicas;
+  std::vector<double> xs, ys;  // x = 2(D-1)/D x bytes, y = seconds
+  for (int s = 0; s < stages; ++s) {
+    const auto n = pipes.front()[static_cast<size_t>(s)].allreduces.size();
+    for (size_t k = 0; k < n; ++k) {
+      double start = 0, end = 0;
+      int64_t bytes = 0;
+      for (const StepMeasure& pipe : pipes) {
+        const auto& rs = pipe[static_cast<size_t>(s)].allreduces;
+        if (k >= rs.size()) continue;
+        start = std::max(start, rs[k].start);
+        end = std::max(end, rs[k].end);
+        bytes = rs[k].bytes;
+      }
+      xs.push_back(2.0 * (d - 1.0) / d * static_cast<double>(bytes));
+      ys.push_back(std::max(0.0, end - start));
+    }
+  }
+  double sx = 0, sy = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    sx += xs[i];
+    sy += ys[i];
+  }
+  if (xs.empty() || sx <= 0 || sy <= 0) return model;
+  const double n = static_cast<double>(xs.size());
+  const double mx = sx / n, my = sy / n;
+  double cov = 0, var = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    cov += (xs[i] - mx) * (ys[i] - my);
+    var += (xs[i] - mx) * (xs[i] - mx);
+  }
+  if (var > 0 && cov > 0 && my - cov / var * mx >= 0) {
+    const double slope = cov / var;
+    model.latency = (my - slope * mx) / (2.0 * (d - 1.0));
+    model.bandwidth = 1.0 / slope;
+    return model;
+  }
+  double xy = 0, xx = 0;  // through the origin
+  for (size_t i = 0; i < xs.size(); ++i) {
+    xy += xs[i] * ys[i];
+    xx += xs[i] * xs[i];
+  }
+  model.bandwidth = xy > 0 ? xx / xy : 0.0;
+  return model;
+}
+
+namespace {
+
+/// Length of [a, b] covered by the stage's compute actions (which never
+/// overlap one another on one stage).
+double compute_overlap(const StageStep& stage, double a, double b) {
+  double covered = 0;
+  for (const ActionTiming& t : stage.actions) {
+    if (!is_compute(t.action.kind)) continue;
+    covered += std::max(0.0, std::min(b, t.end) - std::max(a, t.start));
+  }
+  return covered;
+}
+
+}  // namespace
+
+AllReduceFigures allreduce_figures(const StepMeasure& step, int stages) {
+  AllReduceFigures f;
+  std::vector<double> seconds, overlap, pipeline_ratio;
+  std::vector<double> bytes;
+  double pipeline = 0;
+  for (const StageStep& s : step) pipeline = std::max(pipeline, s.actions_end);
+  const double total = step_time(step);
+  for (const StageStep& s : step) {
+    double sec = 0, ov = 0, by = 0;
+    for (const AllReduceTiming& r : s.allreduces) {
+      sec += r.end - r.start;
+      ov += compute_overlap(s, r.start, r.end);
+      by += static_cast<double>(r.bytes);
+    }
+    seconds.push_back(sec);
+    overlap.push_back(ov);
+    bytes.push_back(by);
+    pipeline_ratio.push_back(pipeline > 0 ? (pipeline - compute_busy(s)) / pipeline : 0.0);
+  }
+  f.seconds_per_stage = fold_replicas(seconds, stages);
+  f.overlap_seconds_per_stage = fold_replicas(overlap, stages);
+  for (double b : fold_replicas(bytes, stages)) f.bytes_per_stage.push_back(std::llround(b));
+  f.seconds = mean_of(f.seconds_per_stage);
+  f.exposed_seconds = std::max(0.0, total - pipeline);
+  f.bubble_ratio_pipeline.per_stage = fold_replicas(pipeline_ratio, stages);
+  f.bubble_ratio_pipeline.measured = mean_of(f.bubble_ratio_pipeline.per_stage);
+  f.bubble_ratio_pipeline.theoretical = kNaN;
+  return f;
 }
 
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,

@@ -39,12 +39,25 @@ struct CommTiming {
   int64_t bytes = 0;
 };
 
+/// One gradient all-reduce (data parallelism) as a rank saw it: posted ..
+/// seen complete, seconds from the step's start.
+struct AllReduceTiming {
+  int chunk = 0;
+  int64_t bytes = 0;
+  double start = 0;
+  double end = 0;
+};
+
 /// What one stage did in one step.
 struct StageStep {
   std::vector<ActionTiming> actions;  ///< in execution order, SYNC included
   std::vector<CommTiming> comms;
-  /// End of the stage's last action, seconds from the step's barrier.
+  /// End of the stage's last action or gradient all-reduce, seconds from
+  /// the step's barrier (docs/metrics.md: the step's end on this rank).
   double end = 0;
+  /// End of the stage's last action (= end without data parallelism).
+  double actions_end = 0;
+  std::vector<AllReduceTiming> allreduces;  ///< data parallelism only
   /// Device activity, when a device profiler (--profile cupti) ran: busy
   /// figures over the step on this rank, and the operations (seconds from
   /// the step's barrier, like the actions; kept only for --trace).
@@ -109,8 +122,27 @@ StageCosts measured_costs(const Schedule& schedule, const std::vector<StepMeasur
 /// fit is not physical (slope <= 0), comm_time = their median and the
 /// bandwidth infinite. Without waited messages: comm_time = the minimum
 /// over all messages; 0 without messages.
-/// `placement` is the schedule's (placement_of).
+/// `placement` is the schedule's (placement_of). A link (ordered rank pair)
+/// carries one message after another, as the simulator's do: a message
+/// posted while the one before it on its link was still crossing counts
+/// from that one's arrival, so queueing is not taken for transfer time.
+/// Every transfer is on one link model (all ranks on one host).
 LinkModel measured_link(const std::vector<StepMeasure>& steps, const Placement& placement);
+
+/// The links of a run whose ranks may sit on several hosts: transfers
+/// between stages on one host and transfers between hosts are fitted
+/// apart, each as measured_link() fits, into `host` and `network`.
+/// `figures` has one entry per path that carried transfers ("host" first).
+struct MeasuredLinks {
+  LinkModel host;
+  LinkModel network;
+  std::vector<MeasuredLinkFigures> figures;
+};
+/// host_of_stage: a host index per stage (empty: every stage on one host).
+/// Example: host_of_stage {0, 0, 1, 1}: the transfers 1 <-> 2 are the
+/// network's, 0 <-> 1 and 2 <-> 3 the host's.
+MeasuredLinks measured_links(const std::vector<StepMeasure>& steps, const Placement& placement,
+                             const std::vector<int>& host_of_stage);
 
 /// Per stage mean F, B, I, W seconds over all chunks (NaN for a kind the
 /// stage never ran): the result's theory.action_seconds.
@@ -126,6 +158,10 @@ struct TheoryOutcome {
   double bubble_overhead = 0;
   std::vector<double> ratio_per_stage;
   std::vector<double> overhead_per_stage;
+  /// Data parallelism: the bubble ratio over the pipeline time (without the
+  /// all-reduce's tail) and each stage's all-reduce seconds.
+  double bubble_ratio_pipeline = 0;
+  std::vector<double> allreduce_per_stage;
 };
 TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs);
 
@@ -135,6 +171,37 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs);
 /// otherwise. REQUIRES: a registered schedule name.
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
                                 int inflight);
+
+// --- data parallelism: W = P x D ranks as D pipelines --------------------
+// A step of a data-parallel run holds the W ranks in replica-major order
+// (index = replica x P + stage), whatever the job's rank order.
+
+/// The D pipelines of one such step (each P stages). REQUIRES: the step's
+/// size is a multiple of `stages`.
+std::vector<StepMeasure> split_replicas(const StepMeasure& step, int stages);
+
+/// A per-rank list (replica-major) as a per-stage one: the mean over the
+/// replicas of each stage. REQUIRES: size a multiple of `stages`.
+std::vector<double> fold_replicas(const std::vector<double>& per_rank, int stages);
+
+/// The ring model fitted to one step's all-reduces (replica-major W ranks):
+/// the k-th all-reduce of stage s is one collective of its D replicas, from
+/// its last post to its last completion seen (on one host the ranks share a
+/// clock). Its duration y is fitted by least squares as 2(D-1) x latency +
+/// x / bandwidth with x = 2(D-1)/D x bytes; with one size, or a fit that is
+/// not physical (slope <= 0 or a negative intercept), through the origin
+/// (latency 0). bandwidth 0 (infinite) when nothing was reduced or no time
+/// was measured. per_backward as `per_backward`.
+AllReduceModel measured_allreduce(const StepMeasure& step, int stages, int replicas,
+                                  bool per_backward);
+
+/// The all-reduce figures of one step (replica-major W ranks): per stage,
+/// means over the replicas of the summed all-reduce seconds, of their
+/// overlap with the stage's compute actions, and the bytes; exposed
+/// seconds = step time - pipeline time (max over ranks of actions_end); the
+/// bubble ratio without the all-reduce over that pipeline time (measured;
+/// theoretical left NaN). latency/bandwidth and the theory are left 0.
+AllReduceFigures allreduce_figures(const StepMeasure& step, int stages);
 
 /// One stage's memory as its tracker saw it.
 struct StageMemory {

@@ -50,6 +50,8 @@ void fields(A& a, ActionTiming& x);
 template <class A>
 void fields(A& a, CommTiming& x);
 template <class A>
+void fields(A& a, AllReduceTiming& x);
+template <class A>
 void fields(A& a, device::DeviceOp& x);
 template <class A>
 void fields(A& a, device::DeviceBusy& x);
@@ -130,6 +132,10 @@ void fields(A& a, CommTiming& x) {
        x.bytes);
 }
 template <class A>
+void fields(A& a, AllReduceTiming& x) {
+  list(a, x.chunk, x.bytes, x.start, x.end);
+}
+template <class A>
 void fields(A& a, device::DeviceOp& x) {
   list(a, x.kind, x.op_class, x.start, x.end, x.stream, x.device, x.correlation, x.action, x.name,
        x.bytes);
@@ -140,7 +146,8 @@ void fields(A& a, device::DeviceBusy& x) {
 }
 template <class A>
 void fields(A& a, StageStep& x) {
-  list(a, x.actions, x.comms, x.end, x.has_device, x.device_busy, x.device);
+  list(a, x.actions, x.comms, x.end, x.actions_end, x.allreduces, x.has_device, x.device_busy,
+       x.device);
 }
 template <class A>
 void fields(A& a, CollectedFigures& x) {
@@ -169,6 +176,11 @@ RankStep rank_step(const StepRecord& record, CollectorStepFigures collectors) {
   out.peak_bytes = record.peak_bytes;
   out.peak_activation_bytes = record.peak_activation_bytes;
   out.step.end = record.actions_end;
+  out.step.actions_end = record.actions_end;
+  for (const AllReduceRecord& r : record.allreduces) {
+    out.step.allreduces.push_back({r.chunk, r.bytes, r.start, r.end});
+    out.step.end = std::max(out.step.end, r.end);
+  }
   for (const ActionRecord& a : record.actions)
     out.step.actions.push_back({a.action, a.start, a.end, a.wait});
   for (const CommRecord& c : record.comms) {

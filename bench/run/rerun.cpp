@@ -54,6 +54,8 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   o.trace = given.trace;
   o.timeout = given.timeout;
   o.debug_stall_rank = given.debug_stall_rank;
+  o.stages = c.stages;
+  o.rank_order = c.rank_order.empty() ? RunOptions{}.rank_order : c.rank_order;
   return o;
 }
 
@@ -63,7 +65,7 @@ std::string settings_key(const RunOptions& o) {
   s << o.model << '|' << o.backend << '|' << o.transport << '|' << o.device << '|' << o.seed << '|'
     << o.time_scale << '|' << o.iters << '|' << o.warmup << '|' << o.min_time << '|' << o.max_iters
     << '|' << o.check << '|' << o.profile << '|' << o.memory_budget << '|' << o.memory_guard << '|'
-    << o.plant;
+    << o.plant << '|' << o.stages << '|' << o.rank_order;
   return s.str();
 }
 
@@ -77,6 +79,7 @@ Combination recorded_combination(const ResultConfig& c) {
   k.inflight = c.inflight;
   k.sync_warmup = c.sync_warmup;
   k.batches = c.batches;
+  k.data_parallel = c.data_parallel;
   return k;
 }
 
@@ -136,9 +139,10 @@ std::vector<RerunJob> plan_reruns(const std::vector<std::pair<std::string, Resul
       if (skipped != nullptr) skipped->push_back(source + " (status invalid: nothing measured)");
       continue;
     }
-    const int ranks = r.environment.ranks > 0 ? r.environment.ranks : r.config.stages;
-    if (ranks != world_size || r.config.stages != world_size) {
-      const int want = ranks != world_size ? ranks : r.config.stages;
+    const int shape = r.config.stages * r.config.data_parallel;  // W = P x D
+    const int ranks = r.environment.ranks > 0 ? r.environment.ranks : shape;
+    if (ranks != world_size || shape != world_size) {
+      const int want = ranks != world_size ? ranks : shape;
       throw UsageError("--rerun " + source + ": recorded on " + std::to_string(want) +
                        " ranks, this job has " + std::to_string(world_size) +
                        " (run it with mpirun -np " + std::to_string(want) + ")");

@@ -189,13 +189,17 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     throw UsageError((first.rfind('-', 0) == 0 ? "unknown flag " : "unexpected argument ") + first +
                      " (see pipebench run --help)");
   }
-  if (o.stages != 0 && o.stages != world_size) {
-    throw UsageError("--stages " + std::to_string(o.stages) + " does not match the " +
-                     std::to_string(world_size) +
-                     " MPI ranks (one rank per stage: run with mpirun -np " +
-                     std::to_string(o.stages) + ")");
+  const int stages = o.stages == 0 ? world_size : o.stages;
+  if (stages < 1 || world_size % stages != 0) {
+    throw UsageError("--stages " + std::to_string(o.stages) + ": the " +
+                     std::to_string(world_size) + " MPI ranks are not a multiple of " +
+                     std::to_string(o.stages) + " stages (W = P x D ranks run D data-parallel " +
+                     "replicas: run with mpirun -np " + std::to_string(o.stages) + ", " +
+                     std::to_string(2 * o.stages) + ", ...)");
   }
-  plan.stages = world_size;
+  plan.stages = stages;
+  plan.data_parallel = world_size / stages;
+  plan.rank_order = parse_rank_order(o.rank_order, "--rank-order");
   if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
   if (o.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
   if (!(o.min_time >= 0) || !std::isfinite(o.min_time)) {
@@ -222,7 +226,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     throw UsageError("--time-scale: expected a factor >= 0 (0 = automatic), got " +
                      std::to_string(o.time_scale));
   }
-  plan.inflight = o.inflight == 0 ? world_size : o.inflight;
+  plan.inflight = o.inflight == 0 ? stages : o.inflight;
 
   const BackendInfo& backend = registered("--backend", "backend", backend_list(), o.backend);
   plan.backend = backend.name;
@@ -237,7 +241,13 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     throw UsageError("--check: compares real gradients, which only --backend " + real +
                      " computes (got --backend " + backend.name + ")");
   }
-  parse_plant(o.plant, world_size, backend, plan);
+  if (plan.data_parallel > 1 && backend.device) {
+    throw UsageError("--stages " + std::to_string(stages) + " on " + std::to_string(world_size) +
+                     " ranks: data-parallel replicas of the " + backend.name +
+                     " backend are not supported yet (its gradients live in device memory; "
+                     "use --backend cpu or timed)");
+  }
+  parse_plant(o.plant, stages, backend, plan);
   plan.fault = parse_fault(o.debug_fault, world_size);
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");
@@ -254,10 +264,10 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.units = expand_units(plan.model);
 
   const int units = static_cast<int>(plan.units.size());
-  if (world_size > units) {
-    throw UsageError(std::to_string(world_size) + " MPI ranks but --model " + o.model +
-                     " has only " + std::to_string(units) + " units: at most " +
-                     std::to_string(units) + " stages (run with fewer ranks or a larger model)");
+  if (stages > units) {
+    throw UsageError(std::to_string(stages) + " stages but --model " + o.model + " has only " +
+                     std::to_string(units) + " units: at most " + std::to_string(units) +
+                     " stages (run with fewer ranks or a larger model)");
   }
   // A partition named on the command line must place P stages; under "all"
   // a partition that cannot is recorded as invalid by the sweep instead.
@@ -266,10 +276,10 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     const std::vector<UnitTime> times = unit_times(plan.units, device_preset(o.device));
     for (const std::string& p : plan.partitions) {
       try {
-        (void)make_partition(p, plan.units, times, world_size);
+        (void)make_partition(p, plan.units, times, stages);
       } catch (const UsageError& e) {
         throw UsageError(std::string("--partition ") + p + " cannot place " +
-                         std::to_string(world_size) + " stages (one per MPI rank): " + e.what());
+                         std::to_string(stages) + " stages: " + e.what());
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/model.hpp"
 
 namespace ppb::run {
@@ -50,7 +51,10 @@ struct RunOptions {
   int batches = 2;             ///< --batches B (pipedream)
   double time_scale = 0;       ///< --time-scale (0 = automatic)
   uint64_t seed = 1;           ///< --seed
-  int stages = 0;              ///< --stages P (0 = the world size)
+  int stages = 0;              ///< --stages P (0 = the world size W); W = P x D
+  /// --rank-order: how the W ranks map to (stage, replica) with D > 1
+  /// (data_parallel.hpp: "dp-pp", Megatron-LM's, or "pp-dp").
+  std::string rank_order = "dp-pp";
   /// --device D: the cost model of the timed backend and of `balanced`'s
   /// pricing (device.hpp presets).
   std::string device = "cpu";
@@ -91,21 +95,24 @@ struct RunPlan {
   std::vector<int> microbatches;
   ModelSpec model;
   std::vector<Unit> units;
-  std::string backend;                  ///< a registered backend (backend_list())
-  std::string transport;                ///< a registered transport (transport_list())
-  std::vector<std::string> collectors;  ///< registered collectors, in --profile order
-  int stages = 1;                       ///< P = world size
-  int inflight = 1;                     ///< N after defaulting to P
-  int64_t memory_budget = 0;            ///< bytes, 0 = none
-  int plant_stage = -1;                 ///< --plant: the planted stage (-1 = none)
-  double plant_factor = 1;              ///< --plant: its action-time factor
-  std::string plant_label;              ///< "stage 1 x1.1" (config.plant), "" = none
-  DebugFault fault;                     ///< --debug-fault (tests only)
+  std::string backend;                      ///< a registered backend (backend_list())
+  std::string transport;                    ///< a registered transport (transport_list())
+  std::vector<std::string> collectors;      ///< registered collectors, in --profile order
+  int stages = 1;                           ///< P (--stages, default the world size W)
+  int data_parallel = 1;                    ///< D = W / P replicas of the pipeline
+  RankOrder rank_order = RankOrder::kDpPp;  ///< --rank-order
+  int inflight = 1;                         ///< N after defaulting to P
+  int64_t memory_budget = 0;                ///< bytes, 0 = none
+  int plant_stage = -1;                     ///< --plant: the planted stage (-1 = none)
+  double plant_factor = 1;                  ///< --plant: its action-time factor
+  std::string plant_label;                  ///< "stage 1 x1.1" (config.plant), "" = none
+  DebugFault fault;                         ///< --debug-fault (tests only)
 };
 
 /// Checks every flag against the world size and the registries and expands
 /// the lists. Throws UsageError with one line naming the flag for: a
-/// --stages that differs from the world size, an unknown schedule, partition
+/// world size that is not a multiple of --stages, a --rank-order other than
+/// dp-pp or pp-dp, replicas (D > 1) on a device backend, an unknown schedule, partition
 /// or backend, a malformed model spec, a non-positive count, a guard outside
 /// (0, 1], an unrecognised argument, a world larger than the model has units, a partition named
 /// explicitly that cannot cut the model into P stages, an unknown backend,

@@ -30,6 +30,7 @@
 #include "ppb/exec/memory_guard.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/partition.hpp"
@@ -116,6 +117,11 @@ std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool 
       StageStep s = r.steps[k].step;
       const double shift = one_host ? r.steps[k].origin - origin : 0.0;
       s.end += shift;
+      s.actions_end += shift;
+      for (AllReduceTiming& a : s.allreduces) {
+        a.start += shift;
+        a.end += shift;
+      }
       for (ActionTiming& a : s.actions) {
         a.start += shift;
         a.end += shift;
@@ -153,6 +159,24 @@ struct Sweep {
   JobWatchdog* watch = nullptr;  ///< every phase outside the executor's steps (--timeout)
   int combinations = 0;          ///< in the sweep (the last one carries --debug-fault)
   NodeLocal node = {};           ///< this rank on its node (picks the GPU of a device backend)
+  // Data parallelism (data_parallel.hpp): W = P x D ranks.
+  RankGrid grid;                      ///< (stage, replica) of every rank
+  int stage = 0;                      ///< this rank's stage
+  int replica = 0;                    ///< this rank's replica
+  MPI_Comm pipe = MPI_COMM_NULL;      ///< this replica's P ranks (rank = stage); `comm` when D = 1
+  MPI_Comm replicas = MPI_COMM_NULL;  ///< this stage's D ranks (rank = replica); D > 1 only
+  std::unique_ptr<Transport> allreduce;  ///< over `replicas`: the gradient all-reduce (D > 1)
+
+  Sweep(const RunOptions& o, MPI_Comm c, int r, int s, JobWatchdog* w)
+      : options(o), comm(c), rank(r), size(s), watch(w) {}
+  Sweep(const Sweep&) = delete;
+  Sweep& operator=(const Sweep&) = delete;
+  ~Sweep() {
+    allreduce.reset();
+    transport.reset();
+    if (pipe != MPI_COMM_NULL && pipe != comm) MPI_Comm_free(&pipe);
+    if (replicas != MPI_COMM_NULL) MPI_Comm_free(&replicas);
+  }
 };
 
 /// --debug-fault (tests only): the planted failure, on its rank, in the
@@ -201,6 +225,8 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.profile = sw.options.profile;
   cfg.check = sw.options.check;
   cfg.dtype = sw.options.dtype;
+  cfg.data_parallel = sw.plan.data_parallel;
+  cfg.rank_order = rank_order_name(sw.plan.rank_order);
   return cfg;
 }
 
@@ -288,14 +314,19 @@ struct Execution {
   std::string device_profiler;  ///< CollectorSet::device_profiler(): "" = none attached
 };
 
+/// The single-process reference of M micro-batches per replica (D x M in
+/// all, each replica's partial sum formed as its stages form it).
 const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
+  const int replicas = sw.plan.data_parallel;
   auto it = sw.references.find(microbatches);
   if (it == sw.references.end()) {
     CpuModelOptions mo;
     mo.seed = sw.options.seed;
     ModelSpec fp32 = sw.plan.model;  // the reference computes in fp32 whatever the run stores
     fp32.bytes_per_element = 4;
-    it = sw.references.emplace(microbatches, reference_step(fp32, microbatches, mo)).first;
+    it = sw.references
+             .emplace(microbatches, reference_step_replicas(fp32, microbatches, replicas, mo))
+             .first;
   }
   return it->second;
 }
@@ -306,7 +337,7 @@ BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepar
   cfg.units = sw.plan.units;
   cfg.parts = p.parts;
   cfg.costs = p.model;
-  cfg.stage = sw.rank;
+  cfg.stage = sw.stage;
   cfg.stages = sw.plan.stages;
   cfg.chunks = c.chunks;
   cfg.placement = p.schedule.placement;
@@ -315,9 +346,11 @@ BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepar
   cfg.seed = sw.options.seed;
   cfg.learning_rate = kLearningRate;
   cfg.time_scale = sw.options.time_scale;
-  cfg.plant_factor = sw.rank == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
+  cfg.plant_factor = sw.stage == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
   cfg.local_rank = sw.node.rank;
   cfg.local_ranks = sw.node.size;
+  cfg.replica = sw.replica;
+  cfg.replicas = sw.plan.data_parallel;
   return cfg;
 }
 
@@ -358,7 +391,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
     CheckProbe probe;
     CollectorSet collectors(
         sw.comm, sw.plan.collectors,
-        CollectorContext{.stage = sw.rank, .stages = sw.plan.stages, .chunks = c.chunks}, &probe);
+        CollectorContext{.stage = sw.stage, .stages = sw.plan.stages, .chunks = c.chunks}, &probe);
     std::unique_ptr<Backend> backend;
     std::string setup_oom;
     try {
@@ -374,7 +407,9 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
     eo.timeout_seconds = sw.options.timeout;
     eo.instrumentation = &collectors;
     eo.debug_stall_rank = sw.options.debug_stall_rank;
-    Executor exec(sw.comm, *backend, *sw.transport, eo);
+    eo.allreduce = sw.allreduce.get();
+    if (sw.plan.data_parallel > 1) eo.step_comm = sw.comm;  // the replicas start together
+    Executor exec(sw.pipe, *backend, *sw.transport, eo);
     ex.message_path = exec.staging() ? "staged" : "direct";
 
     std::unique_ptr<MemoryGuard> guard;
@@ -383,6 +418,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       go.budget_bytes = sw.plan.memory_budget;
       go.guard = sw.options.memory_guard;
       go.max_inflight = c.inflight;
+      go.stage = sw.stage;  // every rank of the job takes part: the replicas agree on N
       guard = std::make_unique<MemoryGuard>(sw.comm, go, [gp = p.params, name = c.schedule](int n) {
         ScheduleParams q = gp;
         q.inflight = n;
@@ -417,17 +453,28 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
 
     // --check: the first step, compared with the single-process reference.
     if (sw.options.check) {
-      probe.arm(*backend, info.weight_stashing);
+      const int replicas = sw.plan.data_parallel;
+      probe.arm(*backend, info.weight_stashing, replicas > 1);
       (void)step();
       probe.disarm();
       sw.watch->begin("in --check of " + label +
                       " (the single-process reference and the comparison)");
-      CheckContext ctx{sw.rank,        sw.plan.stages, c.chunks,
-                       c.microbatches, p.parts,        placement_of(p.schedule)};
+      CheckContext ctx;
+      ctx.stage = sw.stage;
+      ctx.stages = sw.plan.stages;
+      ctx.chunks = c.chunks;
+      ctx.microbatches = c.microbatches;
+      ctx.parts = p.parts;
+      ctx.placement = placement_of(p.schedule);
+      ctx.replica = sw.replica;
+      ctx.replicas = replicas;
+      ctx.replicas_comm = sw.replicas;
+      // The reference runs the global batch: D x M micro-batches.
       const ReferenceStep* ref =
           info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
-      ex.check = check_figures(probe, *backend, info.weight_stashing, ctx, ref,
-                               check_tolerance(binfo, sw.plan.model.bytes_per_element), sw.comm);
+      ex.check = check_figures(
+          probe, *backend, info.weight_stashing, ctx, ref,
+          run_check_tolerance(binfo, sw.plan.model.bytes_per_element, replicas), sw.comm);
     }
     for (int w = 0; w < sw.options.warmup; ++w) (void)step();
     plant_fault(sw, c, DebugFault::Phase::kMeasure);
@@ -491,8 +538,21 @@ std::map<std::string, CollectorResult> collector_results(const std::vector<RankR
   return out;
 }
 
-/// Each rank's speed probe after each of its timed steps, index = rank;
-/// empty when the backend has none (every probe NaN).
+/// The host index of each stage (stage = rank) from the environment's
+/// rank_hosts; empty when every rank is on one host.
+std::vector<int> host_of_stage(const ResultEnvironment& env, int stages) {
+  if (env.hosts.size() < 2 || static_cast<int>(env.rank_hosts.size()) != stages) return {};
+  std::vector<int> out;
+  for (const std::string& h : env.rank_hosts) {
+    out.push_back(
+        static_cast<int>(std::find(env.hosts.begin(), env.hosts.end(), h) - env.hosts.begin()));
+  }
+  return out;
+}
+
+/// Each rank's speed probe after each of its timed steps, index = rank
+/// (add_data_parallel folds replicas into stages); empty when the backend
+/// has none (every probe NaN).
 std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRecord>& ranks) {
   std::vector<std::vector<double>> out;
   bool any = false;
@@ -507,24 +567,69 @@ std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRec
   return out;
 }
 
+/// Data parallelism's figures (metrics.hpp: `steps` hold the W ranks,
+/// replica-major): each stage's busy seconds and speed probe per step as the
+/// mean over its replicas, and the all-reduce figures of the median step beside the
+/// simulator's (`model` is the ring model it was fed).
+void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step, int stages,
+                       const AllReduceModel& model, const TheoryOutcome& theory, ResultMetrics& m) {
+  // [rank][step] -> [stage][step], each the mean over the stage's replicas.
+  const auto fold = [&](const std::vector<std::vector<double>>& per_rank_steps) {
+    std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::vector<double> per_rank;
+      for (const std::vector<double>& rank_steps : per_rank_steps) per_rank.push_back(rank_steps[k]);
+      const std::vector<double> per_stage = fold_replicas(per_rank, stages);
+      for (size_t st = 0; st < per_stage.size(); ++st) folded[st].push_back(per_stage[st]);
+    }
+    return folded;
+  };
+  m.busy_seconds_per_stage = fold(m.busy_seconds_per_stage);
+  if (!m.speed_probe_seconds_per_stage.empty())
+    m.speed_probe_seconds_per_stage = fold(m.speed_probe_seconds_per_stage);
+  AllReduceFigures a = allreduce_figures(steps[median_step], stages);
+  a.latency = model.latency;
+  a.bandwidth = model.bandwidth;
+  a.theoretical_seconds_per_stage = theory.allreduce_per_stage;
+  a.bubble_ratio_pipeline.theoretical = theory.bubble_ratio_pipeline;
+  m.allreduce = a;
+}
+
 /// Step 4, on rank 0: the figures from every rank's records.
 void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Execution& ex,
                   const std::vector<RankRecord>& ranks, Result& result,
                   std::vector<StepMeasure>& steps) {
   const int P = sw.plan.stages;
+  const int D = sw.plan.data_parallel;
+  // Under data parallelism `ranks` is replica-major and a step holds the W
+  // ranks (metrics.hpp): its time is the slowest replica's.
   steps = align_steps(ranks, sw.environment.hosts.size() == 1);
-  const int64_t samples = int64_t{sw.plan.model.micro_batch_size} * c.microbatches * c.batches;
+  const int64_t samples = int64_t{sw.plan.model.micro_batch_size} * c.microbatches * c.batches * D;
   StepFigures fig = step_figures(steps, samples);
+  if (D > 1) {
+    for (BubbleFigures* b : {&fig.bubble_ratio, &fig.bubble_overhead})
+      b->per_stage = fold_replicas(b->per_stage, P);
+    fig.timeline.resize(static_cast<size_t>(P));  // replica 0's
+  }
   // Theory: the simulator fed the mean action times (per stage, chunk and
   // kind) and the transfer time measured in the same (median) step whose
   // bubbles are reported, so that the two differ only by what the simulator
-  // leaves out (executor overhead, waits it does not model).
-  const std::vector<StepMeasure> median_step{steps[fig.median_step]};
-  const LinkModel link = measured_link(median_step, placement_of(ex.last_schedule));
-  const StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, link);
+  // leaves out (executor overhead, waits it does not model). Every replica
+  // of the median step counts; the all-reduce's ring model is fitted to it.
+  // Transfers between hosts cross a network: that link is fitted and
+  // simulated apart from the one between ranks of a host.
+  const std::vector<StepMeasure> median_step = split_replicas(steps[fig.median_step], P);
+  const std::vector<int> hosts = host_of_stage(sw.environment, P);
+  const MeasuredLinks links = measured_links(median_step, placement_of(ex.last_schedule), hosts);
+  StageCosts measured = measured_costs(ex.last_schedule, median_step, p.model, links.host);
+  measured.host_of_stage = hosts;
+  measured.network_link = links.network;
+  measured.allreduce = measured_allreduce(
+      steps[fig.median_step], P, D,
+      optimizer_policy_for(schedule_info(c.schedule)) == OptimizerPolicy::kPerBackward);
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
-  theory.figures.link = LinkFigures{link.latency, link.bandwidth};
+  theory.figures.links = links.figures;
 
   ResultMetrics m;
   m.samples_per_second = fig.samples_per_second;
@@ -533,19 +638,26 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   m.bubble_ratio.theoretical = theory.bubble_ratio;
   m.bubble_overhead = fig.bubble_overhead;
   m.bubble_overhead.theoretical = theory.bubble_overhead;
-  std::vector<StageMemory> mems;
-  for (const RankRecord& r : ranks) mems.push_back(r.memory);
+  // Per stage, the replica with the highest peak (replicas hold the same).
+  std::vector<StageMemory> mems(static_cast<size_t>(P));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    StageMemory& s = mems[r % static_cast<size_t>(P)];
+    if (r < static_cast<size_t>(P) || ranks[r].memory.peak_total > s.peak_total)
+      s = ranks[r].memory;
+  }
   m.peak_memory_bytes = peak_memory(mems);
   m.peak_memory_bytes.device_profiler = ex.device_profiler;
-  m.device = device_figures(steps[fig.median_step], ex.device_profiler);
+  m.device = device_figures(median_step.front(), ex.device_profiler);
   m.theory = theory.figures;
   m.check = ex.check;
   if (ex.check && !ex.check->passed) sw.any_failed = true;
   m.memory_guard = ex.guard;
-  m.collectors = collector_results(ranks, fig.median_step);
+  const std::vector<RankRecord> first(ranks.begin(), ranks.begin() + P);  // replica 0
+  m.collectors = collector_results(first, fig.median_step);
   m.bubble_ratio.samples = bubble_ratio_per_step(steps);
   m.busy_seconds_per_stage = busy_seconds_per_stage(steps);
   m.speed_probe_seconds_per_stage = speed_probe_per_stage(ranks);
+  if (D > 1) add_data_parallel(steps, fig.median_step, P, measured.allreduce, theory, m);
   if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
@@ -584,8 +696,19 @@ Result run_combination(Sweep& sw, const Combination& c) {
     return result;
   }
   sw.watch->begin("gathering the records of " + label + " on rank 0");
-  const std::vector<RankRecord> ranks = gather_records(ex.record, sw.comm);
+  std::vector<RankRecord> ranks = gather_records(ex.record, sw.comm);
   sw.watch->end();
+  if (sw.rank == 0 && sw.plan.data_parallel > 1) {
+    // Replica-major (replica x P + stage), whatever the rank order: the
+    // first P records are replica 0's pipeline (metrics.hpp).
+    std::vector<RankRecord> by_replica(ranks.size());
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      const int world = static_cast<int>(r);
+      by_replica[static_cast<size_t>(sw.grid.replica_of(world) * sw.plan.stages +
+                                     sw.grid.stage_of(world))] = std::move(ranks[r]);
+    }
+    ranks = std::move(by_replica);
+  }
   plant_fault(sw, c, DebugFault::Phase::kWrite);
   if (sw.rank != 0) return result;
 
@@ -595,7 +718,11 @@ Result run_combination(Sweep& sw, const Combination& c) {
   if (sw.options.trace) {
     sw.watch->begin("writing the traces of " + label);
     const std::string name = result_file_name(c);
-    write_measured_traces(steps, placement_of(p->schedule), int64_t{c.microbatches} * c.batches,
+    // One pipeline's ranks (replica 0's under data parallelism).
+    std::vector<StepMeasure> pipeline;
+    for (const StepMeasure& step : steps)
+      pipeline.push_back(split_replicas(step, sw.plan.stages).front());
+    write_measured_traces(pipeline, placement_of(p->schedule), int64_t{c.microbatches} * c.batches,
                           sw.out_dir, name.substr(0, name.size() - 5));
   }
   return result;
@@ -680,6 +807,9 @@ void validate(Sweep& sw) {
     throw cli::ExitCode{kUsageExitCode};
   }
   sw.times = unit_times(sw.plan.units, sw.device);
+  sw.grid = RankGrid{sw.plan.stages, sw.plan.data_parallel, sw.plan.rank_order};
+  sw.stage = sw.grid.stage_of(sw.rank);
+  sw.replica = sw.grid.replica_of(sw.rank);
   // A backend that cannot run here (no GPU, no driver, a build without CUDA)
   // is refused before anything starts, with its one-line reason.
   const BackendInfo& binfo = backend_info(sw.plan.backend);
@@ -703,8 +833,16 @@ void connect(Sweep& sw) {
   // backend that computes on the host CPU is oversubscribed by them.
   sw.environment.oversubscribed =
       sw.environment.oversubscribed && !backend_info(sw.plan.backend).modelled_time;
+  // Data parallelism: one communicator per replica (its pipeline's
+  // messages) and one per stage (its gradient all-reduce).
+  sw.pipe = sw.comm;
+  if (sw.plan.data_parallel > 1) {
+    PPB_MPI_CHECK(MPI_Comm_split(sw.comm, sw.replica, sw.stage, &sw.pipe));
+    PPB_MPI_CHECK(MPI_Comm_split(sw.comm, sw.stage, sw.replica, &sw.replicas));
+  }
   try {
-    sw.transport = make_transport(sw.plan.transport, sw.comm);
+    sw.transport = make_transport(sw.plan.transport, sw.pipe);
+    if (sw.plan.data_parallel > 1) sw.allreduce = make_transport(sw.plan.transport, sw.replicas);
   } catch (const UsageError& e) {
     throw cli::FlagError(e.what());  // alike on every rank (no GPU, two ranks on one GPU)
   }
@@ -752,14 +890,16 @@ bool run_sweep(Sweep& sw) {
   sp.inflight = sw.plan.inflight;
   sp.sync_warmup = sw.options.sync_warmup;
   sp.batches = sw.options.batches;
+  sp.data_parallel = sw.plan.data_parallel;
   const std::vector<Combination> combos =
       enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
   if (sw.rank == 0) {
     log::info(
-        "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks, %s backend, "
-        "model %s -> %s",
+        "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks (%d stages x "
+        "%d replicas, %s), %s backend, model %s -> %s",
         combos.size(), sw.plan.schedules.size(), sw.plan.partitions.size(),
-        sw.plan.microbatches.size(), sw.size, sw.plan.backend.c_str(), sw.options.model.c_str(),
+        sw.plan.microbatches.size(), sw.size, sw.plan.stages, sw.plan.data_parallel,
+        rank_order_name(sw.plan.rank_order), sw.plan.backend.c_str(), sw.options.model.c_str(),
         sw.out_dir.c_str());
   }
   std::vector<ProgressRow> rows;
@@ -822,8 +962,7 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
         std::vector<ProgressRow> rows;
         bool any_failed = false;
         for (const RerunJob& job : jobs) {
-          Sweep sw{job.options, {}, mpi.comm(), rank, mpi.size(), {}, {}, {}, {}, {}, {}, false};
-          sw.watch = &watch;
+          Sweep sw(job.options, mpi.comm(), rank, mpi.size(), &watch);
           validate(sw);
           sw.out_dir = out_dir;
           connect(sw);
@@ -849,8 +988,7 @@ void run_command(const RunOptions& options) {
     rerun_command(options, mpi, watch);
     return;
   }
-  Sweep sw{options, {}, mpi.comm(), mpi.rank(), mpi.size(), {}, {}, {}, {}, {}, {}, false};
-  sw.watch = &watch;
+  Sweep sw(options, mpi.comm(), mpi.rank(), mpi.size(), &watch);
   validate(sw);
   sw.out_dir = agree_out_dir(options, watch, sw.rank, sw.comm);
   // Outside run_or_abort: a transport's refusal (no GPU, two ranks of a link

@@ -19,6 +19,7 @@ std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedul
         c.schedule = schedule;
         c.partition = partition;
         c.stages = params.stages;
+        c.data_parallel = params.data_parallel;
         c.microbatches = m;
         const ScheduleInfo& info = schedule_info(schedule);
         if (info.uses_chunks) c.chunks = params.chunks;
@@ -48,7 +49,9 @@ std::string sanitize(const std::string& text) {
 
 std::string result_file_name(const Combination& c) {
   std::string name = sanitize(c.schedule) + "__" + sanitize(c.partition) + "__P" +
-                     std::to_string(c.stages) + "_M" + std::to_string(c.microbatches);
+                     std::to_string(c.stages) +
+                     (c.data_parallel > 1 ? "_D" + std::to_string(c.data_parallel) : "") + "_M" +
+                     std::to_string(c.microbatches);
   if (c.chunks > 1) name += "_V" + std::to_string(c.chunks);
   if (c.inflight > 0) name += "_N" + std::to_string(c.inflight);
   if (c.sync_warmup > 0) name += "_K" + std::to_string(c.sync_warmup);
@@ -62,6 +65,7 @@ std::string combination_label(const Combination& c) {
   if (c.inflight > 0) label += " N=" + std::to_string(c.inflight);
   if (c.sync_warmup > 0) label += " K=" + std::to_string(c.sync_warmup);
   if (c.batches > 1) label += " B=" + std::to_string(c.batches);
+  if (c.data_parallel > 1) label += " D=" + std::to_string(c.data_parallel);
   return label;
 }
 

@@ -12,12 +12,13 @@ struct Combination {
   int index = 0;  ///< 0-based position in the sweep
   std::string schedule;
   std::string partition;
-  int stages = 1;        ///< P
-  int microbatches = 1;  ///< M
-  int chunks = 1;        ///< V (only interleaved-1f1b has V > 1)
-  int inflight = 0;      ///< N (async-1f1b, adaptive; 0 otherwise)
-  int sync_warmup = 0;   ///< K (hybrid; 0 otherwise)
-  int batches = 1;       ///< B (pipedream; 1 otherwise)
+  int stages = 1;         ///< P
+  int microbatches = 1;   ///< M
+  int chunks = 1;         ///< V (only interleaved-1f1b has V > 1)
+  int inflight = 0;       ///< N (async-1f1b, adaptive; 0 otherwise)
+  int sync_warmup = 0;    ///< K (hybrid; 0 otherwise)
+  int batches = 1;        ///< B (pipedream; 1 otherwise)
+  int data_parallel = 1;  ///< D: replicas of the pipeline (W = P x D ranks)
 };
 
 /// Schedule parameters each schedule takes; the others stay at their
@@ -28,6 +29,7 @@ struct SweepParams {
   int inflight = 1;
   int sync_warmup = 1;
   int batches = 2;
+  int data_parallel = 1;
 };
 
 /// Schedules outermost, then partitions, then micro-batch counts:
@@ -38,14 +40,15 @@ std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedul
                                          const std::vector<int>& microbatches,
                                          const SweepParams& params);
 
-/// The result file's name: "<schedule>__<partition>__P<P>_M<M>[_V<V>][_N<N>][_K<K>][_B<B>].json",
+/// The result file's name:
+/// "<schedule>__<partition>__P<P>[_D<D>]_M<M>[_V<V>][_N<N>][_K<K>][_B<B>].json" (D only when > 1),
 /// with every character outside [A-Za-z0-9.-] of the names replaced by '_'
 /// (a manual partition "manual:0-9,10-58" becomes "manual_0-9_10-58").
 /// Distinct combinations of one sweep have distinct names, and the same
 /// combination always has the same name, which is how --resume finds it.
 std::string result_file_name(const Combination& combination);
 
-/// "1f1b x balanced M=8" (with " V=2", " N=3", ... where they apply).
+/// "1f1b x balanced M=8" (with " V=2", " N=3", ..., " D=4" where they apply).
 std::string combination_label(const Combination& combination);
 
 }  // namespace ppb::run

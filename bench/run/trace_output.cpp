@@ -74,6 +74,8 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, const Placemen
         t.add_message(c->send, m, offset + c->start, offset + c->end, seq);
       }
       t.add_step(r, static_cast<int>(k), offset, offset + step_time(step));
+      for (const AllReduceTiming& a : s.allreduces)
+        t.add_allreduce(r, a.chunk, a.bytes, offset + a.start, offset + a.end);
       // After the host tracks: the stream tracks come last.
       add_device_ops(t, r, s, offset, base);
       if (linked) base += static_cast<int64_t>(s.actions.size());

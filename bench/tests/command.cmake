@@ -58,6 +58,13 @@ add_test(NAME cli.schedule_file_inorder_enough_buffers
   COMMAND $<TARGET_FILE:pipebench> simulate --schedule-file ${bad}/inorder_deadlock.json --link-buffers 2)
 set_tests_properties(cli.schedule_file_inorder_grid cli.schedule_file_inorder_by_tag
   cli.schedule_file_inorder_enough_buffers PROPERTIES LABELS unit TIMEOUT 30)
+# simulate --data-parallel: 1F1B, P = 2, M = 4, F 1, B 2 ends its pipeline at
+# 15; stage 0's all-reduce (7.5) after its last B ends the step at 22.5.
+add_test(NAME cli.simulate_data_parallel
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd 1
+          --bwd 2 --wgrad 0 --data-parallel 4 --allreduce 7.5 --format json)
+set_tests_properties(cli.simulate_data_parallel PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "\"step_time\":2\\.25E1.*\"data_parallel\":4,\"pipeline_time\":1\\.5E1")
 # PyTorch's CSV: a cell it cannot read, FSDP actions, a receive placed after
 # the action that consumes it; each named by row and column.
 ppb_expect_usage_error(csv_bad_cell

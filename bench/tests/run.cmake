@@ -95,6 +95,49 @@ add_test(NAME run_timed_v_p4_trace COMMAND run_results_check trace ${dir})
 set_tests_properties(run_timed_v_p4_bubble run_timed_v_p4_memory run_timed_v_p4_trace PROPERTIES
   LABELS mpi FIXTURES_REQUIRED run_timed_v_p4_files)
 
+# Data parallel x pipeline: W = P x D ranks run D replicas. --check on the
+# cpu backend (gpt-tiny, M=4): 2 stages x 2 replicas in Megatron-LM's rank
+# order (flush schedules, interleaved, zero bubble, the memory guard's
+# adaptive, and pipedream's per-backward updates, whose replicas must sum
+# the same gradients before every update), 1 stage x 2 replicas, and 2 x 2
+# in the other rank order; the loss and every gradient equal the
+# single-process reference of the global batch (D x M micro-batches) within
+# 1e-6. Then the timed backend, 2 x 2: bubble and step against the
+# simulator with the all-reduce's ring model.
+foreach(case "dp_p2d2;4;2;1f1b,gpipe,interleaved-1f1b,zb-h1,adaptive,pipedream;dp-pp;6"
+             "dp_p1d2;2;1;1f1b,gpipe,pipedream;dp-pp;3"
+             "dp_p2d2_ppdp;4;2;1f1b,zb-h2;pp-dp;2")
+  list(GET case 0 name)
+  list(GET case 1 ranks)
+  list(GET case 2 stages)
+  list(GET case 3 schedules)
+  list(GET case 4 order)
+  list(GET case 5 count)
+  set(dir ${PPB_RUN_OUT}/${name})
+  ppb_add_mpi_test(run_${name} RANKS ${ranks}
+    COMMAND $<TARGET_FILE:pipebench> run --stages ${stages} --rank-order ${order}
+            --schedule ${schedules} --partition layer --microbatches 4 --check -n 1 -w 0
+            --out ${dir}
+    LABELS mpi TIMEOUT 240)
+  set_tests_properties(run_${name} PROPERTIES FIXTURES_SETUP run_${name}_files)
+  add_test(NAME run_${name}_results COMMAND run_results_check check ${dir} ${count})
+  add_test(NAME run_${name}_dp COMMAND run_results_check dp ${dir} 2 1)
+  set_tests_properties(run_${name}_results run_${name}_dp PROPERTIES
+    LABELS mpi FIXTURES_REQUIRED run_${name}_files)
+endforeach()
+set(dir ${PPB_RUN_OUT}/timed-dp-p2d2)
+ppb_add_mpi_test(run_timed_dp_p2d2 RANKS 4
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --stages 2 --model ${PPB_TIMED_MODEL}
+          --schedule 1f1b,gpipe --partition layer --microbatches 8
+          --time-scale 0.22 -n 5 -w 1 --out ${dir}
+  LABELS mpi TIMEOUT 240)
+set_tests_properties(run_timed_dp_p2d2 PROPERTIES FIXTURES_SETUP run_timed_dp_p2d2_files
+                     RUN_SERIAL TRUE)
+add_test(NAME run_timed_dp_p2d2_bubble COMMAND run_results_check bubble ${dir} 0.02 0.05)
+add_test(NAME run_timed_dp_p2d2_dp COMMAND run_results_check dp ${dir} 2 0.02)
+set_tests_properties(run_timed_dp_p2d2_bubble run_timed_dp_p2d2_dp PROPERTIES
+  LABELS mpi FIXTURES_REQUIRED run_timed_dp_p2d2_files)
+
 # --memory-budget: gpipe (predicted over the budget) ends with status oom and
 # its figures; async-1f1b N=4 fits the budget but passes guard x budget;
 # adaptive with the same N stays under guard x budget because its guard
@@ -132,8 +175,11 @@ function(ppb_run_failure name code regex)
   add_test(NAME ${name} COMMAND ${expect} ${code} 30 "${regex}" -- ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 40 ENVIRONMENT "${PPB_RUN_ENV}")
 endfunction()
-ppb_run_failure(run_fail_stages_mismatch 2 "pipebench\\[r0\\]: --stages 4 does not match the 3 MPI ranks"
+ppb_run_failure(run_fail_stages_mismatch 2 "pipebench\\[r0\\]: --stages 4: the 3 MPI ranks are not a multiple of 4 stages"
   ${mpirun} 3 $<TARGET_FILE:pipebench> run --stages 4 --out ${PPB_RUN_OUT}/fail)
+# Data parallelism needs W = P x D: 3 ranks are no multiple of 2 stages.
+ppb_run_failure(run_fail_dp_shape 2 "pipebench\\[r0\\]: --stages 2: the 3 MPI ranks are not a multiple of 2 stages \\(W = P x D"
+  ${mpirun} 3 $<TARGET_FILE:pipebench> run --stages 2 --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_too_many_ranks 2 "--partition layer cannot place 3 stages"
   ${mpirun} 3 $<TARGET_FILE:pipebench> run --partition layer --model gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1
   --out ${PPB_RUN_OUT}/fail)
@@ -231,6 +277,36 @@ foreach(mode kill-setup kill-measure kill-write throw-measure stop-setup stop-me
                    $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/failure-${mode})
   set_tests_properties(run_failure_${mode} PROPERTIES LABELS mpi TIMEOUT 90 SKIP_RETURN_CODE 77)
 endforeach()
+
+# Across hosts with a network between them (bench/tests/multihost.py): test
+# hosts are network namespaces joined by a veth link (ci/netns-hosts), one
+# Open MPI job spans them through Open MPI's launcher (an agent that enters
+# the host), TCP only. --check on 4 ranks over 2 hosts with each rank's host
+# in the result; a rank killed on the remote host ends the job within 10 s,
+# named with its host, and --resume completes the sweep. Each case makes its
+# own hosts. Skipped (77), saying why, without root or network namespaces.
+# Not in the list yet: check-dp (a 2 x 2 data-parallel pipeline over the
+# same hosts), once run takes more ranks than stages; shaped (the tc-shaped
+# link recovered by run's fit within 10%, the simulated step within 5%),
+# whose fit does not yet hold (multihost.py says what it measures).
+foreach(mode check kill)
+  add_test(NAME run_multihost_${mode}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/multihost.py ${mode}
+                   $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/multihost-${mode})
+  set_tests_properties(run_multihost_${mode} PROPERTIES LABELS "mpi;multihost" TIMEOUT 240
+                       SKIP_RETURN_CODE 77)
+endforeach()
+
+# The nightly job on a real scheduler (bench/tests/slurm_nightly.sh): a
+# single-node Slurm started for the test (ci/slurm-local) runs
+# ci/nightly.sbatch twice with a small matrix: the first night writes its
+# results and report, the second, with a planted slowdown, fails the gate
+# against the first. Skipped (77), saying why, without root or Slurm and
+# munge. RUN_SERIAL: the gate's figures are timings.
+add_test(NAME nightly_slurm
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/slurm_nightly.sh $<TARGET_FILE:pipebench>)
+set_tests_properties(nightly_slurm PROPERTIES LABELS slurm TIMEOUT 300 SKIP_RETURN_CODE 77
+                     RUN_SERIAL TRUE)
 
 # The cuda backend. Without a usable device (CUDA_VISIBLE_DEVICES empty hides
 # any GPU; here there is no driver either), `run --backend cuda` exits 2 with

@@ -144,6 +144,44 @@ TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
   EXPECT_NEAR(link.bandwidth, 1e6, 1e-3);
 }
 
+TEST(RunMetrics, LinksBetweenHostsAreFittedApartAndQueueingIsNotTransferTime) {
+  // Stages 0 and 1 on host 0, stage 2 on host 1. 0 -> 1: 1000 bytes in
+  // 1 ms. 1 -> 2 (the network): 0.01 s + bytes / 1 MB/s, every message
+  // posted at once, so each waits for the one before it on the link.
+  StepMeasure step(3);
+  const int64_t sizes[] = {1000, 5000, 3000, 5000};
+  double link_free = 0;
+  for (int mb = 0; mb < 4; ++mb) {
+    const double t0 = 10.0 * mb;
+    step[0].comms.push_back({true, false, false, mb, 0, 1, t0, t0, 1000});
+    step[1].comms.push_back({false, false, false, mb, 0, 1, 0.0, t0 + 0.001, 1000});
+    step[1].actions.push_back({F(mb), t0 + 0.001, t0 + 0.002, 0.5});
+    const auto b = sizes[mb];
+    const double arrived =
+        std::max(0.002, link_free) + 0.01 + static_cast<double>(b) / 1e6;  // FIFO
+    link_free = arrived;
+    step[1].comms.push_back({true, false, false, mb, 1, 2, 0.002, 0.002, b});
+    step[2].comms.push_back({false, false, false, mb, 1, 2, 0.0, arrived, b});
+    step[2].actions.push_back({F(mb), arrived, arrived + 0.001, 0.5});
+  }
+  const MeasuredLinks links = measured_links({step}, Placement(3, 1), {0, 0, 1});
+  EXPECT_NEAR(links.network.comm_time, 0.01, 1e-9);
+  EXPECT_NEAR(links.network.bandwidth, 1e6, 1e-3);
+  EXPECT_NEAR(links.host.comm_time, 0.001, 1e-12);
+  EXPECT_EQ(links.host.bandwidth, 0.0);  // one size: no bandwidth
+  ASSERT_EQ(links.figures.size(), 2u);
+  EXPECT_EQ(links.figures[0].path, "host");
+  EXPECT_EQ(links.figures[0].messages, 4);
+  EXPECT_TRUE(std::isnan(links.figures[0].bandwidth_bytes_per_second));
+  EXPECT_EQ(links.figures[1].path, "network");
+  EXPECT_EQ(links.figures[1].sizes, (std::vector<int64_t>{1000, 3000, 5000}));
+  EXPECT_NEAR(links.figures[1].bandwidth_bytes_per_second, 1e6, 1e-3);
+  // On one host every transfer is the host's: the network link stays unset.
+  const MeasuredLinks one = measured_links({step}, Placement(3, 1), {});
+  ASSERT_EQ(one.figures.size(), 1u);
+  EXPECT_EQ(one.figures[0].messages, 8);
+}
+
 TEST(RunSweep, OrderAndDistinctFileNames) {
   SweepParams p;
   p.stages = 4;
@@ -258,7 +296,8 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   };
   RunOptions s4 = o;
   s4.stages = 4;
-  EXPECT_NE(message(s4, 3).find("--stages 4 does not match the 3 MPI ranks"), std::string::npos);
+  EXPECT_NE(message(s4, 3).find("--stages 4: the 3 MPI ranks are not a multiple of 4 stages"),
+            std::string::npos);
   RunOptions bad_schedule = o;
   bad_schedule.schedules = "1f1b,nope";
   EXPECT_NE(message(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"),
@@ -489,6 +528,91 @@ TEST(RankRecord, TruncatedOrOverlongBytesAreRejected) {
   EXPECT_THROW((void)unpack(shorter), UsageError);
   bytes.push_back(0);
   EXPECT_THROW((void)unpack(bytes), UsageError);
+}
+
+// --- data parallelism ----------------------------------------------------------
+
+/// One stage of a data-parallel step: an F over [0, end) and one all-reduce.
+StageStep reducing_stage(double end, int64_t bytes, double start, double finish) {
+  StageStep st;
+  st.actions.push_back({Action{ActionKind::kForward, 0, 0}, 0.0, end, 0.0});
+  st.actions_end = end;
+  st.allreduces.push_back({0, bytes, start, finish});
+  st.end = std::max(end, finish);
+  return st;
+}
+
+TEST(DataParallelMetrics, FoldAndSplitReplicas) {
+  EXPECT_EQ(fold_replicas({1, 2, 3, 6}, 2), (std::vector<double>{2, 4}));
+  StepMeasure wide(6);
+  wide[4].end = 7;
+  const std::vector<StepMeasure> pipes = split_replicas(wide, 2);
+  ASSERT_EQ(pipes.size(), 3U);
+  EXPECT_EQ(pipes[2][0].end, 7);
+}
+
+// Ring model y = 2(D-1) x latency + 2(D-1)/D x bytes / bandwidth with D = 2,
+// latency 1 ms, 1 MB/s: 1000 bytes take 3 ms, 3000 bytes 5 ms. The fit
+// recovers both from the two stages' all-reduces (replica-major ranks).
+TEST(DataParallelMetrics, FitsTheRingModelToTheMeasuredAllReduces) {
+  StepMeasure step;
+  for (int replica = 0; replica < 2; ++replica) {
+    step.push_back(reducing_stage(0.010, 1000, 0.010, 0.013));
+    step.push_back(reducing_stage(0.020, 3000, 0.020, 0.025));
+  }
+  const AllReduceModel m = measured_allreduce(step, 2, 2, false);
+  EXPECT_EQ(m.replicas, 2);
+  EXPECT_NEAR(m.latency, 1e-3, 1e-9);
+  EXPECT_NEAR(m.bandwidth, 1e6, 1e-3);
+  EXPECT_NEAR(m.time(3000), 0.005, 1e-12);
+  // A collective ends when its last replica's does, from its last post.
+  step[2].allreduces[0].start = 0.011;
+  step[2].allreduces[0].end = 0.014;
+  EXPECT_LT(measured_allreduce(step, 2, 2, false).time(1000), 0.0035);
+  EXPECT_EQ(measured_allreduce(step, 2, 1, false).bandwidth, 0.0);  // one replica: nothing
+}
+
+// Stage 0 computes until 10 ms and reduces 5..15 ms (5 ms of it overlapped),
+// stage 1 computes until 8 ms and reduces 8..12 ms: the step ends at 15 ms,
+// the pipeline at 10 ms.
+TEST(DataParallelMetrics, AllReduceFiguresOverlapAndBubbles) {
+  StepMeasure step;
+  for (int replica = 0; replica < 2; ++replica) {
+    step.push_back(reducing_stage(0.010, 800, 0.005, 0.015));
+    step.push_back(reducing_stage(0.008, 400, 0.008, 0.012));
+  }
+  const AllReduceFigures f = allreduce_figures(step, 2);
+  ASSERT_EQ(f.seconds_per_stage.size(), 2U);
+  EXPECT_NEAR(f.seconds_per_stage[0], 0.010, 1e-12);
+  EXPECT_NEAR(f.overlap_seconds_per_stage[0], 0.005, 1e-12);
+  EXPECT_NEAR(f.overlap_seconds_per_stage[1], 0.0, 1e-12);
+  EXPECT_EQ(f.bytes_per_stage, (std::vector<int64_t>{800, 400}));
+  EXPECT_NEAR(f.seconds, 0.007, 1e-12);
+  EXPECT_NEAR(f.exposed_seconds, 0.005, 1e-12);
+  // Without the all-reduce: over the 10 ms pipeline, (10-10)/10 and (10-8)/10.
+  EXPECT_NEAR(f.bubble_ratio_pipeline.measured, 0.1, 1e-12);
+  // With it (step_figures): over 15 ms, (15-10)/15 and (15-8)/15.
+  const StepFigures fig = step_figures({step}, 1);
+  EXPECT_NEAR(fig.bubble_ratio.measured, (5.0 / 15 + 7.0 / 15) / 2, 1e-12);
+}
+
+TEST(DataParallelMetrics, StagesMustDivideTheRanks) {
+  RunOptions o;
+  o.stages = 2;
+  o.schedules = "1f1b";
+  o.partitions = "layer";
+  EXPECT_EQ(validate_run_options(o, 4).data_parallel, 2);
+  EXPECT_EQ(validate_run_options(o, 4).stages, 2);
+  try {
+    (void)validate_run_options(o, 3);
+    ADD_FAILURE() << "3 ranks accepted for 2 stages";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--stages 2: the 3 MPI ranks are not a multiple of 2"),
+              std::string::npos)
+        << e.what();
+  }
+  o.rank_order = "dp-tp";
+  EXPECT_THROW((void)validate_run_options(o, 4), UsageError);
 }
 
 }  // namespace

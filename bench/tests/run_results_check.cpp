@@ -15,6 +15,11 @@
 //                                         (same N) above it; gpipe ended with status oom
 //   run_results_check same DIR OTHER      OTHER (run --rerun of DIR) holds the same files,
 //                                         each with DIR's config and status
+//   run_results_check dp DIR D TOL        data parallelism: each ok result ran D replicas on
+//                                         stages x D ranks; every stage all-reduced > 0 bytes
+//                                         in > 0 s, overlap <= that time; bubble with the
+//                                         all-reduce >= without; |without - theory| <= TOL;
+//                                         a reference check passed within 1e-6
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
@@ -279,6 +284,57 @@ int main(int argc, char** argv) {
       if (r.status != it->second.status) fail(name, "the re-run's status differs");
       std::printf("%-48s re-run with the same config (%s)\n", name.c_str(),
                   ppb::result_status_name(it->second.status));
+    }
+  } else if (mode == "dp") {
+    const int want = argc > 3 ? std::atoi(argv[3]) : 2;
+    const double tol = argc > 4 ? std::atof(argv[4]) : 0.02;
+    for (const auto& [name, r] : results) {
+      if (r.status != ppb::ResultStatus::kOk || !r.metrics->allreduce) {
+        fail(name, std::string("status ") + ppb::result_status_name(r.status) + " " + r.error +
+                       (r.metrics && !r.metrics->allreduce ? " (no all-reduce figures)" : ""));
+        continue;
+      }
+      const ppb::ResultConfig& c = r.config;
+      if (c.data_parallel != want)
+        fail(name, "data_parallel " + std::to_string(c.data_parallel) + ", expected " +
+                       std::to_string(want));
+      if (r.environment.ranks != c.stages * c.data_parallel)
+        fail(name, std::to_string(r.environment.ranks) + " ranks for " + std::to_string(c.stages) +
+                       " stages x " + std::to_string(c.data_parallel));
+      const ppb::AllReduceFigures& a = *r.metrics->allreduce;
+      for (size_t s = 0; s < a.bytes_per_stage.size(); ++s) {
+        const std::string at = "stage " + std::to_string(s) + ": ";
+        if (a.bytes_per_stage[s] <= 0) fail(name, at + "no gradient bytes all-reduced");
+        if (!(a.seconds_per_stage[s] > 0)) fail(name, at + "no all-reduce time");
+        if (!(a.overlap_seconds_per_stage[s] <= a.seconds_per_stage[s] + 1e-9))
+          fail(name, at + "overlap longer than the all-reduce");
+      }
+      if (a.bytes_per_stage.size() != static_cast<size_t>(c.stages))
+        fail(name,
+             "all-reduce figures for " + std::to_string(a.bytes_per_stage.size()) + " stages");
+      const ppb::BubbleFigures& without = a.bubble_ratio_pipeline;
+      if (!(r.metrics->bubble_ratio.measured + 1e-12 >= without.measured))
+        fail(name, "bubble with the all-reduce below the one without it");
+      if (!(std::fabs(without.measured - without.theoretical) <= tol))
+        fail(name, "bubble without the all-reduce differs from the simulator's by more than " +
+                       std::to_string(tol));
+      if (const auto& ck = r.metrics->check) {
+        if (!ck->passed) fail(name, "check failed");
+        if (ck->method == "reference" && !(ck->max_rel_error <= 1e-6))
+          fail(name, "relative error above 1e-6");
+      }
+      std::printf(
+          "%-48s P=%d D=%d all-reduce %.3f ms (theory %.3f ms, overlap %.3f ms) bubble "
+          "with %.4f (%.4f) without %.4f (%.4f)%s\n",
+          name.c_str(), c.stages, c.data_parallel, a.seconds * 1e3,
+          a.theoretical_seconds_per_stage.empty() ? 0.0 : a.theoretical_seconds_per_stage[0] * 1e3,
+          a.overlap_seconds_per_stage.empty() ? 0.0 : a.overlap_seconds_per_stage[0] * 1e3,
+          r.metrics->bubble_ratio.measured, r.metrics->bubble_ratio.theoretical, without.measured,
+          without.theoretical,
+          r.metrics->check ? (" check " + std::string(r.metrics->check->passed ? "ok" : "FAILED") +
+                              " max rel error " + std::to_string(r.metrics->check->max_rel_error))
+                                 .c_str()
+                           : "");
     }
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

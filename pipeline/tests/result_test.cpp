@@ -49,6 +49,8 @@ Result full_result() {
               .profile = "cputime",
               .check = true,
               .dtype = "fp32",
+              .data_parallel = 1,
+              .rank_order = "",
               .unit_ranges = ""};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
@@ -73,6 +75,16 @@ Result full_result() {
       {.fwd = 0.001, .bwd = 0.002, .bwd_input = std::nan(""), .bwd_weight = std::nan("")}};
   t.timeline = {{{ActionKind::kForward, 0, 0, 0.0, 0.001}},
                 {{ActionKind::kForward, 0, 0, 0.001, 0.002}}};
+  t.links = {{.path = "host",
+              .latency_seconds = 2e-5,
+              .bandwidth_bytes_per_second = std::nan(""),
+              .messages = 4,
+              .sizes = {200}},
+             {.path = "network",
+              .latency_seconds = 1e-4,
+              .bandwidth_bytes_per_second = 2.5e7,
+              .messages = 6,
+              .sizes = {200, 800}}};
   m.check =
       CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
@@ -85,6 +97,7 @@ Result full_result() {
        {ActionKind::kBackwardInput, 0, 0, 0.0021, 0.0031},
        {ActionKind::kBackwardWeight, 0, 0, 0.0031, 0.0041}}};
   r.environment = {.hosts = {"node1"},
+                   .rank_hosts = {"node1", "node1"},
                    .ranks = 2,
                    .mpi = "Open MPI 4.1.4",
                    .cuda = "",
@@ -423,6 +436,51 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   EXPECT_TRUE(r.metrics->collectors.empty());
 }
 
+TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
+  Result r = full_result();
+  r.config.data_parallel = 4;
+  r.config.rank_order = "dp-pp";
+  AllReduceFigures& a = r.metrics->allreduce.emplace();
+  a.seconds = 0.003;
+  a.seconds_per_stage = {0.0035, 0.0025};
+  a.overlap_seconds_per_stage = {0.001, 0.0};
+  a.bytes_per_stage = {4'000'000, 3'000'000};
+  a.exposed_seconds = 0.0012;
+  a.latency = 2e-5;
+  a.bandwidth = 1.5e9;
+  a.theoretical_seconds_per_stage = {0.0033, 0.0026};
+  a.bubble_ratio_pipeline = {
+      .measured = 0.15, .theoretical = 0.14, .per_stage = {0.1, 0.2}, .samples = {}};
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("data_parallel").as_int64(), 4);
+  EXPECT_EQ(doc.at("metrics").at("allreduce_seconds").as_double(), 0.003);
+  EXPECT_EQ(doc.at("metrics").at("allreduce").at("bytes_per_stage").as_array().size(), 2U);
+  expect_same(r, result_from_json(doc, "dp.json"));
+
+  // Written before data parallelism: one replica, no all-reduce figures.
+  json::value old = doc;
+  erase_path(old, "config.data_parallel");
+  erase_path(old, "config.rank_order");
+  erase_path(old, "metrics.allreduce");
+  erase_path(old, "metrics.allreduce_seconds");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.data_parallel, 1);
+  EXPECT_EQ(back.config.rank_order, "");
+  EXPECT_FALSE(back.metrics->allreduce.has_value());
+
+  json::value bad = doc;
+  find_path(bad, "config")->as_object()["data_parallel"] = 0;
+  try {
+    (void)result_from_json(bad, "bad.json");
+    ADD_FAILURE() << "data_parallel 0 accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("data_parallel"), std::string::npos) << e.what();
+  }
+  json::value short_list = doc;
+  find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] = json::array{0.001};
+  EXPECT_THROW((void)result_from_json(short_list, "short.json"), UsageError);
+}
+
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   Result r = full_result();
   r.config.min_time = 2.5;
@@ -497,28 +555,46 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
 }
 
 // What calibrating from a result needs: the parts it ran and the measured
-// link. Files written before them load with neither.
+// links. Files written before them load with neither; files that wrote the
+// single `link` load it as the link within a host.
 TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
   Result r = full_result();
   ASSERT_TRUE(r.metrics->theory.has_value());
   r.config.unit_ranges = "0-29,30-58";
-  r.metrics->theory->link = LinkFigures{2.5e-5, 3.5e9};
+  r.metrics->theory->links = {MeasuredLinkFigures{"host", 2.5e-5, 3.5e9, 12, {4096, 8192}}};
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("config").at("unit_ranges").as_string(), "0-29,30-58");
-  EXPECT_EQ(doc.at("metrics").at("theory").at("link").at("bandwidth").as_double(), 3.5e9);
+  EXPECT_EQ(doc.at("metrics")
+                .at("theory")
+                .at("links")
+                .at(0)
+                .at("bandwidth_bytes_per_second")
+                .as_double(),
+            3.5e9);
   expect_same(r, result_from_json(doc, "r.json"));
 
   json::value old = doc;
   erase_path(old, "config.unit_ranges");
-  erase_path(old, "metrics.theory.link");
+  erase_path(old, "metrics.theory.links");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.unit_ranges, "");
-  EXPECT_FALSE(back.metrics->theory->link.has_value());
+  EXPECT_TRUE(back.metrics->theory->links.empty());
 
-  json::value bad = doc;
+  // The single link of earlier files: the host link, 0 = no bandwidth fitted.
+  json::value single = old;
+  find_path(single, "metrics.theory")->as_object()["link"] =
+      json::object{{"latency_seconds", 2.5e-5}, {"bandwidth", 0.0}};
+  const Result one = result_from_json(single, "single.json");
+  ASSERT_EQ(one.metrics->theory->links.size(), 1u);
+  EXPECT_EQ(one.metrics->theory->links[0].path, "host");
+  EXPECT_EQ(one.metrics->theory->links[0].latency_seconds, 2.5e-5);
+  EXPECT_TRUE(std::isnan(one.metrics->theory->links[0].bandwidth_bytes_per_second));
+
+  json::value bad = single;
   find_path(bad, "metrics.theory.link")->as_object()["latency_seconds"] = "fast";
   EXPECT_EQ(error_of(bad),
-            "r.json: field 'metrics.theory.link.latency_seconds': expected a number, got a string");
+            "single.json: field 'metrics.theory.link.latency_seconds': expected a number, got a "
+            "string");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 
+#include "ppb/pipeline/data_parallel.hpp"
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/pipeline/timeline_text.hpp"
 #include "ppb/profiling/check.hpp"
@@ -212,6 +214,29 @@ TEST(Simulator, BandwidthLatencyAndGradientBytes) {
   EXPECT_DOUBLE_EQ((took[{1, 0}]), 1.25);
   // 3 F + 3 B + transfers 1.25 + 2.25 + 2.25 + 1.25.
   EXPECT_DOUBLE_EQ(r.step_time, 6.0 + 7.0);
+}
+
+TEST(Simulator, TransfersBetweenHostsTakeTheNetworkLink) {
+  // Stages 0 and 1 on host 0, stage 2 on host 1: 1 <-> 2 crosses the
+  // network (0.5 + bytes / 500), 0 <-> 1 stays on the host's link (0.25 +
+  // bytes / 1000). Without hosts every transfer takes the host's link.
+  StageCosts c = uniform_costs(3, 1, 1.0, 1.0, 0.0, 0.0);
+  c.link.latency = 0.25;
+  c.link.bandwidth = 1000.0;
+  c.network_link.latency = 0.5;
+  c.network_link.bandwidth = 500.0;
+  for (int s = 0; s < 3; ++s) c.chunks[static_cast<size_t>(s)].send_bytes = 1000;
+  const double one_host = simulate(hand_gpipe(3, 1), c).step_time;
+  c.host_of_stage = {0, 0, 1};
+  const SimResult r = simulate(hand_gpipe(3, 1), c);
+  std::map<std::pair<int, int>, double> took;
+  for (const SimTransfer& t : r.transfers) took[{t.from_stage, t.to_stage}] = t.end - t.start;
+  EXPECT_DOUBLE_EQ((took[{0, 1}]), 1.25);
+  EXPECT_DOUBLE_EQ((took[{1, 2}]), 2.5);
+  EXPECT_DOUBLE_EQ((took[{2, 1}]), 2.5);
+  EXPECT_DOUBLE_EQ((took[{1, 0}]), 1.25);
+  EXPECT_DOUBLE_EQ(one_host, 6.0 + 4 * 1.25);
+  EXPECT_DOUBLE_EQ(r.step_time, 6.0 + 1.25 + 2.5 + 2.5 + 1.25);
 }
 
 TEST(Simulator, SplitBackwardAndActivationBytes) {
@@ -500,6 +525,109 @@ TEST(SimTrace, UnwritablePathIsAUsageErrorAndLeavesNoFile) {
       simulate(s, uniform_costs(2, 1, 1, 1, 0, 0), SimOptions{.record_events = false});
   EXPECT_THROW(write_sim_trace(s, none, temp_path("none.json")), UsageError);
   EXPECT_FALSE(std::filesystem::exists(temp_path("none.json")));
+}
+
+// --- data parallelism -------------------------------------------------------
+
+Schedule generated(const std::string& name, int p, int m, int v = 1, int batches = 1) {
+  ScheduleParams params;
+  params.stages = p;
+  params.microbatches = m;
+  params.chunks = v;
+  params.batches = batches;
+  return generate_schedule(name, params);
+}
+
+TEST(DataParallel, RingAllReduceTime) {
+  AllReduceModel m{.replicas = 4, .latency = 0.25, .bandwidth = 100, .per_backward = false};
+  // 2(D-1) = 6 steps of latency, 2(D-1)/D = 1.5 x bytes / bandwidth.
+  EXPECT_DOUBLE_EQ(m.time(400), 6 * 0.25 + 1.5 * 400 / 100.0);
+  m.replicas = 1;
+  EXPECT_DOUBLE_EQ(m.time(400), 0.0);
+  AllReduceModel two{
+      .replicas = 2, .latency = 0, .bandwidth = 0, .per_backward = false};  // infinite bandwidth
+  EXPECT_DOUBLE_EQ(two.time(1 << 20), 0.0);
+}
+
+TEST(DataParallel, AllReducePointsAreEachChunksLastBackwardOfTheBatch) {
+  const Schedule s = generated("1f1b", 2, 4);
+  const std::vector<char> p = allreduce_points(s, 0, false);
+  ASSERT_EQ(p.size(), s.actions[0].size());
+  EXPECT_EQ(std::count(p.begin(), p.end(), 1), 1);
+  EXPECT_EQ(p.back(), 1);  // 1F1B's stage ends with its last B
+  // Interleaved: one all-reduce per chunk, the later chunk's first.
+  const Schedule v = generated("interleaved-1f1b", 2, 4, 2);
+  const std::vector<char> q = allreduce_points(v, 0, false);
+  std::vector<int> chunks;
+  for (size_t k = 0; k < q.size(); ++k) {
+    if (q[k] != 0) chunks.push_back(v.actions[0][k].chunk);
+  }
+  EXPECT_EQ(chunks, (std::vector<int>{1, 0}));
+  // Pipedream's per-backward updates: after every backward.
+  const Schedule pd = generated("pipedream", 2, 4, 1, 2);
+  const std::vector<char> r = allreduce_points(pd, 1, true);
+  int backwards = 0;
+  for (const Action& a : pd.actions[1]) backwards += a.kind == ActionKind::kBackward ? 1 : 0;
+  EXPECT_EQ(std::count(r.begin(), r.end(), 1), backwards);
+}
+
+TEST(DataParallel, RankGridAndDataMicrobatches) {
+  const RankGrid megatron{2, 4, RankOrder::kDpPp};
+  EXPECT_EQ(megatron.rank(1, 0), 4);
+  EXPECT_EQ(megatron.stage_of(5), 1);
+  EXPECT_EQ(megatron.replica_of(5), 1);
+  const RankGrid other{2, 4, RankOrder::kPpDp};
+  EXPECT_EQ(other.rank(1, 0), 1);
+  EXPECT_EQ(other.stage_of(5), 1);
+  EXPECT_EQ(other.replica_of(5), 2);
+  std::set<int> ranks;
+  for (int s = 0; s < 2; ++s) {
+    for (int d = 0; d < 4; ++d) {
+      for (const RankGrid& g : {megatron, other}) {
+        EXPECT_EQ(g.stage_of(g.rank(s, d)), s);
+        EXPECT_EQ(g.replica_of(g.rank(s, d)), d);
+      }
+      ranks.insert(megatron.rank(s, d));
+    }
+  }
+  EXPECT_EQ(ranks.size(), 8U);
+  // Replica d takes d*M .. d*M+M-1 of each batch's D x M micro-batches.
+  EXPECT_EQ(data_microbatch(3, 4, 1, 4), 7);
+  EXPECT_EQ(data_microbatch(5, 4, 2, 4), 4 * 4 + 2 * 4 + 1);  // batch 1, mb 1
+  EXPECT_EQ(data_microbatch(3, 4, 0, 1), 3);
+  EXPECT_EQ(rank_order_name(parse_rank_order("pp-dp", "--rank-order")), std::string("pp-dp"));
+  EXPECT_THROW((void)parse_rank_order("tp-dp", "--rank-order"), UsageError);
+}
+
+// 1F1B, P = 2, M = 4, F 1 and B 2: the pipeline ends at (M+P-1)(F+B) = 15,
+// stage 1's last B at 13. Each stage then all-reduces 400 bytes across 4
+// replicas in 6 x 0.25 + 1.5 x 400 / 100 = 7.5: stage 0 until 22.5.
+TEST(DataParallel, SimulatorAddsTheAllReduceAfterEachStagesLastBackward) {
+  const Schedule s = generated("1f1b", 2, 4);
+  StageCosts costs = uniform_costs(2, 1, 1, 2, 0, 0);
+  for (ChunkCost& c : costs.chunks) c.param_bytes = 400;
+  const SimResult plain = simulate(s, costs);
+  costs.allreduce =
+      AllReduceModel{.replicas = 4, .latency = 0.25, .bandwidth = 100, .per_backward = false};
+  const SimResult r = simulate(s, costs);
+  EXPECT_DOUBLE_EQ(plain.step_time, 15);
+  EXPECT_DOUBLE_EQ(r.pipeline_time, 15);
+  EXPECT_DOUBLE_EQ(r.step_time, 22.5);
+  ASSERT_EQ(r.stages.size(), 2U);
+  EXPECT_DOUBLE_EQ(r.stages[0].allreduce, 7.5);
+  EXPECT_DOUBLE_EQ(r.stages[1].allreduce_end, 13 + 7.5);
+  ASSERT_EQ(r.stages[1].allreduces.size(), 1U);
+  EXPECT_DOUBLE_EQ(r.stages[1].allreduces[0].start, 13);
+  // Busy 12 per stage: with the all-reduce (22.5 - 12) / 22.5, without 3 / 15.
+  EXPECT_DOUBLE_EQ(r.bubble_ratio, (22.5 - 12) / 22.5);
+  EXPECT_DOUBLE_EQ(r.bubble_ratio_pipeline, 0.2);
+  EXPECT_DOUBLE_EQ(plain.bubble_ratio_pipeline, plain.bubble_ratio);
+  // Per-backward updates wait for every all-reduce: each of stage 0's 4
+  // backwards is followed by 7.5 of waiting.
+  costs.allreduce.per_backward = true;
+  const SimResult blocking = simulate(s, costs);
+  EXPECT_DOUBLE_EQ(blocking.stages[0].allreduce, 4 * 7.5);
+  EXPECT_GE(blocking.step_time, 15 + 4 * 7.5);
 }
 
 }  // namespace

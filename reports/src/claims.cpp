@@ -647,6 +647,21 @@ std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured)
   return out;
 }
 
+namespace {
+
+/// The entries a check with "ranks" looks at (all of them for 0).
+Entries on_ranks(const Entries& all, int ranks) {
+  if (ranks <= 0) return all;
+  Entries out;
+  for (const ResultEntry* e : all) {
+    const ResultConfig& c = e->result.config;
+    if (c.stages * c.data_parallel == ranks) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ClaimRow> evaluate_claims(const Reference& reference,
                                       const std::vector<ResultEntry>& results, bool setup_matches) {
   Entries all;
@@ -666,27 +681,28 @@ std::vector<ClaimRow> evaluate_claims(const Reference& reference,
     bool any_inconsistent = false;
     for (const ClaimCheck& c : claim.checks) {
       CheckOutcome o;
+      const Entries here = on_ranks(all, c.ranks);
       switch (c.kind) {
         case CheckKind::kRatio:
-          o = check_ratio(c, all);
+          o = check_ratio(c, here);
           break;
         case CheckKind::kAbsolute:
-          o = check_absolute(c, all, setup_matches || reference.setup_matches);
+          o = check_absolute(c, here, setup_matches || reference.setup_matches);
           break;
         case CheckKind::kOrder:
-          o = check_order(c, all);
+          o = check_order(c, here);
           break;
         case CheckKind::kInflight:
-          o = check_inflight(c, all);
+          o = check_inflight(c, here);
           break;
         case CheckKind::kActivationFormula:
-          o = check_activation_formula(c, all);
+          o = check_activation_formula(c, here);
           break;
         case CheckKind::kBubbleFormula:
-          o = check_bubble_formula(c, all);
+          o = check_bubble_formula(c, here);
           break;
         case CheckKind::kGuard:
-          o = check_guard(c, all);
+          o = check_guard(c, here);
           break;
         case CheckKind::kQualitative:
           o.documented = c.description;

@@ -25,6 +25,7 @@ std::string bench_name(const ResultEntry& e, bool with_machine) {
     name += "/N:" + std::to_string(c.inflight);
   }
   if (c.chunks > 1) name += "/V:" + std::to_string(c.chunks);
+  if (c.data_parallel > 1) name += "/D:" + std::to_string(c.data_parallel);
   if (c.memory_budget > 0) name += "/budget:" + std::to_string(c.memory_budget);
   if (c.batches > 1) name += "/batches:" + std::to_string(c.batches);
   if (with_machine) name += "/machine:" + e.machine;

@@ -128,8 +128,8 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
     h << "<figure>"
       << svg::bar_chart("Samples per second (median step), higher is better", bars, "samples/s",
                         legend)
-      << "<figcaption>samples/s = micro-batch size x M / median step time over the timed "
-         "iterations.</figcaption></figure>\n";
+      << "<figcaption>samples/s = micro-batch size x M (x D data-parallel replicas) / median "
+         "step time over the timed iterations.</figcaption></figure>\n";
   }
   h << "<table><tr><th>schedule</th><th>partition</th><th>P</th><th>M</th><th>N</th><th>V</"
        "th><th>status</th>"
@@ -137,7 +137,7 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
        "stage</th><th>check</th></tr>\n";
   for (const ResultEntry* e : g.entries) {
     const ResultConfig& c = e->result.config;
-    h << "<tr>" << td(c.schedule) << td(c.partition) << td_num(std::to_string(c.stages))
+    h << "<tr>" << td(c.schedule) << td(c.partition) << td_num(stages_text(c))
       << td_num(std::to_string(c.microbatches))
       << td_num(c.inflight > 0 ? std::to_string(c.inflight) : "-")
       << td_num(std::to_string(c.chunks));
@@ -337,6 +337,39 @@ void section_device(std::ostringstream& h, const GroupView& g) {
       << td_num(format_fixed(1e3 * mean_finite(d.compute_seconds_per_stage), 3))
       << td_num(format_fixed(1e3 * mean_finite(d.communication_seconds_per_stage), 3))
       << td_num(format_fixed(1e3 * mean_finite(d.overlap_seconds_per_stage), 3)) << td(per)
+      << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+// The gradient all-reduce of data-parallel runs (metrics.allreduce) beside
+// the simulator's ring model; only when some result of the group has one.
+void section_allreduce(std::ostringstream& h, const GroupView& g) {
+  const std::vector<const ResultEntry*> rows = allreduce_entries(g);
+  if (rows.empty()) return;
+  h << "<h3>Data parallelism: the gradient all-reduce</h3>\n";
+  h << "<p class=\"note\">Each stage's gradients are summed across its D replicas after the "
+       "batch's last backward of each chunk. Per stage, means over stages: the all-reduce time "
+       "measured (posted to complete) and as the simulator's ring model <b>2(D-1) x latency + "
+       "2(D-1)/D x bytes / bandwidth</b> predicts it; its <b>overlap</b> with the stage's "
+       "compute; <b>exposed</b> = step time - pipeline time. <b>bubble with</b> the all-reduce "
+       "is over the whole step, <b>without</b> over the pipeline time (end of the last "
+       "action).</p>\n";
+  h << "<table><tr><th>combination</th><th>P x D</th><th>all-reduce (ms)</th><th>theory "
+       "(ms)</th><th>overlap (ms)</th><th>exposed (ms)</th><th>bubble with (theory)</th>"
+       "<th>bubble without (theory)</th></tr>\n";
+  for (const ResultEntry* e : rows) {
+    const ResultMetrics& m = *e->result.metrics;
+    const AllReduceFigures& a = *m.allreduce;
+    h << "<tr>" << td(e->label) << td_num(stages_text(e->result.config))
+      << td_num(format_fixed(1e3 * a.seconds, 3))
+      << td_num(format_fixed(1e3 * mean_finite(a.theoretical_seconds_per_stage), 3))
+      << td_num(format_fixed(1e3 * mean_finite(a.overlap_seconds_per_stage), 3))
+      << td_num(format_fixed(1e3 * a.exposed_seconds, 3))
+      << td_num(format_fixed(m.bubble_ratio.measured, 3) + " (" +
+                format_fixed(m.bubble_ratio.theoretical, 3) + ")")
+      << td_num(format_fixed(a.bubble_ratio_pipeline.measured, 3) + " (" +
+                format_fixed(a.bubble_ratio_pipeline.theoretical, 3) + ")")
       << "</tr>\n";
   }
   h << "</table>\n";
@@ -650,6 +683,7 @@ std::string write_html(const ReportModel& m) {
     section_memory(h, g);
     section_bubbles(h, g);
     section_device(h, g);
+    section_allreduce(h, g);
     section_gantt(h, g);
   }
   section_claims(h, m);

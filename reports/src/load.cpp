@@ -83,9 +83,9 @@ std::string build_key(const ResultEnvironment& env) {
 
 std::string setup_key(const ResultConfig& c) {
   std::ostringstream s;
-  s << "partition=" << c.partition << " P=" << c.stages << " M=" << c.microbatches
-    << " mbs=" << c.micro_batch_size << " model=" << c.model << " backend=" << c.backend
-    << " transport=" << c.transport << " budget=" << c.memory_budget
+  s << "partition=" << c.partition << " P=" << c.stages << " D=" << c.data_parallel
+    << " M=" << c.microbatches << " mbs=" << c.micro_batch_size << " model=" << c.model
+    << " backend=" << c.backend << " transport=" << c.transport << " budget=" << c.memory_budget
     << " time_scale=" << c.time_scale;
   return s.str();
 }
@@ -100,7 +100,9 @@ std::string config_key(const ResultConfig& c) {
 
 std::string config_label(const ResultConfig& c) {
   std::ostringstream s;
-  s << c.schedule << " x " << c.partition << " P=" << c.stages << " M=" << c.microbatches;
+  s << c.schedule << " x " << c.partition << " P=" << c.stages;
+  if (c.data_parallel > 1) s << " D=" << c.data_parallel;
+  s << " M=" << c.microbatches;
   const ScheduleInfo* info = find_schedule_info(c.schedule);
   if (info != nullptr && info->uses_inflight) s << " N=" << c.inflight;
   if (c.chunks > 1) s << " V=" << c.chunks;

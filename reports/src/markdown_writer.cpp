@@ -57,6 +57,38 @@ void device_section(std::ostringstream& md, const GroupView& g) {
   md << "\n";
 }
 
+// metrics.allreduce: the gradient all-reduce of data-parallel runs, beside
+// the ring model the simulator used.
+void allreduce_section(std::ostringstream& md, const GroupView& g) {
+  const std::vector<const ResultEntry*> rows = allreduce_entries(g);
+  if (rows.empty()) return;
+  md << "### Data parallelism: the gradient all-reduce\n\n"
+     << "Per stage, means over stages, in ms: all-reduce time (posted to complete) measured and "
+        "as the simulator's ring model 2(D-1) x latency + 2(D-1)/D x bytes / bandwidth predicts "
+        "it; its overlap with the stage's compute; exposed = step time - pipeline time. Bubble "
+        "ratio with the all-reduce (over the step) and without it (over the pipeline time), "
+        "measured (theory).\n\n"
+     << "| combination | P x D | all-reduce (theory) | overlap | exposed | bytes/stage | "
+        "bubble with (theory) | bubble without (theory) |\n|---|---|---|---|---|---|---|---|\n";
+  for (const ResultEntry* e : rows) {
+    const ResultMetrics& m = *e->result.metrics;
+    const AllReduceFigures& a = *m.allreduce;
+    double bytes = 0;
+    for (int64_t b : a.bytes_per_stage) bytes += static_cast<double>(b);
+    if (!a.bytes_per_stage.empty()) bytes /= static_cast<double>(a.bytes_per_stage.size());
+    md << "| " << cell(e->label) << " | " << stages_text(e->result.config) << " | "
+       << format_fixed(1e3 * a.seconds, 3) << " ("
+       << format_fixed(1e3 * mean_finite(a.theoretical_seconds_per_stage), 3) << ") | "
+       << format_fixed(1e3 * mean_finite(a.overlap_seconds_per_stage), 3) << " | "
+       << format_fixed(1e3 * a.exposed_seconds, 3) << " | " << format_bytes(bytes) << " | "
+       << format_fixed(m.bubble_ratio.measured, 3) << " ("
+       << format_fixed(m.bubble_ratio.theoretical, 3) << ") | "
+       << format_fixed(a.bubble_ratio_pipeline.measured, 3) << " ("
+       << format_fixed(a.bubble_ratio_pipeline.theoretical, 3) << ") |\n";
+  }
+  md << "\n";
+}
+
 std::string check_text(const ResultEntry& e) {
   if (!e.result.metrics || !e.result.metrics->check) return "-";
   const CheckFigures& c = *e.result.metrics->check;
@@ -171,7 +203,8 @@ std::string write_markdown(const ReportModel& model) {
          << (find_schedule_info(c.schedule) && find_schedule_info(c.schedule)->uses_inflight
                  ? " N=" + std::to_string(c.inflight)
                  : "")
-         << " | " << cell(c.partition) << " | " << c.stages << " | " << c.microbatches << " | ";
+         << " | " << cell(c.partition) << " | " << stages_text(c) << " | " << c.microbatches
+         << " | ";
       if (e->result.status != ResultStatus::kOk || !e->result.metrics) {
         md << result_status_name(e->result.status) << " | " << cell(e->result.error)
            << " | | | | | |\n";
@@ -188,6 +221,7 @@ std::string write_markdown(const ReportModel& model) {
     }
     md << "\n";
     device_section(md, g);
+    allreduce_section(md, g);
   }
   md << "## The documents' claims\n\n";
   md << "Reference: " << cell(model.reference.source)

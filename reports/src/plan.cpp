@@ -269,21 +269,26 @@ class Planner {
     for (size_t si = 0; si < shapes_.size(); ++si) {
       const Shape& s = shapes_[si];
       for (int m : microbatch_counts(s)) {
-        ++considered_;
-        if (s.least_memory > capacity_) {
-          note_least(s, m);
-          continue;
-        }
-        const double samples = double{1} * s.data_parallel * models_[s.model].micro_batch_size * m;
-        const double bound = samples / (step_bound(s, m) + s.allreduce_bound);
+        // Every schedule (and in-flight limit) this shape and M can run is
+        // a configuration, counted whether or not it is pruned.
+        std::vector<std::pair<const ScheduleInfo*, int>> runnable;
         for (const std::string& name : schedule_names(o_)) {
           const ScheduleInfo& info = schedule_info(name);
           const int want_v = info.fixed_chunks > 0 ? info.fixed_chunks : 1;
           if (info.uses_chunks ? s.chunks < 2 : s.chunks != want_v) continue;
           std::vector<int> ns = {0};
           if (info.uses_inflight) ns = inflight_counts(s.stages);
-          for (int n : ns) specs_.push_back({&info, si, m, n, bound});
+          for (int n : ns) runnable.emplace_back(&info, n);
         }
+        considered_ += static_cast<int64_t>(runnable.size());
+        if (runnable.empty()) continue;
+        if (s.least_memory > capacity_) {
+          note_least(s, m);
+          continue;
+        }
+        const double samples = double{1} * s.data_parallel * models_[s.model].micro_batch_size * m;
+        const double bound = samples / (step_bound(s, m) + s.allreduce_bound);
+        for (const auto& [info, n] : runnable) specs_.push_back({info, si, m, n, bound});
       }
     }
   }

@@ -49,13 +49,7 @@ Repriced reprice(const ResultConfig& c) {
     r.parts = make_partition(c.partition, r.units, r.times, parts, popts);
   }
   r.costs = model_costs(r.units, r.times, r.parts, c.stages, c.chunks, r.device.link());
-  ScheduleParams p;
-  p.stages = c.stages;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.inflight = c.inflight;
-  p.sync_warmup = c.sync_warmup;
-  p.batches = c.batches;
+  ScheduleParams p = schedule_params(c);
   if (schedule_info(c.schedule).uses_times) set_pass_times(r.costs, p);
   r.schedule = generate_schedule(c.schedule, p);
   return r;
@@ -131,9 +125,14 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
       bf += p.measured_bwd[s] * p.model_bwd[s];
       bp += p.model_bwd[s] * p.model_bwd[s];
     }
-    if (const auto& l = e->result.metrics->theory->link; l && l->bandwidth > 0) {
-      latency += l->latency_seconds;
-      bandwidth += l->bandwidth;
+    // The link within a host (the planner's stages of one node); a
+    // network link, where the run crossed hosts, is not calibrated from.
+    for (const MeasuredLinkFigures& l : e->result.metrics->theory->links) {
+      if (l.path != "host" || !std::isfinite(l.bandwidth_bytes_per_second) ||
+          l.bandwidth_bytes_per_second <= 0)
+        continue;
+      latency += l.latency_seconds;
+      bandwidth += l.bandwidth_bytes_per_second;
       ++links;
     }
     ++cal.results;

@@ -33,14 +33,7 @@ Timeline predicted_timeline(const ResultEntry& entry, std::string* source) {
     return {};
   }
   try {
-    ScheduleParams p;
-    p.stages = c.stages;
-    p.microbatches = c.microbatches;
-    p.chunks = c.chunks;
-    p.inflight = c.inflight;
-    p.sync_warmup = c.sync_warmup;
-    p.batches = c.batches;
-    const Schedule schedule = generate_schedule(c.schedule, p);
+    const Schedule schedule = generate_schedule(c.schedule, schedule_params(c));
     StageCosts costs;
     costs.stages = c.stages;
     costs.chunks_per_stage = c.chunks;

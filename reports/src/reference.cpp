@@ -94,6 +94,8 @@ ClaimCheck parse_check(const JsonObject& o) {
                              : std::to_string(static_cast<long long>(o.get<double>("value")));
   }
   c.stage = static_cast<int>(o.get_or("stage", static_cast<double>(c.stage)));
+  c.ranks = o.get_or("ranks", 0);
+  if (c.ranks < 0) o.fail("ranks", "expected >= 0");
   c.documented = o.get_or("documented", c.documented);
   c.tolerance = o.get_or("tolerance", c.tolerance);
   c.groups = groups(o);

@@ -33,6 +33,7 @@ bool entry_less(const ResultEntry* a, const ResultEntry* b) {
   if (x.schedule != y.schedule) return x.schedule < y.schedule;
   if (x.partition != y.partition) return x.partition < y.partition;
   if (x.stages != y.stages) return x.stages < y.stages;
+  if (x.data_parallel != y.data_parallel) return x.data_parallel < y.data_parallel;
   if (x.microbatches != y.microbatches) return x.microbatches < y.microbatches;
   if (x.inflight != y.inflight) return x.inflight < y.inflight;
   if (x.chunks != y.chunks) return x.chunks < y.chunks;
@@ -104,8 +105,9 @@ void rule_findings(GroupView& g) {
   std::map<std::string, std::vector<const ResultEntry*>> setups;
   for (const ResultEntry* e : g.entries) {
     const ResultConfig& c = e->result.config;
-    setups[c.partition + " P=" + std::to_string(c.stages) + " M=" + std::to_string(c.microbatches) +
-           " " + c.model + " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
+    setups[c.partition + " P=" + std::to_string(c.stages) +
+           " D=" + std::to_string(c.data_parallel) + " M=" + std::to_string(c.microbatches) + " " +
+           c.model + " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }
   int s7_cases = 0, s7_mem = 0, s7_speed = 0;
@@ -260,7 +262,8 @@ void showcase(GroupView& g) {
     if (e->result.status != ResultStatus::kOk) continue;
     const ResultConfig& c = e->result.config;
     by_setup[c.partition + " P=" + std::to_string(c.stages) +
-             " M=" + std::to_string(c.microbatches) + " budget=" + std::to_string(c.memory_budget)]
+             " D=" + std::to_string(c.data_parallel) + " M=" + std::to_string(c.microbatches) +
+             " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }
   auto schedules = [](const std::vector<const ResultEntry*>& es) {
@@ -354,6 +357,21 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
     history.push_back(std::move(n));
   }
   return build_report_model(std::move(loaded), std::move(reference), std::move(history), options);
+}
+
+std::vector<const ResultEntry*> allreduce_entries(const GroupView& group) {
+  std::vector<const ResultEntry*> rows;
+  for (const ResultEntry* e : group.entries) {
+    if (e->result.status == ResultStatus::kOk && e->result.metrics && e->result.metrics->allreduce)
+      rows.push_back(e);
+  }
+  return rows;
+}
+
+std::string stages_text(const ResultConfig& config) {
+  return config.data_parallel > 1
+             ? std::to_string(config.stages) + " x " + std::to_string(config.data_parallel)
+             : std::to_string(config.stages);
 }
 
 std::vector<const ResultEntry*> device_entries(const GroupView& group) {

@@ -245,7 +245,7 @@ ResultEntry synthetic_result(const std::string& schedule, int stages, int microb
   ResultMetrics m;
   m.samples_per_second = 2.0 * microbatches / sim.step_time;
   TheoryFigures t;
-  t.link = LinkFigures{link.latency, link.bandwidth};
+  t.links = {MeasuredLinkFigures{"host", link.latency, link.bandwidth, 8, {}}};
   const bool split = schedule_info(schedule).splits_backward;
   for (const ChunkCost& cc : model.chunks) {
     StageActionTimes a;

@@ -10,12 +10,17 @@
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
 
 CpuBackend::CpuBackend(const BackendConfig& config)
-    : learning_rate_(config.learning_rate), plant_factor_(config.plant_factor) {
+    : learning_rate_(config.learning_rate),
+      plant_factor_(config.plant_factor),
+      microbatches_(config.microbatches),
+      replica_(config.replica),
+      replicas_(config.replicas) {
   const int virtual_stages = config.stages * config.chunks;
   PPB_CHECK(static_cast<int>(config.parts.size()) == virtual_stages,
             "cpu backend: parts must have stages * chunks ranges");
@@ -23,7 +28,10 @@ CpuBackend::CpuBackend(const BackendConfig& config)
   PPB_CHECK(config.microbatches >= 1, "cpu backend: microbatches must be >= 1");
   CpuModelOptions options;
   options.seed = config.seed;
-  options.loss_scale = 1.0f / static_cast<float>(config.microbatches);
+  PPB_CHECK(config.replicas >= 1 && config.replica >= 0 && config.replica < config.replicas,
+            "cpu backend: replica out of range");
+  // The mean over the global batch: the all-reduce sums the replicas' parts.
+  options.loss_scale = 1.0f / static_cast<float>(config.microbatches * config.replicas);
   options.weight_stashing = config.weight_stashing;
   const Placement place = config.placement.empty()
                               ? Placement(config.stages, config.chunks)
@@ -50,22 +58,22 @@ int64_t CpuBackend::activation_bytes(int c) const {
 
 void CpuBackend::forward(int c, int64_t mb, const std::byte* in, std::byte* out) {
   const PlantedWork planted(plant_factor_);
-  chunk(c).forward(mb, in, out);
+  chunk(c).forward(data(mb), in, out);
 }
 
 void CpuBackend::backward(int c, int64_t mb, const std::byte* grad_out, std::byte* grad_in) {
   const PlantedWork planted(plant_factor_);
-  chunk(c).backward(mb, grad_out, grad_in);
+  chunk(c).backward(data(mb), grad_out, grad_in);
 }
 
 void CpuBackend::backward_input(int c, int64_t mb, const std::byte* grad_out, std::byte* grad_in) {
   const PlantedWork planted(plant_factor_);
-  chunk(c).backward_input(mb, grad_out, grad_in);
+  chunk(c).backward_input(data(mb), grad_out, grad_in);
 }
 
 void CpuBackend::backward_weight(int c, int64_t mb) {
   const PlantedWork planted(plant_factor_);
-  chunk(c).backward_weight(mb);
+  chunk(c).backward_weight(data(mb));
 }
 
 void CpuBackend::optimizer_step(int c) { chunk(c).sgd_step(learning_rate_); }
@@ -75,10 +83,22 @@ std::vector<std::vector<float>> CpuBackend::gradients(int c) const {
   for (std::span<const float> g : chunk(c).grad_views()) out.emplace_back(g.begin(), g.end());
   return out;
 }
-double CpuBackend::loss(int c, int64_t mb) const { return chunk(c).loss(mb); }
+double CpuBackend::loss(int c, int64_t mb) const { return chunk(c).loss(data(mb)); }
 int CpuBackend::weight_version(int c) const { return chunk(c).weight_version(); }
 int CpuBackend::weight_version_of(int c, int64_t mb) const {
-  return chunk(c).weight_version_of(mb);
+  return chunk(c).weight_version_of(data(mb));
+}
+
+std::vector<std::span<float>> CpuBackend::gradient_buffers(int c) {
+  std::vector<std::span<float>> out;
+  for (std::span<float> g : chunk(c).mutable_grad_views()) {
+    if (!g.empty()) out.push_back(g);
+  }
+  return out;
+}
+
+int64_t CpuBackend::data(int64_t mb) const {
+  return data_microbatch(mb, microbatches_, replica_, replicas_);
 }
 
 double CpuBackend::speed_probe() {

@@ -59,6 +59,18 @@ TimedBackend::TimedBackend(const BackendConfig& config)
   // Count-only: the bytes a real stage would hold, without allocating them.
   memory_.on_alloc(MemCategory::kParameters, counted_params_);
   memory_.on_alloc(MemCategory::kGradients, counted_params_);
+  if (config.replicas > 1) {
+    for (int c = 0; c < chunks_; ++c) {
+      allreduce_buffers_.emplace_back(static_cast<size_t>(cost(c).param_bytes / 4), 0.0f);
+    }
+  }
+}
+
+std::vector<std::span<float>> TimedBackend::gradient_buffers(int chunk) {
+  if (allreduce_buffers_.empty()) return {};
+  std::vector<float>& b = allreduce_buffers_[static_cast<size_t>(chunk)];
+  if (b.empty()) return {};
+  return {std::span<float>(b)};
 }
 
 TimedBackend::~TimedBackend() {

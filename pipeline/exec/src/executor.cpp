@@ -51,10 +51,12 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <span>
 #include <string>
 #include <thread>
 
 #include "ppb/exec/mpi.hpp"
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
@@ -70,6 +72,7 @@ OptimizerPolicy optimizer_policy_for(const ScheduleInfo& schedule) {
 
 struct Executor::Impl {
   MPI_Comm control = MPI_COMM_NULL;  // a private duplicate for barriers
+  MPI_Comm start = MPI_COMM_NULL;    // the step's start barrier (ExecutorOptions::step_comm)
   Backend* backend = nullptr;
   Transport* transport = nullptr;
   ExecutorOptions options;
@@ -99,6 +102,22 @@ struct Executor::Impl {
     }
     barrier([] {});
   }
+  // The barrier that starts a step.
+  void start_barrier() {
+    if (start == MPI_COMM_NULL) {
+      barrier();
+      return;
+    }
+    MPI_Request r = MPI_REQUEST_NULL;
+    PPB_MPI_CHECK(MPI_Ibarrier(start, &r));
+    poll_until(
+        [&] {
+          int done = 0;
+          PPB_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+          return done != 0;
+        },
+        options.wait);
+  }
 };
 
 Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, ExecutorOptions options)
@@ -126,6 +145,16 @@ Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, Execut
   impl_->transport = &transport;
   impl_->options = options;
   impl_->pool = std::make_unique<BufferPool>(backend);
+  if (options.allreduce != nullptr && !options.allreduce->can_reduce(backend.memory_space())) {
+    throw UsageError("--transport " + std::string(options.allreduce->name()) +
+                     ": cannot all-reduce the " + std::string(backend.name()) +
+                     " backend's gradients (" + memory_space_name(backend.memory_space()) +
+                     " memory) across data-parallel replicas");
+  }
+  if (options.step_comm != MPI_COMM_NULL) {
+    PPB_MPI_CHECK(MPI_Comm_dup(options.step_comm, &impl_->start));
+    PPB_MPI_CHECK(MPI_Comm_set_errhandler(impl_->start, MPI_ERRORS_RETURN));
+  }
   if (options.timeout_seconds > 0) {
     watchdog_ = std::make_unique<Watchdog>(rank_, backend.chunks(), options.timeout_seconds);
   }
@@ -134,6 +163,7 @@ Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, Execut
 Executor::~Executor() {
   watchdog_.reset();
   if (impl_->control != MPI_COMM_NULL) MPI_Comm_free(&impl_->control);
+  if (impl_->start != MPI_COMM_NULL) MPI_Comm_free(&impl_->start);
 }
 
 namespace {
@@ -185,6 +215,11 @@ class Executor::Step {
              exec.staging()},
         recvs_(ctx_, x_.options.recv_window),
         sends_(ctx_) {
+    if (x_.options.allreduce != nullptr) {
+      reduce_after_ = allreduce_points(schedule, exec.rank_,
+                                       x_.options.optimizer == OptimizerPolicy::kPerBackward);
+      reducing_.resize(static_cast<size_t>(chunks_));
+    }
     // Pipedream's optimizer steps after every backward (a fence below) and
     // its weight-version probes read the chunk when the action begins: one
     // action on the stream at a time.
@@ -201,6 +236,7 @@ class Executor::Step {
       bool moved = complete();
       moved |= sends_.progress();
       moved |= recvs_.progress();
+      moved |= test_reduces();
       moved |= enqueue();
       if (moved) {
         nap_ = kFirstNap;
@@ -215,6 +251,7 @@ class Executor::Step {
     }
     rec.actions_end = 0;
     for (const ActionRecord& ar : rec.actions) rec.actions_end = std::max(rec.actions_end, ar.end);
+    for (int c = 0; c < static_cast<int>(reducing_.size()); ++c) wait_reduce(c);
     drain();
     rec.end = ctx_.now();
   }
@@ -237,6 +274,10 @@ class Executor::Step {
   // 2 cores shared by 8 ranks.
   static constexpr double kFirstNap = 1e-3;
   static constexpr double kLongestNap = 1e-3;
+  // While an all-reduce is pending: a non-blocking collective advances only
+  // inside MPI calls (no progress thread), one round per call at best, so a
+  // 1 ms nap would stretch a 2(D-1)-round ring to milliseconds.
+  static constexpr double kReduceNap = 100e-6;
 
   Instrumentation* hooks() const { return x_.options.instrumentation; }
   Watchdog* watchdog() const { return exec_.watchdog_.get(); }
@@ -284,6 +325,7 @@ class Executor::Step {
       else
         sends_.send(out, std::move(f.output));
     }
+    if (!reduce_after_.empty() && reduce_after_[f.index] != 0) start_reduce(a.chunk);
     if (optimize_after_[f.index] != 0) {
       // The fence in enqueue() kept the stream empty behind this action.
       if (x_.options.optimizer == OptimizerPolicy::kPerBackward) {
@@ -320,6 +362,8 @@ class Executor::Step {
       }
       const int32_t in = input_of(next_);
       if (in >= 0 && !recvs_.ready(in)) break;
+      // Its gradients are being summed: a backward must not add to them.
+      if (a.kind != ActionKind::kForward && !reducing_.empty()) wait_reduce(a.chunk);
       if (a.overlap) {
         const int32_t partner = input_of(next_ + 1);
         if (partner >= 0 && !recvs_.ready(partner)) break;
@@ -358,7 +402,7 @@ class Executor::Step {
   void wait() {
     if (!inflight_.empty()) {
       InFlight& f = inflight_.front();
-      f.finished = x_.backend->wait(f.ticket, nap_, &f.times);
+      f.finished = x_.backend->wait(f.ticket, reduce_pending() ? kReduceNap : nap_, &f.times);
       nap_ = std::min(2 * nap_, kLongestNap);
       return;
     }
@@ -379,6 +423,72 @@ class Executor::Step {
         [&] {
           if (recvs_.ready(in)) return true;
           if (sends_.pending() > 0) sends_.progress();
+          if (reduce_pending()) test_reduces();  // records its end when it ends
+          return false;
+        },
+        x_.options.wait);
+  }
+
+  // --- data parallelism: the gradient all-reduces ---------------------------
+
+  struct Reduction {
+    bool active = false;
+    std::vector<RequestId> requests;  // still outstanding
+    size_t record = 0;                // in the step record's allreduces
+  };
+
+  bool reduce_pending() const {
+    return std::any_of(reducing_.begin(), reducing_.end(),
+                       [](const Reduction& r) { return r.active; });
+  }
+
+  // Starts summing the chunk's gradients across the replicas (REQUIRES:
+  // its backwards of this optimizer step completed).
+  void start_reduce(int chunk) {
+    wait_reduce(chunk);
+    Reduction& r = reducing_[static_cast<size_t>(chunk)];
+    AllReduceRecord ar;
+    ar.chunk = chunk;
+    ar.start = ctx_.now();
+    for (std::span<float> g : x_.backend->gradient_buffers(chunk)) {
+      ar.bytes += static_cast<int64_t>(g.size_bytes());
+      r.requests.push_back(
+          x_.options.allreduce->iallreduce_sum(g.data(), static_cast<int64_t>(g.size())));
+    }
+    r.active = true;
+    r.record = ctx_.record.allreduces.size();
+    ctx_.record.allreduces.push_back(ar);
+    test_reduce(chunk);
+  }
+
+  // Tests the chunk's all-reduce; true when it completed just now.
+  bool test_reduce(int chunk) {
+    Reduction& r = reducing_[static_cast<size_t>(chunk)];
+    if (!r.active) return false;
+    std::erase_if(r.requests, [this](RequestId id) { return x_.options.allreduce->test(id); });
+    if (!r.requests.empty()) return false;
+    r.active = false;
+    AllReduceRecord& ar = ctx_.record.allreduces[r.record];
+    ar.end = ctx_.now();
+    ctx_.record.allreduce += ar.end - ar.start;
+    return true;
+  }
+
+  bool test_reduces() {
+    bool moved = false;
+    for (int c = 0; c < static_cast<int>(reducing_.size()); ++c) moved |= test_reduce(c);
+    return moved;
+  }
+
+  // Waits for the chunk's all-reduce, progressing the messages meanwhile.
+  void wait_reduce(int chunk) {
+    if (reducing_.empty() || !reducing_[static_cast<size_t>(chunk)].active) return;
+    if (watchdog() != nullptr) watchdog()->set(Doing::kAllReduce, Action{}, chunk);
+    poll_until(
+        [&] {
+          if (test_reduce(chunk)) return true;
+          sends_.progress();
+          recvs_.progress();
           return false;
         },
         x_.options.wait);
@@ -403,6 +513,7 @@ class Executor::Step {
   }
 
   void optimizer(int chunk) {
+    wait_reduce(chunk);
     if (watchdog() != nullptr) watchdog()->set(Doing::kOptimizer, Action{});
     if (hooks() != nullptr) hooks()->optimizer_begin(chunk);
     const double t = ctx_.now();
@@ -433,6 +544,8 @@ class Executor::Step {
   const std::vector<Action>& list_;
   int chunks_;
   std::vector<char> optimize_after_;
+  std::vector<char> reduce_after_;   // allreduce_points (data parallelism; else empty)
+  std::vector<Reduction> reducing_;  // per chunk (data parallelism; else empty)
   StepContext ctx_;
   ReceivePoster recvs_;
   SendTracker sends_;
@@ -496,7 +609,7 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     Step step(*this, schedule, plan, rec);
     if (watchdog_) watchdog_->step_begin(steps_, now_seconds());
     if (hooks != nullptr) hooks->step_begin(steps_);
-    impl_->barrier();
+    impl_->start_barrier();
     step.run();
   }
   if (watchdog_) watchdog_->step_end();

@@ -40,8 +40,8 @@ const Schedule& MemoryGuard::schedule_for(int n) {
 }
 
 const Schedule& MemoryGuard::plan(const Backend& backend) {
-  int rank = 0;
-  PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  int rank = options_.stage;
+  if (rank < 0) PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank));
   std::vector<int64_t> bytes;
   bytes.reserve(static_cast<size_t>(backend.chunks()));
   for (int c = 0; c < backend.chunks(); ++c) bytes.push_back(backend.activation_bytes(c));

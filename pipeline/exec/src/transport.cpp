@@ -144,6 +144,23 @@ void MpiTransport::wait(RequestId request, WaitStrategy strategy) {
   }
 }
 
+RequestId Transport::iallreduce_sum(float* /*data*/, int64_t /*count*/) {
+  throw UsageError("--transport " + std::string(name()) +
+                   ": has no all-reduce for data parallelism (use --transport mpi)");
+}
+
+bool MpiTransport::can_reduce(MemorySpace space) const {
+  return space == MemorySpace::kHost || space == MemorySpace::kPinnedHost || can_access(space);
+}
+
+RequestId MpiTransport::iallreduce_sum(float* data, int64_t count) {
+  PPB_CHECK(count >= 0 && count <= INT_MAX, "all-reduce of more than 2^31-1 values");
+  MPI_Request r = MPI_REQUEST_NULL;
+  PPB_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &r));
+  return acquire(r, -1);
+}
+
 bool mpi_cuda_aware() {
 #if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
   // Compile-time support says the headers know the call; the run-time

@@ -47,6 +47,10 @@ void Watchdog::loop() {
       case Doing::kOptimizer:
         where = "in the optimizer step";
         break;
+      case Doing::kAllReduce:
+        where = "waiting for the gradient all-reduce of chunk " + std::to_string(peer_) +
+                " across the stage's replicas (a replica did not join)";
+        break;
       case Doing::kDrain:
         where = "after its last action (waiting for its sends to complete)";
         break;

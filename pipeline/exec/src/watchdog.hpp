@@ -16,7 +16,16 @@
 namespace ppb {
 
 // What a rank is doing right now, for the watchdog's message.
-enum class Doing : uint8_t { kIdle, kStartBarrier, kCompute, kWaitRecv, kSync, kOptimizer, kDrain };
+enum class Doing : uint8_t {
+  kIdle,
+  kStartBarrier,
+  kCompute,
+  kWaitRecv,
+  kSync,
+  kOptimizer,
+  kAllReduce,  // waiting for a gradient all-reduce across the replicas (peer_ = chunk)
+  kDrain,
+};
 
 std::string action_text(const Action& a, int chunks);
 

@@ -30,6 +30,17 @@ const char* result_status_name(ResultStatus status) {
   return "?";
 }
 
+ScheduleParams schedule_params(const ResultConfig& c) {
+  ScheduleParams p;
+  p.stages = c.stages;
+  p.microbatches = c.microbatches;
+  p.chunks = c.chunks;
+  p.inflight = c.inflight;
+  p.sync_warmup = c.sync_warmup;
+  p.batches = c.batches;
+  return p;
+}
+
 namespace {
 
 // ---------------------------------------------------------------- writing --
@@ -114,10 +125,14 @@ json::object theory_json(const TheoryFigures& t) {
         {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
   });
   o["timeline"] = timeline_json(t.timeline);
-  if (t.link) {
-    o["link"] = json::object{{"latency_seconds", num(t.link->latency_seconds)},
-                             {"bandwidth", num(t.link->bandwidth)}};
-  }
+  o["links"] = array_of(t.links, [](const MeasuredLinkFigures& l) {
+    return json::value(
+        json::object{{"path", l.path},
+                     {"latency_seconds", num(l.latency_seconds)},
+                     {"bandwidth_bytes_per_second", num(l.bandwidth_bytes_per_second)},
+                     {"messages", l.messages},
+                     {"sizes", ints(l.sizes)}});
+  });
   return o;
 }
 
@@ -332,8 +347,29 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
       });
   if (const json::value* v = o.find("timeline"))
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
-  if (const auto l = o.find_object("link"))
-    t.link = LinkFigures{l->get<double>("latency_seconds"), l->get<double>("bandwidth")};
+  t.links = o.optional_array("links", [&o](const json::value& v, const std::string& p) {
+    const JsonObject l = o.reader().object(v, p);
+    MeasuredLinkFigures f;
+    f.path = l.get<std::string>("path");
+    if (f.path != "host" && f.path != "network") {
+      l.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
+    }
+    f.latency_seconds = l.number_or_null("latency_seconds");
+    f.bandwidth_bytes_per_second = l.number_or_null("bandwidth_bytes_per_second");
+    f.messages = l.get<int>("messages");
+    f.sizes = l.get_or("sizes", std::vector<int64_t>{});
+    return f;
+  });
+  // Files written before `links` hold the stage-to-stage link as `link`
+  // (bandwidth 0 = not resolved): the link within a host.
+  if (const auto l = o.find_object("link"); l && t.links.empty()) {
+    MeasuredLinkFigures f;
+    f.path = "host";
+    f.latency_seconds = l->get<double>("latency_seconds");
+    const double bw = l->get<double>("bandwidth");
+    f.bandwidth_bytes_per_second = bw > 0 ? bw : std::numeric_limits<double>::quiet_NaN();
+    t.links.push_back(f);
+  }
   n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
   n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
           true);
@@ -477,6 +513,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   json::object& env = root["environment"].as_object();
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
+  env["rank_hosts"] = strings(result.environment.rank_hosts);
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
@@ -515,6 +552,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const JsonObject env = root.object("environment");
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);
+  out.environment.rank_hosts = env.get_or("rank_hosts", std::vector<std::string>{});
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =
@@ -552,6 +590,54 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   f.step_time_seconds = one("step_time_seconds");
   f.samples_per_second = one("samples_per_second");
   f.bubble_ratio = one("bubble_ratio");
+}
+
+// Data parallelism's fields, written and read in one place each; all
+// optional, so files written before them load as one replica.
+void write_data_parallel_fields(const Result& result, json::object& root) {
+  json::object& config = root["config"].as_object();
+  config["data_parallel"] = result.config.data_parallel;
+  config["rank_order"] = result.config.rank_order;
+  if (!result.metrics || !result.metrics->allreduce) return;
+  const AllReduceFigures& a = *result.metrics->allreduce;
+  json::object& metrics = root["metrics"].as_object();
+  metrics["allreduce_seconds"] = num(a.seconds);
+  metrics["allreduce"] =
+      json::object{{"seconds_per_stage", doubles(a.seconds_per_stage)},
+                   {"overlap_seconds_per_stage", doubles(a.overlap_seconds_per_stage)},
+                   {"bytes_per_stage", ints(a.bytes_per_stage)},
+                   {"exposed_seconds", num(a.exposed_seconds)},
+                   {"latency", num(a.latency)},
+                   {"bandwidth", num(a.bandwidth)},
+                   {"theoretical_seconds_per_stage", doubles(a.theoretical_seconds_per_stage)},
+                   {"bubble_ratio_pipeline", bubble_json(a.bubble_ratio_pipeline)}};
+}
+
+void read_data_parallel_fields(const JsonObject& root, Result& out) {
+  const JsonObject config = root.object("config");
+  out.config.data_parallel = config.get_or("data_parallel", 1);
+  at_least(config, "data_parallel", out.config.data_parallel, 1);
+  out.config.rank_order = config.get_or<std::string>("rank_order", "");
+  if (!out.metrics) return;
+  const JsonObject metrics = root.object("metrics");
+  const std::optional<JsonObject> o = metrics.find_object("allreduce");
+  if (!o) return;
+  const StageCount n{o->reader(), static_cast<size_t>(out.config.stages)};
+  AllReduceFigures& a = out.metrics->allreduce.emplace();
+  a.seconds = metrics.optional_number_or_null("allreduce_seconds");
+  a.seconds_per_stage = o->numbers_or_null("seconds_per_stage");
+  a.overlap_seconds_per_stage = o->numbers_or_null("overlap_seconds_per_stage");
+  a.bytes_per_stage = o->get<std::vector<int64_t>>("bytes_per_stage");
+  a.exposed_seconds = o->number_or_null("exposed_seconds");
+  a.latency = o->number_or_null("latency");
+  a.bandwidth = o->number_or_null("bandwidth");
+  a.theoretical_seconds_per_stage = o->numbers_or_null("theoretical_seconds_per_stage");
+  a.bubble_ratio_pipeline = read_bubble(o->object("bubble_ratio_pipeline"), n, true);
+  n.check(a.seconds_per_stage.size(), o->field("seconds_per_stage"), true);
+  n.check(a.overlap_seconds_per_stage.size(), o->field("overlap_seconds_per_stage"), true);
+  n.check(a.bytes_per_stage.size(), o->field("bytes_per_stage"), true);
+  n.check(a.theoretical_seconds_per_stage.size(), o->field("theoretical_seconds_per_stage"), true);
+  no_negative_bytes(*o, "bytes_per_stage", a.bytes_per_stage);
 }
 
 }  // namespace
@@ -597,6 +683,7 @@ boost::json::value result_to_json(const Result& result) {
                                   {"hostname", e.hostname},
                                   {"cpu", e.cpu}};
   write_gate_fields(result, o);
+  write_data_parallel_fields(result, o);
   return o;
 }
 
@@ -624,6 +711,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   check_collector_actions(r, out);
   out.environment = read_environment(root.object("environment"));
   read_gate_fields(root, out);
+  read_data_parallel_fields(root, out);
   return out;
 }
 

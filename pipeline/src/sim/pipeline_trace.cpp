@@ -128,6 +128,16 @@ void PipelineTrace::add_step(int stage, int k, double start, double end) {
              {{"step", k}});
 }
 
+void PipelineTrace::add_allreduce(int stage, int chunk, int64_t bytes, double start, double end) {
+  PPB_CHECK(stage >= 0 && stage < stages_, "PipelineTrace: stage out of range");
+  Stage& st = tracks_[static_cast<size_t>(stage)];
+  trace::TraceWriter& w = *writers_[static_cast<size_t>(stage)];
+  if (st.allreduce == 0) st.allreduce = w.add_thread("allreduce");
+  const double s = clamp(stage, st.allreduce, start, end);
+  w.complete(st.allreduce, "allreduce s" + std::to_string(stage) + " c" + std::to_string(chunk),
+             "allreduce", s, end - s, {{"chunk", static_cast<int64_t>(chunk)}, {"bytes", bytes}});
+}
+
 void PipelineTrace::write_merged(const std::string& path) const {
   std::vector<const trace::TraceWriter*> ranks;
   ranks.reserve(writers_.size());

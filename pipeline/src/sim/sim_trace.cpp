@@ -24,6 +24,8 @@ PipelineTrace sim_trace(const Schedule& schedule, const SimResult& result) {
                        " has no events (simulate with record_events)");
     }
     for (const SimEvent& e : st.events) t.add_action(s, e.action, e.start, e.end);
+    for (const SimAllReduce& a : st.allreduces)
+      t.add_allreduce(s, a.chunk, a.bytes, a.start, a.end);
   }
   // Each track's slices in order of their end; the flow arrow's id comes from
   // the message plan (unique per message, the same one the executor uses).

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/message_plan.hpp"
 #include "ppb/profiling/check.hpp"
@@ -25,6 +26,7 @@ struct Slot {
 struct StageState {
   size_t next = 0;       // index of the next action in the stage's list
   double free = 0;       // when the stage's compute is free
+  double actions_end = 0;  // end of its last action (free without all-reduce waits)
   bool queued = false;   // on the worklist
   bool at_sync = false;  // registered its arrival at its current SYNC
   bool started = false;  // has run a compute action
@@ -79,6 +81,10 @@ class Simulator {
     const int32_t m = plan_.received[static_cast<size_t>(s)][index];
     return m < 0 ? 0.0 : arrival_[static_cast<size_t>(m)];
   }
+  // Starts the all-reduce of chunk `chunk`'s gradients when action `index`
+  // of stage `s` ends at `end` (data parallelism); returns when the stage
+  // is free again.
+  double allreduce(int s, size_t index, int32_t chunk, double end);
   void push(int s) {
     if (!state_[static_cast<size_t>(s)].queued) {
       state_[static_cast<size_t>(s)].queued = true;
@@ -104,6 +110,8 @@ class Simulator {
   MessagePlan plan_;
   std::vector<double> arrival_;    // per plan message: when it is ready on its consumer
   std::vector<double> link_free_;  // per plan link: when it is free (FIFO)
+  std::vector<std::vector<char>> reduce_after_;  // per stage: allreduce_points (data parallelism)
+  std::vector<double> reduce_free_;              // per stage: when its all-reduces are done
   std::vector<int> work_;
   SimResult result_;
 };
@@ -176,7 +184,7 @@ void Simulator::send(int s, size_t index, double end) {
     // with P == 2 activations and gradients share the one link 0 -> 1.
     double& link = link_free_[static_cast<size_t>(m.link)];
     const double start = std::max(end, link);
-    arrival = start + costs_.link.transfer_time(m.bytes);
+    arrival = start + costs_.link_between(m.from_stage, m.to_stage).transfer_time(m.bytes);
     link = arrival;
     if (options_.record_events) {
       result_.transfers.push_back({s, m.to_stage, m.microbatch, m.from_chunk,
@@ -185,6 +193,21 @@ void Simulator::send(int s, size_t index, double end) {
   }
   arrival_[static_cast<size_t>(id)] = arrival;
   if (m.to_stage != s) push(m.to_stage);
+}
+
+double Simulator::allreduce(int s, size_t index, int32_t chunk, double end) {
+  const auto su = static_cast<size_t>(s);
+  if (reduce_after_.empty() || reduce_after_[su][index] == 0) return end;
+  const int v = plan_.placement.virtual_stage(s, chunk);
+  const int64_t bytes = costs_.chunks[static_cast<size_t>(v)].param_bytes;
+  const double start = std::max(end, reduce_free_[su]);
+  const double finish = start + costs_.allreduce.time(bytes);
+  reduce_free_[su] = finish;
+  SimStage& out = result_.stages[su];
+  out.allreduce += finish - start;
+  out.allreduce_end = std::max(out.allreduce_end, finish);
+  if (options_.record_events) out.allreduces.push_back({chunk, bytes, start, finish});
+  return costs_.allreduce.per_backward ? finish : end;
 }
 
 void Simulator::advance(int s) {
@@ -277,7 +300,8 @@ void Simulator::advance(int s) {
       double& be = result_.batch_end[static_cast<size_t>(a.microbatch / sched_.microbatches)];
       be = std::max(be, end);
     }
-    st.free = end;
+    st.actions_end = end;
+    st.free = a.kind == ActionKind::kSync ? end : allreduce(s, st.next, a.chunk, end);
     ++st.next;
   }
 }
@@ -353,6 +377,11 @@ SimResult Simulator::run() {
   link_free_.assign(plan_.links.size(), 0.0);
   result_.stages.assign(static_cast<size_t>(stages_), SimStage{});
   result_.batch_end.assign(static_cast<size_t>(sched_.batches), 0.0);
+  if (costs_.allreduce.replicas > 1) {
+    for (int s = 0; s < stages_; ++s)
+      reduce_after_.push_back(allreduce_points(sched_, s, costs_.allreduce.per_backward));
+    reduce_free_.assign(static_cast<size_t>(stages_), 0.0);
+  }
   if (options_.record_events) {
     size_t sends = 0;
     for (int s = 0; s < stages_; ++s) {
@@ -377,19 +406,28 @@ SimResult Simulator::run() {
   }
 
   double makespan = 0;
-  for (const StageState& st : state_) makespan = std::max(makespan, st.free);
+  double pipeline = 0;
+  for (const StageState& st : state_) {
+    makespan = std::max(makespan, st.free);
+    pipeline = std::max(pipeline, st.actions_end);
+  }
+  for (const SimStage& st : result_.stages) makespan = std::max(makespan, st.allreduce_end);
   result_.step_time = makespan;
+  result_.pipeline_time = pipeline;
   double sum_busy = 0;
   double sum_idle = 0;
   double sum_ratio = 0;
+  double sum_ratio_pipeline = 0;
   for (SimStage& st : result_.stages) {
     st.idle = makespan - st.busy;
     sum_busy += st.busy;
     result_.stage_span = std::max(result_.stage_span, st.span());
     sum_idle += st.idle;
     if (makespan > 0) sum_ratio += st.idle / makespan;
+    if (pipeline > 0) sum_ratio_pipeline += (pipeline - st.busy) / pipeline;
   }
   result_.bubble_ratio = sum_ratio / static_cast<double>(stages_);
+  result_.bubble_ratio_pipeline = sum_ratio_pipeline / static_cast<double>(stages_);
   result_.bubble_overhead = sum_busy > 0 ? sum_idle / sum_busy : 0.0;
   // In-flight pairs and their activations follow each list in order: the
   // memory model's walk (memory_model.hpp), the one rule the executor's

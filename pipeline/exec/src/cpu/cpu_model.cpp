@@ -424,6 +424,14 @@ std::vector<std::span<float>> CpuChunk::mutable_param_views() {
   return views;
 }
 
+std::vector<std::span<float>> CpuChunk::mutable_grad_views() {
+  std::vector<std::span<float>> views;
+  for (const auto& u : state_) {
+    views.emplace_back(floats(u->grads), static_cast<size_t>(u->param_count));
+  }
+  return views;
+}
+
 int CpuChunk::weight_version_of(int64_t mb) const { return ledger_.version_of(mb); }
 
 }  // namespace ppb

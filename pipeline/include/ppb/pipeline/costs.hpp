@@ -29,7 +29,8 @@ struct ChunkCost {
 /// by the cost flags); latency/bandwidth come from a device or cluster
 /// description. bandwidth <= 0 means infinite. Transfers between the same
 /// ordered pair of stages share that link one after another (FIFO);
-/// transfers never block compute.
+/// transfers never block compute. StageCosts may hold two: one between
+/// stages on one host and one between hosts (a network).
 struct LinkModel {
   double comm_time = 0;
   double latency = 0;
@@ -40,13 +41,59 @@ struct LinkModel {
   }
 };
 
+/// The gradient all-reduce of data parallelism (data_parallel.hpp): each
+/// stage's gradients are summed across its `replicas` copies by a ring
+/// all-reduce, whose time for `bytes` is
+///   2 (D-1) x latency + 2 (D-1)/D x bytes / bandwidth
+/// (D = replicas: a reduce-scatter and an all-gather of D-1 steps each, every
+/// step moving bytes/D per rank). bandwidth <= 0 means infinite. replicas ==
+/// 1 (one pipeline) costs nothing.
+struct AllReduceModel {
+  int replicas = 1;
+  double latency = 0;    ///< seconds per ring step
+  double bandwidth = 0;  ///< bytes per second per rank
+  /// The optimizer steps after every backward (a schedule whose registry
+  /// entry says optimizer_per_backward): the stage waits for each
+  /// all-reduce before its next action. Otherwise an all-reduce overlaps
+  /// the stage's later actions and only the step's end waits for it.
+  bool per_backward = false;
+
+  /// Seconds of one all-reduce of `bytes`; 0 when replicas <= 1.
+  double time(int64_t bytes) const {
+    if (replicas <= 1) return 0;
+    const double d = replicas;
+    const double steps = 2.0 * (d - 1.0);
+    return steps * latency +
+           (bandwidth > 0 ? steps / d * static_cast<double>(bytes) / bandwidth : 0.0);
+  }
+};
+
 /// REQUIRES: chunks.size() == stages * virtual_chunks_per_stage.
 struct StageCosts {
   int stages = 1;
   int chunks_per_stage = 1;
   std::vector<ChunkCost> chunks;  ///< indexed by virtual stage (model order)
+  /// Every transfer's link; with host_of_stage set, the link between
+  /// stages on one host only.
   LinkModel link;
+  /// optional: the host index of each stage (empty = all on one host). A
+  /// transfer between stages of different hosts takes network_link.
+  std::vector<int> host_of_stage;
+  LinkModel network_link;  ///< between hosts; used only with host_of_stage
+  /// Data parallelism: the all-reduce of each chunk's gradients
+  /// (ChunkCost::param_bytes of its virtual stage) across the replicas.
+  AllReduceModel allreduce;
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
+
+  /// The link a transfer from `from_stage` to `to_stage` takes.
+  /// Example: host_of_stage {0, 0, 1, 1}: link_between(1, 2) is network_link,
+  /// link_between(0, 1) is link.
+  const LinkModel& link_between(int from_stage, int to_stage) const {
+    const auto n = host_of_stage.size();
+    const auto f = static_cast<size_t>(from_stage);
+    const auto t = static_cast<size_t>(to_stage);
+    return f < n && t < n && host_of_stage[f] != host_of_stage[t] ? network_link : link;
+  }
 
   /// The cost of local chunk `chunk` of `stage` under `placement`.
   const ChunkCost& at(const Placement& placement, int stage, int chunk) const {

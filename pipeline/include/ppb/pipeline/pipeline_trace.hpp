@@ -19,6 +19,8 @@
 //    seq), from the middle of the send slice to the middle of the receive;
 //  * steps: "ProfilerStep#<k>" slices, category "user_annotation", on the
 //    "steps" track (Holistic Trace Analysis finds iterations by that name);
+//  * gradient all-reduces (data parallelism): "allreduce s2 c0", category
+//    "allreduce", args chunk and bytes, on an "allreduce" track;
 //  * device operations (a measured run with --profile cupti): one track per
 //    device stream, "stream <id>", after the host tracks; kernels, copies
 //    and memsets under their profiler names ("Memcpy DtoH (Device ->
@@ -81,6 +83,8 @@ class PipelineTrace {
   void add_message(bool send, const TraceMessage& message, double start, double end, uint64_t seq);
   /// Step `k` of `stage` over [start, end).
   void add_step(int stage, int k, double start, double end);
+  /// The all-reduce of `chunk`'s gradients on `stage` over [start, end).
+  void add_allreduce(int stage, int chunk, int64_t bytes, double start, double end);
 
   /// The per-stage writers (index = stage).
   const std::vector<std::unique_ptr<trace::TraceWriter>>& writers() const { return writers_; }
@@ -98,6 +102,7 @@ class PipelineTrace {
   struct Stage {
     int compute = 0;
     int steps = 0;
+    int allreduce = 0;
     std::vector<int> send;  // tid by neighbour stage (0 = none yet)
     std::vector<int> recv;
     std::vector<double> last_end;    // by tid

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/memory.hpp"
 
 namespace ppb {
@@ -95,6 +96,12 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
+  /// optional: D, the data-parallel replicas of the pipeline (the job ran on
+  /// stages x data_parallel ranks); 1 when absent (files written before it).
+  int data_parallel = 1;
+  /// optional: how ranks map to (stage, replica): "dp-pp" (a stage's D ranks
+  /// adjacent, Megatron-LM's order) or "pp-dp"; "" when not recorded.
+  std::string rank_order;
   /// optional: the unit ranges the partition gave each virtual stage, in
   /// the `manual:` form "0-9,10-30,31-58" (format_partition), so that a
   /// calibration re-prices exactly these parts ("" = not recorded).
@@ -102,6 +109,11 @@ struct ResultConfig {
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
+
+/// The schedule parameters a result ran with: P, M, V, N, K and batches
+/// (wgrad_share and the pass times of zb-1p/zb-2p keep their defaults:
+/// set_pass_times supplies the latter from the caller's costs).
+ScheduleParams schedule_params(const ResultConfig& c);
 
 /// Step time over the timed iterations, seconds (docs/metrics.md).
 struct StepTimeStats {
@@ -174,13 +186,21 @@ struct TimelineEvent {
 /// Per stage, in execution order.
 using Timeline = std::vector<std::vector<TimelineEvent>>;
 
-/// The stage-to-stage link measured in the median step: latency + bytes /
-/// bandwidth fitted over the messages whose receiver waited for them.
-struct LinkFigures {
-  double latency_seconds = 0;
-  double bandwidth = 0;  ///< bytes/s; 0 = not resolved (infinite)
+/// A stage-to-stage link as `run` fitted it from its own transfers
+/// (docs/metrics.md, "Measured links"): transfer time = latency + bytes /
+/// bandwidth. JSON: {"path":"network","latency_seconds":..,
+/// "bandwidth_bytes_per_second":..,"messages":..,"sizes":[..]}.
+struct MeasuredLinkFigures {
+  /// "host": between ranks on one host; "network": between hosts.
+  std::string path;
+  double latency_seconds = 0;  ///< the fit's intercept (number or null)
+  /// number or null: null (NaN) when the transfers had a single size (then
+  /// latency_seconds is their median time and no bandwidth is fitted).
+  double bandwidth_bytes_per_second = 0;
+  int messages = 0;            ///< transfers the fit used
+  std::vector<int64_t> sizes;  ///< their distinct sizes, bytes, ascending
 
-  friend bool operator==(const LinkFigures&, const LinkFigures&) = default;
+  friend bool operator==(const MeasuredLinkFigures&, const MeasuredLinkFigures&) = default;
 };
 
 /// What the simulator predicts for this combination, fed with the measured
@@ -196,7 +216,9 @@ struct TheoryFigures {
   std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
   std::vector<StageActionTimes> action_seconds;          ///< optional: per stage
   Timeline timeline;                                     ///< optional: predicted median step
-  std::optional<LinkFigures> link;  ///< optional: the measured link the prediction used
+  /// optional: the links the simulation was fed, one per path that carried
+  /// transfers ("host" first, then "network").
+  std::vector<MeasuredLinkFigures> links;
 
   friend bool operator==(const TheoryFigures&, const TheoryFigures&) = default;
 };
@@ -271,6 +293,33 @@ struct SpreadFigures {
   friend bool operator==(const SpreadFigures&, const SpreadFigures&) = default;
 };
 
+/// Data parallelism (config.data_parallel > 1): the gradient all-reduce of
+/// each stage across its replicas, in the median step (docs/metrics.md,
+/// "Data parallelism"). Per-stage lists are means over the stage's replicas.
+/// JSON: `seconds` is metrics.allreduce_seconds, the rest metrics.allreduce.
+struct AllReduceFigures {
+  double seconds = 0;                     ///< mean over stages of seconds_per_stage
+  std::vector<double> seconds_per_stage;  ///< summed per step: posted -> seen complete
+  /// Of seconds_per_stage, the time the stage's compute ran at once.
+  std::vector<double> overlap_seconds_per_stage;
+  std::vector<int64_t> bytes_per_stage;  ///< gradient bytes all-reduced per step
+  /// Step time - pipeline time (the end of the last action on any rank):
+  /// what the all-reduce adds to the step beyond the pipeline.
+  double exposed_seconds = 0;
+  /// The ring model (2(D-1) x latency + 2(D-1)/D x bytes / bandwidth)
+  /// fitted to the measured all-reduces; the theory uses it.
+  double latency = 0;
+  double bandwidth = 0;  ///< bytes/s (number or null: infinite)
+  /// The simulator's all-reduce seconds per stage with that model.
+  std::vector<double> theoretical_seconds_per_stage;
+  /// The bubble ratio without the all-reduce: per stage (pipeline time -
+  /// compute busy) / pipeline time, measured and theoretical. The result's
+  /// bubble_ratio is the one with it (over the whole step).
+  BubbleFigures bubble_ratio_pipeline;
+
+  friend bool operator==(const AllReduceFigures&, const AllReduceFigures&) = default;
+};
+
 /// Measured figures (docs/metrics.md).
 struct ResultMetrics {
   double samples_per_second = 0;
@@ -302,6 +351,8 @@ struct ResultMetrics {
   /// optional: the device figures of a run with a device profiler
   /// (--profile cupti), beside the host-side bubble and busy figures.
   std::optional<DeviceFigures> device;
+  /// optional: the gradient all-reduce (data parallelism only).
+  std::optional<AllReduceFigures> allreduce;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };
@@ -310,6 +361,9 @@ struct ResultMetrics {
 /// (e.g. cuda/gpus/driver on a CPU-only machine), but every key is written.
 struct ResultEnvironment {
   std::vector<std::string> hosts;  ///< distinct host names of the ranks
+  /// optional: the host of each rank (index = rank); empty in files written
+  /// before the field.
+  std::vector<std::string> rank_hosts;
   int ranks = 0;
   std::string mpi;                ///< MPI library and version
   std::string cuda;               ///< CUDA runtime version, "" without

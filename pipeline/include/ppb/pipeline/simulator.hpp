@@ -11,7 +11,8 @@
 //  * messages are the message plan's (message_plan.hpp); a transfer starts
 //    when the producing action ends and its link (the ordered stage pair) is
 //    free — links serve transfers first in, first out —
-//    and takes costs.link.transfer_time(bytes) (F's output: send_bytes of its
+//    and takes costs.link_between(from, to).transfer_time(bytes) (the
+//    network link between stages on different hosts; F's output: send_bytes of its
 //    virtual stage v; a gradient back to v-1: send_bytes of v-1). Sends never block compute
 //    (compute/communication overlap). Between virtual stages of the same
 //    physical stage (P == 1) there is no transfer: the input is ready when
@@ -22,7 +23,13 @@
 //  * SYNC is a barrier: every stage leaves its k-th SYNC at the latest arrival
 //    at that SYNC plus costs.link.latency (plus nothing when P == 1);
 //  * F takes fwd, I bwd_input, W bwd_weight, B bwd_input + bwd_weight of the
-//    action's virtual stage.
+//    action's virtual stage;
+//  * data parallelism (costs.allreduce.replicas > 1): after the actions
+//    allreduce_points() names, the chunk's gradients (param_bytes of its
+//    virtual stage) are all-reduced across the replicas, one all-reduce at
+//    a time per stage (FIFO), in costs.allreduce.time(bytes); they overlap
+//    the stage's later actions, except with per_backward, where the stage
+//    waits for each. Every replica runs alike, so one replica is simulated.
 //
 // Cost: O(number of actions + number of transfers) time and memory.
 //
@@ -72,9 +79,21 @@ struct SimTransfer {
   int64_t flow_id = 0;  ///< the message plan's id (PlannedMessage::flow_id)
 };
 
+/// One gradient all-reduce of a stage (data parallelism).
+struct SimAllReduce {
+  int32_t chunk = 0;
+  int64_t bytes = 0;
+  double start = 0;
+  double end = 0;
+};
+
 struct SimStage {
   double busy = 0;  ///< summed durations of its F/B/I/W actions
   double idle = 0;  ///< step_time - busy
+  /// Data parallelism: summed all-reduce seconds, and when the last ended.
+  double allreduce = 0;
+  double allreduce_end = 0;
+  std::vector<SimAllReduce> allreduces;  ///< in order (empty without record_events)
   /// Max number of (micro-batch, chunk) pairs held between the start of their
   /// F and the end of their last backward piece (B, or W after I).
   int peak_inflight = 0;
@@ -101,8 +120,13 @@ struct SimResult {
   /// each other without a flush, which is how the Zero Bubble paper counts
   /// (ZB-H2 with TF=TB=TW=1, P=4, M=8: step_time 27, stage_span 24).
   double stage_span = 0;
+  /// End of the last action on any stage: step_time without the gradient
+  /// all-reduce's tail (equal to step_time without data parallelism).
+  double pipeline_time = 0;
   /// Mean over stages of (step_time - busy) / step_time; 0 when step_time is 0.
   double bubble_ratio = 0;
+  /// The same over pipeline_time: the bubble without the all-reduce.
+  double bubble_ratio_pipeline = 0;
   /// Sum of idle / sum of busy (Megatron-LM's normalisation); 0 when busy is 0.
   double bubble_overhead = 0;
   /// batch_end[b] = end of the last action of a micro-batch of batch b (for

@@ -114,7 +114,7 @@ struct Plan {
   std::vector<Candidate> ranked;        ///< fitting, best first (at most options.top)
   std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
   int64_t capacity_bytes = 0;           ///< guard x GPU memory
-  int64_t considered = 0;               ///< configurations in the search space
+  int64_t considered = 0;  ///< configurations in the search space (schedule x shape x M x N)
   int64_t evaluated = 0;                ///< simulated
   std::string advice;                   ///< when nothing fits: what would
 };

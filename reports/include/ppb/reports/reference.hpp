@@ -33,6 +33,9 @@
 //               formula ("(P-1)/M" | "(P-1)/(M+P-1)" | "(P-1)/P"), tolerance (absolute).
 //  * guard      schedules[] (the guarded one), against[] (the unguarded one).
 //  * qualitative  why: not a measurable figure; the verdict says why.
+// Any check may carry "ranks": N, which limits it to results measured on N
+// ranks (stages x data-parallel replicas: a claim about a 32-GPU cluster is
+// checked on 32-rank runs only).
 // Metrics: samples_per_second, step_time, bubble_ratio, bubble_overhead,
 // utilisation (1 - bubble_ratio), peak_memory (max over stages),
 // activations_sum, activations_max, stage_imbalance (max/mean busy time of the
@@ -88,6 +91,7 @@ struct ClaimCheck {
   std::string relation;
   std::string value;
   int stage = -1;
+  int ranks = 0;  ///< only results on this many ranks (stages x data_parallel); 0 = any
   double documented = std::numeric_limits<double>::quiet_NaN();
   double tolerance = 0;
   std::string unit;

@@ -56,6 +56,13 @@ struct GroupView {
 /// (metrics.device), in the group's order.
 std::vector<const ResultEntry*> device_entries(const GroupView& group);
 
+/// The group's results with status ok that carry data-parallel all-reduce
+/// figures (metrics.allreduce), in the group's order (sorted by P, then D).
+std::vector<const ResultEntry*> allreduce_entries(const GroupView& group);
+
+/// "8" for one pipeline, "8 x 4" for P = 8 stages x D = 4 replicas.
+std::string stages_text(const ResultConfig& config);
+
 struct ReportModel {
   ReportModel() = default;
   ReportModel(const ReportModel&) = delete;  // groups/claims point into `loaded`

@@ -59,6 +59,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -132,6 +133,14 @@ struct BackendConfig {
   /// many there are; the node-local rank picks the GPU.
   int local_rank = 0;
   int local_ranks = 1;
+  /// Data parallelism (data_parallel.hpp): this rank's replica and the
+  /// number of replicas D. The schedule's micro-batch mb is the step's
+  /// global micro-batch data_microbatch(mb, microbatches, replica,
+  /// replicas): cpu draws its tokens for it and scales each loss gradient by
+  /// 1/(D x M), so the sum the all-reduce forms is the global batch's mean
+  /// gradient; timed keeps real gradient buffers for the all-reduce.
+  int replica = 0;
+  int replicas = 1;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
@@ -210,6 +219,13 @@ class Backend {
   /// backend keeps no versions.
   virtual int weight_version(int /*chunk*/) const { return -1; }
   virtual int weight_version_of(int /*chunk*/, int64_t /*mb*/) const { return -1; }
+
+  /// Data parallelism: the weight gradients of `chunk` as buffers in the
+  /// backend's memory space, which the executor sums in place across the
+  /// stage's replicas (Transport::iallreduce_sum) before the chunk's
+  /// optimizer step. Valid for the backend's lifetime; written only by the
+  /// chunk's B and W actions. Empty: nothing to reduce (the default).
+  virtual std::vector<std::span<float>> gradient_buffers(int /*chunk*/) { return {}; }
 
   /// Wall seconds per modelled second of a backend that models time (timed);
   /// 0 for one that computes.
@@ -309,6 +325,7 @@ class CpuBackend final : public StreamBackend {
   double loss(int chunk, int64_t mb) const override;
   int weight_version(int chunk) const override;
   int weight_version_of(int chunk, int64_t mb) const override;
+  std::vector<std::span<float>> gradient_buffers(int chunk) override;
   /// Four single-threaded 256 x 256 x 256 SGEMMs through the kernels' gemm
   /// (about 134 MFLOP) on fixed operands, on the calling thread.
   double speed_probe() override;
@@ -326,6 +343,11 @@ class CpuBackend final : public StreamBackend {
   float learning_rate_;
   double plant_factor_;                // BackendConfig::plant_factor
   std::vector<float> probe_operands_;  // speed_probe(): A, B and C, made on first use
+  // The schedule's micro-batch -> the data's (BackendConfig::replica).
+  int64_t data(int64_t mb) const;
+  int microbatches_ = 1;
+  int replica_ = 0;
+  int replicas_ = 1;
 };
 
 /// The `timed` backend: no computation. Its compute stream is a clock: an
@@ -369,6 +391,10 @@ class TimedBackend final : public StreamBackend {
 
   /// Wall seconds slept per modelled second.
   double time_scale() const override { return time_scale_; }
+  /// With replicas > 1: one real buffer of the chunk's param_bytes, the
+  /// stand-in for its count-only gradients that the all-reduce moves (not
+  /// counted again: the gradients are counted as kGradients).
+  std::vector<std::span<float>> gradient_buffers(int chunk) override;
 
  private:
   const ChunkCost& cost(int chunk) const;
@@ -391,6 +417,7 @@ class TimedBackend final : public StreamBackend {
   // activation bytes), their pass order and their weight versions, kept as
   // CpuChunk keeps them for real (stashes: one counted param_bytes each).
   std::vector<MicrobatchLedger<TrackedBuffer>> ledgers_;
+  std::vector<std::vector<float>> allreduce_buffers_;  // per chunk, replicas > 1 only
 };
 
 /// The default --time-scale of the timed backend: 2 ms divided by the

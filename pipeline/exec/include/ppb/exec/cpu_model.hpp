@@ -152,6 +152,9 @@ class CpuChunk {
   /// weights. Writing them while micro-batches are in flight with weight
   /// stashing on changes the current version only.
   std::vector<std::span<float>> mutable_param_views();
+  /// Writable gradient views (same layout): the data-parallel all-reduce
+  /// sums them in place across replicas.
+  std::vector<std::span<float>> mutable_grad_views();
 
   /// Weight stashing (options.weight_stashing): forward(mb) records the
   /// current weight version; sgd_step() first copies the current weights to

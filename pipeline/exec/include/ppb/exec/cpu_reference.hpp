@@ -25,6 +25,17 @@ struct ReferenceStep {
 ReferenceStep reference_step(const ModelSpec& spec, int microbatches,
                              const CpuModelOptions& options);
 
+/// The global batch of data parallelism (data_parallel.hpp) as D replicas
+/// form it: each replica's M micro-batches (d x M .. d x M + M - 1)
+/// accumulated in order, as a pipeline stage accumulates them, then the D
+/// partial sums added in replica order. With D = 2 any all-reduce's sum of
+/// the two partials is this one bit for bit (fp32 addition commutes); with D
+/// > 2 the all-reduce may add them in another order. The loss is the mean
+/// over the D x M micro-batches in order, as reference_step(). replicas == 1
+/// is reference_step(). REQUIRES: microbatches, replicas >= 1.
+ReferenceStep reference_step_replicas(const ModelSpec& spec, int microbatches, int replicas,
+                                      const CpuModelOptions& options);
+
 /// The --check metric: max|a-b| / max(max|b|, 1e-30) over the elements
 /// (b is the reference). 0 for two empty spans. REQUIRES: equal sizes.
 double max_relative_error(std::span<const float> a, std::span<const float> b);

@@ -25,6 +25,14 @@
 //  * optimizer: OptimizerPolicy::kPerBatch calls optimizer_step(c) for every
 //    chunk once after the last action of each batch (flush schedules);
 //    kPerBackward after every B or W of the chunk (pipedream).
+////  * data parallelism (ExecutorOptions::allreduce, a transport over the D
+//    replicas of this stage): after the actions allreduce_points() names
+//    (data_parallel.hpp: the batch's last B or W of each chunk; every B and
+//    W under kPerBackward) the chunk's Backend::gradient_buffers are summed
+//    across the replicas by non-blocking all-reduces, which progress while
+//    the stage's later actions run; the chunk's optimizer step, and any
+//    later backward of the chunk, wait for them. While one is pending the
+//    loop wakes every 100 us (kReduceNap) to progress it.
 //
 // A step starts with a barrier; times are seconds from this rank's step start
 // (just after that barrier; ranks leave a barrier within microseconds of one
@@ -95,6 +103,15 @@ struct CommRecord {
   int64_t flow_id = 0;
 };
 
+/// One gradient all-reduce of a chunk (data parallelism), seconds from the
+/// step start.
+struct AllReduceRecord {
+  int chunk = 0;
+  int64_t bytes = 0;  ///< gradient bytes summed
+  double start = 0;   ///< posted: when the chunk's last backward of the batch had ended
+  double end = 0;     ///< when this rank saw it complete
+};
+
 /// Receive buffers of one link into this rank.
 struct LinkBuffers {
   int from_stage = 0;
@@ -127,11 +144,13 @@ struct StepRecord {
   double origin = 0;
   std::vector<ActionRecord> actions;  ///< in list order, SYNC included
   std::vector<CommRecord> comms;
-  std::vector<LinkBuffers> links;  ///< the links into this rank, by sending stage
-  double busy = 0;                 ///< summed F/B/I/W durations (compute busy)
-  double wait = 0;                 ///< summed waits for inputs
-  double sync = 0;                 ///< summed time in SYNC barriers
-  double optimizer = 0;            ///< summed optimizer_step time
+  std::vector<LinkBuffers> links;           ///< the links into this rank, by sending stage
+  std::vector<AllReduceRecord> allreduces;  ///< in start order (data parallelism only)
+  double allreduce = 0;                     ///< summed all-reduce seconds
+  double busy = 0;                          ///< summed F/B/I/W durations (compute busy)
+  double wait = 0;                          ///< summed waits for inputs
+  double sync = 0;                          ///< summed time in SYNC barriers
+  double optimizer = 0;                     ///< summed optimizer_step time
   double actions_end =
       0;           ///< end of the last action (docs/metrics.md: the step's end on this rank)
   double end = 0;  ///< after the optimizer and the drain of all sends
@@ -184,6 +203,15 @@ struct ExecutorOptions {
   double timeout_seconds = 0;
   /// Not owned; may be null.
   Instrumentation* instrumentation = nullptr;
+  /// Data parallelism: a transport over the D replicas of this stage whose
+  /// iallreduce_sum() sums each chunk's gradients (see the file comment);
+  /// not owned; null = one replica, nothing reduced. The executor refuses
+  /// one that cannot reduce the backend's memory space (UsageError).
+  Transport* allreduce = nullptr;
+  /// The communicator whose barrier starts every step (the whole job under
+  /// data parallelism, so that the replicas' steps start together);
+  /// MPI_COMM_NULL = the executor's `comm`. SYNC stays on `comm`.
+  MPI_Comm step_comm = MPI_COMM_NULL;
   /// TEST ONLY: rank `debug_stall_rank` never finishes the first action of
   /// step `debug_stall_step` (it sleeps in it), so the watchdog can be tested.
   int debug_stall_rank = -1;

@@ -45,6 +45,9 @@ struct MemoryGuardOptions {
   int64_t budget_bytes = 0;  ///< --memory-budget (> 0)
   double guard = 0.85;       ///< --memory-guard, in (0, 1]
   int max_inflight = 1;      ///< the N asked for (--inflight, default P)
+  /// The stage whose list this rank runs; -1: its rank in `comm`. With data
+  /// parallelism `comm` holds every replica, so all replicas agree on N.
+  int stage = -1;
 };
 
 class MemoryGuard {

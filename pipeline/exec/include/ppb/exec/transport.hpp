@@ -120,6 +120,21 @@ class Transport {
   virtual void wait(RequestId request, WaitStrategy strategy) = 0;
   /// Number of requests not yet completed (for tests and leak checks).
   virtual int outstanding() const = 0;
+
+  // The collective of data parallelism: a transport over the D replicas of
+  // one stage sums each chunk's gradients across them. The default has
+  // none (can_reduce() false); `mpi` implements it with MPI_Iallreduce, a
+  // GPU transport would with its own collective (ncclAllReduce).
+
+  /// True when iallreduce_sum() can read and write buffers in `space`.
+  virtual bool can_reduce(MemorySpace /*space*/) const { return false; }
+  /// Starts summing `count` fp32 values at `data`, in place, across every
+  /// rank of the transport's group: when test()/wait() report the request
+  /// complete, every rank holds the same sum. Collective: every rank starts
+  /// the same all-reduces in the same order. REQUIRES: can_reduce() of the
+  /// buffer's space; 0 <= count <= 2^31-1; data untouched until complete.
+  /// The default throws UsageError naming the transport.
+  virtual RequestId iallreduce_sum(float* data, int64_t count);
 };
 
 /// MPI_Isend/MPI_Irecv of MPI_BYTE on a private duplicate of `comm` (so the
@@ -154,6 +169,11 @@ class MpiTransport final : public Transport {
   bool test(RequestId request) override;
   void wait(RequestId request, WaitStrategy strategy) override;
   int outstanding() const override { return outstanding_; }
+  /// Host memory always (MPI reads it); device memory when CUDA-aware.
+  bool can_reduce(MemorySpace space) const override;
+  /// MPI_Iallreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM) on the transport's
+  /// communicator.
+  RequestId iallreduce_sum(float* data, int64_t count) override;
 
  private:
   RequestId acquire(MPI_Request request, int64_t expected_bytes);
