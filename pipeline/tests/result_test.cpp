@@ -593,8 +593,7 @@ TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
   json::value bad = single;
   find_path(bad, "metrics.theory.link")->as_object()["latency_seconds"] = "fast";
   EXPECT_EQ(error_of(bad),
-            "single.json: field 'metrics.theory.link.latency_seconds': expected a number, got a "
-            "string");
+            "r.json: field 'metrics.theory.link.latency_seconds': expected a number, got a string");
 }
 
 TEST(ResultFile, MalformedFilesNameTheFile) {

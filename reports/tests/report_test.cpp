@@ -862,9 +862,14 @@ TEST(ReportConfirm, RerunOnASlowMachineSaysWhyItCannotTell) {
   std::vector<FixtureSpec> again = probed(two(1.03, 1.0), 1.3);
   again[0].slow_stage = 1;
   again[0].stage_factor = 1.10;
-  const Confirmed c = confirm_case(slow, again);
-  EXPECT_EQ(row_of(c.before, "1f1b").status, RegressionStatus::kRegressed);
-  const RegressionRow& r = row_of(c.after, "1f1b");
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, probed(two(1.0, 1.0)));
+  night(root, "n2", 2, probed(two(1.0, 1.0)));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, slow);
+  const std::string rerun = night(fresh_dir("rerun"), "t", 3, again);
+  EXPECT_EQ(row_of(confirmed_gate(cur, {root}, ""), "1f1b").status, RegressionStatus::kRegressed);
+  const RegressionSummary after = confirmed_gate(cur, {root}, rerun);
+  const RegressionRow& r = row_of(after, "1f1b");
   EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
   bool said = false;
   for (const std::string& n : r.notes) {
