@@ -6,13 +6,13 @@
 #include <string>
 
 #include "cli.hpp"
+#include "ppb/exec/backend.hpp"
+#include "ppb/exec/collector.hpp"
+#include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
-#include "ppb/exec/backend.hpp"
-#include "ppb/exec/collector.hpp"
-#include "ppb/exec/transport.hpp"
 
 namespace ppb::cli {
 namespace {

@@ -578,7 +578,8 @@ void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step
     std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
     for (size_t k = 0; k < steps.size(); ++k) {
       std::vector<double> per_rank;
-      for (const std::vector<double>& rank_steps : per_rank_steps) per_rank.push_back(rank_steps[k]);
+      for (const std::vector<double>& rank_steps : per_rank_steps)
+        per_rank.push_back(rank_steps[k]);
       const std::vector<double> per_stage = fold_replicas(per_rank, stages);
       for (size_t st = 0; st < per_stage.size(); ++st) folded[st].push_back(per_stage[st]);
     }

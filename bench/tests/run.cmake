@@ -10,48 +10,52 @@ set(PPB_RUN_OUT ${CMAKE_CURRENT_BINARY_DIR}/run-tests)
 set(PPB_RUN_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
 set(PPB_FLUSH_SCHEDULES "sync-1f1b,async-1f1b,1f1b,gpipe,hybrid,adaptive,interleaved-1f1b,zb-h1,zb-h2")
 
-# --check on the cpu backend: every flush schedule x every partition on 2 and
-# 4 ranks (gpt-tiny, M=4), plus pipedream's weight-stashing check, through
-# each transport (mpi matches by tag, mpi-ordered in call order as NCCL
-# does, mpi-staged stages every message through pinned buffers and the
-# backend's copy stream). The command exits 1 when a check fails; the checker then asserts
-# every result file is ok with a passing check (9 schedules x 3 partitions +
-# pipedream x 3).
-foreach(transport mpi mpi-ordered mpi-staged)
-  foreach(ranks 2 4)
-    set(name run_check_${transport}_p${ranks})
-    string(REPLACE "-" "_" name ${name})
-    set(dir ${PPB_RUN_OUT}/check-${transport}-p${ranks})
-    ppb_add_mpi_test(${name} RANKS ${ranks}
-      COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all
-              --microbatches 4 --check -n 1 -w 0 --transport ${transport} --out ${dir}
-      LABELS mpi TIMEOUT 240)
-    set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
-    add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 30)
-    set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
-  endforeach()
+# --check on the cpu backend: every flush schedule x every partition (gpt-tiny,
+# M=4), plus pipedream's weight-stashing check, through each transport (mpi
+# matches by tag, mpi-ordered in call order as NCCL does, mpi-staged stages
+# every message through pinned buffers and the backend's copy stream). mpi
+# on 2 and 4 ranks; mpi-ordered on 4 (middle stages talk to two peers, each
+# in its own call order); mpi-staged on 2 (the staging path is per message,
+# the same on every stage). The command exits 1 when a check fails; the
+# checker then asserts every result file is ok with a passing check (9
+# schedules x 3 partitions + pipedream x 3).
+foreach(case mpi:2 mpi:4 mpi-ordered:4 mpi-staged:2)
+  string(REPLACE ":" ";" case ${case})
+  list(GET case 0 transport)
+  list(GET case 1 ranks)
+  set(name run_check_${transport}_p${ranks})
+  string(REPLACE "-" "_" name ${name})
+  set(dir ${PPB_RUN_OUT}/check-${transport}-p${ranks})
+  ppb_add_mpi_test(${name} RANKS ${ranks}
+    COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all
+            --microbatches 4 --check -n 1 -w 0 --transport ${transport} --out ${dir}
+    LABELS mpi TIMEOUT 240)
+  set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
+  add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 30)
+  set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
 endforeach()
 
 # The V-placed, overlapped and automatic schedules (zb-1p, zb-2p, zb-v,
-# dualpipe-v): --check on the cpu backend, every partition, 2 and 4 ranks,
-# M = 8 (dualpipe-v needs 2P), matched by tag and in call order; then on the
-# timed backend (4 ranks, beside 1f1b, gpipe and sync-1f1b, which the memory
-# check orders) each stage's activation peak equals the memory model's and
+# dualpipe-v): --check on the cpu backend, every partition, M = 8
+# (dualpipe-v needs 2P), matched by tag on 2 and 4 ranks and in call order on
+# 4; then on the timed backend (4 ranks, beside 1f1b, gpipe and sync-1f1b,
+# which the memory check orders) each stage's activation peak equals the memory model's and
 # the measured bubble the simulator's, and the traces read.
 set(PPB_NEW_SCHEDULES "zb-1p,zb-2p,zb-v,dualpipe-v")
-foreach(transport mpi mpi-ordered)
-  foreach(ranks 2 4)
-    set(name run_check_v_${transport}_p${ranks})
-    string(REPLACE "-" "_" name ${name})
-    set(dir ${PPB_RUN_OUT}/check-v-${transport}-p${ranks})
-    ppb_add_mpi_test(${name} RANKS ${ranks}
-      COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_NEW_SCHEDULES} --partition all
-              --microbatches 8 --check -n 1 -w 0 --transport ${transport} --out ${dir}
-      LABELS mpi TIMEOUT 240)
-    set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
-    add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 12)
-    set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
-  endforeach()
+foreach(case mpi:2 mpi:4 mpi-ordered:4)
+  string(REPLACE ":" ";" case ${case})
+  list(GET case 0 transport)
+  list(GET case 1 ranks)
+  set(name run_check_v_${transport}_p${ranks})
+  string(REPLACE "-" "_" name ${name})
+  set(dir ${PPB_RUN_OUT}/check-v-${transport}-p${ranks})
+  ppb_add_mpi_test(${name} RANKS ${ranks}
+    COMMAND $<TARGET_FILE:pipebench> run --schedule ${PPB_NEW_SCHEDULES} --partition all
+            --microbatches 8 --check -n 1 -w 0 --transport ${transport} --out ${dir}
+    LABELS mpi TIMEOUT 240)
+  set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
+  add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 12)
+  set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
 endforeach()
 
 # Timed backend against the simulator: 4 ranks with M=8 and 8 ranks with
@@ -115,15 +119,15 @@ foreach(case "dp_p2d2;4;2;1f1b,gpipe,interleaved-1f1b,zb-h1,adaptive,pipedream;d
   list(GET case 5 count)
   set(dir ${PPB_RUN_OUT}/${name})
   ppb_add_mpi_test(run_${name} RANKS ${ranks}
-    COMMAND $<TARGET_FILE:pipebench> run --stages ${stages} --rank-order ${order}
-            --schedule ${schedules} --partition layer --microbatches 4 --check -n 1 -w 0
-            --out ${dir}
-    LABELS mpi TIMEOUT 240)
+  COMMAND $<TARGET_FILE:pipebench> run --stages ${stages} --rank-order ${order}
+          --schedule ${schedules} --partition layer --microbatches 4 --check -n 1 -w 0
+          --out ${dir}
+  LABELS mpi TIMEOUT 240)
   set_tests_properties(run_${name} PROPERTIES FIXTURES_SETUP run_${name}_files)
   add_test(NAME run_${name}_results COMMAND run_results_check check ${dir} ${count})
   add_test(NAME run_${name}_dp COMMAND run_results_check dp ${dir} 2 1)
   set_tests_properties(run_${name}_results run_${name}_dp PROPERTIES
-    LABELS mpi FIXTURES_REQUIRED run_${name}_files)
+  LABELS mpi FIXTURES_REQUIRED run_${name}_files)
 endforeach()
 set(dir ${PPB_RUN_OUT}/timed-dp-p2d2)
 ppb_add_mpi_test(run_timed_dp_p2d2 RANKS 4

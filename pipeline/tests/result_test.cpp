@@ -564,13 +564,9 @@ TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
   r.metrics->theory->links = {MeasuredLinkFigures{"host", 2.5e-5, 3.5e9, 12, {4096, 8192}}};
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("config").at("unit_ranges").as_string(), "0-29,30-58");
-  EXPECT_EQ(doc.at("metrics")
-                .at("theory")
-                .at("links")
-                .at(0)
-                .at("bandwidth_bytes_per_second")
-                .as_double(),
-            3.5e9);
+  EXPECT_EQ(
+      doc.at("metrics").at("theory").at("links").at(0).at("bandwidth_bytes_per_second").as_double(),
+      3.5e9);
   expect_same(r, result_from_json(doc, "r.json"));
 
   json::value old = doc;

@@ -645,8 +645,9 @@ void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Mat
     } else if (same == again.metrics.end()) {
       // A re-run whose timings were not judged (a busy host, a machine at
       // another speed) has only the not-judged figures: say why.
-      const auto skipped = std::find_if(again.metrics.begin(), again.metrics.end(),
-                                        [](const MetricVerdict& r) { return std::isnan(r.change); });
+      const auto skipped =
+          std::find_if(again.metrics.begin(), again.metrics.end(),
+                       [](const MetricVerdict& r) { return std::isnan(r.change); });
       why = skipped != again.metrics.end() && skipped->timing
                 ? "the re-run's " + skipped->text
                 : "the re-run has no " + v.name + " figure";

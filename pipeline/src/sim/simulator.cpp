@@ -24,13 +24,13 @@ struct Slot {
 };
 
 struct StageState {
-  size_t next = 0;       // index of the next action in the stage's list
-  double free = 0;       // when the stage's compute is free
+  size_t next = 0;         // index of the next action in the stage's list
+  double free = 0;         // when the stage's compute is free
   double actions_end = 0;  // end of its last action (free without all-reduce waits)
-  bool queued = false;   // on the worklist
-  bool at_sync = false;  // registered its arrival at its current SYNC
-  bool started = false;  // has run a compute action
-  int syncs_done = 0;    // SYNCs left so far
+  bool queued = false;     // on the worklist
+  bool at_sync = false;    // registered its arrival at its current SYNC
+  bool started = false;    // has run a compute action
+  int syncs_done = 0;      // SYNCs left so far
 };
 
 struct SyncState {

@@ -115,8 +115,8 @@ struct Plan {
   std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
   int64_t capacity_bytes = 0;           ///< guard x GPU memory
   int64_t considered = 0;  ///< configurations in the search space (schedule x shape x M x N)
-  int64_t evaluated = 0;                ///< simulated
-  std::string advice;                   ///< when nothing fits: what would
+  int64_t evaluated = 0;   ///< simulated
+  std::string advice;      ///< when nothing fits: what would
 };
 
 /// Searches and ranks (the file comment). Throws UsageError for bad options
