@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The nightly job on a real scheduler: a single-node Slurm (ci/slurm-local:
 # munged, slurmctld, slurmd) runs ci/nightly.sbatch twice with a small
-# matrix (2 schedules, 2 ranks per sweep, seconds per night):
+# matrix (2 schedules, 2 ranks per sweep, no 32-rank data-parallel run,
+# seconds per night):
 #  night 1: the job runs its MPI jobs with srun, ends COMPLETED (exit 0) and
 #           leaves its results (cpu/, timed/), report and JUnit in its own
 #           folder under the nights' folder, and the `latest` link;
@@ -31,7 +32,7 @@ export SLURM_CONF=$tmp/slurm/slurm.conf
 export PPB_PIPEBENCH=$pb PPB_NIGHTS=$tmp/nights PPB_SCHEDULES=1f1b,gpipe \
   PPB_CPU_PARTITIONS=layer PPB_TIMED_PARTITIONS=layer PPB_CPU_RANKS=2 PPB_TIMED_RANKS=2 \
   PPB_CPU_MICROBATCHES=4 PPB_TIMED_MICROBATCHES=8 PPB_TIMED_MODEL=gpt-tiny \
-  PPB_CPU_ITERS=6 PPB_TIMED_ITERS=10 PPB_MIN_TIME=0
+  PPB_CPU_ITERS=6 PPB_TIMED_ITERS=10 PPB_MIN_TIME=0 PPB_DP_RUN=0
 
 # night NAME WANT_EXIT: one sbatch --wait of the nightly job.
 night() {
