@@ -587,6 +587,15 @@ Plan make_plan(const PlanOptions& options) {
   return planner.run();
 }
 
+ScheduleParams schedule_params(const Candidate& c) {
+  ScheduleParams p;
+  p.stages = c.stages;
+  p.microbatches = c.microbatches;
+  p.chunks = c.chunks;
+  p.inflight = c.inflight;
+  return p;
+}
+
 void write_plan_trace(const PlanOptions& options, const Candidate& c, const std::string& path) {
   ModelSpec spec = options.model;
   spec.micro_batch_size = c.micro_batch_size;
@@ -599,11 +608,7 @@ void write_plan_trace(const PlanOptions& options, const Candidate& c, const std:
   const std::vector<UnitRange> parts =
       make_partition(c.partition, units, times, c.stages * c.chunks, popts);
   const StageCosts costs = model_costs(units, times, parts, c.stages, c.chunks, popts.link);
-  ScheduleParams p;
-  p.stages = c.stages;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.inflight = c.inflight;
+  ScheduleParams p = schedule_params(c);
   if (schedule_info(c.schedule).uses_times) set_pass_times(costs, p);
   const Schedule schedule = generate_schedule(c.schedule, p);
   write_sim_trace(schedule, simulate(schedule, costs), path);

@@ -120,11 +120,7 @@ TEST(Plan, RanksBySimulatedSamplesPerSecond) {
   const StageCosts costs = model_costs(
       units, times, make_partition(w.partition, units, times, w.stages * w.chunks, popts), w.stages,
       w.chunks, popts.link);
-  ScheduleParams p;
-  p.stages = w.stages;
-  p.microbatches = w.microbatches;
-  p.chunks = w.chunks;
-  p.inflight = w.inflight;
+  ScheduleParams p = schedule_params(w);
   if (schedule_info(w.schedule).uses_times) set_pass_times(costs, p);
   const Schedule s = generate_schedule(w.schedule, p);
   const SimResult r = simulate(s, costs);

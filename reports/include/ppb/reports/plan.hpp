@@ -110,6 +110,10 @@ struct Candidate {
   std::string why;  ///< in words: why it leads, or why it loses
 };
 
+/// The schedule parameters of a candidate: P, M, V and N (the pass times of
+/// zb-1p/zb-2p come from its costs: set_pass_times).
+ScheduleParams schedule_params(const Candidate& c);
+
 struct Plan {
   std::vector<Candidate> ranked;        ///< fitting, best first (at most options.top)
   std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
