@@ -1,5 +1,6 @@
 #include "run/run_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 
@@ -269,18 +270,37 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
                      std::to_string(units) + " units: at most " + std::to_string(units) +
                      " stages (run with fewer ranks or a larger model)");
   }
-  // A partition named on the command line must place P stages; under "all"
-  // a partition that cannot is recorded as invalid by the sweep instead.
+  // A partition named on the command line must place the P x V virtual
+  // stages of at least one of the sweep's schedules (V: --chunks, a fixed
+  // chunk count, or 1); a combination it cannot place is recorded as
+  // invalid by the sweep, as is every one under "all".
   const bool all_partitions = o.partitions.find("all") != std::string::npos;
   if (!all_partitions) {
+    std::vector<int> chunk_counts;
+    for (const std::string& s : plan.schedules) {
+      const ScheduleInfo& info = schedule_info(s);
+      const int v = info.fixed_chunks > 0 ? info.fixed_chunks : info.uses_chunks ? o.chunks : 1;
+      if (std::find(chunk_counts.begin(), chunk_counts.end(), v) == chunk_counts.end())
+        chunk_counts.push_back(v);
+    }
+    std::sort(chunk_counts.begin(), chunk_counts.end());
     const std::vector<UnitTime> times = unit_times(plan.units, device_preset(o.device));
     for (const std::string& p : plan.partitions) {
-      try {
-        (void)make_partition(p, plan.units, times, stages);
-      } catch (const UsageError& e) {
-        throw UsageError(std::string("--partition ") + p + " cannot place " +
-                         std::to_string(stages) + " stages: " + e.what());
+      std::string first_error;
+      for (const int v : chunk_counts) {
+        try {
+          (void)make_partition(p, plan.units, times, stages * v);
+          first_error.clear();
+          break;
+        } catch (const UsageError& e) {
+          if (first_error.empty()) {
+            first_error = std::to_string(stages) + " stages" +
+                          (v > 1 ? " x " + std::to_string(v) + " chunks" : "") + ": " + e.what();
+          }
+        }
       }
+      if (!first_error.empty())
+        throw UsageError(std::string("--partition ") + p + " cannot place " + first_error);
     }
   }
   return plan;

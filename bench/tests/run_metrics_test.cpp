@@ -308,6 +308,26 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   RunOptions layers = o;
   layers.model = "gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1";
   EXPECT_NE(message(layers, 3).find("--partition layer cannot place 3 stages"), std::string::npos);
+  // A manual cut places P x V virtual stages: four ranges on 2 ranks are
+  // right for interleaved-1f1b with --chunks 2 and wrong for 1f1b alone.
+  RunOptions manual = o;
+  manual.model = "gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1";
+  manual.partitions = "manual:0-4,5-8,9-12,13-16";
+  manual.schedules = "interleaved-1f1b";
+  EXPECT_EQ(validate_run_options(manual, 2).partitions,
+            (std::vector<std::string>{"manual:0-4,5-8,9-12,13-16"}));
+  manual.schedules = "1f1b,interleaved-1f1b";  // the sweep records 1f1b's as invalid
+  EXPECT_NO_THROW((void)validate_run_options(manual, 2));
+  manual.schedules = "1f1b";
+  EXPECT_NE(message(manual, 2).find("--partition manual:0-4,5-8,9-12,13-16 cannot place 2 "
+                                    "stages: --partition manual:0-4,5-8,9-12,13-16: 4 ranges "
+                                    "given but 2 parts are needed"),
+            std::string::npos)
+      << message(manual, 2);
+  manual.schedules = "interleaved-1f1b";
+  manual.chunks = 3;
+  EXPECT_NE(message(manual, 2).find("cannot place 2 stages x 3 chunks: "), std::string::npos)
+      << message(manual, 2);
   RunOptions backend = o;
   backend.backend = "gpu";
   EXPECT_NE(message(backend, 2).find("--backend: unknown backend 'gpu'"), std::string::npos);
