@@ -14,8 +14,8 @@ check-dp the same shape as a 2 x 2 data-parallel pipeline (--stages 2 on 4
          them); for a run command that takes W = P x D ranks.
 shaped   2 ranks, one per host, the link shaped by tc (tbf) to 1 Gbit/s and
          then 200 Mbit/s; timed backend, interleaved-1f1b (V = 2) with
-         operator cuts inside layers, so that every link carries several
-         message sizes: the bandwidth `run` fits from its own
+         manual cuts at and inside layers, so that every link carries
+         message sizes from 256 KiB to 1.25 MiB: the bandwidth `run` fits from its own
          transfers (metrics.theory.links, "network") is within 10% of the
          configured rate, and the simulator fed with it predicts the
          measured median step within 5%.
@@ -151,9 +151,11 @@ def check_case(per_host, extra, want_files, stage_per_rank=True):
               f"network link {link}")
 
 
-# Cuts inside layers: messages of 4x and 5x seq 128 x hidden 256 x mbs 2 x 4 B.
+# Cuts at a layer's end and inside layers: messages of 1x, 2x and 5x
+# seq 128 x hidden 256 x mbs 2 x 4 B (256 KiB to 1.25 MiB), a spread that
+# separates latency from bandwidth (operator cuts send only 4x and 5x).
 SHAPED_MODEL = "gpt:layers=2,hidden=256,heads=4,seq=128,vocab=1000,mbs=2"
-SHAPED_CUTS = "operator"
+SHAPED_CUTS = "manual:0-6,7-8,9-14,15-16"
 RATES = {"1gbit": 1e9 / 8, "200mbit": 200e6 / 8}  # bytes/s (tc's rates are decimal)
 
 

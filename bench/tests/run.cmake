@@ -286,14 +286,13 @@ endforeach()
 # hosts are network namespaces joined by a veth link (ci/netns-hosts), one
 # Open MPI job spans them through Open MPI's launcher (an agent that enters
 # the host), TCP only. --check on 4 ranks over 2 hosts with each rank's host
-# in the result; a rank killed on the remote host ends the job within 10 s,
-# named with its host, and --resume completes the sweep. Each case makes its
-# own hosts. Skipped (77), saying why, without root or network namespaces.
-# Not in the list yet: check-dp (a 2 x 2 data-parallel pipeline over the
-# same hosts), once run takes more ranks than stages; shaped (the tc-shaped
-# link recovered by run's fit within 10%, the simulated step within 5%),
-# whose fit does not yet hold (multihost.py says what it measures).
-foreach(mode check kill)
+# in the result (check) and as a 2 x 2 data-parallel pipeline (check-dp);
+# the link shaped by tc to 1 Gbit/s and 200 Mbit/s, recovered by run's fit
+# within 10% and the simulated step within 5% (shaped); a rank killed on the
+# remote host ends the job within 10 s, named with its host, and --resume
+# completes the sweep (kill). Each case makes its own hosts. Skipped (77),
+# saying why, without root or network namespaces.
+foreach(mode check check-dp shaped kill)
   add_test(NAME run_multihost_${mode}
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/multihost.py ${mode}
                    $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/multihost-${mode})
