@@ -18,7 +18,9 @@ set(PPB_FLUSH_SCHEDULES "sync-1f1b,async-1f1b,1f1b,gpipe,hybrid,adaptive,interle
 # in its own call order); mpi-staged on 2 (the staging path is per message,
 # the same on every stage). The command exits 1 when a check fails; the
 # checker then asserts every result file is ok with a passing check (9
-# schedules x 3 partitions + pipedream x 3).
+# schedules x 3 partitions + pipedream x 3) and that the cpu backend's
+# tracked activation peak of every stage is the memory model's (the split
+# backward's I -> W bytes included).
 foreach(case mpi:2 mpi:4 mpi-ordered:4 mpi-staged:2)
   string(REPLACE ":" ";" case ${case})
   list(GET case 0 transport)
@@ -32,7 +34,9 @@ foreach(case mpi:2 mpi:4 mpi-ordered:4 mpi-staged:2)
     LABELS mpi TIMEOUT 240)
   set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
   add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 30)
-  set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
+  add_test(NAME ${name}_memory COMMAND run_results_check memory ${dir})
+  set_tests_properties(${name}_results ${name}_memory PROPERTIES LABELS mpi
+                       FIXTURES_REQUIRED ${name}_files)
 endforeach()
 
 # The V-placed, overlapped and automatic schedules (zb-1p, zb-2p, zb-v,
@@ -55,7 +59,9 @@ foreach(case mpi:2 mpi:4 mpi-ordered:4)
     LABELS mpi TIMEOUT 240)
   set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
   add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 12)
-  set_tests_properties(${name}_results PROPERTIES LABELS mpi FIXTURES_REQUIRED ${name}_files)
+  add_test(NAME ${name}_memory COMMAND run_results_check memory ${dir})
+  set_tests_properties(${name}_results ${name}_memory PROPERTIES LABELS mpi
+                       FIXTURES_REQUIRED ${name}_files)
 endforeach()
 
 # Timed backend against the simulator: 4 ranks with M=8 and 8 ranks with

@@ -5,8 +5,9 @@
 //   run_results_check check DIR N         N results, each ok with check passed
 //   run_results_check bubble DIR TOL STEP each ok result: |bubble - theory| <= TOL,
 //                                         |median step - theory step| / theory <= STEP
-//   run_results_check memory DIR          activation peak per stage == simulator's,
-//                                         and sync-1f1b < 1f1b < gpipe (summed) per (partition, M)
+//   run_results_check memory DIR          activation peak per stage == simulator's (the
+//                                         memory model's), and sync-1f1b < 1f1b < gpipe
+//                                         (summed) per (partition, M) where all three ran
 //   run_results_check trace DIR           every result has a merged trace: one pid per
 //                                         stage, an X event per action of the timed steps,
 //                                         as many flow starts as flow ends (> 0)
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "ppb/pipeline/result.hpp"
+#include "ppb/pipeline/schedule.hpp"
 
 namespace {
 
@@ -153,7 +155,10 @@ int main(int argc, char** argv) {
       }
       const auto& inflight = r.metrics->theory->peak_inflight_per_stage;
       const auto& per_mb = r.metrics->theory->activation_bytes_per_microbatch;
-      if (r.config.chunks == 1 && inflight.size() == per_mb.size()) {
+      // A split backward keeps other bytes after I than before it.
+      const ppb::ScheduleInfo* info = ppb::find_schedule_info(r.config.schedule);
+      const bool split = info == nullptr || info->splits_backward;
+      if (r.config.chunks == 1 && !split && inflight.size() == per_mb.size()) {
         for (size_t s = 0; s < inflight.size(); ++s) {
           if (predicted[s] != int64_t{inflight[s]} * per_mb[s])
             fail(name, "peak != peak in-flight x unit bytes on stage " + std::to_string(s));
@@ -165,13 +170,13 @@ int main(int argc, char** argv) {
       groups[r.config.partition + " M=" + std::to_string(r.config.microbatches) +
              " P=" + std::to_string(r.config.stages)][r.config.schedule] = sum(measured);
     }
+    // The order where the sweep ran all three (a sweep of other schedules
+    // checks only the peaks above; a missing result failed above).
     for (const auto& [key, by] : groups) {
       if (by.count("sync-1f1b") && by.count("1f1b") && by.count("gpipe")) {
         if (!(by.at("sync-1f1b") < by.at("1f1b") && by.at("1f1b") < by.at("gpipe"))) {
           fail(key, "activation peaks do not order sync-1f1b < 1f1b < gpipe");
         }
-      } else {
-        fail(key, "needs sync-1f1b, 1f1b and gpipe results to compare");
       }
     }
   } else if (mode == "trace") {

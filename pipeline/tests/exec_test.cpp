@@ -508,6 +508,9 @@ TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
     for (size_t v = 0; v < costs.chunks.size(); ++v) {
       const auto k = static_cast<int64_t>(v + 1);
       costs.chunks[v].activation_bytes = k << 16;
+      // A split backward peaks during I and keeps less until W.
+      costs.chunks[v].input_peak_bytes = (k << 16) + (k << 13);
+      costs.chunks[v].split_kept_bytes = (k << 15) + (k << 11);
       costs.chunks[v].param_bytes = k << 12;
       costs.chunks[v].send_bytes = k << 10;
     }

@@ -94,6 +94,48 @@ TEST(MemoryModel, ActivationsStayUntilTheWeightGradient) {
   EXPECT_EQ(p.weight_stash, 0);
 }
 
+// A split backward: I peaks while it keeps output gradients and frees
+// activations, then the pair keeps what W reads until W. zb-h1's last stage
+// of 2 runs F0 I0 F1 I1 W0 F2 I2 W1 W2: with 100 held from F, 130 at I's
+// peak and 60 after it, the peak is I1's (60 + 130), not 2 x 100.
+TEST(MemoryModel, ASplitBackwardPeaksDuringIAndKeepsWhatWReads) {
+  const Schedule s = make("zb-h1", 2, 3);
+  ActivationProfile p;
+  p.held = 100;
+  p.input_peak = 130;
+  p.after_input = 60;
+  EXPECT_EQ(list_peaks(s, 1, {p}).activations, 190);
+  EXPECT_EQ(list_peaks(s, 1, {100}).activations, 200);  // a flat profile
+  p.after_input = 100;
+  EXPECT_EQ(list_peaks(s, 1, {p}).activations, 230);  // I1 on top of an unchanged I0
+}
+
+// The chunk's profile from its units (model.hpp's table), in I's order,
+// last unit first: attn_out keeps its output gradient, then attention
+// frees its activations; in the other order the gradients pile up.
+TEST(MemoryModel, ChunkProfilesFollowTheUnitsInBackwardOrder) {
+  const ModelSpec spec = parse_model_spec("gpt:layers=1,hidden=64,heads=2,seq=16,vocab=100,mbs=2");
+  const std::vector<Unit> units = expand_units(spec);
+  ASSERT_EQ(units[3].kind, UnitKind::kAttention);
+  ASSERT_EQ(units[4].kind, UnitKind::kAttnOut);
+  ASSERT_EQ(units[5].kind, UnitKind::kLayerNorm2);
+  const int64_t th = spec.tokens() * spec.hidden * spec.bytes_per_element;
+  EXPECT_EQ(units[3].split_kept_bytes, 0);
+  EXPECT_EQ(units[4].split_kept_bytes, units[4].activation_bytes + th);
+  EXPECT_EQ(units[6].split_kept_bytes, units[6].activation_bytes);  // fc1_gelu: in place
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const auto n = static_cast<int>(units.size());
+  const StageCosts a = model_costs(units, times, {{0, 3}, {3, 5}, {5, n}}, 3, 1, {});
+  const ChunkCost& attn = a.chunks[1];  // attention, attn_out
+  EXPECT_EQ(attn.activation_bytes, units[3].activation_bytes + units[4].activation_bytes);
+  EXPECT_EQ(attn.peak_during_input(), attn.activation_bytes + th);
+  EXPECT_EQ(attn.kept_after_input(), units[4].activation_bytes + th);
+  const StageCosts b = model_costs(units, times, {{0, 4}, {4, 6}, {6, n}}, 3, 1, {});
+  const ChunkCost& out_ln = b.chunks[1];  // attn_out, ln2: two gradients kept
+  EXPECT_EQ(out_ln.peak_during_input(), out_ln.activation_bytes + 2 * th);
+  EXPECT_EQ(out_ln.kept_after_input(), out_ln.activation_bytes + 2 * th);
+}
+
 // PipeDream (one optimizer step per backward): on stage 0 the P warm-up
 // forwards use version 0, and before the last of their backwards P - 1
 // older versions are in use: P - 1 stashed copies.

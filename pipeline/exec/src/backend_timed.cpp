@@ -131,9 +131,19 @@ double TimedBackend::account(const ActionCall& call) {
       ledger.for_input_gradient(mb, "backward");
       ledger.finish(mb);
       return c.bwd_input + c.bwd_weight;
-    case ActionKind::kBackwardInput:
-      ledger.for_input_gradient(mb, "backward_input").input_done = true;
+    case ActionKind::kBackwardInput: {
+      // As a computing backend does it: I peaks while it keeps output
+      // gradients and frees activations unit by unit, then keeps what W reads.
+      auto& state = ledger.for_input_gradient(mb, "backward_input");
+      state.input_done = true;
+      {
+        const TrackedBuffer rise =
+            counted(MemCategory::kActivations, c.peak_during_input() - c.activation_bytes);
+      }
+      state.kept[0] = TrackedBuffer();
+      state.kept[0] = counted(MemCategory::kActivations, c.kept_after_input());
       return c.bwd_input;
+    }
     case ActionKind::kBackwardWeight:
       ledger.for_weight_gradient(mb);
       ledger.finish(mb);

@@ -42,7 +42,7 @@ const Schedule& MemoryGuard::schedule_for(int n) {
 const Schedule& MemoryGuard::plan(const Backend& backend) {
   int rank = options_.stage;
   if (rank < 0) PPB_MPI_CHECK(MPI_Comm_rank(comm_, &rank));
-  std::vector<int64_t> bytes;
+  std::vector<ActivationProfile> bytes;  // the guarded schedules have no split backward
   bytes.reserve(static_cast<size_t>(backend.chunks()));
   for (int c = 0; c < backend.chunks(); ++c) bytes.push_back(backend.activation_bytes(c));
   const int64_t static_bytes = backend.memory().current_total();

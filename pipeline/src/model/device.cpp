@@ -268,6 +268,17 @@ StageCosts model_costs(const std::vector<Unit>& units, const std::vector<UnitTim
       c.activation_bytes += units[idx].activation_bytes;
       c.param_bytes += units[idx].param_bytes;
     }
+    // I walks the units backwards, each keeping its output gradient or
+    // freeing its activations as it goes (Unit::split_kept_bytes).
+    c.split_kept_bytes = 0;
+    c.input_peak_bytes = c.activation_bytes;
+    int64_t held = c.activation_bytes;
+    for (int i = r.end - 1; i >= r.begin; --i) {
+      const Unit& u = units[static_cast<size_t>(i)];
+      held += u.split_kept_bytes - u.activation_bytes;
+      c.input_peak_bytes = std::max(c.input_peak_bytes, held);
+      c.split_kept_bytes += u.split_kept_bytes;
+    }
     c.send_bytes = units[static_cast<size_t>(r.end - 1)].boundary_bytes;
     costs.chunks.push_back(c);
   }

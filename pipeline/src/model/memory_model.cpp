@@ -99,7 +99,7 @@ ParameterState parameter_state(int64_t param_bytes, const MemoryModelOptions& op
 }
 
 ListPeaks list_peaks(const Schedule& schedule, int stage,
-                     const std::vector<int64_t>& activation_bytes,
+                     const std::vector<ActivationProfile>& activation_bytes,
                      const std::vector<int64_t>& param_bytes, bool weight_stashing,
                      bool optimizer_per_backward) {
   PPB_CHECK(stage >= 0 && stage < static_cast<int>(schedule.actions.size()),
@@ -128,7 +128,7 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
     const auto c = static_cast<size_t>(std::max(a.chunk, 0));
     switch (a.kind) {
       case ActionKind::kForward:
-        acts += activation_bytes[c];
+        acts += activation_bytes[c].held;
         ++inflight;
         peaks.peak_inflight = std::max(peaks.peak_inflight, inflight);
         peaks.activations = std::max(peaks.activations, acts);
@@ -141,7 +141,8 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardWeight:
-        acts -= activation_bytes[c];
+        acts -= a.kind == ActionKind::kBackward ? activation_bytes[c].held
+                                                : activation_bytes[c].after_input;
         --inflight;
         if (weight_stashing) {
           ChunkVersions& v = versions[c];
@@ -153,7 +154,14 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
           restash();
         }
         break;
-      case ActionKind::kBackwardInput:
+      case ActionKind::kBackwardInput: {
+        const ActivationProfile& p = activation_bytes[c];
+        const int64_t during = acts - p.held + p.input_peak;
+        peaks.activations = std::max(peaks.activations, during);
+        peaks.activations_and_stash = std::max(peaks.activations_and_stash, during + stash);
+        acts += p.after_input - p.held;
+        break;
+      }
       case ActionKind::kSync:
         break;
     }
@@ -196,11 +204,12 @@ std::vector<PredictedMemory> predict_memory(const Schedule& schedule, const Stag
 
   std::vector<PredictedMemory> out(static_cast<size_t>(schedule.stages));
   for (int s = 0; s < schedule.stages; ++s) {
-    std::vector<int64_t> acts, params;
+    std::vector<ActivationProfile> acts;
+    std::vector<int64_t> params;
     int64_t param_bytes = 0;
     for (int c = 0; c < schedule.chunks; ++c) {
       const ChunkCost& cc = costs.at(place, s, c);
-      acts.push_back(cc.activation_bytes);
+      acts.push_back(ActivationProfile::of(cc));
       params.push_back(cc.param_bytes);
       param_bytes += cc.param_bytes;
     }

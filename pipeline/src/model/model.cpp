@@ -243,6 +243,28 @@ std::vector<Unit> expand_units(const ModelSpec& spec) {
   add(UnitKind::kFinalNorm, -1, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, t * h * e, 2 * h * e);
   add(UnitKind::kHead, -1, {gemm(td, hd, vd), 5 * td * vd}, {gemm(td, vd, hd), 2 * td * vd},
       {gemm(td, hd, vd), 0}, (t * h + t * v) * e, 0, h * v * e);
+  for (Unit& u : units) {
+    switch (u.kind) {
+      case UnitKind::kAttention:
+        u.split_kept_bytes = 0;
+        break;
+      case UnitKind::kFc1Gelu:
+      case UnitKind::kHead:
+        u.split_kept_bytes = u.activation_bytes;
+        break;
+      case UnitKind::kQkv:
+        u.split_kept_bytes = u.activation_bytes + 3 * t * h * e;
+        break;
+      case UnitKind::kEmbedding:
+      case UnitKind::kLayerNorm1:
+      case UnitKind::kLayerNorm2:
+      case UnitKind::kAttnOut:
+      case UnitKind::kFc2:
+      case UnitKind::kFinalNorm:
+        u.split_kept_bytes = u.activation_bytes + t * h * e;
+        break;
+    }
+  }
   return units;
 }
 

@@ -433,10 +433,10 @@ SimResult Simulator::run() {
   // memory model's walk (memory_model.hpp), the one rule the executor's
   // accounting and the run's memory prediction share.
   for (int s = 0; s < stages_; ++s) {
-    std::vector<int64_t> chunk_bytes;
+    std::vector<ActivationProfile> chunk_bytes;
     for (int c = 0; c < sched_.chunks; ++c)
-      chunk_bytes.push_back(
-          costs_.chunks[static_cast<size_t>(plan_.placement.virtual_stage(s, c))].activation_bytes);
+      chunk_bytes.push_back(ActivationProfile::of(
+          costs_.chunks[static_cast<size_t>(plan_.placement.virtual_stage(s, c))]));
     const ListPeaks peaks = list_peaks(sched_, s, chunk_bytes);
     SimStage& st = result_.stages[static_cast<size_t>(s)];
     st.peak_inflight = peaks.peak_inflight;

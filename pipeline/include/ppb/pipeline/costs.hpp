@@ -21,7 +21,19 @@ struct ChunkCost {
   double bwd_weight = 0;   ///< of W
   int64_t send_bytes = 0;  ///< bytes F sends to the next virtual stage (B/I send as many back)
   int64_t activation_bytes = 0;  ///< kept from F until the micro-batch's last backward piece
+  /// A split backward's activations: kept from I until W, and the peak
+  /// while I runs (it frees and keeps unit by unit: Unit::split_kept_bytes);
+  /// -1: activation_bytes (costs without a model behind them).
+  int64_t split_kept_bytes = -1;
+  int64_t input_peak_bytes = -1;
   int64_t param_bytes = 0;
+
+  int64_t kept_after_input() const {
+    return split_kept_bytes >= 0 ? split_kept_bytes : activation_bytes;
+  }
+  int64_t peak_during_input() const {
+    return input_peak_bytes >= 0 ? input_peak_bytes : activation_bytes;
+  }
 };
 
 /// Link model: one transfer takes comm_time + latency + bytes / bandwidth.

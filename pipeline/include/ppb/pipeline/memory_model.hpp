@@ -13,7 +13,10 @@
 //                    parameter; below fp32, plus an fp32 master copy (4)
 //   activations      peak over the stage's list of the activation bytes of
 //                    the (micro-batch, chunk) pairs between their F and
-//                    their last backward piece (B, or W after I)
+//                    their last backward piece (B, or W after I); after
+//                    I a pair keeps what W reads (ChunkCost::
+//                    kept_after_input), and I itself peaks on the way
+//                    (ChunkCost::peak_during_input)
 //   weight_stash     schedules with weight stashing: one copy of a chunk's
 //                    parameters per older weight version a micro-batch in
 //                    flight still uses (a version ends at each optimizer
@@ -106,14 +109,37 @@ struct ListPeaks {
   int64_t activations_and_stash = 0;  ///< peak of the two together (at one moment)
 };
 
+/// The activation bytes one (micro-batch, chunk) pair holds: from F; the
+/// peak while a split backward's I runs; from I until W
+/// (ChunkCost::kept_after_input). A plain byte count holds the same
+/// throughout.
+struct ActivationProfile {
+  int64_t held = 0;
+  int64_t input_peak = 0;
+  int64_t after_input = 0;
+
+  ActivationProfile() = default;
+  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions): a byte count is a flat
+  // profile
+  ActivationProfile(int64_t bytes) : held(bytes), input_peak(bytes), after_input(bytes) {}
+  static ActivationProfile of(const ChunkCost& c) {
+    ActivationProfile p;
+    p.held = c.activation_bytes;
+    p.input_peak = c.peak_during_input();
+    p.after_input = c.kept_after_input();
+    return p;
+  }
+};
+
 /// Walks `stage`'s list: activation_bytes[c] and param_bytes[c] per pair of
-/// chunk c. Stashing (weight_stashing) counts older weight versions still in
-/// use; a version ends after each backward (optimizer_per_backward) or after
-/// the last action of each batch.
+/// chunk c (a pair holds `held` from F, peaks at `input_peak` during I and
+/// keeps `after_input` until W). Stashing (weight_stashing) counts older
+/// weight versions still in use; a version ends after each backward
+/// (optimizer_per_backward) or after the last action of each batch.
 /// REQUIRES: stage in [0, P), one entry per chunk in both vectors (param_bytes
 /// may be empty without stashing).
 ListPeaks list_peaks(const Schedule& schedule, int stage,
-                     const std::vector<int64_t>& activation_bytes,
+                     const std::vector<ActivationProfile>& activation_bytes,
                      const std::vector<int64_t>& param_bytes = {}, bool weight_stashing = false,
                      bool optimizer_per_backward = false);
 

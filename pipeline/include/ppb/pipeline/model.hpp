@@ -84,6 +84,15 @@ const char* unit_kind_name(UnitKind kind);
 ///  final_norm  (T*h + 2*T)*e           T*h*e            2*h*e
 ///  head        (T*h + T*V)*e           0                h*V*e
 ///
+/// In a split backward the input-gradient half (I) keeps what the
+/// weight-gradient half (W) reads: a unit with weights keeps its
+/// activations and the gradient of its output (T*h*e; 3*T*h*e for qkv),
+/// except fc1_gelu and head, whose output gradient replaces their kept
+/// pre-activation or probabilities in place; attention (no weights) frees
+/// its activations at I. split_kept_bytes = activation_bytes + that
+/// gradient (embedding, ln, qkv, attn_out, fc2, final_norm), activation_bytes
+/// (fc1_gelu, head) or 0 (attention).
+///
 ///  unit        fwd_flops                   bwd_input_flops            bwd_weight_flops
 ///  embedding   T*h (position add)          0 (ids have no gradient)   2*T*h (scatter-add wte, wpe)
 ///  ln1/ln2/fn  8*T*h                       10*T*h                     3*T*h (dgamma 2, dbeta 1)
@@ -110,6 +119,8 @@ struct Unit {
   double bwd_input_flops = 0;    ///< backward for the unit's input gradient
   double bwd_weight_flops = 0;   ///< backward for the unit's weight gradient
   int64_t activation_bytes = 0;  ///< kept from forward until backward
+  /// Kept from the split backward's I until its W (see the table above).
+  int64_t split_kept_bytes = 0;
   /// Bytes that cross a stage boundary placed right after this unit: its
   /// output plus, inside a transformer layer, the residual stream that a
   /// later unit of the layer adds back (after kAttnOut and kFc2 the residual
