@@ -18,7 +18,9 @@ shaped   2 ranks, one per host, the link shaped by tc (tbf) to 1 Gbit/s and
          message sizes from 256 KiB to 1.25 MiB: the bandwidth `run` fits from its own
          transfers (metrics.theory.links, "network") is within 10% of the
          configured rate, and the simulator fed with it predicts the
-         measured median step within 5%.
+         measured median step within 5%. A rate that misses is measured
+         once more and fails only when both runs miss (timings on a shared
+         machine).
 kill     4 ranks on 2 hosts, timed backend, three combinations; rank 3 (on
          the second host) SIGKILLs itself in the last one: the job ends
          within 10 s, naming rank 3 and its host, the two results before
@@ -159,38 +161,53 @@ SHAPED_CUTS = "manual:0-6,7-8,9-14,15-16"
 RATES = {"1gbit": 1e9 / 8, "200mbit": 200e6 / 8}  # bytes/s (tc's rates are decimal)
 
 
+def shaped_once(rate, bytes_per_s, attempt):
+    """One run on the link shaped to RATE; returns what is wrong (empty: ok)."""
+    netns("shape", NAME, rate)
+    out = os.path.join(work, f"shaped-{rate}-{attempt}")
+    code, text, _, _ = run(hosts_mpirun([1, 1], [
+        "run", "--backend", "timed", "--model", SHAPED_MODEL, "--schedule", "interleaved-1f1b",
+        "--chunks", "2", "--partition", SHAPED_CUTS, "--microbatches", "8", "-n", "3", "-w", "1",
+        "--out", out]))
+    if code != 0:
+        fail(f"{rate}: exit code {code}", text)
+    docs = results(out)
+    if len(docs) != 1:
+        fail(f"{rate}: {len(docs)} result files, want 1: {list(docs)}")
+    name, doc = next(iter(docs.items()))
+    link = network_link(doc, name)
+    if len(link["sizes"]) < 2 or link["bandwidth_bytes_per_second"] is None:
+        fail(f"{rate}: no bandwidth fitted (sizes {link['sizes']}): {link}")
+    fitted = link["bandwidth_bytes_per_second"]
+    measured = doc["metrics"]["step_time_seconds"]["median"]
+    predicted = doc["metrics"]["theory"]["step_time_seconds"]
+    print(f"{rate}: configured {bytes_per_s / 1e6:.1f} MB/s, fitted {fitted / 1e6:.1f} MB/s "
+          f"({fitted / bytes_per_s:.3f}), latency {link['latency_seconds'] * 1e3:.3f} ms over "
+          f"{link['messages']} transfers of sizes {link['sizes']}; step measured "
+          f"{measured * 1e3:.1f} ms, simulated {predicted * 1e3:.1f} ms "
+          f"({predicted / measured:.3f})", flush=True)
+    bad = []
+    if abs(fitted / bytes_per_s - 1) > 0.10:
+        bad.append(f"{rate}: fitted bandwidth {fitted / 1e6:.1f} MB/s is not within 10% of "
+                   f"the configured {bytes_per_s / 1e6:.1f} MB/s")
+    if abs(predicted / measured - 1) > 0.05:
+        bad.append(f"{rate}: simulated step {predicted * 1e3:.1f} ms is not within 5% of the "
+                   f"measured {measured * 1e3:.1f} ms")
+    return bad
+
+
 def shaped():
+    # The figures are timings on a shared machine: a rate that misses is
+    # measured once more (as the nightly gate confirms a regression), and
+    # fails only when both runs miss.
     bad = []
     for rate, bytes_per_s in RATES.items():
-        netns("shape", NAME, rate)
-        out = os.path.join(work, f"shaped-{rate}")
-        code, text, _, _ = run(hosts_mpirun([1, 1], [
-            "run", "--backend", "timed", "--model", SHAPED_MODEL, "--schedule", "interleaved-1f1b",
-            "--chunks", "2", "--partition", SHAPED_CUTS, "--microbatches", "8", "-n", "3", "-w", "1",
-            "--out", out]))
-        if code != 0:
-            fail(f"{rate}: exit code {code}", text)
-        docs = results(out)
-        if len(docs) != 1:
-            fail(f"{rate}: {len(docs)} result files, want 1: {list(docs)}")
-        name, doc = next(iter(docs.items()))
-        link = network_link(doc, name)
-        if len(link["sizes"]) < 2 or link["bandwidth_bytes_per_second"] is None:
-            fail(f"{rate}: no bandwidth fitted (sizes {link['sizes']}): {link}")
-        fitted = link["bandwidth_bytes_per_second"]
-        measured = doc["metrics"]["step_time_seconds"]["median"]
-        predicted = doc["metrics"]["theory"]["step_time_seconds"]
-        print(f"{rate}: configured {bytes_per_s / 1e6:.1f} MB/s, fitted {fitted / 1e6:.1f} MB/s "
-              f"({fitted / bytes_per_s:.3f}), latency {link['latency_seconds'] * 1e3:.3f} ms over "
-              f"{link['messages']} transfers of sizes {link['sizes']}; step measured "
-              f"{measured * 1e3:.1f} ms, simulated {predicted * 1e3:.1f} ms "
-              f"({predicted / measured:.3f})")
-        if abs(fitted / bytes_per_s - 1) > 0.10:
-            bad.append(f"{rate}: fitted bandwidth {fitted / 1e6:.1f} MB/s is not within 10% of "
-                       f"the configured {bytes_per_s / 1e6:.1f} MB/s")
-        if abs(predicted / measured - 1) > 0.05:
-            bad.append(f"{rate}: simulated step {predicted * 1e3:.1f} ms is not within 5% of the "
-                       f"measured {measured * 1e3:.1f} ms")
+        first = shaped_once(rate, bytes_per_s, 1)
+        if first:
+            print(f"{rate}: measuring again: {'; '.join(first)}", flush=True)
+            again = shaped_once(rate, bytes_per_s, 2)
+            if again:
+                bad += first + again
     if bad:
         fail("; ".join(bad))
 
