@@ -491,7 +491,7 @@ TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
 // The memory model (memory_model.hpp) is the executor's tracked accounting:
 // on every registered schedule, with different sizes per virtual stage (so a
 // wrong placement shows), the timed backend's parameters, gradients,
-// activation and weight-stash peaks equal the prediction exactly; the
+// activation, weight-stash and workspace peaks equal the prediction exactly; the
 // communication buffers stay within the predicted pool, and the step's
 // tracked peak is the prediction with the pool the step actually held.
 TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
@@ -513,6 +513,9 @@ TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
       costs.chunks[v].split_kept_bytes = (k << 15) + (k << 11);
       costs.chunks[v].param_bytes = k << 12;
       costs.chunks[v].send_bytes = k << 10;
+      costs.chunks[v].forward_workspace_bytes = k << 9;
+      costs.chunks[v].backward_workspace_bytes = (k << 10) + (k << 8);
+      costs.chunks[v].input_workspace_bytes = k << 11;
     }
     costs.has_bytes = true;
     const std::vector<PredictedMemory> predicted = predict_memory(schedule, costs);
@@ -546,7 +549,10 @@ TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
     EXPECT_EQ(mem.peak(MemCategory::kActivations), want.activations);
     EXPECT_EQ(rec.peak_activation_bytes, want.activations);
     EXPECT_EQ(mem.peak(MemCategory::kWeightStash), want.weight_stash);
+    EXPECT_EQ(mem.peak(MemCategory::kWorkspace), want.workspace);
+    EXPECT_GT(want.workspace, 0);
     EXPECT_LE(comm_after, want.comm_buffers);
+    EXPECT_LE(want.expected_comm_buffers, want.comm_buffers);
     const int64_t without_comm = want.peak_bytes - want.comm_buffers;
     EXPECT_GE(rec.peak_bytes, without_comm + comm_before);
     EXPECT_LE(rec.peak_bytes, without_comm + comm_after);

@@ -184,6 +184,90 @@ TEST(MemoryModel, CommunicationBuffersFollowTheMessagePlan) {
   EXPECT_EQ(four[1].comm_buffers, 24 * send);
 }
 
+// The pool as a run holds it, replayed by hand for 1f1b on 2 stages (window
+// 4, two actions on the stream). Stage 0 runs F0 F1 B0 F2 B1 F3 B2 ...: with
+// F(k+1) and B(k) queued it holds their output and input, F(k)'s pending
+// send and the 4 gradients posted ahead: 7. Stage 1 (F0 B0 F1 B1 ...): F's
+// input, B's output, the previous B's pending send and 4 posted: 7. With
+// M = 4 fewer messages are left to post: 6 and 5.
+TEST(MemoryModel, ExpectedCommunicationBuffersReplayTheExecutor) {
+  const int64_t send = 4096, params = 1000, act = 100;
+  const std::vector<PredictedMemory> m =
+      predict_memory(make("1f1b", 2, 8), sized_costs(2, 1, act, params, send));
+  EXPECT_EQ(m[0].expected_comm_buffers, 7 * send);
+  EXPECT_EQ(m[1].expected_comm_buffers, 7 * send);
+  EXPECT_EQ(m[0].expected_peak_bytes, 2 * params + 2 * act + 7 * send);
+  const std::vector<PredictedMemory> four =
+      predict_memory(make("1f1b", 2, 4), sized_costs(2, 1, act, params, send));
+  EXPECT_EQ(four[0].expected_comm_buffers, 6 * send);
+  EXPECT_EQ(four[1].expected_comm_buffers, 5 * send);
+  // One action on the stream: one input or output fewer at each moment.
+  MemoryModelOptions o;
+  o.queue_depth = 1;
+  const std::vector<PredictedMemory> one =
+      predict_memory(make("1f1b", 2, 8), sized_costs(2, 1, act, params, send), o);
+  EXPECT_EQ(one[0].expected_comm_buffers, 6 * send);
+  // Never above the bound, on every schedule.
+  for (const ScheduleInfo& info : schedule_list()) {
+    SCOPED_TRACE(info.name);
+    const int v = info.fixed_chunks > 0 ? info.fixed_chunks : (info.uses_chunks ? 2 : 1);
+    const std::vector<PredictedMemory> all = predict_memory(
+        make(info.name, 4, 8, v, 0, info.no_flush ? 2 : 1), sized_costs(4, v, act, params, send));
+    for (const PredictedMemory& st : all) {
+      EXPECT_GT(st.expected_comm_buffers, 0);
+      EXPECT_LE(st.expected_comm_buffers, st.comm_buffers);
+      EXPECT_LE(st.expected_peak_bytes, st.peak_bytes);
+    }
+  }
+}
+
+// Workspace on top of the activations: F0 F1 B0 B1 with 100 bytes held per
+// micro-batch, 30 of workspace in F and 50 in B peaks in B0 (200 + 50).
+TEST(MemoryModel, TheRunningActionsWorkspaceAddsToTheActivations) {
+  Schedule s;
+  s.stages = 1;
+  s.microbatches = 2;
+  s.actions = {{F(0, 0), F(1, 0), B(0, 0), B(1, 0)}};
+  ActivationProfile p(100);
+  p.forward_workspace = 30;
+  p.backward_workspace = 50;
+  const ListPeaks peaks = list_peaks(s, 0, {p});
+  EXPECT_EQ(peaks.activations, 200);
+  EXPECT_EQ(peaks.workspace, 50);
+  EXPECT_EQ(peaks.with_workspace, 250);
+  p.forward_workspace = 70;  // now F1's: 200 + 70
+  EXPECT_EQ(list_peaks(s, 0, {p}).with_workspace, 270);
+}
+
+// A chunk's workspace from its units, walked as the cpu backend runs them:
+// for [attention, attn_out] the boundary between them (2 T h e) is held in
+// F once attn_out runs, and in B and I while attention's backward also
+// holds its s x s scratch.
+TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
+  const ModelSpec spec = parse_model_spec("gpt:layers=1,hidden=64,heads=2,seq=16,vocab=100,mbs=2");
+  const std::vector<Unit> units = expand_units(spec);
+  const int64_t th = spec.tokens() * spec.hidden * spec.bytes_per_element;
+  const int64_t scores = int64_t{4} * spec.seq * spec.seq;
+  ASSERT_EQ(units[3].boundary_bytes, 2 * th);
+  EXPECT_EQ(units[3].backward_scratch_bytes, scores);
+  EXPECT_EQ(units[0].forward_scratch_bytes, 4 * spec.tokens());
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const auto n = static_cast<int>(units.size());
+  const StageCosts a = model_costs(units, times, {{0, 3}, {3, 5}, {5, n}}, 3, 1, {});
+  const ChunkCost& attn = a.chunks[1];
+  EXPECT_EQ(attn.forward_workspace_bytes, 2 * th);
+  EXPECT_EQ(attn.backward_workspace_bytes, 2 * th + scores);
+  // I: attention's scratch while attn_out's output gradient is kept, on top
+  // of I's activation peak.
+  EXPECT_EQ(attn.input_workspace_bytes, 2 * th + scores);
+  // A chunk of one unit has no boundary inside it: only scratch.
+  const StageCosts b = model_costs(units, times, {{0, 1}, {1, n - 1}, {n - 1, n}}, 3, 1, {});
+  EXPECT_EQ(b.chunks[0].forward_workspace_bytes, 4 * spec.tokens());
+  EXPECT_EQ(b.chunks[0].backward_workspace_bytes, 0);
+  EXPECT_EQ(b.chunks[2].forward_workspace_bytes, 8 * spec.tokens());
+  EXPECT_EQ(b.chunks[2].backward_workspace_bytes, 8 * spec.tokens());
+}
+
 // The simulator's activation peaks are the memory model's, on every schedule.
 TEST(MemoryModel, TheSimulatorReportsTheModelsActivationPeaks) {
   for (const ScheduleInfo& info : schedule_list()) {

@@ -206,7 +206,9 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
   row.predicted_samples_per_second =
       static_cast<double>(c.micro_batch_size) * c.microbatches * c.batches / sim.step_time;
   row.measured_samples_per_second = e.result.metrics->samples_per_second;
-  row.predicted_peak_bytes = mem[static_cast<size_t>(worst_stage(mem))].peak_bytes;
+  row.predicted_peak_bytes = 0;
+  for (const PredictedMemory& m : mem)
+    row.predicted_peak_bytes = std::max(row.predicted_peak_bytes, m.expected_peak_bytes);
   for (int64_t b : e.result.metrics->peak_memory_bytes.per_stage)
     row.measured_peak_bytes = std::max(row.measured_peak_bytes, b);
   row.samples_error = (row.predicted_samples_per_second - row.measured_samples_per_second) /

@@ -201,7 +201,8 @@ TEST(Plan, RefusesABadGuard) {
 // A timed-backend result of gpt-tiny on the cpu device whose measured action
 // times are the roofline's x 2 (forward) and x 3 (backward) in modelled
 // seconds, run at time scale 0.5 over a 10 us, 1 GB/s link; its samples/s
-// and memory are what the simulator and the memory model give for that.
+// and memory are what the simulator and the memory model give for that (the
+// pool as a run holds it: expected_peak_bytes).
 ResultEntry synthetic_result(const std::string& schedule, int stages, int microbatches) {
   Result r;
   ResultConfig& c = r.config;
@@ -253,7 +254,7 @@ ResultEntry synthetic_result(const std::string& schedule, int stages, int microb
   }
   m.theory = t;
   for (const PredictedMemory& sm : predict_memory(s, model))
-    m.peak_memory_bytes.per_stage.push_back(sm.peak_bytes);
+    m.peak_memory_bytes.per_stage.push_back(sm.expected_peak_bytes);
   r.metrics = m;
   return make_entry(schedule + "_P" + std::to_string(stages) + "_M" + std::to_string(microbatches),
                     r);

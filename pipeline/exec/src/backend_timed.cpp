@@ -125,12 +125,22 @@ double TimedBackend::account(const ActionCall& call) {
       auto state = ledger.start_forward(mb, 1);
       state.kept[0] = counted(MemCategory::kActivations, c.activation_bytes);
       ledger.admit(std::move(state));
+      // The workspace on top of the activations, for the instant the
+      // action peaks (ChunkCost::*_workspace_bytes).
+      {
+        const TrackedBuffer workspace = counted(MemCategory::kWorkspace, c.forward_workspace_bytes);
+      }
       return c.fwd;
     }
-    case ActionKind::kBackward:
+    case ActionKind::kBackward: {
       ledger.for_input_gradient(mb, "backward");
+      {
+        const TrackedBuffer workspace =
+            counted(MemCategory::kWorkspace, c.backward_workspace_bytes);
+      }
       ledger.finish(mb);
       return c.bwd_input + c.bwd_weight;
+    }
     case ActionKind::kBackwardInput: {
       // As a computing backend does it: I peaks while it keeps output
       // gradients and frees activations unit by unit, then keeps what W reads.
@@ -139,6 +149,7 @@ double TimedBackend::account(const ActionCall& call) {
       {
         const TrackedBuffer rise =
             counted(MemCategory::kActivations, c.peak_during_input() - c.activation_bytes);
+        const TrackedBuffer workspace = counted(MemCategory::kWorkspace, c.input_workspace_bytes);
       }
       state.kept[0] = TrackedBuffer();
       state.kept[0] = counted(MemCategory::kActivations, c.kept_after_input());

@@ -123,6 +123,41 @@ bool is_kind_name(std::string_view name) {
                      [name](UnitKind k) { return name == unit_kind_name(k); });
 }
 
+// The workspace of chunk `r`'s actions on top of their activation peaks
+// (ChunkCost::*_workspace_bytes), walking the units as a backend runs them:
+// unit i holds the boundaries on either side of it that lie inside the chunk
+// and its own scratch. F allocates a unit's activations before its scratch,
+// so later units' activations are not yet held; B and I go down the units,
+// and a unit that keeps nothing for W (attention) frees its activations once
+// its scratch is gone; I keeps a unit's output gradient for W while both
+// boundaries are still held.
+void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost& c) {
+  const auto unit = [&](int i) -> const Unit& { return units[static_cast<size_t>(i)]; };
+  const auto boundaries = [&](int i) {
+    return (i > r.begin ? unit(i - 1).boundary_bytes : 0) +
+           (i + 1 < r.end ? unit(i).boundary_bytes : 0);
+  };
+  int64_t later = c.activation_bytes;
+  for (int i = r.begin; i < r.end; ++i) {
+    later -= unit(i).activation_bytes;
+    c.forward_workspace_bytes =
+        std::max(c.forward_workspace_bytes, boundaries(i) + unit(i).forward_scratch_bytes - later);
+  }
+  int64_t freed = 0;
+  int64_t held = c.activation_bytes;
+  int64_t input_top = held;
+  for (int i = r.end - 1; i >= r.begin; --i) {
+    const Unit& u = unit(i);
+    const int64_t during = boundaries(i) + u.backward_scratch_bytes;
+    c.backward_workspace_bytes = std::max(c.backward_workspace_bytes, during - freed);
+    if (u.split_kept_bytes == 0) freed += u.activation_bytes;
+    input_top = std::max(input_top, held + during);
+    held += u.split_kept_bytes - u.activation_bytes;
+    input_top = std::max(input_top, held + boundaries(i));
+  }
+  c.input_workspace_bytes = std::max<int64_t>(0, input_top - c.peak_during_input());
+}
+
 }  // namespace
 
 LinkModel DeviceSpec::link() const {
@@ -280,6 +315,7 @@ StageCosts model_costs(const std::vector<Unit>& units, const std::vector<UnitTim
       c.split_kept_bytes += u.split_kept_bytes;
     }
     c.send_bytes = units[static_cast<size_t>(r.end - 1)].boundary_bytes;
+    add_workspace(units, r, c);
     costs.chunks.push_back(c);
   }
   PPB_CHECK(expected_begin == static_cast<int>(units.size()),

@@ -65,6 +65,72 @@ int64_t comm_buffer_bytes(const MessagePlan& plan, int stage, const MemoryModelO
   return total + local;
 }
 
+// The executor's pool on `stage` as it typically runs (the header's rule):
+// replays the list with the stream `queue_depth` actions deep, every input
+// there in time and every send complete once the next action has finished.
+// The pool keeps buffers by size, so each size needs its own high-water mark.
+int64_t expected_comm_buffer_bytes(const Schedule& schedule, const MessagePlan& plan, int stage,
+                                   const MemoryModelOptions& options) {
+  const std::vector<Action>& list = schedule.actions[static_cast<size_t>(stage)];
+  const std::vector<int32_t>& sent = plan.sent[static_cast<size_t>(stage)];
+  const std::vector<int32_t>& received = plan.received[static_cast<size_t>(stage)];
+  const auto n = static_cast<int32_t>(list.size());
+  auto message = [&](int32_t id) -> const PlannedMessage& {
+    return plan.messages[static_cast<size_t>(id)];
+  };
+  std::vector<const PlannedMessage*> local;
+  for (const PlannedMessage& m : plan.messages) {
+    if (m.local() && m.to_stage == stage) local.push_back(&m);
+  }
+  const std::vector<int32_t> into = plan.links_into(stage);
+  std::vector<size_t> first(into.size(), 0);  // per link: messages before it are taken
+  std::map<int64_t, int> most;                // bytes -> buffers of that size at one moment
+  std::map<int64_t, int> now;
+  auto count = [&now](int64_t bytes) {
+    if (bytes > 0) ++now[bytes];
+  };
+  for (int32_t k = 0; k < n; ++k) {
+    // Actions before k have finished; k .. end-1 are on the stream.
+    if (list[static_cast<size_t>(k)].kind == ActionKind::kSync) continue;
+    int32_t end = k;
+    while (end < n && end - k < options.queue_depth &&
+           list[static_cast<size_t>(end)].kind != ActionKind::kSync)
+      ++end;
+    now.clear();
+    for (int32_t j = k; j < end; ++j) {
+      if (received[static_cast<size_t>(j)] >= 0)
+        count(message(received[static_cast<size_t>(j)]).bytes);
+      if (sent[static_cast<size_t>(j)] >= 0) count(message(sent[static_cast<size_t>(j)]).bytes);
+    }
+    if (k > 0 && sent[static_cast<size_t>(k - 1)] >= 0 &&
+        !message(sent[static_cast<size_t>(k - 1)]).local())
+      count(message(sent[static_cast<size_t>(k - 1)]).bytes);  // its send is pending
+    for (const PlannedMessage* m : local) {
+      if (m->producer < k && m->consumer >= end) count(m->bytes);  // handed over, not taken
+    }
+    // Receives are posted in link order while the link holds fewer than
+    // its window of messages that no action has taken.
+    for (size_t l = 0; l < into.size(); ++l) {
+      const PlannedLink& link = plan.links[static_cast<size_t>(into[l])];
+      const int window = std::max(options.recv_window, link.buffers);
+      while (first[l] < link.messages.size() && message(link.messages[first[l]]).consumer < end)
+        ++first[l];
+      int held = 0;
+      for (size_t i = first[l]; i < link.messages.size() && held < window; ++i) {
+        const PlannedMessage& m = message(link.messages[i]);
+        if (m.consumer >= end) {
+          ++held;
+          count(m.bytes);
+        }
+      }
+    }
+    for (const auto& [bytes, buffers] : now) most[bytes] = std::max(most[bytes], buffers);
+  }
+  int64_t total = 0;
+  for (const auto& [bytes, buffers] : most) total += bytes * buffers;
+  return total;
+}
+
 }  // namespace
 
 const char* optimizer_name(OptimizerKind kind) {
@@ -117,11 +183,17 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
   int inflight = 0;
   int64_t acts = 0;
   int64_t stash = 0;
+  // The moment an action holds `workspace` on top of `held` activations.
+  auto hold = [&](int64_t held, int64_t workspace) {
+    peaks.activations_and_stash = std::max(peaks.activations_and_stash, held + stash);
+    peaks.workspace = std::max(peaks.workspace, workspace);
+    peaks.with_workspace = std::max(peaks.with_workspace, held + stash + workspace);
+  };
   auto restash = [&] {
     stash = 0;
     for (size_t c = 0; c < versions.size(); ++c) stash += versions[c].stashed * param_bytes[c];
     peaks.weight_stash = std::max(peaks.weight_stash, stash);
-    peaks.activations_and_stash = std::max(peaks.activations_and_stash, acts + stash);
+    hold(acts, 0);
   };
   for (size_t k = 0; k < list.size(); ++k) {
     const Action& a = list[k];
@@ -132,7 +204,7 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
         ++inflight;
         peaks.peak_inflight = std::max(peaks.peak_inflight, inflight);
         peaks.activations = std::max(peaks.activations, acts);
-        peaks.activations_and_stash = std::max(peaks.activations_and_stash, acts + stash);
+        hold(acts, activation_bytes[c].forward_workspace);
         if (weight_stashing) {
           ChunkVersions& v = versions[c];
           v.forward_version[a.microbatch] = v.version;
@@ -141,6 +213,7 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardWeight:
+        if (a.kind == ActionKind::kBackward) hold(acts, activation_bytes[c].backward_workspace);
         acts -= a.kind == ActionKind::kBackward ? activation_bytes[c].held
                                                 : activation_bytes[c].after_input;
         --inflight;
@@ -158,7 +231,7 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
         const ActivationProfile& p = activation_bytes[c];
         const int64_t during = acts - p.held + p.input_peak;
         peaks.activations = std::max(peaks.activations, during);
-        peaks.activations_and_stash = std::max(peaks.activations_and_stash, during + stash);
+        hold(during, p.input_workspace);
         acts += p.after_input - p.held;
         break;
       }
@@ -219,9 +292,12 @@ std::vector<PredictedMemory> predict_memory(const Schedule& schedule, const Stag
     m.activations = peaks.activations;
     m.weight_stash = peaks.weight_stash;
     m.peak_inflight = peaks.peak_inflight;
-    m.comm_buffers = comm_buffer_bytes(plan, s, options) +
-                     (options.data_parallel > 1 ? options.allreduce_buffer_bytes : 0);
-    m.peak_bytes = m.state.total() + peaks.activations_and_stash + m.comm_buffers;
+    const int64_t allreduce = options.data_parallel > 1 ? options.allreduce_buffer_bytes : 0;
+    m.workspace = peaks.workspace;
+    m.comm_buffers = comm_buffer_bytes(plan, s, options) + allreduce;
+    m.expected_comm_buffers = expected_comm_buffer_bytes(schedule, plan, s, options) + allreduce;
+    m.peak_bytes = m.state.total() + peaks.with_workspace + m.comm_buffers;
+    m.expected_peak_bytes = m.state.total() + peaks.with_workspace + m.expected_comm_buffers;
   }
   return out;
 }

@@ -244,6 +244,13 @@ std::vector<Unit> expand_units(const ModelSpec& spec) {
   add(UnitKind::kHead, -1, {gemm(td, hd, vd), 5 * td * vd}, {gemm(td, vd, hd), 2 * td * vd},
       {gemm(td, hd, vd), 0}, (t * h + t * v) * e, 0, h * v * e);
   for (Unit& u : units) {
+    // The cpu backend's scratch (the table in model.hpp).
+    if (u.kind == UnitKind::kEmbedding) u.forward_scratch_bytes = 4 * t;
+    if (u.kind == UnitKind::kAttention) u.backward_scratch_bytes = 4 * s * s;
+    if (u.kind == UnitKind::kHead) {
+      u.forward_scratch_bytes = 8 * t;
+      u.backward_scratch_bytes = 8 * t;
+    }
     switch (u.kind) {
       case UnitKind::kAttention:
         u.split_kept_bytes = 0;

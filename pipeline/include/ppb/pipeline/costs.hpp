@@ -27,6 +27,16 @@ struct ChunkCost {
   int64_t split_kept_bytes = -1;
   int64_t input_peak_bytes = -1;
   int64_t param_bytes = 0;
+  /// The workspace an action holds on top of its own activation peak (the
+  /// boundaries between the chunk's units and their scratch, model.hpp):
+  /// while F runs, the stage holds at most what it held before plus
+  /// activation_bytes + forward_workspace_bytes; B, what it held plus
+  /// backward_workspace_bytes; I, what it held - activation_bytes +
+  /// peak_during_input() + input_workspace_bytes. W holds none. 0: costs
+  /// without a model behind them.
+  int64_t forward_workspace_bytes = 0;
+  int64_t backward_workspace_bytes = 0;
+  int64_t input_workspace_bytes = 0;
 
   int64_t kept_after_input() const {
     return split_kept_bytes >= 0 ? split_kept_bytes : activation_bytes;

@@ -21,20 +21,35 @@
 //                    parameters per older weight version a micro-batch in
 //                    flight still uses (a version ends at each optimizer
 //                    step: after each backward, or after each batch)
-//   comm_buffers     the executor's buffer pool: on every link into or out
-//                    of the stage, min(messages, window + queue depth) of
-//                    the link's largest message (the receives posted ahead,
-//                    and the inputs or outputs of the actions queued on the
-//                    stream), one buffer of the largest same-stage
-//                    hand-over; with data-parallel replicas, the gradient
-//                    all-reduce's own buffer
+//   workspace        what the running action holds on top of its
+//                    activation peak: the boundaries between the chunk's
+//                    units and their scratch (ChunkCost::*_workspace_bytes)
+//   comm_buffers     the executor's buffer pool, as a bound: on every link
+//                    into or out of the stage, min(messages, window + queue
+//                    depth) of the link's largest message (the receives
+//                    posted ahead, and the inputs or outputs of the actions
+//                    queued on the stream), one buffer of the largest
+//                    same-stage hand-over; with data-parallel replicas, the
+//                    gradient all-reduce's own buffer
+//   expected_comm_buffers
+//                    the pool as a run typically holds it: the list replayed
+//                    with the stream queue_depth actions deep, every input
+//                    there in time and each send complete once the next
+//                    action has finished; at each moment the receives posted
+//                    ahead (window per in-link), the inputs and outputs of
+//                    the queued actions, the pending send and the hand-overs
+//                    not yet taken, each size's most at once (the pool keeps
+//                    buffers by size)
 //
 // Activations and stash follow the list in order, as the executor allocates
 // and frees them (the executor enqueues in list order, and a schedule with
 // weight stashing runs one action at a time), so they are exact; the
-// communication buffers bound the executor's buffer pool, whose size depends
-// on how soon sends complete (a producer far ahead of its consumer can hold
-// more sends pending when messages go by rendezvous).
+// communication buffers depend on how soon messages arrive and sends
+// complete, so the model gives two figures: comm_buffers bounds the pool
+// (peak_bytes, what a budget is held to); expected_comm_buffers is what a run
+// holds when messages keep pace (expected_peak_bytes, what `plan --validate`
+// compares with measured peaks). A producer far ahead of its consumer can
+// hold more sends pending than expected when messages go by rendezvous.
 //
 // Example:
 //   Schedule s = generate_schedule("1f1b", {.stages = 4, .microbatches = 8});
@@ -107,16 +122,25 @@ struct ListPeaks {
   int64_t activations = 0;   ///< peak of their summed activation bytes
   int64_t weight_stash = 0;  ///< peak of the stashed weight copies
   int64_t activations_and_stash = 0;  ///< peak of the two together (at one moment)
+  /// The largest workspace an action of the list holds on top of its
+  /// activation peak (ActivationProfile's *_workspace).
+  int64_t workspace = 0;
+  /// Peak of activations, stash and the running action's workspace together.
+  int64_t with_workspace = 0;
 };
 
 /// The activation bytes one (micro-batch, chunk) pair holds: from F; the
 /// peak while a split backward's I runs; from I until W
-/// (ChunkCost::kept_after_input). A plain byte count holds the same
-/// throughout.
+/// (ChunkCost::kept_after_input); and the workspace its F, B and I hold on
+/// top of their activation peaks (ChunkCost::*_workspace_bytes). A plain
+/// byte count holds the same throughout, with no workspace.
 struct ActivationProfile {
   int64_t held = 0;
   int64_t input_peak = 0;
   int64_t after_input = 0;
+  int64_t forward_workspace = 0;
+  int64_t backward_workspace = 0;
+  int64_t input_workspace = 0;
 
   ActivationProfile() = default;
   // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions): a byte count is a flat
@@ -127,6 +151,9 @@ struct ActivationProfile {
     p.held = c.activation_bytes;
     p.input_peak = c.peak_during_input();
     p.after_input = c.kept_after_input();
+    p.forward_workspace = c.forward_workspace_bytes;
+    p.backward_workspace = c.backward_workspace_bytes;
+    p.input_workspace = c.input_workspace_bytes;
     return p;
   }
 };
@@ -149,10 +176,19 @@ struct PredictedMemory {
   ParameterState state;
   int64_t activations = 0;   ///< the category's own peak
   int64_t weight_stash = 0;  ///< the category's own peak
+  /// The most workspace an action holds on top of its activation peak.
+  int64_t workspace = 0;
+  /// The pool's bound: what the executor can hold however late messages go.
   int64_t comm_buffers = 0;
+  /// The pool as the executor typically holds it (inputs in time, sends
+  /// complete within an action): what a run measures, give or take a buffer.
+  int64_t expected_comm_buffers = 0;
   int peak_inflight = 0;
-  /// state.total() + the peak of activations and stash together + comm_buffers.
+  /// state.total() + the peak of activations, stash and workspace together
+  /// + comm_buffers: the bound a budget is held to.
   int64_t peak_bytes = 0;
+  /// The same with expected_comm_buffers: the figure to compare with a run.
+  int64_t expected_peak_bytes = 0;
 };
 
 /// The memory of every stage of `schedule` on `costs` (param_bytes,

@@ -93,6 +93,17 @@ const char* unit_kind_name(UnitKind kind);
 /// gradient (embedding, ln, qkv, attn_out, fc2, final_norm), activation_bytes
 /// (fc1_gelu, head) or 0 (attention).
 ///
+/// While a pass runs, it also holds workspace: the previous unit's output
+/// (forward) or output gradient (backward) and its own, boundary_bytes each
+/// (the chunk's first input and last output are communication buffers, not
+/// workspace), plus a unit's own scratch, which the cpu backend allocates as:
+///
+///  unit        forward_scratch_bytes   backward_scratch_bytes
+///  embedding   4 * T (int32 labels)    0
+///  attention   0                       4 * s * s (fp32 scores of one head)
+///  head        8 * T (ids and labels)  8 * T (ids and labels)
+///  the rest    0                       0
+///
 ///  unit        fwd_flops                   bwd_input_flops            bwd_weight_flops
 ///  embedding   T*h (position add)          0 (ids have no gradient)   2*T*h (scatter-add wte, wpe)
 ///  ln1/ln2/fn  8*T*h                       10*T*h                     3*T*h (dgamma 2, dbeta 1)
@@ -127,6 +138,8 @@ struct Unit {
   /// is already folded in). Gradients crossing back have the same size.
   int64_t boundary_bytes = 0;
   int64_t param_bytes = 0;
+  int64_t forward_scratch_bytes = 0;        ///< scratch while F runs the unit (see above)
+  int64_t backward_scratch_bytes = 0;       ///< scratch while B or I runs the unit
   double fwd_elementwise_flops = 0;         ///< non-GEMM part of fwd_flops
   double bwd_input_elementwise_flops = 0;   ///< non-GEMM part of bwd_input_flops
   double bwd_weight_elementwise_flops = 0;  ///< non-GEMM part of bwd_weight_flops
