@@ -197,6 +197,7 @@ boost::json::object validation_row_json(const reports::ValidationRow& r) {
       {"source", r.source},
       {"config", std::move(config)},
       {"calibrated_on", r.calibrated_on},
+      {"measurements", r.measurements},
       {"predicted",
        {{"samples_per_second", r.predicted_samples_per_second},
         {"peak_memory_bytes", r.predicted_peak_bytes}}},
@@ -226,7 +227,10 @@ void print_validation(const reports::Validation& v, const std::string& format) {
   std::printf("%-44s %12s %12s %8s %12s %12s %8s\n", "combination (calibrated on the others)",
               "samples/s", "measured", "error", "peak memory", "measured", "error");
   for (const reports::ValidationRow& r : v.rows) {
-    std::printf("%-44s %12s %12s %7s%% %12s %12s %7s%%\n", reports::config_label(r.config).c_str(),
+    const std::string label =
+        reports::config_label(r.config) +
+        (r.measurements > 1 ? " (x" + std::to_string(r.measurements) + ")" : "");
+    std::printf("%-44s %12s %12s %7s%% %12s %12s %7s%%\n", label.c_str(),
                 reports::format_number(r.predicted_samples_per_second).c_str(),
                 reports::format_number(r.measured_samples_per_second).c_str(),
                 reports::format_fixed(r.samples_error * 100, 2).c_str(),
@@ -237,8 +241,15 @@ void print_validation(const reports::Validation& v, const std::string& format) {
   if (v.rows.empty()) {
     std::printf("no combination could be predicted\n");
   } else {
-    std::printf("\nmean absolute error over %zu combinations: samples/s %s%%, peak memory %s%%\n",
-                v.rows.size(), reports::format_fixed(v.mean_abs_samples_error * 100, 2).c_str(),
+    int files = 0;
+    for (const reports::ValidationRow& r : v.rows) files += r.measurements;
+    const std::string merged =
+        files > static_cast<int>(v.rows.size())
+            ? " (" + std::to_string(files) + " measurements; (xN): the median of N)"
+            : "";
+    std::printf("\nmean absolute error over %zu combinations%s: samples/s %s%%, peak memory %s%%\n",
+                v.rows.size(), merged.c_str(),
+                reports::format_fixed(v.mean_abs_samples_error * 100, 2).c_str(),
                 reports::format_fixed(v.mean_abs_memory_error * 100, 2).c_str());
   }
   for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());
@@ -246,7 +257,8 @@ void print_validation(const reports::Validation& v, const std::string& format) {
 
 void run_plan(const PlanCommandOptions& opt) {
   if (!opt.validate.empty()) {
-    const reports::LoadedResults loaded = reports::load_results(opt.validate, false);
+    const reports::LoadedResults loaded =
+        reports::load_results(opt.validate, false, {}, /*keep_repeats=*/true);
     print_validation(reports::validate_plan(loaded.results), opt.format);
     return;
   }

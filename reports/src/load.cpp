@@ -128,7 +128,7 @@ ResultEntry make_entry(std::string source, Result result) {
 }
 
 LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
-                           const std::vector<std::string>& exclude) {
+                           const std::vector<std::string>& exclude, bool keep_repeats) {
   LoadedResults out;
   std::vector<fs::path> excluded;
   for (const std::string& x : exclude) excluded.push_back(fs::weakly_canonical(x));
@@ -173,6 +173,7 @@ LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
     for (const std::string& p : paths) where += (where.empty() ? "" : ", ") + p;
     throw UsageError("nothing to report: no pipebench result files in " + where);
   }
+  if (keep_repeats) return out;
   // The same combination twice in one group (a rerun into another folder):
   // keep the newest (ISO dates sort as text), list the other. Never average.
   std::map<std::string, size_t> newest;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -102,6 +103,57 @@ std::string unusable(const ResultEntry& e) {
   return "";
 }
 
+// One line through every calibrating result's link: each measured link
+// stands for its transfers at the sizes it carried (its own fit read at
+// each size; a link of one size is its median time), so a run of one
+// message size adds its point and runs of several sizes add their slope.
+// Averaging the runs' own intercepts and slopes instead mixes fits that are
+// ill-conditioned on a busy host (a latency of 30 us in one run and 500 us
+// in the next over the same sizes) and leaves out the runs of one size.
+class LinkPoints {
+ public:
+  void add(const MeasuredLinkFigures& l) {
+    if (l.sizes.empty() || l.messages <= 0 || !std::isfinite(l.latency_seconds)) return;
+    const bool sloped =
+        std::isfinite(l.bandwidth_bytes_per_second) && l.bandwidth_bytes_per_second > 0;
+    if (l.sizes.size() > 1 && !sloped) return;  // no line to read at its sizes
+    const double w = static_cast<double>(l.messages) / static_cast<double>(l.sizes.size());
+    for (const int64_t bytes : l.sizes) {
+      const auto x = static_cast<double>(bytes);
+      const double y = l.latency_seconds + (sloped ? x / l.bandwidth_bytes_per_second : 0.0);
+      sw_ += w;
+      sx_ += w * x;
+      sy_ += w * y;
+      sxx_ += w * x * x;
+      sxy_ += w * x * y;
+    }
+  }
+
+  // Weighted least squares y = latency + x / bandwidth; a flat or falling
+  // line (one size overall, or noise) keeps the mean time as the latency
+  // and no bandwidth term. Leaves `link` as it is without points.
+  void fit(LinkModel& link) const {
+    if (sw_ <= 0) return;
+    const double mx = sx_ / sw_;
+    const double my = sy_ / sw_;
+    const double vxx = sxx_ / sw_ - mx * mx;
+    const double slope = vxx > 0 ? (sxy_ / sw_ - mx * my) / vxx : 0.0;
+    if (slope > 0 && my - slope * mx >= 0) {
+      link.latency = my - slope * mx;
+      link.bandwidth = 1.0 / slope;
+    } else if (slope > 0) {
+      link.latency = 0;  // through the origin
+      link.bandwidth = sxx_ / sxy_;
+    } else {
+      link.latency = my;
+      link.bandwidth = 0;  // infinite
+    }
+  }
+
+ private:
+  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+};
+
 std::string setup_of(const ResultEntry& e) {
   const ResultConfig& c = e.result.config;
   return e.machine + " | " + c.backend + " | " + c.device + " | " + c.model + " | " + c.dtype;
@@ -111,8 +163,7 @@ std::string setup_of(const ResultEntry& e) {
 
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) {
   double ff = 0, fp = 0, bf = 0, bp = 0;  // sums of measured x model and model^2
-  double latency = 0, bandwidth = 0;
-  int links = 0;
+  LinkPoints points;
   PassCalibration cal;
   for (const ResultEntry* e : results) {
     if (!unusable(*e).empty()) continue;
@@ -128,22 +179,14 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
     // The link within a host (the planner's stages of one node); a
     // network link, where the run crossed hosts, is not calibrated from.
     for (const MeasuredLinkFigures& l : e->result.metrics->theory->links) {
-      if (l.path != "host" || !std::isfinite(l.bandwidth_bytes_per_second) ||
-          l.bandwidth_bytes_per_second <= 0)
-        continue;
-      latency += l.latency_seconds;
-      bandwidth += l.bandwidth_bytes_per_second;
-      ++links;
+      if (l.path == "host") points.add(l);
     }
     ++cal.results;
   }
   if (cal.results == 0) throw UsageError("calibration: no usable result (ok, with action times)");
   cal.forward = fp > 0 ? ff / fp : 1.0;
   cal.backward = bp > 0 ? bf / bp : 1.0;
-  if (links > 0) {
-    cal.link.latency = latency / links;
-    cal.link.bandwidth = bandwidth / links;
-  }
+  points.fit(cal.link);
   return cal;
 }
 
@@ -223,9 +266,73 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
 
 }  // namespace
 
+namespace {
+
+// The median of the finite values (NaN when none: a pass the schedule does
+// not run).
+double median_of(std::vector<double> xs) {
+  xs.erase(std::remove_if(xs.begin(), xs.end(), [](double x) { return !std::isfinite(x); }),
+           xs.end());
+  if (xs.empty()) return std::nan("");
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+}
+
+// Repeated measurements of one combination (several nights) as one, as a
+// benchmark aggregates its repetitions: the median samples/s and median
+// action times per stage and pass, every measured link, the highest peak.
+ResultEntry merge_repeats(const std::vector<const ResultEntry*>& repeats) {
+  ResultEntry m = *repeats.front();
+  ResultMetrics& mm = *m.result.metrics;
+  TheoryFigures& mt = *mm.theory;
+  auto median = [&](auto field) {
+    std::vector<double> xs;
+    for (const ResultEntry* e : repeats) xs.push_back(field(*e));
+    return median_of(std::move(xs));
+  };
+  mm.samples_per_second =
+      median([](const ResultEntry& e) { return e.result.metrics->samples_per_second; });
+  for (size_t s = 0; s < mt.action_seconds.size(); ++s) {
+    const auto stage = [s](const ResultEntry& e) -> const StageActionTimes& {
+      return e.result.metrics->theory->action_seconds[s];
+    };
+    mt.action_seconds[s].fwd = median([&](const ResultEntry& e) { return stage(e).fwd; });
+    mt.action_seconds[s].bwd = median([&](const ResultEntry& e) { return stage(e).bwd; });
+    mt.action_seconds[s].bwd_input =
+        median([&](const ResultEntry& e) { return stage(e).bwd_input; });
+    mt.action_seconds[s].bwd_weight =
+        median([&](const ResultEntry& e) { return stage(e).bwd_weight; });
+  }
+  mt.links.clear();
+  std::vector<int64_t>& peaks = mm.peak_memory_bytes.per_stage;
+  for (const ResultEntry* e : repeats) {
+    const ResultMetrics& em = *e->result.metrics;
+    mt.links.insert(mt.links.end(), em.theory->links.begin(), em.theory->links.end());
+    for (size_t s = 0; s < peaks.size() && s < em.peak_memory_bytes.per_stage.size(); ++s)
+      peaks[s] = std::max(peaks[s], em.peak_memory_bytes.per_stage[s]);
+  }
+  return m;
+}
+
+// A merged combination keeps its measurements only when they agree on the
+// shape of what was measured (one action-time entry per stage each).
+bool mergeable(const std::vector<const ResultEntry*>& repeats) {
+  const ResultEntry& first = *repeats.front();
+  return std::all_of(repeats.begin(), repeats.end(), [&](const ResultEntry* e) {
+    return e->result.metrics->theory->action_seconds.size() ==
+               first.result.metrics->theory->action_seconds.size() &&
+           e->result.metrics->peak_memory_bytes.per_stage.size() ==
+               first.result.metrics->peak_memory_bytes.per_stage.size();
+  });
+}
+
+}  // namespace
+
 Validation validate_plan(const std::vector<ResultEntry>& results) {
   Validation v;
-  std::map<std::string, std::vector<const ResultEntry*>> setups;
+  std::map<std::string, std::vector<const ResultEntry*>> repeats;  // setup | combination
+  std::vector<std::string> order;
   for (const ResultEntry& e : results) {
     std::string why = unusable(e);
     if (why.empty()) {
@@ -239,7 +346,27 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
       v.skipped.push_back(e.source + ": " + why);
       continue;
     }
-    setups[setup_of(e)].push_back(&e);
+    const std::string key = setup_of(e) + " | " + e.config_key;
+    if (repeats[key].empty()) order.push_back(key);
+    repeats[key].push_back(&e);
+  }
+  std::deque<ResultEntry> merged;           // stable addresses
+  std::map<std::string, int> measurements;  // source -> measurements merged into it
+  std::map<std::string, std::vector<const ResultEntry*>> setups;
+  for (const std::string& key : order) {
+    const std::vector<const ResultEntry*>& r = repeats.at(key);
+    const ResultEntry* e = r.front();
+    if (r.size() > 1 && mergeable(r)) {
+      merged.push_back(merge_repeats(r));
+      e = &merged.back();
+      measurements[e->source] = static_cast<int>(r.size());
+      setups[setup_of(*e)].push_back(e);
+    } else {
+      for (const ResultEntry* one : r) {
+        measurements[one->source] = 1;
+        setups[setup_of(*one)].push_back(one);
+      }
+    }
   }
   for (const auto& [setup, members] : setups) {
     for (const ResultEntry* held_out : members) {
@@ -253,6 +380,7 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
         continue;
       }
       v.rows.push_back(predict(*held_out, fit_calibration(others)));
+      v.rows.back().measurements = measurements[held_out->source];
     }
   }
   for (const ValidationRow& r : v.rows) {

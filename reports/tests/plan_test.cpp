@@ -242,7 +242,14 @@ ResultEntry synthetic_result(const std::string& schedule, int stages, int microb
   ResultMetrics m;
   m.samples_per_second = 2.0 * microbatches / sim.step_time;
   TheoryFigures t;
-  t.links = {MeasuredLinkFigures{"host", link.latency, link.bandwidth, 8, {}}};
+  std::vector<int64_t> sizes;  // the sizes its messages had, as a run records them
+  for (size_t v = 0; v + 1 < model.chunks.size(); ++v) sizes.push_back(model.chunks[v].send_bytes);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  const bool one_size = sizes.size() == 1;  // then a run records the median time, no slope
+  t.links = {MeasuredLinkFigures{"host", one_size ? link.transfer_time(sizes[0]) : link.latency,
+                                 one_size ? std::nan("") : link.bandwidth, 8 * microbatches,
+                                 sizes}};
   const bool split = schedule_info(schedule).splits_backward;
   for (const ChunkCost& cc : model.chunks) {
     StageActionTimes a;
@@ -270,8 +277,75 @@ TEST(PlanValidate, FitsTheFactorsAndTheLinkExactly) {
   EXPECT_EQ(cal.results, 3);
   EXPECT_NEAR(cal.forward, 2.0, 1e-12);
   EXPECT_NEAR(cal.backward, 3.0, 1e-12);
-  EXPECT_DOUBLE_EQ(cal.link.latency, 1e-5);
-  EXPECT_DOUBLE_EQ(cal.link.bandwidth, 1e9);
+  EXPECT_NEAR(cal.link.latency, 1e-5, 1e-12);
+  EXPECT_NEAR(cal.link.bandwidth, 1e9, 1e9 * 1e-9);
+}
+
+// The link is one line through every result's transfers: a run whose
+// messages had one size adds its point (its median time), runs of several
+// sizes their line read at those sizes. Here the runs' own fits disagree
+// (a busy host), and the pooled line is the least-squares line through
+// their points, weighted by messages; a flat one keeps the mean time.
+TEST(PlanValidate, TheLinkIsOneLineThroughEveryRunsTransfers) {
+  std::vector<ResultEntry> results = {synthetic_result("1f1b", 4, 8),
+                                      synthetic_result("gpipe", 4, 8)};
+  const int64_t kib = 1024;
+  // 700 us at 512 KiB alone; 200 us + 1 B/ns at 1 and 2 MiB.
+  results[0].result.metrics->theory->links = {
+      MeasuredLinkFigures{"host", 700e-6, std::nan(""), 10, {512 * kib}}};
+  results[1].result.metrics->theory->links = {
+      MeasuredLinkFigures{"host", 200e-6, 1e9, 20, {1024 * kib, 2048 * kib}}};
+  // Points (x in bytes, y in s, weight): (512K, 700us, 10), (1M, 200us +
+  // 1048576 ns, 10), (2M, 200us + 2097152 ns, 10): the line through them.
+  const double x[3] = {512.0 * kib, 1024.0 * kib, 2048.0 * kib};
+  const double y[3] = {700e-6, 200e-6 + x[1] / 1e9, 200e-6 + x[2] / 1e9};
+  const double mx = (x[0] + x[1] + x[2]) / 3, my = (y[0] + y[1] + y[2]) / 3;
+  double sxy = 0, sxx = 0;
+  for (int i = 0; i < 3; ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  const double slope = sxy / sxx;
+  std::vector<const ResultEntry*> both = {&results[0], &results[1]};
+  const PassCalibration cal = fit_calibration(both);
+  EXPECT_NEAR(cal.link.bandwidth, 1.0 / slope, 1e-6 / slope);
+  EXPECT_NEAR(cal.link.latency, my - slope * mx, 1e-12);
+  EXPECT_GT(cal.link.latency, 150e-6);  // neither run's own intercept
+  // One size overall: no slope, the weighted mean time.
+  results[1].result.metrics->theory->links = {
+      MeasuredLinkFigures{"host", 300e-6, std::nan(""), 30, {512 * kib}}};
+  const PassCalibration flat = fit_calibration(both);
+  EXPECT_EQ(flat.link.bandwidth, 0);  // infinite
+  EXPECT_NEAR(flat.link.latency, (10 * 700e-6 + 30 * 300e-6) / 40, 1e-12);
+  // A network link is not calibrated from.
+  results[1].result.metrics->theory->links[0].path = "network";
+  EXPECT_NEAR(fit_calibration(both).link.latency, 700e-6, 1e-12);
+}
+
+// Repeated measurements of a combination (several nights) are one row: the
+// median of their samples/s, predicted from the other combinations.
+TEST(PlanValidate, RepeatsOfACombinationAreItsMedian) {
+  std::vector<ResultEntry> results = {synthetic_result("gpipe", 4, 8),
+                                      synthetic_result("zb-h1", 4, 8)};
+  for (const double f : {1.0, 0.9, 1.2}) {  // three nights of 1f1b: median x1.0
+    ResultEntry night = synthetic_result("1f1b", 4, 8);
+    night.result.metrics->samples_per_second *= f;
+    night.source += "_x" + std::to_string(f);
+    results.push_back(night);
+  }
+  const Validation v = validate_plan(results);
+  ASSERT_EQ(v.rows.size(), 3u);
+  int merged = 0;
+  for (const ValidationRow& r : v.rows) {
+    if (r.config.schedule != "1f1b") {
+      EXPECT_EQ(r.measurements, 1);
+      continue;
+    }
+    ++merged;
+    EXPECT_EQ(r.measurements, 3);
+    EXPECT_NEAR(r.samples_error, 0, 1e-9) << "the median night is the model's";
+  }
+  EXPECT_EQ(merged, 1);
 }
 
 // Leave-one-out on measurements the model explains exactly: every error 0.

@@ -49,11 +49,15 @@ struct LoadedResults {
 /// Loads every result under `paths` (folders, or single files), leaving out
 /// the files under the folders `exclude` (re-runs kept inside a night's
 /// folder, report --confirm).
+/// The same combination measured twice in one group (a re-run into another
+/// folder) is kept once, the newest, and the other listed as superseded;
+/// with keep_repeats every measurement is kept (plan --validate takes the
+/// median of a combination's repeats).
 /// Throws UsageError: a path that does not exist; a bad result without
 /// skip_bad; "nothing to report: no pipebench result files in A, B" when
 /// neither a result nor (with skip_bad) a bad result file was found.
 LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
-                           const std::vector<std::string>& exclude = {});
+                           const std::vector<std::string>& exclude = {}, bool keep_repeats = false);
 
 /// Keys of one result (used by load_results; exposed for tests and baselines).
 std::string machine_key(const ResultEnvironment& env);

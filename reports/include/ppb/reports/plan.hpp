@@ -174,6 +174,9 @@ struct ValidationRow {
   double samples_error = 0;          ///< (predicted - measured) / measured
   double memory_error = 0;
   int calibrated_on = 0;  ///< results of the same setup it was calibrated on
+  /// Measurements of the combination (result files with the same setup and
+  /// configuration: several nights) merged into this row by their median.
+  int measurements = 1;
 };
 
 struct Validation {
