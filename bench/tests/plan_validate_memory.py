@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""The memory model against what runs tracked: `pipebench plan --validate`
+on a sweep's result folder predicts each combination's worst-stage peak
+(parameters, gradients, activations, workspace and the buffer pool a run is
+expected to hold) and the mean absolute error must stay within MAX_MEAN and
+every combination's within MAX_ONE (a run may hold a communication buffer
+more or less than expected: that is the only slack). Samples/s are printed,
+not judged: they depend on how busy the machine was.
+
+usage: plan_validate_memory.py PIPEBENCH MAX_MEAN MAX_ONE DIR...
+"""
+import json
+import subprocess
+import sys
+
+pb, max_mean, max_one = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+dirs = sys.argv[4:]
+out = subprocess.run([pb, "plan", "--validate", *dirs, "--format", "json"], capture_output=True,
+                     text=True)
+if out.returncode != 0:
+    sys.exit(f"plan --validate exit {out.returncode}: {out.stderr.strip()}")
+doc = json.loads(out.stdout)
+rows = doc["combinations"]
+if not rows:
+    sys.exit(f"no combination predicted; skipped: {doc['skipped']}")
+failures = []
+for r in rows:
+    e = r["error"]["peak_memory_bytes"]
+    print(f"{r['source']}: memory {100 * e:+.2f}% (predicted {r['predicted']['peak_memory_bytes']},"
+          f" measured {r['measured']['peak_memory_bytes']}), samples/s"
+          f" {100 * r['error']['samples_per_second']:+.1f}%")
+    if abs(e) > max_one:
+        failures.append(f"{r['source']}: memory error {100 * e:+.2f}% beyond {100 * max_one:.1f}%")
+mean = doc["mean_abs_error"]["peak_memory_bytes"]
+print(f"{len(rows)} combinations: mean absolute memory error {100 * mean:.2f}%"
+      f" (samples/s {100 * doc['mean_abs_error']['samples_per_second']:.1f}%)")
+if mean > max_mean:
+    failures.append(f"mean memory error {100 * mean:.2f}% beyond {100 * max_mean:.1f}%")
+for f in failures:
+    print("FAIL", f)
+sys.exit(1 if failures else 0)
