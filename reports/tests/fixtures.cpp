@@ -1,8 +1,11 @@
 #include "fixtures.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <system_error>
+#include <vector>
 
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -180,12 +183,36 @@ std::string write_fixture(const std::string& dir, const FixtureSpec& f) {
   return path;
 }
 
+namespace {
+
+// The directories fresh_dir made, removed when the process exits after
+// every test passed (kept to look at when one failed).
+class FreshDirs {
+ public:
+  ~FreshDirs() {
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    std::error_code ec;
+    for (const fs::path& d : dirs_) fs::remove_all(d, ec);
+  }
+  void add(const fs::path& dir) { dirs_.push_back(dir); }
+
+ private:
+  std::vector<fs::path> dirs_;
+};
+
+}  // namespace
+
 std::string fresh_dir(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = fs::temp_directory_path() /
-                       ("ppb_reports_" + std::string(info ? info->name() : "x") + "_" + name);
+  ::testing::UnitTest* unit = ::testing::UnitTest::GetInstance();
+  static FreshDirs made;  // after the UnitTest singleton, so destroyed before it
+  const auto* info = unit->current_test_info();
+  // The process id keeps two test runs on one machine apart.
+  const fs::path dir =
+      fs::temp_directory_path() / ("ppb_reports_" + std::to_string(::getpid()) + "_" +
+                                   std::string(info ? info->name() : "x") + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
+  made.add(dir);
   return dir.string();
 }
 

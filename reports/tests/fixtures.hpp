@@ -59,7 +59,8 @@ Result make_fixture(const FixtureSpec& spec);
 /// "<schedule>_<partition>_P<P>_M<M>[_N..].json"; returns the path.
 std::string write_fixture(const std::string& dir, const FixtureSpec& spec);
 
-/// A fresh empty directory under the system temp dir, unique per test.
+/// A fresh empty directory under the system temp dir, unique per test and
+/// process; removed at exit when every test passed.
 std::string fresh_dir(const std::string& name);
 
 }  // namespace ppb::reports::testing
