@@ -81,7 +81,7 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
     throw UsageError(
         "--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
   ModelSpec spec = parse_model_spec(opt.model);
-  std::vector<Unit> units = expand_units(spec);
+  std::vector<Unit> units = expand_units(spec, kernels_for("", opt.device));
   DeviceSpec device = device_preset(opt.device);
   std::vector<UnitTime> times = unit_times(units, device);
   LinkModel link;

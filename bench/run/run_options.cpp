@@ -262,7 +262,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.model = parse_model_spec(o.model);
   plan.model.name = o.model;
   plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
-  plan.units = expand_units(plan.model);
+  plan.units = expand_units(plan.model, kernels_for(backend.name, o.device));
 
   const int units = static_cast<int>(plan.units.size());
   if (stages > units) {

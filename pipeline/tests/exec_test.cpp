@@ -516,6 +516,7 @@ TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
       costs.chunks[v].forward_workspace_bytes = k << 9;
       costs.chunks[v].backward_workspace_bytes = (k << 10) + (k << 8);
       costs.chunks[v].input_workspace_bytes = k << 11;
+      costs.chunks[v].weight_workspace_bytes = (k << 11) + (k << 9);
     }
     costs.has_bytes = true;
     const std::vector<PredictedMemory> predicted = predict_memory(schedule, costs);

@@ -268,6 +268,51 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   EXPECT_EQ(b.chunks[2].backward_workspace_bytes, 8 * spec.tokens());
 }
 
+// The cuda backend's kernels hold other scratch (model.hpp's second table):
+// every head's dS at once, LayerNorm statistics in each pass, and W holds
+// workspace too; the chunk walk is the same.
+TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
+  EXPECT_EQ(kernels_for("cuda", "cpu"), Kernels::kCuda);
+  EXPECT_EQ(kernels_for("timed", "h100"), Kernels::kCuda);
+  EXPECT_EQ(kernels_for("timed", "cpu"), Kernels::kCpu);
+  EXPECT_EQ(kernels_for("cpu", "h100"), Kernels::kCpu);
+  EXPECT_EQ(kernels_for("", "a100"), Kernels::kCuda);
+  ModelSpec spec = parse_model_spec("gpt:layers=1,hidden=64,heads=2,seq=16,vocab=100,mbs=2");
+  spec.bytes_per_element = 2;
+  const std::vector<Unit> units = expand_units(spec, Kernels::kCuda);
+  const int64_t t = spec.tokens();
+  ASSERT_EQ(units[1].kind, UnitKind::kLayerNorm1);
+  ASSERT_EQ(units[3].kind, UnitKind::kAttention);
+  EXPECT_EQ(units[0].forward_scratch_bytes, 0);  // token ids live in its activations
+  EXPECT_EQ(units[1].forward_scratch_bytes, 8 * t);
+  EXPECT_EQ(units[1].weight_scratch_bytes, 8 * t);
+  EXPECT_EQ(units[3].backward_scratch_bytes, int64_t{2} * 16 * 16 * 2);  // a s s e
+  EXPECT_EQ(units.back().forward_scratch_bytes, 12 * t);
+  EXPECT_EQ(units.back().backward_scratch_bytes, 4 * t);
+  const std::vector<UnitTime> times = unit_times(units, device_preset("h100"));
+  const auto n = static_cast<int>(units.size());
+  const StageCosts c = model_costs(units, times, {{0, 1}, {1, 2}, {2, n}}, 3, 1, {});
+  const ChunkCost& ln = c.chunks[1];  // ln1 alone: no boundary inside
+  EXPECT_EQ(ln.forward_workspace_bytes, 8 * t);
+  EXPECT_EQ(ln.backward_workspace_bytes, 8 * t);
+  EXPECT_EQ(ln.weight_workspace_bytes, 8 * t);
+  EXPECT_EQ(c.chunks[0].weight_workspace_bytes, 0);
+  // The cpu kernels' W holds nothing.
+  const std::vector<Unit> cpu = expand_units(spec);
+  EXPECT_EQ(
+      model_costs(cpu, times, {{0, 1}, {1, 2}, {2, n}}, 3, 1, {}).chunks[1].weight_workspace_bytes,
+      0);
+  // A W that holds workspace adds it on top of what the stage holds.
+  Schedule s;
+  s.stages = 1;
+  s.microbatches = 1;
+  s.actions = {{F(0, 0), I(0, 0), W(0, 0)}};
+  ActivationProfile p(100);
+  p.after_input = 60;
+  p.weight_workspace = 70;
+  EXPECT_EQ(list_peaks(s, 0, {p}).with_workspace, 130);  // W: 60 + 70 > F's 100
+}
+
 // The simulator's activation peaks are the memory model's, on every schedule.
 TEST(MemoryModel, TheSimulatorReportsTheModelsActivationPeaks) {
   for (const ScheduleInfo& info : schedule_list()) {

@@ -171,7 +171,7 @@ class Planner {
       m.micro_batch_size = mbs;
       ModelSpec spec = o_.model;
       spec.micro_batch_size = mbs;
-      m.units = expand_units(spec);
+      m.units = expand_units(spec, kernels_for("", o_.cluster.device.name));
       m.times = unit_times(m.units, o_.cluster.device, o_.calibration);
       models_.push_back(std::move(m));
     }
@@ -599,7 +599,7 @@ ScheduleParams schedule_params(const Candidate& c) {
 void write_plan_trace(const PlanOptions& options, const Candidate& c, const std::string& path) {
   ModelSpec spec = options.model;
   spec.micro_batch_size = c.micro_batch_size;
-  const std::vector<Unit> units = expand_units(spec);
+  const std::vector<Unit> units = expand_units(spec, kernels_for("", options.cluster.device.name));
   const std::vector<UnitTime> times =
       unit_times(units, options.cluster.device, options.calibration);
   PartitionOptions popts;

@@ -39,7 +39,7 @@ Repriced reprice(const ResultConfig& c) {
   r.spec.micro_batch_size = c.micro_batch_size;
   r.spec.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
   r.device = device_preset(c.device.empty() ? "cpu" : c.device);
-  r.units = expand_units(r.spec);
+  r.units = expand_units(r.spec, kernels_for(c.backend, r.device.name));
   r.times = unit_times(r.units, r.device);
   const int parts = c.stages * c.chunks;
   if (!c.unit_ranges.empty()) {

@@ -157,6 +157,9 @@ double TimedBackend::account(const ActionCall& call) {
     }
     case ActionKind::kBackwardWeight:
       ledger.for_weight_gradient(mb);
+      {
+        const TrackedBuffer workspace = counted(MemCategory::kWorkspace, c.weight_workspace_bytes);
+      }
       ledger.finish(mb);
       return c.bwd_weight;
     case ActionKind::kSync:

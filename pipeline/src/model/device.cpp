@@ -130,7 +130,8 @@ bool is_kind_name(std::string_view name) {
 // so later units' activations are not yet held; B and I go down the units,
 // and a unit that keeps nothing for W (attention) frees its activations once
 // its scratch is gone; I keeps a unit's output gradient for W while both
-// boundaries are still held.
+// boundaries are still held. B runs each unit's weight gradient after its
+// input gradient, W only the weight gradients (no boundaries).
 void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost& c) {
   const auto unit = [&](int i) -> const Unit& { return units[static_cast<size_t>(i)]; };
   const auto boundaries = [&](int i) {
@@ -149,7 +150,10 @@ void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost
   for (int i = r.end - 1; i >= r.begin; --i) {
     const Unit& u = unit(i);
     const int64_t during = boundaries(i) + u.backward_scratch_bytes;
-    c.backward_workspace_bytes = std::max(c.backward_workspace_bytes, during - freed);
+    const int64_t whole =
+        boundaries(i) + std::max(u.backward_scratch_bytes, u.weight_scratch_bytes);
+    c.backward_workspace_bytes = std::max(c.backward_workspace_bytes, whole - freed);
+    c.weight_workspace_bytes = std::max(c.weight_workspace_bytes, u.weight_scratch_bytes);
     if (u.split_kept_bytes == 0) freed += u.activation_bytes;
     input_top = std::max(input_top, held + during);
     held += u.split_kept_bytes - u.activation_bytes;

@@ -213,7 +213,8 @@ ListPeaks list_peaks(const Schedule& schedule, int stage,
         break;
       case ActionKind::kBackward:
       case ActionKind::kBackwardWeight:
-        if (a.kind == ActionKind::kBackward) hold(acts, activation_bytes[c].backward_workspace);
+        hold(acts, a.kind == ActionKind::kBackward ? activation_bytes[c].backward_workspace
+                                                   : activation_bytes[c].weight_workspace);
         acts -= a.kind == ActionKind::kBackward ? activation_bytes[c].held
                                                 : activation_bytes[c].after_input;
         --inflight;

@@ -169,7 +169,13 @@ int64_t parameter_count(const ModelSpec& spec) {
   return stored_parameter_count(spec) - int64_t{spec.hidden} * spec.vocab;
 }
 
-std::vector<Unit> expand_units(const ModelSpec& spec) {
+Kernels kernels_for(std::string_view backend, std::string_view device) {
+  if (backend == "cuda") return Kernels::kCuda;
+  if (backend == "cpu" || device.empty() || device == "cpu") return Kernels::kCpu;
+  return Kernels::kCuda;
+}
+
+std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {
   PPB_CHECK(spec.layers >= 1 && spec.hidden >= 1 && spec.heads >= 1 && spec.seq >= 1 &&
                 spec.vocab >= 1 && spec.ffn_mult >= 1 && spec.micro_batch_size >= 1 &&
                 spec.bytes_per_element >= 1 && spec.hidden % spec.heads == 0,
@@ -244,12 +250,27 @@ std::vector<Unit> expand_units(const ModelSpec& spec) {
   add(UnitKind::kHead, -1, {gemm(td, hd, vd), 5 * td * vd}, {gemm(td, vd, hd), 2 * td * vd},
       {gemm(td, hd, vd), 0}, (t * h + t * v) * e, 0, h * v * e);
   for (Unit& u : units) {
-    // The cpu backend's scratch (the table in model.hpp).
-    if (u.kind == UnitKind::kEmbedding) u.forward_scratch_bytes = 4 * t;
-    if (u.kind == UnitKind::kAttention) u.backward_scratch_bytes = 4 * s * s;
-    if (u.kind == UnitKind::kHead) {
-      u.forward_scratch_bytes = 8 * t;
-      u.backward_scratch_bytes = 8 * t;
+    // The kernels' scratch (the tables in model.hpp).
+    const bool norm = u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kLayerNorm2 ||
+                      u.kind == UnitKind::kFinalNorm;
+    if (kernels == Kernels::kCpu) {
+      if (u.kind == UnitKind::kEmbedding) u.forward_scratch_bytes = 4 * t;
+      if (u.kind == UnitKind::kAttention) u.backward_scratch_bytes = 4 * s * s;
+      if (u.kind == UnitKind::kHead) {
+        u.forward_scratch_bytes = 8 * t;
+        u.backward_scratch_bytes = 8 * t;
+      }
+    } else {
+      if (norm) {
+        u.forward_scratch_bytes = 8 * t;
+        u.backward_scratch_bytes = 8 * t;
+        u.weight_scratch_bytes = 8 * t;
+      }
+      if (u.kind == UnitKind::kAttention) u.backward_scratch_bytes = a * s * s * e;
+      if (u.kind == UnitKind::kHead) {
+        u.forward_scratch_bytes = 12 * t;
+        u.backward_scratch_bytes = 4 * t;
+      }
     }
     switch (u.kind) {
       case UnitKind::kAttention:

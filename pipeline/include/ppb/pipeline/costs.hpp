@@ -32,11 +32,12 @@ struct ChunkCost {
   /// while F runs, the stage holds at most what it held before plus
   /// activation_bytes + forward_workspace_bytes; B, what it held plus
   /// backward_workspace_bytes; I, what it held - activation_bytes +
-  /// peak_during_input() + input_workspace_bytes. W holds none. 0: costs
-  /// without a model behind them.
+  /// peak_during_input() + input_workspace_bytes; W, what it held +
+  /// weight_workspace_bytes. 0: costs without a model behind them.
   int64_t forward_workspace_bytes = 0;
   int64_t backward_workspace_bytes = 0;
   int64_t input_workspace_bytes = 0;
+  int64_t weight_workspace_bytes = 0;
 
   int64_t kept_after_input() const {
     return split_kept_bytes >= 0 ? split_kept_bytes : activation_bytes;

@@ -131,7 +131,7 @@ struct ListPeaks {
 
 /// The activation bytes one (micro-batch, chunk) pair holds: from F; the
 /// peak while a split backward's I runs; from I until W
-/// (ChunkCost::kept_after_input); and the workspace its F, B and I hold on
+/// (ChunkCost::kept_after_input); and the workspace its F, B, I and W hold on
 /// top of their activation peaks (ChunkCost::*_workspace_bytes). A plain
 /// byte count holds the same throughout, with no workspace.
 struct ActivationProfile {
@@ -141,6 +141,7 @@ struct ActivationProfile {
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
   int64_t input_workspace = 0;
+  int64_t weight_workspace = 0;
 
   ActivationProfile() = default;
   // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions): a byte count is a flat
@@ -154,6 +155,7 @@ struct ActivationProfile {
     p.forward_workspace = c.forward_workspace_bytes;
     p.backward_workspace = c.backward_workspace_bytes;
     p.input_workspace = c.input_workspace_bytes;
+    p.weight_workspace = c.weight_workspace_bytes;
     return p;
   }
 };

@@ -65,6 +65,18 @@ enum class UnitKind : uint8_t {
 
 const char* unit_kind_name(UnitKind kind);
 
+/// Whose kernels a unit's scratch follows (the workspace tables below).
+enum class Kernels : uint8_t {
+  kCpu,   ///< the cpu backend's (OpenBLAS, one attention head at a time)
+  kCuda,  ///< the cuda backend's (cuBLAS, every head of a sample at once)
+};
+
+/// The kernels a run uses: the cuda backend's, or those of the GPU a timed
+/// run or a plan models (any device but "cpu"); else the cpu backend's.
+/// Example: kernels_for("timed", "h100") == Kernels::kCuda;
+///          kernels_for("cpu", "") == Kernels::kCpu.
+Kernels kernels_for(std::string_view backend, std::string_view device);
+
 /// One operator unit. FLOPs and bytes are for ONE micro-batch.
 ///
 /// The formulas (a binding contract with the cpu backend, which allocates and
@@ -96,13 +108,24 @@ const char* unit_kind_name(UnitKind kind);
 /// While a pass runs, it also holds workspace: the previous unit's output
 /// (forward) or output gradient (backward) and its own, boundary_bytes each
 /// (the chunk's first input and last output are communication buffers, not
-/// workspace), plus a unit's own scratch, which the cpu backend allocates as:
+/// workspace), plus a unit's own scratch, which depends on the kernels
+/// (Kernels). The cpu backend's, one head at a time:
 ///
-///  unit        forward_scratch_bytes   backward_scratch_bytes
-///  embedding   4 * T (int32 labels)    0
-///  attention   0                       4 * s * s (fp32 scores of one head)
-///  head        8 * T (ids and labels)  8 * T (ids and labels)
-///  the rest    0                       0
+///  unit        forward_scratch_bytes   backward_scratch_bytes      weight_scratch_bytes
+///  embedding   4 * T (int32 labels)    0                           0
+///  attention   0                       4 * s * s (one head's dS)   0
+///  head        8 * T (ids, labels)     8 * T (ids, labels)         0
+///  the rest    0                       0                           0
+///
+/// The cuda backend's, every head of a sample at once, LayerNorm statistics
+/// recomputed in each pass:
+///
+///  unit        forward_scratch_bytes   backward_scratch_bytes      weight_scratch_bytes
+///  ln1/ln2/fn  8 * T (fp32 mean, rstd) 8 * T                       8 * T
+///  attention   0                       a * s * s * e (dS)          0
+///  head        12 * T (labels, fp64    4 * T (labels)              0
+///              per-row losses)
+///  the rest    0                       0                           0
 ///
 ///  unit        fwd_flops                   bwd_input_flops            bwd_weight_flops
 ///  embedding   T*h (position add)          0 (ids have no gradient)   2*T*h (scatter-add wte, wpe)
@@ -139,7 +162,8 @@ struct Unit {
   int64_t boundary_bytes = 0;
   int64_t param_bytes = 0;
   int64_t forward_scratch_bytes = 0;        ///< scratch while F runs the unit (see above)
-  int64_t backward_scratch_bytes = 0;       ///< scratch while B or I runs the unit
+  int64_t backward_scratch_bytes = 0;       ///< scratch while B or I runs its input gradient
+  int64_t weight_scratch_bytes = 0;         ///< scratch while B or W runs its weight gradient
   double fwd_elementwise_flops = 0;         ///< non-GEMM part of fwd_flops
   double bwd_input_elementwise_flops = 0;   ///< non-GEMM part of bwd_input_flops
   double bwd_weight_elementwise_flops = 0;  ///< non-GEMM part of bwd_weight_flops
@@ -148,7 +172,7 @@ struct Unit {
 /// Expands a spec into units: embedding; per layer LayerNorm1, QKV,
 /// attention, attn-out, LayerNorm2, fc1+GeLU, fc2; final LayerNorm; head.
 /// So units.size() == 3 + 7 * layers.
-std::vector<Unit> expand_units(const ModelSpec& spec);
+std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels = Kernels::kCpu);
 
 /// A contiguous range of units [begin, end).
 struct UnitRange {
