@@ -274,7 +274,7 @@ std::optional<Prepared> prepare(const Sweep& sw, const Combination& c, Result& r
 
 /// Step 2: the memory model's prediction (memory_model.hpp: parameters,
 /// gradients, the schedule's peak of in-flight activations, weight stash,
-/// communication buffers) against --memory-budget. Returns true and fills an
+/// workspace, the communication buffers' bound) against --memory-budget. Returns true and fills an
 /// oom `result` when a stage would exceed the budget. A memory-guarded
 /// schedule is left to its guard.
 bool predicted_oom(const Sweep& sw, const Combination& c, const Prepared& p, Result& result) {
@@ -287,8 +287,8 @@ bool predicted_oom(const Sweep& sw, const Combination& c, const Prepared& p, Res
   if (need <= sw.plan.memory_budget) return false;
   result.status = ResultStatus::kOom;
   result.error = "stage " + std::to_string(worst) + " would need " + cli::format_bytes(need) +
-                 " (parameters, gradients, in-flight activations, stash and communication "
-                 "buffers) > --memory-budget " +
+                 " (parameters, gradients, in-flight activations, stash, workspace and "
+                 "communication buffers) > --memory-budget " +
                  cli::format_bytes(sw.plan.memory_budget) + " (predicted before running)";
   ResultMetrics m;
   m.bubble_ratio.theoretical = kNaN;
