@@ -2,6 +2,7 @@
 #include "ppb/pipeline/device.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -25,14 +26,26 @@ DeviceSpec test_device() {
   return d;
 }
 
-std::string write_file(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
+// A file under the test temp dir, named per process (two test runs on one
+// machine do not share it), removed when it goes out of scope.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& text)
+      : path_(::testing::TempDir() + "ppb_device_test_" + std::to_string(::getpid()) + "_" + name) {
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 void expect_calibration_error(const std::string& json, const std::string& needle) {
-  const std::string path = write_file("bad_calibration.json", json);
+  const TempFile file("bad_calibration.json", json);
+  const std::string& path = file.path();
   try {
     read_calibration(path);
     ADD_FAILURE() << "no error for " << json;
@@ -138,10 +151,11 @@ TEST(Calibration, OverridesUnitsAndScalesKinds) {
   const DeviceSpec d = test_device();
   const auto units = expand_units(parse_model_spec("gpt-tiny"));
   const auto roof = unit_times(units, d);
-  const std::string path = write_file("calibration.json",
-                                      R"({"schema": "pipebench.calibration/1", "device": "test",
+  const TempFile file("calibration.json",
+                      R"({"schema": "pipebench.calibration/1", "device": "test",
           "units": {"l0.qkv": {"fwd": 0.5, "bwd_input": 0.25, "bwd_weight": 0.125}},
           "kinds": {"qkv": 3, "fc2": {"fwd": 2, "bwd_input": 1, "bwd_weight": 0}}})");
+  const std::string& path = file.path();
   const Calibration cal = read_calibration(path);
   EXPECT_EQ(cal.device, "test");
   EXPECT_EQ(cal.source, path);

@@ -247,7 +247,7 @@ TEST(ReportClaims, AbsoluteFiguresOnlyWithReferenceSetup) {
 
 TEST(ReportClaims, UserReferenceFileInTheSameFormat) {
   const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
-  const std::string ref = dir + "/../user_reference.json";
+  const std::string ref = fresh_dir("ref") + "/user_reference.json";
   std::ofstream(ref) << R"({"schema":"pipebench.reference/1","claims":[
     {"id":"U1","document":"ours","statement":"1F1B is 2.9x sync here","figures":[],
      "checks":[{"kind":"ratio","metric":"samples_per_second","numerator":"1f1b","denominator":"sync-1f1b",
