@@ -60,6 +60,8 @@ void fields(A& a, StageStep& x);
 template <class A>
 void fields(A& a, CollectedFigures& x);
 template <class A>
+void fields(A& a, UnitTime& x);
+template <class A>
 void fields(A& a, RankStep& x);
 template <class A>
 void fields(A& a, StageMemory& x);
@@ -154,9 +156,13 @@ void fields(A& a, CollectedFigures& x) {
   list(a, x.step, x.action);
 }
 template <class A>
+void fields(A& a, UnitTime& x) {
+  list(a, x.fwd, x.bwd_input, x.bwd_weight);
+}
+template <class A>
 void fields(A& a, RankStep& x) {
   list(a, x.step, x.origin, x.peak_bytes, x.peak_activation_bytes, x.device_peak_bytes,
-       x.collectors, x.probe_seconds);
+       x.collectors, x.probe_seconds, x.kind_seconds);
 }
 template <class A>
 void fields(A& a, StageMemory& x) {

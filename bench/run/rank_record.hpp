@@ -30,6 +30,9 @@ struct RankStep {
   CollectorStepFigures collectors;  ///< collector name -> figures of this step
   /// Backend::speed_probe() right after the step (NaN: the backend has none).
   double probe_seconds = std::numeric_limits<double>::quiet_NaN();
+  /// Backend::take_kind_seconds() of the step: per UnitKind, the seconds its
+  /// units ran by pass (empty: the backend does not time its units).
+  std::vector<UnitTime> kind_seconds;
 };
 
 /// Everything one rank sends to rank 0 after a combination.

@@ -439,6 +439,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       CollectorStepFigures figures = collectors.finish_step(rec);
       RankStep out = rank_step(rec, std::move(figures));
       out.probe_seconds = speed;
+      out.kind_seconds = backend->take_kind_seconds();
       if (!sw.options.trace) out.step.device.clear();  // only traces draw them
       if (binfo.device) {
         const DeviceMemoryFigures dm = backend->device_memory();
@@ -550,6 +551,28 @@ std::vector<int> host_of_stage(const ResultEnvironment& env, int stages) {
   return out;
 }
 
+/// Per stage (replica 0's rank), the seconds one micro-batch spent in each
+/// unit kind in the step `step` (the median one), by pass; empty when the
+/// backend does not time its units. Kinds the stage does not hold are left
+/// out.
+std::vector<std::map<std::string, KindSeconds>> kind_seconds_per_stage(
+    const std::vector<RankRecord>& ranks, int stages, size_t step, int microbatches) {
+  std::vector<std::map<std::string, KindSeconds>> out;
+  for (int s = 0; s < stages && s < static_cast<int>(ranks.size()); ++s) {
+    const std::vector<RankStep>& steps = ranks[static_cast<size_t>(s)].steps;
+    if (step >= steps.size() || steps[step].kind_seconds.empty()) return {};
+    const std::vector<UnitTime>& spent = steps[step].kind_seconds;
+    std::map<std::string, KindSeconds>& stage = out.emplace_back();
+    const auto per_mb = static_cast<double>(std::max(microbatches, 1));
+    for (size_t k = 0; k < spent.size() && k < static_cast<size_t>(kUnitKinds); ++k) {
+      if (spent[k].total() <= 0) continue;
+      stage[unit_kind_name(static_cast<UnitKind>(k))] = {
+          spent[k].fwd / per_mb, spent[k].bwd_input / per_mb, spent[k].bwd_weight / per_mb};
+    }
+  }
+  return out;
+}
+
 /// Each rank's speed probe after each of its timed steps, index = rank
 /// (add_data_parallel folds replicas into stages); empty when the backend
 /// has none (every probe NaN).
@@ -630,6 +653,8 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
       optimizer_policy_for(schedule_info(c.schedule)) == OptimizerPolicy::kPerBackward);
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
+  theory.figures.kind_seconds =
+      kind_seconds_per_stage(ranks, P, fig.median_step, c.microbatches * c.batches);
   theory.figures.links = links.figures;
 
   ResultMetrics m;

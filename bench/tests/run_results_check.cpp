@@ -65,6 +65,44 @@ int64_t sum(const std::vector<int64_t>& v) {
   return s;
 }
 
+// The cpu backend's unit times by kind (theory.kind_seconds): one map per
+// stage; per pass, what one micro-batch spent in the stage's units adds up
+// to no more than its V actions of that pass took (the units run inside
+// them) and, for actions of a millisecond or more, to at least half.
+void check_kind_seconds(const std::string& name, const ppb::Result& r) {
+  const ppb::TheoryFigures& t = *r.metrics->theory;
+  if (t.kind_seconds.size() != static_cast<size_t>(r.config.stages) ||
+      t.action_seconds.size() != t.kind_seconds.size()) {
+    fail(name, "no unit times by kind per stage");
+    return;
+  }
+  const double v = std::max(r.config.chunks, 1);
+  for (size_t s = 0; s < t.kind_seconds.size(); ++s) {
+    double f = 0, i = 0, w = 0;
+    for (const auto& [kind, k] : t.kind_seconds[s]) {
+      f += k.fwd;
+      i += k.bwd_input;
+      w += k.bwd_weight;
+    }
+    const ppb::StageActionTimes& a = t.action_seconds[s];
+    // A schedule that runs both full and split backwards (dualpipe-v) mixes
+    // the two in the kinds' sums: only its forward is compared.
+    const bool full = std::isfinite(a.bwd), split = std::isfinite(a.bwd_input);
+    const double none = std::nan("");
+    const std::pair<double, double> passes[] = {{f, a.fwd},
+                                                {i + w, full && !split ? a.bwd : none},
+                                                {i, split && !full ? a.bwd_input : none},
+                                                {w, split && !full ? a.bwd_weight : none}};
+    for (const auto& [units, action] : passes) {
+      if (!std::isfinite(action) || action <= 0) continue;
+      const double ratio = units / (v * action);
+      if (ratio > 1.02 || (action >= 1e-3 && ratio < 0.5))
+        fail(name, "stage " + std::to_string(s) + ": the units of a pass took " +
+                       std::to_string(ratio) + " x its actions");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,6 +148,7 @@ int main(int argc, char** argv) {
         for (double x : stage) probed = probed && x > 0 && x < 10;
       }
       if (!probed) fail(name, "no speed probe per stage and timed step");
+      if (r.config.backend == "cpu") check_kind_seconds(name, r);
       std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(),
                   c.passed ? "ok" : "FAILED", c.method.c_str(), c.max_rel_error);
     }

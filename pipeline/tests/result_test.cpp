@@ -562,7 +562,11 @@ TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
   ASSERT_TRUE(r.metrics->theory.has_value());
   r.config.unit_ranges = "0-29,30-58";
   r.metrics->theory->links = {MeasuredLinkFigures{"host", 2.5e-5, 3.5e9, 12, {4096, 8192}}};
+  r.metrics->theory->kind_seconds = {{{"qkv", {1e-3, 2e-3, 1.5e-3}}, {"ln1", {1e-4, 2e-4, 5e-5}}},
+                                     {{"head", {3e-3, 3e-3, 2e-3}}}};
   const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("metrics").at("theory").at("kind_seconds").at(0).at("qkv").at("I").as_double(),
+            2e-3);
   EXPECT_EQ(doc.at("config").at("unit_ranges").as_string(), "0-29,30-58");
   EXPECT_EQ(
       doc.at("metrics").at("theory").at("links").at(0).at("bandwidth_bytes_per_second").as_double(),
@@ -572,9 +576,23 @@ TEST(ResultSchema, CalibrationFieldsRoundTripAndOlderFilesLoad) {
   json::value old = doc;
   erase_path(old, "config.unit_ranges");
   erase_path(old, "metrics.theory.links");
+  erase_path(old, "metrics.theory.kind_seconds");
   const Result back = result_from_json(old, "old.json");
   EXPECT_EQ(back.config.unit_ranges, "");
   EXPECT_TRUE(back.metrics->theory->links.empty());
+  EXPECT_TRUE(back.metrics->theory->kind_seconds.empty());
+
+  // A kind that is not a unit kind, and one stage too many, are named.
+  json::value kinds = doc;
+  find_path(kinds, "metrics.theory.kind_seconds")->as_array()[1].as_object()["lm_head"] =
+      json::object{{"F", 1.0}, {"I", 1.0}, {"W", 1.0}};
+  EXPECT_NE(
+      error_of(kinds).find("field 'metrics.theory.kind_seconds[1].lm_head': unknown unit kind"),
+      std::string::npos)
+      << error_of(kinds);
+  json::value extra = doc;
+  find_path(extra, "metrics.theory.kind_seconds")->as_array().push_back(json::object{});
+  EXPECT_NE(error_of(extra).find("kind_seconds"), std::string::npos) << error_of(extra);
 
   // The single link of earlier files: the host link, 0 = no bandwidth fitted.
   json::value single = old;

@@ -101,6 +101,19 @@ int64_t CpuBackend::data(int64_t mb) const {
   return data_microbatch(mb, microbatches_, replica_, replicas_);
 }
 
+std::vector<UnitTime> CpuBackend::take_kind_seconds() {
+  std::vector<UnitTime> out(kUnitKinds);
+  for (const std::unique_ptr<CpuChunk>& c : chunks_) {
+    const std::vector<UnitTime> spent = c->take_kind_seconds();
+    for (size_t k = 0; k < out.size(); ++k) {
+      out[k].fwd += spent[k].fwd;
+      out[k].bwd_input += spent[k].bwd_input;
+      out[k].bwd_weight += spent[k].bwd_weight;
+    }
+  }
+  return out;
+}
+
 double CpuBackend::speed_probe() {
   constexpr int kN = 256;
   constexpr int kRepeats = 4;

@@ -114,15 +114,6 @@ UnitTime unit_time_object(const JsonObject& o) {
   return {non_negative(o, "fwd"), non_negative(o, "bwd_input"), non_negative(o, "bwd_weight")};
 }
 
-bool is_kind_name(std::string_view name) {
-  constexpr UnitKind kKinds[] = {UnitKind::kEmbedding, UnitKind::kLayerNorm1, UnitKind::kQkv,
-                                 UnitKind::kAttention, UnitKind::kAttnOut,    UnitKind::kLayerNorm2,
-                                 UnitKind::kFc1Gelu,   UnitKind::kFc2,        UnitKind::kFinalNorm,
-                                 UnitKind::kHead};
-  return std::any_of(std::begin(kKinds), std::end(kKinds),
-                     [name](UnitKind k) { return name == unit_kind_name(k); });
-}
-
 // The workspace of chunk `r`'s actions on top of their activation peaks
 // (ChunkCost::*_workspace_bytes), walking the units as a backend runs them:
 // unit i holds the boundaries on either side of it that lie inside the chunk
@@ -198,11 +189,8 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
   }
   if (const auto kinds = root.find_object("kinds")) {
     for (const auto& kv : kinds->raw()) {
-      if (!is_kind_name(kv.key())) {
-        kinds->fail(kv.key(),
-                    "unknown unit kind (kinds: embedding, ln1, qkv, attention, attn_out, ln2, "
-                    "fc1_gelu, fc2, final_norm, head)");
-      }
+      if (!is_unit_kind_name(kv.key()))
+        kinds->fail(kv.key(), "unknown unit kind (kinds: " + unit_kind_names() + ")");
       const double x = kv.value().is_object() ? 0.0 : non_negative(*kinds, kv.key());
       cal.kind_scale[std::string(kv.key())] =
           kv.value().is_object() ? unit_time_object(kinds->object(kv.key())) : UnitTime{x, x, x};

@@ -1,3 +1,6 @@
+#include <string>
+#include <string_view>
+
 #include "ppb/pipeline/model.hpp"
 
 namespace ppb {
@@ -26,6 +29,22 @@ const char* unit_kind_name(UnitKind kind) {
       return "head";
   }
   return "unknown";
+}
+
+bool is_unit_kind_name(std::string_view name) {
+  for (int k = 0; k < kUnitKinds; ++k) {
+    if (name == unit_kind_name(static_cast<UnitKind>(k))) return true;
+  }
+  return false;
+}
+
+std::string unit_kind_names() {
+  std::string out;
+  for (int k = 0; k < kUnitKinds; ++k) {
+    out += (k > 0 ? ", " : "");
+    out += unit_kind_name(static_cast<UnitKind>(k));
+  }
+  return out;
 }
 
 }  // namespace ppb

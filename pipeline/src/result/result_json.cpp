@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/json_fields.hpp"
@@ -124,6 +125,16 @@ json::object theory_json(const TheoryFigures& t) {
     return json::value(json::object{
         {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
   });
+  if (!t.kind_seconds.empty()) {
+    o["kind_seconds"] = array_of(t.kind_seconds, [](const std::map<std::string, KindSeconds>& m) {
+      json::object stage;
+      for (const auto& [kind, k] : m) {
+        stage[kind] =
+            json::object{{"F", num(k.fwd)}, {"I", num(k.bwd_input)}, {"W", num(k.bwd_weight)}};
+      }
+      return json::value(std::move(stage));
+    });
+  }
   o["timeline"] = timeline_json(t.timeline);
   o["links"] = array_of(t.links, [](const MeasuredLinkFigures& l) {
     return json::value(
@@ -345,6 +356,19 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
       o.optional_array("action_seconds", [&o](const json::value& v, const std::string& p) {
         return read_action_times(o.reader().object(v, p));
       });
+  t.kind_seconds =
+      o.optional_array("kind_seconds", [&o](const json::value& v, const std::string& p) {
+        const JsonObject stage = o.reader().object(v, p);
+        std::map<std::string, KindSeconds> m;
+        for (const auto& kv : stage.raw()) {
+          const std::string kind(kv.key());
+          if (!is_unit_kind_name(kind))
+            stage.fail(kind, "unknown unit kind (kinds: " + unit_kind_names() + ")");
+          const JsonObject k = o.reader().object(kv.value(), stage.field(kind));
+          m[kind] = {k.get<double>("F"), k.get<double>("I"), k.get<double>("W")};
+        }
+        return m;
+      });
   if (const json::value* v = o.find("timeline"))
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
   t.links = o.optional_array("links", [&o](const json::value& v, const std::string& p) {
@@ -376,6 +400,7 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
   n.check(t.peak_activation_bytes_per_stage.size(), o.field("peak_activation_bytes_per_stage"),
           true);
   n.check(t.action_seconds.size(), o.field("action_seconds"), true);
+  n.check(t.kind_seconds.size(), o.field("kind_seconds"), true);
   n.check(t.timeline.size(), o.field("timeline"), true);
   return t;
 }

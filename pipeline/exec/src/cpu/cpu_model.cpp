@@ -1,5 +1,6 @@
 #include "ppb/exec/cpu_model.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -16,6 +17,10 @@ constexpr int64_t kFloat = 4;
 float* floats(TrackedBuffer& b) { return b.as<float>(); }
 const float* floats(const std::byte* p) { return reinterpret_cast<const float*>(p); }
 float* floats(std::byte* p) { return reinterpret_cast<float*>(p); }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 void copy_floats(float* dst, const float* src, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
@@ -103,6 +108,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const float* in = input != nullptr ? floats(input) : nullptr;
   for (size_t i = 0; i < units_.size(); ++i) {
+    const auto started = std::chrono::steady_clock::now();
     const UnitKind kind = units_[i].kind;
     const bool last = i + 1 == units_.size();
     TrackedBuffer next;
@@ -186,6 +192,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
     }
     prev = std::move(next);
     in = prev.empty() ? nullptr : prev.as<float>();
+    kind_seconds_[static_cast<size_t>(kind)].fwd += seconds_since(started);
   }
   ledger_.admit(std::move(state));
 }
@@ -336,8 +343,15 @@ void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std
                             units_[static_cast<size_t>(i - 1)].boundary_bytes);
       grad_in = floats(below);
     }
+    UnitTime& spent = kind_seconds_[static_cast<size_t>(units_[static_cast<size_t>(i)].kind)];
+    const auto started = std::chrono::steady_clock::now();
     backward_unit_input(i, state, grad_out, grad_in, split);
-    if (!split) backward_unit_weight(i, state, grad_out);
+    spent.bwd_input += seconds_since(started);
+    if (!split) {
+      const auto weight_started = std::chrono::steady_clock::now();
+      backward_unit_weight(i, state, grad_out);
+      spent.bwd_weight += seconds_since(weight_started);
+    }
     current = std::move(below);
     grad_out = grad_in;
   }
@@ -352,9 +366,18 @@ void CpuChunk::backward_input(int64_t mb, const std::byte* grad_output, std::byt
 void CpuChunk::backward_weight(int64_t mb) {
   Microbatch& state = ledger_.for_weight_gradient(mb);
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    const auto started = std::chrono::steady_clock::now();
     backward_unit_weight(i, state, nullptr);
+    kind_seconds_[static_cast<size_t>(units_[static_cast<size_t>(i)].kind)].bwd_weight +=
+        seconds_since(started);
   }
   ledger_.finish(mb);  // frees all mb kept, and its version's stash after its last user
+}
+
+std::vector<UnitTime> CpuChunk::take_kind_seconds() {
+  std::vector<UnitTime> out(kUnitKinds);
+  out.swap(kind_seconds_);
+  return out;
 }
 
 void CpuChunk::backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input) {

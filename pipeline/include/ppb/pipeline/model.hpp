@@ -63,7 +63,14 @@ enum class UnitKind : uint8_t {
   kHead,        ///< output projection to the vocabulary + cross-entropy loss
 };
 
+/// Unit kinds there are (UnitKind's values are 0 .. kUnitKinds - 1).
+inline constexpr int kUnitKinds = static_cast<int>(UnitKind::kHead) + 1;
+
 const char* unit_kind_name(UnitKind kind);
+/// Whether `name` is one of unit_kind_name's names.
+bool is_unit_kind_name(std::string_view name);
+/// Every kind's name in UnitKind order: "embedding, ln1, ..., head".
+std::string unit_kind_names();
 
 /// Whose kernels a unit's scratch follows (the workspace tables below).
 enum class Kernels : uint8_t {

@@ -171,6 +171,16 @@ struct StageActionTimes {
   friend bool operator==(const StageActionTimes&, const StageActionTimes&) = default;
 };
 
+/// Seconds one micro-batch spent in the units of one kind on one stage, by
+/// pass (a full backward's input and weight halves apart).
+struct KindSeconds {
+  double fwd = 0;         ///< "F"
+  double bwd_input = 0;   ///< "I"
+  double bwd_weight = 0;  ///< "W"
+
+  friend bool operator==(const KindSeconds&, const KindSeconds&) = default;
+};
+
 /// One action as it ran (or as the simulator predicts it): seconds from the
 /// start of the step. JSON: {"op":"F","mb":0,"chunk":0,"start":..,"end":..}.
 struct TimelineEvent {
@@ -215,7 +225,11 @@ struct TheoryFigures {
   std::vector<int64_t> activation_bytes_per_microbatch;
   std::vector<int64_t> peak_activation_bytes_per_stage;  ///< optional: peak_inflight x per-mb bytes
   std::vector<StageActionTimes> action_seconds;          ///< optional: per stage
-  Timeline timeline;                                     ///< optional: predicted median step
+  /// optional: per stage, unit kind name ("qkv", ...) -> the seconds one
+  /// micro-batch spent in that stage's units of the kind, in the same step
+  /// as action_seconds. Backends that time their units (cpu) only.
+  std::vector<std::map<std::string, KindSeconds>> kind_seconds;
+  Timeline timeline;  ///< optional: predicted median step
   /// optional: the links the simulation was fed, one per path that carried
   /// transfers ("host" first, then "network").
   std::vector<MeasuredLinkFigures> links;

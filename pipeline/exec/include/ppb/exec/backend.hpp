@@ -68,6 +68,7 @@
 #include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
 
@@ -240,6 +241,14 @@ class Backend {
   /// REQUIRES: the streams are idle.
   virtual double speed_probe() { return std::numeric_limits<double>::quiet_NaN(); }
 
+  /// Seconds this stage's units ran since the last call, by kind (indexed
+  /// by UnitKind, kUnitKinds entries) and pass; the call starts the sums
+  /// again. Empty for a backend that does not time its units (timed, whose
+  /// actions are modelled whole; cuda). `run` takes them after every timed
+  /// step (metrics.theory.kind_seconds_per_stage), so that calibration can
+  /// fit a factor per unit kind. REQUIRES: the streams are idle.
+  virtual std::vector<UnitTime> take_kind_seconds() { return {}; }
+
   // Device backends (BackendInfo::device). REQUIRES: the streams are idle.
 
   /// The device memory figures (pool_peak -1 without a device).
@@ -329,6 +338,7 @@ class CpuBackend final : public StreamBackend {
   /// Four single-threaded 256 x 256 x 256 SGEMMs through the kernels' gemm
   /// (about 134 MFLOP) on fixed operands, on the calling thread.
   double speed_probe() override;
+  std::vector<UnitTime> take_kind_seconds() override;
 
   /// The model of local chunk c (its unit range, gradients, parameters, loss).
   CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }

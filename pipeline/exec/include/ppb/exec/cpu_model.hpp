@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "ppb/exec/microbatch_ledger.hpp"
+#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
 
@@ -167,6 +168,11 @@ class CpuChunk {
   /// The current weight version (number of sgd_step() calls so far).
   int weight_version() const { return ledger_.version(); }
 
+  /// Seconds this chunk's units ran since the last call, by kind (indexed
+  /// by UnitKind) and pass: forward, input gradient, weight gradient (a
+  /// full backward's two halves apart). The call starts the sums again.
+  std::vector<UnitTime> take_kind_seconds();
+
  private:
   struct UnitState;
   using Ledger = MicrobatchLedger<TrackedBuffer>;
@@ -188,6 +194,7 @@ class CpuChunk {
   std::vector<std::unique_ptr<UnitState>> state_;  // one per unit of the range
   Ledger ledger_;  // in-flight micro-batches, pass order, weight versions
   std::map<int64_t, double> losses_;
+  std::vector<UnitTime> kind_seconds_ = std::vector<UnitTime>(kUnitKinds);
 };
 
 }  // namespace ppb
