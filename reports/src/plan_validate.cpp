@@ -161,9 +161,76 @@ std::string setup_of(const ResultEntry& e) {
 
 }  // namespace
 
+// Per unit kind, least squares through the origin of the measured seconds
+// of the kind's units on a stage against the roofline's, pass by pass.
+class KindFit {
+ public:
+  KindFit() : sums_(static_cast<size_t>(kUnitKinds)) {}
+
+  // The stages of one result whose backend timed its units.
+  void add(const Repriced& r, const Result& result) {
+    const ResultConfig& c = result.config;
+    const std::vector<std::map<std::string, KindSeconds>>& measured =
+        result.metrics->theory->kind_seconds;
+    if (measured.size() != static_cast<size_t>(c.stages)) return;
+    const Placement place = placement_of(r.schedule);
+    const double scale = c.time_scale > 0 ? c.time_scale : 1.0;
+    for (int s = 0; s < c.stages; ++s) {
+      std::vector<UnitTime> model(static_cast<size_t>(kUnitKinds));
+      for (int ch = 0; ch < c.chunks; ++ch) {
+        const UnitRange& part = r.parts[static_cast<size_t>(place.virtual_stage(s, ch))];
+        for (int u = part.begin; u < part.end; ++u) {
+          UnitTime& m = model[static_cast<size_t>(r.units[static_cast<size_t>(u)].kind)];
+          const UnitTime& t = r.times[static_cast<size_t>(u)];
+          m.fwd += t.fwd;
+          m.bwd_input += t.bwd_input;
+          m.bwd_weight += t.bwd_weight;
+        }
+      }
+      for (const auto& [name, k] : measured[static_cast<size_t>(s)]) {
+        for (int kind = 0; kind < kUnitKinds; ++kind) {
+          if (name != unit_kind_name(static_cast<UnitKind>(kind))) continue;
+          Sums& x = sums_[static_cast<size_t>(kind)];
+          const UnitTime& m = model[static_cast<size_t>(kind)];
+          x.add(0, k.fwd / scale, m.fwd);
+          x.add(1, k.bwd_input / scale, m.bwd_input);
+          x.add(2, k.bwd_weight / scale, m.bwd_weight);
+        }
+      }
+    }
+  }
+
+  // The fitted kinds into cal.kinds; a pass without data takes the
+  // per-pass factor.
+  void fit(PassCalibration& cal) const {
+    for (int kind = 0; kind < kUnitKinds; ++kind) {
+      const Sums& x = sums_[static_cast<size_t>(kind)];
+      if (x.model_squared[0] <= 0 && x.model_squared[1] <= 0 && x.model_squared[2] <= 0) continue;
+      const auto pass = [&x](int p, double fallback) {
+        return x.model_squared[p] > 0 ? x.cross[p] / x.model_squared[p] : fallback;
+      };
+      cal.kinds[unit_kind_name(static_cast<UnitKind>(kind))] = {
+          pass(0, cal.forward), pass(1, cal.backward), pass(2, cal.backward)};
+    }
+  }
+
+ private:
+  struct Sums {
+    double cross[3] = {0, 0, 0};
+    double model_squared[3] = {0, 0, 0};
+    void add(int pass, double measured, double model) {
+      if (!(std::isfinite(measured) && model > 0)) return;
+      cross[pass] += measured * model;
+      model_squared[pass] += model * model;
+    }
+  };
+  std::vector<Sums> sums_;
+};
+
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) {
   double ff = 0, fp = 0, bf = 0, bp = 0;  // sums of measured x model and model^2
   LinkPoints points;
+  KindFit kinds;
   PassCalibration cal;
   for (const ResultEntry* e : results) {
     if (!unusable(*e).empty()) continue;
@@ -181,11 +248,13 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
     for (const MeasuredLinkFigures& l : e->result.metrics->theory->links) {
       if (l.path == "host") points.add(l);
     }
+    kinds.add(r, e->result);
     ++cal.results;
   }
   if (cal.results == 0) throw UsageError("calibration: no usable result (ok, with action times)");
   cal.forward = fp > 0 ? ff / fp : 1.0;
   cal.backward = bp > 0 ? bf / bp : 1.0;
+  kinds.fit(cal);
   points.fit(cal.link);
   return cal;
 }
@@ -193,9 +262,10 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
 Calibration kind_calibration(const PassCalibration& cal, const std::string& device, double scale) {
   Calibration kinds;
   kinds.device = device;
-  for (int k = 0; k <= static_cast<int>(UnitKind::kHead); ++k) {
-    kinds.kind_scale[unit_kind_name(static_cast<UnitKind>(k))] =
-        UnitTime{cal.forward * scale, cal.backward * scale, cal.backward * scale};
+  for (int k = 0; k < kUnitKinds; ++k) {
+    const std::string name = unit_kind_name(static_cast<UnitKind>(k));
+    const UnitTime f = cal.factors(name);
+    kinds.kind_scale[name] = UnitTime{f.fwd * scale, f.bwd_input * scale, f.bwd_weight * scale};
   }
   return kinds;
 }
@@ -233,10 +303,11 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
   const Repriced r = reprice(c);
   const double scale = c.time_scale > 0 ? c.time_scale : 1.0;
   std::vector<UnitTime> times = r.times;
-  for (UnitTime& t : times) {
-    t.fwd *= cal.forward * scale;
-    t.bwd_input *= cal.backward * scale;
-    t.bwd_weight *= cal.backward * scale;
+  for (size_t u = 0; u < times.size(); ++u) {
+    const UnitTime f = cal.factors(unit_kind_name(r.units[u].kind));
+    times[u].fwd *= f.fwd * scale;
+    times[u].bwd_input *= f.bwd_input * scale;
+    times[u].bwd_weight *= f.bwd_weight * scale;
   }
   const StageCosts costs = model_costs(r.units, times, r.parts, c.stages, c.chunks, cal.link);
   const SimResult sim = simulate(r.schedule, costs);

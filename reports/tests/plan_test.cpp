@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -320,6 +321,57 @@ TEST(PlanValidate, TheLinkIsOneLineThroughEveryRunsTransfers) {
   // A network link is not calibrated from.
   results[1].result.metrics->theory->links[0].path = "network";
   EXPECT_NEAR(fit_calibration(both).link.latency, 700e-6, 1e-12);
+}
+
+// Results whose backend timed its units (theory.kind_seconds) fit a factor
+// per unit kind and pass: here every kind's units ran at the roofline x its
+// own factor (qkv x 4 forward, attention x 5 backward, the rest x 2 / x 3),
+// and the fit recovers them exactly; the kinds then scale each unit.
+TEST(PlanValidate, UnitTimesByKindFitAFactorPerKind) {
+  std::vector<ResultEntry> results = {synthetic_result("1f1b", 4, 8),
+                                      synthetic_result("gpipe", 2, 4)};
+  auto factor = [](UnitKind k) {
+    return UnitTime{k == UnitKind::kQkv ? 4.0 : 2.0, k == UnitKind::kAttention ? 5.0 : 3.0,
+                    k == UnitKind::kAttention ? 5.0 : 3.0};
+  };
+  for (ResultEntry& e : results) {
+    const ResultConfig& c = e.result.config;
+    const std::vector<Unit> units = expand_units(parse_model_spec(c.model));
+    const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+    const std::vector<UnitRange> parts =
+        make_partition("manual:" + c.unit_ranges, units, times, c.stages);
+    std::vector<std::map<std::string, KindSeconds>>& ks = e.result.metrics->theory->kind_seconds;
+    for (int s = 0; s < c.stages; ++s) {
+      std::map<std::string, KindSeconds>& stage = ks.emplace_back();
+      const UnitRange& part = parts[static_cast<size_t>(s)];
+      for (int u = part.begin; u < part.end; ++u) {
+        const Unit& unit = units[static_cast<size_t>(u)];
+        const UnitTime f = factor(unit.kind);
+        KindSeconds& k = stage[unit_kind_name(unit.kind)];  // time scale 0.5
+        k.fwd += times[static_cast<size_t>(u)].fwd * f.fwd * 0.5;
+        k.bwd_input += times[static_cast<size_t>(u)].bwd_input * f.bwd_input * 0.5;
+        k.bwd_weight += times[static_cast<size_t>(u)].bwd_weight * f.bwd_weight * 0.5;
+      }
+    }
+  }
+  std::vector<const ResultEntry*> both = {&results[0], &results[1]};
+  const PassCalibration cal = fit_calibration(both);
+  for (int k = 0; k < kUnitKinds; ++k) {
+    const auto kind = static_cast<UnitKind>(k);
+    const UnitTime got = cal.factors(unit_kind_name(kind));
+    const UnitTime want = factor(kind);
+    SCOPED_TRACE(unit_kind_name(kind));
+    EXPECT_NEAR(got.fwd, want.fwd, 1e-9);
+    // The embedding has no input gradient and attention no weights: their
+    // pass keeps the overall backward factor (3 here).
+    EXPECT_NEAR(got.bwd_input, kind == UnitKind::kEmbedding ? cal.backward : want.bwd_input, 1e-9);
+    EXPECT_NEAR(got.bwd_weight, kind == UnitKind::kAttention ? cal.backward : want.bwd_weight,
+                1e-9);
+  }
+  // As a calibration of the planner: every kind at its factor x the scale.
+  const Calibration kinds = kind_calibration(cal, "cpu", 0.5);
+  EXPECT_NEAR(kinds.kind_scale.at("qkv").fwd, 2.0, 1e-9);
+  EXPECT_NEAR(kinds.kind_scale.at("fc2").fwd, 1.0, 1e-9);
 }
 
 // Repeated measurements of a combination (several nights) are one row: the

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,17 @@ struct PassCalibration {
   double backward = 1;
   LinkModel link;   ///< wall seconds; the device's link when none was measured
   int results = 0;  ///< results fitted
+  /// Per unit kind ("qkv", ...): factors on the roofline's forward, input-
+  /// and weight-gradient times, fitted on the results that timed their
+  /// units (theory.kind_seconds). A kind or pass without such data takes
+  /// forward / backward.
+  std::map<std::string, UnitTime> kinds;
+
+  /// The factors of `kind`'s three passes.
+  UnitTime factors(const std::string& kind) const {
+    const auto it = kinds.find(kind);
+    return it != kinds.end() ? it->second : UnitTime{forward, backward, backward};
+  }
 };
 
 /// Fits on `results` (ok results with theory.action_seconds; others are
@@ -152,7 +164,8 @@ struct PassCalibration {
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results);
 
 /// The fitted factors as a "pipebench.calibration/1" calibration of every
-/// unit kind on `device` (forward x scale, backward x scale for I and W).
+/// unit kind on `device`: each kind's own factors where they were fitted,
+/// else forward and backward (for I and W), all x scale.
 Calibration kind_calibration(const PassCalibration& cal, const std::string& device,
                              double scale = 1);
 
