@@ -162,13 +162,17 @@ std::string setup_of(const ResultEntry& e) {
 }  // namespace
 
 // Per unit kind, least squares through the origin of the measured seconds
-// of the kind's units on a stage against the roofline's, pass by pass.
+// of the kind's units on a stage against the roofline's, pass by pass; then
+// one factor per pass on all kinds so that the stages' actions come out as
+// measured (the units' times leave out what an action does besides them).
+// The kinds share out a pass's time; the actions' times set its total.
 class KindFit {
  public:
   KindFit() : sums_(static_cast<size_t>(kUnitKinds)) {}
 
-  // The stages of one result whose backend timed its units.
-  void add(const Repriced& r, const Result& result) {
+  // The stages of one result whose backend timed its units; `actions`: its
+  // measured and modelled action times per stage.
+  void add(const Repriced& r, const Result& result, const StagePairs& actions) {
     const ResultConfig& c = result.config;
     const std::vector<std::map<std::string, KindSeconds>>& measured =
         result.metrics->theory->kind_seconds;
@@ -197,6 +201,14 @@ class KindFit {
           x.add(2, k.bwd_weight / scale, m.bwd_weight);
         }
       }
+      // Per action, as the action times are (a stage's V chunks share them).
+      for (UnitTime& m : model) {
+        m.fwd /= c.chunks;
+        m.bwd_input /= c.chunks;
+        m.bwd_weight /= c.chunks;
+      }
+      stages_.push_back({std::move(model), actions.measured_fwd[static_cast<size_t>(s)],
+                         actions.measured_bwd[static_cast<size_t>(s)]});
     }
   }
 
@@ -212,9 +224,35 @@ class KindFit {
       cal.kinds[unit_kind_name(static_cast<UnitKind>(kind))] = {
           pass(0, cal.forward), pass(1, cal.backward), pass(2, cal.backward)};
     }
+    if (cal.kinds.empty()) return;
+    double fm = 0, fp = 0, bm = 0, bp = 0;  // measured x predicted, predicted^2
+    for (const Stage& st : stages_) {
+      double f = 0, b = 0;
+      for (int kind = 0; kind < kUnitKinds; ++kind) {
+        const UnitTime x = cal.factors(unit_kind_name(static_cast<UnitKind>(kind)));
+        const UnitTime& m = st.model[static_cast<size_t>(kind)];
+        f += x.fwd * m.fwd;
+        b += x.bwd_input * m.bwd_input + x.bwd_weight * m.bwd_weight;
+      }
+      fm += st.fwd * f;
+      fp += f * f;
+      bm += st.bwd * b;
+      bp += b * b;
+    }
+    const double cf = fp > 0 && fm > 0 ? fm / fp : 1.0;
+    const double cb = bp > 0 && bm > 0 ? bm / bp : 1.0;
+    for (auto& [kind, x] : cal.kinds) {
+      x.fwd *= cf;
+      x.bwd_input *= cb;
+      x.bwd_weight *= cb;
+    }
   }
 
  private:
+  struct Stage {
+    std::vector<UnitTime> model;  // per kind, per action
+    double fwd = 0, bwd = 0;      // measured action times, modelled seconds
+  };
   struct Sums {
     double cross[3] = {0, 0, 0};
     double model_squared[3] = {0, 0, 0};
@@ -225,6 +263,7 @@ class KindFit {
     }
   };
   std::vector<Sums> sums_;
+  std::vector<Stage> stages_;
 };
 
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) {
@@ -248,7 +287,7 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
     for (const MeasuredLinkFigures& l : e->result.metrics->theory->links) {
       if (l.path == "host") points.add(l);
     }
-    kinds.add(r, e->result);
+    kinds.add(r, e->result, p);
     ++cal.results;
   }
   if (cal.results == 0) throw UsageError("calibration: no usable result (ok, with action times)");
@@ -351,8 +390,9 @@ double median_of(std::vector<double> xs) {
 }
 
 // Repeated measurements of one combination (several nights) as one, as a
-// benchmark aggregates its repetitions: the median samples/s and median
-// action times per stage and pass, every measured link, the highest peak.
+// benchmark aggregates its repetitions: the median samples/s, median action
+// times per stage and pass (and unit times per kind), every measured link,
+// the highest peak.
 ResultEntry merge_repeats(const std::vector<const ResultEntry*>& repeats) {
   ResultEntry m = *repeats.front();
   ResultMetrics& mm = *m.result.metrics;
@@ -374,6 +414,24 @@ ResultEntry merge_repeats(const std::vector<const ResultEntry*>& repeats) {
         median([&](const ResultEntry& e) { return stage(e).bwd_input; });
     mt.action_seconds[s].bwd_weight =
         median([&](const ResultEntry& e) { return stage(e).bwd_weight; });
+  }
+  // Unit times by kind: the median per stage, kind and pass where every
+  // repeat has them for every stage, else none (the per-pass fit).
+  const bool kinds = std::all_of(repeats.begin(), repeats.end(), [&](const ResultEntry* e) {
+    return e->result.metrics->theory->kind_seconds.size() == mt.action_seconds.size();
+  });
+  if (!kinds) mt.kind_seconds.clear();
+  for (size_t s = 0; s < mt.kind_seconds.size(); ++s) {
+    for (auto& [kind, k] : mt.kind_seconds[s]) {
+      const auto pass = [&, name = kind](double KindSeconds::*p) {
+        return median([&](const ResultEntry& e) {
+          const auto& stage = e.result.metrics->theory->kind_seconds[s];
+          const auto it = stage.find(name);
+          return it != stage.end() ? it->second.*p : std::nan("");
+        });
+      };
+      k = {pass(&KindSeconds::fwd), pass(&KindSeconds::bwd_input), pass(&KindSeconds::bwd_weight)};
+    }
   }
   mt.links.clear();
   std::vector<int64_t>& peaks = mm.peak_memory_bytes.per_stage;

@@ -325,8 +325,10 @@ TEST(PlanValidate, TheLinkIsOneLineThroughEveryRunsTransfers) {
 
 // Results whose backend timed its units (theory.kind_seconds) fit a factor
 // per unit kind and pass: here every kind's units ran at the roofline x its
-// own factor (qkv x 4 forward, attention x 5 backward, the rest x 2 / x 3),
-// and the fit recovers them exactly; the kinds then scale each unit.
+// own factor (qkv x 4 forward, attention x 5 backward, the rest x 2 / x 3)
+// and the actions took what their units took, so the fit recovers them
+// exactly; the kinds then scale each unit. Actions slower than their units
+// (work besides them) scale every kind of that pass alike.
 TEST(PlanValidate, UnitTimesByKindFitAFactorPerKind) {
   std::vector<ResultEntry> results = {synthetic_result("1f1b", 4, 8),
                                       synthetic_result("gpipe", 2, 4)};
@@ -352,6 +354,13 @@ TEST(PlanValidate, UnitTimesByKindFitAFactorPerKind) {
         k.bwd_input += times[static_cast<size_t>(u)].bwd_input * f.bwd_input * 0.5;
         k.bwd_weight += times[static_cast<size_t>(u)].bwd_weight * f.bwd_weight * 0.5;
       }
+      StageActionTimes& a = e.result.metrics->theory->action_seconds[static_cast<size_t>(s)];
+      a.fwd = 0;
+      a.bwd = 0;
+      for (const auto& [kind, k] : stage) {
+        a.fwd += k.fwd;
+        a.bwd += k.bwd_input + k.bwd_weight;
+      }
     }
   }
   std::vector<const ResultEntry*> both = {&results[0], &results[1]};
@@ -372,6 +381,14 @@ TEST(PlanValidate, UnitTimesByKindFitAFactorPerKind) {
   const Calibration kinds = kind_calibration(cal, "cpu", 0.5);
   EXPECT_NEAR(kinds.kind_scale.at("qkv").fwd, 2.0, 1e-9);
   EXPECT_NEAR(kinds.kind_scale.at("fc2").fwd, 1.0, 1e-9);
+  // Forward actions 10% slower than their units: every forward factor x 1.1.
+  for (ResultEntry& e : results) {
+    for (StageActionTimes& a : e.result.metrics->theory->action_seconds) a.fwd *= 1.1;
+  }
+  const PassCalibration slower = fit_calibration(both);
+  EXPECT_NEAR(slower.factors("qkv").fwd, 4.4, 1e-9);
+  EXPECT_NEAR(slower.factors("fc2").fwd, 2.2, 1e-9);
+  EXPECT_NEAR(slower.factors("qkv").bwd_input, 3.0, 1e-9);
 }
 
 // Repeated measurements of a combination (several nights) are one row: the
