@@ -551,23 +551,37 @@ std::vector<int> host_of_stage(const ResultEnvironment& env, int stages) {
   return out;
 }
 
-/// Per stage (replica 0's rank), the seconds one micro-batch spent in each
-/// unit kind in the step `step` (the median one), by pass; empty when the
-/// backend does not time its units. Kinds the stage does not hold are left
-/// out.
+/// Per stage, the seconds one micro-batch spent in each unit kind in the
+/// step `step` (the median one), by pass: the mean over the stage's
+/// replicas (`ranks` replica-major), as the action times of that step are;
+/// empty when the backend does not time its units. Kinds the stage does not
+/// hold are left out.
 std::vector<std::map<std::string, KindSeconds>> kind_seconds_per_stage(
     const std::vector<RankRecord>& ranks, int stages, size_t step, int microbatches) {
-  std::vector<std::map<std::string, KindSeconds>> out;
-  for (int s = 0; s < stages && s < static_cast<int>(ranks.size()); ++s) {
-    const std::vector<RankStep>& steps = ranks[static_cast<size_t>(s)].steps;
-    if (step >= steps.size() || steps[step].kind_seconds.empty()) return {};
-    const std::vector<UnitTime>& spent = steps[step].kind_seconds;
-    std::map<std::string, KindSeconds>& stage = out.emplace_back();
-    const auto per_mb = static_cast<double>(std::max(microbatches, 1));
-    for (size_t k = 0; k < spent.size() && k < static_cast<size_t>(kUnitKinds); ++k) {
-      if (spent[k].total() <= 0) continue;
-      stage[unit_kind_name(static_cast<UnitKind>(k))] = {
-          spent[k].fwd / per_mb, spent[k].bwd_input / per_mb, spent[k].bwd_weight / per_mb};
+  const auto p = static_cast<size_t>(stages);
+  if (ranks.empty() || ranks.size() % p != 0) return {};
+  std::vector<std::vector<UnitTime>> sums(p, std::vector<UnitTime>(kUnitKinds));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const std::vector<RankStep>& steps = ranks[r].steps;
+    if (step >= steps.size() || steps[step].kind_seconds.size() != sums[r % p].size()) return {};
+    for (size_t k = 0; k < sums[r % p].size(); ++k) {
+      UnitTime& sum = sums[r % p][k];
+      const UnitTime& spent = steps[step].kind_seconds[k];
+      sum.fwd += spent.fwd;
+      sum.bwd_input += spent.bwd_input;
+      sum.bwd_weight += spent.bwd_weight;
+    }
+  }
+  const size_t replicas = ranks.size() / p;
+  const double per_mb = static_cast<double>(std::max(microbatches, 1)) *
+                        static_cast<double>(replicas);  // micro-batches of every replica
+  std::vector<std::map<std::string, KindSeconds>> out(p);
+  for (size_t s = 0; s < p; ++s) {
+    for (size_t k = 0; k < sums[s].size(); ++k) {
+      const UnitTime& spent = sums[s][k];
+      if (spent.total() <= 0) continue;
+      out[s][unit_kind_name(static_cast<UnitKind>(k))] = {
+          spent.fwd / per_mb, spent.bwd_input / per_mb, spent.bwd_weight / per_mb};
     }
   }
   return out;
