@@ -17,6 +17,7 @@
 #include "ppb/profiling/input_file.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/plan.hpp"
+#include "ppb/reports/stats.hpp"
 
 namespace ppb::reports {
 namespace {
@@ -381,12 +382,8 @@ namespace {
 // The median of the finite values (NaN when none: a pass the schedule does
 // not run).
 double median_of(std::vector<double> xs) {
-  xs.erase(std::remove_if(xs.begin(), xs.end(), [](double x) { return !std::isfinite(x); }),
-           xs.end());
-  if (xs.empty()) return std::nan("");
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  return n % 2 == 1 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
+  const Spread s = spread(std::move(xs));
+  return s.n > 0 ? s.median : std::nan("");
 }
 
 // Repeated measurements of one combination (several nights) as one, as a
