@@ -454,6 +454,24 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
   return out;
 }
 
+bool moved(const MetricVerdict& v) {
+  return v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+}
+
+// One timing figure decided over its nights. A move dated to an earlier
+// night is checked against the verdict the last judged night got: when that
+// night already showed the same move, tonight has seen it again; when the
+// step only shows now that tonight is added (the arrival night alone was
+// "no change"), tonight is the first night it is reported.
+MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
+  MetricVerdict v = decide_sampled(f.kind, f.nights, o);
+  if (moved(v) && v.arrived != f.nights.back().night && f.nights.size() >= 3) {
+    const std::vector<NightSamples> before(f.nights.begin(), f.nights.end() - 1);
+    v.reported_before = decide_sampled(f.kind, before, o).status == v.status;
+  }
+  return v;
+}
+
 // Noise floors by machine, backend and figure family.
 std::string floor_key(const std::string& machine, const std::string& backend,
                       const std::string& family) {
@@ -491,11 +509,10 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
       if (it != floors.end())
         f.kind.floor = noise_floor_for(it->second, static_cast<int>(f.nights.size()) - 1);
     }
-    row.metrics.push_back(decide_sampled(series[0].kind, series[0].nights, o));
-    row.metrics.push_back(decide_sampled(series[1].kind, series[1].nights, o));
+    row.metrics.push_back(decide_timing(series[0], o));
+    row.metrics.push_back(decide_timing(series[1], o));
     row.metrics.push_back(decide_memory(mem, o));
-    for (size_t i = 2; i < series.size(); ++i)
-      row.metrics.push_back(decide_sampled(series[i].kind, series[i].nights, o));
+    for (size_t i = 2; i < series.size(); ++i) row.metrics.push_back(decide_timing(series[i], o));
   }
   row.samples_change = row.metrics[0].change;
   row.detectable = row.metrics[0].detectable;
@@ -568,13 +585,11 @@ void summarize(RegressionRow& row) {
     if (v.status == RegressionStatus::kUndecidable) row.notes.push_back("undecidable: " + v.text);
     improved = improved || v.status == RegressionStatus::kImproved;
     undecidable = undecidable || v.status == RegressionStatus::kUndecidable;
-    const bool moved =
-        v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
     // The row's night: that of its first regressed figure (samples/s first),
     // else of its first improved one.
     const bool first_regression =
         v.status == RegressionStatus::kRegressed && row.reasons.size() == 1;
-    if (moved && (row.arrived.empty() || first_regression)) row.arrived = v.arrived;
+    if (moved(v) && (row.arrived.empty() || first_regression)) row.arrived = v.arrived;
   }
   // A move the re-run refuted leaves the row in question whatever its other
   // figures say: it is listed apart (undecidable), never as an improvement.
@@ -605,13 +620,13 @@ RegressionRow blank_row(const ResultEntry& e) {
   return row;
 }
 
-// A timing figure that regressed or improved tonight awaits a re-run; one
-// that arrived on an earlier night has been seen again every night since.
-void mark_awaiting(RegressionRow& row, const std::string& tonight) {
+// A timing figure that regressed or improved tonight awaits a re-run, and
+// so does a step dated to an earlier night that no night reported before
+// tonight; one that the last judged night already showed has been seen
+// again every night since.
+void mark_awaiting(RegressionRow& row) {
   for (MetricVerdict& v : row.metrics) {
-    const bool moved =
-        v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
-    if (v.timing && moved && v.arrived == tonight) v.confirmation = Confirmation::kAwaiting;
+    if (v.timing && moved(v) && !v.reported_before) v.confirmation = Confirmation::kAwaiting;
   }
 }
 
@@ -725,7 +740,7 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     } else {
       row.baseline = it->second.back().entry;
       decide_figures(row, c, it->second, tonight, options, floors);
-      mark_awaiting(row, tonight);
+      mark_awaiting(row);
       const auto again = rerun_of.find(c.group + " # " + c.config_key);
       if (again != rerun_of.end())
         confirm(row, *again->second, it->second, tonight, options, floors);

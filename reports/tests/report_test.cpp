@@ -891,6 +891,45 @@ TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
   EXPECT_TRUE(s.rerun_list().empty());
 }
 
+TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo) {
+  // n4 is a little slow, within the threshold: its own gate said no change.
+  // Tonight is slower again, and the step is dated back to n4. No night
+  // reported it before tonight, so it awaits tonight's re-run like a move of
+  // tonight, and a re-run at the usual speed refutes it.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.0, 1.0));
+  const std::string n4 = night(root, "n4", 4, two(1.068, 1.0));
+  const std::string earlier = fresh_dir("earlier");
+  for (int day = 1; day <= 3; ++day) night(earlier, "n" + std::to_string(day), day, two(1.0, 1.0));
+  EXPECT_EQ(row_of(gate(n4, {earlier}), "1f1b").status, RegressionStatus::kPass);
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.10, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root}, "");
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n4");
+  EXPECT_FALSE(r.metrics[0].reported_before);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  ASSERT_EQ(s.rerun_list().size(), 1u);
+  const std::string usual = night(fresh_dir("rerun"), "t", 5, two(1.0, 1.0));
+  const RegressionRow& refuted = row_of(confirmed_gate(cur, {root}, usual), "1f1b");
+  EXPECT_EQ(refuted.status, RegressionStatus::kUndecidable);
+  EXPECT_GT(refuted.count(Confirmation::kNotReproduced), 0);
+  const std::string slow = night(fresh_dir("rerun"), "t", 5, two(1.10, 1.0));
+  const RegressionRow& kept = row_of(confirmed_gate(cur, {root}, slow), "1f1b");
+  EXPECT_EQ(kept.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(kept.arrived, "n4");
+  EXPECT_GT(kept.count(Confirmation::kConfirmed), 0);
+  // A night later, the step is what the last judged night already showed.
+  night(root, "n5", 5, two(1.10, 1.0));
+  const std::string next = night(fresh_dir("cur"), "t", 6, two(1.10, 1.0));
+  const RegressionSummary later = confirmed_gate(next, {root}, "");
+  EXPECT_EQ(row_of(later, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_TRUE(row_of(later, "1f1b").metrics[0].reported_before);
+  EXPECT_TRUE(later.rerun_list().empty());
+}
+
 TEST(ReportConfirm, RerunsInsideTonightsFolderAreNotTonightsResults) {
   const std::string cur = night(fresh_dir("cur"), "t", 3, two(1.12, 1.0));
   night(cur, "rerun", 3, two(1.0, 1.0));

@@ -159,6 +159,11 @@ struct MetricVerdict {
   std::string arrived;    ///< night a regression/improvement arrived (tonight's name if tonight)
   std::string text;       ///< one line: figures, test and decision
   bool timing = true;     ///< a timing figure (confirmable); false for peak memory
+  /// A move dated to an earlier night that the gate already gave the same
+  /// verdict on the last night it judged: seen again since, no re-run needed.
+  /// A step dated back to a night that was itself "no change" was not, and
+  /// awaits tonight's re-run like a move of tonight.
+  bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
   std::string rerun_text;  ///< the re-run's verdict on this figure, when it had one
 };
