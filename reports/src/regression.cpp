@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/reports/format.hpp"
@@ -64,9 +65,14 @@ std::string confirmation_summary(const RegressionRow& row) {
 
 std::vector<std::string> RegressionSummary::rerun_list() const {
   std::vector<std::string> out;
+  std::set<std::string> listed;
+  const auto add = [&](const ResultEntry* e) {
+    if (e != nullptr && listed.insert(e->source).second) out.push_back(e->source);
+  };
   for (const RegressionRow& r : rows) {
-    if (r.current != nullptr && r.count(Confirmation::kAwaiting) > 0)
-      out.push_back(r.current->source);
+    if (r.current == nullptr || r.count(Confirmation::kAwaiting) == 0) continue;
+    add(r.current);
+    add(r.control);
   }
   return out;
 }
@@ -630,14 +636,94 @@ void mark_awaiting(RegressionRow& row) {
   }
 }
 
+// Is `row` a combination whose every figure tonight's gate judged
+// unchanged (a possible control)?
+bool unchanged(const RegressionRow& row) {
+  return row.current != nullptr && row.reasons.empty() && !row.metrics.empty() &&
+         std::all_of(row.metrics.begin(), row.metrics.end(),
+                     [](const MetricVerdict& v) { return v.status == RegressionStatus::kPass; });
+}
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+// A control for every row awaiting a re-run: a combination of the same
+// sweep (folder, group and ranks, so that one `run --rerun` runs both) that
+// tonight's gate found unchanged, with the samples/s nearest the row's; one
+// not yet a control first, so that each re-runs beside its own suspect.
+void choose_controls(std::vector<RegressionRow>& rows) {
+  std::vector<const RegressionRow*> candidates;
+  for (const RegressionRow& r : rows) {
+    if (unchanged(r)) candidates.push_back(&r);
+  }
+  std::set<const ResultEntry*> taken;
+  for (RegressionRow& row : rows) {
+    if (row.current == nullptr || row.count(Confirmation::kAwaiting) == 0) continue;
+    const ResultEntry& s = *row.current;
+    const double speed = spread(throughput_samples(s.result)).median;
+    const RegressionRow* best = nullptr;
+    double best_cost = kInf;
+    for (const RegressionRow* c : candidates) {
+      const ResultEntry& e = *c->current;
+      if (e.group != s.group || folder_of(e.source) != folder_of(s.source) ||
+          e.result.environment.ranks != s.result.environment.ranks)
+        continue;
+      const double other = spread(throughput_samples(e.result)).median;
+      double cost = speed > 0 && other > 0 ? std::fabs(std::log(other / speed)) : 1e6;
+      if (taken.count(&e) != 0) cost += 1e9;
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = c;
+      }
+    }
+    if (best == nullptr) continue;
+    row.control = best->current;
+    taken.insert(best->current);
+  }
+}
+
+// The re-run as the sweep's machine would have measured it: its times
+// scaled by the control's samples/s in the sweep against its re-run (a
+// machine slower during the re-runs slows the control as much). `note`
+// says by how much, or why the re-run is taken as measured.
+ResultEntry scaled_by_control(const RegressionRow& row, const ResultEntry& rerun,
+                              std::string& note) {
+  if (row.control == nullptr) return rerun;
+  const std::string who = "control " + row.control->label + ": ";
+  if (row.control_rerun == nullptr || row.control_rerun->result.status != ResultStatus::kOk) {
+    note = who + "no re-run of it to compare; the re-run is taken as measured";
+    return rerun;
+  }
+  const double sweep = spread(throughput_samples(row.control->result)).median;
+  const double again = spread(throughput_samples(row.control_rerun->result)).median;
+  if (!(sweep > 0 && again > 0) || !rerun.result.metrics) return rerun;
+  const double speed = again / sweep;  // < 1: the re-runs' machine was slower
+  note = who + "samples/s " + format_number(sweep) + " in the sweep, " + format_number(again) +
+         " in the re-runs (" + signed_percent(speed - 1) + "); the re-run's times are scaled by " +
+         format_fixed(speed, 3);
+  ResultEntry out = rerun;
+  ResultMetrics& m = *out.result.metrics;
+  for (double& t : m.step_time_seconds.samples) t *= speed;
+  m.samples_per_second /= speed;
+  for (std::vector<double>& stage : m.busy_seconds_per_stage) {
+    for (double& t : stage) t *= speed;
+  }
+  return out;
+}
+
 // The re-run of a row's combination, gated against the same history the
 // same way: a figure awaiting confirmation keeps its verdict only when the
 // re-run gives the same one; otherwise it is undecidable, with the re-run's
-// figures as the reason.
-void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Matched>& history,
-             const std::string& tonight, const GateOptions& o, const Floors& floors) {
-  if (row.count(Confirmation::kAwaiting) == 0) return;
-  row.rerun = &rerun;
+// figures as the reason. Returns the control's note (scaled_by_control).
+std::string confirm(RegressionRow& row, const ResultEntry& measured,
+                    const std::vector<Matched>& history, const std::string& tonight,
+                    const GateOptions& o, const Floors& floors) {
+  if (row.count(Confirmation::kAwaiting) == 0) return "";
+  row.rerun = &measured;
+  std::string note;
+  const ResultEntry rerun = scaled_by_control(row, measured, note);
   RegressionRow again = blank_row(rerun);
   const bool ran = rerun.result.status == ResultStatus::kOk && gated(rerun, o);
   if (ran) decide_figures(again, rerun, history, tonight, o, floors);
@@ -679,6 +765,7 @@ void confirm(RegressionRow& row, const ResultEntry& rerun, const std::vector<Mat
     v.text += "; did not reproduce on a re-run (" + why + ")" +
               (told ? "; a transient" : "; the re-run could not tell");
   }
+  return note;
 }
 
 // Figures still awaiting a re-run when re-runs were given say so.
@@ -722,6 +809,7 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     for (const ResultEntry& e : *reruns) rerun_of[e.group + " # " + e.config_key] = &e;
   }
   std::map<std::string, bool> seen;
+  std::vector<const std::vector<Matched>*> history_of;  // per row; null: not gated
   for (const ResultEntry& c : current) {
     RegressionRow row = blank_row(c);
     row.current = &c;
@@ -729,6 +817,7 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     if (!row.planted.empty()) row.label += " [planted " + row.planted + "]";
     const auto it = by_key.find(match_key(c));
     seen[match_key(c)] = true;
+    history_of.push_back(nullptr);
     if (it == by_key.end()) {
       row.status = RegressionStatus::kNew;
     } else if (!gated(c, options)) {
@@ -741,17 +830,30 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
       row.baseline = it->second.back().entry;
       decide_figures(row, c, it->second, tonight, options, floors);
       mark_awaiting(row);
-      const auto again = rerun_of.find(c.group + " # " + c.config_key);
-      if (again != rerun_of.end())
-        confirm(row, *again->second, it->second, tonight, options, floors);
-      if (out.confirming) note_unconfirmed(row);
-      summarize(row);
-      for (const Matched& m : it->second) {
-        const std::string& p = m.entry->result.config.plant;
-        if (!p.empty()) row.notes.push_back("night " + m.night->name + " was planted (" + p + ")");
-      }
+      history_of.back() = &it->second;
     }
     out.rows.push_back(std::move(row));
+  }
+  choose_controls(out.rows);
+  const auto rerun_for = [&rerun_of](const ResultEntry* e) -> const ResultEntry* {
+    if (e == nullptr) return nullptr;
+    const auto again = rerun_of.find(e->group + " # " + e->config_key);
+    return again == rerun_of.end() ? nullptr : again->second;
+  };
+  for (size_t i = 0; i < history_of.size(); ++i) {
+    if (history_of[i] == nullptr) continue;
+    RegressionRow& row = out.rows[i];
+    row.control_rerun = rerun_for(row.control);
+    std::string control_note;
+    if (const ResultEntry* again = rerun_for(row.current))
+      control_note = confirm(row, *again, *history_of[i], tonight, options, floors);
+    if (out.confirming) note_unconfirmed(row);
+    summarize(row);
+    if (!control_note.empty()) row.notes.push_back(control_note);
+    for (const Matched& m : *history_of[i]) {
+      const std::string& p = m.entry->result.config.plant;
+      if (!p.empty()) row.notes.push_back("night " + m.night->name + " was planted (" + p + ")");
+    }
   }
   if (!history.empty()) {
     for (const ResultEntry& b : history.back().results.results) {

@@ -56,7 +56,7 @@ Result make_fixture(const FixtureSpec& f) {
   r.config.plant = f.plant;
 
   ResultMetrics& m = r.metrics.emplace();
-  const double step = sim.step_time * f.slowdown;
+  const double step = sim.step_time * f.slowdown * f.machine;
   m.step_time_seconds = {step, step * 0.99, step * 1.02, {step * 1.02, step, step * 0.99}};
   if (f.steps != 3) {
     // Evenly spread, shuffled by a stride co-prime with the count.
@@ -78,12 +78,13 @@ Result make_fixture(const FixtureSpec& f) {
   double idle_sum = 0;
   double busy_sum = 0;
   for (const SimStage& s : sim.stages) {
-    const double idle = step - s.busy;
+    const double busy = s.busy * f.machine;
+    const double idle = step - busy;
     m.bubble_ratio.per_stage.push_back(idle / step);
-    m.bubble_overhead.per_stage.push_back(idle / s.busy);
+    m.bubble_overhead.per_stage.push_back(idle / busy);
     ratio_sum += idle / step;
     idle_sum += idle;
-    busy_sum += s.busy;
+    busy_sum += busy;
   }
   m.bubble_ratio.measured = ratio_sum / f.stages;
   m.bubble_overhead.measured = idle_sum / busy_sum;
@@ -106,8 +107,8 @@ Result make_fixture(const FixtureSpec& f) {
       m.bubble_ratio.samples.push_back(m.bubble_ratio.measured + f.bubble_noise * u);
     }
     for (int st = 0; st < f.stages; ++st) {
-      const double busy =
-          sim.stages[static_cast<size_t>(st)].busy * (st == f.slow_stage ? f.stage_factor : 1.0);
+      const double busy = sim.stages[static_cast<size_t>(st)].busy * f.machine *
+                          (st == f.slow_stage ? f.stage_factor : 1.0);
       std::vector<double> per_step;
       for (int i = 0; i < f.steps; ++i) {
         const int k = (i * 5 + st) % f.steps;

@@ -22,6 +22,9 @@ struct FixtureSpec {
   double fwd = 1e-3;      ///< seconds per F on a stage
   double bwd = 2e-3;      ///< seconds per full B on a stage (I and W half each)
   double slowdown = 1.0;  ///< measured step = simulated step x slowdown
+  /// The whole machine slower: the step and every stage's busy time x this
+  /// (the bubble ratio stays).
+  double machine = 1.0;
   /// Timed steps. 3: the samples {1.02, 1, 0.99} x step. Otherwise `steps`
   /// samples spread evenly over step x (1 +/- noise), median = step, and as
   /// many bubble-ratio samples spread over measured +/- bubble_noise.

@@ -751,9 +751,66 @@ TEST(ReportConfirm, TimingMovesOfTonightAwaitARerun) {
   EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
   EXPECT_EQ(r.metrics[2].name, "peak memory");
   EXPECT_EQ(r.metrics[2].confirmation, Confirmation::kNone);
-  ASSERT_EQ(c.before.rerun_list().size(), 1u);
+  // The list holds it, then its control: gpipe, which did not move.
+  ASSERT_EQ(c.before.rerun_list().size(), 2u);
   EXPECT_EQ(c.before.rerun_list()[0], r.current->source);
   EXPECT_EQ(row_of(c.before, "gpipe").count(Confirmation::kAwaiting), 0);
+  ASSERT_NE(r.control, nullptr);
+  EXPECT_EQ(r.control, row_of(c.before, "gpipe").current);
+  EXPECT_EQ(c.before.rerun_list()[1], r.control->source);
+  EXPECT_EQ(row_of(c.before, "gpipe").control, nullptr);
+}
+
+// two(), on a machine `m1f1b` and `mgpipe` times slower while each ran.
+std::vector<FixtureSpec> on_machine(double m1f1b, double mgpipe) {
+  std::vector<FixtureSpec> out = two(1.0, 1.0);
+  out[0].machine = m1f1b;
+  out[1].machine = mgpipe;
+  return out;
+}
+
+TEST(ReportConfirm, TheControlsSpeedInTheRerunsScalesTheRerun) {
+  // Tonight the machine ran 12% slower while 1f1b was measured (its probe
+  // did not see it), and still does minutes later, in the re-runs: 1f1b's
+  // re-run is as slow, and so is its control gpipe, which was at the usual
+  // speed in the sweep. Scaled by the control, 1f1b's re-run is at the usual
+  // speed: a transient, not a regression.
+  const Confirmed slow_window = confirm_case(on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+  const RegressionRow& r = row_of(slow_window.before, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  const int moved = r.count(Confirmation::kAwaiting);
+  EXPECT_GE(moved, 2);  // samples/s and the stages' compute
+  const RegressionRow& after = row_of(slow_window.after, "1f1b");
+  EXPECT_EQ(after.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(after.count(Confirmation::kNotReproduced), moved);
+  ASSERT_NE(after.control_rerun, nullptr);
+  EXPECT_NE(after.control_rerun->source.find("/gpipe"), std::string::npos);
+  ASSERT_FALSE(after.notes.empty());
+  const std::string& note = after.notes.back();
+  EXPECT_EQ(note.rfind("control gpipe x balanced P=4 M=8: samples/s ", 0), 0u) << note;
+  EXPECT_NE(note.find("(-10.7%); the re-run's times are scaled by 0.893"), std::string::npos)
+      << note;
+  // Unscaled (without the control's re-run), the same re-run confirms it.
+  EXPECT_EQ(
+      row_of(confirm_case(on_machine(1.12, 1.0), {on_machine(1.12, 1.12)[0]}).after, "1f1b").status,
+      RegressionStatus::kRegressed);
+  // A control as fast in the re-runs as in the sweep leaves the re-run as it
+  // is: a regression on a machine at its usual speed stands.
+  const Confirmed steady = confirm_case(two(1.12, 1.0), two(1.12, 1.0));
+  EXPECT_EQ(row_of(steady.after, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NE(row_of(steady.after, "1f1b")
+                .notes.back()
+                .find("(+0.0%); the re-run's times are "
+                      "scaled by 1.000"),
+            std::string::npos)
+      << row_of(steady.after, "1f1b").notes.back();
+  // Without the control's re-run, the re-run is taken as measured.
+  const Confirmed lone = confirm_case(two(1.12, 1.0), {two(1.12, 1.12)[0]});
+  const RegressionRow& l = row_of(lone.after, "1f1b");
+  EXPECT_EQ(l.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(l.notes.back(),
+            "control gpipe x balanced P=4 M=8: no re-run of it to compare; the re-run is taken "
+            "as measured");
 }
 
 TEST(ReportConfirm, ReproducedRegressionStands) {
@@ -911,7 +968,7 @@ TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo
   EXPECT_EQ(r.arrived, "n4");
   EXPECT_FALSE(r.metrics[0].reported_before);
   EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
-  ASSERT_EQ(s.rerun_list().size(), 1u);
+  ASSERT_EQ(s.rerun_list().size(), 2u);  // with its control
   const std::string usual = night(fresh_dir("rerun"), "t", 5, two(1.0, 1.0));
   const RegressionRow& refuted = row_of(confirmed_gate(cur, {root}, usual), "1f1b");
   EXPECT_EQ(refuted.status, RegressionStatus::kUndecidable);
@@ -968,6 +1025,8 @@ TEST(ReportConfirm, ReportWritesTheRerunListAndShowsConfirmation) {
   std::string line;
   ASSERT_TRUE(std::getline(list, line));
   EXPECT_EQ(line.rfind(first + "/1f1b", 0), 0u) << line;
+  ASSERT_TRUE(std::getline(list, line));  // its control
+  EXPECT_EQ(line.rfind(first + "/gpipe", 0), 0u) << line;
   EXPECT_FALSE(std::getline(list, line)) << line;
   // The re-runs inside tonight's folder, given with --confirm: 1f1b did not
   // reproduce, exit 0, and nothing awaits a re-run.

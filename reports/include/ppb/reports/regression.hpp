@@ -198,6 +198,11 @@ struct RegressionRow {
   std::vector<TrendPoint> trend;       ///< window's nights then tonight
   int arrived_index = -1;              ///< index into trend of `arrived`, -1 = none
   const ResultEntry* rerun = nullptr;  ///< the re-run that confirmed or refuted a figure
+  /// A row awaiting a re-run: the combination of its sweep that tonight's
+  /// gate found unchanged, re-run right after it, whose speed in the re-run
+  /// against the sweep scales the re-run's times (null: none to be had).
+  const ResultEntry* control = nullptr;
+  const ResultEntry* control_rerun = nullptr;  ///< the control's re-run, when given
   /// How many figures are in `confirmation` state (kAwaiting, kConfirmed, ...).
   int count(Confirmation confirmation) const;
 };
@@ -216,7 +221,8 @@ struct RegressionSummary {
   /// Rows with at least one figure in `confirmation` state.
   int rows_with(Confirmation confirmation) const;
   /// The result files (ResultEntry::source) of tonight's combinations with
-  /// a figure awaiting a re-run, in row order: `report --rerun-list`.
+  /// a figure awaiting a re-run, in row order, each followed by its
+  /// control's unless listed already: `report --rerun-list`.
   std::vector<std::string> rerun_list() const;
 };
 
