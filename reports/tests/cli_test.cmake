@@ -39,13 +39,14 @@ file(READ ${OUT}/few.xml few_xml)
 if(NOT few_xml MATCHES "<skipped message=\"undecidable: samples/s")
   message(FATAL_ERROR "undecidable combinations are not skipped in JUnit:\n${few_xml}")
 endif()
-# Confirmation: the list names slow's 1f1b; a re-run that reproduces it
-# keeps the regression, one that does not (near) makes it undecidable.
+# Confirmation: the list names slow's 1f1b, then its control (gpipe, which
+# did not move); a re-run that reproduces it keeps the regression, one that
+# does not (near) makes it undecidable.
 expect_run(1 ARGS ${OUT}/slow --baseline ${OUT}/base --rerun-list ${OUT}/rerun.txt
            STDOUT "confirm: 1 combination\\(s\\) moved tonight")
 file(STRINGS ${OUT}/rerun.txt rerun_list)
-if(NOT rerun_list MATCHES "^${OUT}/slow/1f1b[^;]*\\.json$")
-  message(FATAL_ERROR "--rerun-list: expected slow's 1f1b file alone, got '${rerun_list}'")
+if(NOT rerun_list MATCHES "^${OUT}/slow/1f1b[^;]*\\.json;${OUT}/slow/gpipe[^;]*\\.json$")
+  message(FATAL_ERROR "--rerun-list: expected slow's 1f1b file, then gpipe's, got '${rerun_list}'")
 endif()
 expect_run(1 ARGS ${OUT}/slow --baseline ${OUT}/base --confirm ${OUT}/slow_again --md ${OUT}/c.md
            STDOUT "REGRESSION 1f1b x balanced P=4 M=8: samples/s [^\n]*; confirmed by a re-run: samples/s")
