@@ -636,12 +636,19 @@ void mark_awaiting(RegressionRow& row) {
   }
 }
 
-// Is `row` a combination whose every figure tonight's gate judged
-// unchanged (a possible control)?
-bool unchanged(const RegressionRow& row) {
-  return row.current != nullptr && row.reasons.empty() && !row.metrics.empty() &&
-         std::all_of(row.metrics.begin(), row.metrics.end(),
-                     [](const MetricVerdict& v) { return v.status == RegressionStatus::kPass; });
+// How fit `row` is to be a control: 0 when tonight's gate judged every
+// figure unchanged; 1 when none moved but some were too noisy to tell (on a
+// noisy machine that may be every row, and a control is wanted most
+// there); -1 when it cannot be one (a figure moved, a timing figure was not
+// judged, its status changed).
+int control_rank(const RegressionRow& row) {
+  if (row.current == nullptr || !row.reasons.empty() || row.metrics.empty()) return -1;
+  int rank = 0;
+  for (const MetricVerdict& v : row.metrics) {
+    if (moved(v) || (v.timing && !std::isfinite(v.change))) return -1;
+    if (v.status == RegressionStatus::kUndecidable) rank = 1;
+  }
+  return rank;
 }
 
 std::string folder_of(const std::string& path) {
@@ -650,13 +657,14 @@ std::string folder_of(const std::string& path) {
 }
 
 // A control for every row awaiting a re-run: a combination of the same
-// sweep (folder, group and ranks, so that one `run --rerun` runs both) that
-// tonight's gate found unchanged, with the samples/s nearest the row's; one
-// not yet a control first, so that each re-runs beside its own suspect.
+// sweep (folder, group and ranks, so that one `run --rerun` runs both) in
+// which tonight's gate saw no move, one found unchanged before one too
+// noisy to tell, then one not yet a control (so that each re-runs beside
+// its own suspect), then the samples/s nearest the row's.
 void choose_controls(std::vector<RegressionRow>& rows) {
-  std::vector<const RegressionRow*> candidates;
+  std::vector<std::pair<const RegressionRow*, int>> candidates;
   for (const RegressionRow& r : rows) {
-    if (unchanged(r)) candidates.push_back(&r);
+    if (const int rank = control_rank(r); rank >= 0) candidates.emplace_back(&r, rank);
   }
   std::set<const ResultEntry*> taken;
   for (RegressionRow& row : rows) {
@@ -665,14 +673,15 @@ void choose_controls(std::vector<RegressionRow>& rows) {
     const double speed = spread(throughput_samples(s.result)).median;
     const RegressionRow* best = nullptr;
     double best_cost = kInf;
-    for (const RegressionRow* c : candidates) {
+    for (const auto& [c, rank] : candidates) {
       const ResultEntry& e = *c->current;
       if (e.group != s.group || folder_of(e.source) != folder_of(s.source) ||
           e.result.environment.ranks != s.result.environment.ranks)
         continue;
       const double other = spread(throughput_samples(e.result)).median;
-      double cost = speed > 0 && other > 0 ? std::fabs(std::log(other / speed)) : 1e6;
-      if (taken.count(&e) != 0) cost += 1e9;
+      double cost = speed > 0 && other > 0 ? std::fabs(std::log(other / speed)) : 1e3;
+      if (taken.count(&e) != 0) cost += 1e6;
+      if (rank > 0) cost += 1e9;
       if (cost < best_cost) {
         best_cost = cost;
         best = c;

@@ -769,6 +769,36 @@ std::vector<FixtureSpec> on_machine(double m1f1b, double mgpipe) {
   return out;
 }
 
+TEST(ReportConfirm, AControlIsACombinationThatDidNotMove) {
+  const auto control_of = [](std::vector<FixtureSpec> tonight) {
+    const std::string root = fresh_dir("nights");
+    std::vector<FixtureSpec> usual = two(1.0, 1.0);
+    const int tonight_steps = tonight[1].steps;
+    usual[1].steps = tonight_steps;
+    night(root, "n1", 1, usual);
+    night(root, "n2", 2, usual);
+    const std::string cur = night(fresh_dir("cur"), "t", 3, std::move(tonight));
+    const RegressionSummary s = confirmed_gate(cur, {root}, "");
+    const RegressionRow& r = row_of(s, "1f1b");
+    EXPECT_EQ(r.count(Confirmation::kAwaiting), 2);
+    if (tonight_steps == 3) {
+      EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kUndecidable);
+    }
+    return std::make_pair(r.control != nullptr ? r.control->label : "", s.rerun_list().size());
+  };
+  // gpipe unchanged: the control.
+  EXPECT_EQ(control_of(two(1.12, 1.0)),
+            std::make_pair(std::string("gpipe x balanced P=4 M=8"), size_t{2}));
+  // gpipe with three steps a side is too noisy to tell, and did not move:
+  // still a control (on a noisy machine every row may be undecidable).
+  std::vector<FixtureSpec> noisy = two(1.12, 1.0);
+  noisy[1].steps = 3;
+  EXPECT_EQ(control_of(noisy).first, "gpipe x balanced P=4 M=8");
+  // gpipe faster tonight moved itself: no control; both are re-run, each
+  // without one.
+  EXPECT_EQ(control_of(two(1.12, 0.85)), std::make_pair(std::string(), size_t{2}));
+}
+
 TEST(ReportConfirm, TheControlsSpeedInTheRerunsScalesTheRerun) {
   // Tonight the machine ran 12% slower while 1f1b was measured (its probe
   // did not see it), and still does minutes later, in the re-runs: 1f1b's
