@@ -1000,11 +1000,13 @@ TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo
   EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
   ASSERT_EQ(s.rerun_list().size(), 2u);  // with its control
   const std::string usual = night(fresh_dir("rerun"), "t", 5, two(1.0, 1.0));
-  const RegressionRow& refuted = row_of(confirmed_gate(cur, {root}, usual), "1f1b");
+  const RegressionSummary with_usual = confirmed_gate(cur, {root}, usual);
+  const RegressionRow& refuted = row_of(with_usual, "1f1b");
   EXPECT_EQ(refuted.status, RegressionStatus::kUndecidable);
   EXPECT_GT(refuted.count(Confirmation::kNotReproduced), 0);
   const std::string slow = night(fresh_dir("rerun"), "t", 5, two(1.10, 1.0));
-  const RegressionRow& kept = row_of(confirmed_gate(cur, {root}, slow), "1f1b");
+  const RegressionSummary with_slow = confirmed_gate(cur, {root}, slow);
+  const RegressionRow& kept = row_of(with_slow, "1f1b");
   EXPECT_EQ(kept.status, RegressionStatus::kRegressed);
   EXPECT_EQ(kept.arrived, "n4");
   EXPECT_GT(kept.count(Confirmation::kConfirmed), 0);
