@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -100,6 +101,8 @@ std::string noise_floor_text(const NoiseFloor& f) {
 }
 
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -651,10 +654,8 @@ int control_rank(const RegressionRow& row) {
   return rank;
 }
 
-std::string folder_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
-}
+// The median samples/s over a result's timed steps.
+double samples_median(const Result& r) { return spread(throughput_samples(r)).median; }
 
 // A control for every row awaiting a re-run: a combination of the same
 // sweep (folder, group and ranks, so that one `run --rerun` runs both) in
@@ -662,34 +663,40 @@ std::string folder_of(const std::string& path) {
 // noisy to tell, then one not yet a control (so that each re-runs beside
 // its own suspect), then the samples/s nearest the row's.
 void choose_controls(std::vector<RegressionRow>& rows) {
-  std::vector<std::pair<const RegressionRow*, int>> candidates;
+  struct Candidate {
+    const ResultEntry* entry;
+    int rank;
+    double speed;  // samples/s
+  };
+  std::vector<Candidate> candidates;
   for (const RegressionRow& r : rows) {
-    if (const int rank = control_rank(r); rank >= 0) candidates.emplace_back(&r, rank);
+    if (const int rank = control_rank(r); rank >= 0)
+      candidates.push_back({r.current, rank, samples_median(r.current->result)});
   }
   std::set<const ResultEntry*> taken;
   for (RegressionRow& row : rows) {
     if (row.current == nullptr || row.count(Confirmation::kAwaiting) == 0) continue;
     const ResultEntry& s = *row.current;
-    const double speed = spread(throughput_samples(s.result)).median;
-    const RegressionRow* best = nullptr;
+    const double speed = samples_median(s.result);
+    const fs::path folder = fs::path(s.source).parent_path();
+    const ResultEntry* best = nullptr;
     double best_cost = kInf;
-    for (const auto& [c, rank] : candidates) {
-      const ResultEntry& e = *c->current;
-      if (e.group != s.group || folder_of(e.source) != folder_of(s.source) ||
+    for (const Candidate& c : candidates) {
+      const ResultEntry& e = *c.entry;
+      if (e.group != s.group || fs::path(e.source).parent_path() != folder ||
           e.result.environment.ranks != s.result.environment.ranks)
         continue;
-      const double other = spread(throughput_samples(e.result)).median;
-      double cost = speed > 0 && other > 0 ? std::fabs(std::log(other / speed)) : 1e3;
+      double cost = speed > 0 && c.speed > 0 ? std::fabs(std::log(c.speed / speed)) : 1e3;
       if (taken.count(&e) != 0) cost += 1e6;
-      if (rank > 0) cost += 1e9;
+      if (c.rank > 0) cost += 1e9;
       if (cost < best_cost) {
         best_cost = cost;
-        best = c;
+        best = &e;
       }
     }
     if (best == nullptr) continue;
-    row.control = best->current;
-    taken.insert(best->current);
+    row.control = best;
+    taken.insert(best);
   }
 }
 
@@ -705,8 +712,8 @@ ResultEntry scaled_by_control(const RegressionRow& row, const ResultEntry& rerun
     note = who + "no re-run of it to compare; the re-run is taken as measured";
     return rerun;
   }
-  const double sweep = spread(throughput_samples(row.control->result)).median;
-  const double again = spread(throughput_samples(row.control_rerun->result)).median;
+  const double sweep = samples_median(row.control->result);
+  const double again = samples_median(row.control_rerun->result);
   if (!(sweep > 0 && again > 0) || !rerun.result.metrics) return rerun;
   const double speed = again / sweep;  // < 1: the re-runs' machine was slower
   note = who + "samples/s " + format_number(sweep) + " in the sweep, " + format_number(again) +
