@@ -11,6 +11,12 @@
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
+namespace {
+
+// What a host buffer of `bytes` allocates: whole 64-byte lines.
+size_t rounded_bytes(int64_t bytes) { return (static_cast<size_t>(bytes) + 63) / 64 * 64; }
+
+}  // namespace
 
 std::string_view mem_category_name(MemCategory category) {
   switch (category) {
@@ -39,6 +45,7 @@ void MemoryTracker::on_alloc(MemCategory category, int64_t bytes) {
   current_[i] += bytes;
   peak_[i] = std::max(peak_[i], current_[i]);
   current_total_ += bytes;
+  live_high_ = std::max(live_high_, current_total_);
   if (current_total_ > peak_total_) {
     peak_total_ = current_total_;
     at_peak_ = current_;
@@ -54,6 +61,41 @@ void MemoryTracker::on_free(MemCategory category, int64_t bytes) {
   current_total_ -= bytes;
 }
 
+MemoryTracker::~MemoryTracker() {
+  for (auto& [bytes, blocks] : cache_) {
+    for (std::byte* b : blocks) std::free(b);
+  }
+}
+
+std::byte* MemoryTracker::take_host_block(size_t bytes) {
+  std::lock_guard lock(cache_mutex_);
+  auto it = cache_.find(bytes);
+  if (it == cache_.end() || it->second.empty()) return nullptr;
+  std::byte* b = it->second.back();  // the latest released: likely still in cache
+  it->second.pop_back();
+  cached_ -= bytes;
+  return b;
+}
+
+bool MemoryTracker::keep_host_block(std::byte* data, size_t bytes) {
+  if (bytes < kCachedBlockBytes) return false;
+  int64_t high = 0;
+  {
+    std::lock_guard lock(mutex_);
+    high = live_high_;
+  }
+  std::lock_guard lock(cache_mutex_);
+  if (static_cast<int64_t>(cached_ + bytes) > high) return false;
+  cache_[bytes].push_back(data);
+  cached_ += bytes;
+  return true;
+}
+
+int64_t MemoryTracker::cached_bytes() const {
+  std::lock_guard lock(cache_mutex_);
+  return static_cast<int64_t>(cached_);
+}
+
 void MemoryTracker::reset_peaks() {
   std::lock_guard lock(mutex_);
   peak_ = current_;
@@ -65,8 +107,9 @@ TrackedBuffer::TrackedBuffer(MemoryTracker& tracker, MemCategory category, int64
     : tracker_(&tracker), category_(category), bytes_(bytes) {
   PPB_CHECK(bytes >= 0, "negative buffer size");
   if (bytes > 0) {
-    size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-    data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+    const size_t rounded = rounded_bytes(bytes);
+    data_ = tracker.take_host_block(rounded);
+    if (data_ == nullptr) data_ = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
     std::memset(data_, 0, rounded);
   }
@@ -112,7 +155,8 @@ void TrackedBuffer::release() {
   if (tracker_ != nullptr) tracker_->on_free(category_, bytes_);
   if (release_ != nullptr) {
     if (data_ != nullptr) release_(context_, data_);
-  } else {
+  } else if (data_ != nullptr &&
+             (tracker_ == nullptr || !tracker_->keep_host_block(data_, rounded_bytes(bytes_)))) {
     std::free(data_);
   }
   tracker_ = nullptr;

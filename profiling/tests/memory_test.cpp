@@ -71,5 +71,47 @@ TEST(MemoryTracker, OnChangeSeesEveryAllocation) {
   EXPECT_EQ(last, 10);
 }
 
+// A released block of at least kCachedBlockBytes serves the next buffer of
+// its size, zero-filled again; the counts are the live buffers' alone.
+TEST(MemoryTracker, ReusesReleasedHostBlocksOfTheSameSize) {
+  MemoryTracker t;
+  constexpr int64_t kBytes = 1 << 20;
+  const std::byte* first = nullptr;
+  {
+    TrackedBuffer a(t, MemCategory::kActivations, kBytes);
+    first = a.data();
+    for (int64_t i = 0; i < kBytes / 4; ++i) a.as<float>()[i] = 1.5f;
+  }
+  EXPECT_EQ(t.current_total(), 0);
+  EXPECT_EQ(t.cached_bytes(), kBytes);
+  TrackedBuffer b(t, MemCategory::kWorkspace, kBytes);
+  EXPECT_EQ(b.data(), first);
+  EXPECT_EQ(t.cached_bytes(), 0);
+  EXPECT_EQ(t.current(MemCategory::kWorkspace), kBytes);
+  for (int64_t i = 0; i < kBytes / 4; ++i) ASSERT_EQ(b.as<float>()[i], 0.0f) << "float " << i;
+  // Another size is not served from it.
+  TrackedBuffer c(t, MemCategory::kWorkspace, kBytes + 64);
+  EXPECT_NE(c.data(), first);
+}
+
+TEST(MemoryTracker, CachesNeitherSmallBlocksNorMoreThanTheLargestLiveTotal) {
+  MemoryTracker t;
+  constexpr int64_t kBig = 1 << 20;
+  {
+    TrackedBuffer small(t, MemCategory::kWorkspace,
+                        static_cast<int64_t>(MemoryTracker::kCachedBlockBytes) - 64);
+  }
+  EXPECT_EQ(t.cached_bytes(), 0);
+  {
+    TrackedBuffer a(t, MemCategory::kActivations, kBig);
+    TrackedBuffer b(t, MemCategory::kActivations, kBig);
+  }
+  EXPECT_EQ(t.cached_bytes(), 2 * kBig);  // the live total reached 2 MiB
+  {
+    TrackedBuffer c(t, MemCategory::kActivations, 3 * kBig);  // live high: 3 MiB
+  }
+  EXPECT_EQ(t.cached_bytes(), 2 * kBig);  // 5 MiB cached would be more than 3
+}
+
 }  // namespace
 }  // namespace ppb

@@ -14,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 namespace ppb {
 
@@ -41,9 +43,21 @@ std::string_view mem_category_name(MemCategory category);
 /// readers are for a quiet moment (no stream running). Peak per category is the
 /// category's own high-water mark; peak_total() is the high-water mark of the
 /// sum (not the sum of per-category peaks).
+///
+/// The tracker also keeps the host blocks its buffers release, for the next
+/// buffer of the same size (see take_host_block): a backend that allocates
+/// its activations and workspace per action would otherwise have malloc map
+/// and fault in fresh pages for most of them, since glibc hands large blocks
+/// back to the kernel, and the cpu backend's actions would take several
+/// percent longer, more on a worker thread's arena than on the main one.
+/// Cached blocks are not counted: the figures are the live buffers' bytes.
 class MemoryTracker {
  public:
+  /// Host blocks of at least this many bytes are cached.
+  static constexpr size_t kCachedBlockBytes = size_t{64} << 10;
+
   MemoryTracker() = default;
+  ~MemoryTracker();  // frees the cached blocks
   MemoryTracker(const MemoryTracker&) = delete;
   MemoryTracker& operator=(const MemoryTracker&) = delete;
 
@@ -64,8 +78,23 @@ class MemoryTracker {
   /// watches it). May be empty.
   std::function<void(int64_t total)> on_change;
 
+  /// A cached host block of exactly `bytes` (64-byte aligned, contents
+  /// undefined), or null when none is cached.
+  std::byte* take_host_block(size_t bytes);
+  /// Caches `data` (`bytes` long, from std::aligned_alloc) and returns true,
+  /// unless it is smaller than kCachedBlockBytes or caching it would hold
+  /// more bytes than the largest live total so far: then false, and the
+  /// caller frees it.
+  bool keep_host_block(std::byte* data, size_t bytes);
+  /// Bytes of the cached host blocks.
+  int64_t cached_bytes() const;
+
  private:
   static size_t index(MemCategory c) { return static_cast<size_t>(c); }
+  mutable std::mutex cache_mutex_;  // apart: on_change may run while a block is cached
+  std::map<size_t, std::vector<std::byte*>> cache_;
+  size_t cached_ = 0;
+  int64_t live_high_ = 0;  // the largest current_total_ so far (reset_peaks keeps it)
   std::mutex mutex_;
   std::array<int64_t, kNumMemCategories> current_{};
   std::array<int64_t, kNumMemCategories> peak_{};
