@@ -7,11 +7,15 @@
 // the program (exit codes are all-reduced in main).
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -205,6 +209,52 @@ TEST(NodeLocal, OneHostHoldsEveryRankInWorldOrder) {
   const NodeLocal local = node_local(MPI_COMM_WORLD);
   EXPECT_EQ(local.size, comm_size());
   EXPECT_EQ(local.rank, comm_rank());
+}
+
+// A cpu rank has a core to spare (and the executor progresses messages while
+// its actions compute) only when the cores it may use, its affinity mask and
+// its share of the host, outnumber OpenBLAS's threads (1 in the tests'
+// environment). The timed backend's actions take no core.
+class CpuBackendCores : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_STREQ(std::getenv("OPENBLAS_NUM_THREADS"), "1");
+    ASSERT_EQ(sched_getaffinity(0, sizeof saved_, &saved_), 0);
+    const ModelSpec spec = parse_model_spec(kSmallModel);
+    cfg_.spec = spec;
+    cfg_.units = expand_units(spec);
+    cfg_.parts =
+        make_partition("layer", cfg_.units, unit_times(cfg_.units, device_preset("cpu")), 1);
+    cfg_.microbatches = 1;
+  }
+  void TearDown() override { EXPECT_EQ(sched_setaffinity(0, sizeof saved_, &saved_), 0); }
+  // 1 or 0: the backend's answer with this thread bound to `cpus`; -1 when
+  // the host does not let the thread bind there.
+  int spare_with(std::initializer_list<int> cpus, int local_ranks) {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    for (int c : cpus) CPU_SET(c, &mask);
+    if (sched_setaffinity(0, sizeof mask, &mask) != 0) return -1;
+    cfg_.local_ranks = local_ranks;
+    const CpuBackend b(cfg_);
+    return b.core_to_spare() ? 1 : 0;
+  }
+  BackendConfig cfg_;
+  cpu_set_t saved_{};
+};
+
+TEST_F(CpuBackendCores, NoneOnOneCore) {
+  EXPECT_EQ(spare_with({0}, 1), 0);  // bound to one core, as mpirun binds 2 ranks
+  BackendConfig timed;
+  timed.costs = uniform_costs(1, 1, 0.001, 0.001, 0.0, 0.0);
+  EXPECT_TRUE(TimedBackend(timed).core_to_spare());
+}
+
+TEST_F(CpuBackendCores, OneBesideOneBlasThreadOnTwoCoresOfItsOwn) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || spare_with({0, 1}, 1) < 0)
+    GTEST_SKIP() << "this host lets the test use one core only";
+  EXPECT_EQ(spare_with({0, 1}, 1), 1);
+  EXPECT_EQ(spare_with({0, 1}, 2), 0);  // unbound, but one core's share each
 }
 
 TEST(TimedBackendTest, ActionsRunInOrderOnTheComputeStream) {

@@ -1,5 +1,9 @@
 // The `cpu` backend: real fp32 training math (cpu_model.hpp), one CpuChunk
 // per model chunk of this stage.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <span>
 #include <string>
@@ -14,6 +18,22 @@
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
+namespace {
+
+// The cores this rank may compute on: its affinity mask (mpirun binds each
+// rank to one core when there are at most two), and no more than its share
+// of the host when it is not bound.
+int rank_cores(int local_ranks) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int cores = online > 0 ? static_cast<int>(online) : 1;
+  const int share = std::max(1, cores / std::max(1, local_ranks));
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) cores = CPU_COUNT(&mask);
+  return std::max(1, std::min(cores, share));
+}
+
+}  // namespace
 
 CpuBackend::CpuBackend(const BackendConfig& config)
     : learning_rate_(config.learning_rate),
@@ -45,6 +65,7 @@ CpuBackend::CpuBackend(const BackendConfig& config)
       bytes += config.units[static_cast<size_t>(u)].activation_bytes;
     activation_bytes_.push_back(bytes);
   }
+  core_to_spare_ = rank_cores(config.local_ranks) > cpu::blas_threads();
 }
 
 CpuBackend::~CpuBackend() { stop_streams(); }

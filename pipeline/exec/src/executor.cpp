@@ -158,6 +158,14 @@ Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, Execut
   if (options.timeout_seconds > 0) {
     watchdog_ = std::make_unique<Watchdog>(rank_, backend.chunks(), options.timeout_seconds);
   }
+  static bool said = false;  // once per process: a sweep builds an executor per combination
+  if (!backend.core_to_spare() && !said) {
+    log::info(
+        "%s backend: no core to spare beside the compute on rank %d; messages progress "
+        "between actions",
+        std::string(backend.name()).c_str(), rank_);
+    said = true;
+  }
 }
 
 Executor::~Executor() {
@@ -274,6 +282,10 @@ class Executor::Step {
   // 2 cores shared by 8 ranks.
   static constexpr double kFirstNap = 1e-3;
   static constexpr double kLongestNap = 1e-3;
+  // The same when the action computes on every core the rank has
+  // (Backend::core_to_spare): the loop wakes at the action's end, and this
+  // only bounds a wait on something else (a staging copy).
+  static constexpr double kNoSpareCoreNap = 50e-3;
   // While an all-reduce is pending: a non-blocking collective advances only
   // inside MPI calls (no progress thread), one round per call at best, so a
   // 1 ms nap would stretch a 2(D-1)-round ring to milliseconds.
@@ -402,7 +414,10 @@ class Executor::Step {
   void wait() {
     if (!inflight_.empty()) {
       InFlight& f = inflight_.front();
-      f.finished = x_.backend->wait(f.ticket, reduce_pending() ? kReduceNap : nap_, &f.times);
+      const double nap = reduce_pending()              ? kReduceNap
+                         : x_.backend->core_to_spare() ? nap_
+                                                       : kNoSpareCoreNap;
+      f.finished = x_.backend->wait(f.ticket, nap, &f.times);
       nap_ = std::min(2 * nap_, kLongestNap);
       return;
     }

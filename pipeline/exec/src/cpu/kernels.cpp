@@ -10,6 +10,8 @@
 #include "kernel_math.hpp"
 #include "ppb/profiling/check.hpp"
 
+extern "C" int openblas_get_num_threads() __attribute__((weak));
+
 namespace ppb::cpu {
 namespace {
 
@@ -19,6 +21,12 @@ int to_int(int64_t v) {
 }
 
 }  // namespace
+
+int blas_threads() {
+  // OpenBLAS's own query; another CBLAS links without it.
+  if (openblas_get_num_threads == nullptr) return 1;
+  return std::max(1, openblas_get_num_threads());
+}
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {

@@ -6,6 +6,9 @@
 
 namespace ppb::cpu {
 
+/// Threads OpenBLAS computes one call on (1 when the BLAS cannot say).
+int blas_threads();
+
 /// C[m,n] = alpha * op(A) * op(B) + beta * C, row-major, through cblas_sgemm.
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);

@@ -183,6 +183,12 @@ class Backend {
   virtual bool wait(StreamTicket ticket, double seconds, StreamTimes* times) = 0;
   /// The stream clock now (seconds); compares with StreamTimes.
   virtual double stream_now() = 0;
+  /// False when a running action keeps every core this rank may use busy
+  /// (the cpu backend with no core to spare): the executor then progresses
+  /// messages only between actions, because waking its thread during one
+  /// would take the action's core. True (the default) when actions run on a
+  /// device or are modelled time, or the rank has a core to spare.
+  virtual bool core_to_spare() const { return true; }
 
   /// Appends a copy of `bytes` from src to dst to the copy stream (staging
   /// between memory spaces); same rules as enqueue().
@@ -339,6 +345,10 @@ class CpuBackend final : public StreamBackend {
   /// (about 134 MFLOP) on fixed operands, on the calling thread.
   double speed_probe() override;
   std::vector<UnitTime> take_kind_seconds() override;
+  /// True when this rank may use more cores than OpenBLAS computes on:
+  /// min(its affinity mask, the host's online cores / the ranks on the host)
+  /// > OpenBLAS's threads.
+  bool core_to_spare() const override { return core_to_spare_; }
 
   /// The model of local chunk c (its unit range, gradients, parameters, loss).
   CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }
@@ -358,6 +368,7 @@ class CpuBackend final : public StreamBackend {
   int microbatches_ = 1;
   int replica_ = 0;
   int replicas_ = 1;
+  bool core_to_spare_ = true;
 };
 
 /// The `timed` backend: no computation. Its compute stream is a clock: an
