@@ -202,7 +202,7 @@ class StepPeaks {
 }  // namespace
 
 // One step on this rank: the action dispatch over the message side. Its
-// loop (run) repeats complete -> progress messages -> enqueue -> wait.
+// loop (run) repeats complete -> enqueue -> progress messages -> enqueue -> wait.
 class Executor::Step {
  public:
   Step(Executor& exec, const Schedule& schedule, const MessagePlan& plan, StepRecord& rec)
@@ -241,7 +241,10 @@ class Executor::Step {
     stream_origin_ = x_.backend->stream_now();
     rec.origin = ctx_.origin;
     while (next_ < list_.size() || !inflight_.empty()) {
+      // An input that just arrived starts its action before the other
+      // messages are tested (each test runs the MPI progress engine).
       bool moved = complete();
+      moved |= enqueue();
       moved |= sends_.progress();
       moved |= recvs_.progress();
       moved |= test_reduces();
