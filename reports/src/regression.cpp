@@ -666,12 +666,17 @@ void choose_controls(std::vector<RegressionRow>& rows) {
   struct Candidate {
     const ResultEntry* entry;
     int rank;
-    double speed;  // samples/s
+    double speed;    // samples/s
+    double history;  // samples/s over the nights its gate compared it with
   };
   std::vector<Candidate> candidates;
   for (const RegressionRow& r : rows) {
-    if (const int rank = control_rank(r); rank >= 0)
-      candidates.push_back({r.current, rank, samples_median(r.current->result)});
+    const int rank = control_rank(r);
+    if (rank < 0) continue;
+    const auto sps = std::find_if(r.metrics.begin(), r.metrics.end(),
+                                  [](const MetricVerdict& v) { return v.name == "samples/s"; });
+    candidates.push_back({r.current, rank, samples_median(r.current->result),
+                          sps != r.metrics.end() ? sps->reference : kNaN});
   }
   std::set<const ResultEntry*> taken;
   for (RegressionRow& row : rows) {
@@ -679,7 +684,7 @@ void choose_controls(std::vector<RegressionRow>& rows) {
     const ResultEntry& s = *row.current;
     const double speed = samples_median(s.result);
     const fs::path folder = fs::path(s.source).parent_path();
-    const ResultEntry* best = nullptr;
+    const Candidate* best = nullptr;
     double best_cost = kInf;
     for (const Candidate& c : candidates) {
       const ResultEntry& e = *c.entry;
@@ -691,18 +696,25 @@ void choose_controls(std::vector<RegressionRow>& rows) {
       if (c.rank > 0) cost += 1e9;
       if (cost < best_cost) {
         best_cost = cost;
-        best = &e;
+        best = &c;
       }
     }
     if (best == nullptr) continue;
-    row.control = best;
-    taken.insert(best);
+    row.control = best->entry;
+    row.control_history = best->history;
+    taken.insert(best->entry);
   }
 }
 
-// The re-run as the sweep's machine would have measured it: its times
-// scaled by the control's samples/s in the sweep against its re-run (a
-// machine slower during the re-runs slows the control as much). `note`
+// The re-run as the machine of usual nights would have measured it: its
+// times scaled by the control's speed in the re-runs, against the sweep
+// and against the control's history. A machine slower during the re-runs
+// slows the control as much, and both say so. When the sweep itself ran
+// slow and the re-runs at the usual speed, the sweep alone would scale a
+// good re-run back to the sweep's slowness, and the history says 1; when
+// the build moved the control a little (a change below the floor), the
+// history alone would scale the move away, and the sweep says 1. So the
+// factor is the one nearer 1 when both point the same way, else 1. `note`
 // says by how much, or why the re-run is taken as measured.
 ResultEntry scaled_by_control(const RegressionRow& row, const ResultEntry& rerun,
                               std::string& note) {
@@ -715,10 +727,18 @@ ResultEntry scaled_by_control(const RegressionRow& row, const ResultEntry& rerun
   const double sweep = samples_median(row.control->result);
   const double again = samples_median(row.control_rerun->result);
   if (!(sweep > 0 && again > 0) || !rerun.result.metrics) return rerun;
-  const double speed = again / sweep;  // < 1: the re-runs' machine was slower
+  const double by_sweep = again / sweep;  // < 1: the re-runs' machine was slower
+  const double history = row.control_history;
+  const double by_history = history > 0 ? again / history : by_sweep;
+  double speed = 1;
+  if ((by_sweep - 1) * (by_history - 1) > 0)
+    speed = std::fabs(std::log(by_sweep)) < std::fabs(std::log(by_history)) ? by_sweep : by_history;
   note = who + "samples/s " + format_number(sweep) + " in the sweep, " + format_number(again) +
-         " in the re-runs (" + signed_percent(speed - 1) + "); the re-run's times are scaled by " +
-         format_fixed(speed, 3);
+         " in the re-runs (" + signed_percent(by_sweep - 1) + ")" +
+         (history > 0 ? ", " + format_number(history) + " over its history (" +
+                            signed_percent(by_history - 1) + ")"
+                      : std::string()) +
+         "; the re-run's times are scaled by " + format_fixed(speed, 3);
   ResultEntry out = rerun;
   ResultMetrics& m = *out.result.metrics;
   for (double& t : m.step_time_seconds.samples) t *= speed;

@@ -200,9 +200,14 @@ struct RegressionRow {
   const ResultEntry* rerun = nullptr;  ///< the re-run that confirmed or refuted a figure
   /// A row awaiting a re-run: the combination of its sweep that tonight's
   /// gate found unchanged, re-run right after it, whose speed in the re-run
-  /// against the sweep scales the re-run's times (null: none to be had).
+  /// scales the re-run's times (null: none to be had). The speed is its
+  /// samples/s in the re-run against both its sweep measurement and its
+  /// history, when the two agree on the direction: the one nearer 1.
   const ResultEntry* control = nullptr;
   const ResultEntry* control_rerun = nullptr;  ///< the control's re-run, when given
+  /// The control's samples/s over the nights its gate compared it with
+  /// (NaN: not known).
+  double control_history = std::numeric_limits<double>::quiet_NaN();
   /// How many figures are in `confirmation` state (kAwaiting, kConfirmed, ...).
   int count(Confirmation confirmation) const;
 };
