@@ -296,6 +296,17 @@ foreach(backend timed cpu)
                        SKIP_RETURN_CODE 77)
 endforeach()
 
+# ci/suite itself (bench/tests/suite_e2e.sh), with a small matrix: unchanged
+# nights pass; a planted speed-up's improvements are re-run like
+# regressions and confirmed; --regate gates a night again against another
+# baseline with its own re-runs and reports; bad --regate arguments exit 2.
+# RUN_SERIAL: the gate's figures are timings. Skipped (77), saying so, when
+# the host was too busy for the gate to judge timings.
+add_test(NAME suite_e2e
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/suite_e2e.sh $<TARGET_FILE:pipebench>)
+set_tests_properties(suite_e2e PROPERTIES LABELS mpi TIMEOUT 400 RUN_SERIAL TRUE
+                     SKIP_RETURN_CODE 77)
+
 # One rank fails, the whole job ends (bench/tests/failure_run.py): a rank
 # killed in setup, measurement or result writing, an exception on one rank, a
 # rank stopped (SIGSTOP) under --timeout in each phase, and a full disk under

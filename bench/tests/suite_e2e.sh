@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# ci/suite itself, end to end, with a small matrix (2 schedules x 1
+# partition per sweep, 2 ranks, no 32-rank data-parallel run, seconds per
+# night) and the built pipebench:
+#  - two unchanged nights, the second gated against the first: exit 0;
+#  - a planted 15% speed-up of the timed sweep's stage 1 gated against both:
+#    exit 0, its improvements are measured again like regressions would be
+#    (the re-runs in timed/rerun/, recorded with the plant) and confirmed;
+#  - --regate gates that night again against the first night alone, without
+#    a new sweep: its own re-runs in timed/rerun-<time>/, its own reports in
+#    regate-<time>/, the first gate's left as they were;
+#  - bad invocations of --regate exit 2 with one line naming the problem.
+# Skipped (77), saying why, when the host was too busy for the gate to judge.
+# usage: suite_e2e.sh PIPEBENCH
+set -uo pipefail
+pb=$(readlink -f "$1")
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+export PPB_PIPEBENCH=$pb PPB_SCHEDULES=1f1b,gpipe PPB_CPU_PARTITIONS=layer \
+  PPB_TIMED_PARTITIONS=layer PPB_CPU_RANKS=2 PPB_TIMED_RANKS=2 PPB_CPU_MICROBATCHES=4 \
+  PPB_TIMED_MICROBATCHES=8 PPB_TIMED_MODEL=gpt-tiny PPB_CPU_ITERS=6 PPB_TIMED_ITERS=10 \
+  PPB_MIN_TIME=0 PPB_DP_RUN=0
+unset PPB_BASELINE PPB_PLANT_CPU PPB_PLANT_TIMED PPB_RESULTS
+
+# check NAME WHAT CONDITION...: fails naming WHAT unless CONDITION holds;
+# skipped instead when the gate did not judge some timings of NAME (a busy
+# host, or a cpu rank's machine at another speed): the test checks verdicts,
+# and there was none. A wrong verdict still fails.
+check() {
+  local name=$1 what=$2 why; shift 2
+  "$@" && return 0
+  why=$(grep -o "the host was busy[^;]*\|the machine itself ran[^;]*" "$tmp/$name.log" | head -1)
+  if [[ -n $why ]]; then
+    echo "SKIP: $name: the gate did not judge some timings ($why)"
+    exit 77
+  fi
+  fail "$name: $what"$'\n'"$(tail -40 "$tmp/$name.log")"
+}
+
+# suite NAME WANT_EXIT ARG...: ci/suite ARG... with its log in $tmp/NAME.log.
+suite() {
+  local name=$1 want=$2 code; shift 2
+  "$root/ci/suite" "$@" >"$tmp/$name.log" 2>&1
+  code=$?
+  echo "--- $name: ci/suite $* -> exit $code"
+  grep -E '^(suite: confirming|gate|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)' "$tmp/$name.log"
+  check "$name" "exit $code, want $want" test "$code" -eq "$want"
+}
+
+PPB_RESULTS=$tmp/nights/n1 suite n1 0
+PPB_RESULTS=$tmp/nights/n2 suite n2 0 --baseline "$tmp/nights/n1"
+
+# A planted improvement: re-run, as a regression would be, and confirmed.
+PPB_RESULTS=$tmp/fast PPB_PLANT_TIMED=1:0.85 \
+  suite fast 0 --baseline "$tmp/nights/n1" --baseline "$tmp/nights/n2"
+check fast "the two improved timed combinations were not measured again" \
+  grep -q "^suite: confirming: [0-9]* cpu, 2 timed " "$tmp/fast.log"
+n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 2)) || fail "fast: $n results in timed/rerun/, want 2"
+for s in 1f1b gpipe; do
+  check fast "$s not a confirmed improvement" grep -qE \
+    "^  IMPROVEMENT $s x layer P=2 M=8 \[planted stage 1 x0.85\]: .*confirmed by a re-run" "$tmp/fast.log"
+done
+grep -q "re-runs confirming or refuting tonight's timing changes in $tmp/fast/timed/rerun" \
+  "$tmp/fast.log" || fail "fast: the log does not say where the re-runs are"
+first_md=$(md5sum <"$tmp/fast/report.md")
+
+# Gated again, against night 1 alone: its own re-runs and reports.
+suite regate 0 --regate "$tmp/fast" --baseline "$tmp/nights/n1"
+grep -q "^suite: re-gating the results in $tmp/fast (cpu timed) against $tmp/nights/n1: no new sweep" \
+  "$tmp/regate.log" || fail "regate: it does not say what it re-gates"
+grep -q "^suite: timed backend" "$tmp/regate.log" && fail "regate: it ran a sweep"
+reruns=("$tmp"/fast/timed/rerun-*)
+((${#reruns[@]} == 1)) && [[ -d ${reruns[0]} ]] || fail "regate: no timed/rerun-<time>/ of its own"
+n=$(find "${reruns[0]}" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 2)) || fail "regate: $n results in ${reruns[0]}, want 2"
+reports=("$tmp"/fast/regate-*)
+for f in report.md report.html report.junit.xml report.csv; do
+  [[ -s ${reports[0]}/$f ]] || fail "regate: no $f in ${reports[0]}"
+done
+grep -q "against 1 earlier night(s)" "${reports[0]}/report.md" ||
+  fail "regate: not compared with night 1 alone"
+for s in 1f1b gpipe; do
+  check regate "$s not a confirmed improvement" grep -qE \
+    "^  IMPROVEMENT $s x layer P=2 M=8 \[planted stage 1 x0.85\]: .*confirmed by a re-run" "$tmp/regate.log"
+done
+[[ $(md5sum <"$tmp/fast/report.md") == "$first_md" ]] || fail "regate: it rewrote the first gate's report"
+n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 2)) || fail "regate: it touched the first gate's re-runs ($n files)"
+
+# Bad invocations: exit 2, one line naming the problem, nothing written.
+bad() {
+  local want=$1 out code; shift
+  out=$("$root/ci/suite" "$@" 2>&1)
+  code=$?
+  echo "--- ci/suite $*: exit $code: $out"
+  ((code == 2)) || fail "ci/suite $*: exit $code, want 2"
+  [[ $(wc -l <<<"$out") -eq 1 && $out == *"$want"* ]] || fail "ci/suite $*: said '$out', want '$want'"
+}
+before=$(find "$tmp" | sort | md5sum)
+bad "gates against a --baseline, and none was given" --regate "$tmp/fast"
+bad "--regate: no such folder '$tmp/none'" --regate "$tmp/none" --baseline "$tmp/nights/n1"
+bad "is part of --baseline '$tmp/nights'" --regate "$tmp/nights/n2" --baseline "$tmp/nights"
+bad "holds no cpu/, timed/ or dp/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
+bad "--regate needs a results folder" --baseline "$tmp/nights/n1" --regate
+[[ $(find "$tmp" | sort | md5sum) == "$before" ]] || fail "a refused invocation wrote files"
+echo "ok"
