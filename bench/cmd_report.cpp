@@ -50,10 +50,9 @@ void register_report(CLI::App& app) {
                   "Timings taken while other processes used more than this share of the host's "
                   "CPU are not judged (default 0.2)");
   cmd->add_option("--max-speed-drift", o.max_speed_drift,
-                  "Samples/s and bubble taken while the machine itself ran faster or slower "
-                  "than on the earlier nights by more than this fraction (the backend's speed "
-                  "probe) are not judged; stage compute is judged at the usual speed (default "
-                  "0.05)");
+                  "Timings taken while the machine itself ran faster or slower than on the "
+                  "earlier nights by more than this fraction (the backend's speed probe) are not "
+                  "judged (default 0.05)");
   cmd->add_flag("--no-noise-floor", o.no_noise_floor,
                 "Judge each combination by its own nights' spread only, without the floor the "
                 "whole sweep's launch-to-launch noise puts under it");

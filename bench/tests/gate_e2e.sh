@@ -17,19 +17,14 @@ pb=$1; mpiexec=$2; backend=$3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OPENBLAS_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
 # The gate declines to judge timings taken while other processes used the
-# host's CPU (metrics.foreign_cpu), and samples/s and bubble taken while the
-# machine itself ran at another speed than on the earlier nights (the speed
-# probe): a check that needs a verdict and does not get the one it wants is
-# then skipped (exit 77), saying so, never failed or passed; so is a needed
-# regression the gate found too noisy to tell at its threshold on this
-# machine now (undecidable). A wrong verdict on a judged figure still fails.
-needed=0 last=""
-fail() {
-  if ((needed)) && [[ -n $last ]]; then need_quiet "$last"; fi
-  echo "FAIL: $*"
-  exit 1
-}
+# host's CPU (metrics.foreign_cpu): a test that needs a verdict is then
+# skipped (exit 77), saying so, never failed or passed.
+# The same holds for a machine that itself ran at another speed than on the
+# earlier nights (the speed probe), and for a needed regression the gate
+# found too noisy to tell at its threshold on this machine now (undecidable):
+# the test checks verdicts, and there was none. A wrong verdict still fails.
 need_quiet() {
   local why
   why=$(grep -o "the host was busy[^;\"]*\|the machine itself ran[^;\"]*\|machine ran at another speed[^;\"]*" \
@@ -67,8 +62,7 @@ night() {
 # --confirm DIR and --rerun-list FILE.
 gate() {
   local tonight=$1 want=$2; shift 2
-  local args=() b
-  needed=$((want == 1)) last=$tonight
+  local args=() b needed=$((want == 1))
   for b in "$@"; do
     case $b in
       quiet) needed=1 ;;
@@ -81,6 +75,7 @@ gate() {
   local code=$?
   echo "--- $tonight against ${args[*]##*/}: exit $code"
   grep -E '^(gate|confirm|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)' <<<"$out"
+  ((needed)) && need_quiet "$tonight"
   ((want == 1 && code == 0)) && need_verdict "$tonight"
   [[ $code -eq $want ]] || fail "$tonight: exit $code, want $want"$'\n'"$out"
 }

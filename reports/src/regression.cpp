@@ -145,11 +145,10 @@ std::vector<double> pooled(const std::vector<NightSamples>& nights, size_t begin
 // What a figure is and which way is worse.
 struct FigureKind {
   std::string name;
-  bool relative;                // fractions (samples/s) or ratio points (bubble)
-  int worse;                    // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
-  std::string family = name;    // the noise floor's kind: "stage compute" for every stage
-  double floor = 0;             // the sweep's noise floor (0 = none)
-  bool at_usual_speed = false;  // each step's time scaled by the speed probe (stage compute)
+  bool relative;              // fractions (samples/s) or ratio points (bubble)
+  int worse;                  // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
+  std::string family = name;  // the noise floor's kind: "stage compute" for every stage
+  double floor = 0;           // the sweep's noise floor (0 = none)
 };
 
 double change_of(double cur, double ref, bool relative) {
@@ -233,8 +232,7 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
            size_text(v.band, kind.relative) +
            (v.floor > 0 ? ", sweep noise floor " + size_text(v.floor, kind.relative) : "") +
            ", detectable " + size_text(v.detectable, kind.relative) + ", threshold " +
-           size_text(o.threshold, kind.relative) +
-           (kind.at_usual_speed ? ", each step at the machine's usual speed" : "") + ")";
+           size_text(o.threshold, kind.relative) + ")";
   if (!v.arrived.empty()) v.text += ", since " + v.arrived;
   return v;
 }
@@ -374,18 +372,12 @@ MetricVerdict not_judged(const std::string& name, bool relative, const std::stri
 
 // The history of one combination as the timing figures see it: its ok,
 // gated nights (memory and the trend use them all), the quiet ones among
-// them (no busy host), the steady ones among those (the machine at its
-// usual speed), the usual speed probe per stage, why tonight's timings are
-// not judged at all ("" when they are), and why samples/s and the bubble
-// are not ("" when they are) while each stage's compute, taken step by step
-// at the usual speed, still is.
+// them that the timings are compared with, and why tonight's timings are
+// not judged ("" when they are).
 struct TimingHistory {
   std::vector<Matched> ok;
   std::vector<Matched> quiet;
-  std::vector<Matched> steady;
-  std::vector<double> usual;
   std::string not_judged;
-  std::string speed_differs;
 };
 
 TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& history,
@@ -401,120 +393,72 @@ TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& h
     if (busy_host(m.entry->result, o) < 0) h.quiet.push_back(m);
   }
   const double busy_tonight = busy_host(c.result, o);
+  // The machine's own speed (the backend's speed probe, when it has one):
+  // nights that ran at another speed than the history's usual one are
+  // left out of the timing reference, and tonight's timings are not judged
+  // when tonight's machine was not the usual one.
+  const size_t stages = c.result.metrics->speed_probe_seconds_per_stage.size();
+  const std::vector<double> usual = reference_probe(h.quiet, stages);
+  const bool had_quiet = !h.quiet.empty();
+  std::erase_if(h.quiet,
+                [&](const Matched& m) { return drifted(probe_drift(m.entry->result, usual), o); });
+  const ProbeDrift drift_tonight = probe_drift(c.result, usual);
   if (busy_tonight >= 0) {
     h.not_judged = "the host was busy: other processes used " +
                    format_fixed(busy_tonight * 100, 0) +
                    "% of its CPU during tonight's timed steps (limit " +
                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
-  } else if (h.quiet.empty()) {
-    h.not_judged = "every earlier night's host was busy with other processes (limit " +
-                   format_trimmed(o.max_foreign_cpu * 100) + "%)";
-  }
-  // The machine's own speed (the backend's speed probe, when it has one):
-  // nights that ran at another speed than the history's usual one are
-  // left out of the reference of the step-wide figures, and tonight's are
-  // not judged when tonight's machine was not the usual one.
-  const size_t stages = c.result.metrics->speed_probe_seconds_per_stage.size();
-  h.usual = reference_probe(h.quiet, stages);
-  h.steady = h.quiet;
-  std::erase_if(h.steady, [&](const Matched& m) {
-    return drifted(probe_drift(m.entry->result, h.usual), o);
-  });
-  const ProbeDrift drift_tonight = probe_drift(c.result, h.usual);
-  if (!h.quiet.empty() && drifted(drift_tonight, o)) {
-    h.speed_differs =
+  } else if (drifted(drift_tonight, o)) {
+    h.not_judged =
         "the machine itself ran " + format_fixed(std::abs(drift_tonight.change) * 100, 1) + "% " +
         (drift_tonight.change > 0 ? "slower" : "faster") + " on stage " +
         std::to_string(drift_tonight.stage) + " than on the earlier nights (speed probe " +
         format_fixed(drift_tonight.seconds * 1e3, 2) + " ms, usually " +
         format_fixed(drift_tonight.reference * 1e3, 2) + " ms; limit " +
         format_trimmed(o.max_speed_drift * 100) + "%): its timings are not comparable";
-  } else if (!h.quiet.empty() && h.steady.empty()) {
-    h.speed_differs =
+  } else if (h.quiet.empty() && had_quiet) {
+    h.not_judged =
         "every earlier night's machine ran at another speed than usual (speed probe, "
         "limit " +
         format_trimmed(o.max_speed_drift * 100) + "%)";
+  } else if (h.quiet.empty()) {
+    h.not_judged = "every earlier night's host was busy with other processes (limit " +
+                   format_trimmed(o.max_foreign_cpu * 100) + "%)";
   }
   return h;
 }
 
-// A stage's compute time per step as the machine at its usual speed would
-// have taken it: each step's time scaled by the usual probe over the probe
-// timed right after that step. Empty when `r` has no probe for every step
-// of the stage.
-std::vector<double> at_usual_speed(const Result& r, size_t stage, double usual) {
-  const ResultMetrics& m = *r.metrics;
-  if (!(usual > 0) || stage >= m.busy_seconds_per_stage.size() ||
-      stage >= m.speed_probe_seconds_per_stage.size())
-    return {};
-  const std::vector<double>& busy = m.busy_seconds_per_stage[stage];
-  const std::vector<double>& probe = m.speed_probe_seconds_per_stage[stage];
-  if (busy.empty() || probe.size() != busy.size()) return {};
-  std::vector<double> out;
-  for (size_t i = 0; i < busy.size(); ++i) {
-    if (!(std::isfinite(probe[i]) && probe[i] > 0)) return {};
-    out.push_back(busy[i] * usual / probe[i]);
-  }
-  return out;
-}
-
-// One timing figure of one combination: its reference nights' step
+// One timing figure of one combination: its quiet reference nights' step
 // samples, oldest first, then tonight's.
 struct Series {
   FigureKind kind;
   std::vector<NightSamples> nights;
 };
 
-// The timing figures decided from samples: samples/s and bubble ratio over
-// the steady nights (none when tonight's machine ran at another speed), and
+// The timing figures decided from samples: samples/s, bubble ratio, and
 // each stage's compute time (seconds busy per step: a slowdown of one stage
 // shows there in full, where the step time dilutes it by the pipeline's
-// other stages). A stage whose every step has a speed probe, tonight and
-// on quiet nights of the history, is compared step by step at the usual
-// speed, over those nights, whatever speed the machine ran at; otherwise
-// over the steady nights that recorded it, as measured. Samples/s and
-// bubble come first, in that order, when judged. `judged` false: every
-// figure the history has, whether tonight's is judged or not (the noise
-// floors are estimated from the reference nights alone).
-std::vector<Series> timing_series(const TimingHistory& h, const ResultEntry& c,
-                                  const std::string& tonight, bool judged = true) {
+// other stages; only nights that recorded it on as many stages take part).
+std::vector<Series> timing_series(const std::vector<Matched>& quiet, const ResultEntry& c,
+                                  const std::string& tonight) {
   std::vector<Series> out;
-  if (judged && !h.not_judged.empty()) return out;
-  const bool step_wide = !judged || h.speed_differs.empty();
-  if (step_wide && !h.steady.empty()) {
-    out.push_back({{"samples/s", true, -1}, {}});
-    out.push_back({{"bubble ratio", false, +1}, {}});
-    for (const Matched& m : h.steady) {
-      out[0].nights.push_back({m.night->name, throughput_samples(m.entry->result), 0});
-      out[1].nights.push_back({m.night->name, bubble_samples(m.entry->result), 0});
-    }
-    out[0].nights.push_back({tonight, throughput_samples(c.result), 0});
-    out[1].nights.push_back({tonight, bubble_samples(c.result), 0});
+  out.push_back({{"samples/s", true, -1}, {}});
+  out.push_back({{"bubble ratio", false, +1}, {}});
+  for (const Matched& m : quiet) {
+    out[0].nights.push_back({m.night->name, throughput_samples(m.entry->result), 0});
+    out[1].nights.push_back({m.night->name, bubble_samples(m.entry->result), 0});
   }
+  out[0].nights.push_back({tonight, throughput_samples(c.result), 0});
+  out[1].nights.push_back({tonight, bubble_samples(c.result), 0});
   const std::vector<std::vector<double>>& cur = c.result.metrics->busy_seconds_per_stage;
   for (size_t s = 0; s < cur.size(); ++s) {
     Series stage{{"stage " + std::to_string(s) + " compute", true, +1, "stage compute"}, {}};
-    const double usual = s < h.usual.size() ? h.usual[s] : kNaN;
-    std::vector<double> now = at_usual_speed(c.result, s, usual);
-    if (!now.empty()) {
-      for (const Matched& m : h.quiet) {
-        std::vector<double> then = at_usual_speed(m.entry->result, s, usual);
-        if (!then.empty()) stage.nights.push_back({m.night->name, std::move(then), 0});
-      }
+    for (const Matched& m : quiet) {
+      const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
+      if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0});
     }
-    if (!stage.nights.empty()) {
-      stage.kind.at_usual_speed = true;
-      stage.nights.push_back({tonight, std::move(now), 0});
-    } else if (step_wide) {
-      for (const Matched& m : h.steady) {
-        const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
-        if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0});
-      }
-      if (stage.nights.empty()) continue;
-      stage.nights.push_back({tonight, cur[s], 0});
-    } else {
-      continue;
-    }
+    if (stage.nights.empty()) continue;
+    stage.nights.push_back({tonight, cur[s], 0});
     out.push_back(std::move(stage));
   }
   for (Series& f : out) {
@@ -567,24 +511,22 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
   }
   row.trend.push_back(trend_point(tonight, c.result));
   mem.emplace_back(tonight, peak_memory_bytes(c.result));
-  std::vector<Series> series = timing_series(h, c, tonight);
-  for (Series& f : series) {
-    const auto it = floors.find(floor_key(c.machine, c.result.config.backend, f.kind.family));
-    if (it != floors.end())
-      f.kind.floor = noise_floor_for(it->second, static_cast<int>(f.nights.size()) - 1);
-  }
-  // samples/s, bubble ratio, peak memory, then each stage's compute.
-  size_t next = 0;
-  const std::string why = !h.not_judged.empty() ? h.not_judged : h.speed_differs;
-  if (why.empty()) {
-    row.metrics.push_back(decide_timing(series[next++], o));
-    row.metrics.push_back(decide_timing(series[next++], o));
+  if (!h.not_judged.empty()) {
+    row.metrics.push_back(not_judged("samples/s", true, h.not_judged));
+    row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged));
+    row.metrics.push_back(decide_memory(mem, o));
   } else {
-    row.metrics.push_back(not_judged("samples/s", true, why));
-    row.metrics.push_back(not_judged("bubble ratio", false, why));
+    std::vector<Series> series = timing_series(h.quiet, c, tonight);
+    for (Series& f : series) {
+      const auto it = floors.find(floor_key(c.machine, c.result.config.backend, f.kind.family));
+      if (it != floors.end())
+        f.kind.floor = noise_floor_for(it->second, static_cast<int>(f.nights.size()) - 1);
+    }
+    row.metrics.push_back(decide_timing(series[0], o));
+    row.metrics.push_back(decide_timing(series[1], o));
+    row.metrics.push_back(decide_memory(mem, o));
+    for (size_t i = 2; i < series.size(); ++i) row.metrics.push_back(decide_timing(series[i], o));
   }
-  row.metrics.push_back(decide_memory(mem, o));
-  for (; next < series.size(); ++next) row.metrics.push_back(decide_timing(series[next], o));
   row.samples_change = row.metrics[0].change;
   row.detectable = row.metrics[0].detectable;
   row.bubble_change = row.metrics[1].change;
@@ -610,8 +552,9 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
     const auto it = by_key.find(c.machine + " # " + c.config_key);
     if (it == by_key.end() || !gated(c, o)) continue;
     const TimingHistory h = timing_history(c, it->second, o);
-    figures[floor_key(c.machine, c.result.config.backend, "")] += timing_series(h, c, "").size();
-    for (const Series& f : timing_series(h, c, "", false)) {
+    if (h.quiet.empty()) continue;
+    for (const Series& f : timing_series(h.quiet, c, "")) {
+      if (h.not_judged.empty()) ++figures[floor_key(c.machine, c.result.config.backend, "")];
       Family& fam = families[floor_key(c.machine, c.result.config.backend, f.kind.family)];
       fam.floor.machine = c.machine;
       fam.floor.backend = c.result.config.backend;
@@ -811,17 +754,13 @@ ResultEntry scaled_by_control(const RegressionRow& row, const ResultEntry& rerun
          (history > 0 ? ", " + format_number(history) + " over its history (" +
                             signed_percent(by_history - 1) + ")"
                       : std::string()) +
-         "; the re-run's step times are scaled by " + format_fixed(speed, 3);
+         "; the re-run's times are scaled by " + format_fixed(speed, 3);
   ResultEntry out = rerun;
   ResultMetrics& m = *out.result.metrics;
   for (double& t : m.step_time_seconds.samples) t *= speed;
   m.samples_per_second /= speed;
-  // A stage with a speed probe on every step is already judged at the
-  // usual speed (at_usual_speed): scaling it too would count the machine
-  // twice.
-  for (size_t s = 0; s < m.busy_seconds_per_stage.size(); ++s) {
-    if (!at_usual_speed(rerun.result, s, 1.0).empty()) continue;
-    for (double& t : m.busy_seconds_per_stage[s]) t *= speed;
+  for (std::vector<double>& stage : m.busy_seconds_per_stage) {
+    for (double& t : stage) t *= speed;
   }
   return out;
 }
@@ -856,14 +795,12 @@ std::string confirm(RegressionRow& row, const ResultEntry& measured,
     } else if (!ran) {
       why = std::string("the re-run ended with status ") + result_status_name(rerun.result.status) +
             (rerun.result.error.empty() ? "" : ": " + rerun.result.error);
-    } else if (same == again.metrics.end() || std::isnan(same->change)) {
+    } else if (same == again.metrics.end()) {
       // A re-run whose timings were not judged (a busy host, a machine at
       // another speed) has only the not-judged figures: say why.
       const auto skipped =
-          same != again.metrics.end()
-              ? same
-              : std::find_if(again.metrics.begin(), again.metrics.end(),
-                             [](const MetricVerdict& r) { return std::isnan(r.change); });
+          std::find_if(again.metrics.begin(), again.metrics.end(),
+                       [](const MetricVerdict& r) { return std::isnan(r.change); });
       why = skipped != again.metrics.end() && skipped->timing
                 ? "the re-run's " + skipped->text
                 : "the re-run has no " + v.name + " figure";

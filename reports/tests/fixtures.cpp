@@ -94,8 +94,7 @@ Result make_fixture(const FixtureSpec& f) {
       std::vector<double> per_step;
       for (int i = 0; i < f.steps; ++i) {
         const double u = f.steps > 1 ? 2.0 * i / (f.steps - 1) - 1 : 0;
-        per_step.push_back(f.probe *
-                           (f.probe_stage < 0 || st == f.probe_stage ? f.probe_factor : 1.0) *
+        per_step.push_back(f.probe * (st == f.probe_stage ? f.probe_factor : 1.0) *
                            (1 + 0.005 * u));
       }
       m.speed_probe_seconds_per_stage.push_back(per_step);

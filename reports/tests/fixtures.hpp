@@ -48,8 +48,8 @@ struct FixtureSpec {
   bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
   double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)
   /// metrics.speed_probe_seconds_per_stage: each stage's probe after each
-  /// timed step, `probe` seconds +/- 0.5% (0: absent), x probe_factor (the
-  /// machine ran slower) on stage `probe_stage`, or on every stage (-1).
+  /// timed step, `probe` seconds +/- 0.5% (0: absent); stage `probe_stage`
+  /// (if >= 0) x probe_factor (the machine ran slower there).
   double probe = 0;
   int probe_stage = -1;
   double probe_factor = 1.0;

@@ -545,16 +545,11 @@ TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
   EXPECT_EQ(row_of(t, "gpipe").status, RegressionStatus::kPass);
 }
 
-// With a speed probe on every stage. 1f1b's machine ran factor_1f1b slower
-// on every stage: its probe, step and stage times all take that factor, and
-// the rest of its slowdown (two()'s) is the code's.
 std::vector<FixtureSpec> probed(std::vector<FixtureSpec> specs, double factor_1f1b = 1.0) {
   for (FixtureSpec& f : specs) {
     f.probe = 4e-3;
-    if (f.schedule != "1f1b") continue;
-    f.probe_factor = factor_1f1b;
-    f.machine = factor_1f1b;
-    f.slowdown /= factor_1f1b;
+    f.probe_stage = 0;
+    if (f.schedule == "1f1b") f.probe_factor = factor_1f1b;
   }
   return specs;
 }
@@ -583,30 +578,6 @@ TEST(ReportGate, TimingsOfAMachineThatRanAtAnotherSpeedAreNotJudged) {
       gate(night(fresh_dir("cur"), "t", 2, probed(two(0.8, 1.0), 0.8)), {base});
   EXPECT_EQ(row_of(f, "1f1b").status, RegressionStatus::kUndecidable);
   EXPECT_NE(row_of(f, "1f1b").notes.at(0).find("ran 20.0% faster on stage 0"), std::string::npos);
-  // Each stage's compute is still judged, step by step at the usual speed:
-  // the slower machine moved none of 1f1b's stages...
-  int stages = 0;
-  for (const MetricVerdict& v : slow.metrics) {
-    if (v.name.rfind("stage ", 0) != 0) continue;
-    ++stages;
-    EXPECT_EQ(v.status, RegressionStatus::kPass) << v.text;
-    EXPECT_NE(v.text.find("each step at the machine's usual speed"), std::string::npos) << v.text;
-  }
-  EXPECT_EQ(stages, 4);
-  // ... and a stage that computes 20% longer on it is that stage's regression.
-  std::vector<FixtureSpec> planted = probed(two(1.3, 1.0), 1.3);
-  planted[0].slow_stage = 1;
-  planted[0].stage_factor = 1.2;
-  const RegressionSummary p = gate(night(fresh_dir("cur"), "t", 2, planted), {base});
-  const RegressionRow& stage1 = row_of(p, "1f1b");
-  EXPECT_EQ(stage1.status, RegressionStatus::kRegressed);
-  ASSERT_EQ(stage1.reasons.size(), 1u);
-  EXPECT_EQ(stage1.reasons[0].rfind("stage 1 compute ", 0), 0u) << stage1.reasons[0];
-  for (const MetricVerdict& v : stage1.metrics) {
-    if (v.name == "stage 1 compute") {
-      EXPECT_NEAR(v.change, 0.2, 0.01) << v.text;
-    }
-  }
   GateOptions loose;
   loose.max_speed_drift = 0.5;
   EXPECT_EQ(gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.0), 1.3)), {base}, loose)
@@ -878,7 +849,7 @@ TEST(ReportConfirm, TheControlsSpeedInTheRerunsScalesTheRerun) {
   const std::string& note = after.notes.back();
   EXPECT_EQ(note.rfind("control gpipe x balanced P=4 M=8: samples/s ", 0), 0u) << note;
   EXPECT_NE(note.find(" in the re-runs (-10.7%), "), std::string::npos) << note;
-  EXPECT_NE(note.find(" over its history (-10.7%); the re-run's step times are scaled by 0.893"),
+  EXPECT_NE(note.find(" over its history (-10.7%); the re-run's times are scaled by 0.893"),
             std::string::npos)
       << note;
   // Unscaled (without the control's re-run), the same re-run confirms it.
@@ -891,7 +862,7 @@ TEST(ReportConfirm, TheControlsSpeedInTheRerunsScalesTheRerun) {
   EXPECT_EQ(row_of(steady.after, "1f1b").status, RegressionStatus::kRegressed);
   EXPECT_NE(row_of(steady.after, "1f1b")
                 .notes.back()
-                .find("(+0.0%); the re-run's step times are "
+                .find("(+0.0%); the re-run's times are "
                       "scaled by 1.000"),
             std::string::npos)
       << row_of(steady.after, "1f1b").notes.back();
@@ -907,10 +878,9 @@ TEST(ReportConfirm, TheControlsSpeedInTheRerunsScalesTheRerun) {
   EXPECT_EQ(refuted.status, RegressionStatus::kUndecidable);
   EXPECT_NE(refuted.notes.back().find(" in the re-runs (+5.0%), "), std::string::npos)
       << refuted.notes.back();
-  EXPECT_NE(
-      refuted.notes.back().find(" over its history (+0.0%); the re-run's step times are scaled "
-                                "by 1.000"),
-      std::string::npos)
+  EXPECT_NE(refuted.notes.back().find(" over its history (+0.0%); the re-run's times are scaled "
+                                      "by 1.000"),
+            std::string::npos)
       << refuted.notes.back();
   // Without the control's re-run, the re-run is taken as measured.
   const Confirmed lone = confirm_case(two(1.12, 1.0), {two(1.12, 1.12)[0]});
@@ -1016,16 +986,15 @@ TEST(ReportConfirm, RerunThatCannotTellLeavesItUndecidable) {
       << r.notes.at(0);
 }
 
-TEST(ReportConfirm, RerunOnASlowMachineJudgesStagesAtTheUsualSpeedAndSaysWhyItCannotTellTheRest) {
-  // Tonight 1f1b's step is 12% longer, its stage 1 computing 10% longer, on
-  // the usual machine; its re-run ran while the machine itself was 30%
-  // slower (its speed probe), so the re-run's samples/s is not judged (the
-  // row says why rather than that a figure is missing), while stage 1's
-  // compute, step by step at the usual speed, confirms its slowdown.
-  std::vector<FixtureSpec> slow = probed(two(1.12, 1.0));
+TEST(ReportConfirm, RerunOnASlowMachineSaysWhyItCannotTell) {
+  // Tonight 1f1b's stage 1 computes 10% longer on the usual machine; its
+  // re-run ran while the machine itself was 30% slower (its speed probe), so
+  // the re-run's timings are not judged and it has no stage figures: the
+  // row says why rather than that a figure is missing.
+  std::vector<FixtureSpec> slow = probed(two(1.03, 1.0));
   slow[0].slow_stage = 1;
   slow[0].stage_factor = 1.10;
-  std::vector<FixtureSpec> again = probed(two(1.12 * 1.3, 1.0), 1.3);  // code x1.12, machine x1.3
+  std::vector<FixtureSpec> again = probed(two(1.03, 1.0), 1.3);
   again[0].slow_stage = 1;
   again[0].stage_factor = 1.10;
   const std::string root = fresh_dir("nights");
@@ -1036,19 +1005,14 @@ TEST(ReportConfirm, RerunOnASlowMachineJudgesStagesAtTheUsualSpeedAndSaysWhyItCa
   EXPECT_EQ(row_of(confirmed_gate(cur, {root}, ""), "1f1b").status, RegressionStatus::kRegressed);
   const RegressionSummary after = confirmed_gate(cur, {root}, rerun);
   const RegressionRow& r = row_of(after, "1f1b");
-  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
-  ASSERT_EQ(r.reasons.size(), 1u);
-  EXPECT_EQ(r.reasons[0].rfind("stage 1 compute ", 0), 0u) << r.reasons[0];
-  for (const std::string& reason : r.reasons) {
-    EXPECT_NE(reason.find("each step at the machine's usual speed)"), std::string::npos) << reason;
-    EXPECT_NE(reason.find("; confirmed by a re-run: "), std::string::npos) << reason;
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  bool said = false;
+  for (const std::string& n : r.notes) {
+    said = said || (n.rfind("undecidable: stage 1 compute ", 0) == 0 &&
+                    n.find("did not reproduce on a re-run (the re-run's samples/s not judged: the "
+                           "machine itself ran 30.0% slower on stage 0") != std::string::npos);
   }
-  ASSERT_FALSE(r.notes.empty());
-  EXPECT_EQ(r.notes[0].rfind("undecidable: samples/s ", 0), 0u) << r.notes[0];
-  EXPECT_NE(r.notes[0].find("did not reproduce on a re-run (the re-run's samples/s not judged: "
-                            "the machine itself ran 30.0% slower on stage 0"),
-            std::string::npos)
-      << r.notes[0];
+  EXPECT_TRUE(said) << r.notes.at(0);
 }
 
 TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {

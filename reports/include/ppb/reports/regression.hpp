@@ -47,17 +47,14 @@
 // by default, on either side. Timings taken on a busy host (other processes
 // used more than max_foreign_cpu of its CPU during the timed steps) are not
 // judged: tonight's make its timing figures undecidable, an earlier night's
-// is left out of the reference; memory is still compared. Backends that
-// compute on a resource whose speed varies (cpu) time a fixed reference
-// workload after every step (the speed probe), which sees what no process
-// on the host can (a busy hypervisor, a throttled or shared core): each
-// stage's compute is compared step by step at the usual speed (each step's
-// time x the history's usual probe / that step's probe), on every quiet
-// night; samples/s and the bubble, which the probe does not time, leave out
-// a night whose probe moved from the usual one by more than
-// max_speed_drift, and are undecidable when tonight's did. A planted
-// slowdown (config.plant) is named on the row, so a planted run is never
-// mistaken for a real one.
+// is left out of the reference; memory is still compared. The same holds
+// for a machine that itself ran at another speed: backends that compute on
+// a resource whose speed varies (cpu) time a fixed reference workload after
+// every step (the speed probe); a night whose probe moved from the
+// history's usual one by more than max_speed_drift (a busy hypervisor, a
+// throttled or shared core: what no process on the host can see) is left
+// out, and tonight's timings are then undecidable. A planted slowdown (config.plant) is
+// named on the row, so a planted run is never mistaken for a real one.
 // Confirmation (--confirm, as Perfherder's retriggers and Chromium's alert
 // re-runs): a timing figure (samples/s, bubble ratio, stage compute) that
 // regressed or improved tonight is a suspicion until a re-run of the same
@@ -90,11 +87,10 @@ struct GateOptions {
   /// --max-foreign-cpu: timings taken while other processes used more than
   /// this share of the host's CPU (metrics.foreign_cpu) are not judged.
   double max_foreign_cpu = 0.2;
-  /// --max-speed-drift: samples/s and bubble taken while the machine itself
-  /// ran faster or slower than usual by more than this fraction (the
-  /// backend's speed probe, metrics.speed_probe_seconds_per_stage, against
-  /// the median of the history's) are not judged; stage compute is judged
-  /// at the usual speed.
+  /// --max-speed-drift: timings taken while the machine itself ran faster
+  /// or slower than usual by more than this fraction (the backend's speed
+  /// probe, metrics.speed_probe_seconds_per_stage, against the median of the
+  /// history's) are not judged.
   double max_speed_drift = 0.05;
   /// --no-noise-floor turns off the sweep's launch-to-launch noise floor
   /// (see the file comment).
