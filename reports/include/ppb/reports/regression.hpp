@@ -31,13 +31,17 @@
 // points), pooled per kind of figure (samples/s, bubble ratio, stage
 // compute), one launch's sigma = 1.4826 x MAD / sqrt 2. Consecutive nights,
 // so a real step in the history is one difference per combination, not
-// half of them. Tonight never takes part, so a regression cannot widen its
-// own floor. A combination with n reference nights gets the floor
+// half of them. Tonight does not take part, so a regression cannot widen
+// its own floor, except where the history holds fewer than 8 differences
+// (a single reference night): then they are tonight's medians against the
+// last night's, over the sweep, median-centred (NoiseFloor::from_tonight),
+// so that a change in a few combinations does not widen it either. A
+// combination with n reference nights gets the floor
 // z x sigma x sqrt(1 + 1/n) (relative: exp(.) - 1) with z the normal
 // quantile for alpha shared among all of tonight's timing figures of that
 // machine and backend (Bonferroni): an unchanged build's whole sweep
 // crosses it by launch noise alone with probability about alpha. Fewer than
-// 8 differences give no floor.
+// 8 differences of either kind give no floor.
 // Step changes: the series of nightly medians (tonight last) is split at its
 // best change point; when the nights from that point on differ from those
 // before it as above, and tonight still does, the change is reported once,
