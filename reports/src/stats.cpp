@@ -38,9 +38,20 @@ std::vector<double> u_counts(std::size_t m, std::size_t n) {
   return table[m][n];
 }
 
-double normal_sf(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
-
 }  // namespace
+
+double normal_upper_tail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
+std::size_t benjamini_hochberg(std::vector<double> p, double alpha, std::size_t m) {
+  PPB_CHECK(alpha > 0 && alpha < 1, "false-discovery rate outside (0, 1)");
+  PPB_CHECK(m >= p.size(), "more p-values than hypotheses");
+  std::sort(p.begin(), p.end());
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= alpha * static_cast<double>(i + 1) / static_cast<double>(m)) k = i + 1;
+  }
+  return k;
+}
 
 double Spread::relative_mad() const { return median != 0 ? 1.4826 * mad / std::fabs(median) : 0; }
 
@@ -132,7 +143,7 @@ UTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y)
     return t;
   }
   const double z = (u_big - mu - 0.5) / std::sqrt(var);
-  t.p = std::min(1.0, 2.0 * normal_sf(z));
+  t.p = std::min(1.0, 2.0 * normal_upper_tail(z));
   return t;
 }
 
@@ -200,7 +211,7 @@ double normal_upper_quantile(double p) {
   double lo = -40, hi = 40;
   for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
     const double mid = (lo + hi) / 2;
-    (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
+    (normal_upper_tail(mid) > p ? lo : hi) = mid;
   }
   return (lo + hi) / 2;
 }

@@ -43,6 +43,29 @@ TEST(NormalQuantile, KnownValuesAndTheTail) {
   EXPECT_NEAR(normal_upper_quantile(0.975), -1.959964, 1e-6);
 }
 
+TEST(NormalTail, InvertsTheQuantile) {
+  EXPECT_NEAR(normal_upper_tail(1.959964), 0.025, 1e-7);
+  EXPECT_NEAR(normal_upper_tail(0.0), 0.5, 1e-15);
+  for (double p : {0.3, 1e-3, 1e-9})
+    EXPECT_NEAR(normal_upper_tail(normal_upper_quantile(p)), p, p * 1e-9);
+}
+
+TEST(BenjaminiHochberg, ThePapersFifteenHypotheses) {
+  // Benjamini & Hochberg (1995), section 4: fifteen p-values at q = 0.05;
+  // the step-up procedure rejects the four smallest, Bonferroni (0.05/15)
+  // only three. Order does not matter.
+  const std::vector<double> p = {0.0201, 0.0001, 0.0004, 0.0019, 0.0095, 0.0278, 0.0298, 0.0344,
+                                 0.0459, 0.3240, 0.4262, 0.5719, 0.6528, 0.7590, 1.000};
+  EXPECT_EQ(benjamini_hochberg(p, 0.05, 15), 4u);
+  // Hypotheses not tested count as p = 1: among 30, the fourth smallest
+  // (0.0095) is above 0.05 x 4 / 30, the third (0.0019) within 0.05 x 3 / 30.
+  EXPECT_EQ(benjamini_hochberg(p, 0.05, 30), 3u);
+  EXPECT_EQ(benjamini_hochberg({0.5, 0.9}, 0.05, 2), 0u);
+  EXPECT_EQ(benjamini_hochberg({}, 0.05, 10), 0u);
+  // Every p at alpha itself: all m are discoveries (k = m).
+  EXPECT_EQ(benjamini_hochberg({0.01, 0.01, 0.01}, 0.01, 3), 3u);
+}
+
 TEST(MannWhitney, ScipyDocumentationExampleExact) {
   // scipy.stats.mannwhitneyu(males, females): statistic 17.0, pvalue 0.1111...
   const UTest t = mann_whitney_u({19, 22, 16, 29, 24}, {20, 11, 17, 12});

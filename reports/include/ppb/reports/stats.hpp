@@ -45,6 +45,19 @@ double quantile_sorted(const std::vector<double>& sorted, double q);
 /// REQUIRES: p in (0, 1).
 double normal_upper_quantile(double p);
 
+/// The standard normal distribution's upper tail P(Z > z).
+/// normal_upper_tail(1.959964) == 0.025 (to 1e-6).
+double normal_upper_tail(double z);
+
+/// Benjamini-Hochberg's step-up procedure at false-discovery rate `alpha`
+/// over `m` hypotheses, of which `p` holds the p-values of those tested
+/// (the others count as p = 1): the largest k with the k-th smallest
+/// p <= alpha x k / m, 0 when none. The k smallest are the discoveries.
+/// Example: benjamini_hochberg({0.001, 0.008, 0.039, 0.041, 0.6}, 0.05, 5)
+/// == 2.
+/// REQUIRES: alpha in (0, 1), m >= p.size().
+std::size_t benjamini_hochberg(std::vector<double> p, double alpha, std::size_t m);
+
 /// Two-sided Mann-Whitney U test of x against y.
 struct UTest {
   double u = 0;        ///< U of x: pairs (x_i, y_j) with x_i > y_j, plus 1/2 per tie
