@@ -549,7 +549,9 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
     << ") and beyond the noise band of the nights (the spread of their medians, never narrower "
        "than the sweep's noise floor below); peak memory is "
        "deterministic and compared exactly. \"Undecidable\" means the smallest change the gate "
-       "could have detected exceeds the threshold. A step that arrived on an earlier night is "
+       "could have detected exceeds the threshold, or that the timings were not judged (a busy "
+       "host, a machine that itself ran at another speed). A step that arrived on an earlier night "
+       "is "
        "reported once, with that night. A timing figure that moved tonight stands only when a "
        "re-run of the combination gives the same verdict; one that did not reproduce is "
        "undecidable.</p>\n";
@@ -557,7 +559,10 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
     << " improvement(s), " << r.count(RegressionStatus::kPass) << " no change, "
     << r.count(RegressionStatus::kUndecidable) << " undecidable</b> ("
     << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
-    << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).</p>\n";
+    << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).";
+  if (r.count(RegressionStatus::kUndecidable) > 0)
+    h << " Undecidable: " << esc(r.undecidable_causes()) << ".";
+  h << "</p>\n";
   if (!r.floors.empty()) {
     h << "<p class=\"note\">Noise floors (how far a launch of an unchanged build lands from its "
          "other nights, pooled over every combination of the sweep; no combination's band is "

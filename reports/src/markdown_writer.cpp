@@ -135,7 +135,10 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
      << r.count(RegressionStatus::kPass) << " no change, "
      << r.count(RegressionStatus::kUndecidable) << " undecidable**";
   md << " (" << r.count(RegressionStatus::kNew) << " new, " << r.count(RegressionStatus::kMissing)
-     << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).\n\n";
+     << " missing, " << r.count(RegressionStatus::kExcluded) << " excluded).";
+  if (r.count(RegressionStatus::kUndecidable) > 0)
+    md << " Undecidable: " << cell(r.undecidable_causes()) << ".";
+  md << "\n\n";
   if (!r.floors.empty()) {
     md << "Noise floors (how far a launch of an unchanged build lands from its other nights, "
           "pooled over every combination of the sweep; no combination's band is narrower):\n\n";

@@ -33,6 +33,48 @@ const char* regression_status_name(RegressionStatus status) {
   return "?";
 }
 
+const char* undecided_name(Undecided why) {
+  switch (why) {
+    case Undecided::kNo:
+      return "";
+    case Undecided::kTooNoisy:
+      return "too noisy to tell at the threshold";
+    case Undecided::kHostBusy:
+      return "the host was busy";
+    case Undecided::kMachineSpeed:
+      return "the machine itself ran at another speed";
+    case Undecided::kNotReproduced:
+      return "did not reproduce on a re-run";
+  }
+  return "?";
+}
+
+Undecided RegressionRow::undecided() const {
+  if (status != RegressionStatus::kUndecidable) return Undecided::kNo;
+  Undecided out = Undecided::kNo;
+  for (const MetricVerdict& v : metrics) {
+    if (v.status == RegressionStatus::kUndecidable) out = std::max(out, v.undecided);
+  }
+  return out;
+}
+
+std::string RegressionSummary::undecidable_causes() const {
+  std::map<Undecided, int> by_cause;
+  for (const RegressionRow& r : rows) {
+    if (r.status == RegressionStatus::kUndecidable) ++by_cause[r.undecided()];
+  }
+  std::vector<std::pair<int, Undecided>> order;
+  for (const auto& [why, n] : by_cause) order.emplace_back(n, why);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [n, why] : order) {
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " " +
+           (why == Undecided::kNo ? "undecidable" : undecided_name(why));
+  }
+  return out;
+}
+
 int RegressionSummary::regressions() const { return count(RegressionStatus::kRegressed); }
 
 int RegressionSummary::count(RegressionStatus status) const {
@@ -100,8 +142,11 @@ std::string noise_floor_text(const NoiseFloor& f) {
                            "history holding too few"
                          : " night-to-night differences") +
          "); floor " + size(f.floor) + " with " + std::to_string(f.nights) +
-         " reference nights (z " + format_fixed(f.z, 2) + ": alpha over " +
-         std::to_string(f.figures) + " figures)";
+         " reference nights (z " + format_fixed(f.z, 2) +
+         (f.beyond > 1 ? ": alpha x " + std::to_string(f.beyond) + " / " +
+                             std::to_string(f.figures) + " figures, " + std::to_string(f.beyond) +
+                             " beyond the noise (Benjamini-Hochberg))"
+                       : ": alpha over " + std::to_string(f.figures) + " figures)");
 }
 
 namespace {
@@ -148,7 +193,7 @@ struct FigureKind {
   bool relative;              // fractions (samples/s) or ratio points (bubble)
   int worse;                  // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
   std::string family = name;  // the noise floor's kind: "stage compute" for every stage
-  double floor = 0;           // the sweep's noise floor (0 = none)
+  const NoiseFloor* noise = nullptr;  // the sweep's noise model of the family (null: none)
 };
 
 double change_of(double cur, double ref, bool relative) {
@@ -173,7 +218,8 @@ MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& ni
   for (size_t i = begin; i < end; ++i) {
     v.band = std::max(v.band, std::fabs(change_of(nights[i].median, v.reference, kind.relative)));
   }
-  v.floor = kind.floor;
+  // The floor for as many reference nights as this reading compares with.
+  v.floor = kind.noise != nullptr ? noise_floor_for(*kind.noise, static_cast<int>(end - begin)) : 0;
   const double noise = std::max(v.band, v.floor);
   const std::optional<double> shift =
       detectable_shift(tonight.values, ref, o.alpha, kind.worse, 1.0,
@@ -187,6 +233,7 @@ MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& ni
     v.status = RegressionStatus::kImproved;
   } else if (v.detectable > o.threshold) {
     v.status = RegressionStatus::kUndecidable;
+    v.undecided = Undecided::kTooNoisy;
   } else {
     v.status = RegressionStatus::kPass;
   }
@@ -359,11 +406,13 @@ bool drifted(const ProbeDrift& d, const GateOptions& o) {
 }
 
 // A timing figure the gate declines to judge, and why.
-MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why) {
+MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why,
+                         Undecided cause) {
   MetricVerdict v;
   v.name = name;
   v.relative = relative;
   v.status = RegressionStatus::kUndecidable;
+  v.undecided = cause;
   v.reference = v.current = v.change = kNaN;
   v.detectable = kInf;
   v.text = name + " not judged: " + why;
@@ -378,6 +427,7 @@ struct TimingHistory {
   std::vector<Matched> ok;
   std::vector<Matched> quiet;
   std::string not_judged;
+  Undecided cause = Undecided::kNo;  // of not_judged
 };
 
 TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& history,
@@ -404,11 +454,13 @@ TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& h
                 [&](const Matched& m) { return drifted(probe_drift(m.entry->result, usual), o); });
   const ProbeDrift drift_tonight = probe_drift(c.result, usual);
   if (busy_tonight >= 0) {
+    h.cause = Undecided::kHostBusy;
     h.not_judged = "the host was busy: other processes used " +
                    format_fixed(busy_tonight * 100, 0) +
                    "% of its CPU during tonight's timed steps (limit " +
                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
   } else if (drifted(drift_tonight, o)) {
+    h.cause = Undecided::kMachineSpeed;
     h.not_judged =
         "the machine itself ran " + format_fixed(std::abs(drift_tonight.change) * 100, 1) + "% " +
         (drift_tonight.change > 0 ? "slower" : "faster") + " on stage " +
@@ -417,11 +469,13 @@ TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& h
         format_fixed(drift_tonight.reference * 1e3, 2) + " ms; limit " +
         format_trimmed(o.max_speed_drift * 100) + "%): its timings are not comparable";
   } else if (h.quiet.empty() && had_quiet) {
+    h.cause = Undecided::kMachineSpeed;
     h.not_judged =
         "every earlier night's machine ran at another speed than usual (speed probe, "
         "limit " +
         format_trimmed(o.max_speed_drift * 100) + "%)";
   } else if (h.quiet.empty()) {
+    h.cause = Undecided::kHostBusy;
     h.not_judged = "every earlier night's host was busy with other processes (limit " +
                    format_trimmed(o.max_foreign_cpu * 100) + "%)";
   }
@@ -475,7 +529,9 @@ bool moved(const MetricVerdict& v) {
 // night is checked against the verdict the last judged night got: when that
 // night already showed the same move, tonight has seen it again; when the
 // step only shows now that tonight is added (the arrival night alone was
-// "no change"), tonight is the first night it is reported.
+// "no change"), tonight is the first night it is reported. That night is
+// judged as it was then: against one reference night fewer, so with the
+// wider floor it had (and tonight's z).
 MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
   MetricVerdict v = decide_sampled(f.kind, f.nights, o);
   if (moved(v) && v.arrived != f.nights.back().night && f.nights.size() >= 3) {
@@ -512,15 +568,14 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
   row.trend.push_back(trend_point(tonight, c.result));
   mem.emplace_back(tonight, peak_memory_bytes(c.result));
   if (!h.not_judged.empty()) {
-    row.metrics.push_back(not_judged("samples/s", true, h.not_judged));
-    row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged));
+    row.metrics.push_back(not_judged("samples/s", true, h.not_judged, h.cause));
+    row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged, h.cause));
     row.metrics.push_back(decide_memory(mem, o));
   } else {
     std::vector<Series> series = timing_series(h.quiet, c, tonight);
     for (Series& f : series) {
       const auto it = floors.find(floor_key(c.machine, c.result.config.backend, f.kind.family));
-      if (it != floors.end())
-        f.kind.floor = noise_floor_for(it->second, static_cast<int>(f.nights.size()) - 1);
+      if (it != floors.end()) f.kind.noise = &it->second;
     }
     row.metrics.push_back(decide_timing(series[0], o));
     row.metrics.push_back(decide_timing(series[1], o));
@@ -535,7 +590,8 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
 
 // The sweep's noise floors (see regression.hpp): per machine, backend and
 // figure family, from consecutive reference nights of every combination
-// tonight has. Tonight's own figures only count how many share alpha.
+// tonight has. Tonight's own figures set how many share alpha, and how many
+// of them lie beyond the noise (Benjamini-Hochberg), which sets z.
 std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
                                      const std::map<std::string, std::vector<Matched>>& by_key,
                                      const GateOptions& o) {
@@ -546,38 +602,50 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
     std::vector<double> tonight;  // tonight's median against the last reference night's
     std::vector<double> nights;   // each series' reference nights
   };
+  // One of tonight's judged figures: its move against its whole reference
+  // (log ratio when relative), to be weighed against its family's noise.
+  struct Move {
+    std::string family;
+    double change;
+    size_t nights;
+  };
   std::map<std::string, Family> families;
-  std::map<std::string, size_t> figures;  // machine # backend -> tonight's timing figures
+  std::map<std::string, size_t> figures;           // machine # backend -> tonight's timing figures
+  std::map<std::string, std::vector<Move>> moves;  // machine # backend -> tonight's moves
   for (const ResultEntry& c : current) {
     const auto it = by_key.find(c.machine + " # " + c.config_key);
     if (it == by_key.end() || !gated(c, o)) continue;
     const TimingHistory h = timing_history(c, it->second, o);
     if (h.quiet.empty()) continue;
+    const std::string backend = floor_key(c.machine, c.result.config.backend, "");
     for (const Series& f : timing_series(h.quiet, c, "")) {
-      if (h.not_judged.empty()) ++figures[floor_key(c.machine, c.result.config.backend, "")];
-      Family& fam = families[floor_key(c.machine, c.result.config.backend, f.kind.family)];
+      const std::string family = floor_key(c.machine, c.result.config.backend, f.kind.family);
+      Family& fam = families[family];
       fam.floor.machine = c.machine;
       fam.floor.backend = c.result.config.backend;
       fam.floor.figure = f.kind.family;
       fam.floor.relative = f.kind.relative;
       const size_t n = f.nights.size() - 1;  // the reference nights; tonight is last
       fam.nights.push_back(static_cast<double>(n));
-      const auto difference = [&f](size_t i, std::vector<double>& to) {
-        const double x = f.nights[i].median;
-        const double prev = f.nights[i - 1].median;
-        if (!f.kind.relative) {
-          to.push_back(x - prev);
-        } else if (x > 0 && prev > 0) {
-          to.push_back(std::log(x / prev));
-        }
+      const auto move = [&f](double x, double prev) {
+        if (!f.kind.relative) return x - prev;
+        return x > 0 && prev > 0 ? std::log(x / prev) : kNaN;
+      };
+      const auto difference = [&](size_t i, std::vector<double>& to) {
+        const double d = move(f.nights[i].median, f.nights[i - 1].median);
+        if (std::isfinite(d)) to.push_back(d);
       };
       for (size_t i = 1; i < n; ++i) difference(i, fam.residuals);
       if (n >= 1) difference(n, fam.tonight);
+      if (h.not_judged.empty() && n >= 1) {
+        ++figures[backend];
+        const double m = move(f.nights[n].median, spread(pooled(f.nights, 0, n)).median);
+        if (std::isfinite(m)) moves[backend].push_back({family, m, n});
+      }
     }
   }
-  std::vector<NoiseFloor> out;
   for (auto& [key, fam] : families) {
-    NoiseFloor f = fam.floor;
+    NoiseFloor& f = fam.floor;
     f.residuals = fam.residuals.size();
     f.figures = std::max<size_t>(1, figures[floor_key(f.machine, f.backend, "")]);
     f.nights = static_cast<int>(std::lround(spread(fam.nights).median));
@@ -590,9 +658,35 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
       f.residuals = fam.residuals.size();
       f.from_tonight = true;
     }
-    if (f.residuals >= kMinResiduals) {
-      f.sigma = 1.4826 * spread(fam.residuals).mad / std::sqrt(2.0);
-      f.z = normal_upper_quantile(o.alpha / static_cast<double>(f.figures));
+    if (f.residuals >= kMinResiduals) f.sigma = 1.4826 * spread(fam.residuals).mad / std::sqrt(2.0);
+  }
+  // Each of tonight's figures whose family has a noise model: how likely
+  // launch noise alone moves it that far (one-sided in |move|, as the floor
+  // is). Benjamini-Hochberg over the backend's figures finds how many lie
+  // beyond the noise at false-discovery rate alpha; z is the quantile that
+  // admits them (alpha / figures, Bonferroni's, when at most one does), so
+  // that a change that reaches many combinations at once (a slower library,
+  // a planted stage) is told at a lower floor than one reaching a single
+  // combination, and an unchanged build's sweep still crosses it with
+  // probability about alpha.
+  std::map<std::string, size_t> beyond;
+  for (const auto& [backend, list] : moves) {
+    std::vector<double> p;
+    for (const Move& m : list) {
+      const NoiseFloor& f = families[m.family].floor;
+      if (f.sigma <= 0) continue;
+      const double spread_of_move = f.sigma * std::sqrt(1 + 1.0 / static_cast<double>(m.nights));
+      p.push_back(normal_upper_tail(std::fabs(m.change) / spread_of_move));
+    }
+    beyond[backend] = benjamini_hochberg(std::move(p), o.alpha, figures[backend]);
+  }
+  std::vector<NoiseFloor> out;
+  for (auto& [key, fam] : families) {
+    NoiseFloor f = fam.floor;
+    if (f.sigma > 0) {
+      f.beyond = beyond[floor_key(f.machine, f.backend, "")];
+      f.z = normal_upper_quantile(o.alpha * static_cast<double>(std::max<size_t>(1, f.beyond)) /
+                                  static_cast<double>(f.figures));
       f.floor = noise_floor_for(f, f.nights);
     }
     out.push_back(f);
@@ -813,6 +907,7 @@ std::string confirm(RegressionRow& row, const ResultEntry& measured,
         ran && same != again.metrics.end() && same->status != RegressionStatus::kUndecidable;
     v.confirmation = Confirmation::kNotReproduced;
     v.status = RegressionStatus::kUndecidable;
+    v.undecided = Undecided::kNotReproduced;
     v.rerun_text = why;
     v.text += "; did not reproduce on a re-run (" + why + ")" +
               (told ? "; a transient" : "; the re-run could not tell");

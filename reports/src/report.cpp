@@ -37,6 +37,8 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
       << r.count(RegressionStatus::kUndecidable) << " undecidable, "
       << r.count(RegressionStatus::kExcluded) << " excluded (threshold "
       << format_trimmed(r.threshold * 100) << "%, " << r.nights.size() << " earlier night(s))\n";
+  if (r.count(RegressionStatus::kUndecidable) > 0)
+    out << "undecidable: " << r.undecidable_causes() << "\n";
   for (const NoiseFloor& f : r.floors)
     out << "noise floor (" << f.machine << "): " << noise_floor_text(f) << "\n";
   out << "regressions: " << r.regressions() << " beyond " << format_trimmed(r.threshold * 100)

@@ -18,6 +18,7 @@
 
 #include "fixtures.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/reports/format.hpp"
 #include "ppb/reports/history.hpp"
 #include "ppb/reports/regression.hpp"
 #include "ppb/reports/report_model.hpp"
@@ -463,6 +464,9 @@ TEST(ReportGate, TooNoisyOrTooFewStepsIsUndecidable) {
   EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
   EXPECT_GT(r.detectable, 0.07);
   EXPECT_EQ(r.notes.at(0).rfind("undecidable: samples/s", 0), 0u) << r.notes.at(0);
+  EXPECT_EQ(r.undecided(), Undecided::kTooNoisy);
+  EXPECT_EQ(row_of(s, "gpipe").undecided(), Undecided::kTooNoisy);
+  EXPECT_EQ(s.undecidable_causes(), "2 too noisy to tell at the threshold");
   // Three steps a side: no p-value can get below 0.1, nothing is detectable.
   std::vector<FixtureSpec> few = two(1.0, 1.0);
   for (FixtureSpec& f : few) f.steps = 3;
@@ -529,6 +533,8 @@ TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
   EXPECT_EQ(slow.notes.at(0),
             "undecidable: samples/s not judged: the host was busy: other processes used 45% of "
             "its CPU during tonight's timed steps (limit 20%)");
+  EXPECT_EQ(slow.undecided(), Undecided::kHostBusy);
+  EXPECT_EQ(s.undecidable_causes(), "1 the host was busy");
   EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
   ASSERT_EQ(row_of(s, "gpipe").reasons.size(), 1u);
   EXPECT_EQ(row_of(s, "gpipe").reasons[0].rfind("peak memory ", 0), 0u);
@@ -567,7 +573,10 @@ TEST(ReportGate, TimingsOfAMachineThatRanAtAnotherSpeedAreNotJudged) {
             "undecidable: samples/s not judged: the machine itself ran 30.0% slower on stage 0 "
             "than on the earlier nights (speed probe 5.20 ms, usually 4.00 ms; limit 5%): its "
             "timings are not comparable");
+  EXPECT_EQ(slow.undecided(), Undecided::kMachineSpeed);
+  EXPECT_EQ(s.undecidable_causes(), "1 the machine itself ran at another speed");
   EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
+  EXPECT_EQ(row_of(s, "gpipe").undecided(), Undecided::kNo);
   // Within the limit the probe changes nothing: 4% is machine noise.
   EXPECT_EQ(
       row_of(gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.0), 1.04)), {base}), "1f1b")
@@ -647,7 +656,10 @@ TEST(ReportGate, TheSweepsLaunchNoiseIsAFloorUnderEveryBand) {
   EXPECT_EQ(f->residuals, 8u * 3u);  // between every combination's four reference nights
   EXPECT_EQ(f->nights, 4);
   EXPECT_EQ(f->figures, 8u * (2u + 4u));  // samples/s, bubble, four stages, per combination
-  EXPECT_NEAR(f->z, normal_upper_quantile(0.01 / 48), 1e-12);
+  // Combination 1's 40% is beyond any launch noise, and so is one more
+  // figure: false-discovery control admits them at alpha x 2 / 48.
+  EXPECT_EQ(f->beyond, 2u) << noise_floor_text(*f);
+  EXPECT_NEAR(f->z, normal_upper_quantile(0.01 * 2 / 48), 1e-12);
   EXPECT_GT(f->sigma, 0.02);  // the +/-3% shifts, robustly
   EXPECT_LT(f->sigma, 0.05);
   EXPECT_NEAR(f->floor, std::expm1(f->z * f->sigma * std::sqrt(1.25)), 1e-12);
@@ -678,9 +690,14 @@ TEST(ReportGate, TheSweepsLaunchNoiseIsAFloorUnderEveryBand) {
   EXPECT_EQ(o.regressions(), 2);
 
   // Tonight never widens its own floor: the same history gives the same
-  // floor whatever tonight measured.
+  // sigma whatever tonight measured, and tonight's moves can only lower z
+  // (more of them beyond the noise), never raise it.
   const RegressionSummary calm = gate(night(fresh_dir("cur"), "t", 5, launches(5, 1.0)), {root});
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(calm.floors[i].floor, s.floors[i].floor);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(calm.floors[i].sigma, s.floors[i].sigma);
+    EXPECT_GE(calm.floors[i].floor, s.floors[i].floor);
+    EXPECT_LE(calm.floors[i].beyond, 1u);
+  }
   // One reference night gives no night-to-night differences: the floor
   // comes from tonight's launch against that night, over every combination
   // of the sweep, median-centred (robust: combination 1's 40% is one of 8).
@@ -718,6 +735,51 @@ TEST(ReportGate, TheSweepsLaunchNoiseIsAFloorUnderEveryBand) {
     EXPECT_NE(noise_floor_text(x).find("no floor (0 night-to-night differences"),
               std::string::npos);
   }
+}
+
+const NoiseFloor& floor_of(const RegressionSummary& s, const std::string& figure) {
+  for (const NoiseFloor& f : s.floors) {
+    if (f.figure == figure) return f;
+  }
+  throw std::runtime_error("no floor of " + figure);
+}
+
+TEST(ReportGate, AChangeReachingEveryCombinationMeetsALowerFloor) {
+  const std::string root = fresh_dir("nights");
+  for (int d = 1; d <= 4; ++d) night(root, "n" + std::to_string(d), d, launches(d, 1.0));
+  const double bonferroni = normal_upper_quantile(0.01 / 48);  // 8 combinations x 6 figures
+  // One combination 15% slower: a single figure beyond the noise, judged
+  // against Bonferroni's floor, which the sweep's launch noise puts above
+  // 15%: undecidable, as one launch of it could land there by chance.
+  const RegressionSummary one = gate(night(fresh_dir("cur"), "t", 5, launches(5, 1.15)), {root});
+  const NoiseFloor& f1 = floor_of(one, "samples/s");
+  EXPECT_LE(f1.beyond, 1u);
+  EXPECT_NEAR(f1.z, bonferroni, 1e-12);
+  EXPECT_GT(f1.floor, 0.15);
+  EXPECT_EQ(row_of(one, "1f1b x balanced P=4 M=4").status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(one.regressions(), 0);
+  EXPECT_NE(noise_floor_text(f1).find("(z " + format_fixed(bonferroni, 2) +
+                                      ": alpha over 48 "
+                                      "figures)"),
+            std::string::npos)
+      << noise_floor_text(f1);
+  // Every combination 15% slower (a slower library): eight figures beyond
+  // the noise at once. Benjamini-Hochberg admits them at a lower z, the
+  // same sigma gives a lower floor, and each is a regression.
+  std::vector<FixtureSpec> slower = launches(5, 1.0);
+  for (FixtureSpec& f : slower) f.slowdown *= 1.15;
+  const RegressionSummary all = gate(night(fresh_dir("cur"), "t", 5, slower), {root});
+  const NoiseFloor& f8 = floor_of(all, "samples/s");
+  EXPECT_EQ(f8.sigma, f1.sigma);
+  EXPECT_GE(f8.beyond, 8u);
+  EXPECT_NEAR(f8.z, normal_upper_quantile(0.01 * static_cast<double>(f8.beyond) / 48), 1e-12);
+  EXPECT_LT(f8.floor, 0.12);
+  for (const RegressionRow& r : all.rows) {
+    EXPECT_EQ(r.status, RegressionStatus::kRegressed) << r.label;
+    EXPECT_EQ(r.metrics.at(0).floor, f8.floor) << r.label;
+  }
+  EXPECT_NE(noise_floor_text(f8).find(" beyond the noise (Benjamini-Hochberg))"), std::string::npos)
+      << noise_floor_text(f8);
 }
 
 TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
@@ -918,6 +980,8 @@ TEST(ReportConfirm, RegressionThatDidNotReproduceIsUndecidableWithTheRerunsFigur
   EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
   EXPECT_EQ(r.count(Confirmation::kNotReproduced), 2);
   EXPECT_EQ(confirmation_summary(r), "did not reproduce");
+  EXPECT_EQ(r.undecided(), Undecided::kNotReproduced);
+  EXPECT_EQ(c.after.undecidable_causes(), "1 did not reproduce on a re-run");
   EXPECT_TRUE(r.arrived.empty());
   ASSERT_GE(r.notes.size(), 1u);
   const std::string& why = r.notes[0];

@@ -37,11 +37,17 @@
 // last night's, over the sweep, median-centred (NoiseFloor::from_tonight),
 // so that a change in a few combinations does not widen it either. A
 // combination with n reference nights gets the floor
-// z x sigma x sqrt(1 + 1/n) (relative: exp(.) - 1) with z the normal
-// quantile for alpha shared among all of tonight's timing figures of that
-// machine and backend (Bonferroni): an unchanged build's whole sweep
-// crosses it by launch noise alone with probability about alpha. Fewer than
-// 8 differences of either kind give no floor.
+// z x sigma x sqrt(1 + 1/n) (relative: exp(.) - 1), n counted in the
+// reading compared (all reference nights, or those before a step). z is
+// the normal quantile that controls the false-discovery rate at alpha
+// over all of tonight's timing figures of that machine and backend
+// (Benjamini-Hochberg on each figure's move against its reference in units
+// of sigma x sqrt(1 + 1/n)): the quantile of alpha x k / figures, k of them
+// beyond the noise, Bonferroni's alpha / figures when k <= 1. An unchanged
+// build's whole sweep crosses it by launch noise alone with probability
+// about alpha, and a change that reaches many combinations (a slower
+// library, a planted stage) meets a lower floor. Fewer than 8 differences
+// of either kind give no floor.
 // Step changes: the series of nightly medians (tonight last) is split at its
 // best change point; when the nights from that point on differ from those
 // before it as above, and tonight still does, the change is reported once,
@@ -114,7 +120,10 @@ struct NoiseFloor {
   std::size_t figures = 0;    ///< tonight's figures of this machine and backend (the family)
   double sigma =
       0;  ///< one launch's noise: 1.4826 x MAD of the differences / sqrt 2 (log when relative)
-  double z = 0;      ///< upper normal quantile of alpha / figures (Bonferroni)
+  double z = 0;  ///< upper normal quantile of alpha x max(1, beyond) / figures
+  /// Tonight's figures beyond the noise at false-discovery rate alpha
+  /// (Benjamini-Hochberg over the machine and backend's figures).
+  std::size_t beyond = 0;
   int nights = 0;    ///< reference nights of a typical combination (the median)
   double floor = 0;  ///< the floor with `nights` reference nights; 0 = none
   /// The differences are tonight's launch against the last reference
@@ -152,6 +161,19 @@ enum class Confirmation : uint8_t {
   kNotReproduced,  ///< the re-run did not: the figure is undecidable
 };
 
+/// Why a figure (or a row) is undecidable.
+enum class Undecided : uint8_t {
+  kNo,             ///< it is not
+  kTooNoisy,       ///< the smallest change the gate could detect is beyond the threshold
+  kHostBusy,       ///< not judged: other processes used the host's CPU (tonight or every night)
+  kMachineSpeed,   ///< not judged: the machine itself ran at another speed (speed probe)
+  kNotReproduced,  ///< a move tonight that its re-run did not show
+};
+
+/// "too noisy to tell at the threshold", "the host was busy", "the machine
+/// itself ran at another speed", "did not reproduce on a re-run"; "" for kNo.
+const char* undecided_name(Undecided why);
+
 /// The decision on one figure of one combination.
 struct MetricVerdict {
   std::string name;      ///< "samples/s", "bubble ratio", "peak memory"
@@ -174,7 +196,8 @@ struct MetricVerdict {
   /// awaits tonight's re-run like a move of tonight.
   bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
-  std::string rerun_text;  ///< the re-run's verdict on this figure, when it had one
+  std::string rerun_text;                ///< the re-run's verdict on this figure, when it had one
+  Undecided undecided = Undecided::kNo;  ///< why, when status is kUndecidable
 };
 
 /// One night of one combination, for the trend charts.
@@ -219,6 +242,11 @@ struct RegressionRow {
   double control_history = std::numeric_limits<double>::quiet_NaN();
   /// How many figures are in `confirmation` state (kAwaiting, kConfirmed, ...).
   int count(Confirmation confirmation) const;
+  /// Why an undecidable row is: the weightiest cause among its undecidable
+  /// figures (a re-run that did not reproduce; the machine's speed or a
+  /// busy host, which leave the timings unjudged; the noise); kNo when the
+  /// row is not undecidable.
+  Undecided undecided() const;
 };
 
 struct RegressionSummary {
@@ -234,6 +262,10 @@ struct RegressionSummary {
   int count(RegressionStatus status) const;
   /// Rows with at least one figure in `confirmation` state.
   int rows_with(Confirmation confirmation) const;
+  /// The undecidable rows by cause, most frequent first: "56 the machine
+  /// itself ran at another speed, 28 too noisy to tell at the threshold";
+  /// "" when none is undecidable.
+  std::string undecidable_causes() const;
   /// The result files (ResultEntry::source) of tonight's combinations with
   /// a figure awaiting a re-run, in row order, each followed by its
   /// control's unless listed already: `report --rerun-list`.
@@ -242,8 +274,9 @@ struct RegressionSummary {
 
 /// One line on a noise floor: "cpu samples/s: one launch of an unchanged
 /// build lands sigma 3.3% off (252 night-to-night differences); floor 15.0%
-/// with 4 reference nights (z 4.01: alpha over 336 figures)", or why there
-/// is none.
+/// with 4 reference nights (z 4.01: alpha over 336 figures)" (with "z 2.87:
+/// alpha x 41 / 336 figures, 41 beyond the noise (Benjamini-Hochberg)" when
+/// more than one is), or why there is none.
 std::string noise_floor_text(const NoiseFloor& floor);
 
 /// What confirmation made of a row's timing moves: "confirmed", "did not
