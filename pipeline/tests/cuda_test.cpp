@@ -9,8 +9,10 @@
 
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/partition.hpp"
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
 #if PPB_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -38,6 +40,41 @@ TEST(CudaBackend, RegistryEntrySaysDeviceBf16AndTolerances) {
   bool listed = false;
   for (const BackendInfo& b : backend_list()) listed |= b.name == "cuda";
   EXPECT_TRUE(listed);
+}
+
+// Every backend (cpu, cuda, timed) takes its chunks' units through
+// BackendConfig::chunk_units: on a V placement (zb-v) stage 0 holds the
+// first and the last virtual stage, so its chunk 1 ends with the head.
+TEST(CudaBackend, ChunksTakeTheUnitsOfThePlacementsVirtualStages) {
+  const ModelSpec spec = parse_model_spec("gpt-tiny");
+  ScheduleParams p;
+  p.stages = 2;
+  p.microbatches = 4;
+  p.chunks = 2;
+  const Schedule v = generate_schedule("zb-v", p);
+  BackendConfig cfg;
+  cfg.spec = spec;
+  cfg.units = expand_units(spec);
+  cfg.stages = 2;
+  cfg.chunks = 2;
+  cfg.parts = make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), 4);
+  ASSERT_EQ(cfg.parts.size(), 4u);
+  cfg.placement = v.placement;
+  for (int stage = 0; stage < 2; ++stage) {
+    cfg.stage = stage;
+    for (int c = 0; c < 2; ++c) {
+      const int want = stage == 0 ? (c == 0 ? 0 : 3) : (c == 0 ? 1 : 2);
+      EXPECT_EQ(cfg.chunk_units(c).begin, cfg.parts[static_cast<size_t>(want)].begin)
+          << "stage " << stage << " chunk " << c;
+      EXPECT_EQ(cfg.chunk_units(c).end, cfg.parts[static_cast<size_t>(want)].end);
+    }
+  }
+  cfg.stage = 0;
+  EXPECT_EQ(cfg.chunk_units(1).end, static_cast<int>(cfg.units.size()));  // the head
+  cfg.placement.clear();  // looping: chunk c of stage s is virtual stage c * P + s
+  EXPECT_EQ(cfg.chunk_units(1).begin, cfg.parts[2].begin);
+  cfg.stage = 1;
+  EXPECT_EQ(cfg.chunk_units(0).begin, cfg.parts[1].begin);
 }
 
 TEST(CudaBackend, RefusedWithItsOneLineReasonWhereNoDeviceIsUsable) {

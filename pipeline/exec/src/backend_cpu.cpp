@@ -53,11 +53,8 @@ CpuBackend::CpuBackend(const BackendConfig& config)
   // The mean over the global batch: the all-reduce sums the replicas' parts.
   options.loss_scale = 1.0f / static_cast<float>(config.microbatches * config.replicas);
   options.weight_stashing = config.weight_stashing;
-  const Placement place = config.placement.empty()
-                              ? Placement(config.stages, config.chunks)
-                              : Placement(config.stages, config.chunks, config.placement);
   for (int c = 0; c < config.chunks; ++c) {
-    const UnitRange range = config.parts[static_cast<size_t>(place.virtual_stage(config.stage, c))];
+    const UnitRange range = config.chunk_units(c);
     chunks_.push_back(
         std::make_unique<CpuChunk>(config.spec, config.units, range, memory_, options));
     int64_t bytes = 0;

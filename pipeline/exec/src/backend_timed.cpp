@@ -39,9 +39,7 @@ double default_time_scale(const StageCosts& costs) {
 TimedBackend::TimedBackend(const BackendConfig& config)
     : clock_(std::make_unique<ClockStream>()),
       costs_(config.costs),
-      placement_(config.placement.empty()
-                     ? Placement(config.stages, config.chunks)
-                     : Placement(config.stages, config.chunks, config.placement)),
+      placement_(config.chunk_placement()),
       stage_(config.stage),
       chunks_(config.chunks) {
   PPB_CHECK(costs_.stages == config.stages && costs_.chunks_per_stage == config.chunks &&

@@ -8,6 +8,17 @@
 
 namespace ppb {
 
+Placement BackendConfig::chunk_placement() const {
+  return placement.empty() ? Placement(stages, chunks) : Placement(stages, chunks, placement);
+}
+
+UnitRange BackendConfig::chunk_units(int c) const {
+  PPB_CHECK(static_cast<int>(parts.size()) == stages * chunks,
+            "backend config: parts must hold stages * chunks ranges");
+  PPB_CHECK(c >= 0 && c < chunks, "backend config: chunk out of range");
+  return parts[static_cast<size_t>(chunk_placement().virtual_stage(stage, c))];
+}
+
 const char* memory_space_name(MemorySpace space) {
   switch (space) {
     case MemorySpace::kHost:

@@ -12,6 +12,7 @@
 #include <deque>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "cuda/device_pool.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
@@ -78,7 +80,10 @@ class EventPool {
 // True once `e` completed; false while pending; a failure ends the job.
 bool event_done(cudaEvent_t e) {
   const cudaError_t rc = cudaEventQuery(e);
-  if (rc == cudaErrorNotReady) return false;
+  if (rc == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // not an error: keep it from the next launch check
+    return false;
+  }
   PPB_CUDA_CHECK(rc);
   return true;
 }
@@ -107,13 +112,16 @@ class CudaBackend final : public Backend {
   MemoryTracker& memory() override { return memory_; }
   const MemoryTracker& memory() const override { return memory_; }
   std::vector<std::vector<float>> gradients(int c) const override { return chunk(c).gradients(); }
+  std::vector<std::span<float>> gradient_buffers(int c) override {
+    return chunk(c).gradient_buffers();
+  }
   // After an out-of-memory the chunks' bookkeeping stopped: answer "unknown".
   double loss(int c, int64_t mb) const override {
-    return oom_.empty() ? chunk(c).loss(mb) : std::numeric_limits<double>::quiet_NaN();
+    return oom_.empty() ? chunk(c).loss(data(mb)) : std::numeric_limits<double>::quiet_NaN();
   }
   int weight_version(int c) const override { return oom_.empty() ? chunk(c).weight_version() : -1; }
   int weight_version_of(int c, int64_t mb) const override {
-    return oom_.empty() ? chunk(c).weight_version_of(mb) : -1;
+    return oom_.empty() ? chunk(c).weight_version_of(data(mb)) : -1;
   }
   DeviceMemoryFigures device_memory() const override;
   void reset_device_peak() override { pool_->reset_high(); }
@@ -127,6 +135,8 @@ class CudaBackend final : public Backend {
   };
   CudaChunk& chunk(int c) { return *chunks_.at(static_cast<size_t>(c)); }
   const CudaChunk& chunk(int c) const { return *chunks_.at(static_cast<size_t>(c)); }
+  // The global micro-batch (its data) of the schedule's micro-batch mb.
+  int64_t data(int64_t mb) const { return data_microbatch(mb, microbatches_, replica_, replicas_); }
   void run(const ActionCall& call);
   void record_oom(const std::string& what);
   double stream_seconds(cudaEvent_t e) const;
@@ -137,6 +147,9 @@ class CudaBackend final : public Backend {
   cuda::DeviceBinding binding_;
   Dtype dtype_ = Dtype::kFp32;
   float learning_rate_ = 0;
+  int microbatches_ = 1;
+  int replica_ = 0;
+  int replicas_ = 1;
   cudaStream_t compute_ = nullptr;
   cudaStream_t copy_ = nullptr;
   cudaStream_t side_ = nullptr;
@@ -165,8 +178,15 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   }
   PPB_CHECK(static_cast<int>(config.parts.size()) == config.stages * config.chunks,
             "cuda backend: parts must hold stages * chunks ranges");
+  PPB_CHECK(config.stage >= 0 && config.stage < config.stages, "cuda backend: stage out of range");
+  PPB_CHECK(config.microbatches >= 1, "cuda backend: microbatches must be >= 1");
+  PPB_CHECK(config.replicas >= 1 && config.replica >= 0 && config.replica < config.replicas,
+            "cuda backend: replica out of range");
   dtype_ = dtype_of(config.spec);
   learning_rate_ = config.learning_rate;
+  microbatches_ = config.microbatches;
+  replica_ = config.replica;
+  replicas_ = config.replicas;
   binding_ = cuda::bind_device(config.local_rank, config.local_ranks);
   if (binding_.shared && binding_.local_rank == 0) {
     log::warn_once("cuda-shared-device",
@@ -196,11 +216,12 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
 
   CpuModelOptions mo;
   mo.seed = config.seed;
-  mo.loss_scale = 1.0f / static_cast<float>(config.microbatches);
+  // The mean over the global batch: the all-reduce sums the replicas' parts.
+  mo.loss_scale = 1.0f / static_cast<float>(config.microbatches * config.replicas);
   mo.weight_stashing = config.weight_stashing;
   const cuda::ChunkContext ctx{compute_, pool_.get(), blas_.get(), dtype_};
   for (int c = 0; c < config.chunks; ++c) {
-    const UnitRange range = config.parts[static_cast<size_t>(c * config.stages + config.stage)];
+    const UnitRange range = config.chunk_units(c);
     chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));
   }
   (void)stream_now();
@@ -271,16 +292,16 @@ void CudaBackend::run(const ActionCall& call) {
   CudaChunk& c = chunk(call.chunk);
   switch (call.kind) {
     case ActionKind::kForward:
-      c.forward(call.microbatch, call.in, call.out);
+      c.forward(data(call.microbatch), call.in, call.out);
       return;
     case ActionKind::kBackward:
-      c.backward(call.microbatch, call.in, call.out);
+      c.backward(data(call.microbatch), call.in, call.out);
       return;
     case ActionKind::kBackwardInput:
-      c.backward_input(call.microbatch, call.in, call.out);
+      c.backward_input(data(call.microbatch), call.in, call.out);
       return;
     case ActionKind::kBackwardWeight:
-      c.backward_weight(call.microbatch);
+      c.backward_weight(data(call.microbatch));
       return;
     case ActionKind::kSync:
       break;

@@ -518,6 +518,15 @@ std::vector<std::vector<float>> CudaChunk::gradients() const {
   return out;
 }
 
+std::vector<std::span<float>> CudaChunk::gradient_buffers() {
+  std::vector<std::span<float>> out;
+  for (const auto& u : state_) {
+    if (u->param_count > 0)
+      out.emplace_back(u->grads.as<float>(), static_cast<size_t>(u->param_count));
+  }
+  return out;
+}
+
 int CudaChunk::weight_version_of(int64_t mb) const { return ledger_.version_of(mb); }
 
 }  // namespace ppb::cuda

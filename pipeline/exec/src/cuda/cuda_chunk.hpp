@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cuda/blas.hpp"
@@ -76,6 +77,9 @@ class CudaChunk {
   double loss(int64_t mb) const;
   /// The fp32 gradients per unit, copied to the host. Synchronises the stream.
   std::vector<std::vector<float>> gradients() const;
+  /// The fp32 gradients of the units with parameters, in DEVICE memory (for
+  /// the data-parallel all-reduce, once the backwards that write them completed).
+  std::vector<std::span<float>> gradient_buffers();
   int weight_version() const { return ledger_.version(); }
   int weight_version_of(int64_t mb) const;
 

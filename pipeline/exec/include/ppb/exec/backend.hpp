@@ -142,6 +142,12 @@ struct BackendConfig {
   /// gradient; timed keeps real gradient buffers for the all-reduce.
   int replica = 0;
   int replicas = 1;
+
+  /// The placement `placement` names (looping when it is empty).
+  Placement chunk_placement() const;
+  /// The units chunk c of this stage computes: parts[v], v the placement's
+  /// virtual stage of (stage, c). REQUIRES: parts holds stages * chunks ranges.
+  UnitRange chunk_units(int c) const;
 };
 
 /// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
