@@ -63,6 +63,7 @@ class NcclTransport final : public Transport {
   Channel& channel(std::vector<Channel>& side, int peer, const char* what);
   RequestId record(const Channel& ch);
   void connect(const std::vector<NcclLink>& links);
+  static void warm_up(const Channel& ch, bool sender);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
@@ -117,8 +118,28 @@ void NcclTransport::connect(const std::vector<NcclLink>& links) {
     // Highest priority: a communication kernel queued behind compute
     // kernels delays the peer, not just this rank.
     PPB_CUDA_CHECK(cudaStreamCreateWithPriority(&ch.stream, cudaStreamNonBlocking, greatest));
+    warm_up(ch, key == 0);
     (key == 0 ? send_ : recv_)[static_cast<size_t>(peer)] = ch;
   }
+}
+
+// NCCL connects a send/receive pair at its first ncclSend / ncclRecv, on the
+// host, and a blocking communicator's first call waits there for the peer's
+// first call. The executor posts a step's receives before its sends, so
+// two neighbours whose first calls are receives on different links would
+// wait for each other. One byte each way, while both ends of the link are
+// in the same creation round, makes every later call enqueue-only.
+void NcclTransport::warm_up(const Channel& ch, bool sender) {
+  void* byte = nullptr;
+  PPB_CUDA_CHECK(cudaMallocAsync(&byte, 1, ch.stream));
+  PPB_CUDA_CHECK(cudaMemsetAsync(byte, 0, 1, ch.stream));
+  if (sender) {
+    PPB_NCCL_CHECK(ncclSend(byte, 1, ncclUint8, /*peer=*/1, ch.comm, ch.stream));
+  } else {
+    PPB_NCCL_CHECK(ncclRecv(byte, 1, ncclUint8, /*peer=*/0, ch.comm, ch.stream));
+  }
+  PPB_CUDA_CHECK(cudaFreeAsync(byte, ch.stream));
+  PPB_CUDA_CHECK(cudaStreamSynchronize(ch.stream));
 }
 
 NcclTransport::~NcclTransport() {

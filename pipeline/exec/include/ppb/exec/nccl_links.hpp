@@ -26,6 +26,10 @@
 // communicators are created in rounds in which no rank belongs to two links;
 // every rank walks the same rounds in the same order (the rounds depend only
 // on P), so no rank waits in one round for a peer that waits in another.
+// NCCL also connects a link lazily, on the host, at its first send and
+// receive, and the first call waits there for the peer's: each link
+// therefore exchanges one byte within its round, so that a step's
+// receives, posted before its sends, only ever enqueue.
 //
 // Example (P = 4):
 //   nccl_links(4) == {0->1, 1->0, 1->2, 2->1, 2->3, 3->2, 3->0, 0->3}
