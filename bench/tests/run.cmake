@@ -380,6 +380,14 @@ ppb_run_failure(run_fail_dtype_cpu 2 "--dtype bf16: --backend cpu computes in fp
 ppb_run_failure(run_fail_dtype_unknown 2 "--dtype: expected fp32 or bf16, got 'fp16'"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --dtype fp16 --out ${PPB_RUN_OUT}/fail)
 
+# ci/gpu-check rehearsed with the cpu backend (bench/tests/gpu_check_rehearsal.sh):
+# its steps, figures, skips and archive, so that a GPU machine's few minutes
+# are not spent on the script itself.
+add_test(NAME gpu_check_rehearsal
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(gpu_check_rehearsal PROPERTIES LABELS mpi TIMEOUT 300
+                     ENVIRONMENT "${PPB_RUN_ENV}")
+
 # On a GPU (label gpu): a 2-rank pipeline of every flush schedule x partition
 # with --check against the cpu reference, fp32 and bf16 (the ranks share the
 # GPU when there is one); skips, saying why, without a usable device.
