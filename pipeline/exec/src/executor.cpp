@@ -238,7 +238,10 @@ class Executor::Step {
   void run() {
     StepRecord& rec = ctx_.record;
     ctx_.origin = now_seconds();
-    stream_origin_ = x_.backend->stream_now();
+    // The stream clock is the host's (a device backend anchors its events
+    // to it, here, while the stream is idle): action times share the step's
+    // origin with the messages and the collectors' records.
+    (void)x_.backend->stream_now();
     rec.origin = ctx_.origin;
     while (next_ < list_.size() || !inflight_.empty()) {
       // An input that just arrived starts its action before the other
@@ -320,8 +323,8 @@ class Executor::Step {
     const Action& a = action(f.index);
     ActionRecord ar;
     ar.action = a;
-    ar.start = f.times.start - stream_origin_;
-    ar.end = f.times.end - stream_origin_;
+    ar.start = f.times.start - ctx_.origin;
+    ar.end = f.times.end - ctx_.origin;
     ar.enqueued = f.enqueued;
     // Waiting for the input: from when the stream was free to when the
     // input was there (0 when it was there first; host latency is not it).
@@ -571,8 +574,7 @@ class Executor::Step {
   size_t next_ = 0;         // next action of list_ to enqueue
   bool pair_open_ = false;  // the F of an overlapped pair is enqueued, its backward not yet
   std::deque<InFlight> inflight_;
-  double stream_origin_ = 0;  // stream clock at the step start
-  double stream_free_ = 0;    // step clock: when the stream last became free
+  double stream_free_ = 0;  // step clock: when the stream last became free
   double nap_ = kFirstNap;
 };
 

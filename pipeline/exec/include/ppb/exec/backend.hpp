@@ -25,7 +25,8 @@
 //                       (cudaEventDefault, so elapsed times are available)
 //   query(t, &times)    cudaEventQuery(end) == cudaSuccess; times from
 //                       cudaEventElapsedTime against an event recorded by
-//                       stream_now() (the stream clock's origin)
+//                       stream_now() and synchronised there, at a host time
+//                       it notes (so stream times are host times)
 //   wait(t, seconds)    cudaEventQuery in a loop with short sleeps, or a
 //                       cudaEventBlockingSync event (no busy host core)
 //   copy stream         a second cudaStream_t with cudaMemcpyAsync and events
@@ -187,7 +188,10 @@ class Backend {
   virtual bool query(StreamTicket ticket, StreamTimes* times) = 0;
   /// Like query(), waiting up to `seconds` for the completion.
   virtual bool wait(StreamTicket ticket, double seconds, StreamTimes* times) = 0;
-  /// The stream clock now (seconds); compares with StreamTimes.
+  /// The stream clock now (seconds); compares with StreamTimes. The stream
+  /// clock is the host's steady clock (now_seconds()): a device backend maps
+  /// its events onto it, and may re-anchor here while its stream is idle
+  /// (the executor calls this at every step start).
   virtual double stream_now() = 0;
   /// False when a running action keeps every core this rank may use busy
   /// (the cpu backend with no core to spare): the executor then progresses
