@@ -881,6 +881,16 @@ TEST(Transport, ExecutorRefusesATransportThatCannotMoveTheBackendsMemory) {
   EXPECT_FALSE(Executor(MPI_COMM_WORLD, backend, any, {}).staging());
 }
 
+// The gradient all-reduce (MPI_Iallreduce) reads host and pinned memory
+// only: Open MPI's CUDA support covers point-to-point and blocking
+// collectives, so device gradients are refused even where MPI is CUDA-aware.
+TEST(Transport, MpiAllReducesHostMemoryOnly) {
+  const std::unique_ptr<Transport> mpi = make_transport("mpi", MPI_COMM_WORLD);
+  EXPECT_TRUE(mpi->can_reduce(MemorySpace::kHost));
+  EXPECT_TRUE(mpi->can_reduce(MemorySpace::kPinnedHost));
+  EXPECT_FALSE(mpi->can_reduce(MemorySpace::kDevice));
+}
+
 TEST(Registry, NamesAndErrors) {
   EXPECT_EQ(backend_list().size(), 3u);
   EXPECT_EQ(transport_list().size(), 4u);

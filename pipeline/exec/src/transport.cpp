@@ -150,7 +150,9 @@ RequestId Transport::iallreduce_sum(float* /*data*/, int64_t /*count*/) {
 }
 
 bool MpiTransport::can_reduce(MemorySpace space) const {
-  return space == MemorySpace::kHost || space == MemorySpace::kPinnedHost || can_access(space);
+  // Not device memory even where MPI is CUDA-aware: Open MPI's CUDA support
+  // covers point-to-point and blocking collectives, not MPI_Iallreduce.
+  return space == MemorySpace::kHost || space == MemorySpace::kPinnedHost;
 }
 
 RequestId MpiTransport::iallreduce_sum(float* data, int64_t count) {
