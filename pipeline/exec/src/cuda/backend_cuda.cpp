@@ -240,6 +240,9 @@ CudaBackend::~CudaBackend() {
     (void)cudaEventDestroy(p.end);
   }
   for (const auto& c : copies_) (void)cudaEventDestroy(c.second);
+  // The executor's buffers went back stream-ordered on side_: the pool
+  // releases its memory only once they are freed.
+  (void)cudaStreamSynchronize(side_);
   pool_.reset();
   if (anchor_ != nullptr) (void)cudaEventDestroy(anchor_);
   for (cudaStream_t s : {compute_, copy_, side_}) {
@@ -284,7 +287,14 @@ TrackedBuffer CudaBackend::allocate(int64_t bytes, MemorySpace space, MemCategor
     }
   }
   // Out of memory: the step goes on without device work (out_of_memory());
-  // host memory stands in for the buffer so that messages still flow.
+  // pinned host memory, which a device transport's kernels (NCCL) can
+  // reach, stands in for the buffer so that messages still flow.
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault) == cudaSuccess) {
+    std::memset(p, 0, static_cast<size_t>(bytes));
+    return TrackedBuffer(memory_, category, bytes, static_cast<std::byte*>(p), &free_pinned, this);
+  }
+  (void)cudaGetLastError();
   return TrackedBuffer(memory_, category, bytes);
 }
 
