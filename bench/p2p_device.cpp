@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -237,7 +238,10 @@ double time_exchange(Exchange& x, int64_t bytes, int warmup, int iters, MPI_Comm
 
 // One exchange into a zeroed buffer; wrong bytes summed over the ranks.
 int64_t check_exchange(Exchange& x, const Buffers& b, int64_t bytes, Ring ring, MPI_Comm comm) {
+  // Both landing places: a staged receive lands in recv_host first, which
+  // still holds the previous exchange's bytes.
   PPB_CUDA_CHECK(cudaMemset(b.recv, 0, static_cast<size_t>(bytes)));
+  std::memset(b.recv_host, 0, static_cast<size_t>(bytes));
   PPB_CUDA_CHECK(cudaDeviceSynchronize());  // no message is in flight here
   x.run(bytes, 1);
   std::vector<std::byte> got(static_cast<size_t>(bytes));

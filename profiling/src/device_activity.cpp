@@ -70,9 +70,9 @@ bool is_communication_kernel(std::string_view name) {
 
 OpClass classify(OpKind kind, std::string_view name, const Launch* launch) {
   if (kind == OpKind::kKernel && is_communication_kernel(name)) return OpClass::kCommunication;
-  if (launch == nullptr) {
-    return kind == OpKind::kKernel ? OpClass::kOther : OpClass::kCommunication;
-  }
+  // Outside every launch, copies stage messages; memsets there zero the
+  // buffers a pool hands out, and kernels are libraries' own.
+  if (launch == nullptr) return kind == OpKind::kMemcpy ? OpClass::kCommunication : OpClass::kOther;
   switch (launch->kind) {
     case Launch::Kind::kAction:
       return OpClass::kCompute;
