@@ -374,6 +374,15 @@ boost::json::value series_json(const Series& s) {
                              {"results", std::move(rows)}};
 }
 
+// Every pair of ranks, for a check over one communicator of all of them.
+std::vector<NcclLink> every_pair(int ranks) {
+  std::vector<NcclLink> out;
+  for (int a = 0; a < ranks; ++a) {
+    for (int b = a + 1; b < ranks; ++b) out.push_back({a, b});
+  }
+  return out;
+}
+
 std::string device_name(int device) {
   cudaDeviceProp prop{};
   PPB_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -416,6 +425,13 @@ int run_p2p_device(const P2pDeviceOptions& o) {
       skipped = info.why_not;
     } else {
       try {
+        // The raw NCCL baseline's communicator holds every rank, which NCCL
+        // refuses when any two share a GPU, even where the transport's own
+        // links (ring neighbours) are on distinct GPUs.
+        if (info.baseline == RawBaseline::kNccl) {
+          require_distinct_gpus(comm, dev.device, every_pair(ring.size),
+                                "p2p --transport " + info.name);
+        }
         t = make_transport(info.name, comm);  // collective; throws alike on every rank
       } catch (const UsageError& e) {
         if (!all) throw;
