@@ -132,22 +132,27 @@ set_tests_properties(run_timed_v_p4_bubble run_timed_v_p4_memory run_timed_v_p4_
 # the same gradients before every update), 1 stage x 2 replicas, and 2 x 2
 # in the other rank order; the loss and every gradient equal the
 # single-process reference of the global batch (D x M micro-batches) within
-# 1e-6. Then the timed backend, 2 x 2: bubble and step against the
+# 1e-6. Under mpi-staged (1 stage x 2 replicas, interleaved's two chunks
+# and pipedream's per-backward sums) the all-reduce is staged through
+# pinned host memory as beside the cuda backend, with the same result.
+# Then the timed backend, 2 x 2: bubble and step against the
 # simulator with the all-reduce's ring model.
-foreach(case "dp_p2d2;4;2;1f1b,gpipe,interleaved-1f1b,zb-h1,adaptive,pipedream;dp-pp;6"
-             "dp_p1d2;2;1;1f1b,gpipe,pipedream;dp-pp;3"
-             "dp_p2d2_ppdp;4;2;1f1b,zb-h2;pp-dp;2")
+foreach(case "dp_p2d2;4;2;1f1b,gpipe,interleaved-1f1b,zb-h1,adaptive,pipedream;dp-pp;6;mpi"
+             "dp_p1d2;2;1;1f1b,gpipe,pipedream;dp-pp;3;mpi"
+             "dp_p2d2_ppdp;4;2;1f1b,zb-h2;pp-dp;2;mpi"
+             "dp_p1d2_staged;2;1;1f1b,interleaved-1f1b,pipedream;dp-pp;3;mpi-staged")
   list(GET case 0 name)
   list(GET case 1 ranks)
   list(GET case 2 stages)
   list(GET case 3 schedules)
   list(GET case 4 order)
   list(GET case 5 count)
+  list(GET case 6 transport)
   set(dir ${PPB_RUN_OUT}/${name})
   ppb_add_mpi_test(run_${name} RANKS ${ranks}
   COMMAND $<TARGET_FILE:pipebench> run --stages ${stages} --rank-order ${order}
           --schedule ${schedules} --partition layer --microbatches 4 --check -n 1 -w 0
-          --out ${dir}
+          --transport ${transport} --out ${dir}
   LABELS mpi TIMEOUT 240)
   set_tests_properties(run_${name} PROPERTIES FIXTURES_SETUP run_${name}_files)
   add_test(NAME run_${name}_results COMMAND run_results_check check ${dir} ${count})

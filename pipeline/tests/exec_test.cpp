@@ -889,6 +889,147 @@ TEST(Transport, MpiAllReducesHostMemoryOnly) {
   EXPECT_TRUE(mpi->can_reduce(MemorySpace::kHost));
   EXPECT_TRUE(mpi->can_reduce(MemorySpace::kPinnedHost));
   EXPECT_FALSE(mpi->can_reduce(MemorySpace::kDevice));
+  // mpi-staged reduces what it moves: pinned host memory only.
+  const std::unique_ptr<Transport> staged = make_transport("mpi-staged", MPI_COMM_WORLD);
+  EXPECT_FALSE(staged->can_reduce(MemorySpace::kHost));
+  EXPECT_TRUE(staged->can_reduce(MemorySpace::kPinnedHost));
+  EXPECT_FALSE(staged->can_reduce(MemorySpace::kDevice));
+}
+
+// An all-reduce transport that sums neither the backend's memory nor
+// pinned host memory is refused by name.
+TEST(Executor, RefusesAnAllReduceTransportThatCannotSumTheGradients) {
+  BackendConfig cfg;
+  cfg.costs = timed_costs(1, 1, 1e-3, 1e-3, 0.0);
+  TimedBackend backend(cfg);
+  std::unique_ptr<Transport> pipe = make_transport("mpi", MPI_COMM_SELF);
+  IssueLog no_reduce(make_transport("mpi", MPI_COMM_WORLD));  // can_reduce(): false
+  ExecutorOptions eo;
+  eo.allreduce = &no_reduce;
+  try {
+    Executor exec(MPI_COMM_SELF, backend, *pipe, eo);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--transport mpi: cannot all-reduce the timed backend's gradients (host memory) "
+                 "across data-parallel replicas, nor stage them through pinned host memory");
+  }
+}
+
+// An all-reduce transport that logs what it is asked to sum.
+class ReduceLog final : public Transport {
+ public:
+  explicit ReduceLog(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  std::string_view name() const override { return inner_->name(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  int tag_ub() const override { return inner_->tag_ub(); }
+  bool matches_in_order() const override { return inner_->matches_in_order(); }
+  bool can_access(MemorySpace space) const override { return inner_->can_access(space); }
+  RequestId isend(const std::byte* data, int64_t bytes, int peer, int tag) override {
+    return inner_->isend(data, bytes, peer, tag);
+  }
+  RequestId irecv(std::byte* data, int64_t bytes, int peer, int tag) override {
+    return inner_->irecv(data, bytes, peer, tag);
+  }
+  bool test(RequestId request) override { return inner_->test(request); }
+  void wait(RequestId request, WaitStrategy strategy) override { inner_->wait(request, strategy); }
+  int outstanding() const override { return inner_->outstanding(); }
+  bool can_reduce(MemorySpace space) const override { return inner_->can_reduce(space); }
+  RequestId iallreduce_sum(float* data, int64_t count) override {
+    reduced.emplace_back(data, count);
+    return inner_->iallreduce_sum(data, count);
+  }
+  std::vector<std::pair<const float*, int64_t>> reduced;  // in call order
+
+ private:
+  std::unique_ptr<Transport> inner_;
+};
+
+// Data parallelism through a transport that sums pinned host memory only
+// (as MPI beside a device backend): the executor stages each chunk's
+// gradients through pinned twins (copy out, all-reduce, copy back), starts
+// the collectives in posting order on every replica, and the optimizer sees
+// the global batch's gradients. One stage, D = the ranks, two chunks
+// (interleaved) and one.
+TEST(Executor, StagedAllReduceSumsTheReplicasGradients) {
+  const int D = comm_size();
+  const ModelSpec spec = parse_model_spec(kSmallModel);
+  CpuModelOptions mo;
+  mo.seed = 77;
+  const int M = 2;
+  const ReferenceStep ref = reference_step_replicas(spec, M, D, mo);
+  for (const char* name : {"interleaved-1f1b", "1f1b"}) {
+    ScheduleParams p;
+    p.stages = 1;
+    p.microbatches = M;
+    p.chunks = std::string(name) == "1f1b" ? 1 : 2;
+    const Schedule schedule = generate_schedule(name, p);
+    BackendConfig cfg;
+    cfg.spec = spec;
+    cfg.units = expand_units(spec);
+    cfg.parts =
+        make_partition("layer", cfg.units, unit_times(cfg.units, device_preset("cpu")), p.chunks);
+    cfg.stage = 0;
+    cfg.stages = 1;
+    cfg.chunks = p.chunks;
+    cfg.microbatches = M;
+    cfg.seed = 77;
+    cfg.replica = comm_rank();
+    cfg.replicas = D;
+    CpuBackend backend(cfg);
+    std::unique_ptr<Transport> pipe = make_transport("mpi", MPI_COMM_SELF);
+    ReduceLog reduce(make_transport("mpi-staged", MPI_COMM_WORLD));
+    GradCapture capture(backend);
+    ExecutorOptions eo;
+    eo.instrumentation = &capture;
+    eo.allreduce = &reduce;
+    eo.step_comm = MPI_COMM_WORLD;
+    Executor exec(MPI_COMM_SELF, backend, *pipe, eo);
+    const StepRecord rec = exec.run_step(schedule);
+
+    // Every chunk summed once, staged: never on the gradients themselves.
+    ASSERT_EQ(rec.allreduces.size(), static_cast<size_t>(p.chunks)) << name;
+    std::vector<int64_t> counts;
+    for (const AllReduceRecord& ar : rec.allreduces) {
+      int64_t bytes = 0;
+      for (std::span<float> g : backend.gradient_buffers(ar.chunk)) {
+        bytes += static_cast<int64_t>(g.size_bytes());
+        counts.push_back(static_cast<int64_t>(g.size()));
+      }
+      EXPECT_EQ(ar.bytes, bytes) << name;
+      EXPECT_GE(ar.end, ar.start) << name;
+    }
+    ASSERT_EQ(reduce.reduced.size(), counts.size()) << name;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      EXPECT_EQ(reduce.reduced[i].second, counts[i]) << name << " call " << i;
+      for (int c = 0; c < p.chunks; ++c) {
+        for (std::span<float> g : backend.gradient_buffers(c)) {
+          const float* at = reduce.reduced[i].first;
+          EXPECT_FALSE(at >= g.data() && at < g.data() + g.size())
+              << name << ": call " << i << " summed a gradient buffer in place";
+        }
+      }
+    }
+    // The pinned twins were counted as communication buffers.
+    int64_t grad_bytes = 0;
+    for (const AllReduceRecord& ar : rec.allreduces) grad_bytes = std::max(grad_bytes, ar.bytes);
+    EXPECT_GE(rec.peak_comm_bytes, grad_bytes) << name;
+
+    // What the optimizer saw is the global batch's gradient on every replica.
+    double worst = 0;
+    for (int c = 0; c < p.chunks; ++c) {
+      const UnitRange range = backend.range(c);
+      const auto& mine = capture.grads.at(c);
+      ASSERT_EQ(static_cast<int>(mine.size()), range.size());
+      for (int u = 0; u < range.size(); ++u) {
+        worst =
+            std::max(worst, max_relative_error(mine[static_cast<size_t>(u)],
+                                               ref.grads[static_cast<size_t>(range.begin + u)]));
+      }
+    }
+    EXPECT_LE(all_max(worst), 1e-5) << name;
+  }
 }
 
 TEST(Registry, NamesAndErrors) {

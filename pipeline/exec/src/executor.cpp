@@ -145,11 +145,13 @@ Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, Execut
   impl_->transport = &transport;
   impl_->options = options;
   impl_->pool = std::make_unique<BufferPool>(backend);
-  if (options.allreduce != nullptr && !options.allreduce->can_reduce(backend.memory_space())) {
+  if (options.allreduce != nullptr && !options.allreduce->can_reduce(backend.memory_space()) &&
+      !options.allreduce->can_reduce(MemorySpace::kPinnedHost)) {
     throw UsageError("--transport " + std::string(options.allreduce->name()) +
                      ": cannot all-reduce the " + std::string(backend.name()) +
                      " backend's gradients (" + memory_space_name(backend.memory_space()) +
-                     " memory) across data-parallel replicas");
+                     " memory) across data-parallel replicas, nor stage them through pinned "
+                     "host memory");
   }
   if (options.step_comm != MPI_COMM_NULL) {
     PPB_MPI_CHECK(MPI_Comm_dup(options.step_comm, &impl_->start));
@@ -227,6 +229,7 @@ class Executor::Step {
       reduce_after_ = allreduce_points(schedule, exec.rank_,
                                        x_.options.optimizer == OptimizerPolicy::kPerBackward);
       reducing_.resize(static_cast<size_t>(chunks_));
+      stage_reduce_ = !x_.options.allreduce->can_reduce(x_.backend->memory_space());
     }
     // Pipedream's optimizer steps after every backward (a fence below) and
     // its weight-version probes read the chunk when the action begins: one
@@ -452,19 +455,26 @@ class Executor::Step {
 
   // --- data parallelism: the gradient all-reduces ---------------------------
 
+  // A chunk's all-reduce: direct (the transport sums the backend's
+  // gradient buffers in place) or staged (the transport cannot reach the
+  // backend's memory: the gradients are copied to pinned host twins on the
+  // copy stream, summed there, and copied back before anything reads them).
+  enum class Phase : uint8_t { kIdle, kToHost, kReducing, kToBackend };
   struct Reduction {
-    bool active = false;
-    std::vector<RequestId> requests;  // still outstanding
-    size_t record = 0;                // in the step record's allreduces
+    Phase phase = Phase::kIdle;
+    std::vector<RequestId> requests;    // still outstanding
+    std::vector<TrackedBuffer> staged;  // pinned twins of the gradient buffers (staged only)
+    std::vector<StreamTicket> copies;   // staging copies not yet seen done, in issue order
+    size_t record = 0;                  // in the step record's allreduces
   };
 
   bool reduce_pending() const {
     return std::any_of(reducing_.begin(), reducing_.end(),
-                       [](const Reduction& r) { return r.active; });
+                       [](const Reduction& r) { return r.phase != Phase::kIdle; });
   }
 
   // Starts summing the chunk's gradients across the replicas (REQUIRES:
-  // its backwards of this optimizer step completed).
+  // its backwards of this optimizer step completed, as observed here).
   void start_reduce(int chunk) {
     wait_reduce(chunk);
     Reduction& r = reducing_[static_cast<size_t>(chunk)];
@@ -473,22 +483,79 @@ class Executor::Step {
     ar.start = ctx_.now();
     for (std::span<float> g : x_.backend->gradient_buffers(chunk)) {
       ar.bytes += static_cast<int64_t>(g.size_bytes());
-      r.requests.push_back(
-          x_.options.allreduce->iallreduce_sum(g.data(), static_cast<int64_t>(g.size())));
     }
-    r.active = true;
     r.record = ctx_.record.allreduces.size();
     ctx_.record.allreduces.push_back(ar);
+    if (stage_reduce_) {
+      for (std::span<float> g : x_.backend->gradient_buffers(chunk)) {
+        const auto bytes = static_cast<int64_t>(g.size_bytes());
+        r.staged.push_back(x_.pool->take(bytes, MemorySpace::kPinnedHost));
+        r.copies.push_back(x_.backend->copy_async(
+            r.staged.back().data(), reinterpret_cast<const std::byte*>(g.data()), bytes));
+      }
+      r.phase = Phase::kToHost;
+      to_reduce_.push_back(chunk);
+    } else {
+      for (std::span<float> g : x_.backend->gradient_buffers(chunk)) {
+        r.requests.push_back(
+            x_.options.allreduce->iallreduce_sum(g.data(), static_cast<int64_t>(g.size())));
+      }
+      r.phase = Phase::kReducing;
+    }
     test_reduce(chunk);
+  }
+
+  // True once every staging copy of `r` is done (each ticket is reported
+  // once, so the done ones leave the list).
+  bool copies_done(Reduction& r) {
+    while (!r.copies.empty()) {
+      if (!x_.backend->copy_done(r.copies.front())) return false;
+      r.copies.erase(r.copies.begin());
+    }
+    return true;
+  }
+
+  // Staged all-reduces start in the order their chunks were posted, on
+  // every replica the same (a collective must be started in the same order
+  // everywhere), whatever order their copies complete in.
+  void start_staged() {
+    while (!to_reduce_.empty()) {
+      Reduction& r = reducing_[static_cast<size_t>(to_reduce_.front())];
+      if (!copies_done(r)) return;
+      for (TrackedBuffer& b : r.staged) {
+        r.requests.push_back(x_.options.allreduce->iallreduce_sum(
+            reinterpret_cast<float*>(b.data()), b.size() / static_cast<int64_t>(sizeof(float))));
+      }
+      r.phase = Phase::kReducing;
+      to_reduce_.pop_front();
+    }
   }
 
   // Tests the chunk's all-reduce; true when it completed just now.
   bool test_reduce(int chunk) {
     Reduction& r = reducing_[static_cast<size_t>(chunk)];
-    if (!r.active) return false;
-    std::erase_if(r.requests, [this](RequestId id) { return x_.options.allreduce->test(id); });
-    if (!r.requests.empty()) return false;
-    r.active = false;
+    if (r.phase == Phase::kIdle) return false;
+    if (r.phase == Phase::kToHost) start_staged();
+    if (r.phase == Phase::kReducing) {
+      std::erase_if(r.requests, [this](RequestId id) { return x_.options.allreduce->test(id); });
+      if (!r.requests.empty()) return false;
+      if (!r.staged.empty()) {
+        size_t i = 0;
+        for (std::span<float> g : x_.backend->gradient_buffers(chunk)) {
+          const TrackedBuffer& b = r.staged[i++];
+          r.copies.push_back(
+              x_.backend->copy_async(reinterpret_cast<std::byte*>(g.data()), b.data(), b.size()));
+        }
+        r.phase = Phase::kToBackend;
+      }
+    }
+    if (r.phase == Phase::kToBackend) {
+      if (!copies_done(r)) return false;
+      for (TrackedBuffer& b : r.staged) x_.pool->give(std::move(b), MemorySpace::kPinnedHost);
+      r.staged.clear();
+    }
+    if (r.phase == Phase::kToHost) return false;
+    r.phase = Phase::kIdle;
     AllReduceRecord& ar = ctx_.record.allreduces[r.record];
     ar.end = ctx_.now();
     ctx_.record.allreduce += ar.end - ar.start;
@@ -503,7 +570,7 @@ class Executor::Step {
 
   // Waits for the chunk's all-reduce, progressing the messages meanwhile.
   void wait_reduce(int chunk) {
-    if (reducing_.empty() || !reducing_[static_cast<size_t>(chunk)].active) return;
+    if (reducing_.empty() || reducing_[static_cast<size_t>(chunk)].phase == Phase::kIdle) return;
     if (watchdog() != nullptr) watchdog()->set(Doing::kAllReduce, Action{}, chunk);
     poll_until(
         [&] {
@@ -567,6 +634,8 @@ class Executor::Step {
   std::vector<char> optimize_after_;
   std::vector<char> reduce_after_;   // allreduce_points (data parallelism; else empty)
   std::vector<Reduction> reducing_;  // per chunk (data parallelism; else empty)
+  bool stage_reduce_ = false;        // the all-reduce transport cannot reach the backend's memory
+  std::deque<int> to_reduce_;        // staged chunks whose all-reduce has not started, in order
   StepContext ctx_;
   ReceivePoster recvs_;
   SendTracker sends_;

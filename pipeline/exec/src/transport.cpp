@@ -152,7 +152,9 @@ RequestId Transport::iallreduce_sum(float* /*data*/, int64_t /*count*/) {
 bool MpiTransport::can_reduce(MemorySpace space) const {
   // Not device memory even where MPI is CUDA-aware: Open MPI's CUDA support
   // covers point-to-point and blocking collectives, not MPI_Iallreduce.
-  return space == MemorySpace::kHost || space == MemorySpace::kPinnedHost;
+  // Host memory only where it moves it (mpi-staged: pinned only, so a host
+  // backend's all-reduce is staged as a device backend's is).
+  return (space == MemorySpace::kHost || space == MemorySpace::kPinnedHost) && can_access(space);
 }
 
 RequestId MpiTransport::iallreduce_sum(float* data, int64_t count) {

@@ -32,7 +32,13 @@
 //    across the replicas by non-blocking all-reduces, which progress while
 //    the stage's later actions run; the chunk's optimizer step, and any
 //    later backward of the chunk, wait for them. While one is pending the
-//    loop wakes every 100 us (kReduceNap) to progress it.
+//    loop wakes every 100 us (kReduceNap) to progress it. A transport that
+//    sums pinned host memory but not the backend's (MPI beside a device
+//    backend: MPI_Iallreduce is not CUDA-aware) gets the gradients staged:
+//    copied to pinned twins on the copy stream, summed there, copied back;
+//    the staged collectives start in posting order on every replica,
+//    whatever order their copies finish in. The all-reduce's record spans
+//    the copies.
 //
 // A step starts with a barrier; times are seconds from this rank's step start
 // (just after that barrier; ranks leave a barrier within microseconds of one
@@ -205,8 +211,10 @@ struct ExecutorOptions {
   Instrumentation* instrumentation = nullptr;
   /// Data parallelism: a transport over the D replicas of this stage whose
   /// iallreduce_sum() sums each chunk's gradients (see the file comment);
-  /// not owned; null = one replica, nothing reduced. The executor refuses
-  /// one that cannot reduce the backend's memory space (UsageError).
+  /// not owned; null = one replica, nothing reduced. The executor stages
+  /// the gradients through pinned host memory when it cannot reduce the
+  /// backend's memory space, and refuses one that can reduce neither
+  /// (UsageError).
   Transport* allreduce = nullptr;
   /// The communicator whose barrier starts every step (the whole job under
   /// data parallelism, so that the replicas' steps start together);

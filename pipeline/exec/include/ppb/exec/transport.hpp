@@ -123,8 +123,10 @@ class Transport {
 
   // The collective of data parallelism: a transport over the D replicas of
   // one stage sums each chunk's gradients across them. The default has
-  // none (can_reduce() false); `mpi` implements it with MPI_Iallreduce, a
-  // GPU transport would with its own collective (ncclAllReduce).
+  // none (can_reduce() false); `mpi` implements it with MPI_Iallreduce on
+  // host memory, and the executor stages a device backend's gradients
+  // through pinned host memory for it. A GPU transport would sum device
+  // memory with its own collective (ncclAllReduce).
 
   /// True when iallreduce_sum() can read and write buffers in `space`.
   virtual bool can_reduce(MemorySpace /*space*/) const { return false; }
@@ -169,7 +171,9 @@ class MpiTransport final : public Transport {
   bool test(RequestId request) override;
   void wait(RequestId request, WaitStrategy strategy) override;
   int outstanding() const override { return outstanding_; }
-  /// Host memory always (MPI reads it); device memory when CUDA-aware.
+  /// The host spaces it moves (MPI_Iallreduce is not CUDA-aware even where
+  /// point-to-point is): the executor stages device gradients, and a host
+  /// backend's under mpi-staged, through pinned host memory.
   bool can_reduce(MemorySpace space) const override;
   /// MPI_Iallreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM) on the transport's
   /// communicator.
