@@ -404,6 +404,7 @@ int run_p2p_device(const P2pDeviceOptions& o) {
   require_gpus(comm, "p2p --memory device");
   const NodeLocal nl = node_local(comm);
   const cuda::DeviceBinding dev = cuda::bind_device(nl.rank, nl.size);
+  const bool shared = ranks_per_gpu(comm, dev.device) > 1;
   const Buffers buffers(o.hi);
   const bool all = o.transports.empty();
   if (ring.rank == 0) {
@@ -412,7 +413,7 @@ int run_p2p_device(const P2pDeviceOptions& o) {
         "to r+1, receives from r-1), nccl-tests style: %d warm-up exchanges per size, the "
         "slowest rank's time; algbw = busbw = bytes/time in GB/s; MPI CUDA-aware: %s%s\n",
         ring.size, device_name(dev.device).c_str(), o.warmup, mpi_cuda_aware() ? "yes" : "no",
-        dev.shared ? "; ranks share a GPU" : "");
+        shared ? "; ranks share a GPU" : "");
   }
   std::vector<Series> series;
   int64_t wrong = 0;
@@ -461,7 +462,7 @@ int run_p2p_device(const P2pDeviceOptions& o) {
                                     {"memory", "device"},
                                     {"ranks", ring.size},
                                     {"device", device_name(dev.device)},
-                                    {"ranks_share_gpu", dev.shared},
+                                    {"ranks_share_gpu", shared},
                                     {"mpi_cuda_aware", mpi_cuda_aware()},
                                     {"warmup", o.warmup},
                                     {"wrong", wrong},

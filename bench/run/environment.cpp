@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -10,7 +11,11 @@
 #include <vector>
 
 #include "build_info.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/mpi.hpp"
+#if PPB_HAVE_CUDA
+#include "ppb/exec/gpu_ranks.hpp"
+#endif
 
 namespace ppb::run {
 
@@ -39,9 +44,28 @@ int host_cores() {
   return n > 0 ? static_cast<int>(n) : 0;
 }
 
+// The GPU of every rank (collective over comm).
+void add_gpus(MPI_Comm comm, int local_rank, ResultEnvironment& env) {
+  const cuda::DeviceFacts mine = cuda::device_facts(local_rank);
+  constexpr size_t kName = 256;
+  char name[kName] = {};
+  std::snprintf(name, sizeof name, "%s", mine.name.c_str());
+  std::vector<char> all(static_cast<size_t>(env.ranks) * kName, '\0');
+  PPB_MPI_CHECK(MPI_Allgather(name, kName, MPI_CHAR, all.data(), kName, MPI_CHAR, comm));
+  for (int r = 0; r < env.ranks; ++r) {
+    const char* p = all.data() + static_cast<size_t>(r) * kName;
+    env.gpus.emplace_back(p, strnlen(p, kName));
+  }
+  env.cuda = mine.runtime;
+  env.driver = mine.driver;
+#if PPB_HAVE_CUDA
+  env.ranks_per_gpu = ranks_per_gpu(comm, mine.device);
+#endif
+}
+
 }  // namespace
 
-ResultEnvironment collect_environment(MPI_Comm comm) {
+ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int local_rank) {
   ResultEnvironment env;
   int size = 1;
   PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -85,6 +109,7 @@ ResultEnvironment collect_environment(MPI_Comm comm) {
   env.cuda = "none";
   env.driver = "none";
   env.cpu = cpu_model_name();
+  if (device_backend) add_gpus(comm, local_rank, env);
   return env;
 }
 

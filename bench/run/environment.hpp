@@ -12,11 +12,16 @@ namespace ppb::run {
 /// (rank_hosts, one per rank; hosts, each once, in rank order) and
 /// fills the rest from rank-local facts: MPI_Get_library_version (first
 /// line), build_info() (git revision, compiler, build type), the CPU model
-/// (/proc/cpuinfo), "none" for cuda and driver and no gpus (this build has
-/// no cuda backend), cores = online CPUs of rank 0's host (sysconf; a
+/// (/proc/cpuinfo), cores = online CPUs of rank 0's host (sysconf; a
 /// rank's affinity mask would show its binding, not the host), oversubscribed = some host runs more
-/// ranks than it has cores (all hosts assumed alike). `date` is left empty: each result stamps its
-/// own. REQUIRES: MPI initialised; called by every rank of `comm`.
-ResultEnvironment collect_environment(MPI_Comm comm);
+/// ranks than it has cores (all hosts assumed alike). With `device_backend`
+/// (a backend that computes on a GPU) the GPU of every rank: gpus (the name
+/// of the device bind_device(local_rank, ...) binds, per rank), cuda
+/// (runtime version) and driver (cuda::device_facts), ranks_per_gpu (by
+/// host and PCI bus id); otherwise "none" for cuda and driver, no gpus.
+/// `date` is left empty: each result stamps its own. REQUIRES: MPI
+/// initialised; called by every rank of `comm`; with `device_backend` a
+/// usable device on every rank; local_rank = this rank among its host's.
+ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int local_rank);
 
 }  // namespace ppb::run

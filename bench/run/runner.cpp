@@ -866,13 +866,19 @@ void validate(Sweep& sw) {
 /// The environment and the transport of the sweep (collective).
 void connect(Sweep& sw) {
   const JobPhase setup(*sw.watch, "in the job's setup (environment, transport)");
-  sw.environment = collect_environment(sw.comm);
   sw.node = node_local(sw.comm);
+  const BackendInfo& binfo = backend_info(sw.plan.backend);
+  sw.environment = collect_environment(sw.comm, binfo.device, sw.node.rank);
+  if (sw.rank == 0 && sw.environment.ranks_per_gpu > 1) {
+    log::warn(
+        "run: up to %d ranks share one GPU (%s): they take turns on it, so times and "
+        "bubbles include that sharing",
+        sw.environment.ranks_per_gpu, sw.environment.gpus.front().c_str());
+  }
   // Ranks of a backend whose action times are modelled sleep through their
   // actions, so more of them than cores do not take turns computing; only a
   // backend that computes on the host CPU is oversubscribed by them.
-  sw.environment.oversubscribed =
-      sw.environment.oversubscribed && !backend_info(sw.plan.backend).modelled_time;
+  sw.environment.oversubscribed = sw.environment.oversubscribed && !binfo.modelled_time;
   // Data parallelism: one communicator per replica (its pipeline's
   // messages) and one per stage (its gradient all-reduce).
   sw.pipe = sw.comm;

@@ -425,6 +425,7 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   erase_path(doc, "metrics.peak_memory_bytes.by_category");
   erase_path(doc, "config.seed");
   erase_path(doc, "environment.cpu");
+  erase_path(doc, "environment.ranks_per_gpu");
   erase_path(doc, "metrics.collectors");  // files written before collectors existed
   find_path(doc, "metrics")->as_object()["check"] = nullptr;
   const Result r = result_from_json(doc, "r.json");
@@ -433,7 +434,30 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   EXPECT_EQ(r.config.seed, 0u);
   EXPECT_FALSE(r.metrics->check.has_value());
   EXPECT_EQ(r.environment.cpu, "");
+  EXPECT_EQ(r.environment.ranks_per_gpu, 0);
   EXPECT_TRUE(r.metrics->collectors.empty());
+}
+
+// A GPU run's environment: the device of every rank, the CUDA runtime and
+// driver, and how many ranks shared one GPU.
+TEST(ResultSchema, GpuEnvironmentRoundTrips) {
+  Result r = full_result();
+  r.environment.cuda = "13.0";
+  r.environment.driver = "580.95.05";
+  r.environment.gpus = {"NVIDIA H200", "NVIDIA H200"};
+  r.environment.ranks_per_gpu = 2;
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("environment").at("ranks_per_gpu").as_int64(), 2);
+  expect_same(r, result_from_json(doc, "r.json"));
+  json::value bad = doc;
+  find_path(bad, "environment")->as_object()["ranks_per_gpu"] = -1;
+  try {
+    (void)result_from_json(bad, "r.json");
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("environment.ranks_per_gpu"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {

@@ -630,6 +630,7 @@ void section_environment(std::ostringstream& h, const ReportModel& m) {
     const ResultEnvironment& env = g.environment;
     std::string gpus;
     for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
+    if (env.ranks_per_gpu > 1) gpus += " (" + std::to_string(env.ranks_per_gpu) + " ranks per GPU)";
     std::string first = env.date, last = env.date;
     for (const ResultEntry* e : g.entries) {
       first = std::min(first, e->result.environment.date);

@@ -252,6 +252,7 @@ std::string write_markdown(const ReportModel& model) {
     const ResultEnvironment& env = g.environment;
     std::string gpus;
     for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
+    if (env.ranks_per_gpu > 1) gpus += " (" + std::to_string(env.ranks_per_gpu) + " ranks per GPU)";
     md << "| " << cell(g.machine) << " | " << cell(g.build) << " | " << env.ranks << " | "
        << cell(env.mpi) << " | " << cell(env.cuda.empty() ? "-" : env.cuda) << " | "
        << cell(gpus.empty() ? "-" : gpus) << " | " << env.date << " |\n";

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -19,7 +20,23 @@ namespace {
 struct GpuPlace {
   char host[MPI_MAX_PROCESSOR_NAME] = {};
   char bus[64] = {};  // PCI bus id, e.g. "0000:3B:00.0"
+  bool operator==(const GpuPlace& o) const {
+    return std::strcmp(host, o.host) == 0 && std::strcmp(bus, o.bus) == 0;
+  }
 };
+
+// Every rank's place (index = rank of comm). Collective.
+std::vector<GpuPlace> gather_places(MPI_Comm comm, int device) {
+  int size = 1;
+  PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  GpuPlace me;
+  int length = 0;
+  PPB_MPI_CHECK(MPI_Get_processor_name(me.host, &length));
+  PPB_CUDA_CHECK(cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, device));
+  std::vector<GpuPlace> all(static_cast<size_t>(size));
+  PPB_MPI_CHECK(MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, comm));
+  return all;
+}
 
 }  // namespace
 
@@ -39,18 +56,11 @@ void require_gpus(MPI_Comm comm, std::string_view what) {
 
 void require_distinct_gpus(MPI_Comm comm, int device, std::span<const NcclLink> links,
                            std::string_view what) {
-  int size = 1;
-  PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
-  GpuPlace me;
-  int length = 0;
-  PPB_MPI_CHECK(MPI_Get_processor_name(me.host, &length));
-  PPB_CUDA_CHECK(cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, device));
-  std::vector<GpuPlace> all(static_cast<size_t>(size));
-  PPB_MPI_CHECK(MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, comm));
+  const std::vector<GpuPlace> all = gather_places(comm, device);
   for (const NcclLink& l : links) {
     const GpuPlace& a = all[static_cast<size_t>(l.from)];
     const GpuPlace& b = all[static_cast<size_t>(l.to)];
-    if (std::strcmp(a.host, b.host) == 0 && std::strcmp(a.bus, b.bus) == 0) {
+    if (a == b) {
       throw UsageError(std::string(what) + ": ranks " + std::to_string(l.from) + " and " +
                        std::to_string(l.to) + " share GPU " + a.bus + " on " + a.host +
                        ", and NCCL cannot put two ranks of one communicator on one GPU "
@@ -58,6 +68,15 @@ void require_distinct_gpus(MPI_Comm comm, int device, std::span<const NcclLink> 
                        "MPI transport");
     }
   }
+}
+
+int ranks_per_gpu(MPI_Comm comm, int device) {
+  const std::vector<GpuPlace> all = gather_places(comm, device);
+  int most = 0;
+  for (const GpuPlace& p : all) {
+    most = std::max(most, static_cast<int>(std::count(all.begin(), all.end(), p)));
+  }
+  return most;
 }
 
 }  // namespace ppb

@@ -539,6 +539,7 @@ void write_gate_fields(const Result& result, json::object& root) {
   env["cores"] = result.environment.cores;
   env["oversubscribed"] = result.environment.oversubscribed;
   env["rank_hosts"] = strings(result.environment.rank_hosts);
+  env["ranks_per_gpu"] = result.environment.ranks_per_gpu;
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
@@ -578,6 +579,8 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   out.environment.cores = env.get_or("cores", 0);
   out.environment.oversubscribed = env.get_or("oversubscribed", false);
   out.environment.rank_hosts = env.get_or("rank_hosts", std::vector<std::string>{});
+  out.environment.ranks_per_gpu = env.get_or("ranks_per_gpu", 0);
+  if (out.environment.ranks_per_gpu < 0) env.fail("ranks_per_gpu", "expected an integer >= 0");
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =

@@ -188,13 +188,6 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   replica_ = config.replica;
   replicas_ = config.replicas;
   binding_ = cuda::bind_device(config.local_rank, config.local_ranks);
-  if (binding_.shared && binding_.local_rank == 0) {
-    log::warn_once("cuda-shared-device",
-                   std::to_string(binding_.local_ranks) + " ranks share " +
-                       std::to_string(binding_.devices) +
-                       " GPU(s) on this node: they take turns on each device, so times and "
-                       "bubbles include that sharing");
-  }
   PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));

@@ -2,6 +2,7 @@
 #include "ppb/exec/cuda_device.hpp"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <string>
@@ -37,6 +38,34 @@ std::string probe() {
   }
 }
 
+// 13000 -> "13.0" (cudaRuntimeGetVersion's and cudaDriverGetVersion's
+// 1000 x major + 10 x minor).
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+// The driver's own version ("580.95.05") from NVML, loaded at run time: the
+// library comes with the driver, so the build needs no NVML and a machine
+// without it still answers. "" when NVML cannot say.
+std::string nvml_driver_version() {
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (nvml == nullptr) return {};
+  using Init = int (*)();
+  using Version = int (*)(char*, unsigned);
+  using Shutdown = int (*)();
+  auto init = reinterpret_cast<Init>(dlsym(nvml, "nvmlInit_v2"));
+  auto version = reinterpret_cast<Version>(dlsym(nvml, "nvmlSystemGetDriverVersion"));
+  auto shutdown = reinterpret_cast<Shutdown>(dlsym(nvml, "nvmlShutdown"));
+  std::string out;
+  if (init != nullptr && version != nullptr && shutdown != nullptr && init() == 0) {
+    char text[96] = {};  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE is 80
+    if (version(text, sizeof text) == 0) out = text;
+    shutdown();
+  }
+  dlclose(nvml);
+  return out;
+}
+
 }  // namespace
 
 std::string unusable_reason() {
@@ -53,9 +82,34 @@ DeviceBinding bind_device(int local_rank, int local_ranks) {
   b.local_ranks = local_ranks;
   PPB_CUDA_CHECK(cudaGetDeviceCount(&b.devices));
   b.device = local_rank % b.devices;
-  b.shared = local_ranks > b.devices;
   PPB_CUDA_CHECK(cudaSetDevice(b.device));
   return b;
+}
+
+DeviceFacts device_facts(int local_rank) {
+  PPB_CHECK(local_rank >= 0, "device_facts: negative local rank");
+  const std::string why = unusable_reason();
+  if (!why.empty()) throw UsageError(why);
+  DeviceFacts f;
+  int devices = 0;
+  PPB_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  f.device = local_rank % devices;  // bind_device's choice
+  cudaDeviceProp prop{};
+  PPB_CUDA_CHECK(cudaGetDeviceProperties(&prop, f.device));
+  f.name = prop.name;
+  char bus[64] = {};
+  PPB_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, f.device));
+  f.bus = bus;
+  int runtime = 0;
+  PPB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  f.runtime = cuda_version_text(runtime);
+  f.driver = nvml_driver_version();
+  if (f.driver.empty()) {
+    int driver = 0;
+    PPB_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    f.driver = "CUDA " + cuda_version_text(driver);
+  }
+  return f;
 }
 
 void cuda_call_failed(int code, const char* call, const char* file, int line) {

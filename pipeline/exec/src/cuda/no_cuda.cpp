@@ -19,6 +19,8 @@ DeviceBinding bind_device(int /*local_rank*/, int /*local_ranks*/) {
   throw UsageError(unusable_reason());
 }
 
+DeviceFacts device_facts(int /*local_rank*/) { throw UsageError(unusable_reason()); }
+
 void cuda_call_failed(int code, const char* call, const char* file, int line) {
   const std::string text = std::string("CUDA error in ") + call + " at " + file + ":" +
                            std::to_string(line) + ": code " + std::to_string(code) +

@@ -394,6 +394,10 @@ struct ResultEnvironment {
   /// they took turns on them: the timings are not comparable run to run and
   /// the regression gate leaves them out by default.
   bool oversubscribed = false;
+  /// optional: the most ranks that computed on one GPU (same host and PCI
+  /// bus id); above 1 they took turns on it, so its times and bubbles
+  /// include that sharing. 0 = no GPU backend (or a file from before).
+  int ranks_per_gpu = 0;
 
   friend bool operator==(const ResultEnvironment&, const ResultEnvironment&) = default;
 };

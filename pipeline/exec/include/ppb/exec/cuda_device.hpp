@@ -32,13 +32,31 @@ struct DeviceBinding {
   int devices = 0;      ///< CUDA devices visible to this process
   int local_rank = 0;   ///< this rank among the ranks of its node
   int local_ranks = 1;  ///< ranks on this node
-  bool shared = false;  ///< more ranks on the node than devices: ranks time-share a device
 };
 
 /// Binds this process to device local_rank % devices (cudaSetDevice) and
-/// says how. Throws ppb::UsageError(unusable_reason()) when no device is
-/// usable. REQUIRES: 0 <= local_rank < local_ranks.
+/// says how. Whether ranks share a GPU is a question over the job's ranks
+/// (ranks_per_gpu in gpu_ranks.hpp): with one visible device per rank
+/// (CUDA_VISIBLE_DEVICES set per rank) every rank binds device 0 of its own.
+/// Throws ppb::UsageError(unusable_reason()) when no device is usable.
+/// REQUIRES: 0 <= local_rank < local_ranks.
 DeviceBinding bind_device(int local_rank, int local_ranks);
+
+/// What a result records of the GPU a rank computes on.
+struct DeviceFacts {
+  int device = -1;      ///< the index bind_device(local_rank, ...) binds
+  std::string name;     ///< "NVIDIA H200"
+  std::string bus;      ///< PCI bus id, "0000:3B:00.0"
+  std::string runtime;  ///< CUDA runtime version, "13.0"
+  /// The driver's version from NVML ("580.95.05"), or, where NVML cannot be
+  /// loaded, the CUDA version the driver supports ("CUDA 13.0").
+  std::string driver;
+};
+
+/// The facts of the device bind_device(local_rank, ...) binds, without
+/// binding it. Throws ppb::UsageError(unusable_reason()) when no device is
+/// usable. REQUIRES: local_rank >= 0.
+DeviceFacts device_facts(int local_rank);
 
 /// A CUDA call ran out of device memory (cudaErrorMemoryAllocation). Thrown
 /// by PPB_CUDA_CHECK instead of ending the job, so that a run can record the

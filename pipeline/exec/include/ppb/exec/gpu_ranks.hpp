@@ -30,4 +30,10 @@ void require_gpus(MPI_Comm comm, std::string_view what);
 void require_distinct_gpus(MPI_Comm comm, int device, std::span<const NcclLink> links,
                            std::string_view what);
 
+/// Collective over `comm`: the most ranks that compute on one GPU (same host
+/// name and PCI bus id), 1 when every rank has its own. `device`: this
+/// rank's CUDA device. Exact where CUDA_VISIBLE_DEVICES differs per rank,
+/// which a count of ranks against visible devices is not.
+int ranks_per_gpu(MPI_Comm comm, int device);
+
 }  // namespace ppb
