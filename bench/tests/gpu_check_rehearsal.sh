@@ -4,7 +4,7 @@
 # schedules. Its steps must run and report as on a GPU machine: the gpu
 # tests, sweeps on 2 and 4 ranks with --check, --profile nvtx,cupti and
 # --trace, the memory step and 2 stages x 2 replicas PASS with their figures; the device-only
-# steps SKIP saying why; nothing FAILs; PPB_GPU_CHECK_ARCHIVE packs the
+# steps (gemm, cupti cost, p2p, nccl, sanitizer) SKIP saying why; nothing FAILs; PPB_GPU_CHECK_ARCHIVE packs the
 # summary and the logs into one file.
 # usage: gpu_check_rehearsal.sh BUILD_DIR
 set -uo pipefail
@@ -34,7 +34,7 @@ for P in 2 4; do
 done
 grep -q '^PASS  memory      12 combinations' "$summary" || fail "memory: not the 12 combinations"
 grep -q '^PASS  dp .*2 ok, 0 not ok; check 2/2 passed' "$summary" || fail "dp: not 2 checked runs"
-for step in 'p2p 1rank' 'p2p 2rank' 'nccl' 'sanitizer'; do
+for step in 'gemm' 'cupti cost' 'p2p 1rank' 'p2p 2rank' 'nccl' 'sanitizer'; do
   grep -q "^SKIP  $step .*[a-z]" "$summary" || fail "step '$step' did not skip with a reason"
 done
 tar -tzf "$tmp/gpu-check.tar.gz" >"$tmp/contents" || fail "the archive does not read back"

@@ -5,6 +5,7 @@ add_library(ppb_exec
   src/transport.cpp
   src/transport_registry.cpp
   src/nccl_links.cpp
+  src/gemm_calls.cpp
   src/host_stream.cpp
   src/stream_backend.cpp
   src/backend_cpu.cpp
@@ -68,6 +69,15 @@ endif()
 if(PPB_HAVE_CUPTI)
   set_property(SOURCE src/collectors/cupti_collector.cpp APPEND PROPERTY COMPILE_DEFINITIONS PPB_HAVE_CUPTI=1)
   target_link_libraries(ppb_exec PRIVATE CUDA::cupti CUDA::cudart)
+endif()
+
+# The cuda backend's GEMMs against cuBLAS alone on the same shapes (CUDA
+# builds; needs a GPU): ppb_gemm_bench --model gpt-small --dtype bf16
+if(PPB_HAVE_CUDA)
+  add_executable(ppb_gemm_bench src/tools/gemm_bench.cpp)
+  target_include_directories(ppb_gemm_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(ppb_gemm_bench PRIVATE ppb::exec ppb::core CUDA::cublas CUDA::cublasLt
+                                               ppb::warnings)
 endif()
 
 # The executor-overhead and wait-strategy measurement:

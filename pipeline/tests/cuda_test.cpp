@@ -4,11 +4,13 @@
 // exception of PPB_CUDA_CHECK, and the byte layouts against expand_units().
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <regex>
 #include <string>
 
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/exec/gemm_calls.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/partition.hpp"
@@ -22,6 +24,59 @@
 
 namespace ppb {
 namespace {
+
+// The GEMMs ppb_gemm_bench times are the ones the cost model counts: per
+// unit and pass, their 2 m n k x count x repeat is the unit's GEMM flops
+// (total less elementwise), for a square and a wide model.
+TEST(GemmCalls, FlopsAreTheCostModelsGemmFlopsOfEveryUnitAndPass) {
+  for (const char* name : {"gpt-tiny", "gpt-small"}) {
+    const ModelSpec spec = parse_model_spec(name);
+    const std::vector<Unit> units = expand_units(spec, Kernels::kCuda);
+    for (const Unit& u : units) {
+      double f = 0, i = 0, w = 0;
+      for (const GemmCall& g : cuda_gemm_calls(spec, u.kind)) {
+        EXPECT_EQ(g.unit, u.kind) << g.name;
+        (g.pass == GemmPass::kForward ? f : g.pass == GemmPass::kInputGrad ? i : w) += g.flops();
+      }
+      EXPECT_DOUBLE_EQ(f, u.fwd_flops - u.fwd_elementwise_flops) << name << " " << u.name;
+      EXPECT_DOUBLE_EQ(i, u.bwd_input_flops - u.bwd_input_elementwise_flops)
+          << name << " " << u.name;
+      EXPECT_DOUBLE_EQ(w, u.bwd_weight_flops - u.bwd_weight_elementwise_flops)
+          << name << " " << u.name;
+    }
+  }
+}
+
+// Operand extents: a row-major A of op(A) m x k with leading dimension lda
+// spans (rows - 1) x lda + cols elements, plus (count - 1) strides; the
+// attention operands are column blocks of the 3h-wide qkv rows.
+TEST(GemmCalls, OperandExtentsFollowLayoutAndTransposes) {
+  const ModelSpec spec = parse_model_spec("gpt-tiny");  // h 128, 4 heads, seq 64, mbs 2
+  const int t = 128, h = 128, s = 64, d = 32;
+  const std::vector<GemmCall> qkv = cuda_gemm_calls(spec, UnitKind::kQkv);
+  ASSERT_EQ(qkv.size(), 3U);
+  EXPECT_EQ(qkv[0].name, "qkv.F");
+  EXPECT_EQ(qkv[0].a_elements(), int64_t{t} * h);      // x [t, h]
+  EXPECT_EQ(qkv[0].b_elements(), int64_t{h} * 3 * h);  // W [h, 3h]
+  EXPECT_EQ(qkv[0].c_elements(), int64_t{t} * 3 * h);
+  EXPECT_FLOAT_EQ(qkv[0].beta, 1.0f);  // the bias is written first
+  EXPECT_TRUE(qkv[1].trans_b);         // dx = dy W^T
+  EXPECT_EQ(qkv[1].b_elements(), int64_t{h} * 3 * h);
+  EXPECT_TRUE(qkv[2].trans_a && qkv[2].c_fp32);  // dW += x^T dy, fp32
+  EXPECT_EQ(qkv[2].a_elements(), int64_t{t} * h);
+  const std::vector<GemmCall> attn = cuda_gemm_calls(spec, UnitKind::kAttention);
+  ASSERT_EQ(attn.size(), 6U);
+  const GemmCall& scores = attn[0];
+  EXPECT_EQ(scores.count, 4);
+  EXPECT_EQ(scores.repeat, 2);
+  // Q of head j at column j*d of the qkv rows: the last head's block ends
+  // (s-1) rows of 3h plus its d columns after head 0's start.
+  EXPECT_EQ(scores.a_elements(), int64_t{3} * d + int64_t{s - 1} * 3 * h + d);
+  EXPECT_EQ(scores.c_elements(), int64_t{4} * s * s);
+  EXPECT_FLOAT_EQ(scores.alpha, 1.0f / std::sqrt(32.0f));
+  EXPECT_TRUE(cuda_gemm_calls(spec, UnitKind::kLayerNorm1).empty());
+  EXPECT_EQ(cuda_gemm_calls(spec).size(), 3U * 5 + 6U);
+}
 
 TEST(CudaBackend, RegistryEntrySaysDeviceBf16AndTolerances) {
   const BackendInfo& cuda = backend_info("cuda");

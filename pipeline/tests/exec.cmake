@@ -88,6 +88,26 @@ ppb_device_expect(gpu_nccl_refuses_one_gpu_for_two_ranks NEED gpu RANKS 2 CODE 2
   REGEX "--transport nccl: ranks 0 and 1 share GPU .+Duplicate GPU detected" ENV "CUDA_VISIBLE_DEVICES=0"
   COMMAND $<TARGET_FILE:pipebench> p2p --memory device --transport nccl --max 4KiB)
 
+# ppb_gemm_bench (CUDA builds): without a GPU one line and exit 2; on one,
+# every GEMM of gpt-tiny timed through the backend and cublasLt, the totals.
+if(TARGET ppb_gemm_bench)
+  foreach(need no-gpu gpu)
+    if(need STREQUAL "gpu")
+      set(args 0 120 "# per micro-batch: backend [0-9.]+ TFLOP/s, cuBLAS alone [0-9.]+ TFLOP/s")
+      set(name gpu_gemm_bench)
+      set(label gpu)
+    else()
+      set(args 2 30 "^ppb_gemm_bench: no usable GPU: .+")
+      set(name exec_gemm_bench_without_gpu)
+      set(label unit)
+    endif()
+    add_test(NAME ${name}
+             COMMAND ${PROJECT_SOURCE_DIR}/bench/tests/device_expect.sh ${need} ${args} --
+                     $<TARGET_FILE:ppb_gemm_bench> --model gpt-tiny --iters 3 --algos 2)
+    set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT 150 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
+
 # Collectors on real ranks: registry, agreement across ranks, figures.
 add_executable(collector_test collector_test.cpp)
 target_link_libraries(collector_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)

@@ -34,9 +34,6 @@ namespace {
 using cuda::CudaChunk;
 using cuda::Dtype;
 
-// cuBLAS's recommended workspace on Hopper (4 MiB suffice before it).
-constexpr int64_t kBlasWorkspaceBytes = int64_t{32} << 20;
-
 Dtype dtype_of(const ModelSpec& spec) {
   if (spec.bytes_per_element == 4) return Dtype::kFp32;
   if (spec.bytes_per_element == 2) return Dtype::kBf16;
@@ -198,14 +195,15 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   // processes allocate on the device at the same moment) and its workspace.
   const size_t before = device_free_bytes();
   void* ws = nullptr;
-  PPB_CUDA_CHECK(cudaMalloc(&ws, static_cast<size_t>(kBlasWorkspaceBytes)));
+  PPB_CUDA_CHECK(cudaMalloc(&ws, static_cast<size_t>(cuda::kBlasWorkspaceBytes)));
   blas_workspace_ = TrackedBuffer(
-      memory_, MemCategory::kWorkspace, kBlasWorkspaceBytes, static_cast<std::byte*>(ws),
+      memory_, MemCategory::kWorkspace, cuda::kBlasWorkspaceBytes, static_cast<std::byte*>(ws),
       [](void*, std::byte* p) { (void)cudaFree(p); }, nullptr);
-  blas_ = std::make_unique<cuda::Blas>(compute_, ws, static_cast<size_t>(kBlasWorkspaceBytes));
+  blas_ =
+      std::make_unique<cuda::Blas>(compute_, ws, static_cast<size_t>(cuda::kBlasWorkspaceBytes));
   outside_pool_ =
       std::max<int64_t>(static_cast<int64_t>(before) - static_cast<int64_t>(device_free_bytes()),
-                        kBlasWorkspaceBytes);
+                        cuda::kBlasWorkspaceBytes);
 
   CpuModelOptions mo;
   mo.seed = config.seed;
@@ -268,7 +266,15 @@ TrackedBuffer CudaBackend::allocate(int64_t bytes, MemorySpace space, MemCategor
   if (bytes == 0 || space == MemorySpace::kHost) return TrackedBuffer(memory_, category, bytes);
   if (space == MemorySpace::kPinnedHost) {
     void* p = nullptr;
-    PPB_CUDA_CHECK(cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault));
+    try {
+      PPB_CUDA_CHECK(cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault));
+    } catch (const cuda::OutOfMemory& e) {
+      // Host memory that cannot be pinned (a locked-memory limit, a full
+      // host): the step goes on without device work, as after a device
+      // allocation failed, and pageable memory carries the staged messages.
+      record_oom(e.what());
+      return TrackedBuffer(memory_, category, bytes);
+    }
     std::memset(p, 0, static_cast<size_t>(bytes));
     return TrackedBuffer(memory_, category, bytes, static_cast<std::byte*>(p), &free_pinned, this);
   }

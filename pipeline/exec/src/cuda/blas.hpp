@@ -25,6 +25,10 @@ inline const void* offset(const void* p, Dtype dt, int64_t elements) {
   return static_cast<const char*>(p) + elements * dtype_bytes(dt);
 }
 
+/// The workspace the backend gives cuBLAS: cuBLAS's recommended size on
+/// Hopper (4 MiB suffice before it).
+inline constexpr int64_t kBlasWorkspaceBytes = int64_t{32} << 20;
+
 /// One operand of a GEMM: where it starts, its row-major leading dimension,
 /// and (batched) the element stride between consecutive matrices.
 struct Operand {
