@@ -264,12 +264,20 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
-void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buffer,
-                               size_t /*size*/, size_t valid) {
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t /*size*/,
+                               size_t valid) {
   {
     std::lock_guard lock(sink().walk);
     // Without a collector on (after it was destroyed) the records go.
     if (device::ActivityLog* log = sink().log; log != nullptr) {
+      // A buffer of one context and stream (CUPTI's per-context buffers)
+      // counts its own dropped records; the global buffer's (context null)
+      // are asked for after each flush.
+      size_t dropped = 0;
+      if (context != nullptr &&
+          cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS &&
+          dropped > 0)
+        log->add_dropped(dropped);
       CUpti_Activity* a = nullptr;
       for (;;) {
         const CUptiResult r = cuptiActivityGetNextRecord(buffer, valid, &a);
