@@ -242,12 +242,6 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     throw UsageError("--check: compares real gradients, which only --backend " + real +
                      " computes (got --backend " + backend.name + ")");
   }
-  if (plan.data_parallel > 1 && backend.device) {
-    throw UsageError("--stages " + std::to_string(stages) + " on " + std::to_string(world_size) +
-                     " ranks: data-parallel replicas of the " + backend.name +
-                     " backend are not supported yet (its gradients live in device memory; "
-                     "use --backend cpu or timed)");
-  }
   parse_plant(o.plant, stages, backend, plan);
   plan.fault = parse_fault(o.debug_fault, world_size);
   if (!o.memory_budget.empty()) {
