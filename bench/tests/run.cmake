@@ -406,3 +406,56 @@ foreach(dtype fp32 bf16)
   set_tests_properties(run_cuda_check_${dtype} PROPERTIES LABELS gpu TIMEOUT 300
                        SKIP_RETURN_CODE 77 ENVIRONMENT "${PPB_RUN_ENV}")
 endforeach()
+
+# The cuda backend on the CUDA emulator (label emulated; CUDA builds with the
+# emulator, pipeline/exec/cudaemu): this build's own pipebench, its kernels'
+# CPU twins, cuBLAS's semantics, streams and events on the CPU, so that the
+# GPU code paths run on every CI machine. A small model keeps the emulated
+# kernels (a fiber per CUDA thread) quick.
+if(PPB_HAVE_CUDAEMU)
+  set(emu_model "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=64,mbs=2")
+  set(emu_env "${PPB_CUDAEMU_ENV};${PPB_RUN_ENV}")
+  set(emu_run ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
+              --model ${emu_model} -n 1 -w 0)
+  # --check, fp32 (1e-4) and bf16 (5e-2), on one schedule of each way the
+  # backend runs its actions: full backward (1f1b, gpipe, hybrid's
+  # synchronous warm-up), split backward (zb-h1, zb-h2), chunks by loop and
+  # by V placement (interleaved-1f1b, zb-v, dualpipe-v), weight stashing
+  # (pipedream). Every schedule x partition is `run_cuda_check_*` (label gpu).
+  add_test(NAME emulated_run_cuda_check_fp32
+    COMMAND ${emu_run} --schedule 1f1b,gpipe,hybrid,zb-h1,zb-h2,interleaved-1f1b,zb-v,dualpipe-v,pipedream
+            --partition operator --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-fp32)
+  add_test(NAME emulated_run_cuda_check_bf16
+    COMMAND ${emu_run} --dtype bf16 --schedule 1f1b,zb-h2,interleaved-1f1b,pipedream
+            --partition balanced --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-bf16)
+  # 2 stages x 2 replicas: the gradient all-reduce staged from device memory.
+  add_test(NAME emulated_run_cuda_dp
+    COMMAND ${mpirun} 4 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
+            --model ${emu_model} -n 1 -w 0 --stages 2 --schedule 1f1b,zb-h1 --partition operator
+            --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-dp)
+  # A device of 33 MiB: gpipe's 16 micro-batches of activations do not fit
+  # beside cuBLAS's 32 MiB workspace (status oom, exit 0), 1f1b's do, and
+  # the sweep goes on after the failure.
+  add_test(NAME emulated_run_cuda_oom
+    COMMAND bash -c "out=$(\"$@\" 2>&1); code=$?; printf '%s\\n' \"$out\"; [[ $code -eq 0 ]] && grep -Eq '^gpipe +layer +16 +oom' <<<\"$out\" && grep -Eq '^1f1b +layer +16 +ok' <<<\"$out\""
+            emulated_run_cuda_oom ${mpirun} 2 --oversubscribe -x PPB_CUDAEMU_MEMORY
+            $<TARGET_FILE:pipebench> run --backend cuda --model ${emu_model} -n 1 -w 0
+            --schedule gpipe,1f1b --partition layer --microbatches 16
+            --out ${PPB_RUN_OUT}/emulated-oom)
+  # CUPTI cannot subscribe without a driver: one warning, and the run, its
+  # NVTX ranges and its trace go on.
+  add_test(NAME emulated_run_cuda_profile
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120
+            "warning: --profile cupti: off \\(rank 0: cuptiSubscribe" --
+            ${emu_run} --schedule zb-h1 --partition operator --microbatches 4
+            --profile nvtx,cupti --trace --out ${PPB_RUN_OUT}/emulated-profile)
+  # Device-to-device messages through the MPI transports, data checked.
+  add_test(NAME emulated_p2p_device
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120 "data check: 0 wrong byte" --
+            ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> p2p --memory device --max 1MiB)
+  set_tests_properties(emulated_run_cuda_check_fp32 emulated_run_cuda_check_bf16
+    emulated_run_cuda_dp emulated_run_cuda_oom emulated_run_cuda_profile emulated_p2p_device
+    PROPERTIES LABELS emulated TIMEOUT 300 ENVIRONMENT "${emu_env}")
+  set_property(TEST emulated_run_cuda_oom APPEND PROPERTY ENVIRONMENT "PPB_CUDAEMU_MEMORY=33M")
+  add_dependencies(pipebench ppb_cudaemu)
+endif()

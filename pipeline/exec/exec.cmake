@@ -84,3 +84,18 @@ endif()
 #   mpirun -np 8 --oversubscribe ppb_exec_overhead --microbatches 32
 add_executable(ppb_exec_overhead src/tools/exec_overhead.cpp)
 target_link_libraries(ppb_exec_overhead PRIVATE ppb::exec ppb::core ppb::warnings)
+
+# The CUDA emulator, for running this build's cuda backend without a GPU in
+# the tests (cudaemu/cudaemu.cmake). PPB_HAVE_CUDAEMU is set for the tests.
+set(PPB_HAVE_CUDAEMU OFF)
+if(PPB_HAVE_CUDA AND NOT PPB_WITH_CUDAEMU STREQUAL "OFF")
+  find_package(Boost 1.81 CONFIG QUIET COMPONENTS context)
+  if(TARGET Boost::context)
+    include(${CMAKE_CURRENT_SOURCE_DIR}/cudaemu/cudaemu.cmake)
+    set(PPB_HAVE_CUDAEMU ON)
+  elseif(PPB_WITH_CUDAEMU STREQUAL "ON")
+    message(FATAL_ERROR "PPB_WITH_CUDAEMU=ON needs Boost.Context (libboost-context1.81-dev)")
+  endif()
+endif()
+set(PPB_HAVE_CUDAEMU ${PPB_HAVE_CUDAEMU} CACHE INTERNAL "The CUDA emulator is built")
+message(STATUS "pipebench: CUDA emulator ${PPB_HAVE_CUDAEMU}")

@@ -1,0 +1,81 @@
+// The CUDA emulator's internals, shared by its runtime (libcudart.so.13),
+// its cuBLAS (libcublas.so.13) and the CPU twins of the cuda backend's
+// kernels. The emulator runs the very binaries a CUDA build makes on a
+// machine without a GPU: put its folder first on LD_LIBRARY_PATH and the
+// process loads these libraries in place of NVIDIA's. Device memory is host
+// memory the emulator allocates and registers, a stream is a worker thread
+// running its operations in order, an event is a completion mark, and a
+// kernel runs on its stream's worker, block after block, each thread of a
+// block a fiber (Boost.Context) so that __syncthreads() is a real barrier.
+//
+// It checks what a GPU would only fault on, and says so on stderr, naming
+// the call: a device range outside every allocation (copies, memsets, GEMM
+// operands), a kernel argument that is not device-accessible memory, a
+// copy whose kind contradicts its pointers, a __syncthreads() that not
+// every thread of the block reaches, a handle used after it was destroyed.
+// It measures nothing a user should read as a GPU figure: the device it
+// reports is named "pipebench CUDA emulator (CPU)".
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ppb::cudaemu {
+
+/// Where a pointer points, as the emulator's registry knows it.
+enum class Space : uint8_t { kDevice, kPinned, kPageable };
+
+/// The space of the allocation holding p (kPageable when p is in none).
+Space space_of(const void* p);
+/// True when [p, p + bytes) lies inside one allocation of `space` (always
+/// for bytes == 0). With `why`, says otherwise in words.
+bool within(const void* p, size_t bytes, Space space, std::string* why = nullptr);
+
+/// Prints "pipebench CUDA emulator: <what>" on stderr (one line).
+void complain(const std::string& what);
+
+/// Runs `op` on stream s in stream order (s may be a null/legacy stream:
+/// then it runs now, on the caller). cudaErrorInvalidResourceHandle for a
+/// stream that does not exist.
+cudaError_t enqueue(cudaStream_t s, std::function<void()> op);
+
+/// Records `rc` as the calling thread's last error (cudaGetLastError) when
+/// it is not cudaSuccess, and returns it.
+cudaError_t fail(cudaError_t rc);
+
+// --- kernels ---------------------------------------------------------------
+
+/// What a kernel's thread sees as threadIdx, blockIdx, blockDim, gridDim.
+struct ThreadState {
+  uint3 thread_idx{0, 0, 0};
+  uint3 block_idx{0, 0, 0};
+  dim3 block_dim{1, 1, 1};
+  dim3 grid_dim{1, 1, 1};
+};
+/// The running kernel thread's state (the calling OS thread's when none).
+ThreadState& thread_state();
+/// __syncthreads(): suspends this kernel thread until every thread of its
+/// block has reached the barrier.
+void syncthreads();
+
+/// Runs `thread` once per thread of the grid, block after block, on the
+/// calling OS thread. Returns "" or, when a block's threads diverged at a
+/// barrier, why (the block's remaining work is abandoned).
+std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& thread);
+
+/// The CPU twin of one kernel: binds a launch's argument array (copies the
+/// values) into a callable run by every thread; "" in *why, or why the
+/// arguments cannot run (a pointer that is not device-accessible).
+struct Twin {
+  std::string params;  ///< "(float const*, float*, long)": the signature's parameter list
+  std::function<std::function<void()>(void** args, std::string* why)> bind;
+};
+/// Registers the twin of the kernel whose name (without namespaces or
+/// parameters) is `name`, e.g. "ppb_gelu_fwd<float>".
+void register_twin(const std::string& name, Twin twin);
+
+}  // namespace ppb::cudaemu

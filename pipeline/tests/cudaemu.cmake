@@ -1,0 +1,23 @@
+# The CUDA emulator (pipeline/exec/cudaemu), in CUDA builds that have it:
+# its internals (label unit), its runtime and cuBLAS as a CUDA program sees
+# them, and the cuda backend's GPU tests run on it (label emulated: this
+# build's own binaries with the emulator first on LD_LIBRARY_PATH).
+if(PPB_HAVE_CUDAEMU)
+  ppb_add_gtest(cudaemu_grid_test SOURCES cudaemu_grid_test.cpp LIBS ppb_cudaemu_cudart LABELS unit)
+  target_include_directories(cudaemu_grid_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/cudaemu)
+  target_include_directories(cudaemu_grid_test SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+
+  add_executable(cudaemu_api_test cudaemu_api_test.cpp)
+  target_include_directories(cudaemu_api_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
+  target_link_libraries(cudaemu_api_test PRIVATE ppb::exec CUDA::cudart CUDA::cublas GTest::gtest
+                                                 GTest::gtest_main ppb::warnings)
+  add_dependencies(cudaemu_api_test ppb_cudaemu)
+  gtest_discover_tests(cudaemu_api_test DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
+               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+
+  # The cuda backend's math against the cpu model, on the emulator.
+  add_dependencies(ppb_cuda_gpu_test ppb_cudaemu)
+  gtest_discover_tests(ppb_cuda_gpu_test TEST_PREFIX "emulated." DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}")
+endif()

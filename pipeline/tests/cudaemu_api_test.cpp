@@ -1,0 +1,392 @@
+// The CUDA emulator as a CUDA program sees it (label emulated): this binary
+// links NVIDIA's runtime and cuBLAS like any CUDA build, and ctest runs it
+// with the emulator's folder first on LD_LIBRARY_PATH. Stream order and
+// events, the pageable-copy rule, stream-ordered pools, device capacity,
+// cuBLAS's column-major GEMMs (and the backend's row-major Blas on them),
+// and the refusals a GPU would only fault on. Skips, saying why, when the
+// process did not load the emulator.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu/kernel_math.hpp"
+#include "cuda/blas.hpp"
+#include "cuda/kernels.hpp"
+#include "ppb/exec/cuda_device.hpp"
+
+namespace ppb {
+namespace {
+
+constexpr const char* kEmulator = "pipebench CUDA emulator (CPU)";
+
+// A host-side gate a stream waits at (cudaLaunchHostFunc), so that a test
+// decides when the work behind it may run.
+struct Gate {
+  std::atomic<bool> open{false};
+  static void wait(void* self) {
+    auto* g = static_cast<Gate*>(self);
+    while (!g->open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+class CudaEmu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || std::string(prop.name) != kEmulator) {
+      (void)cudaGetLastError();
+      GTEST_SKIP() << "not running on the CUDA emulator (its folder is not first on "
+                      "LD_LIBRARY_PATH)";
+    }
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    if (s_ != nullptr) {
+      EXPECT_EQ(cudaStreamDestroy(s_), cudaSuccess);
+    }
+  }
+  cudaStream_t s_ = nullptr;
+};
+
+TEST_F(CudaEmu, CopiesAreBoundedByTheirAllocationAndMustFitTheirKind) {
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 1000), cudaSuccess);
+  std::vector<char> host(2000, 7);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), 1000, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), 1001, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // Kinds that contradict the pointers.
+  EXPECT_EQ(cudaMemcpy(host.data(), d, 10, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), 10, cudaMemcpyDeviceToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemsetAsync(static_cast<char*>(d) + 900, 0, 101, s_), cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  // cudaMemcpyDefault infers the direction.
+  std::vector<char> back(1000, 0);
+  EXPECT_EQ(cudaMemcpy(back.data(), d, 1000, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(back, std::vector<char>(1000, 7));
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFree(host.data()), cudaErrorInvalidValue);  // not device memory
+  (void)cudaGetLastError();
+}
+
+TEST_F(CudaEmu, APageableSourceIsTakenAtTheCallAPinnedOneWhenTheCopyRuns) {
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 2 * sizeof(float)), cudaSuccess);
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, sizeof(float), cudaHostAllocDefault), cudaSuccess);
+  Gate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(s_, &Gate::wait, &gate), cudaSuccess);
+  float pageable = 1.0f;
+  *pinned = 1.0f;
+  ASSERT_EQ(cudaMemcpyAsync(d, &pageable, sizeof(float), cudaMemcpyHostToDevice, s_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d + 1, pinned, sizeof(float), cudaMemcpyHostToDevice, s_), cudaSuccess);
+  pageable = 2.0f;  // after the call: the staged value stands
+  *pinned = 2.0f;   // before the copy ran: the copy reads this
+  EXPECT_EQ(cudaStreamQuery(s_), cudaErrorNotReady);
+  gate.open = true;
+  float out[2] = {};
+  ASSERT_EQ(cudaMemcpyAsync(out, d, sizeof out, cudaMemcpyDeviceToHost, s_), cudaSuccess);
+  // Into pageable memory the call returned once the copy was done.
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+}
+
+TEST_F(CudaEmu, AnEventOrdersAnotherStreamAndTimesTheWorkBetweenTwo) {
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t start = nullptr;
+  cudaEvent_t end = nullptr;
+  cudaEvent_t untimed = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(int)), cudaSuccess);
+  Gate gate;
+  ASSERT_EQ(cudaEventRecord(start, s_), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(s_, &Gate::wait, &gate), cudaSuccess);
+  const int value = 42;
+  ASSERT_EQ(cudaMemcpyAsync(d, &value, sizeof value, cudaMemcpyHostToDevice, s_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, s_), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(untimed, s_), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(other, end, 0), cudaSuccess);
+  int out = 0;
+  int* pinned_out = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned_out, sizeof(int), cudaHostAllocDefault), cudaSuccess);
+  *pinned_out = 0;
+  ASSERT_EQ(cudaMemcpyAsync(pinned_out, d, sizeof(int), cudaMemcpyDeviceToHost, other),
+            cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(end), cudaErrorNotReady);
+  EXPECT_EQ(cudaStreamQuery(other), cudaErrorNotReady);  // held by the event
+  float ms = 0;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaErrorNotReady);
+  // The gate opens 30 ms after `start` completed: the two events are apart
+  // by at least that, however late the stream's thread ran.
+  while (cudaEventQuery(start) == cudaErrorNotReady) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  gate.open = true;
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  out = *pinned_out;
+  EXPECT_EQ(out, 42);  // the copy on `other` ran after the one it waited for
+  ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
+  ASSERT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  EXPECT_GE(ms, 30.0f);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, untimed), cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  for (cudaEvent_t e : {start, end, untimed}) EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned_out), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(other), cudaSuccess);
+}
+
+uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
+  uint64_t v = 0;
+  EXPECT_EQ(cudaMemPoolGetAttribute(pool, attr, &v), cudaSuccess);
+  return v;
+}
+
+TEST_F(CudaEmu, APoolCountsItsUseInStreamOrder) {
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(cudaMallocFromPoolAsync(&a, 1000, pool, s_), cudaSuccess);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 3000, pool, s_), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 4000u);
+  Gate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(s_, &Gate::wait, &gate), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(a, s_), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(b, s_), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 4000u);  // the frees wait
+  gate.open = true;
+  ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemCurrent), 0u);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 4000u);
+  uint64_t zero = 0;
+  ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), cudaSuccess);
+  EXPECT_EQ(pool_attr(pool, cudaMemPoolAttrUsedMemHigh), 0u);  // restarts at the current use
+  uint64_t nonzero = 5;
+  EXPECT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &nonzero),
+            cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
+}
+
+TEST_F(CudaEmu, DeviceMemoryRunsOutAtTheDevicesCapacity) {
+  // PPB_CUDAEMU_MEMORY sets the capacity (emulated_run_cuda_oom uses it).
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  size_t free_bytes = 0;
+  size_t total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+  EXPECT_EQ(total, prop.totalGlobalMem);
+  void* big = nullptr;
+  EXPECT_EQ(cudaMalloc(&big, free_bytes + 1), cudaErrorMemoryAllocation);
+  (void)cudaGetLastError();
+  ASSERT_EQ(cudaMalloc(&big, size_t{100} << 20), cudaSuccess);
+  size_t after = 0;
+  ASSERT_EQ(cudaMemGetInfo(&after, &total), cudaSuccess);
+  EXPECT_EQ(free_bytes - after, size_t{100} << 20);
+  EXPECT_EQ(cudaFree(big), cudaSuccess);
+}
+
+// C (column-major, m x n, ldc) = alpha op(A) op(B) + beta C, in double.
+std::vector<double> reference_gemm(bool ta, bool tb, int m, int n, int k, float alpha,
+                                   const std::vector<float>& a, int lda,
+                                   const std::vector<float>& b, int ldb, float beta,
+                                   const std::vector<float>& c, int ldc) {
+  std::vector<double> out(c.begin(), c.end());
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      double sum = 0;
+      for (int p = 0; p < k; ++p) {
+        const double x = ta ? a[size_t(i) * lda + p] : a[size_t(p) * lda + i];
+        const double y = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
+        sum += x * y;
+      }
+      out[size_t(j) * ldc + i] = alpha * sum + beta * c[size_t(j) * ldc + i];
+    }
+  }
+  return out;
+}
+
+template <class T>
+T* upload(const std::vector<float>& v) {
+  std::vector<T> host(v.size());
+  for (size_t i = 0; i < v.size(); ++i) host[i] = static_cast<T>(v[i]);
+  T* d = nullptr;
+  EXPECT_EQ(cudaMalloc(&d, host.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  return d;
+}
+
+std::vector<float> pattern(size_t n, int seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7 + seed * 13) % 17) / 8 - 1;
+  return v;
+}
+
+TEST_F(CudaEmu, CublasGemmExIsColumnMajorWithEachTransposeAndLeadingDimension) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(h, s_), CUBLAS_STATUS_SUCCESS);
+  const int m = 5;
+  const int n = 3;
+  const int k = 4;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (bool bf16 : {false, true}) {
+        // Padded leading dimensions: 2 more than the stored rows.
+        const int lda = (ta ? k : m) + 2;
+        const int ldb = (tb ? n : k) + 2;
+        const int ldc = m + 1;
+        const auto a = pattern(size_t(lda) * (ta ? m : k), 1);
+        const auto b = pattern(size_t(ldb) * (tb ? k : n), 2);
+        const auto c = pattern(size_t(ldc) * n, 3);
+        const float alpha = 0.5f;
+        const float beta = -2.0f;
+        const auto want = reference_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        const cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+        void* da = bf16 ? static_cast<void*>(upload<__nv_bfloat16>(a)) : upload<float>(a);
+        void* db = bf16 ? static_cast<void*>(upload<__nv_bfloat16>(b)) : upload<float>(b);
+        float* dc = upload<float>(c);
+        ASSERT_EQ(cublasGemmEx(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m,
+                               n, k, &alpha, da, t, lda, db, t, ldb, &beta, dc, CUDA_R_32F, ldc,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  CUBLAS_STATUS_SUCCESS);
+        std::vector<float> got(c.size());
+        ASSERT_EQ(cudaMemcpyAsync(got.data(), dc, got.size() * 4, cudaMemcpyDeviceToHost, s_),
+                  cudaSuccess);
+        for (size_t i = 0; i < got.size(); ++i) {
+          // The pattern's values are exact in bf16; the padding row is untouched.
+          EXPECT_NEAR(got[i], want[i], 1e-5) << "ta " << ta << " tb " << tb << " at " << i;
+        }
+        for (void* p : {da, db, static_cast<void*>(dc)}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+      }
+    }
+  }
+  EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_F(CudaEmu, CublasRefusesOperandsPastTheirAllocationAndUnsupportedTypes) {
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  const float one = 1.0f;
+  float* a = upload<float>(pattern(4 * 4, 1));
+  float* small = upload<float>(pattern(4 * 3, 2));  // one column short of 4 x 4
+  float* c = upload<float>(pattern(4 * 4, 3));
+  EXPECT_EQ(
+      cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a, CUDA_R_32F, 4, small, CUDA_R_32F,
+                   4, &one, c, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(
+      cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 3, 4, &one, a, CUDA_R_32F, 3, a, CUDA_R_32F, 4,
+                   &one, c, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_INVALID_VALUE);  // lda 3 < m 4
+  EXPECT_EQ(
+      cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a, CUDA_R_32F, 4, a, CUDA_R_32F, 4,
+                   &one, c, CUDA_R_16BF, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_NOT_SUPPORTED);  // fp32 inputs into bf16
+  // Batched: the third matrix of A runs past its allocation.
+  EXPECT_EQ(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, a, CUDA_R_32F, 2,
+                                       8, a, CUDA_R_32F, 2, 0, &one, c, CUDA_R_32F, 2, 4, 3,
+                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            CUBLAS_STATUS_INVALID_VALUE);
+  for (float* p : {a, small, c}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+  EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_F(CudaEmu, TheBackendsRowMajorGemmIsTheRowMajorProduct) {
+  // cuda::Blas swaps operands for cuBLAS's column-major view; check it
+  // against the row-major definition (a row-major X is a column-major X^T).
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, 1 << 20), cudaSuccess);
+  {
+    cuda::Blas blas(s_, ws, 1 << 20);
+    const int m = 3;
+    const int n = 4;
+    const int k = 5;
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const auto a = pattern(size_t(m) * k, 4);  // A [m,k] or, transposed, [k,m]
+        const auto b = pattern(size_t(k) * n, 5);
+        const std::vector<float> c(size_t(m) * n, 0.0f);
+        const int lda = ta ? m : k;
+        const int ldb = tb ? k : n;
+        // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+        const auto want = reference_gemm(tb, ta, n, m, k, 1.0f, b, ldb, a, lda, 0.0f, c, n);
+        float* da = upload<float>(a);
+        float* db = upload<float>(b);
+        float* dc = upload<float>(c);
+        blas.gemm(ta, tb, m, n, k, 1.0f, {da, lda}, {db, ldb}, cuda::Dtype::kFp32, 0.0f, dc, n,
+                  cuda::Dtype::kFp32);
+        std::vector<float> got(c.size());
+        ASSERT_EQ(cudaMemcpyAsync(got.data(), dc, got.size() * 4, cudaMemcpyDeviceToHost, s_),
+                  cudaSuccess);
+        for (int i = 0; i < m; ++i) {
+          for (int j = 0; j < n; ++j) {
+            double direct = 0;  // straight from the row-major definition
+            for (int p = 0; p < k; ++p) {
+              direct += double(ta ? a[size_t(p) * m + i] : a[size_t(i) * k + p]) *
+                        (tb ? b[size_t(j) * k + p] : b[size_t(p) * n + j]);
+            }
+            EXPECT_NEAR(got[size_t(i) * n + j], direct, 1e-5);
+            EXPECT_NEAR(want[size_t(i) * n + j], direct, 1e-9);
+          }
+        }
+        for (float* p : {da, db, dc}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+      }
+    }
+  }
+  EXPECT_EQ(cudaFree(ws), cudaSuccess);
+}
+
+TEST_F(CudaEmu, AKernelComputesWhatItsSourceSays) {
+  // gelu through the backend's launcher: nvcc's host stub, the emulator's
+  // launch, the kernel's CPU twin; against the shared element math.
+  const int n = 1000;
+  std::vector<float> x(n);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(i - 500) / 100;
+  float* dx = upload<float>(x);
+  float* dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dy, n * sizeof(float)), cudaSuccess);
+  cuda::gelu_fwd(cuda::Dtype::kFp32, dx, dy, n, s_);
+  std::vector<float> y(n);
+  ASSERT_EQ(cudaMemcpyAsync(y.data(), dy, n * 4, cudaMemcpyDeviceToHost, s_), cudaSuccess);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(y[i], kmath::gelu(x[i])) << i;
+  EXPECT_EQ(cudaFree(dx), cudaSuccess);
+  EXPECT_EQ(cudaFree(dy), cudaSuccess);
+}
+
+TEST_F(CudaEmu, AKernelGivenPageableHostMemoryEndsTheJobNamingTheArgument) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> host(64, 1.0f);
+  EXPECT_DEATH(
+      {
+        float* dy = nullptr;
+        PPB_CUDA_CHECK(cudaMalloc(&dy, 64 * sizeof(float)));
+        cuda::gelu_fwd(cuda::Dtype::kFp32, host.data(), dy, 64, s_);
+      },
+      "launch of void ppb::cuda::device::ppb_gelu_fwd<float>.*argument 0 .* is host memory a "
+      "kernel cannot reach");
+}
+
+}  // namespace
+}  // namespace ppb
