@@ -275,6 +275,7 @@ void run_plan(const PlanCommandOptions& opt) {
     throw UsageError("--dtype: expected fp32 or bf16, got '" + opt.dtype + "'");
   o.model.bytes_per_element = opt.dtype == "bf16" ? 2 : 4;
   o.memory.element_bytes = o.model.bytes_per_element;
+  o.memory.resident_bytes = backend_resident_bytes("cuda");  // the GPUs run the cuda backend
   o.memory_guard = opt.memory_guard;
   o.top = opt.top;
   std::optional<Calibration> cal;

@@ -81,6 +81,27 @@ TEST(MemoryModel, InFlightPeaksOfTheStandardSchedules) {
       2 * act);
 }
 
+// A backend's resident memory (the cuda backend's cuBLAS workspace) adds to
+// every stage's bound and expected peak, and to nothing else.
+TEST(MemoryModel, ResidentBytesAddToEveryStagesPeak) {
+  EXPECT_EQ(backend_resident_bytes("cuda"), int64_t{32} << 20);
+  EXPECT_EQ(backend_resident_bytes("cpu"), 0);
+  EXPECT_EQ(backend_resident_bytes("timed"), 0);
+  const Schedule s = make("1f1b", 4, 8);
+  const StageCosts c = sized_costs(4, 1, 1000, 300, 50);
+  MemoryModelOptions with;
+  with.resident_bytes = 12345;
+  const std::vector<PredictedMemory> base = predict_memory(s, c, {});
+  const std::vector<PredictedMemory> more = predict_memory(s, c, with);
+  for (size_t i = 0; i < base.size(); ++i) {
+    EXPECT_EQ(more[i].resident, 12345);
+    EXPECT_EQ(more[i].peak_bytes - base[i].peak_bytes, 12345) << "stage " << i;
+    EXPECT_EQ(more[i].expected_peak_bytes - base[i].expected_peak_bytes, 12345) << "stage " << i;
+    EXPECT_EQ(more[i].activations, base[i].activations);
+    EXPECT_EQ(more[i].state.total(), base[i].state.total());
+  }
+}
+
 // Activations stay until the W of a split backward: a hand-built list.
 TEST(MemoryModel, ActivationsStayUntilTheWeightGradient) {
   Schedule s;

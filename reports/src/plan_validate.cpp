@@ -353,6 +353,7 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
   const SimResult sim = simulate(r.schedule, costs);
   MemoryModelOptions mo;
   mo.element_bytes = r.spec.bytes_per_element;
+  mo.resident_bytes = backend_resident_bytes(c.backend);
   const std::vector<PredictedMemory> mem = predict_memory(r.schedule, r.costs, mo);
   ValidationRow row;
   row.source = e.source;

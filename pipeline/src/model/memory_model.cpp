@@ -297,10 +297,16 @@ std::vector<PredictedMemory> predict_memory(const Schedule& schedule, const Stag
     m.workspace = peaks.workspace;
     m.comm_buffers = comm_buffer_bytes(plan, s, options) + allreduce;
     m.expected_comm_buffers = expected_comm_buffer_bytes(schedule, plan, s, options) + allreduce;
-    m.peak_bytes = m.state.total() + peaks.with_workspace + m.comm_buffers;
-    m.expected_peak_bytes = m.state.total() + peaks.with_workspace + m.expected_comm_buffers;
+    m.resident = options.resident_bytes;
+    m.peak_bytes = m.state.total() + peaks.with_workspace + m.resident + m.comm_buffers;
+    m.expected_peak_bytes =
+        m.state.total() + peaks.with_workspace + m.resident + m.expected_comm_buffers;
   }
   return out;
+}
+
+int64_t backend_resident_bytes(std::string_view backend) {
+  return backend == "cuda" ? kCudaBlasWorkspaceBytes : 0;
 }
 
 int worst_stage(const std::vector<PredictedMemory>& stages) {

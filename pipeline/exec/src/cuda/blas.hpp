@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/kernels.hpp"
+#include "ppb/pipeline/memory_model.hpp"
 
 namespace ppb::cuda {
 
@@ -25,9 +26,9 @@ inline const void* offset(const void* p, Dtype dt, int64_t elements) {
   return static_cast<const char*>(p) + elements * dtype_bytes(dt);
 }
 
-/// The workspace the backend gives cuBLAS: cuBLAS's recommended size on
-/// Hopper (4 MiB suffice before it).
-inline constexpr int64_t kBlasWorkspaceBytes = int64_t{32} << 20;
+/// The workspace the backend gives cuBLAS (the memory model counts it as
+/// the backend's resident bytes).
+inline constexpr int64_t kBlasWorkspaceBytes = kCudaBlasWorkspaceBytes;
 
 /// One operand of a GEMM: where it starts, its row-major leading dimension,
 /// and (batched) the element stride between consecutive matrices.

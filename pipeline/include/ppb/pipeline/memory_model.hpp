@@ -99,7 +99,19 @@ struct MemoryModelOptions {
   /// with data_parallel > 1; 0 = in place on the gradients (MPI_IN_PLACE,
   /// a contiguous gradient buffer as Megatron-LM keeps it).
   int64_t allreduce_buffer_bytes = 0;
+  /// Bytes the backend holds for its whole life beside the model, on every
+  /// stage (backend_resident_bytes: the cuda backend's cuBLAS workspace).
+  int64_t resident_bytes = 0;
 };
+
+/// The cuBLAS workspace the cuda backend gives its handle (cuBLAS's
+/// recommended size on Hopper; 4 MiB suffice before it).
+inline constexpr int64_t kCudaBlasWorkspaceBytes = int64_t{32} << 20;
+
+/// What `backend` ("cpu", "timed", "cuda") holds on each stage beside the
+/// model for as long as it lives (MemoryModelOptions::resident_bytes):
+/// kCudaBlasWorkspaceBytes for cuda, 0 for the others.
+int64_t backend_resident_bytes(std::string_view backend);
 
 /// Parameters, gradients and optimizer state of `param_bytes` of parameters
 /// (in the model's element width).
@@ -180,6 +192,8 @@ struct PredictedMemory {
   int64_t weight_stash = 0;  ///< the category's own peak
   /// The most workspace an action holds on top of its activation peak.
   int64_t workspace = 0;
+  /// What the backend holds throughout (MemoryModelOptions::resident_bytes).
+  int64_t resident = 0;
   /// The pool's bound: what the executor can hold however late messages go.
   int64_t comm_buffers = 0;
   /// The pool as the executor typically holds it (inputs in time, sends
@@ -187,7 +201,7 @@ struct PredictedMemory {
   int64_t expected_comm_buffers = 0;
   int peak_inflight = 0;
   /// state.total() + the peak of activations, stash and workspace together
-  /// + comm_buffers: the bound a budget is held to.
+  /// + resident + comm_buffers: the bound a budget is held to.
   int64_t peak_bytes = 0;
   /// The same with expected_comm_buffers: the figure to compare with a run.
   int64_t expected_peak_bytes = 0;
