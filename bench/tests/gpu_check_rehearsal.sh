@@ -1,27 +1,60 @@
 #!/usr/bin/env bash
-# ci/gpu-check rehearsed where there is no GPU: the same script with the cpu
-# backend standing in (PPB_GPU_CHECK_BACKEND=cpu) on this build tree, two
-# schedules. Its steps must run and report as on a GPU machine: the gpu
-# tests, sweeps on 2 and 4 ranks with --check, --profile nvtx,cupti and
-# --trace, the memory step and 2 stages x 2 replicas PASS with their figures; the device-only
-# steps (gemm, cupti cost, p2p, nccl, sanitizer) SKIP saying why; nothing FAILs; PPB_GPU_CHECK_ARCHIVE packs the
-# summary and the logs into one file.
-# usage: gpu_check_rehearsal.sh BUILD_DIR
+# ci/gpu-check rehearsed where there is no GPU, on this build tree, two
+# schedules, in one of two modes:
+#   cpu       the cpu backend stands in (PPB_GPU_CHECK_BACKEND=cpu): the
+#             script's steps, figures, skips and archive. The gpu tests,
+#             sweeps on 2 and 4 ranks with --check, --profile nvtx,cupti and
+#             --trace, the memory step and 2 stages x 2 replicas PASS with
+#             their figures; the device-only steps (gemm, cupti cost, p2p,
+#             nccl, sanitizer) SKIP saying why; nothing FAILs;
+#             PPB_GPU_CHECK_ARCHIVE packs the summary and the logs.
+#   emulated  the cuda backend itself on the CUDA emulator
+#             (PPB_GPU_CHECK_EMULATED=BUILD_DIR/cudaemu, a small model): the
+#             sweeps, memory, dp and p2p 2rank steps PASS as they would on a
+#             GPU and name the emulator as the device; the steps that need
+#             NVIDIA's own libraries SKIP saying why.
+# usage: gpu_check_rehearsal.sh BUILD_DIR [cpu|emulated]
 set -uo pipefail
 build=$(cd "$1" && pwd)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-OUT=$tmp/out PPB_GPU_CHECK_BUILD=$build PPB_GPU_CHECK_BACKEND=cpu PPB_GPU_CHECK_SCHEDULES=1f1b,zb-v \
-  PPB_GPU_CHECK_ARCHIVE=$tmp/gpu-check.tar.gz bash "$root/ci/gpu-check" >"$tmp/log" 2>&1
-rc=$?
+mode=${2:-cpu}
 summary=$tmp/out/gpu-check.txt
-[[ -f $summary ]] || { cat "$tmp/log"; fail "no summary $summary"; }
-cat "$summary"
-((rc == 0)) || fail "ci/gpu-check exited $rc"
-! grep -q '^FAIL' "$summary" || fail "a step failed"
-grep -q '^RESULT: passed' "$summary" || fail "no passing RESULT line"
+run_check() {
+  OUT=$tmp/out PPB_GPU_CHECK_BUILD=$build PPB_GPU_CHECK_SCHEDULES=1f1b,zb-v \
+    PPB_GPU_CHECK_ARCHIVE=$tmp/gpu-check.tar.gz "$@" bash "$root/ci/gpu-check" >"$tmp/log" 2>&1
+  rc=$?
+  [[ -f $summary ]] || { cat "$tmp/log"; fail "no summary $summary"; }
+  cat "$summary"
+  ((rc == 0)) || fail "ci/gpu-check exited $rc"
+  ! grep -q '^FAIL' "$summary" || fail "a step failed"
+  grep -q '^RESULT: passed' "$summary" || fail "no passing RESULT line"
+}
+
+if [[ $mode == emulated ]]; then
+  run_check env PPB_GPU_CHECK_EMULATED="$build/cudaemu" \
+    PPB_GPU_CHECK_MODEL=gpt:layers=4,hidden=32,heads=2,seq=16,vocab=64,mbs=2
+  for step in 'sweep P=2' 'sweep P=4' 'memory' 'dp' 'p2p 2rank'; do
+    grep -q "^PASS  $step" "$summary" || fail "step '$step' did not pass"
+  done
+  # Every combination that can run on the model ran and passed its check, on
+  # the emulated device, not the cpu backend.
+  for P in 2 4; do
+    grep -Eq "^PASS  sweep P=$P .* 0 not ok; check ([1-9][0-9]*)/\1 passed.*on pipebench CUDA emulator \(CPU\)" \
+      "$summary" || fail "sweep P=$P: not every run checked on the emulator"
+  done
+  grep -Eq '^PASS  dp .*2 ok, 0 not ok; check 2/2 passed' "$summary" || fail "dp: not 2 checked runs"
+  grep -Eq '^PASS  p2p 2rank .*; 0 wrong$' "$summary" || fail "p2p 2rank: wrong bytes"
+  for step in 'gpu tests' 'gemm' 'cupti cost' 'p2p 1rank' 'nccl' 'sanitizer'; do
+    grep -q "^SKIP  $step .*[a-z]" "$summary" || fail "step '$step' did not skip with a reason"
+  done
+  echo "gpu-check on the emulator: passed"
+  exit 0
+fi
+
+run_check env PPB_GPU_CHECK_BACKEND=cpu
 for step in 'gpu tests' 'sweep P=2' 'sweep P=4' 'memory' 'dp'; do
   grep -q "^PASS  $step" "$summary" || fail "step '$step' did not pass"
 done

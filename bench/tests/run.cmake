@@ -453,9 +453,12 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_p2p_device
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120 "data check: 0 wrong byte" --
             ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> p2p --memory device --max 1MiB)
+  # ci/gpu-check's cuda steps themselves, on the emulator.
+  add_test(NAME gpu_check_emulated
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.sh ${CMAKE_BINARY_DIR} emulated)
   set_tests_properties(emulated_run_cuda_check_fp32 emulated_run_cuda_check_bf16
     emulated_run_cuda_dp emulated_run_cuda_oom emulated_run_cuda_profile emulated_p2p_device
-    PROPERTIES LABELS emulated TIMEOUT 300 ENVIRONMENT "${emu_env}")
+    gpu_check_emulated PROPERTIES LABELS emulated TIMEOUT 300 ENVIRONMENT "${emu_env}")
   set_property(TEST emulated_run_cuda_oom APPEND PROPERTY ENVIRONMENT "PPB_CUDAEMU_MEMORY=33M")
   add_dependencies(pipebench ppb_cudaemu)
 endif()
