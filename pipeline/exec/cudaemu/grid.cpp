@@ -3,6 +3,7 @@
 // reaching __syncthreads() yields and the block resumes past the barrier
 // only once every thread has reached it. The fibers of a block size are
 // made once per OS thread and reused for every block and launch.
+#include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
 #include <memory>
@@ -20,84 +21,110 @@ namespace ctx = boost::context;
 // A kernel thread's stack: the kernels keep a few scalars there.
 constexpr size_t kStackBytes = size_t{64} << 10;
 
-enum class State : uint8_t { kIdle, kRunning, kAtBarrier, kDone };
+enum class State : uint8_t { kRunning, kAtBarrier, kDone };
 
+// The threads of one block shape, as fibers that hand over to each other
+// directly: a thread reaching the barrier (or its end) resumes the next
+// thread still running, and the last one resumes the scheduler, one switch
+// per thread and barrier. slots_[i] holds the suspended fiber i, slots_[n]
+// the suspended scheduler; whoever regains control stores the continuation
+// of the context that resumed it (prev_) in that context's slot.
 class Block {
  public:
-  explicit Block(unsigned threads) : fibers_(threads), sinks_(threads), state_(threads) {
-    for (unsigned i = 0; i < threads; ++i) {
-      fibers_[i] = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(kStackBytes),
-                              [this, i](ctx::fiber&& sink) { return main(i, std::move(sink)); });
+  explicit Block(dim3 dim)
+      : dim_(dim),
+        slots_(dim.x * dim.y * dim.z + 1),
+        state_(dim.x * dim.y * dim.z, State::kDone),
+        idx_(dim.x * dim.y * dim.z) {
+    for (unsigned i = 0; i < n(); ++i) {
+      idx_[i] = {i % dim.x, (i / dim.x) % dim.y, i / (dim.x * dim.y)};
+      slots_[i] = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(kStackBytes),
+                             [this, i](ctx::fiber&& from) { return main(i, std::move(from)); });
     }
   }
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
   ~Block() {
     quit_ = true;
-    // Idle fibers wait at the end of main's loop: let each return. Fibers
-    // abandoned at a barrier are unwound by their destructors.
-    for (unsigned i = 0; i < fibers_.size(); ++i) {
-      if (fibers_[i] && state_[i] != State::kAtBarrier) fibers_[i] = std::move(fibers_[i]).resume();
+    // Finished (or never started) fibers return from main when resumed;
+    // those abandoned at a barrier are unwound by their slots' destructors.
+    for (unsigned i = 0; i < n(); ++i) {
+      if (slots_[i] && state_[i] != State::kAtBarrier) {
+        prev_ = n();
+        ctx::fiber back = std::move(slots_[i]).resume();
+      }
     }
   }
 
-  unsigned size() const { return static_cast<unsigned>(fibers_.size()); }
+  bool fits(dim3 dim) const { return dim.x == dim_.x && dim.y == dim_.y && dim.z == dim_.z; }
 
   // One block of `thread`; "" or why its threads diverged at a barrier.
   std::string run(const std::function<void()>& thread, ThreadState& ts) {
     body_ = &thread;
-    const dim3 dim = ts.block_dim;
-    for (auto& s : state_) s = State::kRunning;
+    ts_ = &ts;
+    std::fill(state_.begin(), state_.end(), State::kRunning);
     for (;;) {
-      unsigned at_barrier = 0;
-      unsigned done = 0;
-      for (unsigned i = 0; i < size(); ++i) {
-        if (state_[i] == State::kDone) {
-          ++done;
-          continue;
-        }
-        state_[i] = State::kRunning;
-        current_ = i;
-        ts.thread_idx = {i % dim.x, (i / dim.x) % dim.y, i / (dim.x * dim.y)};
-        fibers_[i] = std::move(fibers_[i]).resume();
-        if (state_[i] == State::kAtBarrier) ++at_barrier;
-        if (state_[i] == State::kDone) ++done;
-      }
-      if (done == size()) return {};
+      // One pass: every running thread up to its next barrier or its end.
+      const unsigned first = next_live(0);
+      prev_ = n();
+      enter(first);
+      ctx::fiber back = std::move(slots_[first]).resume();
+      slots_[prev_] = std::move(back);
+      const auto done =
+          static_cast<unsigned>(std::count(state_.begin(), state_.end(), State::kDone));
+      if (done == n()) return {};
       if (done > 0) {
-        return std::to_string(at_barrier) + " of the block's " + std::to_string(size()) +
+        return std::to_string(n() - done) + " of the block's " + std::to_string(n()) +
                " threads wait at a __syncthreads() that " + std::to_string(done) +
                " threads never reach (they returned)";
       }
+      std::fill(state_.begin(), state_.end(), State::kRunning);  // all met: go on
     }
   }
 
-  // From the running fiber: wait at the barrier.
+  // From the running thread: wait at the barrier.
   void barrier() {
     const unsigned i = current_;
     state_[i] = State::kAtBarrier;
-    ctx::fiber& sink = *sinks_[i];
-    sink = std::move(sink).resume();
+    switch_to(i, next_live(i + 1));
   }
 
  private:
-  ctx::fiber main(unsigned i, ctx::fiber&& sink) {
+  unsigned n() const { return static_cast<unsigned>(state_.size()); }
+  // The first thread from `i` on still running this pass; n() (the
+  // scheduler) when none is.
+  unsigned next_live(unsigned i) const {
+    while (i < n() && state_[i] == State::kDone) ++i;
+    return i;
+  }
+  void enter(unsigned i) {
+    current_ = i;
+    ts_->thread_idx = idx_[i];
+  }
+  void switch_to(unsigned self, unsigned target) {
+    prev_ = self;
+    if (target < n()) enter(target);
+    ctx::fiber back = std::move(slots_[target]).resume();
+    slots_[prev_] = std::move(back);
+  }
+  ctx::fiber main(unsigned i, ctx::fiber&& from) {
+    slots_[prev_] = std::move(from);
     for (;;) {
-      sinks_[i] = &sink;
-      if (quit_) return std::move(sink);
+      if (quit_) return std::move(slots_[n()]);
       (*body_)();
       state_[i] = State::kDone;
-      sink = std::move(sink).resume();
-      sinks_[i] = &sink;
-      if (quit_) return std::move(sink);
+      switch_to(i, next_live(i + 1));
     }
   }
 
-  std::vector<ctx::fiber> fibers_;
-  std::vector<ctx::fiber*> sinks_;
+  dim3 dim_;
+  std::vector<ctx::fiber> slots_;
   std::vector<State> state_;
+  std::vector<uint3> idx_;
   const std::function<void()>* body_ = nullptr;
+  ThreadState* ts_ = nullptr;
   unsigned current_ = 0;
+  unsigned prev_ = 0;
   bool quit_ = false;
 };
 
@@ -118,8 +145,7 @@ void syncthreads() {
 }
 
 std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& thread) {
-  const unsigned threads = block.x * block.y * block.z;
-  if (!t_cached || t_cached->size() != threads) t_cached = std::make_unique<Block>(threads);
+  if (!t_cached || !t_cached->fits(block)) t_cached = std::make_unique<Block>(block);
   ThreadState& ts = t_state;
   ts.block_dim = block;
   ts.grid_dim = grid;
