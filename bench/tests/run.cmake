@@ -428,11 +428,6 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_run_cuda_check_bf16
     COMMAND ${emu_run} --dtype bf16 --schedule 1f1b,zb-h2,interleaved-1f1b,pipedream
             --partition balanced --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-bf16)
-  # 2 stages x 2 replicas: the gradient all-reduce staged from device memory.
-  add_test(NAME emulated_run_cuda_dp
-    COMMAND ${mpirun} 4 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
-            --model ${emu_model} -n 1 -w 0 --stages 2 --schedule 1f1b,zb-h1 --partition operator
-            --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-dp)
   # A device of 33 MiB: gpipe's 16 micro-batches of activations do not fit
   # beside cuBLAS's 32 MiB workspace (status oom, exit 0), 1f1b's do, and
   # the sweep goes on after the failure.
@@ -453,11 +448,13 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_p2p_device
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120 "data check: 0 wrong byte" --
             ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> p2p --memory device --max 1MiB)
-  # ci/gpu-check's cuda steps themselves, on the emulator.
+  # ci/gpu-check's cuda steps themselves, on the emulator: sweeps on 2 and 4
+  # ranks, the memory model against their peaks, 2 stages x 2 replicas (the
+  # gradient all-reduce staged from device memory), p2p on device buffers.
   add_test(NAME gpu_check_emulated
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.sh ${CMAKE_BINARY_DIR} emulated)
   set_tests_properties(emulated_run_cuda_check_fp32 emulated_run_cuda_check_bf16
-    emulated_run_cuda_dp emulated_run_cuda_oom emulated_run_cuda_profile emulated_p2p_device
+    emulated_run_cuda_oom emulated_run_cuda_profile emulated_p2p_device
     gpu_check_emulated PROPERTIES LABELS emulated TIMEOUT 300 ENVIRONMENT "${emu_env}")
   set_property(TEST emulated_run_cuda_oom APPEND PROPERTY ENVIRONMENT "PPB_CUDAEMU_MEMORY=33M")
   add_dependencies(pipebench ppb_cudaemu)
