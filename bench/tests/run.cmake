@@ -448,6 +448,11 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_p2p_device
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120 "data check: 0 wrong byte" --
             ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> p2p --memory device --max 1MiB)
+  # A mistyped emulator variable ends the process naming it (exit 2).
+  add_test(NAME emulated_bad_variable
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 2 20
+            "pipebench CUDA emulator: PPB_CUDAEMU_MEMORY: expected a whole number of bytes" --
+            $<TARGET_FILE:pipebench> list)
   # ci/gpu-check's cuda steps themselves, on the emulator: sweeps on 2 and 4
   # ranks, the memory model against their peaks, 2 stages x 2 replicas (the
   # gradient all-reduce staged from device memory), p2p on device buffers.
@@ -457,5 +462,7 @@ if(PPB_HAVE_CUDAEMU)
     emulated_run_cuda_oom emulated_run_cuda_profile emulated_p2p_device
     gpu_check_emulated PROPERTIES LABELS emulated TIMEOUT 300 ENVIRONMENT "${emu_env}")
   set_property(TEST emulated_run_cuda_oom APPEND PROPERTY ENVIRONMENT "PPB_CUDAEMU_MEMORY=33M")
+  set_tests_properties(emulated_bad_variable PROPERTIES LABELS emulated TIMEOUT 30
+                       ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_MEMORY=12Q")
   add_dependencies(pipebench ppb_cudaemu)
 endif()

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -41,14 +42,26 @@ std::string hex(const void* p) {
   return text;
 }
 
-size_t parse_bytes(const char* text, size_t fallback) {
+// An emulator variable's value: a whole number with an optional K, M or G
+// suffix (binary), or `fallback` when unset. A value that is not one ends the
+// process (exit 2) naming the variable: a mistyped capacity must not
+// silently become another device.
+size_t env_count(const char* name, size_t fallback, bool suffixes) {
+  const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
+  errno = 0;
   const unsigned long long v = std::strtoull(text, &end, 10);
   size_t scale = 1;
-  if (*end == 'K' || *end == 'k') scale = size_t{1} << 10;
-  if (*end == 'M' || *end == 'm') scale = size_t{1} << 20;
-  if (*end == 'G' || *end == 'g') scale = size_t{1} << 30;
+  if (suffixes && (*end == 'K' || *end == 'M' || *end == 'G')) {
+    scale = size_t{1} << (*end == 'K' ? 10 : *end == 'M' ? 20 : 30);
+    ++end;
+  }
+  if (errno != 0 || end == text || *end != '\0' || *text == '-') {
+    std::fprintf(stderr, "pipebench CUDA emulator: %s: expected a whole number%s, got '%s'\n", name,
+                 suffixes ? " of bytes with an optional K, M or G suffix" : "", text);
+    std::exit(2);
+  }
   return static_cast<size_t>(v) * scale;
 }
 
@@ -96,10 +109,9 @@ struct Runtime {
   std::atomic<bool> faulted{false};  // a kernel fault: every later call fails, as on a GPU
 
   Runtime() {
-    const int n = std::max(0, std::atoi(std::getenv("PPB_CUDAEMU_DEVICES") != nullptr
-                                            ? std::getenv("PPB_CUDAEMU_DEVICES")
-                                            : "1"));
-    const size_t capacity = parse_bytes(std::getenv("PPB_CUDAEMU_MEMORY"), size_t{8} << 30);
+    const int n =
+        static_cast<int>(std::min<size_t>(env_count("PPB_CUDAEMU_DEVICES", 1, false), 64));
+    const size_t capacity = env_count("PPB_CUDAEMU_MEMORY", size_t{8} << 30, true);
     devices.resize(static_cast<size_t>(n));
     for (Device& d : devices) d.capacity = capacity;
     visible = n;
