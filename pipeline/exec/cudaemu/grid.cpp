@@ -32,10 +32,7 @@ enum class State : uint8_t { kRunning, kAtBarrier, kDone };
 class Block {
  public:
   explicit Block(dim3 dim)
-      : dim_(dim),
-        slots_(dim.x * dim.y * dim.z + 1),
-        state_(dim.x * dim.y * dim.z, State::kDone),
-        idx_(dim.x * dim.y * dim.z) {
+      : dim_(dim), slots_(count(dim) + 1), state_(count(dim), State::kDone), idx_(count(dim)) {
     for (unsigned i = 0; i < n(); ++i) {
       idx_[i] = {i % dim.x, (i / dim.x) % dim.y, i / (dim.x * dim.y)};
       slots_[i] = ctx::fiber(std::allocator_arg, ctx::protected_fixedsize_stack(kStackBytes),
@@ -91,6 +88,7 @@ class Block {
 
  private:
   unsigned n() const { return static_cast<unsigned>(state_.size()); }
+  static size_t count(dim3 d) { return size_t{d.x} * d.y * d.z; }
   // The first thread from `i` on still running this pass; n() (the
   // scheduler) when none is.
   unsigned next_live(unsigned i) const {
