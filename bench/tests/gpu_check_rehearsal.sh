@@ -34,7 +34,9 @@ run_check() {
 }
 
 if [[ $mode == emulated ]]; then
-  run_check env PPB_GPU_CHECK_EMULATED="$build/cudaemu" \
+  # One schedule (emulated_run_cuda_check_* covers the others): the sweeps
+  # are most of this test's time.
+  run_check env PPB_GPU_CHECK_EMULATED="$build/cudaemu" PPB_GPU_CHECK_SCHEDULES=1f1b \
     PPB_GPU_CHECK_MODEL=gpt:layers=4,hidden=32,heads=2,seq=16,vocab=64,mbs=2
   for step in 'sweep P=2' 'sweep P=4' 'memory' 'dp' 'p2p 2rank'; do
     grep -q "^PASS  $step" "$summary" || fail "step '$step' did not pass"
