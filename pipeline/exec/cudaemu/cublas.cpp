@@ -24,7 +24,6 @@ struct Handle {
   cudaStream_t stream = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
 
 std::mutex g_m;
@@ -67,6 +66,11 @@ struct Gemm {
   int ldc;
   int64_t sc;
   int count;
+  // The stored shapes of A and B (column-major rows x columns).
+  int rows_a() const { return ta == CUBLAS_OP_N ? m : k; }
+  int cols_a() const { return ta == CUBLAS_OP_N ? k : m; }
+  int rows_b() const { return tb == CUBLAS_OP_N ? k : n; }
+  int cols_b() const { return tb == CUBLAS_OP_N ? n : k; }
 };
 
 // fp32 copy of `n` elements (the same layout).
@@ -77,10 +81,10 @@ std::vector<float> widen(const void* p, cudaDataType t, int64_t n) {
 }
 
 void run(const Gemm& g) {
-  const int ra = g.ta == CUBLAS_OP_N ? g.m : g.k;
-  const int ca = g.ta == CUBLAS_OP_N ? g.k : g.m;
-  const int rb = g.tb == CUBLAS_OP_N ? g.k : g.n;
-  const int cb = g.tb == CUBLAS_OP_N ? g.n : g.k;
+  const int ra = g.rows_a();
+  const int ca = g.cols_a();
+  const int rb = g.rows_b();
+  const int cb = g.cols_b();
   for (int i = 0; i < g.count; ++i) {
     const auto* a = static_cast<const char*>(g.a) + i * g.sa * elem_bytes(g.at);
     const auto* b = static_cast<const char*>(g.b) + i * g.sb * elem_bytes(g.bt);
@@ -148,10 +152,10 @@ cublasStatus_t submit(const char* call, cublasHandle_t handle, const Gemm& g,
              " are not a combination cuBLAS supports with CUBLAS_COMPUTE_32F");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  const int ra = g.ta == CUBLAS_OP_N ? g.m : g.k;
-  const int ca = g.ta == CUBLAS_OP_N ? g.k : g.m;
-  const int rb = g.tb == CUBLAS_OP_N ? g.k : g.n;
-  const int cb = g.tb == CUBLAS_OP_N ? g.n : g.k;
+  const int ra = g.rows_a();
+  const int ca = g.cols_a();
+  const int rb = g.rows_b();
+  const int cb = g.cols_b();
   const bool ops =
       (g.ta == CUBLAS_OP_N || g.ta == CUBLAS_OP_T) && (g.tb == CUBLAS_OP_N || g.tb == CUBLAS_OP_T);
   if (!ops || g.m < 0 || g.n < 0 || g.k < 0 || g.count < 0 || g.lda < std::max(1, ra) ||
@@ -225,11 +229,9 @@ cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
-  emu::Handle* h = emu::find(handle);
-  if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  h->math = mode;
-  return CUBLAS_STATUS_SUCCESS;
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t /*mode*/) {
+  // Accepted, not modelled: the products are fp32 SGEMMs in every mode.
+  return emu::find(handle) == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,

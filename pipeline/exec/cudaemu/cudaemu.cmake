@@ -7,32 +7,29 @@
 set(cudaemu_dir ${CMAKE_CURRENT_LIST_DIR})
 set(cudaemu_out ${CMAKE_BINARY_DIR}/cudaemu)
 
-add_library(ppb_cudaemu_cudart SHARED
-  ${cudaemu_dir}/runtime.cpp
-  ${cudaemu_dir}/grid.cpp
-  ${cudaemu_dir}/twins.cpp)
-target_include_directories(ppb_cudaemu_cudart PRIVATE ${cudaemu_dir} ${CMAKE_CURRENT_SOURCE_DIR}/src)
-target_include_directories(ppb_cudaemu_cudart SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+# ppb_cudaemu_library(NAME SOURCES...): lib<NAME>.so.13 in ${cudaemu_out},
+# exporting what <NAME>.map lists under NVIDIA's version node.
+function(ppb_cudaemu_library name)
+  add_library(ppb_cudaemu_${name} SHARED ${ARGN})
+  target_include_directories(ppb_cudaemu_${name} PRIVATE ${cudaemu_dir})
+  target_include_directories(ppb_cudaemu_${name} SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_options(ppb_cudaemu_${name} PRIVATE
+    -Wl,--version-script=${cudaemu_dir}/${name}.map -Wl,--no-undefined)
+  set_target_properties(ppb_cudaemu_${name} PROPERTIES
+    OUTPUT_NAME ${name} SOVERSION 13 VERSION 13.0.0
+    LIBRARY_OUTPUT_DIRECTORY ${cudaemu_out}
+    LINK_DEPENDS ${cudaemu_dir}/${name}.map)
+endfunction()
+
+ppb_cudaemu_library(cudart ${cudaemu_dir}/runtime.cpp ${cudaemu_dir}/grid.cpp
+                           ${cudaemu_dir}/twins.cpp)
+target_include_directories(ppb_cudaemu_cudart PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_cudaemu_cudart PRIVATE Boost::context Threads::Threads ppb::warnings)
 # Loaded at start-up (DT_NEEDED), so its thread-locals take the fast model.
 target_compile_options(ppb_cudaemu_cudart PRIVATE -ftls-model=initial-exec)
-target_link_options(ppb_cudaemu_cudart PRIVATE
-  -Wl,--version-script=${cudaemu_dir}/cudart.map -Wl,--no-undefined)
-set_target_properties(ppb_cudaemu_cudart PROPERTIES
-  OUTPUT_NAME cudart SOVERSION 13 VERSION 13.0.0
-  LIBRARY_OUTPUT_DIRECTORY ${cudaemu_out}
-  LINK_DEPENDS ${cudaemu_dir}/cudart.map)
 
-add_library(ppb_cudaemu_cublas SHARED ${cudaemu_dir}/cublas.cpp)
-target_include_directories(ppb_cudaemu_cublas PRIVATE ${cudaemu_dir})
-target_include_directories(ppb_cudaemu_cublas SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+ppb_cudaemu_library(cublas ${cudaemu_dir}/cublas.cpp)
 target_link_libraries(ppb_cudaemu_cublas PRIVATE ppb_cudaemu_cudart BLAS::BLAS ppb::warnings)
-target_link_options(ppb_cudaemu_cublas PRIVATE
-  -Wl,--version-script=${cudaemu_dir}/cublas.map -Wl,--no-undefined)
-set_target_properties(ppb_cudaemu_cublas PROPERTIES
-  OUTPUT_NAME cublas SOVERSION 13 VERSION 13.0.0
-  LIBRARY_OUTPUT_DIRECTORY ${cudaemu_out}
-  LINK_DEPENDS ${cudaemu_dir}/cublas.map)
 
 add_custom_target(ppb_cudaemu ALL DEPENDS ppb_cudaemu_cudart ppb_cudaemu_cublas)
 # For the tests: the environment that puts the emulator in place of the GPU.

@@ -280,20 +280,23 @@ const char* space_name(Space s) {
   return "?";
 }
 
+// What an allocation of `bytes` takes of its device (at least one aligned unit).
+size_t rounded(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+
 cudaError_t allocate(void** out, size_t bytes, Space space, const std::shared_ptr<Pool>& pool) {
   if (out == nullptr) return fail(cudaErrorInvalidValue);
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  const size_t size = rounded(bytes);
   std::lock_guard<std::mutex> lock(rt().m);
   const int dev = pool ? pool->device : t_device;
   if (space == Space::kDevice) {
     if (!valid_device(dev)) return fail(cudaErrorNoDevice);
     Device& d = rt().devices[static_cast<size_t>(dev)];
-    if (d.live + rounded > d.capacity) return fail(cudaErrorMemoryAllocation);
+    if (d.live + size > d.capacity) return fail(cudaErrorMemoryAllocation);
   }
-  void* p = std::aligned_alloc(kAlign, rounded);
+  void* p = std::aligned_alloc(kAlign, size);
   if (p == nullptr) return fail(cudaErrorMemoryAllocation);
   rt().allocs[reinterpret_cast<uintptr_t>(p)] = Alloc{bytes, space, dev, pool};
-  if (space == Space::kDevice) rt().devices[static_cast<size_t>(dev)].live += rounded;
+  if (space == Space::kDevice) rt().devices[static_cast<size_t>(dev)].live += size;
   if (pool) {
     pool->used += bytes;
     pool->used_high = std::max(pool->used_high, pool->used);
@@ -310,8 +313,7 @@ void release(void* p) {
   const auto it = rt().allocs.find(reinterpret_cast<uintptr_t>(p));
   const Alloc& a = it->second;
   if (a.space == Space::kDevice) {
-    rt().devices[static_cast<size_t>(a.device)].live -=
-        (std::max<size_t>(a.bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    rt().devices[static_cast<size_t>(a.device)].live -= rounded(a.bytes);
   }
   if (a.pool) a.pool->used -= a.bytes;
   rt().allocs.erase(it);
@@ -333,9 +335,10 @@ void sync_everything() {
 }
 
 // A copy's source and destination checked against `kind`; "" or why not.
-std::string check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  const Space ds = space_of(dst);
-  const Space ss = space_of(src);
+std::string check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, Space& ds,
+                       Space& ss) {
+  ds = space_of(dst);
+  ss = space_of(src);
   const bool dst_dev = ds == Space::kDevice;
   const bool src_dev = ss == Space::kDevice;
   bool fits = true;
@@ -373,12 +376,14 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
                  const char* call) {
   if (n == 0) return ok();
   if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
-  if (const std::string why = check_copy(dst, src, n, kind); !why.empty()) {
+  Space ds{};
+  Space ss{};
+  if (const std::string why = check_copy(dst, src, n, kind, ds, ss); !why.empty()) {
     complain(std::string(call) + ": " + why);
     return fail(cudaErrorInvalidValue);
   }
-  const bool src_pageable = space_of(src) == Space::kPageable;
-  const bool dst_pageable = space_of(dst) == Space::kPageable;
+  const bool src_pageable = ss == Space::kPageable;
+  const bool dst_pageable = ds == Space::kPageable;
   if (src_pageable && !dst_pageable) {
     // From pageable memory: staged now, so the caller may reuse its buffer
     // when the call returns (CUDA's pageable-copy rule).
