@@ -88,7 +88,10 @@ endforeach()
 # measured bubble ratio within 0.02 of the simulator's fed with the
 # measured action times, step time within 5%; activation peaks per stage
 # equal the simulator's (in-flight x unit bytes), sync-1f1b < 1f1b < gpipe.
-# RUN_SERIAL: sleeps are only as exact as the machine is quiet.
+# RUN_SERIAL: sleeps are only as exact as the machine is quiet. Results
+# whose host other processes kept busy (metrics.foreign_cpu > 20%, as the
+# gate) are not held to the tolerances; when none was quiet the check is
+# skipped (77), saying so.
 set(PPB_TIMED_MODEL "gpt:layers=16,hidden=256,heads=4,seq=128,vocab=1000,mbs=2")
 # The time scales make the shortest action about 4 ms (twice the default), so
 # the fixed per-action costs (sleep overshoot, polling) weigh half as much.
@@ -109,6 +112,7 @@ foreach(case "4;8;0.22" "8;16;0.44")
   ppb_add_plan_memory_test(run_timed_p${ranks} ${dir})
   set_tests_properties(run_timed_p${ranks}_bubble run_timed_p${ranks}_memory run_timed_p${ranks}_trace PROPERTIES
     LABELS mpi FIXTURES_REQUIRED run_timed_p${ranks}_files)
+  set_tests_properties(run_timed_p${ranks}_bubble PROPERTIES SKIP_RETURN_CODE 77)
 endforeach()
 
 set(dir ${PPB_RUN_OUT}/timed-v-p4)
@@ -124,6 +128,7 @@ add_test(NAME run_timed_v_p4_trace COMMAND run_results_check trace ${dir})
 ppb_add_plan_memory_test(run_timed_v_p4 ${dir})
 set_tests_properties(run_timed_v_p4_bubble run_timed_v_p4_memory run_timed_v_p4_trace PROPERTIES
   LABELS mpi FIXTURES_REQUIRED run_timed_v_p4_files)
+set_tests_properties(run_timed_v_p4_bubble PROPERTIES SKIP_RETURN_CODE 77)
 
 # Data parallel x pipeline: W = P x D ranks run D replicas. --check on the
 # cpu backend (gpt-tiny, M=4): 2 stages x 2 replicas in Megatron-LM's rank
@@ -164,7 +169,7 @@ set(dir ${PPB_RUN_OUT}/timed-dp-p2d2)
 ppb_add_mpi_test(run_timed_dp_p2d2 RANKS 4
   COMMAND $<TARGET_FILE:pipebench> run --backend timed --stages 2 --model ${PPB_TIMED_MODEL}
           --schedule 1f1b,gpipe --partition layer --microbatches 8
-          --time-scale 0.22 -n 5 -w 1 --out ${dir}
+          --time-scale 0.44 -n 5 -w 1 --out ${dir}
   LABELS mpi TIMEOUT 240)
 set_tests_properties(run_timed_dp_p2d2 PROPERTIES FIXTURES_SETUP run_timed_dp_p2d2_files
                      RUN_SERIAL TRUE)
@@ -172,10 +177,14 @@ set_tests_properties(run_timed_dp_p2d2 PROPERTIES FIXTURES_SETUP run_timed_dp_p2
 # traffic among 4 ranks sharing the cores, whose time the machine, not the
 # model, sets (measured on a shared 2-core VM: gpipe +0.028 off once, step
 # +3.7%), so 0.04; without the all-reduce the dp check below holds 0.02.
+# Time scale 0.44 (an action of 4 ms or more): at 0.22 the fixed cost of
+# each hand-over among 4 ranks on 2 cores put the bubble without the
+# all-reduce +0.006 to +0.018 above the simulator's on a quiet host; at 0.44
+# +0.003 to +0.008.
 add_test(NAME run_timed_dp_p2d2_bubble COMMAND run_results_check bubble ${dir} 0.04 0.05)
 add_test(NAME run_timed_dp_p2d2_dp COMMAND run_results_check dp ${dir} 2 0.02)
 set_tests_properties(run_timed_dp_p2d2_bubble run_timed_dp_p2d2_dp PROPERTIES
-  LABELS mpi FIXTURES_REQUIRED run_timed_dp_p2d2_files)
+  LABELS mpi FIXTURES_REQUIRED run_timed_dp_p2d2_files SKIP_RETURN_CODE 77)
 
 # --memory-budget: gpipe (predicted over the budget) ends with status oom and
 # its figures; async-1f1b N=4 fits the budget but passes guard x budget;

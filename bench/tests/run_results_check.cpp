@@ -21,6 +21,10 @@
 //                                         in > 0 s, overlap <= that time; bubble with the
 //                                         all-reduce >= without; |without - theory| <= TOL;
 //                                         a reference check passed within 1e-6
+//
+// bubble and dp (TOL < 1) hold timings to tolerances only for results whose
+// host was quiet (metrics.foreign_cpu <= 20%); when no result was, the
+// checker exits 77 (ctest: skipped), saying so.
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
@@ -29,6 +33,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -57,6 +62,28 @@ std::vector<std::pair<std::string, ppb::Result>> load(const std::string& dir) {
     out.emplace_back(name, ppb::read_result_file(entry.path().string()));
   }
   return out;
+}
+
+// Timings taken while other processes (or the hypervisor: steal time counts)
+// used more than this share of the host's CPU are not judged, as the
+// regression gate declines them (metrics.foreign_cpu, --max-foreign-cpu's
+// default): the timed backend's stages wake late on a contended host, which
+// is idle time the simulator does not model (one busy loop on this 2-core
+// VM moves the 4-rank bubble by +0.02 to +0.035).
+constexpr double kMaxForeignCpu = 0.2;
+int timings_judged = 0, timings_declined = 0;
+
+// True when `r`'s timings may be held to a tolerance; otherwise says why.
+bool judge_timings(const std::string& file, const ppb::Result& r) {
+  const std::optional<double>& foreign = r.metrics->foreign_cpu;
+  if (foreign && *foreign > kMaxForeignCpu) {
+    std::printf("%-48s timings not judged: other processes used %.0f%% of the host's CPU\n",
+                file.c_str(), *foreign * 100);
+    ++timings_declined;
+    return false;
+  }
+  ++timings_judged;
+  return true;
 }
 
 int64_t sum(const std::vector<int64_t>& v) {
@@ -171,6 +198,7 @@ int main(int argc, char** argv) {
           "%-48s bubble %.4f theory %.4f (diff %+.4f)  step %.2f ms theory %.2f ms (%+.1f%%)\n",
           name.c_str(), m.bubble_ratio.measured, m.bubble_ratio.theoretical, db,
           m.step_time_seconds.median * 1e3, theory_step * 1e3, ds * 100);
+      if (!judge_timings(name, r)) continue;
       if (!(std::fabs(db) <= tol))
         fail(name, "bubble ratio differs from the simulator's by more than " + std::to_string(tol));
       if (!(std::fabs(ds) <= step_tol))
@@ -360,7 +388,8 @@ int main(int argc, char** argv) {
       const ppb::BubbleFigures& without = a.bubble_ratio_pipeline;
       if (!(r.metrics->bubble_ratio.measured + 1e-12 >= without.measured))
         fail(name, "bubble with the all-reduce below the one without it");
-      if (!(std::fabs(without.measured - without.theoretical) <= tol))
+      if (tol < 1 && judge_timings(name, r) &&
+          !(std::fabs(without.measured - without.theoretical) <= tol))
         fail(name, "bubble without the all-reduce differs from the simulator's by more than " +
                        std::to_string(tol));
       if (const auto& ck = r.metrics->check) {
@@ -386,5 +415,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("%zu result files, %d failures\n", results.size(), failures);
-  return failures == 0 ? 0 : 1;
+  if (failures > 0) return 1;
+  if (timings_declined > 0 && timings_judged == 0) {
+    std::printf(
+        "SKIP: no result's timings could be judged: the host was busy with other work "
+        "(metrics.foreign_cpu above %.0f%%)\n",
+        kMaxForeignCpu * 100);
+    return 77;
+  }
+  return 0;
 }
