@@ -1,5 +1,5 @@
-# The CUDA emulator (cudaemu/emu.hpp): libcudart.so.13 and libcublas.so.13
-# of its own, in ${CMAKE_BINARY_DIR}/cudaemu, so that the binaries of this
+# The CUDA emulator (cudaemu/emu.hpp): libcudart.so.13, libcublas.so.13 and
+# libcupti.so.13 of its own, in ${CMAKE_BINARY_DIR}/cudaemu, so that the binaries of this
 # CUDA build run their cuda backend on the CPU with that folder first on
 # LD_LIBRARY_PATH (the tests labelled `emulated` do). A test tool, never a
 # result: the device it reports is "pipebench CUDA emulator (CPU)".
@@ -31,6 +31,9 @@ target_compile_options(ppb_cudaemu_cudart PRIVATE -ftls-model=initial-exec)
 ppb_cudaemu_library(cublas ${cudaemu_dir}/cublas.cpp)
 target_link_libraries(ppb_cudaemu_cublas PRIVATE ppb_cudaemu_cudart BLAS::BLAS ppb::warnings)
 
-add_custom_target(ppb_cudaemu ALL DEPENDS ppb_cudaemu_cudart ppb_cudaemu_cublas)
+ppb_cudaemu_library(cupti ${cudaemu_dir}/cupti.cpp)
+target_link_libraries(ppb_cudaemu_cupti PRIVATE ppb_cudaemu_cudart ppb::warnings)
+
+add_custom_target(ppb_cudaemu ALL DEPENDS ppb_cudaemu_cudart ppb_cudaemu_cublas ppb_cudaemu_cupti)
 # For the tests: the environment that puts the emulator in place of the GPU.
 set(PPB_CUDAEMU_ENV "LD_LIBRARY_PATH=${cudaemu_out}" CACHE INTERNAL "")

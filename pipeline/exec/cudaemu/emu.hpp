@@ -43,6 +43,12 @@ void complain(const std::string& what);
 /// stream that does not exist.
 cudaError_t enqueue(cudaStream_t s, std::function<void()> op);
 
+/// Like enqueue(), for a kernel another library of the emulator runs (cuBLAS's
+/// GEMMs): the activity hooks see it as a kernel named `name` (a string that
+/// lives as long as the process), issued by a cudaLaunchKernel.
+cudaError_t enqueue_kernel(cudaStream_t s, const char* name, dim3 grid, dim3 block,
+                           std::function<void()> op);
+
 /// Records `rc` as the calling thread's last error (cudaGetLastError) when
 /// it is not cudaSuccess, and returns it.
 cudaError_t fail(cudaError_t rc);
@@ -77,5 +83,43 @@ struct Twin {
 /// Registers the twin of the kernel whose name (without namespaces or
 /// parameters) is `name`, e.g. "ppb_gelu_fwd<float>".
 void register_twin(const std::string& name, Twin twin);
+
+// --- activity: what the emulated CUPTI (libcupti.so.13) sees ----------------
+
+/// One operation a stream ran, as CUPTI's activity records describe it.
+struct ActivityOp {
+  enum class Kind : uint8_t { kKernel, kMemcpy, kMemset };
+  Kind kind = Kind::kKernel;
+  const char* name = nullptr;  ///< kernels: the device symbol, mangled (lives as long as the process)
+  int device = 0;
+  uint32_t stream = 0;       ///< the stream's id (kNullStreamId for the legacy stream)
+  uint32_t correlation = 0;  ///< the runtime call that issued it
+  uint64_t start_ns = 0;     ///< timestamp_ns() when it began on its stream
+  uint64_t end_ns = 0;
+  uint64_t bytes = 0;                                ///< copies and memsets
+  cudaMemcpyKind copy = cudaMemcpyDeviceToDevice;    ///< copies: the direction
+  Space src = Space::kDevice, dst = Space::kDevice;  ///< copies (dst alone for memsets)
+  int value = 0;                                     ///< memsets
+  dim3 grid, block;                                  ///< kernels
+};
+/// The id activity gives the legacy (null) stream; created streams count from 13.
+constexpr uint32_t kNullStreamId = 7;
+
+/// What the emulated CUPTI listens to. Each hook may be called on any thread.
+struct ActivityHooks {
+  /// A runtime call that issues device work, on the calling thread, after
+  /// the work was enqueued: its correlation id (as its operation carries
+  /// it), its name ("cudaLaunchKernel") and when it began and ended.
+  void (*api)(uint32_t correlation, const char* function, uint64_t start_ns,
+              uint64_t end_ns) = nullptr;
+  /// An operation ended, on the thread that ran it (its stream's worker).
+  void (*op)(const ActivityOp& op) = nullptr;
+  /// A device's context was made (the process's first use of the device).
+  void (*context)(int device) = nullptr;
+};
+/// Installs the hooks (nullptr: none). `hooks` must outlive the process.
+void set_activity_hooks(const ActivityHooks* hooks);
+/// The clock of activity records: CLOCK_REALTIME in nanoseconds (CUPTI's).
+uint64_t timestamp_ns();
 
 }  // namespace ppb::cudaemu

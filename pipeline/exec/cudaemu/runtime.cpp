@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <memory>
@@ -88,6 +89,7 @@ struct Device {
   size_t capacity = 0;
   size_t live = 0;  // device bytes allocated and not freed
   std::shared_ptr<Pool> default_pool;
+  bool context = false;  // made (the device was used)
 };
 
 struct Stream;
@@ -107,6 +109,9 @@ struct Runtime {
   std::unordered_map<const void*, std::string> functions;
   std::unordered_map<std::string, Twin> twins;
   std::atomic<bool> faulted{false};  // a kernel fault: every later call fails, as on a GPU
+  std::atomic<const ActivityHooks*> hooks{nullptr};
+  std::atomic<uint32_t> correlations{0};  // ids of the calls that issued work
+  std::atomic<uint32_t> stream_ids{13};
 
   Runtime() {
     const int n =
@@ -148,11 +153,28 @@ cudaError_t ok() { return rt().faulted ? fail(cudaErrorLaunchFailure) : cudaSucc
 
 bool valid_device(int d) { return d >= 0 && d < rt().visible; }
 
+// The device's context is made by its first use; the activity hooks hear of
+// it then (as CUPTI's resource callback does), outside the runtime's lock.
+void use_device(int d) {
+  if (!valid_device(d)) return;
+  {
+    std::lock_guard<std::mutex> lock(rt().m);
+    Device& dev = rt().devices[static_cast<size_t>(d)];
+    if (dev.context) return;
+    dev.context = true;
+  }
+  if (const ActivityHooks* h = rt().hooks.load(); h != nullptr && h->context != nullptr) {
+    h->context(d);
+  }
+}
+
 // --- streams and events -------------------------------------------------------
 
 struct Stream {
   unsigned flags = 0;
   int priority = 0;
+  int device = 0;
+  uint32_t id = 0;  // as activity records name it
   std::mutex m;
   std::condition_variable cv;  // work queued, or the queue drained
   std::deque<std::function<void()>> queue;
@@ -256,6 +278,41 @@ void trim_pools() {
   }
 }
 
+// --- activity ------------------------------------------------------------------
+
+uint64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// enqueue() for a call that issues device work: with activity hooks
+// installed, the operation gets the call's correlation id, its stream's id
+// and device, and its start and end on the stream; the call is reported
+// once the work is enqueued.
+cudaError_t issue(cudaStream_t s, ActivityOp op, const char* function, std::function<void()> work) {
+  const ActivityHooks* h = rt().hooks.load();
+  if (h == nullptr) return enqueue(s, std::move(work));
+  const uint64_t called = realtime_ns();
+  op.correlation = ++rt().correlations;
+  op.stream = kNullStreamId;
+  op.device = t_device;
+  if (!is_null_stream(s)) {
+    if (const auto stream = find_stream(s)) {
+      op.stream = stream->id;
+      op.device = stream->device;
+    }
+  }
+  const cudaError_t rc = enqueue(s, [op, h, work = std::move(work)]() mutable {
+    op.start_ns = realtime_ns();
+    work();
+    op.end_ns = realtime_ns();
+    if (h->op != nullptr) h->op(op);
+  });
+  if (h->api != nullptr) h->api(op.correlation, function, called, realtime_ns());
+  return rc;
+}
+
 // --- memory helpers ------------------------------------------------------------
 
 // The allocation holding p, or null. REQUIRES: rt().m held.
@@ -286,8 +343,9 @@ size_t rounded(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) 
 cudaError_t allocate(void** out, size_t bytes, Space space, const std::shared_ptr<Pool>& pool) {
   if (out == nullptr) return fail(cudaErrorInvalidValue);
   const size_t size = rounded(bytes);
-  std::lock_guard<std::mutex> lock(rt().m);
   const int dev = pool ? pool->device : t_device;
+  if (space == Space::kDevice) use_device(dev);
+  std::lock_guard<std::mutex> lock(rt().m);
   if (space == Space::kDevice) {
     if (!valid_device(dev)) return fail(cudaErrorNoDevice);
     Device& d = rt().devices[static_cast<size_t>(dev)];
@@ -384,14 +442,23 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
   }
   const bool src_pageable = ss == Space::kPageable;
   const bool dst_pageable = ds == Space::kPageable;
+  ActivityOp op;
+  op.kind = ActivityOp::Kind::kMemcpy;
+  op.bytes = n;
+  op.src = ss;
+  op.dst = ds;
+  const bool from_device = ss == Space::kDevice;
+  const bool to_device = ds == Space::kDevice;
+  op.copy = from_device ? (to_device ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                        : (to_device ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
   if (src_pageable && !dst_pageable) {
     // From pageable memory: staged now, so the caller may reuse its buffer
     // when the call returns (CUDA's pageable-copy rule).
     auto staged = std::make_shared<std::vector<std::byte>>(static_cast<const std::byte*>(src),
                                                            static_cast<const std::byte*>(src) + n);
-    return enqueue(s, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    return issue(s, op, call, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
   }
-  const cudaError_t rc = enqueue(s, [dst, src, n] { std::memcpy(dst, src, n); });
+  const cudaError_t rc = issue(s, op, call, [dst, src, n] { std::memcpy(dst, src, n); });
   if (rc != cudaSuccess) return rc;
   if (dst_pageable && !is_null_stream(s)) {
     // Into pageable memory: the call returns once the copy is done.
@@ -407,7 +474,12 @@ cudaError_t set(void* p, int value, size_t n, cudaStream_t s, const char* call) 
     complain(std::string(call) + ": " + why);
     return fail(cudaErrorInvalidValue);
   }
-  return enqueue(s, [p, value, n] { std::memset(p, value, n); });
+  ActivityOp op;
+  op.kind = ActivityOp::Kind::kMemset;
+  op.bytes = n;
+  op.dst = Space::kDevice;
+  op.value = value;
+  return issue(s, op, call, [p, value, n] { std::memset(p, value, n); });
 }
 
 cudaError_t create_stream(cudaStream_t* out, unsigned flags, int priority) {
@@ -417,7 +489,10 @@ cudaError_t create_stream(cudaStream_t* out, unsigned flags, int priority) {
   auto s = std::make_shared<Stream>();
   s->flags = flags;
   s->priority = priority;
+  s->device = t_device;
+  s->id = rt().stream_ids++;
   s->start();
+  use_device(t_device);
   std::lock_guard<std::mutex> lock(rt().m);
   rt().streams[s.get()] = s;
   *out = reinterpret_cast<cudaStream_t>(s.get());
@@ -467,7 +542,8 @@ std::string demangle(const char* mangled) {
 }
 
 struct Kernel {
-  std::string name;  // demangled
+  std::string name;     // demangled
+  std::string mangled;  // the device symbol, as CUPTI names the kernel
   const Twin* twin = nullptr;
 };
 
@@ -500,7 +576,12 @@ cudaError_t launch(const Kernel* k, dim3 grid, dim3 block, void** args, size_t s
     return fail(cudaErrorInvalidValue);
   }
   const std::string name = k->name;
-  return enqueue(s, [grid, block, body = std::move(body), name] {
+  ActivityOp op;
+  op.kind = ActivityOp::Kind::kKernel;
+  op.name = k->mangled.c_str();  // k lives as long as the process
+  op.grid = grid;
+  op.block = block;
+  return issue(s, op, "cudaLaunchKernel", [grid, block, body = std::move(body), name] {
     if (rt().faulted) return;
     if (const std::string diverged = run_grid(grid, block, body); !diverged.empty()) {
       complain("kernel " + name + ": " + diverged);
@@ -519,6 +600,7 @@ const Kernel* kernel_for(const void* host_stub) {
     const auto it = rt().functions.find(host_stub);
     if (it == rt().functions.end()) return nullptr;
     slot = std::make_unique<Kernel>();
+    slot->mangled = it->second;
     slot->name = demangle(it->second.c_str());
     const auto [key, params] = split_kernel_name(slot->name);
     const auto tw = rt().twins.find(key);
@@ -594,10 +676,24 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {
   return cudaSuccess;
 }
 
+cudaError_t enqueue_kernel(cudaStream_t s, const char* name, dim3 grid, dim3 block,
+                           std::function<void()> op) {
+  ActivityOp a;
+  a.kind = ActivityOp::Kind::kKernel;
+  a.name = name;
+  a.grid = grid;
+  a.block = block;
+  return issue(s, a, "cudaLaunchKernel", std::move(op));
+}
+
 cudaError_t fail(cudaError_t rc) {
   if (rc != cudaSuccess) t_last_error = rc;
   return rc;
 }
+
+void set_activity_hooks(const ActivityHooks* hooks) { rt().hooks = hooks; }
+
+uint64_t timestamp_ns() { return realtime_ns(); }
 
 void register_twin(const std::string& name, Twin twin) {
   std::lock_guard<std::mutex> lock(rt().m);
@@ -745,6 +841,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaSetDevice(int device) {
   if (!emu::valid_device(device)) return emu::fail(cudaErrorInvalidDevice);
   emu::t_device = device;
+  emu::use_device(device);  // CUDA 12 and later make the context here
   return emu::ok();
 }
 cudaError_t cudaGetDevice(int* device) {
