@@ -11,6 +11,11 @@
 //   run_results_check trace DIR           every result has a merged trace: one pid per
 //                                         stage, an X event per action of the timed steps,
 //                                         as many flow starts as flow ends (> 0)
+//   run_results_check device DIR TOL      each ok result has CUPTI's device figures: records on
+//                                         every stage, none dropped, every kernel and every
+//                                         compute action attributed; |device bubble - the
+//                                         events' bubble| <= TOL; with a trace, kernels on
+//                                         every stage's device tracks
 //   run_results_check guard DIR           with --memory-budget: adaptive's measured peak
 //                                         <= guard x budget (and its guard acted), async-1f1b's
 //                                         (same N) above it; gpipe ended with status oom
@@ -22,7 +27,7 @@
 //                                         all-reduce >= without; |without - theory| <= TOL;
 //                                         a reference check passed within 1e-6
 //
-// bubble and dp (TOL < 1) hold timings to tolerances only for results whose
+// bubble, device and dp (TOL < 1) hold timings to tolerances only for results whose
 // host was quiet (metrics.foreign_cpu <= 20%); when no result was, the
 // checker exits 77 (ctest: skipped), saying so.
 #include <algorithm>
@@ -129,6 +134,29 @@ void check_kind_seconds(const std::string& name, const ppb::Result& r) {
                        std::to_string(ratio) + " x its actions");
     }
   }
+}
+
+// The merged trace beside a result file.
+std::string trace_path(const std::string& dir, const std::string& result_file) {
+  return dir + "/" + result_file.substr(0, result_file.size() - 5) + ".trace.json";
+}
+
+// A trace document (an object with traceEvents), or null after saying why.
+boost::json::value read_trace(const std::string& name, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    fail(name, "no trace file " + path);
+    return nullptr;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(text.str(), ec);
+  if (ec || !doc.is_object() || !doc.as_object().contains("traceEvents")) {
+    fail(path, "not a trace document");
+    return nullptr;
+  }
+  return doc;
 }
 
 }  // namespace
@@ -249,20 +277,9 @@ int main(int argc, char** argv) {
     }
   } else if (mode == "trace") {
     for (const auto& [name, r] : results) {
-      const std::string path = dir + "/" + name.substr(0, name.size() - 5) + ".trace.json";
-      std::ifstream in(path);
-      if (!in) {
-        fail(name, "no trace file " + path);
-        continue;
-      }
-      std::stringstream text;
-      text << in.rdbuf();
-      boost::system::error_code ec;
-      const boost::json::value doc = boost::json::parse(text.str(), ec);
-      if (ec || !doc.is_object() || !doc.as_object().contains("traceEvents")) {
-        fail(path, "not a trace document");
-        continue;
-      }
+      const std::string path = trace_path(dir, name);
+      const boost::json::value doc = read_trace(name, path);
+      if (doc.is_null()) continue;
       std::set<int64_t> pids;
       int64_t starts = 0, ends = 0, actions = 0;
       for (const auto& e : doc.as_object().at("traceEvents").as_array()) {
@@ -286,6 +303,78 @@ int main(int argc, char** argv) {
       if (static_cast<int>(pids.size()) != r.config.stages) fail(path, "pids != stages");
       if (starts == 0 || starts != ends) fail(path, "flow starts and ends do not pair");
       if (actions != want_actions) fail(path, "action events != actions per step x iters");
+    }
+  } else if (mode == "device") {
+    const double tol = argc > 3 ? std::atof(argv[3]) : 0.02;
+    for (const auto& [name, r] : results) {
+      if (r.status != ppb::ResultStatus::kOk) {
+        fail(name, std::string("status ") + ppb::result_status_name(r.status) + " " + r.error);
+        continue;
+      }
+      const ppb::ResultMetrics& m = *r.metrics;
+      const auto cupti = m.collectors.find("cupti");
+      if (!m.device || m.device->profiler != "cupti" || cupti == m.collectors.end()) {
+        fail(name, "no device figures from the cupti collector");
+        continue;
+      }
+      const ppb::CollectorResult& c = cupti->second;
+      const auto figure = [&](const char* key) {
+        const auto it = c.step.find(key);
+        return it == c.step.end() ? std::vector<double>{} : it->second;
+      };
+      const std::vector<double> records = figure("records");
+      const std::vector<double> dropped = figure("dropped_records");
+      const std::vector<double> unattributed = figure("unattributed_kernels");
+      if (records.size() != static_cast<size_t>(r.config.stages) ||
+          dropped.size() != records.size() || unattributed.size() != records.size()) {
+        fail(name, "the cupti step figures are not one per stage");
+        continue;
+      }
+      for (size_t s = 0; s < records.size(); ++s) {
+        const std::string at = "stage " + std::to_string(s) + ": ";
+        if (!(records[s] > 0)) fail(name, at + "no device records");
+        if (dropped[s] != 0) fail(name, at + std::to_string(dropped[s]) + " records dropped");
+        if (unattributed[s] != 0)
+          fail(name, at + std::to_string(unattributed[s]) + " kernels no action launched");
+        if (!(m.device->compute_seconds_per_stage.at(s) > 0)) fail(name, at + "no compute");
+      }
+      // Every compute action ran device work that was attributed to it.
+      const auto seconds = c.action.find("device_seconds");
+      if (seconds == c.action.end() || seconds->second.size() != r.timeline.size()) {
+        fail(name, "no device seconds per action");
+      } else {
+        for (size_t s = 0; s < r.timeline.size(); ++s) {
+          for (size_t i = 0; i < r.timeline[s].size(); ++i) {
+            const ppb::ActionKind k = r.timeline[s][i].op;
+            const bool compute = k == ppb::ActionKind::kForward || k == ppb::ActionKind::kBackward ||
+                                 k == ppb::ActionKind::kBackwardInput ||
+                                 k == ppb::ActionKind::kBackwardWeight;
+            if (compute && !(seconds->second[s].at(i) > 0))
+              fail(name, "stage " + std::to_string(s) + " action " + std::to_string(i) +
+                             ": no device time attributed");
+          }
+        }
+      }
+      // With --trace: each stage's kernels on its device tracks.
+      if (std::filesystem::exists(trace_path(dir, name))) {
+        const boost::json::value doc = read_trace(name, trace_path(dir, name));
+        std::map<int64_t, int64_t> kernels;  // pid -> kernel events
+        if (!doc.is_null()) {
+          for (const auto& e : doc.as_object().at("traceEvents").as_array()) {
+            const auto& o = e.as_object();
+            if (o.contains("cat") && o.at("cat").as_string() == "kernel")
+              ++kernels[o.at("pid").to_number<int64_t>()];
+          }
+          for (int s = 0; s < r.config.stages; ++s) {
+            if (kernels[s] == 0) fail(name, "stage " + std::to_string(s) + ": no kernels in the trace");
+          }
+        }
+      }
+      const double diff = m.device->bubble_ratio - m.bubble_ratio.measured;
+      std::printf("%-48s device bubble %.4f events %.4f (diff %+.4f), %g records on stage 0\n",
+                  name.c_str(), m.device->bubble_ratio, m.bubble_ratio.measured, diff, records[0]);
+      if (judge_timings(name, r) && !(std::fabs(diff) <= tol))
+        fail(name, "device bubble differs from the events' by more than " + std::to_string(tol));
     }
   } else if (mode == "guard") {
     const ppb::Result* adaptive = nullptr;

@@ -16,6 +16,18 @@ if(PPB_HAVE_CUDAEMU)
     PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
                SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 
+  # Its CUPTI as a profiler sees it (NVIDIA's CUPTI at link time).
+  if(PPB_HAVE_CUPTI)
+    add_executable(cudaemu_cupti_test cudaemu_cupti_test.cpp)
+    target_include_directories(cudaemu_cupti_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
+    target_link_libraries(cudaemu_cupti_test PRIVATE ppb::exec CUDA::cupti CUDA::cudart
+                                                     GTest::gtest GTest::gtest_main ppb::warnings)
+    add_dependencies(cudaemu_cupti_test ppb_cudaemu)
+    gtest_discover_tests(cudaemu_cupti_test DISCOVERY_TIMEOUT 60
+      PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
+                 SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  endif()
+
   # The cuda backend's math against the cpu model, on the emulator.
   add_dependencies(ppb_cuda_gpu_test ppb_cudaemu)
   gtest_discover_tests(ppb_cuda_gpu_test TEST_PREFIX "emulated." DISCOVERY_TIMEOUT 60
