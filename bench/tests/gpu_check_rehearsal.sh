@@ -10,8 +10,9 @@
 #             PPB_GPU_CHECK_ARCHIVE packs the summary and the logs.
 #   emulated  the cuda backend itself on the CUDA emulator
 #             (PPB_GPU_CHECK_EMULATED=BUILD_DIR/cudaemu, a small model): the
-#             sweeps, memory, dp and p2p 2rank steps PASS as they would on a
-#             GPU and name the emulator as the device; the steps that need
+#             sweeps (with CUPTI's device bubble beside the events'), memory,
+#             dp, p2p 2rank and cupti cost steps PASS as they would on a GPU
+#             and name the emulator as the device; the steps that need
 #             NVIDIA's own libraries SKIP saying why.
 # usage: gpu_check_rehearsal.sh BUILD_DIR [cpu|emulated]
 set -uo pipefail
@@ -38,9 +39,17 @@ if [[ $mode == emulated ]]; then
   # are most of this test's time.
   run_check env PPB_GPU_CHECK_EMULATED="$build/cudaemu" PPB_GPU_CHECK_SCHEDULES=1f1b \
     PPB_GPU_CHECK_MODEL=gpt:layers=4,hidden=32,heads=2,seq=16,vocab=64,mbs=2
-  for step in 'sweep P=2' 'sweep P=4' 'memory' 'dp' 'p2p 2rank'; do
+  for step in 'sweep P=2' 'sweep P=4' 'memory' 'dp' 'p2p 2rank' 'cupti cost'; do
     grep -q "^PASS  $step" "$summary" || fail "step '$step' did not pass"
   done
+  # CUPTI (the emulator's) recorded every sweep run: its device bubble is
+  # there beside the events' for each of them.
+  for P in 2 4; do
+    grep -Eq "^PASS  sweep P=$P .*device bubble vs events: max \|diff\| [0-9.]+ \([^)]*\), [0-9]+ of ([1-9][0-9]*) within 0.02" \
+      "$summary" || fail "sweep P=$P: no device bubble from CUPTI"
+  done
+  grep -Eq '^PASS  cupti cost .*step with / without CUPTI: [0-9.]+, [0-9.]+' "$summary" ||
+    fail "cupti cost: no ratios"
   # Every combination that can run on the model ran and passed its check, on
   # the emulated device, not the cpu backend.
   for P in 2 4; do
@@ -49,7 +58,7 @@ if [[ $mode == emulated ]]; then
   done
   grep -Eq '^PASS  dp .*2 ok, 0 not ok; check 2/2 passed' "$summary" || fail "dp: not 2 checked runs"
   grep -Eq '^PASS  p2p 2rank .*; 0 wrong$' "$summary" || fail "p2p 2rank: wrong bytes"
-  for step in 'gpu tests' 'gemm' 'cupti cost' 'p2p 1rank' 'nccl' 'sanitizer'; do
+  for step in 'gpu tests' 'gemm' 'p2p 1rank' 'nccl' 'sanitizer'; do
     grep -q "^SKIP  $step .*[a-z]" "$summary" || fail "step '$step' did not skip with a reason"
   done
   echo "gpu-check on the emulator: passed"
