@@ -8,6 +8,8 @@
 namespace ppb::run {
 namespace {
 
+constexpr int64_t kTraceCorrelationBase = int64_t{1} << 32;
+
 // The device operations of one stage's step, stream by stream in start
 // order (the order a track's slices are added in).
 void add_device_ops(PipelineTrace& t, int stage, const StageStep& s, double offset,
@@ -42,7 +44,12 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, const Placemen
   double offset = 0;  // steps laid one after another
   // Per rank: correlation ids linking an action to the device operations it
   // launched, unique within the rank's trace (0 = launched by no action).
-  std::vector<int64_t> correlations(static_cast<size_t>(stages), 0);
+  // They count from 2^32: Holistic Trace Analysis stores the events' row
+  // numbers in a column typed by the ids' own range (it downcasts them to
+  // the smallest integer type), so ids that fit in 8 or 16 bits make it fail
+  // on any trace with more rows than that ("Invalid value ... for dtype
+  // 'int8'": 3 steps of a 2-stage pipeline do it).
+  std::vector<int64_t> correlations(static_cast<size_t>(stages), kTraceCorrelationBase);
   for (size_t k = 0; k < steps.size(); ++k) {
     const StepMeasure& step = steps[k];
     for (int r = 0; r < stages; ++r) {

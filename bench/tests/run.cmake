@@ -449,17 +449,24 @@ if(PPB_HAVE_CUDAEMU)
   # --profile nvtx,cupti --trace through the emulator's CUPTI: every step's
   # kernels, copies and memsets recorded and attributed to their actions,
   # none dropped, the device bubble within 0.02 of the events' bubble (not
-  # judged on a busy host), kernels on every stage's device tracks.
+  # judged on a busy host), kernels on every stage's device tracks; Holistic
+  # Trace Analysis reads the per-rank folders: every rank and step, action
+  # kernels in their steps, its temporal breakdown and idle-time analysis
+  # (hta_device_check.py --run; the synthetic device_trace_hta holds its idle
+  # share to the device bubble).
   set(dir ${PPB_RUN_OUT}/emulated-profile)
   add_test(NAME emulated_run_cuda_profile
     COMMAND ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
-            --model ${emu_model} -n 3 -w 1 --schedule 1f1b,zb-h1 --partition operator
+            --model ${emu_model} -n 6 -w 1 --schedule 1f1b,zb-h1 --partition operator
             --microbatches 4 --profile nvtx,cupti --trace --out ${dir})
   set_tests_properties(emulated_run_cuda_profile PROPERTIES FIXTURES_SETUP emulated_profile_files)
   add_test(NAME emulated_run_cuda_profile_device COMMAND run_results_check device ${dir} 0.02)
   add_test(NAME emulated_run_cuda_profile_trace COMMAND run_results_check trace ${dir})
-  set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace PROPERTIES
-    LABELS emulated FIXTURES_REQUIRED emulated_profile_files SKIP_RETURN_CODE 77)
+  add_test(NAME emulated_run_cuda_profile_hta
+    COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_device_check.py --run ${dir})
+  set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
+    emulated_run_cuda_profile_hta PROPERTIES
+    LABELS emulated FIXTURES_REQUIRED emulated_profile_files SKIP_RETURN_CODE 77 TIMEOUT 180)
   # Another tool holding CUPTI (the emulator plays it): one warning naming
   # it, and the run, its NVTX ranges and its trace go on.
   add_test(NAME emulated_run_cuda_cupti_held
