@@ -346,9 +346,9 @@ int main(int argc, char** argv) {
         for (size_t s = 0; s < r.timeline.size(); ++s) {
           for (size_t i = 0; i < r.timeline[s].size(); ++i) {
             const ppb::ActionKind k = r.timeline[s][i].op;
-            const bool compute = k == ppb::ActionKind::kForward || k == ppb::ActionKind::kBackward ||
-                                 k == ppb::ActionKind::kBackwardInput ||
-                                 k == ppb::ActionKind::kBackwardWeight;
+            const bool compute =
+                k == ppb::ActionKind::kForward || k == ppb::ActionKind::kBackward ||
+                k == ppb::ActionKind::kBackwardInput || k == ppb::ActionKind::kBackwardWeight;
             if (compute && !(seconds->second[s].at(i) > 0))
               fail(name, "stage " + std::to_string(s) + " action " + std::to_string(i) +
                              ": no device time attributed");
@@ -366,7 +366,8 @@ int main(int argc, char** argv) {
               ++kernels[o.at("pid").to_number<int64_t>()];
           }
           for (int s = 0; s < r.config.stages; ++s) {
-            if (kernels[s] == 0) fail(name, "stage " + std::to_string(s) + ": no kernels in the trace");
+            if (kernels[s] == 0)
+              fail(name, "stage " + std::to_string(s) + ": no kernels in the trace");
           }
         }
       }

@@ -202,7 +202,7 @@ TEST_F(CuptiEmu, EachOperationIsRecordedOnItsStreamWithItsCallAndExternalId) {
   }
   EXPECT_NE(set.streamId, 7u);
   EXPECT_EQ(k.deviceId, 0u);
-  const uint64_t times[] = {t0,         set.start, set.end,    k.start,    k.end,
+  const uint64_t times[] = {t0,         set.start, set.end,    k.start,  k.end,
                             copy.start, copy.end,  last.start, last.end, t1};
   for (size_t i = 1; i < std::size(times); ++i) EXPECT_LE(times[i - 1], times[i]) << i;
   EXPECT_GT(k.end, k.start);
@@ -289,7 +289,8 @@ TEST_F(CuptiEmu, ExternalIdsArePerThreadAndAnEmptyQueueSaysSo) {
   std::lock_guard<std::mutex> lock(seen().m);
   ASSERT_EQ(seen().memsets.size(), 2u);
   EXPECT_EQ(seen().external.count(seen().memsets[0].correlationId), 0u);
-  EXPECT_EQ(seen().external.at(seen().memsets[1].correlationId)
+  EXPECT_EQ(seen()
+                .external.at(seen().memsets[1].correlationId)
                 .at(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0),
             7u);
   EXPECT_EQ(cudaFree(d), cudaSuccess);
@@ -325,8 +326,9 @@ TEST(CuptiEmuSubscriber, OneAtATimeAndTheFirstUseOfADeviceIsCalledBack) {
   CUpti_SubscriberHandle b = nullptr;
   ASSERT_EQ(cuptiSubscribe(&a, &on_resource, &cs), CUPTI_SUCCESS);
   EXPECT_EQ(cuptiSubscribe(&b, &on_resource, &cs), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
-  ASSERT_EQ(cuptiEnableCallback(1, a, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
-            CUPTI_SUCCESS);
+  ASSERT_EQ(
+      cuptiEnableCallback(1, a, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
+      CUPTI_SUCCESS);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   void* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);  // the same context: no second call

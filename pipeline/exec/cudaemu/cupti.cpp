@@ -54,7 +54,9 @@ constexpr size_t kRecordAlign = 8;  // ACTIVITY_RECORD_ALIGNMENT
 constexpr size_t kKinds = CUPTI_ACTIVITY_KIND_COUNT;
 constexpr size_t kExternalKinds = CUPTI_EXTERNAL_CORRELATION_KIND_SIZE;
 
-constexpr size_t aligned(size_t bytes) { return (bytes + kRecordAlign - 1) / kRecordAlign * kRecordAlign; }
+constexpr size_t aligned(size_t bytes) {
+  return (bytes + kRecordAlign - 1) / kRecordAlign * kRecordAlign;
+}
 
 // A record's size in a buffer by its kind; 0 for a kind this CUPTI never writes.
 size_t record_size(CUpti_ActivityKind kind) {
@@ -94,7 +96,7 @@ struct Cupti {
   uint8_t* buffer = nullptr;
   size_t size = 0;
   size_t used = 0;
-  size_t dropped = 0;  // since the last cuptiActivityGetNumDroppedRecords
+  size_t dropped = 0;           // since the last cuptiActivityGetNumDroppedRecords
   std::set<std::string> names;  // kernel names the records point at (never freed)
 };
 Cupti& state() {
@@ -425,8 +427,9 @@ CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
-                                                    CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
+CUptiResult CUPTIAPI
+cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+                               CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
   if (funcBufferRequested == nullptr || funcBufferCompleted == nullptr) {
     return CUPTI_ERROR_INVALID_PARAMETER;
   }

@@ -90,7 +90,8 @@ void register_twin(const std::string& name, Twin twin);
 struct ActivityOp {
   enum class Kind : uint8_t { kKernel, kMemcpy, kMemset };
   Kind kind = Kind::kKernel;
-  const char* name = nullptr;  ///< kernels: the device symbol, mangled (lives as long as the process)
+  const char* name =
+      nullptr;  ///< kernels: the device symbol, mangled (lives as long as the process)
   int device = 0;
   uint32_t stream = 0;       ///< the stream's id (kNullStreamId for the legacy stream)
   uint32_t correlation = 0;  ///< the runtime call that issued it
