@@ -32,6 +32,7 @@ ppb_cudaemu_library(cublas ${cudaemu_dir}/cublas.cpp)
 target_link_libraries(ppb_cudaemu_cublas PRIVATE ppb_cudaemu_cudart BLAS::BLAS ppb::warnings)
 
 ppb_cudaemu_library(cupti ${cudaemu_dir}/cupti.cpp)
+target_include_directories(ppb_cudaemu_cupti PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_cudaemu_cupti PRIVATE ppb_cudaemu_cudart ppb::warnings)
 
 add_custom_target(ppb_cudaemu ALL DEPENDS ppb_cudaemu_cudart ppb_cudaemu_cublas ppb_cudaemu_cupti)

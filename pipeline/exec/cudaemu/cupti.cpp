@@ -34,21 +34,15 @@
 #include <utility>
 #include <vector>
 
+#include "collectors/cupti_records.hpp"
 #include "emu.hpp"
 
 namespace ppb::cudaemu {
 namespace {
 
-// The layouts of this CUPTI's headers (older ones live in
-// cupti_activity_deprecated.h).
-#if CUPTI_API_VERSION >= 130000
-using KernelRecord = CUpti_ActivityKernel10;
-using MemcpyRecord = CUpti_ActivityMemcpy6;
-#else
-using KernelRecord = CUpti_ActivityKernel9;
-using MemcpyRecord = CUpti_ActivityMemcpy5;
-#endif
-using MemsetRecord = CUpti_ActivityMemset4;
+using cupti::KernelRecord;
+using cupti::MemcpyRecord;
+using cupti::MemsetRecord;
 
 constexpr size_t kRecordAlign = 8;  // ACTIVITY_RECORD_ALIGNMENT
 constexpr size_t kKinds = CUPTI_ACTIVITY_KIND_COUNT;

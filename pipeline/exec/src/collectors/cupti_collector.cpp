@@ -61,6 +61,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "collectors/cupti_records.hpp"
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/device_activity.hpp"
 #include "ppb/profiling/log.hpp"
@@ -82,16 +83,9 @@ std::unique_ptr<Collector> make_cupti(const CollectorContext& /*context*/) {
 
 namespace {
 
-// The record layouts of the CUPTI this file was compiled against (older
-// versions live in cupti_activity_deprecated.h).
-#if CUPTI_API_VERSION >= 130000
-using KernelRecord = CUpti_ActivityKernel10;
-using MemcpyRecord = CUpti_ActivityMemcpy6;
-#else
-using KernelRecord = CUpti_ActivityKernel9;
-using MemcpyRecord = CUpti_ActivityMemcpy5;
-#endif
-using MemsetRecord = CUpti_ActivityMemset4;
+using cupti::KernelRecord;
+using cupti::MemcpyRecord;
+using cupti::MemsetRecord;
 
 constexpr size_t kBufferBytes = size_t{4} << 20;
 constexpr size_t kBufferAlign = 8;  // ACTIVITY_RECORD_ALIGNMENT
