@@ -93,7 +93,7 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
       {device::OpKind::kMemset, device::OpClass::kCompute, 0, "Memset (Device)"},
       {device::OpKind::kKernel, device::OpClass::kCommunication, 1, "ncclDevKernel_TestFake(int)"},
       {device::OpKind::kMemcpy, device::OpClass::kCompute, 1, "Memcpy DtoH (Device -> Pinned)"},
-      {device::OpKind::kMemset, device::OpClass::kCommunication, -1, "Memset (Device)"},
+      {device::OpKind::kMemset, device::OpClass::kOther, -1, "Memset (Device)"},
       {device::OpKind::kKernel, device::OpClass::kOptimizer, -1, "ppb_test_spin("},
   };
   // The alignment: CUPTI's realtime stamps mapped onto steady seconds fall
