@@ -20,7 +20,7 @@ if(PPB_HAVE_CUDAEMU)
   if(PPB_HAVE_CUPTI)
     add_executable(cudaemu_cupti_test cudaemu_cupti_test.cpp)
     target_include_directories(cudaemu_cupti_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
-    target_link_libraries(cudaemu_cupti_test PRIVATE ppb::exec CUDA::cupti CUDA::cudart
+    target_link_libraries(cudaemu_cupti_test PRIVATE ppb::exec CUDA::cupti CUDA::cudart CUDA::cublas
                                                      GTest::gtest GTest::gtest_main ppb::warnings)
     add_dependencies(cudaemu_cupti_test ppb_cudaemu)
     gtest_discover_tests(cudaemu_cupti_test DISCOVERY_TIMEOUT 60

@@ -6,6 +6,7 @@
 // on cuptiGetTimestamp's clock, buffers handed back as they fill or at a
 // forced flush, dropped records, one subscriber at a time, the context
 // callback. Skips, saying why, when the process did not load the emulator.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
 #include <gtest/gtest.h>
@@ -41,7 +42,8 @@ struct Seen {
   std::vector<CUpti_ActivityKernel10> kernels;
   std::vector<CUpti_ActivityMemcpy6> copies;
   std::vector<CUpti_ActivityMemset4> memsets;
-  std::vector<CUpti_ActivityAPI> calls;
+  std::vector<CUpti_ActivityAPI> calls;                  // runtime API
+  std::vector<CUpti_ActivityAPI> driver_calls;           // driver API
   std::map<uint32_t, std::map<int, uint64_t>> external;  // correlation -> kind -> id
   std::vector<std::string> names;                        // kernel names, read in the callback
   int buffers = 0;
@@ -58,6 +60,7 @@ void reset_seen() {
   seen().copies.clear();
   seen().memsets.clear();
   seen().calls.clear();
+  seen().driver_calls.clear();
   seen().external.clear();
   seen().names.clear();
   seen().buffers = 0;
@@ -100,6 +103,9 @@ void CUPTIAPI completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buf
         break;
       case CUPTI_ACTIVITY_KIND_RUNTIME:
         seen().calls.push_back(*reinterpret_cast<const CUpti_ActivityAPI*>(a));
+        break;
+      case CUPTI_ACTIVITY_KIND_DRIVER:
+        seen().driver_calls.push_back(*reinterpret_cast<const CUpti_ActivityAPI*>(a));
         break;
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         const auto& c = *reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(a);
@@ -294,6 +300,55 @@ TEST_F(CuptiEmu, ExternalIdsArePerThreadAndAnEmptyQueueSaysSo) {
                 .at(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0),
             7u);
   EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+// cuBLAS launches its GEMM kernels through the driver API (cuLaunchKernel):
+// CUPTI ties them to a pushed external id only while DRIVER records are
+// enabled (seen on an H200 with CUDA 13.0: with RUNTIME alone, cuBLAS's GEMM
+// kernels carried no action's id). The emulator behaves the same way.
+TEST_F(CuptiEmu, ACublasGemmIsADriverCallTiedToThePushedIdOnlyWithDriverRecords) {
+  constexpr int n = 8;
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 3 * n * n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 0, 3 * n * n * sizeof(float), s_), cudaSuccess);
+  cublasHandle_t h = nullptr;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(h, s_), CUBLAS_STATUS_SUCCESS);
+  const float one = 1.0f, zero = 0.0f;
+  auto gemm = [&](uint64_t id) {
+    ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id),
+              CUPTI_SUCCESS);
+    ASSERT_EQ(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, d, CUDA_R_32F, n, d + n * n,
+                           CUDA_R_32F, n, &zero, d + 2 * n * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    uint64_t popped = 0;
+    ASSERT_EQ(
+        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &popped),
+        CUPTI_SUCCESS);
+  };
+  gemm(5);  // RUNTIME enabled, DRIVER not (the fixture's kinds)
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), CUPTI_SUCCESS);
+  gemm(6);
+  ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  flush();
+  EXPECT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER), CUPTI_SUCCESS);
+  EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+
+  std::lock_guard<std::mutex> lock(seen().m);
+  ASSERT_EQ(seen().kernels.size(), 2u);
+  const uint32_t first = seen().kernels[0].correlationId;
+  const uint32_t second = seen().kernels[1].correlationId;
+  EXPECT_EQ(seen().external.count(first), 0u);
+  EXPECT_EQ(seen().external.at(second).at(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0), 6u);
+  ASSERT_EQ(seen().driver_calls.size(), 1u);
+  EXPECT_EQ(seen().driver_calls[0].correlationId, second);
+  EXPECT_EQ(seen().driver_calls[0].cbid, CUpti_CallbackId{CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel});
+  for (const CUpti_ActivityAPI& c : seen().calls) {  // no runtime record of the GEMMs
+    EXPECT_NE(c.correlationId, first);
+    EXPECT_NE(c.correlationId, second);
+  }
 }
 
 // Without the fixture: nothing has touched the device before the subscriber.

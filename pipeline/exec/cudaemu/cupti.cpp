@@ -63,6 +63,7 @@ size_t record_size(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_MEMSET:
       return aligned(sizeof(MemsetRecord));
     case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
       return aligned(sizeof(CUpti_ActivityAPI));
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
       return aligned(sizeof(CUpti_ActivityExternalCorrelation));
@@ -195,9 +196,19 @@ CUpti_CallbackId runtime_cbid(const char* function) {
   return CUPTI_RUNTIME_TRACE_CBID_INVALID;
 }
 
+// A driver API call ("cuLaunchKernel") against a runtime one ("cudaMemcpy").
+bool is_driver_call(const char* function) {
+  return std::strncmp(function, "cu", 2) == 0 && std::strncmp(function, "cuda", 4) != 0;
+}
+
 // --- the runtime's hooks ----------------------------------------------------------
 
+// As CUPTI does: a call is recorded, and tied to the pushed external ids,
+// only when its API kind (RUNTIME or DRIVER) is enabled.
 void on_api(uint32_t correlation, const char* function, uint64_t start_ns, uint64_t end_ns) {
+  const CUpti_ActivityKind api =
+      is_driver_call(function) ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+  if (!enabled(api)) return;
   if (enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
     for (size_t k = 0; k < kExternalKinds; ++k) {
       if (t_external[k].empty()) continue;
@@ -209,10 +220,12 @@ void on_api(uint32_t correlation, const char* function, uint64_t start_ns, uint6
       append(r);
     }
   }
-  if (enabled(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+  {
     CUpti_ActivityAPI r{};
-    r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-    r.cbid = runtime_cbid(function);
+    r.kind = api;
+    r.cbid = api == CUPTI_ACTIVITY_KIND_DRIVER
+                 ? CUpti_CallbackId{CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel}
+                 : runtime_cbid(function);
     r.start = start_ns;
     r.end = end_ns;
     r.processId = static_cast<uint32_t>(getpid());
@@ -328,6 +341,8 @@ const char* kind_name(CUpti_ActivityKind kind) {
       return "MEMSET";
     case CUPTI_ACTIVITY_KIND_RUNTIME:
       return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return "DRIVER";
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
       return "EXTERNAL_CORRELATION";
     default:

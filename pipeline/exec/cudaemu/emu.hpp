@@ -45,7 +45,8 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> op);
 
 /// Like enqueue(), for a kernel another library of the emulator runs (cuBLAS's
 /// GEMMs): the activity hooks see it as a kernel named `name` (a string that
-/// lives as long as the process), issued by a cudaLaunchKernel.
+/// lives as long as the process), issued by a cuLaunchKernel: a driver API
+/// call, as NVIDIA's cuBLAS launches its GEMM kernels.
 cudaError_t enqueue_kernel(cudaStream_t s, const char* name, dim3 grid, dim3 block,
                            std::function<void()> op);
 
@@ -108,9 +109,10 @@ constexpr uint32_t kNullStreamId = 7;
 
 /// What the emulated CUPTI listens to. Each hook may be called on any thread.
 struct ActivityHooks {
-  /// A runtime call that issues device work, on the calling thread, after
-  /// the work was enqueued: its correlation id (as its operation carries
-  /// it), its name ("cudaLaunchKernel") and when it began and ended.
+  /// A runtime or driver call that issues device work, on the calling
+  /// thread, after the work was enqueued: its correlation id (as its
+  /// operation carries it), its name ("cudaLaunchKernel", "cuLaunchKernel")
+  /// and when it began and ended.
   void (*api)(uint32_t correlation, const char* function, uint64_t start_ns,
               uint64_t end_ns) = nullptr;
   /// An operation ended, on the thread that ran it (its stream's worker).

@@ -683,7 +683,7 @@ cudaError_t enqueue_kernel(cudaStream_t s, const char* name, dim3 grid, dim3 blo
   a.name = name;
   a.grid = grid;
   a.block = block;
-  return issue(s, a, "cudaLaunchKernel", std::move(op));
+  return issue(s, a, "cuLaunchKernel", std::move(op));
 }
 
 cudaError_t fail(cudaError_t rc) {

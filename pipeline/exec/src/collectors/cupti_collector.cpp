@@ -3,9 +3,12 @@
 // idle and the figures say so).
 //
 //   activity kinds  CONCURRENT_KERNEL (KERNEL would serialise every kernel),
-//                   MEMCPY, MEMSET, EXTERNAL_CORRELATION and RUNTIME (CUPTI
-//                   emits an external correlation record for each runtime
-//                   API call made while an id is pushed; the runtime records
+//                   MEMCPY, MEMSET, EXTERNAL_CORRELATION, RUNTIME and DRIVER
+//                   (CUPTI emits an external correlation record for each API
+//                   call of an enabled API kind made while an id is pushed;
+//                   cuBLAS launches its GEMM kernels through the driver API,
+//                   cuLaunchKernel, so without DRIVER they carry no action's
+//                   id: seen on an H200, CUDA 13.0. The API records
 //                   themselves are dropped in the walk)
 //   correlation     launch_begin/end push/pop a fresh id (CUSTOM0) around
 //                   each action's enqueue, optimizer_begin/end around each
@@ -313,9 +316,12 @@ device::ClockSample clock_sample() {
   return best;
 }
 
-constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME};
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER};
 
 class CuptiCollector final : public Collector {
  public:
