@@ -1,6 +1,7 @@
 #include "ppb/profiling/trace.hpp"
 
 #include <boost/json.hpp>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -54,6 +55,15 @@ void append_us(std::string& out, double us) {
 }
 
 void append_int(std::string& out, int64_t v) { out += std::to_string(v); }
+
+// A time on the file's grid: nanoseconds, or the nearest whole microsecond.
+void append_time(std::string& out, double us, TimeGrid grid) {
+  if (grid == TimeGrid::kNanoseconds) {
+    append_us(out, us);
+  } else {
+    append_int(out, std::llround(us));
+  }
+}
 
 void open_event(std::string& out, bool& first) {
   if (!first) out += ",\n";
@@ -131,7 +141,7 @@ size_t TraceWriter::event_count() const {
   return events_.size();
 }
 
-void TraceWriter::append_events(std::string& out, bool& first) const {
+void TraceWriter::append_events(std::string& out, bool& first, TimeGrid grid) const {
   std::lock_guard lock(mutex_);
   const std::string pid = std::to_string(rank_);
   out.reserve(out.size() + 120 * (events_.size() + threads_.size() + 2));
@@ -163,11 +173,15 @@ void TraceWriter::append_events(std::string& out, bool& first) const {
     out += ",\"tid\":";
     append_int(out, e.tid);
     out += ",\"ts\":";
-    append_us(out, e.ts_us);
+    append_time(out, e.ts_us, grid);
     switch (e.phase) {
       case 'X':
         out += ",\"dur\":";
-        append_us(out, e.dur_us);
+        if (grid == TimeGrid::kNanoseconds) {
+          append_us(out, e.dur_us);
+        } else {  // both ends rounded: nesting kept, never negative
+          append_int(out, std::llround(e.ts_us + e.dur_us) - std::llround(e.ts_us));
+        }
         break;
       case 's':
       case 'f':
@@ -210,7 +224,7 @@ std::string TraceWriter::to_json() const {
   std::string out;
   append_header(out, rank_, world_size_);
   bool first = true;
-  append_events(out, first);
+  append_events(out, first, TimeGrid::kWholeMicroseconds);
   out += "\n]}\n";
   return out;
 }
@@ -242,7 +256,7 @@ void write_merged(const std::vector<const TraceWriter*>& ranks, const std::strin
       throw UsageError("trace merge: rank " + std::to_string(w->rank()) + " appears twice");
     }
     list.push_back(w->rank());
-    w->append_events(out, first);
+    w->append_events(out, first, TimeGrid::kNanoseconds);
   }
   append_merged_footer(out, list);
   write_output_file(path, out);

@@ -1,5 +1,6 @@
 // The Chrome/Perfetto trace writer: the document parses back, carries the
-// rank for Holistic Trace Analysis, has microsecond X events, matched flows
+// rank for Holistic Trace Analysis, has microsecond X events (whole ones in
+// per-rank files), matched flows
 // with ids unique across ranks, and merges per-rank files; writes are atomic.
 #include "ppb/profiling/trace.hpp"
 
@@ -198,6 +199,61 @@ TEST(Trace, EscapesNames) {
     }
   }
   EXPECT_TRUE(seen);
+}
+
+// Per-rank files hold whole microseconds, each end rounded to the nearest,
+// so Holistic Trace Analysis (which rounds fractional times inward) never
+// sees a negative duration; merged files keep nanoseconds.
+TEST(Trace, PerRankFilesAreOnWholeMicrosecondsMergedOnNanoseconds) {
+  TraceWriter w(0, "r0", 1);
+  const int host = w.add_thread("compute");
+  const int stream = w.add_thread("stream 7");
+  // An action from 10.2 to 14.7 us holding three kernels: 0.3 us inside one
+  // microsecond (10.4 .. 10.7: inward rounding gives 11 .. 10), 0.8 us
+  // across one (12.6 .. 13.4) and one ending with the action.
+  w.complete(host, "F s0 mb0", "forward", 10.2e-6, 4.5e-6);
+  w.complete(stream, "k0", "kernel", 10.4e-6, 0.3e-6);
+  w.complete(stream, "k1", "kernel", 12.6e-6, 0.8e-6);
+  w.complete(stream, "k2", "kernel", 14.1e-6, 0.6e-6);
+  struct Ev {
+    double ts, dur;
+  };
+  auto events = [](const std::string& json) {
+    std::map<std::string, Ev> out;
+    std::map<std::string, bool> integral;
+    const boost::json::value doc = boost::json::parse(json);
+    for (const auto& ev : doc.at("traceEvents").as_array()) {
+      if (ev.at("ph").as_string() != "X") continue;
+      const std::string name(ev.at("name").as_string());
+      out[name] = {ev.at("ts").to_number<double>(), ev.at("dur").to_number<double>()};
+      integral[name] = ev.at("ts").is_int64() && ev.at("dur").is_int64();
+    }
+    return std::make_pair(out, integral);
+  };
+  const auto [per_rank, integral] = events(w.to_json());
+  ASSERT_EQ(per_rank.size(), 4u);
+  for (const auto& [name, is_int] : integral) EXPECT_TRUE(is_int) << name;
+  EXPECT_EQ(per_rank.at("F s0 mb0").ts, 10.0);
+  EXPECT_EQ(per_rank.at("F s0 mb0").dur, 5.0);  // 10 .. 15
+  EXPECT_EQ(per_rank.at("k0").ts, 10.0);
+  EXPECT_EQ(per_rank.at("k0").dur, 1.0);  // 10.4 -> 10, 10.7 -> 11
+  EXPECT_EQ(per_rank.at("k1").ts, 13.0);
+  EXPECT_EQ(per_rank.at("k1").dur, 0.0);  // 12.6 -> 13, 13.4 -> 13
+  EXPECT_EQ(per_rank.at("k2").ts, 14.0);
+  EXPECT_EQ(per_rank.at("k2").dur, 1.0);    // ends with the action at 15
+  for (const auto& [name, e] : per_rank) {  // every kernel inside the action
+    if (name[0] != 'k') continue;
+    EXPECT_GE(e.ts, per_rank.at("F s0 mb0").ts) << name;
+    EXPECT_LE(e.ts + e.dur, per_rank.at("F s0 mb0").ts + per_rank.at("F s0 mb0").dur) << name;
+  }
+
+  const std::string path = temp_path("grid_merged.json");
+  write_merged({&w}, path);
+  const auto merged = events(slurp(path)).first;
+  std::filesystem::remove(path);
+  EXPECT_NEAR(merged.at("k0").ts, 10.4, 1e-9);
+  EXPECT_NEAR(merged.at("k0").dur, 0.3, 1e-9);
+  EXPECT_NEAR(merged.at("k1").dur, 0.8, 1e-9);
 }
 
 }  // namespace

@@ -18,7 +18,15 @@
 //  * one tid per host thread and per stream (add_thread), named by
 //    "thread_name" metadata, sorted in registration order;
 //  * "X" complete events, timestamps and durations in MICROseconds (the
-//    writer takes seconds and converts; 3 decimals = nanoseconds);
+//    writer takes seconds and converts). Merged files keep 3 decimals
+//    (nanoseconds). Per-rank files, the ones Holistic Trace Analysis reads,
+//    hold whole microseconds, each start and end rounded to the nearest: HTA
+//    rounds fractional times inward (start up, end down), which turns every
+//    event shorter than a microsecond that crosses no whole microsecond into
+//    a negative duration and fails its temporal breakdown on real GPU
+//    traces (kernels and copies of a few hundred nanoseconds). Rounding both
+//    ends to the nearest keeps every nesting and, over many events, the
+//    total duration;
 //  * flow events "s" (on the sender, inside its send slice) and "f" (on the
 //    receiver, inside its receive slice, "bp":"e" = bind to the enclosing
 //    slice) with the same name, category and id draw the send->receive
@@ -49,6 +57,10 @@ namespace ppb::trace {
 /// REQUIRES (PPB_CHECK): 0 <= src_rank < 2^20, seq < 2^32.
 /// Example: flow_id(3, 7) == 12884901895.
 uint64_t flow_id(int src_rank, uint64_t seq);
+
+/// How a file writes times: microseconds with 3 decimals (merged files), or
+/// whole microseconds, each end rounded to the nearest (per-rank files).
+enum class TimeGrid { kNanoseconds, kWholeMicroseconds };
 
 /// One integer argument of an event ("mb": 3). Shown in Perfetto's details.
 struct TraceArg {
@@ -93,7 +105,8 @@ class TraceWriter {
   int rank() const { return rank_; }
   size_t event_count() const;
 
-  /// The whole document (per-rank form, with distributedInfo).
+  /// The whole document (per-rank form, with distributedInfo; whole
+  /// microseconds).
   std::string to_json() const;
   /// Writes to_json() to `path` with write_output_file (a regular file is
   /// replaced atomically: a temporary file next to it, then
@@ -102,8 +115,8 @@ class TraceWriter {
 
   /// Appends this rank's events (metadata first), one JSON object per
   /// element, each preceded by ",\n" except the very first of `out` when
-  /// `first` is true. Used by write_merged.
-  void append_events(std::string& out, bool& first) const;
+  /// `first` is true, with times on `grid`. Used by write_merged.
+  void append_events(std::string& out, bool& first, TimeGrid grid) const;
 
  private:
   struct Event {
