@@ -14,6 +14,13 @@
 //          action until the input is there, and each send runs a short
 //          kernel on stream 17; the receive kernels hide the bubble from a
 //          tool that counts every kernel as work
+//   copies each action begins with a copy of its own, 0.6 us, ahead of its
+//          kernels in the launch gap (an input upload: an H200 ran
+//          gpt-tiny's in 0.8 us, with the device idle around it), at
+//          assorted fractions of a microsecond: many cross no whole
+//          microsecond, which Holistic Trace Analysis's own rounding of
+//          fractional times (start up, end down) turns into negative
+//          durations, failing its temporal breakdown
 //
 // Each folder gets run.trace/rank<r>.json and expected.json with what the
 // device-activity module computes from the same records over all steps:
@@ -65,9 +72,9 @@ struct StageRecords {
   uint64_t external = 0;
 
   void kernel(double start, double end, uint32_t stream, const std::string& name,
-              const Launch* launch) {
+              const Launch* launch, OpKind kind = OpKind::kKernel) {
     RawRecord r;
-    r.kind = OpKind::kKernel;
+    r.kind = kind;
     r.start_ns = ns(origin + start);
     r.end_ns = ns(origin + end);
     r.stream = stream;
@@ -81,8 +88,12 @@ struct StageRecords {
   }
 };
 
+enum class Scenario { kAware, kNccl, kCopies };
+
 ppb::run::StageStep stage_step(const ppb::SimStage& sim, const ppb::SimResult& result, int stage,
-                               double origin, bool nccl) {
+                               double origin, Scenario scenario) {
+  const bool nccl = scenario == Scenario::kNccl;
+  const bool copies = scenario == Scenario::kCopies;
   ppb::run::StageStep s;
   StageRecords rec;
   rec.origin = origin;
@@ -98,11 +109,19 @@ ppb::run::StageStep stage_step(const ppb::SimStage& sim, const ppb::SimResult& r
       rec.kernel(previous_end + kLaunchGap, e.start - kLaunchGap, 13,
                  "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", &launch);
     }
-    const double d = e.end - e.start;
+    // The action's copy, at an assorted fraction of a microsecond, then
+    // its kernels from 2 us on.
+    const double lead = copies ? 2e-6 : 0.0;
+    if (copies) {
+      const double at = e.start + 1e-6 * (0.1 + 0.07 * static_cast<double>(i % 10));
+      rec.kernel(at, at + 0.6e-6, 7, "Memcpy HtoD (Pageable -> Device)", &launch, OpKind::kMemcpy);
+    }
+    const double d = e.end - e.start - lead;
     const std::string base = forward ? "ppb_fwd_" : "ppb_bwd_";
-    rec.kernel(e.start, e.start + 0.3 * d, 7, base + "gemm", &launch);
-    rec.kernel(e.start + 0.3 * d + kLaunchGap, e.start + 0.7 * d, 7, base + "attention", &launch);
-    rec.kernel(e.start + 0.7 * d + kLaunchGap, e.end, 7, base + "gelu", &launch);
+    rec.kernel(e.start + lead, e.start + lead + 0.3 * d, 7, base + "gemm", &launch);
+    rec.kernel(e.start + lead + 0.3 * d + kLaunchGap, e.start + lead + 0.7 * d, 7,
+               base + "attention", &launch);
+    rec.kernel(e.start + lead + 0.7 * d + kLaunchGap, e.end, 7, base + "gelu", &launch);
     const bool sends = forward ? stage < kStages - 1 : stage > 0;
     if (nccl && sends) {
       rec.kernel(e.end + kLaunchGap, e.end + 40e-6, 17,
@@ -135,7 +154,7 @@ ppb::run::StageStep stage_step(const ppb::SimStage& sim, const ppb::SimResult& r
   return s;
 }
 
-void scenario(const std::string& dir, bool nccl) {
+void scenario(const std::string& dir, Scenario which) {
   ppb::ScheduleParams p;
   p.stages = kStages;
   p.microbatches = kMicrobatches;
@@ -149,7 +168,7 @@ void scenario(const std::string& dir, bool nccl) {
     const ppb::SimResult sim = ppb::simulate(schedule, costs);
     ppb::run::StepMeasure step;
     for (int s = 0; s < kStages; ++s)
-      step.push_back(stage_step(sim.stages[static_cast<size_t>(s)], sim, s, origin, nccl));
+      step.push_back(stage_step(sim.stages[static_cast<size_t>(s)], sim, s, origin, which));
     origin += ppb::run::step_time(step) + 0.01;
     steps.push_back(std::move(step));
   }
@@ -177,7 +196,8 @@ void scenario(const std::string& dir, bool nccl) {
     communication.push_back(m);
     busy.push_back(b);
   }
-  const boost::json::object expected{{"scenario", nccl ? "nccl" : "aware"},
+  const char* names[] = {"aware", "nccl", "copies"};
+  const boost::json::object expected{{"scenario", names[static_cast<int>(which)]},
                                      {"stages", kStages},
                                      {"steps", kSteps},
                                      {"device_bubble_per_stage", bubble},
@@ -195,8 +215,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  scenario(dir + "/aware", false);
-  scenario(dir + "/nccl", true);
-  std::printf("device traces: %s/aware, %s/nccl\n", dir.c_str(), dir.c_str());
+  scenario(dir + "/aware", Scenario::kAware);
+  scenario(dir + "/nccl", Scenario::kNccl);
+  scenario(dir + "/copies", Scenario::kCopies);
+  std::printf("device traces: %s/aware, %s/nccl, %s/copies\n", dir.c_str(), dir.c_str(),
+              dir.c_str());
   return 0;
 }
