@@ -56,12 +56,24 @@ void append_us(std::string& out, double us) {
 
 void append_int(std::string& out, int64_t v) { out += std::to_string(v); }
 
-// A time on the file's grid: nanoseconds, or the nearest whole microsecond.
-void append_time(std::string& out, double us, TimeGrid grid) {
+// An event's start and, for a slice (dur_us >= 0), its duration on the
+// file's grid: nanoseconds, or both ends at the nearest whole microsecond
+// (nesting kept, never negative).
+void append_times(std::string& out, double ts_us, double dur_us, bool slice, TimeGrid grid) {
+  out += ",\"ts\":";
   if (grid == TimeGrid::kNanoseconds) {
-    append_us(out, us);
-  } else {
-    append_int(out, std::llround(us));
+    append_us(out, ts_us);
+    if (slice) {
+      out += ",\"dur\":";
+      append_us(out, dur_us);
+    }
+    return;
+  }
+  const int64_t start = std::llround(ts_us);
+  append_int(out, start);
+  if (slice) {
+    out += ",\"dur\":";
+    append_int(out, std::llround(ts_us + dur_us) - start);
   }
 }
 
@@ -172,16 +184,9 @@ void TraceWriter::append_events(std::string& out, bool& first, TimeGrid grid) co
     out += pid;
     out += ",\"tid\":";
     append_int(out, e.tid);
-    out += ",\"ts\":";
-    append_time(out, e.ts_us, grid);
+    append_times(out, e.ts_us, e.dur_us, e.phase == 'X', grid);
     switch (e.phase) {
       case 'X':
-        out += ",\"dur\":";
-        if (grid == TimeGrid::kNanoseconds) {
-          append_us(out, e.dur_us);
-        } else {  // both ends rounded: nesting kept, never negative
-          append_int(out, std::llround(e.ts_us + e.dur_us) - std::llround(e.ts_us));
-        }
         break;
       case 's':
       case 'f':

@@ -196,9 +196,11 @@ CUpti_CallbackId runtime_cbid(const char* function) {
   return CUPTI_RUNTIME_TRACE_CBID_INVALID;
 }
 
-// A driver API call ("cuLaunchKernel") against a runtime one ("cudaMemcpy").
-bool is_driver_call(const char* function) {
-  return std::strncmp(function, "cu", 2) == 0 && std::strncmp(function, "cuda", 4) != 0;
+// The driver API calls the emulator makes (cuBLAS's launches); INVALID for a
+// runtime call.
+CUpti_CallbackId driver_cbid(const char* function) {
+  if (std::strcmp(function, "cuLaunchKernel") == 0) return CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  return CUPTI_DRIVER_TRACE_CBID_INVALID;
 }
 
 // --- the runtime's hooks ----------------------------------------------------------
@@ -206,8 +208,10 @@ bool is_driver_call(const char* function) {
 // As CUPTI does: a call is recorded, and tied to the pushed external ids,
 // only when its API kind (RUNTIME or DRIVER) is enabled.
 void on_api(uint32_t correlation, const char* function, uint64_t start_ns, uint64_t end_ns) {
-  const CUpti_ActivityKind api =
-      is_driver_call(function) ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+  const CUpti_CallbackId driver = driver_cbid(function);
+  const CUpti_ActivityKind api = driver != CUPTI_DRIVER_TRACE_CBID_INVALID
+                                     ? CUPTI_ACTIVITY_KIND_DRIVER
+                                     : CUPTI_ACTIVITY_KIND_RUNTIME;
   if (!enabled(api)) return;
   if (enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
     for (size_t k = 0; k < kExternalKinds; ++k) {
@@ -223,9 +227,7 @@ void on_api(uint32_t correlation, const char* function, uint64_t start_ns, uint6
   {
     CUpti_ActivityAPI r{};
     r.kind = api;
-    r.cbid = api == CUPTI_ACTIVITY_KIND_DRIVER
-                 ? CUpti_CallbackId{CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel}
-                 : runtime_cbid(function);
+    r.cbid = api == CUPTI_ACTIVITY_KIND_DRIVER ? driver : runtime_cbid(function);
     r.start = start_ns;
     r.end = end_ns;
     r.processId = static_cast<uint32_t>(getpid());
