@@ -93,8 +93,8 @@ endforeach()
 # gate) are not held to the tolerances; when none was quiet the check is
 # skipped (77), saying so.
 set(PPB_TIMED_MODEL "gpt:layers=16,hidden=256,heads=4,seq=128,vocab=1000,mbs=2")
-# The time scales make the shortest action about 4 ms (twice the default), so
-# the fixed per-action costs (sleep overshoot, polling) weigh half as much.
+# The time scales make the shortest action about 4 ms, so the fixed
+# per-action costs (sleep overshoot, polling) weigh little.
 foreach(case "4;8;0.22" "8;16;0.44")
   list(GET case 0 ranks)
   list(GET case 1 m)
