@@ -470,6 +470,18 @@ struct GptTinyCut {
   std::vector<UnitTime> times;
   std::vector<UnitRange> parts;
   StageCosts costs;
+
+  // The timed backend of `stage` under the placement `stage_of` (empty:
+  // looping).
+  BackendConfig stage_config(int stage, std::vector<int32_t> stage_of = {}) const {
+    BackendConfig cfg;
+    cfg.costs = costs;
+    cfg.stage = stage;
+    cfg.stages = costs.stages;
+    cfg.chunks = costs.chunks_per_stage;
+    cfg.placement = std::move(stage_of);
+    return cfg;
+  }
 };
 
 GptTinyCut gpt_tiny_cut(int stages, int chunks) {
@@ -506,11 +518,7 @@ TEST(TimedBackendTest, AChunksActionsTakeTheTimeOfItsUnits) {
   std::vector<double> stage_fwd;
   double scale = 0;
   for (int s = 0; s < P; ++s) {
-    BackendConfig cfg;
-    cfg.costs = one.costs;
-    cfg.stage = s;
-    cfg.stages = P;
-    TimedBackend b(cfg);
+    TimedBackend b(one.stage_config(s));
     scale = b.time_scale();
     stage_fwd.push_back(stream_seconds(b, {ActionKind::kForward, 0, 0, nullptr, nullptr}));
   }
@@ -529,13 +537,7 @@ TEST(TimedBackendTest, AChunksActionsTakeTheTimeOfItsUnits) {
     const Placement place = stage_of.empty() ? Placement(P, 2) : Placement(P, 2, stage_of);
     double fwd_sum = 0;
     for (int s = 0; s < P; ++s) {
-      BackendConfig cfg;
-      cfg.costs = two.costs;
-      cfg.stage = s;
-      cfg.stages = P;
-      cfg.chunks = 2;
-      cfg.placement = stage_of;
-      TimedBackend b(cfg);
+      TimedBackend b(two.stage_config(s, stage_of));
       EXPECT_DOUBLE_EQ(b.time_scale(), scale) << name << ": another scale than one chunk's";
       for (int c = 0; c < 2; ++c) {
         const ChunkCost& cost = two.costs.at(place, s, c);
