@@ -4,7 +4,7 @@
 ppb_add_gtest(run_metrics_test SOURCES tests/run_metrics_test.cpp LIBS ppb::run)
 
 add_executable(run_results_check tests/run_results_check.cpp)
-target_link_libraries(run_results_check PRIVATE ppb::result ppb::warnings)
+target_link_libraries(run_results_check PRIVATE ppb::reports ppb::warnings)
 
 set(PPB_RUN_OUT ${CMAKE_CURRENT_BINARY_DIR}/run-tests)
 set(PPB_RUN_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
@@ -93,8 +93,8 @@ endforeach()
 # gate) are not held to the tolerances; when none was quiet the check is
 # skipped (77), saying so.
 set(PPB_TIMED_MODEL "gpt:layers=16,hidden=256,heads=4,seq=128,vocab=1000,mbs=2")
-# The time scales make the shortest action about 4 ms (twice the default), so
-# the fixed per-action costs (sleep overshoot, polling) weigh half as much.
+# The time scales make the shortest action about 4 ms, so the fixed
+# per-action costs (sleep overshoot, polling) weigh little.
 foreach(case "4;8;0.22" "8;16;0.44")
   list(GET case 0 ranks)
   list(GET case 1 m)
@@ -129,6 +129,27 @@ ppb_add_plan_memory_test(run_timed_v_p4 ${dir})
 set_tests_properties(run_timed_v_p4_bubble run_timed_v_p4_memory run_timed_v_p4_trace PROPERTIES
   LABELS mpi FIXTURES_REQUIRED run_timed_v_p4_files)
 set_tests_properties(run_timed_v_p4_bubble PROPERTIES SKIP_RETURN_CODE 77)
+
+# The timed backend at its default time scale against the cost model and
+# the simulator (no measured times fed back): gpt-tiny on 2 ranks, one- and
+# two-chunk schedules (looping and V-shaped placements), layer and balanced
+# cuts. Every combination runs at the model's one scale, every action lasts
+# at least its chunk's modelled time x that scale, and on a quiet host
+# (metrics.foreign_cpu <= 20%, else skipped, saying so) each step is within
+# 25% of the simulated step x scale, as `simulate --model gpt-tiny` prices it:
+# the two-chunk schedules ran 70-97% over it when a chunk slept its stage's
+# time, and on a busy host (foreign_cpu ~0.9) every combination of this
+# sweep ran 3-27% over it, a two-chunk one once 59% (the hand-overs between
+# its chunks' ~2 ms actions wait for a rank to wake).
+set(dir ${PPB_RUN_OUT}/timed-model-p2)
+ppb_add_mpi_test(run_timed_model_p2 RANKS 2
+  COMMAND $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b,zb-h1,interleaved-1f1b,zb-v,dualpipe-v
+          --partition layer,balanced --microbatches 8 -n 2 -w 1 --out ${dir}
+  LABELS mpi TIMEOUT 120)
+set_tests_properties(run_timed_model_p2 PROPERTIES FIXTURES_SETUP run_timed_model_p2_files RUN_SERIAL TRUE)
+add_test(NAME run_timed_model_p2_model COMMAND run_results_check model ${dir} 0.25)
+set_tests_properties(run_timed_model_p2_model PROPERTIES LABELS mpi
+  FIXTURES_REQUIRED run_timed_model_p2_files SKIP_RETURN_CODE 77)
 
 # Data parallel x pipeline: W = P x D ranks run D replicas. --check on the
 # cpu backend (gpt-tiny, M=4): 2 stages x 2 replicas in Megatron-LM's rank

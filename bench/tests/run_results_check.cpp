@@ -21,13 +21,20 @@
 //                                         (same N) above it; gpipe ended with status oom
 //   run_results_check same DIR OTHER      OTHER (run --rerun of DIR) holds the same files,
 //                                         each with DIR's config and status
+//   run_results_check model DIR STEP      timed backend at its default scale: every result's
+//                                         time_scale is the model's (default_time_scale of
+//                                         the model costs), every action lasts at least its
+//                                         chunk's modelled time x that scale, and
+//                                         |median step - simulated step x scale| / that
+//                                         <= STEP (the simulator on the cost model, as
+//                                         `simulate --model` prices it)
 //   run_results_check dp DIR D TOL        data parallelism: each ok result ran D replicas on
 //                                         stages x D ranks; every stage all-reduced > 0 bytes
 //                                         in > 0 s, overlap <= that time; bubble with the
 //                                         all-reduce >= without; |without - theory| <= TOL;
 //                                         a reference check passed within 1e-6
 //
-// bubble, device and dp (TOL < 1) hold timings to tolerances only for results whose
+// bubble, model, device and dp (TOL < 1) hold timings to tolerances only for results whose
 // host was quiet (metrics.foreign_cpu <= 20%); when no result was, the
 // checker exits 77 (ctest: skipped), saying so.
 #include <algorithm>
@@ -44,8 +51,12 @@
 #include <string>
 #include <vector>
 
+#include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/result.hpp"
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/reports/plan.hpp"
 
 namespace {
 
@@ -136,6 +147,67 @@ void check_kind_seconds(const std::string& name, const ppb::Result& r) {
   }
 }
 
+// The modelled seconds of one action of the timeline.
+double modelled_seconds(const ppb::ChunkCost& c, ppb::ActionKind op) {
+  switch (op) {
+    case ppb::ActionKind::kForward:
+      return c.fwd;
+    case ppb::ActionKind::kBackward:
+      return c.bwd_input + c.bwd_weight;
+    case ppb::ActionKind::kBackwardInput:
+      return c.bwd_input;
+    case ppb::ActionKind::kBackwardWeight:
+      return c.bwd_weight;
+    case ppb::ActionKind::kSync:
+      break;
+  }
+  return 0;
+}
+
+// A timed result at the default scale against the cost model of its
+// combination (re-priced as `plan --validate` prices it) and the simulator.
+void check_model(const std::string& name, const ppb::Result& r, double step_tol) {
+  if (r.status != ppb::ResultStatus::kOk || !r.metrics || r.config.backend != "timed") {
+    fail(name, "expected an ok result of the timed backend");
+    return;
+  }
+  ppb::reports::Repriced model;
+  try {
+    model = ppb::reports::reprice(r.config);
+  } catch (const ppb::UsageError& e) {
+    fail(name, std::string("cannot re-price its configuration: ") + e.what());
+    return;
+  }
+  // One scale for every schedule, placement and partition of the model.
+  const double scale = ppb::default_time_scale(model.costs);
+  if (!(std::fabs(r.config.time_scale - scale) <= 1e-9 * scale))
+    fail(name, "time_scale " + std::to_string(r.config.time_scale) + ", the model's is " +
+                   std::to_string(scale));
+  // Each action on the clock for its chunk's modelled time (a rank that
+  // slept to its end wakes later, never earlier).
+  const ppb::Placement place = ppb::placement_of(model.schedule);
+  int short_actions = 0;
+  for (size_t s = 0; s < r.timeline.size(); ++s) {
+    for (const ppb::TimelineEvent& e : r.timeline[s]) {
+      if (e.op == ppb::ActionKind::kSync) continue;
+      const double want =
+          modelled_seconds(model.costs.at(place, static_cast<int>(s), e.chunk), e.op) * scale;
+      if (e.end - e.start < want - 1e-6) ++short_actions;
+    }
+  }
+  if (short_actions > 0)
+    fail(name, std::to_string(short_actions) + " actions shorter than their chunk's modelled time");
+  const ppb::SimResult sim = ppb::simulate(model.schedule, model.costs);
+  const double predicted = sim.step_time * scale;
+  const double ds = (r.metrics->step_time_seconds.median - predicted) / predicted;
+  std::printf("%-48s scale %.4g  step %.2f ms  simulated %.2f ms (%+.1f%%)\n", name.c_str(),
+              r.config.time_scale, r.metrics->step_time_seconds.median * 1e3, predicted * 1e3,
+              ds * 100);
+  if (judge_timings(name, r) && !(std::fabs(ds) <= step_tol))
+    fail(name, "step time differs from the simulated step x time scale by more than " +
+                   std::to_string(step_tol));
+}
+
 // The merged trace beside a result file.
 std::string trace_path(const std::string& dir, const std::string& result_file) {
   return dir + "/" + result_file.substr(0, result_file.size() - 5) + ".trace.json";
@@ -163,7 +235,7 @@ boost::json::value read_trace(const std::string& name, const std::string& path) 
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: run_results_check check|bubble|memory DIR [args]\n");
+    std::fprintf(stderr, "usage: run_results_check check|bubble|memory|model|... DIR [args]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -448,6 +520,9 @@ int main(int argc, char** argv) {
       std::printf("%-48s re-run with the same config (%s)\n", name.c_str(),
                   ppb::result_status_name(it->second.status));
     }
+  } else if (mode == "model") {
+    const double step_tol = argc > 3 ? std::atof(argv[3]) : 0.1;
+    for (const auto& [name, r] : results) check_model(name, r, step_tol);
   } else if (mode == "dp") {
     const int want = argc > 3 ? std::atoi(argv[3]) : 2;
     const double tol = argc > 4 ? std::atof(argv[4]) : 0.02;

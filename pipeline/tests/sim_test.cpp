@@ -16,7 +16,11 @@
 #include <sstream>
 #include <string>
 
+#include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/pipeline/timeline_text.hpp"
@@ -379,6 +383,28 @@ TEST(UniformCosts, PerStageTimesSplitOverChunksAndBadFlagsAreNamed) {
   }
   EXPECT_THROW(uniform_costs(2, 1, 1.0, 1.0, 0.0, std::nan("")), UsageError);
   EXPECT_THROW(uniform_costs(0, 1, 1.0, 1.0, 0.0, 0.0), UsageError);
+}
+
+// The timed backend's default scale is the model's: the mean stage's F + B
+// sleeps 12 ms, whatever the partition and the chunks per stage, so a chunk
+// that holds half a stage's units sleeps half as long as the stage.
+TEST(DefaultTimeScale, TheMeanStageSleeps12msWhateverTheCut) {
+  EXPECT_DOUBLE_EQ(default_time_scale(uniform_costs(2, 1, 0.5, 3.0, 0.0, 0.0)), 12e-3 / 3.5);
+  EXPECT_DOUBLE_EQ(default_time_scale(uniform_costs(2, 2, 0.5, 3.0, 0.0, 0.0)), 12e-3 / 3.5);
+  EXPECT_DOUBLE_EQ(default_time_scale(uniform_costs(1, 1, 0, 0, 0, 0)), 1.0);
+  const std::vector<Unit> units = expand_units(parse_model_spec("gpt-tiny"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  double total = 0;
+  for (const UnitTime& t : times) total += t.fwd + t.bwd_input + t.bwd_weight;
+  for (const char* partition : {"layer", "operator", "balanced"}) {
+    for (const int chunks : {1, 2}) {
+      const StageCosts c =
+          model_costs(units, times, make_partition(partition, units, times, 2 * chunks), 2, chunks,
+                      LinkModel{});
+      EXPECT_NEAR(default_time_scale(c), 12e-3 / (total / 2), 1e-12 * 12e-3 / (total / 2))
+          << partition << " V=" << chunks;
+    }
+  }
 }
 
 TEST(Timeline, GoldenOneF1BTwoStagesThreeMicrobatches) {

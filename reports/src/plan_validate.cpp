@@ -20,19 +20,6 @@
 #include "ppb/reports/stats.hpp"
 
 namespace ppb::reports {
-namespace {
-
-// A measured combination re-priced on the roofline of its device: the
-// schedule and parts it ran, with unscaled model costs.
-struct Repriced {
-  ModelSpec spec;
-  DeviceSpec device;
-  std::vector<Unit> units;
-  std::vector<UnitTime> times;
-  std::vector<UnitRange> parts;
-  Schedule schedule;
-  StageCosts costs;
-};
 
 Repriced reprice(const ResultConfig& c) {
   Repriced r;
@@ -56,6 +43,8 @@ Repriced reprice(const ResultConfig& c) {
   r.schedule = generate_schedule(c.schedule, p);
   return r;
 }
+
+namespace {
 
 double finite_or_zero(double x) { return std::isfinite(x) && x > 0 ? x : 0.0; }
 

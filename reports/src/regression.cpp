@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/reports/format.hpp"
+#include "ppb/reports/load.hpp"
 #include "ppb/reports/stats.hpp"
 
 namespace ppb::reports {
@@ -157,6 +159,27 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string match_key(const ResultEntry& e) { return e.machine + " # " + e.config_key; }
+
+// The match key without the time scale: the same combination run at
+// another scale (the timed backend's wall seconds per modelled second).
+// Its timings are not comparable, but it is not a new combination either.
+std::string scale_free_key(const ResultEntry& e) {
+  ResultConfig c = e.result.config;
+  c.time_scale = 0;
+  return e.machine + " # " + config_key(c);
+}
+
+// Why a combination whose history ran at another time scale is kept out.
+// Six significant digits: two scales that differ show as different.
+std::string rescaled_note(const ResultEntry& tonight, const ResultEntry& before) {
+  const auto scale = [](const ResultEntry& e) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", e.result.config.time_scale);
+    return std::string(text);
+  };
+  return "excluded: earlier nights ran it at time scale " + scale(before) + ", tonight at " +
+         scale(tonight) + " (wall seconds per modelled second): its timings are not comparable";
+}
 
 std::string signed_percent(double x) {
   return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
@@ -937,10 +960,13 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
   const size_t first =
       history.size() > static_cast<size_t>(options.window) ? history.size() - options.window : 0;
   std::map<std::string, std::vector<Matched>> by_key;
+  std::map<std::string, const ResultEntry*> by_scale_free;  // the latest night's
   for (size_t i = first; i < history.size(); ++i) {
     out.nights.push_back(history[i].name);
-    for (const ResultEntry& e : history[i].results.results)
+    for (const ResultEntry& e : history[i].results.results) {
       by_key[match_key(e)].push_back({&history[i], &e});
+      by_scale_free[scale_free_key(e)] = &e;
+    }
   }
   Floors floors;
   if (options.noise_floor) {
@@ -956,6 +982,7 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     for (const ResultEntry& e : *reruns) rerun_of[e.group + " # " + e.config_key] = &e;
   }
   std::map<std::string, bool> seen;
+  std::set<std::string> seen_scale_free;
   std::vector<const std::vector<Matched>*> history_of;  // per row; null: not gated
   for (const ResultEntry& c : current) {
     RegressionRow row = blank_row(c);
@@ -964,8 +991,14 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     if (!row.planted.empty()) row.label += " [planted " + row.planted + "]";
     const auto it = by_key.find(match_key(c));
     seen[match_key(c)] = true;
+    seen_scale_free.insert(scale_free_key(c));
     history_of.push_back(nullptr);
-    if (it == by_key.end()) {
+    const auto rescaled = by_scale_free.find(scale_free_key(c));
+    if (it == by_key.end() && rescaled != by_scale_free.end()) {
+      row.baseline = rescaled->second;
+      row.status = RegressionStatus::kExcluded;
+      row.notes.push_back(rescaled_note(c, *rescaled->second));
+    } else if (it == by_key.end()) {
       row.status = RegressionStatus::kNew;
     } else if (!gated(c, options)) {
       row.baseline = it->second.back().entry;
@@ -1004,7 +1037,7 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
   }
   if (!history.empty()) {
     for (const ResultEntry& b : history.back().results.results) {
-      if (seen.count(match_key(b)) != 0) continue;
+      if (seen.count(match_key(b)) != 0 || seen_scale_free.count(scale_free_key(b)) != 0) continue;
       RegressionRow row = blank_row(b);
       row.status = RegressionStatus::kMissing;
       row.baseline = &b;

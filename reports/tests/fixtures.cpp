@@ -54,6 +54,7 @@ Result make_fixture(const FixtureSpec& f) {
   r.config.memory_budget = f.memory_budget;
   r.config.seed = 1;
   r.config.plant = f.plant;
+  r.config.time_scale = f.time_scale;
 
   ResultMetrics& m = r.metrics.emplace();
   const double step = sim.step_time * f.slowdown * f.machine;

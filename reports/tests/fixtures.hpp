@@ -45,6 +45,7 @@ struct FixtureSpec {
   std::string git = "abc1234";
   std::string date = "2026-11-29T07:00:00Z";
   std::string plant;            ///< config.plant
+  double time_scale = 0;        ///< config.time_scale (0: not recorded)
   bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
   double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)
   /// metrics.speed_probe_seconds_per_stage: each stage's probe after each

@@ -522,6 +522,43 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
   EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
 }
 
+// The timed backend's default scale once made a two-chunk schedule's
+// chunks sleep a whole stage's time at twice the one-chunk scale; its fix
+// changed every combination's scale. Rows at another scale than their
+// history are excluded, saying both scales, never gated (gpipe here runs
+// twice as fast) nor listed as missing; the next night gates them against
+// the nights at the new scale only.
+TEST(ReportGate, ACombinationAtAnotherTimeScaleIsExcludedNotGatedNorMissing) {
+  const auto scaled = [](double one_chunk, double two_chunk, double slow_two) {
+    std::vector<FixtureSpec> s = two(1.0, slow_two);
+    s[0].time_scale = one_chunk;
+    s[1].time_scale = two_chunk;
+    return s;
+  };
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, scaled(0.7717, 1.5545, 1.0));
+  night(root, "n2", 2, scaled(0.7717, 1.5545, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, scaled(0.9609, 0.9609, 0.5));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 2);
+  EXPECT_EQ(s.count(RegressionStatus::kMissing), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kNew), 0);
+  EXPECT_EQ(s.regressions(), 0);
+  const RegressionRow& g = row_of(s, "gpipe");
+  ASSERT_EQ(g.notes.size(), 1u);
+  EXPECT_EQ(g.notes[0],
+            "excluded: earlier nights ran it at time scale 1.5545, tonight at 0.9609 (wall "
+            "seconds per modelled second): its timings are not comparable");
+  EXPECT_TRUE(g.metrics.empty());
+  // A night at the new scale: gated against it, not against n1 and n2.
+  night(root, "n3", 3, scaled(0.9609, 0.9609, 0.5));
+  const RegressionSummary next =
+      gate(night(fresh_dir("cur"), "t", 4, scaled(0.9609, 0.9609, 0.5)), {root});
+  EXPECT_EQ(row_of(next, "gpipe").status, RegressionStatus::kPass);
+  EXPECT_EQ(row_of(next, "1f1b").status, RegressionStatus::kPass);
+  EXPECT_EQ(next.count(RegressionStatus::kExcluded), 0);
+}
+
 TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
   std::vector<FixtureSpec> busy = two(1.5, 1.0);
   for (FixtureSpec& f : busy) f.foreign_cpu = 0.45;

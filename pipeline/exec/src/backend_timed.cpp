@@ -14,8 +14,6 @@
 #include <time.h>
 
 #include <cerrno>
-#include <cmath>
-#include <limits>
 #include <utility>
 
 #include "host_stream.hpp"
@@ -24,17 +22,6 @@
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
-
-double default_time_scale(const StageCosts& costs) {
-  double shortest = std::numeric_limits<double>::infinity();
-  for (const ChunkCost& c : costs.chunks) {
-    for (double t : {c.fwd, c.bwd_input, c.bwd_weight}) {
-      if (t > 0 && t < shortest) shortest = t;
-    }
-  }
-  if (!std::isfinite(shortest)) return 1.0;
-  return 2e-3 / shortest;
-}
 
 TimedBackend::TimedBackend(const BackendConfig& config)
     : clock_(std::make_unique<ClockStream>()),

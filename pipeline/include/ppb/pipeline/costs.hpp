@@ -136,4 +136,21 @@ StageCosts uniform_costs(int stages, int chunks, double tf, double tb, double tw
 /// both generate such schedules through it.
 void set_pass_times(const StageCosts& costs, ScheduleParams& params);
 
+/// Wall seconds of the timed backend's mean stage: every virtual stage's
+/// F + I + W of one micro-batch, summed and divided by the stages.
+inline constexpr double kTimedStageSeconds = 12e-3;
+
+/// The timed backend's default --time-scale (wall seconds per modelled
+/// second): kTimedStageSeconds / (the sum over every virtual stage of F + I
+/// + W, divided by `costs.stages`), so that the mean stage's forward and
+/// backward of one micro-batch sleep 12 ms. The sum is the whole model's,
+/// whatever the partition, the chunks per stage or their placement, so every
+/// combination of one model, device and P runs at one scale: a chunk that
+/// holds half a stage's units sleeps half as long as the stage would.
+/// Every rank computes the same value from the same costs. Returns 1 when
+/// every cost is 0.
+/// Example: uniform_costs(2, 1, 0.5, 3.0, 0, 0) -> 12e-3 / 3.5; the same
+/// with 2 chunks per stage -> the same scale.
+double default_time_scale(const StageCosts& costs);
+
 }  // namespace ppb

@@ -27,6 +27,7 @@
 #include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/result.hpp"
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/load.hpp"
 
 namespace ppb::reports {
@@ -134,6 +135,25 @@ Plan make_plan(const PlanOptions& options);
 void write_plan_trace(const PlanOptions& options, const Candidate& c, const std::string& path);
 
 // ---- calibration from measured results, and its validation ----------------
+
+/// A measured combination re-priced on the roofline of its device: the
+/// units, their times and the parts it ran (config.unit_ranges, else its
+/// partition cut again), its schedule, and the model costs of that cut in
+/// modelled seconds (model_costs: what the timed backend sleeps, times its
+/// time scale, and what `simulate --model` prices).
+struct Repriced {
+  ModelSpec spec;
+  DeviceSpec device;
+  std::vector<Unit> units;
+  std::vector<UnitTime> times;
+  std::vector<UnitRange> parts;
+  Schedule schedule;
+  StageCosts costs;
+};
+
+/// Re-prices `config`'s combination. Throws UsageError for a configuration
+/// that cannot be priced (a schedule file's name, an unknown model).
+Repriced reprice(const ResultConfig& config);
 
 /// The roofline fitted on measured results: per-pass scale factors (least
 /// squares through the origin over every stage of every result: measured

@@ -65,6 +65,14 @@
 // throttled or shared core: what no process on the host can see) is left
 // out, and tonight's timings are then undecidable. A planted slowdown (config.plant) is
 // named on the row, so a planted run is never mistaken for a real one.
+// A combination is matched with its configuration's time_scale (the timed
+// backend's wall seconds per modelled second, config_key): the same
+// combination at another scale sleeps other times, and is not compared.
+// When no earlier night ran it at tonight's scale but one ran it at
+// another (the default scale's rule changed, or --time-scale did), the row
+// is excluded, saying both scales, and the earlier rows are not listed as
+// missing; once a night at the new scale is in the history it is gated
+// against the nights at that scale only.
 // Confirmation (--confirm, as Perfherder's retriggers and Chromium's alert
 // re-runs): a timing figure (samples/s, bubble ratio, stage compute) that
 // regressed or improved tonight is a suspicion until a re-run of the same
@@ -146,7 +154,8 @@ enum class RegressionStatus : uint8_t {
   kUndecidable,  ///< too noisy (or too few steps) to tell at this threshold
   kNew,          ///< not in any night of the history
   kMissing,      ///< in the latest night, not tonight
-  kExcluded,     ///< kept out of the gate (oversubscribed run)
+  kExcluded,     ///< kept out of the gate: an oversubscribed run, or one whose
+                 ///< history ran at another time scale (not comparable; not new)
 };
 
 /// "no change", "regression", "improvement", "undecidable", "new",

@@ -451,12 +451,6 @@ class TimedBackend final : public StreamBackend {
   std::vector<std::vector<float>> allreduce_buffers_;  // per chunk, replicas > 1 only
 };
 
-/// The default --time-scale of the timed backend: 2 ms divided by the
-/// shortest non-zero modelled action of any virtual stage (min over F, I, W;
-/// a full B is never shorter than I). Every rank computes the same value
-/// from the same costs. Returns 1 when every cost is 0.
-double default_time_scale(const StageCosts& costs);
-
 /// A registered backend, for `pipebench list` and error messages.
 struct BackendInfo {
   std::string name;
