@@ -176,6 +176,17 @@ Calibration kind_calibration(const PassCalibration& cal, const std::string& devi
 /// no result of `device` can be calibrated from.
 Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device);
 
+/// The device preset (device_preset_names) a GPU stands for, as CUDA names
+/// it: the preset whose name is a word of the GPU's name, case aside
+/// ("NVIDIA H200" -> "h200", "NVIDIA A100-SXM4-80GB" -> "a100"); "" when
+/// none is ("pipebench CUDA emulator (CPU)": the emulator has no roofline).
+std::string gpu_preset(std::string_view gpu_name);
+
+/// The device whose roofline prices a measured result: the preset of the
+/// GPU its first rank ran on (environment.gpus, gpu_preset) when there is
+/// one, else its config.device ("cpu" when not recorded).
+std::string roofline_device(const Result& result);
+
 /// One measured combination predicted from its configuration.
 struct ValidationRow {
   std::string source;
@@ -210,8 +221,12 @@ Validation validate_plan(const std::vector<ResultEntry>& results);
 /// machine the results were measured on (as many devices as their largest
 /// P, one node, the memory budget they ran under or the device's memory,
 /// SGD as the executor) with the roofline calibrated on them (the setup
-/// with the most results), as one sentence naming the leader and why. ""
-/// when no result can be calibrated from.
+/// with the most results), as one sentence naming the leader and why. For
+/// results that ran on GPUs the machine is the GPUs: their name, their
+/// memory and roofline from the device table (roofline_device); when the
+/// ranks shared a GPU (environment.ranks_per_gpu > 1) or the table has no
+/// preset for it, the sentence names the GPU and says why the planner does
+/// not predict. "" when no result can be calibrated from.
 std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*>& results);
 
 }  // namespace ppb::reports
