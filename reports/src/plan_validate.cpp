@@ -183,7 +183,8 @@ class LinkPoints {
 
 std::string setup_of(const ResultEntry& e) {
   const ResultConfig& c = e.result.config;
-  return e.machine + " | " + c.backend + " | " + c.device + " | " + c.model + " | " + c.dtype;
+  return e.machine + " | " + c.backend + " | " + roofline_device(e.result) + " | " + c.model +
+         " | " + c.dtype;
 }
 
 }  // namespace
@@ -351,8 +352,7 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
   const LoadedResults loaded = load_results(paths, false);
   std::vector<const ResultEntry*> on_device;
   for (const ResultEntry& e : loaded.results) {
-    const std::string& d = e.result.config.device;
-    if ((d.empty() ? std::string("cpu") : d) == device) on_device.push_back(&e);
+    if (roofline_device(e.result) == device) on_device.push_back(&e);
   }
   try {
     return kind_calibration(fit_calibration(on_device), device);

@@ -171,7 +171,8 @@ Calibration kind_calibration(const PassCalibration& cal, const std::string& devi
 
 /// `plan --calibration PATH...`: one "pipebench.calibration/1" file is read
 /// as it is; otherwise the paths are result files or folders, and the
-/// results measured on `device` are fitted (fit_calibration, in modelled
+/// results measured on `device` (roofline_device: results of an H200 for
+/// "h200", of the cpu backend or the CUDA emulator for "cpu") are fitted (fit_calibration, in modelled
 /// seconds) into kind factors. Throws UsageError naming the path, or when
 /// no result of `device` can be calibrated from.
 Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device);
@@ -213,7 +214,7 @@ struct Validation {
 /// Leave-one-out: each ok result is predicted by the simulator and the
 /// memory model from its configuration, with the roofline calibrated
 /// (fit_calibration) on the other results of its setup (machine, backend,
-/// device, model, dtype). A result alone in its setup, without action
+/// roofline_device, model, dtype). A result alone in its setup, without action
 /// times, or of a schedule the registry does not hold is skipped, with why.
 Validation validate_plan(const std::vector<ResultEntry>& results);
 
