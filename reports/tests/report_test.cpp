@@ -1735,6 +1735,17 @@ TEST(ReportWork, RecordedH200ResultsAreJudgedPerModelOnTheGpu) {
     EXPECT_NE(g.verdict.find("No clean memory figure was measured"), std::string::npos);
   }
   EXPECT_EQ(works, (std::set<std::string>{"gpt-small, mbs 4, fp32", "gpt-tiny, mbs 2, fp32"}));
+  // A memory budget ranks no peak measured with CUPTI attached.
+  ModelOptions budget;
+  budget.memory_budget = int64_t{1} << 30;
+  const ReportModel b = build_report_model(load_results({PPB_REPORTS_H200_DATA}, false),
+                                           builtin_reference(), std::nullopt, budget);
+  for (const GroupView& g : b.groups) {
+    EXPECT_NE(g.verdict.find("Within 1.00 GiB per stage, nothing can be ranked: no peak memory "
+                             "was measured without a device profiler attached."),
+              std::string::npos)
+        << g.verdict;
+  }
 
   // The same results as if each rank had had its own H200: the planner
   // calibrates the h200 roofline on them and plans for its memory (85% of
