@@ -519,3 +519,20 @@ if(PPB_HAVE_CUDAEMU)
                        ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_MEMORY=12Q")
   add_dependencies(pipebench ppb_cudaemu)
 endif()
+
+# `report` over real results of two models in one folder, on the cpu and
+# timed backends and, with the emulator, the cuda backend: one verdict per
+# backend and model, every heading, chart and output naming its model, and
+# the planner's line on the emulated results naming the emulator as the GPU
+# (bench/tests/report_models.py, about 10 s).
+set(report_models ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_models.py $<TARGET_FILE:pipebench>
+    ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/report-models)
+if(PPB_HAVE_CUDAEMU)
+  add_test(NAME report_two_models COMMAND python3 ${report_models} emulated)
+  set_tests_properties(report_two_models PROPERTIES LABELS emulated TIMEOUT 180
+                       ENVIRONMENT "${emu_env}")
+else()
+  add_test(NAME report_two_models COMMAND python3 ${report_models})
+  set_tests_properties(report_two_models PROPERTIES LABELS mpi TIMEOUT 180
+                       ENVIRONMENT "${PPB_RUN_ENV}")
+endif()

@@ -173,7 +173,7 @@ void check_model(const std::string& name, const ppb::Result& r, double step_tol)
   }
   ppb::reports::Repriced model;
   try {
-    model = ppb::reports::reprice(r.config);
+    model = ppb::reports::reprice(r);
   } catch (const ppb::UsageError& e) {
     fail(name, std::string("cannot re-price its configuration: ") + e.what());
     return;

@@ -665,8 +665,16 @@ Entries on_ranks(const Entries& all, int ranks) {
 std::vector<ClaimRow> evaluate_claims(const Reference& reference,
                                       const std::vector<ResultEntry>& results, bool setup_matches) {
   Entries all;
-  for (const ResultEntry& e : results) {
-    if (ok(e) || e.result.status == ResultStatus::kOom) all.push_back(&e);
+  for (const ResultEntry& e : results) all.push_back(&e);
+  return evaluate_claims(reference, all, setup_matches);
+}
+
+std::vector<ClaimRow> evaluate_claims(const Reference& reference,
+                                      const std::vector<const ResultEntry*>& results,
+                                      bool setup_matches) {
+  Entries all;
+  for (const ResultEntry* e : results) {
+    if (ok(*e) || e->result.status == ResultStatus::kOom) all.push_back(e);
   }
   std::vector<ClaimRow> rows;
   for (const Claim& claim : reference.claims) {

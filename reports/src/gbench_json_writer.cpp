@@ -7,6 +7,7 @@
 // not a tree of them.
 #include <boost/json.hpp>
 #include <cmath>
+#include <set>
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/writers.hpp"
@@ -28,7 +29,8 @@ std::string bench_name(const ResultEntry& e, bool with_machine) {
   if (c.data_parallel > 1) name += "/D:" + std::to_string(c.data_parallel);
   if (c.memory_budget > 0) name += "/budget:" + std::to_string(c.memory_budget);
   if (c.batches > 1) name += "/batches:" + std::to_string(c.batches);
-  if (with_machine) name += "/machine:" + e.machine;
+  for (const WorkField& f : work_fields(c)) name += "/" + std::string(f.name) + ":" + f.value;
+  if (with_machine) name += "/machine:" + e.machine + "/backend:" + c.backend;
   return name;
 }
 
@@ -76,7 +78,11 @@ std::string write_gbench_json(const ReportModel& model) {
     first = false;
     out += json::serialize(b);
   };
-  const bool with_machine = model.groups.size() > 1;
+  // The work is in every name; the machine and backend only when the
+  // results hold more than one machine, build or backend.
+  std::set<std::string> machines;
+  for (const GroupView& g : model.groups) machines.insert(g.machine + g.build + g.backend);
+  const bool with_machine = machines.size() > 1;
   int64_t family = 0;
   for (const GroupView& g : model.groups) {
     for (const ResultEntry* e : g.entries) {

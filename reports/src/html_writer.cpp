@@ -109,7 +109,7 @@ std::string schedule_formula(const ResultConfig& c) {
 }
 
 void section_throughput(std::ostringstream& h, const GroupView& g) {
-  h << "<h3>Throughput</h3>\n";
+  h << "<h3>Throughput: " << esc(g.work) << "</h3>\n";
   std::vector<svg::Bar> bars;
   std::vector<svg::LegendItem> legend;
   for (const ResultEntry* e : g.entries) {
@@ -126,8 +126,8 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
   }
   if (!bars.empty()) {
     h << "<figure>"
-      << svg::bar_chart("Samples per second (median step), higher is better", bars, "samples/s",
-                        legend)
+      << svg::bar_chart("Samples per second (median step, " + g.work + "), higher is better", bars,
+                        "samples/s", legend)
       << "<figcaption>samples/s = micro-batch size x M (x D data-parallel replicas) / median "
          "step time over the timed iterations.</figcaption></figure>\n";
   }
@@ -168,7 +168,7 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
 }
 
 void section_memory(std::ostringstream& h, const GroupView& g) {
-  h << "<h3>Memory per stage</h3>\n";
+  h << "<h3>Memory per stage: " << esc(g.work) << "</h3>\n";
   std::string profiled;
   for (const ResultEntry* e : g.entries) {
     if (e->result.metrics && !e->result.metrics->peak_memory_bytes.device_profiler.empty())
@@ -265,7 +265,7 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
 }
 
 void section_bubbles(std::ostringstream& h, const GroupView& g) {
-  h << "<h3>Bubbles: measured against theory</h3>\n";
+  h << "<h3>Bubbles, measured against theory: " << esc(g.work) << "</h3>\n";
   h << "<p class=\"note\"><b>bubble ratio</b> = idle / step time per stage, mean over stages; "
        "theory for GPipe and 1F1B with "
        "equal stages (P-1)/(M+P-1). <b>bubble overhead</b> = idle / busy (Megatron-LM's "
@@ -318,7 +318,8 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
 void section_device(std::ostringstream& h, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = device_entries(g);
   if (rows.empty()) return;
-  h << "<h3>Device activity: the device bubble beside the host bubble</h3>\n";
+  h << "<h3>Device activity, the device bubble beside the host bubble: " << esc(g.work)
+    << "</h3>\n";
   h << "<p class=\"note\">From the device's own records of the median step (CUPTI). "
        "<b>device bubble</b> = (step time - time the stage's compute kernels ran) / step time; "
        "the host bubble counts each action from its start to its end event. NCCL kernels and "
@@ -347,7 +348,7 @@ void section_device(std::ostringstream& h, const GroupView& g) {
 void section_allreduce(std::ostringstream& h, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = allreduce_entries(g);
   if (rows.empty()) return;
-  h << "<h3>Data parallelism: the gradient all-reduce</h3>\n";
+  h << "<h3>Data parallelism, the gradient all-reduce: " << esc(g.work) << "</h3>\n";
   h << "<p class=\"note\">Each stage's gradients are summed across its D replicas after the "
        "batch's last backward of each chunk. Per stage, means over stages: the all-reduce time "
        "measured (posted to complete) and as the simulator's ring model <b>2(D-1) x latency + "
@@ -384,7 +385,8 @@ double timeline_end(const Timeline& t) {
 }
 
 void section_gantt(std::ostringstream& h, const GroupView& g) {
-  h << "<h3>Pipeline pictures: measured median step beside the prediction</h3>\n";
+  h << "<h3>Pipeline pictures, measured median step beside the prediction: " << esc(g.work)
+    << "</h3>\n";
   if (g.gantt.empty()) {
     h << "<p class=\"note\">No result of this group carries a timeline.</p>\n";
     return;
@@ -426,23 +428,23 @@ void section_gantt(std::ostringstream& h, const GroupView& g) {
           e.result.config.schedule + " predicted (" + format_number(predicted_end * 1e3) + " ms)",
           p.predicted, t_max, e.result.config.chunks);
     }
-    h << "</div><figcaption>" << esc(e.label) << ". Prediction: " << esc(p.predicted_source)
-      << ".</figcaption></figure>\n";
+    h << "</div><figcaption>" << esc(e.label) << ", " << esc(g.work)
+      << ". Prediction: " << esc(p.predicted_source) << ".</figcaption></figure>\n";
   }
 }
 
-void section_claims(std::ostringstream& h, const ReportModel& m) {
-  h << "<h2>The documents' claims</h2>\n<p class=\"note\">Reference: " << esc(m.reference.source)
-    << ". "
+void section_claims(std::ostringstream& h, const ReportModel& m, const GroupView& g) {
+  h << "<h2>The documents' claims: " << esc(group_title(g))
+    << "</h2>\n<p class=\"note\">Reference: " << esc(m.reference.source) << ". "
     << (m.setup_matches
             ? "The setup was declared to match the documents': absolute figures are checked."
             : "Ratios, orders and formulas are checked on this setup; the documents' absolute "
               "figures (their "
               "hardware and model are unknown) only with --reference-setup.")
-    << " Comparisons pair results of one machine and build, same setup.</p>\n";
+    << " Comparisons pair results of one machine, build and work, same setup.</p>\n";
   h << "<table><tr><th>id</th><th>document</th><th>claim</th><th>documented</th><th>check</"
        "th><th>measured</th><th>verdict</th></tr>\n";
-  for (const ClaimRow& c : m.claims) {
+  for (const ClaimRow& c : g.claims) {
     const size_t rows = std::max<size_t>(1, c.checks.size());
     for (size_t i = 0; i < rows; ++i) {
       h << "<tr>";
@@ -583,7 +585,7 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
     h << "<h3>" << esc(regression_status_name(st)) << "</h3>\n";
     for (const RegressionRow& row : r.rows) {
       if (row.status != st) continue;
-      h << "<p><b>" << esc(row.label) << "</b> (" << esc(row.machine) << ")"
+      h << "<p><b>" << esc(m.row_label(row.label, row.work)) << "</b> (" << esc(row.machine) << ")"
         << (row.arrived.empty() ? "" : ", arrived " + esc(row.arrived))
         << "</p><ul class=\"note\">";
       for (const std::string& s : row.reasons) h << "<li>" << esc(s) << "</li>";
@@ -596,7 +598,7 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
        "change</th><th>bubble change (points)</th><th>since</th><th>re-run</th></tr>\n";
   for (const RegressionRow& row : r.rows) {
     const bool decided = !row.metrics.empty();
-    h << "<tr>" << td(row.label) << td(row.machine) << "<td>"
+    h << "<tr>" << td(m.row_label(row.label, row.work)) << td(row.machine) << "<td>"
       << badge(regression_status_name(row.status), status_class(row.status)) << "</td>"
       << td_num(signed_pct(row.samples_change))
       << td_num(decided ? format_number(row.metrics[0].p) : "-")
@@ -616,14 +618,15 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
   for (const RegressionRow& row : r.rows) {
     if (row.status != RegressionStatus::kPass) continue;
     const std::string charts = trend_charts(row);
-    if (!charts.empty()) h << "<p><b>" << esc(row.label) << "</b></p>\n" << charts;
+    if (!charts.empty())
+      h << "<p><b>" << esc(m.row_label(row.label, row.work)) << "</b></p>\n" << charts;
   }
   h << "</details>\n";
 }
 
 void section_environment(std::ostringstream& h, const ReportModel& m) {
   h << "<h2>Environment</h2>\n<table><tr><th>machine (hosts | CPU | GPUs)</th><th>build (git | "
-       "compiler | type)</th><th>ranks</th>"
+       "compiler | type)</th><th>backend</th><th>work</th><th>ranks</th>"
        "<th>MPI</th><th>CUDA</th><th>driver</th><th>GPUs</th><th>hostname</th><th>results</"
        "th><th>dates</th></tr>\n";
   for (const GroupView& g : m.groups) {
@@ -636,10 +639,10 @@ void section_environment(std::ostringstream& h, const ReportModel& m) {
       first = std::min(first, e->result.environment.date);
       last = std::max(last, e->result.environment.date);
     }
-    h << "<tr>" << td(g.machine) << td(g.build) << td_num(std::to_string(env.ranks)) << td(env.mpi)
-      << td(env.cuda.empty() ? "-" : env.cuda) << td(env.driver.empty() ? "-" : env.driver)
-      << td(gpus.empty() ? "-" : gpus) << td(env.hostname)
-      << td_num(std::to_string(g.entries.size()))
+    h << "<tr>" << td(g.machine) << td(g.build) << td(g.backend) << td(g.work)
+      << td_num(std::to_string(env.ranks)) << td(env.mpi) << td(env.cuda.empty() ? "-" : env.cuda)
+      << td(env.driver.empty() ? "-" : env.driver) << td(gpus.empty() ? "-" : gpus)
+      << td(env.hostname) << td_num(std::to_string(g.entries.size()))
       << td(first == last ? first : first + " .. " + last) << "</tr>\n";
   }
   h << "</table>\n";
@@ -666,14 +669,16 @@ std::string write_html(const ReportModel& m) {
   h << "<h1>pipebench report</h1>\n<div class=\"meta\">Generated " << esc(m.generated_at)
     << " from " << m.loaded.results.size() << " result(s) in";
   for (const std::string& in : m.inputs) h << " <code>" << esc(in) << "</code>";
-  h << "; " << m.groups.size() << " machine/build group(s), never averaged together.</div>\n";
+  h << "; " << m.groups.size()
+    << " group(s) of one machine, build, backend and work (model, micro-batch size, dtype), "
+       "never compared with one another.</div>\n";
 
   h << "<h2>Verdict</h2>\n";
   for (const GroupView& g : m.groups) {
     const bool fail = m.regressions() > 0;
     h << "<div class=\"verdict" << (fail ? " fail" : "") << "\">";
-    if (m.groups.size() > 1)
-      h << "<b>" << esc(g.machine) << "</b> (build " << esc(g.build) << "): ";
+    h << "<b>" << esc(group_title(g)) << "</b>"
+      << (m.groups.size() > 1 ? " (build " + esc(g.build) + ")" : std::string()) << ": ";
     h << "<ul>";
     for (const std::string& point : g.verdict_points) h << "<li>" << esc(point) << "</li>";
     h << "</ul></div>\n";
@@ -683,8 +688,8 @@ std::string write_html(const ReportModel& m) {
          "Files).</div>\n";
   section_regression(h, m);
   for (const GroupView& g : m.groups) {
-    h << "<h2>Measurements: " << esc(g.machine) << ", " << esc(g.backend)
-      << " backend</h2>\n<p class=\"meta\">build " << esc(g.build) << "</p>\n";
+    h << "<h2>Measurements: " << esc(group_title(g)) << "</h2>\n<p class=\"meta\">build "
+      << esc(g.build) << "</p>\n";
     section_throughput(h, g);
     section_memory(h, g);
     section_bubbles(h, g);
@@ -692,7 +697,7 @@ std::string write_html(const ReportModel& m) {
     section_allreduce(h, g);
     section_gantt(h, g);
   }
-  section_claims(h, m);
+  for (const GroupView& g : m.groups) section_claims(h, m, g);
   section_environment(h, m);
   h << "</body></html>\n";
   return h.str();

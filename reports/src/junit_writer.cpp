@@ -42,7 +42,7 @@ std::string write_junit(const ReportModel& model) {
     std::vector<Case> cases;
     for (const ResultEntry* e : g.entries) {
       Case c;
-      c.name = e->label;
+      c.name = e->label + " [" + e->work + "]";
       c.classname = "pipebench." + e->result.config.schedule;
       c.time = case_time(*e);
       const auto it = rows.find(e->source);
@@ -77,7 +77,7 @@ std::string write_junit(const ReportModel& model) {
     for (const RegressionRow& r : model.regression->rows) {
       if (r.status != RegressionStatus::kMissing) continue;
       Case c;
-      c.name = r.label;
+      c.name = r.label + " [" + r.work + "]";
       c.classname = "pipebench." + r.baseline->result.config.schedule;
       c.skipped = "missing: in the baseline (" + r.machine + "), not in this run";
       missing.push_back(std::move(c));

@@ -81,11 +81,33 @@ std::string build_key(const ResultEnvironment& env) {
   return or_dash(env.git) + " | " + or_dash(env.compiler) + " | " + or_dash(env.build_type);
 }
 
+std::vector<WorkField> work_fields(const ResultConfig& c) {
+  return {{"model", c.model}, {"mbs", std::to_string(c.micro_batch_size)}, {"dtype", c.dtype}};
+}
+
+std::string work_key(const ResultConfig& c) {
+  std::string out;
+  for (const WorkField& f : work_fields(c))
+    out += (out.empty() ? "" : " ") + std::string(f.name) + "=" + f.value;
+  return out;
+}
+
+std::string work_label(const ResultConfig& c) {
+  std::string out;
+  for (const WorkField& f : work_fields(c)) {
+    const std::string name = f.name;
+    // The model and the dtype read as themselves; other fields by name.
+    out += (out.empty() ? "" : ", ") +
+           (name == "model" || name == "dtype" ? f.value : name + " " + f.value);
+  }
+  return out;
+}
+
 std::string setup_key(const ResultConfig& c) {
   std::ostringstream s;
   s << "partition=" << c.partition << " P=" << c.stages << " D=" << c.data_parallel
-    << " M=" << c.microbatches << " mbs=" << c.micro_batch_size << " model=" << c.model
-    << " backend=" << c.backend << " transport=" << c.transport << " budget=" << c.memory_budget
+    << " M=" << c.microbatches << " " << work_key(c) << " backend=" << c.backend
+    << " transport=" << c.transport << " budget=" << c.memory_budget
     << " time_scale=" << c.time_scale;
   return s.str();
 }
@@ -117,10 +139,15 @@ ResultEntry make_entry(std::string source, Result result) {
   e.source = std::move(source);
   e.machine = machine_key(result.environment);
   e.build = build_key(result.environment);
-  // Backends measure different things (real compute vs modelled sleeps), so
-  // their figures are never compared with one another either.
-  e.group = e.machine + " @ " + e.build + " @ " + result.config.backend;
+  // Backends measure different things (real compute vs modelled sleeps), and
+  // different work (another model, micro-batch size or dtype) is another
+  // measurement: their figures are never compared with one another.
+  e.work = work_label(result.config);
+  e.group =
+      e.machine + " @ " + e.build + " @ " + result.config.backend + " @ " + work_key(result.config);
   e.config_key = config_key(result.config);
+  if (result.metrics && !result.metrics->peak_memory_bytes.device_profiler.empty())
+    e.config_key += " device_profiler=" + result.metrics->peak_memory_bytes.device_profiler;
   e.setup_key = setup_key(result.config);
   e.label = config_label(result.config);
   e.result = std::move(result);

@@ -37,7 +37,8 @@ std::string peak_text(const ResultEntry& e) {
 void device_section(std::ostringstream& md, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = device_entries(g);
   if (rows.empty()) return;
-  md << "### Device activity (" << cell(rows.front()->result.metrics->device->profiler) << ")\n\n"
+  md << "### Device activity (" << cell(rows.front()->result.metrics->device->profiler)
+     << "): " << cell(g.work) << "\n\n"
      << "Device bubble = (step time - time compute kernels ran) / step time, per stage, mean "
         "over stages; NCCL kernels and message copies are communication. Times are means over "
         "stages, in ms.\n\n"
@@ -62,7 +63,7 @@ void device_section(std::ostringstream& md, const GroupView& g) {
 void allreduce_section(std::ostringstream& md, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = allreduce_entries(g);
   if (rows.empty()) return;
-  md << "### Data parallelism: the gradient all-reduce\n\n"
+  md << "### Data parallelism, the gradient all-reduce: " << cell(g.work) << "\n\n"
      << "Per stage, means over stages, in ms: all-reduce time (posted to complete) measured and "
         "as the simulator's ring model 2(D-1) x latency + 2(D-1)/D x bytes / bandwidth predicts "
         "it; its overlap with the stage's compute; exposed = step time - pipeline time. Bubble "
@@ -101,13 +102,14 @@ std::string pct(double x) {
   return format_fixed(x * 100, 1) + "%";
 }
 
-void gate_list(std::ostringstream& md, const RegressionSummary& r, RegressionStatus status,
+void gate_list(std::ostringstream& md, const ReportModel& m, RegressionStatus status,
                const char* heading) {
+  const RegressionSummary& r = *m.regression;
   if (r.count(status) == 0) return;
   md << "### " << heading << "\n\n";
   for (const RegressionRow& row : r.rows) {
     if (row.status != status) continue;
-    md << "- **" << cell(row.label) << "** (" << cell(row.machine) << ")"
+    md << "- **" << cell(m.row_label(row.label, row.work)) << "** (" << cell(row.machine) << ")"
        << (row.arrived.empty() ? "" : ", arrived " + cell(row.arrived)) << ": ";
     std::string why;
     for (const std::string& s : row.reasons) why += (why.empty() ? "" : "; ") + s;
@@ -119,7 +121,8 @@ void gate_list(std::ostringstream& md, const RegressionSummary& r, RegressionSta
 
 // The gate: counts, each outcome listed apart, then every combination with
 // its figures and the smallest change the gate could have detected.
-void gate_section(std::ostringstream& md, const RegressionSummary& r) {
+void gate_section(std::ostringstream& md, const ReportModel& m) {
+  const RegressionSummary& r = *m.regression;
   md << "## Regression gate\n\n";
   md << "Tonight (" << cell(r.tonight) << ") against " << r.nights.size() << " earlier night(s)";
   if (!r.nights.empty())
@@ -146,8 +149,8 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
       md << "- " << cell(f.machine) << ": " << cell(noise_floor_text(f)) << "\n";
     md << "\n";
   }
-  gate_list(md, r, RegressionStatus::kRegressed, "Regressions");
-  gate_list(md, r, RegressionStatus::kImproved, "Improvements");
+  gate_list(md, m, RegressionStatus::kRegressed, "Regressions");
+  gate_list(md, m, RegressionStatus::kImproved, "Improvements");
   if (r.confirming) {
     md << "Tonight's timing moves were re-measured (`--confirm`): **"
        << r.rows_with(Confirmation::kConfirmed) << " confirmed by a re-run, "
@@ -158,20 +161,45 @@ void gate_section(std::ostringstream& md, const RegressionSummary& r) {
     md << r.rows_with(Confirmation::kAwaiting)
        << " combination(s) moved tonight in timing and are not confirmed by a re-run yet.\n\n";
   }
-  gate_list(md, r, RegressionStatus::kUndecidable,
+  gate_list(md, m, RegressionStatus::kUndecidable,
             "Undecidable (too noisy to tell at this threshold, or not reproduced on a re-run)");
-  gate_list(md, r, RegressionStatus::kExcluded, "Excluded");
+  gate_list(md, m, RegressionStatus::kExcluded, "Excluded");
   md << "| combination | machine | outcome | samples/s | p | smallest detectable | peak memory "
         "| bubble | since | re-run |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const RegressionRow& row : r.rows) {
     const double p = row.metrics.empty() ? std::nan("") : row.metrics[0].p;
-    md << "| " << cell(row.label) << " | " << cell(row.machine) << " | "
+    md << "| " << cell(m.row_label(row.label, row.work)) << " | " << cell(row.machine) << " | "
        << regression_status_name(row.status) << " | " << pct(row.samples_change) << " | "
        << (std::isnan(p) ? std::string("-") : format_number(p)) << " | " << pct(row.detectable)
        << " | " << pct(row.memory_change) << " | "
        << (std::isnan(row.bubble_change) ? std::string("-") : format_fixed(row.bubble_change, 3))
        << " | " << cell(row.arrived) << " | "
        << cell(confirmation_summary(row).empty() ? "-" : confirmation_summary(row)) << " |\n";
+  }
+  md << "\n";
+}
+
+// The documents' claims checked on one group's results.
+void claims_section(std::ostringstream& md, const ReportModel& model, const GroupView& g) {
+  md << "## The documents' claims: " << cell(group_title(g)) << "\n\n";
+  md << "Reference: " << cell(model.reference.source)
+     << (model.setup_matches
+             ? " (absolute figures checked: setup declared matching)"
+             : " (ratios and rules checked; absolute figures need --reference-setup)")
+     << ".\n\n";
+  md << "| id | claim | documented | measured | verdict |\n|---|---|---|---|---|\n";
+  for (const ClaimRow& c : g.claims) {
+    std::string measured;
+    std::string why;
+    for (const CheckOutcome& o : c.checks) {
+      if (!o.measured.empty())
+        measured += (measured.empty() ? "" : "; ") + o.description + ": " + o.measured;
+      if (o.verdict != Verdict::kConsistent && !o.why.empty())
+        why += (why.empty() ? "" : "; ") + o.why;
+    }
+    md << "| " << c.id << " | " << cell(c.title) << " | " << cell(c.documented) << " | "
+       << cell(measured.empty() ? "-" : measured) << " | **" << verdict_name(c.verdict) << "**"
+       << (why.empty() ? "" : " (" + cell(why) + ")") << " |\n";
   }
   md << "\n";
 }
@@ -189,14 +217,14 @@ std::string write_markdown(const ReportModel& model) {
   }
   md << ".\n\n";
   for (const GroupView& g : model.groups) {
-    md << "## Verdict: " << cell(g.machine) << ", " << cell(g.backend) << " backend\n\n";
+    md << "## Verdict: " << cell(group_title(g)) << "\n\n";
     if (model.groups.size() > 1) md << "Build " << cell(g.build) << ".\n\n";
     for (const std::string& point : g.verdict_points) md << "- " << point << "\n";
     md << "\n";
   }
-  if (model.regression) gate_section(md, *model.regression);
+  if (model.regression) gate_section(md, model);
   for (const GroupView& g : model.groups) {
-    md << "## Throughput: " << cell(g.machine) << ", " << cell(g.backend) << " backend\n\n";
+    md << "## Throughput: " << cell(group_title(g)) << "\n\n";
     md << "| schedule | partition | P | M | status | samples/s | step (ms) | bubble ratio (theory) "
           "| bubble overhead (theory) | peak/stage | check |\n";
     md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -226,36 +254,18 @@ std::string write_markdown(const ReportModel& model) {
     device_section(md, g);
     allreduce_section(md, g);
   }
-  md << "## The documents' claims\n\n";
-  md << "Reference: " << cell(model.reference.source)
-     << (model.setup_matches
-             ? " (absolute figures checked: setup declared matching)"
-             : " (ratios and rules checked; absolute figures need --reference-setup)")
-     << ".\n\n";
-  md << "| id | claim | documented | measured | verdict |\n|---|---|---|---|---|\n";
-  for (const ClaimRow& c : model.claims) {
-    std::string measured;
-    std::string why;
-    for (const CheckOutcome& o : c.checks) {
-      if (!o.measured.empty())
-        measured += (measured.empty() ? "" : "; ") + o.description + ": " + o.measured;
-      if (o.verdict != Verdict::kConsistent && !o.why.empty())
-        why += (why.empty() ? "" : "; ") + o.why;
-    }
-    md << "| " << c.id << " | " << cell(c.title) << " | " << cell(c.documented) << " | "
-       << cell(measured.empty() ? "-" : measured) << " | **" << verdict_name(c.verdict) << "**"
-       << (why.empty() ? "" : " (" + cell(why) + ")") << " |\n";
-  }
-  md << "\n## Environment\n\n| machine | build | ranks | MPI | CUDA | GPUs | date "
-        "|\n|---|---|---|---|---|---|---|\n";
+  for (const GroupView& g : model.groups) claims_section(md, model, g);
+  md << "## Environment\n\n| machine | build | backend | work | ranks | MPI | CUDA | GPUs | date "
+        "|\n|---|---|---|---|---|---|---|---|---|\n";
   for (const GroupView& g : model.groups) {
     const ResultEnvironment& env = g.environment;
     std::string gpus;
     for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
     if (env.ranks_per_gpu > 1) gpus += " (" + std::to_string(env.ranks_per_gpu) + " ranks per GPU)";
-    md << "| " << cell(g.machine) << " | " << cell(g.build) << " | " << env.ranks << " | "
-       << cell(env.mpi) << " | " << cell(env.cuda.empty() ? "-" : env.cuda) << " | "
-       << cell(gpus.empty() ? "-" : gpus) << " | " << env.date << " |\n";
+    md << "| " << cell(g.machine) << " | " << cell(g.build) << " | " << cell(g.backend) << " | "
+       << cell(g.work) << " | " << env.ranks << " | " << cell(env.mpi) << " | "
+       << cell(env.cuda.empty() ? "-" : env.cuda) << " | " << cell(gpus.empty() ? "-" : gpus)
+       << " | " << env.date << " |\n";
   }
   if (!model.loaded.bad.empty()) {
     md << "\n## Unreadable result files (--skip-bad)\n\n";

@@ -2,6 +2,7 @@
 // each measured combination from its configuration (plan.hpp).
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -21,12 +22,36 @@
 
 namespace ppb::reports {
 
-Repriced reprice(const ResultConfig& c) {
+std::string gpu_preset(std::string_view gpu_name) {
+  std::vector<std::string> words(1);
+  for (const char ch : gpu_name) {
+    if (ch == ' ' || ch == '-' || ch == '_') {
+      if (!words.back().empty()) words.emplace_back();
+    } else {
+      words.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+  }
+  for (const std::string& name : device_preset_names()) {
+    if (std::find(words.begin(), words.end(), name) != words.end()) return name;
+  }
+  return "";
+}
+
+std::string roofline_device(const Result& result) {
+  if (!result.environment.gpus.empty()) {
+    std::string preset = gpu_preset(result.environment.gpus.front());
+    if (!preset.empty()) return preset;
+  }
+  return result.config.device.empty() ? "cpu" : result.config.device;
+}
+
+Repriced reprice(const Result& result) {
+  const ResultConfig& c = result.config;
   Repriced r;
   r.spec = parse_model_spec(c.model);
   r.spec.micro_batch_size = c.micro_batch_size;
   r.spec.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
-  r.device = device_preset(c.device.empty() ? "cpu" : c.device);
+  r.device = device_preset(roofline_device(result));
   r.units = expand_units(r.spec, kernels_for(c.backend, r.device.name));
   r.times = unit_times(r.units, r.device);
   const int parts = c.stages * c.chunks;
@@ -146,7 +171,8 @@ class LinkPoints {
 
 std::string setup_of(const ResultEntry& e) {
   const ResultConfig& c = e.result.config;
-  return e.machine + " | " + c.backend + " | " + c.device + " | " + c.model + " | " + c.dtype;
+  return e.machine + " | " + c.backend + " | " + roofline_device(e.result) + " | " + c.model +
+         " | " + c.dtype;
 }
 
 }  // namespace
@@ -263,7 +289,7 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
   PassCalibration cal;
   for (const ResultEntry* e : results) {
     if (!unusable(*e).empty()) continue;
-    const Repriced r = reprice(e->result.config);
+    const Repriced r = reprice(e->result);
     if (cal.results == 0) cal.link = r.device.link();  // unless a link was measured
     const StagePairs p = stage_pairs(r, e->result);
     for (size_t s = 0; s < p.model_fwd.size(); ++s) {
@@ -314,8 +340,7 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
   const LoadedResults loaded = load_results(paths, false);
   std::vector<const ResultEntry*> on_device;
   for (const ResultEntry& e : loaded.results) {
-    const std::string& d = e.result.config.device;
-    if ((d.empty() ? std::string("cpu") : d) == device) on_device.push_back(&e);
+    if (roofline_device(e.result) == device) on_device.push_back(&e);
   }
   try {
     return kind_calibration(fit_calibration(on_device), device);
@@ -329,7 +354,7 @@ namespace {
 
 ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
   const ResultConfig& c = e.result.config;
-  const Repriced r = reprice(c);
+  const Repriced r = reprice(e.result);
   const double scale = c.time_scale > 0 ? c.time_scale : 1.0;
   std::vector<UnitTime> times = r.times;
   for (size_t u = 0; u < times.size(); ++u) {
@@ -453,7 +478,7 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
     std::string why = unusable(e);
     if (why.empty()) {
       try {
-        (void)reprice(e.result.config);
+        (void)reprice(e.result);
       } catch (const UsageError& err) {
         why = std::string("cannot re-price its configuration: ") + err.what();
       }
@@ -506,6 +531,46 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
   return v;
 }
 
+namespace {
+
+// The GPUs a setup's results ran on, in words, and why the planner cannot
+// predict for them ("" when it can).
+struct GpuMachine {
+  std::string words;  // "2 x NVIDIA H200, 131 GiB each, the h200 roofline"
+  std::string refusal;
+};
+
+GpuMachine gpu_machine(const std::vector<const ResultEntry*>& setup) {
+  const ResultEnvironment& env = setup.front()->result.environment;
+  const std::string& gpu = env.gpus.front();
+  int shared = 1;
+  int ranks = 0;
+  for (const ResultEntry* e : setup) {
+    shared = std::max(shared, e->result.environment.ranks_per_gpu);
+    ranks = std::max(ranks, e->result.environment.ranks);
+  }
+  GpuMachine m;
+  const int gpus = std::max(1, (ranks + shared - 1) / shared);
+  m.words = std::to_string(gpus) + " x " + gpu;
+  const std::string preset = gpu_preset(gpu);
+  if (!preset.empty()) {
+    m.words += ", " + format_bytes(static_cast<double>(device_preset(preset).memory_bytes)) +
+               " each, the " + preset + " roofline";
+  } else {
+    std::string names;
+    for (const std::string& n : device_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    m.refusal = "the device table has no roofline for " + gpu + " (devices: " + names + ")";
+  }
+  if (shared > 1) {
+    m.refusal += (m.refusal.empty() ? "" : "; ") + std::to_string(shared) +
+                 " ranks shared one GPU (environment.ranks_per_gpu), so its stages took turns on "
+                 "one device, and the planner models one device per stage";
+  }
+  return m;
+}
+
+}  // namespace
+
 std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*>& results) {
   std::map<std::string, std::vector<const ResultEntry*>> setups;
   for (const ResultEntry* e : results) {
@@ -516,6 +581,15 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     if (most == nullptr || members.size() > most->size()) most = &members;
   }
   if (most == nullptr) return "";
+  std::string machine;
+  if (!most->front()->result.environment.gpus.empty()) {
+    const GpuMachine gpus = gpu_machine(*most);
+    if (!gpus.refusal.empty()) {
+      return "For this machine (" + gpus.words +
+             "), the planner does not predict: " + gpus.refusal + ".";
+    }
+    machine = gpus.words;
+  }
   try {
     const PassCalibration cal = fit_calibration(*most);
     const ResultConfig& c = most->front()->result.config;
@@ -531,7 +605,7 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
       in.gpus = std::max(in.gpus, e->result.config.stages);
       budget = std::max(budget, e->result.config.memory_budget);
     }
-    in.device = c.device.empty() ? "cpu" : c.device;
+    in.device = roofline_device(most->front()->result);
     in.gpu_memory_bytes = budget;
     in.link_bandwidth = cal.link.bandwidth;
     in.link_latency = cal.link.latency;
@@ -543,7 +617,7 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     o.calibration = &kinds;
     o.top = 1;
     const Plan plan = make_plan(o);
-    const std::string machine = std::to_string(o.cluster.gpus) + " x " + o.cluster.device.name;
+    if (machine.empty()) machine = std::to_string(o.cluster.gpus) + " x " + o.cluster.device.name;
     if (plan.ranked.empty())
       return "For this machine (" + machine + "), the planner finds " + plan.advice + ".";
     const Candidate& w = plan.ranked.front();

@@ -756,6 +756,7 @@ void summarize(RegressionRow& row) {
 RegressionRow blank_row(const ResultEntry& e) {
   RegressionRow row;
   row.label = e.label;
+  row.work = e.work;
   row.machine = e.machine;
   row.config_key = e.config_key;
   row.samples_change = row.memory_change = row.bubble_change = row.detectable = kNaN;

@@ -31,7 +31,8 @@ std::string tonight_name(const std::vector<std::string>& inputs) {
   return name_of(parent);
 }
 
-void print_gate(const RegressionSummary& r, std::ostream& out) {
+void print_gate(const ReportModel& m, std::ostream& out) {
+  const RegressionSummary& r = *m.regression;
   out << "gate: " << r.regressions() << " regression(s), " << r.count(RegressionStatus::kImproved)
       << " improvement(s), " << r.count(RegressionStatus::kPass) << " no change, "
       << r.count(RegressionStatus::kUndecidable) << " undecidable, "
@@ -45,14 +46,15 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
       << "%\n";
   for (const RegressionRow& row : r.rows) {
     for (const std::string& why : row.reasons)
-      out << "  REGRESSION " << row.label << ": " << why << "\n";
+      out << "  REGRESSION " << m.row_label(row.label, row.work) << ": " << why << "\n";
   }
   for (const RegressionRow& row : r.rows) {
     if (row.status != RegressionStatus::kImproved) continue;
     for (const std::string& n : row.notes) {
       const std::string kind = "improvement: ";
       if (n.rfind(kind, 0) == 0)
-        out << "  IMPROVEMENT " << row.label << ": " << n.substr(kind.size()) << "\n";
+        out << "  IMPROVEMENT " << m.row_label(row.label, row.work) << ": " << n.substr(kind.size())
+            << "\n";
     }
   }
   const int awaiting = r.rows_with(Confirmation::kAwaiting);
@@ -69,7 +71,7 @@ void print_gate(const RegressionSummary& r, std::ostream& out) {
   for (const RegressionRow& row : r.rows) {
     for (const MetricVerdict& v : row.metrics) {
       if (v.confirmation == Confirmation::kNotReproduced)
-        out << "  UNDECIDABLE " << row.label << ": " << v.text << "\n";
+        out << "  UNDECIDABLE " << m.row_label(row.label, row.work) << ": " << v.text << "\n";
     }
   }
 }
@@ -175,13 +177,13 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     out << write_markdown(model);
   } else {
     out << "pipebench report: " << model.loaded.results.size() << " result(s), "
-        << model.groups.size() << " machine/build group(s)";
+        << model.groups.size() << " group(s) of one machine, build, backend and work";
     if (!model.loaded.bad.empty())
       out << ", " << model.loaded.bad.size() << " unreadable (skipped)";
     out << "\n";
     for (const GroupView& g : model.groups)
-      out << "verdict (" << g.machine << "): " << g.verdict << "\n";
-    if (model.regression) print_gate(*model.regression, out);
+      out << "verdict (" << group_title(g) << "): " << g.verdict << "\n";
+    if (model.regression) print_gate(model, out);
     for (const std::string& w : written) out << "wrote " << w << "\n";
   }
   return model.regressions() > 0 ? 1 : 0;

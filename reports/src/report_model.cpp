@@ -6,6 +6,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/plan.hpp"
@@ -49,12 +50,28 @@ std::string now_iso() {
   return buf;
 }
 
-std::string describe(const ResultEntry& e) {
+// A figure of a result as the verdict weighs it: peak memory only as
+// measured without a device profiler attached (clean_memory).
+std::optional<double> figure(const GroupView& g, const ResultEntry& e, const char* metric) {
+  if (std::string_view(metric) != "peak_memory") return metric_value(e, metric);
+  const ResultEntry* clean = clean_memory(g, e);
+  return clean != nullptr ? metric_value(*clean, metric) : std::nullopt;
+}
+
+std::string describe(const GroupView& g, const ResultEntry& e) {
   const ResultMetrics& m = *e.result.metrics;
-  const auto peak = metric_value(e, "peak_memory");
-  return e.label + ": " + format_number(m.samples_per_second) + " samples/s, peak " +
-         (peak ? format_bytes(*peak) : std::string("n/a")) + " per stage, bubble " +
-         format_fixed(m.bubble_ratio.measured, 2);
+  const ResultEntry* clean = clean_memory(g, e);
+  const auto peak = clean != nullptr ? metric_value(*clean, "peak_memory") : std::nullopt;
+  std::string memory = "peak n/a";
+  if (peak) {
+    memory =
+        "peak " + format_bytes(*peak) + " per stage" +
+        (clean != &e ? " (in its run without " + m.peak_memory_bytes.device_profiler + ")" : "");
+  } else if (clean == nullptr) {
+    memory = "no peak memory without " + m.peak_memory_bytes.device_profiler;
+  }
+  return e.label + ": " + format_number(m.samples_per_second) + " samples/s, " + memory +
+         ", bubble " + format_fixed(m.bubble_ratio.measured, 2);
 }
 
 void choose(GroupView& g, int64_t extra_budget) {
@@ -69,9 +86,11 @@ void choose(GroupView& g, int64_t extra_budget) {
     c.budget = budget;
     for (const ResultEntry* e : g.entries) {
       const auto sps = metric_value(*e, "samples_per_second");
-      const auto peak = metric_value(*e, "peak_memory");
-      if (!sps || !peak) continue;
-      if (c.smallest == nullptr || *peak < *metric_value(*c.smallest, "peak_memory"))
+      const auto peak = figure(g, *e, "peak_memory");
+      // Without a budget the fastest is the best whatever its memory; a
+      // budget ranks only peaks measured without a device profiler.
+      if (!sps || (!peak && (budget > 0 || !metric_value(*e, "peak_memory")))) continue;
+      if (peak && (c.smallest == nullptr || *peak < *figure(g, *c.smallest, "peak_memory")))
         c.smallest = e;
       if (budget > 0 && *peak > static_cast<double>(budget)) continue;
       ++c.candidates;
@@ -82,14 +101,14 @@ void choose(GroupView& g, int64_t extra_budget) {
 }
 
 // Median of a metric of the first schedule alternative present in one setup.
-std::optional<double> setup_metric(const std::vector<const ResultEntry*>& setup,
+std::optional<double> setup_metric(const GroupView& g, const std::vector<const ResultEntry*>& setup,
                                    const std::vector<std::string>& alts, const char* metric,
                                    std::string* which) {
   for (const std::string& name : alts) {
     std::vector<double> xs;
     for (const ResultEntry* e : setup) {
       if (e->result.config.schedule != name) continue;
-      if (auto v = metric_value(*e, metric)) xs.push_back(*v);
+      if (auto v = figure(g, *e, metric)) xs.push_back(*v);
     }
     if (xs.empty()) continue;
     std::sort(xs.begin(), xs.end());
@@ -118,16 +137,16 @@ void rule_findings(GroupView& g) {
   std::string async_name = "async-1f1b";
   for (const auto& [key, setup] : setups) {
     std::string an;
-    const auto sync_mem = setup_metric(setup, {"sync-1f1b"}, "peak_memory", nullptr);
-    const auto async_mem = setup_metric(setup, {"async-1f1b", "1f1b"}, "peak_memory", &an);
-    const auto sync_sps = setup_metric(setup, {"sync-1f1b"}, "samples_per_second", nullptr);
+    const auto sync_mem = setup_metric(g, setup, {"sync-1f1b"}, "peak_memory", nullptr);
+    const auto async_mem = setup_metric(g, setup, {"async-1f1b", "1f1b"}, "peak_memory", &an);
+    const auto sync_sps = setup_metric(g, setup, {"sync-1f1b"}, "samples_per_second", nullptr);
     const auto async_sps =
-        setup_metric(setup, {"async-1f1b", "1f1b"}, "samples_per_second", nullptr);
+        setup_metric(g, setup, {"async-1f1b", "1f1b"}, "samples_per_second", nullptr);
     std::string pn;
-    const auto pd_mem = setup_metric(setup, {"pipedream", "1f1b"}, "peak_memory", &pn);
-    const auto gp_mem = setup_metric(setup, {"gpipe"}, "peak_memory", nullptr);
-    const auto pd_sps = setup_metric(setup, {"pipedream"}, "samples_per_second", nullptr);
-    const auto gp_sps = setup_metric(setup, {"gpipe"}, "samples_per_second", nullptr);
+    const auto pd_mem = setup_metric(g, setup, {"pipedream", "1f1b"}, "peak_memory", &pn);
+    const auto gp_mem = setup_metric(g, setup, {"gpipe"}, "peak_memory", nullptr);
+    const auto pd_sps = setup_metric(g, setup, {"pipedream"}, "samples_per_second", nullptr);
+    const auto gp_sps = setup_metric(g, setup, {"gpipe"}, "samples_per_second", nullptr);
     if (sync_mem && async_mem && sync_sps && async_sps) {
       ++s7_cases;
       async_name = an;
@@ -160,6 +179,10 @@ void rule_findings(GroupView& g) {
     }
   }
   auto of = [](int k, int n) { return std::to_string(k) + " of " + std::to_string(n); };
+  // Memory rules weigh peaks measured without a device profiler only.
+  const std::string clean = g.unclean_memory > 0 ? " with peak memory measured without a device "
+                                                   "profiler"
+                                                 : "";
   if (s7_cases > 0) {
     const bool supported = s7_mem == s7_cases && s7_speed == s7_cases;
     g.rule_findings.push_back(
@@ -170,7 +193,8 @@ void rule_findings(GroupView& g) {
   } else {
     g.rule_findings.push_back(
         "S7 (memory tight: sync 1F1B) cannot be judged: no setup ran both sync-1f1b and "
-        "async-1f1b/1f1b.");
+        "async-1f1b/1f1b" +
+        clean + ".");
   }
   if (p8_cases > 0) {
     std::string text =
@@ -186,7 +210,8 @@ void rule_findings(GroupView& g) {
   } else {
     g.rule_findings.push_back(
         "P8 (memory tight: PipeDream) cannot be judged: no setup ran both pipedream/1f1b and "
-        "gpipe.");
+        "gpipe" +
+        clean + ".");
   }
   if (order_cases > 0) {
     const bool both = order_holds == order_cases;
@@ -206,22 +231,33 @@ void verdict(GroupView& g, const ReportModel& m) {
         c.budget > 0 ? "Within " + format_bytes(static_cast<double>(c.budget)) + " per stage"
                      : "With no memory budget";
     if (c.best != nullptr) {
-      points.push_back(within + ", the best is " + describe(*c.best) +
+      points.push_back(within + ", the best is " + describe(g, *c.best) +
                        (c.budget > 0
                             ? " (" + std::to_string(c.candidates) + " combinations fit)."
                             : " (of " + std::to_string(c.candidates) + " measured combinations)."));
     } else if (c.smallest != nullptr) {
       points.push_back(within + ", nothing measured fits; the smallest peak is " +
-                       describe(*c.smallest) + ".");
+                       describe(g, *c.smallest) + ".");
+    } else if (g.unclean_memory > 0) {
+      points.push_back(within +
+                       ", nothing can be ranked: no peak memory was measured without a "
+                       "device profiler attached.");
     } else {
       points.push_back(within + ", no combination ran successfully.");
     }
+  }
+  if (g.unclean_memory > 0) {
+    points.push_back(
+        "No clean memory figure was measured for " + std::to_string(g.unclean_memory) +
+        " result(s): their peaks were taken with a device profiler attached (it holds device "
+        "memory of its own) and no run of the same combination without it exists, so memory "
+        "does not rank them.");
   }
   for (const std::string& f : g.rule_findings) points.push_back(f);
   if (std::string plan = which_schedule_for_this_machine(g.entries); !plan.empty())
     points.push_back(std::move(plan));
   int consistent = 0, inconsistent = 0, unmeasurable = 0;
-  for (const ClaimRow& r : m.claims) {
+  for (const ClaimRow& r : g.claims) {
     switch (r.verdict) {
       case Verdict::kConsistent:
         ++consistent;
@@ -289,7 +325,7 @@ void showcase(GroupView& g) {
   }
   if (best == nullptr) return;
   const ResultConfig& c = best->front()->result.config;
-  g.showcase_label = c.partition + " partition, P=" + std::to_string(c.stages) +
+  g.showcase_label = g.work + ", " + c.partition + " partition, P=" + std::to_string(c.stages) +
                      ", M=" + std::to_string(c.microbatches);
   std::set<std::string> seen;
   for (const ResultEntry* e : *best) {
@@ -327,17 +363,21 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
       g.machine = e.machine;
       g.build = e.build;
       g.backend = e.result.config.backend;
+      g.work = e.work;
       g.environment = e.result.environment;
       m.groups.push_back(std::move(g));
     }
     m.groups[it->second].entries.push_back(&e);
   }
-  m.claims = evaluate_claims(m.reference, m.loaded.results, m.setup_matches);
   if (!m.history.empty())
     m.regression = run_gate(m.loaded.results, options.tonight, m.history, options.gate,
                             m.reruns ? &m.reruns->results : nullptr);
   for (GroupView& g : m.groups) {
     std::sort(g.entries.begin(), g.entries.end(), entry_less);
+    g.claims = evaluate_claims(m.reference, g.entries, m.setup_matches);
+    for (const ResultEntry* e : g.entries) {
+      if (metric_value(*e, "peak_memory") && clean_memory(g, *e) == nullptr) ++g.unclean_memory;
+    }
     choose(g, options.memory_budget);
     rule_findings(g);
     showcase(g);
@@ -366,6 +406,34 @@ std::vector<const ResultEntry*> allreduce_entries(const GroupView& group) {
       rows.push_back(e);
   }
   return rows;
+}
+
+const ResultEntry* clean_memory(const GroupView& group, const ResultEntry& entry) {
+  auto clean = [](const ResultEntry& e) {
+    return e.result.metrics && e.result.metrics->peak_memory_bytes.device_profiler.empty();
+  };
+  if (clean(entry)) return &entry;
+  const std::string combination = config_key(entry.result.config);
+  for (const ResultEntry* e : group.entries) {
+    if (clean(*e) && e->result.status == ResultStatus::kOk &&
+        config_key(e->result.config) == combination)
+      return e;
+  }
+  return nullptr;
+}
+
+std::string group_title(const GroupView& group) {
+  return group.machine + ", " + group.backend + " backend, " + group.work;
+}
+
+bool ReportModel::several_works() const {
+  std::set<std::string> works;
+  for (const GroupView& g : groups) works.insert(g.work);
+  return works.size() > 1;
+}
+
+std::string ReportModel::row_label(const std::string& label, const std::string& work) const {
+  return several_works() ? label + " [" + work + "]" : label;
 }
 
 std::string stages_text(const ResultConfig& config) {

@@ -446,5 +446,20 @@ TEST(PlanValidate, PredictsEachCombinationFromTheOthers) {
   EXPECT_NEAR(slow.rows[0].samples_error, 0.1, 1e-9);
 }
 
+TEST(PlanDevice, AGpuStandsForThePresetItsNameNames) {
+  EXPECT_EQ(gpu_preset("NVIDIA H200"), "h200");
+  EXPECT_EQ(gpu_preset("NVIDIA H100 80GB HBM3"), "h100");
+  EXPECT_EQ(gpu_preset("NVIDIA A100-SXM4-80GB"), "a100");
+  EXPECT_EQ(gpu_preset("pipebench CUDA emulator (CPU)"), "");  // no roofline of its own
+  EXPECT_EQ(gpu_preset("Tesla V100-SXM2-16GB"), "");
+  Result r;
+  r.config.device = "";
+  EXPECT_EQ(roofline_device(r), "cpu");
+  r.environment.gpus = {"pipebench CUDA emulator (CPU)"};
+  EXPECT_EQ(roofline_device(r), "cpu");  // its --device
+  r.environment.gpus = {"NVIDIA H200", "NVIDIA H200"};
+  EXPECT_EQ(roofline_device(r), "h200");
+}
+
 }  // namespace
 }  // namespace ppb::reports

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -93,12 +94,13 @@ ReportModel model_of(const std::string& dir, bool setup = false) {
   return build_report_model(load_results({dir}, false), builtin_reference(), std::nullopt, o);
 }
 
+// The claims of the one group of `m` (a fixture of one machine and work).
 const ClaimRow& claim(const ReportModel& m, const std::string& id) {
-  for (const ClaimRow& r : m.claims) {
+  for (const ClaimRow& r : m.groups.at(0).claims) {
     if (r.id == id) return r;
   }
   ADD_FAILURE() << "no claim " << id;
-  return m.claims.front();
+  return m.groups.at(0).claims.front();
 }
 
 std::string read(const std::string& path) {
@@ -201,8 +203,9 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
       {"P5", Verdict::kInconsistent}, {"P6", Verdict::kConsistent},
       {"P7", Verdict::kInconsistent}, {"P8", Verdict::kInconsistent},
       {"D1", Verdict::kConsistent}};
-  ASSERT_EQ(m.claims.size(), expected.size());
-  for (const ClaimRow& r : m.claims) {
+  ASSERT_EQ(m.groups.size(), 1u);
+  ASSERT_EQ(m.groups[0].claims.size(), expected.size());
+  for (const ClaimRow& r : m.groups[0].claims) {
     std::string detail;
     for (const CheckOutcome& o : r.checks) {
       detail += "\n  [" + std::string(verdict_name(o.verdict)) + "] " + o.description + ": " +
@@ -1285,7 +1288,8 @@ TEST(ReportJunit, ShapeThatCiSystemsRead) {
         ++here_failed;
         EXPECT_EQ(f->get<std::string>("<xmlattr>.type"), "regression");
         EXPECT_EQ(f->get<std::string>("<xmlattr>.message").rfind("samples/s ", 0), 0u);
-        EXPECT_EQ(tc.get<std::string>("<xmlattr>.name"), "1f1b x balanced P=4 M=8");
+        EXPECT_EQ(tc.get<std::string>("<xmlattr>.name"),
+                  "1f1b x balanced P=4 M=8 [gpt-tiny, mbs 2, fp32]");
       }
       if (tc.get_child_optional("skipped")) ++skipped;
     }
@@ -1355,7 +1359,8 @@ TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
   const json::array& b = doc.at("benchmarks").as_array();
   ASSERT_EQ(b.size(), 2u * (3 + 1));  // 3 timed steps + the median aggregate, per combination
   const json::object& first = b[0].as_object();
-  EXPECT_EQ(first.at("name").as_string(), "pipebench/1f1b/balanced/P:4/M:8");
+  EXPECT_EQ(first.at("name").as_string(),
+            "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32");
   EXPECT_EQ(first.at("run_type").as_string(), "iteration");
   EXPECT_EQ(first.at("time_unit").as_string(), "ms");
   EXPECT_EQ(first.at("repetitions").as_int64(), 3);
@@ -1365,7 +1370,8 @@ TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
   const json::object& median = b[3].as_object();
   EXPECT_EQ(median.at("run_type").as_string(), "aggregate");
   EXPECT_EQ(median.at("aggregate_name").as_string(), "median");
-  EXPECT_EQ(median.at("name").as_string(), "pipebench/1f1b/balanced/P:4/M:8_median");
+  EXPECT_EQ(median.at("name").as_string(),
+            "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32_median");
   EXPECT_NEAR(median.at("items_per_second").to_number<double>(), 16 / 0.033, 1e-6);
 }
 
@@ -1385,19 +1391,20 @@ TEST(ReportHtml, OneSelfContainedPageWithEverySection) {
     ++pos;
   }
   EXPECT_EQ(external, 0);
-  for (const char* heading :
-       {"<h2>Verdict</h2>", "<h3>Throughput</h3>", "<h3>Memory per stage</h3>",
-        "<h3>Bubbles: measured against theory</h3>",
-        "<h3>Pipeline pictures: measured median step beside the prediction</h3>",
-        "<h2>The documents' claims</h2>", "<h2>Environment</h2>"}) {
+  const std::string work = ": gpt-tiny, mbs 2, fp32</h3>";
+  for (const std::string& heading :
+       {std::string("<h2>Verdict</h2>"), "<h3>Throughput" + work, "<h3>Memory per stage" + work,
+        "<h3>Bubbles, measured against theory" + work,
+        "<h3>Pipeline pictures, measured median step beside the prediction" + work,
+        std::string("<h2>The documents' claims: "), std::string("<h2>Environment</h2>")}) {
     EXPECT_NE(html.find(heading), std::string::npos) << heading;
   }
   // The verdict comes first.
-  EXPECT_LT(html.find("<h2>Verdict</h2>"), html.find("<h3>Throughput</h3>"));
+  EXPECT_LT(html.find("<h2>Verdict</h2>"), html.find("<h3>Throughput: "));
   // Gantt pairs: measured and predicted for every schedule of the showcase setup.
   ASSERT_EQ(m.groups.size(), 1u);
   const GroupView& g = m.groups[0];
-  EXPECT_EQ(g.showcase_label, "balanced partition, P=4, M=8");
+  EXPECT_EQ(g.showcase_label, "gpt-tiny, mbs 2, fp32, balanced partition, P=4, M=8");
   EXPECT_EQ(g.gantt.size(), 8u);
   for (const GanttPair& p : g.gantt) {
     EXPECT_EQ(p.predicted.size(), 4u) << p.entry->label << ": " << p.predicted_source;
@@ -1456,7 +1463,7 @@ TEST(ReportDevice, DeviceFiguresBesideTheHostBubbleOnlyWhenPresent) {
   write_result_file(dir + "/1f1b.json", r);
   const ReportModel m = model_of(dir);
   const std::string html = write_html(m);
-  EXPECT_NE(html.find("<h3>Device activity: the device bubble beside the host bubble</h3>"),
+  EXPECT_NE(html.find("<h3>Device activity, the device bubble beside the host bubble: "),
             std::string::npos);
   // host bubble, device bubble, mean compute / communication / overlap in ms, per stage
   EXPECT_NE(html.find("<td class=\"num\">0.312</td><td class=\"num\">21.500</td>"
@@ -1562,6 +1569,236 @@ TEST(ReportInput, MachinesAndBuildsAreKeptApart) {
   const ReportModel m2 = model_of(dir);
   EXPECT_EQ(m2.loaded.superseded.size(), 1u);
   EXPECT_EQ(m2.loaded.results.size(), 6u);
+}
+
+// ------------------------------------------------------------------ work --
+
+// Results of one machine: `backends` x {gpt-tiny, gpt-small} x {1f1b,
+// gpipe}; gpt-small's actions take 10x as long (far fewer samples/s).
+std::string two_models(const std::string& dir, const std::vector<std::string>& backends) {
+  for (const std::string& backend : backends) {
+    for (const std::string model : {"gpt-tiny", "gpt-small"}) {
+      for (const std::string schedule : {"1f1b", "gpipe"}) {
+        FixtureSpec f;
+        f.schedule = schedule;
+        if (model == "gpt-small") {
+          f.fwd *= 10;
+          f.bwd *= 10;
+        }
+        Result r = testing::make_fixture(f);
+        r.config.model = model;
+        r.config.backend = backend;
+        write_result_file(dir + "/" + backend + "_" + model + "_" + schedule + ".json", r);
+      }
+    }
+  }
+  return dir;
+}
+
+TEST(ReportWork, TwoModelsAreTwoVerdictsAndEveryOutputNamesTheModel) {
+  const std::string dir = two_models(fresh_dir("models"), {"cpu", "timed"});
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(m.groups.size(), 4u);  // cpu and timed x two models
+  EXPECT_TRUE(m.several_works());
+  for (const GroupView& g : m.groups) {
+    ASSERT_EQ(g.entries.size(), 2u) << g.key;
+    const std::string& model = g.entries.front()->result.config.model;
+    EXPECT_EQ(g.work, model + ", mbs 2, fp32");
+    const ResultEntry* best = nullptr;
+    for (const ResultEntry* e : g.entries) {
+      EXPECT_EQ(e->result.config.model, model) << g.key;
+      EXPECT_EQ(e->result.config.backend, g.backend) << g.key;
+      if (best == nullptr ||
+          e->result.metrics->samples_per_second > best->result.metrics->samples_per_second)
+        best = e;
+    }
+    // The verdict ranks the group's own results only: its best is its
+    // own fastest, of its own two combinations.
+    EXPECT_NE(
+        g.verdict.find("the best is " + best->label + ": " +
+                       format_number(best->result.metrics->samples_per_second) + " samples/s"),
+        std::string::npos)
+        << g.verdict;
+    EXPECT_NE(g.verdict.find("(of 2 measured combinations)"), std::string::npos) << g.verdict;
+    EXPECT_FALSE(g.claims.empty());
+  }
+  const std::string md = write_markdown(m);
+  const std::string html = write_html(m);
+  for (const std::string model : {"gpt-tiny", "gpt-small"}) {
+    const std::string work = model + ", mbs 2, fp32";
+    for (const std::string backend : {"cpu", "timed"}) {
+      const std::string title = m.groups[0].machine + ", " + backend + " backend, " + work;
+      std::string md_title;  // a Markdown cell escapes '|'
+      for (const char ch : title) md_title += ch == '|' ? std::string("\\|") : std::string(1, ch);
+      EXPECT_NE(md.find("## Verdict: " + md_title), std::string::npos) << md_title;
+      EXPECT_NE(md.find("## Throughput: " + md_title), std::string::npos) << md_title;
+      EXPECT_NE(md.find("## The documents' claims: " + md_title), std::string::npos) << md_title;
+      EXPECT_NE(html.find("<h2>Measurements: " + xml_escape(title)), std::string::npos) << title;
+      EXPECT_NE(html.find("<h2>The documents' claims: " + xml_escape(title)), std::string::npos);
+    }
+    for (const std::string heading : {"Throughput", "Memory per stage"})
+      EXPECT_NE(html.find("<h3>" + heading + ": " + work + "</h3>"), std::string::npos) << heading;
+    // The charts' titles name the work too.
+    EXPECT_NE(html.find("Samples per second (median step, " + work + ")"), std::string::npos);
+    EXPECT_NE(html.find("Bubble per schedule (" + work + ", balanced partition"),
+              std::string::npos);
+  }
+  // CSV: the model and dtype columns; JUnit: the work in every test case's
+  // name; Google Benchmark: in every benchmark's name.
+  const auto rows = parse_csv(write_csv(m), "r.csv");
+  const auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) -
+                               csv_columns().begin());
+  };
+  ASSERT_EQ(rows.size(), 9u);
+  std::map<std::string, int> per_model;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    ++per_model[rows[i][col("model")]];
+    EXPECT_EQ(rows[i][col("dtype")], "fp32");
+  }
+  EXPECT_EQ(per_model, (std::map<std::string, int>{{"gpt-small", 4}, {"gpt-tiny", 4}}));
+  std::istringstream xml(write_junit(m));
+  boost::property_tree::ptree doc;
+  boost::property_tree::read_xml(xml, doc);
+  std::map<std::string, int> cases;
+  for (const auto& [tag, suite] : doc.get_child("testsuites")) {
+    if (tag != "testsuite") continue;
+    for (const auto& [ctag, tc] : suite) {
+      if (ctag == "testcase") ++cases[tc.get<std::string>("<xmlattr>.name")];
+    }
+  }
+  for (const std::string model : {"gpt-tiny", "gpt-small"}) {
+    for (const std::string schedule : {"1f1b", "gpipe"}) {
+      EXPECT_EQ(cases[schedule + " x balanced P=4 M=8 [" + model + ", mbs 2, fp32]"], 2)
+          << model << " " << schedule;  // once per backend
+    }
+  }
+  const json::value gb = json::parse(write_gbench_json(m));
+  std::map<std::string, int> names;
+  for (const json::value& b : gb.at("benchmarks").as_array()) {
+    const std::string name(b.at("name").as_string());
+    EXPECT_NE(name.find("/model:"), std::string::npos) << name;
+    if (b.at("run_type").as_string() == "aggregate") ++names[name];
+  }
+  EXPECT_EQ(names.count("pipebench/gpipe/balanced/P:4/M:8/model:gpt-small/mbs:2/dtype:fp32/"
+                        "machine:" +
+                        m.groups[0].machine + "/backend:timed_median"),
+            1u);
+  EXPECT_EQ(names.size(), 8u);
+  for (const auto& [name, n] : names) EXPECT_EQ(n, 1) << name;  // every name tells one apart
+}
+
+TEST(ReportWork, TheGateMatchesBaselineRowsByModel) {
+  // The baseline ran gpt-tiny only; tonight gpt-small's combinations, of the
+  // same schedules and shapes, are new, not compared with gpt-tiny's.
+  const std::string night = two_models(fresh_dir("tonight"), {"timed"});
+  const std::string base = fresh_dir("base");
+  for (const auto& f : std::filesystem::directory_iterator(night)) {
+    if (f.path().filename().string().find("gpt-tiny") != std::string::npos)
+      std::filesystem::copy(f.path(), base + "/" + f.path().filename().string());
+  }
+  ModelOptions o;
+  o.inputs = {night};
+  const ReportModel m = build_report_model(load_results({night}, false), builtin_reference(),
+                                           load_results({base}, false), o);
+  ASSERT_TRUE(m.regression);
+  ASSERT_EQ(m.regression->rows.size(), 4u);
+  for (const RegressionRow& row : m.regression->rows) {
+    const bool small = row.work.rfind("gpt-small", 0) == 0;
+    // gpt-tiny's rows are matched with the baseline's (too few steps to
+    // tell a change: undecidable), gpt-small's are new.
+    EXPECT_EQ(row.status == RegressionStatus::kNew, small) << row.label << " " << row.work;
+    EXPECT_EQ(row.baseline == nullptr, small) << row.label << " " << row.work;
+    if (row.baseline != nullptr) {
+      EXPECT_EQ(row.baseline->result.config.model, "gpt-tiny");
+    }
+    // Rows of the gate's table name their model: the night holds two.
+    EXPECT_NE(write_markdown(m).find("| " + row.label + " [" + row.work + "] |"), std::string::npos)
+        << row.label;
+  }
+}
+
+TEST(ReportWork, MemoryWithADeviceProfilerIsQuotedFromARunWithoutIt) {
+  Result clean = testing::make_fixture(FixtureSpec{});
+  Result profiled = clean;
+  profiled.metrics->peak_memory_bytes.device_profiler = "cupti";
+  for (int64_t& b : profiled.metrics->peak_memory_bytes.per_stage) b += 64 * kMiB;
+  const std::string both = fresh_dir("cupti_and_clean");
+  write_result_file(both + "/profiled.json", profiled);
+  write_result_file(both + "/clean.json", clean);
+  const ReportModel m = model_of(both);
+  ASSERT_EQ(m.loaded.results.size(), 2u);  // two measurements, neither superseded
+  ASSERT_EQ(m.groups.size(), 1u);
+  const GroupView& g = m.groups[0];
+  EXPECT_EQ(g.unclean_memory, 0);
+  const double peak =
+      static_cast<double>(*std::max_element(clean.metrics->peak_memory_bytes.per_stage.begin(),
+                                            clean.metrics->peak_memory_bytes.per_stage.end()));
+  for (const ResultEntry* e : g.entries) {
+    const ResultEntry* quoted = clean_memory(g, *e);
+    ASSERT_NE(quoted, nullptr);
+    EXPECT_EQ(*metric_value(*quoted, "peak_memory"), peak) << e->source;
+  }
+  EXPECT_EQ(g.verdict.find("No clean memory figure"), std::string::npos) << g.verdict;
+  EXPECT_EQ(g.verdict.find(format_bytes(peak + 64 * kMiB)), std::string::npos) << g.verdict;
+
+  const std::string only = fresh_dir("cupti_only");
+  write_result_file(only + "/profiled.json", profiled);
+  const ReportModel p = model_of(only);
+  EXPECT_EQ(p.groups.at(0).unclean_memory, 1);
+  EXPECT_NE(p.groups[0].verdict.find("no peak memory without cupti"), std::string::npos)
+      << p.groups[0].verdict;
+  EXPECT_NE(p.groups[0].verdict.find("No clean memory figure was measured for 1 result(s)"),
+            std::string::npos)
+      << p.groups[0].verdict;
+  EXPECT_EQ(p.groups[0].verdict.find(format_bytes(peak + 64 * kMiB)), std::string::npos)
+      << p.groups[0].verdict;
+}
+
+// The verdict on a night of H200 results (tests/data/h200): gpt-tiny and
+// gpt-small, CUPTI attached, two ranks sharing the GPU.
+TEST(ReportWork, RecordedH200ResultsAreJudgedPerModelOnTheGpu) {
+  const ReportModel m = model_of(PPB_REPORTS_H200_DATA);
+  ASSERT_EQ(m.groups.size(), 2u);
+  std::set<std::string> works;
+  for (const GroupView& g : m.groups) {
+    works.insert(g.work);
+    EXPECT_NE(g.verdict.find("For this machine (1 x NVIDIA H200, 131 GiB each, the h200 roofline), "
+                             "the planner does not predict: 2 ranks shared one GPU"),
+              std::string::npos)
+        << g.verdict;
+    EXPECT_EQ(g.verdict.find(" x cpu"), std::string::npos) << g.verdict;
+    EXPECT_EQ(g.unclean_memory, static_cast<int>(g.entries.size()));
+    EXPECT_NE(g.verdict.find("No clean memory figure was measured"), std::string::npos);
+  }
+  EXPECT_EQ(works, (std::set<std::string>{"gpt-small, mbs 4, fp32", "gpt-tiny, mbs 2, fp32"}));
+  // A memory budget ranks no peak measured with CUPTI attached.
+  ModelOptions budget;
+  budget.memory_budget = int64_t{1} << 30;
+  const ReportModel b = build_report_model(load_results({PPB_REPORTS_H200_DATA}, false),
+                                           builtin_reference(), std::nullopt, budget);
+  for (const GroupView& g : b.groups) {
+    EXPECT_NE(g.verdict.find("Within 1.00 GiB per stage, nothing can be ranked: no peak memory "
+                             "was measured without a device profiler attached."),
+              std::string::npos)
+        << g.verdict;
+  }
+
+  // The same results as if each rank had had its own H200: the planner
+  // calibrates the h200 roofline on them and plans for its memory (85% of
+  // 141 GB), not the host's.
+  LoadedResults own = load_results({PPB_REPORTS_H200_DATA}, false);
+  for (ResultEntry& e : own.results) e.result.environment.ranks_per_gpu = 1;
+  ModelOptions o;
+  const ReportModel c = build_report_model(std::move(own), builtin_reference(), std::nullopt, o);
+  for (const GroupView& g : c.groups) {
+    EXPECT_NE(g.verdict.find("For this machine (2 x NVIDIA H200, 131 GiB each, the h200 roofline, "
+                             "calibrated on " +
+                             std::to_string(g.entries.size()) + " results"),
+              std::string::npos)
+        << g.verdict;
+    EXPECT_NE(g.verdict.find(" of 112 GiB)."), std::string::npos) << g.verdict;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,9 @@ ppb_add_gtest(reports_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/report_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
   LIBS ppb::reports
   LABELS unit)
+# Result files recorded on an H200 (tests/data/h200/README.md).
+target_compile_definitions(reports_test PRIVATE
+  PPB_REPORTS_H200_DATA="${CMAKE_CURRENT_SOURCE_DIR}/tests/data/h200")
 
 # The planner: cluster descriptions, ranking against the simulator and the
 # memory model, pruning, advice.

@@ -59,6 +59,11 @@ std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured 
 /// consistent when at least one check is and none is inconsistent, and not
 /// measurable otherwise. `setup_matches` enables the absolute checks.
 std::vector<ClaimRow> evaluate_claims(const Reference& reference,
+                                      const std::vector<const ResultEntry*>& results,
+                                      bool setup_matches);
+
+/// The same over every result of `results`.
+std::vector<ClaimRow> evaluate_claims(const Reference& reference,
                                       const std::vector<ResultEntry>& results, bool setup_matches);
 
 }  // namespace ppb::reports

@@ -23,13 +23,17 @@ namespace ppb::reports {
 struct ResultEntry {
   std::string source;  ///< the file path
   Result result;
-  std::string machine;     ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
-  std::string build;       ///< git revision, compiler, build type
-  std::string group;       ///< machine @ build @ backend: results of one group are comparable
-  std::string config_key;  ///< every config field that makes a combination distinct
-  std::string setup_key;   ///< config_key without the schedule's own fields (schedule, inflight,
-                           ///< chunks, sync_warmup, memory_guard, batches)
-  std::string label;       ///< "1f1b x balanced P=4 M=8" (+ N, V, K, budget when set)
+  std::string machine;  ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
+  std::string build;    ///< git revision, compiler, build type
+  std::string group;    ///< machine @ build @ backend @ work: results of one group are comparable
+  std::string work;     ///< work_label: what one step computes ("gpt-tiny, mbs 2, fp32")
+  /// Every config field that makes a combination distinct, and the device
+  /// profiler attached to its memory figures (a run with CUPTI and one
+  /// without are two measurements, both kept).
+  std::string config_key;
+  std::string setup_key;  ///< config_key without the schedule's own fields (schedule, inflight,
+                          ///< chunks, sync_warmup, memory_guard, batches)
+  std::string label;      ///< "1f1b x balanced P=4 M=8" (+ N, V, K, budget when set)
 };
 
 /// A result file that could not be read, with its one-line reason.
@@ -58,6 +62,26 @@ struct LoadedResults {
 /// neither a result nor (with skip_bad) a bad result file was found.
 LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
                            const std::vector<std::string>& exclude = {}, bool keep_repeats = false);
+
+/// One field of a configuration that changes the work of a step.
+struct WorkField {
+  const char* name;   ///< "model", "mbs", "dtype"
+  std::string value;  ///< "gpt-tiny", "2", "fp32"
+};
+
+/// The fields of `config` that change what one step computes: the model
+/// (its spec carries the attention kind, vocabulary and the rest), the
+/// micro-batch size and the dtype. Results that differ in any of them are
+/// never compared (their samples/s measure different work); the report
+/// groups by them, the gate and the claims match on them. A new field that
+/// changes the work is one line here.
+std::vector<WorkField> work_fields(const ResultConfig& config);
+
+/// The work fields as text: "model=gpt-tiny mbs=2 dtype=fp32".
+std::string work_key(const ResultConfig& config);
+
+/// The work fields for people: "gpt-tiny, mbs 2, fp32".
+std::string work_label(const ResultConfig& config);
 
 /// Keys of one result (used by load_results; exposed for tests and baselines).
 std::string machine_key(const ResultEnvironment& env);

@@ -151,9 +151,10 @@ struct Repriced {
   StageCosts costs;
 };
 
-/// Re-prices `config`'s combination. Throws UsageError for a configuration
-/// that cannot be priced (a schedule file's name, an unknown model).
-Repriced reprice(const ResultConfig& config);
+/// Re-prices `result`'s combination on the roofline of the device it ran on
+/// (roofline_device). Throws UsageError for a configuration that cannot be
+/// priced (a schedule file's name, an unknown model).
+Repriced reprice(const Result& result);
 
 /// The roofline fitted on measured results: per-pass scale factors (least
 /// squares through the origin over every stage of every result: measured
@@ -191,10 +192,22 @@ Calibration kind_calibration(const PassCalibration& cal, const std::string& devi
 
 /// `plan --calibration PATH...`: one "pipebench.calibration/1" file is read
 /// as it is; otherwise the paths are result files or folders, and the
-/// results measured on `device` are fitted (fit_calibration, in modelled
+/// results measured on `device` (roofline_device: results of an H200 for
+/// "h200", of the cpu backend or the CUDA emulator for "cpu") are fitted (fit_calibration, in modelled
 /// seconds) into kind factors. Throws UsageError naming the path, or when
 /// no result of `device` can be calibrated from.
 Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device);
+
+/// The device preset (device_preset_names) a GPU stands for, as CUDA names
+/// it: the preset whose name is a word of the GPU's name, case aside
+/// ("NVIDIA H200" -> "h200", "NVIDIA A100-SXM4-80GB" -> "a100"); "" when
+/// none is ("pipebench CUDA emulator (CPU)": the emulator has no roofline).
+std::string gpu_preset(std::string_view gpu_name);
+
+/// The device whose roofline prices a measured result: the preset of the
+/// GPU its first rank ran on (environment.gpus, gpu_preset) when there is
+/// one, else its config.device ("cpu" when not recorded).
+std::string roofline_device(const Result& result);
 
 /// One measured combination predicted from its configuration.
 struct ValidationRow {
@@ -222,7 +235,7 @@ struct Validation {
 /// Leave-one-out: each ok result is predicted by the simulator and the
 /// memory model from its configuration, with the roofline calibrated
 /// (fit_calibration) on the other results of its setup (machine, backend,
-/// device, model, dtype). A result alone in its setup, without action
+/// roofline_device, model, dtype). A result alone in its setup, without action
 /// times, or of a schedule the registry does not hold is skipped, with why.
 Validation validate_plan(const std::vector<ResultEntry>& results);
 
@@ -230,8 +243,12 @@ Validation validate_plan(const std::vector<ResultEntry>& results);
 /// machine the results were measured on (as many devices as their largest
 /// P, one node, the memory budget they ran under or the device's memory,
 /// SGD as the executor) with the roofline calibrated on them (the setup
-/// with the most results), as one sentence naming the leader and why. ""
-/// when no result can be calibrated from.
+/// with the most results), as one sentence naming the leader and why. For
+/// results that ran on GPUs the machine is the GPUs: their name, their
+/// memory and roofline from the device table (roofline_device); when the
+/// ranks shared a GPU (environment.ranks_per_gpu > 1) or the table has no
+/// preset for it, the sentence names the GPU and says why the planner does
+/// not predict. "" when no result can be calibrated from.
 std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*>& results);
 
 }  // namespace ppb::reports

@@ -220,6 +220,7 @@ struct TrendPoint {
 /// One combination compared.
 struct RegressionRow {
   std::string label;  ///< config_label (+ " [planted ...]" when planted)
+  std::string work;   ///< ResultEntry::work: the model, micro-batch size and dtype
   std::string machine;
   std::string config_key;
   RegressionStatus status = RegressionStatus::kPass;

@@ -32,16 +32,22 @@ struct GanttPair {
                                  ///< times)", or why none
 };
 
-/// Results of one machine + build, never mixed with another group's.
+/// Results of one machine + build + backend + work (model, micro-batch
+/// size, dtype: work_fields), never mixed with another group's.
 struct GroupView {
   std::string key;  ///< ResultEntry::group
   std::string machine;
   std::string build;
   std::string backend;                      ///< "cpu", "timed", ...: one group per backend
+  std::string work;                         ///< work_label: one model, mbs and dtype per group
   ResultEnvironment environment;            ///< of the first result of the group
   std::vector<const ResultEntry*> entries;  ///< sorted: schedule, partition, P, M, ...
   std::vector<BudgetChoice> choices;
-  std::vector<std::string> rule_findings;   ///< S7 / P8 / disagreement, one sentence each
+  std::vector<std::string> rule_findings;  ///< S7 / P8 / disagreement, one sentence each
+  std::vector<ClaimRow> claims;            ///< the documents' claims on this group's results
+  /// ok results whose peak memory was measured with a device profiler
+  /// attached and have no run of the same combination without one.
+  int unclean_memory = 0;
   std::vector<std::string> verdict_points;  ///< the verdict, one sentence per point (best per
                                             ///< budget, rules, claims, regressions)
   std::string verdict;                      ///< the same points as one paragraph
@@ -52,6 +58,10 @@ struct GroupView {
   std::vector<GanttPair> gantt;              ///< for showcase entries with a timeline
 };
 
+/// The group as headings name it: "<machine>, <backend> backend, <work>"
+/// ("vm | Intel Xeon | NVIDIA H200, cuda backend, gpt-tiny, mbs 2, fp32").
+std::string group_title(const GroupView& group);
+
 /// The group's results with status ok that carry device figures
 /// (metrics.device), in the group's order.
 std::vector<const ResultEntry*> device_entries(const GroupView& group);
@@ -59,6 +69,13 @@ std::vector<const ResultEntry*> device_entries(const GroupView& group);
 /// The group's results with status ok that carry data-parallel all-reduce
 /// figures (metrics.allreduce), in the group's order (sorted by P, then D).
 std::vector<const ResultEntry*> allreduce_entries(const GroupView& group);
+
+/// The result whose peak memory stands for `entry`'s: `entry` itself when
+/// no device profiler was attached to its memory figures, else a result of
+/// the group with the same combination measured without one; null when
+/// none was (a profiler such as CUPTI holds device memory of its own, so a
+/// peak measured under it is not the run's).
+const ResultEntry* clean_memory(const GroupView& group, const ResultEntry& entry);
 
 /// "8" for one pipeline, "8 x 4" for P = 8 stages x D = 4 replicas.
 std::string stages_text(const ResultConfig& config);
@@ -76,7 +93,6 @@ struct ReportModel {
   std::vector<GroupView> groups;
   Reference reference;
   bool setup_matches = false;
-  std::vector<ClaimRow> claims;
   std::vector<Night> history;           ///< the --baseline nights, oldest first
   std::optional<LoadedResults> reruns;  ///< --confirm: re-runs of tonight's combinations
   std::optional<RegressionSummary> regression;
@@ -84,6 +100,14 @@ struct ReportModel {
 
   /// Number of regressions (0 without a baseline).
   int regressions() const { return regression ? regression->regressions() : 0; }
+
+  /// Whether the results hold more than one work (work_fields): then every
+  /// row that lists results of several groups names its work.
+  bool several_works() const;
+
+  /// `label` of a row of a table across groups, with " [work]" when the
+  /// results hold more than one work.
+  std::string row_label(const std::string& label, const std::string& work) const;
 };
 
 struct ModelOptions {
