@@ -309,9 +309,10 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   EXPECT_EQ(units[0].forward_scratch_bytes, 0);  // token ids live in its activations
   EXPECT_EQ(units[1].forward_scratch_bytes, 0);  // one pass, statistics in registers
   EXPECT_EQ(units[1].backward_scratch_bytes, 8 * t);
-  EXPECT_EQ(units[1].weight_scratch_bytes, 8 * t + 4 * 2 * 64);  // + gamma's, beta's partials
-  EXPECT_EQ(units[2].weight_scratch_bytes, 4 * 3 * 64);          // qkv's bias: 3h
-  EXPECT_EQ(units[4].weight_scratch_bytes, 4 * 64);              // attn_out's bias: h
+  EXPECT_EQ(units[1].weight_scratch_bytes,
+            8 * t + int64_t{4} * 2 * 64);                // + gamma's, beta's partials
+  EXPECT_EQ(units[2].weight_scratch_bytes, 4 * 3 * 64);  // qkv's bias: 3h
+  EXPECT_EQ(units[4].weight_scratch_bytes, 4 * 64);      // attn_out's bias: h
   ASSERT_EQ(units[7].kind, UnitKind::kFc2);
   EXPECT_EQ(units[7].weight_scratch_bytes, 4 * 64);
   EXPECT_EQ(units[3].backward_scratch_bytes, int64_t{2} * 16 * 16 * 2);  // a s s e
@@ -322,8 +323,9 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   const StageCosts c = model_costs(units, times, {{0, 1}, {1, 2}, {2, n}}, 3, 1, {});
   const ChunkCost& ln = c.chunks[1];  // ln1 alone: no boundary inside
   EXPECT_EQ(ln.forward_workspace_bytes, 0);
-  EXPECT_EQ(ln.backward_workspace_bytes, 8 * t + 4 * 2 * 64);  // B: I's statistics, then W's
-  EXPECT_EQ(ln.weight_workspace_bytes, 8 * t + 4 * 2 * 64);
+  EXPECT_EQ(ln.backward_workspace_bytes,
+            8 * t + int64_t{4} * 2 * 64);  // B: I's statistics, then W's
+  EXPECT_EQ(ln.weight_workspace_bytes, 8 * t + int64_t{4} * 2 * 64);
   EXPECT_EQ(c.chunks[0].weight_workspace_bytes, 0);
   // 130 rows: two tiles, the second of 2 rows.
   ModelSpec odd = spec;
