@@ -107,6 +107,13 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
 
   TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const float* in = input != nullptr ? floats(input) : nullptr;
+  // Inside the chunk the residual stream travels as a pointer, not in the
+  // boundaries: into the chunk's input, or into the kept input of the
+  // LayerNorm that began it. Only the chunk's output carries it.
+  const float* resid = nullptr;
+  if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
+    resid = in + first.in;
+  }
   for (size_t i = 0; i < units_.size(); ++i) {
     const auto started = std::chrono::steady_clock::now();
     const UnitKind kind = units_[i].kind;
@@ -123,15 +130,15 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
     kept = TrackedBuffer(mem, MemCategory::kActivations, units_[i].activation_bytes);
     const float* p = params_for(static_cast<int>(i), state.version);
     // The unit's data flow (unit_flow.hpp): its kept input, then what it
-    // keeps besides; the residual passed on after its output, or added to it.
+    // keeps besides; the residual it begins (its kept input) or carries, or
+    // adds to its output.
     const UnitFlow flow = unit_flow(spec_, kind);
+    PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
     if (flow.keeps_input) copy_floats(floats(kept), in, flow.in);
     float* extra = floats(kept) + flow.extra_offset();
-    if (flow.passes_residual()) {
-      copy_floats(out + flow.out, flow.residual == Residual::kBegin ? in : in + flow.in,
-                  flow.resid);
-    }
-    if (flow.residual == Residual::kAdd) copy_floats(out, in + flow.in, flow.resid);  // out +=
+    if (flow.residual == Residual::kBegin) resid = floats(kept);
+    if (flow.residual == Residual::kAdd) copy_floats(out, resid, flow.resid);  // out +=
+    if (last && flow.passes_residual()) copy_floats(out + flow.out, resid, flow.resid);
     switch (kind) {
       case UnitKind::kEmbedding: {
         TrackedBuffer labels(mem, MemCategory::kWorkspace, t * 4);
@@ -175,6 +182,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
         break;
       }
     }
+    if (!flow.passes_residual()) resid = nullptr;
     prev = std::move(next);
     in = prev.empty() ? nullptr : prev.as<float>();
     kind_seconds_[static_cast<size_t>(kind)].fwd += seconds_since(started);

@@ -206,6 +206,14 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
             "forward: output must be given iff the chunk has one");
   TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const void* in = input;
+  // Inside the chunk the residual stream travels as a pointer, not in the
+  // boundaries: into the chunk's input, or into the kept input of the
+  // LayerNorm that began it (both outlive the forward). Only the chunk's
+  // output carries it.
+  const void* resid = nullptr;
+  if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
+    resid = offset(input, ctx_.dtype, first.in);
+  }
   for (size_t i = 0; i < units_.size(); ++i) {
     const bool last = i + 1 == units_.size();
     TrackedBuffer next;
@@ -215,14 +223,15 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       out = next.data();
     }
     state.kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
-    forward_unit(i, state, in, out);
+    resid = forward_unit(i, state, in, resid, out, last);
     prev = std::move(next);  // frees (stream-ordered) the input of unit i
     in = prev.data();
   }
   ledger_.admit(std::move(state));
 }
 
-void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* out) {
+const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, const void* resid,
+                                    void* out, bool last) {
   const Dtype dt = ctx_.dtype;
   const cudaStream_t st = ctx_.stream;
   const int64_t t = spec_.tokens();
@@ -234,16 +243,16 @@ void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* 
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
   // The unit's data flow (unit_flow.hpp). The LayerNorm kernel writes its
-  // kept input and the residual it begins in its one pass, and the residual
-  // a unit adds is the bias kernel's addend; the rest is copied here.
+  // kept input (and, at the chunk's end, the residual it begins) in its one
+  // pass, and the residual a unit adds is the bias kernel's addend; the
+  // rest is copied here.
   const UnitFlow flow = unit_flow(spec_, kind);
+  PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
   const bool norm = flow.residual == Residual::kBegin || kind == UnitKind::kFinalNorm;
   if (flow.keeps_input && !norm) copy(kept, in, flow.in);
   void* extra = offset(kept, dt, flow.extra_offset());
-  if (flow.residual == Residual::kCarry) {
-    copy(offset(out, dt, flow.out), offset(in, dt, flow.in), flow.resid);
-  }
-  const void* add = flow.residual == Residual::kAdd ? offset(in, dt, flow.in) : nullptr;
+  if (last && flow.residual == Residual::kCarry) copy(offset(out, dt, flow.out), resid, flow.resid);
+  const void* add = flow.residual == Residual::kAdd ? resid : nullptr;
   switch (kind) {
     case UnitKind::kEmbedding: {
       auto* tokens = static_cast<int32_t*>(kept);
@@ -254,8 +263,9 @@ void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* 
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      void* resid = flow.residual == Residual::kBegin ? offset(out, dt, flow.out) : nullptr;
-      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, kept, extra, resid, st);
+      void* passed =
+          last && flow.residual == Residual::kBegin ? offset(out, dt, flow.out) : nullptr;
+      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, kept, extra, passed, st);
       break;
     }
     case UnitKind::kQkv:
@@ -287,6 +297,16 @@ void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* 
       break;
     }
   }
+  switch (flow.residual) {
+    case Residual::kBegin:
+      return kept;  // the LayerNorm's kept input
+    case Residual::kCarry:
+      return resid;
+    case Residual::kNone:
+    case Residual::kAdd:
+      return nullptr;
+  }
+  return nullptr;
 }
 
 TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* grad_out,

@@ -94,7 +94,11 @@ class CudaChunk {
   // dst (device, int32) <- the tokens (labels: false) or labels of mb.
   void upload_tokens(int64_t mb, bool labels, int32_t* dst) const;
   const void* weights(int local_unit, int version) const;  // the compute copy
-  void forward_unit(size_t i, Microbatch& state, const void* in, void* out);
+  // One unit's forward; `resid` is the residual stream it reads (null where
+  // none), `last` says its output leaves the chunk. Returns the residual
+  // stream after it (null where none).
+  const void* forward_unit(size_t i, Microbatch& state, const void* in, const void* resid,
+                           void* out, bool last);
   void attention_forward(const void* qkv, void* probs, void* ctx) const;
   void attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv) const;
   void linear_forward(const void* x, int in, const void* w, int out, void* y,
