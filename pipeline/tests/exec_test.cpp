@@ -800,14 +800,32 @@ TEST(Transport, MovesBytesBetweenNeighboursWithEveryWaitStrategy) {
       const int tag = 5;
       RequestId rr = t.irecv(in.data(), bytes, from, tag);
       RequestId sr = t.isend(out.data(), bytes, to, tag);
+      EXPECT_EQ(t.bytes_in_flight(), 2 * bytes);  // what kSleep's waits keep progressing
       t.wait(rr, w);
       t.wait(sr, w);
+      EXPECT_EQ(t.bytes_in_flight(), 0);
       for (int64_t i = 0; i < bytes; ++i) {
         ASSERT_EQ(in[static_cast<size_t>(i)], static_cast<std::byte>((i * 7 + from) & 0xff));
       }
     }
   }
   EXPECT_EQ(t.outstanding(), 0);
+}
+
+// kSleep asks before every pause whether a large message is in flight (and
+// then yields instead of sleeping); the other strategies never need to.
+TEST(Transport, SleepingWaitsAskWhetherALargeMessageIsInFlight) {
+  for (WaitStrategy w : {WaitStrategy::kBlock, WaitStrategy::kYield, WaitStrategy::kSleep}) {
+    const bool sleeps = w == WaitStrategy::kSleep;
+    int polls = 0;
+    int asked = 0;
+    // Done after 50 polls, and for kSleep after its first 10 us (no pause,
+    // no question) and three pauses (or 2000 polls: a wait that never asks).
+    poll_until([&] { return ++polls >= 50 && (!sleeps || asked == 3 || polls >= 2000); }, w,
+               [&] { return (++asked, true); });
+    EXPECT_GE(polls, 50);
+    EXPECT_EQ(asked, sleeps ? 3 : 0);
+  }
 }
 
 // In-order matching ignores tags: three messages sent with tags 2, 1, 0
@@ -866,6 +884,7 @@ class IssueLog final : public Transport {
   bool test(RequestId request) override { return inner_->test(request); }
   void wait(RequestId request, WaitStrategy strategy) override { inner_->wait(request, strategy); }
   int outstanding() const override { return inner_->outstanding(); }
+  int64_t bytes_in_flight() const override { return inner_->bytes_in_flight(); }
 
  private:
   std::unique_ptr<Transport> inner_;

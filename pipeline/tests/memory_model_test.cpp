@@ -290,8 +290,9 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
 }
 
 // The cuda backend's kernels hold other scratch (model.hpp's second table):
-// every head's dS at once, LayerNorm statistics in each pass, and W holds
-// workspace too; the chunk walk is the same.
+// every head's dS at once, LayerNorm statistics in the backward passes, the
+// column reductions' partials (one fp32 per column and tile of
+// kCudaColumnRows rows) in W; the chunk walk is the same.
 TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   EXPECT_EQ(kernels_for("cuda", "cpu"), Kernels::kCuda);
   EXPECT_EQ(kernels_for("timed", "h100"), Kernels::kCuda);
@@ -304,9 +305,16 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   const int64_t t = spec.tokens();
   ASSERT_EQ(units[1].kind, UnitKind::kLayerNorm1);
   ASSERT_EQ(units[3].kind, UnitKind::kAttention);
+  ASSERT_LE(t, kCudaColumnRows);                 // one tile of rows
   EXPECT_EQ(units[0].forward_scratch_bytes, 0);  // token ids live in its activations
-  EXPECT_EQ(units[1].forward_scratch_bytes, 8 * t);
-  EXPECT_EQ(units[1].weight_scratch_bytes, 8 * t);
+  EXPECT_EQ(units[1].forward_scratch_bytes, 0);  // one pass, statistics in registers
+  EXPECT_EQ(units[1].backward_scratch_bytes, 8 * t);
+  EXPECT_EQ(units[1].weight_scratch_bytes,
+            8 * t + int64_t{4} * 2 * 64);                // + gamma's, beta's partials
+  EXPECT_EQ(units[2].weight_scratch_bytes, 4 * 3 * 64);  // qkv's bias: 3h
+  EXPECT_EQ(units[4].weight_scratch_bytes, 4 * 64);      // attn_out's bias: h
+  ASSERT_EQ(units[7].kind, UnitKind::kFc2);
+  EXPECT_EQ(units[7].weight_scratch_bytes, 4 * 64);
   EXPECT_EQ(units[3].backward_scratch_bytes, int64_t{2} * 16 * 16 * 2);  // a s s e
   EXPECT_EQ(units.back().forward_scratch_bytes, 12 * t);
   EXPECT_EQ(units.back().backward_scratch_bytes, 4 * t);
@@ -314,10 +322,18 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   const auto n = static_cast<int>(units.size());
   const StageCosts c = model_costs(units, times, {{0, 1}, {1, 2}, {2, n}}, 3, 1, {});
   const ChunkCost& ln = c.chunks[1];  // ln1 alone: no boundary inside
-  EXPECT_EQ(ln.forward_workspace_bytes, 8 * t);
-  EXPECT_EQ(ln.backward_workspace_bytes, 8 * t);
-  EXPECT_EQ(ln.weight_workspace_bytes, 8 * t);
+  EXPECT_EQ(ln.forward_workspace_bytes, 0);
+  EXPECT_EQ(ln.backward_workspace_bytes,
+            8 * t + int64_t{4} * 2 * 64);  // B: I's statistics, then W's
+  EXPECT_EQ(ln.weight_workspace_bytes, 8 * t + int64_t{4} * 2 * 64);
   EXPECT_EQ(c.chunks[0].weight_workspace_bytes, 0);
+  // 130 rows: two tiles, the second of 2 rows.
+  ModelSpec odd = spec;
+  odd.seq = 65;
+  const std::vector<Unit> odd_units = expand_units(odd, Kernels::kCuda);
+  ASSERT_EQ(odd.tokens(), 130);
+  ASSERT_EQ(odd_units[6].kind, UnitKind::kFc1Gelu);
+  EXPECT_EQ(odd_units[6].weight_scratch_bytes, 4 * 2 * 4 * 64);  // 2 tiles of f = 4h
   // The cpu kernels' W holds nothing.
   const std::vector<Unit> cpu = expand_units(spec);
   EXPECT_EQ(

@@ -83,11 +83,11 @@ const bool kRegistered = [] {
   PPB_TWIN_T(ppb_layernorm_stats);
   PPB_TWIN_T(ppb_layernorm_fwd);
   PPB_TWIN_T(ppb_layernorm_bwd_input);
-  PPB_TWIN_T(ppb_layernorm_bwd_weight);
   PPB_TWIN_T(ppb_gelu_fwd);
   PPB_TWIN_T(ppb_gelu_bwd);
   PPB_TWIN_T(ppb_bias_fill);
-  PPB_TWIN_T(ppb_bias_bwd);
+  PPB_TWIN_T(ppb_column_partials);
+  PPB_TWIN(ppb_column_finish);
   PPB_TWIN_T(ppb_attention_softmax_fwd);
   PPB_TWIN_T(ppb_attention_softmax_bwd);
   PPB_TWIN_T(ppb_cross_entropy_fwd);

@@ -65,7 +65,7 @@ MpiTransport::~MpiTransport() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-RequestId MpiTransport::acquire(MPI_Request request, int64_t expected_bytes) {
+RequestId MpiTransport::acquire(MPI_Request request, int64_t bytes, bool receive) {
   RequestId id;
   if (!free_.empty()) {
     id = free_.back();
@@ -73,17 +73,21 @@ RequestId MpiTransport::acquire(MPI_Request request, int64_t expected_bytes) {
   } else {
     id = static_cast<RequestId>(requests_.size());
     requests_.push_back(MPI_REQUEST_NULL);
-    expected_.push_back(-1);
+    bytes_.push_back(0);
+    receive_.push_back(0);
   }
   requests_[static_cast<size_t>(id)] = request;
-  expected_[static_cast<size_t>(id)] = expected_bytes;
+  bytes_[static_cast<size_t>(id)] = bytes;
+  receive_[static_cast<size_t>(id)] = receive ? 1 : 0;
   ++outstanding_;
+  bytes_in_flight_ += bytes;
   return id;
 }
 
 void MpiTransport::release(RequestId request, const MPI_Status& status) {
-  int64_t expected = expected_[static_cast<size_t>(request)];
-  if (expected >= 0) {
+  const int64_t expected = bytes_[static_cast<size_t>(request)];
+  bytes_in_flight_ -= expected;
+  if (receive_[static_cast<size_t>(request)] != 0) {
     int count = 0;
     PPB_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
     PPB_CHECK(count == expected, "received " + std::to_string(count) + " bytes, expected " +
@@ -102,7 +106,7 @@ RequestId MpiTransport::isend(const std::byte* data, int64_t bytes, int peer, in
   MPI_Request r = MPI_REQUEST_NULL;
   if (matching_ == Matching::kInOrder) tag = rank_;  // one tag per link and direction
   PPB_MPI_CHECK(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r));
-  return acquire(r, -1);
+  return acquire(r, bytes, false);
 }
 
 RequestId MpiTransport::irecv(std::byte* data, int64_t bytes, int peer, int tag) {
@@ -111,7 +115,7 @@ RequestId MpiTransport::irecv(std::byte* data, int64_t bytes, int peer, int tag)
   MPI_Request r = MPI_REQUEST_NULL;
   if (matching_ == Matching::kInOrder) tag = peer;
   PPB_MPI_CHECK(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r));
-  return acquire(r, bytes);
+  return acquire(r, bytes, true);
 }
 
 bool MpiTransport::test(RequestId request) {
@@ -139,7 +143,8 @@ void MpiTransport::wait(RequestId request, WaitStrategy strategy) {
     }
     case WaitStrategy::kYield:
     case WaitStrategy::kSleep:
-      poll_until([&] { return test(request); }, strategy);
+      poll_until([&] { return test(request); }, strategy,
+                 [&] { return bytes_in_flight_ >= kLargeMessageBytes; });
       return;
   }
 }
@@ -162,7 +167,7 @@ RequestId MpiTransport::iallreduce_sum(float* data, int64_t count) {
   MPI_Request r = MPI_REQUEST_NULL;
   PPB_MPI_CHECK(
       MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &r));
-  return acquire(r, -1);
+  return acquire(r, count * static_cast<int64_t>(sizeof(float)), false);
 }
 
 bool mpi_cuda_aware() {

@@ -261,11 +261,17 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {
         u.backward_scratch_bytes = 8 * t;
       }
     } else {
+      // Column reductions: fp32 partials per tile of kCudaColumnRows rows.
+      const int64_t tiles = (t + kCudaColumnRows - 1) / kCudaColumnRows;
       if (norm) {
-        u.forward_scratch_bytes = 8 * t;
         u.backward_scratch_bytes = 8 * t;
-        u.weight_scratch_bytes = 8 * t;
+        u.weight_scratch_bytes = 8 * t + tiles * 2 * h * 4;
       }
+      if (u.kind == UnitKind::kQkv) u.weight_scratch_bytes = tiles * 3 * h * 4;
+      if (u.kind == UnitKind::kAttnOut || u.kind == UnitKind::kFc2) {
+        u.weight_scratch_bytes = tiles * h * 4;
+      }
+      if (u.kind == UnitKind::kFc1Gelu) u.weight_scratch_bytes = tiles * f * 4;
       if (u.kind == UnitKind::kAttention) u.backward_scratch_bytes = a * s * s * e;
       if (u.kind == UnitKind::kHead) {
         u.forward_scratch_bytes = 12 * t;

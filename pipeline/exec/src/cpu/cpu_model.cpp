@@ -7,6 +7,7 @@
 
 #include "init.hpp"
 #include "kernels.hpp"
+#include "ppb/exec/unit_flow.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -101,12 +102,18 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
-  const int64_t th = t * h;
   const int64_t tf = t * f;
   MemoryTracker& mem = *tracker_;
 
   TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const float* in = input != nullptr ? floats(input) : nullptr;
+  // Inside the chunk the residual stream travels as a pointer, not in the
+  // boundaries: into the chunk's input, or into the kept input of the
+  // LayerNorm that began it. Only the chunk's output carries it.
+  const float* resid = nullptr;
+  if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
+    resid = in + first.in;
+  }
   for (size_t i = 0; i < units_.size(); ++i) {
     const auto started = std::chrono::steady_clock::now();
     const UnitKind kind = units_[i].kind;
@@ -122,6 +129,16 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
     TrackedBuffer& kept = state.kept[i];
     kept = TrackedBuffer(mem, MemCategory::kActivations, units_[i].activation_bytes);
     const float* p = params_for(static_cast<int>(i), state.version);
+    // The unit's data flow (unit_flow.hpp): its kept input, then what it
+    // keeps besides; the residual it begins (its kept input) or carries, or
+    // adds to its output.
+    const UnitFlow flow = unit_flow(spec_, kind);
+    PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
+    if (flow.keeps_input) copy_floats(floats(kept), in, flow.in);
+    float* extra = floats(kept) + flow.extra_offset();
+    if (flow.residual == Residual::kBegin) resid = floats(kept);
+    if (flow.residual == Residual::kAdd) copy_floats(out, resid, flow.resid);  // out +=
+    if (last && flow.passes_residual()) copy_floats(out + flow.out, resid, flow.resid);
     switch (kind) {
       case UnitKind::kEmbedding: {
         TrackedBuffer labels(mem, MemCategory::kWorkspace, t * 4);
@@ -134,62 +151,38 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       }
       case UnitKind::kLayerNorm1:
       case UnitKind::kLayerNorm2:
-      case UnitKind::kFinalNorm: {
-        float* x = floats(kept);
-        copy_floats(x, in, th);
-        cpu::layernorm_forward(x, t, h, p, p + h, out, x + th, x + th + t);
-        if (kind != UnitKind::kFinalNorm) copy_floats(out + th, x, th);  // residual
+      case UnitKind::kFinalNorm:
+        cpu::layernorm_forward(in, t, h, p, p + h, out, extra, extra + t);
         break;
-      }
-      case UnitKind::kQkv: {
-        copy_floats(floats(kept), in, th);
+      case UnitKind::kQkv:
         cpu::linear_forward(in, t, h, p, p + int64_t{h} * 3 * h, 3 * h, out);
-        copy_floats(out + 3 * th, in + th, th);
         break;
-      }
-      case UnitKind::kAttention: {
-        float* qkv = floats(kept);
-        copy_floats(qkv, in, 3 * th);
-        cpu::attention_forward(qkv, spec_.micro_batch_size, spec_.seq, h, spec_.heads, qkv + 3 * th,
-                               out);
-        copy_floats(out + th, in + 3 * th, th);
+      case UnitKind::kAttention:
+        cpu::attention_forward(floats(kept), spec_.micro_batch_size, spec_.seq, h, spec_.heads,
+                               extra, out);
         break;
-      }
-      case UnitKind::kAttnOut: {
-        copy_floats(floats(kept), in, th);
-        copy_floats(out, in + th, th);  // residual, then += ctx W + b
+      case UnitKind::kAttnOut:
         cpu::linear_forward(in, t, h, p, p + int64_t{h} * h, h, out, /*accumulate=*/true);
         break;
-      }
-      case UnitKind::kFc1Gelu: {
-        float* x = floats(kept);
-        float* pre = x + th;
-        copy_floats(x, in, th);
-        cpu::linear_forward(in, t, h, p, p + int64_t{h} * f, f, pre);
-        cpu::gelu_forward(pre, out, tf);
-        copy_floats(out + tf, in + th, th);
+      case UnitKind::kFc1Gelu:
+        cpu::linear_forward(in, t, h, p, p + int64_t{h} * f, f, extra);
+        cpu::gelu_forward(extra, out, tf);
         break;
-      }
-      case UnitKind::kFc2: {
-        copy_floats(floats(kept), in, tf);
-        copy_floats(out, in + tf, th);
+      case UnitKind::kFc2:
         cpu::linear_forward(in, t, f, p, p + int64_t{f} * h, h, out, /*accumulate=*/true);
         break;
-      }
       case UnitKind::kHead: {
-        float* x = floats(kept);
-        float* probs = x + th;
-        copy_floats(x, in, th);
-        cpu::linear_forward(in, t, h, p, nullptr, v, probs);
+        cpu::linear_forward(in, t, h, p, nullptr, v, extra);
         TrackedBuffer tokens(mem, MemCategory::kWorkspace, 2 * t * 4);
         int32_t* tok = tokens.as<int32_t>();
         synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(tok, static_cast<size_t>(t)),
                          std::span<int32_t>(tok + t, static_cast<size_t>(t)));
-        const double sum = cpu::softmax_cross_entropy_forward(probs, tok + t, t, v);
+        const double sum = cpu::softmax_cross_entropy_forward(extra, tok + t, t, v);
         losses_[mb] = sum / static_cast<double>(t);
         break;
       }
     }
+    if (!flow.passes_residual()) resid = nullptr;
     prev = std::move(next);
     in = prev.empty() ? nullptr : prev.as<float>();
     kind_seconds_[static_cast<size_t>(kind)].fwd += seconds_since(started);
@@ -205,74 +198,67 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
-  const int64_t th = t * h;
   const int64_t tf = t * f;
   MemoryTracker& mem = *tracker_;
   TrackedBuffer& kept = state.kept[i];
   const float* p = params_for(local_unit, state.version);
-  // Units with weights keep the gradient of their output for backward_weight
-  // (in the split form only; the full backward uses grad_out directly).
-  const auto keep = [&](const float* g, int64_t n) {
-    if (!keep_for_weight) return;
-    state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, n * kFloat);
-    copy_floats(floats(state.pending[i]), g, n);
-  };
+  // The unit's data flow (unit_flow.hpp): the residual's gradient passes
+  // back beside the input gradient (it is the output gradient itself where
+  // the unit added the residual), or adds to the LayerNorm's; units with
+  // weights keep the gradient of their output for backward_weight (in the
+  // split form only; the full backward uses grad_out directly).
+  const UnitFlow flow = unit_flow(spec_, kind);
+  if (flow.takes_residual()) {
+    copy_floats(grad_in + flow.in, flow.residual == Residual::kAdd ? grad_out : grad_out + flow.out,
+                flow.resid);
+  }
+  if (flow.residual == Residual::kBegin) copy_floats(grad_in, grad_out + flow.out, flow.resid);
+  if (keep_for_weight && flow.held_gradient > 0) {
+    state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, flow.held_gradient * kFloat);
+    copy_floats(floats(state.pending[i]), grad_out, flow.held_gradient);
+  }
+  float* extra = floats(kept) + flow.extra_offset();
   switch (kind) {
     case UnitKind::kEmbedding:
-      keep(grad_out, th);
       break;
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
       const float* x = floats(kept);
-      const bool residual = kind != UnitKind::kFinalNorm;
-      if (residual) copy_floats(grad_in, grad_out + th, th);
-      cpu::layernorm_backward_input(grad_out, x, x + th, x + th + t, p, t, h, grad_in, residual);
-      keep(grad_out, th);
+      cpu::layernorm_backward_input(grad_out, x, extra, extra + t, p, t, h, grad_in,
+                                    /*accumulate=*/flow.residual == Residual::kBegin);
       break;
     }
     case UnitKind::kQkv:
       cpu::linear_backward_input(grad_out, t, 3 * h, p, h, grad_in, false);
-      copy_floats(grad_in + th, grad_out + 3 * th, th);
-      keep(grad_out, 3 * th);
       break;
     case UnitKind::kAttention: {
-      const float* qkv = floats(kept);
       TrackedBuffer ws(mem, MemCategory::kWorkspace, int64_t{spec_.seq} * spec_.seq * kFloat);
-      cpu::attention_backward(qkv, qkv + 3 * th, grad_out, spec_.micro_batch_size, spec_.seq, h,
+      cpu::attention_backward(floats(kept), extra, grad_out, spec_.micro_batch_size, spec_.seq, h,
                               spec_.heads, grad_in, floats(ws));
-      copy_floats(grad_in + 3 * th, grad_out + th, th);
       kept = TrackedBuffer();  // no weights: nothing of it is needed any more
       break;
     }
     case UnitKind::kAttnOut:
       cpu::linear_backward_input(grad_out, t, h, p, h, grad_in, false);
-      copy_floats(grad_in + th, grad_out, th);
-      keep(grad_out, th);
       break;
-    case UnitKind::kFc1Gelu: {
-      float* pre = floats(kept) + th;
-      cpu::gelu_backward(pre, grad_out, pre, tf);  // pre-activation -> its gradient, in place
-      cpu::linear_backward_input(pre, t, f, p, h, grad_in, false);
-      copy_floats(grad_in + th, grad_out + tf, th);
+    case UnitKind::kFc1Gelu:
+      cpu::gelu_backward(extra, grad_out, extra, tf);  // pre-activation -> its gradient, in place
+      cpu::linear_backward_input(extra, t, f, p, h, grad_in, false);
       break;
-    }
     case UnitKind::kFc2:
       cpu::linear_backward_input(grad_out, t, h, p, f, grad_in, false);
-      copy_floats(grad_in + tf, grad_out, th);
-      keep(grad_out, th);
       break;
     case UnitKind::kHead: {
-      float* probs = floats(kept) + th;
       TrackedBuffer tokens(mem, MemCategory::kWorkspace, 2 * t * 4);
       int32_t* tok = tokens.as<int32_t>();
       synthetic_tokens(spec_, options_.seed, state.mb,
                        std::span<int32_t>(tok, static_cast<size_t>(t)),
                        std::span<int32_t>(tok + t, static_cast<size_t>(t)));
       // probabilities -> logits gradient, in place
-      cpu::softmax_cross_entropy_backward(probs, tok + t, t, v,
+      cpu::softmax_cross_entropy_backward(extra, tok + t, t, v,
                                           options_.loss_scale / static_cast<float>(t));
-      cpu::linear_backward_input(probs, t, v, p, h, grad_in, false);
+      cpu::linear_backward_input(extra, t, v, p, h, grad_in, false);
       break;
     }
   }
@@ -285,8 +271,8 @@ void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const flo
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
-  const int64_t th = t * h;
   const TrackedBuffer& kept = state.kept[i];
+  const float* extra = kept.as<float>() + unit_flow(spec_, kind).extra_offset();
   const float* dy = state.pending[i].empty() ? grad_out : state.pending[i].as<float>();
   float* g = floats(state_[i]->grads);
   switch (kind) {
@@ -297,8 +283,7 @@ void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const flo
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      const float* x = kept.as<float>();
-      cpu::layernorm_backward_weight(dy, x, x + th, x + th + t, t, h, g, g + h);
+      cpu::layernorm_backward_weight(dy, kept.as<float>(), extra, extra + t, t, h, g, g + h);
       break;
     }
     case UnitKind::kQkv:
@@ -309,19 +294,15 @@ void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const flo
     case UnitKind::kAttnOut:
       cpu::linear_backward_weight(kept.as<float>(), dy, t, h, h, g, g + int64_t{h} * h);
       break;
-    case UnitKind::kFc1Gelu: {
-      const float* x = kept.as<float>();
-      cpu::linear_backward_weight(x, x + th, t, h, f, g, g + int64_t{h} * f);
+    case UnitKind::kFc1Gelu:
+      cpu::linear_backward_weight(kept.as<float>(), extra, t, h, f, g, g + int64_t{h} * f);
       break;
-    }
     case UnitKind::kFc2:
       cpu::linear_backward_weight(kept.as<float>(), dy, t, f, h, g, g + int64_t{f} * h);
       break;
-    case UnitKind::kHead: {
-      const float* x = kept.as<float>();
-      cpu::linear_backward_weight(x, x + th, t, h, v, g, nullptr);
+    case UnitKind::kHead:
+      cpu::linear_backward_weight(kept.as<float>(), extra, t, h, v, g, nullptr);
       break;
-    }
   }
 }
 

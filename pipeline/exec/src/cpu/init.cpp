@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "ppb/exec/cpu_model.hpp"
+#include "ppb/exec/unit_flow.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::cpu {
@@ -122,64 +123,78 @@ int64_t unit_param_count(const ModelSpec& spec, UnitKind kind) {
   return n;
 }
 
-int64_t cpu_boundary_bytes(const ModelSpec& spec, UnitKind kind) {
+UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind) {
   const int64_t t = spec.tokens();
-  const int64_t h = spec.hidden;
-  const int64_t f = int64_t{spec.ffn_mult} * h;
-  const int64_t e = 4;
+  const int64_t th = t * spec.hidden;
+  const int64_t tf = th * spec.ffn_mult;
+  UnitFlow u;
+  u.resid = th;
+  u.keeps_input = true;
   switch (kind) {
     case UnitKind::kEmbedding:
-      return t * h * e;
+      u = {.in = 0, .out = th, .resid = 0, .kept_extra = t, .held_gradient = th};
+      break;
     case UnitKind::kLayerNorm1:
-      return 2 * t * h * e;
-    case UnitKind::kQkv:
-      return 4 * t * h * e;
-    case UnitKind::kAttention:
-      return 2 * t * h * e;
-    case UnitKind::kAttnOut:
-      return t * h * e;
     case UnitKind::kLayerNorm2:
-      return 2 * t * h * e;
-    case UnitKind::kFc1Gelu:
-      return (t * f + t * h) * e;
-    case UnitKind::kFc2:
-      return t * h * e;
+      u.in = th;
+      u.out = th;
+      u.residual = Residual::kBegin;
+      u.kept_extra = 2 * t;
+      u.held_gradient = th;
+      break;
     case UnitKind::kFinalNorm:
-      return t * h * e;
+      u.in = th;
+      u.out = th;
+      u.resid = 0;
+      u.kept_extra = 2 * t;
+      u.held_gradient = th;
+      break;
+    case UnitKind::kQkv:
+      u.in = th;
+      u.out = 3 * th;
+      u.residual = Residual::kCarry;
+      u.held_gradient = 3 * th;
+      break;
+    case UnitKind::kAttention:
+      u.in = 3 * th;
+      u.out = th;
+      u.residual = Residual::kCarry;
+      u.kept_extra = int64_t{spec.micro_batch_size} * spec.heads * spec.seq * spec.seq;
+      break;
+    case UnitKind::kAttnOut:
+      u.in = th;
+      u.out = th;
+      u.residual = Residual::kAdd;
+      u.held_gradient = th;
+      break;
+    case UnitKind::kFc1Gelu:
+      u.in = th;
+      u.out = tf;
+      u.residual = Residual::kCarry;
+      u.kept_extra = tf;  // the pre-activation; I turns it into its gradient in place
+      break;
+    case UnitKind::kFc2:
+      u.in = tf;
+      u.out = th;
+      u.residual = Residual::kAdd;
+      u.held_gradient = th;
+      break;
     case UnitKind::kHead:
-      return 0;
+      u.in = th;
+      u.out = 0;
+      u.resid = 0;
+      u.kept_extra = t * spec.vocab;  // the probabilities; I turns them into the logits' gradient
+      break;
   }
-  PPB_CHECK(false, "unknown unit kind");
-  return 0;
+  return u;
+}
+
+int64_t cpu_boundary_bytes(const ModelSpec& spec, UnitKind kind) {
+  return unit_flow(spec, kind).boundary() * 4;
 }
 
 int64_t cpu_activation_bytes(const ModelSpec& spec, UnitKind kind) {
-  const int64_t t = spec.tokens();
-  const int64_t h = spec.hidden;
-  const int64_t f = int64_t{spec.ffn_mult} * h;
-  const int64_t e = 4;
-  switch (kind) {
-    case UnitKind::kEmbedding:
-      return 4 * t;
-    case UnitKind::kLayerNorm1:
-    case UnitKind::kLayerNorm2:
-    case UnitKind::kFinalNorm:
-      return (t * h + 2 * t) * e;
-    case UnitKind::kQkv:
-      return t * h * e;
-    case UnitKind::kAttention:
-      return (3 * t * h + int64_t{spec.micro_batch_size} * spec.heads * spec.seq * spec.seq) * e;
-    case UnitKind::kAttnOut:
-      return t * h * e;
-    case UnitKind::kFc1Gelu:
-      return (t * h + t * f) * e;
-    case UnitKind::kFc2:
-      return t * f * e;
-    case UnitKind::kHead:
-      return (t * h + t * int64_t{spec.vocab}) * e;
-  }
-  PPB_CHECK(false, "unknown unit kind");
-  return 0;
+  return unit_flow(spec, kind).kept() * 4;  // fp32, or the embedding's int32 ids
 }
 
 }  // namespace ppb

@@ -7,25 +7,23 @@
 
 #include "cpu/init.hpp"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/exec/unit_flow.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::cuda {
 namespace {
-
-// The cpu layouts count 4-byte elements (token ids are int32 either way).
-int64_t scaled(int64_t fp32_bytes, Dtype dt) { return fp32_bytes / 4 * dtype_bytes(dt); }
 
 float* f32(TrackedBuffer& b) { return b.as<float>(); }
 
 }  // namespace
 
 int64_t unit_boundary_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype) {
-  return scaled(cpu_boundary_bytes(spec, kind), dtype);
+  return unit_flow(spec, kind).boundary() * dtype_bytes(dtype);
 }
 
 int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype) {
-  if (kind == UnitKind::kEmbedding) return cpu_activation_bytes(spec, kind);  // int32 ids
-  return scaled(cpu_activation_bytes(spec, kind), dtype);
+  const int64_t element = kind == UnitKind::kEmbedding ? 4 : dtype_bytes(dtype);  // int32 ids
+  return unit_flow(spec, kind).kept() * element;
 }
 
 struct CudaChunk::UnitState {
@@ -124,13 +122,13 @@ const void* CudaChunk::weights(int local_unit, int version) const {
   return ctx_.dtype == Dtype::kFp32 ? u.master.data() : u.copy.data();
 }
 
-// y[t,out] = x[t,in] w[in,out] + bias (bias at w + in*out); with accumulate
-// added to what y holds (a residual).
+// y[t,out] = x[t,in] w[in,out] + bias (bias at w + in*out), plus add[t,out]
+// when add is not null (a residual).
 void CudaChunk::linear_forward(const void* x, int in, const void* w, int out, void* y,
-                               bool accumulate) const {
+                               const void* add) const {
   const Dtype dt = ctx_.dtype;
   const int64_t t = spec_.tokens();
-  bias_fill(dt, offset(w, dt, int64_t{in} * out), t, out, y, accumulate, ctx_.stream);
+  bias_fill(dt, offset(w, dt, int64_t{in} * out), add, t, out, y, ctx_.stream);
   ctx_.blas->gemm(false, false, static_cast<int>(t), out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y,
                   out, dt);
 }
@@ -208,6 +206,14 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
             "forward: output must be given iff the chunk has one");
   TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const void* in = input;
+  // Inside the chunk the residual stream travels as a pointer, not in the
+  // boundaries: into the chunk's input, or into the kept input of the
+  // LayerNorm that began it (both outlive the forward). Only the chunk's
+  // output carries it.
+  const void* resid = nullptr;
+  if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
+    resid = offset(input, ctx_.dtype, first.in);
+  }
   for (size_t i = 0; i < units_.size(); ++i) {
     const bool last = i + 1 == units_.size();
     TrackedBuffer next;
@@ -217,25 +223,36 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       out = next.data();
     }
     state.kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
-    forward_unit(i, state, in, out);
+    resid = forward_unit(i, state, in, resid, out, last);
     prev = std::move(next);  // frees (stream-ordered) the input of unit i
     in = prev.data();
   }
   ledger_.admit(std::move(state));
 }
 
-void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* out) {
+const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, const void* resid,
+                                    void* out, bool last) {
   const Dtype dt = ctx_.dtype;
   const cudaStream_t st = ctx_.stream;
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
-  const int64_t th = t * h;
   const int64_t tf = t * f;
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
+  // The unit's data flow (unit_flow.hpp). The LayerNorm kernel writes its
+  // kept input (and, at the chunk's end, the residual it begins) in its one
+  // pass, and the residual a unit adds is the bias kernel's addend; the
+  // rest is copied here.
+  const UnitFlow flow = unit_flow(spec_, kind);
+  PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
+  const bool norm = flow.residual == Residual::kBegin || kind == UnitKind::kFinalNorm;
+  if (flow.keeps_input && !norm) copy(kept, in, flow.in);
+  void* extra = offset(kept, dt, flow.extra_offset());
+  if (last && flow.residual == Residual::kCarry) copy(offset(out, dt, flow.out), resid, flow.resid);
+  const void* add = flow.residual == Residual::kAdd ? resid : nullptr;
   switch (kind) {
     case UnitKind::kEmbedding: {
       auto* tokens = static_cast<int32_t*>(kept);
@@ -246,61 +263,54 @@ void CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in, void* 
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      copy(kept, in, th);
-      TrackedBuffer stats = device(2 * t * 4, MemCategory::kWorkspace);
-      layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
-      layernorm_fwd(dt, kept, f32(stats), f32(stats) + t, w, offset(w, dt, h), t, h, out,
-                    offset(kept, dt, th), st);
-      if (kind != UnitKind::kFinalNorm) copy(offset(out, dt, th), kept, th);  // residual
+      void* passed =
+          last && flow.residual == Residual::kBegin ? offset(out, dt, flow.out) : nullptr;
+      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, kept, extra, passed, st);
       break;
     }
     case UnitKind::kQkv:
-      copy(kept, in, th);
-      linear_forward(in, h, w, 3 * h, out, false);
-      copy(offset(out, dt, 3 * th), offset(in, dt, th), th);
+      linear_forward(in, h, w, 3 * h, out, nullptr);
       break;
     case UnitKind::kAttention:
-      copy(kept, in, 3 * th);
-      attention_forward(kept, offset(kept, dt, 3 * th), out);
-      copy(offset(out, dt, th), offset(in, dt, 3 * th), th);
+      attention_forward(kept, extra, out);
       break;
     case UnitKind::kAttnOut:
-      copy(kept, in, th);
-      copy(out, offset(in, dt, th), th);  // residual, then += ctx W + b
-      linear_forward(in, h, w, h, out, true);
+      linear_forward(in, h, w, h, out, add);
       break;
-    case UnitKind::kFc1Gelu: {
-      void* pre = offset(kept, dt, th);
-      copy(kept, in, th);
-      linear_forward(in, h, w, f, pre, false);
-      gelu_fwd(dt, pre, out, tf, st);
-      copy(offset(out, dt, tf), offset(in, dt, th), th);
+    case UnitKind::kFc1Gelu:
+      linear_forward(in, h, w, f, extra, nullptr);
+      gelu_fwd(dt, extra, out, tf, st);
       break;
-    }
     case UnitKind::kFc2:
-      copy(kept, in, tf);
-      copy(out, offset(in, dt, tf), th);
-      linear_forward(in, f, w, h, out, true);
+      linear_forward(in, f, w, h, out, add);
       break;
     case UnitKind::kHead: {
-      void* probs = offset(kept, dt, th);
-      copy(kept, in, th);
       ctx_.blas->gemm(false, false, static_cast<int>(t), v, h, 1.0f, {in, h}, {w, v}, dt, 0.0f,
-                      probs, v, dt);
+                      extra, v, dt);
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
       upload_tokens(state.mb, true, labels.as<int32_t>());
       TrackedBuffer row_loss = device(t * 8, MemCategory::kWorkspace);
-      cross_entropy_fwd(dt, probs, labels.as<int32_t>(), t, v, row_loss.as<double>(), st);
+      cross_entropy_fwd(dt, extra, labels.as<int32_t>(), t, v, row_loss.as<double>(), st);
       TrackedBuffer& slot = losses_[state.mb];
       if (slot.empty()) slot = device(8, MemCategory::kWorkspace);
       loss_sum(row_loss.as<double>(), t, slot.as<double>(), st);
       break;
     }
   }
+  switch (flow.residual) {
+    case Residual::kBegin:
+      return kept;  // the LayerNorm's kept input
+    case Residual::kCarry:
+      return resid;
+    case Residual::kNone:
+    case Residual::kAdd:
+      return nullptr;
+  }
+  return nullptr;
 }
 
-void CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
-                                    void* grad_in, bool keep_for_weight) {
+TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
+                                             void* grad_in, bool keep_for_weight) {
   const Dtype dt = ctx_.dtype;
   const cudaStream_t st = ctx_.stream;
   const int64_t t = spec_.tokens();
@@ -308,75 +318,73 @@ void CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* gra
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
   const int ti = static_cast<int>(t);
-  const int64_t th = t * h;
   const int64_t tf = t * f;
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
-  // Units with weights keep the gradient of their output for backward_weight
+  TrackedBuffer row_stats;  // LayerNorm: fp32 mean[t], rstd[t]
+  // The unit's data flow (unit_flow.hpp): the residual's gradient passes
+  // back beside the input gradient (it is the output gradient itself where
+  // the unit added the residual), or is the LayerNorm kernel's addend; units
+  // with weights keep the gradient of their output for backward_weight
   // (split form only; the full backward uses grad_out directly).
-  const auto keep = [&](int64_t elements) {
-    if (!keep_for_weight) return;
-    state.pending[i] = device(elements * dtype_bytes(dt), MemCategory::kActivations);
-    copy(state.pending[i].data(), grad_out, elements);
-  };
+  const UnitFlow flow = unit_flow(spec_, kind);
+  if (flow.takes_residual()) {
+    const void* resid = flow.residual == Residual::kAdd ? grad_out : offset(grad_out, dt, flow.out);
+    copy(offset(grad_in, dt, flow.in), resid, flow.resid);
+  }
+  if (keep_for_weight && flow.held_gradient > 0) {
+    state.pending[i] = device(flow.held_gradient * dtype_bytes(dt), MemCategory::kActivations);
+    copy(state.pending[i].data(), grad_out, flow.held_gradient);
+  }
+  void* extra = offset(kept, dt, flow.extra_offset());
   switch (kind) {
     case UnitKind::kEmbedding:
-      keep(th);
       break;
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      const bool residual = kind != UnitKind::kFinalNorm;
-      TrackedBuffer stats = device(2 * t * 4, MemCategory::kWorkspace);
-      layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
-      layernorm_bwd_input(dt, grad_out, kept, f32(stats), f32(stats) + t, w,
-                          residual ? offset(grad_out, dt, th) : nullptr, t, h, grad_in, st);
-      keep(th);
+      const void* add =
+          flow.residual == Residual::kBegin ? offset(grad_out, dt, flow.out) : nullptr;
+      // The row statistics come out of the same pass, for the weight gradient.
+      row_stats = device(2 * t * 4, MemCategory::kWorkspace);
+      layernorm_bwd_input(dt, grad_out, kept, w, add, t, h, grad_in, f32(row_stats),
+                          f32(row_stats) + t, st);
       break;
     }
     case UnitKind::kQkv:
       ctx_.blas->gemm(false, true, ti, h, 3 * h, 1.0f, {grad_out, 3 * h}, {w, 3 * h}, dt, 0.0f,
                       grad_in, h, dt);
-      copy(offset(grad_in, dt, th), offset(grad_out, dt, 3 * th), th);
-      keep(3 * th);
       break;
     case UnitKind::kAttention:
-      attention_backward(kept, offset(kept, dt, 3 * th), grad_out, grad_in);
-      copy(offset(grad_in, dt, 3 * th), offset(grad_out, dt, th), th);
+      attention_backward(kept, extra, grad_out, grad_in);
       state.kept[i] = TrackedBuffer();  // no weights: nothing of it is needed any more
       break;
     case UnitKind::kAttnOut:
       ctx_.blas->gemm(false, true, ti, h, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, h, dt);
-      copy(offset(grad_in, dt, th), grad_out, th);
-      keep(th);
       break;
-    case UnitKind::kFc1Gelu: {
-      void* pre = offset(kept, dt, th);
-      gelu_bwd(dt, pre, grad_out, pre, tf, st);  // pre-activation -> its gradient, in place
-      ctx_.blas->gemm(false, true, ti, h, f, 1.0f, {pre, f}, {w, f}, dt, 0.0f, grad_in, h, dt);
-      copy(offset(grad_in, dt, th), offset(grad_out, dt, tf), th);
+    case UnitKind::kFc1Gelu:
+      gelu_bwd(dt, extra, grad_out, extra, tf, st);  // pre-activation -> its gradient, in place
+      ctx_.blas->gemm(false, true, ti, h, f, 1.0f, {extra, f}, {w, f}, dt, 0.0f, grad_in, h, dt);
       break;
-    }
     case UnitKind::kFc2:
       ctx_.blas->gemm(false, true, ti, f, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, f, dt);
-      copy(offset(grad_in, dt, tf), grad_out, th);
-      keep(th);
       break;
     case UnitKind::kHead: {
-      void* probs = offset(kept, dt, th);
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
       upload_tokens(state.mb, true, labels.as<int32_t>());
       // probabilities -> logits gradient, in place
-      cross_entropy_bwd(dt, probs, labels.as<int32_t>(), t, v,
+      cross_entropy_bwd(dt, extra, labels.as<int32_t>(), t, v,
                         options_.loss_scale / static_cast<float>(t), st);
-      ctx_.blas->gemm(false, true, ti, h, v, 1.0f, {probs, v}, {w, v}, dt, 0.0f, grad_in, h, dt);
+      ctx_.blas->gemm(false, true, ti, h, v, 1.0f, {extra, v}, {w, v}, dt, 0.0f, grad_in, h, dt);
       break;
     }
   }
+  return row_stats;
 }
 
-void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* grad_out) {
+void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* grad_out,
+                                     const float* row_stats) {
   const Dtype dt = ctx_.dtype;
   const cudaStream_t st = ctx_.stream;
   const int64_t t = spec_.tokens();
@@ -384,14 +392,19 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
   const int ti = static_cast<int>(t);
-  const int64_t th = t * h;
   const void* kept = state.kept[i].data();
+  const void* extra = offset(kept, dt, unit_flow(spec_, units_[i].kind).extra_offset());
   const void* dy = state.pending[i].empty() ? grad_out : state.pending[i].data();
   float* g = f32(state_[i]->grads);
   Blas& blas = *ctx_.blas;
-  // dW[in,out] += x^T dy (fp32 accumulation into the fp32 gradients).
+  // dW[in,out] += x^T dy (fp32 accumulation into the fp32 gradients), then
+  // db[out] += the column sums of dy.
   const auto weight_grad = [&](const void* x, int in, const void* d, int out) {
     blas.gemm(true, false, in, out, ti, 1.0f, {x, in}, {d, out}, dt, 1.0f, g, out, Dtype::kFp32);
+  };
+  const auto bias_grad = [&](const void* d, int out, float* db) {
+    TrackedBuffer partials = device(column_partials_floats(t, out) * 4, MemCategory::kWorkspace);
+    bias_bwd(dt, d, t, out, db, f32(partials), st);
   };
   switch (units_[i].kind) {
     case UnitKind::kEmbedding:
@@ -401,33 +414,38 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      TrackedBuffer stats = device(2 * t * 4, MemCategory::kWorkspace);
-      layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
-      layernorm_bwd_weight(dt, dy, kept, f32(stats), f32(stats) + t, t, h, g, g + h, st);
+      // The statistics of the input-gradient pass, or recomputed (split backward).
+      TrackedBuffer stats;
+      if (row_stats == nullptr) {
+        stats = device(2 * t * 4, MemCategory::kWorkspace);
+        layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
+        row_stats = f32(stats);
+      }
+      TrackedBuffer partials =
+          device(column_partials_floats(t, int64_t{2} * h) * 4, MemCategory::kWorkspace);
+      layernorm_bwd_weight(dt, dy, kept, row_stats, row_stats + t, t, h, g, f32(partials), st);
       break;
     }
     case UnitKind::kQkv:
       weight_grad(kept, h, dy, 3 * h);
-      bias_bwd(dt, dy, t, 3 * h, g + int64_t{h} * 3 * h, st);
+      bias_grad(dy, 3 * h, g + int64_t{h} * 3 * h);
       break;
     case UnitKind::kAttention:
       break;
     case UnitKind::kAttnOut:
       weight_grad(kept, h, dy, h);
-      bias_bwd(dt, dy, t, h, g + int64_t{h} * h, st);
+      bias_grad(dy, h, g + int64_t{h} * h);
       break;
-    case UnitKind::kFc1Gelu: {
-      const void* dpre = offset(kept, dt, th);
-      weight_grad(kept, h, dpre, f);
-      bias_bwd(dt, dpre, t, f, g + int64_t{h} * f, st);
+    case UnitKind::kFc1Gelu:  // the pre-activation's gradient, in place of it
+      weight_grad(kept, h, extra, f);
+      bias_grad(extra, f, g + int64_t{h} * f);
       break;
-    }
     case UnitKind::kFc2:
       weight_grad(kept, f, dy, h);
-      bias_bwd(dt, dy, t, h, g + int64_t{f} * h, st);
+      bias_grad(dy, h, g + int64_t{f} * h);
       break;
     case UnitKind::kHead:
-      weight_grad(kept, h, offset(kept, dt, th), v);
+      weight_grad(kept, h, extra, v);
       break;
   }
 }
@@ -447,8 +465,12 @@ void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, st
       below = device(units_[static_cast<size_t>(i - 1)].boundary_bytes, MemCategory::kWorkspace);
       grad_in = below.data();
     }
-    backward_unit_input(static_cast<size_t>(i), state, grad_out, grad_in, split);
-    if (!split) backward_unit_weight(static_cast<size_t>(i), state, grad_out);
+    const TrackedBuffer row_stats =
+        backward_unit_input(static_cast<size_t>(i), state, grad_out, grad_in, split);
+    if (!split) {
+      backward_unit_weight(static_cast<size_t>(i), state, grad_out,
+                           row_stats.empty() ? nullptr : row_stats.as<float>());
+    }
     current = std::move(below);  // frees (stream-ordered) the gradient unit i consumed
     grad_out = grad_in;
   }
@@ -463,7 +485,7 @@ void CudaChunk::backward_input(int64_t mb, const std::byte* grad_output, std::by
 void CudaChunk::backward_weight(int64_t mb) {
   Microbatch& state = ledger_.for_weight_gradient(mb);
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
-    backward_unit_weight(static_cast<size_t>(i), state, nullptr);
+    backward_unit_weight(static_cast<size_t>(i), state, nullptr, nullptr);
   }
   ledger_.finish(mb);  // frees (stream-ordered) all mb kept, and a stash after its last user
 }

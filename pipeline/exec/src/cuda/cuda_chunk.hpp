@@ -94,14 +94,22 @@ class CudaChunk {
   // dst (device, int32) <- the tokens (labels: false) or labels of mb.
   void upload_tokens(int64_t mb, bool labels, int32_t* dst) const;
   const void* weights(int local_unit, int version) const;  // the compute copy
-  void forward_unit(size_t i, Microbatch& state, const void* in, void* out);
+  // One unit's forward; `resid` is the residual stream it reads (null where
+  // none), `last` says its output leaves the chunk. Returns the residual
+  // stream after it (null where none).
+  const void* forward_unit(size_t i, Microbatch& state, const void* in, const void* resid,
+                           void* out, bool last);
   void attention_forward(const void* qkv, void* probs, void* ctx) const;
   void attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv) const;
   void linear_forward(const void* x, int in, const void* w, int out, void* y,
-                      bool accumulate) const;
-  void backward_unit_input(size_t i, Microbatch& state, const void* grad_out, void* grad_in,
-                           bool keep_for_weight);
-  void backward_unit_weight(size_t i, Microbatch& state, const void* grad_out);
+                      const void* add) const;
+  // Returns the LayerNorm row statistics it computed (fp32 mean[t], rstd[t];
+  // empty for other units), which backward_unit_weight reads in a full
+  // backward; given none (null), it recomputes them.
+  TrackedBuffer backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
+                                    void* grad_in, bool keep_for_weight);
+  void backward_unit_weight(size_t i, Microbatch& state, const void* grad_out,
+                            const float* row_stats);
   void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                     bool split);
 

@@ -5,6 +5,7 @@
 #include "cuda/kernels.hpp"
 #include "cuda/kernels_device.cuh"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::cuda {
@@ -12,6 +13,9 @@ namespace {
 
 using device::Bf16;
 using device::kThreads;
+
+// The memory model counts the partials of these tiles.
+static_assert(device::kColumnRows == kCudaColumnRows);
 
 // --- launch helpers ----------------------------------------------------------
 
@@ -80,36 +84,71 @@ void layernorm_stats(Dtype dt, const void* x, int64_t t, int h, float* mean, flo
   check_launch();
 }
 
-void layernorm_fwd(Dtype dt, const void* x, const float* mean, const float* rstd, const void* gamma,
-                   const void* beta, int64_t t, int h, void* y, void* kept_stats, cudaStream_t s) {
+void layernorm_fwd(Dtype dt, const void* x, const void* gamma, const void* beta, int64_t t, int h,
+                   void* y, void* kept_x, void* kept_stats, void* resid, cudaStream_t s) {
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    device::ppb_layernorm_fwd<T><<<grid_for(t * h), kThreads, 0, s>>>(
-        as<T>(x), mean, rstd, as<T>(gamma), as<T>(beta), t, h, as<T>(y), as<T>(kept_stats));
+    device::ppb_layernorm_fwd<T>
+        <<<rows_grid(t), kThreads, 0, s>>>(as<T>(x), as<T>(gamma), as<T>(beta), t, h, as<T>(y),
+                                           as<T>(kept_x), as<T>(kept_stats), as<T>(resid));
   });
   check_launch();
 }
 
-void layernorm_bwd_input(Dtype dt, const void* dy, const void* x, const float* mean,
-                         const float* rstd, const void* gamma, const void* add, int64_t t, int h,
-                         void* dx, cudaStream_t s) {
+void layernorm_bwd_input(Dtype dt, const void* dy, const void* x, const void* gamma,
+                         const void* add, int64_t t, int h, void* dx, float* mean, float* rstd,
+                         cudaStream_t s) {
+  PPB_CHECK((mean == nullptr) == (rstd == nullptr), "layernorm_bwd_input: mean without rstd");
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     device::ppb_layernorm_bwd_input<T><<<rows_grid(t), kThreads, 0, s>>>(
-        as<T>(dy), as<T>(x), mean, rstd, as<T>(gamma), as<T>(add), h, as<T>(dx));
+        as<T>(dy), as<T>(x), as<T>(gamma), as<T>(add), h, as<T>(dx), mean, rstd);
   });
   check_launch();
 }
 
+int64_t column_partials_floats(int64_t t, int64_t width) {
+  return (t + device::kColumnRows - 1) / device::kColumnRows * width;
+}
+
+namespace {
+
+// The two launches of a column reduction of t rows, n columns of dy into
+// `width` outputs (n, or 2n with the LayerNorm statistics).
+template <class T>
+void column_reduce(const T* dy, const T* x, const float* mean, const float* rstd, int64_t t, int n,
+                   float* out, float* partials, cudaStream_t s) {
+  const int64_t tiles = (t + device::kColumnRows - 1) / device::kColumnRows;
+  PPB_CHECK(tiles < 65536, "column reduction: too many rows for one grid");
+  const int64_t width = mean != nullptr ? 2 * int64_t{n} : n;
+  const dim3 grid(static_cast<unsigned>((n + device::kColumnTile - 1) / device::kColumnTile),
+                  static_cast<unsigned>(tiles));
+  device::ppb_column_partials<T><<<grid, kThreads, 0, s>>>(dy, x, mean, rstd, t, n, partials);
+  check_launch();
+  device::ppb_column_finish<<<grid_for(width), kThreads, 0, s>>>(partials, static_cast<int>(tiles),
+                                                                 width, out);
+  check_launch();
+}
+
+}  // namespace
+
 void layernorm_bwd_weight(Dtype dt, const void* dy, const void* x, const float* mean,
-                          const float* rstd, int64_t t, int h, float* dgamma, float* dbeta,
+                          const float* rstd, int64_t t, int h, float* grad, float* partials,
                           cudaStream_t s) {
+  if (t * h == 0) return;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    device::ppb_layernorm_bwd_weight<T>
-        <<<grid_for(h), kThreads, 0, s>>>(as<T>(dy), as<T>(x), mean, rstd, t, h, dgamma, dbeta);
+    column_reduce<T>(as<T>(dy), as<T>(x), mean, rstd, t, h, grad, partials, s);
   });
-  check_launch();
+}
+
+void bias_bwd(Dtype dt, const void* dy, int64_t t, int n, float* dbias, float* partials,
+              cudaStream_t s) {
+  if (t * n == 0) return;
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    column_reduce<T>(as<T>(dy), nullptr, nullptr, nullptr, t, n, dbias, partials, s);
+  });
 }
 
 void gelu_fwd(Dtype dt, const void* x, void* y, int64_t n, cudaStream_t s) {
@@ -130,22 +169,13 @@ void gelu_bwd(Dtype dt, const void* x, const void* dy, void* dx, int64_t n, cuda
   check_launch();
 }
 
-void bias_fill(Dtype dt, const void* bias, int64_t t, int n, void* y, bool accumulate,
+void bias_fill(Dtype dt, const void* bias, const void* add, int64_t t, int n, void* y,
                cudaStream_t s) {
   if (t * n == 0) return;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     device::ppb_bias_fill<T>
-        <<<grid_for(t * n), kThreads, 0, s>>>(as<T>(bias), t, n, as<T>(y), accumulate);
-  });
-  check_launch();
-}
-
-void bias_bwd(Dtype dt, const void* dy, int64_t t, int n, float* dbias, cudaStream_t s) {
-  if (n == 0) return;
-  dispatch(dt, [&](auto tag) {
-    using T = decltype(tag);
-    device::ppb_bias_bwd<T><<<grid_for(n), kThreads, 0, s>>>(as<T>(dy), t, n, dbias);
+        <<<grid_for(t * n), kThreads, 0, s>>>(as<T>(bias), as<T>(add), t, n, as<T>(y));
   });
   check_launch();
 }

@@ -3,7 +3,8 @@
 // row-major with t rows (tokens), laid out as the cpu kernels lay them out
 // (cpu/kernels.hpp); `void*` tensors are in the storage dtype (fp32 or bf16),
 // `float*` ones are fp32 (master weights, gradients, row statistics). All
-// arithmetic is fp32 (row sums in double where the CPU sums in double),
+// arithmetic is fp32 (row sums in double where the CPU sums in double;
+// column sums in fp32 partials of a fixed row range, then summed in order),
 // through the shared element math of cpu/kernel_math.hpp. Kernels are named
 // ppb_<op>_<fwd|bwd...> so that a profile reads. Each launcher checks the
 // launch (PPB_CUDA_CHECK(cudaGetLastError())).
@@ -31,30 +32,45 @@ void embedding_bwd_weight(Dtype dt, const int32_t* tokens, const void* dx, int64
 /// Per row of x[t,h]: mean[r] and rstd[r] (kernel_math's two-pass double sums).
 void layernorm_stats(Dtype dt, const void* x, int64_t t, int h, float* mean, float* rstd,
                      cudaStream_t s);
-/// y = xhat * gamma + beta from the row statistics. With `kept_stats` (2t
-/// storage elements, may be null) also stores mean at [r], rstd at [t + r].
-void layernorm_fwd(Dtype dt, const void* x, const float* mean, const float* rstd, const void* gamma,
-                   const void* beta, int64_t t, int h, void* y, void* kept_stats, cudaStream_t s);
-/// dx = LayerNorm input gradient of dy (+ add[r,c] when add is not null).
-/// dx must not alias dy, x or add.
-void layernorm_bwd_input(Dtype dt, const void* dy, const void* x, const float* mean,
-                         const float* rstd, const void* gamma, const void* add, int64_t t, int h,
-                         void* dx, cudaStream_t s);
-/// dgamma[c] += sum_r dy * xhat; dbeta[c] += sum_r dy.
+/// One launch: y = xhat * gamma + beta with the row statistics computed in
+/// the same pass. Where not null, also: kept_x (t*h) and resid (t*h) get a
+/// copy of x, kept_stats (2t storage elements) mean at [r] and rstd at
+/// [t + r]. None of the outputs may alias x.
+void layernorm_fwd(Dtype dt, const void* x, const void* gamma, const void* beta, int64_t t, int h,
+                   void* y, void* kept_x, void* kept_stats, void* resid, cudaStream_t s);
+/// One launch: dx = LayerNorm input gradient of dy (+ add[r,c] when add is
+/// not null), the row statistics recomputed from x in the same pass; with
+/// `mean` and `rstd` (t floats each, may be null) also stores them for
+/// layernorm_bwd_weight. dx must not alias dy, x or add.
+void layernorm_bwd_input(Dtype dt, const void* dy, const void* x, const void* gamma,
+                         const void* add, int64_t t, int h, void* dx, float* mean, float* rstd,
+                         cudaStream_t s);
+
+/// Floats of the partial sums a column reduction of t rows and `width`
+/// outputs needs (bias_bwd: width n; layernorm_bwd_weight: width 2h).
+int64_t column_partials_floats(int64_t t, int64_t width);
+/// grad[c] += sum_r dy[r,c] * xhat[r,c] (gamma, c < h) and grad[h + c] +=
+/// sum_r dy[r,c] (beta): the LayerNorm weight gradient laid out as the
+/// unit's parameters, gamma then beta. Two launches (column partials, then
+/// their fixed-order sum): deterministic. `partials` holds
+/// column_partials_floats(t, 2h) floats of workspace.
 void layernorm_bwd_weight(Dtype dt, const void* dy, const void* x, const float* mean,
-                          const float* rstd, int64_t t, int h, float* dgamma, float* dbeta,
+                          const float* rstd, int64_t t, int h, float* grad, float* partials,
                           cudaStream_t s);
+/// dbias[c] += sum_r dy[r,c], as layernorm_bwd_weight sums (two launches,
+/// deterministic); `partials` holds column_partials_floats(t, n) floats.
+void bias_bwd(Dtype dt, const void* dy, int64_t t, int n, float* dbias, float* partials,
+              cudaStream_t s);
 
 /// y = gelu(x), n elements; y may alias x.
 void gelu_fwd(Dtype dt, const void* x, void* y, int64_t n, cudaStream_t s);
 /// dx = dy * gelu'(x); dx may alias x or dy.
 void gelu_bwd(Dtype dt, const void* x, const void* dy, void* dx, int64_t n, cudaStream_t s);
 
-/// y[r,c] = bias[c] (or y[r,c] += bias[c] with accumulate), y[t,n].
-void bias_fill(Dtype dt, const void* bias, int64_t t, int n, void* y, bool accumulate,
+/// y[r,c] = bias[c], plus add[r,c] when add is not null (a residual); y[t,n]
+/// may alias add.
+void bias_fill(Dtype dt, const void* bias, const void* add, int64_t t, int n, void* y,
                cudaStream_t s);
-/// dbias[c] += sum_r dy[r,c].
-void bias_bwd(Dtype dt, const void* dy, int64_t t, int n, float* dbias, cudaStream_t s);
 
 /// In place on `rows` rows of `seq` scores (rows of [batch, heads, seq, seq],
 /// so row r is query position r % seq): causal softmax over columns

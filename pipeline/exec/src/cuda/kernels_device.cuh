@@ -1,11 +1,16 @@
 // The kernels of the `cuda` backend: device code only, launched by
-// kernels.cu. Kept simple on purpose: elementwise kernels are grid-stride
-// loops over the flat index, row kernels use one block of kThreads threads
-// per row with shared-memory tree reductions (fixed order: deterministic),
-// column kernels one thread per column. Storage is T (float or
-// __nv_bfloat16); arithmetic is fp32 through cpu/kernel_math.hpp, the same
-// functions the cpu kernels use. A header so that the CUDA emulator
-// (pipeline/exec/cudaemu) compiles the same kernels as host code.
+// kernels.cu. Elementwise kernels are grid-stride loops over the flat index;
+// row kernels (LayerNorm, softmax, cross-entropy) use one block of kThreads
+// threads per row with shared-memory reductions in a fixed order; column
+// reductions (bias and LayerNorm weight gradients) are two launches: a grid
+// of tiles of kColumnTile columns by kColumnRows rows, each writing one fp32
+// partial sum per column, then one fixed-order sum of a column's partials.
+// Every result is therefore the same run to run (no float atomics but the
+// embedding's scatter). Storage is T (float or __nv_bfloat16); arithmetic is
+// fp32 through cpu/kernel_math.hpp, the same functions the cpu kernels use.
+// Only __shared__ memory and __syncthreads() synchronise threads (no warp
+// shuffles), so that the CUDA emulator (pipeline/exec/cudaemu), which
+// compiles this header as host code, runs the very same kernels.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,20 +38,62 @@ __device__ inline Bf16 from_f<Bf16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// Sum / max over the block; every thread gets the result. REQUIRES: called by
-// all kThreads threads of the block (it synchronises).
+// Column reductions: a block covers kColumnTile adjacent columns (one per
+// lane, so that a warp reads a row segment coalesced) and kColumnRows rows,
+// kColumnLanes threads per column taking every kColumnLanes-th row.
+inline constexpr int kColumnTile = 32;
+inline constexpr int kColumnLanes = kThreads / kColumnTile;
+inline constexpr int kColumnRows = 128;
+
+// Sums over the block of one or two values (a pair costs the barriers of
+// one); every thread gets the result. The order is fixed: 32 sequential
+// sums of 8 values with a stride of 32, then a sequential sum of those 32.
+// REQUIRES: called by all kThreads threads of the block (it synchronises).
+template <class V>
+struct Pair {
+  V a;
+  V b;
+};
+template <class V>
+__device__ Pair<V> block_sum2(V a, V b) {
+  constexpr int kWarp = 32;
+  __shared__ V buf_a[kThreads];
+  __shared__ V buf_b[kThreads];
+  __shared__ V total[2];
+  const int i = static_cast<int>(threadIdx.x);
+  buf_a[i] = a;
+  buf_b[i] = b;
+  __syncthreads();
+  if (i < kWarp) {
+    V sa = buf_a[i];
+    V sb = buf_b[i];
+    for (int k = i + kWarp; k < kThreads; k += kWarp) {
+      sa += buf_a[k];
+      sb += buf_b[k];
+    }
+    buf_a[i] = sa;
+    buf_b[i] = sb;
+  }
+  __syncthreads();
+  if (i == 0) {
+    V sa = buf_a[0];
+    V sb = buf_b[0];
+    for (int k = 1; k < kWarp; ++k) {
+      sa += buf_a[k];
+      sb += buf_b[k];
+    }
+    total[0] = sa;
+    total[1] = sb;
+  }
+  __syncthreads();
+  const Pair<V> out{total[0], total[1]};
+  __syncthreads();  // the buffers are reused by the next call
+  return out;
+}
+
 template <class V>
 __device__ V block_sum(V v) {
-  __shared__ V buf[kThreads];
-  buf[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half >>= 1) {
-    if (static_cast<int>(threadIdx.x) < half) buf[threadIdx.x] += buf[threadIdx.x + half];
-    __syncthreads();
-  }
-  const V out = buf[0];
-  __syncthreads();  // buf is reused by the next call
-  return out;
+  return block_sum2(v, V{0}).a;
 }
 
 __device__ float block_max(float v) {
@@ -62,6 +109,19 @@ __device__ float block_max(float v) {
   const float out = buf[0];
   __syncthreads();
   return out;
+}
+
+// The LayerNorm statistics of one row of h elements, as the cpu kernels
+// compute them (kernel_math: two passes of double sums). Every thread of
+// the block gets them. REQUIRES: called by all threads of the block.
+template <class T>
+__device__ Pair<float> row_stats(const T* row, int h) {
+  double sum = 0;
+  for (int c = threadIdx.x; c < h; c += kThreads) sum += to_f(row[c]);
+  const double mu = kmath::layernorm_mean(block_sum(sum), h);
+  double sq = 0;
+  for (int c = threadIdx.x; c < h; c += kThreads) sq += kmath::layernorm_sq_dev(to_f(row[c]), mu);
+  return {static_cast<float>(mu), kmath::layernorm_rstd(block_sum(sq), h)};
 }
 
 // Grid-stride loop bounds.
@@ -94,80 +154,69 @@ __global__ void ppb_embedding_bwd_weight(const int32_t* tokens, const T* dx, int
   }
 }
 
-// One block per row.
+// One block per row: mean[r], rstd[r] in fp32.
 template <class T>
 __global__ void ppb_layernorm_stats(const T* x, int h, float* mean, float* rstd) {
   const int64_t r = blockIdx.x;
-  const T* row = x + r * h;
-  double sum = 0;
-  for (int c = threadIdx.x; c < h; c += kThreads) sum += to_f(row[c]);
-  const double mu = kmath::layernorm_mean(block_sum(sum), h);
-  double sq = 0;
-  for (int c = threadIdx.x; c < h; c += kThreads) sq += kmath::layernorm_sq_dev(to_f(row[c]), mu);
-  const double sq_total = block_sum(sq);
+  const Pair<float> st = row_stats(x + r * h, h);
   if (threadIdx.x == 0) {
-    mean[r] = static_cast<float>(mu);
-    rstd[r] = kmath::layernorm_rstd(sq_total, h);
+    mean[r] = st.a;
+    rstd[r] = st.b;
   }
 }
 
+// One block per row, one pass: the row's statistics, y = xhat * gamma +
+// beta, the statistics in storage precision at kept_stats[r] (mean) and
+// kept_stats[t + r] (rstd) when kept_stats is not null, and the row itself
+// at kept_x (the unit's kept input) and at resid (the residual it passes
+// on) where those are not null.
 template <class T>
-__global__ void ppb_layernorm_fwd(const T* x, const float* mean, const float* rstd, const T* gamma,
-                                  const T* beta, int64_t t, int h, T* y, T* kept_stats) {
-  for (int64_t i = first_index(); i < t * h; i += grid_stride()) {
-    const int64_t r = i / h;
-    const int64_t c = i % h;
-    const float xhat = kmath::layernorm_xhat(to_f(x[i]), mean[r], rstd[r]);
-    y[i] = from_f<T>(xhat * to_f(gamma[c]) + to_f(beta[c]));
-    if (kept_stats != nullptr && c == 0) {
-      kept_stats[r] = from_f<T>(mean[r]);
-      kept_stats[t + r] = from_f<T>(rstd[r]);
-    }
-  }
-}
-
-// One block per row.
-template <class T>
-__global__ void ppb_layernorm_bwd_input(const T* dy, const T* x, const float* mean,
-                                        const float* rstd, const T* gamma, const T* add, int h,
-                                        T* dx) {
+__global__ void ppb_layernorm_fwd(const T* x, const T* gamma, const T* beta, int64_t t, int h, T* y,
+                                  T* kept_x, T* kept_stats, T* resid) {
   const int64_t r = blockIdx.x;
   const int64_t base = r * h;
-  const float m = mean[r];
-  const float s = rstd[r];
+  const Pair<float> st = row_stats(x + base, h);
+  for (int c = threadIdx.x; c < h; c += kThreads) {
+    const T v = x[base + c];
+    const float xhat = kmath::layernorm_xhat(to_f(v), st.a, st.b);
+    y[base + c] = from_f<T>(xhat * to_f(gamma[c]) + to_f(beta[c]));
+    if (kept_x != nullptr) kept_x[base + c] = v;
+    if (resid != nullptr) resid[base + c] = v;
+  }
+  if (kept_stats != nullptr && threadIdx.x == 0) {
+    kept_stats[r] = from_f<T>(st.a);
+    kept_stats[t + r] = from_f<T>(st.b);
+  }
+}
+
+// One block per row, one pass: the row's statistics (also stored at mean[r]
+// and rstd[r] when mean is not null, for the weight gradient), then dx.
+template <class T>
+__global__ void ppb_layernorm_bwd_input(const T* dy, const T* x, const T* gamma, const T* add,
+                                        int h, T* dx, float* mean, float* rstd) {
+  const int64_t r = blockIdx.x;
+  const int64_t base = r * h;
+  const Pair<float> st = row_stats(x + base, h);
   double sum_d = 0;
   double sum_dx = 0;
   for (int c = threadIdx.x; c < h; c += kThreads) {
     const float dxhat = to_f(dy[base + c]) * to_f(gamma[c]);
     sum_d += dxhat;
-    sum_dx += static_cast<double>(dxhat) * kmath::layernorm_xhat(to_f(x[base + c]), m, s);
+    sum_dx += static_cast<double>(dxhat) * kmath::layernorm_xhat(to_f(x[base + c]), st.a, st.b);
   }
-  const float mean_d = static_cast<float>(block_sum(sum_d) / h);
-  const float mean_dx = static_cast<float>(block_sum(sum_dx) / h);
+  const Pair<double> sums = block_sum2(sum_d, sum_dx);
+  const float mean_d = static_cast<float>(sums.a / h);
+  const float mean_dx = static_cast<float>(sums.b / h);
   for (int c = threadIdx.x; c < h; c += kThreads) {
-    const float xhat = kmath::layernorm_xhat(to_f(x[base + c]), m, s);
-    float v = kmath::layernorm_dx(to_f(dy[base + c]), to_f(gamma[c]), xhat, s, mean_d, mean_dx);
+    const float xhat = kmath::layernorm_xhat(to_f(x[base + c]), st.a, st.b);
+    float v = kmath::layernorm_dx(to_f(dy[base + c]), to_f(gamma[c]), xhat, st.b, mean_d, mean_dx);
     if (add != nullptr) v = to_f(add[base + c]) + v;
     dx[base + c] = from_f<T>(v);
   }
-}
-
-// One thread per column.
-template <class T>
-__global__ void ppb_layernorm_bwd_weight(const T* dy, const T* x, const float* mean,
-                                         const float* rstd, int64_t t, int h, float* dgamma,
-                                         float* dbeta) {
-  const int64_t c = first_index();
-  if (c >= h) return;
-  float g = 0;
-  float b = 0;
-  for (int64_t r = 0; r < t; ++r) {
-    const float d = to_f(dy[r * h + c]);
-    g += d * kmath::layernorm_xhat(to_f(x[r * h + c]), mean[r], rstd[r]);
-    b += d;
+  if (mean != nullptr && threadIdx.x == 0) {
+    mean[r] = st.a;
+    rstd[r] = st.b;
   }
-  dgamma[c] += g;
-  dbeta[c] += b;
 }
 
 template <class T>
@@ -183,22 +232,72 @@ __global__ void ppb_gelu_bwd(const T* x, const T* dy, T* dx, int64_t n) {
   }
 }
 
+// y[r,c] = bias[c], plus add[r,c] when add is not null (a residual).
 template <class T>
-__global__ void ppb_bias_fill(const T* bias, int64_t t, int n, T* y, bool accumulate) {
+__global__ void ppb_bias_fill(const T* bias, const T* add, int64_t t, int n, T* y) {
   for (int64_t i = first_index(); i < t * n; i += grid_stride()) {
     const float b = to_f(bias[i % n]);
-    y[i] = from_f<T>(accumulate ? to_f(y[i]) + b : b);
+    y[i] = from_f<T>(add != nullptr ? to_f(add[i]) + b : b);
   }
 }
 
-// One thread per column.
+// Column partial sums of dy[t,n] over one tile: kColumnTile columns from
+// blockIdx.x * kColumnTile, kColumnRows rows from blockIdx.y * kColumnRows
+// (fewer in the last tile). Without mean (a bias gradient) part is [tiles of
+// rows][n]: part[y * n + c] = sum_r dy[r,c]. With mean and rstd (a LayerNorm
+// weight gradient, x the LayerNorm's input) part is [tiles of rows][2n]:
+// part[y * 2n + c] = sum_r dy[r,c] * xhat[r,c] (gamma) and part[y * 2n + n +
+// c] = sum_r dy[r,c] (beta). The order is fixed: thread group g sums rows
+// g, g + kColumnLanes, .. of the tile in turn, then lane c's thread of group
+// 0 sums the groups' sums in group order.
 template <class T>
-__global__ void ppb_bias_bwd(const T* dy, int64_t t, int n, float* dbias) {
-  const int64_t c = first_index();
-  if (c >= n) return;
-  float sum = 0;
-  for (int64_t r = 0; r < t; ++r) sum += to_f(dy[r * n + c]);
-  dbias[c] += sum;
+__global__ void ppb_column_partials(const T* dy, const T* x, const float* mean, const float* rstd,
+                                    int64_t t, int n, float* part) {
+  __shared__ float sum_a[kThreads];
+  __shared__ float sum_b[kThreads];
+  const int lane = static_cast<int>(threadIdx.x) % kColumnTile;
+  const int group = static_cast<int>(threadIdx.x) / kColumnTile;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kColumnTile + lane;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kColumnRows;
+  const int64_t r1 = r0 + kColumnRows < t ? r0 + kColumnRows : t;
+  const bool norm = mean != nullptr;
+  float a = 0;
+  float b = 0;
+  if (c < n) {
+    for (int64_t r = r0 + group; r < r1; r += kColumnLanes) {
+      const float d = to_f(dy[r * n + c]);
+      if (norm) a += d * kmath::layernorm_xhat(to_f(x[r * n + c]), mean[r], rstd[r]);
+      b += d;
+    }
+  }
+  sum_a[threadIdx.x] = a;
+  sum_b[threadIdx.x] = b;
+  __syncthreads();
+  if (group == 0 && c < n) {
+    float ta = 0;
+    float tb = 0;
+    for (int g = 0; g < kColumnLanes; ++g) {
+      ta += sum_a[g * kColumnTile + lane];
+      tb += sum_b[g * kColumnTile + lane];
+    }
+    if (norm) {
+      float* row = part + static_cast<int64_t>(blockIdx.y) * 2 * n;
+      row[c] = ta;
+      row[n + c] = tb;
+    } else {
+      part[static_cast<int64_t>(blockIdx.y) * n + c] = tb;
+    }
+  }
+}
+
+// out[c] += sum over p = 0, 1, .. parts-1 of part[p * width + c], in that
+// order, for c < width (grid-stride).
+__global__ void ppb_column_finish(const float* part, int parts, int64_t width, float* out) {
+  for (int64_t c = first_index(); c < width; c += grid_stride()) {
+    float sum = 0;
+    for (int p = 0; p < parts; ++p) sum += part[static_cast<int64_t>(p) * width + c];
+    out[c] += sum;
+  }
 }
 
 // One block per row of seq scores; row r is query position r % seq.

@@ -72,6 +72,11 @@ bool is_unit_kind_name(std::string_view name);
 /// Every kind's name in UnitKind order: "embedding, ln1, ..., head".
 std::string unit_kind_names();
 
+/// Rows per tile of the cuda kernels' column reductions (the bias and
+/// LayerNorm weight gradients): each tile of this many rows leaves one fp32
+/// partial sum per column, summed in tile order afterwards.
+inline constexpr int64_t kCudaColumnRows = 128;
+
 /// Whose kernels a unit's scratch follows (the workspace tables below).
 enum class Kernels : uint8_t {
   kCpu,   ///< the cpu backend's (OpenBLAS, one attention head at a time)
@@ -124,15 +129,23 @@ Kernels kernels_for(std::string_view backend, std::string_view device);
 ///  head        8 * T (ids, labels)     8 * T (ids, labels)         0
 ///  the rest    0                       0                           0
 ///
-/// The cuda backend's, every head of a sample at once, LayerNorm statistics
-/// recomputed in each pass:
+/// The cuda backend's, every head of a sample at once; a LayerNorm's
+/// forward computes its statistics in its one pass, its input gradient
+/// recomputes them (fp32 mean, rstd) for the weight gradient of a full
+/// backward, a split W recomputes them; the column reductions of the bias
+/// and LayerNorm weight gradients hold fp32 partials, one per column and
+/// tile of R = kCudaColumnRows rows (ceil(T / R) tiles, written P below):
 ///
 ///  unit        forward_scratch_bytes   backward_scratch_bytes      weight_scratch_bytes
-///  ln1/ln2/fn  8 * T (fp32 mean, rstd) 8 * T                       8 * T
+///  ln1/ln2/fn  0                       8 * T (fp32 mean, rstd)     8 * T + 4 * P * 2h
+///  qkv         0                       0                           4 * P * 3h
+///  attn_out    0                       0                           4 * P * h
+///  fc1_gelu    0                       0                           4 * P * f
+///  fc2         0                       0                           4 * P * h
 ///  attention   0                       a * s * s * e (dS)          0
 ///  head        12 * T (labels, fp64    4 * T (labels)              0
 ///              per-row losses)
-///  the rest    0                       0                           0
+///  embedding   0                       0                           0
 ///
 ///  unit        fwd_flops                   bwd_input_flops            bwd_weight_flops
 ///  embedding   T*h (position add)          0 (ids have no gradient)   2*T*h (scatter-add wte, wpe)

@@ -12,7 +12,9 @@
 // (T = micro_batch_size*seq tokens, row t = sample*seq + position; inside
 // qkv, row t holds q, k, v of h columns each, head j at columns j*h/a..). The
 // gradient sent back has the same layout. The residual stream travels with
-// the activation inside a layer so that a stage can start at any unit.
+// the activation inside a layer so that a stage can start at any unit. These
+// layouts, what each unit keeps and what a split backward holds follow from
+// each unit kind's data flow (unit_flow.hpp), which the cuda backend follows too.
 //
 // Example (one process, the whole model):
 //   ppb::MemoryTracker mem;

@@ -81,7 +81,9 @@
 namespace ppb {
 
 /// MPI_Test + 20 us nanosleep: measured on this project's 2-core machine
-/// (the table is in executor.cpp's header comment).
+/// (the table is in executor.cpp's header comment); it yields instead while
+/// a large message is in flight on a rank with a core to spare
+/// (kLargeMessageBytes).
 inline constexpr WaitStrategy kDefaultWaitStrategy = WaitStrategy::kSleep;
 
 enum class OptimizerPolicy : uint8_t {
