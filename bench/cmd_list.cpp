@@ -1,8 +1,13 @@
 // `pipebench list`: every registered schedule, partition, backend and
 // collector (with whether it is available here), transport, model and device, each with
-// one line of help.
+// one line of help; with --json, the same registries and every field of their
+// entries as one JSON document (cmd_list.hpp).
+#include "cmd_list.hpp"
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "cli.hpp"
@@ -21,7 +26,7 @@ void print_row(const std::string& name, const std::string& help) {
   std::printf("  %-18s %s\n", name.c_str(), help.c_str());
 }
 
-void run_list() {
+void print_table() {
   std::printf("schedules (--schedule, simulate --schedule, schedule --name):\n");
   for (const ScheduleInfo& s : schedule_list()) print_row(s.name, s.help);
   std::printf("\npartitions (--partition):\n");
@@ -55,12 +60,133 @@ void run_list() {
   }
 }
 
+const char* kernels_name(const std::optional<Kernels>& kernels) {
+  if (!kernels) return "device";  // those of the device it models
+  switch (*kernels) {
+    case Kernels::kCpu:
+      return "cpu";
+    case Kernels::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+const char* baseline_name(RawBaseline baseline) {
+  switch (baseline) {
+    case RawBaseline::kMpi:
+      return "mpi";
+    case RawBaseline::kNccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+boost::json::object schedule_json(const ScheduleInfo& s) {
+  return {{"name", s.name},
+          {"help", s.help},
+          {"splits_backward", s.splits_backward},
+          {"uses_chunks", s.uses_chunks},
+          {"fixed_chunks", s.fixed_chunks},
+          {"uses_times", s.uses_times},
+          {"no_flush", s.no_flush},
+          {"uses_inflight", s.uses_inflight},
+          {"uses_sync_warmup", s.uses_sync_warmup},
+          {"weight_stashing", s.weight_stashing},
+          {"optimizer_per_backward", s.optimizer_per_backward},
+          {"memory_guarded", s.memory_guarded},
+          {"closed_form_bubble", s.closed_form_bubble},
+          {"colour", s.colour},
+          {"report_order", s.report_order},
+          {"inflight_formula", s.inflight_formula}};
+}
+
+boost::json::object backend_json(const BackendInfo& b) {
+  const std::string why = b.unusable != nullptr ? b.unusable() : std::string();
+  return {{"name", b.name},
+          {"help", b.help},
+          {"available", why.empty()},
+          {"why_not", why},
+          {"real_gradients", b.real_gradients},
+          {"modelled_time", b.modelled_time},
+          {"bf16", b.bf16},
+          {"check_tolerance_fp32", b.check_tolerance_fp32},
+          {"check_tolerance_bf16", b.check_tolerance_bf16},
+          {"kernels", kernels_name(b.traits.kernels)},
+          {"resident_bytes", b.traits.resident_bytes},
+          {"device", b.traits.device}};
+}
+
+boost::json::object model_json(const std::string& name) {
+  const ModelSpec m = parse_model_spec(name);
+  return {{"name", name},
+          {"layers", m.layers},
+          {"hidden", m.hidden},
+          {"heads", m.heads},
+          {"seq", m.seq},
+          {"vocab", m.vocab},
+          {"ffn", m.ffn_mult},
+          {"mbs", m.micro_batch_size},
+          {"parameters", parameter_count(m)}};
+}
+
+boost::json::object device_json(const std::string& name) {
+  const DeviceSpec d = device_preset(name);
+  return {{"name", name},
+          {"peak_flops", d.peak_flops},
+          {"mem_bandwidth", d.mem_bandwidth},
+          {"efficiency", d.efficiency},
+          {"vector_flops", d.vector_flops},
+          {"kernel_overhead_s", d.kernel_overhead_s},
+          {"memory_bytes", d.memory_bytes},
+          {"link_bandwidth", d.link_bandwidth},
+          {"link_latency", d.link_latency}};
+}
+
+void run_list(bool json) {
+  if (json) {
+    std::printf("%s\n", boost::json::serialize(list_document()).c_str());
+    return;
+  }
+  print_table();
+}
+
 }  // namespace
+
+boost::json::object list_document() {
+  boost::json::array schedules, partitions, backends, transports, collectors, models, devices;
+  for (const ScheduleInfo& s : schedule_list()) schedules.push_back(schedule_json(s));
+  for (const PartitionInfo& p : partition_list())
+    partitions.push_back(boost::json::object{{"name", p.name}, {"help", p.help}});
+  for (const BackendInfo& b : backend_list()) backends.push_back(backend_json(b));
+  for (const TransportInfo& t : transport_list()) {
+    transports.push_back(boost::json::object{{"name", t.name},
+                                             {"help", t.help},
+                                             {"available", t.available},
+                                             {"why_not", t.why_not},
+                                             {"baseline", baseline_name(t.baseline)}});
+  }
+  for (const CollectorInfo& c : collector_list()) {
+    collectors.push_back(boost::json::object{{"name", c.name},
+                                             {"help", c.help},
+                                             {"available", c.available},
+                                             {"why_not", c.why_not},
+                                             {"device_profiler", c.device_profiler}});
+  }
+  for (const std::string& name : model_preset_names()) models.push_back(model_json(name));
+  for (const std::string& name : device_preset_names()) devices.push_back(device_json(name));
+  return {{"schema", "pipebench.list/1"},        {"schedules", std::move(schedules)},
+          {"partitions", std::move(partitions)}, {"backends", std::move(backends)},
+          {"transports", std::move(transports)}, {"collectors", std::move(collectors)},
+          {"models", std::move(models)},         {"devices", std::move(devices)}};
+}
 
 void register_list(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "list", "List schedules, partitions, backends, transports, collectors, models and devices");
-  cmd->callback(run_list);
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json,
+                "Print the registries and every field of their entries as one JSON document");
+  cmd->callback([json] { run_list(*json); });
 }
 
 }  // namespace ppb::cli

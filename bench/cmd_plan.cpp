@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "ppb/pipeline/backend_traits.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/check.hpp"
@@ -275,7 +276,7 @@ void run_plan(const PlanCommandOptions& opt) {
     throw UsageError("--dtype: expected fp32 or bf16, got '" + opt.dtype + "'");
   o.model.bytes_per_element = opt.dtype == "bf16" ? 2 : 4;
   o.memory.element_bytes = o.model.bytes_per_element;
-  o.memory.resident_bytes = backend_resident_bytes("cuda");  // the GPUs run the cuda backend
+  o.memory.resident_bytes = device_backend_traits().resident_bytes;  // the GPUs run it
   o.memory_guard = opt.memory_guard;
   o.top = opt.top;
   std::optional<Calibration> cal;

@@ -60,7 +60,7 @@ void CheckProbe::optimizer_begin(int chunk) {
 
 double run_check_tolerance(const BackendInfo& info, int bytes_per_element, int replicas) {
   const double tolerance = check_tolerance(info, bytes_per_element);
-  if (replicas <= 1 || info.device || bytes_per_element != 4) return tolerance;
+  if (replicas <= 1 || info.traits.device || bytes_per_element != 4) return tolerance;
   return std::min(tolerance, kDataParallelTolerance);
 }
 

@@ -397,10 +397,10 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
     try {
       backend = make_backend(sw.plan.backend, backend_config(sw, c, p));
     } catch (const cuda::OutOfMemory& e) {
-      if (!binfo.device) throw;
+      if (!binfo.traits.device) throw;
       setup_oom = e.what();
     }
-    if (binfo.device) agree_on_oom(setup_oom, sw.rank, sw.comm);
+    if (binfo.traits.device) agree_on_oom(setup_oom, sw.rank, sw.comm);
     ex.time_scale = backend->time_scale();
     ExecutorOptions eo;
     eo.optimizer = optimizer_policy_for(info);
@@ -441,7 +441,7 @@ Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
       out.probe_seconds = speed;
       out.kind_seconds = backend->take_kind_seconds();
       if (!sw.options.trace) out.step.device.clear();  // only traces draw them
-      if (binfo.device) {
+      if (binfo.traits.device) {
         const DeviceMemoryFigures dm = backend->device_memory();
         out.device_peak_bytes = dm.pool_peak + dm.outside_pool;
         backend->reset_device_peak();
@@ -868,7 +868,7 @@ void connect(Sweep& sw) {
   const JobPhase setup(*sw.watch, "in the job's setup (environment, transport)");
   sw.node = node_local(sw.comm);
   const BackendInfo& binfo = backend_info(sw.plan.backend);
-  sw.environment = collect_environment(sw.comm, binfo.device, sw.node.rank);
+  sw.environment = collect_environment(sw.comm, binfo.traits.device, sw.node.rank);
   if (sw.rank == 0 && sw.environment.ranks_per_gpu > 1) {
     log::warn(
         "run: up to %d ranks share one GPU (%s): they take turns on it, so times and "

@@ -148,6 +148,14 @@ if(TARGET ppb_exec)
   set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
 endif()
 
+# `list --json`: the document against the registries it prints (list_test)
+# and, through the command, against the human table (list_json_check.py).
+ppb_add_gtest(list_test SOURCES tests/list_test.cpp cmd_list.cpp
+              LIBS ppb_cli ppb::core ppb::exec)
+add_test(NAME cli.list_json
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/list_json_check.py $<TARGET_FILE:pipebench>)
+set_tests_properties(cli.list_json PROPERTIES LABELS unit TIMEOUT 30)
+
 # `plan` through the command: pipebench.plan/1, the winner's trace, the
 # text table with reasons, the advice when nothing fits.
 add_test(NAME cli.plan

@@ -13,6 +13,7 @@
 #include "cuda/blas.hpp"
 #include "cuda/cuda_chunk.hpp"
 #include "cuda/device_pool.hpp"
+#include "emulated_label.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/cuda_device.hpp"
@@ -30,7 +31,7 @@ class CudaGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string why = cuda::unusable_reason();
-    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;
+    if (!why.empty()) PPB_SKIP_UNLESS_EMULATED("no usable CUDA device: " + why);
     const cuda::DeviceBinding b = cuda::bind_device(0, 1);
     PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     pool_ = std::make_unique<cuda::DevicePool>(b.device, stream_, tracker_);

@@ -82,14 +82,14 @@ TEST(CudaBackend, RegistryEntrySaysDeviceBf16AndTolerances) {
   const BackendInfo& cuda = backend_info("cuda");
   EXPECT_TRUE(cuda.real_gradients);
   EXPECT_TRUE(cuda.bf16);
-  EXPECT_TRUE(cuda.device);
+  EXPECT_TRUE(cuda.traits.device);
   EXPECT_FALSE(cuda.modelled_time);
   ASSERT_NE(cuda.unusable, nullptr);
   EXPECT_DOUBLE_EQ(check_tolerance(cuda, 4), 1e-4);
   EXPECT_DOUBLE_EQ(check_tolerance(cuda, 2), 5e-2);
   const BackendInfo& cpu = backend_info("cpu");
   EXPECT_FALSE(cpu.bf16);
-  EXPECT_FALSE(cpu.device);
+  EXPECT_FALSE(cpu.traits.device);
   EXPECT_EQ(cpu.unusable, nullptr);
   EXPECT_DOUBLE_EQ(check_tolerance(cpu, 4), 1e-4);
   bool listed = false;

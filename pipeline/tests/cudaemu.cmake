@@ -2,6 +2,10 @@
 # its internals (label unit), its runtime and cuBLAS as a CUDA program sees
 # them, and the cuda backend's GPU tests run on it (label emulated: this
 # build's own binaries with the emulator first on LD_LIBRARY_PATH).
+# PPB_REQUIRE_EMULATOR=1 (emulated_label.hpp): under this label a test that
+# finds no device fails, saying what is missing, instead of skipping. (Set
+# through ENVIRONMENT_MODIFICATION: gtest_discover_tests splits a list
+# value of ENVIRONMENT into separate arguments and keeps only the first.)
 if(PPB_HAVE_CUDAEMU)
   ppb_add_gtest(cudaemu_grid_test SOURCES cudaemu_grid_test.cpp LIBS ppb_cudaemu_cudart LABELS unit)
   target_include_directories(cudaemu_grid_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/cudaemu)
@@ -14,7 +18,7 @@ if(PPB_HAVE_CUDAEMU)
   add_dependencies(cudaemu_api_test ppb_cudaemu)
   gtest_discover_tests(cudaemu_api_test DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
-               SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+               ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")
 
   # Its CUPTI as a profiler sees it (NVIDIA's CUPTI at link time).
   if(PPB_HAVE_CUPTI)
@@ -25,11 +29,12 @@ if(PPB_HAVE_CUDAEMU)
     add_dependencies(cudaemu_cupti_test ppb_cudaemu)
     gtest_discover_tests(cudaemu_cupti_test DISCOVERY_TIMEOUT 60
       PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
-                 SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+                 ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")
   endif()
 
   # The cuda backend's math against the cpu model, on the emulator.
   add_dependencies(ppb_cuda_gpu_test ppb_cudaemu)
   gtest_discover_tests(ppb_cuda_gpu_test TEST_PREFIX "emulated." DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}")
+    PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
+               ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")
 endif()

@@ -21,6 +21,7 @@
 #include "cpu/kernel_math.hpp"
 #include "cuda/blas.hpp"
 #include "cuda/kernels.hpp"
+#include "emulated_label.hpp"
 #include "ppb/exec/cuda_device.hpp"
 
 namespace ppb {
@@ -44,8 +45,9 @@ class CudaEmu : public ::testing::Test {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || std::string(prop.name) != kEmulator) {
       (void)cudaGetLastError();
-      GTEST_SKIP() << "not running on the CUDA emulator (its folder is not first on "
-                      "LD_LIBRARY_PATH)";
+      PPB_SKIP_UNLESS_EMULATED(
+          "not running on the CUDA emulator (its folder is not first on "
+          "LD_LIBRARY_PATH)");
     }
     ASSERT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess);
   }

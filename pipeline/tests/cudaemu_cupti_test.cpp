@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cuda/kernels.hpp"
+#include "emulated_label.hpp"
 
 namespace ppb {
 namespace {
@@ -127,8 +128,9 @@ class CuptiEmu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!on_emulator()) {
-      GTEST_SKIP() << "not running on the CUDA emulator (its folder is not first on "
-                      "LD_LIBRARY_PATH)";
+      PPB_SKIP_UNLESS_EMULATED(
+          "not running on the CUDA emulator (its folder is not first on "
+          "LD_LIBRARY_PATH)");
     }
     reset_seen();
     ASSERT_EQ(cuptiActivityRegisterCallbacks(&requested, &completed), CUPTI_SUCCESS);
@@ -373,8 +375,9 @@ TEST(CuptiEmuSubscriber, OneAtATimeAndTheFirstUseOfADeviceIsCalledBack) {
   // cudaGetDeviceCount makes no context.
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || !on_emulator()) {
-    GTEST_SKIP() << "not running on the CUDA emulator (its folder is not first on "
-                    "LD_LIBRARY_PATH)";
+    PPB_SKIP_UNLESS_EMULATED(
+        "not running on the CUDA emulator (its folder is not first on "
+        "LD_LIBRARY_PATH)");
   }
   ContextSeen cs;
   CUpti_SubscriberHandle a = nullptr;
@@ -400,7 +403,7 @@ TEST(CuptiEmuSubscriber, OneAtATimeAndTheFirstUseOfADeviceIsCalledBack) {
 }
 
 TEST(CuptiEmuSubscriber, AKindThatIsNotEmulatedIsRefused) {
-  if (!on_emulator()) GTEST_SKIP() << "not running on the CUDA emulator";
+  if (!on_emulator()) PPB_SKIP_UNLESS_EMULATED("not running on the CUDA emulator");
   EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_PC_SAMPLING), CUPTI_ERROR_NOT_SUPPORTED);
 }
 

@@ -113,6 +113,10 @@ add_executable(collector_test collector_test.cpp)
 target_link_libraries(collector_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_test> TIMEOUT 60)
 
+# Every registered schedule and backend has every trait the report and the
+# planner read (unit).
+ppb_add_gtest(registry_test SOURCES registry_test.cpp LIBS ppb::exec ppb::core)
+
 # The nccl transport's communicator layout, without a GPU (unit).
 ppb_add_gtest(nccl_links_test SOURCES nccl_links_test.cpp LIBS ppb::exec ppb::core)
 

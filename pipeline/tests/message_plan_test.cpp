@@ -58,6 +58,10 @@ TEST(MessagePlan, ListsEveryMessageWithProducerConsumerAndLinkOrder) {
   EXPECT_EQ(plan.received[1][0], fwd.messages[1]);
   EXPECT_EQ(plan.received[0][0], -1);
   EXPECT_EQ(plan.max_buffers(), 2);
+  // The occupancy walk, action by action: stage 1's F1 holds 2 buffers (mb 0
+  // waits), its F0 then 1; stage 0's B0 and B1 take their gradients one by one.
+  EXPECT_EQ(plan.held[1], (std::vector<int32_t>{2, 1, 0, 0}));
+  EXPECT_EQ(plan.held[0], (std::vector<int32_t>{0, 0, 1, 1}));
   EXPECT_EQ(plan.links_into(1), std::vector<int32_t>{0});
   EXPECT_EQ(plan.links_out_of(1), std::vector<int32_t>{1});
 }

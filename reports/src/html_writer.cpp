@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/stats.hpp"
@@ -96,16 +97,8 @@ std::vector<double> predicted_activations(const ResultEntry& e) {
 }
 
 std::string schedule_formula(const ResultConfig& c) {
-  if (c.schedule == "gpipe") return "M";
-  if (c.schedule == "1f1b") return "min(P-s, M)";
-  if (c.schedule == "sync-1f1b") return "1";
-  if (c.schedule == "async-1f1b" || c.schedule == "adaptive")
-    return "min(M, max(min(N, P-s), N-s))";
-  if (c.schedule == "interleaved-1f1b") return "Megatron warm-up + 1 (chunk micro-batches)";
-  if (c.schedule == "zb-1p") return "at most P (its memory limit)";
-  if (c.schedule == "zb-2p") return "at most 2P (its memory limit)";
-  if (c.schedule == "zb-v") return "at most 2P chunk halves (P micro-batches)";
-  return "the schedule's count (F until its last backward piece)";
+  const ScheduleInfo* info = find_schedule_info(c.schedule);
+  return info != nullptr ? info->inflight_formula : kInflightCounted;
 }
 
 void section_throughput(std::ostringstream& h, const GroupView& g) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <string_view>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/plan.hpp"
 
@@ -16,13 +17,8 @@ namespace ppb::reports {
 namespace {
 
 int schedule_rank(const std::string& name) {
-  static const std::vector<std::string> kOrder = {
-      "sync-1f1b", "hybrid",   "async-1f1b", "adaptive", "1f1b", "interleaved-1f1b",
-      "zb-h1",     "zb-h2",    "zb-1p",      "zb-2p",    "zb-v", "dualpipe-v",
-      "gpipe",     "pipedream"};
-  const auto it = std::find(kOrder.begin(), kOrder.end(), name);
-  return it == kOrder.end() ? static_cast<int>(kOrder.size())
-                            : static_cast<int>(it - kOrder.begin());
+  const ScheduleInfo* info = find_schedule_info(name);
+  return info != nullptr ? info->report_order : static_cast<int>(schedule_list().size());
 }
 
 bool entry_less(const ResultEntry* a, const ResultEntry* b) {

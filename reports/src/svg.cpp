@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/format.hpp"
 
 namespace ppb::reports::svg {
@@ -98,16 +99,8 @@ ByteScale byte_scale(double max) {
 }  // namespace
 
 std::string schedule_colour(const std::string& schedule) {
-  static const std::vector<std::pair<std::string, std::string>> kColours = {
-      {"sync-1f1b", "#9c755f"}, {"async-1f1b", "#4e79a7"}, {"hybrid", "#edc948"},
-      {"adaptive", "#76b7b2"},  {"1f1b", "#59a14f"},       {"interleaved-1f1b", "#8cd17d"},
-      {"zb-h1", "#b07aa1"},     {"zb-h2", "#ff9da7"},      {"zb-1p", "#86bcb6"},
-      {"zb-2p", "#d37295"},     {"zb-v", "#fabfd2"},       {"dualpipe-v", "#499894"},
-      {"gpipe", "#e15759"},     {"pipedream", "#f28e2b"}};
-  for (const auto& [name, colour] : kColours) {
-    if (name == schedule) return colour;
-  }
-  return "#bab0ac";
+  const ScheduleInfo* info = find_schedule_info(schedule);
+  return info != nullptr ? info->colour : "#bab0ac";  // a schedule read from a file
 }
 
 std::string category_colour(int category) {

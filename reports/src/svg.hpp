@@ -70,7 +70,8 @@ struct TrendSeries {
 std::string trend_chart(const std::string& title, const TrendSeries& series,
                         const std::string& axis_label);
 
-/// Colours: one per schedule name (stable), one per memory category.
+/// Colours: a schedule's registry colour (ScheduleInfo::colour; grey for a
+/// schedule read from a file), one per memory category.
 std::string schedule_colour(const std::string& schedule);
 std::string category_colour(int category);
 

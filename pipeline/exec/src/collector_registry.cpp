@@ -23,10 +23,10 @@ struct Entry {
 // clang-format off
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-    {"nvtx", "NVTX ranges per action, message, optimizer step and step (Nsight Systems)", &collectors::nvtx_unavailable, &collectors::make_nvtx},
-    {"cputime", "process CPU seconds per action and per step, involuntary context switches per step", &collectors::cputime_unavailable, &collectors::make_cputime},
-    {"perf", "hardware counters per step and rank: cycles, instructions, IPC (Linux perf_event_open)", &collectors::perf_unavailable, &collectors::make_perf},
-    {"cupti", "device kernels, copies and memsets per action and stream: device busy time, bubble, overlap (CUPTI)", &collectors::cupti_unavailable, &collectors::make_cupti, true},
+    {.name = "nvtx", .help = "NVTX ranges per action, message, optimizer step and step (Nsight Systems)", .unavailable = &collectors::nvtx_unavailable, .make = &collectors::make_nvtx},
+    {.name = "cputime", .help = "process CPU seconds per action and per step, involuntary context switches per step", .unavailable = &collectors::cputime_unavailable, .make = &collectors::make_cputime},
+    {.name = "perf", .help = "hardware counters per step and rank: cycles, instructions, IPC (Linux perf_event_open)", .unavailable = &collectors::perf_unavailable, .make = &collectors::make_perf},
+    {.name = "cupti", .help = "device kernels, copies and memsets per action and stream: device busy time, bubble, overlap (CUPTI)", .unavailable = &collectors::cupti_unavailable, .make = &collectors::make_cupti, .device_profiler = true},
   };
   return kEntries;
 }

@@ -30,16 +30,16 @@ uint8_t mpi_spaces() {
 // clang-format off
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-    {"mpi", "MPI_Isend/MPI_Irecv of bytes between stage ranks, matched by tag (device buffers directly when MPI is CUDA-aware, else staged)", RawBaseline::kMpi, &always_available,
-     [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, mpi_spaces()); }},
-    {"mpi-ordered", "MPI with one tag per link: messages match in call order, as NCCL matches them", RawBaseline::kMpi, &always_available,
-     [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder, mpi_spaces()); }},
-    {"mpi-staged", "MPI on pinned host memory only: messages are staged through pinned buffers and copy-stream copies (as beside a device backend)", RawBaseline::kMpi, &always_available,
-     [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, memory_space_bit(MemorySpace::kPinnedHost)); }},
+    {.name = "mpi", .help = "MPI_Isend/MPI_Irecv of bytes between stage ranks, matched by tag (device buffers directly when MPI is CUDA-aware, else staged)", .baseline = RawBaseline::kMpi, .unavailable = &always_available,
+     .make = [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, mpi_spaces()); }},
+    {.name = "mpi-ordered", .help = "MPI with one tag per link: messages match in call order, as NCCL matches them", .baseline = RawBaseline::kMpi, .unavailable = &always_available,
+     .make = [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kInOrder, mpi_spaces()); }},
+    {.name = "mpi-staged", .help = "MPI on pinned host memory only: messages are staged through pinned buffers and copy-stream copies (as beside a device backend)", .baseline = RawBaseline::kMpi, .unavailable = &always_available,
+     .make = [](MPI_Comm comm) -> std::unique_ptr<Transport> { return std::make_unique<MpiTransport>(comm, MpiTransport::Matching::kByTag, memory_space_bit(MemorySpace::kPinnedHost)); }},
 #if PPB_HAVE_NCCL
-    {"nccl", "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", RawBaseline::kNccl, &transports::nccl_unavailable, &transports::make_nccl},
+    {.name = "nccl", .help = "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", .baseline = RawBaseline::kNccl, .unavailable = &transports::nccl_unavailable, .make = &transports::make_nccl},
 #else
-    {"nccl", "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", RawBaseline::kNccl, [] { return std::string("built without NCCL (configure with NCCL installed)"); }, nullptr},
+    {.name = "nccl", .help = "ncclSend/ncclRecv between GPUs in link order, one communicator and stream per link direction (one GPU per stage)", .baseline = RawBaseline::kNccl, .unavailable = [] { return std::string("built without NCCL (configure with NCCL installed)"); }, .make = nullptr},
 #endif
   };
   return kEntries;

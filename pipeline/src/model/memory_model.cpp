@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ppb/pipeline/backend_traits.hpp"
 #include "ppb/pipeline/message_plan.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
@@ -306,7 +307,8 @@ std::vector<PredictedMemory> predict_memory(const Schedule& schedule, const Stag
 }
 
 int64_t backend_resident_bytes(std::string_view backend) {
-  return backend == "cuda" ? kCudaBlasWorkspaceBytes : 0;
+  const BackendTraits* t = find_backend_traits(backend);
+  return t != nullptr ? t->resident_bytes : 0;
 }
 
 int worst_stage(const std::vector<PredictedMemory>& stages) {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ppb/pipeline/backend_traits.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -29,12 +30,14 @@ struct Preset {
 
 // gpt-small is GPT-2 small; gpt-1.3b and gpt-7b take the GPT-3 paper's XL and
 // 6.7B shapes (Brown et al. 2020, table 2.1) with seq 2048.
+// clang-format off
 constexpr Preset kPresets[] = {
-    {"gpt-tiny", 8, 128, 4, 64, 512, 4, 2},
-    {"gpt-small", 12, 768, 12, 1024, 50257, 4, 4},
-    {"gpt-1.3b", 24, 2048, 16, 2048, 50257, 4, 2},
-    {"gpt-7b", 32, 4096, 32, 2048, 50257, 4, 1},
+    {.name = "gpt-tiny", .layers = 8, .hidden = 128, .heads = 4, .seq = 64, .vocab = 512, .ffn = 4, .mbs = 2},
+    {.name = "gpt-small", .layers = 12, .hidden = 768, .heads = 12, .seq = 1024, .vocab = 50257, .ffn = 4, .mbs = 4},
+    {.name = "gpt-1.3b", .layers = 24, .hidden = 2048, .heads = 16, .seq = 2048, .vocab = 50257, .ffn = 4, .mbs = 2},
+    {.name = "gpt-7b", .layers = 32, .hidden = 4096, .heads = 32, .seq = 2048, .vocab = 50257, .ffn = 4, .mbs = 1},
 };
+// clang-format on
 
 std::string preset_list() {
   std::string out;
@@ -170,9 +173,9 @@ int64_t parameter_count(const ModelSpec& spec) {
 }
 
 Kernels kernels_for(std::string_view backend, std::string_view device) {
-  if (backend == "cuda") return Kernels::kCuda;
-  if (backend == "cpu" || device.empty() || device == "cpu") return Kernels::kCpu;
-  return Kernels::kCuda;
+  if (const BackendTraits* t = find_backend_traits(backend); t != nullptr && t->kernels)
+    return *t->kernels;
+  return device.empty() || device == "cpu" ? Kernels::kCpu : Kernels::kCuda;
 }
 
 std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {

@@ -507,11 +507,13 @@ std::vector<UnitRange> manual_partition(std::string_view spec, int units, int pa
 
 const std::vector<PartitionInfo>& partition_list() {
   static const std::vector<PartitionInfo> kList = {
-      {"layer", "whole transformer layers, equal counts (embedding first, head last)"},
-      {"operator", "cuts between operator units, greedy equal compute"},
-      {"balanced",
-       "exact min-max over operator units, counting the cut tensor's transfer and a memory cap"},
-      {"manual:<ranges>", "inclusive unit ranges, e.g. manual:0-9,10-30,31-58"},
+      {.name = "layer",
+       .help = "whole transformer layers, equal counts (embedding first, head last)"},
+      {.name = "operator", .help = "cuts between operator units, greedy equal compute"},
+      {.name = "balanced",
+       .help = "exact min-max over operator units, counting the cut tensor's transfer and a memory "
+               "cap"},
+      {.name = "manual:<ranges>", .help = "inclusive unit ranges, e.g. manual:0-9,10-30,31-58"},
   };
   return kList;
 }

@@ -1,6 +1,7 @@
 // The message plan (message_plan.hpp): one pass to find where every F and
 // backward sits, one pass to list the messages in producer order, one pass
-// over each consumer's list to size the links' receive buffers.
+// over each consumer's list for the receive buffers it holds (the occupancy
+// walk the validator reads too).
 #include "ppb/pipeline/message_plan.hpp"
 
 #include <algorithm>
@@ -88,24 +89,30 @@ Positions find_positions(const Schedule& s, const Placement& place) {
   return pos;
 }
 
-// Fills each link's receive buffers by walking its consumer's list.
-void size_buffers(MessagePlan& plan) {
+// The occupancy walk under in-order matching: each consumer's list in order,
+// per link the highest message posted so far and the messages consumed
+// before; fills MessagePlan::held and each link's receive buffers.
+void walk_occupancy(MessagePlan& plan) {
   std::vector<int32_t> max_seq(plan.links.size(), -1);
   std::vector<int32_t> consumed(plan.links.size(), 0);
-  for (const auto& received : plan.received) {
+  plan.held.resize(plan.received.size());
+  for (size_t st = 0; st < plan.received.size(); ++st) {
+    const auto& received = plan.received[st];
+    auto& held = plan.held[st];
+    held.assign(received.size(), 0);
     for (size_t k = 0; k < received.size(); ++k) {
       if (received[k] < 0) continue;
       const PlannedMessage& m = plan.messages[static_cast<size_t>(received[k])];
       if (m.local()) continue;
       const auto l = static_cast<size_t>(m.link);
       max_seq[l] = std::max(max_seq[l], m.seq);
-      const int32_t held = max_seq[l] + 1 - consumed[l];
+      held[k] = max_seq[l] + 1 - consumed[l];
+      ++consumed[l];
       PlannedLink& link = plan.links[l];
-      if (held > link.buffers) {
-        link.buffers = held;
+      if (held[k] > link.buffers) {
+        link.buffers = held[k];
         link.buffers_at = static_cast<int32_t>(k);
       }
-      ++consumed[l];
     }
   }
 }
@@ -190,7 +197,7 @@ MessagePlan build_message_plan(const Schedule& s, std::span<const int64_t> send_
   for (PlannedMessage& m : plan.messages) {
     if (m.link >= 0) m.link = renumber[static_cast<size_t>(m.link)];
   }
-  size_buffers(plan);
+  walk_occupancy(plan);
   return plan;
 }
 

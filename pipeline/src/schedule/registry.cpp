@@ -20,23 +20,27 @@ struct Entry {
   Generator generate;
 };
 
+// In-flight formulas shared by several entries.
+constexpr const char* kCounted = kInflightCounted;
+constexpr const char* kAsync = "min(M, max(min(N, P-s), N-s))";
+
 // clang-format off
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
-    {{.name = "sync-1f1b", .help = "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave"}, &schedule_detail::generate_sync_1f1b},
-    {{.name = "async-1f1b", .help = "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", .uses_inflight = true, .closed_form_bubble = true}, &schedule_detail::generate_async_1f1b},
-    {{.name = "1f1b", .help = "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", .closed_form_bubble = true}, &schedule_detail::generate_1f1b},
-    {{.name = "gpipe", .help = "GPipe: all forwards, then all backwards, one flush", .closed_form_bubble = true}, &schedule_detail::generate_gpipe},
-    {{.name = "pipedream", .help = "document 003: 1F1B with weight stashing, no flush between --batches B batches", .no_flush = true, .weight_stashing = true, .optimizer_per_backward = true}, &schedule_detail::generate_pipedream},
-    {{.name = "hybrid", .help = "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", .uses_inflight = true, .uses_sync_warmup = true}, &schedule_detail::generate_hybrid},
-    {{.name = "adaptive", .help = "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", .uses_inflight = true, .memory_guarded = true}, &schedule_detail::generate_adaptive},
-    {{.name = "interleaved-1f1b", .help = "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", .uses_chunks = true}, &schedule_detail::generate_interleaved_1f1b},
-    {{.name = "zb-h1", .help = "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", .splits_backward = true}, &schedule_detail::generate_zb_h1},
-    {{.name = "zb-h2", .help = "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", .splits_backward = true}, &schedule_detail::generate_zb_h2},
-    {{.name = "zb-1p", .help = "Zero Bubble automatic (Qi et al. 2024): I and W placed greedily on the pass times under 1F1B's activation memory (P in flight)", .splits_backward = true, .uses_times = true}, &schedule_detail::generate_zb_1p},
-    {{.name = "zb-2p", .help = "Zero Bubble automatic (Qi et al. 2024): I and W placed greedily on the pass times under twice 1F1B's activation memory (2P)", .splits_backward = true, .uses_times = true}, &schedule_detail::generate_zb_2p},
-    {{.name = "zb-v", .help = "Zero Bubble V (Qi et al. 2024): 2 chunks per stage placed in a V, I and W split, 1F1B's activation memory", .splits_backward = true, .fixed_chunks = 2}, &schedule_detail::generate_zb_v},
-    {{.name = "dualpipe-v", .help = "DualPipeV (DeepSeek 2024): V-placed 2 chunks, forward and backward of two chunks overlapped as one unit (M >= 2P)", .splits_backward = true, .fixed_chunks = 2}, &schedule_detail::generate_dualpipe_v},
+    {{.name = "sync-1f1b", .help = "document 000 §3.1: one micro-batch in flight, SYNC after each forward and backward wave", .colour = "#9c755f", .report_order = 0, .inflight_formula = "1"}, &schedule_detail::generate_sync_1f1b},
+    {{.name = "async-1f1b", .help = "document 000 §3.2: no waiting, at most N micro-batches in flight per stage (--inflight N, default P)", .uses_inflight = true, .closed_form_bubble = true, .colour = "#4e79a7", .report_order = 2, .inflight_formula = kAsync}, &schedule_detail::generate_async_1f1b},
+    {{.name = "1f1b", .help = "PipeDream-Flush, the non-interleaved 1F1B of DeepSpeed and Megatron-LM (= async-1f1b with N = P)", .closed_form_bubble = true, .colour = "#59a14f", .report_order = 4, .inflight_formula = "min(P-s, M)"}, &schedule_detail::generate_1f1b},
+    {{.name = "gpipe", .help = "GPipe: all forwards, then all backwards, one flush", .closed_form_bubble = true, .colour = "#e15759", .report_order = 12, .inflight_formula = "M"}, &schedule_detail::generate_gpipe},
+    {{.name = "pipedream", .help = "document 003: 1F1B with weight stashing, no flush between --batches B batches", .no_flush = true, .weight_stashing = true, .optimizer_per_backward = true, .colour = "#f28e2b", .report_order = 13, .inflight_formula = kCounted}, &schedule_detail::generate_pipedream},
+    {{.name = "hybrid", .help = "document 000: first K micro-batches synchronous (--sync-warmup K), then async-1f1b", .uses_inflight = true, .uses_sync_warmup = true, .colour = "#edc948", .report_order = 1, .inflight_formula = kCounted}, &schedule_detail::generate_hybrid},
+    {{.name = "adaptive", .help = "document 000: async-1f1b whose in-flight limit the memory guard lowers at run time", .uses_inflight = true, .memory_guarded = true, .colour = "#76b7b2", .report_order = 3, .inflight_formula = kAsync}, &schedule_detail::generate_adaptive},
+    {{.name = "interleaved-1f1b", .help = "Megatron-LM interleaved 1F1B, V model chunks per stage (--chunks V, M a multiple of P)", .uses_chunks = true, .colour = "#8cd17d", .report_order = 5, .inflight_formula = "Megatron warm-up + 1 (chunk micro-batches)"}, &schedule_detail::generate_interleaved_1f1b},
+    {{.name = "zb-h1", .help = "Zero Bubble H1 (Qi et al. 2024): backward split into I and W, 1F1B's activation memory", .splits_backward = true, .colour = "#b07aa1", .report_order = 6, .inflight_formula = kCounted}, &schedule_detail::generate_zb_h1},
+    {{.name = "zb-h2", .help = "Zero Bubble H2 (Qi et al. 2024): more warm-up forwards, no bubble inside a stage, 2P-1 in flight", .splits_backward = true, .colour = "#ff9da7", .report_order = 7, .inflight_formula = kCounted}, &schedule_detail::generate_zb_h2},
+    {{.name = "zb-1p", .help = "Zero Bubble automatic (Qi et al. 2024): I and W placed greedily on the pass times under 1F1B's activation memory (P in flight)", .splits_backward = true, .uses_times = true, .colour = "#86bcb6", .report_order = 8, .inflight_formula = "at most P (its memory limit)"}, &schedule_detail::generate_zb_1p},
+    {{.name = "zb-2p", .help = "Zero Bubble automatic (Qi et al. 2024): I and W placed greedily on the pass times under twice 1F1B's activation memory (2P)", .splits_backward = true, .uses_times = true, .colour = "#d37295", .report_order = 9, .inflight_formula = "at most 2P (its memory limit)"}, &schedule_detail::generate_zb_2p},
+    {{.name = "zb-v", .help = "Zero Bubble V (Qi et al. 2024): 2 chunks per stage placed in a V, I and W split, 1F1B's activation memory", .splits_backward = true, .fixed_chunks = 2, .colour = "#fabfd2", .report_order = 10, .inflight_formula = "at most 2P chunk halves (P micro-batches)"}, &schedule_detail::generate_zb_v},
+    {{.name = "dualpipe-v", .help = "DualPipeV (DeepSeek 2024): V-placed 2 chunks, forward and backward of two chunks overlapped as one unit (M >= 2P)", .splits_backward = true, .fixed_chunks = 2, .colour = "#499894", .report_order = 11, .inflight_formula = kCounted}, &schedule_detail::generate_dualpipe_v},
   };
   return kEntries;
 }

@@ -217,28 +217,22 @@ InOrderBlocks in_order_blocks(const Schedule& s, const Shape& sh, int allowed) {
   blocks.why.assign(P, {});
   if (allowed <= 0) return blocks;
   const MessagePlan plan = build_message_plan(s);
-  std::vector<int32_t> max_seq(plan.links.size(), -1);
-  std::vector<int32_t> consumed(plan.links.size(), 0);
   for (size_t st = 0; st < P; ++st) {
-    const auto& received = plan.received[st];
-    for (size_t k = 0; k < received.size() && blocks.at[st] == SIZE_MAX; ++k) {
-      if (received[k] < 0) continue;
-      const PlannedMessage& m = plan.messages[static_cast<size_t>(received[k])];
-      if (m.local()) continue;
-      const auto l = static_cast<size_t>(m.link);
-      max_seq[l] = std::max(max_seq[l], m.seq);
-      const int32_t held = max_seq[l] + 1 - consumed[l];
-      ++consumed[l];
-      if (held <= allowed) continue;
-      const PlannedLink& link = plan.links[l];
-      blocks.at[st] = k;
-      blocks.why[st] = "under in-order matching link " + link_name(link) + " needs " +
-                       std::to_string(link.buffers) + " receive buffers, " +
-                       std::to_string(allowed) + " allowed (" + text(s.actions[st][k], sh) +
-                       " consumes message " + std::to_string(m.seq) + " of the link while " +
-                       std::to_string(held - 1) + " earlier message" + (held - 1 == 1 ? "" : "s") +
-                       " wait" + (held - 1 == 1 ? "s" : "") + " for a later action)";
-    }
+    const auto& held = plan.held[st];
+    const auto k = static_cast<size_t>(
+        std::find_if(held.begin(), held.end(), [allowed](int32_t h) { return h > allowed; }) -
+        held.begin());
+    if (k == held.size()) continue;
+    const PlannedMessage& m = plan.messages[static_cast<size_t>(plan.received[st][k])];
+    const PlannedLink& link = plan.links[static_cast<size_t>(m.link)];
+    const int32_t waiting = held[k] - 1;
+    blocks.at[st] = k;
+    blocks.why[st] = "under in-order matching link " + link_name(link) + " needs " +
+                     std::to_string(link.buffers) + " receive buffers, " + std::to_string(allowed) +
+                     " allowed (" + text(s.actions[st][k], sh) + " consumes message " +
+                     std::to_string(m.seq) + " of the link while " + std::to_string(waiting) +
+                     " earlier message" + (waiting == 1 ? "" : "s") + " wait" +
+                     (waiting == 1 ? "s" : "") + " for a later action)";
   }
   return blocks;
 }

@@ -108,9 +108,10 @@ struct MemoryModelOptions {
 /// recommended size on Hopper; 4 MiB suffice before it).
 inline constexpr int64_t kCudaBlasWorkspaceBytes = int64_t{32} << 20;
 
-/// What `backend` ("cpu", "timed", "cuda") holds on each stage beside the
-/// model for as long as it lives (MemoryModelOptions::resident_bytes):
-/// kCudaBlasWorkspaceBytes for cuda, 0 for the others.
+/// What `backend` holds on each stage beside the model for as long as it
+/// lives (MemoryModelOptions::resident_bytes): its BackendTraits'
+/// resident_bytes (kCudaBlasWorkspaceBytes for cuda), 0 for a name without
+/// a row.
 int64_t backend_resident_bytes(std::string_view backend);
 
 /// Parameters, gradients and optimizer state of `param_bytes` of parameters

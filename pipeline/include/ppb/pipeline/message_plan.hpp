@@ -103,6 +103,13 @@ struct MessagePlan {
   /// sends / consumes, or -1.
   std::vector<std::vector<int32_t>> sent;
   std::vector<std::vector<int32_t>> received;
+  /// held[s][k]: receive buffers of its link stage s holds when action k
+  /// consumes a message from another stage under in-order matching (the
+  /// link's receives up to that message are posted, the earlier consumed
+  /// ones released: max_seq_so_far + 1 - consumed_before); 0 when action k
+  /// consumes nothing from a link. PlannedLink::buffers is the largest
+  /// held of the link's messages.
+  std::vector<std::vector<int32_t>> held;
 
   /// Index of the link from -> to, or -1 when it carries nothing.
   int link_of(int from_stage, int to_stage) const;

@@ -83,8 +83,10 @@ enum class Kernels : uint8_t {
   kCuda,  ///< the cuda backend's (cuBLAS, every head of a sample at once)
 };
 
-/// The kernels a run uses: the cuda backend's, or those of the GPU a timed
-/// run or a plan models (any device but "cpu"); else the cpu backend's.
+/// The kernels a run uses: its backend's (BackendTraits::kernels), or where
+/// the backend has none of its own (timed) or is not named (a plan, a
+/// simulation), those of the device it models: cuda's for any device but
+/// "cpu", else the cpu backend's.
 /// Example: kernels_for("timed", "h100") == Kernels::kCuda;
 ///          kernels_for("cpu", "") == Kernels::kCpu.
 Kernels kernels_for(std::string_view backend, std::string_view device);

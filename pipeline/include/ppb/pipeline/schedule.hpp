@@ -68,7 +68,21 @@ struct ScheduleInfo {
   /// The closed form (P-1)/(M+P-1) of equal stages holds (gpipe, 1f1b; with
   /// uses_inflight only when N >= P).
   bool closed_form_bubble = false;
+  /// What the report reads (every entry sets all three; registry_test checks):
+  /// its colour in charts, "#rrggbb", one per schedule;
+  std::string colour;
+  /// its place in the report's lists (ascending, one per schedule);
+  int report_order = -1;
+  /// and its peak in-flight micro-batches per stage as the report states the
+  /// theory: "min(P-s, M)", or kInflightCounted where no formula is given.
+  std::string inflight_formula;
 };
+
+/// ScheduleInfo::inflight_formula of a schedule whose figure is counted
+/// along its lists (peak_inflight), with no closed form given; also what the
+/// report says of a schedule read from a file.
+inline constexpr const char* kInflightCounted =
+    "the schedule's count (F until its last backward piece)";
 
 /// The registry, in a fixed order, one entry per schedule.
 const std::vector<ScheduleInfo>& schedule_list();

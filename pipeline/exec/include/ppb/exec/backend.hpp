@@ -68,6 +68,7 @@
 #include "ppb/exec/memory_space.hpp"
 #include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/backend_traits.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -265,7 +266,7 @@ class Backend {
   /// fit a factor per unit kind. REQUIRES: the streams are idle.
   virtual std::vector<UnitTime> take_kind_seconds() { return {}; }
 
-  // Device backends (BackendInfo::device). REQUIRES: the streams are idle.
+  // Device backends (BackendInfo::traits.device). REQUIRES: the streams are idle.
 
   /// The device memory figures (pool_peak -1 without a device).
   virtual DeviceMemoryFigures device_memory() const { return {}; }
@@ -451,7 +452,8 @@ class TimedBackend final : public StreamBackend {
   std::vector<std::vector<float>> allreduce_buffers_;  // per chunk, replicas > 1 only
 };
 
-/// A registered backend, for `pipebench list` and error messages.
+/// A registered backend, for `pipebench list` and error messages: its row of
+/// the core's backend traits, extended with what running it takes.
 struct BackendInfo {
   std::string name;
   std::string help;             ///< one line
@@ -468,9 +470,12 @@ struct BackendInfo {
   /// per storage dtype. Where the values come from: docs/metrics.md.
   double check_tolerance_fp32 = 1e-4;
   double check_tolerance_bf16 = 0;  ///< only meaningful with bf16
-  /// Computes on a GPU: device memory figures (device_per_stage) and out of
-  /// memory as status `oom` (Backend::device_memory, out_of_memory).
-  bool device = false;
+  /// What the planner, the memory model and the report know of it (its row
+  /// of backend_traits_list, found by name when the registry is read): with
+  /// traits.device it computes on a GPU, device memory figures
+  /// (device_per_stage) and out of memory as status `oom`
+  /// (Backend::device_memory, out_of_memory).
+  BackendTraits traits = {};
   /// Why the backend cannot run in this process, "" when it can (null: it
   /// always can). Checked by `run` on every rank before anything starts.
   std::string (*unusable)() = nullptr;
@@ -479,7 +484,7 @@ struct BackendInfo {
 /// The --check tolerance of `info` for elements of `bytes_per_element`
 /// bytes (4: fp32, 2: bf16).
 double check_tolerance(const BackendInfo& info, int bytes_per_element);
-/// Every registered backend ("cpu", "timed", "cuda").
+/// Every registered backend ("cpu", "timed", "cuda"), each with its traits.
 const std::vector<BackendInfo>& backend_list();
 
 /// The registry entry of the backend called `name`. Throws UsageError as
