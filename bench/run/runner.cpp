@@ -1023,7 +1023,8 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
       agree_on_reruns(options, rank, mpi.size(), mpi.comm(), skipped);
   watch.end();
   std::vector<Combination> all;
-  for (const RerunJob& j : jobs) all.insert(all.end(), j.combinations.begin(), j.combinations.end());
+  for (const RerunJob& j : jobs)
+    all.insert(all.end(), j.combinations.begin(), j.combinations.end());
   const std::string out_dir = agree_out_dir(options, all, watch, rank, mpi.comm());
   int total = 0;
   for (const RerunJob& j : jobs) total += static_cast<int>(j.combinations.size());

@@ -52,7 +52,7 @@ namespace ppb {
 /// (`name` relative to it, without "." or ".." parts).
 struct OutputPath {
   OutputPath(std::string path) : name(std::move(path)) {}
-  OutputPath(const char* path) : name(path) {}            
+  OutputPath(const char* path) : name(path) {}
   OutputPath(std::string folder, std::string relative)
       : within(std::move(folder)), name(std::move(relative)) {}
   /// The path as messages show it ("out/x.json").
