@@ -269,6 +269,21 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.units = expand_units(plan.model, kernels_for(backend.name, o.device));
 
   const int units = static_cast<int>(plan.units.size());
+  // A message between stages is one MPI message of at most INT_MAX bytes:
+  // a model whose activations at a possible cut are larger is refused now,
+  // not by the transport in the middle of the first step.
+  if (stages > 1) {
+    for (int u = 0; u + 1 < units; ++u) {
+      const Unit& unit = plan.units[static_cast<size_t>(u)];
+      if (unit.boundary_bytes > kMaxMessageBytes) {
+        throw UsageError("--model " + o.model + ": a message between stages after " + unit.name +
+                         " would be " + std::to_string(unit.boundary_bytes) +
+                         " bytes, over the transport's limit of " +
+                         std::to_string(kMaxMessageBytes) +
+                         " bytes (2 GiB) per message (lower seq, hidden or mbs)");
+      }
+    }
+  }
   if (stages > units) {
     throw UsageError(std::to_string(stages) + " stages but --model " + o.model + " has only " +
                      std::to_string(units) + " units: at most " + std::to_string(units) +

@@ -22,6 +22,9 @@ namespace ppb::run {
 /// --timeout.
 inline constexpr int kMaxSteps = 100000;
 inline constexpr int kMaxMinTimeSeconds = 86400;
+/// The largest message between stages: one MPI message (an int count of
+/// bytes).
+inline constexpr int64_t kMaxMessageBytes = 2147483647;
 
 /// The flags as given (strings where a list or a size is parsed later).
 struct RunOptions {
