@@ -1022,6 +1022,14 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
   const std::vector<RerunJob> jobs =
       agree_on_reruns(options, rank, mpi.size(), mpi.comm(), skipped);
   watch.end();
+  // Every job's settings are validated before any runs (and before the output folder is made),
+  // outside run_or_abort as for a sweep: a refusal (a backend this machine cannot run) is one line
+  // from rank 0 and exit 2 on every rank.
+  std::vector<std::unique_ptr<Sweep>> sweeps;
+  for (const RerunJob& job : jobs) {
+    sweeps.push_back(std::make_unique<Sweep>(job.options, mpi.comm(), rank, mpi.size(), &watch));
+    validate(*sweeps.back());
+  }
   std::vector<Combination> all;
   for (const RerunJob& j : jobs)
     all.insert(all.end(), j.combinations.begin(), j.combinations.end());
@@ -1040,9 +1048,9 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
       [&] {
         std::vector<ProgressRow> rows;
         bool any_failed = false;
-        for (const RerunJob& job : jobs) {
-          Sweep sw(job.options, mpi.comm(), rank, mpi.size(), &watch);
-          validate(sw);
+        for (size_t j = 0; j < jobs.size(); ++j) {
+          const RerunJob& job = jobs[j];
+          Sweep& sw = *sweeps[j];
           sw.out_dir = out_dir;
           connect(sw);
           run_all(sw, job.combinations, total, rows);

@@ -66,8 +66,11 @@ ap.add_argument("-k", "--keep", default="", help="run only cases whose command m
 args = ap.parse_args()
 args.pipebench = os.path.abspath(args.pipebench)
 DATA = os.path.dirname(os.path.abspath(args.tsv))
+# No GPU is visible to a case (CUDA_VISIBLE_DEVICES empty), so that a
+# `--backend cuda` case is refused alike on a machine with GPUs.
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+           OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1",
+           CUDA_VISIBLE_DEVICES="")
 CRASH = re.compile(r"MPI_ABORT|AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|"
                    r"terminate called|Segmentation fault|core dumped|out of host memory")
 
