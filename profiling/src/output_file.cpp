@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ppb/profiling/check.hpp"
+#include "unique_fd.hpp"
 
 namespace ppb {
 namespace {
@@ -122,34 +123,15 @@ void replace_atomically(const std::string& shown, int dirfd, const std::string& 
        "there; remove the link)");
 }
 
-// An open folder descriptor, closed on scope exit.
-class Folder {
- public:
-  explicit Folder(int fd) : fd_(fd) {}
-  ~Folder() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Folder(const Folder&) = delete;
-  Folder& operator=(const Folder&) = delete;
-  int fd() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
-
 // The folder holding out.name inside out.within, opened component by
 // component without following a link below `within` (`create`: missing
 // folders are made). Returns the leaf name, and the folder in *folder (-1
 // when a folder on the way is missing and not created). Throws naming a
 // link, a non-folder, a "." or ".." part.
-std::string open_parent(const OutputPath& out, bool create, Folder* folder) {
+std::string open_parent(const OutputPath& out, bool create, UniqueFd* folder) {
   const std::string shown = out.shown();
   folder->reset(::open(out.within.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (folder->fd() < 0) fail(shown, std::strerror(errno));
+  if (folder->get() < 0) fail(shown, std::strerror(errno));
   const fs::path rel(out.name);
   if (rel.empty() || rel.is_absolute()) fail(shown, "not a name inside the folder");
   std::vector<std::string> parts;
@@ -159,14 +141,14 @@ std::string open_parent(const OutputPath& out, bool create, Folder* folder) {
     const std::string& part = parts[i];
     walked += "/" + part;
     if (part == "." || part == ".." || part.empty()) fail(shown, "not a name inside the folder");
-    if (create && ::mkdirat(folder->fd(), part.c_str(), 0755) != 0 && errno != EEXIST)
+    if (create && ::mkdirat(folder->get(), part.c_str(), 0755) != 0 && errno != EEXIST)
       fail(shown, std::strerror(errno));
     const int next =
-        ::openat(folder->fd(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        ::openat(folder->get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0) {
       const int err = errno;
       struct stat st {};
-      if (::fstatat(folder->fd(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      if (::fstatat(folder->get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
           S_ISLNK(st.st_mode))
         fail_link(walked);
       if (err == ENOENT && !create) {
@@ -197,10 +179,10 @@ mode_t owned_leaf_mode(const std::string& shown, int dirfd, const std::string& n
 }
 
 void write_owned(const OutputPath& out, std::string_view text) {
-  Folder folder(-1);
+  UniqueFd folder(-1);
   const std::string leaf = open_parent(out, true, &folder);
-  const mode_t mode = owned_leaf_mode(out.shown(), folder.fd(), leaf);
-  replace_atomically(out.shown(), folder.fd(), leaf, text, mode);
+  const mode_t mode = owned_leaf_mode(out.shown(), folder.get(), leaf);
+  replace_atomically(out.shown(), folder.get(), leaf, text, mode);
 }
 
 }  // namespace
@@ -239,9 +221,9 @@ void write_output_file(const OutputPath& out, std::string_view text) {
 void check_output_path(const OutputPath& out) {
   if (out.name.empty()) throw UsageError("output path: empty");
   if (!out.within.empty()) {
-    Folder folder(-1);
+    UniqueFd folder(-1);
     const std::string leaf = open_parent(out, false, &folder);
-    (void)owned_leaf_mode(out.shown(), folder.fd(), leaf);
+    (void)owned_leaf_mode(out.shown(), folder.get(), leaf);
     return;
   }
   const std::string& path = out.name;
