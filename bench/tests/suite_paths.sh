@@ -3,7 +3,8 @@
 # although it changes to the checkout: --regate DIR and --baseline DIR
 # given as relative paths, from a folder outside the checkout, re-gate the
 # results there (DIR/regate-<time>/ beside them) and nothing is created in
-# the checkout. No sweep runs (--regate): a second or so.
+# the checkout; a link planted where the suite writes its report is refused,
+# never followed. No sweep runs (--regate): two seconds or so.
 # usage: suite_paths.sh PIPEBENCH RESULT.json
 set -uo pipefail
 pb=$(readlink -f "$1")
@@ -27,4 +28,22 @@ reports=("$tmp"/r/regate-*)
 [[ -s ${reports[0]}/report.md ]] || fail "no report in $tmp/r/regate-*/"$'\n'"$(tail -20 "$tmp/log")"
 grep -q "2 earlier night(s)" "${reports[0]}/report.md" "$tmp/log" ||
   fail "not gated against the two nights of base/nights"$'\n'"$(tail -20 "$tmp/log")"
+# A link planted where the suite writes a report is refused (exit 2, naming
+# it), never followed: the report folder is named by the second the suite
+# starts, so a link waits in each of the next 20 seconds' folders.
+echo keep >"$tmp/target"
+touch -d @1000000000 "$tmp/target"
+now=$(date -u +%s)
+for s in $(seq "$now" $((now + 20))); do
+  d=$tmp/r/regate-$(date -u -d "@$s" +%Y%m%dT%H%M%SZ)
+  [[ -e $d ]] && continue
+  mkdir -p "$d" && ln -s "$tmp/target" "$d/report.md"
+done
+out=$(cd "$tmp" && "$root/ci/suite" --regate r --baseline base/nights 2>&1 >/dev/null)
+code=$?
+((code == 2)) || fail "a link at regate-*/report.md: exit $code, want 2: $out"
+[[ $out == *"report.md: a symbolic link inside the suite's folder"* ]] ||
+  fail "a link at regate-*/report.md: said '$out'"
+[[ $(cat "$tmp/target") == keep && $(stat -c %Y "$tmp/target") == 1000000000 ]] ||
+  fail "the link's target was written"
 echo "ok"
