@@ -36,8 +36,7 @@ touch -d @1000000000 "$tmp/target"
 now=$(date -u +%s)
 for s in $(seq "$now" $((now + 20))); do
   d=$tmp/r/regate-$(date -u -d "@$s" +%Y%m%dT%H%M%SZ)
-  [[ -e $d ]] && continue
-  mkdir -p "$d" && ln -s "$tmp/target" "$d/report.md"
+  mkdir -p "$d" && ln -sfn "$tmp/target" "$d/report.md"
 done
 out=$(cd "$tmp" && "$root/ci/suite" --regate r --baseline base/nights 2>&1 >/dev/null)
 code=$?
