@@ -201,14 +201,24 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.stages = stages;
   plan.data_parallel = world_size / stages;
   plan.rank_order = parse_rank_order(o.rank_order, "--rank-order");
-  if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
-  if (o.warmup < 0) throw UsageError("--warmup: expected >= 0, got " + std::to_string(o.warmup));
-  if (!(o.min_time >= 0) || !std::isfinite(o.min_time)) {
-    throw UsageError("--min-time: expected seconds >= 0, got " + std::to_string(o.min_time));
+  // The step counts bound how long a combination runs (each step is bounded
+  // by --timeout): the same limits whether typed or read from a result
+  // file by --rerun.
+  if (o.iters < 1 || o.iters > kMaxSteps) {
+    throw UsageError("--iters: expected 1.." + std::to_string(kMaxSteps) + " steps, got " +
+                     std::to_string(o.iters));
   }
-  if (o.max_iters < o.iters) {
-    throw UsageError("--max-iters: expected >= --iters (" + std::to_string(o.iters) + "), got " +
-                     std::to_string(o.max_iters));
+  if (o.warmup < 0 || o.warmup > kMaxSteps) {
+    throw UsageError("--warmup: expected 0.." + std::to_string(kMaxSteps) + " steps, got " +
+                     std::to_string(o.warmup));
+  }
+  if (!(o.min_time >= 0 && o.min_time <= kMaxMinTimeSeconds)) {
+    throw UsageError("--min-time: expected 0.." + std::to_string(kMaxMinTimeSeconds) +
+                     " seconds, got " + std::to_string(o.min_time));
+  }
+  if (o.max_iters < o.iters || o.max_iters > kMaxSteps) {
+    throw UsageError("--max-iters: expected --iters (" + std::to_string(o.iters) + ").." +
+                     std::to_string(kMaxSteps) + " steps, got " + std::to_string(o.max_iters));
   }
   if (o.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(o.chunks));
   if (o.inflight < 0)
@@ -259,6 +269,21 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.units = expand_units(plan.model, kernels_for(backend.name, o.device));
 
   const int units = static_cast<int>(plan.units.size());
+  // A message between stages is one MPI message of at most INT_MAX bytes:
+  // a model whose activations at a possible cut are larger is refused now,
+  // not by the transport in the middle of the first step.
+  if (stages > 1) {
+    for (int u = 0; u + 1 < units; ++u) {
+      const Unit& unit = plan.units[static_cast<size_t>(u)];
+      if (unit.boundary_bytes > kMaxMessageBytes) {
+        throw UsageError("--model " + o.model + ": a message between stages after " + unit.name +
+                         " would be " + std::to_string(unit.boundary_bytes) +
+                         " bytes, over the transport's limit of " +
+                         std::to_string(kMaxMessageBytes) +
+                         " bytes (2 GiB) per message (lower seq, hidden or mbs)");
+      }
+    }
+  }
   if (stages > units) {
     throw UsageError(std::to_string(stages) + " stages but --model " + o.model + " has only " +
                      std::to_string(units) + " units: at most " + std::to_string(units) +

@@ -16,6 +16,16 @@
 
 namespace ppb::run {
 
+/// Limits on --iters, --warmup and --max-iters (steps) and --min-time
+/// (seconds), typed or read by --rerun from a result file: a combination
+/// runs at most kMaxSteps warm-up and kMaxSteps timed steps, each bounded by
+/// --timeout.
+inline constexpr int kMaxSteps = 100000;
+inline constexpr int kMaxMinTimeSeconds = 86400;
+/// The largest message between stages: one MPI message (an int count of
+/// bytes).
+inline constexpr int64_t kMaxMessageBytes = 2147483647;
+
 /// The flags as given (strings where a list or a size is parsed later).
 struct RunOptions {
   std::string schedules = "all";   ///< --schedule S,...|all

@@ -757,13 +757,12 @@ Result run_combination(Sweep& sw, const Combination& c) {
   fill_metrics(sw, c, *p, ex, ranks, result, steps);
   if (sw.options.trace) {
     sw.watch->begin("writing the traces of " + label);
-    const std::string name = result_file_name(c);
     // One pipeline's ranks (replica 0's under data parallelism).
     std::vector<StepMeasure> pipeline;
     for (const StepMeasure& step : steps)
       pipeline.push_back(split_replicas(step, sw.plan.stages).front());
     write_measured_traces(pipeline, placement_of(p->schedule), int64_t{c.microbatches} * c.batches,
-                          sw.out_dir, name.substr(0, name.size() - 5));
+                          sw.out_dir, result_stem(c));
   }
   return result;
 }
@@ -772,7 +771,8 @@ Result run_combination(Sweep& sw, const Combination& c) {
 /// every rank learns to skip. Rank 0 writes the result file; the row is
 /// complete on rank 0 only.
 ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
-  const std::string path = sw.out_dir + "/" + result_file_name(c);
+  const OutputPath out{sw.out_dir, result_file_name(c)};
+  const std::string path = out.shown();
   ProgressRow row;
   row.index = c.index;
   row.total = total;
@@ -782,6 +782,9 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   sw.watch->begin(sw.rank == 0
                       ? "reading " + path + " (--resume)"
                       : "waiting for rank 0 (which writes each result file) before " + row.label);
+  // A link planted where the result goes is named (the folder was checked
+  // before the sweep; this catches one planted since), never read through.
+  if (sw.rank == 0) check_output_path(out);
   if (sw.options.resume && sw.rank == 0 && std::filesystem::exists(path)) {
     try {
       row.result = read_result_file(path);
@@ -799,17 +802,33 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
     if (sw.rank == 0) {
       row.result.environment.date = iso8601_utc(unix_now());
       const JobPhase writing(*sw.watch, "writing " + path);
-      write_result_file(path, row.result);
+      write_result_file(out, row.result);
     }
   }
   if (sw.rank == 0 && row.result.status == ResultStatus::kError) sw.any_failed = true;
   return row;
 }
 
+/// The files pipebench names itself inside --out for `c`: its result and,
+/// with --trace, the merged trace and one file per stage in <stem>.trace/.
+std::vector<OutputPath> owned_outputs(const std::string& dir, const Combination& c, bool trace) {
+  std::vector<OutputPath> out{{dir, result_file_name(c)}};
+  if (!trace) return out;
+  const std::string stem = result_stem(c);
+  out.emplace_back(dir, stem + ".trace.json");
+  for (int s = 0; s < c.stages; ++s)
+    out.emplace_back(dir, stem + ".trace/rank" + std::to_string(s) + ".json");
+  return out;
+}
+
 /// Rank 0's output folder: made, and proved writable by creating and
 /// removing a file in it, so that a read-only folder is one usage error now
-/// rather than an abort after the first combination. Returns why not, or "".
-std::string make_out_dir(const std::string& dir) {
+/// rather than an abort after the first combination; and every name the
+/// sweep will write there checked (write_output_file's rule for a folder
+/// pipebench fills: a symbolic link, or a FIFO, where a result or trace
+/// goes is refused before anything runs). Returns why not, or "".
+std::string make_out_dir(const std::string& dir, const std::vector<Combination>& combos,
+                         bool trace) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
@@ -820,16 +839,24 @@ std::string make_out_dir(const std::string& dir) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+  try {
+    for (const Combination& c : combos) {
+      for (const OutputPath& o : owned_outputs(dir, c, trace)) check_output_path(o);
+    }
+  } catch (const UsageError& e) {
+    return std::string("--out: ") + e.what();
+  }
   return "";
 }
 
-/// The output folder (--out, or a dated one), made by rank 0; every rank
-/// learns whether it worked.
-std::string agree_out_dir(const RunOptions& options, JobWatchdog& watch, int rank, MPI_Comm comm) {
+/// The output folder (--out, or a dated one), made and checked for
+/// `combos` by rank 0; every rank learns whether it worked.
+std::string agree_out_dir(const RunOptions& options, const std::vector<Combination>& combos,
+                          JobWatchdog& watch, int rank, MPI_Comm comm) {
   std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
   watch.begin(rank == 0 ? "creating the output folder " + dir
                         : "waiting for rank 0 to create the output folder");
-  const std::string why = rank == 0 ? make_out_dir(dir) : "";
+  const std::string why = rank == 0 ? make_out_dir(dir, combos, options.trace) : "";
   agree(why.empty(), why, rank, comm);
   watch.end();
   return dir;
@@ -925,11 +952,8 @@ bool finish(const std::vector<ProgressRow>& rows, const std::string& out_dir, bo
   return failed != 0;
 }
 
-/// The sweep once the flags, the output folder and the transport are agreed. Runs inside
-/// run_or_abort: from here on a failure on any rank (a full disk on rank 0,
-/// a backend error) ends the whole job. Returns, on every rank, whether a
-/// --check failed or a combination ended with status error.
-bool run_sweep(Sweep& sw) {
+/// The combinations of a validated sweep, in run order.
+std::vector<Combination> sweep_combinations(const Sweep& sw) {
   SweepParams sp;
   sp.stages = sw.plan.stages;
   sp.chunks = sw.options.chunks;
@@ -937,8 +961,14 @@ bool run_sweep(Sweep& sw) {
   sp.sync_warmup = sw.options.sync_warmup;
   sp.batches = sw.options.batches;
   sp.data_parallel = sw.plan.data_parallel;
-  const std::vector<Combination> combos =
-      enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
+  return enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
+}
+
+/// The sweep once the flags, the output folder and the transport are agreed. Runs inside
+/// run_or_abort: from here on a failure on any rank (a full disk on rank 0,
+/// a backend error) ends the whole job. Returns, on every rank, whether a
+/// --check failed or a combination ended with status error.
+bool run_sweep(Sweep& sw, const std::vector<Combination>& combos) {
   if (sw.rank == 0) {
     log::info(
         "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks (%d stages x "
@@ -992,7 +1022,18 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
   const std::vector<RerunJob> jobs =
       agree_on_reruns(options, rank, mpi.size(), mpi.comm(), skipped);
   watch.end();
-  const std::string out_dir = agree_out_dir(options, watch, rank, mpi.comm());
+  // Every job's settings are validated before any runs (and before the output folder is made),
+  // outside run_or_abort as for a sweep: a refusal (a backend this machine cannot run) is one line
+  // from rank 0 and exit 2 on every rank.
+  std::vector<std::unique_ptr<Sweep>> sweeps;
+  for (const RerunJob& job : jobs) {
+    sweeps.push_back(std::make_unique<Sweep>(job.options, mpi.comm(), rank, mpi.size(), &watch));
+    validate(*sweeps.back());
+  }
+  std::vector<Combination> all;
+  for (const RerunJob& j : jobs)
+    all.insert(all.end(), j.combinations.begin(), j.combinations.end());
+  const std::string out_dir = agree_out_dir(options, all, watch, rank, mpi.comm());
   int total = 0;
   for (const RerunJob& j : jobs) total += static_cast<int>(j.combinations.size());
   if (rank == 0) {
@@ -1007,9 +1048,9 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
       [&] {
         std::vector<ProgressRow> rows;
         bool any_failed = false;
-        for (const RerunJob& job : jobs) {
-          Sweep sw(job.options, mpi.comm(), rank, mpi.size(), &watch);
-          validate(sw);
+        for (size_t j = 0; j < jobs.size(); ++j) {
+          const RerunJob& job = jobs[j];
+          Sweep& sw = *sweeps[j];
           sw.out_dir = out_dir;
           connect(sw);
           run_all(sw, job.combinations, total, rows);
@@ -1036,12 +1077,13 @@ void run_command(const RunOptions& options) {
   }
   Sweep sw(options, mpi.comm(), mpi.rank(), mpi.size(), &watch);
   validate(sw);
-  sw.out_dir = agree_out_dir(options, watch, sw.rank, sw.comm);
+  const std::vector<Combination> combos = sweep_combinations(sw);
+  sw.out_dir = agree_out_dir(options, combos, watch, sw.rank, sw.comm);
   // Outside run_or_abort: a transport's refusal (no GPU, two ranks of a link
   // on one GPU) is alike on every rank and printed once by rank 0.
   connect(sw);
   bool failed = false;
-  run_or_abort([&] { failed = run_sweep(sw); }, sw.comm);
+  run_or_abort([&] { failed = run_sweep(sw, combos); }, sw.comm);
   if (failed) throw cli::ExitCode{1};
 }
 

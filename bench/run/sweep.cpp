@@ -47,7 +47,7 @@ std::string sanitize(const std::string& text) {
 
 }  // namespace
 
-std::string result_file_name(const Combination& c) {
+std::string result_stem(const Combination& c) {
   std::string name = sanitize(c.schedule) + "__" + sanitize(c.partition) + "__P" +
                      std::to_string(c.stages) +
                      (c.data_parallel > 1 ? "_D" + std::to_string(c.data_parallel) : "") + "_M" +
@@ -56,8 +56,10 @@ std::string result_file_name(const Combination& c) {
   if (c.inflight > 0) name += "_N" + std::to_string(c.inflight);
   if (c.sync_warmup > 0) name += "_K" + std::to_string(c.sync_warmup);
   if (c.batches > 1) name += "_B" + std::to_string(c.batches);
-  return name + ".json";
+  return name;
 }
+
+std::string result_file_name(const Combination& c) { return result_stem(c) + ".json"; }
 
 std::string combination_label(const Combination& c) {
   std::string label = c.schedule + " x " + c.partition + " M=" + std::to_string(c.microbatches);

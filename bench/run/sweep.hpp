@@ -47,6 +47,8 @@ std::vector<Combination> enumerate_sweep(const std::vector<std::string>& schedul
 /// Distinct combinations of one sweep have distinct names, and the same
 /// combination always has the same name, which is how --resume finds it.
 std::string result_file_name(const Combination& combination);
+/// result_file_name without ".json" (the traces' stem).
+std::string result_stem(const Combination& combination);
 
 /// "1f1b x balanced M=8" (with " V=2", " N=3", ..., " D=4" where they apply).
 std::string combination_label(const Combination& combination);

@@ -95,8 +95,8 @@ void write_measured_traces(const std::vector<StepMeasure>& steps, const Placemen
     }
     offset += advance;
   }
-  t.write_merged(out_dir + "/" + stem + ".trace.json");
-  t.write_per_rank(out_dir + "/" + stem + ".trace");
+  t.write_merged(OutputPath{out_dir, stem + ".trace.json"});
+  t.write_per_rank(OutputPath{out_dir, stem + ".trace"});
 }
 
 }  // namespace ppb::run

@@ -26,8 +26,20 @@ it under mpirun. In COMMAND:
   {schedule:PATCH}    a schedule file: data/valid_gpipe.json patched
   {reference:PATCH}   a reference file: reports/reference/documents.json patched
   {text:CONTENT}      a file holding CONTENT (Python escapes: \\n, \\x7b)
+  {tree:SPEC}         a folder treeN built from SPEC, a JSON object of
+                      relative path -> content: an object is a result file
+                      (data/result_ok.json patched by it), "@text:T" a file
+                      holding T, "@dir" an empty folder, "@link:TARGET" a
+                      symbolic link to TARGET ("@outside": a file outside
+                      the case folder, "@outsidedir": an empty folder outside
+                      it); expands to the folder's name, relative to the
+                      case folder (its working directory)
+  {outside}           the file outside the case folder
 Generated inputs are made before the folder is listed, so they are part of
-"what it held before".
+"what it held before". Each case also gets a sibling temporary folder
+holding outside.txt and odir/, reached only through links: it must hold
+exactly what it held, with the same modification times (no write through
+a link, not even of the same bytes).
 
 usage: bad_inputs.py TSV PIPEBENCH MPIEXEC REFERENCE_JSON [-j JOBS] [-k REGEX]
 """
@@ -54,8 +66,11 @@ ap.add_argument("-k", "--keep", default="", help="run only cases whose command m
 args = ap.parse_args()
 args.pipebench = os.path.abspath(args.pipebench)
 DATA = os.path.dirname(os.path.abspath(args.tsv))
+# No GPU is visible to a case (CUDA_VISIBLE_DEVICES empty), so that a
+# `--backend cuda` case is refused alike on a machine with GPUs.
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+           OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1",
+           CUDA_VISIBLE_DEVICES="")
 CRASH = re.compile(r"MPI_ABORT|AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|"
                    r"terminate called|Segmentation fault|core dumped|out of host memory")
 
@@ -89,7 +104,30 @@ def dump(doc):
     return re.sub(r'"@raw:([^"]*)"', lambda m: m.group(1), text)
 
 
-def expand(command, folder):
+def build_tree(root, spec, outside):
+    """Makes the folder `root` from a {tree:SPEC} (see the docstring)."""
+    os.mkdir(root)
+    for rel, content in spec.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if isinstance(content, dict):
+            with open(path, "w") as f:
+                f.write(dump(merge(BASES["result"], content)))
+        elif content == "@dir":
+            os.makedirs(path, exist_ok=True)
+        elif content.startswith("@link:"):
+            target = content[len("@link:"):]
+            target = {"@outside": os.path.join(outside, "outside.txt"),
+                      "@outsidedir": os.path.join(outside, "odir")}.get(target, target)
+            os.symlink(target, path)
+        elif content.startswith("@text:"):
+            with open(path, "w") as f:
+                f.write(content[len("@text:"):])
+        else:
+            raise SystemExit(f"tree: {rel}: unknown content {content!r}")
+
+
+def expand(command, folder, outside):
     """Replaces the {kind:...} placeholders (brace-balanced) with paths."""
     out, i, n = [], 0, 0
     while True:
@@ -109,6 +147,11 @@ def expand(command, folder):
         n += 1
         if kind == "data":
             out.append(DATA)
+        elif kind == "outside":
+            out.append(os.path.join(outside, "outside.txt"))
+        elif kind == "tree":
+            build_tree(os.path.join(folder, f"tree{n}"), json.loads(body), outside)
+            out.append(f"tree{n}")
         elif kind in ("result", "resultdir", "schedule", "reference"):
             base = BASES["result" if kind == "resultdir" else kind]
             doc = merge(base, json.loads(body))
@@ -130,8 +173,8 @@ def expand(command, folder):
         i = k + 1
 
 
-def snapshot(folder):
-    """(relative path, type, content or link target) of everything in folder."""
+def snapshot(folder, mtimes=False):
+    """(relative path, type, content or link target[, mtime]) of everything in folder."""
     items = []
     for root, dirs, files in os.walk(folder):
         for name in sorted(dirs + files):
@@ -146,22 +189,26 @@ def snapshot(folder):
                 items.append((rel, "dir", ""))
             else:
                 with open(p, "rb") as f:
-                    items.append((rel, "file", f.read()))
+                    items.append((rel, "file", f.read()) + ((st.st_mtime_ns,) if mtimes else ()))
     return sorted(items)
 
 
 def run_case(case):
     line_no, ranks, code, fragment, command = case
-    with tempfile.TemporaryDirectory(prefix="ppb-bad-") as folder:
+    with tempfile.TemporaryDirectory(prefix="ppb-bad-") as folder, \
+            tempfile.TemporaryDirectory(prefix="ppb-outside-") as outside:
+        with open(os.path.join(outside, "outside.txt"), "w") as f:
+            f.write("outside\n")
+        os.mkdir(os.path.join(outside, "odir"))
         with open(os.path.join(folder, "keep.txt"), "w") as f:
             f.write("keep\n")
         os.symlink("keep.txt", os.path.join(folder, "link"))
         os.mkfifo(os.path.join(folder, "fifo"))
         os.mkdir(os.path.join(folder, "adir"))
-        argv = [args.pipebench] + shlex.split(expand(command, folder))
+        argv = [args.pipebench] + shlex.split(expand(command, folder, outside))
         if ranks > 1:
             argv = [args.mpiexec, "-np", str(ranks)] + argv
-        before = snapshot(folder)
+        before, outside_before = snapshot(folder), snapshot(outside, mtimes=True)
         start = time.monotonic()
         try:
             p = subprocess.run(argv, cwd=folder, env=ENV, capture_output=True, text=True,
@@ -170,7 +217,7 @@ def run_case(case):
         except subprocess.TimeoutExpired:
             got, out, err = "timeout (30 s)", "", ""
         took = time.monotonic() - start
-        after = snapshot(folder)
+        after, outside_after = snapshot(folder), snapshot(outside, mtimes=True)
     problems = []
     if got != code:
         problems.append(f"exit {got}, want {code}")
@@ -187,6 +234,8 @@ def run_case(case):
         old, new = set(before), set(after)
         problems.append(f"the folder changed: new {sorted(x[0] for x in new - old)}, "
                         f"gone or changed {sorted(x[0] for x in old - new)}")
+    if outside_before != outside_after:
+        problems.append("the folder outside the case changed (written through a link)")
     if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
         problems.append("/dev/null is no longer a character device")
     return line_no, command, problems, err, took

@@ -176,3 +176,20 @@ if(PPB_SANITIZE)
   # (540 MiB for the 16 MiB file); the bound is checked by the plain build.
   set_tests_properties(cli.report_memory PROPERTIES ENVIRONMENT "PPB_SANITIZED=${PPB_SANITIZE}")
 endif()
+
+# ci/suite resolves the paths it is given against the caller's folder
+# (--regate r --baseline base/nights from outside the checkout).
+add_test(NAME cli.suite_paths
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/suite_paths.sh $<TARGET_FILE:pipebench>
+          ${bad}/result_ok.json)
+set_tests_properties(cli.suite_paths PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# A data-parallel rank stopped (SIGSTOP) in the middle of a step is named by
+# its MPI rank, stage and replica by the rank waiting for it (4 ranks, a few
+# seconds).
+if(TARGET ppb_exec)
+  add_test(NAME cli.stop_rank
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/stop_rank.py $<TARGET_FILE:pipebench>
+            ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/stop-rank)
+  set_tests_properties(cli.stop_rank PROPERTIES LABELS mpi TIMEOUT 60)
+endif()

@@ -270,11 +270,22 @@ TEST(RunOptions, PlantAndMinTime) {
   EXPECT_EQ(message(bad, 2), "--plant: expected a factor > 0, got -2");
   RunOptions t = o;
   t.min_time = -1;
-  EXPECT_EQ(message(t, 2).rfind("--min-time: expected seconds >= 0", 0), 0u);
+  EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got -1", 0), 0u);
+  t.min_time = 86401;
+  EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got 86401", 0), 0u);
   t = o;
   t.iters = 20;
   t.max_iters = 10;
-  EXPECT_EQ(message(t, 2), "--max-iters: expected >= --iters (20), got 10");
+  EXPECT_EQ(message(t, 2), "--max-iters: expected --iters (20)..100000 steps, got 10");
+  // The step counts are bounded (typed, or read from a result by --rerun).
+  t.max_iters = kMaxSteps + 1;
+  EXPECT_EQ(message(t, 2), "--max-iters: expected --iters (20)..100000 steps, got 100001");
+  t = o;
+  t.iters = 2147483647;
+  EXPECT_EQ(message(t, 2), "--iters: expected 1..100000 steps, got 2147483647");
+  t = o;
+  t.warmup = kMaxSteps + 1;
+  EXPECT_EQ(message(t, 2), "--warmup: expected 0..100000 steps, got 100001");
 }
 
 TEST(RunOptions, ValidationNamesTheFlag) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "ppb/profiling/check.hpp"
+#include "unique_fd.hpp"
 
 namespace ppb {
 namespace {
@@ -22,26 +23,12 @@ std::string limit_text(int64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes) {
   const std::string kind(what);
   if (path.empty()) throw UsageError(kind + ": empty path");
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (fd.get() < 0) {
     throw UsageError(path + ": cannot open " + kind + ": " + std::strerror(errno));
   }

@@ -15,13 +15,17 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ppb/profiling/check.hpp"
+#include "unique_fd.hpp"
 
 namespace ppb {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr mode_t kNewFileMode = 0644;  // a new file's mode
 
 [[noreturn]] void fail(const std::string& path, const std::string& why) {
   throw UsageError(path + ": cannot write: " + why);
@@ -69,13 +73,13 @@ void write_through(const std::string& shown, const std::string& path, std::strin
   if (!closed) fail(shown, std::strerror(errno));
 }
 
-// Names the unnamed file `fd` (opened with O_TMPFILE) as `name`: through
-// /proc (any user), else by AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH).
-// Returns 0 or the errno of the failure.
-int give_name(int fd, const fs::path& name) {
+// Names the unnamed file `fd` (opened with O_TMPFILE) as `name` (relative
+// to `dirfd`): through /proc (any user), else by AT_EMPTY_PATH (needs
+// CAP_DAC_READ_SEARCH). Returns 0 or the errno of the failure.
+int give_name(int fd, int dirfd, const fs::path& name) {
   const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
-  if (::linkat(fd, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+  if (::linkat(AT_FDCWD, proc.c_str(), dirfd, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (::linkat(fd, "", dirfd, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
   return errno;
 }
 
@@ -83,39 +87,113 @@ int give_name(int fd, const fs::path& name) {
 // only once it is complete and on disk, right before the rename: a run
 // killed while writing (or a full disk) leaves nothing behind. Where the
 // file system has no O_TMPFILE, a named temporary file is used and removed
-// on any error.
-void replace_atomically(const std::string& shown, const std::string& path, std::string_view text,
-                        mode_t mode) {
+// on any error. `path` is relative to `dirfd` (AT_FDCWD: an ordinary path).
+void replace_atomically(const std::string& shown, int dirfd, const std::string& path,
+                        std::string_view text, mode_t mode) {
   static std::atomic<unsigned> counter{0};
   const fs::path target(path);
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
   const fs::path tmp = dir / ("." + target.filename().string() + ".tmp." +
                               std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(dir.c_str(), O_WRONLY | O_TMPFILE | O_CLOEXEC, mode);
+  int fd = ::openat(dirfd, dir.c_str(), O_WRONLY | O_TMPFILE | O_CLOEXEC, mode);
   const bool unnamed = fd >= 0;
-  if (!unnamed) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (!unnamed)
+    fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) fail(shown, std::strerror(errno));
   bool named = !unnamed;
   int err = write_all(fd, text);
   if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;  // umask may have narrowed it
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (err == 0 && unnamed) {
-    err = give_name(fd, tmp);
+    err = give_name(fd, dirfd, tmp);
     named = err == 0;
   }
   if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
+  if (err == 0 && ::renameat(dirfd, tmp.c_str(), dirfd, target.c_str()) != 0) err = errno;
   if (err != 0) {
-    if (named) ::unlink(tmp.c_str());
+    if (named) ::unlinkat(dirfd, tmp.c_str(), 0);
     fail(shown, std::strerror(err));
   }
 }
 
+[[noreturn]] void fail_link(const std::string& shown) {
+  fail(shown,
+       "a symbolic link inside the output folder (pipebench writes only files it creates "
+       "there; remove the link)");
+}
+
+// The folder holding out.name inside out.within, opened component by
+// component without following a link below `within` (`create`: missing
+// folders are made). Returns the leaf name, and the folder in *folder (-1
+// when a folder on the way is missing and not created). Throws naming a
+// link, a non-folder, a "." or ".." part.
+std::string open_parent(const OutputPath& out, bool create, UniqueFd* folder) {
+  const std::string shown = out.shown();
+  folder->reset(::open(out.within.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (folder->get() < 0) fail(shown, std::strerror(errno));
+  const fs::path rel(out.name);
+  if (rel.empty() || rel.is_absolute()) fail(shown, "not a name inside the folder");
+  std::vector<std::string> parts;
+  for (const fs::path& part : rel) parts.push_back(part.string());
+  std::string walked = out.within;  // the folders opened so far, as shown
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    walked += "/" + part;
+    if (part == "." || part == ".." || part.empty()) fail(shown, "not a name inside the folder");
+    if (create && ::mkdirat(folder->get(), part.c_str(), 0755) != 0 && errno != EEXIST)
+      fail(shown, std::strerror(errno));
+    const int next =
+        ::openat(folder->get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      const int err = errno;
+      struct stat st {};
+      if (::fstatat(folder->get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISLNK(st.st_mode))
+        fail_link(walked);
+      if (err == ENOENT && !create) {
+        folder->reset(-1);
+        return parts.back();
+      }
+      fail(shown, std::strerror(err));
+    }
+    folder->reset(next);
+  }
+  if (parts.back() == "." || parts.back() == "..") fail(shown, "not a name inside the folder");
+  return parts.back();
+}
+
+// Whether the leaf `name` in `dirfd` may be (re)written: refuses a link and
+// anything but a regular file. Returns the mode a new or replaced file gets.
+mode_t owned_leaf_mode(const std::string& shown, int dirfd, const std::string& name) {
+  if (dirfd < 0) return kNewFileMode;
+  struct stat st {};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno != ENOENT) fail(shown, std::strerror(errno));
+    return kNewFileMode;
+  }
+  if (S_ISLNK(st.st_mode)) fail_link(shown);
+  if (S_ISDIR(st.st_mode)) fail(shown, "is a directory");
+  if (!S_ISREG(st.st_mode)) fail(shown, "not a regular file (pipebench writes only those here)");
+  return st.st_mode & 07777;
+}
+
+void write_owned(const OutputPath& out, std::string_view text) {
+  UniqueFd folder(-1);
+  const std::string leaf = open_parent(out, true, &folder);
+  const mode_t mode = owned_leaf_mode(out.shown(), folder.get(), leaf);
+  replace_atomically(out.shown(), folder.get(), leaf, text, mode);
+}
+
 }  // namespace
 
-void write_output_file(const std::string& path, std::string_view text) {
-  if (path.empty()) throw UsageError("output path: empty");
+void write_output_file(const OutputPath& out, std::string_view text) {
+  if (out.name.empty()) throw UsageError("output path: empty");
+  if (!out.within.empty()) {
+    write_owned(out, text);
+    return;
+  }
+  const std::string& path = out.name;
   if (path == "-") {
     const bool ok =
         std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
@@ -126,12 +204,11 @@ void write_output_file(const std::string& path, std::string_view text) {
   struct stat st {};
   if (::stat(real.c_str(), &st) != 0) {
     if (errno != ENOENT) fail(path, std::strerror(errno));
-    const mode_t kNewFileMode = 0644;
-    replace_atomically(path, real, text, kNewFileMode);
+    replace_atomically(path, AT_FDCWD, real, text, kNewFileMode);
     return;
   }
   if (S_ISREG(st.st_mode)) {
-    replace_atomically(path, real, text, st.st_mode & 07777);
+    replace_atomically(path, AT_FDCWD, real, text, st.st_mode & 07777);
   } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
     write_through(path, real, text);
   } else if (S_ISDIR(st.st_mode)) {
@@ -141,8 +218,15 @@ void write_output_file(const std::string& path, std::string_view text) {
   }
 }
 
-void check_output_path(const std::string& path) {
-  if (path.empty()) throw UsageError("output path: empty");
+void check_output_path(const OutputPath& out) {
+  if (out.name.empty()) throw UsageError("output path: empty");
+  if (!out.within.empty()) {
+    UniqueFd folder(-1);
+    const std::string leaf = open_parent(out, false, &folder);
+    (void)owned_leaf_mode(out.shown(), folder.get(), leaf);
+    return;
+  }
+  const std::string& path = out.name;
   if (path == "-") return;
   const std::string real = follow_links(path);
   struct stat st {};

@@ -234,7 +234,7 @@ std::string TraceWriter::to_json() const {
   return out;
 }
 
-void TraceWriter::write(const std::string& path) const { write_output_file(path, to_json()); }
+void TraceWriter::write(const OutputPath& path) const { write_output_file(path, to_json()); }
 
 namespace {
 
@@ -249,7 +249,7 @@ void append_merged_footer(std::string& out, const std::vector<int>& ranks) {
 
 }  // namespace
 
-void write_merged(const std::vector<const TraceWriter*>& ranks, const std::string& path) {
+void write_merged(const std::vector<const TraceWriter*>& ranks, const OutputPath& path) {
   std::string out;
   append_header(out, -1, 0);
   bool first = true;

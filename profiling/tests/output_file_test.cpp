@@ -1,6 +1,8 @@
 // write_output_file: regular files replaced atomically (mode kept, no
 // temporary left), links followed, devices and FIFOs written through and
-// never replaced, directories refused, failures named with the path.
+// never replaced, directories refused, failures named with the path; inside
+// a folder pipebench fills (OutputPath{folder, name}) links are refused,
+// never written through.
 #include "ppb/profiling/output_file.hpp"
 
 #include <gtest/gtest.h>
@@ -53,7 +55,7 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-std::string error_of(const std::string& path, std::string_view text) {
+std::string error_of(const OutputPath& path, std::string_view text) {
   try {
     write_output_file(path, text);
   } catch (const UsageError& e) {
@@ -136,6 +138,43 @@ TEST(OutputFile, DirectoriesMissingFoldersAndEmptyPathsAreRefusedByName) {
   EXPECT_EQ(error_of(missing, "x"), missing + ": cannot write: No such file or directory");
   EXPECT_EQ(error_of("", "x"), "output path: empty");
   EXPECT_EQ(dir.entries(), 1) << "a temporary file was left behind";
+}
+
+TEST(OutputFile, InsideAFolderPipebenchFillsLinksAreRefusedNotFollowed) {
+  TempDir dir;
+  TempDir elsewhere;
+  const std::string out = (dir / "out").string();
+  fs::create_directories(out);
+  std::ofstream(elsewhere / "target.json") << "keep";
+  fs::create_symlink(elsewhere / "target.json", dir / "out" / "r.json");
+  const std::string why =
+      ": cannot write: a symbolic link inside the output folder (pipebench writes only files it "
+      "creates there; remove the link)";
+  EXPECT_EQ(error_of(OutputPath{out, "r.json"}, "x"), out + "/r.json" + why);
+  // A folder on the way that is a link is named itself, and nothing is
+  // written below it.
+  fs::create_directories(elsewhere / "t");
+  fs::create_symlink(elsewhere / "t", dir / "out" / "run.trace");
+  EXPECT_EQ(error_of(OutputPath{out, "run.trace/rank0.json"}, "x"), out + "/run.trace" + why);
+  fs::create_symlink("loop", dir / "out" / "loop");
+  EXPECT_EQ(error_of(OutputPath{out, "loop"}, "x"), out + "/loop" + why);
+  EXPECT_THROW(check_output_path(OutputPath{out, "r.json"}), UsageError);
+  EXPECT_EQ(slurp(elsewhere / "target.json"), "keep");
+  EXPECT_TRUE(fs::is_empty(elsewhere / "t"));
+  // A FIFO where a result goes would block the writer: refused too.
+  ASSERT_EQ(::mkfifo((dir / "out" / "f.json").c_str(), 0644), 0);
+  EXPECT_EQ(error_of(OutputPath{out, "f.json"}, "x"),
+            out + "/f.json: cannot write: not a regular file (pipebench writes only those here)");
+  EXPECT_EQ(error_of(OutputPath{out, "../escape.json"}, "x"),
+            out + "/../escape.json: cannot write: not a name inside the folder");
+  // The folder itself is the user's: a link to it is followed; new folders
+  // on the way are made; a regular file is replaced.
+  fs::create_symlink(dir / "out", dir / "out_link");
+  write_output_file(OutputPath{(dir / "out_link").string(), "new.trace/rank1.json"}, "one");
+  write_output_file(OutputPath{out, "new.trace/rank1.json"}, "two");
+  EXPECT_EQ(slurp(dir / "out" / "new.trace" / "rank1.json"), "two");
+  EXPECT_NO_THROW(check_output_path(OutputPath{out, "new.trace/rank1.json"}));
+  EXPECT_NO_THROW(check_output_path(OutputPath{out, "missing.trace/rank0.json"}));
 }
 
 }  // namespace

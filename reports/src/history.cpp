@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <set>
 
 #include "ppb/profiling/check.hpp"
@@ -27,37 +28,34 @@ Night make_night(const fs::path& path, LoadedResults results) {
   return n;
 }
 
-bool holds_results(const fs::path& dir) {
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file() && it->path().extension() == ".json") return true;
-  }
-  return false;
-}
-
 // The nights of one --baseline path: itself, or its subfolders when two of
-// them hold the same combination.
+// them hold the same combination. The files are found by the one walk over
+// result folders (result_candidates), which names what it cannot read.
 std::vector<Night> nights_of(const std::string& path, bool skip_bad) {
-  if (!fs::is_directory(path)) return {make_night(path, load_results({path}, skip_bad))};
+  const fs::path root(path);
   std::vector<fs::path> subs;
   bool direct_files = false;
-  for (const auto& e : fs::directory_iterator(path)) {
-    if (e.is_directory() && holds_results(e.path())) subs.push_back(e.path());
-    if (e.is_regular_file() && e.path().extension() == ".json") direct_files = true;
+  for (const std::string& f : result_candidates(path)) {
+    const fs::path rel = fs::path(f).lexically_relative(root);
+    if (rel.empty() || rel == ".") continue;  // `path` is a file
+    const fs::path top = root / *rel.begin();
+    if (std::next(rel.begin()) == rel.end()) {
+      direct_files = true;
+    } else if (subs.empty() || subs.back() != top) {
+      subs.push_back(top);
+    }
   }
   std::sort(subs.begin(), subs.end());
+  subs.erase(std::unique(subs.begin(), subs.end()), subs.end());
   if (!direct_files && subs.size() >= 2) {
     std::vector<Night> parts;
     std::set<std::string> seen;
     bool repeated = false;
     for (const fs::path& sub : subs) {
-      LoadedResults r;
-      try {
-        r = load_results({sub.string()}, skip_bad);
-      } catch (const UsageError&) {
-        continue;  // a subfolder of other JSON (no results) is not a night
-      }
+      // Every unreadable file is named (or, with skip_bad, listed): only a
+      // subfolder of other JSON (no result at all) is not a night.
+      LoadedResults r = load_results_if_any({sub.string()}, skip_bad);
+      if (r.results.empty() && r.bad.empty()) continue;
       std::set<std::string> here;
       for (const ResultEntry& e : r.results) here.insert(e.machine + " # " + e.config_key);
       for (const std::string& k : here) repeated = repeated || seen.count(k) != 0;

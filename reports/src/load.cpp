@@ -29,28 +29,39 @@ std::string join(const std::vector<std::string>& xs, const char* sep) {
 
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
-// The candidate files of one path: the file itself, or every *.json below a
-// folder, sorted so that the report does not depend on directory order.
-std::vector<std::string> candidates(const std::string& path) {
+}  // namespace
+
+std::vector<std::string> result_candidates(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw UsageError(path + ": no such file or directory");
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw UsageError(path + ": cannot read: " + ec.message());
+  if (!fs::exists(st)) throw UsageError(path + ": no such file or directory");
   if (fs::is_regular_file(st)) return {path};
   if (!fs::is_directory(st)) throw UsageError(path + ": not a file or directory");
   std::vector<std::string> out;
   for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec),
        end;
        !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file()) continue;
     const std::string name = it->path().filename().string();
     // Temporary files of an atomic write in progress start with '.'.
     if (name.empty() || name[0] == '.') continue;
-    if (it->path().extension() == ".json") out.push_back(it->path().string());
+    const bool json = it->path().extension() == ".json";
+    // A link that leads nowhere is named: a loop wherever it is (it may
+    // stand for a night's folder), a dangling *.json (a result the folder
+    // claims to hold); a folder of results is never quietly smaller.
+    std::error_code sec;
+    const fs::file_status fst = it->status(sec);
+    if (sec && (json || sec != std::errc::no_such_file_or_directory))
+      throw UsageError(it->path().string() + ": cannot read: " + sec.message());
+    if (json && fs::is_regular_file(fst)) out.push_back(it->path().string());
   }
   if (ec) throw UsageError(path + ": cannot read directory: " + ec.message());
   std::sort(out.begin(), out.end());
   return out;
 }
+
+namespace {
 
 enum class Kind { kResult, kOther };
 
@@ -154,8 +165,42 @@ ResultEntry make_entry(std::string source, Result result) {
   return e;
 }
 
+namespace {
+
+// What a folder without results holds instead, for the message: "" or
+// " (a.json is a pipebench.calibration/1 file, not a result)".
+std::string instead(const std::vector<std::string>& ignored) {
+  if (ignored.empty()) return "";
+  std::string what = "another kind of JSON";
+  try {
+    const json::value doc =
+        json::parse(read_input_file(ignored.front(), "file", kMaxResultFileBytes));
+    const json::value* s = doc.is_object() ? doc.get_object().if_contains("schema") : nullptr;
+    if (s != nullptr && s->is_string()) what = "a " + std::string(s->get_string()) + " file";
+  } catch (const std::exception&) {
+  }
+  std::string more;
+  if (ignored.size() > 1) more = " and " + std::to_string(ignored.size() - 1) + " more like it";
+  return " (" + ignored.front() + " is " + what + ", not a result" +
+         (more.empty() ? "" : "," + more) + ")";
+}
+
+}  // namespace
+
 LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
                            const std::vector<std::string>& exclude, bool keep_repeats) {
+  LoadedResults out = load_results_if_any(paths, skip_bad, exclude, keep_repeats);
+  if (out.results.empty() && out.bad.empty()) {
+    std::string where;
+    for (const std::string& p : paths) where += (where.empty() ? "" : ", ") + p;
+    throw UsageError("nothing to report: no pipebench result files in " + where +
+                     instead(out.ignored));
+  }
+  return out;
+}
+
+LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool skip_bad,
+                                  const std::vector<std::string>& exclude, bool keep_repeats) {
   LoadedResults out;
   std::vector<fs::path> excluded;
   for (const std::string& x : exclude) excluded.push_back(fs::weakly_canonical(x));
@@ -168,7 +213,7 @@ LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
   std::vector<std::string> files;
   std::set<std::string> seen;
   for (const std::string& p : paths) {
-    for (std::string& f : candidates(p)) {
+    for (std::string& f : result_candidates(p)) {
       const fs::path canonical = fs::weakly_canonical(f);
       if (is_excluded(canonical)) continue;
       if (seen.insert(canonical.string()).second) files.push_back(std::move(f));
@@ -194,11 +239,6 @@ LoadedResults load_results(const std::vector<std::string>& paths, bool skip_bad,
       if (!skip_bad) throw;
       out.bad.push_back({f, e.what()});
     }
-  }
-  if (out.results.empty() && out.bad.empty()) {
-    std::string where;
-    for (const std::string& p : paths) where += (where.empty() ? "" : ", ") + p;
-    throw UsageError("nothing to report: no pipebench result files in " + where);
   }
   if (keep_repeats) return out;
   // The same combination twice in one group (a rerun into another folder):

@@ -337,7 +337,17 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
       return parse_calibration(text, paths[0]);
     }
   }
-  const LoadedResults loaded = load_results(paths, false);
+  LoadedResults loaded;
+  try {
+    loaded = load_results(paths, false);
+  } catch (const UsageError& e) {
+    // "--calibration: nothing to report: no pipebench result files in a.json,
+    // b.json (a.json is a pipebench.calibration/1 file, not a result, ...)":
+    // a calibration file is taken alone, never with others.
+    throw UsageError(
+        std::string("--calibration: ") + e.what() +
+        "; it takes one pipebench.calibration/1 file alone, or result files and folders");
+  }
   std::vector<const ResultEntry*> on_device;
   for (const ResultEntry& e : loaded.results) {
     if (roofline_device(e.result) == device) on_device.push_back(&e);

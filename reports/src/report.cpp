@@ -31,6 +31,39 @@ std::string tonight_name(const std::vector<std::string>& inputs) {
   return name_of(parent);
 }
 
+// Whether `inner` is `outer` or lies inside it, as folders on disk (links
+// and spellings resolved: "x" and "./x/" are one folder).
+bool same_or_inside(const std::string& inner, const std::string& outer) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path a = fs::weakly_canonical(inner, ec);
+  if (ec) return false;
+  const fs::path b = fs::weakly_canonical(outer, ec);
+  if (ec) return false;
+  const fs::path rel = a.lexically_relative(b);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// A night gated against itself, or re-runs that are tonight's own files,
+// say nothing useful: refused, naming the folders.
+void refuse_overlaps(const ReportOptions& o) {
+  for (const std::string& in : o.inputs) {
+    for (const std::string& b : o.baselines) {
+      if (same_or_inside(in, b) && same_or_inside(b, in)) {
+        throw UsageError("--baseline " + b + ": the same folder as tonight's results " + in +
+                         " (a night gated against itself; give earlier nights)");
+      }
+    }
+    for (const std::string& c : o.confirm) {
+      if (same_or_inside(in, c)) {
+        throw UsageError("--confirm " + c + ": holds tonight's results " + in +
+                         " themselves; give the folder the re-runs were written to "
+                         "(run --rerun ... --out DIR)");
+      }
+    }
+  }
+}
+
 void print_gate(const ReportModel& m, std::ostream& out) {
   const RegressionSummary& r = *m.regression;
   out << "gate: " << r.regressions() << " regression(s), " << r.count(RegressionStatus::kImproved)
@@ -119,6 +152,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
        {&o.html, &o.markdown, &o.junit, &o.csv, &o.gbench, &o.rerun_list}) {
     if (!path->empty()) check_output_path(*path);
   }
+  refuse_overlaps(o);
   LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
   std::optional<LoadedResults> reruns;
   if (!o.confirm.empty()) reruns = load_reruns(o);
@@ -130,6 +164,11 @@ int run_report(const ReportOptions& o, std::ostream& out) {
       history = load_nights(o.baselines, o.skip_bad);
     } catch (const UsageError& e) {
       throw UsageError(std::string("--baseline: ") + e.what());
+    }
+    // With --skip-bad the earlier nights' unreadable files are listed with
+    // tonight's: none is dropped without a word.
+    for (Night& n : history) {
+      for (BadFile& b : n.results.bad) loaded.bad.push_back(std::move(b));
     }
   }
   ModelOptions mo;

@@ -822,6 +822,32 @@ TEST(ReportGate, AChangeReachingEveryCombinationMeetsALowerFloor) {
       << noise_floor_text(f8);
 }
 
+TEST(ReportGate, AnUnreadableFileInAFolderOfNightsIsNamedInEveryMode) {
+  const std::string root = fresh_dir("nights_bad");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.0, 1.0));
+  const std::string bad = root + "/n3/truncated.json";
+  std::ofstream(bad) << R"({"schema": "pipebench.result/1", "config": {)";
+  // Without --skip-bad: refused, naming the file (the night is not dropped).
+  ReportOptions o;
+  o.inputs = {night(fresh_dir("tonight_bad"), "t", 5, two(1.0, 1.0))};
+  o.baselines = {root};
+  EXPECT_EQ(usage_error(o).rfind("--baseline: " + bad + ": malformed JSON", 0), 0u)
+      << usage_error(o);
+  // With it: the three nights are gated and the file is listed among the
+  // unreadable ones.
+  o.skip_bad = true;
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 0);
+  EXPECT_NE(out.str().find("3 earlier night(s)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("- " + bad + ": malformed JSON"), std::string::npos) << out.str();
+  // A night gated against itself is refused, however the folder is spelt.
+  o.baselines = {o.inputs.front() + "/./"};
+  EXPECT_EQ(usage_error(o), "--baseline " + o.baselines[0] + ": the same folder as tonight's results " +
+                                o.inputs[0] + " (a night gated against itself; give earlier nights)");
+}
+
 TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
   const std::string a = night(fresh_dir("a"), "older", 1, two(1.0, 1.0));
   const std::string b = night(fresh_dir("b"), "newer", 2, two(1.0, 1.0));
@@ -1533,7 +1559,9 @@ TEST(ReportInput, EmptyFolderSaysThereIsNothingToReport) {
   std::ofstream(dir + "/trace.json") << R"({"traceEvents":[]})";  // other JSON is not a result
   ReportOptions o;
   o.inputs = {dir};
-  EXPECT_EQ(usage_error(o), "nothing to report: no pipebench result files in " + dir);
+  // What the folder holds instead is said.
+  EXPECT_EQ(usage_error(o), "nothing to report: no pipebench result files in " + dir + " (" + dir +
+                                "/trace.json is another kind of JSON, not a result)");
   o.inputs = {dir + "/does-not-exist"};
   EXPECT_EQ(usage_error(o), dir + "/does-not-exist: no such file or directory");
   o.inputs = {};

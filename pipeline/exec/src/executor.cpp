@@ -162,7 +162,8 @@ Executor::Executor(MPI_Comm comm, Backend& backend, Transport& transport, Execut
     PPB_MPI_CHECK(MPI_Comm_set_errhandler(impl_->start, MPI_ERRORS_RETURN));
   }
   if (options.timeout_seconds > 0) {
-    watchdog_ = std::make_unique<Watchdog>(rank_, backend.chunks(), options.timeout_seconds);
+    watchdog_ = std::make_unique<Watchdog>(rank_names(comm, options.step_comm), backend.chunks(),
+                                           options.timeout_seconds);
   }
   static bool said = false;  // once per process: a sweep builds an executor per combination
   if (!backend.core_to_spare() && !said) {

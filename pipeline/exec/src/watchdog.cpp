@@ -15,6 +15,78 @@ std::string action_text(const Action& a, int chunks) {
   return s;
 }
 
+std::string Watchdog::peer_name(int peer) const {
+  if (peer >= 0 && static_cast<size_t>(peer) < names_.peers.size())
+    return names_.peers[static_cast<size_t>(peer)];
+  return "rank " + std::to_string(peer);
+}
+
+namespace {
+
+// The MPI ranks (of MPI_COMM_WORLD) of `comm`'s ranks, in `comm`'s order.
+std::vector<int> world_ranks(MPI_Comm comm) {
+  int size = 0;
+  PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group world = MPI_GROUP_NULL;
+  PPB_MPI_CHECK(MPI_Comm_group(comm, &group));
+  PPB_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> local(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) local[static_cast<size_t>(i)] = i;
+  std::vector<int> out(static_cast<size_t>(size));
+  PPB_MPI_CHECK(MPI_Group_translate_ranks(group, size, local.data(), world, out.data()));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return out;
+}
+
+}  // namespace
+
+RankNames rank_names(MPI_Comm comm, MPI_Comm job) {
+  int stage = 0;
+  int stages = 0;
+  PPB_MPI_CHECK(MPI_Comm_rank(comm, &stage));
+  PPB_MPI_CHECK(MPI_Comm_size(comm, &stages));
+  const std::vector<int> pipe = world_ranks(comm);
+  const int me = pipe[static_cast<size_t>(stage)];
+  int all = stages;
+  if (job != MPI_COMM_NULL) PPB_MPI_CHECK(MPI_Comm_size(job, &all));
+  RankNames n;
+  if (all == stages) {  // one pipeline: a stage is its rank in the pipeline
+    n.self = "rank " + std::to_string(me) +
+             (me != stage ? " (stage " + std::to_string(stage) + ")" : "");
+    for (int s = 0; s < stages; ++s) {
+      const int w = pipe[static_cast<size_t>(s)];
+      n.peers.push_back("rank " + std::to_string(w) +
+                        (w != s ? " (stage " + std::to_string(s) + ")" : ""));
+    }
+    return n;
+  }
+  // Replicas: a stage's ranks in ascending MPI rank are its replicas 0..D-1
+  // under either rank order; every rank learns each rank's stage.
+  std::vector<int> stage_of(static_cast<size_t>(all));
+  PPB_MPI_CHECK(MPI_Allgather(&stage, 1, MPI_INT, stage_of.data(), 1, MPI_INT, job));
+  const std::vector<int> job_world = world_ranks(job);
+  std::vector<std::vector<int>> by_stage(static_cast<size_t>(stages));
+  for (int i = 0; i < all; ++i) {
+    by_stage[static_cast<size_t>(stage_of[static_cast<size_t>(i)])].push_back(
+        job_world[static_cast<size_t>(i)]);
+  }
+  auto name = [&](int w, int s) {
+    std::vector<int>& ranks = by_stage[static_cast<size_t>(s)];
+    std::sort(ranks.begin(), ranks.end());
+    const auto replica = std::find(ranks.begin(), ranks.end(), w) - ranks.begin();
+    return "rank " + std::to_string(w) + " (stage " + std::to_string(s) + ", replica " +
+           std::to_string(replica) + ")";
+  };
+  n.self = name(me, stage);
+  for (int s = 0; s < stages; ++s) n.peers.push_back(name(pipe[static_cast<size_t>(s)], s));
+  for (const int w : by_stage[static_cast<size_t>(stage)]) {
+    if (w != me) n.replicas += (n.replicas.empty() ? "" : ", ") + name(w, stage);
+  }
+  return n;
+}
+
 void Watchdog::loop() {
   std::unique_lock lock(mutex_);
   while (!stop_) {
@@ -22,9 +94,13 @@ void Watchdog::loop() {
     if (stop_ || !in_step_) continue;
     const double stuck = now_seconds() - step_start_;
     // A rank that waits on another gives the rank that is stuck in its own
-    // work half a second (or 10%) more, so that the culprit reports first.
+    // work half a second (or 10%) more, so that the culprit reports first;
+    // one in the all-reduce across replicas twice that, so that a rank
+    // waiting for a message from a stopped peer (and naming it) reports
+    // before a replica that waits only because its partner waits.
     const bool waiting = doing_ != Doing::kCompute && doing_ != Doing::kOptimizer;
-    if (stuck <= timeout_ + (waiting ? std::max(0.5, 0.1 * timeout_) : 0.0)) continue;
+    const double grace = std::max(0.5, 0.1 * timeout_) * (doing_ == Doing::kAllReduce ? 2 : 1);
+    if (stuck <= timeout_ + (waiting ? grace : 0.0)) continue;
     std::string where;
     switch (doing_) {
       case Doing::kIdle:
@@ -39,7 +115,7 @@ void Watchdog::loop() {
       case Doing::kWaitRecv:
         where = "in " + action_text(action_, chunks_) + " (waiting for the " +
                 (kind_ == MessageKind::kActivation ? "activation" : "input gradient") + " of mb " +
-                std::to_string(action_.microbatch) + " from rank " + std::to_string(peer_) + ")";
+                std::to_string(action_.microbatch) + " from " + peer_name(peer_) + ")";
         break;
       case Doing::kSync:
         where = "in SYNC (a barrier: another rank did not arrive)";
@@ -48,17 +124,16 @@ void Watchdog::loop() {
         where = "in the optimizer step";
         break;
       case Doing::kAllReduce:
-        where = "waiting for the gradient all-reduce of chunk " + std::to_string(peer_) +
-                " across the stage's replicas (a replica did not join)";
+        where = "waiting for the gradient all-reduce of chunk " + std::to_string(peer_) + " with " +
+                names_.replicas + " (the stage's other replicas: one did not join)";
         break;
       case Doing::kDrain:
         where = "after its last action (waiting for its sends to complete)";
         break;
     }
     char line[512];
-    std::snprintf(line, sizeof line,
-                  "rank %d: step %d stuck for %.1f s %s; aborting (--timeout %.1f)", rank_, step_,
-                  stuck, where.c_str(), timeout_);
+    std::snprintf(line, sizeof line, "%s: step %d stuck for %.1f s %s; aborting (--timeout %.1f)",
+                  names_.self.c_str(), step_, stuck, where.c_str(), timeout_);
     lock.unlock();
     abort_job(line, 1);
   }

@@ -3,12 +3,16 @@
 // timeout, naming what the rank was doing.
 #pragma once
 
+#include <mpi.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/message_plan.hpp"
@@ -30,9 +34,23 @@ enum class Doing : uint8_t {
 std::string action_text(const Action& a, int chunks);
 
 // Watches one rank's steps; aborts the job when a step outlives the timeout.
+// How the watchdog names ranks: by their MPI rank in the job (the number
+// mpirun and the launcher know), with the stage and replica they run.
+struct RankNames {
+  std::string self;                ///< "rank 3 (stage 1, replica 1)", or "rank 1"
+  std::vector<std::string> peers;  ///< by pipeline rank: "rank 2 (stage 1)"
+  std::string replicas;            ///< this stage's other replicas: "rank 2 (stage 1, replica 0)"
+};
+
+/// The names of this rank and its peers: `comm` the pipeline's ranks (the
+/// executor's), `job` every rank of the job (MPI_COMM_NULL or `comm` itself
+/// without data parallelism). Collective over `job`.
+RankNames rank_names(MPI_Comm comm, MPI_Comm job);
+
 class Watchdog {
  public:
-  Watchdog(int rank, int chunks, double timeout) : rank_(rank), chunks_(chunks), timeout_(timeout) {
+  Watchdog(RankNames names, int chunks, double timeout)
+      : names_(std::move(names)), chunks_(chunks), timeout_(timeout) {
     thread_ = std::thread([this] { loop(); });
   }
   ~Watchdog() {
@@ -69,8 +87,9 @@ class Watchdog {
 
  private:
   void loop();
+  std::string peer_name(int peer) const;  ///< a pipeline rank, named by names_
 
-  int rank_;
+  RankNames names_;
   int chunks_;
   double timeout_;
   std::mutex mutex_;

@@ -112,14 +112,14 @@ void pretty(std::string& out, const json::value& v, int indent) {
 
 }  // namespace
 
-void write_json_file(const std::string& path, const boost::json::value& json) {
+void write_json_file(const OutputPath& path, const boost::json::value& json) {
   std::string text;
   pretty(text, json, 0);
   text += '\n';
   write_output_file(path, text);
 }
 
-void write_result_file(const std::string& path, const Result& result) {
+void write_result_file(const OutputPath& path, const Result& result) {
   write_json_file(path, result_to_json(result));
 }
 

@@ -138,18 +138,23 @@ void PipelineTrace::add_allreduce(int stage, int chunk, int64_t bytes, double st
              "allreduce", s, end - s, {{"chunk", static_cast<int64_t>(chunk)}, {"bytes", bytes}});
 }
 
-void PipelineTrace::write_merged(const std::string& path) const {
+void PipelineTrace::write_merged(const OutputPath& path) const {
   std::vector<const trace::TraceWriter*> ranks;
   ranks.reserve(writers_.size());
   for (const auto& w : writers_) ranks.push_back(w.get());
   trace::write_merged(ranks, path);
 }
 
-void PipelineTrace::write_per_rank(const std::string& dir) const {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw UsageError(dir + ": cannot create the trace folder (" + ec.message() + ")");
-  for (const auto& w : writers_) w->write(dir + "/rank" + std::to_string(w->rank()) + ".json");
+void PipelineTrace::write_per_rank(const OutputPath& dir) const {
+  if (dir.within.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir.name, ec);
+    if (ec) throw UsageError(dir.name + ": cannot create the trace folder (" + ec.message() + ")");
+  }
+  // Inside a folder pipebench fills, write_output_file makes the folder
+  // itself, refusing a link on the way.
+  for (const auto& w : writers_)
+    w->write(OutputPath{dir.within, dir.name + "/rank" + std::to_string(w->rank()) + ".json"});
 }
 
 }  // namespace ppb

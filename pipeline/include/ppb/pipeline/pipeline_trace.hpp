@@ -92,11 +92,12 @@ class PipelineTrace {
   std::vector<std::unique_ptr<trace::TraceWriter>> release() { return std::move(writers_); }
 
   /// Every stage in one file (trace::write_merged), atomically.
-  void write_merged(const std::string& path) const;
+  void write_merged(const OutputPath& path) const;
   /// One file per stage, `dir`/rank<s>.json (TraceWriter::write, with
-  /// distributedInfo), creating `dir`. Throws UsageError naming a path that
-  /// cannot be written.
-  void write_per_rank(const std::string& dir) const;
+  /// distributedInfo), creating `dir` (inside a folder pipebench fills, by
+  /// the rules of write_output_file: a link there is refused). Throws
+  /// UsageError naming a path that cannot be written.
+  void write_per_rank(const OutputPath& dir) const;
 
  private:
   struct Stage {

@@ -37,6 +37,7 @@
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/memory.hpp"
+#include "ppb/profiling/output_file.hpp"
 
 namespace ppb {
 
@@ -437,10 +438,10 @@ Result read_result_file(const std::string& path);
 /// regular file is replaced atomically (temporary file in the same folder,
 /// flushed, renamed), so a reader never sees a half file; on failure no
 /// temporary is left behind and UsageError names the path.
-void write_result_file(const std::string& path, const Result& result);
+void write_result_file(const OutputPath& path, const Result& result);
 
 /// Writes any JSON value, indented, with a final newline, by the rules of
 /// write_output_file (for the report's and p2p's JSON outputs).
-void write_json_file(const std::string& path, const boost::json::value& json);
+void write_json_file(const OutputPath& path, const boost::json::value& json);
 
 }  // namespace ppb

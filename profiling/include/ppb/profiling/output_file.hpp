@@ -17,23 +17,54 @@
 //   anything else (a directory,  refused
 //   a socket, a block device)
 //
+// Inside a folder pipebench fills itself (run's --out: the result files,
+// <name>.trace.json, <name>.trace/rank<r>.json), the names are pipebench's
+// own and the rules are stricter: OutputPath{folder, name} follows the
+// folder as the user named it, but nothing below it. A name there that is
+// a symbolic link (the file or a folder on the way to it) is refused,
+// never written through, and so is anything but a regular file or folder
+// (a FIFO would block the writer):
+//   "out/x.json: cannot write: a symbolic link inside the output folder
+//    (pipebench writes only files it creates there; remove the link)"
+// The write goes through a descriptor of the folder opened without
+// following links (O_NOFOLLOW) and ends in a rename, so a link planted
+// while the file is written is replaced, never followed. Missing folders
+// on the way are created.
+//
 // Every failure throws UsageError naming the path and the reason, e.g.
 //   "results/x.json: cannot write: No space left on device"
 //   "out/: cannot write: is a directory"
 // and leaves no temporary file behind.
 //
 // Example:
-//   ppb::write_output_file("report.csv", csv_text);
+//   ppb::write_output_file("report.csv", csv_text);                 // the user's path
+//   ppb::write_output_file({"out", "x.trace/rank0.json"}, text);    // pipebench's name
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ppb {
 
+/// Where an output goes: a path the user named (`within` empty; implicit
+/// from a string), or a name pipebench chose inside the folder `within`
+/// (`name` relative to it, without "." or ".." parts).
+struct OutputPath {
+  OutputPath(std::string path) : name(std::move(path)) {}
+  OutputPath(const char* path) : name(path) {}
+  OutputPath(std::string folder, std::string relative)
+      : within(std::move(folder)), name(std::move(relative)) {}
+  /// The path as messages show it ("out/x.json").
+  std::string shown() const { return within.empty() ? name : within + "/" + name; }
+
+  std::string within;  ///< "" = `name` is the user's own path
+  std::string name;
+};
+
 /// Writes `text` to `path` by the rules above. REQUIRES: nothing; an empty
 /// path is refused with UsageError("output path: empty").
-void write_output_file(const std::string& path, std::string_view text);
+void write_output_file(const OutputPath& path, std::string_view text);
 
 /// Checks, without writing, that write_output_file(path, ...) can be tried:
 /// "-", an existing regular file, character device or FIFO (through
@@ -42,6 +73,8 @@ void write_output_file(const std::string& path, std::string_view text);
 /// "nodir/x.json: cannot write: No such file or directory"), so that a
 /// command with several outputs can refuse a bad one before it writes any.
 /// A full disk or a permission only the write itself meets still fails there.
-void check_output_path(const std::string& path);
+/// For a name inside a folder (OutputPath{folder, name}): a new name, or an
+/// existing regular file (folder on the way), none of them a link.
+void check_output_path(const OutputPath& path);
 
 }  // namespace ppb

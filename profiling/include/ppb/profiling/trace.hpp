@@ -47,6 +47,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ppb/profiling/output_file.hpp"
+
 namespace ppb::trace {
 
 /// Flow id unique across ranks: src_rank * 2^32 + seq, where seq is any
@@ -111,7 +113,7 @@ class TraceWriter {
   /// Writes to_json() to `path` with write_output_file (a regular file is
   /// replaced atomically: a temporary file next to it, then
   /// rename). Throws UsageError naming the path when it cannot be written.
-  void write(const std::string& path) const;
+  void write(const OutputPath& path) const;
 
   /// Appends this rank's events (metadata first), one JSON object per
   /// element, each preceded by ",\n" except the very first of `out` when
@@ -148,7 +150,7 @@ class TraceWriter {
 /// "otherData": {"ranks": [0, 1, ...]}.
 /// Throws UsageError when two writers have the same rank or `path` cannot
 /// be written.
-void write_merged(const std::vector<const TraceWriter*>& ranks, const std::string& path);
+void write_merged(const std::vector<const TraceWriter*>& ranks, const OutputPath& path);
 
 /// Merges per-rank trace files (written by TraceWriter::write) into one file
 /// like write_merged, atomically. Throws UsageError naming the file when one

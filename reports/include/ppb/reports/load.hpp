@@ -83,6 +83,21 @@ std::string work_key(const ResultConfig& config);
 /// The work fields for people: "gpt-tiny, mbs 2, fp32".
 std::string work_label(const ResultConfig& config);
 
+/// load_results without the last refusal: a path holding no result file
+/// gives an empty LoadedResults (a folder of other JSON beside the nights
+/// of a --baseline folder).
+LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool skip_bad,
+                                  const std::vector<std::string>& exclude = {},
+                                  bool keep_repeats = false);
+
+/// The one walk over result folders: `path` itself when it is a file, else
+/// every *.json below it (recursively, links followed, names starting with
+/// '.' left out: temporary files), sorted. Throws UsageError naming a path
+/// that does not exist, a folder that cannot be read, or a *.json that
+/// cannot be reached (a link loop: "a/x.json: cannot read: Too many levels
+/// of symbolic links").
+std::vector<std::string> result_candidates(const std::string& path);
+
 /// Keys of one result (used by load_results; exposed for tests and baselines).
 std::string machine_key(const ResultEnvironment& env);
 std::string build_key(const ResultEnvironment& env);
