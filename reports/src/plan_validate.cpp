@@ -319,7 +319,8 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
     const boost::json::value* schema = o != nullptr ? o->if_contains("schema") : nullptr;
     if (schema != nullptr && schema->is_string() &&
         schema->get_string() == "pipebench.calibration/1") {
-      return parse_calibration(text, paths[0]);
+      // Read again under the calibration file's own limit, which names it.
+      return read_calibration(paths[0]);
     }
   }
   const LoadedResults loaded = load_results(paths, false);
