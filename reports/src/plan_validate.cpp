@@ -315,7 +315,11 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
     const std::string text = read_input_file(paths[0], "calibration file", kMaxResultFileBytes);
     boost::json::error_code ec;
     const boost::json::value doc = boost::json::parse(text, ec);
-    const boost::json::object* o = ec ? nullptr : doc.if_object();
+    if (ec) {
+      throw UsageError(paths[0] + ": not valid JSON (" + ec.message() +
+                       "), expected a pipebench.calibration/1 file or result files");
+    }
+    const boost::json::object* o = doc.if_object();
     const boost::json::value* schema = o != nullptr ? o->if_contains("schema") : nullptr;
     if (schema != nullptr && schema->is_string() &&
         schema->get_string() == "pipebench.calibration/1") {
