@@ -4,28 +4,46 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::cli {
 
+namespace {
+
+// The whole text as a number (NaN when it is not one).
+double whole_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
 CLI::Validator finite_non_negative() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
-        double v = 0;
-        size_t used = 0;
-        try {
-          v = std::stod(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != text.size() || !std::isfinite(v) || v < 0) {
-          return "expected a finite number >= 0, got '" + text + "'";
-        }
+        const double v = whole_number(text);
+        if (!std::isfinite(v) || v < 0) return "expected a finite number >= 0, got '" + text + "'";
         return {};
       },
       "NUMBER >= 0");
+}
+
+CLI::Validator number_in(double lo, double hi, const std::string& range) {
+  return CLI::Validator(
+      [lo, hi, range](const std::string& text) -> std::string {
+        const double v = whole_number(text);
+        if (!(v >= lo && v <= hi)) return "expected a number in " + range + ", got '" + text + "'";
+        return {};
+      },
+      "NUMBER in " + range);
 }
 
 CLI::Validator integer_in(int64_t lo, int64_t hi) {

@@ -37,6 +37,10 @@ class FlagError : public UsageError {
 /// >= 0, got -1"); CLI::NonNegativeNumber would print DBL_MAX in full.
 CLI::Validator finite_non_negative();
 
+/// CLI11 check for a number in [lo, hi], which `range` says in words
+/// ("--link-latency: expected a number in [0, 1] (seconds), got '1e308'").
+CLI::Validator number_in(double lo, double hi, const std::string& range);
+
 /// CLI11 check for a whole number in [lo, hi] ("--stages: expected an
 /// integer in [1, 1048576], got '0'"); unlike CLI11's own parse of an
 /// unsigned option, "-1" is refused rather than wrapped around.

@@ -1,8 +1,11 @@
 // `pipebench plan`: which schedule, partition, pipeline depth, micro-batch
 // count and size, in-flight limit and chunk count to run on a described
 // cluster, and whether it fits (the planner of reports/plan.hpp).
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -18,6 +21,7 @@
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/output_file.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/load.hpp"
 #include "ppb/reports/plan.hpp"
@@ -43,7 +47,8 @@ struct PlanCommandOptions {
   std::vector<std::string> calibration;  // a calibration file, or result files / folders
   std::string format = "text";
   std::string trace;
-  std::vector<std::string> validate;  // result files or folders
+  std::vector<std::string> validate;       // result files or folders
+  std::vector<CLI::Option*> search_flags;  // what only the search uses (not --validate)
   // Flags given on the command line override the cluster file's fields.
   std::vector<std::pair<CLI::Option*, std::function<void(reports::ClusterInput&)>>> overrides;
 };
@@ -56,9 +61,21 @@ reports::ClusterInput cluster_input(const PlanCommandOptions& opt) {
       if (*flag) apply(in);
     }
   }
-  if (!opt.gpu_memory.empty()) in.gpu_memory_bytes = parse_bytes(opt.gpu_memory, "--gpu-memory");
+  if (!opt.gpu_memory.empty()) {
+    in.gpu_memory_bytes = parse_bytes(opt.gpu_memory, "--gpu-memory");
+    if (!reports::kGpuMemoryRange.contains(static_cast<double>(in.gpu_memory_bytes))) {
+      throw UsageError("--gpu-memory: expected a size in " + reports::kGpuMemoryRange.text() +
+                       " bytes, got '" + opt.gpu_memory + "'");
+    }
+  }
   if (in.gpus < 1) throw UsageError("--gpus: required (or a --cluster file with \"gpus\")");
   return in;
+}
+
+// The check of a cluster figure's flag: the range a cluster file's field
+// must lie in, too.
+CLI::Validator figure_in(const reports::FigureRange& range, const std::string& unit) {
+  return number_in(range.lo, range.hi, range.text() + " (" + unit + ")");
 }
 
 std::vector<std::string> names_or_all(const std::string& text) {
@@ -256,14 +273,47 @@ void print_validation(const reports::Validation& v, const std::string& format) {
   for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());
 }
 
+// --validate predicts measured results: the flags that describe a search
+// would be ignored, so they are refused, all of them named.
+void refuse_search_flags(const PlanCommandOptions& opt) {
+  std::string given;
+  for (const CLI::Option* o : opt.search_flags) {
+    if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
+  }
+  if (!given.empty()) {
+    throw UsageError("--validate: takes only result files or folders and --format, not " + given +
+                     " (they describe a search)");
+  }
+}
+
+// For a person at a terminal: how far the search is, on one line of
+// stderr rewritten at most twice a second and cleared at the end.
+std::function<void(int64_t, int64_t)> progress_line() {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [last](int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done == total) {
+      std::fprintf(stderr, "\r\033[K");
+    } else if (now - *last >= std::chrono::milliseconds(500)) {
+      *last = now;
+      std::fprintf(stderr, "\rplan: %lld of %lld configurations searched",
+                   static_cast<long long>(done), static_cast<long long>(total));
+    }
+    std::fflush(stderr);
+  };
+}
+
 void run_plan(const PlanCommandOptions& opt) {
   if (!opt.validate.empty()) {
+    refuse_search_flags(opt);
     const reports::LoadedResults loaded =
         reports::load_results(opt.validate, false, {}, /*keep_repeats=*/true);
     print_validation(reports::validate_plan(loaded.results), opt.format);
     return;
   }
   if (opt.model.empty()) throw UsageError("--model: required (or --validate RESULTS...)");
+  // The search can take minutes: an output it cannot write is refused first.
+  if (!opt.trace.empty()) check_output_path(opt.trace);
   reports::PlanOptions o;
   o.cluster = reports::resolve_cluster(cluster_input(opt));
   o.model = parse_model_spec(opt.model);
@@ -279,6 +329,7 @@ void run_plan(const PlanCommandOptions& opt) {
   o.memory.resident_bytes = device_backend_traits().resident_bytes;  // the GPUs run it
   o.memory_guard = opt.memory_guard;
   o.top = opt.top;
+  if (isatty(STDERR_FILENO) != 0) o.progress = progress_line();
   std::optional<Calibration> cal;
   if (!opt.calibration.empty()) {
     cal = reports::calibration_from(opt.calibration, o.cluster.device.name);
@@ -309,35 +360,36 @@ void register_plan(CLI::App& app) {
     opt->overrides.emplace_back(
         flag, [flags, member](reports::ClusterInput& c) { c.*member = flags->*member; });
   };
-  field(cmd->add_option("--gpus", in.gpus, "GPUs in the cluster")->check(integer_in(1, 1 << 24)),
+  field(cmd->add_option("--gpus", in.gpus, "GPUs in the cluster")
+            ->check(integer_in(1, reports::kMaxClusterGpus)),
         &reports::ClusterInput::gpus);
   field(cmd->add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (default: all)")
-            ->check(integer_in(1, 1 << 24)),
+            ->check(integer_in(1, reports::kMaxClusterGpus)),
         &reports::ClusterInput::gpus_per_node);
   field(cmd->add_option("--device", in.device, "Device preset (see pipebench list)"),
         &reports::ClusterInput::device);
   field(
       cmd->add_option("--peak-flops", in.peak_flops, "Peak FLOP/s per GPU (replaces the preset's)")
-          ->check(finite_non_negative()),
+          ->check(figure_in(reports::kPeakFlopsRange, "FLOP/s")),
       &reports::ClusterInput::peak_flops);
   field(cmd->add_option("--memory-bandwidth", in.memory_bandwidth,
                         "Memory bandwidth per GPU, bytes/s (replaces the preset's)")
-            ->check(finite_non_negative()),
+            ->check(figure_in(reports::kBandwidthRange, "bytes/s")),
         &reports::ClusterInput::memory_bandwidth);
   field(cmd->add_option("--link-bandwidth", in.link_bandwidth,
                         "GPU-to-GPU bandwidth inside a node, bytes/s one direction")
-            ->check(finite_non_negative()),
+            ->check(figure_in(reports::kBandwidthRange, "bytes/s")),
         &reports::ClusterInput::link_bandwidth);
   field(cmd->add_option("--link-latency", in.link_latency, "Latency inside a node, seconds")
-            ->check(finite_non_negative()),
+            ->check(figure_in(reports::kLatencyRange, "seconds")),
         &reports::ClusterInput::link_latency);
   field(cmd->add_option("--inter-node-bandwidth", in.inter_node_bandwidth,
                         "Bandwidth between nodes per GPU, bytes/s one direction")
-            ->check(finite_non_negative()),
+            ->check(figure_in(reports::kBandwidthRange, "bytes/s")),
         &reports::ClusterInput::inter_node_bandwidth);
   field(cmd->add_option("--inter-node-latency", in.inter_node_latency,
                         "Latency between nodes, seconds")
-            ->check(finite_non_negative()),
+            ->check(figure_in(reports::kLatencyRange, "seconds")),
         &reports::ClusterInput::inter_node_latency);
   cmd->add_option("--gpu-memory", opt->gpu_memory, "Memory per GPU: 80GB, 141GB, 24GiB");
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
@@ -364,6 +416,11 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--trace", opt->trace, "Write the winner's predicted timeline (Perfetto trace)")
       ->check(non_empty("a file"));
+  for (CLI::Option* o : cmd->get_options()) {
+    const std::string name = o->get_name();
+    if (name != "--validate" && name != "--format" && name != "--help")
+      opt->search_flags.push_back(o);
+  }
   cmd->callback([opt] { run_plan(*opt); });
 }
 

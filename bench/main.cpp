@@ -67,6 +67,12 @@ void reject_flag_as_value(CLI::App& app, int argc, char** argv) {
   }
 }
 
+// One line on stderr: the rank's prefix and the message, its bytes as a
+// terminal can show them (a message may quote a file's content).
+void print_error(const std::string& what) {
+  std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), ppb::printable(what).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,7 +105,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Bad flags: one line, exit 2 (CLI11's own codes are for its tests, not ours).
     if (quiet_rank()) return ppb::kUsageExitCode;
-    std::fprintf(stderr, "%s%s (see pipebench --help)\n", ppb::log::prefix().c_str(), e.what());
+    std::fprintf(stderr, "%s%s (see pipebench --help)\n", ppb::log::prefix().c_str(),
+                 ppb::printable(e.what()).c_str());
     return ppb::kUsageExitCode;
   } catch (const ppb::ScheduleError& e) {
     // The one-line error goes to stderr; the picture of where each stage
@@ -107,14 +114,14 @@ int main(int argc, char** argv) {
     if (!e.grid().empty())
       std::printf("where each stage stuck (> = the action it waits in):\n%s", e.grid().c_str());
     std::fflush(stdout);
-    std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
+    print_error(e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::cli::FlagError& e) {
     if (quiet_rank()) return ppb::kUsageExitCode;
-    std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
+    print_error(e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::UsageError& e) {
-    std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), e.what());
+    print_error(e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::cli::ExitCode& e) {
     return e.code;
@@ -122,7 +129,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%sout of host memory\n", ppb::log::prefix().c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%serror: %s\n", ppb::log::prefix().c_str(), e.what());
+    print_error(std::string("error: ") + e.what());
     return 1;
   }
   return 0;

@@ -35,13 +35,20 @@ it under mpirun. In COMMAND:
                       it); expands to the folder's name, relative to the
                       case folder (its working directory)
   {outside}           the file outside the case folder
+  {text.EXT:CONTENT}  like {text:...}, in a file named *.EXT ({text.csv:...})
 Generated inputs are made before the folder is listed, so they are part of
 "what it held before". Each case also gets a sibling temporary folder
 holding outside.txt and odir/, reached only through links: it must hold
 exactly what it held, with the same modification times (no write through
 a link, not even of the same bytes).
+COMMAND may begin with NAME=VALUE words, as a shell line may: the case runs
+with those variables set (under mpirun, passed on with -x). A case that
+sets a PPB_CUDAEMU_* variable runs on the CUDA emulator, whose library
+folder --emulator names; without it (a build without the emulator) the case
+is skipped, and says so.
 
 usage: bad_inputs.py TSV PIPEBENCH MPIEXEC REFERENCE_JSON [-j JOBS] [-k REGEX]
+                     [--emulator DIR]
 """
 import argparse
 import concurrent.futures
@@ -63,6 +70,7 @@ ap.add_argument("mpiexec")
 ap.add_argument("reference")
 ap.add_argument("-j", "--jobs", type=int, default=2)
 ap.add_argument("-k", "--keep", default="", help="run only cases whose command matches")
+ap.add_argument("--emulator", default="", help="the CUDA emulator's library folder")
 args = ap.parse_args()
 args.pipebench = os.path.abspath(args.pipebench)
 DATA = os.path.dirname(os.path.abspath(args.tsv))
@@ -163,8 +171,8 @@ def expand(command, folder, outside):
             with open(path, "w") as f:
                 f.write(dump(doc))
             out.append(where if kind == "resultdir" else path)
-        elif kind == "text":
-            path = os.path.join(folder, f"text{n}.txt")
+        elif kind == "text" or kind.startswith("text."):
+            path = os.path.join(folder, f"text{n}.{kind[5:] or 'txt'}")
             with open(path, "wb") as f:
                 f.write(body.encode().decode("unicode_escape").encode("latin-1"))
             out.append(path)
@@ -205,14 +213,25 @@ def run_case(case):
         os.symlink("keep.txt", os.path.join(folder, "link"))
         os.mkfifo(os.path.join(folder, "fifo"))
         os.mkdir(os.path.join(folder, "adir"))
-        argv = [args.pipebench] + shlex.split(expand(command, folder, outside))
+        words = shlex.split(expand(command, folder, outside))
+        env, names = dict(ENV), []
+        while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
+            names.append(name)
+        if any(name.startswith("PPB_CUDAEMU_") for name in names):
+            if not args.emulator:
+                return line_no, command, None, "", 0.0
+            env["LD_LIBRARY_PATH"] = args.emulator
+            names.append("LD_LIBRARY_PATH")
+        argv = [args.pipebench] + words
         if ranks > 1:
-            argv = [args.mpiexec, "-np", str(ranks)] + argv
+            argv = [args.mpiexec, "-np", str(ranks)] + [w for n in names for w in ("-x", n)] + argv
         before, outside_before = snapshot(folder), snapshot(outside, mtimes=True)
         start = time.monotonic()
         try:
-            p = subprocess.run(argv, cwd=folder, env=ENV, capture_output=True, text=True,
-                               timeout=30, stdin=subprocess.DEVNULL)
+            p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True,
+                               timeout=30, stdin=subprocess.DEVNULL, errors="backslashreplace")
             got, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired:
             got, out, err = "timeout (30 s)", "", ""
@@ -257,7 +276,9 @@ start = time.monotonic()
 failed = 0
 with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
     for no, command, problems, err, took in pool.map(run_case, cases):
-        if problems:
+        if problems is None:
+            print(f"skip {no:4d} (no CUDA emulator in this build): {command}"[:160])
+        elif problems:
             failed += 1
             print(f"FAIL {os.path.basename(args.tsv)}:{no}: pipebench {command}\n  " +
                   "\n  ".join(problems) + "\n  stderr: " + err.strip().replace("\n", "\n          "))

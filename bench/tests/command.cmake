@@ -141,10 +141,16 @@ endif()
 # it; exit code, exactly one line of error holding the expected fragment, no
 # crash, and the folder (and /dev/null) exactly as before.
 if(TARGET ppb_exec)
+  # The cases that set PPB_CUDAEMU_* variables run on the CUDA emulator.
+  set(bad_emulator "")
+  if(PPB_HAVE_CUDAEMU)
+    string(REPLACE "LD_LIBRARY_PATH=" "" bad_emulator_dir "${PPB_CUDAEMU_ENV}")
+    set(bad_emulator --emulator ${bad_emulator_dir})
+  endif()
   add_test(NAME cli.bad_inputs
     COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/bad_inputs.py ${bad}/bad_inputs.tsv
             $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE}
-            ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2)
+            ${PROJECT_SOURCE_DIR}/reports/reference/documents.json -j 2 ${bad_emulator})
   set_tests_properties(cli.bad_inputs PROPERTIES LABELS mpi TIMEOUT 300)
 endif()
 

@@ -197,10 +197,10 @@ TEST(Calibration, BadFilesNameFileAndField) {
                            "field 'device': expected a device name");
   expect_calibration_error(
       R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": {"fwd": -1, "bwd_input": 0, "bwd_weight": 0}}})",
-      "field 'units.l0.qkv.fwd': expected a number >= 0");
+      "field 'units.l0.qkv.fwd': expected a number in [0, 1e6]");
   expect_calibration_error(
       R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": {"fwd": "1", "bwd_input": 0, "bwd_weight": 0}}})",
-      "field 'units.l0.qkv.fwd': expected a number >= 0");
+      "field 'units.l0.qkv.fwd': expected a number in [0, 1e6]");
   expect_calibration_error(
       R"({"schema": "pipebench.calibration/1", "device": "cpu", "units": {"l0.qkv": {"fwd": 1, "bwd_input": 0}}})",
       "field 'units.l0.qkv.bwd_weight': missing");
@@ -210,6 +210,13 @@ TEST(Calibration, BadFilesNameFileAndField) {
   expect_calibration_error(
       R"({"schema": "pipebench.calibration/1", "device": "cpu", "kinds": {"mlp": 2}})",
       "field 'kinds.mlp': unknown unit kind");
+  // Finite but beyond any measurement: a plan's sums would overflow.
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "kinds": {"qkv": 1e308}})",
+      "field 'kinds.qkv': expected a number in [0, 1e6]");
+  expect_calibration_error(
+      R"({"schema": "pipebench.calibration/1", "device": "cpu", "kinds": {"qkv": {"fwd": 1, "bwd_input": 1000001, "bwd_weight": 1}}})",
+      "field 'kinds.qkv.bwd_input': expected a number in [0, 1e6]");
   expect_calibration_error(R"({"schema": "pipebench.calibration/1", "device": "cpu", "extra": 1})",
                            "field 'extra': unknown field");
   try {

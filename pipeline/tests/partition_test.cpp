@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -245,6 +246,44 @@ TEST(Balanced, KeepsTheOtherPartsEvenBesideTheBottleneck) {
   const Synthetic t = synthetic({1, 1, 1, 1, 1, 1, 10});
   EXPECT_EQ(make_partition("balanced", t.units, t.times, 3),
             (std::vector<UnitRange>{{0, 3}, {3, 6}, {6, 7}}));
+}
+
+TEST(Balanced, HugeFiniteCostsCutAsTheirScaledDownCopy) {
+  // Costs near 1e300: their squares overflow a double, yet scaled by 2^-900
+  // (exactly) they are ordinary numbers; both must cut alike, and the tie-
+  // break must still prefer the even split.
+  const std::vector<double> small = {10, 1, 1, 1, 1, 1, 1, 3, 2, 2};
+  std::vector<double> huge;
+  for (double c : small) huge.push_back(std::ldexp(c, 990));
+  const Synthetic s = synthetic(small);
+  const Synthetic h = synthetic(huge);
+  for (int parts = 1; parts <= 6; ++parts) {
+    EXPECT_EQ(make_partition("balanced", h.units, h.times, parts),
+              make_partition("balanced", s.units, s.times, parts))
+        << parts << " parts";
+  }
+  EXPECT_EQ(make_partition("balanced", h.units, h.times, 3),
+            (std::vector<UnitRange>{{0, 1}, {1, 7}, {7, 10}}));
+}
+
+TEST(Balanced, CostsBeyondADoubleAreAUsageError) {
+  // Each transfer is finite, the part between two of them is not.
+  const Synthetic s = synthetic({1, 1, 1, 1}, {1, 1, 1, 0});
+  PartitionOptions opt;
+  opt.link.latency = 1e308;
+  try {
+    make_partition("balanced", s.units, s.times, 3, opt);
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--partition balanced: the model's time plus its links'"),
+              std::string::npos)
+        << e.what();
+  }
+  Synthetic t = synthetic({1, 1, 1});
+  t.times[1].bwd_input = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(make_partition("balanced", t.units, t.times, 2), UsageError);
+  t.times[1].bwd_input = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(make_partition("balanced", t.units, t.times, 2), UsageError);
 }
 
 TEST(Balanced, CountsTheTransferOfTheCutTensor) {

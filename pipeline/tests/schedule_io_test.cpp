@@ -191,6 +191,36 @@ TEST_F(ScheduleFiles, CsvBadCellsAreNamedByRowAndColumn) {
   EXPECT_NE(error_of("0F0,0B0\n1B0,1F0\n").find("s.csv: "), std::string::npos);
 }
 
+// What spreadsheets and editors leave in a CSV is read as the rows: a UTF-8
+// byte-order mark at the start, blank lines at the end, FILE.CSV in upper
+// case; the bytes a message quotes are escaped, and a forward overlapped
+// with its own backward is refused.
+TEST_F(ScheduleFiles, CsvAsEditorsWriteIt) {
+  const Schedule want = read_schedule_file(write("plain.csv", "0F0,0F1,0B0,0B1\n"));
+  EXPECT_EQ(read_schedule_file(write("bom.csv",
+                                     "\xEF\xBB\xBF"
+                                     "0F0,0F1,0B0,0B1\n"))
+                .actions,
+            want.actions);
+  EXPECT_EQ(read_schedule_file(write("tail.csv", "0F0,0F1,0B0,0B1\n\n\n\r\n \n")).actions,
+            want.actions);
+  EXPECT_EQ(read_schedule_file(write("UPPER.CSV", "0F0,0F1,0B0,0B1\n")).actions, want.actions);
+  auto error_of = [&](const std::string& name, const std::string& text) {
+    return read_error(write(name, text));
+  };
+  EXPECT_NE(error_of("bad.Csv", "0F0,0Q1\n").find("row 1 (rank 0), column 2: cell '0Q1'"),
+            std::string::npos);
+  const std::string binary = error_of("nul.csv", std::string("0F0,0\0\xff\x1b[2JB0\n", 14));
+  EXPECT_NE(binary.find("column 2: cell '0\\x00\\xff\\x1b[2JB0'"), std::string::npos) << binary;
+  EXPECT_NE(error_of("mid.csv",
+                     "0F0,\xEF\xBB\xBF"
+                     "0B0\n")
+                .find("cell '\\ufeff0B0'"),
+            std::string::npos);
+  EXPECT_NE(error_of("self.csv", "(0F0;0B0)OVERLAP_F_B\n").find("overlapped with its own backward"),
+            std::string::npos);
+}
+
 TEST_F(ScheduleFiles, CsvCommunicationIsCheckedAgainstTheMessagePlan) {
   // 1f1b on 2 ranks with PyTorch's lowering: send after the producer,
   // receive before the consumer.

@@ -1,6 +1,7 @@
 #include "ppb/profiling/check.hpp"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -10,6 +11,57 @@ namespace ppb {
 namespace {
 std::atomic<AbortHook> g_abort_hook{nullptr};
 }  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&out](unsigned char byte) {
+    constexpr char kHex[] = "0123456789abcdef";
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f)
+        escape(c);
+      else
+        out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then continuation
+    // bytes, no overlong form, no surrogate, nothing above U+10FFFF.
+    const size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                       : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xf0 && c <= 0xf4 ? 4
+                                                : 0;
+    uint32_t code = len == 2 ? c & 0x1fU : len == 3 ? c & 0x0fU : c & 0x07U;
+    bool ok = len > 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      ok = (b & 0xc0) == 0x80;
+      code = (code << 6) | (b & 0x3fU);
+    }
+    ok = ok && !(len == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) &&
+         !(len == 4 && (code < 0x10000 || code > 0x10ffff));
+    if (!ok) {
+      escape(c);
+      ++i;
+    } else if (code == 0xfeff) {
+      out += "\\ufeff";
+      i += len;
+    } else {
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+UsageError::UsageError(std::string_view message) : std::runtime_error(printable(message)) {}
 
 void set_abort_hook(AbortHook hook) { g_abort_hook.store(hook); }
 

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <set>
 
+#include "ppb/profiling/check.hpp"
+
 namespace ppb::log {
 
 int launcher_rank() {
@@ -58,8 +60,10 @@ void emit(Level level, const char* fmt, va_list args) {
   char body[4096];
   std::vsnprintf(body, sizeof body, fmt, args);
   FILE* out = level >= Level::kWarn ? stderr : stdout;
+  // Warnings and errors may quote what a file holds.
+  const std::string line = level >= Level::kWarn ? ppb::printable(body) : std::string(body);
   std::lock_guard lock(s.mutex);
-  std::fprintf(out, "%s%s%s\n", prefix().c_str(), tag, body);
+  std::fprintf(out, "%s%s%s\n", prefix().c_str(), tag, line.c_str());
   std::fflush(out);
 }
 

@@ -152,12 +152,17 @@ class Planner {
 
   Plan run() {
     price_models();
+    check_cut_work();
     make_shapes();
     make_specs();
+    check_search_size();
     std::stable_sort(specs_.begin(), specs_.end(),
                      [](const Spec& a, const Spec& b) { return a.bound > b.bound; });
-    for (const Spec& s : specs_) {
+    const auto total = static_cast<int64_t>(specs_.size());
+    for (int64_t i = 0; i < total; ++i) {
+      const Spec& s = specs_[static_cast<size_t>(i)];
       if (!skip(s)) evaluate(s);
+      if (o_.progress && (i % 64 == 63 || i + 1 == total)) o_.progress(i + 1, total);
     }
     return finish();
   }
@@ -174,6 +179,48 @@ class Planner {
       m.units = expand_units(spec, kernels_for("", o_.cluster.device.name));
       m.times = unit_times(m.units, o_.cluster.device, o_.calibration);
       models_.push_back(std::move(m));
+    }
+  }
+
+  // The balanced cuts the search will make, before it makes them: each
+  // costs about 64 x parts x units steps (partition.hpp).
+  void check_cut_work() const {
+    const std::vector<std::string> names = partition_names(o_);
+    if (models_.empty() || std::find(names.begin(), names.end(), "balanced") == names.end()) return;
+    const double units = static_cast<double>(models_.front().units.size());
+    double work = 0;
+    for (int p : divisors(o_.cluster.gpus)) {
+      for (int v : chunk_counts()) {
+        if (double{1} * p * v <= units) work += double{1} * p * v * units;
+      }
+    }
+    work *= static_cast<double>(models_.size());
+    if (work > kMaxPlanCutWork) {
+      throw UsageError("--partition balanced: cutting the model's " + format_trimmed(units) +
+                       " units into P x V parts for every P dividing " +
+                       std::to_string(o_.cluster.gpus) + " GPUs and every micro-batch size is " +
+                       format_number(work) + " parts x units, above the planner's limit of " +
+                       format_number(static_cast<double>(kMaxPlanCutWork)) +
+                       ": leave it out (--partition layer,operator), or plan fewer GPUs, "
+                       "micro-batch sizes or layers");
+    }
+  }
+
+  // The configurations the search may generate, predict and simulate,
+  // before it starts: each costs about its P x M x V compute slots.
+  void check_search_size() const {
+    double slots = 0;
+    for (const Spec& sp : specs_) {
+      const Shape& sh = shapes_[sp.shape];
+      slots += double{1} * sh.stages * sp.microbatches * sh.chunks;
+    }
+    if (slots > kMaxPlanSlots) {
+      throw UsageError("plan: " + std::to_string(specs_.size()) +
+                       " configurations to search, with " + format_number(slots) +
+                       " compute slots (P x M x V) in all, above the planner's limit of " +
+                       format_number(static_cast<double>(kMaxPlanSlots)) +
+                       ": narrow --schedule, --partition or --micro-batch-size, or plan fewer "
+                       "GPUs or a smaller --global-batch");
     }
   }
 
@@ -253,16 +300,41 @@ class Planner {
     shapes_.push_back(std::move(s));
   }
 
-  std::vector<int> microbatch_counts(const Shape& s) const {
+  // M for a shape: from the global batch (none when it does not divide
+  // or asks for more than kMaxPlanMicrobatches; counted for the advice),
+  // else P, 2P and 4P.
+  std::vector<int> microbatch_counts(const Shape& s) {
     const int mbs = models_[s.model].micro_batch_size;
     if (o_.global_batch > 0) {
       const int64_t per_step = int64_t{s.data_parallel} * mbs;
-      if (o_.global_batch % per_step != 0) return {};
+      if (o_.global_batch % per_step != 0) {
+        ++indivisible_;
+        return {};
+      }
       const int64_t m = o_.global_batch / per_step;
-      if (m > (int64_t{1} << 20)) return {};
+      if (m > kMaxPlanMicrobatches) {
+        ++too_many_microbatches_;
+        return {};
+      }
       return {static_cast<int>(m)};
     }
     return {s.stages, 2 * s.stages, 4 * s.stages};
+  }
+
+  // Why no configuration was formed, for the advice.
+  std::string why_none() const {
+    const std::string batch = "--global-batch " + std::to_string(o_.global_batch);
+    if (too_many_microbatches_ > 0) {
+      return batch + " needs more than " + std::to_string(kMaxPlanMicrobatches) +
+             " micro-batches per step (M = global batch / (D x micro-batch size)) wherever it "
+             "divides: a smaller --global-batch or larger --micro-batch-size";
+    }
+    if (indivisible_ > 0) {
+      return batch + " is not a multiple of D x micro-batch size for any P dividing the " +
+             std::to_string(o_.cluster.gpus) + " GPUs (D = GPUs / P)";
+    }
+    if (shapes_.empty()) return "no partition of --partition cuts the model for any P";
+    return "no schedule of --schedule runs on the shapes the GPUs and the model allow";
   }
 
   void make_specs() {
@@ -449,6 +521,8 @@ class Planner {
   std::optional<Candidate> least_;
   int64_t considered_ = 0;
   int64_t evaluated_ = 0;
+  int64_t indivisible_ = 0;            // shapes whose D x mbs does not divide the global batch
+  int64_t too_many_microbatches_ = 0;  // shapes whose M would exceed kMaxPlanMicrobatches
 };
 
 std::string pct(double x) { return format_trimmed(std::round(x * 1000) / 10) + "%"; }
@@ -477,11 +551,12 @@ std::string versus(const Candidate& c, const Candidate& best) {
   return why;
 }
 
-std::string advice(const std::optional<Candidate>& least, int64_t capacity, const PlanOptions& o) {
+std::string advice(const std::optional<Candidate>& least, int64_t capacity, const PlanOptions& o,
+                   const std::string& why_none) {
   std::string a = "nothing fits " + format_bytes(static_cast<double>(capacity)) + " per GPU (" +
                   format_trimmed(o.memory_guard * 100) + "% of " +
                   format_bytes(static_cast<double>(o.cluster.gpu_memory_bytes)) + ")";
-  if (!least) return a + "; no configuration could be formed (fewer GPUs than stages?)";
+  if (!least) return a + "; no configuration could be formed: " + why_none;
   const Candidate& c = *least;
   const auto peak = static_cast<double>(c.peak_memory_bytes[static_cast<size_t>(c.worst_stage)]);
   a += ". The least memory any configuration needs is " + format_bytes(peak) + " (stage " +
@@ -511,7 +586,7 @@ Plan Planner::finish() {
     plan.ranked.push_back(c);
   }
   if (plan.ranked.empty()) {
-    plan.advice = advice(least_, capacity_, o_);
+    plan.advice = advice(least_, capacity_, o_, why_none());
     for (const auto& [name, c] : best_any_) {
       Candidate alt = c;
       alt.why = memory_words(c, capacity_, o_);

@@ -7,6 +7,7 @@
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
 #include "ppb/profiling/json_fields.hpp"
+#include "ppb/reports/format.hpp"
 #include "ppb/reports/plan.hpp"
 
 namespace ppb::reports {
@@ -32,22 +33,34 @@ LinkModel default_inter_node(const DeviceSpec& d) {
   return l;
 }
 
-double positive(const JsonObject& o, std::string_view key) {
+// The powers of ten and two the ranges are made of, as people write them.
+std::string bound_text(double x) {
+  if (x >= 0x1p20 && x == std::ldexp(1.0, std::ilogb(x)))
+    return "2^" + std::to_string(std::ilogb(x));
+  const double decade = std::round(std::log10(x));
+  if (x >= 1e3 && x == std::pow(10.0, decade))
+    return "1e" + std::to_string(static_cast<int>(decade));
+  return format_trimmed(x);
+}
+
+double in_range(const JsonObject& o, std::string_view key, const FigureRange& range,
+                const std::string& unit) {
   const double x = o.get<double>(key);
-  if (!std::isfinite(x) || x <= 0) o.fail(key, "expected a number > 0");
+  if (!range.contains(x)) o.fail(key, "expected a number in " + range.text() + " (" + unit + ")");
   return x;
 }
 
-double non_negative(const JsonObject& o, std::string_view key) {
-  const double x = o.get<double>(key);
-  if (!std::isfinite(x) || x < 0) o.fail(key, "expected a number >= 0");
-  return x;
+int gpu_count(const JsonObject& o, std::string_view key) {
+  const auto n = o.get<int64_t>(key);
+  if (n < 1 || n > kMaxClusterGpus)
+    o.fail(key, "expected an integer in [1, " + std::to_string(kMaxClusterGpus) + "]");
+  return static_cast<int>(n);
 }
 
 void read_link(const JsonObject& o, double* bandwidth, double* latency) {
   o.only({"bandwidth", "latency"}, "bandwidth, latency");
-  if (o.has("bandwidth")) *bandwidth = positive(o, "bandwidth");
-  if (o.has("latency")) *latency = non_negative(o, "latency");
+  if (o.has("bandwidth")) *bandwidth = in_range(o, "bandwidth", kBandwidthRange, "bytes/s");
+  if (o.has("latency")) *latency = in_range(o, "latency", kLatencyRange, "seconds");
 }
 
 void need(bool ok, const std::string& flag, const std::string& what) {
@@ -57,6 +70,8 @@ void need(bool ok, const std::string& flag, const std::string& what) {
 bool finite_positive(double x) { return std::isfinite(x) && x > 0; }
 
 }  // namespace
+
+std::string FigureRange::text() const { return "[" + bound_text(lo) + ", " + bound_text(hi) + "]"; }
 
 ClusterInput parse_cluster(std::string_view json_text, const std::string& source) {
   boost::json::error_code ec;
@@ -71,17 +86,18 @@ ClusterInput parse_cluster(std::string_view json_text, const std::string& source
   if (root.get<std::string>("schema") != kClusterSchema)
     root.fail("schema", "expected \"" + std::string(kClusterSchema) + "\"");
   ClusterInput in;
-  in.gpus = root.get<int>("gpus");
-  if (in.gpus < 1) root.fail("gpus", "expected an integer >= 1");
-  in.gpus_per_node = root.get_or("gpus_per_node", 0);
-  if (root.has("gpus_per_node") && in.gpus_per_node < 1)
-    root.fail("gpus_per_node", "expected an integer >= 1");
+  in.gpus = gpu_count(root, "gpus");
+  if (root.has("gpus_per_node")) in.gpus_per_node = gpu_count(root, "gpus_per_node");
   in.device = root.get_or("device", std::string());
-  if (root.has("peak_flops")) in.peak_flops = positive(root, "peak_flops");
-  if (root.has("memory_bandwidth")) in.memory_bandwidth = positive(root, "memory_bandwidth");
-  in.gpu_memory_bytes = root.get_or("gpu_memory_bytes", int64_t{0});
-  if (root.has("gpu_memory_bytes") && in.gpu_memory_bytes < 1)
-    root.fail("gpu_memory_bytes", "expected an integer >= 1");
+  if (root.has("peak_flops"))
+    in.peak_flops = in_range(root, "peak_flops", kPeakFlopsRange, "FLOP/s");
+  if (root.has("memory_bandwidth"))
+    in.memory_bandwidth = in_range(root, "memory_bandwidth", kBandwidthRange, "bytes/s");
+  if (root.has("gpu_memory_bytes")) {
+    in.gpu_memory_bytes = root.get<int64_t>("gpu_memory_bytes");
+    if (!kGpuMemoryRange.contains(static_cast<double>(in.gpu_memory_bytes)))
+      root.fail("gpu_memory_bytes", "expected an integer in " + kGpuMemoryRange.text());
+  }
   if (const auto o = root.find_object("intra_node"))
     read_link(*o, &in.link_bandwidth, &in.link_latency);
   if (const auto o = root.find_object("inter_node"))

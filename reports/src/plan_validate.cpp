@@ -330,11 +330,16 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
     const std::string text = read_input_file(paths[0], "calibration file", kMaxResultFileBytes);
     boost::json::error_code ec;
     const boost::json::value doc = boost::json::parse(text, ec);
-    const boost::json::object* o = ec ? nullptr : doc.if_object();
+    if (ec) {
+      throw UsageError(paths[0] + ": not valid JSON (" + ec.message() +
+                       "), expected a pipebench.calibration/1 file or result files");
+    }
+    const boost::json::object* o = doc.if_object();
     const boost::json::value* schema = o != nullptr ? o->if_contains("schema") : nullptr;
     if (schema != nullptr && schema->is_string() &&
         schema->get_string() == "pipebench.calibration/1") {
-      return parse_calibration(text, paths[0]);
+      // Read again under the calibration file's own limit, which names it.
+      return read_calibration(paths[0]);
     }
   }
   LoadedResults loaded;

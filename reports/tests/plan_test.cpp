@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -40,13 +42,31 @@ TEST(PlanCluster, FileFieldsAndFlagsAreNamed) {
   EXPECT_NE(error_of(parse(head + R"("gpus": 0})")).find("c.json: field 'gpus'"),
             std::string::npos);
   EXPECT_NE(error_of(parse(head + R"("gpus": 8, "intra_node": {"bandwidth": -1}})"))
-                .find("field 'intra_node.bandwidth': expected a number > 0"),
+                .find("field 'intra_node.bandwidth': expected a number in [1e3, 1e16] (bytes/s)"),
             std::string::npos);
   EXPECT_NE(error_of(parse(head + R"("gpus": 8, "gpu_mem": 1})")).find("gpu_mem"),
             std::string::npos);
   EXPECT_NE(error_of(parse(R"({"schema": "x", "gpus": 8})")).find("field 'schema'"),
             std::string::npos);
   EXPECT_NE(error_of(parse("{")).find("c.json: not valid JSON"), std::string::npos);
+
+  // The flags' limits hold for the file: finite but absurd figures are
+  // refused where they are read.
+  EXPECT_NE(error_of(parse(head + R"("gpus": 1e9})"))
+                .find("field 'gpus': expected an integer in [1, 16777216]"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(head + R"("gpus": 8, "gpus_per_node": 16777217})"))
+                .find("field 'gpus_per_node'"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(head + R"("gpus": 8, "inter_node": {"latency": 1e308}})"))
+                .find("field 'inter_node.latency': expected a number in [0, 1] (seconds)"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(head + R"("gpus": 8, "peak_flops": 1e19})"))
+                .find("field 'peak_flops': expected a number in [1e6, 1e18] (FLOP/s)"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse(head + R"("gpus": 8, "gpu_memory_bytes": 1125899906842625})"))
+                .find("field 'gpu_memory_bytes': expected an integer in [2^20, 2^50]"),
+            std::string::npos);
 
   ClusterInput in;
   in.gpus = 10;
@@ -191,10 +211,62 @@ TEST(Plan, NothingFitsSaysWhatWould) {
   EXPECT_NE(plan.advice.find("--optimizer sgd"), std::string::npos) << plan.advice;
 }
 
+// No configuration left: the advice names what left them out.
+TEST(Plan, AGlobalBatchOfTooManyMicroBatchesIsNamed) {
+  PlanOptions o = small_plan();
+  o.global_batch = int64_t{1} << 40;
+  const Plan plan = make_plan(o);
+  EXPECT_TRUE(plan.ranked.empty());
+  EXPECT_NE(plan.advice.find("--global-batch 1099511627776 needs more than 1048576 micro-batches"),
+            std::string::npos)
+      << plan.advice;
+  o.global_batch = 7;  // D x mbs is 2, 4 or 8: 7 is a multiple of none
+  o.micro_batch_sizes = {2};
+  const Plan odd = make_plan(o);
+  EXPECT_NE(odd.advice.find("--global-batch 7 is not a multiple of D x micro-batch size"),
+            std::string::npos)
+      << odd.advice;
+}
+
+// The search's size is checked before it starts; each limit is named.
+TEST(Plan, RefusesASearchBeyondItsLimits) {
+  PlanOptions o = small_plan();
+  ClusterInput in;
+  in.gpus = 720720;
+  in.gpus_per_node = 8;
+  in.device = "h100";
+  o.cluster = resolve_cluster(in);
+  o.model = parse_model_spec("gpt-7b");
+  o.global_batch = 1441440;
+  EXPECT_NE(error_of([&] { (void)make_plan(o); }).find("compute slots (P x M x V) in all"),
+            std::string::npos);
+  in.gpus = 4096;
+  in.gpus_per_node = 0;
+  o.cluster = resolve_cluster(in);
+  o.model = parse_model_spec("gpt:layers=16384,hidden=64,heads=2,seq=16,vocab=64");
+  o.global_batch = 0;
+  EXPECT_NE(error_of([&] { (void)make_plan(o); }).find("--partition balanced: cutting the model's"),
+            std::string::npos);
+}
+
 TEST(Plan, RefusesABadGuard) {
   PlanOptions o = small_plan();
   o.memory_guard = 1.5;
   EXPECT_NE(error_of([&] { (void)make_plan(o); }).find("--memory-guard"), std::string::npos);
+}
+
+// A calibration file is held to its own 16 MiB, though the same path could
+// have been a result file (256 MiB).
+TEST(PlanCalibration, AFileAboveItsLimitIsRefused) {
+  const std::string path = ::testing::TempDir() + "plan_test_big_calibration.json";
+  {
+    std::ofstream f(path);
+    f << R"({"schema": "pipebench.calibration/1", "device": "cpu")"
+      << std::string(size_t{20} << 20, ' ') << "}";
+  }
+  EXPECT_EQ(error_of([&] { (void)calibration_from({path}, "cpu"); }),
+            path + ": calibration file larger than 16 MiB (the limit for this input)");
+  std::remove(path.c_str());
 }
 
 // ---- calibration and --validate on synthetic measurements -----------------

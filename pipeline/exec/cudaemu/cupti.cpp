@@ -327,8 +327,7 @@ bool held_by_another_tool() {
   const char* v = std::getenv("PPB_CUDAEMU_CUPTI");
   if (v == nullptr || *v == '\0') return false;
   if (std::string(v) == "held") return true;
-  complain(std::string("PPB_CUDAEMU_CUPTI: expected \"held\" or nothing, not \"") + v + "\"");
-  std::exit(2);
+  refuse_setting(std::string("PPB_CUDAEMU_CUPTI: expected \"held\" or nothing, not \"") + v + "\"");
 }
 
 const char* kind_name(CUpti_ActivityKind kind) {

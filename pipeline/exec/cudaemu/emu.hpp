@@ -38,6 +38,12 @@ bool within(const void* p, size_t bytes, Space space, std::string* why = nullptr
 /// Prints "pipebench CUDA emulator: <what>" on stderr (one line).
 void complain(const std::string& what);
 
+/// A PPB_CUDAEMU_* variable this process cannot run with: complains and
+/// ends the process with exit code 2. Every rank of a job reads the same
+/// variables, so only the launcher's rank 0 (or a process outside a
+/// launcher) says so; the other ranks end quietly.
+[[noreturn]] void refuse_setting(const std::string& what);
+
 /// Runs `op` on stream s in stream order (s may be a null/legacy stream:
 /// then it runs now, on the caller). cudaErrorInvalidResourceHandle for a
 /// stream that does not exist.

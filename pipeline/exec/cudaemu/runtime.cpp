@@ -32,6 +32,11 @@ namespace ppb::cudaemu {
 namespace {
 
 constexpr size_t kAlign = 256;  // cudaMalloc's alignment
+// The most PPB_CUDAEMU_DEVICES and PPB_CUDAEMU_MEMORY may ask for: more
+// devices than a node holds, more memory than any device (1 TiB), and far
+// from where a device's byte counts would wrap around.
+constexpr size_t kMaxDevices = 64;
+constexpr size_t kMaxDeviceBytes = size_t{1} << 40;
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -44,10 +49,10 @@ std::string hex(const void* p) {
 }
 
 // An emulator variable's value: a whole number with an optional K, M or G
-// suffix (binary), or `fallback` when unset. A value that is not one ends the
-// process (exit 2) naming the variable: a mistyped capacity must not
-// silently become another device.
-size_t env_count(const char* name, size_t fallback, bool suffixes) {
+// suffix (binary) of at most `most`, or `fallback` when unset. A value that
+// is not one ends the process (exit 2) naming the variable: a mistyped
+// capacity must not silently become another device, nor wrap around to one.
+size_t env_count(const char* name, size_t fallback, bool suffixes, size_t most) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
@@ -58,10 +63,15 @@ size_t env_count(const char* name, size_t fallback, bool suffixes) {
     scale = size_t{1} << (*end == 'K' ? 10 : *end == 'M' ? 20 : 30);
     ++end;
   }
-  if (errno != 0 || end == text || *end != '\0' || *text == '-') {
-    std::fprintf(stderr, "pipebench CUDA emulator: %s: expected a whole number%s, got '%s'\n", name,
-                 suffixes ? " of bytes with an optional K, M or G suffix" : "", text);
-    std::exit(2);
+  const std::string value = std::string("'") + text + "'";
+  if (errno != 0 || *text < '0' || *text > '9' || *end != '\0') {
+    refuse_setting(std::string(name) + ": expected a whole number" +
+                   (suffixes ? " of bytes with an optional K, M or G suffix" : "") + ", got " +
+                   value);
+  }
+  if (v > most / scale) {
+    refuse_setting(std::string(name) + ": at most " + std::to_string(most) +
+                   (suffixes ? " bytes" : "") + ", got " + value);
   }
   return static_cast<size_t>(v) * scale;
 }
@@ -114,9 +124,8 @@ struct Runtime {
   std::atomic<uint32_t> stream_ids{13};
 
   Runtime() {
-    const int n =
-        static_cast<int>(std::min<size_t>(env_count("PPB_CUDAEMU_DEVICES", 1, false), 64));
-    const size_t capacity = env_count("PPB_CUDAEMU_MEMORY", size_t{8} << 30, true);
+    const auto n = static_cast<int>(env_count("PPB_CUDAEMU_DEVICES", 1, false, kMaxDevices));
+    const size_t capacity = env_count("PPB_CUDAEMU_MEMORY", size_t{8} << 30, true, kMaxDeviceBytes);
     devices.resize(static_cast<size_t>(n));
     for (Device& d : devices) d.capacity = capacity;
     visible = n;
@@ -658,6 +667,24 @@ bool within(const void* p, size_t bytes, Space space, std::string* why) {
 void complain(const std::string& what) {
   std::fprintf(stderr, "pipebench CUDA emulator: %s\n", what.c_str());
   std::fflush(stderr);
+}
+
+void refuse_setting(const std::string& what) {
+  int rank = -1;
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* v = std::getenv(var); v != nullptr) {
+      rank = std::atoi(v);
+      break;
+    }
+  }
+  if (rank <= 0) {
+    complain(what);
+    std::exit(2);
+  }
+  // Rank 0 meets the same value as it starts; the launcher ends the job
+  // when the first rank exits, so the others wait for rank 0's line first.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  std::exit(2);
 }
 
 cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {

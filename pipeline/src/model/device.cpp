@@ -101,11 +101,11 @@ double pass_time(double flops, double elementwise, double traffic_bytes, const D
 
 // ---- calibration JSON -------------------------------------------------------
 
-/// A number >= 0 (times and scales).
+/// A number in [0, kMaxCalibrationValue] (times and scales).
 double non_negative(const JsonObject& o, std::string_view key) {
   const boost::json::value& v = o.at(key);
   const double x = v.is_number() ? o.get<double>(key) : -1.0;
-  if (!std::isfinite(x) || x < 0) o.fail(key, "expected a number >= 0");
+  if (!(x >= 0 && x <= kMaxCalibrationValue)) o.fail(key, "expected a number in [0, 1e6]");
   return x;
 }
 

@@ -196,6 +196,11 @@ class SplitCost {
     // Each cost and key is within 3 roundings of its exact value, all below
     // top_; 16 of them leave room to spare (see the section comment).
     slack_ = 16 * std::numeric_limits<double>::epsilon() * top_;
+    // The tie-break sums squared costs: a power of two brings the largest
+    // below 2^481, so no square (nor a sum of 2^24 of them) overflows, and
+    // scaling by it is exact, so the sums order as the unscaled ones would.
+    const int exponent = top_ > 0 ? std::ilogb(top_) : 0;
+    square_scale_ = exponent > 480 ? std::ldexp(1.0, 480 - exponent) : 1.0;
   }
 
   int n() const { return n_; }
@@ -211,6 +216,12 @@ class SplitCost {
   double start_key(int i) const { return start_key_[static_cast<size_t>(i)]; }  ///< ~Y[i]
   int first(int j) const { return first_[static_cast<size_t>(j)]; }
   double top() const { return top_; }  ///< >= every part's cost
+  /// The square the tie-break sums for a part of cost `c`: c^2 times a
+  /// power of two, finite for every c <= top().
+  double square(double c) const {
+    const double scaled = c * square_scale_;
+    return scaled * scaled;
+  }
   double slack() const { return slack_; }
   double most_transfer() const { return most_transfer_; }
   /// The first position whose T is >= t, and the last whose T is <= t.
@@ -238,6 +249,7 @@ class SplitCost {
   double most_transfer_ = 0;
   double top_ = 0;
   double slack_ = 0;
+  double square_scale_ = 1;
 };
 
 /// One part more: next[j] = 1 when some start i < j with prev[i] != 0 has a
@@ -383,7 +395,7 @@ std::vector<UnitRange> most_even_split(const SplitCost& cost, int parts, double 
         const double b = before[static_cast<size_t>(i)];
         const double c = cost(i, j);
         if (b == kInf || c > bound) continue;
-        const double value = b + c * c;
+        const double value = b + cost.square(c);
         if (value < best) {
           best = value;
           best_i = i;
@@ -418,8 +430,11 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
     throw UsageError("--partition balanced: memory cap must be >= 0 bytes, got " +
                      std::to_string(options.memory_cap_bytes));
   }
-  for (const UnitTime& t : times) {
-    PPB_CHECK(t.total() >= 0 && std::isfinite(t.total()), "balanced: unit times must be >= 0");
+  for (size_t u = 0; u < times.size(); ++u) {
+    if (!(std::isfinite(times[u].total()) && times[u].total() >= 0)) {
+      throw UsageError("--partition balanced: unit " + units[u].name +
+                       ": its time is not a finite number of seconds >= 0");
+    }
   }
   Prefix p = make_prefix(units, times, options.link);
   const int64_t cap = options.memory_cap_bytes;
@@ -433,6 +448,14 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
   }
 
   const SplitCost cost(std::move(p.time), std::move(p.transfer), std::move(first));
+  if (!std::isfinite(cost.top())) {
+    // Each unit and link time is finite, but their sum is not: no bound
+    // could be told from another.
+    throw UsageError(
+        "--partition balanced: the model's time plus its links' transfer times exceeds the "
+        "largest number of seconds a double holds (the device, link or calibration figures are "
+        "out of range)");
+  }
   const double best = min_max_bound(cost, parts);
   if (best == kInf) {
     // Say how much memory the best split by memory would need.

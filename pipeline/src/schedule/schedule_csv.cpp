@@ -157,8 +157,15 @@ void parse_cell(std::string_view cell, const CellError& err, std::vector<CsvComp
   }
 }
 
+// Nothing but spaces, tabs and line ends.
+bool blank(std::string_view t) { return t.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
 CsvRows parse_rows(std::string_view text, std::string_view source) {
   CsvRows out;
+  // A UTF-8 byte-order mark, as spreadsheet programs write, is no cell.
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  if (text.substr(0, kByteOrderMark.size()) == kByteOrderMark)
+    text.remove_prefix(kByteOrderMark.size());
   size_t pos = 0;
   size_t row_no = 0;
   while (pos < text.size()) {
@@ -168,7 +175,7 @@ CsvRows parse_rows(std::string_view text, std::string_view source) {
     ++row_no;
     if (line.empty()) {
       // Blank lines only at the end: a blank row in the middle would shift ranks.
-      if (trim(text.substr(std::min(pos, text.size()))).empty()) break;
+      if (blank(text.substr(std::min(pos, text.size())))) break;
       throw UsageError(std::string(source) + ": row " + std::to_string(row_no) +
                        " is empty (one row per rank, no blank rows between them)");
     }

@@ -170,7 +170,11 @@ Schedule schedule_from_json(std::string_view text, std::string_view source) {
 
 Schedule read_schedule_file(const std::string& path, const ValidateOptions& options) {
   const std::string text = read_input_file(path, "schedule file", kMaxScheduleFileBytes);
-  const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  // The extension in any case: FILE.CSV is a CSV too.
+  std::string tail = path.size() >= 4 ? path.substr(path.size() - 4) : std::string();
+  std::transform(tail.begin(), tail.end(), tail.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const bool csv = tail == ".csv";
   Schedule s = csv ? schedule_from_csv(text, path) : schedule_from_json(text, path);
   validate_or_throw(s, path, options);
   return s;

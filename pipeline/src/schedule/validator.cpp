@@ -87,6 +87,13 @@ std::string check_static(const Schedule& s, const Shape& sh, Positions& pos,
         return where() +
                ": an overlapped pair (OVERLAP_F_B) is an F followed by a B or I in the same list";
       }
+      if (a.overlap && list[k + 1].chunk == a.chunk && list[k + 1].microbatch == a.microbatch) {
+        // The pair runs as one: its backward would need the forward's output
+        // (and the loss behind it) before the forward has run.
+        return where() + ": overlapped with its own backward (" + text(list[k + 1], sh) +
+               "), which needs this forward's output; OVERLAP_F_B pairs the forward of one "
+               "micro-batch with the backward of another";
+      }
       const size_t c = sh.cell(sh.virtual_of(st, a.chunk), a.microbatch);
       const auto at = static_cast<int32_t>(k);
       switch (a.kind) {

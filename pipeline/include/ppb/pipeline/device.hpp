@@ -77,8 +77,13 @@ struct Calibration {
   std::map<std::string, UnitTime> kind_scale;
 };
 
+/// The largest unit time (seconds) or kind factor a calibration may give:
+/// beyond any measurement, and small enough that the sums of a plan's
+/// times stay finite.
+inline constexpr double kMaxCalibrationValue = 1e6;
+
 /// Reads a calibration file. Throws UsageError naming the file and the field:
-/// "calibration.json: field 'units.l0.qkv.fwd': expected a number >= 0".
+/// "calibration.json: field 'units.l0.qkv.fwd': expected a number in [0, 1e6]".
 Calibration read_calibration(const std::string& path);
 
 /// Parses a calibration document from text; `source` names it in errors.

@@ -50,7 +50,7 @@ std::string schedule_to_json(const Schedule& s);
 ///   "plan.json: field 'actions[2][5].op': expected one of F,B,I,W,SYNC, got \"X\""
 Schedule schedule_from_json(std::string_view text, std::string_view source);
 
-/// Reads `path` (JSON; PyTorch's CSV when the name ends in ".csv"), parses
+/// Reads `path` (JSON; PyTorch's CSV when the name ends in ".csv", in any case), parses
 /// it and validates it (validate_or_throw with `options`). Throws UsageError (or ScheduleError for
 /// a deadlock/incomplete schedule) whose message starts with the path.
 Schedule read_schedule_file(const std::string& path, const ValidateOptions& options = {});
@@ -72,7 +72,8 @@ struct CsvReadOptions {
   std::vector<int32_t> placement;  ///< when given, the rows must place stages so
 };
 
-/// Parses PyTorch's CSV: P = rows, V = (largest stage + 1) / P, M = largest
+/// Parses PyTorch's CSV (a UTF-8 byte-order mark at the start is skipped,
+/// blank lines may end it): P = rows, V = (largest stage + 1) / P, M = largest
 /// micro-batch + 1, the placement from which row holds which stage. With
 /// communication cells the schedule is validated and each cell checked
 /// against the message plan (a message of this rank, a send after its

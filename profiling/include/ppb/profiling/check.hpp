@@ -10,14 +10,23 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ppb {
 
+/// `text` as one line a terminal shows as it is: control bytes (NUL, ESC,
+/// a newline) and bytes that are not UTF-8 become \xNN, a byte-order mark
+/// \ufeff; a backslash stays one, so printable(printable(t)) ==
+/// printable(t). Example: printable("F\0\xff") == "F\\x00\\xff".
+std::string printable(std::string_view text);
+
 /// Bad input from the user (flag, file, field). Exit code 2, one-line message.
 /// The message must name what is wrong: "--microbatches: expected >= 1, got 0".
+/// It is kept as printable(message): one that quotes a file's bytes can be
+/// cut neither at a NUL nor by a newline, and cannot drive the terminal.
 class UsageError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UsageError(std::string_view message);
 };
 
 /// The exit code for bad input, and for a job that could not start.

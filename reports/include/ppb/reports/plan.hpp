@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -31,6 +32,22 @@
 #include "ppb/reports/load.hpp"
 
 namespace ppb::reports {
+
+/// The ranges a cluster's figures must lie in, whether a flag or a cluster
+/// file gives them (docs/cli.md, "plan"): wider than any machine's, narrow
+/// enough that the planner's sums of seconds stay far from overflowing.
+struct FigureRange {
+  double lo = 0;
+  double hi = 0;
+  bool contains(double x) const { return x >= lo && x <= hi; }  ///< false for NaN
+  /// "[1e3, 1e16]", "[2^20, 2^50]": for messages.
+  std::string text() const;
+};
+inline constexpr int kMaxClusterGpus = 1 << 24;                ///< gpus, gpus_per_node
+inline constexpr FigureRange kPeakFlopsRange{1e6, 1e18};       ///< FLOP/s per GPU
+inline constexpr FigureRange kBandwidthRange{1e3, 1e16};       ///< bytes/s: memory, links
+inline constexpr FigureRange kLatencyRange{0, 1};              ///< seconds, links
+inline constexpr FigureRange kGpuMemoryRange{0x1p20, 0x1p50};  ///< bytes per GPU: 1 MiB to 1 PiB
 
 /// The machine a plan is for. Links are one direction, per GPU.
 struct ClusterSpec {
@@ -63,8 +80,9 @@ struct ClusterInput {
 ///    "gpu_memory_bytes": 80000000000,
 ///    "intra_node": {"bandwidth": 4.5e11, "latency": 8e-6},
 ///    "inter_node": {"bandwidth": 5e10, "latency": 5e-6}}
-/// Only "schema" and "gpus" are required. Throws UsageError naming the file
-/// and the field ("c.json: field 'intra_node.bandwidth': expected a number > 0").
+/// Only "schema" and "gpus" are required; each figure must lie in its range
+/// above. Throws UsageError naming the file and the field ("c.json: field
+/// 'intra_node.bandwidth': expected a number in [1e3, 1e16] (bytes/s)").
 ClusterInput parse_cluster(std::string_view json_text, const std::string& source);
 ClusterInput read_cluster_file(const std::string& path);
 
@@ -74,6 +92,15 @@ ClusterInput read_cluster_file(const std::string& path);
 /// nodes of 16`, `--device: give a preset or --peak-flops and
 /// --memory-bandwidth`).
 ClusterSpec resolve_cluster(const ClusterInput& in);
+
+/// The most micro-batches per step a plan considers (M from --global-batch).
+inline constexpr int64_t kMaxPlanMicrobatches = int64_t{1} << 20;
+/// The most work a plan may take, checked before the search starts so that
+/// it ends in seconds, not hours (docs/cli.md, "plan"): the balanced cuts'
+/// parts x units summed over every P, V and micro-batch size, and the
+/// compute slots P x M x V summed over every configuration left to search.
+inline constexpr double kMaxPlanCutWork = 0x1p24;
+inline constexpr double kMaxPlanSlots = 0x1p24;
 
 struct PlanOptions {
   ClusterSpec cluster;
@@ -90,6 +117,9 @@ struct PlanOptions {
   double memory_guard = 0.85;
   int top = 10;                              ///< leaders kept in Plan::ranked
   const Calibration* calibration = nullptr;  ///< measured unit times or kind factors
+  /// Called as the search goes (configurations done, in all), for a
+  /// progress line; may be empty.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 /// One configuration and its prediction.
