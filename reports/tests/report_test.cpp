@@ -844,8 +844,9 @@ TEST(ReportGate, AnUnreadableFileInAFolderOfNightsIsNamedInEveryMode) {
   EXPECT_NE(out.str().find("- " + bad + ": malformed JSON"), std::string::npos) << out.str();
   // A night gated against itself is refused, however the folder is spelt.
   o.baselines = {o.inputs.front() + "/./"};
-  EXPECT_EQ(usage_error(o), "--baseline " + o.baselines[0] + ": the same folder as tonight's results " +
-                                o.inputs[0] + " (a night gated against itself; give earlier nights)");
+  EXPECT_EQ(usage_error(o), "--baseline " + o.baselines[0] +
+                                ": the same folder as tonight's results " + o.inputs[0] +
+                                " (a night gated against itself; give earlier nights)");
 }
 
 TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {

@@ -223,9 +223,9 @@ Calibration kind_calibration(const PassCalibration& cal, const std::string& devi
 /// `plan --calibration PATH...`: one "pipebench.calibration/1" file is read
 /// as it is; otherwise the paths are result files or folders, and the
 /// results measured on `device` (roofline_device: results of an H200 for
-/// "h200", of the cpu backend or the CUDA emulator for "cpu") are fitted (fit_calibration, in modelled
-/// seconds) into kind factors. Throws UsageError naming the path, or when
-/// no result of `device` can be calibrated from.
+/// "h200", of the cpu backend or the CUDA emulator for "cpu") are fitted (fit_calibration, in
+/// modelled seconds) into kind factors. Throws UsageError naming the path, or when no result of
+/// `device` can be calibrated from.
 Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device);
 
 /// The device preset (device_preset_names) a GPU stands for, as CUDA names
