@@ -268,70 +268,33 @@ void run_p2p(const P2pOptions& o) {
 #endif
 }
 
-void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
-  const int64_t lo = range.lo;
-  const int64_t hi = range.hi;
-  const WaitStrategy wait = range.wait;
-  const std::string& name = range.transports.front();
+/// One message size, raw MPI and the transport in turn (which goes first
+/// alternates per repetition): the best latency and bandwidth of each over
+/// kRepetitions.
+Row measure_row(Mover& raw, Mover& ppb, int rank, int64_t bytes, int iters_flag,
+                std::vector<std::byte>& sbuf, std::vector<std::byte>& rbuf) {
+  Row row;
+  row.bytes = bytes;
+  const int iters = iterations_for(bytes, iters_flag);
+  const int bw_iters = bandwidth_iterations_for(bytes, iters);
+  for (int rep = 0; rep < kRepetitions; ++rep) {
+    Mover& first = rep % 2 == 0 ? raw : ppb;
+    Mover& second = rep % 2 == 0 ? ppb : raw;
+    const double l1 = latency(first, rank, bytes, iters, sbuf, rbuf);
+    const double l2 = latency(second, rank, bytes, iters, sbuf, rbuf);
+    const double b1 = bandwidth(first, rank, bytes, bw_iters, sbuf, rbuf);
+    const double b2 = bandwidth(second, rank, bytes, bw_iters, sbuf, rbuf);
+    row.raw_latency = std::min(row.raw_latency, rep % 2 == 0 ? l1 : l2);
+    row.latency = std::min(row.latency, rep % 2 == 0 ? l2 : l1);
+    row.raw_bandwidth = std::max(row.raw_bandwidth, rep % 2 == 0 ? b1 : b2);
+    row.bandwidth = std::max(row.bandwidth, rep % 2 == 0 ? b2 : b1);
+  }
+  return row;
+}
 
-  MpiSession mpi;
-  if (mpi.size() != 2) {
-    throw FlagError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " +
-                    std::to_string(mpi.size()));
-  }
-  const int rank = mpi.rank();
-  // Collective and alike on every rank: a refusal is one line from rank 0.
-  std::unique_ptr<Transport> transport;
-  try {
-    transport = make_transport(name, mpi.comm());
-  } catch (const UsageError& e) {
-    throw FlagError(e.what());
-  }
-  if (!transport->can_access(MemorySpace::kHost)) {
-    throw FlagError("--transport " + name +
-                    ": cannot move host memory (measure it with --memory device)");
-  }
-  std::vector<Row> rows;
-  run_or_abort([&] {
-    std::vector<std::byte> sbuf(static_cast<size_t>(hi), std::byte{1});
-    std::vector<std::byte> rbuf(static_cast<size_t>(hi));
-    RawMpi raw(mpi.comm());
-    ViaTransport ppb(std::move(transport), wait);
-    if (rank == 0) {
-      std::printf("# pipebench p2p: MPI %s vs the executor's transport (%s, wait %s), best of %d\n",
-                  "ping-pong", name.c_str(), wait_strategy_name(wait), kRepetitions);
-      std::printf("%12s %14s %14s %16s %16s %8s\n", "bytes", "raw_lat_us", "ppb_lat_us",
-                  "raw_bw_MB/s", "ppb_bw_MB/s", "bw_ratio");
-    }
-    for (int64_t bytes = lo; bytes <= hi; bytes *= 2) {
-      Row row;
-      row.bytes = bytes;
-      const int iters = iterations_for(bytes, o.iters);
-      const int bw_iters = bandwidth_iterations_for(bytes, iters);
-      for (int rep = 0; rep < kRepetitions; ++rep) {
-        Mover& first = rep % 2 == 0 ? static_cast<Mover&>(raw) : static_cast<Mover&>(ppb);
-        Mover& second = rep % 2 == 0 ? static_cast<Mover&>(ppb) : static_cast<Mover&>(raw);
-        const double l1 = latency(first, rank, bytes, iters, sbuf, rbuf);
-        const double l2 = latency(second, rank, bytes, iters, sbuf, rbuf);
-        const double b1 = bandwidth(first, rank, bytes, bw_iters, sbuf, rbuf);
-        const double b2 = bandwidth(second, rank, bytes, bw_iters, sbuf, rbuf);
-        row.raw_latency = std::min(row.raw_latency, rep % 2 == 0 ? l1 : l2);
-        row.latency = std::min(row.latency, rep % 2 == 0 ? l2 : l1);
-        row.raw_bandwidth = std::max(row.raw_bandwidth, rep % 2 == 0 ? b1 : b2);
-        row.bandwidth = std::max(row.bandwidth, rep % 2 == 0 ? b2 : b1);
-      }
-      if (rank == 0) {
-        std::printf("%12lld %14.2f %14.2f %16.1f %16.1f %8.3f\n", static_cast<long long>(bytes),
-                    row.raw_latency * 1e6, row.latency * 1e6, row.raw_bandwidth / 1e6,
-                    row.bandwidth / 1e6, row.bandwidth / row.raw_bandwidth);
-        std::fflush(stdout);
-      }
-      rows.push_back(row);
-      if (bytes > hi / 2) break;  // no overflow past --max
-    }
-  });
-  if (rank != 0) return;
-
+/// Rank 0, after the host rows: the goal line and, with --json, the file.
+void report_host(const std::vector<Row>& rows, const P2pOptions& o, const std::string& name,
+                 WaitStrategy wait) {
   double worst_ratio = -1;
   for (const Row& r : rows) {
     if (r.bytes >= (int64_t{1} << 20)) {
@@ -371,6 +334,56 @@ void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
     write_json_file(o.json, doc);
     std::printf("# wrote %s\n", o.json.c_str());
   }
+}
+
+void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
+  const int64_t lo = range.lo;
+  const int64_t hi = range.hi;
+  const WaitStrategy wait = range.wait;
+  const std::string& name = range.transports.front();
+
+  MpiSession mpi;
+  if (mpi.size() != 2) {
+    throw FlagError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " +
+                    std::to_string(mpi.size()));
+  }
+  const int rank = mpi.rank();
+  // Collective and alike on every rank: a refusal is one line from rank 0.
+  std::unique_ptr<Transport> transport;
+  try {
+    transport = make_transport(name, mpi.comm());
+  } catch (const UsageError& e) {
+    throw FlagError(e.what());
+  }
+  if (!transport->can_access(MemorySpace::kHost)) {
+    throw FlagError("--transport " + name +
+                    ": cannot move host memory (measure it with --memory device)");
+  }
+  std::vector<Row> rows;
+  run_or_abort([&] {
+    std::vector<std::byte> sbuf(static_cast<size_t>(hi), std::byte{1});
+    std::vector<std::byte> rbuf(static_cast<size_t>(hi));
+    RawMpi raw(mpi.comm());
+    ViaTransport ppb(std::move(transport), wait);
+    if (rank == 0) {
+      std::printf("# pipebench p2p: MPI %s vs the executor's transport (%s, wait %s), best of %d\n",
+                  "ping-pong", name.c_str(), wait_strategy_name(wait), kRepetitions);
+      std::printf("%12s %14s %14s %16s %16s %8s\n", "bytes", "raw_lat_us", "ppb_lat_us",
+                  "raw_bw_MB/s", "ppb_bw_MB/s", "bw_ratio");
+    }
+    for (int64_t bytes = lo; bytes <= hi; bytes *= 2) {
+      const Row row = measure_row(raw, ppb, rank, bytes, o.iters, sbuf, rbuf);
+      if (rank == 0) {
+        std::printf("%12lld %14.2f %14.2f %16.1f %16.1f %8.3f\n", static_cast<long long>(bytes),
+                    row.raw_latency * 1e6, row.latency * 1e6, row.raw_bandwidth / 1e6,
+                    row.bandwidth / 1e6, row.bandwidth / row.raw_bandwidth);
+        std::fflush(stdout);
+      }
+      rows.push_back(row);
+      if (bytes > hi / 2) break;  // no overflow past --max
+    }
+  });
+  if (rank == 0) report_host(rows, o, name, wait);
 }
 
 }  // namespace

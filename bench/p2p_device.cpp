@@ -389,18 +389,24 @@ std::string device_name(int device) {
   return prop.name;
 }
 
+/// The registered transports named in `names` (every one when empty), in
+/// registry order.
+std::vector<TransportInfo> chosen_transports(const std::vector<std::string>& names) {
+  std::vector<TransportInfo> chosen;
+  for (const TransportInfo& t : transport_list()) {
+    if (names.empty() || std::find(names.begin(), names.end(), t.name) != names.end())
+      chosen.push_back(t);
+  }
+  return chosen;
+}
+
 }  // namespace
 
 int run_p2p_device(const P2pDeviceOptions& o) {
   MpiSession mpi;
   const MPI_Comm comm = mpi.comm();
   const Ring ring{mpi.rank(), mpi.size()};
-  std::vector<TransportInfo> chosen;
-  for (const TransportInfo& t : transport_list()) {
-    if (o.transports.empty() ||
-        std::find(o.transports.begin(), o.transports.end(), t.name) != o.transports.end())
-      chosen.push_back(t);
-  }
+  const std::vector<TransportInfo> chosen = chosen_transports(o.transports);
   require_gpus(comm, "p2p --memory device");
   const NodeLocal nl = node_local(comm);
   const cuda::DeviceBinding dev = cuda::bind_device(nl.rank, nl.size);

@@ -8,9 +8,11 @@
 #include <map>
 #include <tuple>
 
+#include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/reports/stats.hpp"
+#include "run/rank_record.hpp"
 
 namespace ppb::run {
 
@@ -580,6 +582,164 @@ PeakMemory peak_memory(const std::vector<StageMemory>& stages) {
   // All stages or none (a partial list would misalign with the stages).
   if (out.device_per_stage.size() != stages.size()) out.device_per_stage.clear();
   return out;
+}
+
+// --- from the gathered rank records ----------------------------------------
+
+std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool one_host) {
+  std::vector<StepMeasure> steps;
+  const size_t n = ranks.front().steps.size();
+  for (size_t k = 0; k < n; ++k) {
+    double origin = std::numeric_limits<double>::infinity();
+    for (const RankRecord& r : ranks) origin = std::min(origin, r.steps[k].origin);
+    StepMeasure step;
+    for (const RankRecord& r : ranks) {
+      StageStep s = r.steps[k].step;
+      const double shift = one_host ? r.steps[k].origin - origin : 0.0;
+      s.end += shift;
+      s.actions_end += shift;
+      for (AllReduceTiming& a : s.allreduces) {
+        a.start += shift;
+        a.end += shift;
+      }
+      for (ActionTiming& a : s.actions) {
+        a.start += shift;
+        a.end += shift;
+      }
+      for (CommTiming& c : s.comms) {
+        c.start += shift;
+        c.end += shift;
+      }
+      for (device::DeviceOp& d : s.device) {
+        d.start += shift;
+        d.end += shift;
+      }
+      step.push_back(std::move(s));
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+std::map<std::string, CollectorResult> collector_results(const std::vector<RankRecord>& ranks,
+                                                         size_t median_step) {
+  std::map<std::string, CollectorResult> out;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (const auto& [name, figures] : ranks[r].steps[median_step].collectors) {
+      CollectorResult& cr = out[name];
+      for (const auto& [figure, value] : figures.step) {
+        auto& v = cr.step[figure];
+        v.resize(ranks.size(), kNaN);
+        v[r] = value;
+      }
+      for (const auto& [figure, values] : figures.action) {
+        auto& v = cr.action[figure];
+        v.resize(ranks.size());
+        v[r] = values;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<int> host_of_stage(const ResultEnvironment& env, int stages) {
+  if (env.hosts.size() < 2 || static_cast<int>(env.rank_hosts.size()) != stages) return {};
+  std::vector<int> out;
+  for (const std::string& h : env.rank_hosts) {
+    out.push_back(
+        static_cast<int>(std::find(env.hosts.begin(), env.hosts.end(), h) - env.hosts.begin()));
+  }
+  return out;
+}
+
+std::vector<std::map<std::string, KindSeconds>> kind_seconds_per_stage(
+    const std::vector<RankRecord>& ranks, int stages, size_t step, int microbatches) {
+  const auto p = static_cast<size_t>(stages);
+  if (ranks.empty() || ranks.size() % p != 0) return {};
+  std::vector<std::vector<UnitTime>> sums(p, std::vector<UnitTime>(kUnitKinds));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const std::vector<RankStep>& steps = ranks[r].steps;
+    if (step >= steps.size() || steps[step].kind_seconds.size() != sums[r % p].size()) return {};
+    for (size_t k = 0; k < sums[r % p].size(); ++k) {
+      UnitTime& sum = sums[r % p][k];
+      const UnitTime& spent = steps[step].kind_seconds[k];
+      sum.fwd += spent.fwd;
+      sum.bwd_input += spent.bwd_input;
+      sum.bwd_weight += spent.bwd_weight;
+    }
+  }
+  const size_t replicas = ranks.size() / p;
+  const double per_mb = static_cast<double>(std::max(microbatches, 1)) *
+                        static_cast<double>(replicas);  // micro-batches of every replica
+  std::vector<std::map<std::string, KindSeconds>> out(p);
+  for (size_t s = 0; s < p; ++s) {
+    for (size_t k = 0; k < sums[s].size(); ++k) {
+      const UnitTime& spent = sums[s][k];
+      if (spent.total() <= 0) continue;
+      out[s][unit_kind_name(static_cast<UnitKind>(k))] = {
+          spent.fwd / per_mb, spent.bwd_input / per_mb, spent.bwd_weight / per_mb};
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRecord>& ranks) {
+  std::vector<std::vector<double>> out;
+  bool any = false;
+  for (const RankRecord& r : ranks) {
+    std::vector<double>& mine = out.emplace_back();
+    for (const RankStep& s : r.steps) {
+      mine.push_back(s.probe_seconds);
+      any = any || std::isfinite(s.probe_seconds);
+    }
+  }
+  if (!any) out.clear();
+  return out;
+}
+
+void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step, int stages,
+                       const AllReduceModel& model, const TheoryOutcome& theory, ResultMetrics& m) {
+  // [rank][step] -> [stage][step], each the mean over the stage's replicas.
+  const auto fold = [&](const std::vector<std::vector<double>>& per_rank_steps) {
+    std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
+    for (size_t k = 0; k < steps.size(); ++k) {
+      std::vector<double> per_rank;
+      for (const std::vector<double>& rank_steps : per_rank_steps)
+        per_rank.push_back(rank_steps[k]);
+      const std::vector<double> per_stage = fold_replicas(per_rank, stages);
+      for (size_t st = 0; st < per_stage.size(); ++st) folded[st].push_back(per_stage[st]);
+    }
+    return folded;
+  };
+  m.busy_seconds_per_stage = fold(m.busy_seconds_per_stage);
+  if (!m.speed_probe_seconds_per_stage.empty())
+    m.speed_probe_seconds_per_stage = fold(m.speed_probe_seconds_per_stage);
+  AllReduceFigures a = allreduce_figures(steps[median_step], stages);
+  a.latency = model.latency;
+  a.bandwidth = model.bandwidth;
+  a.theoretical_seconds_per_stage = theory.allreduce_per_stage;
+  a.bubble_ratio_pipeline.theoretical = theory.bubble_ratio_pipeline;
+  m.allreduce = a;
+}
+
+StageMemory step_memory_peaks(const std::vector<RankStep>& steps) {
+  StageMemory memory;
+  for (const RankStep& s : steps) {
+    memory.peak_total = std::max(memory.peak_total, s.peak_bytes);
+    memory.peak_activations = std::max(memory.peak_activations, s.peak_activation_bytes);
+    memory.device_peak = std::max(memory.device_peak, s.device_peak_bytes);
+  }
+  return memory;
+}
+
+std::vector<StageMemory> stage_memories(const std::vector<RankRecord>& ranks, int stages) {
+  std::vector<StageMemory> mems(static_cast<size_t>(stages));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    StageMemory& s = mems[r % static_cast<size_t>(stages)];
+    if (r < static_cast<size_t>(stages) || ranks[r].memory.peak_total > s.peak_total)
+      s = ranks[r].memory;
+  }
+  return mems;
 }
 
 }  // namespace ppb::run

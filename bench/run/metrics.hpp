@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -214,5 +215,56 @@ struct StageMemory {
 
 /// Per stage peaks, as the result file lays them out.
 PeakMemory peak_memory(const std::vector<StageMemory>& stages);
+
+// --- from the gathered rank records (rank_record.hpp; index = rank, or
+// replica-major under data parallelism) -------------------------------------
+
+struct RankRecord;
+struct RankStep;
+
+/// The timed steps on one time axis per step: on one host every rank's
+/// steady clock is the same clock, so each rank's times are shifted by its
+/// step start minus the earliest start of that step (the barrier's exit);
+/// across hosts the ranks' own step starts are the origin.
+/// REQUIRES: ranks non-empty, all with the same number of steps.
+std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool one_host);
+
+/// The collectors' figures of the step `median_step`, per rank (NaN for a
+/// step figure a rank did not report): the result's metrics.collectors.
+std::map<std::string, CollectorResult> collector_results(const std::vector<RankRecord>& ranks,
+                                                         size_t median_step);
+
+/// The host index of each stage (stage = rank) from the environment's
+/// rank_hosts; empty when every rank is on one host.
+std::vector<int> host_of_stage(const ResultEnvironment& env, int stages);
+
+/// Per stage, the seconds one micro-batch spent in each unit kind in the
+/// step `step` (the median one), by pass: the mean over the stage's
+/// replicas (`ranks` replica-major), as the action times of that step are;
+/// empty when the backend does not time its units. Kinds the stage does not
+/// hold are left out.
+std::vector<std::map<std::string, KindSeconds>> kind_seconds_per_stage(
+    const std::vector<RankRecord>& ranks, int stages, size_t step, int microbatches);
+
+/// Each rank's speed probe after each of its timed steps, index = rank
+/// (add_data_parallel folds replicas into stages); empty when the backend
+/// has none (every probe NaN).
+std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRecord>& ranks);
+
+/// Data parallelism's figures (`steps` hold the W ranks, replica-major):
+/// each stage's busy seconds and speed probe per step as the mean over its
+/// replicas, and the all-reduce figures of the median step beside the
+/// simulator's (`model` is the ring model it was fed).
+void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step, int stages,
+                       const AllReduceModel& model, const TheoryOutcome& theory, ResultMetrics& m);
+
+/// One rank's peaks over its timed steps: the maxima of peak_bytes,
+/// peak_activation_bytes and device_peak_bytes (at_peak and peak_rss left
+/// as they are: the backend and the process know them).
+StageMemory step_memory_peaks(const std::vector<RankStep>& steps);
+
+/// Per stage, the memory of the replica with the highest peak (replicas
+/// hold the same; replica 0's on a tie). REQUIRES: ranks replica-major.
+std::vector<StageMemory> stage_memories(const std::vector<RankRecord>& ranks, int stages);
 
 }  // namespace ppb::run

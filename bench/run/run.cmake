@@ -10,6 +10,7 @@ add_library(ppb_run STATIC
   run/environment.cpp
   run/progress.cpp
   run/runner.cpp
+  run/out_dir.cpp
   run/rerun.cpp
   run/check.cpp
   run/rank_record.cpp

@@ -181,26 +181,9 @@ int dtype_bytes(const std::string& dtype, const BackendInfo& backend) {
                    " computes in fp32 only (bf16: --backend " + with + ")");
 }
 
-}  // namespace
-
-RunPlan validate_run_options(const RunOptions& o, int world_size) {
-  RunPlan plan;
-  if (!o.extras.empty()) {
-    const std::string& first = o.extras.front();
-    throw UsageError((first.rfind('-', 0) == 0 ? "unknown flag " : "unexpected argument ") + first +
-                     " (see pipebench run --help)");
-  }
-  const int stages = o.stages == 0 ? world_size : o.stages;
-  if (stages < 1 || world_size % stages != 0) {
-    throw UsageError("--stages " + std::to_string(o.stages) + ": the " +
-                     std::to_string(world_size) + " MPI ranks are not a multiple of " +
-                     std::to_string(o.stages) + " stages (W = P x D ranks run D data-parallel " +
-                     "replicas: run with mpirun -np " + std::to_string(o.stages) + ", " +
-                     std::to_string(2 * o.stages) + ", ...)");
-  }
-  plan.stages = stages;
-  plan.data_parallel = world_size / stages;
-  plan.rank_order = parse_rank_order(o.rank_order, "--rank-order");
+/// The numeric flags, each against its range (before anything is built
+/// from them).
+void check_counts(const RunOptions& o) {
   // The step counts bound how long a combination runs (each step is bounded
   // by --timeout): the same limits whether typed or read from a result
   // file by --rerun.
@@ -237,6 +220,94 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
     throw UsageError("--time-scale: expected a factor >= 0 (0 = automatic), got " +
                      std::to_string(o.time_scale));
   }
+}
+
+/// The model against the plan's P stages: every message at a possible cut
+/// fits one MPI message, and there are at least P units to place.
+void check_stage_cuts(const RunPlan& plan, const std::string& model) {
+  const int units = static_cast<int>(plan.units.size());
+  // A message between stages is one MPI message of at most INT_MAX bytes:
+  // a model whose activations at a possible cut are larger is refused now,
+  // not by the transport in the middle of the first step.
+  const int stages = plan.stages;
+  if (stages > 1) {
+    for (int u = 0; u + 1 < units; ++u) {
+      const Unit& unit = plan.units[static_cast<size_t>(u)];
+      if (unit.boundary_bytes > kMaxMessageBytes) {
+        throw UsageError("--model " + model + ": a message between stages after " + unit.name +
+                         " would be " + std::to_string(unit.boundary_bytes) +
+                         " bytes, over the transport's limit of " +
+                         std::to_string(kMaxMessageBytes) +
+                         " bytes (2 GiB) per message (lower seq, hidden or mbs)");
+      }
+    }
+  }
+  if (stages > units) {
+    throw UsageError(std::to_string(stages) + " stages but --model " + model + " has only " +
+                     std::to_string(units) + " units: at most " + std::to_string(units) +
+                     " stages (run with fewer ranks or a larger model)");
+  }
+}
+
+/// Every partition named on the command line places the sweep's stages.
+void check_partitions_place(const RunOptions& o, const RunPlan& plan) {
+  // A partition named on the command line must place the P x V virtual
+  // stages of at least one of the sweep's schedules (V: --chunks, a fixed
+  // chunk count, or 1); a combination it cannot place is recorded as
+  // invalid by the sweep, as is every one under "all".
+  const int stages = plan.stages;
+  const bool all_partitions = o.partitions.find("all") != std::string::npos;
+  if (!all_partitions) {
+    std::vector<int> chunk_counts;
+    for (const std::string& s : plan.schedules) {
+      const ScheduleInfo& info = schedule_info(s);
+      const int v = info.fixed_chunks > 0 ? info.fixed_chunks : info.uses_chunks ? o.chunks : 1;
+      if (std::find(chunk_counts.begin(), chunk_counts.end(), v) == chunk_counts.end())
+        chunk_counts.push_back(v);
+    }
+    std::sort(chunk_counts.begin(), chunk_counts.end());
+    const std::vector<UnitTime> times = unit_times(plan.units, device_preset(o.device));
+    for (const std::string& p : plan.partitions) {
+      std::string first_error;
+      for (const int v : chunk_counts) {
+        try {
+          (void)make_partition(p, plan.units, times, stages * v);
+          first_error.clear();
+          break;
+        } catch (const UsageError& e) {
+          if (first_error.empty()) {
+            first_error = std::to_string(stages) + " stages" +
+                          (v > 1 ? " x " + std::to_string(v) + " chunks" : "") + ": " + e.what();
+          }
+        }
+      }
+      if (!first_error.empty())
+        throw UsageError(std::string("--partition ") + p + " cannot place " + first_error);
+    }
+  }
+}
+
+}  // namespace
+
+RunPlan validate_run_options(const RunOptions& o, int world_size) {
+  RunPlan plan;
+  if (!o.extras.empty()) {
+    const std::string& first = o.extras.front();
+    throw UsageError((first.rfind('-', 0) == 0 ? "unknown flag " : "unexpected argument ") + first +
+                     " (see pipebench run --help)");
+  }
+  const int stages = o.stages == 0 ? world_size : o.stages;
+  if (stages < 1 || world_size % stages != 0) {
+    throw UsageError("--stages " + std::to_string(o.stages) + ": the " +
+                     std::to_string(world_size) + " MPI ranks are not a multiple of " +
+                     std::to_string(o.stages) + " stages (W = P x D ranks run D data-parallel " +
+                     "replicas: run with mpirun -np " + std::to_string(o.stages) + ", " +
+                     std::to_string(2 * o.stages) + ", ...)");
+  }
+  plan.stages = stages;
+  plan.data_parallel = world_size / stages;
+  plan.rank_order = parse_rank_order(o.rank_order, "--rank-order");
+  check_counts(o);
   plan.inflight = o.inflight == 0 ? stages : o.inflight;
 
   const BackendInfo& backend = registered("--backend", "backend", backend_list(), o.backend);
@@ -268,60 +339,8 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
   plan.units = expand_units(plan.model, kernels_for(backend.name, o.device));
 
-  const int units = static_cast<int>(plan.units.size());
-  // A message between stages is one MPI message of at most INT_MAX bytes:
-  // a model whose activations at a possible cut are larger is refused now,
-  // not by the transport in the middle of the first step.
-  if (stages > 1) {
-    for (int u = 0; u + 1 < units; ++u) {
-      const Unit& unit = plan.units[static_cast<size_t>(u)];
-      if (unit.boundary_bytes > kMaxMessageBytes) {
-        throw UsageError("--model " + o.model + ": a message between stages after " + unit.name +
-                         " would be " + std::to_string(unit.boundary_bytes) +
-                         " bytes, over the transport's limit of " +
-                         std::to_string(kMaxMessageBytes) +
-                         " bytes (2 GiB) per message (lower seq, hidden or mbs)");
-      }
-    }
-  }
-  if (stages > units) {
-    throw UsageError(std::to_string(stages) + " stages but --model " + o.model + " has only " +
-                     std::to_string(units) + " units: at most " + std::to_string(units) +
-                     " stages (run with fewer ranks or a larger model)");
-  }
-  // A partition named on the command line must place the P x V virtual
-  // stages of at least one of the sweep's schedules (V: --chunks, a fixed
-  // chunk count, or 1); a combination it cannot place is recorded as
-  // invalid by the sweep, as is every one under "all".
-  const bool all_partitions = o.partitions.find("all") != std::string::npos;
-  if (!all_partitions) {
-    std::vector<int> chunk_counts;
-    for (const std::string& s : plan.schedules) {
-      const ScheduleInfo& info = schedule_info(s);
-      const int v = info.fixed_chunks > 0 ? info.fixed_chunks : info.uses_chunks ? o.chunks : 1;
-      if (std::find(chunk_counts.begin(), chunk_counts.end(), v) == chunk_counts.end())
-        chunk_counts.push_back(v);
-    }
-    std::sort(chunk_counts.begin(), chunk_counts.end());
-    const std::vector<UnitTime> times = unit_times(plan.units, device_preset(o.device));
-    for (const std::string& p : plan.partitions) {
-      std::string first_error;
-      for (const int v : chunk_counts) {
-        try {
-          (void)make_partition(p, plan.units, times, stages * v);
-          first_error.clear();
-          break;
-        } catch (const UsageError& e) {
-          if (first_error.empty()) {
-            first_error = std::to_string(stages) + " stages" +
-                          (v > 1 ? " x " + std::to_string(v) + " chunks" : "") + ": " + e.what();
-          }
-        }
-      }
-      if (!first_error.empty())
-        throw UsageError(std::string("--partition ") + p + " cannot place " + first_error);
-    }
-  }
+  check_stage_cuts(plan, o.model);
+  check_partitions_place(o, plan);
   return plan;
 }
 

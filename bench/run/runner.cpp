@@ -1,7 +1,5 @@
 #include "run/runner.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -9,7 +7,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <limits>
@@ -45,6 +42,7 @@
 #include "run/host_load.hpp"
 #include "run/metrics.hpp"
 #include "run/noise.hpp"
+#include "run/out_dir.hpp"
 #include "run/progress.hpp"
 #include "run/rank_record.hpp"
 #include "run/rerun.hpp"
@@ -59,16 +57,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr float kLearningRate = 1e-3f;
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
-
-/// Throws on every rank when rank 0 says `ok` is false: rank 0 a UsageError
-/// with `message`, the others cli::ExitCode{2} (they stay quiet).
-void agree(bool ok, const std::string& message, int rank, MPI_Comm comm) {
-  int flag = ok ? 1 : 0;
-  PPB_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
-  if (flag != 0) return;
-  if (rank == 0) throw UsageError(message);
-  throw cli::ExitCode{kUsageExitCode};
-}
 
 /// The lowest rank of `comm` whose `mine` is not empty, and its text.
 struct RankFailure {
@@ -102,46 +90,9 @@ void agree_on_oom(const std::string& mine, int rank, MPI_Comm comm) {
   if (f.rank >= 0) throw DeviceOom{"rank " + std::to_string(f.rank) + ": " + f.what};
 }
 
-/// The timed steps on one time axis per step: on one host every rank's
-/// steady clock is the same clock, so each rank's times are shifted by its
-/// step start minus the earliest start of that step (the barrier's exit);
-/// across hosts the ranks' own step starts are the origin.
-std::vector<StepMeasure> align_steps(const std::vector<RankRecord>& ranks, bool one_host) {
-  std::vector<StepMeasure> steps;
-  const size_t n = ranks.front().steps.size();
-  for (size_t k = 0; k < n; ++k) {
-    double origin = std::numeric_limits<double>::infinity();
-    for (const RankRecord& r : ranks) origin = std::min(origin, r.steps[k].origin);
-    StepMeasure step;
-    for (const RankRecord& r : ranks) {
-      StageStep s = r.steps[k].step;
-      const double shift = one_host ? r.steps[k].origin - origin : 0.0;
-      s.end += shift;
-      s.actions_end += shift;
-      for (AllReduceTiming& a : s.allreduces) {
-        a.start += shift;
-        a.end += shift;
-      }
-      for (ActionTiming& a : s.actions) {
-        a.start += shift;
-        a.end += shift;
-      }
-      for (CommTiming& c : s.comms) {
-        c.start += shift;
-        c.end += shift;
-      }
-      for (device::DeviceOp& d : s.device) {
-        d.start += shift;
-        d.end += shift;
-      }
-      step.push_back(std::move(s));
-    }
-    steps.push_back(std::move(step));
-  }
-  return steps;
-}
-
 // --- the sweep ---------------------------------------------------------------
+
+struct RunContext;
 
 struct Sweep {
   const RunOptions& options;
@@ -169,6 +120,8 @@ struct Sweep {
 
   Sweep(const RunOptions& o, MPI_Comm c, int r, int s, JobWatchdog* w)
       : options(o), comm(c), rank(r), size(s), watch(w) {}
+  /// The narrow view a combination's phases get (valid while the sweep lives).
+  RunContext context();
   Sweep(const Sweep&) = delete;
   Sweep& operator=(const Sweep&) = delete;
   ~Sweep() {
@@ -314,323 +267,313 @@ struct Execution {
   std::string device_profiler;  ///< CollectorSet::device_profiler(): "" = none attached
 };
 
+/// What a combination's phases read of the sweep: this rank's place in the
+/// job, its communicators and transports, the validated flags, the watchdog
+/// and --check's cache of references. Built by Sweep::context().
+struct RunContext {
+  const RunOptions& options;
+  const RunPlan& plan;
+  JobWatchdog& watch;
+  MPI_Comm comm;      ///< every rank of the job
+  MPI_Comm pipe;      ///< this replica's P ranks (rank = stage)
+  MPI_Comm replicas;  ///< this stage's D ranks (D > 1 only; else MPI_COMM_NULL)
+  Transport& transport;
+  Transport* allreduce;  ///< the gradient all-reduce over `replicas` (D > 1); else null
+  int rank;
+  int stage;
+  int replica;
+  NodeLocal node;
+  std::map<int, ReferenceStep>& references;  ///< --check: per M
+};
+
+RunContext Sweep::context() {
+  return RunContext{.options = options,
+                    .plan = plan,
+                    .watch = *watch,
+                    .comm = comm,
+                    .pipe = pipe,
+                    .replicas = replicas,
+                    .transport = *transport,
+                    .allreduce = allreduce.get(),
+                    .rank = rank,
+                    .stage = stage,
+                    .replica = replica,
+                    .node = node,
+                    .references = references};
+}
+
 /// The single-process reference of M micro-batches per replica (D x M in
 /// all, each replica's partial sum formed as its stages form it).
-const ReferenceStep& reference_for(Sweep& sw, int microbatches) {
-  const int replicas = sw.plan.data_parallel;
-  auto it = sw.references.find(microbatches);
-  if (it == sw.references.end()) {
+const ReferenceStep& reference_for(const RunContext& ctx, int microbatches) {
+  const int replicas = ctx.plan.data_parallel;
+  auto it = ctx.references.find(microbatches);
+  if (it == ctx.references.end()) {
     CpuModelOptions mo;
-    mo.seed = sw.options.seed;
-    ModelSpec fp32 = sw.plan.model;  // the reference computes in fp32 whatever the run stores
+    mo.seed = ctx.options.seed;
+    ModelSpec fp32 = ctx.plan.model;  // the reference computes in fp32 whatever the run stores
     fp32.bytes_per_element = 4;
-    it = sw.references
+    it = ctx.references
              .emplace(microbatches, reference_step_replicas(fp32, microbatches, replicas, mo))
              .first;
   }
   return it->second;
 }
 
-BackendConfig backend_config(const Sweep& sw, const Combination& c, const Prepared& p) {
+BackendConfig backend_config(const RunContext& ctx, const Combination& c, const Prepared& p) {
   BackendConfig cfg;
-  cfg.spec = sw.plan.model;
-  cfg.units = sw.plan.units;
+  cfg.spec = ctx.plan.model;
+  cfg.units = ctx.plan.units;
   cfg.parts = p.parts;
   cfg.costs = p.model;
-  cfg.stage = sw.stage;
-  cfg.stages = sw.plan.stages;
+  cfg.stage = ctx.stage;
+  cfg.stages = ctx.plan.stages;
   cfg.chunks = c.chunks;
   cfg.placement = p.schedule.placement;
   cfg.microbatches = c.microbatches;
   cfg.weight_stashing = schedule_info(c.schedule).weight_stashing;
-  cfg.seed = sw.options.seed;
+  cfg.seed = ctx.options.seed;
   cfg.learning_rate = kLearningRate;
-  cfg.time_scale = sw.options.time_scale;
-  cfg.plant_factor = sw.stage == sw.plan.plant_stage ? sw.plan.plant_factor : 1.0;
-  cfg.local_rank = sw.node.rank;
-  cfg.local_ranks = sw.node.size;
-  cfg.replica = sw.replica;
-  cfg.replicas = sw.plan.data_parallel;
+  cfg.time_scale = ctx.options.time_scale;
+  cfg.plant_factor = ctx.stage == ctx.plan.plant_stage ? ctx.plan.plant_factor : 1.0;
+  cfg.local_rank = ctx.node.rank;
+  cfg.local_ranks = ctx.node.size;
+  cfg.replica = ctx.replica;
+  cfg.replicas = ctx.plan.data_parallel;
   return cfg;
 }
 
-/// The timed steps: --iters of them, then (with --min-time) more until
-/// their summed time reaches --min-time or --max-iters is reached. Rank 0's
-/// clock decides and tells the others between steps (outside the timed
-/// region), so every rank runs the same number of steps.
-template <class Step>
-void time_steps(const Sweep& sw, Step&& step, std::vector<RankStep>& timed) {
-  using Clock = std::chrono::steady_clock;
-  const double min_time = sw.options.min_time;
-  double elapsed = 0;
-  for (int k = 0;; ++k) {
-    int more = k < sw.options.iters ? 1 : 0;
-    if (min_time > 0 && more == 0) {
-      more = elapsed < min_time && k < sw.options.max_iters ? 1 : 0;
-      PPB_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, sw.comm));
-    }
-    if (more == 0) return;
-    const Clock::time_point t0 = Clock::now();
-    timed.push_back(step());
-    elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
-  }
+/// Step 3 of a combination on one rank, in phases: set_up() makes the
+/// collectors, the backend, the executor and the memory guard; check() runs
+/// the --check step against the single-process reference; warm_up() the W
+/// untimed steps; measure() the timed ones; summarise() this rank's memory
+/// and the guard's figures. Each phase is collective: every rank calls the
+/// same phases in the same order. What they find goes into the Execution
+/// given to the constructor (it outlives the run, which a DeviceOom ends).
+class CombinationRun {
+ public:
+  CombinationRun(const RunContext& ctx, const Combination& c, const Prepared& p, Execution& ex)
+      : ctx_(ctx),
+        c_(c),
+        p_(p),
+        ex_(ex),
+        info_(schedule_info(c.schedule)),
+        binfo_(backend_info(ctx.plan.backend)),
+        label_(combination_label(c)) {}
+  CombinationRun(const CombinationRun&) = delete;
+  CombinationRun& operator=(const CombinationRun&) = delete;
+  ~CombinationRun() = default;
+
+  void set_up();
+  void check();
+  void warm_up();
+  void measure();
+  void summarise();
+
+ private:
+  void make_backend_or_oom();
+  void make_executor();
+  void make_guard();
+  /// One step: the guard's plan, the executor's step, the figures after it.
+  RankStep step();
+  /// The timed steps: --iters of them, then (with --min-time) more until
+  /// their summed time reaches --min-time or --max-iters is reached. Rank
+  /// 0's clock decides and tells the others between steps (outside the
+  /// timed region), so every rank runs the same number of steps.
+  void time_steps();
+
+  const RunContext& ctx_;
+  const Combination& c_;
+  const Prepared& p_;
+  Execution& ex_;
+  const ScheduleInfo& info_;
+  const BackendInfo& binfo_;
+  const std::string label_;
+  // In the order they are made (and so unmade in reverse).
+  CheckProbe probe_;
+  std::unique_ptr<CollectorSet> collectors_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Executor> exec_;
+  std::unique_ptr<MemoryGuard> guard_;
+};
+
+void CombinationRun::set_up() {
+  // Collectors before the backend: one that counts the process's
+  // threads (perf) must exist before the backend starts its own.
+  ctx_.watch.begin("starting the backend and collectors of " + label_);
+  collectors_ = std::make_unique<CollectorSet>(
+      ctx_.comm, ctx_.plan.collectors,
+      CollectorContext{.stage = ctx_.stage, .stages = ctx_.plan.stages, .chunks = c_.chunks},
+      &probe_);
+  make_backend_or_oom();
+  ex_.time_scale = backend_->time_scale();
+  make_executor();
+  make_guard();
+  ex_.device_profiler = collectors_->device_profiler();
 }
 
-/// Step 3, on every rank: backend, collectors, executor; the --check step,
-/// W warm-up and K timed steps. A failure on any rank ends the job.
-Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
-  Execution ex;
-  ex.last_schedule = p.schedule;
-  const ScheduleInfo& info = schedule_info(c.schedule);
-  const BackendInfo& binfo = backend_info(sw.plan.backend);
-  const std::string label = combination_label(c);
-  const auto body = [&] {
-    // Collectors before the backend: one that counts the process's
-    // threads (perf) must exist before the backend starts its own.
-    sw.watch->begin("starting the backend and collectors of " + label);
-    CheckProbe probe;
-    CollectorSet collectors(
-        sw.comm, sw.plan.collectors,
-        CollectorContext{.stage = sw.stage, .stages = sw.plan.stages, .chunks = c.chunks}, &probe);
-    std::unique_ptr<Backend> backend;
-    std::string setup_oom;
-    try {
-      backend = make_backend(sw.plan.backend, backend_config(sw, c, p));
-    } catch (const cuda::OutOfMemory& e) {
-      if (!binfo.traits.device) throw;
-      setup_oom = e.what();
-    }
-    if (binfo.traits.device) agree_on_oom(setup_oom, sw.rank, sw.comm);
-    ex.time_scale = backend->time_scale();
-    ExecutorOptions eo;
-    eo.optimizer = optimizer_policy_for(info);
-    eo.timeout_seconds = sw.options.timeout;
-    eo.instrumentation = &collectors;
-    eo.debug_stall_rank = sw.options.debug_stall_rank;
-    eo.allreduce = sw.allreduce.get();
-    if (sw.plan.data_parallel > 1) eo.step_comm = sw.comm;  // the replicas start together
-    Executor exec(sw.pipe, *backend, *sw.transport, eo);
-    ex.message_path = exec.staging() ? "staged" : "direct";
+/// The backend; a device backend's out-of-memory while it allocates ends
+/// the combination on every rank (DeviceOom).
+void CombinationRun::make_backend_or_oom() {
+  std::string setup_oom;
+  try {
+    backend_ = make_backend(ctx_.plan.backend, backend_config(ctx_, c_, p_));
+  } catch (const cuda::OutOfMemory& e) {
+    if (!binfo_.traits.device) throw;
+    setup_oom = e.what();
+  }
+  if (binfo_.traits.device) agree_on_oom(setup_oom, ctx_.rank, ctx_.comm);
+}
 
-    std::unique_ptr<MemoryGuard> guard;
-    if (info.memory_guarded && sw.plan.memory_budget > 0) {
-      MemoryGuardOptions go;
-      go.budget_bytes = sw.plan.memory_budget;
-      go.guard = sw.options.memory_guard;
-      go.max_inflight = c.inflight;
-      go.stage = sw.stage;  // every rank of the job takes part: the replicas agree on N
-      guard = std::make_unique<MemoryGuard>(sw.comm, go, [gp = p.params, name = c.schedule](int n) {
+void CombinationRun::make_executor() {
+  ExecutorOptions eo;
+  eo.optimizer = optimizer_policy_for(info_);
+  eo.timeout_seconds = ctx_.options.timeout;
+  eo.instrumentation = collectors_.get();
+  eo.debug_stall_rank = ctx_.options.debug_stall_rank;
+  eo.allreduce = ctx_.allreduce;
+  if (ctx_.plan.data_parallel > 1) eo.step_comm = ctx_.comm;  // the replicas start together
+  exec_ = std::make_unique<Executor>(ctx_.pipe, *backend_, ctx_.transport, eo);
+  ex_.message_path = exec_->staging() ? "staged" : "direct";
+}
+
+/// A memory-guarded schedule under --memory-budget: its guard, which may
+/// lower the in-flight limit N between steps.
+void CombinationRun::make_guard() {
+  if (!info_.memory_guarded || ctx_.plan.memory_budget <= 0) return;
+  MemoryGuardOptions go;
+  go.budget_bytes = ctx_.plan.memory_budget;
+  go.guard = ctx_.options.memory_guard;
+  go.max_inflight = c_.inflight;
+  go.stage = ctx_.stage;  // every rank of the job takes part: the replicas agree on N
+  guard_ =
+      std::make_unique<MemoryGuard>(ctx_.comm, go, [gp = p_.params, name = c_.schedule](int n) {
         ScheduleParams q = gp;
         q.inflight = n;
         return generate_schedule(name, q);
       });
-    }
-    auto step = [&]() {
-      // The executor's watchdog covers the step itself; this phase the
-      // memory guard's plan and the collectors' figures between steps.
-      sw.watch->begin("between steps of " + label);
-      const Schedule& s = guard ? guard->plan(*backend) : p.schedule;
-      sw.watch->end();
-      StepRecord rec = exec.run_step(s);
-      sw.watch->begin("between steps of " + label);
-      const double speed = backend->speed_probe();
-      if (guard) guard->observe(rec.peak_bytes);
-      ex.last_schedule = s;
-      CollectorStepFigures figures = collectors.finish_step(rec);
-      RankStep out = rank_step(rec, std::move(figures));
-      out.probe_seconds = speed;
-      out.kind_seconds = backend->take_kind_seconds();
-      if (!sw.options.trace) out.step.device.clear();  // only traces draw them
-      if (binfo.traits.device) {
-        const DeviceMemoryFigures dm = backend->device_memory();
-        out.device_peak_bytes = dm.pool_peak + dm.outside_pool;
-        backend->reset_device_peak();
-        agree_on_oom(backend->out_of_memory(), sw.rank, sw.comm);
-      }
-      return out;
-    };
+}
 
-    ex.device_profiler = collectors.device_profiler();
+RankStep CombinationRun::step() {
+  // The executor's watchdog covers the step itself; this phase the
+  // memory guard's plan and the collectors' figures between steps.
+  ctx_.watch.begin("between steps of " + label_);
+  const Schedule& s = guard_ ? guard_->plan(*backend_) : p_.schedule;
+  ctx_.watch.end();
+  StepRecord rec = exec_->run_step(s);
+  ctx_.watch.begin("between steps of " + label_);
+  const double speed = backend_->speed_probe();
+  if (guard_) guard_->observe(rec.peak_bytes);
+  ex_.last_schedule = s;
+  CollectorStepFigures figures = collectors_->finish_step(rec);
+  RankStep out = rank_step(rec, std::move(figures));
+  out.probe_seconds = speed;
+  out.kind_seconds = backend_->take_kind_seconds();
+  if (!ctx_.options.trace) out.step.device.clear();  // only traces draw them
+  if (binfo_.traits.device) {
+    const DeviceMemoryFigures dm = backend_->device_memory();
+    out.device_peak_bytes = dm.pool_peak + dm.outside_pool;
+    backend_->reset_device_peak();
+    agree_on_oom(backend_->out_of_memory(), ctx_.rank, ctx_.comm);
+  }
+  return out;
+}
 
-    // --check: the first step, compared with the single-process reference.
-    if (sw.options.check) {
-      const int replicas = sw.plan.data_parallel;
-      probe.arm(*backend, info.weight_stashing, replicas > 1);
-      (void)step();
-      probe.disarm();
-      sw.watch->begin("in --check of " + label +
-                      " (the single-process reference and the comparison)");
-      CheckContext ctx;
-      ctx.stage = sw.stage;
-      ctx.stages = sw.plan.stages;
-      ctx.chunks = c.chunks;
-      ctx.microbatches = c.microbatches;
-      ctx.parts = p.parts;
-      ctx.placement = placement_of(p.schedule);
-      ctx.replica = sw.replica;
-      ctx.replicas = replicas;
-      ctx.replicas_comm = sw.replicas;
-      // The reference runs the global batch: D x M micro-batches.
-      const ReferenceStep* ref =
-          info.weight_stashing ? nullptr : &reference_for(sw, c.microbatches);
-      ex.check = check_figures(
-          probe, *backend, info.weight_stashing, ctx, ref,
-          run_check_tolerance(binfo, sw.plan.model.bytes_per_element, replicas), sw.comm);
-    }
-    for (int w = 0; w < sw.options.warmup; ++w) (void)step();
-    plant_fault(sw, c, DebugFault::Phase::kMeasure);
-    sw.watch->begin("starting the timed steps of " + label);
-    HostLoadMeter load(sw.comm);
-    load.begin();
-    collectors.measure_begin();
-    time_steps(sw, step, ex.record.steps);
-    collectors.measure_end();
-    ex.foreign_cpu = load.end();
+/// --check: the first step, compared with the single-process reference.
+void CombinationRun::check() {
+  if (!ctx_.options.check) return;
+  const int replicas = ctx_.plan.data_parallel;
+  probe_.arm(*backend_, info_.weight_stashing, replicas > 1);
+  (void)step();
+  probe_.disarm();
+  ctx_.watch.begin("in --check of " + label_ +
+                   " (the single-process reference and the comparison)");
+  CheckContext cc;
+  cc.stage = ctx_.stage;
+  cc.stages = ctx_.plan.stages;
+  cc.chunks = c_.chunks;
+  cc.microbatches = c_.microbatches;
+  cc.parts = p_.parts;
+  cc.placement = placement_of(p_.schedule);
+  cc.replica = ctx_.replica;
+  cc.replicas = replicas;
+  cc.replicas_comm = ctx_.replicas;
+  // The reference runs the global batch: D x M micro-batches.
+  const ReferenceStep* ref =
+      info_.weight_stashing ? nullptr : &reference_for(ctx_, c_.microbatches);
+  ex_.check = check_figures(
+      probe_, *backend_, info_.weight_stashing, cc, ref,
+      run_check_tolerance(binfo_, ctx_.plan.model.bytes_per_element, replicas), ctx_.comm);
+}
 
-    StageMemory& memory = ex.record.memory;
-    for (const RankStep& s : ex.record.steps) {
-      memory.peak_total = std::max(memory.peak_total, s.peak_bytes);
-      memory.peak_activations = std::max(memory.peak_activations, s.peak_activation_bytes);
-      memory.device_peak = std::max(memory.device_peak, s.device_peak_bytes);
+void CombinationRun::warm_up() {
+  for (int w = 0; w < ctx_.options.warmup; ++w) (void)step();
+}
+
+void CombinationRun::measure() {
+  ctx_.watch.begin("starting the timed steps of " + label_);
+  HostLoadMeter load(ctx_.comm);
+  load.begin();
+  collectors_->measure_begin();
+  time_steps();
+  collectors_->measure_end();
+  ex_.foreign_cpu = load.end();
+}
+
+void CombinationRun::time_steps() {
+  using Clock = std::chrono::steady_clock;
+  const double min_time = ctx_.options.min_time;
+  double elapsed = 0;
+  for (int k = 0;; ++k) {
+    int more = k < ctx_.options.iters ? 1 : 0;
+    if (min_time > 0 && more == 0) {
+      more = elapsed < min_time && k < ctx_.options.max_iters ? 1 : 0;
+      PPB_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, ctx_.comm));
     }
-    sw.watch->begin("finishing the measurement of " + label);
-    memory.at_peak = backend->memory().at_peak();
-    memory.peak_rss = process_peak_rss_bytes();
-    if (guard) {
-      MemoryGuardFigures g;
-      g.actions = guard->acted();
-      const auto& h = guard->inflight_history();
-      g.min_inflight = h.empty() ? c.inflight : *std::min_element(h.begin(), h.end());
-      ex.guard = g;
-    }
-  };
+    if (more == 0) return;
+    const Clock::time_point t0 = Clock::now();
+    ex_.record.steps.push_back(step());
+    elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+}
+
+void CombinationRun::summarise() {
+  StageMemory& memory = ex_.record.memory;
+  memory = step_memory_peaks(ex_.record.steps);
+  ctx_.watch.begin("finishing the measurement of " + label_);
+  memory.at_peak = backend_->memory().at_peak();
+  memory.peak_rss = process_peak_rss_bytes();
+  if (guard_) {
+    MemoryGuardFigures g;
+    g.actions = guard_->acted();
+    const auto& h = guard_->inflight_history();
+    g.min_inflight = h.empty() ? c_.inflight : *std::min_element(h.begin(), h.end());
+    ex_.guard = g;
+  }
+}
+
+/// Step 3, on every rank: the phases of a CombinationRun. A failure on any
+/// rank ends the job; a device out of memory on any rank ends the
+/// combination alike on every rank (Execution::oom) and the sweep goes on.
+Execution execute(Sweep& sw, const Combination& c, const Prepared& p) {
+  Execution ex;
+  ex.last_schedule = p.schedule;
+  const RunContext ctx = sw.context();
   run_or_abort(
       [&] {
         try {
-          body();
+          CombinationRun run(ctx, c, p, ex);
+          run.set_up();
+          run.check();
+          run.warm_up();
+          plant_fault(sw, c, DebugFault::Phase::kMeasure);
+          run.measure();
+          run.summarise();
         } catch (const DeviceOom& e) {
           ex.oom = e.message;  // every rank got here together; the sweep goes on
         }
       },
       sw.comm);
   return ex;
-}
-
-/// The collectors' figures of the median step, per stage: the result's
-/// metrics.collectors.
-std::map<std::string, CollectorResult> collector_results(const std::vector<RankRecord>& ranks,
-                                                         size_t median_step) {
-  std::map<std::string, CollectorResult> out;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    for (const auto& [name, figures] : ranks[r].steps[median_step].collectors) {
-      CollectorResult& cr = out[name];
-      for (const auto& [figure, value] : figures.step) {
-        auto& v = cr.step[figure];
-        v.resize(ranks.size(), kNaN);
-        v[r] = value;
-      }
-      for (const auto& [figure, values] : figures.action) {
-        auto& v = cr.action[figure];
-        v.resize(ranks.size());
-        v[r] = values;
-      }
-    }
-  }
-  return out;
-}
-
-/// The host index of each stage (stage = rank) from the environment's
-/// rank_hosts; empty when every rank is on one host.
-std::vector<int> host_of_stage(const ResultEnvironment& env, int stages) {
-  if (env.hosts.size() < 2 || static_cast<int>(env.rank_hosts.size()) != stages) return {};
-  std::vector<int> out;
-  for (const std::string& h : env.rank_hosts) {
-    out.push_back(
-        static_cast<int>(std::find(env.hosts.begin(), env.hosts.end(), h) - env.hosts.begin()));
-  }
-  return out;
-}
-
-/// Per stage, the seconds one micro-batch spent in each unit kind in the
-/// step `step` (the median one), by pass: the mean over the stage's
-/// replicas (`ranks` replica-major), as the action times of that step are;
-/// empty when the backend does not time its units. Kinds the stage does not
-/// hold are left out.
-std::vector<std::map<std::string, KindSeconds>> kind_seconds_per_stage(
-    const std::vector<RankRecord>& ranks, int stages, size_t step, int microbatches) {
-  const auto p = static_cast<size_t>(stages);
-  if (ranks.empty() || ranks.size() % p != 0) return {};
-  std::vector<std::vector<UnitTime>> sums(p, std::vector<UnitTime>(kUnitKinds));
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const std::vector<RankStep>& steps = ranks[r].steps;
-    if (step >= steps.size() || steps[step].kind_seconds.size() != sums[r % p].size()) return {};
-    for (size_t k = 0; k < sums[r % p].size(); ++k) {
-      UnitTime& sum = sums[r % p][k];
-      const UnitTime& spent = steps[step].kind_seconds[k];
-      sum.fwd += spent.fwd;
-      sum.bwd_input += spent.bwd_input;
-      sum.bwd_weight += spent.bwd_weight;
-    }
-  }
-  const size_t replicas = ranks.size() / p;
-  const double per_mb = static_cast<double>(std::max(microbatches, 1)) *
-                        static_cast<double>(replicas);  // micro-batches of every replica
-  std::vector<std::map<std::string, KindSeconds>> out(p);
-  for (size_t s = 0; s < p; ++s) {
-    for (size_t k = 0; k < sums[s].size(); ++k) {
-      const UnitTime& spent = sums[s][k];
-      if (spent.total() <= 0) continue;
-      out[s][unit_kind_name(static_cast<UnitKind>(k))] = {
-          spent.fwd / per_mb, spent.bwd_input / per_mb, spent.bwd_weight / per_mb};
-    }
-  }
-  return out;
-}
-
-/// Each rank's speed probe after each of its timed steps, index = rank
-/// (add_data_parallel folds replicas into stages); empty when the backend
-/// has none (every probe NaN).
-std::vector<std::vector<double>> speed_probe_per_stage(const std::vector<RankRecord>& ranks) {
-  std::vector<std::vector<double>> out;
-  bool any = false;
-  for (const RankRecord& r : ranks) {
-    std::vector<double>& mine = out.emplace_back();
-    for (const RankStep& s : r.steps) {
-      mine.push_back(s.probe_seconds);
-      any = any || std::isfinite(s.probe_seconds);
-    }
-  }
-  if (!any) out.clear();
-  return out;
-}
-
-/// Data parallelism's figures (metrics.hpp: `steps` hold the W ranks,
-/// replica-major): each stage's busy seconds and speed probe per step as the
-/// mean over its replicas, and the all-reduce figures of the median step beside the
-/// simulator's (`model` is the ring model it was fed).
-void add_data_parallel(const std::vector<StepMeasure>& steps, size_t median_step, int stages,
-                       const AllReduceModel& model, const TheoryOutcome& theory, ResultMetrics& m) {
-  // [rank][step] -> [stage][step], each the mean over the stage's replicas.
-  const auto fold = [&](const std::vector<std::vector<double>>& per_rank_steps) {
-    std::vector<std::vector<double>> folded(static_cast<size_t>(stages));
-    for (size_t k = 0; k < steps.size(); ++k) {
-      std::vector<double> per_rank;
-      for (const std::vector<double>& rank_steps : per_rank_steps)
-        per_rank.push_back(rank_steps[k]);
-      const std::vector<double> per_stage = fold_replicas(per_rank, stages);
-      for (size_t st = 0; st < per_stage.size(); ++st) folded[st].push_back(per_stage[st]);
-    }
-    return folded;
-  };
-  m.busy_seconds_per_stage = fold(m.busy_seconds_per_stage);
-  if (!m.speed_probe_seconds_per_stage.empty())
-    m.speed_probe_seconds_per_stage = fold(m.speed_probe_seconds_per_stage);
-  AllReduceFigures a = allreduce_figures(steps[median_step], stages);
-  a.latency = model.latency;
-  a.bandwidth = model.bandwidth;
-  a.theoretical_seconds_per_stage = theory.allreduce_per_stage;
-  a.bubble_ratio_pipeline.theoretical = theory.bubble_ratio_pipeline;
-  m.allreduce = a;
 }
 
 /// Step 4, on rank 0: the figures from every rank's records.
@@ -678,14 +621,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   m.bubble_ratio.theoretical = theory.bubble_ratio;
   m.bubble_overhead = fig.bubble_overhead;
   m.bubble_overhead.theoretical = theory.bubble_overhead;
-  // Per stage, the replica with the highest peak (replicas hold the same).
-  std::vector<StageMemory> mems(static_cast<size_t>(P));
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    StageMemory& s = mems[r % static_cast<size_t>(P)];
-    if (r < static_cast<size_t>(P) || ranks[r].memory.peak_total > s.peak_total)
-      s = ranks[r].memory;
-  }
-  m.peak_memory_bytes = peak_memory(mems);
+  m.peak_memory_bytes = peak_memory(stage_memories(ranks, P));
   m.peak_memory_bytes.device_profiler = ex.device_profiler;
   m.device = device_figures(median_step.front(), ex.device_profiler);
   m.theory = theory.figures;
@@ -807,59 +743,6 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   }
   if (sw.rank == 0 && row.result.status == ResultStatus::kError) sw.any_failed = true;
   return row;
-}
-
-/// The files pipebench names itself inside --out for `c`: its result and,
-/// with --trace, the merged trace and one file per stage in <stem>.trace/.
-std::vector<OutputPath> owned_outputs(const std::string& dir, const Combination& c, bool trace) {
-  std::vector<OutputPath> out{{dir, result_file_name(c)}};
-  if (!trace) return out;
-  const std::string stem = result_stem(c);
-  out.emplace_back(dir, stem + ".trace.json");
-  for (int s = 0; s < c.stages; ++s)
-    out.emplace_back(dir, stem + ".trace/rank" + std::to_string(s) + ".json");
-  return out;
-}
-
-/// Rank 0's output folder: made, and proved writable by creating and
-/// removing a file in it, so that a read-only folder is one usage error now
-/// rather than an abort after the first combination; and every name the
-/// sweep will write there checked (write_output_file's rule for a folder
-/// pipebench fills: a symbolic link, or a FIFO, where a result or trace
-/// goes is refused before anything runs). Returns why not, or "".
-std::string make_out_dir(const std::string& dir, const std::vector<Combination>& combos,
-                         bool trace) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
-  std::string probe = dir + "/.pipebench-probe-XXXXXX";
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) {
-    return "--out " + dir + ": cannot create files in the folder (" + std::strerror(errno) + ")";
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
-  try {
-    for (const Combination& c : combos) {
-      for (const OutputPath& o : owned_outputs(dir, c, trace)) check_output_path(o);
-    }
-  } catch (const UsageError& e) {
-    return std::string("--out: ") + e.what();
-  }
-  return "";
-}
-
-/// The output folder (--out, or a dated one), made and checked for
-/// `combos` by rank 0; every rank learns whether it worked.
-std::string agree_out_dir(const RunOptions& options, const std::vector<Combination>& combos,
-                          JobWatchdog& watch, int rank, MPI_Comm comm) {
-  std::string dir = options.out.empty() ? default_out_dir(unix_now()) : options.out;
-  watch.begin(rank == 0 ? "creating the output folder " + dir
-                        : "waiting for rank 0 to create the output folder");
-  const std::string why = rank == 0 ? make_out_dir(dir, combos, options.trace) : "";
-  agree(why.empty(), why, rank, comm);
-  watch.end();
-  return dir;
 }
 
 /// Validates sw.options into sw.plan on every rank alike: no collective

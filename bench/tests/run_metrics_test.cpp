@@ -646,5 +646,116 @@ TEST(DataParallelMetrics, StagesMustDivideTheRanks) {
   EXPECT_THROW((void)validate_run_options(o, 4), UsageError);
 }
 
+// --- from the gathered rank records -----------------------------------------
+
+/// A rank whose one step started at `origin` (its steady clock) and ran one
+/// forward from `start` to `end` (seconds from that origin).
+RankRecord one_step_rank(double origin, double start, double end) {
+  RankRecord r;
+  RankStep& s = r.steps.emplace_back();
+  s.origin = origin;
+  s.step.actions.push_back({Action{ActionKind::kForward, 0, 0}, start, end, 0.0});
+  s.step.comms.push_back({.start = start, .end = end});
+  s.step.end = end;
+  s.step.actions_end = end;
+  return r;
+}
+
+TEST(RankRecordMetrics, OneHostShiftsEachRankByItsLateStartAcrossHostsNot) {
+  // Rank 1 left the barrier 0.5 s after rank 0: on one clock its times move by 0.5.
+  const std::vector<RankRecord> ranks{one_step_rank(10.0, 0.0, 1.0), one_step_rank(10.5, 0.0, 1.0)};
+  const std::vector<StepMeasure> one = align_steps(ranks, true);
+  ASSERT_EQ(one.size(), 1u);
+  ASSERT_EQ(one[0].size(), 2u);
+  EXPECT_DOUBLE_EQ(one[0][0].end, 1.0);
+  EXPECT_DOUBLE_EQ(one[0][1].end, 1.5);
+  EXPECT_DOUBLE_EQ(one[0][1].actions_end, 1.5);
+  EXPECT_DOUBLE_EQ(one[0][1].actions[0].start, 0.5);
+  EXPECT_DOUBLE_EQ(one[0][1].comms[0].end, 1.5);
+  const std::vector<StepMeasure> two = align_steps(ranks, false);
+  EXPECT_DOUBLE_EQ(two[0][1].end, 1.0);
+  EXPECT_DOUBLE_EQ(two[0][1].actions[0].start, 0.0);
+}
+
+TEST(RankRecordMetrics, KindSecondsAreMeansPerMicrobatchOverReplicas) {
+  // Two stages x two replicas (replica-major), 2 micro-batches: stage 0's
+  // replicas spent 4 and 8 s forward in their embedding, so one micro-batch
+  // of the 4 took 3 s.
+  const auto rank = [](double fwd, double bwd) {
+    RankRecord r;
+    RankStep& s = r.steps.emplace_back();
+    s.kind_seconds.assign(kUnitKinds, UnitTime{});
+    s.kind_seconds[0] = UnitTime{fwd, bwd, 0.0};
+    return r;
+  };
+  const std::vector<RankRecord> ranks{rank(4, 2), rank(0, 0), rank(8, 6), rank(0, 0)};
+  const auto out = kind_seconds_per_stage(ranks, 2, 0, 2);
+  ASSERT_EQ(out.size(), 2u);
+  const std::string kind = unit_kind_name(static_cast<UnitKind>(0));
+  ASSERT_EQ(out[0].count(kind), 1u);
+  EXPECT_DOUBLE_EQ(out[0].at(kind).fwd, 3.0);
+  EXPECT_DOUBLE_EQ(out[0].at(kind).bwd_input, 2.0);
+  EXPECT_TRUE(out[1].empty());  // a kind that did not run is left out
+  // A rank without unit times: none at all.
+  std::vector<RankRecord> untimed = ranks;
+  untimed[3].steps[0].kind_seconds.clear();
+  EXPECT_TRUE(kind_seconds_per_stage(untimed, 2, 0, 2).empty());
+}
+
+TEST(RankRecordMetrics, CollectorFiguresOfTheMedianStepPerRank) {
+  std::vector<RankRecord> ranks(2);
+  for (RankRecord& r : ranks) r.steps.resize(2);
+  ranks[1].steps[1].collectors["perf"].step["cycles"] = 7.0;
+  ranks[0].steps[0].collectors["perf"].step["cycles"] = 99.0;  // not the median step
+  const auto out = collector_results(ranks, 1);
+  ASSERT_EQ(out.count("perf"), 1u);
+  const std::vector<double>& cycles = out.at("perf").step.at("cycles");
+  ASSERT_EQ(cycles.size(), 2u);
+  EXPECT_TRUE(std::isnan(cycles[0]));
+  EXPECT_DOUBLE_EQ(cycles[1], 7.0);
+}
+
+TEST(RankRecordMetrics, SpeedProbesAndMemoryPeaks) {
+  std::vector<RankRecord> ranks(4);  // 2 stages x 2 replicas
+  for (RankRecord& r : ranks) r.steps.resize(2);
+  EXPECT_TRUE(speed_probe_per_stage(ranks).empty());  // every probe NaN: none
+  ranks[2].steps[1].probe_seconds = 0.25;
+  const auto probes = speed_probe_per_stage(ranks);
+  ASSERT_EQ(probes.size(), 4u);
+  EXPECT_DOUBLE_EQ(probes[2][1], 0.25);
+
+  ranks[0].steps[0].peak_bytes = 100;
+  ranks[0].steps[1].peak_bytes = 300;
+  ranks[0].steps[1].peak_activation_bytes = 20;
+  ranks[0].steps[0].peak_activation_bytes = 50;
+  ranks[0].steps[0].device_peak_bytes = 9;
+  const StageMemory peaks = step_memory_peaks(ranks[0].steps);
+  EXPECT_EQ(peaks.peak_total, 300);
+  EXPECT_EQ(peaks.peak_activations, 50);
+  EXPECT_EQ(peaks.device_peak, 9);
+
+  // Per stage the replica with the highest peak: stage 0 replica 1 (rank 2).
+  ranks[0].memory.peak_total = 10;
+  ranks[2].memory.peak_total = 30;
+  ranks[1].memory.peak_total = 40;
+  ranks[3].memory.peak_total = 40;  // a tie keeps replica 0's
+  ranks[3].memory.peak_rss = 1;
+  const std::vector<StageMemory> mems = stage_memories(ranks, 2);
+  ASSERT_EQ(mems.size(), 2u);
+  EXPECT_EQ(mems[0].peak_total, 30);
+  EXPECT_EQ(mems[1].peak_total, 40);
+  EXPECT_EQ(mems[1].peak_rss, 0);
+}
+
+TEST(RankRecordMetrics, HostOfStageOnlyAcrossHosts) {
+  ResultEnvironment env;
+  env.hosts = {"a"};
+  env.rank_hosts = {"a", "a"};
+  EXPECT_TRUE(host_of_stage(env, 2).empty());
+  env.hosts = {"a", "b"};
+  env.rank_hosts = {"a", "b", "b"};
+  EXPECT_EQ(host_of_stage(env, 3), (std::vector<int>{0, 1, 1}));
+}
+
 }  // namespace
 }  // namespace ppb::run
