@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 #include <vector>
 
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
+#include "ppb/profiling/check.hpp"
 
 namespace ppb::reports::testing {
 
@@ -216,6 +219,46 @@ std::string fresh_dir(const std::string& name) {
   fs::create_directories(dir);
   made.add(dir);
   return dir.string();
+}
+
+std::string write_sweep(const std::string& dir, const std::vector<FixtureSpec>& specs) {
+  for (const FixtureSpec& f : specs) write_fixture(dir, f);
+  return dir;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string usage_error(const ReportOptions& o) {
+  std::ostringstream out;
+  try {
+    run_report(o, out);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::vector<FixtureSpec> two(double slow_1f1b, double slow_gpipe) {
+  FixtureSpec a;
+  a.schedule = "1f1b";
+  a.slowdown = slow_1f1b;
+  a.steps = 10;
+  FixtureSpec b;
+  b.schedule = "gpipe";
+  b.slowdown = slow_gpipe;
+  b.steps = 10;
+  return {a, b};
+}
+
+std::string night(const std::string& root, const std::string& name, int day,
+                  std::vector<FixtureSpec> specs) {
+  for (FixtureSpec& f : specs) f.date = "2026-11-" + std::to_string(10 + day) + "T02:00:00Z";
+  return write_sweep(root + "/" + name, specs);
 }
 
 }  // namespace ppb::reports::testing

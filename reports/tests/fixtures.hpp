@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ppb/pipeline/result.hpp"
+#include "ppb/reports/report.hpp"
 
 namespace ppb::reports::testing {
 
@@ -66,5 +68,27 @@ std::string write_fixture(const std::string& dir, const FixtureSpec& spec);
 /// A fresh empty directory under the system temp dir, unique per test and
 /// process; removed at exit when every test passed.
 std::string fresh_dir(const std::string& name);
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+/// Writes every spec into dir (write_fixture); returns dir.
+std::string write_sweep(const std::string& dir, const std::vector<FixtureSpec>& specs);
+
+/// The two-combination sweep of the gate's tests: 1f1b and gpipe, ten timed
+/// steps each (+/-1% apart: enough for the U test at alpha 0.01), their steps
+/// x slow_1f1b and x slow_gpipe.
+std::vector<FixtureSpec> two(double slow_1f1b, double slow_gpipe);
+
+/// One night of `specs` in <root>/<name>, dated 2026-11-(10 + day) 02:00 UTC;
+/// returns the night's folder.
+std::string night(const std::string& root, const std::string& name, int day,
+                  std::vector<FixtureSpec> specs);
+
+/// The whole file at path ("" when it cannot be read).
+std::string read(const std::string& path);
+
+/// The message of the UsageError run_report(o) throws, "(no error)" when it
+/// throws none.
+std::string usage_error(const ReportOptions& o);
 
 }  // namespace ppb::reports::testing
