@@ -88,6 +88,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -183,7 +184,41 @@ enum class Undecided : uint8_t {
 /// itself ran at another speed", "did not reproduce on a re-run"; "" for kNo.
 const char* undecided_name(Undecided why);
 
-/// The decision on one figure of one combination.
+/// Why the gate declined to judge a combination's timing figures.
+enum class NotJudged : uint8_t {
+  kNo,               ///< judged
+  kHostBusy,         ///< tonight other processes used more than the limit of the host's CPU
+  kMachineSpeed,     ///< tonight the machine ran at another speed than usual (speed probe)
+  kEveryNightSpeed,  ///< every earlier night's machine ran at another speed than usual
+  kEveryNightBusy,   ///< every earlier night's host was busy with other processes
+};
+
+/// A NotJudged reason with the numbers its sentence quotes.
+struct NotJudgedWhy {
+  NotJudged kind = NotJudged::kNo;
+  double limit = 0;  ///< --max-foreign-cpu (busy) or --max-speed-drift (speed), a fraction
+  double share = std::numeric_limits<double>::quiet_NaN();  ///< kHostBusy: tonight's foreign CPU
+  /// kMachineSpeed: the stage whose probe moved most, its change (> 0:
+  /// slower), tonight's probe and the usual one (seconds).
+  int stage = -1;
+  double drift = std::numeric_limits<double>::quiet_NaN();
+  double probe = std::numeric_limits<double>::quiet_NaN();
+  double usual = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// What the re-run of a combination said about one figure awaiting it.
+enum class RerunOutcome : uint8_t {
+  kNone,            ///< no re-run judged this figure
+  kSameVerdict,     ///< the re-run's verdict (MetricVerdict::rerun) is the same: confirmed
+  kOtherVerdict,    ///< the re-run judged it otherwise (MetricVerdict::rerun)
+  kNotJudged,       ///< the re-run's timings were not judged (MetricVerdict::rerun says why)
+  kNoFigure,        ///< the re-run has no such figure
+  kOversubscribed,  ///< the re-run was oversubscribed (kept out of the gate)
+  kEnded,           ///< the re-run ended with MetricVerdict::rerun_status (and rerun_error)
+};
+
+/// The decision on one figure of one combination: enums and numbers only;
+/// verdict_text and rerun_text put it into words.
 struct MetricVerdict {
   std::string name;      ///< "samples/s", "bubble ratio", "peak memory"
   bool relative = true;  ///< change, band and detectable are fractions (else ratio points)
@@ -193,21 +228,37 @@ struct MetricVerdict {
   double current = 0;           ///< tonight's median (memory: tonight's peak)
   double change = 0;  ///< (current - reference) / reference, or current - reference in points
   double p = std::numeric_limits<double>::quiet_NaN();  ///< U test (NaN for memory)
-  double band = 0;        ///< history's noise band, half-width (0 with one reference night)
-  double floor = 0;       ///< the sweep's noise floor under the band (NoiseFloor::floor)
-  double detectable = 0;  ///< smallest change the gate could have detected (inf: none)
-  std::string arrived;    ///< night a regression/improvement arrived (tonight's name if tonight)
-  std::string text;       ///< one line: figures, test and decision
-  bool timing = true;     ///< a timing figure (confirmable); false for peak memory
+  double band = 0;          ///< history's noise band, half-width (0 with one reference night)
+  double floor = 0;         ///< the sweep's noise floor under the band (NoiseFloor::floor)
+  double detectable = 0;    ///< smallest change the gate could have detected (inf: none)
+  double threshold = 0;     ///< the threshold it was judged at (GateOptions::threshold)
+  std::string arrived;      ///< night a regression/improvement arrived (tonight's name if tonight)
+  NotJudgedWhy not_judged;  ///< why a timing figure was not judged (then status is kUndecidable)
+  bool timing = true;       ///< a timing figure (confirmable); false for peak memory
   /// A move dated to an earlier night that the gate already gave the same
   /// verdict on the last night it judged: seen again since, no re-run needed.
   /// A step dated back to a night that was itself "no change" was not, and
   /// awaits tonight's re-run like a move of tonight.
   bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
-  std::string rerun_text;                ///< the re-run's verdict on this figure, when it had one
-  Undecided undecided = Undecided::kNo;  ///< why, when status is kUndecidable
+  bool reruns_given = false;  ///< kAwaiting although re-runs were given: none of this combination
+  RerunOutcome rerun_outcome = RerunOutcome::kNone;
+  std::shared_ptr<const MetricVerdict> rerun;     ///< the re-run's verdict (see RerunOutcome)
+  ResultStatus rerun_status = ResultStatus::kOk;  ///< kEnded: how the re-run ended
+  std::string rerun_error;                        ///< kEnded: its error, if any
+  Undecided undecided = Undecided::kNo;           ///< why, when status is kUndecidable
 };
+
+/// The verdict in one line: figures, test and decision, then what its
+/// re-run said. Examples: "samples/s 120 -> 108 (-10.0%, p=2e-06, band 1.1%,
+/// detectable 7.0%, threshold 7.0%), since tonight"; "peak memory 18.5 MiB
+/// -> 20.0 MiB (+8.1%, threshold +7%)"; "bubble ratio not judged: the host
+/// was busy: ..."; "...; confirmed by a re-run: ...".
+std::string verdict_text(const MetricVerdict& v);
+
+/// What the re-run said about `v`, in words ("" when nothing): the
+/// re-run's verdict when it confirmed, else why it did not reproduce.
+std::string rerun_text(const MetricVerdict& v);
 
 /// One night of one combination, for the trend charts.
 struct TrendPoint {
