@@ -763,13 +763,8 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
   }
   // Each of tonight's figures whose family has a noise model: how likely
   // launch noise alone moves it that far (one-sided in |move|, as the floor
-  // is). Benjamini-Hochberg over the backend's figures finds how many lie
-  // beyond the noise at false-discovery rate alpha; z is the quantile that
-  // admits them (alpha / figures, Bonferroni's, when at most one does), so
-  // that a change that reaches many combinations at once (a slower library,
-  // a planted stage) is told at a lower floor than one reaching a single
-  // combination, and an unchanged build's sweep still crosses it with
-  // probability about alpha.
+  // is); z from Benjamini-Hochberg over the backend's figures
+  // (docs/gate.md, "Noise floor").
   std::map<std::string, size_t> beyond;
   for (const auto& [backend, list] : moves) {
     std::vector<double> p;
