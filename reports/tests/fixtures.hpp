@@ -10,6 +10,7 @@
 
 #include "ppb/pipeline/result.hpp"
 #include "ppb/reports/report.hpp"
+#include "ppb/reports/report_model.hpp"
 
 namespace ppb::reports::testing {
 
@@ -90,5 +91,17 @@ std::string read(const std::string& path);
 /// The message of the UsageError run_report(o) throws, "(no error)" when it
 /// throws none.
 std::string usage_error(const ReportOptions& o);
+
+/// The fixture sweep of the report's tests: every schedule once, two
+/// micro-batch counts, the layer and operator cuts, adaptive beside
+/// async-1f1b in one budget.
+/// P=4, M=8, F=1 ms, B=2 ms per stage, one micro-batch = 1 MiB of activations
+/// per stage; every stage also holds 12.75 MiB of parameters, gradients,
+/// optimizer state and buffers.
+std::vector<FixtureSpec> sweep();
+
+/// The report model of the results in dir with the built-in reference
+/// (`setup`: the setup matches the documents').
+ReportModel model_of(const std::string& dir, bool setup = false);
 
 }  // namespace ppb::reports::testing

@@ -5,11 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -25,7 +23,6 @@
 namespace ppb::reports {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::FixtureSpec;
 using testing::fresh_dir;
 using testing::kMiB;

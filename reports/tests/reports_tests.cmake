@@ -15,6 +15,12 @@ ppb_add_gtest(regression_test
   LIBS ppb::reports
   LABELS unit)
 
+# The writers: JUnit, CSV, Google Benchmark JSON, HTML, Markdown.
+ppb_add_gtest(writers_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/writers_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
+  LIBS ppb::reports
+  LABELS unit)
+
 # The planner: cluster descriptions, ranking against the simulator and the
 # memory model, pruning, advice.
 ppb_add_gtest(plan_test
