@@ -1002,5 +1002,114 @@ TEST(ReportConfirm, ReportWritesTheRerunListAndShowsConfirmation) {
   EXPECT_THROW(run_report(lone, ignored), UsageError);
 }
 
+// ------------------------------------------------------------ verdict text --
+
+// A verdict is data; verdict_text and rerun_text put each kind of it into
+// words, here every reason a figure is not judged and every outcome of a
+// re-run.
+TEST(VerdictText, EveryReasonAndOutcomeInWords) {
+  MetricVerdict judged;
+  judged.name = "samples/s";
+  judged.status = RegressionStatus::kRegressed;
+  judged.reference = 100;
+  judged.current = 88;
+  judged.change = -0.12;
+  judged.p = 2e-6;
+  judged.band = 0.011;
+  judged.floor = 0.02;
+  judged.detectable = 0.07;
+  judged.threshold = 0.07;
+  judged.arrived = "tonight";
+  const std::string figures =
+      "samples/s 100 -> 88.0 (-12.0%, p=2e-06, band 1.1%, sweep noise floor 2.0%, detectable 7.0%, "
+      "threshold 7.0%), since tonight";
+  EXPECT_EQ(verdict_text(judged), figures);
+  EXPECT_EQ(rerun_text(judged), "");
+
+  MetricVerdict memory;
+  memory.name = "peak memory";
+  memory.timing = false;
+  memory.reference = 16 * kMiB;
+  memory.current = 18 * kMiB;
+  memory.change = 0.125;
+  memory.threshold = 0.07;
+  EXPECT_EQ(verdict_text(memory), "peak memory 16.0 MiB -> 18.0 MiB (+12.5%, threshold +7%)");
+
+  MetricVerdict skipped = judged;
+  skipped.name = "bubble ratio";
+  skipped.not_judged = {.kind = NotJudged::kHostBusy, .limit = 0.2, .share = 0.9};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: the host was busy: other processes used 90% of its CPU "
+            "during tonight's timed steps (limit 20%)");
+  skipped.not_judged = {.kind = NotJudged::kMachineSpeed,
+                        .limit = 0.05,
+                        .stage = 1,
+                        .drift = -0.3,
+                        .probe = 0.0035,
+                        .usual = 0.005};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: the machine itself ran 30.0% faster on stage 1 than on the "
+            "earlier nights (speed probe 3.50 ms, usually 5.00 ms; limit 5%): its timings are not "
+            "comparable");
+  skipped.not_judged = {.kind = NotJudged::kEveryNightSpeed, .limit = 0.05};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: every earlier night's machine ran at another speed than "
+            "usual (speed probe, limit 5%)");
+  skipped.not_judged = {.kind = NotJudged::kEveryNightBusy, .limit = 0.2};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: every earlier night's host was busy with other processes "
+            "(limit 20%)");
+
+  MetricVerdict v = judged;
+  v.confirmation = Confirmation::kAwaiting;
+  EXPECT_EQ(verdict_text(v), figures);
+  v.reruns_given = true;
+  EXPECT_EQ(verdict_text(v), figures + "; not confirmed: no re-run of it");
+  MetricVerdict again = judged;
+  again.current = 90;
+  again.change = -0.1;
+  const std::string again_figures =
+      "samples/s 100 -> 90.0 (-10.0%, p=2e-06, band 1.1%, sweep noise floor 2.0%, detectable "
+      "7.0%, threshold 7.0%), since tonight";
+  v.confirmation = Confirmation::kConfirmed;
+  v.rerun_outcome = RerunOutcome::kSameVerdict;
+  v.rerun = std::make_shared<const MetricVerdict>(again);
+  EXPECT_EQ(rerun_text(v), again_figures);
+  EXPECT_EQ(verdict_text(v), figures + "; confirmed by a re-run: " + again_figures);
+  const auto refuted = [&](RerunOutcome outcome, std::shared_ptr<const MetricVerdict> rerun) {
+    MetricVerdict r = judged;
+    r.status = RegressionStatus::kUndecidable;
+    r.confirmation = Confirmation::kNotReproduced;
+    r.rerun_outcome = outcome;
+    r.rerun = std::move(rerun);
+    r.rerun_status = ResultStatus::kError;
+    r.rerun_error = "rank 1 failed";
+    return verdict_text(r);
+  };
+  again.status = RegressionStatus::kPass;
+  EXPECT_EQ(
+      refuted(RerunOutcome::kOtherVerdict, std::make_shared<const MetricVerdict>(again)),
+      figures + "; did not reproduce on a re-run (no change: " + again_figures + "); a transient");
+  again.status = RegressionStatus::kUndecidable;
+  EXPECT_EQ(refuted(RerunOutcome::kOtherVerdict, std::make_shared<const MetricVerdict>(again)),
+            figures + "; did not reproduce on a re-run (undecidable: " + again_figures +
+                "); the re-run could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kNotJudged, std::make_shared<const MetricVerdict>(skipped)),
+            figures + "; did not reproduce on a re-run (the re-run's " + verdict_text(skipped) +
+                "); the re-run could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kNoFigure, nullptr),
+            figures +
+                "; did not reproduce on a re-run (the re-run has no samples/s figure); the re-run "
+                "could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kOversubscribed, nullptr),
+            figures +
+                "; did not reproduce on a re-run (the re-run was oversubscribed (kept out of the "
+                "gate)); the re-run could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kEnded, nullptr),
+            figures +
+                "; did not reproduce on a re-run (the re-run ended with status error: rank 1 "
+                "failed); the re-run could not tell");
+}
+
 }  // namespace
 }  // namespace ppb::reports
