@@ -6,7 +6,6 @@ add_library(ppb_run STATIC
   run/sweep.cpp
   run/metrics.cpp
   run/noise.cpp
-  run/host_load.cpp
   run/environment.cpp
   run/progress.cpp
   run/runner.cpp

@@ -15,6 +15,7 @@ add_library(ppb_exec
   src/executor.cpp
   src/watchdog.cpp
   src/job_watchdog.cpp
+  src/host_load.cpp
   src/step_messages.cpp
   src/memory_guard.cpp
   src/collector_registry.cpp

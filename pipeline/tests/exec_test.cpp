@@ -26,6 +26,7 @@
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/executor.hpp"
+#include "ppb/exec/host_load.hpp"
 #include "ppb/exec/memory_guard.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
@@ -377,6 +378,12 @@ StageCosts measured_costs(const StepRecord& rec, const StageCosts& model) {
   return out;
 }
 
+// Timings taken while other processes used more than this share of the
+// host's CPU are not held to the tolerances below (the regression gate's
+// --max-foreign-cpu default, and run_results_check's): the sleeping stages
+// wake late on a contended host, idle time the simulator does not model.
+constexpr double kMaxForeignCpu = 0.2;
+
 class TimedBubble : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TimedBubble, MatchesTheSimulatorFedMeasuredTimes) {
@@ -397,7 +404,29 @@ TEST_P(TimedBubble, MatchesTheSimulatorFedMeasuredTimes) {
   if (name == "sync-1f1b") p.microbatches = 4;
   const Schedule schedule = generate_schedule(name, p);
   const StageCosts model = timed_costs(P, p.chunks, 1.0, 2.0, 0.0);
+  HostLoadMeter load(MPI_COMM_WORLD);
+  load.begin();
   TimedRun run = run_timed(schedule, model, name == "sync-1f1b" ? 5 : 7, 0.01);
+  const double foreign = load.end();  // the same on every rank
+  const StepRecord& rec = run.steps.back();
+  const SimResult last = simulate(schedule, measured_costs(rec, model));
+  // Exact accounting, judged on any host: the measured activation peak is
+  // the simulator's.
+  const int s = comm_rank();
+  EXPECT_EQ(rec.peak_activation_bytes, last.stages[static_cast<size_t>(s)].peak_activation_bytes);
+  EXPECT_EQ(rec.peak_activation_bytes,
+            int64_t{peak_inflight(schedule)[static_cast<size_t>(s)]} * kActBytes);
+  // Every message crossed the transport with its modelled size.
+  for (const CommRecord& c : rec.comms) {
+    EXPECT_EQ(c.bytes, kMsgBytes);
+    EXPECT_FALSE(c.local);
+    EXPECT_GE(c.end, c.start);
+  }
+  if (foreign > kMaxForeignCpu) {  // NaN (no /proc/stat): judged
+    GTEST_SKIP() << "timings not judged: other processes used " << std::lround(foreign * 100)
+                 << "% of the host's CPU during the timed steps (above "
+                 << std::lround(kMaxForeignCpu * 100) << "%)";
+  }
   double best_diff = 1e9, best_measured = 0, best_sim = 0, best_ratio = 0;
   for (size_t i = 1; i < run.steps.size(); ++i) {
     const StepRecord& r = run.steps[i];
@@ -414,19 +443,6 @@ TEST_P(TimedBubble, MatchesTheSimulatorFedMeasuredTimes) {
   }
   EXPECT_NEAR(best_measured, best_sim, 0.02) << GetParam();
   EXPECT_NEAR(best_ratio, 1.0, 0.05) << GetParam();
-  const StepRecord& rec = run.steps.back();
-  const SimResult sim = simulate(schedule, measured_costs(rec, model));
-  // Exact accounting: the measured activation peak is the simulator's.
-  const int s = comm_rank();
-  EXPECT_EQ(rec.peak_activation_bytes, sim.stages[static_cast<size_t>(s)].peak_activation_bytes);
-  EXPECT_EQ(rec.peak_activation_bytes,
-            int64_t{peak_inflight(schedule)[static_cast<size_t>(s)]} * kActBytes);
-  // Every message crossed the transport with its modelled size.
-  for (const CommRecord& c : rec.comms) {
-    EXPECT_EQ(c.bytes, kMsgBytes);
-    EXPECT_FALSE(c.local);
-    EXPECT_GE(c.end, c.start);
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, TimedBubble,

@@ -196,6 +196,99 @@ std::string size_text(double x, bool relative) {
   return relative ? format_fixed(x * 100, 1) + "%" : format_fixed(x, 3);
 }
 
+std::string not_judged_text(const NotJudgedWhy& w) {
+  const std::string limit = format_trimmed(w.limit * 100) + "%";
+  switch (w.kind) {
+    case NotJudged::kNo:
+      return "";
+    case NotJudged::kHostBusy:
+      return "the host was busy: other processes used " + format_fixed(w.share * 100, 0) +
+             "% of its CPU during tonight's timed steps (limit " + limit + ")";
+    case NotJudged::kMachineSpeed:
+      return "the machine itself ran " + format_fixed(std::abs(w.drift) * 100, 1) + "% " +
+             (w.drift > 0 ? "slower" : "faster") + " on stage " + std::to_string(w.stage) +
+             " than on the earlier nights (speed probe " + format_fixed(w.probe * 1e3, 2) +
+             " ms, usually " + format_fixed(w.usual * 1e3, 2) + " ms; limit " + limit +
+             "): its timings are not comparable";
+    case NotJudged::kEveryNightSpeed:
+      return "every earlier night's machine ran at another speed than usual (speed probe, limit " +
+             limit + ")";
+    case NotJudged::kEveryNightBusy:
+      return "every earlier night's host was busy with other processes (limit " + limit + ")";
+  }
+  return "";
+}
+
+// The verdict's own figures and test, without what a re-run said.
+std::string figure_text(const MetricVerdict& v) {
+  if (v.not_judged.kind != NotJudged::kNo) {
+    return v.name + " not judged: " + not_judged_text(v.not_judged);
+  }
+  std::string text;
+  if (!v.timing) {
+    text = "peak memory " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
+           signed_percent(v.change) + ", threshold +" + format_trimmed(v.threshold * 100) + "%)";
+  } else {
+    text = v.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
+           change_text(v.change, v.relative) + ", p=" + format_number(v.p) + ", band " +
+           size_text(v.band, v.relative) +
+           (v.floor > 0 ? ", sweep noise floor " + size_text(v.floor, v.relative) : "") +
+           ", detectable " + size_text(v.detectable, v.relative) + ", threshold " +
+           size_text(v.threshold, v.relative) + ")";
+  }
+  if (!v.arrived.empty()) text += ", since " + v.arrived;
+  return text;
+}
+
+}  // namespace
+
+std::string rerun_text(const MetricVerdict& v) {
+  switch (v.rerun_outcome) {
+    case RerunOutcome::kNone:
+      return "";
+    case RerunOutcome::kSameVerdict:
+      return figure_text(*v.rerun);
+    case RerunOutcome::kOtherVerdict:
+      return std::string(regression_status_name(v.rerun->status)) + ": " + figure_text(*v.rerun);
+    case RerunOutcome::kNotJudged:
+      return "the re-run's " + figure_text(*v.rerun);
+    case RerunOutcome::kNoFigure:
+      return "the re-run has no " + v.name + " figure";
+    case RerunOutcome::kOversubscribed:
+      return "the re-run was oversubscribed (kept out of the gate)";
+    case RerunOutcome::kEnded:
+      return std::string("the re-run ended with status ") + result_status_name(v.rerun_status) +
+             (v.rerun_error.empty() ? "" : ": " + v.rerun_error);
+  }
+  return "";
+}
+
+std::string verdict_text(const MetricVerdict& v) {
+  std::string text = figure_text(v);
+  switch (v.confirmation) {
+    case Confirmation::kNone:
+      break;
+    case Confirmation::kAwaiting:
+      if (v.reruns_given) text += "; not confirmed: no re-run of it";
+      break;
+    case Confirmation::kConfirmed:
+      text += "; confirmed by a re-run: " + rerun_text(v);
+      break;
+    case Confirmation::kNotReproduced: {
+      // A re-run that tells "no change" (or the opposite) shows a transient;
+      // one that cannot tell leaves the question open.
+      const bool told = v.rerun_outcome == RerunOutcome::kOtherVerdict &&
+                        v.rerun->status != RegressionStatus::kUndecidable;
+      text += "; did not reproduce on a re-run (" + rerun_text(v) + ")" +
+              (told ? "; a transient" : "; the re-run could not tell");
+      break;
+    }
+  }
+  return text;
+}
+
+namespace {
+
 // One night's samples of one figure.
 struct NightSamples {
   std::string night;
@@ -297,13 +390,7 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
       (v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved)) {
     v.arrived = nights.back().night;
   }
-  v.text = kind.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
-           change_text(v.change, kind.relative) + ", p=" + format_number(v.p) + ", band " +
-           size_text(v.band, kind.relative) +
-           (v.floor > 0 ? ", sweep noise floor " + size_text(v.floor, kind.relative) : "") +
-           ", detectable " + size_text(v.detectable, kind.relative) + ", threshold " +
-           size_text(o.threshold, kind.relative) + ")";
-  if (!v.arrived.empty()) v.text += ", since " + v.arrived;
+  v.threshold = o.threshold;
   return v;
 }
 
@@ -330,9 +417,7 @@ MetricVerdict decide_memory(const std::vector<std::pair<std::string, double>>& n
   else if (v.change < -o.threshold)
     v.status = RegressionStatus::kImproved;
   if (v.status == RegressionStatus::kPass) v.arrived.clear();
-  v.text = "peak memory " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
-           signed_percent(v.change) + ", threshold +" + format_trimmed(o.threshold * 100) + "%)";
-  if (!v.arrived.empty()) v.text += ", since " + v.arrived;
+  v.threshold = o.threshold;
   return v;
 }
 
@@ -429,7 +514,7 @@ bool drifted(const ProbeDrift& d, const GateOptions& o) {
 }
 
 // A timing figure the gate declines to judge, and why.
-MetricVerdict not_judged(const std::string& name, bool relative, const std::string& why,
+MetricVerdict not_judged(const std::string& name, bool relative, const NotJudgedWhy& why,
                          Undecided cause) {
   MetricVerdict v;
   v.name = name;
@@ -438,7 +523,7 @@ MetricVerdict not_judged(const std::string& name, bool relative, const std::stri
   v.undecided = cause;
   v.reference = v.current = v.change = kNaN;
   v.detectable = kInf;
-  v.text = name + " not judged: " + why;
+  v.not_judged = why;
   return v;
 }
 
@@ -449,7 +534,7 @@ MetricVerdict not_judged(const std::string& name, bool relative, const std::stri
 struct TimingHistory {
   std::vector<Matched> ok;
   std::vector<Matched> quiet;
-  std::string not_judged;
+  NotJudgedWhy not_judged;
   Undecided cause = Undecided::kNo;  // of not_judged
 };
 
@@ -478,29 +563,22 @@ TimingHistory timing_history(const ResultEntry& c, const std::vector<Matched>& h
   const ProbeDrift drift_tonight = probe_drift(c.result, usual);
   if (busy_tonight >= 0) {
     h.cause = Undecided::kHostBusy;
-    h.not_judged = "the host was busy: other processes used " +
-                   format_fixed(busy_tonight * 100, 0) +
-                   "% of its CPU during tonight's timed steps (limit " +
-                   format_trimmed(o.max_foreign_cpu * 100) + "%)";
+    h.not_judged = {
+        .kind = NotJudged::kHostBusy, .limit = o.max_foreign_cpu, .share = busy_tonight};
   } else if (drifted(drift_tonight, o)) {
     h.cause = Undecided::kMachineSpeed;
-    h.not_judged =
-        "the machine itself ran " + format_fixed(std::abs(drift_tonight.change) * 100, 1) + "% " +
-        (drift_tonight.change > 0 ? "slower" : "faster") + " on stage " +
-        std::to_string(drift_tonight.stage) + " than on the earlier nights (speed probe " +
-        format_fixed(drift_tonight.seconds * 1e3, 2) + " ms, usually " +
-        format_fixed(drift_tonight.reference * 1e3, 2) + " ms; limit " +
-        format_trimmed(o.max_speed_drift * 100) + "%): its timings are not comparable";
+    h.not_judged = {.kind = NotJudged::kMachineSpeed,
+                    .limit = o.max_speed_drift,
+                    .stage = drift_tonight.stage,
+                    .drift = drift_tonight.change,
+                    .probe = drift_tonight.seconds,
+                    .usual = drift_tonight.reference};
   } else if (h.quiet.empty() && had_quiet) {
     h.cause = Undecided::kMachineSpeed;
-    h.not_judged =
-        "every earlier night's machine ran at another speed than usual (speed probe, "
-        "limit " +
-        format_trimmed(o.max_speed_drift * 100) + "%)";
+    h.not_judged = {.kind = NotJudged::kEveryNightSpeed, .limit = o.max_speed_drift};
   } else if (h.quiet.empty()) {
     h.cause = Undecided::kHostBusy;
-    h.not_judged = "every earlier night's host was busy with other processes (limit " +
-                   format_trimmed(o.max_foreign_cpu * 100) + "%)";
+    h.not_judged = {.kind = NotJudged::kEveryNightBusy, .limit = o.max_foreign_cpu};
   }
   return h;
 }
@@ -590,7 +668,7 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
   }
   row.trend.push_back(trend_point(tonight, c.result));
   mem.emplace_back(tonight, peak_memory_bytes(c.result));
-  if (!h.not_judged.empty()) {
+  if (h.not_judged.kind != NotJudged::kNo) {
     row.metrics.push_back(not_judged("samples/s", true, h.not_judged, h.cause));
     row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged, h.cause));
     row.metrics.push_back(decide_memory(mem, o));
@@ -660,7 +738,7 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
       };
       for (size_t i = 1; i < n; ++i) difference(i, fam.residuals);
       if (n >= 1) difference(n, fam.tonight);
-      if (h.not_judged.empty() && n >= 1) {
+      if (h.not_judged.kind == NotJudged::kNo && n >= 1) {
         ++figures[backend];
         const double m = move(f.nights[n].median, spread(pooled(f.nights, 0, n)).median);
         if (std::isfinite(m)) moves[backend].push_back({family, m, n});
@@ -685,13 +763,8 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
   }
   // Each of tonight's figures whose family has a noise model: how likely
   // launch noise alone moves it that far (one-sided in |move|, as the floor
-  // is). Benjamini-Hochberg over the backend's figures finds how many lie
-  // beyond the noise at false-discovery rate alpha; z is the quantile that
-  // admits them (alpha / figures, Bonferroni's, when at most one does), so
-  // that a change that reaches many combinations at once (a slower library,
-  // a planted stage) is told at a lower floor than one reaching a single
-  // combination, and an unchanged build's sweep still crosses it with
-  // probability about alpha.
+  // is); z from Benjamini-Hochberg over the backend's figures
+  // (docs/gate.md, "Noise floor").
   std::map<std::string, size_t> beyond;
   for (const auto& [backend, list] : moves) {
     std::vector<double> p;
@@ -722,9 +795,11 @@ void summarize(RegressionRow& row) {
   bool improved = false;
   bool undecidable = false;
   for (const MetricVerdict& v : row.metrics) {
-    if (v.status == RegressionStatus::kRegressed) row.reasons.push_back(v.text);
-    if (v.status == RegressionStatus::kImproved) row.notes.push_back("improvement: " + v.text);
-    if (v.status == RegressionStatus::kUndecidable) row.notes.push_back("undecidable: " + v.text);
+    if (v.status == RegressionStatus::kRegressed) row.reasons.push_back(verdict_text(v));
+    if (v.status == RegressionStatus::kImproved)
+      row.notes.push_back("improvement: " + verdict_text(v));
+    if (v.status == RegressionStatus::kUndecidable)
+      row.notes.push_back("undecidable: " + verdict_text(v));
     improved = improved || v.status == RegressionStatus::kImproved;
     undecidable = undecidable || v.status == RegressionStatus::kUndecidable;
     // The row's night: that of its first regressed figure (samples/s first),
@@ -903,38 +978,35 @@ std::string confirm(RegressionRow& row, const ResultEntry& measured,
                                    [&v](const MetricVerdict& r) { return r.name == v.name; });
     if (same != again.metrics.end() && same->status == v.status) {
       v.confirmation = Confirmation::kConfirmed;
-      v.rerun_text = same->text;
-      v.text += "; confirmed by a re-run: " + same->text;
+      v.rerun_outcome = RerunOutcome::kSameVerdict;
+      v.rerun = std::make_shared<const MetricVerdict>(*same);
       continue;
     }
-    std::string why;
     if (!gated(rerun, o)) {
-      why = "the re-run was oversubscribed (kept out of the gate)";
+      v.rerun_outcome = RerunOutcome::kOversubscribed;
     } else if (!ran) {
-      why = std::string("the re-run ended with status ") + result_status_name(rerun.result.status) +
-            (rerun.result.error.empty() ? "" : ": " + rerun.result.error);
+      v.rerun_outcome = RerunOutcome::kEnded;
+      v.rerun_status = rerun.result.status;
+      v.rerun_error = rerun.result.error;
     } else if (same == again.metrics.end()) {
       // A re-run whose timings were not judged (a busy host, a machine at
       // another speed) has only the not-judged figures: say why.
       const auto skipped =
           std::find_if(again.metrics.begin(), again.metrics.end(),
                        [](const MetricVerdict& r) { return std::isnan(r.change); });
-      why = skipped != again.metrics.end() && skipped->timing
-                ? "the re-run's " + skipped->text
-                : "the re-run has no " + v.name + " figure";
+      if (skipped != again.metrics.end() && skipped->timing) {
+        v.rerun_outcome = RerunOutcome::kNotJudged;
+        v.rerun = std::make_shared<const MetricVerdict>(*skipped);
+      } else {
+        v.rerun_outcome = RerunOutcome::kNoFigure;
+      }
     } else {
-      why = std::string(regression_status_name(same->status)) + ": " + same->text;
+      v.rerun_outcome = RerunOutcome::kOtherVerdict;
+      v.rerun = std::make_shared<const MetricVerdict>(*same);
     }
-    // A re-run that tells "no change" (or the opposite) shows a transient;
-    // one that cannot tell leaves the question open.
-    const bool told =
-        ran && same != again.metrics.end() && same->status != RegressionStatus::kUndecidable;
     v.confirmation = Confirmation::kNotReproduced;
     v.status = RegressionStatus::kUndecidable;
     v.undecided = Undecided::kNotReproduced;
-    v.rerun_text = why;
-    v.text += "; did not reproduce on a re-run (" + why + ")" +
-              (told ? "; a transient" : "; the re-run could not tell");
   }
   return note;
 }
@@ -942,7 +1014,7 @@ std::string confirm(RegressionRow& row, const ResultEntry& measured,
 // Figures still awaiting a re-run when re-runs were given say so.
 void note_unconfirmed(RegressionRow& row) {
   for (MetricVerdict& v : row.metrics) {
-    if (v.confirmation == Confirmation::kAwaiting) v.text += "; not confirmed: no re-run of it";
+    if (v.confirmation == Confirmation::kAwaiting) v.reruns_given = true;
   }
 }
 

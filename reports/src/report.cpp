@@ -104,7 +104,8 @@ void print_gate(const ReportModel& m, std::ostream& out) {
   for (const RegressionRow& row : r.rows) {
     for (const MetricVerdict& v : row.metrics) {
       if (v.confirmation == Confirmation::kNotReproduced)
-        out << "  UNDECIDABLE " << m.row_label(row.label, row.work) << ": " << v.text << "\n";
+        out << "  UNDECIDABLE " << m.row_label(row.label, row.work) << ": " << verdict_text(v)
+            << "\n";
     }
   }
 }

@@ -6,8 +6,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ppb/pipeline/result.hpp"
+#include "ppb/reports/report.hpp"
+#include "ppb/reports/report_model.hpp"
 
 namespace ppb::reports::testing {
 
@@ -66,5 +69,39 @@ std::string write_fixture(const std::string& dir, const FixtureSpec& spec);
 /// A fresh empty directory under the system temp dir, unique per test and
 /// process; removed at exit when every test passed.
 std::string fresh_dir(const std::string& name);
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+/// Writes every spec into dir (write_fixture); returns dir.
+std::string write_sweep(const std::string& dir, const std::vector<FixtureSpec>& specs);
+
+/// The two-combination sweep of the gate's tests: 1f1b and gpipe, ten timed
+/// steps each (+/-1% apart: enough for the U test at alpha 0.01), their steps
+/// x slow_1f1b and x slow_gpipe.
+std::vector<FixtureSpec> two(double slow_1f1b, double slow_gpipe);
+
+/// One night of `specs` in <root>/<name>, dated 2026-11-(10 + day) 02:00 UTC;
+/// returns the night's folder.
+std::string night(const std::string& root, const std::string& name, int day,
+                  std::vector<FixtureSpec> specs);
+
+/// The whole file at path ("" when it cannot be read).
+std::string read(const std::string& path);
+
+/// The message of the UsageError run_report(o) throws, "(no error)" when it
+/// throws none.
+std::string usage_error(const ReportOptions& o);
+
+/// The fixture sweep of the report's tests: every schedule once, two
+/// micro-batch counts, the layer and operator cuts, adaptive beside
+/// async-1f1b in one budget.
+/// P=4, M=8, F=1 ms, B=2 ms per stage, one micro-batch = 1 MiB of activations
+/// per stage; every stage also holds 12.75 MiB of parameters, gradients,
+/// optimizer state and buffers.
+std::vector<FixtureSpec> sweep();
+
+/// The report model of the results in dir with the built-in reference
+/// (`setup`: the setup matches the documents').
+ReportModel model_of(const std::string& dir, bool setup = false);
 
 }  // namespace ppb::reports::testing

@@ -8,6 +8,19 @@ ppb_add_gtest(reports_test
 target_compile_definitions(reports_test PRIVATE
   PPB_REPORTS_H200_DATA="${CMAKE_CURRENT_SOURCE_DIR}/tests/data/h200")
 
+# The nightly gate (regression.cpp): comparisons, the gate over nights,
+# confirmation by re-runs.
+ppb_add_gtest(regression_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/regression_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
+  LIBS ppb::reports
+  LABELS unit)
+
+# The writers: JUnit, CSV, Google Benchmark JSON, HTML, Markdown.
+ppb_add_gtest(writers_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/writers_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
+  LIBS ppb::reports
+  LABELS unit)
+
 # The planner: cluster descriptions, ranking against the simulator and the
 # memory model, pruning, advice.
 ppb_add_gtest(plan_test

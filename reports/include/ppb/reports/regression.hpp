@@ -1,93 +1,15 @@
 // The regression gate: tonight's results against the recent history of
 // each combination (matched by configuration and machine; the build may
-// differ, that is the point).
-//
-// Figures and how each is decided:
-//  * samples/s (per timed step) and bubble ratio (per timed step, in ratio
-//    points): a combination regresses only when the change of the median is
-//    (1) beyond the threshold, (2) significant given both sides' step
-//    samples (two-sided Mann-Whitney U, p < alpha), and (3) beyond the noise
-//    band of its history (the spread of the reference nights' medians, and
-//    never narrower than the sweep's noise floor, below).
-//    Improvements are the mirror image. When neither holds, the gate says
-//    "no change" only if it could have seen a change of the threshold's
-//    size: the smallest detectable change (max of threshold, band and the
-//    shift the U test needs given both samples' spread and sizes) must not
-//    exceed the threshold; otherwise the figure is "undecidable".
-//  * compute time of each stage (busy seconds per step), relative, decided
-//    as samples/s is (a rise is worse): a slowdown of one stage shows here in
-//    full, where the step time dilutes it by the other stages.
-//  * peak memory (max over stages) is deterministic: growth beyond the
-//    threshold is a regression, exactly, with no test.
-//  * status: ok in the latest night, anything else tonight is a regression.
-// The sweep's noise floor: a combination's own history is a handful of
-// nights, too few to know how far a launch of an unchanged build can land
-// from the others (on a shared machine, 8-10% for minutes at a time while
-// the steps within a launch agree to 1-2%, so the U test calls it
-// significant). Every combination of one machine and backend shares that
-// noise, so it is estimated from all of them together: the differences
-// between consecutive reference nights of each combination (of their
-// medians: log ratios for relative figures, differences for bubble
-// points), pooled per kind of figure (samples/s, bubble ratio, stage
-// compute), one launch's sigma = 1.4826 x MAD / sqrt 2. Consecutive nights,
-// so a real step in the history is one difference per combination, not
-// half of them. Tonight does not take part, so a regression cannot widen
-// its own floor, except where the history holds fewer than 8 differences
-// (a single reference night): then they are tonight's medians against the
-// last night's, over the sweep, median-centred (NoiseFloor::from_tonight),
-// so that a change in a few combinations does not widen it either. A
-// combination with n reference nights gets the floor
-// z x sigma x sqrt(1 + 1/n) (relative: exp(.) - 1), n counted in the
-// reading compared (all reference nights, or those before a step). z is
-// the normal quantile that controls the false-discovery rate at alpha
-// over all of tonight's timing figures of that machine and backend
-// (Benjamini-Hochberg on each figure's move against its reference in units
-// of sigma x sqrt(1 + 1/n)): the quantile of alpha x k / figures, k of them
-// beyond the noise, Bonferroni's alpha / figures when k <= 1. An unchanged
-// build's whole sweep crosses it by launch noise alone with probability
-// about alpha, and a change that reaches many combinations (a slower
-// library, a planted stage) meets a lower floor. Fewer than 8 differences
-// of either kind give no floor.
-// Step changes: the series of nightly medians (tonight last) is split at its
-// best change point; when the nights from that point on differ from those
-// before it as above, and tonight still does, the change is reported once,
-// with the night it arrived. Otherwise tonight is compared with every
-// night of the window.
-// Results of an oversubscribed run (environment.oversubscribed) are kept out
-// by default, on either side. Timings taken on a busy host (other processes
-// used more than max_foreign_cpu of its CPU during the timed steps) are not
-// judged: tonight's make its timing figures undecidable, an earlier night's
-// is left out of the reference; memory is still compared. The same holds
-// for a machine that itself ran at another speed: backends that compute on
-// a resource whose speed varies (cpu) time a fixed reference workload after
-// every step (the speed probe); a night whose probe moved from the
-// history's usual one by more than max_speed_drift (a busy hypervisor, a
-// throttled or shared core: what no process on the host can see) is left
-// out, and tonight's timings are then undecidable. A planted slowdown (config.plant) is
-// named on the row, so a planted run is never mistaken for a real one.
-// A combination is matched with its configuration's time_scale (the timed
-// backend's wall seconds per modelled second, config_key): the same
-// combination at another scale sleeps other times, and is not compared.
-// When no earlier night ran it at tonight's scale but one ran it at
-// another (the default scale's rule changed, or --time-scale did), the row
-// is excluded, saying both scales, and the earlier rows are not listed as
-// missing; once a night at the new scale is in the history it is gated
-// against the nights at that scale only.
-// Confirmation (--confirm, as Perfherder's retriggers and Chromium's alert
-// re-runs): a timing figure (samples/s, bubble ratio, stage compute) that
-// regressed or improved tonight is a suspicion until a re-run of the same
-// combination (same machine, build and configuration) gives the same
-// verdict against the same history, decided the same way. Then it stands,
-// "confirmed by a re-run" with the re-run's figures; otherwise it becomes
-// undecidable ("did not reproduce on a re-run: ...; a transient"). A figure
-// without a re-run keeps its verdict and awaits one (rerun_list). Memory
-// and status are deterministic and never need confirming; a step that
-// arrived on an earlier night was confirmed by the nights since.
+// differ, that is the point). docs/gate.md is the full account of how it
+// decides (the figures, the U test, the noise band and the sweep's noise
+// floor, step changes, what is not judged, confirmation by re-runs); the
+// contracts below say what each type and function holds and returns.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -111,7 +33,7 @@ struct GateOptions {
   /// history's) are not judged.
   double max_speed_drift = 0.05;
   /// --no-noise-floor turns off the sweep's launch-to-launch noise floor
-  /// (see the file comment).
+  /// (docs/gate.md, "Noise floor").
   bool noise_floor = true;
 };
 
@@ -162,7 +84,7 @@ enum class RegressionStatus : uint8_t {
 /// "missing", "excluded".
 const char* regression_status_name(RegressionStatus status);
 
-/// What a re-run said about one figure (see the file comment).
+/// What a re-run said about one figure (docs/gate.md, "Confirmation by re-runs").
 enum class Confirmation : uint8_t {
   kNone,           ///< nothing to confirm: no timing move tonight (or memory)
   kAwaiting,       ///< a timing move of tonight without a re-run: the verdict stands
@@ -183,7 +105,41 @@ enum class Undecided : uint8_t {
 /// itself ran at another speed", "did not reproduce on a re-run"; "" for kNo.
 const char* undecided_name(Undecided why);
 
-/// The decision on one figure of one combination.
+/// Why the gate declined to judge a combination's timing figures.
+enum class NotJudged : uint8_t {
+  kNo,               ///< judged
+  kHostBusy,         ///< tonight other processes used more than the limit of the host's CPU
+  kMachineSpeed,     ///< tonight the machine ran at another speed than usual (speed probe)
+  kEveryNightSpeed,  ///< every earlier night's machine ran at another speed than usual
+  kEveryNightBusy,   ///< every earlier night's host was busy with other processes
+};
+
+/// A NotJudged reason with the numbers its sentence quotes.
+struct NotJudgedWhy {
+  NotJudged kind = NotJudged::kNo;
+  double limit = 0;  ///< --max-foreign-cpu (busy) or --max-speed-drift (speed), a fraction
+  double share = std::numeric_limits<double>::quiet_NaN();  ///< kHostBusy: tonight's foreign CPU
+  /// kMachineSpeed: the stage whose probe moved most, its change (> 0:
+  /// slower), tonight's probe and the usual one (seconds).
+  int stage = -1;
+  double drift = std::numeric_limits<double>::quiet_NaN();
+  double probe = std::numeric_limits<double>::quiet_NaN();
+  double usual = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// What the re-run of a combination said about one figure awaiting it.
+enum class RerunOutcome : uint8_t {
+  kNone,            ///< no re-run judged this figure
+  kSameVerdict,     ///< the re-run's verdict (MetricVerdict::rerun) is the same: confirmed
+  kOtherVerdict,    ///< the re-run judged it otherwise (MetricVerdict::rerun)
+  kNotJudged,       ///< the re-run's timings were not judged (MetricVerdict::rerun says why)
+  kNoFigure,        ///< the re-run has no such figure
+  kOversubscribed,  ///< the re-run was oversubscribed (kept out of the gate)
+  kEnded,           ///< the re-run ended with MetricVerdict::rerun_status (and rerun_error)
+};
+
+/// The decision on one figure of one combination: enums and numbers only;
+/// verdict_text and rerun_text put it into words.
 struct MetricVerdict {
   std::string name;      ///< "samples/s", "bubble ratio", "peak memory"
   bool relative = true;  ///< change, band and detectable are fractions (else ratio points)
@@ -193,21 +149,37 @@ struct MetricVerdict {
   double current = 0;           ///< tonight's median (memory: tonight's peak)
   double change = 0;  ///< (current - reference) / reference, or current - reference in points
   double p = std::numeric_limits<double>::quiet_NaN();  ///< U test (NaN for memory)
-  double band = 0;        ///< history's noise band, half-width (0 with one reference night)
-  double floor = 0;       ///< the sweep's noise floor under the band (NoiseFloor::floor)
-  double detectable = 0;  ///< smallest change the gate could have detected (inf: none)
-  std::string arrived;    ///< night a regression/improvement arrived (tonight's name if tonight)
-  std::string text;       ///< one line: figures, test and decision
-  bool timing = true;     ///< a timing figure (confirmable); false for peak memory
+  double band = 0;          ///< history's noise band, half-width (0 with one reference night)
+  double floor = 0;         ///< the sweep's noise floor under the band (NoiseFloor::floor)
+  double detectable = 0;    ///< smallest change the gate could have detected (inf: none)
+  double threshold = 0;     ///< the threshold it was judged at (GateOptions::threshold)
+  std::string arrived;      ///< night a regression/improvement arrived (tonight's name if tonight)
+  NotJudgedWhy not_judged;  ///< why a timing figure was not judged (then status is kUndecidable)
+  bool timing = true;       ///< a timing figure (confirmable); false for peak memory
   /// A move dated to an earlier night that the gate already gave the same
   /// verdict on the last night it judged: seen again since, no re-run needed.
   /// A step dated back to a night that was itself "no change" was not, and
   /// awaits tonight's re-run like a move of tonight.
   bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
-  std::string rerun_text;                ///< the re-run's verdict on this figure, when it had one
-  Undecided undecided = Undecided::kNo;  ///< why, when status is kUndecidable
+  bool reruns_given = false;  ///< kAwaiting although re-runs were given: none of this combination
+  RerunOutcome rerun_outcome = RerunOutcome::kNone;
+  std::shared_ptr<const MetricVerdict> rerun;     ///< the re-run's verdict (see RerunOutcome)
+  ResultStatus rerun_status = ResultStatus::kOk;  ///< kEnded: how the re-run ended
+  std::string rerun_error;                        ///< kEnded: its error, if any
+  Undecided undecided = Undecided::kNo;           ///< why, when status is kUndecidable
 };
+
+/// The verdict in one line: figures, test and decision, then what its
+/// re-run said. Examples: "samples/s 120 -> 108 (-10.0%, p=2e-06, band 1.1%,
+/// detectable 7.0%, threshold 7.0%), since tonight"; "peak memory 18.5 MiB
+/// -> 20.0 MiB (+8.1%, threshold +7%)"; "bubble ratio not judged: the host
+/// was busy: ..."; "...; confirmed by a re-run: ...".
+std::string verdict_text(const MetricVerdict& v);
+
+/// What the re-run said about `v`, in words ("" when nothing): the
+/// re-run's verdict when it confirmed, else why it did not reproduce.
+std::string rerun_text(const MetricVerdict& v);
 
 /// One night of one combination, for the trend charts.
 struct TrendPoint {

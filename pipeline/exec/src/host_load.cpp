@@ -1,4 +1,4 @@
-#include "run/host_load.hpp"
+#include "ppb/exec/host_load.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "ppb/exec/mpi.hpp"
 
-namespace ppb::run {
+namespace ppb {
 
 namespace {
 
@@ -87,4 +87,4 @@ double HostLoadMeter::end() {
   return worst < 0 ? kNaN : worst;
 }
 
-}  // namespace ppb::run
+}  // namespace ppb

@@ -1,0 +1,1115 @@
+// The nightly gate (regression.cpp) on fixture sweeps made with the tool
+// itself (fixtures.hpp): the two-result comparison, the gate over a history
+// of nights, and the confirmation of tonight's timing moves by re-runs.
+#include "ppb/reports/regression.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "fixtures.hpp"
+#include "ppb/profiling/check.hpp"
+#include "ppb/reports/format.hpp"
+#include "ppb/reports/history.hpp"
+#include "ppb/reports/report.hpp"
+#include "ppb/reports/report_model.hpp"
+#include "ppb/reports/stats.hpp"
+#include "ppb/reports/writers.hpp"
+
+namespace ppb::reports {
+namespace {
+
+using testing::FixtureSpec;
+using testing::fresh_dir;
+using testing::kMiB;
+using testing::night;
+using testing::read;
+using testing::two;
+using testing::usage_error;
+using testing::write_fixture;
+using testing::write_sweep;
+
+TEST(ReportRegression, BaselineTenPercentFasterFailsFivePercentDoesNot) {
+  const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
+  FixtureSpec only_in_base;
+  only_in_base.schedule = "pipedream";
+  only_in_base.steps = 10;
+  write_fixture(base, only_in_base);
+  const std::string cur = write_sweep(fresh_dir("cur"), two(1.10, 1.05));
+  FixtureSpec only_now;
+  only_now.schedule = "sync-1f1b";
+  only_now.steps = 10;
+  write_fixture(cur, only_now);
+
+  const std::string out_dir = fresh_dir("out");
+  ReportOptions o;
+  o.inputs = {cur};
+  o.baselines = {base};
+  o.junit = out_dir + "/junit.xml";
+  o.markdown = out_dir + "/r.md";
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 1);
+  EXPECT_NE(out.str().find("REGRESSION 1f1b x balanced P=4 M=8: samples/s"), std::string::npos)
+      << out.str();
+  EXPECT_EQ(out.str().find("REGRESSION gpipe"), std::string::npos) << out.str();
+
+  ModelOptions mo;
+  mo.gate.threshold = 0.07;
+  const ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(),
+                                           load_results({base}, false), mo);
+  ASSERT_TRUE(m.regression.has_value());
+  std::map<std::string, RegressionStatus> status;
+  for (const RegressionRow& r : m.regression->rows) status[r.label] = r.status;
+  EXPECT_EQ(status.at("1f1b x balanced P=4 M=8"), RegressionStatus::kRegressed);
+  EXPECT_EQ(status.at("gpipe x balanced P=4 M=8"), RegressionStatus::kPass);
+  EXPECT_EQ(status.at("sync-1f1b x balanced P=4 M=8"), RegressionStatus::kNew);
+  EXPECT_EQ(status.at("pipedream x balanced P=4 M=8"), RegressionStatus::kMissing);
+  for (const RegressionRow& r : m.regression->rows) {
+    if (r.label == "1f1b x balanced P=4 M=8") {
+      EXPECT_NEAR(r.samples_change, 1 / 1.10 - 1, 1e-9);
+    }
+    if (r.label == "gpipe x balanced P=4 M=8") {
+      EXPECT_NEAR(r.samples_change, 1 / 1.05 - 1, 1e-9);
+    }
+  }
+
+  // Only the 5% case: no regression, exit 0; a tighter threshold catches it.
+  const std::string cur5 = write_sweep(fresh_dir("cur5"), two(1.05, 1.0));
+  o.inputs = {cur5};
+  EXPECT_EQ(run_report(o, out), 0);
+  o.threshold = 0.04;
+  EXPECT_EQ(run_report(o, out), 1);
+}
+
+TEST(ReportRegression, MemoryGrowthIsARegressionAndOtherMachinesAreNotMatched) {
+  const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
+  std::vector<FixtureSpec> grown = two(1.0, 1.0);
+  grown[0].extra_memory = 2 * kMiB;  // 1f1b stage 0: 16.75 -> 18.75 MiB, +11.9%
+  grown[1].extra_memory = kMiB;      // gpipe stage 0: 20.75 -> 21.75 MiB, +4.8%
+  const std::string cur = write_sweep(fresh_dir("cur"), grown);
+  ModelOptions mo;
+  ReportModel m = build_report_model(load_results({cur}, false), builtin_reference(),
+                                     load_results({base}, false), mo);
+  ASSERT_EQ(m.regression->rows.size(), 2u);
+  EXPECT_EQ(m.regression->rows[0].status, RegressionStatus::kRegressed);
+  ASSERT_EQ(m.regression->rows[0].reasons.size(), 1u);
+  EXPECT_EQ(m.regression->rows[0].reasons[0].rfind("peak memory 16.8 MiB -> 18.8 MiB (+11.9%", 0),
+            0u)
+      << m.regression->rows[0].reasons[0];
+  EXPECT_EQ(m.regression->rows[1].status, RegressionStatus::kPass);
+
+  // The same combinations measured on another machine: nothing matches, nothing fails.
+  std::vector<FixtureSpec> elsewhere = two(2.0, 2.0);
+  for (FixtureSpec& f : elsewhere) f.host = "node2";
+  const std::string other = write_sweep(fresh_dir("other"), elsewhere);
+  m = build_report_model(load_results({other}, false), builtin_reference(),
+                         load_results({base}, false), mo);
+  EXPECT_EQ(m.regressions(), 0);
+  int fresh = 0, missing = 0;
+  for (const RegressionRow& r : m.regression->rows) {
+    fresh += r.status == RegressionStatus::kNew ? 1 : 0;
+    missing += r.status == RegressionStatus::kMissing ? 1 : 0;
+  }
+  EXPECT_EQ(fresh, 2);
+  EXPECT_EQ(missing, 2);
+}
+
+// ------------------------------------------------------------------ gate --
+
+const RegressionRow& row_of(const RegressionSummary& s, const std::string& prefix) {
+  for (const RegressionRow& r : s.rows) {
+    if (r.label.rfind(prefix, 0) == 0) return r;
+  }
+  throw std::runtime_error("no row " + prefix);
+}
+
+RegressionSummary gate(const std::string& tonight_dir, const std::vector<std::string>& history,
+                       GateOptions o = {}) {
+  static std::vector<std::unique_ptr<LoadedResults>> keep;  // rows point into them
+  static std::vector<std::unique_ptr<std::vector<Night>>> nights;
+  keep.push_back(std::make_unique<LoadedResults>(load_results({tonight_dir}, false)));
+  nights.push_back(std::make_unique<std::vector<Night>>(load_nights(history, false)));
+  return run_gate(keep.back()->results, "tonight", *nights.back(), o);
+}
+
+TEST(ReportGate, UnchangedNightsAreNoChange) {
+  const std::string root = fresh_dir("nights");
+  for (int d = 1; d <= 4; ++d) night(root, "n" + std::to_string(d), d, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.0, 1.0));
+  const RegressionSummary s = gate(cur, {root});
+  ASSERT_EQ(s.nights, (std::vector<std::string>{"n1", "n2", "n3", "n4"}));
+  EXPECT_EQ(s.count(RegressionStatus::kPass), 2) << row_of(s, "1f1b").notes.size();
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.trend.size(), 5u);
+  EXPECT_EQ(r.trend.back().night, "tonight");
+  // samples/s, bubble, memory, then one compute figure per stage (P = 4).
+  ASSERT_EQ(r.metrics.size(), 3u + 4u);
+  EXPECT_NEAR(r.metrics[0].change, 0, 1e-12);
+  // 10 vs 40 steps, +/-1% apart: a shift of a few percent is detectable.
+  EXPECT_GT(r.detectable, 0.0);
+  EXPECT_LE(r.detectable, 0.07);
+  EXPECT_EQ(r.arrived_index, -1);
+}
+
+TEST(ReportGate, StepThatArrivedThreeNightsAgoIsReportedOnceWithItsNight) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.12, 1.0));
+  night(root, "n4", 4, two(1.12, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.12, 1.0));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.regressions(), 1);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n3");
+  EXPECT_EQ(r.arrived_index, 2);
+  EXPECT_NEAR(r.samples_change, 1 / 1.12 - 1, 1e-9);  // against n1, n2 only
+  // samples/s, and the bubble the fixture's slower steps leave idle.
+  ASSERT_EQ(r.reasons.size(), 2u);
+  EXPECT_EQ(r.reasons[0].rfind("samples/s ", 0), 0u) << r.reasons[0];
+  EXPECT_EQ(r.reasons[1].rfind("bubble ratio ", 0), 0u) << r.reasons[1];
+  for (const std::string& why : r.reasons)
+    EXPECT_NE(why.find(", since n3"), std::string::npos) << why;
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+  // The step tonight itself: arrived tonight.
+  const std::string root2 = fresh_dir("nights2");
+  night(root2, "n1", 1, two(1.0, 1.0));
+  night(root2, "n2", 2, two(1.0, 1.0));
+  EXPECT_EQ(row_of(gate(cur, {root2}), "1f1b").arrived, "tonight");
+}
+
+TEST(ReportGate, ImprovementIsNotARegression) {
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 2, two(0.85, 1.0));
+  const RegressionSummary s = gate(cur, {base});
+  EXPECT_EQ(s.regressions(), 0);
+  EXPECT_EQ(row_of(s, "1f1b").status, RegressionStatus::kImproved);
+  EXPECT_EQ(row_of(s, "1f1b").notes.at(0).rfind("improvement: samples/s", 0), 0u);
+}
+
+TEST(ReportGate, TooNoisyOrTooFewStepsIsUndecidable) {
+  std::vector<FixtureSpec> noisy = two(1.0, 1.0);
+  for (FixtureSpec& f : noisy) f.noise = 0.25;
+  std::vector<FixtureSpec> slower = noisy;
+  slower[0].slowdown = 1.08;  // beyond 7%, but inside the steps' +/-25%
+  const std::string base = night(fresh_dir("n"), "n1", 1, noisy);
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, slower), {base});
+  EXPECT_EQ(s.regressions(), 0);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_GT(r.detectable, 0.07);
+  EXPECT_EQ(r.notes.at(0).rfind("undecidable: samples/s", 0), 0u) << r.notes.at(0);
+  EXPECT_EQ(r.undecided(), Undecided::kTooNoisy);
+  EXPECT_EQ(row_of(s, "gpipe").undecided(), Undecided::kTooNoisy);
+  EXPECT_EQ(s.undecidable_causes(), "2 too noisy to tell at the threshold");
+  // Three steps a side: no p-value can get below 0.1, nothing is detectable.
+  std::vector<FixtureSpec> few = two(1.0, 1.0);
+  for (FixtureSpec& f : few) f.steps = 3;
+  const std::string fbase = night(fresh_dir("n"), "n1", 1, few);
+  const RegressionSummary t = gate(night(fresh_dir("cur"), "t", 2, few), {fbase});
+  EXPECT_EQ(t.count(RegressionStatus::kUndecidable), 2);
+  EXPECT_TRUE(std::isinf(row_of(t, "1f1b").detectable));
+}
+
+TEST(ReportGate, OneSlowStageIsCaughtInItsComputeTime) {
+  // Stage 1 10% slower; the step time grows less than the threshold.
+  std::vector<FixtureSpec> cur = two(1.03, 1.0);
+  cur[0].slow_stage = 1;
+  cur[0].stage_factor = 1.10;
+  cur[0].plant = "stage 1 x1.10";
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, cur), {base});
+  EXPECT_EQ(s.regressions(), 1);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.label, "1f1b x balanced P=4 M=8 [planted stage 1 x1.10]");
+  EXPECT_EQ(r.planted, "stage 1 x1.10");
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0].rfind("stage 1 compute ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("(+10.0%"), std::string::npos) << r.reasons[0];
+}
+
+TEST(ReportGate, MemoryGrowthIsExactAndNamesItsNight) {
+  const std::string root = fresh_dir("nights");
+  std::vector<FixtureSpec> grown = two(1.0, 1.0);
+  grown[0].extra_memory = 2 * kMiB;             // 16.75 -> 18.75 MiB on 1f1b
+  grown[1].extra_memory = int64_t{512} * 1024;  // +2.4% on gpipe: below the threshold
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, grown);
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 3, grown), {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n2");
+  EXPECT_NEAR(r.memory_change, 2.0 / 16.75, 1e-12);
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+}
+
+TEST(ReportGate, OversubscribedRunsAreKeptOut) {
+  std::vector<FixtureSpec> crowded = two(1.5, 1.0);
+  for (FixtureSpec& f : crowded) f.oversubscribed = true;
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 2, crowded);
+  const RegressionSummary s = gate(cur, {base});
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 2);
+  EXPECT_EQ(s.regressions(), 0);
+  EXPECT_NE(row_of(s, "1f1b").notes.at(0).find("4 ranks on 2 cores"), std::string::npos);
+  GateOptions all;
+  all.include_oversubscribed = true;
+  EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
+}
+
+// The timed backend's default scale once made a two-chunk schedule's
+// chunks sleep a whole stage's time at twice the one-chunk scale; its fix
+// changed every combination's scale. Rows at another scale than their
+// history are excluded, saying both scales, never gated (gpipe here runs
+// twice as fast) nor listed as missing; the next night gates them against
+// the nights at the new scale only.
+TEST(ReportGate, ACombinationAtAnotherTimeScaleIsExcludedNotGatedNorMissing) {
+  const auto scaled = [](double one_chunk, double two_chunk, double slow_two) {
+    std::vector<FixtureSpec> s = two(1.0, slow_two);
+    s[0].time_scale = one_chunk;
+    s[1].time_scale = two_chunk;
+    return s;
+  };
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, scaled(0.7717, 1.5545, 1.0));
+  night(root, "n2", 2, scaled(0.7717, 1.5545, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, scaled(0.9609, 0.9609, 0.5));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 2);
+  EXPECT_EQ(s.count(RegressionStatus::kMissing), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kNew), 0);
+  EXPECT_EQ(s.regressions(), 0);
+  const RegressionRow& g = row_of(s, "gpipe");
+  ASSERT_EQ(g.notes.size(), 1u);
+  EXPECT_EQ(g.notes[0],
+            "excluded: earlier nights ran it at time scale 1.5545, tonight at 0.9609 (wall "
+            "seconds per modelled second): its timings are not comparable");
+  EXPECT_TRUE(g.metrics.empty());
+  // A night at the new scale: gated against it, not against n1 and n2.
+  night(root, "n3", 3, scaled(0.9609, 0.9609, 0.5));
+  const RegressionSummary next =
+      gate(night(fresh_dir("cur"), "t", 4, scaled(0.9609, 0.9609, 0.5)), {root});
+  EXPECT_EQ(row_of(next, "gpipe").status, RegressionStatus::kPass);
+  EXPECT_EQ(row_of(next, "1f1b").status, RegressionStatus::kPass);
+  EXPECT_EQ(next.count(RegressionStatus::kExcluded), 0);
+}
+
+TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
+  std::vector<FixtureSpec> busy = two(1.5, 1.0);
+  for (FixtureSpec& f : busy) f.foreign_cpu = 0.45;
+  busy[1].extra_memory = 4 * kMiB;  // memory is still compared
+  const std::string base = night(fresh_dir("n"), "n1", 1, two(1.0, 1.0));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 2, busy), {base});
+  const RegressionRow& slow = row_of(s, "1f1b");
+  EXPECT_EQ(slow.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(slow.notes.at(0),
+            "undecidable: samples/s not judged: the host was busy: other processes used 45% of "
+            "its CPU during tonight's timed steps (limit 20%)");
+  EXPECT_EQ(slow.undecided(), Undecided::kHostBusy);
+  EXPECT_EQ(s.undecidable_causes(), "1 the host was busy");
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
+  ASSERT_EQ(row_of(s, "gpipe").reasons.size(), 1u);
+  EXPECT_EQ(row_of(s, "gpipe").reasons[0].rfind("peak memory ", 0), 0u);
+  // A busy earlier night is left out of the reference: its slow figures do
+  // not hide tonight's regression.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  std::vector<FixtureSpec> slow_busy = two(1.3, 1.3);
+  for (FixtureSpec& f : slow_busy) f.foreign_cpu = 0.6;
+  night(root, "n2", 2, slow_busy);
+  const RegressionSummary t = gate(night(fresh_dir("cur"), "t", 3, two(1.12, 1.0)), {root});
+  EXPECT_EQ(row_of(t, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NEAR(row_of(t, "1f1b").samples_change, 1 / 1.12 - 1, 1e-9);
+  EXPECT_EQ(row_of(t, "gpipe").status, RegressionStatus::kPass);
+}
+
+std::vector<FixtureSpec> probed(std::vector<FixtureSpec> specs, double factor_1f1b = 1.0) {
+  for (FixtureSpec& f : specs) {
+    f.probe = 4e-3;
+    f.probe_stage = 0;
+    if (f.schedule == "1f1b") f.probe_factor = factor_1f1b;
+  }
+  return specs;
+}
+
+TEST(ReportGate, TimingsOfAMachineThatRanAtAnotherSpeedAreNotJudged) {
+  // Tonight 1f1b is 30% slower, and so was the machine itself on stage 0
+  // (its speed probe): not judged. gpipe's probe is the usual one and its
+  // planted-like slowdown stands.
+  const std::string base = night(fresh_dir("n"), "n1", 1, probed(two(1.0, 1.0)));
+  const RegressionSummary s =
+      gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.3), 1.3)), {base});
+  const RegressionRow& slow = row_of(s, "1f1b");
+  EXPECT_EQ(slow.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(slow.notes.at(0),
+            "undecidable: samples/s not judged: the machine itself ran 30.0% slower on stage 0 "
+            "than on the earlier nights (speed probe 5.20 ms, usually 4.00 ms; limit 5%): its "
+            "timings are not comparable");
+  EXPECT_EQ(slow.undecided(), Undecided::kMachineSpeed);
+  EXPECT_EQ(s.undecidable_causes(), "1 the machine itself ran at another speed");
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kRegressed);
+  EXPECT_EQ(row_of(s, "gpipe").undecided(), Undecided::kNo);
+  // Within the limit the probe changes nothing: 4% is machine noise.
+  EXPECT_EQ(
+      row_of(gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.0), 1.04)), {base}), "1f1b")
+          .status,
+      RegressionStatus::kRegressed);
+  // A faster machine is as incomparable as a slower one.
+  const RegressionSummary f =
+      gate(night(fresh_dir("cur"), "t", 2, probed(two(0.8, 1.0), 0.8)), {base});
+  EXPECT_EQ(row_of(f, "1f1b").status, RegressionStatus::kUndecidable);
+  EXPECT_NE(row_of(f, "1f1b").notes.at(0).find("ran 20.0% faster on stage 0"), std::string::npos);
+  GateOptions loose;
+  loose.max_speed_drift = 0.5;
+  EXPECT_EQ(gate(night(fresh_dir("cur"), "t", 2, probed(two(1.3, 1.0), 1.3)), {base}, loose)
+                .regressions(),
+            1);
+}
+
+TEST(ReportGate, AnEarlierNightOfASlowMachineIsLeftOutOfTheReference) {
+  // n2 ran on a slow machine (probe +30%) and measured 1f1b 30% slower; the
+  // usual speed is the median of the nights' probes, so n2 is left out and
+  // tonight's 12% slowdown is a regression against n1 and n3.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, probed(two(1.0, 1.0)));
+  night(root, "n2", 2, probed(two(1.3, 1.0), 1.3));
+  night(root, "n3", 3, probed(two(1.0, 1.0)));
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 4, probed(two(1.12, 1.0))), {root});
+  EXPECT_EQ(row_of(s, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NEAR(row_of(s, "1f1b").samples_change, 1 / 1.12 - 1, 1e-9);
+  EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+  // Results without a probe (older files, the timed backend) are judged as before.
+  const std::string plain = fresh_dir("plain");
+  night(plain, "n1", 1, two(1.0, 1.0));
+  EXPECT_EQ(gate(night(fresh_dir("cur"), "t", 2, two(1.3, 1.0)), {plain}).regressions(), 1);
+}
+
+// Eight combinations whose launches land up to 3% off, night to
+// night while each launch's steps agree to 1% (a shared machine's
+// launch-to-launch noise); combination 0's own nights happen to agree.
+std::vector<FixtureSpec> launches(int day, double slow0, double slow1 = 1.0) {
+  static const double kShift[5][8] = {
+      {0, 0.04, -0.05, 0.02, -0.03, 0.06, -0.01, 0.03},
+      {0, -0.03, 0.05, -0.06, 0.01, -0.02, 0.04, -0.04},
+      {0, 0.05, -0.02, 0.03, 0.06, -0.05, -0.03, 0.01},
+      {0, -0.06, 0.01, -0.01, -0.04, 0.03, 0.06, -0.02},
+      {0, 0.02, 0.03, 0.05, -0.05, 0.01, -0.06, 0.04},
+  };
+  std::vector<FixtureSpec> out;
+  for (int k = 0; k < 8; ++k) {
+    FixtureSpec f;
+    f.schedule = k % 2 == 0 ? "1f1b" : "gpipe";
+    f.microbatches = 4 * (1 + k / 2);
+    f.steps = 10;
+    f.slowdown = (1 + kShift[day - 1][k] / 2) * (k == 0 ? slow0 : k == 1 ? slow1 : 1.0);
+    out.push_back(f);
+  }
+  return out;
+}
+
+TEST(ReportGate, TheSweepsLaunchNoiseIsAFloorUnderEveryBand) {
+  const std::string root = fresh_dir("nights");
+  for (int d = 1; d <= 4; ++d) night(root, "n" + std::to_string(d), d, launches(d, 1.0));
+  // Tonight combination 0 lands 10% slow: beyond the threshold, significant
+  // over its steps and beyond its own (zero) band, but within what launches
+  // of this sweep do by themselves. Combination 1 is 40% slower: beyond any
+  // launch noise.
+  const std::string cur = night(fresh_dir("cur"), "t", 5, launches(5, 1.10, 1.40));
+  const RegressionSummary s = gate(cur, {root});
+  // One floor per figure family of the (machine, backend): samples/s,
+  // bubble ratio, stage compute.
+  ASSERT_EQ(s.floors.size(), 3u);
+  const NoiseFloor* f = nullptr;
+  for (const NoiseFloor& x : s.floors) {
+    if (x.figure == "samples/s") f = &x;
+  }
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->backend, "timed");
+  EXPECT_EQ(f->residuals, 8u * 3u);  // between every combination's four reference nights
+  EXPECT_EQ(f->nights, 4);
+  EXPECT_EQ(f->figures, 8u * (2u + 4u));  // samples/s, bubble, four stages, per combination
+  // Combination 1's 40% is beyond any launch noise, and so is one more
+  // figure: false-discovery control admits them at alpha x 2 / 48.
+  EXPECT_EQ(f->beyond, 2u) << noise_floor_text(*f);
+  EXPECT_NEAR(f->z, normal_upper_quantile(0.01 * 2 / 48), 1e-12);
+  EXPECT_GT(f->sigma, 0.02);  // the +/-3% shifts, robustly
+  EXPECT_LT(f->sigma, 0.05);
+  EXPECT_NEAR(f->floor, std::expm1(f->z * f->sigma * std::sqrt(1.25)), 1e-12);
+  EXPECT_EQ(noise_floor_for(*f, 4), f->floor);
+  EXPECT_GT(f->floor, 0.10);
+  const std::string line = noise_floor_text(*f);
+  EXPECT_EQ(line.rfind("timed samples/s: one launch of an unchanged build lands sigma ", 0), 0u)
+      << line;
+
+  const RegressionRow& quiet = row_of(s, "1f1b x balanced P=4 M=4");
+  EXPECT_NE(quiet.status, RegressionStatus::kRegressed) << quiet.reasons.at(0);
+  EXPECT_EQ(quiet.metrics[0].band, 0.0);
+  EXPECT_EQ(quiet.metrics[0].floor, f->floor);
+  EXPECT_EQ(quiet.metrics[0].detectable, f->floor);
+  EXPECT_NE(quiet.notes.at(0).find("sweep noise floor"), std::string::npos) << quiet.notes.at(0);
+  const RegressionRow& slow = row_of(s, "gpipe x balanced P=4 M=4");
+  EXPECT_EQ(slow.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(slow.reasons.at(0).rfind("samples/s ", 0), 0u) << slow.reasons.at(0);
+  EXPECT_EQ(s.regressions(), 1);
+
+  // Without the floor combination 0's own history is all there is, and the
+  // launch shift passes for a regression.
+  GateOptions off;
+  off.noise_floor = false;
+  const RegressionSummary o = gate(cur, {root}, off);
+  EXPECT_TRUE(o.floors.empty());
+  EXPECT_EQ(row_of(o, "1f1b x balanced P=4 M=4").status, RegressionStatus::kRegressed);
+  EXPECT_EQ(o.regressions(), 2);
+
+  // Tonight never widens its own floor: the same history gives the same
+  // sigma whatever tonight measured, and tonight's moves can only lower z
+  // (more of them beyond the noise), never raise it.
+  const RegressionSummary calm = gate(night(fresh_dir("cur"), "t", 5, launches(5, 1.0)), {root});
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(calm.floors[i].sigma, s.floors[i].sigma);
+    EXPECT_GE(calm.floors[i].floor, s.floors[i].floor);
+    EXPECT_LE(calm.floors[i].beyond, 1u);
+  }
+  // One reference night gives no night-to-night differences: the floor
+  // comes from tonight's launch against that night, over every combination
+  // of the sweep, median-centred (robust: combination 1's 40% is one of 8).
+  // Combination 0's 10% is again within it; combination 1's 40% is not.
+  // (The fixture's launch shifts move the step, not the stages' compute.)
+  const RegressionSummary one =
+      gate(night(fresh_dir("cur-one"), "t", 5, launches(5, 1.10, 1.40)), {root + "/n1"});
+  ASSERT_EQ(one.floors.size(), 3u);
+  const NoiseFloor* g = nullptr;
+  for (const NoiseFloor& x : one.floors) {
+    EXPECT_TRUE(x.from_tonight) << noise_floor_text(x);
+    EXPECT_EQ(x.nights, 1);
+    if (x.figure != "samples/s") continue;
+    g = &x;
+    EXPECT_EQ(x.residuals, 8u);
+    EXPECT_NE(noise_floor_text(x).find("(8 differences of tonight's launch against the last "
+                                       "night's, the history holding too few); floor "),
+              std::string::npos)
+        << noise_floor_text(x);
+  }
+  ASSERT_NE(g, nullptr);
+  EXPECT_GT(g->sigma, 0.01);
+  EXPECT_LT(g->sigma, 0.06);
+  EXPECT_NEAR(g->floor, std::expm1(g->z * g->sigma * std::sqrt(2.0)), 1e-12);
+  EXPECT_NE(row_of(one, "1f1b x balanced P=4 M=4").status, RegressionStatus::kRegressed);
+  EXPECT_EQ(row_of(one, "gpipe x balanced P=4 M=4").status, RegressionStatus::kRegressed);
+  EXPECT_EQ(one.regressions(), 1);
+  // Fewer than 8 figures of a family give no floor: the band alone.
+  const RegressionSummary few = gate(night(fresh_dir("cur-few"), "t", 2, two(1.0, 1.0)),
+                                     {night(fresh_dir("n-few"), "n1", 1, two(1.0, 1.0))});
+  for (const NoiseFloor& x : few.floors) {
+    if (x.figure == "stage compute") continue;  // 2 combinations x 4 stages
+    EXPECT_EQ(x.floor, 0.0);
+    EXPECT_FALSE(x.from_tonight);
+    EXPECT_NE(noise_floor_text(x).find("no floor (0 night-to-night differences"),
+              std::string::npos);
+  }
+}
+
+const NoiseFloor& floor_of(const RegressionSummary& s, const std::string& figure) {
+  for (const NoiseFloor& f : s.floors) {
+    if (f.figure == figure) return f;
+  }
+  throw std::runtime_error("no floor of " + figure);
+}
+
+TEST(ReportGate, AChangeReachingEveryCombinationMeetsALowerFloor) {
+  const std::string root = fresh_dir("nights");
+  for (int d = 1; d <= 4; ++d) night(root, "n" + std::to_string(d), d, launches(d, 1.0));
+  const double bonferroni = normal_upper_quantile(0.01 / 48);  // 8 combinations x 6 figures
+  // One combination 15% slower: a single figure beyond the noise, judged
+  // against Bonferroni's floor, which the sweep's launch noise puts above
+  // 15%: undecidable, as one launch of it could land there by chance.
+  const RegressionSummary one = gate(night(fresh_dir("cur"), "t", 5, launches(5, 1.15)), {root});
+  const NoiseFloor& f1 = floor_of(one, "samples/s");
+  EXPECT_LE(f1.beyond, 1u);
+  EXPECT_NEAR(f1.z, bonferroni, 1e-12);
+  EXPECT_GT(f1.floor, 0.15);
+  EXPECT_EQ(row_of(one, "1f1b x balanced P=4 M=4").status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(one.regressions(), 0);
+  EXPECT_NE(noise_floor_text(f1).find("(z " + format_fixed(bonferroni, 2) +
+                                      ": alpha over 48 "
+                                      "figures)"),
+            std::string::npos)
+      << noise_floor_text(f1);
+  // Every combination 15% slower (a slower library): eight figures beyond
+  // the noise at once. Benjamini-Hochberg admits them at a lower z, the
+  // same sigma gives a lower floor, and each is a regression.
+  std::vector<FixtureSpec> slower = launches(5, 1.0);
+  for (FixtureSpec& f : slower) f.slowdown *= 1.15;
+  const RegressionSummary all = gate(night(fresh_dir("cur"), "t", 5, slower), {root});
+  const NoiseFloor& f8 = floor_of(all, "samples/s");
+  EXPECT_EQ(f8.sigma, f1.sigma);
+  EXPECT_GE(f8.beyond, 8u);
+  EXPECT_NEAR(f8.z, normal_upper_quantile(0.01 * static_cast<double>(f8.beyond) / 48), 1e-12);
+  EXPECT_LT(f8.floor, 0.12);
+  for (const RegressionRow& r : all.rows) {
+    EXPECT_EQ(r.status, RegressionStatus::kRegressed) << r.label;
+    EXPECT_EQ(r.metrics.at(0).floor, f8.floor) << r.label;
+  }
+  EXPECT_NE(noise_floor_text(f8).find(" beyond the noise (Benjamini-Hochberg))"), std::string::npos)
+      << noise_floor_text(f8);
+}
+
+TEST(ReportGate, AnUnreadableFileInAFolderOfNightsIsNamedInEveryMode) {
+  const std::string root = fresh_dir("nights_bad");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.0, 1.0));
+  const std::string bad = root + "/n3/truncated.json";
+  std::ofstream(bad) << R"({"schema": "pipebench.result/1", "config": {)";
+  // Without --skip-bad: refused, naming the file (the night is not dropped).
+  ReportOptions o;
+  o.inputs = {night(fresh_dir("tonight_bad"), "t", 5, two(1.0, 1.0))};
+  o.baselines = {root};
+  EXPECT_EQ(usage_error(o).rfind("--baseline: " + bad + ": malformed JSON", 0), 0u)
+      << usage_error(o);
+  // With it: the three nights are gated and the file is listed among the
+  // unreadable ones.
+  o.skip_bad = true;
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 0);
+  EXPECT_NE(out.str().find("3 earlier night(s)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("- " + bad + ": malformed JSON"), std::string::npos) << out.str();
+  // A night gated against itself is refused, however the folder is spelt.
+  o.baselines = {o.inputs.front() + "/./"};
+  EXPECT_EQ(usage_error(o), "--baseline " + o.baselines[0] +
+                                ": the same folder as tonight's results " + o.inputs[0] +
+                                " (a night gated against itself; give earlier nights)");
+}
+
+TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
+  const std::string a = night(fresh_dir("a"), "older", 1, two(1.0, 1.0));
+  const std::string b = night(fresh_dir("b"), "newer", 2, two(1.0, 1.0));
+  const std::vector<Night> n = load_nights({b, a}, false);
+  ASSERT_EQ(n.size(), 2u);
+  EXPECT_EQ(n[0].name, "older");
+  EXPECT_EQ(n[1].name, "newer");
+  // A folder holding one night's two sweeps (no combination repeated) is one night.
+  const std::string one = fresh_dir("one");
+  write_sweep(one + "/cpu", {two(1.0, 1.0)[0]});
+  write_sweep(one + "/timed", {two(1.0, 1.0)[1]});
+  EXPECT_EQ(load_nights({one}, false).size(), 1u);
+  GateOptions w;
+  w.window = 1;
+  EXPECT_EQ(gate(b, {a, b}, w).nights, (std::vector<std::string>{"newer"}));
+}
+
+// ----------------------------------------------------------- confirmation --
+
+// The gate of tonight's folder with the re-runs in `rerun_dir` ("" = none given).
+RegressionSummary confirmed_gate(const std::string& tonight_dir,
+                                 const std::vector<std::string>& history,
+                                 const std::string& rerun_dir) {
+  static std::vector<std::unique_ptr<LoadedResults>> keep;  // rows point into them
+  static std::vector<std::unique_ptr<std::vector<Night>>> nights;
+  keep.push_back(std::make_unique<LoadedResults>(load_results({tonight_dir}, false)));
+  nights.push_back(std::make_unique<std::vector<Night>>(load_nights(history, false)));
+  const std::vector<ResultEntry>* reruns = nullptr;
+  if (!rerun_dir.empty()) {
+    keep.push_back(std::make_unique<LoadedResults>(load_results({rerun_dir}, false)));
+    reruns = &keep.back()->results;
+  }
+  return run_gate(keep[keep.size() - (reruns ? 2 : 1)]->results, "tonight", *nights.back(), {},
+                  reruns);
+}
+
+// Two quiet nights, tonight 1f1b 12% slower (`tonight`), and a re-run of
+// tonight's sweep with 1f1b at `rerun` (day 3, later the same night).
+struct Confirmed {
+  RegressionSummary before;  // without re-runs
+  RegressionSummary after;   // with them
+};
+Confirmed confirm_case(std::vector<FixtureSpec> tonight, std::vector<FixtureSpec> rerun) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, std::move(tonight));
+  const std::string again = night(fresh_dir("rerun"), "t", 3, std::move(rerun));
+  return {confirmed_gate(cur, {root}, ""), confirmed_gate(cur, {root}, again)};
+}
+
+TEST(ReportConfirm, TimingMovesOfTonightAwaitARerun) {
+  const Confirmed c = confirm_case(two(1.12, 1.0), two(1.12, 1.0));
+  const RegressionRow& r = row_of(c.before, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_FALSE(c.before.confirming);
+  // samples/s and bubble ratio moved tonight; memory did not move.
+  EXPECT_EQ(r.count(Confirmation::kAwaiting), 2);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  EXPECT_EQ(r.metrics[2].name, "peak memory");
+  EXPECT_EQ(r.metrics[2].confirmation, Confirmation::kNone);
+  // The list holds it, then its control: gpipe, which did not move.
+  ASSERT_EQ(c.before.rerun_list().size(), 2u);
+  EXPECT_EQ(c.before.rerun_list()[0], r.current->source);
+  EXPECT_EQ(row_of(c.before, "gpipe").count(Confirmation::kAwaiting), 0);
+  ASSERT_NE(r.control, nullptr);
+  EXPECT_EQ(r.control, row_of(c.before, "gpipe").current);
+  EXPECT_EQ(c.before.rerun_list()[1], r.control->source);
+  EXPECT_EQ(row_of(c.before, "gpipe").control, nullptr);
+}
+
+// two(), on a machine `m1f1b` and `mgpipe` times slower while each ran.
+std::vector<FixtureSpec> on_machine(double m1f1b, double mgpipe) {
+  std::vector<FixtureSpec> out = two(1.0, 1.0);
+  out[0].machine = m1f1b;
+  out[1].machine = mgpipe;
+  return out;
+}
+
+TEST(ReportConfirm, AControlIsACombinationThatDidNotMove) {
+  const auto control_of = [](std::vector<FixtureSpec> tonight) {
+    const std::string root = fresh_dir("nights");
+    std::vector<FixtureSpec> usual = two(1.0, 1.0);
+    const int tonight_steps = tonight[1].steps;
+    usual[1].steps = tonight_steps;
+    night(root, "n1", 1, usual);
+    night(root, "n2", 2, usual);
+    const std::string cur = night(fresh_dir("cur"), "t", 3, std::move(tonight));
+    const RegressionSummary s = confirmed_gate(cur, {root}, "");
+    const RegressionRow& r = row_of(s, "1f1b");
+    EXPECT_EQ(r.count(Confirmation::kAwaiting), 2);
+    if (tonight_steps == 3) {
+      EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kUndecidable);
+    }
+    return std::make_pair(r.control != nullptr ? r.control->label : "", s.rerun_list().size());
+  };
+  // gpipe unchanged: the control.
+  EXPECT_EQ(control_of(two(1.12, 1.0)),
+            std::make_pair(std::string("gpipe x balanced P=4 M=8"), size_t{2}));
+  // gpipe with three steps a side is too noisy to tell, and did not move:
+  // still a control (on a noisy machine every row may be undecidable).
+  std::vector<FixtureSpec> noisy = two(1.12, 1.0);
+  noisy[1].steps = 3;
+  EXPECT_EQ(control_of(noisy).first, "gpipe x balanced P=4 M=8");
+  // gpipe faster tonight moved itself: no control; both are re-run, each
+  // without one.
+  EXPECT_EQ(control_of(two(1.12, 0.85)), std::make_pair(std::string(), size_t{2}));
+}
+
+TEST(ReportConfirm, TheControlsSpeedInTheRerunsScalesTheRerun) {
+  // Tonight the machine ran 12% slower while 1f1b was measured (its probe
+  // did not see it), and still does minutes later, in the re-runs: 1f1b's
+  // re-run is as slow, and so is its control gpipe, which was at the usual
+  // speed in the sweep. Scaled by the control, 1f1b's re-run is at the usual
+  // speed: a transient, not a regression.
+  const Confirmed slow_window = confirm_case(on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+  const RegressionRow& r = row_of(slow_window.before, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  const int moved = r.count(Confirmation::kAwaiting);
+  EXPECT_GE(moved, 2);  // samples/s and the stages' compute
+  const RegressionRow& after = row_of(slow_window.after, "1f1b");
+  EXPECT_EQ(after.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(after.count(Confirmation::kNotReproduced), moved);
+  ASSERT_NE(after.control_rerun, nullptr);
+  EXPECT_NE(after.control_rerun->source.find("/gpipe"), std::string::npos);
+  ASSERT_FALSE(after.notes.empty());
+  const std::string& note = after.notes.back();
+  EXPECT_EQ(note.rfind("control gpipe x balanced P=4 M=8: samples/s ", 0), 0u) << note;
+  EXPECT_NE(note.find(" in the re-runs (-10.7%), "), std::string::npos) << note;
+  EXPECT_NE(note.find(" over its history (-10.7%); the re-run's times are scaled by 0.893"),
+            std::string::npos)
+      << note;
+  // Unscaled (without the control's re-run), the same re-run confirms it.
+  EXPECT_EQ(
+      row_of(confirm_case(on_machine(1.12, 1.0), {on_machine(1.12, 1.12)[0]}).after, "1f1b").status,
+      RegressionStatus::kRegressed);
+  // A control as fast in the re-runs as in the sweep leaves the re-run as it
+  // is: a regression on a machine at its usual speed stands.
+  const Confirmed steady = confirm_case(two(1.12, 1.0), two(1.12, 1.0));
+  EXPECT_EQ(row_of(steady.after, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_NE(row_of(steady.after, "1f1b")
+                .notes.back()
+                .find("(+0.0%); the re-run's times are "
+                      "scaled by 1.000"),
+            std::string::npos)
+      << row_of(steady.after, "1f1b").notes.back();
+  // The sweep itself ran slow: 1f1b 12% in a burst, its control gpipe 5%
+  // (not a move). In the re-runs the machine is back to its usual speed and
+  // 1f1b 3% slow. Against the sweep, the control would say the re-runs ran
+  // 5% fast and scale 1f1b's re-run to +8%, a confirmation; against its
+  // history it says 0%, and the re-run refutes the regression.
+  const Confirmed slow_sweep = confirm_case(on_machine(1.12, 1.05), on_machine(1.03, 1.0));
+  EXPECT_EQ(row_of(slow_sweep.before, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_EQ(row_of(slow_sweep.before, "1f1b").control, row_of(slow_sweep.before, "gpipe").current);
+  const RegressionRow& refuted = row_of(slow_sweep.after, "1f1b");
+  EXPECT_EQ(refuted.status, RegressionStatus::kUndecidable);
+  EXPECT_NE(refuted.notes.back().find(" in the re-runs (+5.0%), "), std::string::npos)
+      << refuted.notes.back();
+  EXPECT_NE(refuted.notes.back().find(" over its history (+0.0%); the re-run's times are scaled "
+                                      "by 1.000"),
+            std::string::npos)
+      << refuted.notes.back();
+  // Without the control's re-run, the re-run is taken as measured.
+  const Confirmed lone = confirm_case(two(1.12, 1.0), {two(1.12, 1.12)[0]});
+  const RegressionRow& l = row_of(lone.after, "1f1b");
+  EXPECT_EQ(l.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(l.notes.back(),
+            "control gpipe x balanced P=4 M=8: no re-run of it to compare; the re-run is taken "
+            "as measured");
+}
+
+TEST(ReportConfirm, ReproducedRegressionStands) {
+  const Confirmed c = confirm_case(two(1.12, 1.0), two(1.12, 1.0));
+  EXPECT_TRUE(c.after.confirming);
+  EXPECT_EQ(c.after.regressions(), 1);
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_NE(r.rerun, nullptr);
+  EXPECT_EQ(r.count(Confirmation::kConfirmed), 2);
+  EXPECT_EQ(confirmation_summary(r), "confirmed");
+  ASSERT_EQ(r.reasons.size(), 2u);
+  EXPECT_EQ(r.reasons[0].rfind("samples/s ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("; confirmed by a re-run: samples/s "), std::string::npos)
+      << r.reasons[0];
+  EXPECT_EQ(r.arrived, "tonight");
+  EXPECT_TRUE(c.after.rerun_list().empty());
+  // gpipe did not move: its re-run changes nothing.
+  EXPECT_EQ(row_of(c.after, "gpipe").status, RegressionStatus::kPass);
+  EXPECT_EQ(row_of(c.after, "gpipe").rerun, nullptr);
+}
+
+TEST(ReportConfirm, RegressionThatDidNotReproduceIsUndecidableWithTheRerunsFigures) {
+  const Confirmed c = confirm_case(two(1.12, 1.0), two(1.0, 1.0));
+  EXPECT_EQ(c.after.regressions(), 0);
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(r.count(Confirmation::kNotReproduced), 2);
+  EXPECT_EQ(confirmation_summary(r), "did not reproduce");
+  EXPECT_EQ(r.undecided(), Undecided::kNotReproduced);
+  EXPECT_EQ(c.after.undecidable_causes(), "1 did not reproduce on a re-run");
+  EXPECT_TRUE(r.arrived.empty());
+  ASSERT_GE(r.notes.size(), 1u);
+  const std::string& why = r.notes[0];
+  EXPECT_EQ(why.rfind("undecidable: samples/s ", 0), 0u) << why;
+  EXPECT_NE(why.find("(-10.7%"), std::string::npos) << why;  // tonight's own figures stay
+  EXPECT_NE(why.find("; did not reproduce on a re-run (no change: samples/s "), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("(+0.0%"), std::string::npos) << why;  // the re-run's figures
+  EXPECT_EQ(why.substr(why.size() - 13), "; a transient") << why;
+  EXPECT_EQ(rerun_text(r.metrics[0]).rfind("no change: samples/s ", 0), 0u);
+}
+
+TEST(ReportConfirm, ImprovementIsConfirmedTheSameWay) {
+  const Confirmed kept = confirm_case(two(0.85, 1.0), two(0.85, 1.0));
+  EXPECT_EQ(row_of(kept.after, "1f1b").status, RegressionStatus::kImproved);
+  EXPECT_GT(row_of(kept.after, "1f1b").count(Confirmation::kConfirmed), 0);
+  const Confirmed gone = confirm_case(two(0.85, 1.0), two(1.0, 1.0));
+  const RegressionRow& r = row_of(gone.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_EQ(r.notes.at(0).rfind("undecidable: samples/s ", 0), 0u) << r.notes.at(0);
+  EXPECT_NE(r.notes.at(0).find("did not reproduce on a re-run"), std::string::npos);
+  // A re-run that regresses where tonight improved does not confirm either.
+  const Confirmed flipped = confirm_case(two(0.85, 1.0), two(1.12, 1.0));
+  EXPECT_EQ(row_of(flipped.after, "1f1b").status, RegressionStatus::kUndecidable);
+  EXPECT_NE(row_of(flipped.after, "1f1b").notes.at(0).find("(regression: samples/s "),
+            std::string::npos);
+}
+
+TEST(ReportConfirm, MemoryRegressionIsNotSubjectToConfirmation) {
+  std::vector<FixtureSpec> tonight = two(1.12, 1.0);
+  tonight[0].extra_memory = 2 * kMiB;
+  const Confirmed c = confirm_case(tonight, two(1.0, 1.0));
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0].rfind("peak memory ", 0), 0u) << r.reasons[0];
+  EXPECT_EQ(r.metrics[2].confirmation, Confirmation::kNone);
+  EXPECT_EQ(r.count(Confirmation::kNotReproduced), 2);
+}
+
+TEST(ReportConfirm, MissingRerunLeavesTheVerdict) {
+  // Re-runs of gpipe only.
+  const Confirmed c = confirm_case(two(1.12, 1.0), {two(1.0, 1.0)[1]});
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.rerun, nullptr);
+  EXPECT_EQ(r.count(Confirmation::kAwaiting), 2);
+  EXPECT_NE(r.reasons.at(0).find("; not confirmed: no re-run of it"), std::string::npos);
+  EXPECT_EQ(c.after.rerun_list(), c.before.rerun_list());
+  // A re-run of another build is no confirmation either.
+  std::vector<FixtureSpec> other = two(1.0, 1.0);
+  for (FixtureSpec& f : other) f.git = "fff0000";
+  EXPECT_EQ(row_of(confirm_case(two(1.12, 1.0), other).after, "1f1b").status,
+            RegressionStatus::kRegressed);
+}
+
+TEST(ReportConfirm, RerunThatCannotTellLeavesItUndecidable) {
+  std::vector<FixtureSpec> crowded = two(1.12, 1.0);
+  for (FixtureSpec& f : crowded) f.oversubscribed = true;
+  const Confirmed c = confirm_case(two(1.12, 1.0), crowded);
+  const RegressionRow& r = row_of(c.after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  EXPECT_NE(r.notes.at(0).find("did not reproduce on a re-run (the re-run was oversubscribed (kept "
+                               "out of the gate)); the re-run could not tell"),
+            std::string::npos)
+      << r.notes.at(0);
+}
+
+TEST(ReportConfirm, RerunOnASlowMachineSaysWhyItCannotTell) {
+  // Tonight 1f1b's stage 1 computes 10% longer on the usual machine; its
+  // re-run ran while the machine itself was 30% slower (its speed probe), so
+  // the re-run's timings are not judged and it has no stage figures: the
+  // row says why rather than that a figure is missing.
+  std::vector<FixtureSpec> slow = probed(two(1.03, 1.0));
+  slow[0].slow_stage = 1;
+  slow[0].stage_factor = 1.10;
+  std::vector<FixtureSpec> again = probed(two(1.03, 1.0), 1.3);
+  again[0].slow_stage = 1;
+  again[0].stage_factor = 1.10;
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, probed(two(1.0, 1.0)));
+  night(root, "n2", 2, probed(two(1.0, 1.0)));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, slow);
+  const std::string rerun = night(fresh_dir("rerun"), "t", 3, again);
+  EXPECT_EQ(row_of(confirmed_gate(cur, {root}, ""), "1f1b").status, RegressionStatus::kRegressed);
+  const RegressionSummary after = confirmed_gate(cur, {root}, rerun);
+  const RegressionRow& r = row_of(after, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kUndecidable);
+  bool said = false;
+  for (const std::string& n : r.notes) {
+    said = said || (n.rfind("undecidable: stage 1 compute ", 0) == 0 &&
+                    n.find("did not reproduce on a re-run (the re-run's samples/s not judged: the "
+                           "machine itself ran 30.0% slower on stage 0") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << r.notes.at(0);
+}
+
+TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.12, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 4, two(1.12, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root}, "");
+  EXPECT_EQ(row_of(s, "1f1b").arrived, "n3");
+  EXPECT_TRUE(s.rerun_list().empty());
+}
+
+TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo) {
+  // n4 is a little slow, within the threshold: its own gate said no change.
+  // Tonight is slower again, and the step is dated back to n4. No night
+  // reported it before tonight, so it awaits tonight's re-run like a move of
+  // tonight, and a re-run at the usual speed refutes it.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.0, 1.0));
+  const std::string n4 = night(root, "n4", 4, two(1.068, 1.0));
+  const std::string earlier = fresh_dir("earlier");
+  for (int day = 1; day <= 3; ++day) night(earlier, "n" + std::to_string(day), day, two(1.0, 1.0));
+  EXPECT_EQ(row_of(gate(n4, {earlier}), "1f1b").status, RegressionStatus::kPass);
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.10, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root}, "");
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n4");
+  EXPECT_FALSE(r.metrics[0].reported_before);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  ASSERT_EQ(s.rerun_list().size(), 2u);  // with its control
+  const std::string usual = night(fresh_dir("rerun"), "t", 5, two(1.0, 1.0));
+  const RegressionSummary with_usual = confirmed_gate(cur, {root}, usual);
+  const RegressionRow& refuted = row_of(with_usual, "1f1b");
+  EXPECT_EQ(refuted.status, RegressionStatus::kUndecidable);
+  EXPECT_GT(refuted.count(Confirmation::kNotReproduced), 0);
+  const std::string slow = night(fresh_dir("rerun"), "t", 5, two(1.10, 1.0));
+  const RegressionSummary with_slow = confirmed_gate(cur, {root}, slow);
+  const RegressionRow& kept = row_of(with_slow, "1f1b");
+  EXPECT_EQ(kept.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(kept.arrived, "n4");
+  EXPECT_GT(kept.count(Confirmation::kConfirmed), 0);
+  // A night later, the step is what the last judged night already showed.
+  night(root, "n5", 5, two(1.10, 1.0));
+  const std::string next = night(fresh_dir("cur"), "t", 6, two(1.10, 1.0));
+  const RegressionSummary later = confirmed_gate(next, {root}, "");
+  EXPECT_EQ(row_of(later, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_TRUE(row_of(later, "1f1b").metrics[0].reported_before);
+  EXPECT_TRUE(later.rerun_list().empty());
+}
+
+TEST(ReportConfirm, RerunsInsideTonightsFolderAreNotTonightsResults) {
+  const std::string cur = night(fresh_dir("cur"), "t", 3, two(1.12, 1.0));
+  night(cur, "rerun", 3, two(1.0, 1.0));
+  EXPECT_EQ(load_results({cur}, false).superseded.size(), 2u);  // a later night sees the re-runs
+  const LoadedResults tonight = load_results({cur}, false, {cur + "/rerun"});
+  EXPECT_EQ(tonight.results.size(), 2u);
+  EXPECT_TRUE(tonight.superseded.empty());
+  for (const ResultEntry& e : tonight.results)
+    EXPECT_EQ(e.source.find("/rerun/"), std::string::npos) << e.source;
+}
+
+TEST(ReportConfirm, ReportWritesTheRerunListAndShowsConfirmation) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  const std::string out = fresh_dir("out");
+  // Without re-runs: exit 1, and the list names tonight's 1f1b file.
+  const std::string first = night(fresh_dir("first"), "t", 3, two(1.12, 1.0));
+  ReportOptions o;
+  o.inputs = {first};
+  o.baselines = {root};
+  o.rerun_list = out + "/first.txt";
+  std::ostringstream before;
+  EXPECT_EQ(run_report(o, before), 1);
+  EXPECT_NE(before.str().find("confirm: 1 combination(s) moved tonight in timing"),
+            std::string::npos)
+      << before.str();
+  std::ifstream list(out + "/first.txt");
+  std::string line;
+  ASSERT_TRUE(std::getline(list, line));
+  EXPECT_EQ(line.rfind(first + "/1f1b", 0), 0u) << line;
+  ASSERT_TRUE(std::getline(list, line));  // its control
+  EXPECT_EQ(line.rfind(first + "/gpipe", 0), 0u) << line;
+  EXPECT_FALSE(std::getline(list, line)) << line;
+  // The re-runs inside tonight's folder, given with --confirm: 1f1b did not
+  // reproduce, exit 0, and nothing awaits a re-run.
+  const std::string cur = night(fresh_dir("cur"), "t", 3, two(1.12, 1.0));
+  const std::string again = night(cur, "rerun", 3, two(1.0, 1.0));
+  o.inputs = {cur};
+  o.confirm = {again};
+  o.rerun_list = out + "/second.txt";
+  o.markdown = out + "/r.md";
+  o.html = out + "/r.html";
+  o.junit = out + "/r.xml";
+  std::ostringstream after;
+  EXPECT_EQ(run_report(o, after), 0) << after.str();
+  EXPECT_NE(after.str().find("confirm: 0 confirmed by a re-run, 1 did not reproduce "
+                             "(undecidable), 0 without a re-run"),
+            std::string::npos)
+      << after.str();
+  EXPECT_NE(after.str().find("  UNDECIDABLE 1f1b x balanced P=4 M=8: samples/s "),
+            std::string::npos);
+  EXPECT_EQ(read(out + "/second.txt"), "");
+  const std::string md = read(out + "/r.md");
+  EXPECT_NE(md.find("did not reproduce** (undecidable"), std::string::npos);
+  EXPECT_NE(md.find("| did not reproduce |"), std::string::npos);
+  EXPECT_NE(read(out + "/r.html").find("<td>did not reproduce</td>"), std::string::npos);
+  EXPECT_NE(read(out + "/r.xml").find("<skipped message=\"undecidable: samples/s"),
+            std::string::npos);
+  // --confirm without --baseline: bad input.
+  ReportOptions lone;
+  lone.inputs = {cur};
+  lone.confirm = {again};
+  std::ostringstream ignored;
+  EXPECT_THROW(run_report(lone, ignored), UsageError);
+}
+
+// ------------------------------------------------------------ verdict text --
+
+// A verdict is data; verdict_text and rerun_text put each kind of it into
+// words, here every reason a figure is not judged and every outcome of a
+// re-run.
+TEST(VerdictText, EveryReasonAndOutcomeInWords) {
+  MetricVerdict judged;
+  judged.name = "samples/s";
+  judged.status = RegressionStatus::kRegressed;
+  judged.reference = 100;
+  judged.current = 88;
+  judged.change = -0.12;
+  judged.p = 2e-6;
+  judged.band = 0.011;
+  judged.floor = 0.02;
+  judged.detectable = 0.07;
+  judged.threshold = 0.07;
+  judged.arrived = "tonight";
+  const std::string figures =
+      "samples/s 100 -> 88.0 (-12.0%, p=2e-06, band 1.1%, sweep noise floor 2.0%, detectable 7.0%, "
+      "threshold 7.0%), since tonight";
+  EXPECT_EQ(verdict_text(judged), figures);
+  EXPECT_EQ(rerun_text(judged), "");
+
+  MetricVerdict memory;
+  memory.name = "peak memory";
+  memory.timing = false;
+  memory.reference = 16 * kMiB;
+  memory.current = 18 * kMiB;
+  memory.change = 0.125;
+  memory.threshold = 0.07;
+  EXPECT_EQ(verdict_text(memory), "peak memory 16.0 MiB -> 18.0 MiB (+12.5%, threshold +7%)");
+
+  MetricVerdict skipped = judged;
+  skipped.name = "bubble ratio";
+  skipped.not_judged = {.kind = NotJudged::kHostBusy, .limit = 0.2, .share = 0.9};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: the host was busy: other processes used 90% of its CPU "
+            "during tonight's timed steps (limit 20%)");
+  skipped.not_judged = {.kind = NotJudged::kMachineSpeed,
+                        .limit = 0.05,
+                        .stage = 1,
+                        .drift = -0.3,
+                        .probe = 0.0035,
+                        .usual = 0.005};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: the machine itself ran 30.0% faster on stage 1 than on the "
+            "earlier nights (speed probe 3.50 ms, usually 5.00 ms; limit 5%): its timings are not "
+            "comparable");
+  skipped.not_judged = {.kind = NotJudged::kEveryNightSpeed, .limit = 0.05};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: every earlier night's machine ran at another speed than "
+            "usual (speed probe, limit 5%)");
+  skipped.not_judged = {.kind = NotJudged::kEveryNightBusy, .limit = 0.2};
+  EXPECT_EQ(verdict_text(skipped),
+            "bubble ratio not judged: every earlier night's host was busy with other processes "
+            "(limit 20%)");
+
+  MetricVerdict v = judged;
+  v.confirmation = Confirmation::kAwaiting;
+  EXPECT_EQ(verdict_text(v), figures);
+  v.reruns_given = true;
+  EXPECT_EQ(verdict_text(v), figures + "; not confirmed: no re-run of it");
+  MetricVerdict again = judged;
+  again.current = 90;
+  again.change = -0.1;
+  const std::string again_figures =
+      "samples/s 100 -> 90.0 (-10.0%, p=2e-06, band 1.1%, sweep noise floor 2.0%, detectable "
+      "7.0%, threshold 7.0%), since tonight";
+  v.confirmation = Confirmation::kConfirmed;
+  v.rerun_outcome = RerunOutcome::kSameVerdict;
+  v.rerun = std::make_shared<const MetricVerdict>(again);
+  EXPECT_EQ(rerun_text(v), again_figures);
+  EXPECT_EQ(verdict_text(v), figures + "; confirmed by a re-run: " + again_figures);
+  const auto refuted = [&](RerunOutcome outcome, std::shared_ptr<const MetricVerdict> rerun) {
+    MetricVerdict r = judged;
+    r.status = RegressionStatus::kUndecidable;
+    r.confirmation = Confirmation::kNotReproduced;
+    r.rerun_outcome = outcome;
+    r.rerun = std::move(rerun);
+    r.rerun_status = ResultStatus::kError;
+    r.rerun_error = "rank 1 failed";
+    return verdict_text(r);
+  };
+  again.status = RegressionStatus::kPass;
+  EXPECT_EQ(
+      refuted(RerunOutcome::kOtherVerdict, std::make_shared<const MetricVerdict>(again)),
+      figures + "; did not reproduce on a re-run (no change: " + again_figures + "); a transient");
+  again.status = RegressionStatus::kUndecidable;
+  EXPECT_EQ(refuted(RerunOutcome::kOtherVerdict, std::make_shared<const MetricVerdict>(again)),
+            figures + "; did not reproduce on a re-run (undecidable: " + again_figures +
+                "); the re-run could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kNotJudged, std::make_shared<const MetricVerdict>(skipped)),
+            figures + "; did not reproduce on a re-run (the re-run's " + verdict_text(skipped) +
+                "); the re-run could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kNoFigure, nullptr),
+            figures +
+                "; did not reproduce on a re-run (the re-run has no samples/s figure); the re-run "
+                "could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kOversubscribed, nullptr),
+            figures +
+                "; did not reproduce on a re-run (the re-run was oversubscribed (kept out of the "
+                "gate)); the re-run could not tell");
+  EXPECT_EQ(refuted(RerunOutcome::kEnded, nullptr),
+            figures +
+                "; did not reproduce on a re-run (the re-run ended with status error: rank 1 "
+                "failed); the re-run could not tell");
+}
+
+}  // namespace
+}  // namespace ppb::reports

@@ -1,0 +1,232 @@
+// The report's writers (writers.hpp: JUnit, CSV, Google Benchmark JSON,
+// HTML, Markdown) on fixture sweeps made with the tool itself
+// (fixtures.hpp).
+#include "ppb/reports/writers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+#include <sstream>
+#include <string>
+
+#include "fixtures.hpp"
+#include "ppb/reports/report.hpp"
+#include "ppb/reports/report_model.hpp"
+
+namespace ppb::reports {
+namespace {
+
+namespace json = boost::json;
+using testing::FixtureSpec;
+using testing::fresh_dir;
+using testing::model_of;
+using testing::read;
+using testing::sweep;
+using testing::two;
+using testing::write_fixture;
+using testing::write_sweep;
+
+TEST(ReportJunit, ShapeThatCiSystemsRead) {
+  const std::string base = write_sweep(fresh_dir("base"), two(1.0, 1.0));
+  FixtureSpec gone;
+  gone.schedule = "pipedream";
+  write_fixture(base, gone);
+  const std::string cur = write_sweep(fresh_dir("cur"), two(1.10, 1.0));
+  const std::string path = fresh_dir("out") + "/junit.xml";
+  ReportOptions o;
+  o.inputs = {cur};
+  o.baselines = {base};
+  o.junit = path;
+  std::ostringstream out;
+  ASSERT_EQ(run_report(o, out), 1);
+
+  namespace pt = boost::property_tree;
+  pt::ptree doc;
+  pt::read_xml(path, doc);
+  const pt::ptree& root = doc.get_child("testsuites");
+  EXPECT_EQ(root.get<int>("<xmlattr>.tests"), 3);
+  EXPECT_EQ(root.get<int>("<xmlattr>.failures"), 1);
+  EXPECT_EQ(root.get<int>("<xmlattr>.errors"), 0);
+  EXPECT_EQ(root.get<int>("<xmlattr>.skipped"), 1);
+  int suites = 0, cases = 0, failures = 0, skipped = 0;
+  for (const auto& [tag, suite] : root) {
+    if (tag != "testsuite") continue;
+    ++suites;
+    EXPECT_FALSE(suite.get<std::string>("<xmlattr>.name").empty());
+    const int tests = suite.get<int>("<xmlattr>.tests");
+    int here = 0;
+    int here_failed = 0;
+    EXPECT_GE(suite.get<double>("<xmlattr>.time"), 0.0);
+    for (const auto& [ctag, tc] : suite) {
+      if (ctag != "testcase") continue;
+      ++here;
+      ++cases;
+      EXPECT_FALSE(tc.get<std::string>("<xmlattr>.name").empty());
+      EXPECT_EQ(tc.get<std::string>("<xmlattr>.classname").rfind("pipebench.", 0), 0u);
+      EXPECT_GE(tc.get<double>("<xmlattr>.time"), 0.0);
+      if (const auto f = tc.get_child_optional("failure")) {
+        ++failures;
+        ++here_failed;
+        EXPECT_EQ(f->get<std::string>("<xmlattr>.type"), "regression");
+        EXPECT_EQ(f->get<std::string>("<xmlattr>.message").rfind("samples/s ", 0), 0u);
+        EXPECT_EQ(tc.get<std::string>("<xmlattr>.name"),
+                  "1f1b x balanced P=4 M=8 [gpt-tiny, mbs 2, fp32]");
+      }
+      if (tc.get_child_optional("skipped")) ++skipped;
+    }
+    EXPECT_EQ(here, tests);
+    EXPECT_EQ(suite.get<int>("<xmlattr>.failures"), here_failed);
+  }
+  EXPECT_EQ(suites, 2);  // the machine group and "missing from this run"
+  EXPECT_EQ(cases, 3);
+  EXPECT_EQ(failures, 1);
+  EXPECT_EQ(skipped, 1);
+}
+
+// ------------------------------------------------------------- csv, gbench --
+
+TEST(ReportCsv, RoundTrips) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const std::string path = fresh_dir("out") + "/r.csv";
+  ReportOptions o;
+  o.inputs = {dir};
+  o.csv = path;
+  std::ostringstream out;
+  ASSERT_EQ(run_report(o, out), 0);
+  const auto rows = parse_csv(read(path), path);
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(rows.size(), m.loaded.results.size() + 1);
+  EXPECT_EQ(rows[0], csv_columns());
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) -
+                               csv_columns().begin());
+  };
+  for (size_t i = 0; i < m.loaded.results.size(); ++i) {
+    const ResultEntry& e = m.loaded.results[i];
+    const auto& row = rows[i + 1];
+    EXPECT_EQ(row[col("source")], e.source);
+    EXPECT_EQ(row[col("schedule")], e.result.config.schedule);
+    EXPECT_EQ(std::stoi(row[col("microbatches")]), e.result.config.microbatches);
+    // Exact doubles back.
+    EXPECT_EQ(std::strtod(row[col("samples_per_second")].c_str(), nullptr),
+              e.result.metrics->samples_per_second);
+    EXPECT_EQ(std::strtod(row[col("step_time_median")].c_str(), nullptr),
+              e.result.metrics->step_time_seconds.median);
+    EXPECT_EQ(std::strtod(row[col("bubble_ratio")].c_str(), nullptr),
+              e.result.metrics->bubble_ratio.measured);
+    EXPECT_EQ(std::strtod(row[col("peak_memory_bytes")].c_str(), nullptr),
+              *metric_value(e, "peak_memory"));
+    EXPECT_EQ(row[col("machine")], e.machine);  // contains '|' and spaces, survives
+  }
+  // Quoting: a model spec with commas and quotes survives.
+  EXPECT_EQ(parse_csv("a,b\n\"gpt:layers=2,hidden=64\",\"say \"\"hi\"\"\"\n", "x")[1],
+            (std::vector<std::string>{"gpt:layers=2,hidden=64", "say \"hi\""}));
+  EXPECT_THROW(parse_csv("a,b\n1,2,3\n", "x.csv"), UsageError);
+}
+
+TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
+  std::vector<FixtureSpec> specs = two(1.0, 1.0);
+  for (FixtureSpec& f : specs) f.steps = 3;
+  const std::string dir = write_sweep(fresh_dir("sweep"), specs);
+  const std::string path = fresh_dir("out") + "/g.json";
+  ReportOptions o;
+  o.inputs = {dir};
+  o.gbench = path;
+  std::ostringstream out;
+  ASSERT_EQ(run_report(o, out), 0);
+  const json::value doc = json::parse(read(path));
+  EXPECT_TRUE(doc.at("context").is_object());
+  EXPECT_TRUE(doc.at("context").at("date").is_string());
+  const json::array& b = doc.at("benchmarks").as_array();
+  ASSERT_EQ(b.size(), 2u * (3 + 1));  // 3 timed steps + the median aggregate, per combination
+  const json::object& first = b[0].as_object();
+  EXPECT_EQ(first.at("name").as_string(),
+            "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32");
+  EXPECT_EQ(first.at("run_type").as_string(), "iteration");
+  EXPECT_EQ(first.at("time_unit").as_string(), "ms");
+  EXPECT_EQ(first.at("repetitions").as_int64(), 3);
+  // 1F1B, P=4, M=8: step (M+P-1)(TF+TB) = 33 ms; the first timed step is 1.02 x that.
+  EXPECT_NEAR(first.at("real_time").to_number<double>(), 33.0 * 1.02, 1e-9);
+  EXPECT_NEAR(first.at("items_per_second").to_number<double>(), 16 / (0.033 * 1.02), 1e-6);
+  const json::object& median = b[3].as_object();
+  EXPECT_EQ(median.at("run_type").as_string(), "aggregate");
+  EXPECT_EQ(median.at("aggregate_name").as_string(), "median");
+  EXPECT_EQ(median.at("name").as_string(),
+            "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32_median");
+  EXPECT_NEAR(median.at("items_per_second").to_number<double>(), 16 / 0.033, 1e-6);
+}
+
+// -------------------------------------------------------------- html / md --
+
+TEST(ReportHtml, OneSelfContainedPageWithEverySection) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const ReportModel m = model_of(dir);
+  const std::string html = write_html(m);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  size_t pos = 0;
+  int external = 0;
+  while ((pos = html.find("http", pos)) != std::string::npos) {
+    if (html.compare(pos, 26, "http://www.w3.org/2000/svg") != 0) ++external;
+    ++pos;
+  }
+  EXPECT_EQ(external, 0);
+  const std::string work = ": gpt-tiny, mbs 2, fp32</h3>";
+  for (const std::string& heading :
+       {std::string("<h2>Verdict</h2>"), "<h3>Throughput" + work, "<h3>Memory per stage" + work,
+        "<h3>Bubbles, measured against theory" + work,
+        "<h3>Pipeline pictures, measured median step beside the prediction" + work,
+        std::string("<h2>The documents' claims: "), std::string("<h2>Environment</h2>")}) {
+    EXPECT_NE(html.find(heading), std::string::npos) << heading;
+  }
+  // The verdict comes first.
+  EXPECT_LT(html.find("<h2>Verdict</h2>"), html.find("<h3>Throughput: "));
+  // Gantt pairs: measured and predicted for every schedule of the showcase setup.
+  ASSERT_EQ(m.groups.size(), 1u);
+  const GroupView& g = m.groups[0];
+  EXPECT_EQ(g.showcase_label, "gpt-tiny, mbs 2, fp32, balanced partition, P=4, M=8");
+  EXPECT_EQ(g.gantt.size(), 8u);
+  for (const GanttPair& p : g.gantt) {
+    EXPECT_EQ(p.predicted.size(), 4u) << p.entry->label << ": " << p.predicted_source;
+    // The prediction simulates the same actions the fixture ran.
+    // (to 1e-12 s: Boost.JSON 1.81 parses some doubles 1 ulp off)
+    for (size_t s = 0; s < p.predicted.size() && s < p.entry->result.timeline.size(); ++s) {
+      const auto& want = p.entry->result.timeline[s];
+      const auto& got = p.predicted[s];
+      ASSERT_EQ(got.size(), want.size()) << p.entry->label << " stage " << s;
+      for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].op, want[k].op) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_EQ(got[k].mb, want[k].mb) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_EQ(got[k].chunk, want[k].chunk) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_NEAR(got[k].start, want[k].start, 1e-12) << p.entry->label << " s" << s << " #" << k;
+        EXPECT_NEAR(got[k].end, want[k].end, 1e-12) << p.entry->label << " s" << s << " #" << k;
+      }
+    }
+  }
+  for (const char* id : {"S1", "S10", "P8", "D1"}) {
+    EXPECT_NE(html.find(std::string("<b>") + id + "</b>"), std::string::npos);
+  }
+  size_t svgs = 0;
+  for (pos = html.find("<svg"); pos != std::string::npos; pos = html.find("<svg", pos + 1)) ++svgs;
+  EXPECT_EQ(svgs, 1u + 1 + 1 + 1 + 2 * 8);  // throughput, memory, bubbles, Gantt legend, 8 pairs
+}
+
+TEST(ReportMarkdown, FitsACiLog) {
+  const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
+  const std::string md = write_markdown(model_of(dir));
+  EXPECT_EQ(md.rfind("# pipebench report\n", 0), 0u);
+  EXPECT_LT(md.find("## Verdict"), md.find("## Throughput"));
+  EXPECT_NE(md.find("| 1f1b | balanced | 4 | 8 | ok | 485 | 33.0 | 0.273 (0.273) | 0.375 (0.375) | "
+                    "16.8 MiB | ok (2e-06) |"),
+            std::string::npos)
+      << md;
+  size_t lines = 0;
+  for (char c : md) lines += c == '\n' ? 1 : 0;
+  EXPECT_LT(lines, 120u);
+}
+
+}  // namespace
+}  // namespace ppb::reports
