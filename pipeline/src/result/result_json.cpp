@@ -3,9 +3,12 @@
 // stay readable by older reports.
 #include <boost/json.hpp>
 #include <cmath>
+#include <concepts>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "ppb/pipeline/model.hpp"
@@ -69,6 +72,159 @@ json::array ints(const std::vector<int64_t>& xs) {
 
 json::array strings(const std::vector<std::string>& xs) {
   return array_of(xs, [](const std::string& x) { return json::value(x); });
+}
+
+// ------------------------------------------------------------ field lists --
+// One list per struct names each of its fields once: the JSON key, required
+// or optional (absent or null keeps the struct's default) and, for numbers,
+// the least value allowed. The writer, the reader and the bound check all
+// walk the same list, so they cannot disagree; keys are written in list
+// order. A field added to a struct is one more line in its list.
+
+/// The least value a number field allows (none: any).
+using Least = std::optional<int64_t>;
+
+template <class T>
+void at_least(const JsonObject& o, std::string_view key, T value, int64_t least) {
+  if (value < static_cast<T>(least)) {
+    o.fail(key, "expected >= " + std::to_string(least) + ", got " + std::to_string(value));
+  }
+}
+
+template <class V, class C>
+requires std::same_as<std::remove_const_t<C>, ResultConfig>
+void fields(V& v, C& c) {
+  v.required("schedule", c.schedule);
+  v.required("partition", c.partition);
+  v.required("stages", c.stages, 1);
+  v.required("microbatches", c.microbatches, 1);
+  v.required("micro_batch_size", c.micro_batch_size, 1);
+  v.required("inflight", c.inflight, 0);
+  v.required("chunks", c.chunks, 1);
+  v.required("model", c.model);
+  v.required("backend", c.backend);
+  v.required("transport", c.transport);
+  v.optional("message_path", c.message_path);
+  v.required("iters", c.iters, 1);
+  v.required("warmup", c.warmup, 0);
+  v.optional("time_scale", c.time_scale, 0);
+  v.optional("memory_budget", c.memory_budget, 0);
+  v.optional("seed", c.seed);
+  v.optional("sync_warmup", c.sync_warmup, 0);
+  v.optional("memory_guard", c.memory_guard, 0);
+  v.optional("batches", c.batches, 1);
+  // The regression gate's, and what `pipebench run --rerun` needs to measure
+  // the combination again.
+  v.optional("min_time", c.min_time);
+  v.optional("plant", c.plant);
+  v.optional("device", c.device);
+  v.optional("max_iters", c.max_iters);
+  v.optional("profile", c.profile);
+  v.optional("check", c.check);  // absent: whether metrics.check is present (result_from_json)
+  v.optional("dtype", c.dtype);
+  v.optional("unit_ranges", c.unit_ranges);  // what calibration re-prices
+  // Data parallelism's: files written before them load as one replica.
+  v.optional("data_parallel", c.data_parallel, 1);
+  v.optional("rank_order", c.rank_order);
+}
+
+template <class V, class E>
+requires std::same_as<std::remove_const_t<E>, ResultEnvironment>
+void fields(V& v, E& e) {
+  v.required("hosts", e.hosts);
+  v.required("ranks", e.ranks);
+  v.required("mpi", e.mpi);
+  v.required("cuda", e.cuda);
+  v.required("gpus", e.gpus);
+  v.required("driver", e.driver);
+  v.required("git", e.git);
+  v.required("date", e.date);
+  v.optional("compiler", e.compiler);
+  v.optional("build_type", e.build_type);
+  v.optional("hostname", e.hostname);
+  v.optional("cpu", e.cpu);
+  // The regression gate's: what makes a run unfit for it.
+  v.optional("cores", e.cores);
+  v.optional("oversubscribed", e.oversubscribed);
+  v.optional("rank_hosts", e.rank_hosts);
+  v.optional("ranks_per_gpu", e.ranks_per_gpu);  // bound checked by read_environment
+}
+
+json::value to_json(const std::string& x) { return json::value(x); }
+json::value to_json(const std::vector<std::string>& x) { return strings(x); }
+template <class T>
+json::value to_json(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return num(x);
+  } else {
+    return json::value(x);
+  }
+}
+
+/// Writes each field of a list into `o`, in list order.
+struct FieldWriter {
+  json::object& o;
+  template <class T>
+  void required(std::string_view key, const T& x, Least /*least*/ = {}) {
+    o[key] = to_json(x);
+  }
+  template <class T>
+  void optional(std::string_view key, const T& x, Least /*least*/ = {}) {
+    o[key] = to_json(x);
+  }
+};
+
+/// Reads each field of a list from `o`; every error names the field path.
+struct FieldReader {
+  const JsonObject& o;
+  template <class T>
+  void required(std::string_view key, T& x, Least /*least*/ = {}) {
+    x = o.get<T>(key);
+  }
+  template <class T>
+  void optional(std::string_view key, T& x, Least /*least*/ = {}) {
+    x = o.get_or(key, x);
+  }
+};
+
+/// Checks each number of a list against its least value, after the whole
+/// object is read (so a missing field is named before a bad one).
+struct FieldBounds {
+  const JsonObject& o;
+  template <class T>
+  void required(std::string_view key, const T& x, Least least = {}) {
+    check(key, x, least);
+  }
+  template <class T>
+  void optional(std::string_view key, const T& x, Least least = {}) {
+    check(key, x, least);
+  }
+  template <class T>
+  void check(std::string_view key, const T& x, Least least) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      if (least) at_least(o, key, x, *least);
+    }
+  }
+};
+
+/// Reads a struct by its field list, then checks its bounds.
+template <class S>
+S read_fields(const JsonObject& o) {
+  S x;
+  FieldReader in{o};
+  fields(in, x);
+  FieldBounds bounds{o};
+  fields(bounds, std::as_const(x));
+  return x;
+}
+
+/// Writes a struct by its field list.
+template <class S>
+json::object write_fields(const S& x) {
+  json::object o;
+  FieldWriter out{o};
+  fields(out, x);
+  return o;
 }
 
 json::object bubble_json(const BubbleFigures& b) {
@@ -208,16 +364,6 @@ ResultStatus read_status(const JsonObject& root) {
   root.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
 }
 
-void at_least(const JsonObject& o, std::string_view key, int64_t value, int64_t min) {
-  if (value < min) {
-    o.fail(key, "expected >= " + std::to_string(min) + ", got " + std::to_string(value));
-  }
-}
-
-void not_negative(const JsonObject& o, std::string_view key, double value) {
-  if (value < 0) o.fail(key, "expected >= 0, got " + std::to_string(value));
-}
-
 /// Byte counts per stage: none below zero.
 void no_negative_bytes(const JsonObject& o, std::string_view key,
                        const std::vector<int64_t>& values) {
@@ -227,42 +373,6 @@ void no_negative_bytes(const JsonObject& o, std::string_view key,
              "expected bytes >= 0, got " + std::to_string(values[i]));
     }
   }
-}
-
-ResultConfig read_config(const JsonObject& c) {
-  ResultConfig k;
-  k.schedule = c.get<std::string>("schedule");
-  k.partition = c.get<std::string>("partition");
-  k.stages = c.get<int>("stages");
-  k.microbatches = c.get<int>("microbatches");
-  k.micro_batch_size = c.get<int>("micro_batch_size");
-  k.inflight = c.get<int>("inflight");
-  k.chunks = c.get<int>("chunks");
-  k.model = c.get<std::string>("model");
-  k.backend = c.get<std::string>("backend");
-  k.transport = c.get<std::string>("transport");
-  k.message_path = c.get_or<std::string>("message_path", "");
-  k.iters = c.get<int>("iters");
-  k.warmup = c.get<int>("warmup");
-  k.time_scale = c.get_or("time_scale", 0.0);
-  k.memory_budget = c.get_or<int64_t>("memory_budget", 0);
-  k.seed = c.get_or<uint64_t>("seed", 0);
-  k.sync_warmup = c.get_or("sync_warmup", 0);
-  k.memory_guard = c.get_or("memory_guard", 0.0);
-  k.batches = c.get_or("batches", 1);
-  at_least(c, "stages", k.stages, 1);
-  at_least(c, "microbatches", k.microbatches, 1);
-  at_least(c, "micro_batch_size", k.micro_batch_size, 1);
-  at_least(c, "chunks", k.chunks, 1);
-  at_least(c, "inflight", k.inflight, 0);
-  at_least(c, "iters", k.iters, 1);
-  at_least(c, "warmup", k.warmup, 0);
-  at_least(c, "memory_budget", k.memory_budget, 0);
-  at_least(c, "sync_warmup", k.sync_warmup, 0);
-  at_least(c, "batches", k.batches, 1);
-  not_negative(c, "time_scale", k.time_scale);
-  not_negative(c, "memory_guard", k.memory_guard);
-  return k;
 }
 
 ActionKind read_op(const JsonReader& r, const json::value& v, const std::string& path) {
@@ -471,7 +581,7 @@ std::map<std::string, CollectorResult> read_collectors(const JsonObject& o, cons
 ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
   ResultMetrics x;
   x.samples_per_second = m.get<double>("samples_per_second");
-  not_negative(m, "samples_per_second", x.samples_per_second);
+  at_least(m, "samples_per_second", x.samples_per_second, 0);
   const JsonObject st = m.object("step_time_seconds");
   x.step_time_seconds.median = st.get<double>("median");
   x.step_time_seconds.min = st.get<double>("min");
@@ -489,19 +599,8 @@ ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
 }
 
 ResultEnvironment read_environment(const JsonObject& e) {
-  ResultEnvironment env;
-  env.hosts = e.get<std::vector<std::string>>("hosts");
-  env.ranks = e.get<int>("ranks");
-  env.mpi = e.get<std::string>("mpi");
-  env.cuda = e.get<std::string>("cuda");
-  env.gpus = e.get<std::vector<std::string>>("gpus");
-  env.driver = e.get<std::string>("driver");
-  env.git = e.get<std::string>("git");
-  env.date = e.get<std::string>("date");
-  env.compiler = e.get_or<std::string>("compiler", "");
-  env.build_type = e.get_or<std::string>("build_type", "");
-  env.hostname = e.get_or<std::string>("hostname", "");
-  env.cpu = e.get_or<std::string>("cpu", "");
+  ResultEnvironment env = read_fields<ResultEnvironment>(e);
+  if (env.ranks_per_gpu < 0) e.fail("ranks_per_gpu", "expected an integer >= 0");
   return env;
 }
 
@@ -521,25 +620,10 @@ void check_collector_actions(const JsonReader& r, const Result& out) {
   }
 }
 
-// The regression gate's fields (the noise of a run and what makes a run
-// unfit for it), written and read in one place each. All are optional, so
-// files written before them still load.
+// The regression gate's figures of a run's noise, written and read in one
+// place each (its config and environment fields are in the field lists).
+// All are optional, so files written before them still load.
 void write_gate_fields(const Result& result, json::object& root) {
-  json::object& config = root["config"].as_object();
-  config["min_time"] = num(result.config.min_time);
-  config["plant"] = result.config.plant;
-  // What `pipebench run --rerun` needs to measure the combination again.
-  config["device"] = result.config.device;
-  config["max_iters"] = result.config.max_iters;
-  config["profile"] = result.config.profile;
-  config["check"] = result.config.check;
-  config["dtype"] = result.config.dtype;
-  config["unit_ranges"] = result.config.unit_ranges;  // what calibration re-prices
-  json::object& env = root["environment"].as_object();
-  env["cores"] = result.environment.cores;
-  env["oversubscribed"] = result.environment.oversubscribed;
-  env["rank_hosts"] = strings(result.environment.rank_hosts);
-  env["ranks_per_gpu"] = result.environment.ranks_per_gpu;
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
@@ -565,22 +649,8 @@ void write_gate_fields(const Result& result, json::object& root) {
 }
 
 void read_gate_fields(const JsonObject& root, Result& out) {
-  const JsonObject config = root.object("config");
-  out.config.min_time = config.get_or("min_time", 0.0);
-  out.config.plant = config.get_or<std::string>("plant", "");
-  out.config.device = config.get_or<std::string>("device", "");
-  out.config.max_iters = config.get_or("max_iters", 0);
-  out.config.profile = config.get_or<std::string>("profile", "");
-  out.config.check =
-      config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
-  out.config.dtype = config.get_or<std::string>("dtype", "fp32");
-  out.config.unit_ranges = config.get_or<std::string>("unit_ranges", "");
-  const JsonObject env = root.object("environment");
-  out.environment.cores = env.get_or("cores", 0);
-  out.environment.oversubscribed = env.get_or("oversubscribed", false);
-  out.environment.rank_hosts = env.get_or("rank_hosts", std::vector<std::string>{});
-  out.environment.ranks_per_gpu = env.get_or("ranks_per_gpu", 0);
-  if (out.environment.ranks_per_gpu < 0) env.fail("ranks_per_gpu", "expected an integer >= 0");
+  if (!root.object("config").has("check"))
+    out.config.check = out.metrics.has_value() && out.metrics->check.has_value();
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =
@@ -620,12 +690,10 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   f.bubble_ratio = one("bubble_ratio");
 }
 
-// Data parallelism's fields, written and read in one place each; all
-// optional, so files written before them load as one replica.
+// Data parallelism's figures, written and read in one place each (its
+// config fields are in the field list); all optional, so files written
+// before them still load.
 void write_data_parallel_fields(const Result& result, json::object& root) {
-  json::object& config = root["config"].as_object();
-  config["data_parallel"] = result.config.data_parallel;
-  config["rank_order"] = result.config.rank_order;
   if (!result.metrics || !result.metrics->allreduce) return;
   const AllReduceFigures& a = *result.metrics->allreduce;
   json::object& metrics = root["metrics"].as_object();
@@ -642,10 +710,6 @@ void write_data_parallel_fields(const Result& result, json::object& root) {
 }
 
 void read_data_parallel_fields(const JsonObject& root, Result& out) {
-  const JsonObject config = root.object("config");
-  out.config.data_parallel = config.get_or("data_parallel", 1);
-  at_least(config, "data_parallel", out.config.data_parallel, 1);
-  out.config.rank_order = config.get_or<std::string>("rank_order", "");
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   const std::optional<JsonObject> o = metrics.find_object("allreduce");
@@ -675,41 +739,10 @@ boost::json::value result_to_json(const Result& result) {
   o["schema"] = kResultSchema;
   o["status"] = result_status_name(result.status);
   o["error"] = result.error;
-  const ResultConfig& c = result.config;
-  o["config"] = json::object{{"schedule", c.schedule},
-                             {"partition", c.partition},
-                             {"stages", c.stages},
-                             {"microbatches", c.microbatches},
-                             {"micro_batch_size", c.micro_batch_size},
-                             {"inflight", c.inflight},
-                             {"chunks", c.chunks},
-                             {"model", c.model},
-                             {"backend", c.backend},
-                             {"transport", c.transport},
-                             {"message_path", c.message_path},
-                             {"iters", c.iters},
-                             {"warmup", c.warmup},
-                             {"time_scale", num(c.time_scale)},
-                             {"memory_budget", c.memory_budget},
-                             {"seed", c.seed},
-                             {"sync_warmup", c.sync_warmup},
-                             {"memory_guard", num(c.memory_guard)},
-                             {"batches", c.batches}};
+  o["config"] = write_fields(result.config);
   if (result.metrics) o["metrics"] = metrics_json(*result.metrics);
   o["timeline"] = timeline_json(result.timeline);
-  const ResultEnvironment& e = result.environment;
-  o["environment"] = json::object{{"hosts", strings(e.hosts)},
-                                  {"ranks", e.ranks},
-                                  {"mpi", e.mpi},
-                                  {"cuda", e.cuda},
-                                  {"gpus", strings(e.gpus)},
-                                  {"driver", e.driver},
-                                  {"git", e.git},
-                                  {"date", e.date},
-                                  {"compiler", e.compiler},
-                                  {"build_type", e.build_type},
-                                  {"hostname", e.hostname},
-                                  {"cpu", e.cpu}};
+  o["environment"] = write_fields(result.environment);
   write_gate_fields(result, o);
   write_data_parallel_fields(result, o);
   return o;
@@ -730,7 +763,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   out.status = read_status(root);
   const bool ok = out.status == ResultStatus::kOk;
   out.error = ok ? root.get_or<std::string>("error", "") : root.get<std::string>("error");
-  out.config = read_config(root.object("config"));
+  out.config = read_fields<ResultConfig>(root.object("config"));
   const StageCount n{r, static_cast<size_t>(out.config.stages)};
   // metrics and timeline: required when ok, optional otherwise.
   if (ok || root.has("metrics")) out.metrics = read_metrics(root.object("metrics"), n, ok);
