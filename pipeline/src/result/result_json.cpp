@@ -36,12 +36,7 @@ const char* result_status_name(ResultStatus status) {
 
 ScheduleParams schedule_params(const ResultConfig& c) {
   ScheduleParams p;
-  p.stages = c.stages;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.inflight = c.inflight;
-  p.sync_warmup = c.sync_warmup;
-  p.batches = c.batches;
+  copy_schedule_params(p, c);
   return p;
 }
 

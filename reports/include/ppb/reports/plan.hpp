@@ -102,6 +102,9 @@ struct Candidate {
   int micro_batch_size = 1;
   int chunks = 1;    ///< V
   int inflight = 0;  ///< N (0: the schedule does not take one)
+  /// K and B: the planner searches neither and keeps ScheduleParams' values.
+  int sync_warmup = ScheduleParams{}.sync_warmup;
+  int batches = ScheduleParams{}.batches;
   double samples_per_second = 0;
   double step_seconds = 0;       ///< pipeline step (simulator)
   double allreduce_seconds = 0;  ///< gradient all-reduce across the D replicas
@@ -112,8 +115,8 @@ struct Candidate {
   std::string why;  ///< in words: why it leads, or why it loses
 };
 
-/// The schedule parameters of a candidate: P, M, V and N (the pass times of
-/// zb-1p/zb-2p come from its costs: set_pass_times).
+/// The schedule parameters of a candidate: P, M, V, N, K and B (the pass
+/// times of zb-1p/zb-2p come from its costs: set_pass_times).
 ScheduleParams schedule_params(const Candidate& c);
 
 struct Plan {
@@ -193,9 +196,9 @@ Calibration kind_calibration(const PassCalibration& cal, const std::string& devi
 /// `plan --calibration PATH...`: one "pipebench.calibration/1" file is read
 /// as it is; otherwise the paths are result files or folders, and the
 /// results measured on `device` (roofline_device: results of an H200 for
-/// "h200", of the cpu backend or the CUDA emulator for "cpu") are fitted (fit_calibration, in modelled
-/// seconds) into kind factors. Throws UsageError naming the path, or when
-/// no result of `device` can be calibrated from.
+/// "h200", of the cpu backend or the CUDA emulator for "cpu") are fitted (fit_calibration, in
+/// modelled seconds) into kind factors. Throws UsageError naming the path, or when no result of
+/// `device` can be calibrated from.
 Calibration calibration_from(const std::vector<std::string>& paths, const std::string& device);
 
 /// The device preset (device_preset_names) a GPU stands for, as CUDA names
