@@ -71,8 +71,9 @@ json::array strings(const std::vector<std::string>& xs) {
 
 // ------------------------------------------------------------ field lists --
 // One list per struct names each of its fields once: the JSON key, required
-// or optional (absent or null keeps the struct's default) and, for numbers,
-// the least value allowed. The writer, the reader and the bound check all
+// or optional (absent or null keeps the struct's default), nullable (a
+// number or null, read as NaN; optional_nullable: absent reads as NaN too)
+// and, for numbers, the least value allowed. The writer, the reader and the bound check all
 // walk the same list, so they cannot disagree; keys are written in list
 // order. A field added to a struct is one more line in its list.
 
@@ -86,8 +87,11 @@ void at_least(const JsonObject& o, std::string_view key, T value, int64_t least)
   }
 }
 
-template <class V, class C>
-requires std::same_as<std::remove_const_t<C>, ResultConfig>
+/// S is T, const or not (the writer walks a const struct).
+template <class S, class T>
+concept Is = std::same_as<std::remove_const_t<S>, T>;
+
+template <class V, Is<ResultConfig> C>
 void fields(V& v, C& c) {
   v.required("schedule", c.schedule);
   v.required("partition", c.partition);
@@ -123,8 +127,7 @@ void fields(V& v, C& c) {
   v.optional("rank_order", c.rank_order);
 }
 
-template <class V, class E>
-requires std::same_as<std::remove_const_t<E>, ResultEnvironment>
+template <class V, Is<ResultEnvironment> E>
 void fields(V& v, E& e) {
   v.required("hosts", e.hosts);
   v.required("ranks", e.ranks);
@@ -145,8 +148,50 @@ void fields(V& v, E& e) {
   v.optional("ranks_per_gpu", e.ranks_per_gpu);  // bound checked by read_environment
 }
 
+template <class V, Is<StepTimeStats> S>
+void fields(V& v, S& x) {
+  v.required("median", x.median);
+  v.required("min", x.min);
+  v.required("max", x.max);
+  v.required("samples", x.samples);
+}
+
+template <class V, Is<SampleSpread> S>
+void fields(V& v, S& x) {
+  v.required("n", x.n);
+  v.nullable("median", x.median);
+  v.nullable("mad", x.mad);
+  v.nullable("q1", x.q1);
+  v.nullable("q3", x.q3);
+  v.nullable("min", x.min);
+  v.nullable("max", x.max);
+}
+
+template <class V, Is<CheckFigures> C>
+void fields(V& v, C& x) {
+  v.required("passed", x.passed);
+  v.nullable("max_rel_error", x.max_rel_error);
+  v.optional_nullable("loss", x.loss);
+  v.optional("method", x.method);
+}
+
+template <class V, Is<MemoryGuardFigures> G>
+void fields(V& v, G& x) {
+  v.required("actions", x.actions);
+  v.required("min_inflight", x.min_inflight);
+}
+
+template <class V, Is<StageActionTimes> A>
+void fields(V& v, A& x) {
+  v.optional_nullable("F", x.fwd);
+  v.optional_nullable("B", x.bwd);
+  v.optional_nullable("I", x.bwd_input);
+  v.optional_nullable("W", x.bwd_weight);
+}
+
 json::value to_json(const std::string& x) { return json::value(x); }
 json::value to_json(const std::vector<std::string>& x) { return strings(x); }
+json::value to_json(const std::vector<double>& x) { return doubles(x); }
 template <class T>
 json::value to_json(T x) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -167,6 +212,8 @@ struct FieldWriter {
   void optional(std::string_view key, const T& x, Least /*least*/ = {}) {
     o[key] = to_json(x);
   }
+  void nullable(std::string_view key, double x) { o[key] = num(x); }
+  void optional_nullable(std::string_view key, double x) { o[key] = num(x); }
 };
 
 /// Reads each field of a list from `o`; every error names the field path.
@@ -180,6 +227,10 @@ struct FieldReader {
   void optional(std::string_view key, T& x, Least /*least*/ = {}) {
     x = o.get_or(key, x);
   }
+  /// Required number or null (NaN).
+  void nullable(std::string_view key, double& x) { x = o.number_or_null(key); }
+  /// Absent or null: NaN.
+  void optional_nullable(std::string_view key, double& x) { x = o.optional_number_or_null(key); }
 };
 
 /// Checks each number of a list against its least value, after the whole
@@ -194,6 +245,8 @@ struct FieldBounds {
   void optional(std::string_view key, const T& x, Least least = {}) {
     check(key, x, least);
   }
+  void nullable(std::string_view /*key*/, double /*x*/) {}
+  void optional_nullable(std::string_view /*key*/, double /*x*/) {}
   template <class T>
   void check(std::string_view key, const T& x, Least least) {
     if constexpr (std::is_arithmetic_v<T>) {
@@ -272,10 +325,8 @@ json::object theory_json(const TheoryFigures& t) {
       array_of(t.peak_inflight_per_stage, [](int x) { return json::value(x); });
   o["activation_bytes_per_microbatch"] = ints(t.activation_bytes_per_microbatch);
   o["peak_activation_bytes_per_stage"] = ints(t.peak_activation_bytes_per_stage);
-  o["action_seconds"] = array_of(t.action_seconds, [](const StageActionTimes& a) {
-    return json::value(json::object{
-        {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
-  });
+  o["action_seconds"] = array_of(
+      t.action_seconds, [](const StageActionTimes& a) { return json::value(write_fields(a)); });
   if (!t.kind_seconds.empty()) {
     o["kind_seconds"] = array_of(t.kind_seconds, [](const std::map<std::string, KindSeconds>& m) {
       json::object stage;
@@ -301,24 +352,13 @@ json::object theory_json(const TheoryFigures& t) {
 json::object metrics_json(const ResultMetrics& m) {
   json::object o;
   o["samples_per_second"] = num(m.samples_per_second);
-  o["step_time_seconds"] = json::object{{"median", num(m.step_time_seconds.median)},
-                                        {"min", num(m.step_time_seconds.min)},
-                                        {"max", num(m.step_time_seconds.max)},
-                                        {"samples", doubles(m.step_time_seconds.samples)}};
+  o["step_time_seconds"] = write_fields(m.step_time_seconds);
   o["bubble_ratio"] = bubble_json(m.bubble_ratio);
   o["bubble_overhead"] = bubble_json(m.bubble_overhead);
   o["peak_memory_bytes"] = memory_json(m.peak_memory_bytes);
   if (m.theory) o["theory"] = theory_json(*m.theory);
-  if (m.check) {
-    o["check"] = json::object{{"passed", m.check->passed},
-                              {"max_rel_error", num(m.check->max_rel_error)},
-                              {"loss", num(m.check->loss)},
-                              {"method", m.check->method}};
-  }
-  if (m.memory_guard) {
-    o["memory_guard"] = json::object{{"actions", m.memory_guard->actions},
-                                     {"min_inflight", m.memory_guard->min_inflight}};
-  }
+  if (m.check) o["check"] = write_fields(*m.check);
+  if (m.memory_guard) o["memory_guard"] = write_fields(*m.memory_guard);
   if (!m.collectors.empty()) {
     json::object cs;
     for (const auto& [name, c] : m.collectors) {
@@ -440,15 +480,6 @@ PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
   return pm;
 }
 
-StageActionTimes read_action_times(const JsonObject& o) {
-  StageActionTimes a;
-  a.fwd = o.optional_number_or_null("F");
-  a.bwd = o.optional_number_or_null("B");
-  a.bwd_input = o.optional_number_or_null("I");
-  a.bwd_weight = o.optional_number_or_null("W");
-  return a;
-}
-
 TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
   TheoryFigures t;
   t.step_time_seconds = o.number_or_null("step_time_seconds");
@@ -459,7 +490,7 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
       o.get_or("peak_activation_bytes_per_stage", std::vector<int64_t>{});
   t.action_seconds =
       o.optional_array("action_seconds", [&o](const json::value& v, const std::string& p) {
-        return read_action_times(o.reader().object(v, p));
+        return read_fields<StageActionTimes>(o.reader().object(v, p));
       });
   t.kind_seconds =
       o.optional_array("kind_seconds", [&o](const json::value& v, const std::string& p) {
@@ -510,15 +541,6 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
   return t;
 }
 
-CheckFigures read_check(const JsonObject& o) {
-  CheckFigures ck;
-  ck.passed = o.get<bool>("passed");
-  ck.max_rel_error = o.number_or_null("max_rel_error");
-  ck.loss = o.optional_number_or_null("loss");
-  ck.method = o.get_or<std::string>("method", "");
-  return ck;
-}
-
 DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
   DeviceFigures d;
   d.profiler = o.get<std::string>("profiler");
@@ -534,13 +556,6 @@ DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
   d.overlap_seconds_per_stage = per_stage("overlap_seconds_per_stage");
   d.busy_seconds_per_stage = per_stage("busy_seconds_per_stage");
   return d;
-}
-
-MemoryGuardFigures read_guard(const JsonObject& o) {
-  MemoryGuardFigures g;
-  g.actions = o.get<int64_t>("actions");
-  g.min_inflight = o.get<int>("min_inflight");
-  return g;
 }
 
 /// metrics.collectors: per collector, figures per stage ("step") and per
@@ -577,17 +592,14 @@ ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
   ResultMetrics x;
   x.samples_per_second = m.get<double>("samples_per_second");
   at_least(m, "samples_per_second", x.samples_per_second, 0);
-  const JsonObject st = m.object("step_time_seconds");
-  x.step_time_seconds.median = st.get<double>("median");
-  x.step_time_seconds.min = st.get<double>("min");
-  x.step_time_seconds.max = st.get<double>("max");
-  x.step_time_seconds.samples = st.get<std::vector<double>>("samples");
+  x.step_time_seconds = read_fields<StepTimeStats>(m.object("step_time_seconds"));
   x.bubble_ratio = read_bubble(m.object("bubble_ratio"), n, ok);
   x.bubble_overhead = read_bubble(m.object("bubble_overhead"), n, ok);
   x.peak_memory_bytes = read_memory(m.object("peak_memory_bytes"), n, ok);
   if (const auto o = m.find_object("theory")) x.theory = read_theory(*o, n);
-  if (const auto o = m.find_object("check")) x.check = read_check(*o);
-  if (const auto o = m.find_object("memory_guard")) x.memory_guard = read_guard(*o);
+  if (const auto o = m.find_object("check")) x.check = read_fields<CheckFigures>(*o);
+  if (const auto o = m.find_object("memory_guard"))
+    x.memory_guard = read_fields<MemoryGuardFigures>(*o);
   if (const auto o = m.find_object("collectors")) x.collectors = read_collectors(*o, n);
   if (const auto o = m.find_object("device")) x.device = read_device(*o, n);
   return x;
@@ -632,14 +644,9 @@ void write_gate_fields(const Result& result, json::object& root) {
                  [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
   }
   if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
-    auto one = [](const SampleSpread& x) {
-      return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
-                          {"q1", num(x.q1)},  {"q3", num(x.q3)},         {"min", num(x.min)},
-                          {"max", num(x.max)}};
-    };
-    metrics["spread"] = json::object{{"step_time_seconds", one(sp->step_time_seconds)},
-                                     {"samples_per_second", one(sp->samples_per_second)},
-                                     {"bubble_ratio", one(sp->bubble_ratio)}};
+    metrics["spread"] = json::object{{"step_time_seconds", write_fields(sp->step_time_seconds)},
+                                     {"samples_per_second", write_fields(sp->samples_per_second)},
+                                     {"bubble_ratio", write_fields(sp->bubble_ratio)}};
   }
 }
 
@@ -668,16 +675,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const std::optional<JsonObject> spread = metrics.find_object("spread");
   if (!spread) return;
   auto one = [&spread](std::string_view key) {
-    const JsonObject o = spread->object(key);
-    SampleSpread x;
-    x.n = o.get<int>("n");
-    x.median = o.number_or_null("median");
-    x.mad = o.number_or_null("mad");
-    x.q1 = o.number_or_null("q1");
-    x.q3 = o.number_or_null("q3");
-    x.min = o.number_or_null("min");
-    x.max = o.number_or_null("max");
-    return x;
+    return read_fields<SampleSpread>(spread->object(key));
   };
   SpreadFigures& f = out.metrics->spread.emplace();
   f.step_time_seconds = one("step_time_seconds");
