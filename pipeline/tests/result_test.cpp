@@ -705,10 +705,7 @@ TEST(ResultFile, MalformedFilesNameTheFile) {
   TempDir dir;
   const std::string good = (dir.path() / "good.json").string();
   write_result_file(good, full_result());
-  std::ifstream in(good);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_text(good);
 
   const std::string truncated = (dir.path() / "truncated.json").string();
   std::ofstream(truncated) << text.substr(0, text.size() / 2);
