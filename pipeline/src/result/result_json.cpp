@@ -189,9 +189,19 @@ void fields(V& v, A& x) {
   v.optional_nullable("W", x.bwd_weight);
 }
 
+template <class V, Is<MeasuredLinkFigures> L>
+void fields(V& v, L& x) {
+  v.required("path", x.path);  // "host" or "network": checked by read_theory
+  v.nullable("latency_seconds", x.latency_seconds);
+  v.nullable("bandwidth_bytes_per_second", x.bandwidth_bytes_per_second);
+  v.required("messages", x.messages);
+  v.optional("sizes", x.sizes);
+}
+
 json::value to_json(const std::string& x) { return json::value(x); }
 json::value to_json(const std::vector<std::string>& x) { return strings(x); }
 json::value to_json(const std::vector<double>& x) { return doubles(x); }
+json::value to_json(const std::vector<int64_t>& x) { return ints(x); }
 template <class T>
 json::value to_json(T x) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -338,14 +348,8 @@ json::object theory_json(const TheoryFigures& t) {
     });
   }
   o["timeline"] = timeline_json(t.timeline);
-  o["links"] = array_of(t.links, [](const MeasuredLinkFigures& l) {
-    return json::value(
-        json::object{{"path", l.path},
-                     {"latency_seconds", num(l.latency_seconds)},
-                     {"bandwidth_bytes_per_second", num(l.bandwidth_bytes_per_second)},
-                     {"messages", l.messages},
-                     {"sizes", ints(l.sizes)}});
-  });
+  o["links"] =
+      array_of(t.links, [](const MeasuredLinkFigures& l) { return json::value(write_fields(l)); });
   return o;
 }
 
@@ -509,15 +513,10 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
   t.links = o.optional_array("links", [&o](const json::value& v, const std::string& p) {
     const JsonObject l = o.reader().object(v, p);
-    MeasuredLinkFigures f;
-    f.path = l.get<std::string>("path");
+    MeasuredLinkFigures f = read_fields<MeasuredLinkFigures>(l);
     if (f.path != "host" && f.path != "network") {
       l.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
     }
-    f.latency_seconds = l.number_or_null("latency_seconds");
-    f.bandwidth_bytes_per_second = l.number_or_null("bandwidth_bytes_per_second");
-    f.messages = l.get<int>("messages");
-    f.sizes = l.get_or("sizes", std::vector<int64_t>{});
     return f;
   });
   // Files written before `links` hold the stage-to-stage link as `link`
