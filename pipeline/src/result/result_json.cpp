@@ -189,6 +189,13 @@ void fields(V& v, A& x) {
   v.optional_nullable("W", x.bwd_weight);
 }
 
+template <class V, Is<KindSeconds> K>
+void fields(V& v, K& x) {
+  v.required("F", x.fwd);
+  v.required("I", x.bwd_input);
+  v.required("W", x.bwd_weight);
+}
+
 template <class V, Is<MeasuredLinkFigures> L>
 void fields(V& v, L& x) {
   v.required("path", x.path);  // "host" or "network": checked by read_theory
@@ -341,8 +348,7 @@ json::object theory_json(const TheoryFigures& t) {
     o["kind_seconds"] = array_of(t.kind_seconds, [](const std::map<std::string, KindSeconds>& m) {
       json::object stage;
       for (const auto& [kind, k] : m) {
-        stage[kind] =
-            json::object{{"F", num(k.fwd)}, {"I", num(k.bwd_input)}, {"W", num(k.bwd_weight)}};
+        stage[kind] = write_fields(k);
       }
       return json::value(std::move(stage));
     });
@@ -504,8 +510,7 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
           const std::string kind(kv.key());
           if (!is_unit_kind_name(kind))
             stage.fail(kind, "unknown unit kind (kinds: " + unit_kind_names() + ")");
-          const JsonObject k = o.reader().object(kv.value(), stage.field(kind));
-          m[kind] = {k.get<double>("F"), k.get<double>("I"), k.get<double>("W")};
+          m[kind] = read_fields<KindSeconds>(o.reader().object(kv.value(), stage.field(kind)));
         }
         return m;
       });
