@@ -65,10 +65,6 @@ json::array ints(const std::vector<int64_t>& xs) {
   return array_of(xs, [](int64_t x) { return json::value(x); });
 }
 
-json::array strings(const std::vector<std::string>& xs) {
-  return array_of(xs, [](const std::string& x) { return json::value(x); });
-}
-
 // ------------------------------------------------------------ field lists --
 // One list per struct names each of its fields once: the JSON key, required
 // or optional (absent or null keeps the struct's default), nullable (a
@@ -76,6 +72,18 @@ json::array strings(const std::vector<std::string>& xs) {
 // and, for numbers, the least value allowed. The writer, the reader and the bound check all
 // walk the same list, so they cannot disagree; keys are written in list
 // order. A field added to a struct is one more line in its list.
+
+/// Lists that hold one entry per stage (config.stages); `allow_empty` for
+/// optional lists and for figures of a result that is not ok.
+struct StageCount {
+  const JsonReader& reader;
+  size_t stages;
+  void check(size_t n, const std::string& path, bool allow_empty) const {
+    if (n == stages || (allow_empty && n == 0)) return;
+    reader.fail(path, "expected " + std::to_string(stages) +
+                          " entries (one per stage, config.stages), got " + std::to_string(n));
+  }
+};
 
 /// The least value a number field allows (none: any).
 using Least = std::optional<int64_t>;
@@ -205,17 +213,36 @@ void fields(V& v, L& x) {
   v.optional("sizes", x.sizes);
 }
 
+/// The theory's figures with a field list; kind_seconds, timeline and links
+/// (keyed by unit kind, events, an earlier single link) follow them by hand.
+template <class V, Is<TheoryFigures> T>
+void fields(V& v, T& t) {
+  v.nullable("step_time_seconds", t.step_time_seconds);
+  v.per_stage("peak_inflight_per_stage", t.peak_inflight_per_stage);
+  v.per_stage("activation_bytes_per_microbatch", t.activation_bytes_per_microbatch);
+  v.per_stage("peak_activation_bytes_per_stage", t.peak_activation_bytes_per_stage);
+  v.per_stage("action_seconds", t.action_seconds);
+}
+
+template <class S>
+json::object write_fields(const S& x);
+template <class S>
+S read_fields(const JsonObject& o, const StageCount* stages = nullptr);
+
 json::value to_json(const std::string& x) { return json::value(x); }
-json::value to_json(const std::vector<std::string>& x) { return strings(x); }
-json::value to_json(const std::vector<double>& x) { return doubles(x); }
-json::value to_json(const std::vector<int64_t>& x) { return ints(x); }
 template <class T>
-json::value to_json(T x) {
+json::value to_json(const T& x) {
   if constexpr (std::is_floating_point_v<T>) {
     return num(x);
-  } else {
+  } else if constexpr (std::is_arithmetic_v<T>) {
     return json::value(x);
+  } else {
+    return write_fields(x);
   }
+}
+template <class T>
+json::value to_json(const std::vector<T>& xs) {
+  return array_of(xs, [](const T& x) { return to_json(x); });
 }
 
 /// Writes each field of a list into `o`, in list order.
@@ -231,6 +258,10 @@ struct FieldWriter {
   }
   void nullable(std::string_view key, double x) { o[key] = num(x); }
   void optional_nullable(std::string_view key, double x) { o[key] = num(x); }
+  template <class T>
+  void per_stage(std::string_view key, const std::vector<T>& x) {
+    o[key] = to_json(x);
+  }
 };
 
 /// Reads each field of a list from `o`; every error names the field path.
@@ -248,12 +279,24 @@ struct FieldReader {
   void nullable(std::string_view key, double& x) { x = o.number_or_null(key); }
   /// Absent or null: NaN.
   void optional_nullable(std::string_view key, double& x) { x = o.optional_number_or_null(key); }
+  /// Optional, one entry per stage (checked by FieldBounds).
+  template <class T>
+  void per_stage(std::string_view key, std::vector<T>& x) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      x = o.get_or(key, x);
+    } else {
+      x = o.optional_array(key, [this](const json::value& v, const std::string& p) {
+        return read_fields<T>(o.reader().object(v, p));
+      });
+    }
+  }
 };
 
 /// Checks each number of a list against its least value, after the whole
 /// object is read (so a missing field is named before a bad one).
 struct FieldBounds {
   const JsonObject& o;
+  const StageCount* stages;  ///< what per_stage lists follow
   template <class T>
   void required(std::string_view key, const T& x, Least least = {}) {
     check(key, x, least);
@@ -265,6 +308,11 @@ struct FieldBounds {
   void nullable(std::string_view /*key*/, double /*x*/) {}
   void optional_nullable(std::string_view /*key*/, double /*x*/) {}
   template <class T>
+  void per_stage(std::string_view key, const std::vector<T>& x) {
+    PPB_CHECK(stages != nullptr, "a per-stage field read without the stage count");
+    stages->check(x.size(), o.field(key), true);
+  }
+  template <class T>
   void check(std::string_view key, const T& x, Least least) {
     if constexpr (std::is_arithmetic_v<T>) {
       if (least) at_least(o, key, x, *least);
@@ -272,13 +320,14 @@ struct FieldBounds {
   }
 };
 
-/// Reads a struct by its field list, then checks its bounds.
+/// Reads a struct by its field list, then checks its bounds (per_stage
+/// lists against `stages`).
 template <class S>
-S read_fields(const JsonObject& o) {
+S read_fields(const JsonObject& o, const StageCount* stages) {
   S x;
   FieldReader in{o};
   fields(in, x);
-  FieldBounds bounds{o};
+  FieldBounds bounds{o, stages};
   fields(bounds, std::as_const(x));
   return x;
 }
@@ -337,13 +386,7 @@ json::object device_json(const DeviceFigures& d) {
 }
 
 json::object theory_json(const TheoryFigures& t) {
-  json::object o{{"step_time_seconds", num(t.step_time_seconds)}};
-  o["peak_inflight_per_stage"] =
-      array_of(t.peak_inflight_per_stage, [](int x) { return json::value(x); });
-  o["activation_bytes_per_microbatch"] = ints(t.activation_bytes_per_microbatch);
-  o["peak_activation_bytes_per_stage"] = ints(t.peak_activation_bytes_per_stage);
-  o["action_seconds"] = array_of(
-      t.action_seconds, [](const StageActionTimes& a) { return json::value(write_fields(a)); });
+  json::object o = write_fields(t);
   if (!t.kind_seconds.empty()) {
     o["kind_seconds"] = array_of(t.kind_seconds, [](const std::map<std::string, KindSeconds>& m) {
       json::object stage;
@@ -354,8 +397,7 @@ json::object theory_json(const TheoryFigures& t) {
     });
   }
   o["timeline"] = timeline_json(t.timeline);
-  o["links"] =
-      array_of(t.links, [](const MeasuredLinkFigures& l) { return json::value(write_fields(l)); });
+  o["links"] = to_json(t.links);
   return o;
 }
 
@@ -387,18 +429,6 @@ json::object metrics_json(const ResultMetrics& m) {
 // ---------------------------------------------------------------- reading --
 // One function per object of the schema; each field is one line through the
 // one JSON field reader (ppb/profiling/json_fields.hpp).
-
-/// Lists that hold one entry per stage (config.stages); `allow_empty` for
-/// optional lists and for figures of a result that is not ok.
-struct StageCount {
-  const JsonReader& reader;
-  size_t stages;
-  void check(size_t n, const std::string& path, bool allow_empty) const {
-    if (n == stages || (allow_empty && n == 0)) return;
-    reader.fail(path, "expected " + std::to_string(stages) +
-                          " entries (one per stage, config.stages), got " + std::to_string(n));
-  }
-};
 
 ResultStatus read_status(const JsonObject& root) {
   const std::string status = root.get<std::string>("status");
@@ -491,17 +521,7 @@ PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
 }
 
 TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
-  TheoryFigures t;
-  t.step_time_seconds = o.number_or_null("step_time_seconds");
-  t.peak_inflight_per_stage = o.get_or("peak_inflight_per_stage", std::vector<int>{});
-  t.activation_bytes_per_microbatch =
-      o.get_or("activation_bytes_per_microbatch", std::vector<int64_t>{});
-  t.peak_activation_bytes_per_stage =
-      o.get_or("peak_activation_bytes_per_stage", std::vector<int64_t>{});
-  t.action_seconds =
-      o.optional_array("action_seconds", [&o](const json::value& v, const std::string& p) {
-        return read_fields<StageActionTimes>(o.reader().object(v, p));
-      });
+  TheoryFigures t = read_fields<TheoryFigures>(o, &n);
   t.kind_seconds =
       o.optional_array("kind_seconds", [&o](const json::value& v, const std::string& p) {
         const JsonObject stage = o.reader().object(v, p);
@@ -534,12 +554,6 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
     f.bandwidth_bytes_per_second = bw > 0 ? bw : std::numeric_limits<double>::quiet_NaN();
     t.links.push_back(f);
   }
-  n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
-  n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
-          true);
-  n.check(t.peak_activation_bytes_per_stage.size(), o.field("peak_activation_bytes_per_stage"),
-          true);
-  n.check(t.action_seconds.size(), o.field("action_seconds"), true);
   n.check(t.kind_seconds.size(), o.field("kind_seconds"), true);
   n.check(t.timeline.size(), o.field("timeline"), true);
   return t;
