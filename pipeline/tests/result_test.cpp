@@ -404,6 +404,23 @@ TEST(ResultSchema, BadValuesAreNamed) {
   doc = result_to_json(full_result());
   find_path(doc, "config")->as_object()["microbatches"] = 0;
   EXPECT_EQ(error_of(doc), "r.json: field 'config.microbatches': expected >= 1, got 0");
+  for (const char* list :
+       {"metrics.theory.peak_inflight_per_stage", "metrics.theory.activation_bytes_per_microbatch",
+        "metrics.theory.action_seconds"}) {
+    doc = result_to_json(full_result());
+    json::array& a = find_path(doc, list)->as_array();
+    a.push_back(a.back());
+    EXPECT_EQ(error_of(doc), std::string("r.json: field '") + list +
+                                 "': expected 2 entries (one per stage, config.stages), got 3");
+  }
+  doc = result_to_json(full_result());
+  find_path(doc, "config")->as_object()["data_parallel"] = 0;
+  EXPECT_EQ(error_of(doc), "r.json: field 'config.data_parallel': expected >= 1, got 0");
+  doc = result_to_json(full_result());
+  find_path(doc, "metrics.theory.links[0]")->as_object()["path"] = "bus";
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.theory.links[0].path': expected \"host\" or \"network\", got "
+            "\"bus\"");
   EXPECT_EQ(error_of(json::value(json::array{})),
             "r.json: expected a JSON object (a pipebench result), got an array");
 
