@@ -73,12 +73,7 @@ Combination recorded_combination(const ResultConfig& c) {
   Combination k;
   k.schedule = c.schedule;
   k.partition = c.partition;
-  k.stages = c.stages;
-  k.microbatches = c.microbatches;
-  k.chunks = c.chunks;
-  k.inflight = c.inflight;
-  k.sync_warmup = c.sync_warmup;
-  k.batches = c.batches;
+  copy_schedule_params(k, c);
   k.data_parallel = c.data_parallel;
   return k;
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
@@ -255,6 +256,72 @@ TEST(ResultSchema, RoundTripThroughFile) {
             400);
 }
 
+// What the writer made of a file keeps every key the file holds, with its
+// value and in the file's order (keys the file lacks are optional ones the
+// writer adds with their defaults).
+void expect_keeps(const json::value& file, const json::value& written, const std::string& path) {
+  if (file.is_number() && written.is_number()) {
+    EXPECT_EQ(file.to_number<double>(), written.to_number<double>()) << path;
+    return;
+  }
+  ASSERT_EQ(file.kind(), written.kind()) << path;
+  if (file.is_array()) {
+    ASSERT_EQ(file.as_array().size(), written.as_array().size()) << path;
+    for (size_t i = 0; i < file.as_array().size(); ++i) {
+      expect_keeps(file.as_array()[i], written.as_array()[i], path + "[" + std::to_string(i) + "]");
+    }
+    return;
+  }
+  if (!file.is_object()) {
+    EXPECT_EQ(file, written) << path;
+    return;
+  }
+  const json::object& w = written.as_object();
+  auto at = w.begin();
+  for (const auto& kv : file.as_object()) {
+    const std::string key = path + "." + std::string(kv.key());
+    const auto found =
+        std::find_if(at, w.end(), [&kv](const auto& x) { return x.key() == kv.key(); });
+    ASSERT_NE(found, w.end()) << key
+                              << ": missing, or written before the key the file has before it";
+    expect_keeps(kv.value(), found->value(), key);
+    at = std::next(found);
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ResultSchema, RealFilesRoundTripInTheirOrder) {
+  // A file of a cpu run, and two of the cuda backend on an H200.
+  int files = 0;
+  for (const char* file : {"bench/tests/data/result_ok.json",
+                           "reports/tests/data/h200/sweep-P2_1f1b__layer__P2_M4.json",
+                           "reports/tests/data/h200/bubble-P2_gpipe__layer__P2_M4.json"}) {
+    const std::string path = std::string(PPB_SOURCE_DIR) + "/" + file;
+    SCOPED_TRACE(path);
+    ++files;
+    const json::value doc = json::parse(read_text(path));
+    const Result r = result_from_json(doc, path);
+    const json::value written = result_to_json(r);
+    expect_keeps(doc, written, "");
+    // What the writer wrote reads back to the same document, and writes
+    // again byte for byte.
+    TempDir dir;
+    const std::string again = (dir.path() / "again.json").string();
+    write_result_file(again, r);
+    EXPECT_EQ(result_to_json(read_result_file(again)), written);
+    const std::string text = read_text(again);
+    write_result_file(again, read_result_file(again));
+    EXPECT_EQ(read_text(again), text);
+  }
+  EXPECT_EQ(files, 3);
+}
+
 TEST(ResultSchema, DocumentShapeFollowsDesign) {
   const json::value doc = result_to_json(full_result());
   EXPECT_EQ(doc.at("schema").as_string(), "pipebench.result/1");
@@ -337,6 +404,23 @@ TEST(ResultSchema, BadValuesAreNamed) {
   doc = result_to_json(full_result());
   find_path(doc, "config")->as_object()["microbatches"] = 0;
   EXPECT_EQ(error_of(doc), "r.json: field 'config.microbatches': expected >= 1, got 0");
+  for (const char* list :
+       {"metrics.theory.peak_inflight_per_stage", "metrics.theory.activation_bytes_per_microbatch",
+        "metrics.theory.action_seconds"}) {
+    doc = result_to_json(full_result());
+    json::array& a = find_path(doc, list)->as_array();
+    a.push_back(a.back());
+    EXPECT_EQ(error_of(doc), std::string("r.json: field '") + list +
+                                 "': expected 2 entries (one per stage, config.stages), got 3");
+  }
+  doc = result_to_json(full_result());
+  find_path(doc, "config")->as_object()["data_parallel"] = 0;
+  EXPECT_EQ(error_of(doc), "r.json: field 'config.data_parallel': expected >= 1, got 0");
+  doc = result_to_json(full_result());
+  find_path(doc, "metrics.theory.links[0]")->as_object()["path"] = "bus";
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'metrics.theory.links[0].path': expected \"host\" or \"network\", got "
+            "\"bus\"");
   EXPECT_EQ(error_of(json::value(json::array{})),
             "r.json: expected a JSON object (a pipebench result), got an array");
 
@@ -638,10 +722,7 @@ TEST(ResultFile, MalformedFilesNameTheFile) {
   TempDir dir;
   const std::string good = (dir.path() / "good.json").string();
   write_result_file(good, full_result());
-  std::ifstream in(good);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_text(good);
 
   const std::string truncated = (dir.path() / "truncated.json").string();
   std::ofstream(truncated) << text.substr(0, text.size() / 2);

@@ -455,19 +455,14 @@ class Planner {
 
   void evaluate(const Spec& s) {
     const Shape& sh = shapes_[s.shape];
-    ScheduleParams p;
-    p.stages = sh.stages;
-    p.microbatches = s.microbatches;
-    p.chunks = sh.chunks;
-    p.inflight = s.inflight;
+    Candidate c = describe(sh, s.microbatches, s.inflight, s.info->name);
     const Schedule* schedule = nullptr;
     try {
-      schedule = &schedule_for(s, sh, p);
+      schedule = &schedule_for(s, sh, schedule_params(c));
     } catch (const UsageError&) {
       return;  // not a valid combination (M not a multiple of P for interleaving, ...)
     }
     ++evaluated_;
-    Candidate c = describe(sh, s.microbatches, s.inflight, s.info->name);
     MemoryModelOptions mo = o_.memory;
     mo.data_parallel = sh.data_parallel;
     const std::vector<PredictedMemory> mem = predict_memory(*schedule, sh.costs, mo);
@@ -664,10 +659,7 @@ Plan make_plan(const PlanOptions& options) {
 
 ScheduleParams schedule_params(const Candidate& c) {
   ScheduleParams p;
-  p.stages = c.stages;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.inflight = c.inflight;
+  copy_schedule_params(p, c);
   return p;
 }
 

@@ -165,6 +165,28 @@ TEST(Plan, RanksBySimulatedSamplesPerSecond) {
   EXPECT_DOUBLE_EQ(w.samples_per_second, 16.0 / (r.step_time + w.allreduce_seconds));
 }
 
+TEST(Plan, ACandidateCarriesEveryScheduleParameter) {
+  // The six parameters a candidate or a result's config is given come back,
+  // K and B included; the ones the planner does not search keep
+  // ScheduleParams' values, so the planner generates what it did.
+  const ScheduleParams given{
+      .stages = 3, .microbatches = 6, .chunks = 2, .inflight = 2, .sync_warmup = 4, .batches = 5};
+  Candidate c;
+  copy_schedule_params(c, given);
+  ResultConfig config;
+  copy_schedule_params(config, given);
+  for (const ScheduleParams& back : {schedule_params(c), schedule_params(config)}) {
+    EXPECT_EQ(back.stages, 3);
+    EXPECT_EQ(back.microbatches, 6);
+    EXPECT_EQ(back.chunks, 2);
+    EXPECT_EQ(back.inflight, 2);
+    EXPECT_EQ(back.sync_warmup, 4);
+    EXPECT_EQ(back.batches, 5);
+  }
+  EXPECT_EQ(schedule_params(Candidate{}).sync_warmup, ScheduleParams{}.sync_warmup);
+  EXPECT_EQ(schedule_params(Candidate{}).batches, ScheduleParams{}.batches);
+}
+
 // Pruning skips only what cannot win: the winner is the one of the full search.
 TEST(Plan, PruningKeepsTheWinner) {
   PlanOptions o = small_plan();

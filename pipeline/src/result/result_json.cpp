@@ -3,9 +3,12 @@
 // stay readable by older reports.
 #include <boost/json.hpp>
 #include <cmath>
+#include <concepts>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "ppb/pipeline/model.hpp"
@@ -33,12 +36,7 @@ const char* result_status_name(ResultStatus status) {
 
 ScheduleParams schedule_params(const ResultConfig& c) {
   ScheduleParams p;
-  p.stages = c.stages;
-  p.microbatches = c.microbatches;
-  p.chunks = c.chunks;
-  p.inflight = c.inflight;
-  p.sync_warmup = c.sync_warmup;
-  p.batches = c.batches;
+  copy_schedule_params(p, c);
   return p;
 }
 
@@ -67,8 +65,280 @@ json::array ints(const std::vector<int64_t>& xs) {
   return array_of(xs, [](int64_t x) { return json::value(x); });
 }
 
-json::array strings(const std::vector<std::string>& xs) {
-  return array_of(xs, [](const std::string& x) { return json::value(x); });
+// ------------------------------------------------------------ field lists --
+// One list per struct names each of its fields once: the JSON key, required
+// or optional (absent or null keeps the struct's default), nullable (a
+// number or null, read as NaN; optional_nullable: absent reads as NaN too)
+// and, for numbers, the least value allowed. The writer, the reader and the bound check all
+// walk the same list, so they cannot disagree; keys are written in list
+// order. A field added to a struct is one more line in its list.
+
+/// Lists that hold one entry per stage (config.stages); `allow_empty` for
+/// optional lists and for figures of a result that is not ok.
+struct StageCount {
+  const JsonReader& reader;
+  size_t stages;
+  void check(size_t n, const std::string& path, bool allow_empty) const {
+    if (n == stages || (allow_empty && n == 0)) return;
+    reader.fail(path, "expected " + std::to_string(stages) +
+                          " entries (one per stage, config.stages), got " + std::to_string(n));
+  }
+};
+
+/// The least value a number field allows (none: any).
+using Least = std::optional<int64_t>;
+
+template <class T>
+void at_least(const JsonObject& o, std::string_view key, T value, int64_t least) {
+  if (value < static_cast<T>(least)) {
+    o.fail(key, "expected >= " + std::to_string(least) + ", got " + std::to_string(value));
+  }
+}
+
+/// S is T, const or not (the writer walks a const struct).
+template <class S, class T>
+concept Is = std::same_as<std::remove_const_t<S>, T>;
+
+template <class V, Is<ResultConfig> C>
+void fields(V& v, C& c) {
+  v.required("schedule", c.schedule);
+  v.required("partition", c.partition);
+  v.required("stages", c.stages, 1);
+  v.required("microbatches", c.microbatches, 1);
+  v.required("micro_batch_size", c.micro_batch_size, 1);
+  v.required("inflight", c.inflight, 0);
+  v.required("chunks", c.chunks, 1);
+  v.required("model", c.model);
+  v.required("backend", c.backend);
+  v.required("transport", c.transport);
+  v.optional("message_path", c.message_path);
+  v.required("iters", c.iters, 1);
+  v.required("warmup", c.warmup, 0);
+  v.optional("time_scale", c.time_scale, 0);
+  v.optional("memory_budget", c.memory_budget, 0);
+  v.optional("seed", c.seed);
+  v.optional("sync_warmup", c.sync_warmup, 0);
+  v.optional("memory_guard", c.memory_guard, 0);
+  v.optional("batches", c.batches, 1);
+  // The regression gate's, and what `pipebench run --rerun` needs to measure
+  // the combination again.
+  v.optional("min_time", c.min_time);
+  v.optional("plant", c.plant);
+  v.optional("device", c.device);
+  v.optional("max_iters", c.max_iters);
+  v.optional("profile", c.profile);
+  v.optional("check", c.check);  // absent: whether metrics.check is present (result_from_json)
+  v.optional("dtype", c.dtype);
+  v.optional("unit_ranges", c.unit_ranges);  // what calibration re-prices
+  // Data parallelism's: files written before them load as one replica.
+  v.optional("data_parallel", c.data_parallel, 1);
+  v.optional("rank_order", c.rank_order);
+}
+
+template <class V, Is<ResultEnvironment> E>
+void fields(V& v, E& e) {
+  v.required("hosts", e.hosts);
+  v.required("ranks", e.ranks);
+  v.required("mpi", e.mpi);
+  v.required("cuda", e.cuda);
+  v.required("gpus", e.gpus);
+  v.required("driver", e.driver);
+  v.required("git", e.git);
+  v.required("date", e.date);
+  v.optional("compiler", e.compiler);
+  v.optional("build_type", e.build_type);
+  v.optional("hostname", e.hostname);
+  v.optional("cpu", e.cpu);
+  // The regression gate's: what makes a run unfit for it.
+  v.optional("cores", e.cores);
+  v.optional("oversubscribed", e.oversubscribed);
+  v.optional("rank_hosts", e.rank_hosts);
+  v.optional("ranks_per_gpu", e.ranks_per_gpu);  // bound checked by read_environment
+}
+
+template <class V, Is<StepTimeStats> S>
+void fields(V& v, S& x) {
+  v.required("median", x.median);
+  v.required("min", x.min);
+  v.required("max", x.max);
+  v.required("samples", x.samples);
+}
+
+template <class V, Is<SampleSpread> S>
+void fields(V& v, S& x) {
+  v.required("n", x.n);
+  v.nullable("median", x.median);
+  v.nullable("mad", x.mad);
+  v.nullable("q1", x.q1);
+  v.nullable("q3", x.q3);
+  v.nullable("min", x.min);
+  v.nullable("max", x.max);
+}
+
+template <class V, Is<CheckFigures> C>
+void fields(V& v, C& x) {
+  v.required("passed", x.passed);
+  v.nullable("max_rel_error", x.max_rel_error);
+  v.optional_nullable("loss", x.loss);
+  v.optional("method", x.method);
+}
+
+template <class V, Is<MemoryGuardFigures> G>
+void fields(V& v, G& x) {
+  v.required("actions", x.actions);
+  v.required("min_inflight", x.min_inflight);
+}
+
+template <class V, Is<StageActionTimes> A>
+void fields(V& v, A& x) {
+  v.optional_nullable("F", x.fwd);
+  v.optional_nullable("B", x.bwd);
+  v.optional_nullable("I", x.bwd_input);
+  v.optional_nullable("W", x.bwd_weight);
+}
+
+template <class V, Is<KindSeconds> K>
+void fields(V& v, K& x) {
+  v.required("F", x.fwd);
+  v.required("I", x.bwd_input);
+  v.required("W", x.bwd_weight);
+}
+
+template <class V, Is<MeasuredLinkFigures> L>
+void fields(V& v, L& x) {
+  v.required("path", x.path);  // "host" or "network": checked by read_theory
+  v.nullable("latency_seconds", x.latency_seconds);
+  v.nullable("bandwidth_bytes_per_second", x.bandwidth_bytes_per_second);
+  v.required("messages", x.messages);
+  v.optional("sizes", x.sizes);
+}
+
+/// The theory's figures with a field list; kind_seconds, timeline and links
+/// (keyed by unit kind, events, an earlier single link) follow them by hand.
+template <class V, Is<TheoryFigures> T>
+void fields(V& v, T& t) {
+  v.nullable("step_time_seconds", t.step_time_seconds);
+  v.per_stage("peak_inflight_per_stage", t.peak_inflight_per_stage);
+  v.per_stage("activation_bytes_per_microbatch", t.activation_bytes_per_microbatch);
+  v.per_stage("peak_activation_bytes_per_stage", t.peak_activation_bytes_per_stage);
+  v.per_stage("action_seconds", t.action_seconds);
+}
+
+template <class S>
+json::object write_fields(const S& x);
+template <class S>
+S read_fields(const JsonObject& o, const StageCount* stages = nullptr);
+
+json::value to_json(const std::string& x) { return json::value(x); }
+template <class T>
+json::value to_json(const T& x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return num(x);
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return json::value(x);
+  } else {
+    return write_fields(x);
+  }
+}
+template <class T>
+json::value to_json(const std::vector<T>& xs) {
+  return array_of(xs, [](const T& x) { return to_json(x); });
+}
+
+/// Writes each field of a list into `o`, in list order.
+struct FieldWriter {
+  json::object& o;
+  template <class T>
+  void required(std::string_view key, const T& x, Least /*least*/ = {}) {
+    o[key] = to_json(x);
+  }
+  template <class T>
+  void optional(std::string_view key, const T& x, Least /*least*/ = {}) {
+    o[key] = to_json(x);
+  }
+  void nullable(std::string_view key, double x) { o[key] = num(x); }
+  void optional_nullable(std::string_view key, double x) { o[key] = num(x); }
+  template <class T>
+  void per_stage(std::string_view key, const std::vector<T>& x) {
+    o[key] = to_json(x);
+  }
+};
+
+/// Reads each field of a list from `o`; every error names the field path.
+struct FieldReader {
+  const JsonObject& o;
+  template <class T>
+  void required(std::string_view key, T& x, Least /*least*/ = {}) {
+    x = o.get<T>(key);
+  }
+  template <class T>
+  void optional(std::string_view key, T& x, Least /*least*/ = {}) {
+    x = o.get_or(key, x);
+  }
+  /// Required number or null (NaN).
+  void nullable(std::string_view key, double& x) { x = o.number_or_null(key); }
+  /// Absent or null: NaN.
+  void optional_nullable(std::string_view key, double& x) { x = o.optional_number_or_null(key); }
+  /// Optional, one entry per stage (checked by FieldBounds).
+  template <class T>
+  void per_stage(std::string_view key, std::vector<T>& x) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      x = o.get_or(key, x);
+    } else {
+      x = o.optional_array(key, [this](const json::value& v, const std::string& p) {
+        return read_fields<T>(o.reader().object(v, p));
+      });
+    }
+  }
+};
+
+/// Checks each number of a list against its least value, after the whole
+/// object is read (so a missing field is named before a bad one).
+struct FieldBounds {
+  const JsonObject& o;
+  const StageCount* stages;  ///< what per_stage lists follow
+  template <class T>
+  void required(std::string_view key, const T& x, Least least = {}) {
+    check(key, x, least);
+  }
+  template <class T>
+  void optional(std::string_view key, const T& x, Least least = {}) {
+    check(key, x, least);
+  }
+  void nullable(std::string_view /*key*/, double /*x*/) {}
+  void optional_nullable(std::string_view /*key*/, double /*x*/) {}
+  template <class T>
+  void per_stage(std::string_view key, const std::vector<T>& x) {
+    PPB_CHECK(stages != nullptr, "a per-stage field read without the stage count");
+    stages->check(x.size(), o.field(key), true);
+  }
+  template <class T>
+  void check(std::string_view key, const T& x, Least least) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      if (least) at_least(o, key, x, *least);
+    }
+  }
+};
+
+/// Reads a struct by its field list, then checks its bounds (per_stage
+/// lists against `stages`).
+template <class S>
+S read_fields(const JsonObject& o, const StageCount* stages) {
+  S x;
+  FieldReader in{o};
+  fields(in, x);
+  FieldBounds bounds{o, stages};
+  fields(bounds, std::as_const(x));
+  return x;
+}
+
+/// Writes a struct by its field list.
+template <class S>
+json::object write_fields(const S& x) {
+  json::object o;
+  FieldWriter out{o};
+  fields(out, x);
+  return o;
 }
 
 json::object bubble_json(const BubbleFigures& b) {
@@ -116,58 +386,31 @@ json::object device_json(const DeviceFigures& d) {
 }
 
 json::object theory_json(const TheoryFigures& t) {
-  json::object o{{"step_time_seconds", num(t.step_time_seconds)}};
-  o["peak_inflight_per_stage"] =
-      array_of(t.peak_inflight_per_stage, [](int x) { return json::value(x); });
-  o["activation_bytes_per_microbatch"] = ints(t.activation_bytes_per_microbatch);
-  o["peak_activation_bytes_per_stage"] = ints(t.peak_activation_bytes_per_stage);
-  o["action_seconds"] = array_of(t.action_seconds, [](const StageActionTimes& a) {
-    return json::value(json::object{
-        {"F", num(a.fwd)}, {"B", num(a.bwd)}, {"I", num(a.bwd_input)}, {"W", num(a.bwd_weight)}});
-  });
+  json::object o = write_fields(t);
   if (!t.kind_seconds.empty()) {
     o["kind_seconds"] = array_of(t.kind_seconds, [](const std::map<std::string, KindSeconds>& m) {
       json::object stage;
       for (const auto& [kind, k] : m) {
-        stage[kind] =
-            json::object{{"F", num(k.fwd)}, {"I", num(k.bwd_input)}, {"W", num(k.bwd_weight)}};
+        stage[kind] = write_fields(k);
       }
       return json::value(std::move(stage));
     });
   }
   o["timeline"] = timeline_json(t.timeline);
-  o["links"] = array_of(t.links, [](const MeasuredLinkFigures& l) {
-    return json::value(
-        json::object{{"path", l.path},
-                     {"latency_seconds", num(l.latency_seconds)},
-                     {"bandwidth_bytes_per_second", num(l.bandwidth_bytes_per_second)},
-                     {"messages", l.messages},
-                     {"sizes", ints(l.sizes)}});
-  });
+  o["links"] = to_json(t.links);
   return o;
 }
 
 json::object metrics_json(const ResultMetrics& m) {
   json::object o;
   o["samples_per_second"] = num(m.samples_per_second);
-  o["step_time_seconds"] = json::object{{"median", num(m.step_time_seconds.median)},
-                                        {"min", num(m.step_time_seconds.min)},
-                                        {"max", num(m.step_time_seconds.max)},
-                                        {"samples", doubles(m.step_time_seconds.samples)}};
+  o["step_time_seconds"] = write_fields(m.step_time_seconds);
   o["bubble_ratio"] = bubble_json(m.bubble_ratio);
   o["bubble_overhead"] = bubble_json(m.bubble_overhead);
   o["peak_memory_bytes"] = memory_json(m.peak_memory_bytes);
   if (m.theory) o["theory"] = theory_json(*m.theory);
-  if (m.check) {
-    o["check"] = json::object{{"passed", m.check->passed},
-                              {"max_rel_error", num(m.check->max_rel_error)},
-                              {"loss", num(m.check->loss)},
-                              {"method", m.check->method}};
-  }
-  if (m.memory_guard) {
-    o["memory_guard"] = json::object{{"actions", m.memory_guard->actions},
-                                     {"min_inflight", m.memory_guard->min_inflight}};
-  }
+  if (m.check) o["check"] = write_fields(*m.check);
+  if (m.memory_guard) o["memory_guard"] = write_fields(*m.memory_guard);
   if (!m.collectors.empty()) {
     json::object cs;
     for (const auto& [name, c] : m.collectors) {
@@ -187,18 +430,6 @@ json::object metrics_json(const ResultMetrics& m) {
 // One function per object of the schema; each field is one line through the
 // one JSON field reader (ppb/profiling/json_fields.hpp).
 
-/// Lists that hold one entry per stage (config.stages); `allow_empty` for
-/// optional lists and for figures of a result that is not ok.
-struct StageCount {
-  const JsonReader& reader;
-  size_t stages;
-  void check(size_t n, const std::string& path, bool allow_empty) const {
-    if (n == stages || (allow_empty && n == 0)) return;
-    reader.fail(path, "expected " + std::to_string(stages) +
-                          " entries (one per stage, config.stages), got " + std::to_string(n));
-  }
-};
-
 ResultStatus read_status(const JsonObject& root) {
   const std::string status = root.get<std::string>("status");
   if (status == "ok") return ResultStatus::kOk;
@@ -206,16 +437,6 @@ ResultStatus read_status(const JsonObject& root) {
   if (status == "invalid") return ResultStatus::kInvalid;
   if (status == "error") return ResultStatus::kError;
   root.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
-}
-
-void at_least(const JsonObject& o, std::string_view key, int64_t value, int64_t min) {
-  if (value < min) {
-    o.fail(key, "expected >= " + std::to_string(min) + ", got " + std::to_string(value));
-  }
-}
-
-void not_negative(const JsonObject& o, std::string_view key, double value) {
-  if (value < 0) o.fail(key, "expected >= 0, got " + std::to_string(value));
 }
 
 /// Byte counts per stage: none below zero.
@@ -227,42 +448,6 @@ void no_negative_bytes(const JsonObject& o, std::string_view key,
              "expected bytes >= 0, got " + std::to_string(values[i]));
     }
   }
-}
-
-ResultConfig read_config(const JsonObject& c) {
-  ResultConfig k;
-  k.schedule = c.get<std::string>("schedule");
-  k.partition = c.get<std::string>("partition");
-  k.stages = c.get<int>("stages");
-  k.microbatches = c.get<int>("microbatches");
-  k.micro_batch_size = c.get<int>("micro_batch_size");
-  k.inflight = c.get<int>("inflight");
-  k.chunks = c.get<int>("chunks");
-  k.model = c.get<std::string>("model");
-  k.backend = c.get<std::string>("backend");
-  k.transport = c.get<std::string>("transport");
-  k.message_path = c.get_or<std::string>("message_path", "");
-  k.iters = c.get<int>("iters");
-  k.warmup = c.get<int>("warmup");
-  k.time_scale = c.get_or("time_scale", 0.0);
-  k.memory_budget = c.get_or<int64_t>("memory_budget", 0);
-  k.seed = c.get_or<uint64_t>("seed", 0);
-  k.sync_warmup = c.get_or("sync_warmup", 0);
-  k.memory_guard = c.get_or("memory_guard", 0.0);
-  k.batches = c.get_or("batches", 1);
-  at_least(c, "stages", k.stages, 1);
-  at_least(c, "microbatches", k.microbatches, 1);
-  at_least(c, "micro_batch_size", k.micro_batch_size, 1);
-  at_least(c, "chunks", k.chunks, 1);
-  at_least(c, "inflight", k.inflight, 0);
-  at_least(c, "iters", k.iters, 1);
-  at_least(c, "warmup", k.warmup, 0);
-  at_least(c, "memory_budget", k.memory_budget, 0);
-  at_least(c, "sync_warmup", k.sync_warmup, 0);
-  at_least(c, "batches", k.batches, 1);
-  not_negative(c, "time_scale", k.time_scale);
-  not_negative(c, "memory_guard", k.memory_guard);
-  return k;
 }
 
 ActionKind read_op(const JsonReader& r, const json::value& v, const std::string& path) {
@@ -335,27 +520,8 @@ PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
   return pm;
 }
 
-StageActionTimes read_action_times(const JsonObject& o) {
-  StageActionTimes a;
-  a.fwd = o.optional_number_or_null("F");
-  a.bwd = o.optional_number_or_null("B");
-  a.bwd_input = o.optional_number_or_null("I");
-  a.bwd_weight = o.optional_number_or_null("W");
-  return a;
-}
-
 TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
-  TheoryFigures t;
-  t.step_time_seconds = o.number_or_null("step_time_seconds");
-  t.peak_inflight_per_stage = o.get_or("peak_inflight_per_stage", std::vector<int>{});
-  t.activation_bytes_per_microbatch =
-      o.get_or("activation_bytes_per_microbatch", std::vector<int64_t>{});
-  t.peak_activation_bytes_per_stage =
-      o.get_or("peak_activation_bytes_per_stage", std::vector<int64_t>{});
-  t.action_seconds =
-      o.optional_array("action_seconds", [&o](const json::value& v, const std::string& p) {
-        return read_action_times(o.reader().object(v, p));
-      });
+  TheoryFigures t = read_fields<TheoryFigures>(o, &n);
   t.kind_seconds =
       o.optional_array("kind_seconds", [&o](const json::value& v, const std::string& p) {
         const JsonObject stage = o.reader().object(v, p);
@@ -364,8 +530,7 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
           const std::string kind(kv.key());
           if (!is_unit_kind_name(kind))
             stage.fail(kind, "unknown unit kind (kinds: " + unit_kind_names() + ")");
-          const JsonObject k = o.reader().object(kv.value(), stage.field(kind));
-          m[kind] = {k.get<double>("F"), k.get<double>("I"), k.get<double>("W")};
+          m[kind] = read_fields<KindSeconds>(o.reader().object(kv.value(), stage.field(kind)));
         }
         return m;
       });
@@ -373,15 +538,10 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
     t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
   t.links = o.optional_array("links", [&o](const json::value& v, const std::string& p) {
     const JsonObject l = o.reader().object(v, p);
-    MeasuredLinkFigures f;
-    f.path = l.get<std::string>("path");
+    MeasuredLinkFigures f = read_fields<MeasuredLinkFigures>(l);
     if (f.path != "host" && f.path != "network") {
       l.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
     }
-    f.latency_seconds = l.number_or_null("latency_seconds");
-    f.bandwidth_bytes_per_second = l.number_or_null("bandwidth_bytes_per_second");
-    f.messages = l.get<int>("messages");
-    f.sizes = l.get_or("sizes", std::vector<int64_t>{});
     return f;
   });
   // Files written before `links` hold the stage-to-stage link as `link`
@@ -394,24 +554,9 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
     f.bandwidth_bytes_per_second = bw > 0 ? bw : std::numeric_limits<double>::quiet_NaN();
     t.links.push_back(f);
   }
-  n.check(t.peak_inflight_per_stage.size(), o.field("peak_inflight_per_stage"), true);
-  n.check(t.activation_bytes_per_microbatch.size(), o.field("activation_bytes_per_microbatch"),
-          true);
-  n.check(t.peak_activation_bytes_per_stage.size(), o.field("peak_activation_bytes_per_stage"),
-          true);
-  n.check(t.action_seconds.size(), o.field("action_seconds"), true);
   n.check(t.kind_seconds.size(), o.field("kind_seconds"), true);
   n.check(t.timeline.size(), o.field("timeline"), true);
   return t;
-}
-
-CheckFigures read_check(const JsonObject& o) {
-  CheckFigures ck;
-  ck.passed = o.get<bool>("passed");
-  ck.max_rel_error = o.number_or_null("max_rel_error");
-  ck.loss = o.optional_number_or_null("loss");
-  ck.method = o.get_or<std::string>("method", "");
-  return ck;
 }
 
 DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
@@ -429,13 +574,6 @@ DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
   d.overlap_seconds_per_stage = per_stage("overlap_seconds_per_stage");
   d.busy_seconds_per_stage = per_stage("busy_seconds_per_stage");
   return d;
-}
-
-MemoryGuardFigures read_guard(const JsonObject& o) {
-  MemoryGuardFigures g;
-  g.actions = o.get<int64_t>("actions");
-  g.min_inflight = o.get<int>("min_inflight");
-  return g;
 }
 
 /// metrics.collectors: per collector, figures per stage ("step") and per
@@ -471,37 +609,23 @@ std::map<std::string, CollectorResult> read_collectors(const JsonObject& o, cons
 ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
   ResultMetrics x;
   x.samples_per_second = m.get<double>("samples_per_second");
-  not_negative(m, "samples_per_second", x.samples_per_second);
-  const JsonObject st = m.object("step_time_seconds");
-  x.step_time_seconds.median = st.get<double>("median");
-  x.step_time_seconds.min = st.get<double>("min");
-  x.step_time_seconds.max = st.get<double>("max");
-  x.step_time_seconds.samples = st.get<std::vector<double>>("samples");
+  at_least(m, "samples_per_second", x.samples_per_second, 0);
+  x.step_time_seconds = read_fields<StepTimeStats>(m.object("step_time_seconds"));
   x.bubble_ratio = read_bubble(m.object("bubble_ratio"), n, ok);
   x.bubble_overhead = read_bubble(m.object("bubble_overhead"), n, ok);
   x.peak_memory_bytes = read_memory(m.object("peak_memory_bytes"), n, ok);
   if (const auto o = m.find_object("theory")) x.theory = read_theory(*o, n);
-  if (const auto o = m.find_object("check")) x.check = read_check(*o);
-  if (const auto o = m.find_object("memory_guard")) x.memory_guard = read_guard(*o);
+  if (const auto o = m.find_object("check")) x.check = read_fields<CheckFigures>(*o);
+  if (const auto o = m.find_object("memory_guard"))
+    x.memory_guard = read_fields<MemoryGuardFigures>(*o);
   if (const auto o = m.find_object("collectors")) x.collectors = read_collectors(*o, n);
   if (const auto o = m.find_object("device")) x.device = read_device(*o, n);
   return x;
 }
 
 ResultEnvironment read_environment(const JsonObject& e) {
-  ResultEnvironment env;
-  env.hosts = e.get<std::vector<std::string>>("hosts");
-  env.ranks = e.get<int>("ranks");
-  env.mpi = e.get<std::string>("mpi");
-  env.cuda = e.get<std::string>("cuda");
-  env.gpus = e.get<std::vector<std::string>>("gpus");
-  env.driver = e.get<std::string>("driver");
-  env.git = e.get<std::string>("git");
-  env.date = e.get<std::string>("date");
-  env.compiler = e.get_or<std::string>("compiler", "");
-  env.build_type = e.get_or<std::string>("build_type", "");
-  env.hostname = e.get_or<std::string>("hostname", "");
-  env.cpu = e.get_or<std::string>("cpu", "");
+  ResultEnvironment env = read_fields<ResultEnvironment>(e);
+  if (env.ranks_per_gpu < 0) e.fail("ranks_per_gpu", "expected an integer >= 0");
   return env;
 }
 
@@ -521,25 +645,10 @@ void check_collector_actions(const JsonReader& r, const Result& out) {
   }
 }
 
-// The regression gate's fields (the noise of a run and what makes a run
-// unfit for it), written and read in one place each. All are optional, so
-// files written before them still load.
+// The regression gate's figures of a run's noise, written and read in one
+// place each (its config and environment fields are in the field lists).
+// All are optional, so files written before them still load.
 void write_gate_fields(const Result& result, json::object& root) {
-  json::object& config = root["config"].as_object();
-  config["min_time"] = num(result.config.min_time);
-  config["plant"] = result.config.plant;
-  // What `pipebench run --rerun` needs to measure the combination again.
-  config["device"] = result.config.device;
-  config["max_iters"] = result.config.max_iters;
-  config["profile"] = result.config.profile;
-  config["check"] = result.config.check;
-  config["dtype"] = result.config.dtype;
-  config["unit_ranges"] = result.config.unit_ranges;  // what calibration re-prices
-  json::object& env = root["environment"].as_object();
-  env["cores"] = result.environment.cores;
-  env["oversubscribed"] = result.environment.oversubscribed;
-  env["rank_hosts"] = strings(result.environment.rank_hosts);
-  env["ranks_per_gpu"] = result.environment.ranks_per_gpu;
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
@@ -553,34 +662,15 @@ void write_gate_fields(const Result& result, json::object& root) {
                  [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
   }
   if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
-    auto one = [](const SampleSpread& x) {
-      return json::object{{"n", x.n},         {"median", num(x.median)}, {"mad", num(x.mad)},
-                          {"q1", num(x.q1)},  {"q3", num(x.q3)},         {"min", num(x.min)},
-                          {"max", num(x.max)}};
-    };
-    metrics["spread"] = json::object{{"step_time_seconds", one(sp->step_time_seconds)},
-                                     {"samples_per_second", one(sp->samples_per_second)},
-                                     {"bubble_ratio", one(sp->bubble_ratio)}};
+    metrics["spread"] = json::object{{"step_time_seconds", write_fields(sp->step_time_seconds)},
+                                     {"samples_per_second", write_fields(sp->samples_per_second)},
+                                     {"bubble_ratio", write_fields(sp->bubble_ratio)}};
   }
 }
 
 void read_gate_fields(const JsonObject& root, Result& out) {
-  const JsonObject config = root.object("config");
-  out.config.min_time = config.get_or("min_time", 0.0);
-  out.config.plant = config.get_or<std::string>("plant", "");
-  out.config.device = config.get_or<std::string>("device", "");
-  out.config.max_iters = config.get_or("max_iters", 0);
-  out.config.profile = config.get_or<std::string>("profile", "");
-  out.config.check =
-      config.get_or("check", out.metrics.has_value() && out.metrics->check.has_value());
-  out.config.dtype = config.get_or<std::string>("dtype", "fp32");
-  out.config.unit_ranges = config.get_or<std::string>("unit_ranges", "");
-  const JsonObject env = root.object("environment");
-  out.environment.cores = env.get_or("cores", 0);
-  out.environment.oversubscribed = env.get_or("oversubscribed", false);
-  out.environment.rank_hosts = env.get_or("rank_hosts", std::vector<std::string>{});
-  out.environment.ranks_per_gpu = env.get_or("ranks_per_gpu", 0);
-  if (out.environment.ranks_per_gpu < 0) env.fail("ranks_per_gpu", "expected an integer >= 0");
+  if (!root.object("config").has("check"))
+    out.config.check = out.metrics.has_value() && out.metrics->check.has_value();
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =
@@ -603,16 +693,7 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const std::optional<JsonObject> spread = metrics.find_object("spread");
   if (!spread) return;
   auto one = [&spread](std::string_view key) {
-    const JsonObject o = spread->object(key);
-    SampleSpread x;
-    x.n = o.get<int>("n");
-    x.median = o.number_or_null("median");
-    x.mad = o.number_or_null("mad");
-    x.q1 = o.number_or_null("q1");
-    x.q3 = o.number_or_null("q3");
-    x.min = o.number_or_null("min");
-    x.max = o.number_or_null("max");
-    return x;
+    return read_fields<SampleSpread>(spread->object(key));
   };
   SpreadFigures& f = out.metrics->spread.emplace();
   f.step_time_seconds = one("step_time_seconds");
@@ -620,12 +701,10 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   f.bubble_ratio = one("bubble_ratio");
 }
 
-// Data parallelism's fields, written and read in one place each; all
-// optional, so files written before them load as one replica.
+// Data parallelism's figures, written and read in one place each (its
+// config fields are in the field list); all optional, so files written
+// before them still load.
 void write_data_parallel_fields(const Result& result, json::object& root) {
-  json::object& config = root["config"].as_object();
-  config["data_parallel"] = result.config.data_parallel;
-  config["rank_order"] = result.config.rank_order;
   if (!result.metrics || !result.metrics->allreduce) return;
   const AllReduceFigures& a = *result.metrics->allreduce;
   json::object& metrics = root["metrics"].as_object();
@@ -642,10 +721,6 @@ void write_data_parallel_fields(const Result& result, json::object& root) {
 }
 
 void read_data_parallel_fields(const JsonObject& root, Result& out) {
-  const JsonObject config = root.object("config");
-  out.config.data_parallel = config.get_or("data_parallel", 1);
-  at_least(config, "data_parallel", out.config.data_parallel, 1);
-  out.config.rank_order = config.get_or<std::string>("rank_order", "");
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
   const std::optional<JsonObject> o = metrics.find_object("allreduce");
@@ -675,41 +750,10 @@ boost::json::value result_to_json(const Result& result) {
   o["schema"] = kResultSchema;
   o["status"] = result_status_name(result.status);
   o["error"] = result.error;
-  const ResultConfig& c = result.config;
-  o["config"] = json::object{{"schedule", c.schedule},
-                             {"partition", c.partition},
-                             {"stages", c.stages},
-                             {"microbatches", c.microbatches},
-                             {"micro_batch_size", c.micro_batch_size},
-                             {"inflight", c.inflight},
-                             {"chunks", c.chunks},
-                             {"model", c.model},
-                             {"backend", c.backend},
-                             {"transport", c.transport},
-                             {"message_path", c.message_path},
-                             {"iters", c.iters},
-                             {"warmup", c.warmup},
-                             {"time_scale", num(c.time_scale)},
-                             {"memory_budget", c.memory_budget},
-                             {"seed", c.seed},
-                             {"sync_warmup", c.sync_warmup},
-                             {"memory_guard", num(c.memory_guard)},
-                             {"batches", c.batches}};
+  o["config"] = write_fields(result.config);
   if (result.metrics) o["metrics"] = metrics_json(*result.metrics);
   o["timeline"] = timeline_json(result.timeline);
-  const ResultEnvironment& e = result.environment;
-  o["environment"] = json::object{{"hosts", strings(e.hosts)},
-                                  {"ranks", e.ranks},
-                                  {"mpi", e.mpi},
-                                  {"cuda", e.cuda},
-                                  {"gpus", strings(e.gpus)},
-                                  {"driver", e.driver},
-                                  {"git", e.git},
-                                  {"date", e.date},
-                                  {"compiler", e.compiler},
-                                  {"build_type", e.build_type},
-                                  {"hostname", e.hostname},
-                                  {"cpu", e.cpu}};
+  o["environment"] = write_fields(result.environment);
   write_gate_fields(result, o);
   write_data_parallel_fields(result, o);
   return o;
@@ -730,7 +774,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   out.status = read_status(root);
   const bool ok = out.status == ResultStatus::kOk;
   out.error = ok ? root.get_or<std::string>("error", "") : root.get<std::string>("error");
-  out.config = read_config(root.object("config"));
+  out.config = read_fields<ResultConfig>(root.object("config"));
   const StageCount n{r, static_cast<size_t>(out.config.stages)};
   // metrics and timeline: required when ok, optional otherwise.
   if (ok || root.has("metrics")) out.metrics = read_metrics(root.object("metrics"), n, ok);

@@ -39,6 +39,21 @@ struct ScheduleParams {
   double wgrad_share = 1;
 };
 
+/// The one copy of the schedule parameters P, M, V, N, K and B between two
+/// records that name them as ScheduleParams does (ScheduleParams itself, a
+/// result's config, a sweep's combination, a planner's candidate), so that
+/// no caller lists them again and none leaves one out. The pass times and
+/// wgrad_share are not copied.
+template <class To, class From>
+void copy_schedule_params(To& to, const From& from) {
+  to.stages = from.stages;
+  to.microbatches = from.microbatches;
+  to.chunks = from.chunks;
+  to.inflight = from.inflight;
+  to.sync_warmup = from.sync_warmup;
+  to.batches = from.batches;
+}
+
 /// One registered schedule: its name, one line of help, and the properties
 /// every caller asks about (the executor's optimizer policy, the backend's
 /// weight stashing, the sweep's parameters, the memory guard), so that no

@@ -132,6 +132,9 @@ struct Candidate {
   int micro_batch_size = 1;
   int chunks = 1;    ///< V
   int inflight = 0;  ///< N (0: the schedule does not take one)
+  /// K and B: the planner searches neither and keeps ScheduleParams' values.
+  int sync_warmup = ScheduleParams{}.sync_warmup;
+  int batches = ScheduleParams{}.batches;
   double samples_per_second = 0;
   double step_seconds = 0;       ///< pipeline step (simulator)
   double allreduce_seconds = 0;  ///< gradient all-reduce across the D replicas
@@ -142,8 +145,8 @@ struct Candidate {
   std::string why;  ///< in words: why it leads, or why it loses
 };
 
-/// The schedule parameters of a candidate: P, M, V and N (the pass times of
-/// zb-1p/zb-2p come from its costs: set_pass_times).
+/// The schedule parameters of a candidate: P, M, V, N, K and B (the pass
+/// times of zb-1p/zb-2p come from its costs: set_pass_times).
 ScheduleParams schedule_params(const Candidate& c);
 
 struct Plan {
