@@ -16,6 +16,14 @@ namespace {
 constexpr int64_t kFloat = 4;
 
 float* floats(TrackedBuffer& b) { return b.as<float>(); }
+// `b`'s floats from `offset` on; null where `b` holds nothing (a unit that
+// keeps nothing besides: arithmetic on its null pointer is undefined).
+float* floats_at(TrackedBuffer& b, int64_t offset) {
+  return b.data() == nullptr ? nullptr : b.as<float>() + offset;
+}
+const float* floats_at(const TrackedBuffer& b, int64_t offset) {
+  return b.data() == nullptr ? nullptr : b.as<float>() + offset;
+}
 const float* floats(const std::byte* p) { return reinterpret_cast<const float*>(p); }
 float* floats(std::byte* p) { return reinterpret_cast<float*>(p); }
 
@@ -135,7 +143,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
     const UnitFlow flow = unit_flow(spec_, kind);
     PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
     if (flow.keeps_input) copy_floats(floats(kept), in, flow.in);
-    float* extra = floats(kept) + flow.extra_offset();
+    float* extra = floats_at(kept, flow.extra_offset());
     if (flow.residual == Residual::kBegin) resid = floats(kept);
     if (flow.residual == Residual::kAdd) copy_floats(out, resid, flow.resid);  // out +=
     if (last && flow.passes_residual()) copy_floats(out + flow.out, resid, flow.resid);
@@ -217,7 +225,7 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
     state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, flow.held_gradient * kFloat);
     copy_floats(floats(state.pending[i]), grad_out, flow.held_gradient);
   }
-  float* extra = floats(kept) + flow.extra_offset();
+  float* extra = floats_at(kept, flow.extra_offset());
   switch (kind) {
     case UnitKind::kEmbedding:
       break;
@@ -272,7 +280,7 @@ void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const flo
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
   const TrackedBuffer& kept = state.kept[i];
-  const float* extra = kept.as<float>() + unit_flow(spec_, kind).extra_offset();
+  const float* extra = floats_at(kept, unit_flow(spec_, kind).extra_offset());
   const float* dy = state.pending[i].empty() ? grad_out : state.pending[i].as<float>();
   float* g = floats(state_[i]->grads);
   switch (kind) {

@@ -18,12 +18,13 @@ namespace ppb::cuda {
 /// any other failure ends the job naming the call and cuBLAS's status string.
 [[noreturn]] void cublas_call_failed(int status, const char* call, const char* file, int line);
 
-/// `p` advanced by `elements` elements of `dt`.
+/// `p` advanced by `elements` elements of `dt`; null stays null (a buffer
+/// that holds nothing: arithmetic on a null pointer is undefined).
 inline void* offset(void* p, Dtype dt, int64_t elements) {
-  return static_cast<char*>(p) + elements * dtype_bytes(dt);
+  return p == nullptr ? nullptr : static_cast<char*>(p) + elements * dtype_bytes(dt);
 }
 inline const void* offset(const void* p, Dtype dt, int64_t elements) {
-  return static_cast<const char*>(p) + elements * dtype_bytes(dt);
+  return p == nullptr ? nullptr : static_cast<const char*>(p) + elements * dtype_bytes(dt);
 }
 
 /// The workspace the backend gives cuBLAS (the memory model counts it as
