@@ -3,6 +3,8 @@
 # and the failure behaviour (watchdog, an exception on one rank), the p2p
 # benchmark's smoke run and its rank-count error.
 add_executable(exec_test exec_test.cpp)
+# The timed backend's action bodies, called directly (a private header).
+target_include_directories(exec_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 target_link_libraries(exec_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(exec_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
 ppb_add_mpi_test(exec_test_4ranks RANKS 4 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
