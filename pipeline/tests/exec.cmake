@@ -119,6 +119,11 @@ ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_t
 # planner read (unit).
 ppb_add_gtest(registry_test SOURCES registry_test.cpp LIBS ppb::exec ppb::core)
 
+# What each registered backend offers (check, probes, modelled time,
+# device), through make_backend (unit; the cuda case again under the label
+# emulated, cudaemu.cmake).
+ppb_add_gtest(ppb_backend_test SOURCES backend_test.cpp LIBS ppb::exec ppb::core)
+
 # The nccl transport's communicator layout, without a GPU (unit).
 ppb_add_gtest(nccl_links_test SOURCES nccl_links_test.cpp LIBS ppb::exec ppb::core)
 
