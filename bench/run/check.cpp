@@ -11,7 +11,7 @@
 
 namespace ppb::run {
 
-void CheckProbe::arm(const Backend& backend, bool stashing, bool replicas) {
+void CheckProbe::arm(const CheckAccess& backend, bool stashing, bool replicas) {
   backend_ = &backend;
   armed_ = true;
   stashing_ = stashing;
@@ -89,7 +89,7 @@ double gradient_error(const CheckProbe& probe, const CheckContext& ctx, const Re
 /// Each rank of the last virtual stage's stage sends its replica and its M
 /// losses; every rank sums them in global micro-batch order
 /// (data_microbatch), as reference_step() does.
-double global_loss(const Backend& backend, const CheckContext& ctx, MPI_Comm comm) {
+double global_loss(const CheckAccess& backend, const CheckContext& ctx, MPI_Comm comm) {
   const int m = ctx.microbatches;
   const int last = ctx.placement.virtual_stages() - 1;  // holds the loss
   std::vector<double> mine(static_cast<size_t>(m) + 1, 0.0);
@@ -139,7 +139,7 @@ bool replicas_agree(const CheckProbe& probe, const CheckContext& ctx, MPI_Comm c
 
 }  // namespace
 
-CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool stashing,
+CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, bool stashing,
                            const CheckContext& ctx, const ReferenceStep* reference,
                            double tolerance, MPI_Comm comm) {
   double worst = 0;

@@ -6,8 +6,8 @@
 // micro-batches), every replica's all-reduced gradients are compared with
 // it, and the replicas of each stage must have summed to the same
 // gradients before every optimizer step (so their weights stay equal).
-// Everything is read through the Backend interface, so any backend whose
-// registry entry says real_gradients can be checked.
+// Everything is read through CheckAccess, so any backend whose registry
+// entry says real_gradients (and so offers Backend::check()) can be checked.
 #pragma once
 
 #include <mpi.h>
@@ -29,10 +29,11 @@ namespace ppb::run {
 /// each forward and backward used (weight stashing). Off until arm().
 class CheckProbe final : public Instrumentation {
  public:
-  /// Watches the next step of `backend` (which must outlive the step);
-  /// `stashing` chooses the invariant to check; with `replicas` every
-  /// optimizer step's gradients are also hashed (gradient_hash).
-  void arm(const Backend& backend, bool stashing, bool replicas = false);
+  /// Watches the next step of the backend behind `backend` (which must
+  /// outlive the step); `stashing` chooses the invariant to check; with
+  /// `replicas` every optimizer step's gradients are also hashed
+  /// (gradient_hash).
+  void arm(const CheckAccess& backend, bool stashing, bool replicas = false);
   void disarm() { armed_ = false; }
 
   void action_begin(int stage, const Action& action) override;
@@ -47,7 +48,7 @@ class CheckProbe final : public Instrumentation {
   static constexpr uint64_t kHashSeed = 14695981039346656037ULL;
 
  private:
-  const Backend* backend_ = nullptr;
+  const CheckAccess* backend_ = nullptr;
   bool armed_ = false;
   bool stashing_ = false;
   bool hashing_ = false;
@@ -85,7 +86,7 @@ double run_check_tolerance(const BackendInfo& info, int bytes_per_element, int r
 /// flush schedules and ignored with weight stashing; they pass when the
 /// worst relative error is at most `tolerance` (check_tolerance() of the
 /// backend's registry entry for the run's dtype).
-CheckFigures check_figures(const CheckProbe& probe, const Backend& backend, bool stashing,
+CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, bool stashing,
                            const CheckContext& context, const ReferenceStep* reference,
                            double tolerance, MPI_Comm comm);
 

@@ -25,12 +25,12 @@ struct RankStep {
   int64_t peak_bytes = 0;  ///< StepRecord::peak_bytes
   int64_t peak_activation_bytes = 0;
   /// Device backends: the pool's high-water mark in the step plus the
-  /// device memory outside the pool (Backend::device_memory); -1 without.
+  /// device memory outside the pool (DeviceAccess::device_memory); -1 without.
   int64_t device_peak_bytes = -1;
   CollectorStepFigures collectors;  ///< collector name -> figures of this step
-  /// Backend::speed_probe() right after the step (NaN: the backend has none).
+  /// StepProbes::speed_probe() right after the step (NaN: the backend has none).
   double probe_seconds = std::numeric_limits<double>::quiet_NaN();
-  /// Backend::take_kind_seconds() of the step: per UnitKind, the seconds its
+  /// StepProbes::take_kind_seconds() of the step: per UnitKind, the seconds its
   /// units ran by pass (empty: the backend does not time its units).
   std::vector<UnitTime> kind_seconds;
 };

@@ -405,7 +405,9 @@ void CombinationRun::set_up() {
       CollectorContext{.stage = ctx_.stage, .stages = ctx_.plan.stages, .chunks = c_.chunks},
       &probe_);
   make_backend_or_oom();
-  ex_.time_scale = backend_->time_scale();
+  if (const ModelledTime* modelled = backend_->modelled_time()) {
+    ex_.time_scale = modelled->time_scale();
+  }
   make_executor();
   make_guard();
   ex_.device_profiler = collectors_->device_profiler();
@@ -461,19 +463,20 @@ RankStep CombinationRun::step() {
   ctx_.watch.end();
   StepRecord rec = exec_->run_step(s);
   ctx_.watch.begin("between steps of " + label_);
-  const double speed = backend_->speed_probe();
+  StepProbes* probes = backend_->probes();
+  const double speed = probes != nullptr ? probes->speed_probe() : kNaN;
   if (guard_) guard_->observe(rec.peak_bytes);
   ex_.last_schedule = s;
   CollectorStepFigures figures = collectors_->finish_step(rec);
   RankStep out = rank_step(rec, std::move(figures));
   out.probe_seconds = speed;
-  out.kind_seconds = backend_->take_kind_seconds();
+  if (probes != nullptr) out.kind_seconds = probes->take_kind_seconds();
   if (!ctx_.options.trace) out.step.device.clear();  // only traces draw them
-  if (binfo_.traits.device) {
-    const DeviceMemoryFigures dm = backend_->device_memory();
+  if (DeviceAccess* device = backend_->device()) {
+    const DeviceMemoryFigures dm = device->device_memory();
     out.device_peak_bytes = dm.pool_peak + dm.outside_pool;
-    backend_->reset_device_peak();
-    agree_on_oom(backend_->out_of_memory(), ctx_.rank, ctx_.comm);
+    device->reset_device_peak();
+    agree_on_oom(device->out_of_memory(), ctx_.rank, ctx_.comm);
   }
   return out;
 }
@@ -482,7 +485,10 @@ RankStep CombinationRun::step() {
 void CombinationRun::check() {
   if (!ctx_.options.check) return;
   const int replicas = ctx_.plan.data_parallel;
-  probe_.arm(*backend_, info_.weight_stashing, replicas > 1);
+  // run_options refuses --check where the registry entry lacks real_gradients.
+  const CheckAccess* access = backend_->check();
+  PPB_CHECK(access != nullptr, "--check: the backend offers no check access");
+  probe_.arm(*access, info_.weight_stashing, replicas > 1);
   (void)step();
   probe_.disarm();
   ctx_.watch.begin("in --check of " + label_ +
@@ -501,7 +507,7 @@ void CombinationRun::check() {
   const ReferenceStep* ref =
       info_.weight_stashing ? nullptr : &reference_for(ctx_, c_.microbatches);
   ex_.check = check_figures(
-      probe_, *backend_, info_.weight_stashing, cc, ref,
+      probe_, *access, info_.weight_stashing, cc, ref,
       run_check_tolerance(binfo_, ctx_.plan.model.bytes_per_element, replicas), ctx_.comm);
 }
 

@@ -1,7 +1,8 @@
 # The CUDA emulator (pipeline/exec/cudaemu), in CUDA builds that have it:
 # its internals (label unit), its runtime and cuBLAS as a CUDA program sees
-# them, and the cuda backend's GPU tests run on it (label emulated: this
-# build's own binaries with the emulator first on LD_LIBRARY_PATH).
+# them, and the cuda backend's GPU and capability tests run on it (label
+# emulated: this build's own binaries with the emulator first on
+# LD_LIBRARY_PATH).
 # PPB_REQUIRE_EMULATOR=1 (emulated_label.hpp): under this label a test that
 # finds no device fails, saying what is missing, instead of skipping. (Set
 # through ENVIRONMENT_MODIFICATION: gtest_discover_tests splits a list
@@ -31,6 +32,13 @@ if(PPB_HAVE_CUDAEMU)
       PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
                  ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")
   endif()
+
+  # The cuda backend's capabilities through make_backend, on the emulator.
+  gtest_discover_tests(ppb_backend_test TEST_PREFIX "emulated." TEST_FILTER "*cuda*"
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
+               ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")
+  add_dependencies(ppb_backend_test ppb_cudaemu)
 
   # The cuda backend's math against the cpu model, on the emulator.
   add_dependencies(ppb_cuda_gpu_test ppb_cudaemu)

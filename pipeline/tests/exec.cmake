@@ -3,6 +3,8 @@
 # and the failure behaviour (watchdog, an exception on one rank), the p2p
 # benchmark's smoke run and its rank-count error.
 add_executable(exec_test exec_test.cpp)
+# The timed backend's action bodies, called directly (a private header).
+target_include_directories(exec_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 target_link_libraries(exec_test PRIVATE ppb::exec ppb::core GTest::gtest ppb::warnings)
 ppb_add_mpi_test(exec_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
 ppb_add_mpi_test(exec_test_4ranks RANKS 4 COMMAND $<TARGET_FILE:exec_test> TIMEOUT 120)
@@ -116,6 +118,11 @@ ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_t
 # Every registered schedule and backend has every trait the report and the
 # planner read (unit).
 ppb_add_gtest(registry_test SOURCES registry_test.cpp LIBS ppb::exec ppb::core)
+
+# What each registered backend offers (check, probes, modelled time,
+# device), through make_backend (unit; the cuda case again under the label
+# emulated, cudaemu.cmake).
+ppb_add_gtest(ppb_backend_test SOURCES backend_test.cpp LIBS ppb::exec ppb::core)
 
 # The nccl transport's communicator layout, without a GPU (unit).
 ppb_add_gtest(nccl_links_test SOURCES nccl_links_test.cpp LIBS ppb::exec ppb::core)

@@ -9,6 +9,7 @@
 // Either mode returning normally is a failure (exit 3, no matching line).
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "ppb/exec/backend.hpp"
@@ -37,13 +38,13 @@ int main(int argc, char** argv) {
     cfg.stage = mpi.rank();
     cfg.stages = mpi.size();
     cfg.microbatches = 4;
-    ppb::TimedBackend backend(cfg);
+    const std::unique_ptr<ppb::Backend> backend = ppb::make_backend("timed", cfg);
     ppb::MpiTransport transport(mpi.comm());
     ppb::ExecutorOptions eo;
     eo.timeout_seconds = 1.0;
     eo.debug_stall_rank = 1;
     eo.debug_stall_step = 1;
-    ppb::Executor exec(mpi.comm(), backend, transport, eo);
+    ppb::Executor exec(mpi.comm(), *backend, transport, eo);
     for (int step = 0; step < 3; ++step) (void)exec.run_step(s);
     return 3;
   }

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend_timed.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
@@ -68,20 +69,21 @@ std::vector<double> all_gather(double v) {
   return out;
 }
 
+// The read-back of a backend with real math (cpu), which the tests compare.
+const CheckAccess& check_access(const Backend& b) {
+  PPB_CHECK(b.check() != nullptr, "the cpu backend offers check access");
+  return *b.check();
+}
+
 // Copies each chunk's gradients just before the optimizer zeroes them.
 class GradCapture final : public Instrumentation {
  public:
-  explicit GradCapture(CpuBackend& b) : backend_(b) {}
-  void optimizer_begin(int chunk) override {
-    auto& out = grads[chunk];
-    out.clear();
-    for (std::span<const float> g : backend_.chunk(chunk).grad_views())
-      out.emplace_back(g.begin(), g.end());
-  }
+  explicit GradCapture(const Backend& b) : backend_(check_access(b)) {}
+  void optimizer_begin(int chunk) override { grads[chunk] = backend_.gradients(chunk); }
   std::map<int, std::vector<std::vector<float>>> grads;
 
  private:
-  CpuBackend& backend_;
+  const CheckAccess& backend_;
 };
 
 const char* kSmallModel = "gpt:layers=4,hidden=32,heads=2,seq=16,vocab=64,ffn=4,mbs=2";
@@ -104,12 +106,12 @@ double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared
   cfg.chunks = V;
   cfg.microbatches = schedule.microbatches;
   cfg.seed = 77;
-  CpuBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("cpu", cfg);
   std::unique_ptr<Transport> transport = make_transport(transport_name, comm);
-  GradCapture capture(backend);
+  GradCapture capture(*backend);
   ExecutorOptions eo;
   eo.instrumentation = &capture;
-  Executor exec(comm, backend, *transport, eo);
+  Executor exec(comm, *backend, *transport, eo);
   const StepRecord rec = exec.run_step(schedule);
   // Every link into this rank kept at least the buffers its plan needs posted.
   const MessagePlan plan = build_message_plan(schedule);
@@ -126,7 +128,7 @@ double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared
   const ReferenceStep ref = reference_step(spec, schedule.microbatches, mo);
   double worst = 0;
   for (int c = 0; c < V; ++c) {
-    const UnitRange range = backend.range(c);
+    const UnitRange range = cfg.chunk_units(c);
     const auto& mine = capture.grads.at(c);
     EXPECT_EQ(static_cast<int>(mine.size()), range.size());
     for (int u = 0; u < range.size(); ++u) {
@@ -138,13 +140,15 @@ double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared
   }
   if (cfg.stage == P - 1) {
     double loss = 0;
-    for (int mb = 0; mb < schedule.microbatches; ++mb) loss += backend.chunk(V - 1).loss(mb);
+    for (int mb = 0; mb < schedule.microbatches; ++mb) {
+      loss += check_access(*backend).loss(V - 1, mb);
+    }
     loss /= schedule.microbatches;
     worst = std::max(worst, std::fabs(loss - ref.loss) / std::fabs(ref.loss));
   }
   // The optimizer ran after the batch: the gradients are zero again.
   for (int c = 0; c < V; ++c) {
-    for (std::span<const float> g : backend.chunk(c).grad_views()) {
+    for (const std::vector<float>& g : check_access(*backend).gradients(c)) {
       for (float x : g) EXPECT_EQ(x, 0.0f);
     }
   }
@@ -240,8 +244,7 @@ class CpuBackendCores : public ::testing::Test {
     for (int c : cpus) CPU_SET(c, &mask);
     if (sched_setaffinity(0, sizeof mask, &mask) != 0) return -1;
     cfg_.local_ranks = local_ranks;
-    const CpuBackend b(cfg_);
-    return b.core_to_spare() ? 1 : 0;
+    return make_backend("cpu", cfg_)->core_to_spare() ? 1 : 0;
   }
   BackendConfig cfg_;
   cpu_set_t saved_{};
@@ -251,7 +254,7 @@ TEST_F(CpuBackendCores, NoneOnOneCore) {
   EXPECT_EQ(spare_with({0}, 1), 0);  // bound to one core, as mpirun binds 2 ranks
   BackendConfig timed;
   timed.costs = uniform_costs(1, 1, 0.001, 0.001, 0.0, 0.0);
-  EXPECT_TRUE(TimedBackend(timed).core_to_spare());
+  EXPECT_TRUE(make_backend("timed", timed)->core_to_spare());
 }
 
 TEST_F(CpuBackendCores, OneBesideOneBlasThreadOnTwoCoresOfItsOwn) {
@@ -266,19 +269,19 @@ TEST(TimedBackendTest, ActionsRunInOrderOnTheComputeStream) {
   BackendConfig cfg;
   cfg.costs = costs;
   cfg.time_scale = 1.0;
-  TimedBackend b(cfg);
-  const double before = b.stream_now();
-  const StreamTicket f0 = b.enqueue({ActionKind::kForward, 0, 0, nullptr, nullptr});
-  const StreamTicket f1 = b.enqueue({ActionKind::kForward, 0, 1, nullptr, nullptr});
-  const StreamTicket b0 = b.enqueue({ActionKind::kBackward, 0, 0, nullptr, nullptr});
-  const double returned = b.stream_now();
-  EXPECT_FALSE(b.query(f0, nullptr));  // 50 ms of work queued a moment ago
+  const std::unique_ptr<Backend> b = make_backend("timed", cfg);
+  const double before = b->stream_now();
+  const StreamTicket f0 = b->enqueue({ActionKind::kForward, 0, 0, nullptr, nullptr});
+  const StreamTicket f1 = b->enqueue({ActionKind::kForward, 0, 1, nullptr, nullptr});
+  const StreamTicket b0 = b->enqueue({ActionKind::kBackward, 0, 0, nullptr, nullptr});
+  const double returned = b->stream_now();
+  EXPECT_FALSE(b->query(f0, nullptr));  // 50 ms of work queued a moment ago
   StreamTimes t0, t1, t2;
-  while (!b.wait(f0, 1.0, &t0)) {
+  while (!b->wait(f0, 1.0, &t0)) {
   }
-  while (!b.wait(f1, 1.0, &t1)) {
+  while (!b->wait(f1, 1.0, &t1)) {
   }
-  while (!b.wait(b0, 1.0, &t2)) {
+  while (!b->wait(b0, 1.0, &t2)) {
   }
   EXPECT_LT(returned, t0.end);
   EXPECT_GE(t0.start, before);
@@ -330,9 +333,9 @@ TimedRun run_timed(const Schedule& schedule, const StageCosts& costs, int steps,
   cfg.stages = schedule.stages;
   cfg.chunks = schedule.chunks;
   cfg.microbatches = schedule.microbatches;
-  TimedBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   MpiTransport transport(MPI_COMM_WORLD);
-  Executor exec(MPI_COMM_WORLD, backend, transport, {});
+  Executor exec(MPI_COMM_WORLD, *backend, transport, {});
   TimedRun run;
   for (int i = 0; i < steps; ++i) run.steps.push_back(exec.run_step(schedule));
   return run;
@@ -472,7 +475,7 @@ TEST(TimedMemory, ActivationPeaksOrderSync1f1bBelow1f1bBelowGpipe) {
 // The seconds the timed backend's compute stream gives `call`: polled, never
 // waited for, so its end is the clock's own (the modelled time x the time
 // scale, without the wake-up of a sleeping thread).
-double stream_seconds(TimedBackend& b, const ActionCall& call) {
+double stream_seconds(Backend& b, const ActionCall& call) {
   const StreamTicket t = b.enqueue(call);
   StreamTimes times;
   while (!b.query(t, &times)) usleep(200);
@@ -534,9 +537,10 @@ TEST(TimedBackendTest, AChunksActionsTakeTheTimeOfItsUnits) {
   std::vector<double> stage_fwd;
   double scale = 0;
   for (int s = 0; s < P; ++s) {
-    TimedBackend b(one.stage_config(s));
-    scale = b.time_scale();
-    stage_fwd.push_back(stream_seconds(b, {ActionKind::kForward, 0, 0, nullptr, nullptr}));
+    const std::unique_ptr<Backend> b = make_backend("timed", one.stage_config(s));
+    ASSERT_NE(b->modelled_time(), nullptr);
+    scale = b->modelled_time()->time_scale();
+    stage_fwd.push_back(stream_seconds(*b, {ActionKind::kForward, 0, 0, nullptr, nullptr}));
   }
   const GptTinyCut two = gpt_tiny_cut(P, 2);
   const std::vector<std::pair<std::string, std::vector<int32_t>>> maps = {
@@ -553,13 +557,15 @@ TEST(TimedBackendTest, AChunksActionsTakeTheTimeOfItsUnits) {
     const Placement place = stage_of.empty() ? Placement(P, 2) : Placement(P, 2, stage_of);
     double fwd_sum = 0;
     for (int s = 0; s < P; ++s) {
-      TimedBackend b(two.stage_config(s, stage_of));
-      EXPECT_DOUBLE_EQ(b.time_scale(), scale) << name << ": another scale than one chunk's";
+      const std::unique_ptr<Backend> b = make_backend("timed", two.stage_config(s, stage_of));
+      ASSERT_NE(b->modelled_time(), nullptr);
+      EXPECT_DOUBLE_EQ(b->modelled_time()->time_scale(), scale)
+          << name << ": another scale than one chunk's";
       for (int c = 0; c < 2; ++c) {
         const ChunkCost& cost = two.costs.at(place, s, c);
-        const double f = stream_seconds(b, {ActionKind::kForward, c, 0, nullptr, nullptr});
-        const double i = stream_seconds(b, {ActionKind::kBackwardInput, c, 0, nullptr, nullptr});
-        const double w = stream_seconds(b, {ActionKind::kBackwardWeight, c, 0, nullptr, nullptr});
+        const double f = stream_seconds(*b, {ActionKind::kForward, c, 0, nullptr, nullptr});
+        const double i = stream_seconds(*b, {ActionKind::kBackwardInput, c, 0, nullptr, nullptr});
+        const double w = stream_seconds(*b, {ActionKind::kBackwardWeight, c, 0, nullptr, nullptr});
         const std::string at = name + " stage " + std::to_string(s) + " chunk " + std::to_string(c);
         EXPECT_NEAR(f, cost.fwd * scale, 1e-9) << at;
         EXPECT_NEAR(i, cost.bwd_input * scale, 1e-9) << at;
@@ -641,19 +647,19 @@ TEST(TimedMemory, PipedreamStashIsCountedAndReleased) {
   cfg.stages = P;
   cfg.microbatches = P;
   cfg.weight_stashing = true;
-  TimedBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   MpiTransport transport(MPI_COMM_WORLD);
   ExecutorOptions eo;
   eo.optimizer = optimizer_policy_for(schedule_info("pipedream"));
-  Executor exec(MPI_COMM_WORLD, backend, transport, eo);
+  Executor exec(MPI_COMM_WORLD, *backend, transport, eo);
   (void)exec.run_step(schedule);
-  EXPECT_EQ(backend.memory().current(MemCategory::kWeightStash), 0);
+  EXPECT_EQ(backend->memory().current(MemCategory::kWeightStash), 0);
   // Stage 0: P warm-up forwards at version 0, then each backward starts a
   // version and each forward uses the newest: before the last backward of
   // the warm-up micro-batches, versions 0 .. P-2 are older and in use, so
   // P - 1 stashed copies at the peak (P > 1).
   if (comm_rank() == 0 && P > 1) {
-    EXPECT_EQ(backend.memory().peak(MemCategory::kWeightStash), int64_t{P - 1} << 20);
+    EXPECT_EQ(backend->memory().peak(MemCategory::kWeightStash), int64_t{P - 1} << 20);
   }
 }
 
@@ -700,12 +706,12 @@ TEST(TimedMemory, TheMemoryModelIsTheTrackedAccountingOnEverySchedule) {
     cfg.placement = schedule.placement;
     cfg.microbatches = p.microbatches;
     cfg.weight_stashing = info.weight_stashing;
-    TimedBackend backend(cfg);
+    const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
     MpiTransport transport(MPI_COMM_WORLD);
     ExecutorOptions eo;
     eo.optimizer = optimizer_policy_for(info);
-    Executor exec(MPI_COMM_WORLD, backend, transport, eo);
-    const MemoryTracker& mem = backend.memory();
+    Executor exec(MPI_COMM_WORLD, *backend, transport, eo);
+    const MemoryTracker& mem = backend->memory();
     int64_t comm_before = 0;
     StepRecord rec;
     for (int step = 0; step < 3; ++step) {
@@ -761,9 +767,9 @@ TEST(MemoryGuardTest, AdaptiveStaysUnderTheLineWhereAsync1f1bPassesIt) {
   cfg.stage = comm_rank();
   cfg.stages = P;
   cfg.microbatches = 8;
-  TimedBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   MpiTransport transport(MPI_COMM_WORLD);
-  Executor exec(MPI_COMM_WORLD, backend, transport, {});
+  Executor exec(MPI_COMM_WORLD, *backend, transport, {});
   MemoryGuard guard(MPI_COMM_WORLD, go, [p](int n) {
     ScheduleParams q = p;
     q.inflight = n;
@@ -771,7 +777,7 @@ TEST(MemoryGuardTest, AdaptiveStaysUnderTheLineWhereAsync1f1bPassesIt) {
   });
   EXPECT_EQ(guard.line_bytes(), line);
   for (int step = 0; step < 3; ++step) {
-    const Schedule& s = guard.plan(backend);
+    const Schedule& s = guard.plan(*backend);
     const StepRecord rec = exec.run_step(s);
     EXPECT_LE(rec.peak_bytes, line) << "step " << step << " N " << guard.inflight();
     EXPECT_LE(rec.peak_bytes, guard.predicted_peak_bytes() + (256 << 10)) << "prediction too low";
@@ -968,11 +974,11 @@ TEST(Transport, InOrderIssueIsTheSameOnBothEndsOfEveryLink) {
     cfg.chunks = s.chunks;  // a V schedule fixes its own chunk count
     cfg.placement = s.placement;
     cfg.microbatches = p.microbatches;
-    TimedBackend backend(cfg);
+    const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
     IssueLog log(make_transport("mpi-ordered", MPI_COMM_WORLD));
     ExecutorOptions eo;
     eo.optimizer = optimizer_policy_for(info);
-    Executor exec(MPI_COMM_WORLD, backend, log, eo);
+    Executor exec(MPI_COMM_WORLD, *backend, log, eo);
     for (int step = 0; step < 2; ++step) (void)exec.run_step(s);
 
     const MessagePlan plan = build_message_plan(s);
@@ -1000,11 +1006,11 @@ TEST(Transport, ExecutorRefusesATransportThatCannotMoveTheBackendsMemory) {
   cfg.costs = timed_costs(comm_size(), 1, 1e-3, 1e-3, 0.0);
   cfg.stage = comm_rank();
   cfg.stages = comm_size();
-  TimedBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   IssueLog device_only(make_transport("mpi", MPI_COMM_WORLD),
                        memory_space_bit(MemorySpace::kDevice));
   try {
-    Executor exec(MPI_COMM_WORLD, backend, device_only, {});
+    Executor exec(MPI_COMM_WORLD, *backend, device_only, {});
     FAIL() << "accepted";
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(),
@@ -1014,9 +1020,9 @@ TEST(Transport, ExecutorRefusesATransportThatCannotMoveTheBackendsMemory) {
   }
   IssueLog pinned_only(make_transport("mpi", MPI_COMM_WORLD),
                        memory_space_bit(MemorySpace::kPinnedHost));
-  EXPECT_TRUE(Executor(MPI_COMM_WORLD, backend, pinned_only, {}).staging());
+  EXPECT_TRUE(Executor(MPI_COMM_WORLD, *backend, pinned_only, {}).staging());
   IssueLog any(make_transport("mpi", MPI_COMM_WORLD));
-  EXPECT_FALSE(Executor(MPI_COMM_WORLD, backend, any, {}).staging());
+  EXPECT_FALSE(Executor(MPI_COMM_WORLD, *backend, any, {}).staging());
 }
 
 // The gradient all-reduce (MPI_Iallreduce) reads host and pinned memory
@@ -1039,13 +1045,13 @@ TEST(Transport, MpiAllReducesHostMemoryOnly) {
 TEST(Executor, RefusesAnAllReduceTransportThatCannotSumTheGradients) {
   BackendConfig cfg;
   cfg.costs = timed_costs(1, 1, 1e-3, 1e-3, 0.0);
-  TimedBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   std::unique_ptr<Transport> pipe = make_transport("mpi", MPI_COMM_SELF);
   IssueLog no_reduce(make_transport("mpi", MPI_COMM_WORLD));  // can_reduce(): false
   ExecutorOptions eo;
   eo.allreduce = &no_reduce;
   try {
-    Executor exec(MPI_COMM_SELF, backend, *pipe, eo);
+    Executor exec(MPI_COMM_SELF, *backend, *pipe, eo);
     FAIL() << "accepted";
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(),
@@ -1115,15 +1121,15 @@ TEST(Executor, StagedAllReduceSumsTheReplicasGradients) {
     cfg.seed = 77;
     cfg.replica = comm_rank();
     cfg.replicas = D;
-    CpuBackend backend(cfg);
+    const std::unique_ptr<Backend> backend = make_backend("cpu", cfg);
     std::unique_ptr<Transport> pipe = make_transport("mpi", MPI_COMM_SELF);
     ReduceLog reduce(make_transport("mpi-staged", MPI_COMM_WORLD));
-    GradCapture capture(backend);
+    GradCapture capture(*backend);
     ExecutorOptions eo;
     eo.instrumentation = &capture;
     eo.allreduce = &reduce;
     eo.step_comm = MPI_COMM_WORLD;
-    Executor exec(MPI_COMM_SELF, backend, *pipe, eo);
+    Executor exec(MPI_COMM_SELF, *backend, *pipe, eo);
     const StepRecord rec = exec.run_step(schedule);
 
     // Every chunk summed once, staged: never on the gradients themselves.
@@ -1131,7 +1137,7 @@ TEST(Executor, StagedAllReduceSumsTheReplicasGradients) {
     std::vector<int64_t> counts;
     for (const AllReduceRecord& ar : rec.allreduces) {
       int64_t bytes = 0;
-      for (std::span<float> g : backend.gradient_buffers(ar.chunk)) {
+      for (std::span<float> g : backend->gradient_buffers(ar.chunk)) {
         bytes += static_cast<int64_t>(g.size_bytes());
         counts.push_back(static_cast<int64_t>(g.size()));
       }
@@ -1142,7 +1148,7 @@ TEST(Executor, StagedAllReduceSumsTheReplicasGradients) {
     for (size_t i = 0; i < counts.size(); ++i) {
       EXPECT_EQ(reduce.reduced[i].second, counts[i]) << name << " call " << i;
       for (int c = 0; c < p.chunks; ++c) {
-        for (std::span<float> g : backend.gradient_buffers(c)) {
+        for (std::span<float> g : backend->gradient_buffers(c)) {
           const float* at = reduce.reduced[i].first;
           EXPECT_FALSE(at >= g.data() && at < g.data() + g.size())
               << name << ": call " << i << " summed a gradient buffer in place";
@@ -1157,7 +1163,7 @@ TEST(Executor, StagedAllReduceSumsTheReplicasGradients) {
     // What the optimizer saw is the global batch's gradient on every replica.
     double worst = 0;
     for (int c = 0; c < p.chunks; ++c) {
-      const UnitRange range = backend.range(c);
+      const UnitRange range = cfg.chunk_units(c);
       const auto& mine = capture.grads.at(c);
       ASSERT_EQ(static_cast<int>(mine.size()), range.size());
       for (int u = 0; u < range.size(); ++u) {
@@ -1214,9 +1220,9 @@ TEST(ExecutorTest, RejectsASchedulForAnotherRankCount) {
   cfg.costs = timed_costs(comm_size(), 1, 0.1, 0.1, 0.0);
   cfg.stage = comm_rank();
   cfg.stages = comm_size();
-  TimedBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("timed", cfg);
   MpiTransport transport(MPI_COMM_WORLD);
-  Executor exec(MPI_COMM_WORLD, backend, transport, {});
+  Executor exec(MPI_COMM_WORLD, *backend, transport, {});
   try {
     exec.run_step(s);
     FAIL();
@@ -1244,24 +1250,24 @@ TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   cfg.stages = P;
   cfg.microbatches = P;
   cfg.weight_stashing = true;
-  CpuBackend backend(cfg);
+  const std::unique_ptr<Backend> backend = make_backend("cpu", cfg);
   MpiTransport transport(MPI_COMM_WORLD);
   ExecutorOptions eo;
   eo.optimizer = optimizer_policy_for(schedule_info("pipedream"));
-  Executor exec(MPI_COMM_WORLD, backend, transport, eo);
+  Executor exec(MPI_COMM_WORLD, *backend, transport, eo);
   (void)exec.run_step(schedule);
-  EXPECT_EQ(backend.chunk(0).weight_version(), 2 * P);
+  EXPECT_EQ(check_access(*backend).weight_version(0), 2 * P);
   // The timed backend's count-only stash follows the real one: on stage 0,
   // P - 1 older versions of the chunk's parameters at the peak.
   if (comm_rank() == 0 && P > 1) {
     int64_t param_bytes = 0;
-    for (int u = backend.range(0).begin; u < backend.range(0).end; ++u) {
+    for (int u = cfg.chunk_units(0).begin; u < cfg.chunk_units(0).end; ++u) {
       param_bytes += cfg.units[static_cast<size_t>(u)].param_bytes;
     }
-    EXPECT_EQ(backend.memory().peak(MemCategory::kWeightStash), (P - 1) * param_bytes);
+    EXPECT_EQ(backend->memory().peak(MemCategory::kWeightStash), (P - 1) * param_bytes);
   }
-  EXPECT_EQ(backend.memory().current(MemCategory::kWeightStash), 0);
-  EXPECT_EQ(backend.memory().current(MemCategory::kActivations), 0);
+  EXPECT_EQ(backend->memory().current(MemCategory::kWeightStash), 0);
+  EXPECT_EQ(backend->memory().current(MemCategory::kActivations), 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // The `cpu` backend: real fp32 training math (cpu_model.hpp), one CpuChunk
 // per model chunk of this stage.
+#include "backend_cpu.hpp"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 
 #include "cpu/kernels.hpp"
 #include "planted_work.hpp"
-#include "ppb/exec/backend.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
@@ -56,7 +57,7 @@ CpuBackend::CpuBackend(const BackendConfig& config)
   for (int c = 0; c < config.chunks; ++c) {
     const UnitRange range = config.chunk_units(c);
     chunks_.push_back(
-        std::make_unique<CpuChunk>(config.spec, config.units, range, memory_, options));
+        std::make_unique<CpuChunk>(config.spec, config.units, range, memory(), options));
     int64_t bytes = 0;
     for (int u = range.begin; u < range.end; ++u)
       bytes += config.units[static_cast<size_t>(u)].activation_bytes;

@@ -1,6 +1,8 @@
 // The backends `--backend` can name: one line each (STYLE rule 8).
 #include <string>
 
+#include "backend_cpu.hpp"
+#include "backend_timed.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/profiling/check.hpp"

@@ -10,6 +10,8 @@
 // Sleeping to an ABSOLUTE deadline with the timer slack at 1 ns keeps the
 // overshoot at 0.1-0.2 ms (measured on this project's machines); spinning the last
 // microseconds does not help once ranks outnumber cores.
+#include "backend_timed.hpp"
+
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -17,7 +19,6 @@
 #include <utility>
 
 #include "host_stream.hpp"
-#include "ppb/exec/backend.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/profiling/check.hpp"
 
@@ -42,8 +43,8 @@ TimedBackend::TimedBackend(const BackendConfig& config)
   for (int c = 0; c < chunks_; ++c) ledgers_.emplace_back(config.weight_stashing);
   for (int c = 0; c < chunks_; ++c) counted_params_ += cost(c).param_bytes;
   // Count-only: the bytes a real stage would hold, without allocating them.
-  memory_.on_alloc(MemCategory::kParameters, counted_params_);
-  memory_.on_alloc(MemCategory::kGradients, counted_params_);
+  memory().on_alloc(MemCategory::kParameters, counted_params_);
+  memory().on_alloc(MemCategory::kGradients, counted_params_);
   if (config.replicas > 1) {
     for (int c = 0; c < chunks_; ++c) {
       allreduce_buffers_.emplace_back(static_cast<size_t>(cost(c).param_bytes / 4), 0.0f);
@@ -61,14 +62,14 @@ std::vector<std::span<float>> TimedBackend::gradient_buffers(int chunk) {
 TimedBackend::~TimedBackend() {
   stop_streams();
   ledgers_.clear();  // the in-flight activations and the stashes
-  memory_.on_free(MemCategory::kGradients, counted_params_);
-  memory_.on_free(MemCategory::kParameters, counted_params_);
+  memory().on_free(MemCategory::kGradients, counted_params_);
+  memory().on_free(MemCategory::kParameters, counted_params_);
 }
 
 TrackedBuffer TimedBackend::counted(MemCategory category, int64_t bytes) {
   // Adopts no memory: the tracker counts `bytes`, nothing is allocated or freed.
   return TrackedBuffer(
-      memory_, category, bytes, nullptr, [](void*, std::byte*) {}, nullptr);
+      memory(), category, bytes, nullptr, [](void*, std::byte*) {}, nullptr);
 }
 
 const ChunkCost& TimedBackend::cost(int chunk) const {

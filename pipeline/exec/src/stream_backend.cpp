@@ -1,8 +1,9 @@
 // StreamBackend: the CPU's streams are host threads (host_stream.hpp).
+#include "stream_backend.hpp"
+
 #include <cstring>
 
 #include "host_stream.hpp"
-#include "ppb/exec/backend.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/clock.hpp"
 

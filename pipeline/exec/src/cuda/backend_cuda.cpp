@@ -85,7 +85,7 @@ bool event_done(cudaEvent_t e) {
   return true;
 }
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public CheckAccess, public DeviceAccess {
  public:
   explicit CudaBackend(const BackendConfig& config);
   ~CudaBackend() override;
@@ -108,11 +108,15 @@ class CudaBackend final : public Backend {
   void optimizer_step(int c) override;
   MemoryTracker& memory() override { return memory_; }
   const MemoryTracker& memory() const override { return memory_; }
-  std::vector<std::vector<float>> gradients(int c) const override { return chunk(c).gradients(); }
   std::vector<std::span<float>> gradient_buffers(int c) override {
     return chunk(c).gradient_buffers();
   }
-  // After an out-of-memory the chunks' bookkeeping stopped: answer "unknown".
+  const CheckAccess* check() const override { return this; }
+  DeviceAccess* device() override { return this; }
+
+  // CheckAccess. After an out-of-memory the chunks' bookkeeping stopped:
+  // answer "unknown".
+  std::vector<std::vector<float>> gradients(int c) const override { return chunk(c).gradients(); }
   double loss(int c, int64_t mb) const override {
     return oom_.empty() ? chunk(c).loss(data(mb)) : std::numeric_limits<double>::quiet_NaN();
   }
@@ -120,6 +124,8 @@ class CudaBackend final : public Backend {
   int weight_version_of(int c, int64_t mb) const override {
     return oom_.empty() ? chunk(c).weight_version_of(data(mb)) : -1;
   }
+
+  // DeviceAccess
   DeviceMemoryFigures device_memory() const override;
   void reset_device_peak() override { pool_->reset_high(); }
   std::string out_of_memory() const override { return oom_; }

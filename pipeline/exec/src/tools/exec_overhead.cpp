@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -98,11 +99,11 @@ Figures measure(const Args& a, ppb::WaitStrategy wait, int rank, int P) {
   cfg.stages = P;
   cfg.microbatches = a.microbatches;
   cfg.time_scale = 1.0;
-  ppb::TimedBackend backend(cfg);
+  const std::unique_ptr<ppb::Backend> backend = ppb::make_backend("timed", cfg);
   ppb::MpiTransport transport(MPI_COMM_WORLD);
   ppb::ExecutorOptions eo;
   eo.wait = wait;
-  ppb::Executor exec(MPI_COMM_WORLD, backend, transport, eo);
+  ppb::Executor exec(MPI_COMM_WORLD, *backend, transport, eo);
   (void)exec.run_step(schedule);
   std::vector<std::pair<double, Figures>> steps;
   for (int i = 0; i < a.steps; ++i) {

@@ -354,7 +354,7 @@ struct ResultMetrics {
   /// stage shows here in full, where the step time dilutes it.
   std::vector<std::vector<double>> busy_seconds_per_stage;
   /// optional: per stage, the seconds of the backend's speed probe (a fixed
-  /// workload on the stage's compute resource: Backend::speed_probe) after
+  /// workload on the stage's compute resource: StepProbes::speed_probe) after
   /// each timed step, in run order (JSON: speed_probe_seconds_per_stage).
   /// Absent for backends without one (timed) and in older files. The gate
   /// reads it to tell a slower machine from slower code.

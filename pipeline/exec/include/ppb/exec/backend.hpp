@@ -33,19 +33,31 @@
 //   memory_space()      kDevice; allocate(kDevice) comes from a stream-ordered
 //                       pool (cudaMemPool), allocate(kPinnedHost) cudaHostAlloc
 //   optimizer_step      enqueued on the compute stream, then synchronised
-// On the CPU, StreamBackend implements the streams with host threads
-// (host_stream.hpp): cpu runs its actions on a worker thread; timed's compute
-// stream is a clock (an action occupies it for its modelled time, no thread).
+// On the CPU, StreamBackend (src/stream_backend.hpp) implements the streams
+// with host threads (host_stream.hpp): cpu runs its actions on a worker
+// thread; timed's compute stream is a clock (an action occupies it for its
+// modelled time, no thread).
 //
-// Registered backends (one file + one line in backend_registry.cpp, STYLE
-// rule 8):
-//   cpu    real fp32 GPT training math on OpenBLAS (CpuBackend, backend_cpu.cpp)
+// Capabilities. Backend holds what the executor needs to run a step. What
+// only some backends offer is an interface of its own, reached through an
+// accessor that returns null where the backend lacks it, so a caller asks
+// instead of reading a placeholder (NaN, -1, empty):
+//   check()          CheckAccess: gradients, losses, weight versions for --check
+//   probes()         StepProbes: speed probe and seconds per unit kind
+//   modelled_time()  ModelledTime: the time scale of slept actions
+//   device()         DeviceAccess: device memory figures, out of memory
+//
+// Registered backends (their files + one line in backend_registry.cpp,
+// STYLE rule 8); the classes are private to the library (src/):
+//   cpu    real fp32 GPT training math on OpenBLAS (CpuBackend,
+//          backend_cpu.hpp); check, probes
 //   timed  no computation: each action sleeps for its modelled time, real
 //          messages of the modelled sizes cross the transport (TimedBackend,
-//          backend_timed.cpp)
+//          backend_timed.hpp); modelled_time
 //   cuda   the cpu backend's model on a GPU: cuBLAS GEMMs, CUDA kernels,
 //          fp32 or bf16 storage (src/cuda/, make_cuda_backend); registered in
-//          every build, refused with the reason where no device is usable
+//          every build, refused with the reason where no device is usable;
+//          check, device
 //
 // Example:
 //   BackendConfig cfg{.spec = spec, .units = units, .parts = parts, .costs = costs,
@@ -54,11 +66,11 @@
 //   StreamTicket t = b->enqueue({ActionKind::kForward, 0, mb, in.data(), out.data()});
 //   StreamTimes times;
 //   while (!b->query(t, &times)) progress_communication();
+//   if (const CheckAccess* ck = b->check()) loss = ck->loss(0, mb);  // P = V = 1
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,7 +78,6 @@
 #include <vector>
 
 #include "ppb/exec/memory_space.hpp"
-#include "ppb/exec/microbatch_ledger.hpp"
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/backend_traits.hpp"
 #include "ppb/pipeline/costs.hpp"
@@ -98,10 +109,11 @@ struct StreamTimes {
 };
 
 /// A device backend's memory besides its tracker: the stream-ordered pool's
-/// high-water mark since the last reset_device_peak(), and the device
-/// memory it holds outside the pool (cuBLAS handle and workspace).
+/// high-water mark since the last DeviceAccess::reset_device_peak(), and
+/// the device memory it holds outside the pool (cuBLAS handle and
+/// workspace).
 struct DeviceMemoryFigures {
-  int64_t pool_peak = -1;  ///< -1: the backend has no device
+  int64_t pool_peak = 0;
   int64_t outside_pool = 0;
 };
 
@@ -152,10 +164,18 @@ struct BackendConfig {
   UnitRange chunk_units(int c) const;
 };
 
-/// One stage's compute. Chunk indices are local (0..V-1); micro-batch ids are
-/// global (0..M*batches-1). A backend copies what it keeps of an action's
-/// buffers, and counts it in memory().
-/// One thread (the executor's) calls it; actions run on the compute stream.
+class CheckAccess;
+class StepProbes;
+class ModelledTime;
+class DeviceAccess;
+
+/// One stage's compute: what the executor needs to run a step. Chunk
+/// indices are local (0..V-1); micro-batch ids are global
+/// (0..M*batches-1). A backend copies what it keeps of an action's buffers,
+/// and counts it in memory(). One thread (the executor's) calls it; actions
+/// run on the compute stream. What only some backends offer (--check's read
+/// back, per-step probes, modelled time, a device) is a capability below,
+/// reached through an accessor that returns null where the backend lacks it.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -213,254 +233,121 @@ class Backend {
   /// or after each backward of the chunk (pipedream).
   virtual void optimizer_step(int chunk) = 0;
 
+  /// Data parallelism: the weight gradients of `chunk` as buffers in the
+  /// backend's memory space, which the executor sums in place across the
+  /// stage's replicas (Transport::iallreduce_sum) before the chunk's
+  /// optimizer step. Valid for the backend's lifetime; written only by the
+  /// chunk's B and W actions. Empty: nothing to reduce (a chunk without
+  /// weights; the timed backend with one replica).
+  virtual std::vector<std::span<float>> gradient_buffers(int chunk) = 0;
+
   /// This stage's tracker: parameters, gradients, activations, stash, and the
   /// executor's communication buffers.
   virtual MemoryTracker& memory() = 0;
   virtual const MemoryTracker& memory() const = 0;
 
-  // Reading back for --check (BackendInfo::real_gradients). REQUIRES: the
-  // actions of the chunk have completed (hooks between actions, or after
-  // run_step). Backends without real math keep the defaults.
+  // Capabilities: each accessor returns the backend itself seen through the
+  // interface, valid for the backend's lifetime, or null where the backend
+  // lacks it. A backend offers the same ones whatever its configuration, in
+  // line with its registry entry (BackendInfo). The interfaces' destructors
+  // are protected: a backend is deleted as a Backend.
 
+  /// Reading back for --check; offered exactly where
+  /// BackendInfo::real_gradients (cpu, cuda).
+  virtual const CheckAccess* check() const { return nullptr; }
+  /// The figures `run` takes after every timed step (cpu).
+  virtual StepProbes* probes() { return nullptr; }
+  /// Actions modelled, not computed; offered exactly where
+  /// BackendInfo::modelled_time (timed).
+  virtual const ModelledTime* modelled_time() const { return nullptr; }
+  /// A device's memory and its out-of-memory state; offered exactly where
+  /// BackendInfo::traits.device (cuda).
+  virtual DeviceAccess* device() { return nullptr; }
+};
+
+/// What --check reads back from a backend with real math. REQUIRES: the
+/// actions of the chunk have completed (hooks between actions, or after
+/// run_step).
+class CheckAccess {
+ public:
   /// The weight gradients of `chunk` accumulated since its last optimizer
   /// step, one vector per unit of the chunk's range in unit order, copied to
-  /// host memory. Empty without real math.
-  virtual std::vector<std::vector<float>> gradients(int /*chunk*/) const { return {}; }
+  /// host memory.
+  virtual std::vector<std::vector<float>> gradients(int chunk) const = 0;
   /// The loss of micro-batch `mb` computed by `chunk`. REQUIRES: `chunk` is
-  /// the last virtual stage and its forward of `mb` ran. NaN without real
-  /// math.
-  virtual double loss(int /*chunk*/, int64_t /*mb*/) const {
-    return std::numeric_limits<double>::quiet_NaN();
-  }
+  /// the last virtual stage and its forward of `mb` ran. NaN once a device
+  /// backend ran out of memory (DeviceAccess::out_of_memory).
+  virtual double loss(int chunk, int64_t mb) const = 0;
   /// Weight stashing: the version of `chunk`'s weights (optimizer steps so
-  /// far) and the version micro-batch `mb`'s forward used; -1 when the
-  /// backend keeps no versions.
-  virtual int weight_version(int /*chunk*/) const { return -1; }
-  virtual int weight_version_of(int /*chunk*/, int64_t /*mb*/) const { return -1; }
+  /// far) and the version micro-batch `mb`'s forward used; -1 once a device
+  /// backend ran out of memory.
+  virtual int weight_version(int chunk) const = 0;
+  virtual int weight_version_of(int chunk, int64_t mb) const = 0;
 
-  /// Data parallelism: the weight gradients of `chunk` as buffers in the
-  /// backend's memory space, which the executor sums in place across the
-  /// stage's replicas (Transport::iallreduce_sum) before the chunk's
-  /// optimizer step. Valid for the backend's lifetime; written only by the
-  /// chunk's B and W actions. Empty: nothing to reduce (the default).
-  virtual std::vector<std::span<float>> gradient_buffers(int /*chunk*/) { return {}; }
+ protected:
+  ~CheckAccess() = default;
+};
 
-  /// Wall seconds per modelled second of a backend that models time (timed);
-  /// 0 for one that computes.
-  virtual double time_scale() const { return 0; }
-
+/// What `run` measures on a backend after every timed step besides the step
+/// itself, so that the regression gate and calibration can explain its
+/// time. REQUIRES: the streams are idle.
+class StepProbes {
+ public:
   /// Seconds of a fixed reference workload run now on this backend's
-  /// compute resource, through the kernels its actions use; NaN for a
-  /// backend whose action times do not depend on that resource (timed).
-  /// `run` measures it after every timed step, so that the regression gate
-  /// can tell a slower machine (a busy hypervisor, a throttled core) from
-  /// slower code (metrics.speed_probe_seconds_per_stage).
-  /// REQUIRES: the streams are idle.
-  virtual double speed_probe() { return std::numeric_limits<double>::quiet_NaN(); }
-
+  /// compute resource, through the kernels its actions use, so that the
+  /// regression gate can tell a slower machine (a busy hypervisor, a
+  /// throttled core) from slower code (metrics.speed_probe_seconds_per_stage).
+  virtual double speed_probe() = 0;
   /// Seconds this stage's units ran since the last call, by kind (indexed
   /// by UnitKind, kUnitKinds entries) and pass; the call starts the sums
-  /// again. Empty for a backend that does not time its units (timed, whose
-  /// actions are modelled whole; cuda). `run` takes them after every timed
-  /// step (metrics.theory.kind_seconds_per_stage), so that calibration can
-  /// fit a factor per unit kind. REQUIRES: the streams are idle.
-  virtual std::vector<UnitTime> take_kind_seconds() { return {}; }
+  /// again (metrics.theory.kind_seconds_per_stage), so that calibration can
+  /// fit a factor per unit kind.
+  virtual std::vector<UnitTime> take_kind_seconds() = 0;
 
-  // Device backends (BackendInfo::traits.device). REQUIRES: the streams are idle.
+ protected:
+  ~StepProbes() = default;
+};
 
-  /// The device memory figures (pool_peak -1 without a device).
-  virtual DeviceMemoryFigures device_memory() const { return {}; }
+/// A backend whose actions take modelled time (slept), not computed time.
+class ModelledTime {
+ public:
+  /// Wall seconds per modelled second (> 0).
+  virtual double time_scale() const = 0;
+
+ protected:
+  ~ModelledTime() = default;
+};
+
+/// A backend that computes on a device. REQUIRES: the streams are idle.
+class DeviceAccess {
+ public:
+  /// The device memory it holds (DeviceMemoryFigures).
+  virtual DeviceMemoryFigures device_memory() const = 0;
   /// Starts a new high-water window of the device pool (once per step).
-  virtual void reset_device_peak() {}
+  virtual void reset_device_peak() = 0;
   /// Empty while the backend is healthy. After a device allocation failed
   /// (out of memory), one line saying where, with the device's figures; the
   /// backend then skips the work of every later action (their tickets still
   /// complete, messages still flow with unspecified contents), so that the
   /// step ends on every rank and the run can record the combination as
   /// status `oom` and go on.
-  virtual std::string out_of_memory() const { return {}; }
-};
-
-class HostStream;
-class ClockStream;
-
-/// A backend whose streams are host threads (HostStream): everything lives
-/// in host memory (pinned host is host memory on the CPU), the compute
-/// stream runs the synchronous action bodies below on its worker thread, the
-/// copy stream runs memcpy. Subclasses implement the bodies.
-class StreamBackend : public Backend {
- public:
-  StreamBackend();
-  ~StreamBackend() override;
-
-  MemorySpace memory_space() const override { return MemorySpace::kHost; }
-  TrackedBuffer allocate(int64_t bytes, MemorySpace space, MemCategory category) override;
-  StreamTicket enqueue(const ActionCall& call) override;
-  bool query(StreamTicket ticket, StreamTimes* times) override;
-  bool wait(StreamTicket ticket, double seconds, StreamTimes* times) override;
-  double stream_now() override;
-  StreamTicket copy_async(std::byte* dst, const std::byte* src, int64_t bytes) override;
-  bool copy_done(StreamTicket ticket) override;
-
-  /// The action bodies, run on the compute stream's thread by enqueue();
-  /// callable directly while the stream is idle (tests do).
-  virtual void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) = 0;
-  /// Full backward: input gradient into grad_in, weight gradients accumulated.
-  virtual void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) = 0;
-  /// Input-gradient half (zero-bubble I). REQUIRES: forward(chunk, mb) ran.
-  virtual void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
-                              std::byte* grad_in) = 0;
-  /// Weight-gradient half (zero-bubble W). REQUIRES: backward_input ran.
-  virtual void backward_weight(int chunk, int64_t mb) = 0;
+  virtual std::string out_of_memory() const = 0;
 
  protected:
-  /// Subclasses call it first in their destructor: the worker must not run
-  /// an action on a half-destroyed backend.
-  void stop_streams();
-
- private:
-  void run(const ActionCall& call);
-  std::unique_ptr<HostStream> compute_;
-  std::unique_ptr<HostStream> copy_;  // started on the first copy_async
-};
-
-/// The `cpu` backend: one CpuChunk (cpu_model.hpp) per chunk c over
-/// parts[v], v the placement's virtual stage of (s, c), with loss_scale 1/M and weight stashing as
-/// configured. Gradients, losses and weight versions read back through Backend.
-class CpuChunk;
-class CpuBackend final : public StreamBackend {
- public:
-  /// REQUIRES: parts.size() == stages * chunks, units == expand_units(spec).
-  explicit CpuBackend(const BackendConfig& config);
-  ~CpuBackend() override;
-
-  std::string_view name() const override { return "cpu"; }
-  int chunks() const override { return static_cast<int>(chunks_.size()); }
-  int64_t input_bytes(int chunk) const override;
-  int64_t output_bytes(int chunk) const override;
-  int64_t activation_bytes(int chunk) const override;
-  void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) override;
-  void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) override;
-  void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
-                      std::byte* grad_in) override;
-  void backward_weight(int chunk, int64_t mb) override;
-  void optimizer_step(int chunk) override;
-  MemoryTracker& memory() override { return memory_; }
-  const MemoryTracker& memory() const override { return memory_; }
-  std::vector<std::vector<float>> gradients(int chunk) const override;
-  double loss(int chunk, int64_t mb) const override;
-  int weight_version(int chunk) const override;
-  int weight_version_of(int chunk, int64_t mb) const override;
-  std::vector<std::span<float>> gradient_buffers(int chunk) override;
-  /// Four single-threaded 256 x 256 x 256 SGEMMs through the kernels' gemm
-  /// (about 134 MFLOP) on fixed operands, on the calling thread.
-  double speed_probe() override;
-  std::vector<UnitTime> take_kind_seconds() override;
-  /// True when this rank may use more cores than OpenBLAS computes on:
-  /// min(its affinity mask, the host's online cores / the ranks on the host)
-  /// > OpenBLAS's threads.
-  bool core_to_spare() const override { return core_to_spare_; }
-
-  /// The model of local chunk c (its unit range, gradients, parameters, loss).
-  CpuChunk& chunk(int c) { return *chunks_[static_cast<size_t>(c)]; }
-  const CpuChunk& chunk(int c) const { return *chunks_[static_cast<size_t>(c)]; }
-  /// Global unit range of local chunk c.
-  UnitRange range(int c) const;
-
- private:
-  MemoryTracker memory_;  // declared first: the chunks count into it until destroyed
-  std::vector<std::unique_ptr<CpuChunk>> chunks_;
-  std::vector<int64_t> activation_bytes_;
-  float learning_rate_;
-  double plant_factor_;                // BackendConfig::plant_factor
-  std::vector<float> probe_operands_;  // speed_probe(): A, B and C, made on first use
-  // The schedule's micro-batch -> the data's (BackendConfig::replica).
-  int64_t data(int64_t mb) const;
-  int microbatches_ = 1;
-  int replica_ = 0;
-  int replicas_ = 1;
-  bool core_to_spare_ = true;
-};
-
-/// The `timed` backend: no computation. Its compute stream is a clock: an
-/// enqueued action occupies it for its modelled time x time_scale, from its
-/// enqueue or the previous action's end, whichever is later, and the
-/// executor's thread waits by sleeping to that end. Called directly, each
-/// action sleeps until an absolute deadline (clock_nanosleep(TIMER_ABSTIME) with
-/// PR_SET_TIMERSLACK lowered to 1 ns) of call time + modelled seconds x time_scale; F sleeps fwd, I
-/// bwd_input, W bwd_weight, B both. Messages have the modelled sizes and are
-/// real (the executor sends them). Memory is COUNT-ONLY: parameters,
-/// gradients (param_bytes each) and each in-flight micro-batch's activation
-/// bytes are entered in the tracker without allocating them, so a gpt-7b
-/// stage can be modelled on a laptop; the executor's communication buffers
-/// stay real allocations. With weight_stashing (pipedream) the stash is
-/// counted as CpuChunk keeps it (the same MicrobatchLedger): one copy of the
-/// chunk's param_bytes per older weight version an in-flight micro-batch
-/// still uses (MemCategory::kWeightStash); optimizer_step(c) starts a new
-/// version.
-class TimedBackend final : public StreamBackend {
- public:
-  /// REQUIRES: config.costs has stages * chunks entries with costs >= 0.
-  explicit TimedBackend(const BackendConfig& config);
-  ~TimedBackend() override;
-
-  std::string_view name() const override { return "timed"; }
-  int chunks() const override { return chunks_; }
-  int64_t input_bytes(int chunk) const override;
-  int64_t output_bytes(int chunk) const override;
-  int64_t activation_bytes(int chunk) const override;
-  void forward(int chunk, int64_t mb, const std::byte* in, std::byte* out) override;
-  void backward(int chunk, int64_t mb, const std::byte* grad_out, std::byte* grad_in) override;
-  void backward_input(int chunk, int64_t mb, const std::byte* grad_out,
-                      std::byte* grad_in) override;
-  void backward_weight(int chunk, int64_t mb) override;
-  void optimizer_step(int chunk) override;
-  MemoryTracker& memory() override { return memory_; }
-  const MemoryTracker& memory() const override { return memory_; }
-  StreamTicket enqueue(const ActionCall& call) override;
-  bool query(StreamTicket ticket, StreamTimes* times) override;
-  bool wait(StreamTicket ticket, double seconds, StreamTimes* times) override;
-
-  /// Wall seconds slept per modelled second.
-  double time_scale() const override { return time_scale_; }
-  /// With replicas > 1: one real buffer of the chunk's param_bytes, the
-  /// stand-in for its count-only gradients that the all-reduce moves (not
-  /// counted again: the gradients are counted as kGradients).
-  std::vector<std::span<float>> gradient_buffers(int chunk) override;
-
- private:
-  const ChunkCost& cost(int chunk) const;
-  // Counts what the action holds and releases; returns its modelled seconds.
-  double account(const ActionCall& call);
-  std::unique_ptr<ClockStream> clock_;
-  void sleep_for_model_seconds(double seconds);
-
-  MemoryTracker memory_;
-  StageCosts costs_;
-  Placement placement_;
-  int stage_ = 0;
-  int chunks_ = 1;
-  double time_scale_ = 1;
-  double plant_factor_ = 1;  // BackendConfig::plant_factor: scales every sleep
-  int64_t counted_params_ = 0;
-  // Count-only bytes in memory_ (no allocation), released on destruction.
-  TrackedBuffer counted(MemCategory category, int64_t bytes);
-  // Per chunk: the in-flight micro-batches (each holding its counted
-  // activation bytes), their pass order and their weight versions, kept as
-  // CpuChunk keeps them for real (stashes: one counted param_bytes each).
-  std::vector<MicrobatchLedger<TrackedBuffer>> ledgers_;
-  std::vector<std::vector<float>> allreduce_buffers_;  // per chunk, replicas > 1 only
+  ~DeviceAccess() = default;
 };
 
 /// A registered backend, for `pipebench list` and error messages: its row of
 /// the core's backend traits, extended with what running it takes.
 struct BackendInfo {
   std::string name;
-  std::string help;             ///< one line
-  bool real_gradients = false;  ///< computes real gradients and losses (--check compares them)
+  std::string help;  ///< one line
+  /// Computes real gradients and losses, which --check compares
+  /// (Backend::check(): CheckAccess).
+  bool real_gradients = false;
   /// Action times are modelled (slept), not computed on the host CPU: more
   /// ranks than cores do not take turns computing, and --plant can also
-  /// plant a speed-up (factor < 1).
+  /// plant a speed-up (factor < 1) (Backend::modelled_time(): ModelledTime).
   bool modelled_time = false;
   /// Accepts --dtype bf16 (bf16 storage of activations, messages and the
   /// weights the kernels read; ModelSpec::bytes_per_element 2).
@@ -474,7 +361,7 @@ struct BackendInfo {
   /// of backend_traits_list, found by name when the registry is read): with
   /// traits.device it computes on a GPU, device memory figures
   /// (device_per_stage) and out of memory as status `oom`
-  /// (Backend::device_memory, out_of_memory).
+  /// (Backend::device(): DeviceAccess).
   BackendTraits traits = {};
   /// Why the backend cannot run in this process, "" when it can (null: it
   /// always can). Checked by `run` on every rank before anything starts.

@@ -1,0 +1,150 @@
+// Which capabilities each registered backend offers (backend.hpp), asked of
+// the backend make_backend() returns, so that a backend that loses one, or
+// offers one its registry entry does not promise, fails here; and what each
+// offered capability answers after one real forward and backward of a tiny
+// model on one stage. The cuda backend runs where a device is usable: under
+// the label emulated, on the CUDA emulator (a missing emulator fails the
+// test); elsewhere it skips, saying why.
+#include "ppb/exec/backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "emulated_label.hpp"
+#include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/model.hpp"
+
+namespace ppb {
+namespace {
+
+/// The capabilities a backend offers.
+struct Offers {
+  std::string name;
+  bool check = false;
+  bool probes = false;
+  bool modelled_time = false;
+  bool device = false;
+};
+
+const std::vector<Offers>& expected_offers() {
+  static const std::vector<Offers> kOffers = {
+      {.name = "cpu", .check = true, .probes = true},
+      {.name = "timed", .modelled_time = true},
+      {.name = "cuda", .check = true, .device = true},
+  };
+  return kOffers;
+}
+
+// The whole of a tiny model on one stage: every backend reads what it uses.
+BackendConfig one_stage_config() {
+  BackendConfig cfg;
+  cfg.spec = parse_model_spec("gpt:layers=1,hidden=32,heads=2,seq=8,vocab=32,ffn=4,mbs=1");
+  cfg.units = expand_units(cfg.spec);
+  cfg.parts = {{0, static_cast<int>(cfg.units.size())}};
+  const DeviceSpec device = device_preset("cpu");
+  cfg.costs = model_costs(cfg.units, unit_times(cfg.units, device), cfg.parts, 1, 1, device.link());
+  return cfg;
+}
+
+// Runs `kind` of micro-batch 0 on the only chunk, which is the first and the
+// last virtual stage: it receives and sends nothing.
+void run_action(Backend& b, ActionKind kind) {
+  ASSERT_EQ(b.input_bytes(0), 0);
+  ASSERT_EQ(b.output_bytes(0), 0);
+  const StreamTicket t = b.enqueue({.kind = kind, .chunk = 0, .microbatch = 0});
+  while (!b.wait(t, 1.0, nullptr)) {
+  }
+}
+
+std::vector<std::string> registered_names() {
+  std::vector<std::string> names;
+  for (const BackendInfo& b : backend_list()) names.push_back(b.name);
+  return names;
+}
+
+TEST(BackendCapabilityTable, ListsEveryRegisteredBackendInOrder) {
+  std::vector<std::string> listed;
+  for (const Offers& o : expected_offers()) listed.push_back(o.name);
+  EXPECT_EQ(registered_names(), listed) << "a new backend: add what it offers to expected_offers()";
+}
+
+class BackendCapabilities : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BackendCapabilities, OfferedAsItsRegistryEntrySays) {
+  const std::string& name = GetParam();
+  const auto it = std::find_if(expected_offers().begin(), expected_offers().end(),
+                               [&](const Offers& o) { return o.name == name; });
+  ASSERT_NE(it, expected_offers().end()) << "add what '" << name << "' offers to expected_offers()";
+  const Offers& want = *it;
+  const BackendInfo& info = backend_info(want.name);
+  if (info.unusable != nullptr) {
+    if (const std::string why = info.unusable(); !why.empty()) {
+      PPB_SKIP_UNLESS_EMULATED("--backend " + want.name + " cannot run here: " + why);
+    }
+  }
+  const std::unique_ptr<Backend> b = make_backend(want.name, one_stage_config());
+  ASSERT_EQ(b->name(), want.name);
+  EXPECT_EQ(b->check() != nullptr, want.check);
+  EXPECT_EQ(b->probes() != nullptr, want.probes);
+  EXPECT_EQ(b->modelled_time() != nullptr, want.modelled_time);
+  EXPECT_EQ(b->device() != nullptr, want.device);
+  // The registry's flags and the capabilities say the same.
+  EXPECT_EQ(b->check() != nullptr, info.real_gradients);
+  EXPECT_EQ(b->modelled_time() != nullptr, info.modelled_time);
+  EXPECT_EQ(b->device() != nullptr, info.traits.device);
+
+  run_action(*b, ActionKind::kForward);
+  if (const CheckAccess* ck = b->check()) {
+    EXPECT_TRUE(std::isfinite(ck->loss(0, 0)));
+    EXPECT_GT(ck->loss(0, 0), 0);  // a cross-entropy
+    EXPECT_EQ(ck->weight_version(0), 0);
+    EXPECT_EQ(ck->weight_version_of(0, 0), 0);
+  }
+  run_action(*b, ActionKind::kBackward);
+  if (const CheckAccess* ck = b->check()) {
+    const std::vector<std::vector<float>> grads = ck->gradients(0);
+    ASSERT_EQ(grads.size(), one_stage_config().units.size());  // one per unit
+    double sum = 0;
+    for (const std::vector<float>& g : grads) {
+      for (float x : g) sum += std::fabs(x);
+    }
+    EXPECT_GT(sum, 0) << "the backward accumulated no gradient";
+  }
+  if (StepProbes* probes = b->probes()) {
+    EXPECT_GT(probes->speed_probe(), 0);
+    const std::vector<UnitTime> spent = probes->take_kind_seconds();
+    ASSERT_EQ(spent.size(), static_cast<size_t>(kUnitKinds));
+    double fwd = 0;
+    for (const UnitTime& t : spent) fwd += t.fwd;
+    EXPECT_GT(fwd, 0) << "the forward's units were not timed";
+  }
+  if (const ModelledTime* modelled = b->modelled_time()) {
+    EXPECT_GT(modelled->time_scale(), 0);
+    EXPECT_DOUBLE_EQ(modelled->time_scale(), default_time_scale(one_stage_config().costs));
+  }
+  if (DeviceAccess* device = b->device()) {
+    EXPECT_EQ(device->out_of_memory(), "");
+    const DeviceMemoryFigures peak = device->device_memory();
+    EXPECT_GT(peak.pool_peak, 0) << "the actions' activations come from the pool";
+    EXPECT_GT(peak.outside_pool, 0) << "cuBLAS's workspace";
+    device->reset_device_peak();
+    EXPECT_LE(device->device_memory().pool_peak, peak.pool_peak);
+  }
+  b->optimizer_step(0);
+  if (const CheckAccess* ck = b->check()) {
+    EXPECT_EQ(ck->weight_version(0), 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, BackendCapabilities, ::testing::ValuesIn(registered_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+}  // namespace
+}  // namespace ppb
