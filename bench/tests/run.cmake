@@ -422,6 +422,10 @@ add_test(NAME gpu_check_rehearsal
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.py ${CMAKE_BINARY_DIR})
 set_tests_properties(gpu_check_rehearsal PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "${PPB_RUN_ENV}")
+# ci/gpu_check.py's own logic (its step table, budget, summary, test list
+# and pass rules; bench/tests/gpu_check_test.py): about 2 s.
+add_test(NAME gpu_check_unit COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_test.py)
+set_tests_properties(gpu_check_unit PROPERTIES LABELS unit TIMEOUT 60)
 
 # On a GPU (label gpu): a 2-rank pipeline of every flush schedule x partition
 # with --check against the cpu reference, fp32 and bf16 (the ranks share the
