@@ -1181,6 +1181,9 @@ def check(ctx):
         return s.finish()
     if not ctx.listed("collectors", "cupti"):
         s.note("INFO", "sweep", "cupti collector not in this build: nvtx only")
+    if not ctx.listed("backends", ctx.backend):
+        raise UsageError("PPB_GPU_CHECK_BACKEND: no backend '%s' in this build (it has %s)" % (
+            ctx.backend, ", ".join(e["name"] for e in ctx.listing.get("backends", []))))
     for step in STEPS:
         if step.only and not CONDITIONS[step.only](ctx):
             continue

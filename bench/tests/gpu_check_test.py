@@ -155,6 +155,26 @@ class Summary(unittest.TestCase):
                          [("PASS", "step 0"), ("FAIL", "step 1")])
 
 
+class Settings(unittest.TestCase):
+    def test_a_bad_setting_is_one_line_naming_it(self):
+        saved = dict(gc.os.environ)
+        try:
+            gc.os.environ["PPB_GPU_CHECK_SECONDS"] = "soon"
+            with self.assertRaisesRegex(gc.UsageError,
+                                        "^PPB_GPU_CHECK_SECONDS: expected seconds, got 'soon'$"):
+                gc.settings()
+            gc.os.environ["PPB_GPU_CHECK_SECONDS"] = "60"
+            gc.os.environ["PPB_GPU_CHECK_BUILD"] = "no/such/folder"
+            with self.assertRaisesRegex(gc.UsageError, "^PPB_GPU_CHECK_BUILD: no folder no/such/folder$"):
+                gc.settings()
+        finally:
+            gc.os.environ.clear()
+            gc.os.environ.update(saved)
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(gc.main(["gpu_check.py", "--fast"]), 2)
+        self.assertEqual(len(err.getvalue().splitlines()), 1)
+
+
 class GpuTests(unittest.TestCase):
     PLACES = {"build": "/src/build/gpu", "source": "/src", "mpiexec": "/usr/bin/mpiexec"}
 
