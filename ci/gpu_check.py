@@ -990,7 +990,11 @@ def probe(s):
         "mpirun", "nsys", "ncu", "compute-sanitizer", "cmake", "nvcc", "ninja", "python3"))
     pip = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"],
                          capture_output=True, text=True)
-    wheels = [f"{p['name']} {p['version']}" for p in (json.loads(pip.stdout or "[]") or [])
+    try:
+        packages = json.loads(pip.stdout) if pip.returncode == 0 else []
+    except ValueError:
+        packages = []  # no pip, or one that does not speak JSON: no wheels listed
+    wheels = [f"{p['name']} {p['version']}" for p in packages
               if re.search(r"nccl|cupti|mpi|nvtx|sanitizer", p["name"], re.I)]
     (logs / "probe.txt").write_text(f"tools (! = missing): {tools}\n" + "\n".join(wheels) + "\n")
     s.note("INFO", "machine", f"{ctx.gpus} GPU(s): {gpu_line}; tools: {tools}",
@@ -1029,12 +1033,17 @@ def unpack_bundle(s, archive):
     dest = Path(ctx.env.get("PPB_GPU_BUNDLE_DIR") or "/tmp/pipebench-gpu").resolve()
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    with tarfile.open(archive) as t:
-        if hasattr(tarfile, "tar_filter"):
-            t.extractall(dest, filter="tar")
-        else:
-            t.extractall(dest)
-    ctx.env = sourced(dest / "env.sh", ctx.env)
+    try:
+        with tarfile.open(archive) as t:
+            if hasattr(tarfile, "tar_filter"):
+                t.extractall(dest, filter="tar")
+            else:
+                t.extractall(dest)
+        ctx.env = sourced(dest / "env.sh", ctx.env)
+    except (OSError, tarfile.TarError, subprocess.CalledProcessError) as e:
+        s.note("FAIL", "bundle", f"{archive.name} does not unpack and set up in {dest}: "
+                                 + (str(e).splitlines() or [""])[0])
+        return None
     meta = read_json(dest / "bundle.json") or {}
     build = dest / "build"
     pb = build / "bench" / "pipebench"

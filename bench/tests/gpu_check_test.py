@@ -175,6 +175,21 @@ class Settings(unittest.TestCase):
         self.assertEqual(len(err.getvalue().splitlines()), 1)
 
 
+class Bundle(unittest.TestCase):
+    def test_an_archive_that_does_not_unpack_fails_the_bundle_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "logs").mkdir()
+            archive = Path(tmp) / "pipebench-gpu.tar.xz"
+            archive.write_bytes(b"not an archive")
+            ctx = context(tmp)
+            ctx.env["PPB_GPU_BUNDLE_DIR"] = str(Path(tmp) / "unpacked")
+            s = gc.Session(ctx)
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertIsNone(gc.unpack_bundle(s, archive))
+            self.assertEqual(s.results[0].status, "FAIL")
+            self.assertIn("pipebench-gpu.tar.xz does not unpack", s.results[0].figures)
+
+
 class GpuTests(unittest.TestCase):
     PLACES = {"build": "/src/build/gpu", "source": "/src", "mpiexec": "/usr/bin/mpiexec"}
 
