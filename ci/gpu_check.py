@@ -440,6 +440,9 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
 
 
 def run_commands(ctx, step, variables):
+    """A step's commands in order, each after its `fresh` folder is removed;
+    a later one runs even when an earlier one failed (the budget still
+    applies to each)."""
     outcomes = []
     for r in step.runs:
         v = step_vars(variables, step, r)
@@ -463,6 +466,8 @@ class Verdict:
 
 @dataclasses.dataclass
 class StepResult:
+    """A summary line and its record in gpu-check.json: the verdict, how long
+    the step took, its logs and the result files it read (under OUT)."""
     name: str
     status: str
     figures: str
