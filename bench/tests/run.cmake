@@ -415,13 +415,17 @@ ppb_run_failure(run_fail_dtype_cpu 2 "--dtype bf16: --backend cpu computes in fp
 ppb_run_failure(run_fail_dtype_unknown 2 "--dtype: expected fp32 or bf16, got 'fp16'"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --dtype fp16 --out ${PPB_RUN_OUT}/fail)
 
-# ci/gpu-check rehearsed with the cpu backend (bench/tests/gpu_check_rehearsal.sh):
+# ci/gpu-check rehearsed with the cpu backend (bench/tests/gpu_check_rehearsal.py):
 # its steps, figures, skips and archive, so that a GPU machine's few minutes
 # are not spent on the script itself.
 add_test(NAME gpu_check_rehearsal
-         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.sh ${CMAKE_BINARY_DIR})
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.py ${CMAKE_BINARY_DIR})
 set_tests_properties(gpu_check_rehearsal PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "${PPB_RUN_ENV}")
+# ci/gpu_check.py's own logic (its step table, budget, summary, test list
+# and pass rules; bench/tests/gpu_check_test.py): about 2 s.
+add_test(NAME gpu_check_unit COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_test.py)
+set_tests_properties(gpu_check_unit PROPERTIES LABELS unit TIMEOUT 60)
 
 # On a GPU (label gpu): a 2-rank pipeline of every flush schedule x partition
 # with --check against the cpu reference, fp32 and bf16 (the ranks share the
@@ -509,7 +513,7 @@ if(PPB_HAVE_CUDAEMU)
   # ranks, the memory model against their peaks, 2 stages x 2 replicas (the
   # gradient all-reduce staged from device memory), p2p on device buffers.
   add_test(NAME gpu_check_emulated
-           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.sh ${CMAKE_BINARY_DIR} emulated)
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_rehearsal.py ${CMAKE_BINARY_DIR} emulated)
   set_tests_properties(emulated_run_cuda_check_fp32 emulated_run_cuda_check_bf16
     emulated_run_cuda_oom emulated_run_cuda_profile emulated_run_cuda_cupti_held emulated_p2p_device
     gpu_check_emulated PROPERTIES LABELS emulated TIMEOUT 300 ENVIRONMENT "${emu_env}")

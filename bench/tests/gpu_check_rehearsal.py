@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""ci/gpu-check rehearsed where there is no GPU, on this build tree, two
+schedules, in one of two modes; it asserts on the summary the program writes
+for machines ($OUT/gpu-check.json), and that the one for people says the same:
+  cpu       the cpu backend stands in (PPB_GPU_CHECK_BACKEND=cpu): the gpu
+            tests (every gpu-labelled test of the build run, none failed),
+            sweeps on 2 and 4 ranks with --check, --profile nvtx,cupti and
+            --trace (6 checked runs each), the memory step (12 combinations)
+            and 2 stages x 2 replicas PASS with their figures; the
+            device-only steps SKIP saying why; nothing FAILs or is CUT;
+            PPB_GPU_CHECK_ARCHIVE packs the summaries and the logs.
+  emulated  the cuda backend itself on the CUDA emulator
+            (PPB_GPU_CHECK_EMULATED=BUILD_DIR/cudaemu, a small model): the
+            sweeps (with CUPTI's device bubble beside the events' for every
+            run), memory, dp, p2p 2rank and cupti cost steps PASS as they
+            would on a GPU and name the emulator as the device; the steps
+            that need NVIDIA's own libraries SKIP saying why.
+usage: gpu_check_rehearsal.py BUILD_DIR [cpu|emulated]
+"""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fail(why):
+    print("FAIL:", why)
+    sys.exit(1)
+
+
+def run_check(tmp, build, **settings):
+    # The check's budget stays below the test's TIMEOUT (300 s): on a host
+    # too busy for it the summary says which step the budget cut.
+    env = dict(os.environ, OUT=str(tmp / "out"), PPB_GPU_CHECK_BUILD=str(build),
+               PPB_GPU_CHECK_SCHEDULES="1f1b,zb-v", PPB_GPU_CHECK_SECONDS="270",
+               PPB_GPU_CHECK_ARCHIVE=str(tmp / "gpu-check.tar.gz"))
+    env.update(settings)
+    sys.stdout.flush()
+    p = subprocess.run(["bash", str(ROOT / "ci" / "gpu-check")], env=env)  # its lines as they come
+    text_path, json_path = tmp / "out" / "gpu-check.txt", tmp / "out" / "gpu-check.json"
+    if not json_path.is_file() or not text_path.is_file():
+        fail("no summary in %s" % (tmp / "out"))
+    text = text_path.read_text()
+    doc = json.loads(json_path.read_text())
+    if doc["schema"] != "pipebench.gpu-check/1":
+        fail("schema %s" % doc["schema"])
+    if p.returncode != 0:
+        fail("ci/gpu-check exited %d" % p.returncode)
+    if doc["result"] != "passed" or "RESULT: passed" not in text:
+        fail("result %s" % doc["result"])
+    steps = {}
+    for s in doc["steps"]:
+        if s["status"] in ("FAIL", "CUT"):
+            fail("step %s: %s %s" % (s["name"], s["status"], s["figures"]))
+        # The text for people is the JSON's line, status and name in columns.
+        if "%-5s %-11s %s" % (s["status"], s["name"], s["figures"]) not in text.splitlines():
+            fail("step %s: its line is not in gpu-check.txt" % s["name"])
+        steps.setdefault(s["name"], s)
+    return steps
+
+
+def expect(steps, status, names):
+    for n in names:
+        s = steps.get(n)
+        if s is None or s["status"] != status:
+            fail("step %s: %s, expected %s" % (n, s and s["status"], status))
+        if status == "SKIP" and len(s["figures"]) < 10:
+            fail("step %s skipped without a reason" % n)
+
+
+def checked_runs(step, n=None):
+    v = step["values"]
+    if v["not_ok"] or v["checks_failed"] or v["checks"] != v["ok"] or v["ok"] < 1:
+        fail("%s: %s" % (step["name"], step["figures"]))
+    if n is not None and v["ok"] != n:
+        fail("%s: %d checked runs, expected %d" % (step["name"], v["ok"], n))
+
+
+def emulated(tmp, build):
+    steps = run_check(tmp, build, PPB_GPU_CHECK_EMULATED=str(build / "cudaemu"),
+                      PPB_GPU_CHECK_SCHEDULES="1f1b",
+                      PPB_GPU_CHECK_MODEL="gpt:layers=4,hidden=32,heads=2,seq=16,vocab=64,mbs=2")
+    expect(steps, "PASS", ["sweep P=2", "sweep P=4", "memory", "dp", "p2p 2rank", "cupti cost"])
+    for p in (2, 4):
+        s = steps["sweep P=%d" % p]
+        checked_runs(s)
+        # CUPTI (the emulator's) recorded every run: its device bubble is
+        # there beside the events' for each, on the emulated device.
+        d = s["values"].get("device_bubble") or {}
+        if d.get("of") != s["values"]["ok"] or d.get("within") != d.get("of"):
+            fail("%s: device bubble %s" % (s["name"], d))
+        if s["values"].get("device") != "pipebench CUDA emulator (CPU)":
+            fail("%s ran on %s" % (s["name"], s["values"].get("device")))
+    checked_runs(steps["dp"], 2)
+    if len(steps["cupti cost"]["values"]["ratios"]) != 2:
+        fail("cupti cost: not 2 ratios")
+    if steps["p2p 2rank"]["values"]["wrong"] != 0:
+        fail("p2p 2rank: wrong bytes")
+    expect(steps, "SKIP", ["gpu tests", "gemm", "p2p 1rank", "peer", "nccl pipe", "sanitizer"])
+    print("gpu-check on the emulator: passed")
+
+
+def cpu(tmp, build):
+    steps = run_check(tmp, build, PPB_GPU_CHECK_BACKEND="cpu")
+    expect(steps, "PASS", ["gpu tests", "sweep P=2", "sweep P=4", "memory", "dp"])
+    # Every gpu-labelled test of the build ran (they skip without a GPU).
+    listed = subprocess.run(["ctest", "--test-dir", str(build), "--show-only=json-v1", "-L", "gpu"],
+                            capture_output=True, text=True, check=True)
+    want = sorted(t["name"] for t in json.loads(listed.stdout)["tests"])
+    ran = json.loads((tmp / "out" / "gpu-tests.json").read_text())["tests"]
+    if sorted(t["name"] for t in ran) != want or any(t["status"] == "failed" for t in ran):
+        fail("gpu tests: ran %s, the build has %s" % ([(t["name"], t["status"]) for t in ran], want))
+    # Each sweep: 2 schedules x 3 partitions, every one checked.
+    for p in (2, 4):
+        checked_runs(steps["sweep P=%d" % p], 6)
+        if len(list((tmp / "out" / ("sweep-P%d" % p)).glob("*.json"))) < 6:
+            fail("sweep P=%d wrote fewer than 6 result files" % p)
+    if steps["memory"]["values"]["combinations"] != 12:
+        fail("memory: not the 12 combinations")
+    checked_runs(steps["dp"], 2)
+    expect(steps, "SKIP", ["bubble P=2", "bubble P=4", "gemm", "cupti cost", "p2p 1rank",
+                           "p2p 2rank", "peer", "nccl pipe", "sanitizer"])
+    with tarfile.open(tmp / "gpu-check.tar.gz") as t:
+        names = set(t.getnames())
+    for f in ("./gpu-check.txt", "./gpu-check.json", "./logs/sweep-P2.txt"):
+        if f not in names:
+            fail("the archive lacks %s" % f)
+    print("gpu-check rehearsal: passed")
+
+
+def main():
+    build = Path(sys.argv[1]).resolve()
+    mode = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+    with tempfile.TemporaryDirectory() as tmp:
+        {"cpu": cpu, "emulated": emulated}[mode](Path(tmp), build)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""ci/gpu_check.py's own logic, without running a check: its step table is
+whole (every judge, executor, condition and template variable exists), the
+budget cuts and never passes a step, the summary's result and exit status,
+ctest's test properties captured and placed again, the pass rules on real
+H200 result files (reports/tests/data/h200) and on pipebench.gemm/1,
+p2p-device/1 and plan --validate documents.
+
+usage: python3 -m unittest gpu_check_test   (from bench/tests), or run it.
+"""
+import contextlib
+import io
+import json
+import shutil
+import string
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "ci"))
+import gpu_check as gc  # noqa: E402
+
+
+def context(tmp, budget=1000.0, **kw):
+    ctx = gc.Context(out=Path(tmp), budget=budget, build=Path("/b"), **kw)
+    ctx.listing = {"schema": gc.LIST_SCHEMA,
+                   "backends": [{"name": "cuda", "available": False, "why_not": "no driver"}],
+                   "transports": [], "collectors": [{"name": "cupti", "available": True}]}
+    return ctx
+
+
+def placeholders(template):
+    return {f for _, f, _, _ in string.Formatter().parse(str(template)) if f}
+
+
+class StepTable(unittest.TestCase):
+    def test_every_name_the_table_uses_exists(self):
+        seen = set()
+        for step in gc.STEPS:
+            self.assertIn(step.judge, gc.JUDGES, step.name)
+            self.assertIn(step.execute, gc.EXECUTORS, step.name)
+            for cond, reason in step.skip:
+                self.assertIn(cond, gc.CONDITIONS, step.name)
+                self.assertTrue(reason, step.name)
+            if step.only:
+                self.assertIn(step.only, gc.CONDITIONS, step.name)
+            self.assertNotIn((step.name, step.only), seen, "two steps of one name exist together")
+            seen.add((step.name, step.only))
+            self.assertTrue(step.runs or step.execute != "commands", step.name)
+
+    def test_every_template_expands_in_a_context(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            base = context(tmp).vars()
+        for step in gc.STEPS:
+            v = gc.step_vars(base, step)
+            texts = [step.what, *step.reads, *(r for _, r in step.skip)]
+            for run in step.runs:
+                rv = gc.step_vars(base, step, run)
+                argv = gc.expand_argv(run.argv, rv)
+                self.assertFalse([a for a in argv if "{" in a], (step.name, argv))
+                for t in (run.tag, run.fresh, run.stdout):
+                    self.assertNotIn("{", gc.expand(t, rv), step.name)
+            for t in texts:
+                self.assertTrue(placeholders(t) <= set(v), (step.name, t))
+                gc.expand(t, v)
+
+    def test_a_list_variable_becomes_arguments(self):
+        self.assertEqual(gc.expand_argv(["x", "{d}", "--n", "{n}"], {"d": ["a", "b"], "n": 2}),
+                         ["x", "a", "b", "--n", "2"])
+
+    def test_the_first_skip_that_holds_gives_the_reason(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = context(tmp, backend="cpu")
+            gemm = next(s for s in gc.STEPS if s.name == "gemm")
+            self.assertEqual(gc.run_step(ctx, gemm).figures, "the rehearsal has no GPU for cuBLAS")
+            ctx.backend = "cuda"
+            peer = next(s for s in gc.STEPS if s.name == "peer")
+            r = gc.run_step(ctx, peer)
+            self.assertEqual((r.status, r.figures), ("SKIP", "no usable GPU: no driver"))
+
+
+class Budget(unittest.TestCase):
+    def setUp(self):
+        self.saved = gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS
+        gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = 0.2, 1
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = self.saved
+        shutil.rmtree(self.tmp)
+
+    def step(self, limit):
+        return gc.Step("slow", "p2p", runs=(gc.Run("slow", ("sleep", "5"), limit=limit),),
+                       reads=("none.json",))
+
+    def test_a_step_the_budget_stops_is_cut(self):
+        ctx = context(self.tmp, budget=0.6)
+        t0 = time.monotonic()
+        r = gc.run_step(ctx, self.step(60))
+        self.assertLess(time.monotonic() - t0, 4)
+        self.assertEqual(r.status, "CUT")
+        self.assertIn("stopped by the time budget", r.figures)
+
+    def test_a_step_with_no_budget_left_is_cut_not_started(self):
+        ctx = context(self.tmp, budget=0.1)
+        r = gc.run_step(ctx, self.step(60))
+        self.assertEqual((r.status, r.figures), ("CUT", "slow: not started: the time budget was spent"))
+
+    def test_a_step_past_its_own_limit_fails(self):
+        ctx = context(self.tmp, budget=100)
+        r = gc.run_step(ctx, self.step(0.5))
+        self.assertEqual((r.status, r.figures), ("FAIL", "slow: timed out after 0 s"))
+
+    def test_a_command_that_exits_non_zero_fails_before_the_judge(self):
+        ctx = context(self.tmp)
+        step = gc.Step("x", "p2p", runs=(gc.Run("x", ("sh", "-c", "echo an error here; exit 3"),
+                                                 limit=10),), reads=("none.json",))
+        r = gc.run_step(ctx, step)
+        self.assertEqual((r.status, r.figures), ("FAIL", "x: exit 3 (an error here)"))
+        self.assertEqual(r.logs, ["logs/x.txt"])
+
+
+class Summary(unittest.TestCase):
+    def finish(self, statuses):
+        with tempfile.TemporaryDirectory() as tmp:
+            s = gc.Session(context(tmp))
+            for i, st in enumerate(statuses):
+                with contextlib.redirect_stdout(io.StringIO()):
+                    s.note(st, "step %d" % i, "figures %d" % i)
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = s.finish()
+            text = (Path(tmp) / "gpu-check.txt").read_text()
+            doc = json.loads((Path(tmp) / "gpu-check.json").read_text())
+        return code, text, doc
+
+    def test_skips_pass_and_a_cut_or_a_failure_does_not(self):
+        code, text, doc = self.finish(["INFO", "PASS", "SKIP"])
+        self.assertEqual((code, doc["result"]), (0, "passed"))
+        self.assertEqual(text.splitlines()[-1], "RESULT: passed (skips say why)")
+        code, text, doc = self.finish(["PASS", "CUT", "SKIP"])
+        self.assertEqual((code, doc["result"]), (1, "cut"))
+        self.assertTrue(text.splitlines()[-1].startswith("RESULT: INCOMPLETE"))
+        code, _, doc = self.finish(["CUT", "FAIL"])
+        self.assertEqual((code, doc["result"]), (1, "failed"))
+
+    def test_text_and_json_hold_the_same_lines(self):
+        _, text, doc = self.finish(["PASS", "FAIL"])
+        self.assertEqual(doc["schema"], gc.SUMMARY_SCHEMA)
+        self.assertEqual(text.splitlines()[1:3], ["PASS  step 0      figures 0",
+                                                  "FAIL  step 1      figures 1"])
+        self.assertEqual([(s["status"], s["name"]) for s in doc["steps"]],
+                         [("PASS", "step 0"), ("FAIL", "step 1")])
+
+
+class Settings(unittest.TestCase):
+    def test_a_bad_setting_is_one_line_naming_it(self):
+        saved = dict(gc.os.environ)
+        try:
+            gc.os.environ["PPB_GPU_CHECK_SECONDS"] = "soon"
+            with self.assertRaisesRegex(gc.UsageError,
+                                        "^PPB_GPU_CHECK_SECONDS: expected seconds, got 'soon'$"):
+                gc.settings()
+            gc.os.environ["PPB_GPU_CHECK_SECONDS"] = "60"
+            gc.os.environ["PPB_GPU_CHECK_BUILD"] = "no/such/folder"
+            with self.assertRaisesRegex(gc.UsageError, "^PPB_GPU_CHECK_BUILD: no folder no/such/folder$"):
+                gc.settings()
+        finally:
+            gc.os.environ.clear()
+            gc.os.environ.update(saved)
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(gc.main(["gpu_check.py", "--fast"]), 2)
+        self.assertEqual(len(err.getvalue().splitlines()), 1)
+
+
+class Bundle(unittest.TestCase):
+    def test_an_archive_that_does_not_unpack_fails_the_bundle_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "logs").mkdir()
+            archive = Path(tmp) / "pipebench-gpu.tar.xz"
+            archive.write_bytes(b"not an archive")
+            ctx = context(tmp)
+            ctx.env["PPB_GPU_BUNDLE_DIR"] = str(Path(tmp) / "unpacked")
+            s = gc.Session(ctx)
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertIsNone(gc.unpack_bundle(s, archive))
+            self.assertEqual(s.results[0].status, "FAIL")
+            self.assertIn("pipebench-gpu.tar.xz does not unpack", s.results[0].figures)
+
+
+class GpuTests(unittest.TestCase):
+    PLACES = {"build": "/src/build/gpu", "source": "/src", "mpiexec": "/usr/bin/mpiexec"}
+
+    def ctest(self, **props):
+        p = [{"name": "LABELS", "value": ["gpu"]},
+             {"name": "WORKING_DIRECTORY", "value": "/src/build/gpu/bench"}]
+        p += [{"name": k, "value": v} for k, v in props.items()]
+        return {"tests": [{"name": "t", "properties": p, "command": [
+            "/src/bench/tests/x.sh", "/usr/bin/mpiexec", "-n", "2", "/src/build/gpu/bench/pipebench",
+            "--out=/src/build/gpu/o"]},
+            {"name": "not gpu", "properties": [{"name": "LABELS", "value": ["unit"]}],
+             "command": ["/bin/true"]}]}
+
+    def test_captured_paths_are_placeholders_placed_again_elsewhere(self):
+        doc = gc.capture_tests(self.ctest(ENVIRONMENT=["A=/src/build/gpu/lib"]), self.PLACES)
+        self.assertEqual([t["name"] for t in doc["tests"]], ["t"])
+        t = doc["tests"][0]
+        self.assertEqual(t["command"], ["{source}/bench/tests/x.sh", "{mpiexec}", "-n", "2",
+                                        "{build}/bench/pipebench", "--out={build}/o"])
+        self.assertEqual((t["cwd"], t["env"]), ("{build}/bench", {"A": "{build}/lib"}))
+        there = gc.placed_tests(json.loads(json.dumps(doc)), {
+            "build": "/tmp/b/build", "source": "/repo", "mpiexec": "/tmp/b/ompi/bin/mpiexec"})[0]
+        self.assertEqual(there["command"][:2], ["/repo/bench/tests/x.sh", "/tmp/b/ompi/bin/mpiexec"])
+        self.assertEqual(there["command"][-1], "--out=/tmp/b/build/o")
+
+    def test_a_property_the_runner_does_not_honour_is_refused(self):
+        with self.assertRaisesRegex(gc.UsageError, "^test t: property DEPENDS is not run by"):
+            gc.capture_tests(self.ctest(DEPENDS=["u"]), self.PLACES)
+
+    def test_a_test_passes_skips_and_fails_as_ctest_decides(self):
+        t = gc.capture_tests(self.ctest(SKIP_RETURN_CODE=77), self.PLACES)["tests"][0]
+        self.assertEqual(gc.test_verdict(t, 77, "", False), "skipped")
+        self.assertEqual(gc.test_verdict(t, 0, "", False), "passed")
+        self.assertEqual(gc.test_verdict(t, 0, "", True), "failed")
+        self.assertEqual(gc.test_verdict(t, 1, "", False), "failed")
+        t = gc.capture_tests(self.ctest(SKIP_REGULAR_EXPRESSION=[r"\[  SKIPPED \]"],
+                                        PASS_REGULAR_EXPRESSION=["ok [0-9]+"],
+                                        WILL_FAIL=True), self.PLACES)["tests"][0]
+        self.assertEqual(gc.test_verdict(t, 0, "[  SKIPPED ] x", False), "skipped")
+        self.assertEqual(gc.test_verdict(t, 1, "ok 3", False), "failed")  # WILL_FAIL inverts
+        self.assertEqual(gc.test_verdict(t, 0, "nothing", False), "passed")
+
+
+class PassRules(unittest.TestCase):
+    H200 = ROOT / "reports" / "tests" / "data" / "h200"
+
+    def folder(self, tmp, prefix):
+        for f in self.H200.glob(prefix + "_*.json"):
+            shutil.copy(f, Path(tmp) / f.name[len(prefix) + 1:])
+        return gc.read_results(tmp)
+
+    def test_h200_sweep_passes_and_its_bubbles_differ_by_design(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "sweep-P2")
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertEqual((v.values["ok"], v.values["checks_passed"], v.values["checks"]), (3, 3, 3))
+        self.assertEqual(v.values["device"], "NVIDIA H200")
+        # gpt-tiny is launch-bound: held to the bubble rule it fails.
+        strict = gc.summarise_results(rows, 0.02)
+        self.assertEqual(strict.status, "FAIL")
+        self.assertEqual(strict.values["device_bubble"]["within"], 0)
+
+    def test_h200_bubble_step_agrees_within_its_tolerance(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "bubble-P2")
+        v = gc.summarise_results(rows, 0.02)
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertEqual((v.values["device_bubble"]["within"], v.values["device_bubble"]["of"]), (2, 2))
+        self.assertLess(v.values["device_bubble"]["max_abs_diff"], 0.02)
+
+    def test_a_failed_check_or_no_result_fails(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "sweep-P2")
+        rows[0]["metrics"]["check"]["passed"] = False
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.status, "FAIL")
+        self.assertIn("FAILED " + gc.combination(rows[0]), v.figures)
+        self.assertEqual(gc.summarise_results([]).status, "FAIL")
+
+    def write(self, tmp, name, doc):
+        p = Path(tmp) / name
+        p.write_text(json.dumps(doc))
+        return p
+
+    def test_gemm_reads_the_benchmarks_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            reads = [self.write(tmp, "gemm-%s.json" % d, {
+                "schema": "pipebench.gemm/1", "dtype": d, "device": "H200",
+                "backend_tflops": b, "cublas_tflops": c, "ratio": b / c})
+                for d, b, c in (("bf16", 149.2, 153.7), ("fp32", 48.1, 48.9))]
+            v = gc.judge_gemm(None, None, reads, [])
+            self.assertEqual(v.figures, "bf16: backend 149.20 TFLOP/s, cuBLAS alone 153.70 TFLOP/s,"
+                             " 0.971; fp32: backend 48.10 TFLOP/s, cuBLAS alone 48.90 TFLOP/s, 0.984")
+            reads[1].write_text("{}")
+            self.assertEqual(gc.judge_gemm(None, None, reads, []).status, "FAIL")
+
+    def p2p(self, algbw, wrong=0):
+        return {"schema": "pipebench.p2p-device/1", "wrong": wrong, "transports": [
+            {"transport": "mpi", "path": "staged", "baseline": "raw MPI (staged)", "skipped": "",
+             "results": [{"bytes": 67108864, "algbw_GBps": algbw, "baseline_algbw_GBps": 2.5}]},
+            {"transport": "nccl", "path": "", "baseline": "", "skipped": "one GPU", "results": []}]}
+
+    def test_peer_compares_the_wait_strategies_and_counts_wrong_bytes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            reads = [self.write(tmp, "a.json", self.p2p(2.0)), self.write(tmp, "b.json", self.p2p(1.0))]
+            v = gc.judge_peer(None, None, reads, [])
+            self.assertEqual((v.status, v.figures), ("PASS", "mpi 2.0 vs 1.0 GB/s (0.50); 0 wrong"))
+            reads[1] = self.write(tmp, "b.json", self.p2p(1.0, wrong=4))
+            self.assertEqual(gc.judge_peer(None, None, reads, []).status, "FAIL")
+            self.assertEqual(gc.judge_p2p(None, None, reads[:1], []).figures,
+                             "67108864 B: mpi staged 2.0 GB/s vs raw MPI (staged) 2.5;"
+                             " nccl skipped (one GPU); 0 wrong")
+
+    def test_memory_holds_the_model_to_the_mean_and_to_each(self):
+        step = next(s for s in gc.STEPS if s.name == "memory")
+        row = {"source": "x", "error": {"peak_memory_bytes": 0.03, "samples_per_second": 0.1},
+               "predicted": {"peak_memory_bytes": 103}, "measured": {"peak_memory_bytes": 100}}
+        with tempfile.TemporaryDirectory() as tmp:
+            doc = {"combinations": [row], "mean_abs_error": {"peak_memory_bytes": 0.03,
+                                                             "samples_per_second": 0.1}}
+            v = gc.judge_memory(None, step, [self.write(tmp, "m.json", doc)], [])
+            self.assertEqual((v.status, v.figures), ("FAIL", "mean memory error 3.00% beyond 2.0%"))
+            doc["mean_abs_error"]["peak_memory_bytes"] = row["error"]["peak_memory_bytes"] = 0.01
+            v = gc.judge_memory(None, step, [self.write(tmp, "m.json", doc)], [])
+            self.assertEqual(v.status, "PASS", v.figures)
+
+
+if __name__ == "__main__":
+    unittest.main()

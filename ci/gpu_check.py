@@ -1,0 +1,1227 @@
+#!/usr/bin/env python3
+"""The GPU check: one program for a GPU machine, under 8 minutes, no network.
+
+ci/gpu-check runs this file. It uses the bundle ci/gpu-bundle made
+(gpu-bundle/pipebench-gpu.tar.xz: binaries built for sm_80/sm_90, Open MPI,
+libraries, the build's gpu-labelled tests as a list), or, without one, a
+build made here when CMake finds every dependency (docs/gpu.md).
+
+The steps are the table STEPS below: each names its commands (with a time
+limit each, never past the budget), the result files it reads, its pass rule
+(a judge in JUDGES reading those files, JSON wherever pipebench writes them)
+and when it skips, saying why. One runner runs them in order. Every step ends
+PASS, FAIL, SKIP (with the reason) or CUT (the time budget stopped it or left
+no time to start it: never a pass). The summary goes to the screen, to
+$OUT/gpu-check.txt (for people) and to $OUT/gpu-check.json (schema
+pipebench.gpu-check/1, for machines); each command's output to $OUT/logs/.
+Exit 0 when nothing failed or was cut (skips are not failures), 1 otherwise,
+2 on bad settings.
+
+Settings (environment): OUT (default out/gpu-check); PPB_GPU_CHECK_SECONDS
+caps the whole run (450); PPB_GPU_CHECK_BUILD=DIR uses that build tree;
+PPB_GPU_CHECK_BACKEND=cpu rehearses the sweeps, memory and dp steps on the
+cpu backend (the test gpu_check_rehearsal); PPB_GPU_CHECK_EMULATED=DIR runs
+the cuda steps on pipebench's CUDA emulator in DIR (a build's cudaemu/; the
+test gpu_check_emulated); PPB_GPU_CHECK_SCHEDULES=1f1b,zb-v sweeps those
+schedules instead of all; PPB_GPU_CHECK_MODEL (gpt-tiny) and
+PPB_GPU_CHECK_BUBBLE_MODEL (gpt-small) the models; PPB_GPU_CHECK_ARCHIVE=
+FILE.tar.gz also packs $OUT into that file; PPB_GPU_BUNDLE_DIR where the
+bundle unpacks (/tmp/pipebench-gpu). Relative paths are relative to the
+repository root.
+
+`gpu_check.py --capture-tests BUILD_DIR FILE` writes BUILD_DIR's gpu-labelled
+tests (from `ctest --show-only=json-v1`) as a relocatable list (schema
+pipebench.gpu-tests/1): ci/gpu-bundle ships it, and this program runs it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime
+import glob
+import importlib.util
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+SUMMARY_SCHEMA = "pipebench.gpu-check/1"
+TESTS_SCHEMA = "pipebench.gpu-tests/1"
+LIST_SCHEMA = "pipebench.list/1"
+MIN_START_SECONDS = 10  # a command is not started with less of the budget left
+KILL_AFTER_SECONDS = 10  # SIGKILL this long after SIGTERM at a time limit
+STATUSES = ("PASS", "FAIL", "SKIP", "CUT", "INFO")
+
+
+class UsageError(Exception):
+    """A setting or input file that is wrong: one line, exit 2."""
+
+
+# --- the table ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One command of a step. Strings are templates over the context's and
+    the step's variables ("{pb}", "{P}"); an argument that is exactly
+    "{name}" of a list variable becomes its items. Its output goes to
+    logs/<tag>.txt (stdout to `stdout` under OUT when given); `fresh` names a
+    folder under OUT removed before it runs."""
+    tag: str
+    argv: tuple
+    limit: int
+    vars: dict = dataclasses.field(default_factory=dict)
+    fresh: str = ""
+    stdout: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One line of the summary. `skip`: (condition, reason) pairs, the first
+    whose condition (CONDITIONS) holds skips the step with that reason;
+    `only`: a condition that must hold for the step to exist at all; `runs`:
+    the commands (or `execute="tests"`: the gpu-labelled tests); `reads`: the
+    result files (under OUT) the judge reads; `judge`: the pass rule
+    (JUDGES), given `args`; `what`: the figures' prefix. Without
+    `judge_failures` a command that exits non-zero fails the step before
+    the judge is asked."""
+    name: str
+    judge: str
+    runs: tuple = ()
+    reads: tuple = ()
+    skip: tuple = ()
+    only: str = ""
+    vars: dict = dataclasses.field(default_factory=dict)
+    args: dict = dataclasses.field(default_factory=dict)
+    what: str = ""
+    execute: str = "commands"
+    judge_failures: bool = False
+
+
+def mpirun(ranks):
+    return ("mpirun", "-np", ranks, "--oversubscribe")
+
+
+NO_DEVICE = "rehearsal"  # the condition: the cpu backend stands in for the GPU
+
+
+def sweep_step(p):
+    return Step(
+        f"sweep P={p}", "results", vars={"P": p, "M": 2 * p},
+        runs=(Run("sweep-P{P}", mpirun("{P}") + (
+            "{pb}", "run", "--backend", "{be}", "--schedule", "{schedules}",
+            "--microbatches", "{M}", "--model", "{model}", "--iters", "3", "--warmup", "1",
+            "--check", "--profile", "{profile}", "--trace", "--timeout", "60",
+            "--out", "{out}/sweep-P{P}"), limit=90, fresh="sweep-P{P}"),),
+        reads=("sweep-P{P}",), what="{P} ranks, --profile {profile}: ",
+        skip=(("no_backend", "no usable {be} backend in this build: {why_backend}"),))
+
+
+def bubble_step(p):
+    return Step(
+        f"bubble P={p}", "results", vars={"P": p, "M": 2 * p}, args={"bubble_within": 0.02},
+        runs=(Run("bubble-P{P}", mpirun("{P}") + (
+            "{pb}", "run", "--backend", "cuda", "--model", "{bubble_model}",
+            "--schedule", "1f1b,gpipe,zb-h1,interleaved-1f1b,zb-v", "--partition", "layer",
+            "--microbatches", "{M}", "--iters", "4", "--warmup", "1", "--profile", "cupti",
+            "--trace", "--timeout", "60", "--out", "{out}/bubble-P{P}"), limit=90,
+            fresh="bubble-P{P}"),),
+        reads=("bubble-P{P}",), what="{bubble_model}, {P} ranks: ",
+        skip=((NO_DEVICE, "the rehearsal has no device to compare"),
+              ("emulated", "on the emulator the sweeps compare them"
+                           " ({bubble_model} would take hours there)"),
+              ("no_cuda_or_cupti", "needs the cuda backend and the cupti collector")))
+
+
+def cupti_cost_step(model_var, only=""):
+    runs = tuple(
+        Run("cupti-cost-{cm}-%d-%s" % (r, prof.replace(",", "-")), mpirun("2") + (
+            "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b", "--partition", "layer",
+            "--microbatches", "{cost_m}", "--model", "{cm}", "--iters", "{cost_iters}",
+            "--warmup", "{cost_warmup}", "--profile", prof,
+            "--out", "{out}/cupti-cost/{cm}-%d-%s" % (r, prof.replace(",", "-"))),
+            limit=60, fresh="cupti-cost/{cm}-%d-%s" % (r, prof.replace(",", "-")))
+        for r in (1, 2) for prof in ("nvtx", "nvtx,cupti"))
+    return Step(
+        "cupti cost", "cupti_cost", runs=runs, only=only, vars={"cm": model_var},
+        reads=tuple("cupti-cost/{cm}-%d-%s" % (r, p) for r in (1, 2) for p in ("nvtx", "nvtx-cupti")),
+        what="1f1b x layer, P=2, M={cost_m}, {cm}: ",
+        skip=((NO_DEVICE, "the rehearsal has no GPU for CUPTI to record"),
+              ("cupti_not_built", "the cupti collector is not in this build")))
+
+
+def p2p_step(n):
+    return Step(
+        f"p2p {n}rank", "p2p", vars={"N": n},
+        runs=(Run("p2p-{N}", mpirun("{N}") + (
+            "{pb}", "p2p", "--memory", "device", "--min", "1KiB", "--max", "{p2p_max}", "-n", "20",
+            "--json", "{out}/p2p-{N}.json"), limit=45),),
+        reads=("p2p-{N}.json",),
+        skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),)
+        + ((("emulated", "one rank sends to itself through NCCL, which is not emulated"),)
+           if n == 1 else ())
+        + (("no_cuda", "no usable GPU: {why_cuda}"),))
+
+
+STEPS = (
+    Step("gpu tests", "tests", execute="tests", args={"limit": 120, "jobs": 4},
+         reads=("gpu-tests.json",),
+         skip=(("emulated", "on the emulator the label emulated runs them (ctest -L emulated)"),)),
+    sweep_step(2),
+    sweep_step(4),
+    # The memory model (the cuda kernels' workspace included) against the
+    # peaks both sweeps tracked, through plan --validate.
+    Step("memory", "memory", args={"max_mean": 0.02, "max_one": 0.04},
+         runs=(Run("memory", ("{pb}", "plan", "--validate", "{sweep_dirs}", "--format", "json"),
+                   limit=30, stdout="memory.json"),),
+         reads=("memory.json",),
+         skip=(("no_sweep_results", "no sweep wrote result files to compare with"),)),
+    # On gpt-tiny every kernel is shorter than its launch, so the two bubbles
+    # differ by design (the sweeps print how far); on a model whose kernels
+    # outlast their launches CUPTI's device bubble must agree with the
+    # executor's event bubble.
+    bubble_step(2),
+    bubble_step(4),
+    # MPI_Iallreduce is not CUDA-aware: the executor stages the device
+    # gradients through pinned host memory.
+    Step("dp", "results", what="2 stages x 2 replicas: ",
+         runs=(Run("dp", mpirun("4") + (
+             "{pb}", "run", "--backend", "{be}", "--stages", "2", "--schedule", "1f1b,zb-h1",
+             "--partition", "layer", "--microbatches", "4", "--model", "{model}", "--iters", "3",
+             "--warmup", "1", "--check", "--out", "{out}/dp"), limit=60, fresh="dp"),),
+         reads=("dp",),
+         skip=(("no_backend", "no usable {be} backend in this build: {why_backend}"),)),
+    # Every GEMM of one gpt-small layer and its head, through the backend's
+    # call and through cublasLt's fastest proposed algorithm.
+    Step("gemm", "gemm", what="gpt-small per micro-batch, backend vs cuBLAS alone (ratio): ",
+         runs=tuple(Run("gemm-%s" % d, (
+             "{gemm_bench}", "--model", "gpt-small", "--dtype", d, "--iters", "20", "--algos", "8",
+             "--json", "{out}/gemm-%s.json" % d), limit=90) for d in ("bf16", "fp32")),
+         reads=("gemm-bf16.json", "gemm-fp32.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for cuBLAS"),
+               ("emulated", "cublasLt is not emulated"),
+               ("no_gemm_bench", "ppb_gemm_bench is not in this build (built without CUDA)"))),
+    # What CUPTI costs: the same run alternately without and with it, twice;
+    # gpt-tiny is launch-bound (CUPTI's cost per kernel shows), the bubble
+    # model's kernels outlast their launches. On the emulator the ratio is
+    # the emulator's, no GPU's.
+    cupti_cost_step("{model}"),
+    cupti_cost_step("{bubble_model}", only="real_device"),
+    p2p_step(1),
+    p2p_step(2),
+    # The transports' device-to-device messages at 64 MiB with the
+    # executor's default wait strategy and with --wait block.
+    Step("peer", "peer", what="2 ranks, 64 MiB, the default wait vs --wait block: ",
+         runs=tuple(Run("peer-%s" % w, mpirun("2") + (
+             "{pb}", "p2p", "--memory", "device", "--min", "64MiB", "--max", "64MiB", "-n", "20")
+             + (("--wait", "block") if w == "block" else ())
+             + ("--json", "{out}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
+         reads=("peer-default.json", "peer-block.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),
+               ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
+                            " difference is a GPU's"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
+    Step("nccl pipe", "results", what="{nccl_p} ranks on {nccl_p} GPUs: ",
+         runs=(Run("nccl", mpirun("{nccl_p}") + (
+             "{pb}", "run", "--backend", "cuda", "--transport", "nccl",
+             "--schedule", "1f1b,interleaved-1f1b,zb-h1", "--microbatches", "{nccl_m}",
+             "--model", "{model}", "--iters", "3", "--warmup", "1", "--check",
+             "--out", "{out}/nccl-P{nccl_p}"), limit=90, fresh="nccl-P{nccl_p}"),),
+         reads=("nccl-P{nccl_p}",),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for NCCL"),
+               ("emulated", "NCCL is not emulated"),
+               ("no_nccl", "{why_nccl}"),
+               ("one_gpu", "needs 2 GPUs (NCCL cannot put two ranks of a communicator on one"
+                           " GPU); the 1-rank self send/receive ran in p2p 1rank"),
+               ("no_cuda", "no usable cuda backend in this build"))),
+    Step("sanitizer", "sanitizer", judge_failures=True,
+         args={"what": "run --backend cuda 1f1b, 2 ranks"},
+         runs=(Run("sanitizer", mpirun("2") + (
+             "compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "9",
+             "--print-limit", "20", "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b",
+             "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "0",
+             "--check", "--out", "{out}/sanitizer"), limit=90),),
+         skip=((NO_DEVICE, "the rehearsal has no GPU to sanitize"),
+               ("emulated", "compute-sanitizer needs a GPU"),
+               ("no_sanitizer", "compute-sanitizer not on PATH"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
+)
+
+
+# --- the context ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Context:
+    """What the steps run with: the paths, the settings, `pipebench list
+    --json` of this build, the machine's GPUs, the environment of every
+    command and the budget."""
+    out: Path
+    budget: float
+    start: float = dataclasses.field(default_factory=time.monotonic)
+    env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
+    build: Path | None = None
+    backend: str = "cuda"
+    model: str = "gpt-tiny"
+    bubble_model: str = "gpt-small"
+    schedules: str = "all"
+    emulator: Path | None = None
+    gpus: int = 0
+    listing: dict = dataclasses.field(default_factory=dict)
+    tests: list | None = None  # the gpu-labelled tests, expanded
+    tests_missing: str = ""    # why there is no list of them
+
+    def left(self):
+        return self.budget - (time.monotonic() - self.start)
+
+    def entry(self, kind, name):
+        return next((e for e in self.listing.get(kind, []) if e["name"] == name), None)
+
+    def listed(self, kind, name):
+        return self.entry(kind, name) is not None
+
+    def available(self, kind, name):
+        e = self.entry(kind, name)
+        return bool(e and e.get("available"))
+
+    def why_not(self, kind, name):
+        e = self.entry(kind, name)
+        if e is None:
+            return f"no {name} in this build"
+        return e.get("why_not") or "available"
+
+    @property
+    def pb(self):
+        return self.build / "bench" / "pipebench"
+
+    def vars(self):
+        sweeps = [str(self.out / d) for d in ("sweep-P2", "sweep-P4") if (self.out / d).is_dir()]
+        emu = self.emulator is not None
+        nccl_p = max(2, min(self.gpus, 4))
+        return {
+            "pb": str(self.pb) if self.build else "pipebench", "out": str(self.out),
+            "be": self.backend, "model": self.model, "bubble_model": self.bubble_model,
+            "schedules": self.schedules, "profile": self.profile(),
+            "gemm_bench": str(self.build / "pipeline" / "exec" / "ppb_gemm_bench")
+            if self.build else "ppb_gemm_bench",
+            "sweep_dirs": sweeps,
+            # The emulator's device copies are CPU copies through staging: up
+            # to 4 MiB proves the path, larger ones only the host's load.
+            "p2p_max": "4MiB" if emu else "64MiB",
+            "cost_iters": 2 if emu else 20, "cost_warmup": 1 if emu else 3, "cost_m": 4 if emu else 8,
+            "nccl_p": nccl_p, "nccl_m": 2 * nccl_p, "gpus": self.gpus,
+            "why_backend": self.why_not("backends", self.backend),
+            "why_cuda": self.why_not("backends", "cuda"),
+            "why_nccl": self.why_not("transports", "nccl"),
+        }
+
+    def profile(self):
+        return "nvtx,cupti" if self.listed("collectors", "cupti") else "nvtx"
+
+
+CONDITIONS: dict[str, Callable[[Context], bool]] = {
+    NO_DEVICE: lambda c: c.backend != "cuda",
+    "emulated": lambda c: c.emulator is not None,
+    "real_device": lambda c: c.emulator is None and c.backend == "cuda",
+    "no_backend": lambda c: not c.available("backends", c.backend),
+    "no_cuda": lambda c: not c.available("backends", "cuda"),
+    "no_cuda_or_cupti": lambda c: not (c.available("backends", "cuda")
+                                       and c.available("collectors", "cupti")),
+    "cupti_not_built": lambda c: not c.listed("collectors", "cupti"),
+    "no_nccl": lambda c: not c.available("transports", "nccl"),
+    "one_gpu": lambda c: c.gpus < 2,
+    "no_sanitizer": lambda c: shutil.which("compute-sanitizer", path=c.env.get("PATH")) is None,
+    "no_gemm_bench": lambda c: not (c.build and os.access(
+        c.build / "pipeline" / "exec" / "ppb_gemm_bench", os.X_OK)),
+    "no_sweep_results": lambda c: not c.vars()["sweep_dirs"],
+}
+
+
+def expand(template, variables):
+    """A template with its variables filled in ("{P} ranks" -> "2 ranks")."""
+    return str(template).format_map(variables)
+
+
+def expand_argv(argv, variables):
+    """The argument list of a Run: each template filled in; "{name}" of a
+    list variable becomes the list's items."""
+    out = []
+    for a in argv:
+        m = re.fullmatch(r"\{(\w+)\}", str(a))
+        if m and isinstance(variables.get(m.group(1)), (list, tuple)):
+            out += [str(v) for v in variables[m.group(1)]]
+        else:
+            out.append(expand(a, variables))
+    return out
+
+
+def step_vars(ctx_vars, step, run=None):
+    """The context's variables with the step's (and the run's) on top; their
+    values may be templates over the context's ("{cm}" = "{model}")."""
+    v = dict(ctx_vars)
+    for extra in (step.vars, run.vars if run else {}):
+        for k, val in extra.items():
+            v[k] = expand(val, v) if isinstance(val, str) else val
+    return v
+
+
+# --- running ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How one command ended: exit status (None when not started), whether
+    its own limit or the budget stopped it, and its log."""
+    tag: str
+    log: Path
+    rc: int | None = None
+    seconds: float = 0.0
+    timed_out: bool = False
+    cut: bool = False  # the budget, not the command's own limit, stopped it or kept it from starting
+    limit: float = 0.0
+
+
+def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
+                deadline=math.inf):
+    """Runs argv with the smallest of `limit`, what is left of the budget and
+    of `deadline` (time.monotonic()), output to `log` (stdout to `stdout`
+    when given); SIGTERM to its process group at the limit, SIGKILL
+    KILL_AFTER_SECONDS later. Not started with less than MIN_START_SECONDS:
+    then rc is None. `cut` says the budget was the limit that stopped it or
+    kept it from starting."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    left = ctx.left()
+    eff = min(limit, left, deadline - time.monotonic())
+    o = Outcome(tag, log, limit=eff)
+    budget_binds = left < limit and left <= deadline - time.monotonic()
+    if eff < MIN_START_SECONDS:
+        log.write_text(f"{'time budget' if budget_binds else 'time'} spent before {tag}\n")
+        o.cut = budget_binds
+        return o
+    t0 = time.monotonic()
+    with open(log, "w") as lf:
+        lf.write("+ " + " ".join(argv) + "\n")
+        lf.flush()
+        so = open(stdout, "w") if stdout else lf
+        try:
+            p = subprocess.Popen(argv, stdout=so, stderr=lf, stdin=subprocess.DEVNULL, cwd=cwd,
+                                 env=env or ctx.env, start_new_session=True)
+        except OSError as e:
+            lf.write(f"cannot start {argv[0]}: {e}\n")
+            o.rc = 127
+            return o
+        finally:
+            if stdout:
+                so.close()
+        try:
+            o.rc = p.wait(timeout=eff)
+        except subprocess.TimeoutExpired:
+            o.timed_out = True
+            o.cut = budget_binds
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                o.rc = p.wait(timeout=KILL_AFTER_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                o.rc = p.wait()
+            lf.write(f"\n{'budget' if o.cut else 'time limit'} of {eff:.0f} s reached: stopped\n")
+    o.seconds = time.monotonic() - t0
+    return o
+
+
+def run_commands(ctx, step, variables):
+    """A step's commands in order, each after its `fresh` folder is removed;
+    a later one runs even when an earlier one failed (the budget still
+    applies to each)."""
+    outcomes = []
+    for r in step.runs:
+        v = step_vars(variables, step, r)
+        if r.fresh:
+            shutil.rmtree(ctx.out / expand(r.fresh, v), ignore_errors=True)
+        outcomes.append(run_command(
+            ctx, expand(r.tag, v), expand_argv(r.argv, v), r.limit,
+            ctx.out / "logs" / (expand(r.tag, v) + ".txt"),
+            stdout=ctx.out / expand(r.stdout, v) if r.stdout else None))
+    return outcomes
+
+
+@dataclasses.dataclass
+class Verdict:
+    """A step's result: its status, the figures for people and the same
+    figures as values for machines."""
+    status: str
+    figures: str
+    values: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class StepResult:
+    """A summary line and its record in gpu-check.json: the verdict, how long
+    the step took, its logs and the result files it read (under OUT)."""
+    name: str
+    status: str
+    figures: str
+    values: dict = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    logs: list = dataclasses.field(default_factory=list)
+    reads: list = dataclasses.field(default_factory=list)
+
+
+def first_error(log, pattern=r"error|abort"):
+    """The first line of a log matching pattern (a failure's likely reason)."""
+    try:
+        for line in Path(log).read_text(errors="replace").splitlines():
+            if re.search(pattern, line, re.I) and not line.startswith("+ "):
+                return line.strip()[:150]
+    except OSError:
+        pass
+    return ""
+
+
+def cut_or_failed(outcomes, judge_failures):
+    """The verdict the commands force before the judge reads anything: CUT
+    when the budget stopped one or kept it from starting, FAIL when one
+    timed out or (unless the judge reads failures) exited non-zero; None
+    when the judge decides."""
+    cut = [o for o in outcomes if o.cut]
+    if cut:
+        o = cut[0]
+        how = (f"stopped by the time budget after {o.seconds:.0f} s" if o.rc is not None
+               else "not started: the time budget was spent")
+        return Verdict("CUT", f"{o.tag}: {how}")
+    timed = [o for o in outcomes if o.timed_out]
+    if timed:
+        return Verdict("FAIL", "; ".join(f"{o.tag}: timed out after {o.limit:.0f} s" for o in timed))
+    bad = [o for o in outcomes if o.rc != 0]
+    if bad and not judge_failures:
+        return Verdict("FAIL", "; ".join(f"{o.tag}: exit {o.rc} ({first_error(o.log)})" for o in bad))
+    return None
+
+
+def run_step(ctx, step):
+    """One step, start to verdict: skipped, or its commands run and judged."""
+    variables = step_vars(ctx.vars(), step)
+    reads = [expand(r, variables) for r in step.reads]
+    for cond, reason in step.skip:
+        if CONDITIONS[cond](ctx):
+            return StepResult(step.name, "SKIP", expand(reason, variables))
+    t0 = time.monotonic()
+    outcomes = EXECUTORS[step.execute](ctx, step, variables)
+    forced = cut_or_failed(outcomes, step.judge_failures)
+    v = forced or JUDGES[step.judge](ctx, step, [ctx.out / r for r in reads], outcomes)
+    prefix = expand(step.what, variables) if forced is None and v.status != "SKIP" else ""
+    return StepResult(step.name, v.status, prefix + v.figures, v.values,
+                      round(time.monotonic() - t0, 1),
+                      [str(o.log.relative_to(ctx.out)) for o in outcomes], reads)
+
+
+# --- the gpu-labelled tests -----------------------------------------------------------
+
+# The test properties the runner honours; a test with any other (DEPENDS,
+# FIXTURES_*, ENVIRONMENT_MODIFICATION, ...) is refused when captured.
+TEST_PROPERTIES = {"LABELS", "WORKING_DIRECTORY", "ENVIRONMENT", "TIMEOUT", "SKIP_RETURN_CODE",
+                   "SKIP_REGULAR_EXPRESSION", "PASS_REGULAR_EXPRESSION",
+                   "FAIL_REGULAR_EXPRESSION", "WILL_FAIL", "RUN_SERIAL", "PROCESSORS"}
+PLACES = ("build", "source", "mpiexec")
+
+
+def relocate(text, places):
+    """A path-bearing string with the build's folders as "{build}",
+    "{source}" and "{mpiexec}" (longest first: the build folder usually lies
+    in the source folder)."""
+    for name in sorted(places, key=lambda n: -len(places[n])):
+        if places[name]:
+            text = text.replace(places[name], "{" + name + "}")
+    return text
+
+
+def place(text, places):
+    """The inverse of relocate() for this machine's folders."""
+    for name in PLACES:
+        text = text.replace("{" + name + "}", places[name])
+    return text
+
+
+def capture_tests(ctest_json, places, label="gpu"):
+    """The tests labelled `label` of a `ctest --show-only=json-v1` document as
+    a relocatable list (schema pipebench.gpu-tests/1). Raises UsageError
+    naming the test and property the runner does not honour."""
+    tests = []
+    for t in ctest_json.get("tests", []):
+        props = {p["name"]: p["value"] for p in t.get("properties", [])}
+        if label not in (props.get("LABELS") or []):
+            continue
+        unknown = sorted(set(props) - TEST_PROPERTIES)
+        if unknown:
+            raise UsageError(f"test {t['name']}: property {unknown[0]} is not run by ci/gpu_check.py")
+        if "command" not in t:
+            raise UsageError(f"test {t['name']}: no command (a test of a target not built?)")
+        env = dict(e.split("=", 1) for e in props.get("ENVIRONMENT", []))
+        tests.append({
+            "name": t["name"],
+            "command": [relocate(a, places) for a in t["command"]],
+            "cwd": relocate(props.get("WORKING_DIRECTORY", places["build"]), places),
+            "env": {k: relocate(v, places) for k, v in env.items()},
+            "timeout": props.get("TIMEOUT"),
+            "skip_return_code": props.get("SKIP_RETURN_CODE"),
+            "skip_regex": props.get("SKIP_REGULAR_EXPRESSION", []),
+            "pass_regex": props.get("PASS_REGULAR_EXPRESSION", []),
+            "fail_regex": props.get("FAIL_REGULAR_EXPRESSION", []),
+            "will_fail": bool(props.get("WILL_FAIL", False)),
+            "run_serial": bool(props.get("RUN_SERIAL", False)),
+        })
+    return {"schema": TESTS_SCHEMA, "label": label, "tests": tests}
+
+
+def placed_tests(doc, places):
+    """A captured list's tests with this machine's folders in place."""
+    if doc.get("schema") != TESTS_SCHEMA:
+        raise UsageError(f"test list: schema {doc.get('schema')!r}, expected {TESTS_SCHEMA}")
+    out = []
+    for t in doc["tests"]:
+        t = dict(t)
+        t["command"] = [place(a, places) for a in t["command"]]
+        t["cwd"] = place(t["cwd"], places)
+        t["env"] = {k: place(v, places) for k, v in t["env"].items()}
+        out.append(t)
+    return out
+
+
+def ctest_places(build, root):
+    cache = (build / "CMakeCache.txt").read_text(errors="replace")
+    m = re.search(r"^MPIEXEC_EXECUTABLE:FILEPATH=(.*)$", cache, re.M)
+    return {"build": str(build), "source": str(root), "mpiexec": m.group(1) if m else ""}
+
+
+def capture_build_tests(build, root=ROOT):
+    """`ctest --show-only=json-v1` of a configured build tree, captured."""
+    p = subprocess.run(["ctest", "--test-dir", str(build), "--show-only=json-v1"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise UsageError(f"ctest --show-only=json-v1 in {build}: exit {p.returncode}:"
+                         f" {p.stderr.strip()[:150]}")
+    return capture_tests(json.loads(p.stdout), ctest_places(build, root))
+
+
+def test_verdict(test, rc, output, timed_out):
+    """A test's status as ctest decides it: "skipped" (its skip return code or
+    skip expression), "passed" or "failed" (exit 0, or its pass expression;
+    a fail expression fails; WILL_FAIL inverts)."""
+    if timed_out:
+        return "failed"
+    if test["skip_return_code"] is not None and rc == test["skip_return_code"]:
+        return "skipped"
+    if any(re.search(r, output) for r in test["skip_regex"]):
+        return "skipped"
+    if test["pass_regex"]:
+        ok = any(re.search(r, output) for r in test["pass_regex"])
+    else:
+        ok = rc == 0
+    if any(re.search(r, output) for r in test["fail_regex"]):
+        ok = False
+    return "passed" if ok != test["will_fail"] else "failed"
+
+
+def run_one_test(ctx, t, default_timeout, deadline):
+    log = ctx.out / "logs" / "gpu-tests" / (re.sub(r"[^\w.-]", "_", t["name"]) + ".txt")
+    Path(t["cwd"]).mkdir(parents=True, exist_ok=True)
+    env = dict(ctx.env, **t["env"])
+    o = run_command(ctx, t["name"], t["command"], t["timeout"] or default_timeout, log,
+                    cwd=t["cwd"], env=env, deadline=deadline)
+    if o.cut:
+        status = "cut"
+    elif o.rc is None:
+        status = "failed"  # the step's limit left it no time
+    else:
+        status = test_verdict(t, o.rc, log.read_text(errors="replace"), o.timed_out)
+    return {"name": t["name"], "status": status, "exit": o.rc, "seconds": round(o.seconds, 2),
+            "log": str(log.relative_to(ctx.out))}
+
+
+def run_tests(ctx, step, variables):
+    """The gpu-labelled tests, `jobs` at a time (RUN_SERIAL ones alone), each
+    within its own TIMEOUT (else `limit`) and the step's `limit` in all;
+    the results to gpu-tests.json."""
+    results = []
+    log = ctx.out / "logs" / "gpu-tests.txt"
+    if ctx.tests is None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(ctx.tests_missing + "\n")
+    else:
+        limit = step.args["limit"]
+        deadline = time.monotonic() + limit  # the step's limit in all
+        parallel = [t for t in ctx.tests if not t["run_serial"]]
+        with concurrent.futures.ThreadPoolExecutor(step.args["jobs"]) as pool:
+            results += pool.map(lambda t: run_one_test(ctx, t, limit, deadline), parallel)
+        results += [run_one_test(ctx, t, limit, deadline) for t in ctx.tests if t["run_serial"]]
+        log.write_text("".join(f"{r['status']:8} {r['seconds']:7.2f} s  {r['name']}\n"
+                               for r in results))
+    write_json(ctx.out / "gpu-tests.json", {"schema": "pipebench.gpu-tests-results/1",
+                                            "missing": ctx.tests_missing, "tests": results})
+    return [Outcome("gpu-tests", log, rc=0)]
+
+
+EXECUTORS = {"commands": run_commands, "tests": run_tests}
+
+
+# --- the pass rules -------------------------------------------------------------------
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_results(folder):
+    """The result files (schema pipebench.result*) of a folder, by name."""
+    rows = []
+    for f in sorted(glob.glob(str(Path(folder) / "*.json"))):
+        r = read_json(f)
+        if isinstance(r, dict) and str(r.get("schema", "")).startswith("pipebench.result"):
+            rows.append(r)
+    return rows
+
+
+def combination(r):
+    return "%s x %s" % (r["config"]["schedule"], r["config"]["partition"])
+
+
+def summarise_results(rows, bubble_within=None):
+    """The figures of a folder of result files: ok and not ok, --check, the
+    best samples/s, message paths, the lowest and highest bubble, CUPTI's
+    device bubble against the event bubble and how much of the action
+    windows the device was busy, where it ran. Passes when there is an ok
+    result, none is not ok (status other than ok or invalid) and every check
+    passed; with bubble_within, every ok run must also have a device bubble
+    within that of its event bubble."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    bad = [combination(r) + ":" + r["status"] for r in rows if r["status"] not in ("ok", "invalid")]
+    checks = [r["metrics"]["check"] for r in ok if r["metrics"].get("check")]
+    failed = [combination(r) for r in ok
+              if r["metrics"].get("check") and not r["metrics"]["check"]["passed"]]
+    err = max([c["max_rel_error"] or 0 for c in checks] or [0])
+    sps = max([r["metrics"]["samples_per_second"] for r in ok] or [0])
+    paths = sorted({r["config"].get("message_path", "") for r in ok} - {""})
+    values = {"ok": len(ok), "not_ok": bad, "checks": len(checks),
+              "checks_passed": len(checks) - len(failed), "checks_failed": failed,
+              "max_rel_error": err, "best_samples_per_second": sps, "message_paths": paths}
+    out = "%d ok, %d not ok%s; check %d/%d passed (max rel err %.1e)%s; best %.0f samples/s" % (
+        len(ok), len(bad), " " + ",".join(bad[:3]) if bad else "", len(checks) - len(failed),
+        len(checks), err, " FAILED " + ",".join(failed[:3]) if failed else "", sps)
+    if paths:
+        out += "; messages " + "/".join(paths)
+    if ok:
+        bub = sorted(ok, key=lambda r: r["metrics"]["bubble_ratio"]["measured"])
+        lo, hi = (b["metrics"]["bubble_ratio"]["measured"] for b in (bub[0], bub[-1]))
+        values["bubble"] = {"min": lo, "min_at": combination(bub[0]), "max": hi,
+                            "max_at": combination(bub[-1])}
+        out += "; bubble %.3f (%s) .. %.3f (%s)" % (lo, combination(bub[0]), hi, combination(bub[-1]))
+    within = bubble_within if bubble_within is not None else 0.02
+    dev = [(abs(r["metrics"]["device"]["bubble_ratio"] - r["metrics"]["bubble_ratio"]["measured"]),
+            combination(r))
+           for r in ok if (r["metrics"].get("device") or {}).get("bubble_ratio") is not None
+           and not math.isnan(r["metrics"]["device"]["bubble_ratio"])]
+    off = [n for d, n in dev if d >= within]
+    if dev:
+        worst = max(dev)
+        values["device_bubble"] = {"max_abs_diff": worst[0], "max_at": worst[1],
+                                   "within": len(dev) - len(off), "of": len(dev),
+                                   "tolerance": within}
+        out += "; device bubble vs events: max |diff| %.3f (%s), %d of %d within %g" % (
+            worst[0], worst[1], len(dev) - len(off), len(dev), within)
+        # Near 1 where the kernels keep the GPU fed (the two bubbles then
+        # agree), far below it where launching is slower than the kernels
+        # run (the windows hold idle device time the event bubble counts).
+        fill = []
+        for r in ok:
+            for s, busy in enumerate((r["metrics"].get("device") or {}).get("busy_seconds_per_stage")
+                                     or []):
+                steps = sorted(r["metrics"]["busy_seconds_per_stage"][s])
+                if steps and steps[len(steps) // 2] > 0:
+                    fill.append(busy / steps[len(steps) // 2])
+        if fill:
+            values["device_busy_over_action"] = {"min": min(fill), "max": max(fill)}
+            out += "; device busy / action time %.2f .. %.2f" % (min(fill), max(fill))
+    env = ok[0]["environment"] if ok else {}
+    if env.get("gpus"):
+        values["device"] = env["gpus"][0]
+        out += "; on %s (%d per GPU), CUDA %s, driver %s" % (
+            env["gpus"][0], env.get("ranks_per_gpu", 0), env.get("cuda"), env.get("driver"))
+    passed = ok and not bad and not failed and (
+        bubble_within is None or (dev and not off))
+    return Verdict("PASS" if passed else "FAIL", out, values)
+
+
+def judge_results(ctx, step, reads, outcomes):
+    return summarise_results(read_results(reads[0]), step.args.get("bubble_within"))
+
+
+def judge_tests(ctx, step, reads, outcomes):
+    doc = read_json(reads[0]) or {}
+    if doc.get("missing"):
+        return Verdict("SKIP", doc["missing"])
+    tests = doc.get("tests", [])
+    by = {s: [t["name"] for t in tests if t["status"] == s]
+          for s in ("passed", "skipped", "failed", "cut")}
+    values = {s: len(n) for s, n in by.items()}
+    values["failed_tests"] = by["failed"]
+    if not tests:
+        return Verdict("SKIP", "no gpu-labelled tests in this build", values)
+    text = "%d tests: %d passed, %d skipped, %d failed" % (
+        len(tests), values["passed"], values["skipped"], values["failed"])
+    if by["failed"]:
+        return Verdict("FAIL", text + " (" + ", ".join(by["failed"][:3]) + "; logs/gpu-tests/)",
+                       values)
+    if by["cut"]:
+        return Verdict("CUT", text + "; %d stopped by the time budget" % values["cut"], values)
+    return Verdict("PASS", text, values)
+
+
+def load_memory_rule():
+    path = ROOT / "bench" / "tests" / "plan_validate_memory.py"
+    spec = importlib.util.spec_from_file_location("plan_validate_memory", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.judge
+
+
+def judge_memory(ctx, step, reads, outcomes):
+    doc = read_json(reads[0])
+    if not doc or not doc.get("combinations"):
+        return Verdict("FAIL", "plan --validate predicted no combination (%s)" % reads[0].name)
+    lines, failures = load_memory_rule()(doc, step.args["max_mean"], step.args["max_one"])
+    values = {"combinations": len(doc["combinations"]),
+              "mean_abs_error": doc["mean_abs_error"]["peak_memory_bytes"],
+              "max_mean": step.args["max_mean"], "max_one": step.args["max_one"],
+              "failures": failures}
+    return Verdict("FAIL" if failures else "PASS", failures[0] if failures else lines[-1], values)
+
+
+def judge_gemm(ctx, step, reads, outcomes):
+    parts, values = [], {}
+    for path in reads:
+        d = read_json(path)
+        if not d or d.get("schema") != "pipebench.gemm/1":
+            return Verdict("FAIL", f"{path.name}: no pipebench.gemm/1 result")
+        values[d["dtype"]] = {k: d[k] for k in ("backend_tflops", "cublas_tflops", "ratio", "device")}
+        parts.append("%s: backend %.2f TFLOP/s, cuBLAS alone %.2f TFLOP/s, %.3f" % (
+            d["dtype"], d["backend_tflops"], d["cublas_tflops"], d["ratio"]))
+    return Verdict("PASS", "; ".join(parts), values)
+
+
+def median_step(folder):
+    ok = [r for r in read_results(folder) if r.get("status") == "ok"]
+    return ok[0]["metrics"]["step_time_seconds"]["median"] if ok else None
+
+
+def judge_cupti_cost(ctx, step, reads, outcomes):
+    steps = [median_step(f) for f in reads]  # (nvtx, nvtx-cupti) per round
+    pairs = list(zip(steps[0::2], steps[1::2]))
+    if any(a is None or b is None for a, b in pairs):
+        return Verdict("FAIL", "a run wrote no ok result (%s)" % ", ".join(
+            str(f.relative_to(ctx.out)) for f, s in zip(reads, steps) if s is None))
+    ratios = [b / a for a, b in pairs]
+    return Verdict("PASS", "step with / without CUPTI: %s (median steps %s ms)" % (
+        ", ".join("%.3f" % x for x in ratios),
+        ", ".join("%.2f/%.2f" % (b * 1e3, a * 1e3) for a, b in pairs)),
+        {"ratios": ratios, "median_step_seconds": [{"without": a, "with": b} for a, b in pairs]})
+
+
+def p2p_figures(d):
+    """Per transport: algbw at the largest size against its baseline, or why
+    it was skipped; then the wrong bytes."""
+    out = []
+    for t in d["transports"]:
+        if not t["results"]:
+            out.append("%s skipped (%s)" % (t["transport"], t["skipped"][:60]))
+            continue
+        r = t["results"][-1]
+        if "algbw_GBps" in r:
+            out.append("%s %s %.1f GB/s vs %s %.1f" % (
+                t["transport"], t["path"], r["algbw_GBps"], t["baseline"], r["baseline_algbw_GBps"]))
+        else:
+            out.append("%s %.1f GB/s" % (t["baseline"], r["baseline_algbw_GBps"]))
+    first = d["transports"][0]["results"] if d["transports"] else []
+    return ("%s B: " % first[-1]["bytes"] if first else "") + "; ".join(out) + "; %d wrong" % d["wrong"]
+
+
+def read_p2p(path):
+    d = read_json(path)
+    if not d or d.get("schema") != "pipebench.p2p-device/1":
+        return None
+    return d
+
+
+def judge_p2p(ctx, step, reads, outcomes):
+    d = read_p2p(reads[0])
+    if d is None:
+        return Verdict("FAIL", f"{reads[0].name}: no pipebench.p2p-device/1 result")
+    return Verdict("PASS" if d["wrong"] == 0 else "FAIL", p2p_figures(d), {"wrong": d["wrong"]})
+
+
+def judge_peer(ctx, step, reads, outcomes):
+    """Per transport at the largest size: algbw with the default wait and
+    with --wait block, and their ratio; passes with no wrong byte."""
+    docs = [read_p2p(p) for p in reads]
+    if any(d is None for d in docs):
+        return Verdict("FAIL", "no pipebench.p2p-device/1 result in " + ", ".join(
+            p.name for p, d in zip(reads, docs) if d is None))
+    base, block = ({t["transport"]: t["results"][-1] for t in d["transports"] if t["results"]}
+                   for d in docs)
+    parts, values = [], {}
+    for name in [n for n in base if n in block and "algbw_GBps" in base[n]]:
+        a, b = base[name]["algbw_GBps"], block[name]["algbw_GBps"]
+        values[name] = {"default_GBps": a, "block_GBps": b, "block_over_default": b / a if a else None}
+        parts.append("%s %.1f vs %.1f GB/s (%.2f)" % (name, a, b, b / a if a else float("nan")))
+    wrong = sum(d["wrong"] for d in docs)
+    values["wrong"] = wrong
+    ok = wrong == 0 and parts
+    return Verdict("PASS" if ok else "FAIL", "; ".join(parts or ["no transport measured"])
+                   + "; %d wrong" % wrong, values)
+
+
+def judge_sanitizer(ctx, step, reads, outcomes):
+    # compute-sanitizer writes no result file: its exit status is the verdict
+    # (9 for errors found), its printed summary the figures.
+    o = outcomes[0]
+    summary = first_error(o.log, r"ERROR SUMMARY: \d+ error")
+    if o.rc == 0:
+        return Verdict("PASS", "memcheck clean: %s (%s)" % (step.args["what"], summary))
+    attach = first_error(o.log, r"device not supported")
+    if attach:  # sandboxed runtimes (gVisor) hide what the sanitizer needs
+        return Verdict("SKIP", "compute-sanitizer cannot attach here: " + attach[:100])
+    return Verdict("FAIL", "%s: exit %s, %s" % (
+        step.args["what"], o.rc, first_error(o.log, r"ERROR SUMMARY|Invalid|error")))
+
+
+JUDGES = {"results": judge_results, "tests": judge_tests, "memory": judge_memory,
+          "gemm": judge_gemm, "cupti_cost": judge_cupti_cost, "p2p": judge_p2p,
+          "peer": judge_peer, "sanitizer": judge_sanitizer}
+
+
+# --- the summary ------------------------------------------------------------------------
+
+
+def result_word(results):
+    """"failed" when a step failed, "cut" when the budget stopped one and none
+    failed, else "passed"."""
+    statuses = {r.status for r in results}
+    return "failed" if "FAIL" in statuses else "cut" if "CUT" in statuses else "passed"
+
+
+def summary_text(results, started, seconds, out, budget):
+    lines = ["== pipebench gpu-check: %s, %d s ==" % (started, seconds)]
+    lines += ["%-5s %-11s %s" % (r.status, r.name, r.figures) for r in results]
+    word = result_word(results)
+    lines.append({"failed": "RESULT: FAILED (logs in %s/logs)" % out,
+                  "cut": "RESULT: INCOMPLETE: the time budget (PPB_GPU_CHECK_SECONDS=%g) stopped"
+                         " a step (CUT)" % budget,
+                  "passed": "RESULT: passed (skips say why)"}[word])
+    return "\n".join(lines) + "\n"
+
+
+def summary_json(results, started, seconds, budget):
+    return {"schema": SUMMARY_SCHEMA, "started": started, "seconds": round(seconds, 1),
+            "budget_seconds": budget, "result": result_word(results),
+            "steps": [dataclasses.asdict(r) for r in results]}
+
+
+def write_json(path, doc):
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+
+
+# --- the machine, the bundle and the build ---------------------------------------------
+
+
+class Session:
+    """The run: the context and the summary lines so far, printed as they come."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.results = []
+        self.started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+    def note(self, status, name, figures, **extra):
+        r = StepResult(name, status, figures, **extra)
+        self.results.append(r)
+        print(">> %s %s %s" % (status, name, figures), flush=True)
+        return r
+
+    def finish(self):
+        ctx = self.ctx
+        seconds = time.monotonic() - ctx.start
+        text = summary_text(self.results, self.started, seconds, ctx.out, ctx.budget)
+        (ctx.out / "gpu-check.txt").write_text(text)
+        write_json(ctx.out / "gpu-check.json",
+                   summary_json(self.results, self.started, seconds, ctx.budget))
+        sys.stdout.write(text)
+        archive = ctx.env.get("PPB_GPU_CHECK_ARCHIVE")
+        if archive:  # everything in one file, to carry home
+            with tarfile.open(archive, "w:gz") as t:
+                t.add(str(ctx.out), arcname=".")
+            print(f"gpu-check: {ctx.out} packed into {archive}")
+        return 0 if result_word(self.results) == "passed" else 1
+
+
+def probe(s):
+    """The machine: GPUs, tools, Python wheels; CUDA's libraries put on
+    LD_LIBRARY_PATH (the toolkit's, then the nvidia-* wheels')."""
+    ctx, logs = s.ctx, s.ctx.out / "logs"
+    gpu_line = "no nvidia-smi"
+    if shutil.which("nvidia-smi"):
+        smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True)
+        (logs / "nvidia-smi.txt").write_text(smi.stdout + smi.stderr)
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+        ctx.gpus = sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                            "--format=csv,noheader"], capture_output=True, text=True).stdout
+        gpu_line = (q.splitlines() or ["?"])[0]
+    tools = " ".join(t if shutil.which(t) else "!" + t for t in (
+        "mpirun", "nsys", "ncu", "compute-sanitizer", "cmake", "nvcc", "ninja", "python3"))
+    pip = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"],
+                         capture_output=True, text=True)
+    try:
+        packages = json.loads(pip.stdout) if pip.returncode == 0 else []
+    except ValueError:
+        packages = []  # no pip, or one that does not speak JSON: no wheels listed
+    wheels = [f"{p['name']} {p['version']}" for p in packages
+              if re.search(r"nccl|cupti|mpi|nvtx|sanitizer", p["name"], re.I)]
+    (logs / "probe.txt").write_text(f"tools (! = missing): {tools}\n" + "\n".join(wheels) + "\n")
+    s.note("INFO", "machine", f"{ctx.gpus} GPU(s): {gpu_line}; tools: {tools}",
+           values={"gpus": ctx.gpus, "gpu": gpu_line, "wheels": wheels,
+                   "missing_tools": [t[1:] for t in tools.split() if t.startswith("!")]})
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    cuda_home = Path(nvcc).resolve().parent.parent
+    cuda_libs = [str(d) for d in (cuda_home / "lib64", cuda_home / "extras/CUPTI/lib64",
+                                  cuda_home / "targets/x86_64-linux/lib") if d.is_dir()]
+    bases = site.getsitepackages() + [site.getusersitepackages()]
+    wheel_libs = sorted({d for b in bases for d in glob.glob(os.path.join(b, "nvidia", "*", "lib"))})
+    prepend_path(ctx.env, "LD_LIBRARY_PATH", cuda_libs + wheel_libs)
+    return cuda_libs, wheel_libs
+
+
+def prepend_path(env, name, dirs):
+    rest = env.get(name, "")
+    env[name] = ":".join(list(dirs) + ([rest] if rest else []))
+
+
+def sourced(script, env):
+    """The environment after `source script` in bash."""
+    p = subprocess.run(["bash", "-c", 'source "$1" >/dev/null && env -0', "_", str(script)],
+                       capture_output=True, env=env, check=True)
+    return dict(kv.split("=", 1) for kv in p.stdout.decode().split("\0") if "=" in kv)
+
+
+def starts(pb, env):
+    return subprocess.run([str(pb), "--version"], capture_output=True, env=env).returncode == 0
+
+
+def unpack_bundle(s, archive):
+    """The bundle unpacked, its env.sh in force; its build tree, or None with
+    a FAIL saying why it cannot run here."""
+    ctx = s.ctx
+    dest = Path(ctx.env.get("PPB_GPU_BUNDLE_DIR") or "/tmp/pipebench-gpu").resolve()
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    try:
+        with tarfile.open(archive) as t:
+            if hasattr(tarfile, "tar_filter"):
+                t.extractall(dest, filter="tar")
+            else:
+                t.extractall(dest)
+        ctx.env = sourced(dest / "env.sh", ctx.env)
+    except (OSError, tarfile.TarError, subprocess.CalledProcessError) as e:
+        s.note("FAIL", "bundle", f"{archive.name} does not unpack and set up in {dest}: "
+                                 + (str(e).splitlines() or [""])[0])
+        return None
+    meta = read_json(dest / "bundle.json") or {}
+    build = dest / "build"
+    pb = build / "bench" / "pipebench"
+    compat = dict(ctx.env)
+    prepend_path(compat, "LD_LIBRARY_PATH", [str(dest / "lib" / "compat")])
+    if not starts(pb, ctx.env) and starts(pb, compat):
+        ctx.env = compat  # this machine's libstdc++ is older
+    ldd = subprocess.run(["ldd", str(pb)], capture_output=True, text=True, env=ctx.env)
+    (ctx.out / "logs" / "ldd-pipebench.txt").write_text(ldd.stdout + ldd.stderr)
+    missing = [line.split()[0] for line in ldd.stdout.splitlines() if "not found" in line]
+    rev = meta.get("revision", "?")
+    version = subprocess.run([str(pb), "--version"], capture_output=True, text=True, env=ctx.env)
+    (ctx.out / "logs" / "version.txt").write_text(version.stdout + version.stderr)
+    if missing:
+        s.note("FAIL", "bundle", f"{rev}: pipebench misses {' '.join(missing)}"
+                                 " (see logs/ldd-pipebench.txt)")
+        return None
+    if version.returncode != 0:
+        s.note("FAIL", "bundle", f"{rev}: pipebench does not start: "
+                                 + (version.stdout + version.stderr).strip().split("\n")[0])
+        return None
+    ompi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, env=ctx.env)
+    ompi_version = ((ompi.stdout or "?").splitlines() or ["?"])[0].split()[-1]
+    s.note("PASS", "bundle", f"{rev}, built {meta.get('built', '?')}; Open MPI {ompi_version}")
+    mpiexec = str(Path(ctx.env.get("OPAL_PREFIX", "")) / "bin" / "mpiexec")
+    tests = read_json(build / "gpu-tests.json")
+    if tests is None:
+        ctx.tests_missing = "the bundle has no build/gpu-tests.json"
+    else:
+        ctx.tests = placed_tests(tests, {"build": str(build), "source": str(ROOT),
+                                         "mpiexec": mpiexec})
+    return build
+
+
+def build_here(s, cuda_libs, wheel_libs):
+    """Fallback: a build here, with the bundle's dev/ prefix (Boost.JSON,
+    CLI11, GoogleTest, OpenBLAS, Open MPI's wrappers) where there is one,
+    else with what this machine has; NCCL from the toolkit or the wheel."""
+    ctx = s.ctx
+    cfg = ["-DCMAKE_BUILD_TYPE=Release", "-DPPB_WITH_CUDA=ON", "-DPPB_WITH_CUDAEMU=OFF",
+           "-DCMAKE_CUDA_ARCHITECTURES=native", "-DPPB_BUILD_BENCH=OFF"]
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    headers = [Path(nvcc).resolve().parent.parent / "include" / "nccl.h"]
+    headers += [Path(d).parent / "include" / "nccl.h" for d in wheel_libs]
+    nccl_h = next((h for h in headers if h.is_file()), None)
+    nccl_so = next((sorted(glob.glob(d + "/libnccl.so*"))[0] for d in cuda_libs + wheel_libs
+                    if glob.glob(d + "/libnccl.so*")), None)
+    if nccl_h and nccl_so:
+        cfg += [f"-DPPB_NCCL_INCLUDE={nccl_h.parent}", f"-DPPB_NCCL_LIBRARY={nccl_so}"]
+    bundle = ctx.env.get("PPB_BUNDLE")
+    if bundle and (Path(bundle) / "dev").is_dir():
+        dev = Path(bundle) / "dev" / "usr"
+        prepend_path(ctx.env, "CPATH", [f"{dev}/include/x86_64-linux-gnu", f"{dev}/include"])
+        prepend_path(ctx.env, "LD_LIBRARY_PATH", [f"{dev}/lib/x86_64-linux-gnu"])
+        cfg += [f"-DCMAKE_PREFIX_PATH={dev};{dev}/share/cmake", "-DBLA_VENDOR=OpenBLAS",
+                f"-DMPI_CXX_COMPILER={ctx.env.get('OPAL_PREFIX', '')}/bin/mpicxx"]
+    log = ctx.out / "logs" / "build.txt"
+    o = run_command(ctx, "build", ["bash", "-c", 'cmake -S . -B build/gpu-local -G Ninja "$@" &&'
+                                   ' cmake --build build/gpu-local -j "$(nproc)"', "_"] + cfg, 300, log)
+    if o.rc == 0:
+        s.note("PASS", "build", f"built here in build/gpu-local ({time.monotonic() - ctx.start:.0f} s)")
+        return ROOT / "build" / "gpu-local"
+    why = first_error(log, r"Could NOT find|not found|error") or \
+        (log.read_text(errors="replace").strip().splitlines() or [""])[-1]
+    s.note("CUT" if o.cut else "FAIL", "build", "no working bundle and no build here: " + why)
+    return None
+
+
+def settings():
+    """The context from the environment (relative paths from the
+    repository root); UsageError on a bad value."""
+    env = os.environ
+    out = Path(env.get("OUT") or ROOT / "out" / "gpu-check")
+    try:
+        budget = float(env.get("PPB_GPU_CHECK_SECONDS") or 450)
+    except ValueError:
+        raise UsageError("PPB_GPU_CHECK_SECONDS: expected seconds, got '%s'"
+                         % env["PPB_GPU_CHECK_SECONDS"]) from None
+    ctx = Context(out=(ROOT / out).resolve(), budget=budget)
+    ctx.backend = env.get("PPB_GPU_CHECK_BACKEND") or "cuda"
+    ctx.model = env.get("PPB_GPU_CHECK_MODEL") or "gpt-tiny"
+    ctx.bubble_model = env.get("PPB_GPU_CHECK_BUBBLE_MODEL") or "gpt-small"
+    ctx.schedules = env.get("PPB_GPU_CHECK_SCHEDULES") or "all"
+    for name, attr in (("PPB_GPU_CHECK_BUILD", "build"), ("PPB_GPU_CHECK_EMULATED", "emulator")):
+        if env.get(name):
+            p = (ROOT / env[name]).resolve()
+            if not p.is_dir():
+                raise UsageError(f"{name}: no folder {env[name]}")
+            setattr(ctx, attr, p)
+    return ctx
+
+
+def find_build(s, cuda_libs, wheel_libs):
+    """The build tree to check: PPB_GPU_CHECK_BUILD's, the bundle's, or one
+    built here; the gpu-labelled tests of a build tree from its ctest."""
+    ctx = s.ctx
+    archive = ROOT / "gpu-bundle" / "pipebench-gpu.tar.xz"
+    if ctx.build:
+        s.note("INFO", "build", f"the build tree PPB_GPU_CHECK_BUILD names: {ctx.build}")
+    elif archive.is_file():
+        ctx.build = unpack_bundle(s, archive)
+        if ctx.build:
+            return
+    if not ctx.build:
+        ctx.build = build_here(s, cuda_libs, wheel_libs)
+    if ctx.build and ctx.tests is None:
+        try:
+            ctx.tests = placed_tests(capture_build_tests(ctx.build), ctest_places(ctx.build, ROOT))
+        except (UsageError, OSError) as e:
+            ctx.tests_missing = f"no list of the gpu-labelled tests: {e}"
+
+
+def check(ctx):
+    """The whole check; the exit status."""
+    s = Session(ctx)
+    (ctx.out / "logs").mkdir(parents=True, exist_ok=True)
+    cuda_libs, wheel_libs = probe(s)
+    find_build(s, cuda_libs, wheel_libs)
+    if not ctx.build:
+        return s.finish()
+    if ctx.backend != "cuda":
+        s.note("INFO", "rehearsal", f"the {ctx.backend} backend stands in for the GPU;"
+                                    " device-only steps skip")
+    if ctx.emulator:
+        if not (ctx.emulator / "libcudart.so.13").is_file():
+            s.note("FAIL", "emulator", f"no libcudart.so.13 in {ctx.emulator}")
+            return s.finish()
+        prepend_path(ctx.env, "LD_LIBRARY_PATH", [str(ctx.emulator)])
+        ctx.env["OPENBLAS_NUM_THREADS"] = "1"
+        s.note("INFO", "rehearsal", f"the CUDA emulator in {ctx.emulator} stands in for the GPU"
+                                    f" (model {ctx.model}); steps needing NVIDIA's own libraries skip")
+    ctx.env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                    "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+    ctx.env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    listing = subprocess.run([str(ctx.pb), "list", "--json"], capture_output=True, text=True,
+                             env=ctx.env)
+    (ctx.out / "logs" / "list.json").write_text(listing.stdout + listing.stderr)
+    try:
+        ctx.listing = json.loads(listing.stdout)
+        if ctx.listing.get("schema") != LIST_SCHEMA:
+            raise ValueError(f"schema {ctx.listing.get('schema')!r}, expected {LIST_SCHEMA}")
+    except ValueError as e:
+        s.note("FAIL", "list", f"pipebench list --json: {e} (logs/list.json)")
+        return s.finish()
+    if not ctx.listed("collectors", "cupti"):
+        s.note("INFO", "sweep", "cupti collector not in this build: nvtx only")
+    if not ctx.listed("backends", ctx.backend):
+        raise UsageError("PPB_GPU_CHECK_BACKEND: no backend '%s' in this build (it has %s)" % (
+            ctx.backend, ", ".join(e["name"] for e in ctx.listing.get("backends", []))))
+    for step in STEPS:
+        if step.only and not CONDITIONS[step.only](ctx):
+            continue
+        r = run_step(ctx, step)
+        s.results.append(r)
+        print(">> %s %s %s" % (r.status, r.name, r.figures), flush=True)
+    return s.finish()
+
+
+def main(argv):
+    try:
+        if argv[1:2] == ["--capture-tests"]:
+            if len(argv) != 4:
+                raise UsageError("usage: gpu_check.py --capture-tests BUILD_DIR FILE")
+            write_json(Path(argv[3]), capture_build_tests(Path(argv[2]).resolve()))
+            return 0
+        if len(argv) > 1:
+            raise UsageError(f"unknown argument '{argv[1]}' (settings are environment"
+                             " variables: see ci/gpu_check.py's header)")
+        return check(settings())
+    except UsageError as e:
+        print(f"gpu-check: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
