@@ -259,6 +259,11 @@ TEST(RunOptions, PlantAndMinTime) {
   RunOptions cpu = o;
   cpu.backend = "cpu";
   EXPECT_EQ(message(cpu, 2), "--plant: the cpu backend can only add work (factor >= 1), got 0.9");
+  RunOptions cuda = o;  // a kernel after each action: it can only add work too
+  cuda.backend = "cuda";
+  EXPECT_EQ(message(cuda, 2), "--plant: the cuda backend can only add work (factor >= 1), got 0.9");
+  cuda.plant = "1:1.10";
+  EXPECT_DOUBLE_EQ(validate_run_options(cuda, 2).plant_factor, 1.1);
   RunOptions bad = o;
   bad.plant = "2:1.1";
   EXPECT_EQ(message(bad, 2), "--plant: stage 2 is not one of the 2 stages (0..1)");
