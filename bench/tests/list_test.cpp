@@ -10,6 +10,7 @@
 #include "cmd_list.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -87,6 +88,17 @@ TEST(ListJson, CarriesTheTraitsTheReportAndThePlannerRead) {
   const json::object& dev = doc.at("devices").as_array().back().as_object();
   EXPECT_EQ(dev.at("memory_bytes").as_int64(),
             device_preset(std::string(dev.at("name").as_string())).memory_bytes);
+}
+
+// What ci/suite reads to decide on its GPU sweep: the devices this process
+// sees, device 0's name, or why there is none (exactly one of the two).
+TEST(ListJson, SaysHowManyGpusThisProcessSeesOrWhyNone) {
+  const json::object gpus = parsed().at("gpus").as_object();
+  EXPECT_EQ(gpus.at("count").as_int64(), cuda::visible_devices());
+  EXPECT_EQ(gpus.at("why_not").as_string(), cuda::unusable_reason());
+  const bool some = gpus.at("count").as_int64() > 0;
+  EXPECT_EQ(some, gpus.at("why_not").as_string().empty());
+  EXPECT_EQ(some, !gpus.at("name").as_string().empty());
 }
 
 }  // namespace

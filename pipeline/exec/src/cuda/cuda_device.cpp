@@ -73,6 +73,13 @@ std::string unusable_reason() {
   return kWhy;
 }
 
+int visible_devices() {
+  if (!unusable_reason().empty()) return 0;
+  int devices = 0;
+  PPB_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  return devices;
+}
+
 DeviceBinding bind_device(int local_rank, int local_ranks) {
   PPB_CHECK(local_rank >= 0 && local_rank < local_ranks, "bind_device: local rank out of range");
   const std::string why = unusable_reason();

@@ -26,6 +26,10 @@ namespace ppb::cuda {
 /// the process runs).
 std::string unusable_reason();
 
+/// The CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies);
+/// 0 when none is usable (unusable_reason() says why).
+int visible_devices();
+
 /// The device a rank computes on.
 struct DeviceBinding {
   int device = -1;      ///< the CUDA device index this process uses
