@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "build_info.hpp"
 #include "cli.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
@@ -205,7 +206,8 @@ boost::json::object list_document() {
           {"collectors", std::move(collectors)},
           {"models", std::move(models)},
           {"devices", std::move(devices)},
-          {"gpus", {{"count", g.count}, {"name", g.name}, {"why_not", g.why_not}}}};
+          {"gpus", {{"count", g.count}, {"name", g.name}, {"why_not", g.why_not}}},
+          {"build", {{"git", build_info().git_revision}, {"cuda", build_info().with_cuda}}}};
 }
 
 void register_list(CLI::App& app) {
