@@ -12,6 +12,7 @@
 #include "run/noise.hpp"
 #include "run/progress.hpp"
 #include "run/rank_record.hpp"
+#include "run/rerun.hpp"
 #include "run/run_options.hpp"
 #include "run/sweep.hpp"
 
@@ -231,6 +232,36 @@ TEST(RunNoise, EveryStepsBubbleBusyAndSpread) {
   EXPECT_DOUBLE_EQ(s.samples_per_second.min, 3.0);     // 12 / 4
   EXPECT_DOUBLE_EQ(s.samples_per_second.max, 6.0);     // 12 / 2
   EXPECT_DOUBLE_EQ(s.bubble_ratio.mad, 0.0);
+}
+
+// --rerun measures a result again as it was measured: a bf16 result in
+// bf16 (the dtype is part of the work), and results of two dtypes are two
+// jobs.
+TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
+  auto recorded = [](const std::string& dtype, const std::string& schedule) {
+    Result r;
+    r.status = ResultStatus::kOk;
+    r.config.schedule = schedule;
+    r.config.partition = "layer";
+    r.config.stages = 2;
+    r.config.microbatches = 4;
+    r.config.model = "gpt-tiny";
+    r.config.backend = "cuda";
+    r.config.transport = "mpi";
+    r.config.iters = 5;
+    r.config.warmup = 1;
+    r.config.dtype = dtype;
+    r.environment.ranks = 2;
+    return r;
+  };
+  RunOptions given;
+  given.given = {"--rerun"};
+  const std::vector<RerunJob> jobs =
+      plan_reruns({{"a.json", recorded("bf16", "1f1b")}, {"b.json", recorded("fp32", "gpipe")}},
+                  given, 2, nullptr);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].options.dtype, "bf16");
+  EXPECT_EQ(jobs[1].options.dtype, "fp32");
 }
 
 TEST(RunOptions, PlantAndMinTime) {
