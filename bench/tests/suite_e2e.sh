@@ -103,7 +103,7 @@ before=$(find "$tmp" | sort | md5sum)
 bad "gates against a --baseline, and none was given" --regate "$tmp/fast"
 bad "--regate: no such folder '$tmp/none'" --regate "$tmp/none" --baseline "$tmp/nights/n1"
 bad "is part of --baseline '$tmp/nights'" --regate "$tmp/nights/n2" --baseline "$tmp/nights"
-bad "holds no cpu/, timed/ or dp/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
+bad "holds no cpu/, timed/, dp/ or cuda/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
 bad "--regate needs a results folder" --baseline "$tmp/nights/n1" --regate
 [[ $(find "$tmp" | sort | md5sum) == "$before" ]] || fail "a refused invocation wrote files"
 echo "ok"
