@@ -65,28 +65,9 @@ bad "PPB_GPU_SWEEP=on, but there is no GPU here: no CUDA device" CUDA_VISIBLE_DE
 bad "PPB_GPU_SWEEP: expected auto, on or off, got 'bogus'" PPB_GPU_SWEEP=bogus
 
 export PPB_CUDA_RANKS=2
-# check NAME WHAT CONDITION...: fails naming WHAT unless CONDITION holds;
-# skipped instead when the gate did not judge some timings of NAME (a busy
-# host): the test checks verdicts, and there was none.
-check() {
-  local name=$1 what=$2 why; shift 2
-  "$@" && return 0
-  why=$(grep -o "the host was busy[^;]*\|the machine itself ran[^;]*" "$tmp/$name.log" | head -1)
-  if [[ -n $why ]]; then
-    echo "SKIP: $name: the gate did not judge some timings ($why)"
-    exit 77
-  fi
-  fail "$name: $what"$'\n'"$(tail -40 "$tmp/$name.log")"
-}
-# suite NAME WANT_EXIT ARG...: ci/suite ARG... with its log in $tmp/NAME.log.
-suite() {
-  local name=$1 want=$2 code; shift 2
-  "$root/ci/suite" "$@" >"$tmp/$name.log" 2>&1
-  code=$?
-  echo "--- $name: ci/suite $* -> exit $code"
-  grep -E '^(suite: (cuda|--check|confirming|2 ranks)|gate|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)' "$tmp/$name.log"
-  check "$name" "exit $code, want $want" test "$code" -eq "$want"
-}
+# check and suite (suite_helpers.sh): ci/suite run and its verdicts checked.
+source "$root/bench/tests/suite_helpers.sh"
+suite_show='^(suite: (cuda|--check|confirming|2 ranks)|gate|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)'
 
 PPB_RESULTS=$tmp/nights/n1 suite n1 0
 grep -q "^suite: --check on every schedule: the first night of build" "$tmp/n1.log" ||
