@@ -10,9 +10,11 @@
 #include <optional>
 #include <string>
 
+#include "build_info.hpp"
 #include "cli.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -24,6 +26,21 @@ namespace {
 
 void print_row(const std::string& name, const std::string& help) {
   std::printf("  %-18s %s\n", name.c_str(), help.c_str());
+}
+
+// The CUDA devices this process sees (the cuda backend's ranks bind them).
+struct Gpus {
+  int count = 0;
+  std::string name;     // device 0's ("" without one)
+  std::string why_not;  // "" with one
+};
+
+Gpus visible_gpus() {
+  Gpus g;
+  g.count = cuda::visible_devices();
+  g.why_not = cuda::unusable_reason();
+  if (g.count > 0) g.name = cuda::device_facts(0).name;
+  return g;
 }
 
 void print_table() {
@@ -57,6 +74,12 @@ void print_table() {
     std::snprintf(help, sizeof help, "%.1f TFLOP/s peak, %.0f GB/s memory, %.0f GB/s link",
                   d.peak_flops / 1e12, d.mem_bandwidth / 1e9, d.link_bandwidth / 1e9);
     print_row(name, help);
+  }
+  const Gpus g = visible_gpus();
+  if (g.count > 0) {
+    std::printf("\ngpus: %d visible (device 0: %s)\n", g.count, g.name.c_str());
+  } else {
+    std::printf("\ngpus: none (%s)\n", g.why_not.c_str());
   }
 }
 
@@ -174,10 +197,17 @@ boost::json::object list_document() {
   }
   for (const std::string& name : model_preset_names()) models.push_back(model_json(name));
   for (const std::string& name : device_preset_names()) devices.push_back(device_json(name));
-  return {{"schema", "pipebench.list/1"},        {"schedules", std::move(schedules)},
-          {"partitions", std::move(partitions)}, {"backends", std::move(backends)},
-          {"transports", std::move(transports)}, {"collectors", std::move(collectors)},
-          {"models", std::move(models)},         {"devices", std::move(devices)}};
+  const Gpus g = visible_gpus();
+  return {{"schema", "pipebench.list/1"},
+          {"schedules", std::move(schedules)},
+          {"partitions", std::move(partitions)},
+          {"backends", std::move(backends)},
+          {"transports", std::move(transports)},
+          {"collectors", std::move(collectors)},
+          {"models", std::move(models)},
+          {"devices", std::move(devices)},
+          {"gpus", {{"count", g.count}, {"name", g.name}, {"why_not", g.why_not}}},
+          {"build", {{"git", build_info().git_revision}, {"cuda", build_info().with_cuda}}}};
 }
 
 void register_list(CLI::App& app) {

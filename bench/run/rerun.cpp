@@ -32,6 +32,7 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   const ResultConfig& c = r.config;
   RunOptions o;
   o.model = c.model;
+  o.dtype = c.dtype.empty() ? RunOptions{}.dtype : c.dtype;
   o.backend = c.backend;
   o.transport = c.transport;
   o.device = c.device.empty() ? RunOptions{}.device : c.device;
@@ -62,10 +63,10 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
 // The settings that make two results one job: every flag recorded_options sets.
 std::string settings_key(const RunOptions& o) {
   std::ostringstream s;
-  s << o.model << '|' << o.backend << '|' << o.transport << '|' << o.device << '|' << o.seed << '|'
-    << o.time_scale << '|' << o.iters << '|' << o.warmup << '|' << o.min_time << '|' << o.max_iters
-    << '|' << o.check << '|' << o.profile << '|' << o.memory_budget << '|' << o.memory_guard << '|'
-    << o.plant << '|' << o.stages << '|' << o.rank_order;
+  s << o.model << '|' << o.dtype << '|' << o.backend << '|' << o.transport << '|' << o.device << '|'
+    << o.seed << '|' << o.time_scale << '|' << o.iters << '|' << o.warmup << '|' << o.min_time
+    << '|' << o.max_iters << '|' << o.check << '|' << o.profile << '|' << o.memory_budget << '|'
+    << o.memory_guard << '|' << o.plant << '|' << o.stages << '|' << o.rank_order;
   return s.str();
 }
 

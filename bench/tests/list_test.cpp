@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "build_info.hpp"
 #include "cmd_list.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -87,6 +89,21 @@ TEST(ListJson, CarriesTheTraitsTheReportAndThePlannerRead) {
   const json::object& dev = doc.at("devices").as_array().back().as_object();
   EXPECT_EQ(dev.at("memory_bytes").as_int64(),
             device_preset(std::string(dev.at("name").as_string())).memory_bytes);
+}
+
+// What ci/suite reads to decide on its GPU sweep: the devices this process
+// sees, device 0's name, or why there is none (exactly one of the two); the
+// revision results of this binary record.
+TEST(ListJson, SaysHowManyGpusThisProcessSeesOrWhyNone) {
+  const json::object gpus = parsed().at("gpus").as_object();
+  EXPECT_EQ(gpus.at("count").as_int64(), cuda::visible_devices());
+  EXPECT_EQ(gpus.at("why_not").as_string(), cuda::unusable_reason());
+  const bool some = gpus.at("count").as_int64() > 0;
+  EXPECT_EQ(some, gpus.at("why_not").as_string().empty());
+  EXPECT_EQ(some, !gpus.at("name").as_string().empty());
+  const json::object build = parsed().at("build").as_object();
+  EXPECT_EQ(build.at("git").as_string(), build_info().git_revision);
+  EXPECT_EQ(build.at("cuda").as_bool(), build_info().with_cuda);
 }
 
 }  // namespace

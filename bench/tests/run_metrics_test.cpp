@@ -12,6 +12,7 @@
 #include "run/noise.hpp"
 #include "run/progress.hpp"
 #include "run/rank_record.hpp"
+#include "run/rerun.hpp"
 #include "run/run_options.hpp"
 #include "run/sweep.hpp"
 
@@ -233,6 +234,36 @@ TEST(RunNoise, EveryStepsBubbleBusyAndSpread) {
   EXPECT_DOUBLE_EQ(s.bubble_ratio.mad, 0.0);
 }
 
+// --rerun measures a result again as it was measured: a bf16 result in
+// bf16 (the dtype is part of the work), and results of two dtypes are two
+// jobs.
+TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
+  auto recorded = [](const std::string& dtype, const std::string& schedule) {
+    Result r;
+    r.status = ResultStatus::kOk;
+    r.config.schedule = schedule;
+    r.config.partition = "layer";
+    r.config.stages = 2;
+    r.config.microbatches = 4;
+    r.config.model = "gpt-tiny";
+    r.config.backend = "cuda";
+    r.config.transport = "mpi";
+    r.config.iters = 5;
+    r.config.warmup = 1;
+    r.config.dtype = dtype;
+    r.environment.ranks = 2;
+    return r;
+  };
+  RunOptions given;
+  given.given = {"--rerun"};
+  const std::vector<RerunJob> jobs =
+      plan_reruns({{"a.json", recorded("bf16", "1f1b")}, {"b.json", recorded("fp32", "gpipe")}},
+                  given, 2, nullptr);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].options.dtype, "bf16");
+  EXPECT_EQ(jobs[1].options.dtype, "fp32");
+}
+
 TEST(RunOptions, PlantAndMinTime) {
   RunOptions o;
   o.schedules = "1f1b";
@@ -259,6 +290,11 @@ TEST(RunOptions, PlantAndMinTime) {
   RunOptions cpu = o;
   cpu.backend = "cpu";
   EXPECT_EQ(message(cpu, 2), "--plant: the cpu backend can only add work (factor >= 1), got 0.9");
+  RunOptions cuda = o;  // a kernel after each action: it can only add work too
+  cuda.backend = "cuda";
+  EXPECT_EQ(message(cuda, 2), "--plant: the cuda backend can only add work (factor >= 1), got 0.9");
+  cuda.plant = "1:1.10";
+  EXPECT_DOUBLE_EQ(validate_run_options(cuda, 2).plant_factor, 1.1);
   RunOptions bad = o;
   bad.plant = "2:1.1";
   EXPECT_EQ(message(bad, 2), "--plant: stage 2 is not one of the 2 stages (0..1)");

@@ -21,33 +21,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export PPB_PIPEBENCH=$pb PPB_SCHEDULES=1f1b,gpipe PPB_CPU_PARTITIONS=layer \
   PPB_TIMED_PARTITIONS=layer PPB_CPU_RANKS=2 PPB_TIMED_RANKS=2 PPB_CPU_MICROBATCHES=4 \
   PPB_TIMED_MICROBATCHES=8 PPB_TIMED_MODEL=gpt-tiny PPB_CPU_ITERS=6 PPB_TIMED_ITERS=10 \
-  PPB_MIN_TIME=0 PPB_DP_RUN=0
-unset PPB_BASELINE PPB_PLANT_CPU PPB_PLANT_TIMED PPB_RESULTS
+  PPB_MIN_TIME=0 PPB_DP_RUN=0 PPB_GPU_SWEEP=off
+unset PPB_BASELINE PPB_PLANT_CPU PPB_PLANT_TIMED PPB_PLANT_CUDA PPB_RESULTS
 
-# check NAME WHAT CONDITION...: fails naming WHAT unless CONDITION holds;
-# skipped instead when the gate did not judge some timings of NAME (a busy
-# host, or a cpu rank's machine at another speed): the test checks verdicts,
-# and there was none. A wrong verdict still fails.
-check() {
-  local name=$1 what=$2 why; shift 2
-  "$@" && return 0
-  why=$(grep -o "the host was busy[^;]*\|the machine itself ran[^;]*" "$tmp/$name.log" | head -1)
-  if [[ -n $why ]]; then
-    echo "SKIP: $name: the gate did not judge some timings ($why)"
-    exit 77
-  fi
-  fail "$name: $what"$'\n'"$(tail -40 "$tmp/$name.log")"
-}
-
-# suite NAME WANT_EXIT ARG...: ci/suite ARG... with its log in $tmp/NAME.log.
-suite() {
-  local name=$1 want=$2 code; shift 2
-  "$root/ci/suite" "$@" >"$tmp/$name.log" 2>&1
-  code=$?
-  echo "--- $name: ci/suite $* -> exit $code"
-  grep -E '^(suite: confirming|gate|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)' "$tmp/$name.log"
-  check "$name" "exit $code, want $want" test "$code" -eq "$want"
-}
+# check and suite (suite_helpers.sh): ci/suite run and its verdicts checked.
+source "$root/bench/tests/suite_helpers.sh"
 
 PPB_RESULTS=$tmp/nights/n1 suite n1 0
 PPB_RESULTS=$tmp/nights/n2 suite n2 0 --baseline "$tmp/nights/n1"
@@ -103,7 +81,7 @@ before=$(find "$tmp" | sort | md5sum)
 bad "gates against a --baseline, and none was given" --regate "$tmp/fast"
 bad "--regate: no such folder '$tmp/none'" --regate "$tmp/none" --baseline "$tmp/nights/n1"
 bad "is part of --baseline '$tmp/nights'" --regate "$tmp/nights/n2" --baseline "$tmp/nights"
-bad "holds no cpu/, timed/ or dp/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
+bad "holds no cpu/, timed/, dp/ or cuda/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
 bad "--regate needs a results folder" --baseline "$tmp/nights/n1" --regate
 [[ $(find "$tmp" | sort | md5sum) == "$before" ]] || fail "a refused invocation wrote files"
 echo "ok"

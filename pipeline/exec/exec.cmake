@@ -41,6 +41,7 @@ if(PPB_HAVE_CUDA)
     src/cuda/kernels.cu
     src/cuda/blas.cpp
     src/cuda/device_pool.cpp
+    src/cuda/device_plant.cpp
     src/cuda/cuda_chunk.cpp
     src/cuda/backend_cuda.cpp
   )

@@ -2,11 +2,11 @@
 # registry entry, refusal without a device, out-of-memory exception, byte
 # layouts. Its math on a GPU (label gpu, CUDA builds): CudaChunk against the
 # cpu model, and the reduction kernels against their promised order and
-# double sums; each case skips, saying why, where no device is usable.
+# double sums, a planted slowdown against its factor; each case skips, saying why, where no device is usable.
 ppb_add_gtest(ppb_cuda_test SOURCES cuda_test.cpp LIBS ppb::exec ppb::core LABELS unit)
 target_include_directories(ppb_cuda_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 if(PPB_HAVE_CUDA)
-  add_executable(ppb_cuda_gpu_test cuda_gpu_test.cpp cuda_kernels_gpu_test.cpp)
+  add_executable(ppb_cuda_gpu_test cuda_gpu_test.cpp cuda_kernels_gpu_test.cpp cuda_plant_gpu_test.cpp)
   target_include_directories(ppb_cuda_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
   target_link_libraries(ppb_cuda_gpu_test PRIVATE ppb::exec ppb::core CUDA::cublas GTest::gtest
                                                   GTest::gtest_main ppb::warnings)

@@ -160,6 +160,15 @@ ResultEntry make_entry(std::string source, Result result) {
   if (result.metrics && !result.metrics->peak_memory_bytes.device_profiler.empty())
     e.config_key += " device_profiler=" + result.metrics->peak_memory_bytes.device_profiler;
   e.setup_key = setup_key(result.config);
+  // Ranks taking turns on one GPU measure the shared device, not a pipeline
+  // of devices: a run is compared only with runs of the same sharing (0:
+  // not recorded, a run without a GPU or from before the field).
+  if (result.environment.ranks_per_gpu > 0) {
+    const std::string sharing =
+        " ranks_per_gpu=" + std::to_string(result.environment.ranks_per_gpu);
+    e.config_key += sharing;
+    e.setup_key += sharing;
+  }
   e.label = config_label(result.config);
   e.result = std::move(result);
   return e;

@@ -163,10 +163,13 @@ std::string match_key(const ResultEntry& e) { return e.machine + " # " + e.confi
 // The match key without the time scale: the same combination run at
 // another scale (the timed backend's wall seconds per modelled second).
 // Its timings are not comparable, but it is not a new combination either.
+// What make_entry adds after the config's own key (the device profiler,
+// the GPU sharing) stays: a run of another sharing is another combination.
 std::string scale_free_key(const ResultEntry& e) {
   ResultConfig c = e.result.config;
   c.time_scale = 0;
-  return e.machine + " # " + config_key(c);
+  const std::string measured = e.config_key.substr(config_key(e.result.config).size());
+  return e.machine + " # " + config_key(c) + measured;
 }
 
 // Why a combination whose history ran at another time scale is kept out.

@@ -174,6 +174,7 @@ Result make_fixture(const FixtureSpec& f) {
   r.environment.cpu = "Fixture CPU @ 2.0GHz";
   r.environment.cores = 2;
   r.environment.oversubscribed = f.oversubscribed;
+  r.environment.ranks_per_gpu = f.ranks_per_gpu;
   return r;
 }
 

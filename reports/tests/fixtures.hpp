@@ -50,6 +50,7 @@ struct FixtureSpec {
   std::string plant;            ///< config.plant
   double time_scale = 0;        ///< config.time_scale (0: not recorded)
   bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
+  int ranks_per_gpu = 0;        ///< environment.ranks_per_gpu (0: not recorded)
   double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)
   /// metrics.speed_probe_seconds_per_stage: each stage's probe after each
   /// timed step, `probe` seconds +/- 0.5% (0: absent); stage `probe_stage`

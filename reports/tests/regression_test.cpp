@@ -262,6 +262,29 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
   EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
 }
 
+// Ranks taking turns on one GPU measure another thing than one rank per
+// GPU: tonight's two ranks per GPU are gated against the night of the same
+// sharing (n1, unchanged: no change) and never against the night of one
+// rank per GPU between (n2, 40% slower: neither an improvement nor
+// "another time scale"); n2's combinations are missing tonight.
+TEST(ReportGate, RanksSharingAGpuAreGatedOnlyAgainstNightsOfTheSameSharing) {
+  const auto sharing = [](int ranks_per_gpu, double slow) {
+    std::vector<FixtureSpec> s = two(slow, slow);
+    for (FixtureSpec& f : s) f.ranks_per_gpu = ranks_per_gpu;
+    return s;
+  };
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, sharing(2, 1.0));
+  night(root, "n2", 2, sharing(1, 1.4));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, sharing(2, 1.0));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.count(RegressionStatus::kPass), 2);
+  EXPECT_EQ(s.count(RegressionStatus::kImproved), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kMissing), 2);
+  EXPECT_EQ(s.regressions(), 0);
+}
+
 // The timed backend's default scale once made a two-chunk schedule's
 // chunks sleep a whole stage's time at twice the one-chunk scale; its fix
 // changed every combination's scale. Rows at another scale than their

@@ -2,7 +2,10 @@
 // pipebench calls, with CUDA's semantics (emu.hpp says how each thing is
 // modelled and what is checked). Environment: PPB_CUDAEMU_DEVICES (default
 // 1) devices of PPB_CUDAEMU_MEMORY bytes each (default 8 GiB; a K, M or G
-// suffix), fewer where CUDA_VISIBLE_DEVICES lists fewer (empty: none).
+// suffix), fewer where CUDA_VISIBLE_DEVICES lists fewer (empty: none);
+// PPB_CUDAEMU_LOSE_AFTER=N (default 0: never) loses the device at this
+// process's N-th kernel launch, as a GPU that falls off the bus: that launch
+// and every later call fail (cudaErrorLaunchFailure), said once on stderr.
 #include <cuda_runtime_api.h>
 #include <cxxabi.h>
 
@@ -119,6 +122,8 @@ struct Runtime {
   std::unordered_map<const void*, std::string> functions;
   std::unordered_map<std::string, Twin> twins;
   std::atomic<bool> faulted{false};  // a kernel fault: every later call fails, as on a GPU
+  size_t lose_after = 0;             // PPB_CUDAEMU_LOSE_AFTER (0: never)
+  std::atomic<size_t> launches{0};
   std::atomic<const ActivityHooks*> hooks{nullptr};
   std::atomic<uint32_t> correlations{0};  // ids of the calls that issued work
   std::atomic<uint32_t> stream_ids{13};
@@ -128,6 +133,7 @@ struct Runtime {
     const size_t capacity = env_count("PPB_CUDAEMU_MEMORY", size_t{8} << 30, true, kMaxDeviceBytes);
     devices.resize(static_cast<size_t>(n));
     for (Device& d : devices) d.capacity = capacity;
+    lose_after = env_count("PPB_CUDAEMU_LOSE_AFTER", 0, false, size_t{1} << 40);
     visible = n;
     if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd != nullptr) {
       // Entries that name an emulated device, up to the first that does not
@@ -560,6 +566,14 @@ cudaError_t launch(const Kernel* k, dim3 grid, dim3 block, void** args, size_t s
                    cudaStream_t s) {
   if (k == nullptr) return fail(cudaErrorInvalidDeviceFunction);
   if (rt().faulted) return fail(cudaErrorLaunchFailure);
+  if (rt().lose_after > 0 && rt().launches.fetch_add(1) + 1 >= rt().lose_after) {
+    if (!rt().faulted.exchange(true)) {
+      complain("device " + std::to_string(t_device) + " lost at kernel launch " +
+               std::to_string(rt().lose_after) +
+               " (PPB_CUDAEMU_LOSE_AFTER): every later call fails");
+    }
+    return fail(cudaErrorLaunchFailure);
+  }
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
       grid.y > 65535 || grid.z > 65535 || block.z > 64) {

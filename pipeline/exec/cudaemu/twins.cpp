@@ -96,6 +96,8 @@ const bool kRegistered = [] {
   PPB_TWIN_T(ppb_sgd);
   PPB_TWIN_T(ppb_to_storage);
   PPB_TWIN_T(ppb_to_float);
+  PPB_TWIN(ppb_plant_mark);
+  PPB_TWIN(ppb_plant_spin);
   return true;
 }();
 

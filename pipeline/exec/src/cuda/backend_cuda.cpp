@@ -20,6 +20,7 @@
 
 #include "cuda/blas.hpp"
 #include "cuda/cuda_chunk.hpp"
+#include "cuda/device_plant.hpp"
 #include "cuda/device_pool.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
@@ -161,6 +162,7 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   TrackedBuffer blas_workspace_;
   std::unique_ptr<cuda::Blas> blas_;
   std::vector<std::unique_ptr<CudaChunk>> chunks_;
+  std::unique_ptr<cuda::DevicePlant> plant_;  // BackendConfig::plant_factor
   EventPool timed_events_{cudaEventDefault};
   EventPool copy_events_{cudaEventDisableTiming};
   std::deque<Pending> pending_;                              // compute tickets not yet reported
@@ -175,9 +177,6 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
 CudaBackend::CudaBackend(const BackendConfig& config) {
   if (std::string why = cuda::unusable_reason(); !why.empty()) {
     throw UsageError("--backend cuda: " + why);
-  }
-  if (config.plant_factor != 1) {
-    throw UsageError("--plant: the cuda backend does not plant slowdowns (cpu and timed do)");
   }
   PPB_CHECK(static_cast<int>(config.parts.size()) == config.stages * config.chunks,
             "cuda backend: parts must hold stages * chunks ranges");
@@ -221,6 +220,7 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
     const UnitRange range = config.chunk_units(c);
     chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));
   }
+  plant_ = std::make_unique<cuda::DevicePlant>(config.plant_factor, compute_);
   (void)stream_now();
 }
 
@@ -230,6 +230,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaStreamSynchronize(copy_);
   chunks_.clear();
   blas_.reset();
+  plant_.reset();
   (void)cudaStreamSynchronize(compute_);
   blas_workspace_ = TrackedBuffer();
   for (const Pending& p : pending_) {
@@ -329,7 +330,9 @@ StreamTicket CudaBackend::enqueue(const ActionCall& call) {
   PPB_CUDA_CHECK(cudaEventRecord(p.start, compute_));
   if (oom_.empty()) {
     try {
+      plant_->before_action();
       run(call);
+      plant_->after_action();
     } catch (const cuda::OutOfMemory& e) {
       record_oom(e.what());
     }

@@ -66,11 +66,26 @@ std::string nvml_driver_version() {
   return out;
 }
 
+// The device bind_device bound, for the message of a failed call: "GPU 0
+// (0000:3B:00.0)"; "" before binding. Set once per process, before any
+// call that can fail on the device.
+std::string& bound_device() {
+  static std::string text;
+  return text;
+}
+
 }  // namespace
 
 std::string unusable_reason() {
   static const std::string kWhy = probe();
   return kWhy;
+}
+
+int visible_devices() {
+  if (!unusable_reason().empty()) return 0;
+  int devices = 0;
+  PPB_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  return devices;
 }
 
 DeviceBinding bind_device(int local_rank, int local_ranks) {
@@ -83,6 +98,9 @@ DeviceBinding bind_device(int local_rank, int local_ranks) {
   PPB_CUDA_CHECK(cudaGetDeviceCount(&b.devices));
   b.device = local_rank % b.devices;
   PPB_CUDA_CHECK(cudaSetDevice(b.device));
+  char bus[64] = {};
+  PPB_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, b.device));
+  bound_device() = "GPU " + std::to_string(b.device) + " (" + bus + ")";
   return b;
 }
 
@@ -128,9 +146,10 @@ void cuda_call_failed(int code, const char* call, const char* file, int line) {
     }
     throw OutOfMemory(what);
   }
+  const std::string on = bound_device().empty() ? "" : " on " + bound_device();
   char text[1024];
-  std::snprintf(text, sizeof text, "CUDA error in %s at %s:%d: %s (%d): %s", call, file, line,
-                cudaGetErrorName(rc), code, cudaGetErrorString(rc));
+  std::snprintf(text, sizeof text, "CUDA error%s in %s at %s:%d: %s (%d): %s", on.c_str(), call,
+                file, line, cudaGetErrorName(rc), code, cudaGetErrorString(rc));
   abort_job(text, 1);
 }
 

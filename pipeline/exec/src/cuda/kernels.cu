@@ -251,4 +251,15 @@ void to_float(Dtype dt, const void* src, float* dst, int64_t n, cudaStream_t s) 
   check_launch();
 }
 
+void plant_mark(uint64_t* slot, cudaStream_t s) {
+  device::ppb_plant_mark<<<1, kThreads, 0, s>>>(slot);
+  check_launch();
+}
+
+void plant_spin(const uint64_t* slot, double extra, cudaStream_t s) {
+  PPB_CHECK(extra >= 0, "plant_spin: extra must be >= 0");
+  device::ppb_plant_spin<<<1, kThreads, 0, s>>>(slot, extra);
+  check_launch();
+}
+
 }  // namespace ppb::cuda

@@ -97,4 +97,14 @@ void to_storage(Dtype dt, const float* src, void* dst, int64_t n, cudaStream_t s
 /// dst (fp32) = src (storage dtype), n elements.
 void to_float(Dtype dt, const void* src, float* dst, int64_t n, cudaStream_t s);
 
+/// A planted slowdown (pipebench run --plant), one launch each, one thread
+/// at work:
+/// plant_mark stores the device clock (ns) in *slot when the stream reaches
+/// it; plant_spin, enqueued after the work to slow down, spins until
+/// `extra` x (its start - *slot) has passed again. Between the two the
+/// stream's work takes (1 + extra) times as long, with no host wait.
+/// REQUIRES: extra >= 0; slot is device memory of one uint64_t.
+void plant_mark(uint64_t* slot, cudaStream_t s);
+void plant_spin(const uint64_t* slot, double extra, cudaStream_t s);
+
 }  // namespace ppb::cuda

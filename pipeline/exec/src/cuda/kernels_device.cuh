@@ -15,6 +15,7 @@
 
 #include <cuda_bf16.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 
@@ -388,6 +389,41 @@ __global__ void ppb_to_storage(const float* src, T* dst, int64_t n) {
 template <class T>
 __global__ void ppb_to_float(const T* src, float* dst, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = to_f(src[i]);
+}
+
+// --- a planted slowdown (pipebench run --plant) ------------------------------
+
+// The device's nanosecond clock: %globaltimer on a GPU; compiled as host
+// code (the emulator's twins), the host's steady clock, which the
+// emulator's stream workers run on.
+__device__ inline uint64_t clock_ns() {
+#if defined(__CUDA_ARCH__)
+  uint64_t t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+#endif
+}
+
+// One block (of kThreads, as every launch), thread 0 alone: *start = now,
+// when the stream reaches the action's start.
+__global__ void ppb_plant_mark(uint64_t* start) {
+  if (threadIdx.x == 0) *start = clock_ns();
+}
+
+// One block, thread 0 alone: spins until extra x (the time since *start)
+// has passed again, so that the action it follows takes (1 + extra) times
+// as long on its stream.
+__global__ void ppb_plant_spin(const uint64_t* start, double extra) {
+  if (threadIdx.x != 0) return;
+  const uint64_t now = clock_ns();
+  const uint64_t took = now > *start ? now - *start : 0;
+  const uint64_t end = now + static_cast<uint64_t>(extra * static_cast<double>(took));
+  while (clock_ns() < end) {
+  }
 }
 
 }  // namespace ppb::cuda::device

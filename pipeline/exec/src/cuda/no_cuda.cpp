@@ -15,6 +15,8 @@ std::string unusable_reason() {
   return "built without CUDA (PPB_WITH_CUDA=OFF or no CUDA toolkit at configure time)";
 }
 
+int visible_devices() { return 0; }
+
 DeviceBinding bind_device(int /*local_rank*/, int /*local_ranks*/) {
   throw UsageError(unusable_reason());
 }

@@ -27,12 +27,13 @@ struct ResultEntry {
   std::string build;    ///< git revision, compiler, build type
   std::string group;    ///< machine @ build @ backend @ work: results of one group are comparable
   std::string work;     ///< work_label: what one step computes ("gpt-tiny, mbs 2, fp32")
-  /// Every config field that makes a combination distinct, and the device
+  /// Every config field that makes a combination distinct, the device
   /// profiler attached to its memory figures (a run with CUPTI and one
-  /// without are two measurements, both kept).
+  /// without are two measurements, both kept) and how many ranks shared a
+  /// GPU (environment.ranks_per_gpu, when recorded).
   std::string config_key;
   std::string setup_key;  ///< config_key without the schedule's own fields (schedule, inflight,
-                          ///< chunks, sync_warmup, memory_guard, batches)
+                          ///< chunks, sync_warmup, memory_guard, batches) nor device_profiler
   std::string label;      ///< "1f1b x balanced P=4 M=8" (+ N, V, K, budget when set)
 };
 

@@ -142,7 +142,8 @@ struct BackendConfig {
   double time_scale = 0;
   /// A slowdown planted to test the regression gate: this stage's actions
   /// take plant_factor times as long (timed: longer or shorter sleeps; cpu:
-  /// extra real work after each action, so >= 1). 1 = none.
+  /// extra real work after each action; cuda: a kernel after each action on
+  /// its stream; so >= 1 for both). 1 = none.
   double plant_factor = 1;
   /// cuda: this rank among the ranks of its node (ppb::node_local) and how
   /// many there are; the node-local rank picks the GPU.

@@ -26,6 +26,10 @@ namespace ppb::cuda {
 /// the process runs).
 std::string unusable_reason();
 
+/// The CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies);
+/// 0 when none is usable (unusable_reason() says why).
+int visible_devices();
+
 /// The device a rank computes on.
 struct DeviceBinding {
   int device = -1;      ///< the CUDA device index this process uses
@@ -69,7 +73,8 @@ class OutOfMemory : public std::runtime_error {
 /// Used by PPB_CUDA_CHECK. cudaErrorMemoryAllocation throws OutOfMemory
 /// ("CUDA out of memory in <call> at <file>:<line>: <free> of <total> bytes
 /// free"); every other code prints
-///   "pipebench[r<rank>]: CUDA error in <call> at <file>:<line>: <name> (<code>): <string>"
+///   "pipebench[r<rank>]: CUDA error on GPU <d> (<bus id>) in <call> at <file>:<line>: <name>
+///   (<code>): <string>" (the GPU once bind_device bound one)
 /// and ends the job (MPI_Abort when MPI is up, else exit 1).
 [[noreturn]] void cuda_call_failed(int code, const char* call, const char* file, int line);
 
