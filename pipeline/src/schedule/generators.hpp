@@ -2,6 +2,8 @@
 // and the small helpers they share. registry.cpp lists them (one line each).
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,9 +14,14 @@ namespace ppb::schedule_detail {
 
 /// A generator: REQUIRES the common checks of registry.cpp passed (P, M >= 1,
 /// V == 1 unless the schedule uses chunks (or has fixed ones: it then sets
-/// V itself), batches == 1 unless pipedream).
-/// Throws UsageError for parameters only this schedule rejects.
+/// V itself), batches == 1 unless pipedream) and its own Problem, if any,
+/// found none.
 using Generator = Schedule (*)(const ScheduleParams&);
+
+/// What a schedule refuses beyond the common checks: the message, naming the
+/// flag ("--microbatches: dualpipe-v needs ..."), or nullopt. `name` is the
+/// schedule's registered name.
+using Problem = std::optional<std::string> (*)(const ScheduleParams& p, std::string_view name);
 
 Schedule generate_gpipe(const ScheduleParams& p);
 Schedule generate_1f1b(const ScheduleParams& p);
@@ -31,6 +38,12 @@ Schedule generate_dualpipe_v(const ScheduleParams& p);
 Schedule generate_zb_1p(const ScheduleParams& p);
 Schedule generate_zb_2p(const ScheduleParams& p);
 
+std::optional<std::string> hybrid_problem(const ScheduleParams& p, std::string_view name);
+std::optional<std::string> interleaved_1f1b_problem(const ScheduleParams& p, std::string_view name);
+std::optional<std::string> dualpipe_v_problem(const ScheduleParams& p, std::string_view name);
+/// zb-1p, zb-2p: --wgrad-share in (0, 1], finite pass times.
+std::optional<std::string> zb_auto_problem(const ScheduleParams& p, std::string_view name);
+
 /// An empty schedule with P lists and the sizes of `p`.
 Schedule make_schedule(std::string_view name, const ScheduleParams& p);
 
@@ -39,8 +52,11 @@ Schedule make_schedule(std::string_view name, const ScheduleParams& p);
 /// state), then the remaining backwards. warmup is clamped to 0..count.
 void append_one_f_one_b(std::vector<Action>& out, int first, int count, int warmup);
 
+/// async-1f1b, adaptive (and hybrid's first check): --inflight >= 0.
+std::optional<std::string> inflight_problem(const ScheduleParams& p, std::string_view schedule);
+
 /// The in-flight limit N of async-1f1b/adaptive/hybrid: p.inflight, or P when
-/// 0. Throws UsageError "--inflight: ..." when negative.
-int resolve_inflight(const ScheduleParams& p, std::string_view schedule);
+/// 0. REQUIRES: inflight_problem(p) found none.
+int resolve_inflight(const ScheduleParams& p);
 
 }  // namespace ppb::schedule_detail
