@@ -1,5 +1,7 @@
-// Private to pipeline/src/schedule: the generator functions, one per file,
-// and the small helpers they share. registry.cpp lists them (one line each).
+// Private to pipeline/src/schedule: what a generator file defines (a
+// Generator, and a Problem when the schedule refuses more than the common
+// checks) and the small helpers generators share. registry.cpp declares each
+// schedule's functions beside its entry; nothing here lists schedules.
 #pragma once
 
 #include <optional>
@@ -22,27 +24,6 @@ using Generator = Schedule (*)(const ScheduleParams&);
 /// flag ("--microbatches: dualpipe-v needs ..."), or nullopt. `name` is the
 /// schedule's registered name.
 using Problem = std::optional<std::string> (*)(const ScheduleParams& p, std::string_view name);
-
-Schedule generate_gpipe(const ScheduleParams& p);
-Schedule generate_1f1b(const ScheduleParams& p);
-Schedule generate_async_1f1b(const ScheduleParams& p);
-Schedule generate_sync_1f1b(const ScheduleParams& p);
-Schedule generate_hybrid(const ScheduleParams& p);
-Schedule generate_adaptive(const ScheduleParams& p);
-Schedule generate_pipedream(const ScheduleParams& p);
-Schedule generate_interleaved_1f1b(const ScheduleParams& p);
-Schedule generate_zb_h1(const ScheduleParams& p);
-Schedule generate_zb_h2(const ScheduleParams& p);
-Schedule generate_zb_v(const ScheduleParams& p);
-Schedule generate_dualpipe_v(const ScheduleParams& p);
-Schedule generate_zb_1p(const ScheduleParams& p);
-Schedule generate_zb_2p(const ScheduleParams& p);
-
-std::optional<std::string> hybrid_problem(const ScheduleParams& p, std::string_view name);
-std::optional<std::string> interleaved_1f1b_problem(const ScheduleParams& p, std::string_view name);
-std::optional<std::string> dualpipe_v_problem(const ScheduleParams& p, std::string_view name);
-/// zb-1p, zb-2p: --wgrad-share in (0, 1], finite pass times.
-std::optional<std::string> zb_auto_problem(const ScheduleParams& p, std::string_view name);
 
 /// An empty schedule with P lists and the sizes of `p`.
 Schedule make_schedule(std::string_view name, const ScheduleParams& p);

@@ -12,6 +12,32 @@
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
+
+// Each schedule's generator file (and what it refuses beyond the common
+// checks), declared here beside its entry below: a new schedule is its file
+// and these two lines.
+namespace schedule_detail {
+Schedule generate_sync_1f1b(const ScheduleParams& p);
+Schedule generate_async_1f1b(const ScheduleParams& p);
+Schedule generate_1f1b(const ScheduleParams& p);
+Schedule generate_gpipe(const ScheduleParams& p);
+Schedule generate_pipedream(const ScheduleParams& p);
+Schedule generate_hybrid(const ScheduleParams& p);
+std::optional<std::string> hybrid_problem(const ScheduleParams& p, std::string_view name);
+Schedule generate_adaptive(const ScheduleParams& p);
+Schedule generate_interleaved_1f1b(const ScheduleParams& p);
+std::optional<std::string> interleaved_1f1b_problem(const ScheduleParams& p, std::string_view name);
+Schedule generate_zb_h1(const ScheduleParams& p);
+Schedule generate_zb_h2(const ScheduleParams& p);
+Schedule generate_zb_1p(const ScheduleParams& p);
+Schedule generate_zb_2p(const ScheduleParams& p);
+/// zb-1p, zb-2p: --wgrad-share in (0, 1], finite pass times.
+std::optional<std::string> zb_auto_problem(const ScheduleParams& p, std::string_view name);
+Schedule generate_zb_v(const ScheduleParams& p);
+Schedule generate_dualpipe_v(const ScheduleParams& p);
+std::optional<std::string> dualpipe_v_problem(const ScheduleParams& p, std::string_view name);
+}  // namespace schedule_detail
+
 namespace {
 
 using schedule_detail::Generator;
