@@ -307,6 +307,30 @@ void fields(V& v, A& x) {
   v.required("bubble_ratio_pipeline", x.bubble_ratio_pipeline);
 }
 
+/// metrics. bubble_ratio's `samples` is the gate's, written and read beside
+/// this list (write_gate_fields); all-reduce's `seconds` stands beside its
+/// object as allreduce_seconds.
+template <class V, Is<ResultMetrics> M>
+void fields(V& v, M& m) {
+  v.required("samples_per_second", m.samples_per_second, 0);
+  v.required("step_time_seconds", m.step_time_seconds);
+  v.required("bubble_ratio", m.bubble_ratio);
+  v.required("bubble_overhead", m.bubble_overhead);
+  v.required("peak_memory_bytes", m.peak_memory_bytes);
+  v.optional("theory", m.theory);
+  v.optional("check", m.check);
+  v.optional("memory_guard", m.memory_guard);
+  v.optional_if_any("collectors", m.collectors);
+  v.optional("device", m.device);
+  // The regression gate's figures of a run's noise, and data parallelism's:
+  // all optional, so files written before them still load.
+  v.optional("foreign_cpu", m.foreign_cpu);
+  v.nullable_per_stage("busy_seconds_per_stage", m.busy_seconds_per_stage, PerStage::kOptional);
+  v.nullable_per_stage_if_any("speed_probe_seconds_per_stage", m.speed_probe_seconds_per_stage);
+  v.optional("spread", m.spread);
+  v.all_reduce("allreduce_seconds", "allreduce", m.allreduce);
+}
+
 // ------------------------------------------------ values of the field types --
 // Scalars, strings and lists of them go through JsonObject::get; the rest
 // (unit kinds, memory categories, maps, nested structs and lists of them)
@@ -391,6 +415,13 @@ KindSecondsByKind read_kind_seconds(const JsonObject& stage) {
   return m;
 }
 
+TheoryFigures read_theory(const JsonObject& o, const StageCount& n);
+
+template <class T>
+concept Map = requires {
+  typename T::mapped_type;
+};
+
 /// A value of a field type that is not Plain.
 template <class T>
 T read_value(const JsonReader& r, const json::value& v, const std::string& path,
@@ -401,6 +432,17 @@ T read_value(const JsonReader& r, const json::value& v, const std::string& path,
     return read_categories(r.object(v, path));
   } else if constexpr (std::is_same_v<T, KindSecondsByKind>) {
     return read_kind_seconds(r.object(v, path));
+  } else if constexpr (std::is_same_v<T, TheoryFigures>) {
+    PPB_CHECK(stages != nullptr, "the theory read without the stage count");
+    return read_theory(r.object(v, path), *stages);
+  } else if constexpr (Map<T>) {
+    T m;
+    const JsonObject o = r.object(v, path);
+    for (const auto& kv : o.raw()) {
+      m[std::string(kv.key())] =
+          read_value<typename T::mapped_type>(r, kv.value(), o.field(kv.key()), stages);
+    }
+    return m;
   } else if constexpr (requires { typename T::value_type; }) {
     return r.array_of(v, path, [&r, stages](const json::value& x, const std::string& p) {
       return read_value<typename T::value_type>(r, x, p, stages);
@@ -446,6 +488,16 @@ struct FieldWriter {
   void optional(std::string_view key, const T& x, Least /*least*/ = {}) {
     o[key] = to_json(x);
   }
+  /// Absent when unset.
+  template <class T>
+  void optional(std::string_view key, const std::optional<T>& x, Least /*least*/ = {}) {
+    if (x) o[key] = to_json(*x);
+  }
+  /// Absent when empty.
+  template <class T>
+  void optional_if_any(std::string_view key, const T& x) {
+    if (!x.empty()) o[key] = to_json(x);
+  }
   void nullable(std::string_view key, double x) { o[key] = num(x); }
   void optional_nullable(std::string_view key, double x) { o[key] = num(x); }
   template <class T>
@@ -461,8 +513,18 @@ struct FieldWriter {
   void nullable_per_stage(std::string_view key, const std::vector<T>& x, PerStage /*rule*/) {
     o[key] = to_json(x);
   }
+  template <class T>
+  void nullable_per_stage_if_any(std::string_view key, const std::vector<T>& x) {
+    per_stage_if_any(key, x);
+  }
   void bytes_per_stage(std::string_view key, const std::vector<int64_t>& x, PerStage /*rule*/) {
     o[key] = to_json(x);
+  }
+  void all_reduce(std::string_view seconds_key, std::string_view key,
+                  const std::optional<AllReduceFigures>& x) {
+    if (!x) return;
+    o[seconds_key] = num(x->seconds);
+    o[key] = write_fields(*x);
   }
   template <class T>
   void figures_per_stage(std::string_view key, const std::map<std::string, T>& x) {
@@ -490,6 +552,20 @@ struct FieldReader {
       x = read_value<T>(o.reader(), *v, o.field(key), stages);
     }
   }
+  template <class T>
+  void optional(std::string_view key, std::optional<T>& x, Least /*least*/ = {}) {
+    const json::value* v = o.find(key);
+    if (v == nullptr) return;
+    if constexpr (Plain<T>::value) {
+      x = o.get<T>(key);
+    } else {
+      x = read_value<T>(o.reader(), *v, o.field(key), stages);
+    }
+  }
+  template <class T>
+  void optional_if_any(std::string_view key, T& x) {
+    optional(key, x);
+  }
   /// Required number or null (NaN).
   void nullable(std::string_view key, double& x) { x = o.number_or_null(key); }
   /// Absent or null: NaN.
@@ -512,8 +588,24 @@ struct FieldReader {
     const json::value* v = rule == PerStage::kOptional ? o.find(key) : &o.at(key);
     if (v != nullptr) x = read_nullable<std::vector<T>>(o.reader(), *v, o.field(key));
   }
+  template <class T>
+  void nullable_per_stage_if_any(std::string_view key, std::vector<T>& x) {
+    nullable_per_stage(key, x, PerStage::kOptional);
+  }
   void bytes_per_stage(std::string_view key, std::vector<int64_t>& x, PerStage rule) {
     per_stage(key, x, rule);
+  }
+  /// All-reduces run only in ok results: bubble_ratio_pipeline has one
+  /// entry per stage.
+  void all_reduce(std::string_view seconds_key, std::string_view key,
+                  std::optional<AllReduceFigures>& x) {
+    const std::optional<JsonObject> figures = o.find_object(key);
+    if (!figures) return;
+    PPB_CHECK(stages != nullptr, "the all-reduce figures read without the stage count");
+    const double seconds = o.optional_number_or_null(seconds_key);
+    const StageCount ok{stages->reader, stages->stages, true};
+    x = read_fields<AllReduceFigures>(*figures, &ok);
+    x->seconds = seconds;
   }
   /// Optional: figure name -> per-stage list of numbers or null.
   template <class T>
@@ -540,6 +632,8 @@ struct FieldBounds {
   void optional(std::string_view key, const T& x, Least least = {}) {
     check(key, x, least);
   }
+  template <class T>
+  void optional_if_any(std::string_view /*key*/, const T& /*x*/) {}
   void nullable(std::string_view /*key*/, double /*x*/) {}
   void optional_nullable(std::string_view /*key*/, double /*x*/) {}
   template <class T>
@@ -547,6 +641,12 @@ struct FieldBounds {
                  PerStage rule = PerStage::kOptional) {
     count(o.field(key), x.size(), rule);
   }
+  template <class T>
+  void nullable_per_stage_if_any(std::string_view key, const std::vector<T>& x) {
+    per_stage(key, x);
+  }
+  void all_reduce(std::string_view /*seconds_key*/, std::string_view /*key*/,
+                  const std::optional<AllReduceFigures>& /*x*/) {}
   template <class T>
   void per_stage_if_any(std::string_view key, const std::vector<T>& x) {
     per_stage(key, x);
@@ -618,21 +718,6 @@ json::object write_fields(const S& x) {
   return o;
 }
 
-json::object metrics_json(const ResultMetrics& m) {
-  json::object o;
-  o["samples_per_second"] = num(m.samples_per_second);
-  o["step_time_seconds"] = write_fields(m.step_time_seconds);
-  o["bubble_ratio"] = write_fields(m.bubble_ratio);
-  o["bubble_overhead"] = write_fields(m.bubble_overhead);
-  o["peak_memory_bytes"] = write_fields(m.peak_memory_bytes);
-  if (m.theory) o["theory"] = write_fields(*m.theory);
-  if (m.check) o["check"] = write_fields(*m.check);
-  if (m.memory_guard) o["memory_guard"] = write_fields(*m.memory_guard);
-  if (!m.collectors.empty()) o["collectors"] = to_json(m.collectors);
-  if (m.device) o["device"] = write_fields(*m.device);
-  return o;
-}
-
 // ---------------------------------------------------------------- reading --
 
 ResultStatus read_status(const JsonObject& root) {
@@ -663,32 +748,6 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
   return t;
 }
 
-/// metrics.collectors: collector name -> its figures.
-std::map<std::string, CollectorResult> read_collectors(const JsonObject& o, const StageCount& n) {
-  std::map<std::string, CollectorResult> out;
-  for (const auto& kv : o.raw()) {
-    out[std::string(kv.key())] = read_fields<CollectorResult>(o.object(kv.key()), &n);
-  }
-  return out;
-}
-
-ResultMetrics read_metrics(const JsonObject& m, const StageCount& n) {
-  ResultMetrics x;
-  x.samples_per_second = m.get<double>("samples_per_second");
-  at_least(m, "samples_per_second", x.samples_per_second, 0);
-  x.step_time_seconds = read_fields<StepTimeStats>(m.object("step_time_seconds"));
-  x.bubble_ratio = read_fields<BubbleFigures>(m.object("bubble_ratio"), &n);
-  x.bubble_overhead = read_fields<BubbleFigures>(m.object("bubble_overhead"), &n);
-  x.peak_memory_bytes = read_fields<PeakMemory>(m.object("peak_memory_bytes"), &n);
-  if (const auto o = m.find_object("theory")) x.theory = read_theory(*o, n);
-  if (const auto o = m.find_object("check")) x.check = read_fields<CheckFigures>(*o);
-  if (const auto o = m.find_object("memory_guard"))
-    x.memory_guard = read_fields<MemoryGuardFigures>(*o);
-  if (const auto o = m.find_object("collectors")) x.collectors = read_collectors(*o, n);
-  if (const auto o = m.find_object("device")) x.device = read_fields<DeviceFigures>(*o, &n);
-  return x;
-}
-
 /// Collector figures per action follow the timeline: one per event.
 void check_collector_actions(const JsonReader& r, const Result& out) {
   if (!out.metrics) return;
@@ -705,20 +764,12 @@ void check_collector_actions(const JsonReader& r, const Result& out) {
   }
 }
 
-// The regression gate's figures of a run's noise, written and read in one
-// place each (its config and environment fields are in the field lists).
-// All are optional, so files written before them still load.
+// The gate's figures of each timed step (optional, so files written before
+// them still load) stand in metrics.bubble_ratio beside its field list's.
 void write_gate_fields(const Result& result, json::object& root) {
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
-  if (result.metrics->foreign_cpu) metrics["foreign_cpu"] = num(*result.metrics->foreign_cpu);
-  metrics["busy_seconds_per_stage"] = to_json(result.metrics->busy_seconds_per_stage);
-  if (!result.metrics->speed_probe_seconds_per_stage.empty()) {
-    metrics["speed_probe_seconds_per_stage"] =
-        to_json(result.metrics->speed_probe_seconds_per_stage);
-  }
-  if (result.metrics->spread) metrics["spread"] = write_fields(*result.metrics->spread);
 }
 
 void read_gate_fields(const JsonObject& root, Result& out) {
@@ -728,42 +779,6 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =
       metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
-  if (metrics.has("foreign_cpu")) out.metrics->foreign_cpu = metrics.get<double>("foreign_cpu");
-  // Per stage, one figure per timed step (number or null).
-  const StageCount n{metrics.reader(), static_cast<size_t>(out.config.stages)};
-  FieldReader in{metrics, &n};
-  FieldBounds bounds{metrics, &n};
-  std::vector<std::vector<double>>& busy = out.metrics->busy_seconds_per_stage;
-  std::vector<std::vector<double>>& probe = out.metrics->speed_probe_seconds_per_stage;
-  in.nullable_per_stage("busy_seconds_per_stage", busy, PerStage::kOptional);
-  in.nullable_per_stage("speed_probe_seconds_per_stage", probe, PerStage::kOptional);
-  bounds.nullable_per_stage("busy_seconds_per_stage", busy, PerStage::kOptional);
-  bounds.nullable_per_stage("speed_probe_seconds_per_stage", probe, PerStage::kOptional);
-  if (const auto spread = metrics.find_object("spread"))
-    out.metrics->spread = read_fields<SpreadFigures>(*spread);
-}
-
-// Data parallelism's figures, written and read in one place each (its
-// config fields are in the field list); all optional, so files written
-// before them still load.
-void write_data_parallel_fields(const Result& result, json::object& root) {
-  if (!result.metrics || !result.metrics->allreduce) return;
-  const AllReduceFigures& a = *result.metrics->allreduce;
-  json::object& metrics = root["metrics"].as_object();
-  metrics["allreduce_seconds"] = num(a.seconds);
-  metrics["allreduce"] = write_fields(a);
-}
-
-void read_data_parallel_fields(const JsonObject& root, Result& out) {
-  if (!out.metrics) return;
-  const JsonObject metrics = root.object("metrics");
-  const std::optional<JsonObject> o = metrics.find_object("allreduce");
-  if (!o) return;
-  // bubble_ratio_pipeline: one entry per stage (all-reduces run only in ok results).
-  const StageCount n{o->reader(), static_cast<size_t>(out.config.stages), true};
-  const double seconds = metrics.optional_number_or_null("allreduce_seconds");
-  AllReduceFigures& a = out.metrics->allreduce.emplace(read_fields<AllReduceFigures>(*o, &n));
-  a.seconds = seconds;
 }
 
 }  // namespace
@@ -774,11 +789,10 @@ boost::json::value result_to_json(const Result& result) {
   o["status"] = result_status_name(result.status);
   o["error"] = result.error;
   o["config"] = write_fields(result.config);
-  if (result.metrics) o["metrics"] = metrics_json(*result.metrics);
+  if (result.metrics) o["metrics"] = write_fields(*result.metrics);
   o["timeline"] = to_json(result.timeline);
   o["environment"] = write_fields(result.environment);
   write_gate_fields(result, o);
-  write_data_parallel_fields(result, o);
   return o;
 }
 
@@ -800,13 +814,13 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   out.config = read_fields<ResultConfig>(root.object("config"));
   const StageCount n{r, static_cast<size_t>(out.config.stages), ok};
   // metrics and timeline: required when ok, optional otherwise.
-  if (ok || root.has("metrics")) out.metrics = read_metrics(root.object("metrics"), n);
+  if (ok || root.has("metrics"))
+    out.metrics = read_fields<ResultMetrics>(root.object("metrics"), &n);
   if (ok || root.has("timeline")) out.timeline = read_timeline(r, root.at("timeline"), "timeline");
   n.check(out.timeline.size(), "timeline", PerStage::kOptional);
   check_collector_actions(r, out);
   out.environment = read_fields<ResultEnvironment>(root.object("environment"));
   read_gate_fields(root, out);
-  read_data_parallel_fields(root, out);
   return out;
 }
 
