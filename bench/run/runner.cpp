@@ -153,11 +153,8 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   ResultConfig cfg;
   cfg.schedule = c.schedule;
   cfg.partition = c.partition;
-  cfg.stages = c.stages;
-  cfg.microbatches = c.microbatches;
+  copy_schedule_params(cfg, c);
   cfg.micro_batch_size = sw.plan.model.micro_batch_size;
-  cfg.inflight = c.inflight;
-  cfg.chunks = c.chunks;
   cfg.model = sw.options.model;
   cfg.backend = sw.plan.backend;
   cfg.transport = sw.plan.transport;
@@ -166,11 +163,9 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.time_scale = 0;
   cfg.memory_budget = sw.plan.memory_budget;
   cfg.seed = sw.options.seed;
-  cfg.sync_warmup = c.sync_warmup;
   cfg.memory_guard = schedule_info(c.schedule).memory_guarded && sw.plan.memory_budget > 0
                          ? sw.options.memory_guard
                          : 0;
-  cfg.batches = c.batches;
   cfg.min_time = sw.options.min_time;
   cfg.plant = sw.plan.plant_label;
   cfg.device = sw.options.device;
@@ -196,12 +191,7 @@ struct Prepared {
 /// combination is recorded as invalid in `result` (nullopt).
 std::optional<Prepared> prepare(const Sweep& sw, const Combination& c, Result& result) {
   Prepared p;
-  p.params.stages = sw.plan.stages;
-  p.params.microbatches = c.microbatches;
-  p.params.chunks = c.chunks;
-  p.params.inflight = c.inflight;
-  p.params.sync_warmup = c.sync_warmup;
-  p.params.batches = c.batches;
+  copy_schedule_params(p.params, c);
   PartitionOptions popts;
   popts.link = sw.device.link();
   try {

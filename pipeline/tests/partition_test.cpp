@@ -546,6 +546,36 @@ TEST(Layer, EqualLayerCounts) {
   }
 }
 
+// What a search over part counts asks instead of catching make_partition's
+// UsageError: the same reason, or nullopt when the cut can be made.
+TEST(PartitionProblem, NamesWhatMakePartitionRefuses) {
+  const auto units = expand_units(parse_model_spec("gpt-tiny"));  // 8 layers, 59 units
+  const std::vector<UnitTime> times(units.size(), UnitTime{1, 1, 1});
+  const std::string manual = "manual:0-29,30-58";
+  for (const auto& [name, parts] : {std::pair<std::string, int>{"layer", 16},
+                                    {"layer", 8},
+                                    {"operator", 60},
+                                    {"operator", 0},
+                                    {"balanced", 59},
+                                    {"nope", 2},
+                                    {manual, 3},
+                                    {manual, 2}}) {
+    const std::optional<std::string> why = partition_problem(name, units, parts);
+    try {
+      (void)make_partition(name, units, times, parts);
+      EXPECT_FALSE(why.has_value()) << name << " into " << parts << ": " << *why;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(why.value_or(""), e.what()) << name << " into " << parts;
+    }
+  }
+  EXPECT_EQ(partition_problem("layer", units, 16).value_or(""),
+            "--partition layer: 16 parts but the model has 8 layers");
+  EXPECT_EQ(partition_problem(manual, units, 3).value_or(""),
+            "--partition manual:0-29,30-58: 2 ranges given but 3 parts are needed");
+  // A malformed spec is the user's error whatever the count: thrown, not returned.
+  EXPECT_THROW((void)partition_problem("manual:0-9,x", units, 2), UsageError);
+}
+
 TEST(Operator, CutsWhereTheRunningCostReachesEachShare) {
   const Synthetic eq = synthetic({1, 1, 1, 1, 1, 1, 1, 1});
   EXPECT_EQ(make_partition("operator", eq.units, eq.times, 4),

@@ -322,6 +322,27 @@ TEST(ResultSchema, RealFilesRoundTripInTheirOrder) {
   EXPECT_EQ(files, 3);
 }
 
+TEST(ResultSchema, WrittenFilesReadAndWriteBackByteForByte) {
+  // Two H200 results as the writer writes them (tests/data/README.md): a
+  // data-parallel run (all-reduce figures, timelines) and one with CUPTI
+  // (collectors, device figures). Reading and writing each gives the file
+  // back byte for byte: every key, its order, every number's text.
+  int files = 0;
+  for (const char* file :
+       {"h200_dp-1f1b__layer__P2_D2_M4.json", "h200_bubble-1f1b__layer__P2_M4.json"}) {
+    const std::string path = std::string(PPB_SOURCE_DIR) + "/pipeline/tests/data/" + file;
+    SCOPED_TRACE(path);
+    ++files;
+    const std::string text = read_text(path);
+    ASSERT_FALSE(text.empty());
+    TempDir dir;
+    const std::string again = (dir.path() / "again.json").string();
+    write_result_file(again, read_result_file(path));
+    EXPECT_EQ(read_text(again), text);
+  }
+  EXPECT_EQ(files, 2);
+}
+
 TEST(ResultSchema, DocumentShapeFollowsDesign) {
   const json::value doc = result_to_json(full_result());
   EXPECT_EQ(doc.at("schema").as_string(), "pipebench.result/1");

@@ -125,7 +125,8 @@ TEST(ScheduleParamsCheck, InvalidCombinationsNameTheFlag) {
 
 // Every schedule x P 1..16 x M 1..64 either generates a schedule that passes
 // the validator, or is rejected with a UsageError; only interleaved-1f1b with
-// M not a multiple of P is rejected.
+// M not a multiple of P (and dualpipe-v with M < 2P) is rejected, and
+// schedule_problem gives the rejection's message, or nullopt, first.
 TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
   int generated = 0;
   int rejected = 0;
@@ -156,6 +157,7 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
             const Schedule s = generate_schedule(info.name, p);
             ++generated;
             ASSERT_TRUE(expect_ok) << info.name << " P=" << P << " M=" << M;
+            ASSERT_FALSE(schedule_problem(info.name, p).has_value()) << info.name;
             ASSERT_TRUE(validate_schedule(s).ok) << info.name << " P=" << P << " M=" << M;
             ASSERT_EQ(s.name, info.name);
             ASSERT_EQ(s.stages, P);
@@ -182,6 +184,8 @@ TEST(ScheduleSweep, EveryCombinationValidatesOrIsRejected) {
           } catch (const UsageError& e) {
             ++rejected;
             ASSERT_FALSE(expect_ok) << info.name << " P=" << P << " M=" << M << ": " << e.what();
+            // What a search asks instead of catching: the same reason.
+            ASSERT_EQ(schedule_problem(info.name, p).value_or(""), e.what()) << info.name;
           }
         }
       }

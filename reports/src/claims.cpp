@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -197,17 +198,19 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   return o;
 }
 
-CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
-  CheckOutcome o;
+// What an order claim documents: "bubble_ratio: gpipe > 1f1b".
+std::string order_documented(const ClaimCheck& c) {
   const bool increasing = c.direction == "increasing";
   const char* rel = increasing ? " < " : " > ";
-  if (c.vary == "microbatches") {
-    o.documented = c.metric + (increasing ? " rises" : " falls") + " as M grows";
-  } else {
-    std::string chain;
-    for (const auto& g : c.groups) chain += (chain.empty() ? "" : rel) + names(g);
-    o.documented = c.metric + ": " + chain;
-  }
+  if (c.vary == "microbatches")
+    return c.metric + (increasing ? " rises" : " falls") + " as M grows";
+  std::string chain;
+  for (const auto& g : c.groups) chain += (chain.empty() ? "" : rel) + names(g);
+  return c.metric + ": " + chain;
+}
+
+// The entries of each setup an order claim compares within.
+std::map<std::string, Entries> order_setups(const ClaimCheck& c, const Entries& all) {
   std::map<std::string, Entries> setups;
   for (const ResultEntry* e : all) {
     if (c.vary == "microbatches" && !c.schedules.empty() &&
@@ -217,73 +220,93 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
     }
     setups[key_without(*e, c.vary)].push_back(e);
   }
+  return setups;
+}
+
+/// (label, value) in the claimed order.
+using OrderChain = std::vector<std::pair<std::string, double>>;
+
+// One setup's chain, or nullopt when the setup did not run all of it.
+std::optional<OrderChain> order_chain(const ClaimCheck& c, const Entries& entries) {
+  OrderChain chain;
+  if (c.vary == "microbatches") {
+    std::map<int, Entries> by_m;
+    for (const ResultEntry* e : entries) by_m[e->result.config.microbatches].push_back(e);
+    for (const auto& [m, es] : by_m) {
+      if (auto v = median_metric(es, c.metric)) chain.emplace_back("M=" + std::to_string(m), *v);
+    }
+    if (chain.size() < 2) return std::nullopt;
+    return chain;
+  }
+  for (const auto& g : c.groups) {
+    Entries es;
+    std::string which;
+    for (const std::string& name : g) {
+      for (const ResultEntry* e : entries) {
+        const std::string& field =
+            c.vary == "schedule" ? e->result.config.schedule : e->result.config.partition;
+        if (field == name) es.push_back(e);
+      }
+      if (!es.empty()) {
+        which = name;
+        break;
+      }
+    }
+    const auto v = median_metric(es, c.metric);
+    if (!v) return std::nullopt;
+    chain.emplace_back(which, *v);
+  }
+  return chain;
+}
+
+bool order_holds(const ClaimCheck& c, const OrderChain& chain) {
+  const bool increasing = c.direction == "increasing";
+  bool good = true;
+  for (size_t i = 1; i < chain.size(); ++i) {
+    const double prev = chain[i - 1].second;
+    const double next = chain[i].second;
+    const bool step =
+        increasing ? next > prev * (1.0 + c.tolerance) : next < prev * (1.0 - c.tolerance);
+    if (!step) good = false;
+  }
+  return good;
+}
+
+// The measured relation between neighbours, not the claimed one, so a
+// counter-example reads true ("sync-1f1b 68.6 > async-1f1b 58.1"), and the setup.
+std::string order_text(const ClaimCheck& c, const OrderChain& chain, const Entries& entries) {
+  std::string text;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (i > 0) {
+      const double prev = chain[i - 1].second;
+      const double next = chain[i].second;
+      text += next > prev ? " < " : (next < prev ? " > " : " = ");
+    }
+    text += chain[i].first + " " + metric_text(c.metric, chain[i].second);
+  }
+  const ResultConfig& cfg = entries.front()->result.config;
+  std::string where = cfg.partition + " P=" + std::to_string(cfg.stages);
+  if (c.vary != "microbatches") where += " M=" + std::to_string(cfg.microbatches);
+  if (c.vary == "partition" || c.vary == "microbatches") where = cfg.schedule + " " + where;
+  if (c.vary == "partition")
+    where = cfg.schedule + " P=" + std::to_string(cfg.stages) +
+            " M=" + std::to_string(cfg.microbatches);
+  return text + " (" + where + ")";
+}
+
+CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
+  CheckOutcome o;
+  o.documented = order_documented(c);
   int holds = 0;
   int total = 0;
   std::string example;
   std::string counter;
-  for (const auto& [key, entries] : setups) {
-    std::vector<std::pair<std::string, double>> chain;  // (label, value) in the claimed order
-    if (c.vary == "microbatches") {
-      std::map<int, Entries> by_m;
-      for (const ResultEntry* e : entries) by_m[e->result.config.microbatches].push_back(e);
-      for (const auto& [m, es] : by_m) {
-        if (auto v = median_metric(es, c.metric)) chain.emplace_back("M=" + std::to_string(m), *v);
-      }
-      if (chain.size() < 2) continue;
-    } else {
-      bool complete = true;
-      for (const auto& g : c.groups) {
-        Entries es;
-        std::string which;
-        for (const std::string& name : g) {
-          for (const ResultEntry* e : entries) {
-            const std::string& field =
-                c.vary == "schedule" ? e->result.config.schedule : e->result.config.partition;
-            if (field == name) es.push_back(e);
-          }
-          if (!es.empty()) {
-            which = name;
-            break;
-          }
-        }
-        const auto v = median_metric(es, c.metric);
-        if (!v) {
-          complete = false;
-          break;
-        }
-        chain.emplace_back(which, *v);
-      }
-      if (!complete) continue;
-    }
+  for (const auto& [key, entries] : order_setups(c, all)) {
+    const std::optional<OrderChain> chain = order_chain(c, entries);
+    if (!chain) continue;
     ++total;
-    bool good = true;
-    for (size_t i = 1; i < chain.size(); ++i) {
-      const double prev = chain[i - 1].second;
-      const double next = chain[i].second;
-      const bool step =
-          increasing ? next > prev * (1.0 + c.tolerance) : next < prev * (1.0 - c.tolerance);
-      if (!step) good = false;
-    }
-    // The measured relation between neighbours, not the claimed one, so a
-    // counter-example reads true ("sync-1f1b 68.6 > async-1f1b 58.1").
-    std::string text;
-    for (size_t i = 0; i < chain.size(); ++i) {
-      if (i > 0) {
-        const double prev = chain[i - 1].second;
-        const double next = chain[i].second;
-        text += next > prev ? " < " : (next < prev ? " > " : " = ");
-      }
-      text += chain[i].first + " " + metric_text(c.metric, chain[i].second);
-    }
-    const ResultConfig& cfg = entries.front()->result.config;
-    std::string where = cfg.partition + " P=" + std::to_string(cfg.stages);
-    if (c.vary != "microbatches") where += " M=" + std::to_string(cfg.microbatches);
-    if (c.vary == "partition" || c.vary == "microbatches") where = cfg.schedule + " " + where;
-    if (c.vary == "partition")
-      where = cfg.schedule + " P=" + std::to_string(cfg.stages) +
-              " M=" + std::to_string(cfg.microbatches);
-    text += " (" + where + ")";
-    if (good) {
+    const std::string text = order_text(c, *chain, entries);
+    if (order_holds(c, *chain)) {
       ++holds;
       if (example.empty()) example = text;
     } else if (counter.empty()) {

@@ -160,25 +160,9 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
   h << "</table>\n";
 }
 
-void section_memory(std::ostringstream& h, const GroupView& g) {
-  h << "<h3>Memory per stage: " << esc(g.work) << "</h3>\n";
-  std::string profiled;
-  for (const ResultEntry* e : g.entries) {
-    if (e->result.metrics && !e->result.metrics->peak_memory_bytes.device_profiler.empty())
-      profiled += (profiled.empty() ? "" : ", ") + e->label;
-  }
-  if (!profiled.empty()) {
-    h << "<p class=\"note\">Measured with a device profiler attached (its buffers take device "
-         "memory; quote peaks from a run without it): "
-      << esc(profiled) << ".</p>\n";
-  }
-  std::vector<svg::LegendItem> cats;
-  for (int i = 0; i < kNumMemCategories; ++i) {
-    cats.push_back(
-        {std::string(mem_category_name(static_cast<MemCategory>(i))), svg::category_colour(i)});
-  }
+// One column group per showcased combination: each stage's peak by category.
+std::vector<svg::ColumnGroup> memory_columns(const GroupView& g, bool& any_marker) {
   std::vector<svg::ColumnGroup> groups;
-  bool any_marker = false;
   for (const ResultEntry* e : g.showcase) {
     if (!e->result.metrics) continue;
     const PeakMemory& pm = e->result.metrics->peak_memory_bytes;
@@ -209,24 +193,11 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
     }
     groups.push_back(std::move(cg));
   }
-  if (!groups.empty()) {
-    h << "<figure>"
-      << svg::stacked_columns(
-             "Peak tracked memory per stage by category (" + g.showcase_label + ")", groups, cats,
-             any_marker ? "activations predicted: schedule's in-flight count x one micro-batch"
-                        : "")
-      << "<figcaption>Each column is one stage at its tracked peak, split into the allocator's "
-         "categories; the black tick is "
-         "the activation bytes the schedule's formula predicts for that "
-         "stage.</figcaption></figure>\n";
-  }
-  h << "<p class=\"note\">The documents' formulas count activations summed over stages with M = "
-       "one micro-batch's "
-       "activations on a stage (here the mean over stages, a) : sync 1F1B <b>M x P</b>, async 1F1B "
-       "<b>M x (P+N-1)</b>. "
-       "The standard per-stage counts: GPipe M, 1F1B min(P-s, M), sync-1F1B 1, interleaved and "
-       "zero-bubble from their "
-       "schedules.</p>\n";
+  return groups;
+}
+
+// The memory table: measured activations against the documents' formulas.
+void memory_table(std::ostringstream& h, const GroupView& g) {
   h << "<table><tr><th>combination</th><th>a (one micro-batch, mean/stage)</th><th>measured "
        "activations (sum)</th>"
        "<th>M x P</th><th>M x (P+N-1)</th><th>schedule's formula</th><th>formula bytes "
@@ -255,6 +226,46 @@ void section_memory(std::ostringstream& h, const GroupView& g) {
       << "</tr>\n";
   }
   h << "</table>\n";
+}
+
+void section_memory(std::ostringstream& h, const GroupView& g) {
+  h << "<h3>Memory per stage: " << esc(g.work) << "</h3>\n";
+  std::string profiled;
+  for (const ResultEntry* e : g.entries) {
+    if (e->result.metrics && !e->result.metrics->peak_memory_bytes.device_profiler.empty())
+      profiled += (profiled.empty() ? "" : ", ") + e->label;
+  }
+  if (!profiled.empty()) {
+    h << "<p class=\"note\">Measured with a device profiler attached (its buffers take device "
+         "memory; quote peaks from a run without it): "
+      << esc(profiled) << ".</p>\n";
+  }
+  std::vector<svg::LegendItem> cats;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    cats.push_back(
+        {std::string(mem_category_name(static_cast<MemCategory>(i))), svg::category_colour(i)});
+  }
+  bool any_marker = false;
+  const std::vector<svg::ColumnGroup> groups = memory_columns(g, any_marker);
+  if (!groups.empty()) {
+    h << "<figure>"
+      << svg::stacked_columns(
+             "Peak tracked memory per stage by category (" + g.showcase_label + ")", groups, cats,
+             any_marker ? "activations predicted: schedule's in-flight count x one micro-batch"
+                        : "")
+      << "<figcaption>Each column is one stage at its tracked peak, split into the allocator's "
+         "categories; the black tick is "
+         "the activation bytes the schedule's formula predicts for that "
+         "stage.</figcaption></figure>\n";
+  }
+  h << "<p class=\"note\">The documents' formulas count activations summed over stages with M = "
+       "one micro-batch's "
+       "activations on a stage (here the mean over stages, a) : sync 1F1B <b>M x P</b>, async 1F1B "
+       "<b>M x (P+N-1)</b>. "
+       "The standard per-stage counts: GPipe M, 1F1B min(P-s, M), sync-1F1B 1, interleaved and "
+       "zero-bubble from their "
+       "schedules.</p>\n";
+  memory_table(h, g);
 }
 
 void section_bubbles(std::ostringstream& h, const GroupView& g) {
@@ -530,6 +541,49 @@ std::string signed_pct(double x) {
   return (x >= 0 ? "+" : "") + format_fixed(x * 100, 1) + "%";
 }
 
+// The rows that regressed, improved or are undecidable, each with its reasons.
+void regression_changes(std::ostringstream& h, const ReportModel& m, const RegressionSummary& r) {
+  for (RegressionStatus st : {RegressionStatus::kRegressed, RegressionStatus::kImproved,
+                              RegressionStatus::kUndecidable}) {
+    if (r.count(st) == 0) continue;
+    h << "<h3>" << esc(regression_status_name(st)) << "</h3>\n";
+    for (const RegressionRow& row : r.rows) {
+      if (row.status != st) continue;
+      h << "<p><b>" << esc(m.row_label(row.label, row.work)) << "</b> (" << esc(row.machine) << ")"
+        << (row.arrived.empty() ? "" : ", arrived " + esc(row.arrived))
+        << "</p><ul class=\"note\">";
+      for (const std::string& s : row.reasons) h << "<li>" << esc(s) << "</li>";
+      for (const std::string& s : row.notes) h << "<li>" << esc(s) << "</li>";
+      h << "</ul>\n" << trend_charts(row);
+    }
+  }
+}
+
+// One row per combination: its outcome and figures.
+void regression_table(std::ostringstream& h, const ReportModel& m, const RegressionSummary& r) {
+  h << "<table><tr><th>combination</th><th>machine</th><th>outcome</th><th>samples/s "
+       "change</th><th>p</th><th>smallest detectable</th><th>noise band</th><th>peak memory "
+       "change</th><th>bubble change (points)</th><th>since</th><th>re-run</th></tr>\n";
+  for (const RegressionRow& row : r.rows) {
+    const bool decided = !row.metrics.empty();
+    h << "<tr>" << td(m.row_label(row.label, row.work)) << td(row.machine) << "<td>"
+      << badge(regression_status_name(row.status), status_class(row.status)) << "</td>"
+      << td_num(signed_pct(row.samples_change))
+      << td_num(decided ? format_number(row.metrics[0].p) : "-")
+      << td_num(!decided                     ? "-"
+                : std::isinf(row.detectable) ? "none (too few steps)"
+                                             : format_fixed(row.detectable * 100, 1) + "%")
+      << td_num(decided ? format_fixed(row.metrics[0].band * 100, 1) + "%" : "-")
+      << td_num(signed_pct(row.memory_change))
+      << td_num(std::isnan(row.bubble_change)
+                    ? "-"
+                    : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
+      << td(row.arrived) << td(confirmation_summary(row).empty() ? "-" : confirmation_summary(row))
+      << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
 void section_regression(std::ostringstream& h, const ReportModel& m) {
   if (!m.regression) return;
   const RegressionSummary& r = *m.regression;
@@ -572,41 +626,8 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
       << " did not reproduce</b> (undecidable: a transient, not the build), "
       << r.rows_with(Confirmation::kAwaiting) << " without a re-run.</p>\n";
   }
-  for (RegressionStatus st : {RegressionStatus::kRegressed, RegressionStatus::kImproved,
-                              RegressionStatus::kUndecidable}) {
-    if (r.count(st) == 0) continue;
-    h << "<h3>" << esc(regression_status_name(st)) << "</h3>\n";
-    for (const RegressionRow& row : r.rows) {
-      if (row.status != st) continue;
-      h << "<p><b>" << esc(m.row_label(row.label, row.work)) << "</b> (" << esc(row.machine) << ")"
-        << (row.arrived.empty() ? "" : ", arrived " + esc(row.arrived))
-        << "</p><ul class=\"note\">";
-      for (const std::string& s : row.reasons) h << "<li>" << esc(s) << "</li>";
-      for (const std::string& s : row.notes) h << "<li>" << esc(s) << "</li>";
-      h << "</ul>\n" << trend_charts(row);
-    }
-  }
-  h << "<table><tr><th>combination</th><th>machine</th><th>outcome</th><th>samples/s "
-       "change</th><th>p</th><th>smallest detectable</th><th>noise band</th><th>peak memory "
-       "change</th><th>bubble change (points)</th><th>since</th><th>re-run</th></tr>\n";
-  for (const RegressionRow& row : r.rows) {
-    const bool decided = !row.metrics.empty();
-    h << "<tr>" << td(m.row_label(row.label, row.work)) << td(row.machine) << "<td>"
-      << badge(regression_status_name(row.status), status_class(row.status)) << "</td>"
-      << td_num(signed_pct(row.samples_change))
-      << td_num(decided ? format_number(row.metrics[0].p) : "-")
-      << td_num(!decided                     ? "-"
-                : std::isinf(row.detectable) ? "none (too few steps)"
-                                             : format_fixed(row.detectable * 100, 1) + "%")
-      << td_num(decided ? format_fixed(row.metrics[0].band * 100, 1) + "%" : "-")
-      << td_num(signed_pct(row.memory_change))
-      << td_num(std::isnan(row.bubble_change)
-                    ? "-"
-                    : (row.bubble_change >= 0 ? "+" : "") + format_fixed(row.bubble_change, 3))
-      << td(row.arrived) << td(confirmation_summary(row).empty() ? "-" : confirmation_summary(row))
-      << "</tr>\n";
-  }
-  h << "</table>\n";
+  regression_changes(h, m, r);
+  regression_table(h, m, r);
   h << "<details><summary>Trends of the combinations without a change</summary>\n";
   for (const RegressionRow& row : r.rows) {
     if (row.status != RegressionStatus::kPass) continue;

@@ -28,50 +28,42 @@ double case_time(const ResultEntry& e) {
   return std::isfinite(t) && t > 0 ? t : 0;
 }
 
-}  // namespace
+// One combination's test case: its regression verdict, notes and status.
+Case combination_case(const ResultEntry* e,
+                      const std::map<std::string, const RegressionRow*>& rows) {
+  Case c;
+  c.name = e->label + " [" + e->work + "]";
+  c.classname = "pipebench." + e->result.config.schedule;
+  c.time = case_time(*e);
+  const auto it = rows.find(e->source);
+  if (it != rows.end()) {
+    const RegressionRow& r = *it->second;
+    for (const std::string& why : r.reasons) c.failure += (c.failure.empty() ? "" : "\n") + why;
+    if (r.status == RegressionStatus::kNew) c.out = "new combination: not in the baseline";
+    // Too noisy to tell is neither a pass nor a failure: skipped, saying why.
+    if (r.status == RegressionStatus::kUndecidable || r.status == RegressionStatus::kExcluded) {
+      for (const std::string& n : r.notes) c.skipped += (c.skipped.empty() ? "" : "; ") + n;
+    } else {
+      for (const std::string& n : r.notes) c.out += (c.out.empty() ? "" : "\n") + n;
+    }
+    if (!r.planted.empty()) {
+      c.name += " [planted " + r.planted + "]";
+      c.out += (c.out.empty() ? "" : "\n") + ("planted slowdown: " + r.planted);
+    }
+  }
+  if (e->result.status == ResultStatus::kError) {
+    c.error = e->result.error;
+  } else if (e->result.status != ResultStatus::kOk) {
+    c.out += (c.out.empty() ? "" : "\n") + std::string("status ") +
+             result_status_name(e->result.status) +
+             (e->result.error.empty() ? "" : ": " + e->result.error);
+  }
+  return c;
+}
 
-std::string write_junit(const ReportModel& model) {
-  std::map<std::string, const RegressionRow*> rows;
-  if (model.regression) {
-    for (const RegressionRow& r : model.regression->rows) {
-      if (r.current != nullptr) rows[r.current->source] = &r;
-    }
-  }
-  std::vector<std::pair<std::string, std::vector<Case>>> suites;
-  for (const GroupView& g : model.groups) {
-    std::vector<Case> cases;
-    for (const ResultEntry* e : g.entries) {
-      Case c;
-      c.name = e->label + " [" + e->work + "]";
-      c.classname = "pipebench." + e->result.config.schedule;
-      c.time = case_time(*e);
-      const auto it = rows.find(e->source);
-      if (it != rows.end()) {
-        const RegressionRow& r = *it->second;
-        for (const std::string& why : r.reasons) c.failure += (c.failure.empty() ? "" : "\n") + why;
-        if (r.status == RegressionStatus::kNew) c.out = "new combination: not in the baseline";
-        // Too noisy to tell is neither a pass nor a failure: skipped, saying why.
-        if (r.status == RegressionStatus::kUndecidable || r.status == RegressionStatus::kExcluded) {
-          for (const std::string& n : r.notes) c.skipped += (c.skipped.empty() ? "" : "; ") + n;
-        } else {
-          for (const std::string& n : r.notes) c.out += (c.out.empty() ? "" : "\n") + n;
-        }
-        if (!r.planted.empty()) {
-          c.name += " [planted " + r.planted + "]";
-          c.out += (c.out.empty() ? "" : "\n") + ("planted slowdown: " + r.planted);
-        }
-      }
-      if (e->result.status == ResultStatus::kError) {
-        c.error = e->result.error;
-      } else if (e->result.status != ResultStatus::kOk) {
-        c.out += (c.out.empty() ? "" : "\n") + std::string("status ") +
-                 result_status_name(e->result.status) +
-                 (e->result.error.empty() ? "" : ": " + e->result.error);
-      }
-      cases.push_back(std::move(c));
-    }
-    suites.emplace_back(g.key, std::move(cases));
-  }
+// The combinations of the baseline that this run lacks, as skipped cases.
+void add_missing(const ReportModel& model,
+                 std::vector<std::pair<std::string, std::vector<Case>>>& suites) {
   if (model.regression) {
     std::vector<Case> missing;
     for (const RegressionRow& r : model.regression->rows) {
@@ -84,6 +76,46 @@ std::string write_junit(const ReportModel& model) {
     }
     if (!missing.empty()) suites.emplace_back("missing from this run", std::move(missing));
   }
+}
+
+void write_case(std::ostringstream& x, const Case& c) {
+  x << "    <testcase name=\"" << xml_escape(c.name) << "\" classname=\"" << xml_escape(c.classname)
+    << "\" time=\"" << format_fixed(c.time, 6) << "\"";
+  if (c.failure.empty() && c.error.empty() && c.skipped.empty() && c.out.empty()) {
+    x << "/>\n";
+    return;
+  }
+  x << ">\n";
+  if (!c.failure.empty()) {
+    const std::string first = c.failure.substr(0, c.failure.find('\n'));
+    x << "      <failure type=\"regression\" message=\"" << xml_escape(first) << "\">"
+      << xml_escape(c.failure) << "</failure>\n";
+  }
+  if (!c.error.empty()) {
+    x << "      <error type=\"run-error\" message=\"" << xml_escape(c.error) << "\">"
+      << xml_escape(c.error) << "</error>\n";
+  }
+  if (!c.skipped.empty()) x << "      <skipped message=\"" << xml_escape(c.skipped) << "\"/>\n";
+  if (!c.out.empty()) x << "      <system-out>" << xml_escape(c.out) << "</system-out>\n";
+  x << "    </testcase>\n";
+}
+
+}  // namespace
+
+std::string write_junit(const ReportModel& model) {
+  std::map<std::string, const RegressionRow*> rows;
+  if (model.regression) {
+    for (const RegressionRow& r : model.regression->rows) {
+      if (r.current != nullptr) rows[r.current->source] = &r;
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<Case>>> suites;
+  for (const GroupView& g : model.groups) {
+    std::vector<Case> cases;
+    for (const ResultEntry* e : g.entries) cases.push_back(combination_case(e, rows));
+    suites.emplace_back(g.key, std::move(cases));
+  }
+  add_missing(model, suites);
 
   int tests = 0, failures = 0, errors = 0, skipped = 0;
   double time = 0;
@@ -113,27 +145,7 @@ std::string write_junit(const ReportModel& model) {
     x << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << cases.size()
       << "\" failures=\"" << f << "\" errors=\"" << e << "\" skipped=\"" << s << "\" time=\""
       << format_fixed(t, 6) << "\" timestamp=\"" << model.generated_at << "\">\n";
-    for (const Case& c : cases) {
-      x << "    <testcase name=\"" << xml_escape(c.name) << "\" classname=\""
-        << xml_escape(c.classname) << "\" time=\"" << format_fixed(c.time, 6) << "\"";
-      if (c.failure.empty() && c.error.empty() && c.skipped.empty() && c.out.empty()) {
-        x << "/>\n";
-        continue;
-      }
-      x << ">\n";
-      if (!c.failure.empty()) {
-        const std::string first = c.failure.substr(0, c.failure.find('\n'));
-        x << "      <failure type=\"regression\" message=\"" << xml_escape(first) << "\">"
-          << xml_escape(c.failure) << "</failure>\n";
-      }
-      if (!c.error.empty()) {
-        x << "      <error type=\"run-error\" message=\"" << xml_escape(c.error) << "\">"
-          << xml_escape(c.error) << "</error>\n";
-      }
-      if (!c.skipped.empty()) x << "      <skipped message=\"" << xml_escape(c.skipped) << "\"/>\n";
-      if (!c.out.empty()) x << "      <system-out>" << xml_escape(c.out) << "</system-out>\n";
-      x << "    </testcase>\n";
-    }
+    for (const Case& c : cases) write_case(x, c);
     x << "  </testsuite>\n";
   }
   x << "</testsuites>\n";

@@ -256,12 +256,9 @@ class Planner {
     PartitionOptions popts;
     popts.link = stage_link(c, p);
     popts.memory = o_.memory;
-    std::vector<UnitRange> parts;
-    try {
-      parts = make_partition(partition, m.units, m.times, p * v, popts);
-    } catch (const UsageError&) {
-      return;  // this partition cannot place P x V parts (layer with P > layers)
-    }
+    // A partition that cannot place P x V parts (layer with P > layers) is no shape.
+    if (partition_problem(partition, m.units, p * v)) return;
+    std::vector<UnitRange> parts = make_partition(partition, m.units, m.times, p * v, popts);
     Shape s;
     s.model = mi;
     s.stages = p;
@@ -436,9 +433,8 @@ class Planner {
            std::to_string(sh.chunks);
   }
 
-  const Schedule& schedule_for(const Spec& s, const Shape& sh, ScheduleParams p) {
+  const Schedule& schedule_for(const Spec& s, const ScheduleParams& p) {
     if (s.info->uses_times) {
-      set_pass_times(sh.costs, p);
       timed_schedule_ = std::make_unique<Schedule>(generate_schedule(s.info->name, p));
       return *timed_schedule_;
     }
@@ -456,12 +452,11 @@ class Planner {
   void evaluate(const Spec& s) {
     const Shape& sh = shapes_[s.shape];
     Candidate c = describe(sh, s.microbatches, s.inflight, s.info->name);
-    const Schedule* schedule = nullptr;
-    try {
-      schedule = &schedule_for(s, sh, schedule_params(c));
-    } catch (const UsageError&) {
-      return;  // not a valid combination (M not a multiple of P for interleaving, ...)
-    }
+    ScheduleParams params = schedule_params(c);
+    if (s.info->uses_times) set_pass_times(sh.costs, params);
+    // Not a valid combination (M not a multiple of P for interleaving, ...).
+    if (schedule_problem(s.info->name, params)) return;
+    const Schedule* schedule = &schedule_for(s, params);
     ++evaluated_;
     MemoryModelOptions mo = o_.memory;
     mo.data_parallel = sh.data_parallel;
@@ -624,11 +619,7 @@ Plan Planner::finish() {
 void check_names(const PlanOptions& o) {
   for (const std::string& s : o.schedules) {
     if (find_schedule_info(s) == nullptr) {
-      try {
-        (void)schedule_info(s);
-      } catch (const UsageError& e) {
-        throw UsageError(std::string("--schedule: ") + e.what());
-      }
+      throw UsageError("--schedule: " + schedule_problem(s, ScheduleParams{}).value_or(""));
     }
   }
   for (const std::string& p : o.partitions) {

@@ -74,32 +74,8 @@ CheckKind parse_kind(const JsonObject& o) {
                      "bubble_formula, guard or qualitative");
 }
 
-ClaimCheck parse_check(const JsonObject& o) {
-  ClaimCheck c;
-  c.kind = parse_kind(o);
-  c.description = o.get_or<std::string>("description", "");
-  c.metric = o.get_or<std::string>("metric", "");
-  c.numerator = names(o, "numerator");
-  c.denominator = names(o, "denominator");
-  c.schedules = names(o, "schedules");
-  c.against = names(o, "against");
-  c.vary = o.get_or<std::string>("vary", "");
-  c.direction = o.get_or<std::string>("direction", "");
-  c.formula = o.get_or<std::string>("formula", "");
-  c.relation = o.get_or<std::string>("relation", "");
-  c.unit = o.get_or<std::string>("unit", "");
-  c.why = o.get_or<std::string>("why", "");
-  if (const json::value* x = o.find("value")) {
-    c.value = x->is_string() ? std::string(x->get_string())
-                             : std::to_string(static_cast<long long>(o.get<double>("value")));
-  }
-  c.stage = static_cast<int>(o.get_or("stage", static_cast<double>(c.stage)));
-  c.ranks = o.get_or("ranks", 0);
-  if (c.ranks < 0) o.fail("ranks", "expected >= 0");
-  c.documented = o.get_or("documented", c.documented);
-  c.tolerance = o.get_or("tolerance", c.tolerance);
-  c.groups = groups(o);
-
+// What each kind of check needs, named when missing or wrong.
+void check_fields(const JsonObject& o, const ClaimCheck& c) {
   auto need = [&](bool ok, const char* field, const std::string& what) {
     if (!ok) o.fail(field, what);
   };
@@ -157,6 +133,34 @@ ClaimCheck parse_check(const JsonObject& o) {
   }
   // A negative margin is meaningful only for an order ("not above": -0.001).
   if (c.tolerance < 0 && c.kind != CheckKind::kOrder) o.fail("tolerance", "expected >= 0");
+}
+
+ClaimCheck parse_check(const JsonObject& o) {
+  ClaimCheck c;
+  c.kind = parse_kind(o);
+  c.description = o.get_or<std::string>("description", "");
+  c.metric = o.get_or<std::string>("metric", "");
+  c.numerator = names(o, "numerator");
+  c.denominator = names(o, "denominator");
+  c.schedules = names(o, "schedules");
+  c.against = names(o, "against");
+  c.vary = o.get_or<std::string>("vary", "");
+  c.direction = o.get_or<std::string>("direction", "");
+  c.formula = o.get_or<std::string>("formula", "");
+  c.relation = o.get_or<std::string>("relation", "");
+  c.unit = o.get_or<std::string>("unit", "");
+  c.why = o.get_or<std::string>("why", "");
+  if (const json::value* x = o.find("value")) {
+    c.value = x->is_string() ? std::string(x->get_string())
+                             : std::to_string(static_cast<long long>(o.get<double>("value")));
+  }
+  c.stage = static_cast<int>(o.get_or("stage", static_cast<double>(c.stage)));
+  c.ranks = o.get_or("ranks", 0);
+  if (c.ranks < 0) o.fail("ranks", "expected >= 0");
+  c.documented = o.get_or("documented", c.documented);
+  c.tolerance = o.get_or("tolerance", c.tolerance);
+  c.groups = groups(o);
+  check_fields(o, c);
   return c;
 }
 

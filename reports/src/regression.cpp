@@ -692,6 +692,44 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
   row.memory_change = row.metrics[2].change;
 }
 
+constexpr size_t kMinResiduals = 8;
+
+struct Family {
+  NoiseFloor floor;
+  std::vector<double> residuals;
+  std::vector<double> tonight;  // tonight's median against the last reference night's
+  std::vector<double> nights;   // each series' reference nights
+};
+
+// One of tonight's judged figures: its move against its whole reference
+// (log ratio when relative), to be weighed against its family's noise.
+struct Move {
+  std::string family;
+  double change;
+  size_t nights;
+};
+
+// Each family's sigma from its residuals (or, with too few reference
+// nights of its own, from tonight's launch against the last night's).
+void fit_families(std::map<std::string, Family>& families, std::map<std::string, size_t>& figures) {
+  for (auto& [key, fam] : families) {
+    NoiseFloor& f = fam.floor;
+    f.residuals = fam.residuals.size();
+    f.figures = std::max<size_t>(1, figures[floor_key(f.machine, f.backend, "")]);
+    f.nights = static_cast<int>(std::lround(spread(fam.nights).median));
+    if (f.residuals < kMinResiduals && fam.tonight.size() >= kMinResiduals) {
+      // Too few reference nights of their own (one night against another):
+      // tonight's launch against the last night's, over the sweep.
+      const double centre = spread(fam.tonight).median;
+      for (double& x : fam.tonight) x -= centre;
+      fam.residuals = std::move(fam.tonight);
+      f.residuals = fam.residuals.size();
+      f.from_tonight = true;
+    }
+    if (f.residuals >= kMinResiduals) f.sigma = 1.4826 * spread(fam.residuals).mad / std::sqrt(2.0);
+  }
+}
+
 // The sweep's noise floors (see regression.hpp): per machine, backend and
 // figure family, from consecutive reference nights of every combination
 // tonight has. Tonight's own figures set how many share alpha, and how many
@@ -699,20 +737,6 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
 std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
                                      const std::map<std::string, std::vector<Matched>>& by_key,
                                      const GateOptions& o) {
-  constexpr size_t kMinResiduals = 8;
-  struct Family {
-    NoiseFloor floor;
-    std::vector<double> residuals;
-    std::vector<double> tonight;  // tonight's median against the last reference night's
-    std::vector<double> nights;   // each series' reference nights
-  };
-  // One of tonight's judged figures: its move against its whole reference
-  // (log ratio when relative), to be weighed against its family's noise.
-  struct Move {
-    std::string family;
-    double change;
-    size_t nights;
-  };
   std::map<std::string, Family> families;
   std::map<std::string, size_t> figures;           // machine # backend -> tonight's timing figures
   std::map<std::string, std::vector<Move>> moves;  // machine # backend -> tonight's moves
@@ -748,22 +772,7 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
       }
     }
   }
-  for (auto& [key, fam] : families) {
-    NoiseFloor& f = fam.floor;
-    f.residuals = fam.residuals.size();
-    f.figures = std::max<size_t>(1, figures[floor_key(f.machine, f.backend, "")]);
-    f.nights = static_cast<int>(std::lround(spread(fam.nights).median));
-    if (f.residuals < kMinResiduals && fam.tonight.size() >= kMinResiduals) {
-      // Too few reference nights of their own (one night against another):
-      // tonight's launch against the last night's, over the sweep.
-      const double centre = spread(fam.tonight).median;
-      for (double& x : fam.tonight) x -= centre;
-      fam.residuals = std::move(fam.tonight);
-      f.residuals = fam.residuals.size();
-      f.from_tonight = true;
-    }
-    if (f.residuals >= kMinResiduals) f.sigma = 1.4826 * spread(fam.residuals).mad / std::sqrt(2.0);
-  }
+  fit_families(families, figures);
   // Each of tonight's figures whose family has a noise model: how likely
   // launch noise alone moves it that far (one-sided in |move|, as the floor
   // is); z from Benjamini-Hochberg over the backend's figures
@@ -1021,6 +1030,49 @@ void note_unconfirmed(RegressionRow& row) {
   }
 }
 
+// Each gated row against its re-run (--confirm) and its control's, then
+// summarised, with the notes of planted nights.
+void confirm_rows(RegressionSummary& out,
+                  const std::vector<const std::vector<Matched>*>& history_of,
+                  const std::map<std::string, const ResultEntry*>& rerun_of,
+                  const std::string& tonight, const GateOptions& options, const Floors& floors) {
+  const auto rerun_for = [&rerun_of](const ResultEntry* e) -> const ResultEntry* {
+    if (e == nullptr) return nullptr;
+    const auto again = rerun_of.find(e->group + " # " + e->config_key);
+    return again == rerun_of.end() ? nullptr : again->second;
+  };
+  for (size_t i = 0; i < history_of.size(); ++i) {
+    if (history_of[i] == nullptr) continue;
+    RegressionRow& row = out.rows[i];
+    row.control_rerun = rerun_for(row.control);
+    std::string control_note;
+    if (const ResultEntry* again = rerun_for(row.current))
+      control_note = confirm(row, *again, *history_of[i], tonight, options, floors);
+    if (out.confirming) note_unconfirmed(row);
+    summarize(row);
+    if (!control_note.empty()) row.notes.push_back(control_note);
+    for (const Matched& m : *history_of[i]) {
+      const std::string& p = m.entry->result.config.plant;
+      if (!p.empty()) row.notes.push_back("night " + m.night->name + " was planted (" + p + ")");
+    }
+  }
+}
+
+// The last night's combinations tonight did not run.
+void add_missing_rows(RegressionSummary& out, const std::vector<Night>& history,
+                      const std::map<std::string, bool>& seen,
+                      const std::set<std::string>& seen_scale_free) {
+  if (!history.empty()) {
+    for (const ResultEntry& b : history.back().results.results) {
+      if (seen.count(match_key(b)) != 0 || seen_scale_free.count(scale_free_key(b)) != 0) continue;
+      RegressionRow row = blank_row(b);
+      row.status = RegressionStatus::kMissing;
+      row.baseline = &b;
+      out.rows.push_back(std::move(row));
+    }
+  }
+}
+
 }  // namespace
 
 RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
@@ -1091,35 +1143,8 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     out.rows.push_back(std::move(row));
   }
   choose_controls(out.rows);
-  const auto rerun_for = [&rerun_of](const ResultEntry* e) -> const ResultEntry* {
-    if (e == nullptr) return nullptr;
-    const auto again = rerun_of.find(e->group + " # " + e->config_key);
-    return again == rerun_of.end() ? nullptr : again->second;
-  };
-  for (size_t i = 0; i < history_of.size(); ++i) {
-    if (history_of[i] == nullptr) continue;
-    RegressionRow& row = out.rows[i];
-    row.control_rerun = rerun_for(row.control);
-    std::string control_note;
-    if (const ResultEntry* again = rerun_for(row.current))
-      control_note = confirm(row, *again, *history_of[i], tonight, options, floors);
-    if (out.confirming) note_unconfirmed(row);
-    summarize(row);
-    if (!control_note.empty()) row.notes.push_back(control_note);
-    for (const Matched& m : *history_of[i]) {
-      const std::string& p = m.entry->result.config.plant;
-      if (!p.empty()) row.notes.push_back("night " + m.night->name + " was planted (" + p + ")");
-    }
-  }
-  if (!history.empty()) {
-    for (const ResultEntry& b : history.back().results.results) {
-      if (seen.count(match_key(b)) != 0 || seen_scale_free.count(scale_free_key(b)) != 0) continue;
-      RegressionRow row = blank_row(b);
-      row.status = RegressionStatus::kMissing;
-      row.baseline = &b;
-      out.rows.push_back(std::move(row));
-    }
-  }
+  confirm_rows(out, history_of, rerun_of, tonight, options, floors);
+  add_missing_rows(out, history, seen, seen_scale_free);
   return out;
 }
 

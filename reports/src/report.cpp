@@ -119,9 +119,8 @@ LoadedResults load_reruns(const ReportOptions& o) {
   }
 }
 
-}  // namespace
-
-int run_report(const ReportOptions& o, std::ostream& out) {
+// The flags' values, each in its range (before anything is read or written).
+void check_options(const ReportOptions& o) {
   if (o.inputs.empty())
     throw UsageError("report: expected at least one result folder (pipebench report DIR...)");
   if (!(o.threshold >= 0 && o.threshold < 1)) {
@@ -147,6 +146,28 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     throw UsageError(std::string(o.confirm.empty() ? "--rerun-list" : "--confirm") +
                      ": confirms the gate's verdicts, which need --baseline");
   }
+}
+
+ModelOptions model_options(const ReportOptions& o) {
+  ModelOptions mo;
+  mo.inputs = o.inputs;
+  mo.setup_matches = o.reference_setup;
+  mo.gate.threshold = o.threshold;
+  mo.gate.alpha = o.alpha;
+  mo.gate.window = o.window;
+  mo.gate.include_oversubscribed = o.gate_oversubscribed;
+  mo.gate.max_foreign_cpu = o.max_foreign_cpu;
+  mo.gate.max_speed_drift = o.max_speed_drift;
+  mo.gate.noise_floor = !o.no_noise_floor;
+  mo.tonight = tonight_name(o.inputs);
+  mo.memory_budget = o.memory_budget;
+  return mo;
+}
+
+}  // namespace
+
+int run_report(const ReportOptions& o, std::ostream& out) {
+  check_options(o);
   // Every output is checked before any is written (or any input read), so
   // a bad one leaves no other behind.
   for (const std::string* path :
@@ -172,18 +193,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
       for (BadFile& b : n.results.bad) loaded.bad.push_back(std::move(b));
     }
   }
-  ModelOptions mo;
-  mo.inputs = o.inputs;
-  mo.setup_matches = o.reference_setup;
-  mo.gate.threshold = o.threshold;
-  mo.gate.alpha = o.alpha;
-  mo.gate.window = o.window;
-  mo.gate.include_oversubscribed = o.gate_oversubscribed;
-  mo.gate.max_foreign_cpu = o.max_foreign_cpu;
-  mo.gate.max_speed_drift = o.max_speed_drift;
-  mo.gate.noise_floor = !o.no_noise_floor;
-  mo.tonight = tonight_name(o.inputs);
-  mo.memory_budget = o.memory_budget;
+  const ModelOptions mo = model_options(o);
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),
                                          std::move(history), mo, std::move(reruns));
   if (model.regression) {

@@ -116,7 +116,18 @@ std::optional<double> setup_metric(const GroupView& g, const std::vector<const R
 
 // The documents' choice rules (S7, P8) and where they disagree, from this
 // group's measurements only.
-void rule_findings(GroupView& g) {
+// What the rules S7 and P8 are judged on: per setup, which schedule used
+// less memory and which ran faster.
+struct RuleTally {
+  int s7_cases = 0, s7_mem = 0, s7_speed = 0;
+  int order_cases = 0, order_holds = 0;
+  int p8_cases = 0, p8_mem = 0;
+  int small_cases = 0, small_gpipe = 0, large_cases = 0, large_pd = 0;
+  std::string order_example;
+  std::string async_name = "async-1f1b";
+};
+
+RuleTally tally_rules(const GroupView& g) {
   std::map<std::string, std::vector<const ResultEntry*>> setups;
   for (const ResultEntry* e : g.entries) {
     const ResultConfig& c = e->result.config;
@@ -125,12 +136,7 @@ void rule_findings(GroupView& g) {
            c.model + " " + c.backend + " budget=" + std::to_string(c.memory_budget)]
         .push_back(e);
   }
-  int s7_cases = 0, s7_mem = 0, s7_speed = 0;
-  int order_cases = 0, order_holds = 0;
-  int p8_cases = 0, p8_mem = 0;
-  int small_cases = 0, small_gpipe = 0, large_cases = 0, large_pd = 0;
-  std::string order_example;
-  std::string async_name = "async-1f1b";
+  RuleTally t;
   for (const auto& [key, setup] : setups) {
     std::string an;
     const auto sync_mem = setup_metric(g, setup, {"sync-1f1b"}, "peak_memory", nullptr);
@@ -144,64 +150,71 @@ void rule_findings(GroupView& g) {
     const auto pd_sps = setup_metric(g, setup, {"pipedream"}, "samples_per_second", nullptr);
     const auto gp_sps = setup_metric(g, setup, {"gpipe"}, "samples_per_second", nullptr);
     if (sync_mem && async_mem && sync_sps && async_sps) {
-      ++s7_cases;
-      async_name = an;
-      s7_mem += *sync_mem < *async_mem ? 1 : 0;
-      s7_speed += *async_sps > *sync_sps ? 1 : 0;
+      ++t.s7_cases;
+      t.async_name = an;
+      t.s7_mem += *sync_mem < *async_mem ? 1 : 0;
+      t.s7_speed += *async_sps > *sync_sps ? 1 : 0;
     }
     if (sync_mem && async_mem && gp_mem) {
-      ++order_cases;
+      ++t.order_cases;
       const bool holds = *sync_mem < *async_mem && *async_mem < *gp_mem;
-      order_holds += holds ? 1 : 0;
-      if (order_example.empty() || !holds) {
-        order_example = "sync-1f1b " + format_bytes(*sync_mem) + ", " + an + " " +
-                        format_bytes(*async_mem) + ", gpipe " + format_bytes(*gp_mem) + " (" +
-                        key.substr(0, key.find(" budget")) + ")";
+      t.order_holds += holds ? 1 : 0;
+      if (t.order_example.empty() || !holds) {
+        t.order_example = "sync-1f1b " + format_bytes(*sync_mem) + ", " + an + " " +
+                          format_bytes(*async_mem) + ", gpipe " + format_bytes(*gp_mem) + " (" +
+                          key.substr(0, key.find(" budget")) + ")";
       }
     }
     if (pd_mem && gp_mem) {
-      ++p8_cases;
-      p8_mem += *pd_mem < *gp_mem ? 1 : 0;
+      ++t.p8_cases;
+      t.p8_mem += *pd_mem < *gp_mem ? 1 : 0;
     }
     if (pd_sps && gp_sps) {
       const int p = setup.front()->result.config.stages;
       if (p <= 4) {
-        ++small_cases;
-        small_gpipe += *gp_sps >= *pd_sps ? 1 : 0;
+        ++t.small_cases;
+        t.small_gpipe += *gp_sps >= *pd_sps ? 1 : 0;
       } else if (p >= 8) {
-        ++large_cases;
-        large_pd += *pd_sps > *gp_sps ? 1 : 0;
+        ++t.large_cases;
+        t.large_pd += *pd_sps > *gp_sps ? 1 : 0;
       }
     }
   }
+  return t;
+}
+
+void rule_findings(GroupView& g) {
+  const RuleTally t = tally_rules(g);
   auto of = [](int k, int n) { return std::to_string(k) + " of " + std::to_string(n); };
   // Memory rules weigh peaks measured without a device profiler only.
   const std::string clean = g.unclean_memory > 0 ? " with peak memory measured without a device "
                                                    "profiler"
                                                  : "";
-  if (s7_cases > 0) {
-    const bool supported = s7_mem == s7_cases && s7_speed == s7_cases;
+  if (t.s7_cases > 0) {
+    const bool supported = t.s7_mem == t.s7_cases && t.s7_speed == t.s7_cases;
     g.rule_findings.push_back(
         std::string("S7 (memory tight: sync 1F1B; ample: async) is ") +
-        (supported ? "supported" : (s7_mem + s7_speed > 0 ? "partly supported" : "not supported")) +
-        ": sync-1f1b used less peak memory than " + async_name + " in " + of(s7_mem, s7_cases) +
-        " setups and was slower in " + of(s7_speed, s7_cases) + ".");
+        (supported ? "supported"
+                   : (t.s7_mem + t.s7_speed > 0 ? "partly supported" : "not supported")) +
+        ": sync-1f1b used less peak memory than " + t.async_name + " in " +
+        of(t.s7_mem, t.s7_cases) + " setups and was slower in " + of(t.s7_speed, t.s7_cases) + ".");
   } else {
     g.rule_findings.push_back(
         "S7 (memory tight: sync 1F1B) cannot be judged: no setup ran both sync-1f1b and "
         "async-1f1b/1f1b" +
         clean + ".");
   }
-  if (p8_cases > 0) {
+  if (t.p8_cases > 0) {
     std::string text =
         std::string("P8's memory rule (memory tight: PipeDream over GPipe) is ") +
-        (p8_mem == p8_cases ? "supported" : (p8_mem > 0 ? "partly supported" : "not supported")) +
-        ": PipeDream/1F1B peaked below GPipe in " + of(p8_mem, p8_cases) + " setups";
-    if (small_cases > 0)
+        (t.p8_mem == t.p8_cases ? "supported"
+                                : (t.p8_mem > 0 ? "partly supported" : "not supported")) +
+        ": PipeDream/1F1B peaked below GPipe in " + of(t.p8_mem, t.p8_cases) + " setups";
+    if (t.small_cases > 0)
       text += "; at <= 4 stages GPipe was at least as fast as PipeDream in " +
-              of(small_gpipe, small_cases);
-    if (large_cases > 0)
-      text += "; at >= 8 stages PipeDream was faster in " + of(large_pd, large_cases);
+              of(t.small_gpipe, t.small_cases);
+    if (t.large_cases > 0)
+      text += "; at >= 8 stages PipeDream was faster in " + of(t.large_pd, t.large_cases);
     g.rule_findings.push_back(text + ".");
   } else {
     g.rule_findings.push_back(
@@ -209,11 +222,11 @@ void rule_findings(GroupView& g) {
         "gpipe" +
         clean + ".");
   }
-  if (order_cases > 0) {
-    const bool both = order_holds == order_cases;
+  if (t.order_cases > 0) {
+    const bool both = t.order_holds == t.order_cases;
     g.rule_findings.push_back(
         std::string("Where they disagree: peak memory ordered sync-1F1B < async-1F1B < GPipe in ") +
-        of(order_holds, order_cases) + " setups (" + order_example + "), so " +
+        of(t.order_holds, t.order_cases) + " setups (" + t.order_example + "), so " +
         (both ? "both rules hold: sync 1F1B is the tightest-memory choice, and PipeDream/1F1B "
                 "beats GPipe when sync's throughput is too low."
               : "the measurements do not support both rules at once; see the memory table."));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,17 +44,19 @@ std::string names_list() {
 
 // ---- layer ------------------------------------------------------------------
 
-std::vector<UnitRange> layer_partition(const std::vector<Unit>& units, int parts) {
-  // A layer starts at its LayerNorm1; cuts may only fall there.
+/// A layer starts at its LayerNorm1; cuts may only fall there.
+std::vector<int> layer_starts(const std::vector<Unit>& units) {
   std::vector<int> starts;
   for (size_t i = 0; i < units.size(); ++i) {
     if (units[i].kind == UnitKind::kLayerNorm1) starts.push_back(static_cast<int>(i));
   }
+  return starts;
+}
+
+std::vector<UnitRange> layer_partition(const std::vector<Unit>& units, int parts) {
+  const std::vector<int> starts = layer_starts(units);
   const int layers = static_cast<int>(starts.size());
-  if (parts > layers) {
-    throw UsageError("--partition layer: " + std::to_string(parts) + " parts but the model has " +
-                     std::to_string(layers) + " layers");
-  }
+  PPB_CHECK(parts <= layers, "layer_partition: more parts than layers passed partition_problem");
   // The first (layers % parts) parts take one layer more: the last part also
   // carries the head, the model's most expensive unit.
   const int base = layers / parts;
@@ -474,7 +477,10 @@ std::vector<UnitRange> balanced_partition(const std::vector<Unit>& units,
 
 // ---- manual -----------------------------------------------------------------
 
-std::vector<UnitRange> manual_partition(std::string_view spec, int units, int parts) {
+/// The ranges of "manual:...", each checked; throws UsageError naming a bad
+/// one or ranges that do not cover the model (the user's spec is wrong,
+/// whatever the part count).
+std::vector<UnitRange> manual_ranges(std::string_view spec, int units) {
   const std::string flag = "--partition " + std::string(spec);
   std::string_view rest = spec.substr(kManualPrefix.size());
   if (rest.empty()) {
@@ -519,11 +525,11 @@ std::vector<UnitRange> manual_partition(std::string_view spec, int units, int pa
     throw UsageError(flag + ": the ranges end at unit " + std::to_string(expected - 1) +
                      " but the model has units 0-" + std::to_string(units - 1));
   }
-  if (static_cast<int>(out.size()) != parts) {
-    throw UsageError(flag + ": " + std::to_string(out.size()) + " ranges given but " +
-                     std::to_string(parts) + " parts are needed");
-  }
   return out;
+}
+
+bool is_manual(std::string_view name) {
+  return name.substr(0, kManualPrefix.size()) == kManualPrefix;
 }
 
 }  // namespace
@@ -576,25 +582,44 @@ std::string format_partition(const std::vector<UnitRange>& parts) {
   return out;
 }
 
+std::optional<std::string> partition_problem(std::string_view name, const std::vector<Unit>& units,
+                                             int parts) {
+  const bool manual = is_manual(name);
+  if (!manual && name != "layer" && name != "operator" && name != "balanced") {
+    return "--partition: unknown partition '" + std::string(name) +
+           "' (partitions: " + names_list() + ")";
+  }
+  const std::string flag = "--partition " + std::string(manual ? "manual" : name);
+  if (parts < 1) return flag + ": need at least 1 part, got " + std::to_string(parts);
+  const int n = static_cast<int>(units.size());
+  if (parts > n) {
+    return flag + ": " + std::to_string(parts) + " parts but the model has " + std::to_string(n) +
+           " units";
+  }
+  if (manual) {
+    const size_t given = manual_ranges(name, n).size();
+    if (static_cast<int>(given) == parts) return std::nullopt;
+    return "--partition " + std::string(name) + ": " + std::to_string(given) +
+           " ranges given but " + std::to_string(parts) + " parts are needed";
+  }
+  if (name == "layer") {
+    const int layers = static_cast<int>(layer_starts(units).size());
+    if (parts > layers) {
+      return "--partition layer: " + std::to_string(parts) + " parts but the model has " +
+             std::to_string(layers) + " layers";
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<UnitRange> make_partition(std::string_view name, const std::vector<Unit>& units,
                                       const std::vector<UnitTime>& times, int parts,
                                       const PartitionOptions& options) {
   PPB_CHECK(times.size() == units.size(), "make_partition: one time per unit");
-  const bool manual = name.substr(0, kManualPrefix.size()) == kManualPrefix;
-  if (!manual && name != "layer" && name != "operator" && name != "balanced") {
-    throw UsageError("--partition: unknown partition '" + std::string(name) +
-                     "' (partitions: " + names_list() + ")");
+  if (std::optional<std::string> why = partition_problem(name, units, parts)) {
+    throw UsageError(*why);
   }
-  const std::string flag = "--partition " + std::string(manual ? "manual" : name);
-  if (parts < 1) {
-    throw UsageError(flag + ": need at least 1 part, got " + std::to_string(parts));
-  }
-  const int n = static_cast<int>(units.size());
-  if (parts > n) {
-    throw UsageError(flag + ": " + std::to_string(parts) + " parts but the model has " +
-                     std::to_string(n) + " units");
-  }
-  if (manual) return manual_partition(name, n, parts);
+  if (is_manual(name)) return manual_ranges(name, static_cast<int>(units.size()));
   if (name == "layer") return layer_partition(units, parts);
   if (name == "operator") return operator_partition(times, parts);
   return balanced_partition(units, times, parts, options);

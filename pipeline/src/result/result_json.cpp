@@ -61,25 +61,33 @@ json::array doubles(const std::vector<double>& xs) {
   return array_of(xs, [](double x) { return num(x); });
 }
 
-json::array ints(const std::vector<int64_t>& xs) {
-  return array_of(xs, [](int64_t x) { return json::value(x); });
-}
-
 // ------------------------------------------------------------ field lists --
 // One list per struct names each of its fields once: the JSON key, required
 // or optional (absent or null keeps the struct's default), nullable (a
 // number or null, read as NaN; optional_nullable: absent reads as NaN too)
-// and, for numbers, the least value allowed. The writer, the reader and the bound check all
-// walk the same list, so they cannot disagree; keys are written in list
-// order. A field added to a struct is one more line in its list.
+// and, for numbers, the least value allowed. The writer, the reader and the
+// bound check all walk the same list, so they cannot disagree; keys are
+// written in list order. A field added to a struct is one more line in its
+// list. Lists with one entry per stage say how they follow config.stages
+// (PerStage); a struct's own rules beyond its fields are its `validate`.
 
-/// Lists that hold one entry per stage (config.stages); `allow_empty` for
-/// optional lists and for figures of a result that is not ok.
+/// How a per-stage list follows config.stages.
+enum class PerStage {
+  kOptional,      ///< may be absent; empty or one entry per stage
+  kMayBeEmpty,    ///< required; empty or one entry per stage
+  kUnlessFailed,  ///< required; one entry per stage, or empty in a result that is not ok
+  kExact,         ///< required; one entry per stage
+};
+
+/// The stage count lists are held to, and whether the result is ok.
 struct StageCount {
   const JsonReader& reader;
   size_t stages;
-  void check(size_t n, const std::string& path, bool allow_empty) const {
-    if (n == stages || (allow_empty && n == 0)) return;
+  bool ok = true;
+  void check(size_t n, const std::string& path, PerStage rule) const {
+    const bool may_be_empty = rule == PerStage::kOptional || rule == PerStage::kMayBeEmpty ||
+                              (rule == PerStage::kUnlessFailed && !ok);
+    if (n == stages || (may_be_empty && n == 0)) return;
     reader.fail(path, "expected " + std::to_string(stages) +
                           " entries (one per stage, config.stages), got " + std::to_string(n));
   }
@@ -153,7 +161,7 @@ void fields(V& v, E& e) {
   v.optional("cores", e.cores);
   v.optional("oversubscribed", e.oversubscribed);
   v.optional("rank_hosts", e.rank_hosts);
-  v.optional("ranks_per_gpu", e.ranks_per_gpu);  // bound checked by read_environment
+  v.optional("ranks_per_gpu", e.ranks_per_gpu);  // >= 0: validate
 }
 
 template <class V, Is<StepTimeStats> S>
@@ -162,6 +170,24 @@ void fields(V& v, S& x) {
   v.required("min", x.min);
   v.required("max", x.max);
   v.required("samples", x.samples);
+}
+
+/// `samples` is the gate's, in metrics.bubble_ratio only (write_gate_fields).
+template <class V, Is<BubbleFigures> B>
+void fields(V& v, B& x) {
+  v.required("measured", x.measured);
+  v.nullable("theoretical", x.theoretical);
+  v.per_stage("per_stage", x.per_stage, PerStage::kUnlessFailed);
+}
+
+template <class V, Is<PeakMemory> M>
+void fields(V& v, M& x) {
+  v.bytes_per_stage("per_stage", x.per_stage, PerStage::kUnlessFailed);
+  v.bytes_per_stage("activations_per_stage", x.activations_per_stage, PerStage::kUnlessFailed);
+  v.bytes_per_stage("device_per_stage", x.device_per_stage, PerStage::kOptional);
+  v.per_stage("by_category", x.by_category, PerStage::kOptional);
+  v.bytes_per_stage("peak_rss_per_stage", x.peak_rss_per_stage, PerStage::kOptional);
+  v.optional("device_profiler", x.device_profiler);
 }
 
 template <class V, Is<SampleSpread> S>
@@ -173,6 +199,13 @@ void fields(V& v, S& x) {
   v.nullable("q3", x.q3);
   v.nullable("min", x.min);
   v.nullable("max", x.max);
+}
+
+template <class V, Is<SpreadFigures> S>
+void fields(V& v, S& x) {
+  v.required("step_time_seconds", x.step_time_seconds);
+  v.required("samples_per_second", x.samples_per_second);
+  v.required("bubble_ratio", x.bubble_ratio);
 }
 
 template <class V, Is<CheckFigures> C>
@@ -204,17 +237,28 @@ void fields(V& v, K& x) {
   v.required("W", x.bwd_weight);
 }
 
+/// An event ends no earlier than it starts: validate.
+template <class V, Is<TimelineEvent> E>
+void fields(V& v, E& x) {
+  v.required("op", x.op);
+  v.required("mb", x.mb);
+  v.required("chunk", x.chunk);
+  v.required("start", x.start);
+  v.required("end", x.end);
+}
+
+/// `path` is "host" or "network": validate.
 template <class V, Is<MeasuredLinkFigures> L>
 void fields(V& v, L& x) {
-  v.required("path", x.path);  // "host" or "network": checked by read_theory
+  v.required("path", x.path);
   v.nullable("latency_seconds", x.latency_seconds);
   v.nullable("bandwidth_bytes_per_second", x.bandwidth_bytes_per_second);
   v.required("messages", x.messages);
   v.optional("sizes", x.sizes);
 }
 
-/// The theory's figures with a field list; kind_seconds, timeline and links
-/// (keyed by unit kind, events, an earlier single link) follow them by hand.
+/// kind_seconds: per stage, unit kind name -> its pass times. An earlier
+/// single `link` reads as `links` (read_theory).
 template <class V, Is<TheoryFigures> T>
 void fields(V& v, T& t) {
   v.nullable("step_time_seconds", t.step_time_seconds);
@@ -222,7 +266,84 @@ void fields(V& v, T& t) {
   v.per_stage("activation_bytes_per_microbatch", t.activation_bytes_per_microbatch);
   v.per_stage("peak_activation_bytes_per_stage", t.peak_activation_bytes_per_stage);
   v.per_stage("action_seconds", t.action_seconds);
+  v.per_stage_if_any("kind_seconds", t.kind_seconds);
+  v.per_stage("timeline", t.timeline);
+  v.optional("links", t.links);
 }
+
+/// Figures per stage ("step") and per stage and timeline action ("action";
+/// counted against the timeline by check_collector_actions).
+template <class V, Is<CollectorResult> C>
+void fields(V& v, C& x) {
+  v.figures_per_stage("step", x.step);
+  v.figures_per_stage("action", x.action);
+}
+
+template <class V, Is<DeviceFigures> D>
+void fields(V& v, D& x) {
+  v.required("profiler", x.profiler);
+  v.nullable("bubble_ratio", x.bubble_ratio);
+  v.nullable_per_stage("bubble_ratio_per_stage", x.bubble_ratio_per_stage, PerStage::kExact);
+  v.nullable_per_stage("compute_seconds_per_stage", x.compute_seconds_per_stage, PerStage::kExact);
+  v.nullable_per_stage("communication_seconds_per_stage", x.communication_seconds_per_stage,
+                       PerStage::kExact);
+  v.nullable_per_stage("overlap_seconds_per_stage", x.overlap_seconds_per_stage, PerStage::kExact);
+  v.nullable_per_stage("busy_seconds_per_stage", x.busy_seconds_per_stage, PerStage::kExact);
+}
+
+/// metrics.allreduce; `seconds` is metrics.allreduce_seconds
+/// (write_data_parallel_fields).
+template <class V, Is<AllReduceFigures> A>
+void fields(V& v, A& x) {
+  v.nullable_per_stage("seconds_per_stage", x.seconds_per_stage, PerStage::kMayBeEmpty);
+  v.nullable_per_stage("overlap_seconds_per_stage", x.overlap_seconds_per_stage,
+                       PerStage::kMayBeEmpty);
+  v.bytes_per_stage("bytes_per_stage", x.bytes_per_stage, PerStage::kMayBeEmpty);
+  v.nullable("exposed_seconds", x.exposed_seconds);
+  v.nullable("latency", x.latency);
+  v.nullable("bandwidth", x.bandwidth);
+  v.nullable_per_stage("theoretical_seconds_per_stage", x.theoretical_seconds_per_stage,
+                       PerStage::kMayBeEmpty);
+  v.required("bubble_ratio_pipeline", x.bubble_ratio_pipeline);
+}
+
+/// metrics. bubble_ratio's `samples` is the gate's, written and read beside
+/// this list (write_gate_fields); all-reduce's `seconds` stands beside its
+/// object as allreduce_seconds.
+template <class V, Is<ResultMetrics> M>
+void fields(V& v, M& m) {
+  v.required("samples_per_second", m.samples_per_second, 0);
+  v.required("step_time_seconds", m.step_time_seconds);
+  v.required("bubble_ratio", m.bubble_ratio);
+  v.required("bubble_overhead", m.bubble_overhead);
+  v.required("peak_memory_bytes", m.peak_memory_bytes);
+  v.optional("theory", m.theory);
+  v.optional("check", m.check);
+  v.optional("memory_guard", m.memory_guard);
+  v.optional_if_any("collectors", m.collectors);
+  v.optional("device", m.device);
+  // The regression gate's figures of a run's noise, and data parallelism's:
+  // all optional, so files written before them still load.
+  v.optional("foreign_cpu", m.foreign_cpu);
+  v.nullable_per_stage("busy_seconds_per_stage", m.busy_seconds_per_stage, PerStage::kOptional);
+  v.nullable_per_stage_if_any("speed_probe_seconds_per_stage", m.speed_probe_seconds_per_stage);
+  v.optional("spread", m.spread);
+  v.all_reduce("allreduce_seconds", "allreduce", m.allreduce);
+}
+
+// ------------------------------------------------ values of the field types --
+// Scalars, strings and lists of them go through JsonObject::get; the rest
+// (unit kinds, memory categories, maps, nested structs and lists of them)
+// through to_json and read_value.
+
+template <class T>
+constexpr bool kScalar = std::is_arithmetic_v<T> || std::is_same_v<T, std::string>;
+template <class T>
+struct Plain : std::bool_constant<kScalar<T>> {};
+template <class T>
+struct Plain<std::vector<T>> : std::bool_constant<kScalar<T>> {};
+
+using KindSecondsByKind = std::map<std::string, KindSeconds>;
 
 template <class S>
 json::object write_fields(const S& x);
@@ -230,6 +351,18 @@ template <class S>
 S read_fields(const JsonObject& o, const StageCount* stages = nullptr);
 
 json::value to_json(const std::string& x) { return json::value(x); }
+json::value to_json(ActionKind k) { return json::value(action_kind_name(k)); }
+json::value to_json(const MemoryByCategory& c) {
+  json::object cats;
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    cats[mem_category_name(static_cast<MemCategory>(i))] = c[static_cast<size_t>(i)];
+  }
+  return cats;
+}
+template <class T>
+json::value to_json(const std::vector<T>& xs);
+template <class T>
+json::value to_json(const std::map<std::string, T>& m);
 template <class T>
 json::value to_json(const T& x) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -244,199 +377,91 @@ template <class T>
 json::value to_json(const std::vector<T>& xs) {
   return array_of(xs, [](const T& x) { return to_json(x); });
 }
-
-/// Writes each field of a list into `o`, in list order.
-struct FieldWriter {
-  json::object& o;
-  template <class T>
-  void required(std::string_view key, const T& x, Least /*least*/ = {}) {
-    o[key] = to_json(x);
-  }
-  template <class T>
-  void optional(std::string_view key, const T& x, Least /*least*/ = {}) {
-    o[key] = to_json(x);
-  }
-  void nullable(std::string_view key, double x) { o[key] = num(x); }
-  void optional_nullable(std::string_view key, double x) { o[key] = num(x); }
-  template <class T>
-  void per_stage(std::string_view key, const std::vector<T>& x) {
-    o[key] = to_json(x);
-  }
-};
-
-/// Reads each field of a list from `o`; every error names the field path.
-struct FieldReader {
-  const JsonObject& o;
-  template <class T>
-  void required(std::string_view key, T& x, Least /*least*/ = {}) {
-    x = o.get<T>(key);
-  }
-  template <class T>
-  void optional(std::string_view key, T& x, Least /*least*/ = {}) {
-    x = o.get_or(key, x);
-  }
-  /// Required number or null (NaN).
-  void nullable(std::string_view key, double& x) { x = o.number_or_null(key); }
-  /// Absent or null: NaN.
-  void optional_nullable(std::string_view key, double& x) { x = o.optional_number_or_null(key); }
-  /// Optional, one entry per stage (checked by FieldBounds).
-  template <class T>
-  void per_stage(std::string_view key, std::vector<T>& x) {
-    if constexpr (std::is_arithmetic_v<T>) {
-      x = o.get_or(key, x);
-    } else {
-      x = o.optional_array(key, [this](const json::value& v, const std::string& p) {
-        return read_fields<T>(o.reader().object(v, p));
-      });
-    }
-  }
-};
-
-/// Checks each number of a list against its least value, after the whole
-/// object is read (so a missing field is named before a bad one).
-struct FieldBounds {
-  const JsonObject& o;
-  const StageCount* stages;  ///< what per_stage lists follow
-  template <class T>
-  void required(std::string_view key, const T& x, Least least = {}) {
-    check(key, x, least);
-  }
-  template <class T>
-  void optional(std::string_view key, const T& x, Least least = {}) {
-    check(key, x, least);
-  }
-  void nullable(std::string_view /*key*/, double /*x*/) {}
-  void optional_nullable(std::string_view /*key*/, double /*x*/) {}
-  template <class T>
-  void per_stage(std::string_view key, const std::vector<T>& x) {
-    PPB_CHECK(stages != nullptr, "a per-stage field read without the stage count");
-    stages->check(x.size(), o.field(key), true);
-  }
-  template <class T>
-  void check(std::string_view key, const T& x, Least least) {
-    if constexpr (std::is_arithmetic_v<T>) {
-      if (least) at_least(o, key, x, *least);
-    }
-  }
-};
-
-/// Reads a struct by its field list, then checks its bounds (per_stage
-/// lists against `stages`).
-template <class S>
-S read_fields(const JsonObject& o, const StageCount* stages) {
-  S x;
-  FieldReader in{o};
-  fields(in, x);
-  FieldBounds bounds{o, stages};
-  fields(bounds, std::as_const(x));
-  return x;
-}
-
-/// Writes a struct by its field list.
-template <class S>
-json::object write_fields(const S& x) {
+template <class T>
+json::value to_json(const std::map<std::string, T>& m) {
   json::object o;
-  FieldWriter out{o};
-  fields(out, x);
+  for (const auto& [key, x] : m) o[key] = to_json(x);
   return o;
 }
 
-json::object bubble_json(const BubbleFigures& b) {
-  return {{"measured", num(b.measured)},
-          {"theoretical", num(b.theoretical)},
-          {"per_stage", doubles(b.per_stage)}};
+ActionKind read_op(const JsonReader& r, const json::value& v, const std::string& path) {
+  const std::string s = r.string(v, path);
+  if (s == "F") return ActionKind::kForward;
+  if (s == "B") return ActionKind::kBackward;
+  if (s == "I") return ActionKind::kBackwardInput;
+  if (s == "W") return ActionKind::kBackwardWeight;
+  if (s == "SYNC") return ActionKind::kSync;
+  r.fail(path, "expected one of F, B, I, W, SYNC, got \"" + s + "\"");
 }
 
-json::array timeline_json(const Timeline& timeline) {
-  return array_of(timeline, [](const std::vector<TimelineEvent>& stage) {
-    return json::value(array_of(stage, [](const TimelineEvent& e) {
-      return json::value(json::object{{"op", action_kind_name(e.op)},
-                                      {"mb", e.mb},
-                                      {"chunk", e.chunk},
-                                      {"start", num(e.start)},
-                                      {"end", num(e.end)}});
-    }));
-  });
+/// Missing categories read as 0.
+MemoryByCategory read_categories(const JsonObject& o) {
+  MemoryByCategory cats{};
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    cats[static_cast<size_t>(i)] =
+        o.get_or<int64_t>(mem_category_name(static_cast<MemCategory>(i)), 0);
+  }
+  return cats;
 }
 
-json::object memory_json(const PeakMemory& m) {
-  json::object o{{"per_stage", ints(m.per_stage)},
-                 {"activations_per_stage", ints(m.activations_per_stage)},
-                 {"device_per_stage", ints(m.device_per_stage)}};
-  o["by_category"] = array_of(m.by_category, [](const MemoryByCategory& c) {
-    json::object cats;
-    for (int i = 0; i < kNumMemCategories; ++i) {
-      cats[mem_category_name(static_cast<MemCategory>(i))] = c[static_cast<size_t>(i)];
+KindSecondsByKind read_kind_seconds(const JsonObject& stage) {
+  KindSecondsByKind m;
+  for (const auto& kv : stage.raw()) {
+    const std::string kind(kv.key());
+    if (!is_unit_kind_name(kind))
+      stage.fail(kind, "unknown unit kind (kinds: " + unit_kind_names() + ")");
+    m[kind] = read_fields<KindSeconds>(stage.object(kind));
+  }
+  return m;
+}
+
+TheoryFigures read_theory(const JsonObject& o, const StageCount& n);
+
+template <class T>
+concept Map = requires {
+  typename T::mapped_type;
+};
+
+/// A value of a field type that is not Plain.
+template <class T>
+T read_value(const JsonReader& r, const json::value& v, const std::string& path,
+             const StageCount* stages) {
+  if constexpr (std::is_same_v<T, ActionKind>) {
+    return read_op(r, v, path);
+  } else if constexpr (std::is_same_v<T, MemoryByCategory>) {
+    return read_categories(r.object(v, path));
+  } else if constexpr (std::is_same_v<T, KindSecondsByKind>) {
+    return read_kind_seconds(r.object(v, path));
+  } else if constexpr (std::is_same_v<T, TheoryFigures>) {
+    PPB_CHECK(stages != nullptr, "the theory read without the stage count");
+    return read_theory(r.object(v, path), *stages);
+  } else if constexpr (Map<T>) {
+    T m;
+    const JsonObject o = r.object(v, path);
+    for (const auto& kv : o.raw()) {
+      m[std::string(kv.key())] =
+          read_value<typename T::mapped_type>(r, kv.value(), o.field(kv.key()), stages);
     }
-    return json::value(std::move(cats));
-  });
-  o["peak_rss_per_stage"] = ints(m.peak_rss_per_stage);
-  o["device_profiler"] = m.device_profiler;
-  return o;
+    return m;
+  } else if constexpr (requires { typename T::value_type; }) {
+    return r.array_of(v, path, [&r, stages](const json::value& x, const std::string& p) {
+      return read_value<typename T::value_type>(r, x, p, stages);
+    });
+  } else {
+    return read_fields<T>(r.object(v, path), stages);
+  }
 }
 
-json::object device_json(const DeviceFigures& d) {
-  return {{"profiler", d.profiler},
-          {"bubble_ratio", num(d.bubble_ratio)},
-          {"bubble_ratio_per_stage", doubles(d.bubble_ratio_per_stage)},
-          {"compute_seconds_per_stage", doubles(d.compute_seconds_per_stage)},
-          {"communication_seconds_per_stage", doubles(d.communication_seconds_per_stage)},
-          {"overlap_seconds_per_stage", doubles(d.overlap_seconds_per_stage)},
-          {"busy_seconds_per_stage", doubles(d.busy_seconds_per_stage)}};
-}
-
-json::object theory_json(const TheoryFigures& t) {
-  json::object o = write_fields(t);
-  if (!t.kind_seconds.empty()) {
-    o["kind_seconds"] = array_of(t.kind_seconds, [](const std::map<std::string, KindSeconds>& m) {
-      json::object stage;
-      for (const auto& [kind, k] : m) {
-        stage[kind] = write_fields(k);
-      }
-      return json::value(std::move(stage));
+/// A number or null (NaN), or a list of them.
+template <class T>
+T read_nullable(const JsonReader& r, const json::value& v, const std::string& path) {
+  if constexpr (std::is_same_v<T, double>) {
+    return r.number_or_null(v, path);
+  } else {
+    return r.array_of(v, path, [&r](const json::value& x, const std::string& p) {
+      return read_nullable<typename T::value_type>(r, x, p);
     });
   }
-  o["timeline"] = timeline_json(t.timeline);
-  o["links"] = to_json(t.links);
-  return o;
-}
-
-json::object metrics_json(const ResultMetrics& m) {
-  json::object o;
-  o["samples_per_second"] = num(m.samples_per_second);
-  o["step_time_seconds"] = write_fields(m.step_time_seconds);
-  o["bubble_ratio"] = bubble_json(m.bubble_ratio);
-  o["bubble_overhead"] = bubble_json(m.bubble_overhead);
-  o["peak_memory_bytes"] = memory_json(m.peak_memory_bytes);
-  if (m.theory) o["theory"] = theory_json(*m.theory);
-  if (m.check) o["check"] = write_fields(*m.check);
-  if (m.memory_guard) o["memory_guard"] = write_fields(*m.memory_guard);
-  if (!m.collectors.empty()) {
-    json::object cs;
-    for (const auto& [name, c] : m.collectors) {
-      json::object step;
-      for (const auto& [figure, v] : c.step) step[figure] = doubles(v);
-      json::object action;
-      for (const auto& [figure, v] : c.action) action[figure] = array_of(v, doubles);
-      cs[name] = json::object{{"step", std::move(step)}, {"action", std::move(action)}};
-    }
-    o["collectors"] = std::move(cs);
-  }
-  if (m.device) o["device"] = device_json(*m.device);
-  return o;
-}
-
-// ---------------------------------------------------------------- reading --
-// One function per object of the schema; each field is one line through the
-// one JSON field reader (ppb/profiling/json_fields.hpp).
-
-ResultStatus read_status(const JsonObject& root) {
-  const std::string status = root.get<std::string>("status");
-  if (status == "ok") return ResultStatus::kOk;
-  if (status == "oom") return ResultStatus::kOom;
-  if (status == "invalid") return ResultStatus::kInvalid;
-  if (status == "error") return ResultStatus::kError;
-  root.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
 }
 
 /// Byte counts per stage: none below zero.
@@ -450,100 +475,266 @@ void no_negative_bytes(const JsonObject& o, std::string_view key,
   }
 }
 
-ActionKind read_op(const JsonReader& r, const json::value& v, const std::string& path) {
-  const std::string s = r.string(v, path);
-  if (s == "F") return ActionKind::kForward;
-  if (s == "B") return ActionKind::kBackward;
-  if (s == "I") return ActionKind::kBackwardInput;
-  if (s == "W") return ActionKind::kBackwardWeight;
-  if (s == "SYNC") return ActionKind::kSync;
-  r.fail(path, "expected one of F, B, I, W, SYNC, got \"" + s + "\"");
+// ------------------------------------------------------- the list walkers --
+
+/// Writes each field of a list into `o`, in list order.
+struct FieldWriter {
+  json::object& o;
+  template <class T>
+  void required(std::string_view key, const T& x, Least /*least*/ = {}) {
+    o[key] = to_json(x);
+  }
+  template <class T>
+  void optional(std::string_view key, const T& x, Least /*least*/ = {}) {
+    o[key] = to_json(x);
+  }
+  /// Absent when unset.
+  template <class T>
+  void optional(std::string_view key, const std::optional<T>& x, Least /*least*/ = {}) {
+    if (x) o[key] = to_json(*x);
+  }
+  /// Absent when empty.
+  template <class T>
+  void optional_if_any(std::string_view key, const T& x) {
+    if (!x.empty()) o[key] = to_json(x);
+  }
+  void nullable(std::string_view key, double x) { o[key] = num(x); }
+  void optional_nullable(std::string_view key, double x) { o[key] = num(x); }
+  template <class T>
+  void per_stage(std::string_view key, const std::vector<T>& x, PerStage /*rule*/ = {}) {
+    o[key] = to_json(x);
+  }
+  /// Written only when it has entries.
+  template <class T>
+  void per_stage_if_any(std::string_view key, const std::vector<T>& x) {
+    if (!x.empty()) o[key] = to_json(x);
+  }
+  template <class T>
+  void nullable_per_stage(std::string_view key, const std::vector<T>& x, PerStage /*rule*/) {
+    o[key] = to_json(x);
+  }
+  template <class T>
+  void nullable_per_stage_if_any(std::string_view key, const std::vector<T>& x) {
+    per_stage_if_any(key, x);
+  }
+  void bytes_per_stage(std::string_view key, const std::vector<int64_t>& x, PerStage /*rule*/) {
+    o[key] = to_json(x);
+  }
+  void all_reduce(std::string_view seconds_key, std::string_view key,
+                  const std::optional<AllReduceFigures>& x) {
+    if (!x) return;
+    o[seconds_key] = num(x->seconds);
+    o[key] = write_fields(*x);
+  }
+  template <class T>
+  void figures_per_stage(std::string_view key, const std::map<std::string, T>& x) {
+    o[key] = to_json(x);
+  }
+};
+
+/// Reads each field of a list from `o`; every error names the field path.
+struct FieldReader {
+  const JsonObject& o;
+  const StageCount* stages;  ///< for nested structs' per-stage lists
+  template <class T>
+  void required(std::string_view key, T& x, Least /*least*/ = {}) {
+    if constexpr (Plain<T>::value) {
+      x = o.get<T>(key);
+    } else {
+      x = read_value<T>(o.reader(), o.at(key), o.field(key), stages);
+    }
+  }
+  template <class T>
+  void optional(std::string_view key, T& x, Least /*least*/ = {}) {
+    if constexpr (Plain<T>::value) {
+      x = o.get_or(key, x);
+    } else if (const json::value* v = o.find(key)) {
+      x = read_value<T>(o.reader(), *v, o.field(key), stages);
+    }
+  }
+  template <class T>
+  void optional(std::string_view key, std::optional<T>& x, Least /*least*/ = {}) {
+    const json::value* v = o.find(key);
+    if (v == nullptr) return;
+    if constexpr (Plain<T>::value) {
+      x = o.get<T>(key);
+    } else {
+      x = read_value<T>(o.reader(), *v, o.field(key), stages);
+    }
+  }
+  template <class T>
+  void optional_if_any(std::string_view key, T& x) {
+    optional(key, x);
+  }
+  /// Required number or null (NaN).
+  void nullable(std::string_view key, double& x) { x = o.number_or_null(key); }
+  /// Absent or null: NaN.
+  void optional_nullable(std::string_view key, double& x) { x = o.optional_number_or_null(key); }
+  /// Counted by FieldBounds.
+  template <class T>
+  void per_stage(std::string_view key, std::vector<T>& x, PerStage rule = PerStage::kOptional) {
+    if (rule == PerStage::kOptional) {
+      optional(key, x);
+    } else {
+      required(key, x);
+    }
+  }
+  template <class T>
+  void per_stage_if_any(std::string_view key, std::vector<T>& x) {
+    optional(key, x);
+  }
+  template <class T>
+  void nullable_per_stage(std::string_view key, std::vector<T>& x, PerStage rule) {
+    const json::value* v = rule == PerStage::kOptional ? o.find(key) : &o.at(key);
+    if (v != nullptr) x = read_nullable<std::vector<T>>(o.reader(), *v, o.field(key));
+  }
+  template <class T>
+  void nullable_per_stage_if_any(std::string_view key, std::vector<T>& x) {
+    nullable_per_stage(key, x, PerStage::kOptional);
+  }
+  void bytes_per_stage(std::string_view key, std::vector<int64_t>& x, PerStage rule) {
+    per_stage(key, x, rule);
+  }
+  /// All-reduces run only in ok results: bubble_ratio_pipeline has one
+  /// entry per stage.
+  void all_reduce(std::string_view seconds_key, std::string_view key,
+                  std::optional<AllReduceFigures>& x) {
+    const std::optional<JsonObject> figures = o.find_object(key);
+    if (!figures) return;
+    PPB_CHECK(stages != nullptr, "the all-reduce figures read without the stage count");
+    const double seconds = o.optional_number_or_null(seconds_key);
+    const StageCount ok{stages->reader, stages->stages, true};
+    x = read_fields<AllReduceFigures>(*figures, &ok);
+    x->seconds = seconds;
+  }
+  /// Optional: figure name -> per-stage list of numbers or null.
+  template <class T>
+  void figures_per_stage(std::string_view key, std::map<std::string, T>& x) {
+    const std::optional<JsonObject> figures = o.find_object(key);
+    if (!figures) return;
+    for (const auto& f : figures->raw()) {
+      x[std::string(f.key())] = read_nullable<T>(o.reader(), f.value(), figures->field(f.key()));
+    }
+  }
+};
+
+/// Checks each number of a list against its least value and each per-stage
+/// list against the stage count, after the whole object is read (so a
+/// missing field is named before a bad one).
+struct FieldBounds {
+  const JsonObject& o;
+  const StageCount* stages;  ///< what per_stage lists follow
+  template <class T>
+  void required(std::string_view key, const T& x, Least least = {}) {
+    check(key, x, least);
+  }
+  template <class T>
+  void optional(std::string_view key, const T& x, Least least = {}) {
+    check(key, x, least);
+  }
+  template <class T>
+  void optional_if_any(std::string_view /*key*/, const T& /*x*/) {}
+  void nullable(std::string_view /*key*/, double /*x*/) {}
+  void optional_nullable(std::string_view /*key*/, double /*x*/) {}
+  template <class T>
+  void per_stage(std::string_view key, const std::vector<T>& x,
+                 PerStage rule = PerStage::kOptional) {
+    count(o.field(key), x.size(), rule);
+  }
+  template <class T>
+  void nullable_per_stage_if_any(std::string_view key, const std::vector<T>& x) {
+    per_stage(key, x);
+  }
+  void all_reduce(std::string_view /*seconds_key*/, std::string_view /*key*/,
+                  const std::optional<AllReduceFigures>& /*x*/) {}
+  template <class T>
+  void per_stage_if_any(std::string_view key, const std::vector<T>& x) {
+    per_stage(key, x);
+  }
+  template <class T>
+  void nullable_per_stage(std::string_view key, const std::vector<T>& x, PerStage rule) {
+    per_stage(key, x, rule);
+  }
+  void bytes_per_stage(std::string_view key, const std::vector<int64_t>& x, PerStage rule) {
+    per_stage(key, x, rule);
+    no_negative_bytes(o, key, x);
+  }
+  /// Each figure has one entry per stage.
+  template <class T>
+  void figures_per_stage(std::string_view key, const std::map<std::string, T>& x) {
+    for (const auto& [figure, per_stage] : x) {
+      count(JsonReader::join(o.field(key), figure), per_stage.size(), PerStage::kExact);
+    }
+  }
+  void count(const std::string& path, size_t n, PerStage rule) const {
+    PPB_CHECK(stages != nullptr, "a per-stage field read without the stage count");
+    stages->check(n, path, rule);
+  }
+  template <class T>
+  void check(std::string_view key, const T& x, Least least) {
+    if constexpr (std::is_arithmetic_v<T>) {
+      if (least) at_least(o, key, x, *least);
+    }
+  }
+};
+
+/// A struct's rules beyond its fields' own, checked after its bounds.
+template <class S>
+void validate(const JsonObject& /*o*/, const S& /*x*/) {}
+
+void validate(const JsonObject& o, const TimelineEvent& e) {
+  if (e.end < e.start) o.fail("end", "ends before its start");
 }
 
-TimelineEvent read_event(const JsonObject& o) {
-  TimelineEvent e;
-  e.op = read_op(o.reader(), o.at("op"), o.field("op"));
-  e.mb = o.get<int>("mb");
-  e.chunk = o.get<int>("chunk");
-  e.start = o.get<double>("start");
-  e.end = o.get<double>("end");
-  if (e.end < e.start) o.fail("end", "ends before its start");
-  return e;
+void validate(const JsonObject& o, const MeasuredLinkFigures& f) {
+  if (f.path != "host" && f.path != "network") {
+    o.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
+  }
+}
+
+void validate(const JsonObject& o, const ResultEnvironment& e) {
+  if (e.ranks_per_gpu < 0) o.fail("ranks_per_gpu", "expected an integer >= 0");
+}
+
+/// Reads a struct by its field list, then checks its bounds (per-stage
+/// lists against `stages`) and its own rules.
+template <class S>
+S read_fields(const JsonObject& o, const StageCount* stages) {
+  S x;
+  FieldReader in{o, stages};
+  fields(in, x);
+  FieldBounds bounds{o, stages};
+  fields(bounds, std::as_const(x));
+  validate(o, std::as_const(x));
+  return x;
+}
+
+/// Writes a struct by its field list.
+template <class S>
+json::object write_fields(const S& x) {
+  json::object o;
+  FieldWriter out{o};
+  fields(out, x);
+  return o;
+}
+
+// ---------------------------------------------------------------- reading --
+
+ResultStatus read_status(const JsonObject& root) {
+  const std::string status = root.get<std::string>("status");
+  if (status == "ok") return ResultStatus::kOk;
+  if (status == "oom") return ResultStatus::kOom;
+  if (status == "invalid") return ResultStatus::kInvalid;
+  if (status == "error") return ResultStatus::kError;
+  root.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
 }
 
 Timeline read_timeline(const JsonReader& r, const json::value& v, const std::string& path) {
-  return r.array_of(v, path, [&r](const json::value& stage, const std::string& sp) {
-    return r.array_of(stage, sp, [&r](const json::value& ev, const std::string& ep) {
-      return read_event(r.object(ev, ep));
-    });
-  });
-}
-
-BubbleFigures read_bubble(const JsonObject& o, const StageCount& n, bool ok) {
-  BubbleFigures b;
-  b.measured = o.get<double>("measured");
-  b.theoretical = o.number_or_null("theoretical");
-  b.per_stage = o.get<std::vector<double>>("per_stage");
-  n.check(b.per_stage.size(), o.field("per_stage"), !ok);
-  return b;
-}
-
-MemoryByCategory read_categories(const JsonObject& o) {
-  MemoryByCategory cats{};
-  for (int i = 0; i < kNumMemCategories; ++i) {
-    cats[static_cast<size_t>(i)] =
-        o.get_or<int64_t>(mem_category_name(static_cast<MemCategory>(i)), 0);
-  }
-  return cats;
-}
-
-PeakMemory read_memory(const JsonObject& o, const StageCount& n, bool ok) {
-  PeakMemory pm;
-  pm.per_stage = o.get<std::vector<int64_t>>("per_stage");
-  pm.activations_per_stage = o.get<std::vector<int64_t>>("activations_per_stage");
-  pm.device_per_stage = o.get_or("device_per_stage", std::vector<int64_t>{});
-  pm.peak_rss_per_stage = o.get_or("peak_rss_per_stage", std::vector<int64_t>{});
-  pm.device_profiler = o.get_or<std::string>("device_profiler", "");
-  pm.by_category =
-      o.optional_array("by_category", [&o](const json::value& v, const std::string& p) {
-        return read_categories(o.reader().object(v, p));
-      });
-  n.check(pm.per_stage.size(), o.field("per_stage"), !ok);
-  n.check(pm.activations_per_stage.size(), o.field("activations_per_stage"), !ok);
-  n.check(pm.device_per_stage.size(), o.field("device_per_stage"), true);
-  n.check(pm.peak_rss_per_stage.size(), o.field("peak_rss_per_stage"), true);
-  n.check(pm.by_category.size(), o.field("by_category"), true);
-  no_negative_bytes(o, "per_stage", pm.per_stage);
-  no_negative_bytes(o, "activations_per_stage", pm.activations_per_stage);
-  no_negative_bytes(o, "device_per_stage", pm.device_per_stage);
-  no_negative_bytes(o, "peak_rss_per_stage", pm.peak_rss_per_stage);
-  return pm;
+  return read_value<Timeline>(r, v, path, nullptr);
 }
 
 TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
   TheoryFigures t = read_fields<TheoryFigures>(o, &n);
-  t.kind_seconds =
-      o.optional_array("kind_seconds", [&o](const json::value& v, const std::string& p) {
-        const JsonObject stage = o.reader().object(v, p);
-        std::map<std::string, KindSeconds> m;
-        for (const auto& kv : stage.raw()) {
-          const std::string kind(kv.key());
-          if (!is_unit_kind_name(kind))
-            stage.fail(kind, "unknown unit kind (kinds: " + unit_kind_names() + ")");
-          m[kind] = read_fields<KindSeconds>(o.reader().object(kv.value(), stage.field(kind)));
-        }
-        return m;
-      });
-  if (const json::value* v = o.find("timeline"))
-    t.timeline = read_timeline(o.reader(), *v, o.field("timeline"));
-  t.links = o.optional_array("links", [&o](const json::value& v, const std::string& p) {
-    const JsonObject l = o.reader().object(v, p);
-    MeasuredLinkFigures f = read_fields<MeasuredLinkFigures>(l);
-    if (f.path != "host" && f.path != "network") {
-      l.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
-    }
-    return f;
-  });
   // Files written before `links` hold the stage-to-stage link as `link`
   // (bandwidth 0 = not resolved): the link within a host.
   if (const auto l = o.find_object("link"); l && t.links.empty()) {
@@ -554,79 +745,7 @@ TheoryFigures read_theory(const JsonObject& o, const StageCount& n) {
     f.bandwidth_bytes_per_second = bw > 0 ? bw : std::numeric_limits<double>::quiet_NaN();
     t.links.push_back(f);
   }
-  n.check(t.kind_seconds.size(), o.field("kind_seconds"), true);
-  n.check(t.timeline.size(), o.field("timeline"), true);
   return t;
-}
-
-DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
-  DeviceFigures d;
-  d.profiler = o.get<std::string>("profiler");
-  d.bubble_ratio = o.number_or_null("bubble_ratio");
-  const auto per_stage = [&o, &n](std::string_view key) {
-    std::vector<double> v = o.numbers_or_null(key);
-    n.check(v.size(), o.field(key), false);
-    return v;
-  };
-  d.bubble_ratio_per_stage = per_stage("bubble_ratio_per_stage");
-  d.compute_seconds_per_stage = per_stage("compute_seconds_per_stage");
-  d.communication_seconds_per_stage = per_stage("communication_seconds_per_stage");
-  d.overlap_seconds_per_stage = per_stage("overlap_seconds_per_stage");
-  d.busy_seconds_per_stage = per_stage("busy_seconds_per_stage");
-  return d;
-}
-
-/// metrics.collectors: per collector, figures per stage ("step") and per
-/// stage and timeline action ("action"; checked against the timeline later).
-std::map<std::string, CollectorResult> read_collectors(const JsonObject& o, const StageCount& n) {
-  std::map<std::string, CollectorResult> out;
-  const JsonReader& r = o.reader();
-  for (const auto& kv : o.raw()) {
-    const JsonObject c = o.object(kv.key());
-    CollectorResult& cr = out[std::string(kv.key())];
-    if (const auto step = c.find_object("step")) {
-      for (const auto& f : step->raw()) {
-        cr.step[std::string(f.key())] = step->numbers_or_null(f.key());
-        n.check(cr.step[std::string(f.key())].size(), step->field(f.key()), false);
-      }
-    }
-    if (const auto action = c.find_object("action")) {
-      for (const auto& f : action->raw()) {
-        auto& v = cr.action[std::string(f.key())];
-        v = r.array_of(f.value(), action->field(f.key()),
-                       [&r](const json::value& x, const std::string& p) {
-                         return r.array_of(x, p, [&r](const json::value& y, const std::string& q) {
-                           return r.number_or_null(y, q);
-                         });
-                       });
-        n.check(v.size(), action->field(f.key()), false);
-      }
-    }
-  }
-  return out;
-}
-
-ResultMetrics read_metrics(const JsonObject& m, const StageCount& n, bool ok) {
-  ResultMetrics x;
-  x.samples_per_second = m.get<double>("samples_per_second");
-  at_least(m, "samples_per_second", x.samples_per_second, 0);
-  x.step_time_seconds = read_fields<StepTimeStats>(m.object("step_time_seconds"));
-  x.bubble_ratio = read_bubble(m.object("bubble_ratio"), n, ok);
-  x.bubble_overhead = read_bubble(m.object("bubble_overhead"), n, ok);
-  x.peak_memory_bytes = read_memory(m.object("peak_memory_bytes"), n, ok);
-  if (const auto o = m.find_object("theory")) x.theory = read_theory(*o, n);
-  if (const auto o = m.find_object("check")) x.check = read_fields<CheckFigures>(*o);
-  if (const auto o = m.find_object("memory_guard"))
-    x.memory_guard = read_fields<MemoryGuardFigures>(*o);
-  if (const auto o = m.find_object("collectors")) x.collectors = read_collectors(*o, n);
-  if (const auto o = m.find_object("device")) x.device = read_device(*o, n);
-  return x;
-}
-
-ResultEnvironment read_environment(const JsonObject& e) {
-  ResultEnvironment env = read_fields<ResultEnvironment>(e);
-  if (env.ranks_per_gpu < 0) e.fail("ranks_per_gpu", "expected an integer >= 0");
-  return env;
 }
 
 /// Collector figures per action follow the timeline: one per event.
@@ -645,27 +764,12 @@ void check_collector_actions(const JsonReader& r, const Result& out) {
   }
 }
 
-// The regression gate's figures of a run's noise, written and read in one
-// place each (its config and environment fields are in the field lists).
-// All are optional, so files written before them still load.
+// The gate's figures of each timed step (optional, so files written before
+// them still load) stand in metrics.bubble_ratio beside its field list's.
 void write_gate_fields(const Result& result, json::object& root) {
   if (!result.metrics) return;
   json::object& metrics = root["metrics"].as_object();
   metrics["bubble_ratio"].as_object()["samples"] = doubles(result.metrics->bubble_ratio.samples);
-  if (result.metrics->foreign_cpu) metrics["foreign_cpu"] = num(*result.metrics->foreign_cpu);
-  metrics["busy_seconds_per_stage"] =
-      array_of(result.metrics->busy_seconds_per_stage,
-               [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
-  if (!result.metrics->speed_probe_seconds_per_stage.empty()) {
-    metrics["speed_probe_seconds_per_stage"] =
-        array_of(result.metrics->speed_probe_seconds_per_stage,
-                 [](const std::vector<double>& steps) { return json::value(doubles(steps)); });
-  }
-  if (const std::optional<SpreadFigures>& sp = result.metrics->spread) {
-    metrics["spread"] = json::object{{"step_time_seconds", write_fields(sp->step_time_seconds)},
-                                     {"samples_per_second", write_fields(sp->samples_per_second)},
-                                     {"bubble_ratio", write_fields(sp->bubble_ratio)}};
-  }
 }
 
 void read_gate_fields(const JsonObject& root, Result& out) {
@@ -675,72 +779,6 @@ void read_gate_fields(const JsonObject& root, Result& out) {
   const JsonObject metrics = root.object("metrics");
   out.metrics->bubble_ratio.samples =
       metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
-  if (metrics.has("foreign_cpu")) out.metrics->foreign_cpu = metrics.get<double>("foreign_cpu");
-  const JsonReader& r = metrics.reader();
-  const auto per_stage_steps = [&r](const json::value& v, const std::string& p) {
-    return r.array_of(
-        v, p, [&r](const json::value& x, const std::string& q) { return r.number_or_null(x, q); });
-  };
-  out.metrics->busy_seconds_per_stage =
-      metrics.optional_array("busy_seconds_per_stage", per_stage_steps);
-  out.metrics->speed_probe_seconds_per_stage =
-      metrics.optional_array("speed_probe_seconds_per_stage", per_stage_steps);
-  const StageCount n{r, static_cast<size_t>(out.config.stages)};
-  n.check(out.metrics->busy_seconds_per_stage.size(), metrics.field("busy_seconds_per_stage"),
-          true);
-  n.check(out.metrics->speed_probe_seconds_per_stage.size(),
-          metrics.field("speed_probe_seconds_per_stage"), true);
-  const std::optional<JsonObject> spread = metrics.find_object("spread");
-  if (!spread) return;
-  auto one = [&spread](std::string_view key) {
-    return read_fields<SampleSpread>(spread->object(key));
-  };
-  SpreadFigures& f = out.metrics->spread.emplace();
-  f.step_time_seconds = one("step_time_seconds");
-  f.samples_per_second = one("samples_per_second");
-  f.bubble_ratio = one("bubble_ratio");
-}
-
-// Data parallelism's figures, written and read in one place each (its
-// config fields are in the field list); all optional, so files written
-// before them still load.
-void write_data_parallel_fields(const Result& result, json::object& root) {
-  if (!result.metrics || !result.metrics->allreduce) return;
-  const AllReduceFigures& a = *result.metrics->allreduce;
-  json::object& metrics = root["metrics"].as_object();
-  metrics["allreduce_seconds"] = num(a.seconds);
-  metrics["allreduce"] =
-      json::object{{"seconds_per_stage", doubles(a.seconds_per_stage)},
-                   {"overlap_seconds_per_stage", doubles(a.overlap_seconds_per_stage)},
-                   {"bytes_per_stage", ints(a.bytes_per_stage)},
-                   {"exposed_seconds", num(a.exposed_seconds)},
-                   {"latency", num(a.latency)},
-                   {"bandwidth", num(a.bandwidth)},
-                   {"theoretical_seconds_per_stage", doubles(a.theoretical_seconds_per_stage)},
-                   {"bubble_ratio_pipeline", bubble_json(a.bubble_ratio_pipeline)}};
-}
-
-void read_data_parallel_fields(const JsonObject& root, Result& out) {
-  if (!out.metrics) return;
-  const JsonObject metrics = root.object("metrics");
-  const std::optional<JsonObject> o = metrics.find_object("allreduce");
-  if (!o) return;
-  const StageCount n{o->reader(), static_cast<size_t>(out.config.stages)};
-  AllReduceFigures& a = out.metrics->allreduce.emplace();
-  a.seconds = metrics.optional_number_or_null("allreduce_seconds");
-  a.seconds_per_stage = o->numbers_or_null("seconds_per_stage");
-  a.overlap_seconds_per_stage = o->numbers_or_null("overlap_seconds_per_stage");
-  a.bytes_per_stage = o->get<std::vector<int64_t>>("bytes_per_stage");
-  a.exposed_seconds = o->number_or_null("exposed_seconds");
-  a.latency = o->number_or_null("latency");
-  a.bandwidth = o->number_or_null("bandwidth");
-  a.theoretical_seconds_per_stage = o->numbers_or_null("theoretical_seconds_per_stage");
-  a.bubble_ratio_pipeline = read_bubble(o->object("bubble_ratio_pipeline"), n, true);
-  n.check(a.seconds_per_stage.size(), o->field("seconds_per_stage"), true);
-  n.check(a.overlap_seconds_per_stage.size(), o->field("overlap_seconds_per_stage"), true);
-  n.check(a.bytes_per_stage.size(), o->field("bytes_per_stage"), true);
-  n.check(a.theoretical_seconds_per_stage.size(), o->field("theoretical_seconds_per_stage"), true);
-  no_negative_bytes(*o, "bytes_per_stage", a.bytes_per_stage);
 }
 
 }  // namespace
@@ -751,11 +789,10 @@ boost::json::value result_to_json(const Result& result) {
   o["status"] = result_status_name(result.status);
   o["error"] = result.error;
   o["config"] = write_fields(result.config);
-  if (result.metrics) o["metrics"] = metrics_json(*result.metrics);
-  o["timeline"] = timeline_json(result.timeline);
+  if (result.metrics) o["metrics"] = write_fields(*result.metrics);
+  o["timeline"] = to_json(result.timeline);
   o["environment"] = write_fields(result.environment);
   write_gate_fields(result, o);
-  write_data_parallel_fields(result, o);
   return o;
 }
 
@@ -775,15 +812,15 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   const bool ok = out.status == ResultStatus::kOk;
   out.error = ok ? root.get_or<std::string>("error", "") : root.get<std::string>("error");
   out.config = read_fields<ResultConfig>(root.object("config"));
-  const StageCount n{r, static_cast<size_t>(out.config.stages)};
+  const StageCount n{r, static_cast<size_t>(out.config.stages), ok};
   // metrics and timeline: required when ok, optional otherwise.
-  if (ok || root.has("metrics")) out.metrics = read_metrics(root.object("metrics"), n, ok);
+  if (ok || root.has("metrics"))
+    out.metrics = read_fields<ResultMetrics>(root.object("metrics"), &n);
   if (ok || root.has("timeline")) out.timeline = read_timeline(r, root.at("timeline"), "timeline");
-  n.check(out.timeline.size(), "timeline", true);
+  n.check(out.timeline.size(), "timeline", PerStage::kOptional);
   check_collector_actions(r, out);
-  out.environment = read_environment(root.object("environment"));
+  out.environment = read_fields<ResultEnvironment>(root.object("environment"));
   read_gate_fields(root, out);
-  read_data_parallel_fields(root, out);
   return out;
 }
 

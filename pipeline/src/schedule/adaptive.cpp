@@ -7,7 +7,7 @@
 namespace ppb::schedule_detail {
 
 Schedule generate_adaptive(const ScheduleParams& p) {
-  const int n = resolve_inflight(p, "adaptive");
+  const int n = resolve_inflight(p);
   Schedule s = make_schedule("adaptive", p);
   for (int st = 0; st < p.stages; ++st) {
     append_one_f_one_b(s.actions[static_cast<size_t>(st)], 0, p.microbatches,

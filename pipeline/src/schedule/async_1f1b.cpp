@@ -7,7 +7,7 @@
 namespace ppb::schedule_detail {
 
 Schedule generate_async_1f1b(const ScheduleParams& p) {
-  const int n = resolve_inflight(p, "async-1f1b");
+  const int n = resolve_inflight(p);
   Schedule s = make_schedule("async-1f1b", p);
   for (int st = 0; st < p.stages; ++st) {
     auto& list = s.actions[static_cast<size_t>(st)];

@@ -27,12 +27,14 @@ void append_one_f_one_b(std::vector<Action>& out, int first, int count, int warm
   }
 }
 
-int resolve_inflight(const ScheduleParams& p, std::string_view schedule) {
-  if (p.inflight < 0) {
-    throw UsageError("--inflight: " + std::string(schedule) +
-                     " needs at least 1 micro-batch in flight (0 means P), got " +
-                     std::to_string(p.inflight));
-  }
+std::optional<std::string> inflight_problem(const ScheduleParams& p, std::string_view schedule) {
+  if (p.inflight >= 0) return std::nullopt;
+  return "--inflight: " + std::string(schedule) +
+         " needs at least 1 micro-batch in flight (0 means P), got " + std::to_string(p.inflight);
+}
+
+int resolve_inflight(const ScheduleParams& p) {
+  PPB_CHECK(p.inflight >= 0, "resolve_inflight: a negative --inflight passed inflight_problem");
   return p.inflight == 0 ? p.stages : p.inflight;
 }
 

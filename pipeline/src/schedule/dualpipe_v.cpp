@@ -69,13 +69,15 @@ class DualPipeStage {
 
 }  // namespace
 
+std::optional<std::string> dualpipe_v_problem(const ScheduleParams& p, std::string_view /*name*/) {
+  if (p.microbatches >= 2 * p.stages) return std::nullopt;
+  return "--microbatches: dualpipe-v needs at least 2 x stages = " + std::to_string(2 * p.stages) +
+         " micro-batches, got " + std::to_string(p.microbatches);
+}
+
 Schedule generate_dualpipe_v(const ScheduleParams& p) {
   const int P = p.stages;
   const int M = p.microbatches;
-  if (M < 2 * P) {
-    throw UsageError("--microbatches: dualpipe-v needs at least 2 x stages = " +
-                     std::to_string(2 * P) + " micro-batches, got " + std::to_string(M));
-  }
   ScheduleParams q = p;
   q.chunks = 2;
   Schedule s = make_schedule("dualpipe-v", q);

@@ -1,7 +1,11 @@
-// Private to pipeline/src/schedule: the generator functions, one per file,
-// and the small helpers they share. registry.cpp lists them (one line each).
+// Private to pipeline/src/schedule: what a generator file defines (a
+// Generator, and a Problem when the schedule refuses more than the common
+// checks) and the small helpers generators share. registry.cpp declares each
+// schedule's functions beside its entry; nothing here lists schedules.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,24 +16,14 @@ namespace ppb::schedule_detail {
 
 /// A generator: REQUIRES the common checks of registry.cpp passed (P, M >= 1,
 /// V == 1 unless the schedule uses chunks (or has fixed ones: it then sets
-/// V itself), batches == 1 unless pipedream).
-/// Throws UsageError for parameters only this schedule rejects.
+/// V itself), batches == 1 unless pipedream) and its own Problem, if any,
+/// found none.
 using Generator = Schedule (*)(const ScheduleParams&);
 
-Schedule generate_gpipe(const ScheduleParams& p);
-Schedule generate_1f1b(const ScheduleParams& p);
-Schedule generate_async_1f1b(const ScheduleParams& p);
-Schedule generate_sync_1f1b(const ScheduleParams& p);
-Schedule generate_hybrid(const ScheduleParams& p);
-Schedule generate_adaptive(const ScheduleParams& p);
-Schedule generate_pipedream(const ScheduleParams& p);
-Schedule generate_interleaved_1f1b(const ScheduleParams& p);
-Schedule generate_zb_h1(const ScheduleParams& p);
-Schedule generate_zb_h2(const ScheduleParams& p);
-Schedule generate_zb_v(const ScheduleParams& p);
-Schedule generate_dualpipe_v(const ScheduleParams& p);
-Schedule generate_zb_1p(const ScheduleParams& p);
-Schedule generate_zb_2p(const ScheduleParams& p);
+/// What a schedule refuses beyond the common checks: the message, naming the
+/// flag ("--microbatches: dualpipe-v needs ..."), or nullopt. `name` is the
+/// schedule's registered name.
+using Problem = std::optional<std::string> (*)(const ScheduleParams& p, std::string_view name);
 
 /// An empty schedule with P lists and the sizes of `p`.
 Schedule make_schedule(std::string_view name, const ScheduleParams& p);
@@ -39,8 +33,11 @@ Schedule make_schedule(std::string_view name, const ScheduleParams& p);
 /// state), then the remaining backwards. warmup is clamped to 0..count.
 void append_one_f_one_b(std::vector<Action>& out, int first, int count, int warmup);
 
+/// async-1f1b, adaptive (and hybrid's first check): --inflight >= 0.
+std::optional<std::string> inflight_problem(const ScheduleParams& p, std::string_view schedule);
+
 /// The in-flight limit N of async-1f1b/adaptive/hybrid: p.inflight, or P when
-/// 0. Throws UsageError "--inflight: ..." when negative.
-int resolve_inflight(const ScheduleParams& p, std::string_view schedule);
+/// 0. REQUIRES: inflight_problem(p) found none.
+int resolve_inflight(const ScheduleParams& p);
 
 }  // namespace ppb::schedule_detail

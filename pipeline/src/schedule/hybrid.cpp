@@ -8,12 +8,17 @@
 
 namespace ppb::schedule_detail {
 
-Schedule generate_hybrid(const ScheduleParams& p) {
-  const int n = resolve_inflight(p, "hybrid");
+std::optional<std::string> hybrid_problem(const ScheduleParams& p, std::string_view name) {
+  if (auto why = inflight_problem(p, name)) return why;
   if (p.sync_warmup < 0 || p.sync_warmup > p.microbatches) {
-    throw UsageError("--sync-warmup: hybrid needs 0 <= K <= M (--microbatches " +
-                     std::to_string(p.microbatches) + "), got " + std::to_string(p.sync_warmup));
+    return "--sync-warmup: hybrid needs 0 <= K <= M (--microbatches " +
+           std::to_string(p.microbatches) + "), got " + std::to_string(p.sync_warmup);
   }
+  return std::nullopt;
+}
+
+Schedule generate_hybrid(const ScheduleParams& p) {
+  const int n = resolve_inflight(p);
   const int k = p.sync_warmup;
   const int rest = p.microbatches - k;
   Schedule s = make_schedule("hybrid", p);

@@ -22,17 +22,19 @@
 
 namespace ppb::schedule_detail {
 
+std::optional<std::string> interleaved_1f1b_problem(const ScheduleParams& p,
+                                                    std::string_view /*name*/) {
+  if (p.microbatches % p.stages == 0) return std::nullopt;
+  return "--microbatches: interleaved-1f1b runs micro-batches in groups of P (Megatron-LM), so M "
+         "must be "
+         "a multiple of --stages " +
+         std::to_string(p.stages) + "; got " + std::to_string(p.microbatches);
+}
+
 Schedule generate_interleaved_1f1b(const ScheduleParams& p) {
   const int P = p.stages;
   const int M = p.microbatches;
   const int V = p.chunks;
-  if (M % P != 0) {
-    throw UsageError(
-        "--microbatches: interleaved-1f1b runs micro-batches in groups of P (Megatron-LM), so M "
-        "must be "
-        "a multiple of --stages " +
-        std::to_string(P) + "; got " + std::to_string(M));
-  }
   // Megatron's schedule table: (micro-batch, chunk) of the k-th forward.
   const int total = M * V;
   std::vector<Action> table;

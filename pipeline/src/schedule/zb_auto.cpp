@@ -240,21 +240,28 @@ double ZbHeuristic::cost() const {
   return worst;
 }
 
-Schedule generate_zb_auto(const ScheduleParams& p, const char* name, int limit_factor) {
+}  // namespace
+
+std::optional<std::string> zb_auto_problem(const ScheduleParams& p, std::string_view name) {
   if (!(p.wgrad_share > 0 && p.wgrad_share <= 1)) {
-    throw UsageError("--wgrad-share: " + std::string(name) +
-                     " needs the share of a micro-batch's activations W keeps, in (0, 1]; got " +
-                     std::to_string(p.wgrad_share));
+    return "--wgrad-share: " + std::string(name) +
+           " needs the share of a micro-batch's activations W keeps, in (0, 1]; got " +
+           std::to_string(p.wgrad_share);
   }
   for (const auto& [flag, value] :
        {std::pair{"--fwd", p.tf}, {"--bwd", p.tb}, {"--wgrad", p.tw}, {"--comm", p.tc}}) {
     if (!std::isfinite(value) || value < 0 || (value == 0 && flag != std::string("--comm"))) {
-      throw UsageError(std::string(flag) + ": " + name +
-                       " places I and W by the pass times; expected a finite time > 0" +
-                       (flag == std::string("--comm") ? " or 0" : "") + ", got " +
-                       std::to_string(value));
+      return std::string(flag) + ": " + std::string(name) +
+             " places I and W by the pass times; expected a finite time > 0" +
+             (flag == std::string("--comm") ? " or 0" : "") + ", got " + std::to_string(value);
     }
   }
+  return std::nullopt;
+}
+
+namespace {
+
+Schedule generate_zb_auto(const ScheduleParams& p, const char* name, int limit_factor) {
   Schedule best = make_schedule(name, p);
   double best_cost = std::numeric_limits<double>::infinity();
   for (const bool a : {true, false}) {

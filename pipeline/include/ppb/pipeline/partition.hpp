@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,13 +61,22 @@ struct PartitionOptions {
 ///  * "manual:0-9,10-30,31-58": inclusive unit index ranges, in order,
 ///    contiguous, covering every unit, exactly `parts` of them.
 /// REQUIRES: times.size() == units.size().
-/// Throws UsageError: unknown name (lists the names), parts < 1, parts >
-/// units ("--partition operator: 300 parts but the model has 59 units"),
-/// `layer` with parts > layers, a bad manual range (names it), or no
-/// `balanced` cut fitting the memory cap (names the cap).
+/// Throws UsageError with partition_problem's message when it has one, or
+/// for no `balanced` cut fitting the memory cap (names the cap) or unit
+/// times that are not finite.
 std::vector<UnitRange> make_partition(std::string_view name, const std::vector<Unit>& units,
                                       const std::vector<UnitTime>& times, int parts,
                                       const PartitionOptions& options = {});
+
+/// Why `name` cannot cut `units` into `parts`, or nullopt: an unknown name
+/// (lists the names), parts < 1, parts > units ("--partition operator: 300
+/// parts but the model has 59 units"), `layer` with parts > layers, a
+/// manual spec with another number of ranges. A search over part counts
+/// asks this first. Throws UsageError for a malformed manual spec (a bad
+/// range, named, or ranges that do not cover the model): the spec is wrong
+/// whatever the count.
+std::optional<std::string> partition_problem(std::string_view name, const std::vector<Unit>& units,
+                                             int parts);
 
 /// The cost `balanced` minimises for one part [range.begin, range.end):
 /// summed unit time plus the transfer of the received and the sent tensor.

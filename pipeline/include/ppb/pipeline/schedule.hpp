@@ -11,6 +11,7 @@
 //   // s.actions[3] == {F0 B0 F1 B1 ... F7 B7}
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,10 +109,15 @@ const ScheduleInfo& schedule_info(std::string_view name);
 /// The registry entry of `name`, or nullptr (a schedule file's own name).
 const ScheduleInfo* find_schedule_info(std::string_view name);
 
+/// Why `name` cannot generate with `p`, naming the flag and the reason
+/// ("--chunks: gpipe has no model chunks; expected 1, got 2"), or nullopt
+/// when it can. An unknown name is its own problem, whatever `p` (the
+/// message lists the valid names). A search that tries combinations asks
+/// this first instead of catching generate_schedule's UsageError.
+std::optional<std::string> schedule_problem(std::string_view name, const ScheduleParams& p);
+
 /// Generates the schedule `name` and validates it (validator.hpp).
-/// Throws UsageError for an unknown name (the message lists the valid names)
-/// and for invalid parameters, naming the flag and the reason:
-/// "--chunks: gpipe has no model chunks; expected 1, got 2".
+/// Throws UsageError with schedule_problem's message when it has one.
 Schedule generate_schedule(std::string_view name, const ScheduleParams& p);
 
 /// Peak in-flight micro-batches per stage: the largest number of
