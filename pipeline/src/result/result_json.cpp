@@ -156,6 +156,21 @@ void fields(V& v, E& e) {
   v.optional("ranks_per_gpu", e.ranks_per_gpu);  // bound checked by read_environment
 }
 
+template <class V, Is<GpuState> G>
+void fields(V& v, G& x) {
+  v.optional("gpu", x.gpu);
+  v.required("samples", x.samples, 0);
+  v.nullable("sm_clock_mhz_min", x.sm_clock_mhz_min);
+  v.nullable("sm_clock_mhz_median", x.sm_clock_mhz_median);
+  v.nullable("memory_clock_mhz_median", x.memory_clock_mhz_median);
+  v.nullable("power_watts_mean", x.power_watts_mean);
+  v.nullable("power_limit_watts", x.power_limit_watts);
+  v.nullable("temperature_c_max", x.temperature_c_max);
+  v.required("throttle_reasons", x.throttle_reasons);
+  v.required("ecc_corrected", x.ecc_corrected, -1);
+  v.required("ecc_uncorrected", x.ecc_uncorrected, -1);
+}
+
 template <class V, Is<StepTimeStats> S>
 void fields(V& v, S& x) {
   v.required("median", x.median);
@@ -743,7 +758,29 @@ void read_data_parallel_fields(const JsonObject& root, Result& out) {
   no_negative_bytes(*o, "bytes_per_stage", a.bytes_per_stage);
 }
 
+// The GPUs' own state while the timed steps ran (NVML), optional.
+void write_gpu_state_fields(const Result& result, json::object& root) {
+  if (!result.metrics || result.metrics->gpu_state.empty()) return;
+  root["metrics"].as_object()["gpu_state"] = to_json(result.metrics->gpu_state);
+}
+
+void read_gpu_state_fields(const JsonObject& root, Result& out) {
+  if (!out.metrics) return;
+  out.metrics->gpu_state = root.object("metrics").optional_array(
+      "gpu_state", [&root](const json::value& v, const std::string& p) {
+        return read_fields<GpuState>(root.reader().object(v, p));
+      });
+}
+
 }  // namespace
+
+boost::json::object gpu_state_to_json(const GpuState& state) { return write_fields(state); }
+
+GpuState gpu_state_from_json(const JsonObject& o) { return read_fields<GpuState>(o); }
+
+boost::json::object environment_to_json(const ResultEnvironment& env) { return write_fields(env); }
+
+ResultEnvironment environment_from_json(const JsonObject& o) { return read_environment(o); }
 
 boost::json::value result_to_json(const Result& result) {
   json::object o;
@@ -756,6 +793,7 @@ boost::json::value result_to_json(const Result& result) {
   o["environment"] = write_fields(result.environment);
   write_gate_fields(result, o);
   write_data_parallel_fields(result, o);
+  write_gpu_state_fields(result, o);
   return o;
 }
 
@@ -784,6 +822,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   out.environment = read_environment(root.object("environment"));
   read_gate_fields(root, out);
   read_data_parallel_fields(root, out);
+  read_gpu_state_fields(root, out);
   return out;
 }
 
