@@ -19,3 +19,16 @@ if(PPB_HAVE_CUDAEMU)
   set_tests_properties(emulated_health emulated_health_file PROPERTIES LABELS emulated TIMEOUT 120
                        ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_DEVICES=2")
 endif()
+# A cuda run where NVML is absent: one line from rank 0 names it and what is
+# not sampled, and the run goes on (its results carry no gpu_state).
+if(PPB_HAVE_CUDAEMU)
+  add_test(NAME emulated_run_without_nvml
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120
+            "pipebench\\[r0\\]: gpu state: NVML not found \\(libnvidia-ml.so.1: .+\\): clocks, power, temperature and throttling not sampled"
+            -- ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:pipebench> run
+            --backend cuda --model "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=64,mbs=2" -n 1 -w 0
+            --schedule 1f1b --partition layer --microbatches 4
+            --out ${CMAKE_CURRENT_BINARY_DIR}/emulated-run-without-nvml)
+  set_tests_properties(emulated_run_without_nvml PROPERTIES LABELS emulated TIMEOUT 120
+    ENVIRONMENT "${PPB_CUDAEMU_ENV};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
+endif()
