@@ -85,7 +85,9 @@ std::string gpu_night(const std::string& root, const std::string& name, int day,
 
 struct Gated {
   int code = 0;
-  std::string out;
+  std::string out;    ///< what the report printed
+  std::string junit;  ///< its JUnit file
+  std::string md;     ///< its Markdown file
 };
 
 // Two clean nights, then tonight (sweep x slow, probe as given), gated as
@@ -98,10 +100,14 @@ Gated gate(double slow, const HealthFile& tonight) {
   ReportOptions o;
   o.inputs = {cur + "/cuda"};
   o.baselines = {root};
+  o.junit = cur + "/report.junit.xml";
+  o.markdown = cur + "/report.md";
   std::ostringstream out;
   Gated g;
   g.code = run_report(o, out);
   g.out = out.str();
+  g.junit = testing::read(o.junit);
+  g.md = testing::read(o.markdown);
   return g;
 }
 
@@ -116,6 +122,13 @@ TEST(HealthGate, ASlowerGemmNightWithASlowerSweepBlamesTheGpu) {
             std::string::npos)
       << g.out;
   EXPECT_EQ(g.out.find("software's"), std::string::npos) << g.out;
+  // The JUnit file fails the slower figure's case.
+  EXPECT_NE(
+      g.junit.find("<testcase name=\"GPU 0 NVIDIA H200 (0000:3B:00.0) gemm_bf16_tflops\" "
+                   "classname=\"pipebench.health\" time=\"0.000000\">\n      <failure "
+                   "type=\"regression\" message=\"regression: gemm_bf16_tflops 600 -&gt; 510"),
+      std::string::npos)
+      << g.junit;
 }
 
 TEST(HealthGate, AHeldProbeWithASlowerSweepBlamesTheSoftware) {
@@ -144,6 +157,13 @@ TEST(HealthGate, AThrottlingReasonSeenTonightIsNamed) {
       << g.out;
   EXPECT_EQ(g.out.find("gpu_idle"), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("4 of 4 figure(s) unchanged, none slower"), std::string::npos) << g.out;
+  // The Markdown report says both, and each figure's verdict.
+  EXPECT_NE(g.md.find("- GPU 0 NVIDIA H200 (0000:3B:00.0): throttled tonight: hw_thermal_slowdown"),
+            std::string::npos)
+      << g.md;
+  EXPECT_NE(g.md.find("- GPU 0 NVIDIA H200 (0000:3B:00.0): no change: gemm_bf16_tflops 600 -> 600"),
+            std::string::npos)
+      << g.md;
 }
 
 TEST(HealthGate, ProbesOfAnotherMachineAreNotCompared) {
