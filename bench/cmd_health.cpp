@@ -14,8 +14,8 @@
 //  * copy_d2d_gbps, copy_h2d_gbps, copy_d2h_gbps: --copy-bytes within the
 //    GPU, and from and to pinned host memory;
 //  * peer_gbps_to_gpu<N>: to every other GPU N, where there are two or more.
-// Meanwhile NVML (where the driver has it) samples every GPU's clocks,
-// power, temperature, throttle reasons and ECC counts each --interval-ms;
+// Meanwhile NVML (where the driver has it) samples the GPU being measured:
+// clocks, power, temperature, throttle reasons and ECC counts each --interval-ms;
 // without NVML one line says so and the probe goes on. Writes
 // DIR/health.json (pipebench.health/1) and prints a table. Exit 0; 2 on bad
 // flags or where no GPU is usable (one line saying why).
@@ -124,11 +124,7 @@ void run_health(const HealthOptions& o) {
   const cuda::DeviceFacts first = cuda::device_facts(0);
   h.environment.cuda = first.runtime;
   h.environment.driver = first.driver;
-  std::vector<std::string> buses;
-  for (const HealthGpu& g : h.gpus) {
-    h.environment.gpus.push_back(g.name);
-    buses.push_back(g.bus);
-  }
+  for (const HealthGpu& g : h.gpus) h.environment.gpus.push_back(g.name);
 
   std::string why;
   const std::shared_ptr<const nvml::Library> lib = nvml::Library::open(&why);
@@ -136,12 +132,19 @@ void run_health(const HealthOptions& o) {
     h.gpu_state_note = nvml::unavailable_line(why);
     std::fprintf(stderr, "%s\n", h.gpu_state_note.c_str());
   }
-  nvml::Sampler sampler(lib, buses, std::chrono::milliseconds(o.interval_ms));
-  sampler.start();
+  // Each GPU is sampled while it is measured, not while it idles as the
+  // others are: its clocks are those of a GPU at work.
+  std::vector<std::vector<GpuSample>> samples(h.gpus.size());
   for (int r = 0; r < o.repeats; ++r) {
-    for (HealthGpu& g : h.gpus) measure_once(g, h.gpus, spec, o, bytes);
+    for (size_t i = 0; i < h.gpus.size(); ++i) {
+      nvml::Sampler sampler(lib, {h.gpus[i].bus}, std::chrono::milliseconds(o.interval_ms));
+      sampler.start();
+      measure_once(h.gpus[i], h.gpus, spec, o, bytes);
+      const std::vector<std::vector<GpuSample>> taken = sampler.stop();
+      if (!taken.empty())
+        samples[i].insert(samples[i].end(), taken.front().begin(), taken.front().end());
+    }
   }
-  const std::vector<std::vector<GpuSample>> samples = sampler.stop();
   if (lib) {
     for (size_t i = 0; i < h.gpus.size(); ++i) {
       GpuState st = summarise_gpu_samples(samples[i]);
