@@ -71,5 +71,6 @@ void register_run(CLI::App& app);     // bench/cmd_run.cpp
 void register_p2p(CLI::App& app);     // bench/cmd_p2p.cpp
 void register_report(CLI::App& app);  // bench/cmd_report.cpp
 void register_plan(CLI::App& app);    // bench/cmd_plan.cpp
+void register_health(CLI::App& app);  // bench/cmd_health.cpp
 
 }  // namespace ppb::cli

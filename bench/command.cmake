@@ -14,7 +14,7 @@ target_include_directories(ppb_cli PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ppb_cli PUBLIC ppb::profiling CLI11::CLI11 PRIVATE ppb::warnings)
 
 set(PPB_COMMAND_SOURCES main.cpp cmd_list.cpp cmd_schedule.cpp cmd_simulate.cpp cmd_run.cpp
-                        cmd_p2p.cpp cmd_report.cpp cmd_plan.cpp)
+                        cmd_p2p.cpp cmd_report.cpp cmd_plan.cpp cmd_health.cpp)
 set(PPB_COMMAND_LIBS ppb::core ppb::exec ppb::reports)
 # p2p on device buffers (--memory device) where CUDA is built in.
 if(PPB_HAVE_CUDA AND TARGET ppb_exec)
@@ -31,4 +31,5 @@ install(TARGETS pipebench)
 if(PPB_BUILD_TESTS)
   include(${CMAKE_CURRENT_SOURCE_DIR}/tests/command.cmake)
   include(${CMAKE_CURRENT_SOURCE_DIR}/tests/run.cmake)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/tests/health.cmake)
 endif()

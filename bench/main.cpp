@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   ppb::cli::register_p2p(app);
   ppb::cli::register_report(app);
   ppb::cli::register_plan(app);
+  ppb::cli::register_health(app);
 
   try {
     reject_unknown_command(app, argc, argv);

@@ -23,6 +23,7 @@ add_library(ppb_reports
   ${CMAKE_CURRENT_SOURCE_DIR}/src/stats.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/history.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/regression.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/health_gate.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/predict.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan_cluster.cpp

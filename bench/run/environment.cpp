@@ -65,11 +65,41 @@ void add_gpus(MPI_Comm comm, int local_rank, ResultEnvironment& env) {
 
 }  // namespace
 
-ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int local_rank) {
+ResultEnvironment host_environment() {
   ResultEnvironment env;
+  env.ranks = 1;
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0) env.hostname = name;
+  env.hosts = {env.hostname};
+  env.rank_hosts = {env.hostname};
+  env.cores = host_cores();
+  // MPI_Get_library_version is one of the calls MPI allows before MPI_Init.
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int vlen = 0;
+  PPB_MPI_CHECK(MPI_Get_library_version(version, &vlen));
+  std::string mpi(version, static_cast<size_t>(std::max(vlen, 0)));
+  mpi = mpi.substr(0, mpi.find_first_of("\r\n"));
+  const auto comma = mpi.find(',');  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
+  if (comma != std::string::npos) mpi = mpi.substr(0, comma);
+  while (!mpi.empty() && (mpi.back() == ' ' || mpi.back() == '\0')) mpi.pop_back();
+  env.mpi = mpi;
+  const BuildInfo& build = build_info();
+  env.git = build.git_revision;
+  env.compiler = build.compiler;
+  env.build_type = build.build_type;
+  env.cuda = "none";
+  env.driver = "none";
+  env.cpu = cpu_model_name();
+  return env;
+}
+
+ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int local_rank) {
+  ResultEnvironment env = host_environment();
   int size = 1;
   PPB_MPI_CHECK(MPI_Comm_size(comm, &size));
   env.ranks = size;
+  env.hosts.clear();
+  env.rank_hosts.clear();
 
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int len = 0;
@@ -87,28 +117,9 @@ ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int lo
       env.hosts.push_back(host);
     ++ranks_per_host[host];
   }
-  env.cores = host_cores();
   for (const auto& [host, n] : ranks_per_host) {
     env.oversubscribed = env.oversubscribed || (env.cores > 0 && n > env.cores);
   }
-
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int vlen = 0;
-  PPB_MPI_CHECK(MPI_Get_library_version(version, &vlen));
-  std::string mpi(version, static_cast<size_t>(std::max(vlen, 0)));
-  mpi = mpi.substr(0, mpi.find_first_of("\r\n"));
-  const auto comma = mpi.find(',');  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
-  if (comma != std::string::npos) mpi = mpi.substr(0, comma);
-  while (!mpi.empty() && (mpi.back() == ' ' || mpi.back() == '\0')) mpi.pop_back();
-  env.mpi = mpi;
-
-  const BuildInfo& build = build_info();
-  env.git = build.git_revision;
-  env.compiler = build.compiler;
-  env.build_type = build.build_type;
-  env.cuda = "none";
-  env.driver = "none";
-  env.cpu = cpu_model_name();
   if (device_backend) add_gpus(comm, local_rank, env);
   return env;
 }

@@ -24,4 +24,11 @@ namespace ppb::run {
 /// usable device on every rank; local_rank = this rank among its host's.
 ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int local_rank);
 
+/// The facts of this process's host alone, without MPI initialised (a
+/// command of one process): one rank, its host name (gethostname) as
+/// hostname, hosts and rank_hosts, MPI_Get_library_version (allowed before
+/// MPI_Init), the build, the CPU model and cores; "none" for cuda and
+/// driver, no gpus. collect_environment starts from it.
+ResultEnvironment host_environment();
+
 }  // namespace ppb::run

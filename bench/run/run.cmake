@@ -14,6 +14,7 @@ add_library(ppb_run STATIC
   run/check.cpp
   run/rank_record.cpp
   run/trace_output.cpp
+  run/gpu_state.cpp
 )
 add_library(ppb::run ALIAS ppb_run)
 target_include_directories(ppb_run PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})

@@ -40,6 +40,7 @@
 #include "ppb/profiling/memory.hpp"
 #include "run/check.hpp"
 #include "run/environment.hpp"
+#include "run/gpu_state.hpp"
 #include "run/metrics.hpp"
 #include "run/noise.hpp"
 #include "run/out_dir.hpp"
@@ -117,6 +118,10 @@ struct Sweep {
   MPI_Comm pipe = MPI_COMM_NULL;      ///< this replica's P ranks (rank = stage); `comm` when D = 1
   MPI_Comm replicas = MPI_COMM_NULL;  ///< this stage's D ranks (rank = replica); D > 1 only
   std::unique_ptr<Transport> allreduce;  ///< over `replicas`: the gradient all-reduce (D > 1)
+  /// A device backend's: this rank's GPU sampled during the timed steps
+  /// (null without NVML), and its name in metrics.gpu_state.
+  std::unique_ptr<nvml::Sampler> gpu_sampler;
+  std::string gpu;
 
   Sweep(const RunOptions& o, MPI_Comm c, int r, int s, JobWatchdog* w)
       : options(o), comm(c), rank(r), size(s), watch(w) {}
@@ -251,10 +256,11 @@ struct Execution {
   std::optional<MemoryGuardFigures> guard;
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
-  double foreign_cpu = kNaN;    ///< HostLoadMeter over the timed steps: NaN = unknown
-  std::string oom;              ///< a device ran out of memory (every rank): status oom
-  std::string message_path;     ///< "direct" or "staged" (ResultConfig::message_path)
-  std::string device_profiler;  ///< CollectorSet::device_profiler(): "" = none attached
+  double foreign_cpu = kNaN;        ///< HostLoadMeter over the timed steps: NaN = unknown
+  std::string oom;                  ///< a device ran out of memory (every rank): status oom
+  std::string message_path;         ///< "direct" or "staged" (ResultConfig::message_path)
+  std::string device_profiler;      ///< CollectorSet::device_profiler(): "" = none attached
+  std::vector<GpuState> gpu_state;  ///< rank 0: the GPUs over the timed steps (NVML)
 };
 
 /// What a combination's phases read of the sweep: this rank's place in the
@@ -274,6 +280,9 @@ struct RunContext {
   int replica;
   NodeLocal node;
   std::map<int, ReferenceStep>& references;  ///< --check: per M
+  bool device;                               ///< a device backend: the GPU state is gathered
+  nvml::Sampler* gpu_sampler;                ///< this rank's GPU (null: not sampled here)
+  const std::string& gpu;                    ///< its name in metrics.gpu_state
 };
 
 RunContext Sweep::context() {
@@ -289,7 +298,10 @@ RunContext Sweep::context() {
                     .stage = stage,
                     .replica = replica,
                     .node = node,
-                    .references = references};
+                    .references = references,
+                    .device = backend_info(plan.backend).traits.device,
+                    .gpu_sampler = gpu_sampler.get(),
+                    .gpu = gpu};
 }
 
 /// The single-process reference of M micro-batches per replica (D x M in
@@ -510,9 +522,11 @@ void CombinationRun::measure() {
   HostLoadMeter load(ctx_.comm);
   load.begin();
   collectors_->measure_begin();
+  if (ctx_.gpu_sampler != nullptr) ctx_.gpu_sampler->start();
   time_steps();
   collectors_->measure_end();
   ex_.foreign_cpu = load.end();
+  if (ctx_.device) ex_.gpu_state = gather_gpu_state(ctx_.comm, ctx_.gpu_sampler, ctx_.gpu);
 }
 
 void CombinationRun::time_steps() {
@@ -631,6 +645,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   m.speed_probe_seconds_per_stage = speed_probe_per_stage(ranks);
   if (D > 1) add_data_parallel(steps, fig.median_step, P, measured.allreduce, theory, m);
   if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
+  m.gpu_state = ex.gpu_state;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;
@@ -785,6 +800,12 @@ void connect(Sweep& sw) {
   // actions, so more of them than cores do not take turns computing; only a
   // backend that computes on the host CPU is oversubscribed by them.
   sw.environment.oversubscribed = sw.environment.oversubscribed && !binfo.modelled_time;
+  if (binfo.traits.device) {
+    const cuda::DeviceFacts gpu = cuda::device_facts(sw.node.rank);
+    sw.gpu = sw.environment.rank_hosts[static_cast<size_t>(sw.rank)] + ": " + gpu.name + " (" +
+             gpu.bus + ")";
+    sw.gpu_sampler = gpu_sampler(gpu.bus, sw.rank);
+  }
   // Data parallelism: one communicator per replica (its pipeline's
   // messages) and one per stage (its gradient all-reduce).
   sw.pipe = sw.comm;

@@ -89,7 +89,7 @@ ppb_expect_usage_error(schedule_file_mismatch "--stages.*does not match"
 ppb_expect_usage_error(both_cost_and_model "--model"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --fwd 2)
 
-ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report, plan\\)$"
+ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report, plan, health\\)$"
   nosuchcmd --stages 2)
 ppb_expect_usage_error(negative_cost "--fwd: expected a finite number >= 0, got '-1'"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd -1)

@@ -23,12 +23,13 @@ add_library(ppb_exec
   src/collectors/cputime_collector.cpp
   src/collectors/perf_collector.cpp
   src/collectors/cupti_collector.cpp
+  src/nvml.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
 target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
                                    PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_exec PUBLIC ppb::core ppb::cpu_kernels ppb::profiling MPI::MPI_CXX Threads::Threads
-                               PRIVATE ppb::warnings)
+                               PRIVATE ppb::warnings ${CMAKE_DL_LIBS})
 # CUDA (cmake/Cuda.cmake): PPB_HAVE_CUDA is 1 or 0 for every includer, so that
 # headers and callers see the same build; without CUDA, src/cuda/no_cuda.cpp
 # answers "built without CUDA".
@@ -44,6 +45,8 @@ if(PPB_HAVE_CUDA)
     src/cuda/device_plant.cpp
     src/cuda/cuda_chunk.cpp
     src/cuda/backend_cuda.cpp
+    src/cuda/gemm_timing.cpp
+    src/cuda/gpu_probe.cpp
   )
   # One CUDA runtime in the process: the shared one (CUDA::cudart), also for
   # the .cu objects (CMake would otherwise add the static runtime).

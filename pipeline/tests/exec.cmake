@@ -135,3 +135,6 @@ if(PPB_HAVE_CUPTI)
   # CMake 3.25 knows no CUDA20 flags for nvcc 13; the kernels need C++17 only.
   set_target_properties(cupti_collector_test PROPERTIES CUDA_STANDARD 17)
 endif()
+
+# NVML loaded at run time: its absence is one line and the run goes on.
+ppb_add_gtest(nvml_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/nvml_test.cpp LIBS ppb::exec LABELS unit)

@@ -522,6 +522,39 @@ TEST(ResultSchema, DeviceFiguresRoundTripFollowStagesAndOlderFilesLoad) {
   EXPECT_EQ(o.metrics->peak_memory_bytes.device_profiler, "");
 }
 
+TEST(ResultSchema, GpuStateRoundTripsIsAbsentWhenNotSampledAndIsChecked) {
+  Result r = full_result();
+  EXPECT_FALSE(result_to_json(r).at("metrics").as_object().contains("gpu_state"));
+  GpuState g;
+  g.gpu = "node1: NVIDIA H200 (0000:3B:00.0)";
+  g.samples = 12;
+  g.sm_clock_mhz_min = 1410;
+  g.sm_clock_mhz_median = 1980;
+  g.memory_clock_mhz_median = 3201;
+  g.power_watts_mean = 512.5;
+  g.power_limit_watts = 700;
+  g.throttle_reasons = {"sw_power_cap"};
+  g.ecc_corrected = 0;  // temperature and uncorrected ECC unknown: null and -1
+  r.metrics->gpu_state = {g};
+  json::value doc = result_to_json(r);
+  EXPECT_TRUE(find_path(doc, "metrics.gpu_state")->as_array()[0].at("temperature_c_max").is_null());
+  const Result back = result_from_json(doc, "r.json");
+  ASSERT_EQ(back.metrics->gpu_state.size(), 1U);
+  const GpuState& b = back.metrics->gpu_state[0];
+  EXPECT_EQ(b.gpu, g.gpu);
+  EXPECT_EQ(b.samples, 12);
+  EXPECT_EQ(b.sm_clock_mhz_min, 1410);
+  EXPECT_EQ(b.power_watts_mean, 512.5);
+  EXPECT_TRUE(std::isnan(b.temperature_c_max));
+  EXPECT_EQ(b.throttle_reasons, std::vector<std::string>{"sw_power_cap"});
+  EXPECT_EQ(b.ecc_corrected, 0);
+  EXPECT_EQ(b.ecc_uncorrected, -1);
+
+  json::value bad = doc;
+  find_path(bad, "metrics.gpu_state")->as_array()[0].as_object()["samples"] = -1;
+  EXPECT_EQ(error_of(bad), "r.json: field 'metrics.gpu_state[0].samples': expected >= 0, got -1");
+}
+
 TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   json::value doc = result_to_json(full_result());
   doc.as_object()["future_field"] = json::object{{"x", 1}};

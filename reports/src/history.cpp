@@ -23,6 +23,7 @@ std::string folder_name(const fs::path& p) {
 Night make_night(const fs::path& path, LoadedResults results) {
   Night n;
   n.name = folder_name(path);
+  n.path = path.string();
   n.date = latest_date(results);
   n.results = std::move(results);
   return n;

@@ -117,6 +117,24 @@ std::string write_junit(const ReportModel& model) {
   }
   add_missing(model, suites);
 
+  // The GPU health probe: one case per GPU figure, failed when it got
+  // slower; the machine's verdict and any throttling in its output.
+  for (const HealthSummary& h : model.health) {
+    std::vector<Case> cases;
+    std::string context = health_text(h);
+    for (const GpuTrouble& t : h.trouble) context += "\n" + trouble_text(t);
+    for (const HealthVerdict& v : h.figures) {
+      Case c;
+      c.name = v.gpu + " " + v.what.name;
+      c.classname = "pipebench.health";
+      c.out = context;
+      if (v.what.status == RegressionStatus::kRegressed)
+        c.failure = "regression: " + verdict_text(v.what);
+      cases.push_back(std::move(c));
+    }
+    if (!cases.empty()) suites.emplace_back("GPU health: " + h.machine, std::move(cases));
+  }
+
   int tests = 0, failures = 0, errors = 0, skipped = 0;
   double time = 0;
   for (const auto& [name, cases] : suites) {

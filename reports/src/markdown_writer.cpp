@@ -119,6 +119,21 @@ void gate_list(std::ostringstream& md, const ReportModel& m, RegressionStatus st
   md << "\n";
 }
 
+// The GPU health probe's verdict per machine, its throttled GPUs and each
+// figure (health_gate.hpp).
+void health_section(std::ostringstream& md, const ReportModel& m) {
+  for (const HealthSummary& h : m.health) {
+    md << "**" << cell(health_text(h)) << "**\n\n";
+    for (const GpuTrouble& t : h.trouble) md << "- " << cell(trouble_text(t)) << "\n";
+    if (!h.nvml_note.empty()) md << "- " << cell(h.nvml_note) << "\n";
+    for (const HealthVerdict& v : h.figures) {
+      md << "- " << cell(v.gpu) << ": " << regression_status_name(v.what.status) << ": "
+         << cell(verdict_text(v.what)) << "\n";
+    }
+    md << "\n";
+  }
+}
+
 // The gate: counts, each outcome listed apart, then every combination with
 // its figures and the smallest change the gate could have detected.
 void gate_section(std::ostringstream& md, const ReportModel& m) {
@@ -149,6 +164,7 @@ void gate_section(std::ostringstream& md, const ReportModel& m) {
       md << "- " << cell(f.machine) << ": " << cell(noise_floor_text(f)) << "\n";
     md << "\n";
   }
+  health_section(md, m);
   gate_list(md, m, RegressionStatus::kRegressed, "Regressions");
   gate_list(md, m, RegressionStatus::kImproved, "Improvements");
   if (r.confirming) {

@@ -1075,6 +1075,15 @@ void add_missing_rows(RegressionSummary& out, const std::vector<Night>& history,
 
 }  // namespace
 
+MetricVerdict decide_figure(const std::string& name, int worse,
+                            const std::vector<NightFigure>& nights, const GateOptions& options) {
+  PPB_CHECK(nights.size() >= 2, "decide_figure: needs tonight and an earlier night");
+  std::vector<NightSamples> series;
+  for (const NightFigure& n : nights)
+    series.push_back({n.night, n.values, spread(n.values).median});
+  return decide_sampled({name, true, worse}, series, options);
+}
+
 RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
                            const std::vector<Night>& history, const GateOptions& options,
                            const std::vector<ResultEntry>* reruns) {

@@ -75,11 +75,22 @@ void print_gate(const ReportModel& m, std::ostream& out) {
     out << "undecidable: " << r.undecidable_causes() << "\n";
   for (const NoiseFloor& f : r.floors)
     out << "noise floor (" << f.machine << "): " << noise_floor_text(f) << "\n";
-  out << "regressions: " << r.regressions() << " beyond " << format_trimmed(r.threshold * 100)
+  for (const HealthSummary& h : m.health) {
+    out << health_text(h) << "\n";
+    for (const GpuTrouble& t : h.trouble) out << "  GPU STATE " << trouble_text(t) << "\n";
+    if (!h.nvml_note.empty()) out << "  " << h.nvml_note << "\n";
+  }
+  out << "regressions: " << m.regressions() << " beyond " << format_trimmed(r.threshold * 100)
       << "%\n";
   for (const RegressionRow& row : r.rows) {
     for (const std::string& why : row.reasons)
       out << "  REGRESSION " << m.row_label(row.label, row.work) << ": " << why << "\n";
+  }
+  for (const HealthSummary& h : m.health) {
+    for (const HealthVerdict& v : h.figures) {
+      if (v.what.status == RegressionStatus::kRegressed)
+        out << "  REGRESSION GPU health " << v.gpu << ": " << verdict_text(v.what) << "\n";
+    }
   }
   for (const RegressionRow& row : r.rows) {
     if (row.status != RegressionStatus::kImproved) continue;
@@ -197,6 +208,8 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),
                                          std::move(history), mo, std::move(reruns));
   if (model.regression) {
+    model.health =
+        gate_health(load_health(o.inputs), mo.tonight, model.history, &*model.regression, mo.gate);
     for (const std::string& b : o.baselines) {
       std::string& src = model.regression->baseline_source;
       src += (src.empty() ? "" : ", ") + b;

@@ -15,6 +15,12 @@ ppb_add_gtest(regression_test
   LIBS ppb::reports
   LABELS unit)
 
+# The gate on the GPUs' own health (health_gate.cpp) beside GPU sweeps.
+ppb_add_gtest(health_gate_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/health_gate_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
+  LIBS ppb::reports
+  LABELS unit)
+
 # The writers: JUnit, CSV, Google Benchmark JSON, HTML, Markdown.
 ppb_add_gtest(writers_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/writers_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp

@@ -891,6 +891,25 @@ cudaError_t cudaGetDevice(int* device) {
   *device = emu::t_device;
   return cudaSuccess;
 }
+// Every pair of distinct emulated devices can reach each other (one host
+// memory); enabling access twice is CUDA's error.
+cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (can == nullptr) return emu::fail(cudaErrorInvalidValue);
+  if (!emu::valid_device(device) || !emu::valid_device(peer))
+    return emu::fail(cudaErrorInvalidDevice);
+  *can = device != peer ? 1 : 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+  if (flags != 0) return emu::fail(cudaErrorInvalidValue);
+  if (!emu::valid_device(peer) || peer == emu::t_device) return emu::fail(cudaErrorInvalidDevice);
+  static std::mutex mu;
+  static std::set<std::pair<int, int>> enabled;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (!enabled.insert({emu::t_device, peer}).second)
+    return emu::fail(cudaErrorPeerAccessAlreadyEnabled);
+  return cudaSuccess;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (prop == nullptr) return emu::fail(cudaErrorInvalidValue);
   if (!emu::valid_device(device)) return emu::fail(cudaErrorInvalidDevice);

@@ -164,6 +164,21 @@ void fields(V& v, E& e) {
   v.optional("ranks_per_gpu", e.ranks_per_gpu);  // >= 0: validate
 }
 
+template <class V, Is<GpuState> G>
+void fields(V& v, G& x) {
+  v.optional("gpu", x.gpu);
+  v.required("samples", x.samples, 0);
+  v.nullable("sm_clock_mhz_min", x.sm_clock_mhz_min);
+  v.nullable("sm_clock_mhz_median", x.sm_clock_mhz_median);
+  v.nullable("memory_clock_mhz_median", x.memory_clock_mhz_median);
+  v.nullable("power_watts_mean", x.power_watts_mean);
+  v.nullable("power_limit_watts", x.power_limit_watts);
+  v.nullable("temperature_c_max", x.temperature_c_max);
+  v.required("throttle_reasons", x.throttle_reasons);
+  v.required("ecc_corrected", x.ecc_corrected, -1);
+  v.required("ecc_uncorrected", x.ecc_uncorrected, -1);
+}
+
 template <class V, Is<StepTimeStats> S>
 void fields(V& v, S& x) {
   v.required("median", x.median);
@@ -329,6 +344,9 @@ void fields(V& v, M& m) {
   v.nullable_per_stage_if_any("speed_probe_seconds_per_stage", m.speed_probe_seconds_per_stage);
   v.optional("spread", m.spread);
   v.all_reduce("allreduce_seconds", "allreduce", m.allreduce);
+  // The GPUs' own state while the timed steps ran (NVML): absent when
+  // nothing was sampled.
+  v.optional_if_any("gpu_state", m.gpu_state);
 }
 
 // ------------------------------------------------ values of the field types --
@@ -782,6 +800,16 @@ void read_gate_fields(const JsonObject& root, Result& out) {
 }
 
 }  // namespace
+
+boost::json::object gpu_state_to_json(const GpuState& state) { return write_fields(state); }
+
+GpuState gpu_state_from_json(const JsonObject& o) { return read_fields<GpuState>(o); }
+
+boost::json::object environment_to_json(const ResultEnvironment& env) { return write_fields(env); }
+
+ResultEnvironment environment_from_json(const JsonObject& o) {
+  return read_fields<ResultEnvironment>(o);
+}
 
 boost::json::value result_to_json(const Result& result) {
   json::object o;

@@ -2,12 +2,13 @@
 #include "ppb/exec/cuda_device.hpp"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "ppb/exec/mpi.hpp"
+#include "ppb/exec/nvml.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/log.hpp"
 
@@ -44,26 +45,11 @@ std::string cuda_version_text(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
-// The driver's own version ("580.95.05") from NVML, loaded at run time: the
-// library comes with the driver, so the build needs no NVML and a machine
-// without it still answers. "" when NVML cannot say.
+// The driver's own version ("580.95.05") from NVML, which comes with the
+// driver (nvml.hpp); "" when NVML cannot say.
 std::string nvml_driver_version() {
-  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (nvml == nullptr) return {};
-  using Init = int (*)();
-  using Version = int (*)(char*, unsigned);
-  using Shutdown = int (*)();
-  auto init = reinterpret_cast<Init>(dlsym(nvml, "nvmlInit_v2"));
-  auto version = reinterpret_cast<Version>(dlsym(nvml, "nvmlSystemGetDriverVersion"));
-  auto shutdown = reinterpret_cast<Shutdown>(dlsym(nvml, "nvmlShutdown"));
-  std::string out;
-  if (init != nullptr && version != nullptr && shutdown != nullptr && init() == 0) {
-    char text[96] = {};  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE is 80
-    if (version(text, sizeof text) == 0) out = text;
-    shutdown();
-  }
-  dlclose(nvml);
-  return out;
+  const std::shared_ptr<nvml::Library> lib = nvml::Library::open(nullptr);
+  return lib ? lib->driver_version() : std::string();
 }
 
 // The device bind_device bound, for the message of a failed call: "GPU 0

@@ -5,6 +5,7 @@
 
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/exec/gpu_probe.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/check.hpp"
 
@@ -22,6 +23,17 @@ DeviceBinding bind_device(int /*local_rank*/, int /*local_ranks*/) {
 }
 
 DeviceFacts device_facts(int /*local_rank*/) { throw UsageError(unusable_reason()); }
+
+int device_count() { return 0; }
+
+double backend_gemm_tflops(int /*device*/, const ModelSpec& /*spec*/, bool /*fp32*/,
+                           int /*iters*/) {
+  throw UsageError(unusable_reason());
+}
+
+double copy_gbps(Copy /*copy*/, int /*device*/, int /*peer*/, int64_t /*bytes*/, int /*iters*/) {
+  throw UsageError(unusable_reason());
+}
 
 void cuda_call_failed(int code, const char* call, const char* file, int line) {
   const std::string text = std::string("CUDA error in ") + call + " at " + file + ":" +

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cuda/blas.hpp"
+#include "cuda/gemm_timing.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/gemm_calls.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -95,64 +96,6 @@ Args parse(int argc, char** argv) {
 }
 
 #define LT_CHECK(call) PPB_CUBLAS_CHECK(call)
-
-// Operands filled with values in [-1, 1) (a fixed sequence), in the dtype.
-void fill(void* device, int64_t elements, bool fp32, uint32_t seed) {
-  std::vector<float> host(static_cast<size_t>(elements));
-  uint32_t x = seed * 2654435761U + 1;
-  for (float& v : host) {
-    x = x * 1664525U + 1013904223U;
-    v = static_cast<float>(x >> 8) / static_cast<float>(1U << 23) - 1.0f;
-  }
-  if (fp32) {
-    PPB_CUDA_CHECK(cudaMemcpy(device, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
-    return;
-  }
-  std::vector<uint16_t> bf(host.size());
-  for (size_t i = 0; i < host.size(); ++i) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &host[i], 4);
-    bf[i] = static_cast<uint16_t>((bits + 0x7FFFU + ((bits >> 16) & 1U)) >> 16);  // nearest even
-  }
-  PPB_CUDA_CHECK(cudaMemcpy(device, bf.data(), bf.size() * 2, cudaMemcpyHostToDevice));
-}
-
-class Timer {
- public:
-  explicit Timer(cudaStream_t s) : stream_(s) {
-    PPB_CUDA_CHECK(cudaEventCreate(&start_));
-    PPB_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
-  // Seconds per call of `issue`: the best of three rounds of `iters` calls,
-  // after two warm-up calls.
-  template <class F>
-  double per_call(int iters, F&& issue) {
-    issue();
-    issue();
-    double best = std::numeric_limits<double>::infinity();
-    for (int round = 0; round < 3; ++round) {
-      PPB_CUDA_CHECK(cudaEventRecord(start_, stream_));
-      for (int i = 0; i < iters; ++i) issue();
-      PPB_CUDA_CHECK(cudaEventRecord(stop_, stream_));
-      PPB_CUDA_CHECK(cudaEventSynchronize(stop_));
-      float ms = 0;
-      PPB_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-      best = std::min(best, static_cast<double>(ms) * 1e-3 / iters);
-    }
-    return best;
-  }
-
- private:
-  cudaStream_t stream_;
-  cudaEvent_t start_ = nullptr;
-  cudaEvent_t stop_ = nullptr;
-};
 
 // cublasLt's view of a row-major GEMM, as cuda::Blas issues it: the
 // column-major C^T (n x m) = op(B)^T op(A)^T, operands swapped.
@@ -261,49 +204,28 @@ int main(int argc, char** argv) {
     ppb::cuda::Blas blas(stream, workspace, ws_bytes);
     cublasLtHandle_t lt = nullptr;
     LT_CHECK(cublasLtCreate(&lt));
-    Timer timer(stream);
-    const int64_t eb = ppb::cuda::dtype_bytes(dt);
+    ppb::cuda::EventTimer timer(stream);
     uint32_t seed = 1;
     for (const GemmCall& g : ppb::cuda_gemm_calls(spec)) {
-      void* a = nullptr;
-      void* b = nullptr;
-      void* c = nullptr;
-      PPB_CUDA_CHECK(cudaMalloc(&a, static_cast<size_t>(g.a_elements() * eb)));
-      PPB_CUDA_CHECK(cudaMalloc(&b, static_cast<size_t>(g.b_elements() * eb)));
-      const int64_t cb = g.c_fp32 ? 4 : eb;
-      PPB_CUDA_CHECK(cudaMalloc(&c, static_cast<size_t>(g.c_elements() * cb)));
-      fill(a, g.a_elements(), dt == Dtype::kFp32, seed++);
-      fill(b, g.b_elements(), dt == Dtype::kFp32, seed++);
-      PPB_CUDA_CHECK(cudaMemset(c, 0, static_cast<size_t>(g.c_elements() * cb)));
-      const Dtype ct = g.c_fp32 ? Dtype::kFp32 : dt;
-      const auto backend_call = [&] {
-        const ppb::cuda::Operand oa{a, g.lda, g.stride_a};
-        const ppb::cuda::Operand ob{b, g.ldb, g.stride_b};
-        if (g.count > 1) {
-          blas.gemm_batched(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, oa, ob, dt, g.beta, c,
-                            g.ldc, g.stride_c, ct, g.count);
-        } else {
-          blas.gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, oa, ob, dt, g.beta, c, g.ldc, ct);
-        }
-      };
+      const ppb::cuda::GemmOperands ops(g, dt, seed);
+      seed += 2;
       Measured m;
       m.call = g;
-      m.backend = timer.per_call(args.iters, backend_call);
+      // The backend's own call: the measurement the GPU health probe makes.
+      m.backend = ppb::cuda::time_backend_gemm(blas, timer, g, dt, ops, args.iters);
       const LtGemm lg(g, dt);
       m.best = std::numeric_limits<double>::infinity();
       for (const cublasLtMatmulHeuristicResult_t& r : lg.algos(lt, args.algos, ws_bytes)) {
         m.best = std::min(m.best, timer.per_call(args.iters, [&] {
-          lg.run(lt, r.algo, g, a, b, c, workspace, ws_bytes, stream);
+          lg.run(lt, r.algo, g, ops.a(), ops.b(), ops.c(), workspace, ws_bytes, stream);
         }));
         ++m.tried;
       }
       // Again after the others, so that a clock still rising at the first
       // measurement does not count against the backend.
-      m.backend = std::min(m.backend, timer.per_call(args.iters, backend_call));
+      m.backend =
+          std::min(m.backend, ppb::cuda::time_backend_gemm(blas, timer, g, dt, ops, args.iters));
       rows.push_back(m);
-      PPB_CUDA_CHECK(cudaFree(c));
-      PPB_CUDA_CHECK(cudaFree(b));
-      PPB_CUDA_CHECK(cudaFree(a));
     }
     cublasLtDestroy(lt);
   }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/gpu_state.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/memory.hpp"
 #include "ppb/profiling/output_file.hpp"
@@ -368,6 +369,10 @@ struct ResultMetrics {
   std::optional<DeviceFigures> device;
   /// optional: the gradient all-reduce (data parallelism only).
   std::optional<AllReduceFigures> allreduce;
+  /// optional: what each GPU of the run did during the timed steps (NVML:
+  /// clocks, power, temperature, throttling, ECC errors), one entry per GPU
+  /// sampled; absent when none was (no GPU backend, no NVML).
+  std::vector<GpuState> gpu_state;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };
@@ -415,6 +420,19 @@ struct Result {
 
   friend bool operator==(const Result&, const Result&) = default;
 };
+
+class JsonObject;
+
+/// A GPU's summarised state (metrics.gpu_state entries, the health file's
+/// gpu_state) by its one field list; the reader names the field path of a
+/// bad value (UsageError).
+boost::json::object gpu_state_to_json(const GpuState& state);
+GpuState gpu_state_from_json(const JsonObject& o);
+
+/// A result's `environment` object by its one field list (also the health
+/// probe's file carries one).
+boost::json::object environment_to_json(const ResultEnvironment& env);
+ResultEnvironment environment_from_json(const JsonObject& o);
 
 /// The JSON document of a result (schema first). Non-finite doubles become null.
 boost::json::value result_to_json(const Result& result);

@@ -24,6 +24,7 @@ namespace ppb::reports {
 /// One earlier run.
 struct Night {
   std::string name;  ///< the folder's own name
+  std::string path;  ///< the folder (or file) as given or found
   std::string date;  ///< latest environment.date of its results ("" when none)
   LoadedResults results;
 };

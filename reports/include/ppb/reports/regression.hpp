@@ -266,6 +266,21 @@ std::string noise_floor_text(const NoiseFloor& floor);
 /// none.
 std::string confirmation_summary(const RegressionRow& row);
 
+/// One night's samples of a figure kept outside the result files (the GPU
+/// health probe's, health_gate.hpp).
+struct NightFigure {
+  std::string night;
+  std::vector<double> values;
+};
+
+/// A relative figure decided by the gate's own statistics, as samples/s is
+/// (the U test, the nights' noise band, a step change dated to its night;
+/// no sweep noise floor): `nights` oldest first, tonight last; `worse` -1
+/// when a drop is worse, +1 when a rise is. REQUIRES: two nights or more,
+/// each with a sample.
+MetricVerdict decide_figure(const std::string& name, int worse,
+                            const std::vector<NightFigure>& nights, const GateOptions& options);
+
 /// The gate. `history` is oldest first (load_nights); only its last
 /// options.window nights are used. `reruns` (--confirm; null = none given)
 /// confirm or refute tonight's timing moves: a re-run matches a row by

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ppb/reports/claims.hpp"
+#include "ppb/reports/health_gate.hpp"
 #include "ppb/reports/history.hpp"
 #include "ppb/reports/load.hpp"
 #include "ppb/reports/reference.hpp"
@@ -96,10 +97,18 @@ struct ReportModel {
   std::vector<Night> history;           ///< the --baseline nights, oldest first
   std::optional<LoadedResults> reruns;  ///< --confirm: re-runs of tonight's combinations
   std::optional<RegressionSummary> regression;
+  /// The GPU health gate, per machine with a health file tonight (with a
+  /// gate only: --baseline).
+  std::vector<HealthSummary> health;
   int64_t memory_budget = 0;  ///< --memory-budget (0 = none)
 
-  /// Number of regressions (0 without a baseline).
-  int regressions() const { return regression ? regression->regressions() : 0; }
+  /// Number of regressions (0 without a baseline): the sweeps' and the
+  /// GPU health probe's figures.
+  int regressions() const {
+    int n = regression ? regression->regressions() : 0;
+    for (const HealthSummary& h : health) n += h.probe_regressions;
+    return n;
+  }
 
   /// Whether the results hold more than one work (work_fields): then every
   /// row that lists results of several groups names its work.

@@ -1,0 +1,156 @@
+// The GPU state's pure parts (gpu_state.hpp) and the health file's schema
+// (health.hpp): throttle reasons decoded, samples summarised, files
+// round-tripped and bad fields named.
+#include "ppb/pipeline/gpu_state.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ppb/pipeline/health.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+using Names = std::vector<std::string>;
+
+TEST(ThrottleReasons, BitsDecodeToNvmlsNamesInBitOrder) {
+  EXPECT_EQ(throttle_reason_names(0), Names{});
+  EXPECT_EQ(throttle_reason_names(0x48), (Names{"hw_slowdown", "hw_thermal_slowdown"}));
+  EXPECT_EQ(throttle_reason_names(0x1FF),
+            (Names{"gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                   "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                   "hw_power_brake_slowdown", "display_clock_setting"}));
+  // A bit NVML adds later reads as itself, not as nothing.
+  EXPECT_EQ(throttle_reason_names(0x204), (Names{"sw_power_cap", "0x200"}));
+}
+
+TEST(ThrottleReasons, SettingsAndIdleDoNotCountAsSlowing) {
+  EXPECT_FALSE(throttle_reason_slows("gpu_idle"));
+  EXPECT_FALSE(throttle_reason_slows("applications_clocks_setting"));
+  EXPECT_FALSE(throttle_reason_slows("sync_boost"));
+  EXPECT_FALSE(throttle_reason_slows("display_clock_setting"));
+  for (const char* r : {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                        "hw_power_brake_slowdown", "0x200"}) {
+    EXPECT_TRUE(throttle_reason_slows(r)) << r;
+  }
+}
+
+GpuSample sample(double sm, double power, double temp, uint64_t reasons, int64_t ecc_c,
+                 int64_t ecc_u) {
+  GpuSample s;
+  s.sm_clock_mhz = sm;
+  s.memory_clock_mhz = 3200;
+  s.power_watts = power;
+  s.power_limit_watts = 700;
+  s.temperature_c = temp;
+  s.throttle_reasons = reasons;
+  s.ecc_corrected = ecc_c;
+  s.ecc_uncorrected = ecc_u;
+  return s;
+}
+
+TEST(GpuStateSummary, MinMedianMeanMaxUnionOfReasonsAndEccArrivals) {
+  const std::vector<GpuSample> s = {sample(1980, 300, 60, 0x1, 5, 0),
+                                    sample(1500, 690, 84, 0x4, 5, 0),
+                                    sample(1755, 600, 81, 0x40, 7, 1)};
+  const GpuState g = summarise_gpu_samples(s);
+  EXPECT_EQ(g.samples, 3);
+  EXPECT_DOUBLE_EQ(g.sm_clock_mhz_min, 1500);
+  EXPECT_DOUBLE_EQ(g.sm_clock_mhz_median, 1755);
+  EXPECT_DOUBLE_EQ(g.memory_clock_mhz_median, 3200);
+  EXPECT_DOUBLE_EQ(g.power_watts_mean, 530);
+  EXPECT_DOUBLE_EQ(g.power_limit_watts, 700);
+  EXPECT_DOUBLE_EQ(g.temperature_c_max, 84);
+  EXPECT_EQ(g.throttle_reasons, (Names{"gpu_idle", "sw_power_cap", "hw_thermal_slowdown"}));
+  EXPECT_EQ(slowing_reasons(g), (Names{"sw_power_cap", "hw_thermal_slowdown"}));
+  EXPECT_EQ(g.ecc_corrected, 2);  // 5 -> 7 while sampling
+  EXPECT_EQ(g.ecc_uncorrected, 1);
+}
+
+TEST(GpuStateSummary, WhatNvmlCouldNotSayStaysUnknown) {
+  GpuSample blank;  // every reading unknown
+  GpuSample some = blank;
+  some.sm_clock_mhz = 1000;
+  const GpuState g = summarise_gpu_samples({blank, some, blank});
+  EXPECT_EQ(g.samples, 3);
+  EXPECT_DOUBLE_EQ(g.sm_clock_mhz_min, 1000);
+  EXPECT_DOUBLE_EQ(g.sm_clock_mhz_median, 1000);
+  EXPECT_TRUE(std::isnan(g.power_watts_mean));
+  EXPECT_TRUE(std::isnan(g.temperature_c_max));
+  EXPECT_TRUE(g.throttle_reasons.empty());
+  EXPECT_EQ(g.ecc_corrected, -1);
+  const GpuState none = summarise_gpu_samples({});
+  EXPECT_EQ(none.samples, 0);
+  EXPECT_TRUE(std::isnan(none.sm_clock_mhz_min));
+}
+
+HealthFile a_health_file() {
+  HealthFile h;
+  h.date = "2026-12-05T01:00:00Z";
+  h.config = {.model = "gpt-small", .iters = 20, .repeats = 2, .copy_bytes = 1 << 20};
+  HealthGpu g{
+      .device = 0, .name = "NVIDIA H200", .bus = "0000:3B:00.0", .figures = {}, .gpu_state = {}};
+  g.figures["gemm_bf16_tflops"] = {600.5, 601.25};
+  g.figures["copy_h2d_gbps"] = {52.5, 53};
+  GpuState st = summarise_gpu_samples({sample(1980, 300, 60, 0x8, 0, 0)});
+  st.gpu = "NVIDIA H200 (0000:3B:00.0)";
+  g.gpu_state = st;
+  h.gpus.push_back(g);
+  h.environment.hosts = {"node1"};
+  h.environment.ranks = 1;
+  h.environment.gpus = {"NVIDIA H200"};
+  h.environment.date = h.date;
+  return h;
+}
+
+TEST(HealthFile, RoundTripsThroughJson) {
+  const HealthFile h = a_health_file();
+  const boost::json::value doc = health_to_json(h);
+  EXPECT_TRUE(is_health_document(doc));
+  EXPECT_EQ(doc.at("schema").as_string(), "pipebench.health/1");
+  EXPECT_EQ(health_from_json(boost::json::parse(boost::json::serialize(doc)), "h.json"), h);
+  HealthFile quiet = h;  // without NVML: no gpu_state, the note says why
+  quiet.gpus[0].gpu_state.reset();
+  quiet.gpu_state_note = "gpu state: NVML not found";
+  EXPECT_EQ(health_from_json(health_to_json(quiet), "h.json"), quiet);
+}
+
+std::string error_of(const boost::json::value& doc) {
+  try {
+    (void)health_from_json(doc, "h.json");
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(HealthFile, BadFieldsAreNamed) {
+  boost::json::value doc = health_to_json(a_health_file());
+  EXPECT_FALSE(is_health_document(boost::json::parse(R"({"schema":"pipebench.result/1"})")));
+  boost::json::value other = doc;
+  other.as_object()["schema"] = "pipebench.health/9";
+  EXPECT_NE(error_of(other).find("field 'schema': expected \"pipebench.health/1\""),
+            std::string::npos)
+      << error_of(other);
+  boost::json::value zero = doc;
+  zero.at("gpus").as_array()[0].at("figures").as_object()["copy_h2d_gbps"] =
+      boost::json::array{0.0};
+  EXPECT_NE(error_of(zero).find("gpus[0].figures.copy_h2d_gbps"), std::string::npos)
+      << error_of(zero);
+  boost::json::value empty = doc;
+  empty.at("gpus").as_array()[0].at("figures").as_object()["copy_h2d_gbps"] = boost::json::array{};
+  EXPECT_NE(error_of(empty).find("expected at least one sample"), std::string::npos)
+      << error_of(empty);
+  boost::json::value no_samples = doc;
+  no_samples.at("gpus").as_array()[0].at("gpu_state").as_object().erase("samples");
+  EXPECT_NE(error_of(no_samples).find("gpus[0].gpu_state.samples"), std::string::npos)
+      << error_of(no_samples);
+}
+
+}  // namespace
+}  // namespace ppb
