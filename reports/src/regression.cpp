@@ -226,7 +226,7 @@ std::string figure_text(const MetricVerdict& v) {
   }
   std::string text;
   if (!v.timing) {
-    text = "peak memory " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
+    text = v.name + " " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
            signed_percent(v.change) + ", threshold +" + format_trimmed(v.threshold * 100) + "%)";
   } else {
     text = v.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
@@ -263,8 +263,30 @@ std::string rerun_text(const MetricVerdict& v) {
   return "";
 }
 
+std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
+                                             const ResultEnvironment& after) {
+  std::vector<SoftwareChange> out;
+  const auto known = [](const std::string& s) { return !s.empty() && s != "none"; };
+  const auto compare = [&](const char* what, const std::string& from, const std::string& to) {
+    if (known(from) && known(to) && from != to) out.push_back({what, from, to});
+  };
+  compare("driver", before.driver, after.driver);
+  compare("CUDA", before.cuda, after.cuda);
+  compare("NCCL", before.nccl, after.nccl);
+  compare("cuDNN", before.cudnn, after.cudnn);
+  return out;
+}
+
 std::string verdict_text(const MetricVerdict& v) {
   std::string text = figure_text(v);
+  if (!v.software.empty()) {
+    text += "; ";
+    for (size_t i = 0; i < v.software.size(); ++i) {
+      const SoftwareChange& c = v.software[i];
+      text += (i > 0 ? ", " : "") + c.what + " " + c.from + " -> " + c.to;
+    }
+    text += " on that night";
+  }
   switch (v.confirmation) {
     case Confirmation::kNone:
       break;
@@ -397,10 +419,11 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
 // Memory is deterministic: tonight's peak against the last night whose peak
 // differs from it by more than the threshold; the nights in between have
 // tonight's level, so the change arrived with the first of them.
-MetricVerdict decide_memory(const std::vector<std::pair<std::string, double>>& nights,
+MetricVerdict decide_memory(const std::string& name,
+                            const std::vector<std::pair<std::string, double>>& nights,
                             const GateOptions& o) {
   MetricVerdict v;
-  v.name = "peak memory";
+  v.name = name;
   v.current = nights.back().second;
   v.reference = nights.size() >= 2 ? nights[nights.size() - 2].second : v.current;
   v.detectable = o.threshold;
@@ -616,6 +639,18 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
     stage.nights.push_back({tonight, cur[s], 0});
     out.push_back(std::move(stage));
   }
+  // The device's own bubble (a device profiler's, per timed step): only
+  // nights that recorded its samples take part.
+  Series device{{"device bubble ratio", false, +1}, {}};
+  for (const Matched& m : quiet) {
+    std::vector<double> samples = device_bubble_samples(m.entry->result);
+    if (!samples.empty()) device.nights.push_back({m.night->name, std::move(samples), 0});
+  }
+  std::vector<double> device_tonight = device_bubble_samples(c.result);
+  if (!device.nights.empty() && !device_tonight.empty()) {
+    device.nights.push_back({tonight, std::move(device_tonight), 0});
+    out.push_back(std::move(device));
+  }
   for (Series& f : out) {
     for (NightSamples& n : f.nights) n.median = spread(n.values).median;
   }
@@ -642,6 +677,22 @@ MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
   return v;
 }
 
+// Every moved figure of the row names the software that changed on the
+// night its move arrived, against the combination's night before it.
+void name_software_changes(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& ok,
+                           const std::string& tonight) {
+  std::vector<std::pair<std::string, const ResultEnvironment*>> nights;
+  for (const Matched& m : ok) nights.emplace_back(m.night->name, &m.entry->result.environment);
+  nights.emplace_back(tonight, &c.result.environment);
+  for (MetricVerdict& v : row.metrics) {
+    if (!moved(v)) continue;
+    for (size_t i = 1; i < nights.size(); ++i) {
+      if (nights[i].first == v.arrived)
+        v.software = software_changes(*nights[i - 1].second, *nights[i].second);
+    }
+  }
+}
+
 // Noise floors by machine, backend and figure family.
 std::string floor_key(const std::string& machine, const std::string& backend,
                       const std::string& family) {
@@ -662,16 +713,20 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
   }
   if (!cur_ok || h.ok.empty()) return;
   std::vector<std::pair<std::string, double>> mem;
+  std::vector<std::pair<std::string, double>> device_mem;  // nights that recorded it
   for (const Matched& m : h.ok) {
     row.trend.push_back(trend_point(m.night->name, m.entry->result));
     mem.emplace_back(m.night->name, peak_memory_bytes(m.entry->result));
+    const double device = peak_device_memory_bytes(m.entry->result);
+    if (device > 0) device_mem.emplace_back(m.night->name, device);
   }
   row.trend.push_back(trend_point(tonight, c.result));
   mem.emplace_back(tonight, peak_memory_bytes(c.result));
+  const double device_tonight = peak_device_memory_bytes(c.result);
   if (h.not_judged.kind != NotJudged::kNo) {
     row.metrics.push_back(not_judged("samples/s", true, h.not_judged, h.cause));
     row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged, h.cause));
-    row.metrics.push_back(decide_memory(mem, o));
+    row.metrics.push_back(decide_memory("peak memory", mem, o));
   } else {
     std::vector<Series> series = timing_series(h.quiet, c, tonight);
     for (Series& f : series) {
@@ -680,9 +735,16 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
     }
     row.metrics.push_back(decide_timing(series[0], o));
     row.metrics.push_back(decide_timing(series[1], o));
-    row.metrics.push_back(decide_memory(mem, o));
+    row.metrics.push_back(decide_memory("peak memory", mem, o));
     for (size_t i = 2; i < series.size(); ++i) row.metrics.push_back(decide_timing(series[i], o));
   }
+  // The device's peak is as deterministic as the tracked one (the pool's
+  // high-water mark): decided the same way, over the nights that have it.
+  if (device_tonight > 0 && !device_mem.empty()) {
+    device_mem.emplace_back(tonight, device_tonight);
+    row.metrics.push_back(decide_memory("peak device memory", device_mem, o));
+  }
+  name_software_changes(row, c, h.ok, tonight);
   row.samples_change = row.metrics[0].change;
   row.detectable = row.metrics[0].detectable;
   row.bubble_change = row.metrics[1].change;

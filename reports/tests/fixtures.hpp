@@ -57,6 +57,17 @@ struct FixtureSpec {
   double probe = 0;
   int probe_stage = -1;
   double probe_factor = 1.0;
+  /// A GPU run: `gpus` NVIDIA H200s (0: none) shared by the stages
+  /// (environment.ranks_per_gpu = stages / gpus, rounded up), with this
+  /// driver and NCCL.
+  int gpus = 0;
+  std::string driver = "580.95.05";
+  std::string nccl = "2.28.3";
+  /// metrics.device (with gpus > 0): the device bubble of every timed step,
+  /// device_bubble +/- bubble_noise (< 0: no device figures), and each
+  /// stage's device peak, bytes (0: not recorded).
+  double device_bubble = -1;
+  int64_t device_memory = 0;
 };
 
 /// A consistent "ok" result for the spec.

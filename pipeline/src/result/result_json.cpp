@@ -154,6 +154,9 @@ void fields(V& v, E& e) {
   v.optional("oversubscribed", e.oversubscribed);
   v.optional("rank_hosts", e.rank_hosts);
   v.optional("ranks_per_gpu", e.ranks_per_gpu);  // bound checked by read_environment
+  // The software stack beside the driver: the gate names a change of it.
+  v.optional("nccl", e.nccl);
+  v.optional("cudnn", e.cudnn);
 }
 
 template <class V, Is<StepTimeStats> S>
@@ -376,13 +379,15 @@ json::object memory_json(const PeakMemory& m) {
 }
 
 json::object device_json(const DeviceFigures& d) {
-  return {{"profiler", d.profiler},
-          {"bubble_ratio", num(d.bubble_ratio)},
-          {"bubble_ratio_per_stage", doubles(d.bubble_ratio_per_stage)},
-          {"compute_seconds_per_stage", doubles(d.compute_seconds_per_stage)},
-          {"communication_seconds_per_stage", doubles(d.communication_seconds_per_stage)},
-          {"overlap_seconds_per_stage", doubles(d.overlap_seconds_per_stage)},
-          {"busy_seconds_per_stage", doubles(d.busy_seconds_per_stage)}};
+  json::object o = {{"profiler", d.profiler},
+                    {"bubble_ratio", num(d.bubble_ratio)},
+                    {"bubble_ratio_per_stage", doubles(d.bubble_ratio_per_stage)},
+                    {"compute_seconds_per_stage", doubles(d.compute_seconds_per_stage)},
+                    {"communication_seconds_per_stage", doubles(d.communication_seconds_per_stage)},
+                    {"overlap_seconds_per_stage", doubles(d.overlap_seconds_per_stage)},
+                    {"busy_seconds_per_stage", doubles(d.busy_seconds_per_stage)}};
+  if (!d.bubble_ratio_samples.empty()) o["bubble_ratio_samples"] = doubles(d.bubble_ratio_samples);
+  return o;
 }
 
 json::object theory_json(const TheoryFigures& t) {
@@ -573,6 +578,8 @@ DeviceFigures read_device(const JsonObject& o, const StageCount& n) {
   d.communication_seconds_per_stage = per_stage("communication_seconds_per_stage");
   d.overlap_seconds_per_stage = per_stage("overlap_seconds_per_stage");
   d.busy_seconds_per_stage = per_stage("busy_seconds_per_stage");
+  if (o.has("bubble_ratio_samples"))
+    d.bubble_ratio_samples = o.numbers_or_null("bubble_ratio_samples");
   return d;
 }
 

@@ -138,6 +138,22 @@ enum class RerunOutcome : uint8_t {
   kEnded,           ///< the re-run ended with MetricVerdict::rerun_status (and rerun_error)
 };
 
+/// A version of the software stack that differs between two nights of a
+/// combination: what ("driver", "CUDA", "NCCL", "cuDNN") and both versions.
+struct SoftwareChange {
+  std::string what;
+  std::string from;
+  std::string to;
+
+  friend bool operator==(const SoftwareChange&, const SoftwareChange&) = default;
+};
+
+/// The versions of the GPU software stack (environment.driver, cuda, nccl,
+/// cudnn) that differ from `before` to `after`, in that order; a version
+/// that either side did not record ("", "none") is not a change.
+std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
+                                             const ResultEnvironment& after);
+
 /// The decision on one figure of one combination: enums and numbers only;
 /// verdict_text and rerun_text put it into words.
 struct MetricVerdict {
@@ -168,13 +184,18 @@ struct MetricVerdict {
   ResultStatus rerun_status = ResultStatus::kOk;  ///< kEnded: how the re-run ended
   std::string rerun_error;                        ///< kEnded: its error, if any
   Undecided undecided = Undecided::kNo;           ///< why, when status is kUndecidable
+  /// A figure that moved (kRegressed, kImproved): the software that changed
+  /// on the night the move arrived against the night before it (the
+  /// combination's previous night in the history); empty when none did.
+  std::vector<SoftwareChange> software;
 };
 
 /// The verdict in one line: figures, test and decision, then what its
 /// re-run said. Examples: "samples/s 120 -> 108 (-10.0%, p=2e-06, band 1.1%,
 /// detectable 7.0%, threshold 7.0%), since tonight"; "peak memory 18.5 MiB
 /// -> 20.0 MiB (+8.1%, threshold +7%)"; "bubble ratio not judged: the host
-/// was busy: ..."; "...; confirmed by a re-run: ...".
+/// was busy: ..."; "...; driver 550.54 -> 560.35 on that night" (the
+/// software changes); "...; confirmed by a re-run: ...".
 std::string verdict_text(const MetricVerdict& v);
 
 /// What the re-run said about `v`, in words ("" when nothing): the
