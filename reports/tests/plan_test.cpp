@@ -610,6 +610,17 @@ TEST(PlanValidate, RanksSharingAGpuAreRefusedWithTheReason) {
   EXPECT_TRUE(v.skipped.empty());
 }
 
+// The recorded H200 night (tests/data/h200): two ranks took turns on its
+// one GPU in every result, so none is predicted, for that reason.
+TEST(PlanValidate, RecordedH200ResultsOfASharedGpuAreRefused) {
+  const Validation v =
+      validate_plan(load_results({PPB_REPORTS_H200_DATA}, false, {}, true).results);
+  EXPECT_TRUE(v.rows.empty());
+  EXPECT_TRUE(v.skipped.empty());
+  EXPECT_EQ(v.refused,
+            std::vector<std::string>{"5 results not predicted: " + shared_gpu_refusal(2)});
+}
+
 TEST(PlanDevice, AGpuStandsForThePresetItsNameNames) {
   EXPECT_EQ(gpu_preset("NVIDIA H200"), "h200");
   EXPECT_EQ(gpu_preset("NVIDIA H100 80GB HBM3"), "h100");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -361,6 +363,53 @@ TEST(ReportGate, TheDeviceBubbleAndTheDevicePeakAreGated) {
   const std::string old = night(fresh_dir("old"), "n1", 1, bare);
   const RegressionSummary without = gate(night(fresh_dir("cur"), "t", 2, tonight), {old});
   EXPECT_EQ(row_of(without, "gpipe").metrics.size(), 3u + 4u);
+}
+
+// A night of real H200 results (tests/data/h200) against itself, tonight
+// on a new driver with one combination's device peak 10% higher: the one
+// figure that moved is a regression naming the driver, nothing else does.
+TEST(ReportGate, RecordedH200NightsNameTheDriverOnlyWhereAFigureMoved) {
+  const std::string root = fresh_dir("h200");
+  const std::string tonight = fresh_dir("h200_tonight");
+  std::filesystem::create_directories(root + "/n1");
+  std::string machine;
+  for (const std::string& path : result_candidates(PPB_REPORTS_H200_DATA)) {
+    Result r = read_result_file(path);
+    const std::string name = std::filesystem::path(path).filename().string();
+    r.environment.date = "2026-12-04T18:00:00Z";
+    write_result_file(root + "/n1/" + name, r);
+    machine = machine_key(r.environment);
+    r.environment.date = "2026-12-05T18:00:00Z";
+    r.environment.driver = "590.10";
+    if (name == "sweep-P2_1f1b__layer__P2_M4.json") {
+      for (int64_t& b : r.metrics->peak_memory_bytes.device_per_stage) b = b * 11 / 10;
+    }
+    write_result_file(tonight + "/" + name, r);
+  }
+  EXPECT_EQ(machine, "vm | Intel(R) Xeon(R) Processor | 1x NVIDIA H200");  // 2 ranks, one GPU
+  const RegressionSummary s = gate(tonight, {root});
+  ASSERT_EQ(s.rows.size(), 5u);
+  EXPECT_EQ(s.regressions(), 1);
+  for (const RegressionRow& r : s.rows) {
+    for (const MetricVerdict& v : r.metrics) {
+      const bool moved =
+          v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+      EXPECT_EQ(moved, r.label == "1f1b x layer P=2 M=4" && r.work.starts_with("gpt-tiny") &&
+                           v.name == "peak device memory")
+          << r.label << ": " << verdict_text(v);
+      EXPECT_EQ(v.software.empty(), !moved) << r.label << ": " << verdict_text(v);
+    }
+  }
+  const auto tiny = std::find_if(s.rows.begin(), s.rows.end(), [](const RegressionRow& r) {
+    return r.label == "1f1b x layer P=2 M=4" && r.work.starts_with("gpt-tiny");
+  });
+  ASSERT_NE(tiny, s.rows.end());
+  const RegressionRow& r = *tiny;
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0].rfind("peak device memory ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("(+10.0%"), std::string::npos) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("; driver 580.159.04 -> 590.10 on that night"), std::string::npos)
+      << r.reasons[0];
 }
 
 TEST(ReportGate, OversubscribedRunsAreKeptOut) {
