@@ -279,6 +279,13 @@ std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
 
 std::string verdict_text(const MetricVerdict& v) {
   std::string text = figure_text(v);
+  for (size_t i = 0; i < v.kernels.size(); ++i) {
+    const KernelChange& k = v.kernels[i];
+    text += std::string(i == 0 ? "; kernels: " : ", ") + k.family + " on stage " +
+            std::to_string(k.stage) + " " + format_number(k.reference * 1e3) + " ms -> " +
+            format_number(k.current * 1e3) + " ms (" + signed_percent(k.current / k.reference - 1) +
+            ")";
+  }
   if (!v.software.empty()) {
     text += "; ";
     for (size_t i = 0; i < v.software.size(); ++i) {
@@ -332,6 +339,7 @@ struct FigureKind {
   int worse;                  // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
   std::string family = name;  // the noise floor's kind: "stage compute" for every stage
   const NoiseFloor* noise = nullptr;  // the sweep's noise model of the family (null: none)
+  int stage = -1;                     // a per-stage figure's stage
 };
 
 double change_of(double cur, double ref, bool relative) {
@@ -348,6 +356,7 @@ MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& ni
   MetricVerdict v;
   v.name = kind.name;
   v.relative = kind.relative;
+  v.stage = kind.stage;
   v.reference = spread(ref).median;
   v.current = tonight.median;
   v.change = change_of(v.current, v.reference, kind.relative);
@@ -630,7 +639,9 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
   out[1].nights.push_back({tonight, bubble_samples(c.result), 0});
   const std::vector<std::vector<double>>& cur = c.result.metrics->busy_seconds_per_stage;
   for (size_t s = 0; s < cur.size(); ++s) {
-    Series stage{{"stage " + std::to_string(s) + " compute", true, +1, "stage compute"}, {}};
+    Series stage{{"stage " + std::to_string(s) + " compute", true, +1, "stage compute", nullptr,
+                  static_cast<int>(s)},
+                 {}};
     for (const Matched& m : quiet) {
       const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
       if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0});
@@ -675,6 +686,62 @@ MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
     v.reported_before = decide_sampled(f.kind, before, o).status == v.status;
   }
   return v;
+}
+
+// The device time of each kernel family per stage in `r`'s median step
+// (its device profiler's kernel_seconds_<family>): [family][stage]; empty
+// without one.
+std::map<std::string, std::vector<double>> kernel_seconds(const Result& r) {
+  std::map<std::string, std::vector<double>> out;
+  if (!r.metrics || !r.metrics->device) return out;
+  const auto c = r.metrics->collectors.find(r.metrics->device->profiler);
+  if (c == r.metrics->collectors.end()) return out;
+  const std::string prefix = "kernel_seconds_";
+  for (const auto& [figure, per_stage] : c->second.step) {
+    if (figure.starts_with(prefix)) out[figure.substr(prefix.size())] = per_stage;
+  }
+  return out;
+}
+
+// Tonight's kernel families that moved beyond the threshold on a stage,
+// against the median over `quiet` nights of the same stage count.
+std::vector<KernelChange> kernel_changes(const ResultEntry& c, const std::vector<Matched>& quiet,
+                                         const GateOptions& o) {
+  std::vector<KernelChange> out;
+  for (const auto& [family, now] : kernel_seconds(c.result)) {
+    for (size_t s = 0; s < now.size(); ++s) {
+      std::vector<double> before;
+      for (const Matched& m : quiet) {
+        const auto k = kernel_seconds(m.entry->result);
+        const auto it = k.find(family);
+        if (it != k.end() && it->second.size() == now.size() && std::isfinite(it->second[s]))
+          before.push_back(it->second[s]);
+      }
+      if (before.empty() || !std::isfinite(now[s])) continue;
+      const double ref = spread(before).median;
+      const double change = change_of(now[s], ref, true);
+      if (std::isfinite(change) && std::fabs(change) > o.threshold)
+        out.push_back({family, static_cast<int>(s), ref, now[s]});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const KernelChange& a, const KernelChange& b) {
+    return std::fabs(a.current - a.reference) > std::fabs(b.current - b.reference);
+  });
+  return out;
+}
+
+// Every moved timing figure but a bubble names the kernel families that
+// moved its way: grew for a regression, shrank for an improvement (a
+// per-stage figure: on its stage).
+void name_kernel_changes(RegressionRow& row, const std::vector<KernelChange>& changes) {
+  for (MetricVerdict& v : row.metrics) {
+    if (!v.timing || !moved(v) || !v.relative) continue;  // bubbles are points
+    const bool grew = v.status == RegressionStatus::kRegressed;
+    for (const KernelChange& k : changes) {
+      if ((k.current > k.reference) == grew && (v.stage < 0 || v.stage == k.stage))
+        v.kernels.push_back(k);
+    }
+  }
 }
 
 // Every moved figure of the row names the software that changed on the
@@ -745,6 +812,7 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
     row.metrics.push_back(decide_memory("peak device memory", device_mem, o));
   }
   name_software_changes(row, c, h.ok, tonight);
+  if (h.not_judged.kind == NotJudged::kNo) name_kernel_changes(row, kernel_changes(c, h.quiet, o));
   row.samples_change = row.metrics[0].change;
   row.detectable = row.metrics[0].detectable;
   row.bubble_change = row.metrics[1].change;

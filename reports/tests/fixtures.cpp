@@ -196,6 +196,13 @@ Result make_fixture(const FixtureSpec& f) {
         const double u = f.steps > 1 ? 2.0 * ((i * 3) % f.steps) / (f.steps - 1) - 1 : 0;
         d.bubble_ratio_samples.push_back(f.device_bubble + f.bubble_noise * u);
       }
+      if (f.layernorm_seconds > 0) {
+        std::vector<double> layernorm = per_stage(f.layernorm_seconds);
+        if (f.slow_stage >= 0) layernorm[static_cast<size_t>(f.slow_stage)] *= f.stage_factor;
+        CollectorResult& cupti = m.collectors["cupti"];
+        cupti.step["kernel_seconds_layernorm"] = layernorm;
+        cupti.step["kernel_seconds_gemm"] = per_stage(4 * f.layernorm_seconds);
+      }
     }
   }
   return r;

@@ -68,6 +68,10 @@ struct FixtureSpec {
   /// stage's device peak, bytes (0: not recorded).
   double device_bubble = -1;
   int64_t device_memory = 0;
+  /// With device_bubble >= 0: the cupti collector's kernel times of the
+  /// median step, per stage: layernorm `layernorm_seconds` (x stage_factor
+  /// on slow_stage), gemm 4 x as long on every stage (0: none recorded).
+  double layernorm_seconds = 0;
 };
 
 /// A consistent "ok" result for the spec.

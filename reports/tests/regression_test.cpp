@@ -332,6 +332,42 @@ TEST(ReportGate, AChangedDriverIsNamedOnEveryFigureItMovedAndNoOther) {
   EXPECT_TRUE(software_changes(ResultEnvironment{}, ResultEnvironment{}).empty());
 }
 
+// CUPTI's kernel times name the kernel that made a stage slower.
+TEST(ReportGate, ASlowerStageNamesTheKernelFamilyThatGrew) {
+  std::vector<FixtureSpec> usual = on_gpus(two(1.0, 1.0), 1);
+  for (FixtureSpec& f : usual) {
+    f.device_bubble = 0.3;
+    f.layernorm_seconds = 1e-3;
+  }
+  std::vector<FixtureSpec> tonight = usual;
+  tonight[0].slowdown = 1.03;
+  tonight[0].slow_stage = 1;
+  tonight[0].stage_factor = 1.10;  // stage 1's busy time, and its LayerNorm kernels
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, usual);
+  night(root, "n2", 2, usual);
+  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 3, tonight), {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_EQ(r.reasons.size(), 1u) << r.reasons.front();
+  EXPECT_EQ(r.reasons[0].rfind("stage 1 compute ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("; kernels: layernorm on stage 1 1.00 ms -> 1.10 ms (+10.0%)"),
+            std::string::npos)
+      << r.reasons[0];
+  for (const MetricVerdict& v : r.metrics) {
+    if (v.name != "stage 1 compute") {
+      EXPECT_TRUE(v.kernels.empty()) << v.name;
+      continue;
+    }
+    ASSERT_EQ(v.kernels.size(), 1u);  // the GEMMs held
+    EXPECT_EQ(v.kernels[0].family, "layernorm");
+    EXPECT_EQ(v.kernels[0].stage, 1);
+    EXPECT_NEAR(v.kernels[0].reference, 1e-3, 1e-15);
+    EXPECT_NEAR(v.kernels[0].current, 1.1e-3, 1e-15);
+  }
+  for (const MetricVerdict& v : row_of(s, "gpipe").metrics) EXPECT_TRUE(v.kernels.empty());
+}
+
 TEST(ReportGate, TheDeviceBubbleAndTheDevicePeakAreGated) {
   std::vector<FixtureSpec> usual = on_gpus(two(1.0, 1.0), 1);
   for (FixtureSpec& f : usual) {
