@@ -332,6 +332,15 @@ TEST(ReportGate, AChangedDriverIsNamedOnEveryFigureItMovedAndNoOther) {
   EXPECT_TRUE(software_changes(ResultEnvironment{}, ResultEnvironment{}).empty());
 }
 
+// Two nights of `usual`, then `tonight`, gated.
+RegressionSummary after_two_nights(const std::vector<FixtureSpec>& usual,
+                                   const std::vector<FixtureSpec>& tonight) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, usual);
+  night(root, "n2", 2, usual);
+  return gate(night(fresh_dir("cur"), "t", 3, tonight), {root});
+}
+
 // CUPTI's kernel times name the kernel that made a stage slower.
 TEST(ReportGate, ASlowerStageNamesTheKernelFamilyThatGrew) {
   std::vector<FixtureSpec> usual = on_gpus(two(1.0, 1.0), 1);
@@ -343,10 +352,7 @@ TEST(ReportGate, ASlowerStageNamesTheKernelFamilyThatGrew) {
   tonight[0].slowdown = 1.03;
   tonight[0].slow_stage = 1;
   tonight[0].stage_factor = 1.10;  // stage 1's busy time, and its LayerNorm kernels
-  const std::string root = fresh_dir("nights");
-  night(root, "n1", 1, usual);
-  night(root, "n2", 2, usual);
-  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 3, tonight), {root});
+  const RegressionSummary s = after_two_nights(usual, tonight);
   const RegressionRow& r = row_of(s, "1f1b");
   ASSERT_EQ(r.status, RegressionStatus::kRegressed);
   ASSERT_EQ(r.reasons.size(), 1u) << r.reasons.front();
@@ -377,10 +383,7 @@ TEST(ReportGate, TheDeviceBubbleAndTheDevicePeakAreGated) {
   std::vector<FixtureSpec> tonight = usual;
   tonight[0].device_bubble = 0.40;                        // +10 points, 1f1b
   tonight[0].device_memory = (int64_t{1} << 30) * 6 / 5;  // +20%, 1f1b
-  const std::string root = fresh_dir("nights");
-  night(root, "n1", 1, usual);
-  night(root, "n2", 2, usual);
-  const RegressionSummary s = gate(night(fresh_dir("cur"), "t", 3, tonight), {root});
+  const RegressionSummary s = after_two_nights(usual, tonight);
   const RegressionRow& r = row_of(s, "1f1b");
   EXPECT_EQ(r.status, RegressionStatus::kRegressed);
   ASSERT_EQ(r.reasons.size(), 2u) << r.reasons.front();
