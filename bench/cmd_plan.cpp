@@ -151,14 +151,18 @@ std::string peak_text(const reports::Candidate& c, int64_t capacity) {
 }
 
 void print_row(const std::string& rank, const reports::Candidate& c, int64_t capacity) {
+  // One stage is no pipeline, whichever schedule ranked it
+  // (reports::candidate_label).
+  const bool single = c.stages == 1;
+  const std::string schedule = single ? "no pipeline" : c.schedule;
+  const std::string partition = single ? "-" : c.partition;
   const std::string pd = std::to_string(c.stages) + "x" + std::to_string(c.data_parallel);
   const std::string n = c.inflight > 0 ? std::to_string(c.inflight) : "-";
   const std::string sps = c.fits ? reports::format_number(c.samples_per_second) : "-";
   const std::string bubble = c.fits ? reports::format_fixed(c.bubble_ratio, 3) : "-";
-  std::printf("%-4s %-16s %-9s %9s %5d %4d %4s %2d %11s %7s  %s\n", rank.c_str(),
-              c.schedule.c_str(), c.partition.c_str(), pd.c_str(), c.microbatches,
-              c.micro_batch_size, n.c_str(), c.chunks, sps.c_str(), bubble.c_str(),
-              peak_text(c, capacity).c_str());
+  std::printf("%-4s %-16s %-9s %9s %5d %4d %4s %2d %11s %7s  %s\n", rank.c_str(), schedule.c_str(),
+              partition.c_str(), pd.c_str(), c.microbatches, c.micro_batch_size, n.c_str(),
+              c.chunks, sps.c_str(), bubble.c_str(), peak_text(c, capacity).c_str());
 }
 
 void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
@@ -231,6 +235,8 @@ void print_validation(const reports::Validation& v, const std::string& format) {
     for (const reports::ValidationRow& r : v.rows) rows.push_back(validation_row_json(r));
     boost::json::array skipped;
     for (const std::string& s : v.skipped) skipped.push_back(boost::json::string(s));
+    boost::json::array refused;
+    for (const std::string& s : v.refused) refused.push_back(boost::json::string(s));
     boost::json::object out{
         {"schema", "pipebench.plan-validation/1"},
         {"method", "leave-one-out within each setup (machine, backend, device, model, dtype)"},
@@ -238,7 +244,8 @@ void print_validation(const reports::Validation& v, const std::string& format) {
         {"mean_abs_error",
          {{"samples_per_second", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_samples_error)},
           {"peak_memory_bytes", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_memory_error)}}},
-        {"skipped", std::move(skipped)}};
+        {"skipped", std::move(skipped)},
+        {"refused", std::move(refused)}};
     std::printf("%s\n", boost::json::serialize(out).c_str());
     return;
   }
@@ -271,6 +278,7 @@ void print_validation(const reports::Validation& v, const std::string& format) {
                 reports::format_fixed(v.mean_abs_memory_error * 100, 2).c_str());
   }
   for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());
+  for (const std::string& s : v.refused) std::printf("%s\n", s.c_str());
 }
 
 // --validate predicts measured results: the flags that describe a search

@@ -16,6 +16,9 @@
 #if PPB_HAVE_CUDA
 #include "ppb/exec/gpu_ranks.hpp"
 #endif
+#if PPB_HAVE_NCCL
+#include "ppb/exec/nccl_comm.hpp"
+#endif
 
 namespace ppb::run {
 
@@ -58,6 +61,11 @@ void add_gpus(MPI_Comm comm, int local_rank, ResultEnvironment& env) {
   }
   env.cuda = mine.runtime;
   env.driver = mine.driver;
+  // The libraries beside the driver that the run loaded; cuDNN is not
+  // linked, so env.cudnn stays "".
+#if PPB_HAVE_NCCL
+  env.nccl = nccl_version();
+#endif
 #if PPB_HAVE_CUDA
   env.ranks_per_gpu = ranks_per_gpu(comm, mine.device);
 #endif

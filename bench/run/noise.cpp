@@ -1,5 +1,7 @@
 #include "run/noise.hpp"
 
+#include <optional>
+
 #include "ppb/profiling/check.hpp"
 #include "ppb/reports/stats.hpp"
 
@@ -23,6 +25,18 @@ std::vector<double> bubble_ratio_per_step(const std::vector<StepMeasure>& steps)
     double sum = 0;
     for (const StageStep& s : step) sum += total > 0 ? (total - compute_busy(s)) / total : 0;
     out.push_back(step.empty() ? 0 : sum / static_cast<double>(step.size()));
+  }
+  return out;
+}
+
+std::vector<double> device_bubble_ratio_per_step(const std::vector<StepMeasure>& steps,
+                                                 int stages) {
+  PPB_CHECK(!steps.empty(), "device_bubble_ratio_per_step without steps");
+  std::vector<double> out;
+  for (const StepMeasure& step : steps) {
+    const std::optional<DeviceFigures> d = device_figures(split_replicas(step, stages).front(), "");
+    if (!d) return {};
+    out.push_back(d->bubble_ratio);
   }
   return out;
 }

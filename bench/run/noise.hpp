@@ -16,6 +16,12 @@ namespace ppb::run {
 /// the median step. REQUIRES: steps non-empty.
 std::vector<double> bubble_ratio_per_step(const std::vector<StepMeasure>& steps);
 
+/// Device bubble ratio of each step, in run order: device_figures' mean over
+/// one pipeline's stages (replica 0's of `stages` per pipeline) of (step
+/// time - device compute busy) / step time. Empty when no step has device
+/// activity. REQUIRES: steps non-empty, each a multiple of `stages` ranks.
+std::vector<double> device_bubble_ratio_per_step(const std::vector<StepMeasure>& steps, int stages);
+
 /// Compute busy seconds of each stage in each step: [stage][step].
 /// REQUIRES: steps non-empty, all with the same stage count.
 std::vector<std::vector<double>> busy_seconds_per_stage(const std::vector<StepMeasure>& steps);

@@ -634,6 +634,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   m.peak_memory_bytes = peak_memory(stage_memories(ranks, P));
   m.peak_memory_bytes.device_profiler = ex.device_profiler;
   m.device = device_figures(median_step.front(), ex.device_profiler);
+  if (m.device) m.device->bubble_ratio_samples = device_bubble_ratio_per_step(steps, P);
   m.theory = theory.figures;
   m.check = ex.check;
   if (ex.check && !ex.check->passed) sw.any_failed = true;

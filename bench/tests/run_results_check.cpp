@@ -409,6 +409,17 @@ int main(int argc, char** argv) {
         if (unattributed[s] != 0)
           fail(name, at + std::to_string(unattributed[s]) + " kernels no action launched");
         if (!(m.device->compute_seconds_per_stage.at(s) > 0)) fail(name, at + "no compute");
+        // The kernel families share out the compute time: their sum is at
+        // least its union, and more only where families overlapped on two
+        // streams (never half as much again).
+        double families = 0;
+        for (const auto& [key, per_stage] : c.step) {
+          if (key.starts_with("kernel_seconds_")) families += per_stage.at(s);
+        }
+        const double compute = m.device->compute_seconds_per_stage.at(s);
+        if (!(families >= compute * (1 - 1e-9) && families <= 1.5 * compute))
+          fail(name, at + "kernel families sum to " + std::to_string(families) +
+                         " s, device compute " + std::to_string(compute) + " s");
       }
       // Every compute action ran device work that was attributed to it.
       const auto seconds = c.action.find("device_seconds");

@@ -104,6 +104,8 @@ Result full_result() {
                    .cuda = "",
                    .gpus = {},
                    .driver = "",
+                   .nccl = "",
+                   .cudnn = "",
                    .git = "abc1234",
                    .date = "2026-11-29T07:00:00Z",
                    .compiler = "GCC 12.2.0",
@@ -491,7 +493,8 @@ TEST(ResultSchema, DeviceFiguresRoundTripFollowStagesAndOlderFilesLoad) {
                                     .compute_seconds_per_stage = {0.006, 0.005},
                                     .communication_seconds_per_stage = {0.001, std::nan("")},
                                     .overlap_seconds_per_stage = {0.0005, 0.0},
-                                    .busy_seconds_per_stage = {0.0065, 0.0052}};
+                                    .busy_seconds_per_stage = {0.0065, 0.0052},
+                                    .bubble_ratio_samples = {0.31, 0.3, 0.29}};
   const json::value doc = result_to_json(r);
   const Result back = result_from_json(doc, "r.json");
   ASSERT_TRUE(back.metrics->device.has_value());
@@ -499,6 +502,7 @@ TEST(ResultSchema, DeviceFiguresRoundTripFollowStagesAndOlderFilesLoad) {
   EXPECT_EQ(d.profiler, "cupti");
   EXPECT_EQ(d.bubble_ratio, 0.3);
   EXPECT_EQ(d.bubble_ratio_per_stage, (std::vector<double>{0.25, 0.35}));
+  EXPECT_EQ(d.bubble_ratio_samples, (std::vector<double>{0.31, 0.3, 0.29}));
   EXPECT_EQ(d.compute_seconds_per_stage, (std::vector<double>{0.006, 0.005}));
   EXPECT_EQ(d.communication_seconds_per_stage[0], 0.001);
   EXPECT_TRUE(std::isnan(d.communication_seconds_per_stage[1]));  // null: no records there
@@ -577,15 +581,17 @@ TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
 }
 
 // A GPU run's environment: the device of every rank, the CUDA runtime and
-// driver, and how many ranks shared one GPU.
+// driver, the libraries beside it, and how many ranks shared one GPU.
 TEST(ResultSchema, GpuEnvironmentRoundTrips) {
   Result r = full_result();
   r.environment.cuda = "13.0";
   r.environment.driver = "580.95.05";
+  r.environment.nccl = "2.28.3";
   r.environment.gpus = {"NVIDIA H200", "NVIDIA H200"};
   r.environment.ranks_per_gpu = 2;
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("environment").at("ranks_per_gpu").as_int64(), 2);
+  EXPECT_EQ(doc.at("environment").at("nccl").as_string(), "2.28.3");
   expect_same(r, result_from_json(doc, "r.json"));
   json::value bad = doc;
   find_path(bad, "environment")->as_object()["ranks_per_gpu"] = -1;

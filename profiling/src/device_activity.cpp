@@ -233,6 +233,47 @@ std::vector<double> action_device_seconds(const std::vector<DeviceOp>& ops, size
   return out;
 }
 
+const std::vector<std::string>& kernel_families() {
+  static const std::vector<std::string> families = {"gemm",          "layernorm", "attention",
+                                                    "gelu",          "embedding", "cross_entropy",
+                                                    "column_reduce", "convert",   "other"};
+  return families;
+}
+
+std::string kernel_family(std::string_view name) {
+  if (name.find("gemm") != std::string_view::npos || name.find("splitKreduce") != name.npos)
+    return "gemm";
+  // pipebench's own kernels, by the stem after "ppb_".
+  static const std::pair<std::string_view, std::string_view> kStems[] = {
+      {"ppb_layernorm", "layernorm"},
+      {"ppb_attention", "attention"},
+      {"ppb_gelu", "gelu"},
+      {"ppb_embedding", "embedding"},
+      {"ppb_cross_entropy", "cross_entropy"},
+      {"ppb_loss", "cross_entropy"},
+      {"ppb_column", "column_reduce"},
+      {"ppb_to_", "convert"}};
+  for (const auto& [stem, family] : kStems) {
+    if (name.find(stem) != std::string_view::npos) return std::string(family);
+  }
+  return "other";
+}
+
+std::map<std::string, double> family_device_seconds(const std::vector<DeviceOp>& ops) {
+  std::map<std::string, Intervals> per;
+  for (const DeviceOp& op : ops) {
+    if (op.op_class != OpClass::kCompute || op.end <= op.start) continue;
+    per[op.kind == OpKind::kKernel ? kernel_family(op.name) : "other"].emplace_back(op.start,
+                                                                                    op.end);
+  }
+  std::map<std::string, double> out;
+  for (const std::string& f : kernel_families()) {
+    auto it = per.find(f);
+    out[f] = it == per.end() ? 0.0 : length(merged(std::move(it->second)));
+  }
+  return out;
+}
+
 double device_bubble_ratio(double compute_seconds, double step_seconds) {
   if (step_seconds <= 0) return 0;
   return (step_seconds - compute_seconds) / step_seconds;

@@ -99,6 +99,48 @@ TEST(DeviceActivityBubble, IsTheHostDefinitionOnDeviceBusyTime) {
   EXPECT_DOUBLE_EQ(device_bubble_ratio(0.0, 0.0), 0.0);
 }
 
+// Kernels by family: cuBLAS's, CUTLASS's and the emulator's GEMMs, and
+// pipebench's own kernels by their ppb_ stem, as CUPTI names them
+// demangled; the step's compute time per family is a union per family.
+TEST(DeviceActivityKernels, FamiliesByNameAndTheirUnionsOfComputeTime) {
+  EXPECT_EQ(kernel_family("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"), "gemm");
+  EXPECT_EQ(kernel_family("cutlass_75_tensorop_s1688gemm_64x64_16x6_tn_align1"), "gemm");
+  EXPECT_EQ(kernel_family("void splitKreduce_kernel<32, 16, int, float>(...)"), "gemm");
+  EXPECT_EQ(kernel_family("ppb_cudaemu_gemm_bf16"), "gemm");
+  EXPECT_EQ(kernel_family("void ppb::cuda::device::ppb_layernorm_fwd<float>(float const*)"),
+            "layernorm");
+  EXPECT_EQ(kernel_family("void ppb::cuda::device::ppb_attention_softmax_bwd<__nv_bfloat16>()"),
+            "attention");
+  EXPECT_EQ(kernel_family("ppb_gelu_bwd"), "gelu");
+  EXPECT_EQ(kernel_family("ppb_embedding_bwd_weight"), "embedding");
+  EXPECT_EQ(kernel_family("ppb_cross_entropy_fwd"), "cross_entropy");
+  EXPECT_EQ(kernel_family("ppb_loss_sum"), "cross_entropy");
+  EXPECT_EQ(kernel_family("ppb_column_partials"), "column_reduce");
+  EXPECT_EQ(kernel_family("ppb_to_storage"), "convert");
+  EXPECT_EQ(kernel_family("ppb_bias_fill"), "other");
+  for (const std::string& f : kernel_families()) EXPECT_FALSE(f.empty());
+
+  const auto named = [](OpClass c, double start, double end, std::string name) {
+    DeviceOp o = op(c, start, end);
+    o.name = std::move(name);
+    return o;
+  };
+  std::vector<DeviceOp> ops = {
+      named(OpClass::kCompute, 0, 2, "ppb_layernorm_fwd"),
+      named(OpClass::kCompute, 1, 3, "ppb_layernorm_stats"),  // overlaps: counted once
+      named(OpClass::kCompute, 3, 7, "sm90_xmma_gemm"),
+      named(OpClass::kOptimizer, 7, 9, "ppb_layernorm_fwd"),  // not compute
+      named(OpClass::kCommunication, 0, 9, "ncclKernel_SendRecv"),
+      named(OpClass::kCompute, 9, 9.5, "")};  // an action's memset
+  ops.back().kind = OpKind::kMemset;
+  std::map<std::string, double> by = family_device_seconds(ops);
+  EXPECT_EQ(by.size(), kernel_families().size());  // every family, 0 when none ran
+  EXPECT_DOUBLE_EQ(by.at("layernorm"), 3.0);
+  EXPECT_DOUBLE_EQ(by.at("gemm"), 4.0);
+  EXPECT_DOUBLE_EQ(by.at("attention"), 0.0);
+  EXPECT_DOUBLE_EQ(by.at("other"), 0.5);
+}
+
 TEST(DeviceActivityClassify, NcclByNameMessagesByLaunch) {
   const Launch act = Launch::action(3);
   const Launch opt = Launch::optimizer(0);

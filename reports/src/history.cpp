@@ -113,4 +113,15 @@ double peak_memory_bytes(const Result& result) {
   return static_cast<double>(*std::max_element(v.begin(), v.end()));
 }
 
+std::vector<double> device_bubble_samples(const Result& result) {
+  if (!result.metrics || !result.metrics->device) return {};
+  return result.metrics->device->bubble_ratio_samples;
+}
+
+double peak_device_memory_bytes(const Result& result) {
+  if (!result.metrics || result.metrics->peak_memory_bytes.device_per_stage.empty()) return 0;
+  const std::vector<int64_t>& v = result.metrics->peak_memory_bytes.device_per_stage;
+  return static_cast<double>(*std::max_element(v.begin(), v.end()));
+}
+
 }  // namespace ppb::reports

@@ -82,9 +82,15 @@ Kind classify(const json::value& doc) {
 std::string machine_key(const ResultEnvironment& env) {
   std::vector<std::string> hosts = env.hosts;
   std::sort(hosts.begin(), hosts.end());
-  std::vector<std::string> gpus = env.gpus;
-  std::sort(gpus.begin(), gpus.end());
-  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  // env.gpus names the device of every rank; ranks that shared one device
+  // name it once each, so a model's device count is its ranks over the
+  // ranks per device (rounded up: the busiest device sets ranks_per_gpu).
+  std::map<std::string, int> ranks_of;
+  for (const std::string& g : env.gpus) ++ranks_of[g];
+  const int per_gpu = std::max(1, env.ranks_per_gpu);
+  std::vector<std::string> gpus;
+  for (const auto& [name, ranks] : ranks_of)
+    gpus.push_back(std::to_string((ranks + per_gpu - 1) / per_gpu) + "x " + name);
   return or_dash(join(hosts, ",")) + " | " + or_dash(env.cpu) + " | " + or_dash(join(gpus, ","));
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <queue>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -571,8 +572,13 @@ Plan Planner::finish() {
   std::stable_sort(fitting_.begin(), fitting_.end(), [](const Candidate& a, const Candidate& b) {
     return a.samples_per_second > b.samples_per_second;
   });
+  // Single-stage runs of the same shape under several schedules' names are
+  // one run: the first (fastest) stands for them.
+  std::set<std::string> labels;
   for (const Candidate& c : fitting_) {
     if (plan.ranked.size() >= static_cast<size_t>(o_.top)) break;
+    const std::string shape = candidate_label(c) + " mbs=" + std::to_string(c.micro_batch_size);
+    if (c.stages == 1 && !labels.insert(shape).second) continue;
     plan.ranked.push_back(c);
   }
   if (plan.ranked.empty()) {
@@ -646,6 +652,15 @@ Plan make_plan(const PlanOptions& options) {
   if (options.top < 1) throw UsageError("--top: expected >= 1");
   Planner planner(options);
   return planner.run();
+}
+
+std::string candidate_label(const Candidate& c) {
+  const std::string d = c.data_parallel > 1 ? " D=" + std::to_string(c.data_parallel) : "";
+  const std::string m = " M=" + std::to_string(c.microbatches);
+  if (c.stages == 1) return "no pipeline (P=1)" + d + m;
+  return c.schedule + " x " + c.partition + " P=" + std::to_string(c.stages) + d + m +
+         (c.inflight > 0 ? " N=" + std::to_string(c.inflight) : "") +
+         (c.chunks > 1 ? " V=" + std::to_string(c.chunks) : "");
 }
 
 ScheduleParams schedule_params(const Candidate& c) {

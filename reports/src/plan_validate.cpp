@@ -169,6 +169,11 @@ class LinkPoints {
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
 };
 
+// The most ranks that took turns on one GPU in `e` (1: none shared).
+int ranks_sharing_a_gpu(const ResultEntry& e) {
+  return std::max(1, e.result.environment.ranks_per_gpu);
+}
+
 std::string setup_of(const ResultEntry& e) {
   const ResultConfig& c = e.result.config;
   return e.machine + " | " + c.backend + " | " + roofline_device(e.result) + " | " + c.model +
@@ -354,8 +359,19 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
         "; it takes one pipebench.calibration/1 file alone, or result files and folders");
   }
   std::vector<const ResultEntry*> on_device;
+  int shared = 1;  // the most ranks per GPU among the results left out
   for (const ResultEntry& e : loaded.results) {
-    if (roofline_device(e.result) == device) on_device.push_back(&e);
+    if (roofline_device(e.result) != device) continue;
+    if (ranks_sharing_a_gpu(e) > 1) {
+      shared = std::max(shared, ranks_sharing_a_gpu(e));
+      continue;
+    }
+    on_device.push_back(&e);
+  }
+  if (on_device.empty() && shared > 1) {
+    throw UsageError("--calibration: every result measured on device '" + device + "' in " +
+                     paths.front() + (paths.size() > 1 ? ", ..." : "") +
+                     " is unfit to calibrate from: " + shared_gpu_refusal(shared));
   }
   try {
     return kind_calibration(fit_calibration(on_device), device);
@@ -485,11 +501,22 @@ bool mergeable(const std::vector<const ResultEntry*>& repeats) {
 
 }  // namespace
 
+std::string shared_gpu_refusal(int ranks_per_gpu) {
+  return std::to_string(ranks_per_gpu) +
+         " ranks shared one GPU (environment.ranks_per_gpu), so its stages took turns on one "
+         "device, and the planner models one device per stage";
+}
+
 Validation validate_plan(const std::vector<ResultEntry>& results) {
   Validation v;
   std::map<std::string, std::vector<const ResultEntry*>> repeats;  // setup | combination
   std::vector<std::string> order;
+  std::map<int, int> shared;  // ranks per GPU -> results refused
   for (const ResultEntry& e : results) {
+    if (ranks_sharing_a_gpu(e) > 1) {
+      ++shared[ranks_sharing_a_gpu(e)];
+      continue;
+    }
     std::string why = unusable(e);
     if (why.empty()) {
       try {
@@ -539,6 +566,10 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
       v.rows.back().measurements = measurements[held_out->source];
     }
   }
+  for (const auto& [per_gpu, n] : shared) {
+    v.refused.push_back(std::to_string(n) + (n == 1 ? " result" : " results") +
+                        " not predicted: " + shared_gpu_refusal(per_gpu));
+  }
   for (const ValidationRow& r : v.rows) {
     v.mean_abs_samples_error += std::fabs(r.samples_error) / static_cast<double>(v.rows.size());
     v.mean_abs_memory_error += std::fabs(r.memory_error) / static_cast<double>(v.rows.size());
@@ -576,11 +607,7 @@ GpuMachine gpu_machine(const std::vector<const ResultEntry*>& setup) {
     for (const std::string& n : device_preset_names()) names += (names.empty() ? "" : ", ") + n;
     m.refusal = "the device table has no roofline for " + gpu + " (devices: " + names + ")";
   }
-  if (shared > 1) {
-    m.refusal += (m.refusal.empty() ? "" : "; ") + std::to_string(shared) +
-                 " ranks shared one GPU (environment.ranks_per_gpu), so its stages took turns on "
-                 "one device, and the planner models one device per stage";
-  }
+  if (shared > 1) m.refusal += (m.refusal.empty() ? "" : "; ") + shared_gpu_refusal(shared);
   return m;
 }
 
@@ -638,10 +665,8 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     const Candidate& w = plan.ranked.front();
     return "For this machine (" + machine + ", calibrated on " + std::to_string(cal.results) +
            " results: forward x" + format_number(cal.forward) + ", backward x" +
-           format_number(cal.backward) + " the roofline), the planner ranks " + w.schedule + " x " +
-           w.partition + " P=" + std::to_string(w.stages) + " M=" + std::to_string(w.microbatches) +
-           (w.inflight > 0 ? " N=" + std::to_string(w.inflight) : "") +
-           (w.chunks > 1 ? " V=" + std::to_string(w.chunks) : "") + " first (" + w.why + ").";
+           format_number(cal.backward) + " the roofline), the planner ranks " + candidate_label(w) +
+           " first (" + w.why + ").";
   } catch (const UsageError&) {
     return "";  // a configuration the roofline cannot re-price: no answer
   }

@@ -229,7 +229,7 @@ std::string figure_text(const MetricVerdict& v) {
   }
   std::string text;
   if (!v.timing) {
-    text = "peak memory " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
+    text = v.name + " " + format_bytes(v.reference) + " -> " + format_bytes(v.current) + " (" +
            signed_percent(v.change) + ", threshold +" + format_trimmed(v.threshold * 100) + "%)";
   } else {
     text = v.name + " " + format_number(v.reference) + " -> " + format_number(v.current) + " (" +
@@ -266,8 +266,37 @@ std::string rerun_text(const MetricVerdict& v) {
   return "";
 }
 
+std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
+                                             const ResultEnvironment& after) {
+  std::vector<SoftwareChange> out;
+  const auto known = [](const std::string& s) { return !s.empty() && s != "none"; };
+  const auto compare = [&](const char* what, const std::string& from, const std::string& to) {
+    if (known(from) && known(to) && from != to) out.push_back({what, from, to});
+  };
+  compare("driver", before.driver, after.driver);
+  compare("CUDA", before.cuda, after.cuda);
+  compare("NCCL", before.nccl, after.nccl);
+  compare("cuDNN", before.cudnn, after.cudnn);
+  return out;
+}
+
 std::string verdict_text(const MetricVerdict& v) {
   std::string text = figure_text(v);
+  for (size_t i = 0; i < v.kernels.size(); ++i) {
+    const KernelChange& k = v.kernels[i];
+    text += std::string(i == 0 ? "; kernels: " : ", ") + k.family + " on stage " +
+            std::to_string(k.stage) + " " + format_number(k.reference * 1e3) + " ms -> " +
+            format_number(k.current * 1e3) + " ms (" + signed_percent(k.current / k.reference - 1) +
+            ")";
+  }
+  if (!v.software.empty()) {
+    text += "; ";
+    for (size_t i = 0; i < v.software.size(); ++i) {
+      const SoftwareChange& c = v.software[i];
+      text += (i > 0 ? ", " : "") + c.what + " " + c.from + " -> " + c.to;
+    }
+    text += " on that night";
+  }
   switch (v.confirmation) {
     case Confirmation::kNone:
       break;
@@ -313,6 +342,7 @@ struct FigureKind {
   int worse;                  // -1: a drop is worse (samples/s); +1: a rise is worse (bubble)
   std::string family = name;  // the noise floor's kind: "stage compute" for every stage
   const NoiseFloor* noise = nullptr;  // the sweep's noise model of the family (null: none)
+  int stage = -1;                     // a per-stage figure's stage
 };
 
 double change_of(double cur, double ref, bool relative) {
@@ -329,6 +359,7 @@ MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& ni
   MetricVerdict v;
   v.name = kind.name;
   v.relative = kind.relative;
+  v.stage = kind.stage;
   v.reference = spread(ref).median;
   v.current = tonight.median;
   v.change = change_of(v.current, v.reference, kind.relative);
@@ -400,10 +431,11 @@ MetricVerdict decide_sampled(const FigureKind& kind, const std::vector<NightSamp
 // Memory is deterministic: tonight's peak against the last night whose peak
 // differs from it by more than the threshold; the nights in between have
 // tonight's level, so the change arrived with the first of them.
-MetricVerdict decide_memory(const std::vector<std::pair<std::string, double>>& nights,
+MetricVerdict decide_memory(const std::string& name,
+                            const std::vector<std::pair<std::string, double>>& nights,
                             const GateOptions& o) {
   MetricVerdict v;
-  v.name = "peak memory";
+  v.name = name;
   v.current = nights.back().second;
   v.reference = nights.size() >= 2 ? nights[nights.size() - 2].second : v.current;
   v.detectable = o.threshold;
@@ -610,7 +642,9 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
   out[1].nights.push_back({tonight, bubble_samples(c.result), 0});
   const std::vector<std::vector<double>>& cur = c.result.metrics->busy_seconds_per_stage;
   for (size_t s = 0; s < cur.size(); ++s) {
-    Series stage{{"stage " + std::to_string(s) + " compute", true, +1, "stage compute"}, {}};
+    Series stage{{"stage " + std::to_string(s) + " compute", true, +1, "stage compute", nullptr,
+                  static_cast<int>(s)},
+                 {}};
     for (const Matched& m : quiet) {
       const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
       if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0});
@@ -618,6 +652,18 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
     if (stage.nights.empty()) continue;
     stage.nights.push_back({tonight, cur[s], 0});
     out.push_back(std::move(stage));
+  }
+  // The device's own bubble (a device profiler's, per timed step): only
+  // nights that recorded its samples take part.
+  Series device{{"device bubble ratio", false, +1}, {}};
+  for (const Matched& m : quiet) {
+    std::vector<double> samples = device_bubble_samples(m.entry->result);
+    if (!samples.empty()) device.nights.push_back({m.night->name, std::move(samples), 0});
+  }
+  std::vector<double> device_tonight = device_bubble_samples(c.result);
+  if (!device.nights.empty() && !device_tonight.empty()) {
+    device.nights.push_back({tonight, std::move(device_tonight), 0});
+    out.push_back(std::move(device));
   }
   for (Series& f : out) {
     for (NightSamples& n : f.nights) n.median = spread(n.values).median;
@@ -645,6 +691,78 @@ MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
   return v;
 }
 
+// The device time of each kernel family per stage in `r`'s median step
+// (its device profiler's kernel_seconds_<family>): [family][stage]; empty
+// without one.
+std::map<std::string, std::vector<double>> kernel_seconds(const Result& r) {
+  std::map<std::string, std::vector<double>> out;
+  if (!r.metrics || !r.metrics->device) return out;
+  const auto c = r.metrics->collectors.find(r.metrics->device->profiler);
+  if (c == r.metrics->collectors.end()) return out;
+  const std::string prefix = "kernel_seconds_";
+  for (const auto& [figure, per_stage] : c->second.step) {
+    if (figure.starts_with(prefix)) out[figure.substr(prefix.size())] = per_stage;
+  }
+  return out;
+}
+
+// Tonight's kernel families that moved beyond the threshold on a stage,
+// against the median over `quiet` nights of the same stage count.
+std::vector<KernelChange> kernel_changes(const ResultEntry& c, const std::vector<Matched>& quiet,
+                                         const GateOptions& o) {
+  std::vector<KernelChange> out;
+  for (const auto& [family, now] : kernel_seconds(c.result)) {
+    for (size_t s = 0; s < now.size(); ++s) {
+      std::vector<double> before;
+      for (const Matched& m : quiet) {
+        const auto k = kernel_seconds(m.entry->result);
+        const auto it = k.find(family);
+        if (it != k.end() && it->second.size() == now.size() && std::isfinite(it->second[s]))
+          before.push_back(it->second[s]);
+      }
+      if (before.empty() || !std::isfinite(now[s])) continue;
+      const double ref = spread(before).median;
+      const double change = change_of(now[s], ref, true);
+      if (std::isfinite(change) && std::fabs(change) > o.threshold)
+        out.push_back({family, static_cast<int>(s), ref, now[s]});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const KernelChange& a, const KernelChange& b) {
+    return std::fabs(a.current - a.reference) > std::fabs(b.current - b.reference);
+  });
+  return out;
+}
+
+// Every moved timing figure but a bubble names the kernel families that
+// moved its way: grew for a regression, shrank for an improvement (a
+// per-stage figure: on its stage).
+void name_kernel_changes(RegressionRow& row, const std::vector<KernelChange>& changes) {
+  for (MetricVerdict& v : row.metrics) {
+    if (!v.timing || !moved(v) || !v.relative) continue;  // bubbles are points
+    const bool grew = v.status == RegressionStatus::kRegressed;
+    for (const KernelChange& k : changes) {
+      if ((k.current > k.reference) == grew && (v.stage < 0 || v.stage == k.stage))
+        v.kernels.push_back(k);
+    }
+  }
+}
+
+// Every moved figure of the row names the software that changed on the
+// night its move arrived, against the combination's night before it.
+void name_software_changes(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& ok,
+                           const std::string& tonight) {
+  std::vector<std::pair<std::string, const ResultEnvironment*>> nights;
+  for (const Matched& m : ok) nights.emplace_back(m.night->name, &m.entry->result.environment);
+  nights.emplace_back(tonight, &c.result.environment);
+  for (MetricVerdict& v : row.metrics) {
+    if (!moved(v)) continue;
+    for (size_t i = 1; i < nights.size(); ++i) {
+      if (nights[i].first == v.arrived)
+        v.software = software_changes(*nights[i - 1].second, *nights[i].second);
+    }
+  }
+}
+
 // Noise floors by machine, backend and figure family.
 std::string floor_key(const std::string& machine, const std::string& backend,
                       const std::string& family) {
@@ -665,16 +783,20 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
   }
   if (!cur_ok || h.ok.empty()) return;
   std::vector<std::pair<std::string, double>> mem;
+  std::vector<std::pair<std::string, double>> device_mem;  // nights that recorded it
   for (const Matched& m : h.ok) {
     row.trend.push_back(trend_point(m.night->name, m.entry->result));
     mem.emplace_back(m.night->name, peak_memory_bytes(m.entry->result));
+    const double device = peak_device_memory_bytes(m.entry->result);
+    if (device > 0) device_mem.emplace_back(m.night->name, device);
   }
   row.trend.push_back(trend_point(tonight, c.result));
   mem.emplace_back(tonight, peak_memory_bytes(c.result));
+  const double device_tonight = peak_device_memory_bytes(c.result);
   if (h.not_judged.kind != NotJudged::kNo) {
     row.metrics.push_back(not_judged("samples/s", true, h.not_judged, h.cause));
     row.metrics.push_back(not_judged("bubble ratio", false, h.not_judged, h.cause));
-    row.metrics.push_back(decide_memory(mem, o));
+    row.metrics.push_back(decide_memory("peak memory", mem, o));
   } else {
     std::vector<Series> series = timing_series(h.quiet, c, tonight);
     for (Series& f : series) {
@@ -683,9 +805,17 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
     }
     row.metrics.push_back(decide_timing(series[0], o));
     row.metrics.push_back(decide_timing(series[1], o));
-    row.metrics.push_back(decide_memory(mem, o));
+    row.metrics.push_back(decide_memory("peak memory", mem, o));
     for (size_t i = 2; i < series.size(); ++i) row.metrics.push_back(decide_timing(series[i], o));
   }
+  // The device's peak is as deterministic as the tracked one (the pool's
+  // high-water mark): decided the same way, over the nights that have it.
+  if (device_tonight > 0 && !device_mem.empty()) {
+    device_mem.emplace_back(tonight, device_tonight);
+    row.metrics.push_back(decide_memory("peak device memory", device_mem, o));
+  }
+  name_software_changes(row, c, h.ok, tonight);
+  if (h.not_judged.kind == NotJudged::kNo) name_kernel_changes(row, kernel_changes(c, h.quiet, o));
   row.samples_change = row.metrics[0].change;
   row.detectable = row.metrics[0].detectable;
   row.bubble_change = row.metrics[1].change;

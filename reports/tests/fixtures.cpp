@@ -175,6 +175,37 @@ Result make_fixture(const FixtureSpec& f) {
   r.environment.cores = 2;
   r.environment.oversubscribed = f.oversubscribed;
   r.environment.ranks_per_gpu = f.ranks_per_gpu;
+  if (f.gpus > 0) {
+    r.environment.gpus.assign(static_cast<size_t>(f.stages), "NVIDIA H200");
+    r.environment.ranks_per_gpu = (f.stages + f.gpus - 1) / f.gpus;
+    r.environment.cuda = "13.0";
+    r.environment.driver = f.driver;
+    r.environment.nccl = f.nccl;
+    if (f.device_memory > 0)
+      m.peak_memory_bytes.device_per_stage.assign(static_cast<size_t>(f.stages), f.device_memory);
+    if (f.device_bubble >= 0) {
+      DeviceFigures& d = m.device.emplace();
+      d.profiler = "cupti";
+      d.bubble_ratio = f.device_bubble;
+      const auto per_stage = [&f](double x) { return std::vector<double>(f.stages, x); };
+      d.bubble_ratio_per_stage = per_stage(f.device_bubble);
+      d.compute_seconds_per_stage = per_stage(step * (1 - f.device_bubble));
+      d.communication_seconds_per_stage = per_stage(0);
+      d.overlap_seconds_per_stage = per_stage(0);
+      d.busy_seconds_per_stage = d.compute_seconds_per_stage;
+      for (int i = 0; i < f.steps; ++i) {
+        const double u = f.steps > 1 ? 2.0 * ((i * 3) % f.steps) / (f.steps - 1) - 1 : 0;
+        d.bubble_ratio_samples.push_back(f.device_bubble + f.bubble_noise * u);
+      }
+      if (f.layernorm_seconds > 0) {
+        std::vector<double> layernorm = per_stage(f.layernorm_seconds);
+        if (f.slow_stage >= 0) layernorm[static_cast<size_t>(f.slow_stage)] *= f.stage_factor;
+        CollectorResult& cupti = m.collectors["cupti"];
+        cupti.step["kernel_seconds_layernorm"] = layernorm;
+        cupti.step["kernel_seconds_gemm"] = per_stage(4 * f.layernorm_seconds);
+      }
+    }
+  }
   return r;
 }
 

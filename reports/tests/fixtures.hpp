@@ -50,7 +50,7 @@ struct FixtureSpec {
   std::string plant;            ///< config.plant
   double time_scale = 0;        ///< config.time_scale (0: not recorded)
   bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
-  int ranks_per_gpu = 0;        ///< environment.ranks_per_gpu (0: not recorded)
+  int ranks_per_gpu = 0;        ///< environment.ranks_per_gpu (0: not recorded; gpus > 0 sets it)
   double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)
   /// metrics.speed_probe_seconds_per_stage: each stage's probe after each
   /// timed step, `probe` seconds +/- 0.5% (0: absent); stage `probe_stage`
@@ -58,6 +58,21 @@ struct FixtureSpec {
   double probe = 0;
   int probe_stage = -1;
   double probe_factor = 1.0;
+  /// A GPU run: `gpus` NVIDIA H200s (0: none) shared by the stages
+  /// (environment.ranks_per_gpu = stages / gpus, rounded up), with this
+  /// driver and NCCL.
+  int gpus = 0;
+  std::string driver = "580.95.05";
+  std::string nccl = "2.28.3";
+  /// metrics.device (with gpus > 0): the device bubble of every timed step,
+  /// device_bubble +/- bubble_noise (< 0: no device figures), and each
+  /// stage's device peak, bytes (0: not recorded).
+  double device_bubble = -1;
+  int64_t device_memory = 0;
+  /// With device_bubble >= 0: the cupti collector's kernel times of the
+  /// median step, per stage: layernorm `layernorm_seconds` (x stage_factor
+  /// on slow_stage), gemm 4 x as long on every stage (0: none recorded).
+  double layernorm_seconds = 0;
 };
 
 /// A consistent "ok" result for the spec.

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -204,6 +205,49 @@ TEST(Plan, PruningKeepsTheWinner) {
   EXPECT_DOUBLE_EQ(a.samples_per_second, b.samples_per_second);
   EXPECT_LT(pruned.evaluated, full.evaluated);
   EXPECT_EQ(pruned.considered, full.considered);
+}
+
+// One stage is no pipeline: every schedule runs it the same way, so the
+// planner names it once, whichever schedule's search found it.
+TEST(Plan, ASingleStageIsNoPipelineWhateverItsSchedule) {
+  Candidate c;
+  c.schedule = "zb-v";
+  c.partition = "layer";
+  c.stages = 1;
+  c.microbatches = 4;
+  c.chunks = 2;
+  EXPECT_EQ(candidate_label(c), "no pipeline (P=1) M=4");
+  c.schedule = "sync-1f1b";
+  c.chunks = 1;
+  EXPECT_EQ(candidate_label(c), "no pipeline (P=1) M=4");
+  c.data_parallel = 2;
+  EXPECT_EQ(candidate_label(c), "no pipeline (P=1) D=2 M=4");
+  c.stages = 4;
+  c.data_parallel = 1;
+  c.microbatches = 8;
+  c.inflight = 2;
+  c.chunks = 2;
+  EXPECT_EQ(candidate_label(c), "sync-1f1b x layer P=4 M=8 N=2 V=2");
+
+  // On one GPU every candidate is a single stage: each shape is ranked
+  // once, not once per schedule.
+  PlanOptions o = small_plan();
+  ClusterInput in;
+  in.gpus = 1;
+  in.device = "cpu";
+  in.gpu_memory_bytes = int64_t{1} << 30;
+  o.cluster = resolve_cluster(in);
+  o.top = 100;
+  const Plan plan = make_plan(o);
+  ASSERT_FALSE(plan.ranked.empty());
+  std::set<std::string> shapes;
+  for (const Candidate& r : plan.ranked) {
+    EXPECT_EQ(r.stages, 1);
+    EXPECT_EQ(candidate_label(r).rfind("no pipeline (P=1)", 0), 0u) << candidate_label(r);
+    EXPECT_TRUE(
+        shapes.insert(candidate_label(r) + " mbs " + std::to_string(r.micro_batch_size)).second)
+        << candidate_label(r) << " ranked twice (" << r.schedule << ")";
+  }
 }
 
 TEST(Plan, AlternativesSayWhyTheyLose) {
@@ -538,6 +582,43 @@ TEST(PlanValidate, PredictsEachCombinationFromTheOthers) {
   results[0].result.metrics->samples_per_second /= 1.1;
   const Validation slow = validate_plan(results);
   EXPECT_NEAR(slow.rows[0].samples_error, 0.1, 1e-9);
+}
+
+// Ranks that took turns on one GPU are not a pipeline of devices: neither
+// predicted nor calibrated on, and one line per sharing says why.
+TEST(PlanValidate, RanksSharingAGpuAreRefusedWithTheReason) {
+  std::vector<ResultEntry> results = {synthetic_result("1f1b", 4, 8),
+                                      synthetic_result("gpipe", 4, 8),
+                                      synthetic_result("zb-h1", 4, 8)};
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    ResultEntry shared = synthetic_result(schedule, 2, 4);
+    shared.result.environment.ranks_per_gpu = 2;
+    shared.result.metrics->samples_per_second *= 3;  // would spoil the calibration
+    shared.source += "_shared";
+    results.push_back(shared);
+  }
+  const Validation v = validate_plan(results);
+  ASSERT_EQ(v.rows.size(), 3u);
+  for (const ValidationRow& r : v.rows) {
+    EXPECT_EQ(r.calibrated_on, 2) << r.source;
+    EXPECT_NEAR(r.samples_error, 0, 1e-9) << r.source;
+  }
+  ASSERT_EQ(v.refused.size(), 1u);
+  EXPECT_EQ(v.refused[0], "2 results not predicted: " + shared_gpu_refusal(2));
+  EXPECT_NE(v.refused[0].find("2 ranks shared one GPU (environment.ranks_per_gpu)"),
+            std::string::npos);
+  EXPECT_TRUE(v.skipped.empty());
+}
+
+// The recorded H200 night (tests/data/h200): two ranks took turns on its
+// one GPU in every result, so none is predicted, for that reason.
+TEST(PlanValidate, RecordedH200ResultsOfASharedGpuAreRefused) {
+  const Validation v =
+      validate_plan(load_results({PPB_REPORTS_H200_DATA}, false, {}, true).results);
+  EXPECT_TRUE(v.rows.empty());
+  EXPECT_TRUE(v.skipped.empty());
+  EXPECT_EQ(v.refused,
+            std::vector<std::string>{"5 results not predicted: " + shared_gpu_refusal(2)});
 }
 
 TEST(PlanDevice, AGpuStandsForThePresetItsNameNames) {

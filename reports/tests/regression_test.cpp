@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -246,6 +248,207 @@ TEST(ReportGate, MemoryGrowthIsExactAndNamesItsNight) {
   EXPECT_EQ(r.arrived, "n2");
   EXPECT_NEAR(r.memory_change, 2.0 / 16.75, 1e-12);
   EXPECT_EQ(row_of(s, "gpipe").status, RegressionStatus::kPass);
+}
+
+// GPU runs: the device's own figures, the machine's GPU count and the
+// software stack beside the driver.
+std::vector<FixtureSpec> on_gpus(std::vector<FixtureSpec> specs, int gpus,
+                                 const std::string& driver = "550.54") {
+  for (FixtureSpec& f : specs) {
+    f.gpus = gpus;
+    f.driver = driver;
+  }
+  return specs;
+}
+
+TEST(ReportGate, TheMachineKeyCountsTheGpusTheRunUsed) {
+  ResultEnvironment env;
+  env.hosts = {"vm"};
+  env.cpu = "Xeon";
+  env.gpus = {"NVIDIA H200", "NVIDIA H200"};
+  env.ranks_per_gpu = 2;  // two ranks took turns on one device
+  EXPECT_EQ(machine_key(env), "vm | Xeon | 1x NVIDIA H200");
+  env.ranks_per_gpu = 1;
+  EXPECT_EQ(machine_key(env), "vm | Xeon | 2x NVIDIA H200");
+  env.gpus = {"NVIDIA H200", "NVIDIA H200", "NVIDIA H100"};
+  EXPECT_EQ(machine_key(env), "vm | Xeon | 1x NVIDIA H100,2x NVIDIA H200");
+  env.gpus.clear();
+  env.ranks_per_gpu = 0;
+  EXPECT_EQ(machine_key(env), "vm | Xeon | -");
+  env.driver = "560.35";  // versions are compared, not keyed
+  env.nccl = "2.28.3";
+  EXPECT_EQ(machine_key(env), "vm | Xeon | -");
+
+  // The same sweep on one shared H200 and on four: never compared.
+  const std::string base = night(fresh_dir("n"), "n1", 1, on_gpus(two(1.0, 1.0), 1));
+  const RegressionSummary s =
+      gate(night(fresh_dir("cur"), "t", 2, on_gpus(two(1.5, 1.0), 4)), {base});
+  EXPECT_EQ(s.regressions(), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kNew), 2);
+  EXPECT_EQ(s.count(RegressionStatus::kMissing), 2);
+  const RegressionSummary same =
+      gate(night(fresh_dir("cur"), "t", 2, on_gpus(two(1.5, 1.0), 1)), {base});
+  EXPECT_EQ(same.regressions(), 1);
+}
+
+TEST(ReportGate, AChangedDriverIsNamedOnEveryFigureItMovedAndNoOther) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, on_gpus(two(1.0, 1.0), 1));
+  night(root, "n2", 2, on_gpus(two(1.0, 1.0), 1));
+  // Tonight a new driver: 1f1b 12% slower, gpipe unchanged.
+  const RegressionSummary s =
+      gate(night(fresh_dir("cur"), "t", 3, on_gpus(two(1.12, 1.0), 1, "560.35")), {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.status, RegressionStatus::kRegressed);
+  const std::vector<SoftwareChange> driver = {{"driver", "550.54", "560.35"}};
+  int named = 0;
+  for (const MetricVerdict& v : r.metrics) {
+    const bool moved =
+        v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+    EXPECT_EQ(v.software, moved ? driver : std::vector<SoftwareChange>{}) << v.name;
+    const bool says =
+        verdict_text(v).find("driver 550.54 -> 560.35 on that night") != std::string::npos;
+    EXPECT_EQ(says, moved) << verdict_text(v);
+    named += moved ? 1 : 0;
+  }
+  EXPECT_GE(named, 2);  // samples/s and the bubble its slower steps leave
+  ASSERT_FALSE(r.reasons.empty());
+  EXPECT_NE(r.reasons[0].find("; driver 550.54 -> 560.35 on that night"), std::string::npos)
+      << r.reasons[0];
+  for (const MetricVerdict& v : row_of(s, "gpipe").metrics) EXPECT_TRUE(v.software.empty());
+
+  // A move that arrived on an earlier night names that night's change, not
+  // tonight's: the driver changed on n3 with the step, nothing since.
+  const std::string root2 = fresh_dir("nights2");
+  night(root2, "n1", 1, on_gpus(two(1.0, 1.0), 1));
+  night(root2, "n2", 2, on_gpus(two(1.0, 1.0), 1));
+  night(root2, "n3", 3, on_gpus(two(1.12, 1.0), 1, "560.35"));
+  night(root2, "n4", 4, on_gpus(two(1.12, 1.0), 1, "560.35"));
+  const RegressionSummary s2 =
+      gate(night(fresh_dir("cur"), "t", 5, on_gpus(two(1.12, 1.0), 1, "560.35")), {root2});
+  const RegressionRow& later = row_of(s2, "1f1b");
+  ASSERT_EQ(later.arrived, "n3");
+  EXPECT_EQ(later.metrics[0].software, driver);
+  EXPECT_TRUE(software_changes(ResultEnvironment{}, ResultEnvironment{}).empty());
+}
+
+// Two nights of `usual`, then `tonight`, gated.
+RegressionSummary after_two_nights(const std::vector<FixtureSpec>& usual,
+                                   const std::vector<FixtureSpec>& tonight) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, usual);
+  night(root, "n2", 2, usual);
+  return gate(night(fresh_dir("cur"), "t", 3, tonight), {root});
+}
+
+// CUPTI's kernel times name the kernel that made a stage slower.
+TEST(ReportGate, ASlowerStageNamesTheKernelFamilyThatGrew) {
+  std::vector<FixtureSpec> usual = on_gpus(two(1.0, 1.0), 1);
+  for (FixtureSpec& f : usual) {
+    f.device_bubble = 0.3;
+    f.layernorm_seconds = 1e-3;
+  }
+  std::vector<FixtureSpec> tonight = usual;
+  tonight[0].slowdown = 1.03;
+  tonight[0].slow_stage = 1;
+  tonight[0].stage_factor = 1.10;  // stage 1's busy time, and its LayerNorm kernels
+  const RegressionSummary s = after_two_nights(usual, tonight);
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_EQ(r.reasons.size(), 1u) << r.reasons.front();
+  EXPECT_EQ(r.reasons[0].rfind("stage 1 compute ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("; kernels: layernorm on stage 1 1.00 ms -> 1.10 ms (+10.0%)"),
+            std::string::npos)
+      << r.reasons[0];
+  for (const MetricVerdict& v : r.metrics) {
+    if (v.name != "stage 1 compute") {
+      EXPECT_TRUE(v.kernels.empty()) << v.name;
+      continue;
+    }
+    ASSERT_EQ(v.kernels.size(), 1u);  // the GEMMs held
+    EXPECT_EQ(v.kernels[0].family, "layernorm");
+    EXPECT_EQ(v.kernels[0].stage, 1);
+    EXPECT_NEAR(v.kernels[0].reference, 1e-3, 1e-15);
+    EXPECT_NEAR(v.kernels[0].current, 1.1e-3, 1e-15);
+  }
+  for (const MetricVerdict& v : row_of(s, "gpipe").metrics) EXPECT_TRUE(v.kernels.empty());
+}
+
+TEST(ReportGate, TheDeviceBubbleAndTheDevicePeakAreGated) {
+  std::vector<FixtureSpec> usual = on_gpus(two(1.0, 1.0), 1);
+  for (FixtureSpec& f : usual) {
+    f.device_bubble = 0.30;
+    f.device_memory = int64_t{1} << 30;
+  }
+  std::vector<FixtureSpec> tonight = usual;
+  tonight[0].device_bubble = 0.40;                        // +10 points, 1f1b
+  tonight[0].device_memory = (int64_t{1} << 30) * 6 / 5;  // +20%, 1f1b
+  const RegressionSummary s = after_two_nights(usual, tonight);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  ASSERT_EQ(r.reasons.size(), 2u) << r.reasons.front();
+  EXPECT_EQ(r.reasons[0].rfind("device bubble ratio 0.300 -> 0.400 (+0.100", 0), 0u)
+      << r.reasons[0];
+  EXPECT_EQ(r.reasons[1].rfind("peak device memory 1.00 GiB -> 1.20 GiB (+20.0%", 0), 0u)
+      << r.reasons[1];
+  const RegressionRow& g = row_of(s, "gpipe");
+  EXPECT_EQ(g.status, RegressionStatus::kPass);
+  // samples/s, bubble, memory, 4 stages' compute, device bubble, device peak.
+  ASSERT_EQ(g.metrics.size(), 3u + 4u + 2u);
+  EXPECT_EQ(g.metrics[7].name, "device bubble ratio");
+  EXPECT_EQ(g.metrics[8].name, "peak device memory");
+  // Nights without the per-step device samples leave the figure out.
+  std::vector<FixtureSpec> bare = on_gpus(two(1.0, 1.0), 1);
+  const std::string old = night(fresh_dir("old"), "n1", 1, bare);
+  const RegressionSummary without = gate(night(fresh_dir("cur"), "t", 2, tonight), {old});
+  EXPECT_EQ(row_of(without, "gpipe").metrics.size(), 3u + 4u);
+}
+
+// A night of real H200 results (tests/data/h200) against itself, tonight
+// on a new driver with one combination's device peak 10% higher: the one
+// figure that moved is a regression naming the driver, nothing else does.
+TEST(ReportGate, RecordedH200NightsNameTheDriverOnlyWhereAFigureMoved) {
+  const std::string root = fresh_dir("h200");
+  const std::string tonight = fresh_dir("h200_tonight");
+  std::filesystem::create_directories(root + "/n1");
+  std::string machine;
+  for (const std::string& path : result_candidates(PPB_REPORTS_H200_DATA)) {
+    Result r = read_result_file(path);
+    const std::string name = std::filesystem::path(path).filename().string();
+    r.environment.date = "2026-12-04T18:00:00Z";
+    write_result_file(root + "/n1/" + name, r);
+    machine = machine_key(r.environment);
+    r.environment.date = "2026-12-05T18:00:00Z";
+    r.environment.driver = "590.10";
+    if (name == "sweep-P2_1f1b__layer__P2_M4.json") {
+      for (int64_t& b : r.metrics->peak_memory_bytes.device_per_stage) b = b * 11 / 10;
+    }
+    write_result_file(tonight + "/" + name, r);
+  }
+  EXPECT_EQ(machine, "vm | Intel(R) Xeon(R) Processor | 1x NVIDIA H200");  // 2 ranks, one GPU
+  const RegressionSummary s = gate(tonight, {root});
+  ASSERT_EQ(s.rows.size(), 5u);
+  EXPECT_EQ(s.regressions(), 1);
+  for (const RegressionRow& r : s.rows) {
+    for (const MetricVerdict& v : r.metrics) {
+      const bool moved =
+          v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+      EXPECT_EQ(moved, r.label == "1f1b x layer P=2 M=4" && r.work.starts_with("gpt-tiny") &&
+                           v.name == "peak device memory")
+          << r.label << ": " << verdict_text(v);
+      EXPECT_EQ(v.software.empty(), !moved) << r.label << ": " << verdict_text(v);
+    }
+  }
+  const auto tiny = std::find_if(s.rows.begin(), s.rows.end(), [](const RegressionRow& r) {
+    return r.label == "1f1b x layer P=2 M=4" && r.work.starts_with("gpt-tiny");
+  });
+  ASSERT_NE(tiny, s.rows.end());
+  const RegressionRow& r = *tiny;
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_EQ(r.reasons[0].rfind("peak device memory ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("(+10.0%"), std::string::npos) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find("; driver 580.159.04 -> 590.10 on that night"), std::string::npos)
+      << r.reasons[0];
 }
 
 TEST(ReportGate, OversubscribedRunsAreKeptOut) {

@@ -211,7 +211,8 @@ TEST(ReportDevice, DeviceFiguresBesideTheHostBubbleOnlyWhenPresent) {
                                     .compute_seconds_per_stage = {0.02, 0.021, 0.022, 0.023},
                                     .communication_seconds_per_stage = {0.001, 0.002, 0.003, 0.004},
                                     .overlap_seconds_per_stage = {0, 0.001, 0.001, 0.002},
-                                    .busy_seconds_per_stage = {0.021, 0.022, 0.024, 0.025}};
+                                    .busy_seconds_per_stage = {0.021, 0.022, 0.024, 0.025},
+                                    .bubble_ratio_samples = {}};
   r.metrics->peak_memory_bytes.device_profiler = "cupti";
   const std::string dir = fresh_dir("device");
   write_result_file(dir + "/1f1b.json", r);

@@ -14,6 +14,8 @@ ppb_add_gtest(regression_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/regression_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures.cpp
   LIBS ppb::reports
   LABELS unit)
+target_compile_definitions(regression_test PRIVATE
+  PPB_REPORTS_H200_DATA="${CMAKE_CURRENT_SOURCE_DIR}/tests/data/h200")
 
 # The gate on the GPUs' own health (health_gate.cpp) beside GPU sweeps.
 ppb_add_gtest(health_gate_test
@@ -33,6 +35,8 @@ ppb_add_gtest(plan_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_test.cpp
   LIBS ppb::reports
   LABELS unit)
+target_compile_definitions(plan_test PRIVATE
+  PPB_REPORTS_H200_DATA="${CMAKE_CURRENT_SOURCE_DIR}/tests/data/h200")
 
 # The gate's statistics on synthetic samples (exact U and p-values, change points).
 ppb_add_gtest(stats_test

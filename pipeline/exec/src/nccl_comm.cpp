@@ -26,4 +26,14 @@ ncclComm_t nccl_comm_over(MPI_Comm comm) {
   return nccl;
 }
 
+std::string nccl_version() {
+  int code = 0;
+  PPB_NCCL_CHECK(ncclGetVersion(&code));
+  // NCCL_VERSION(X, Y, Z): X * 10000 + Y * 100 + Z since 2.9 (X * 1000 +
+  // Y * 100 + Z before).
+  const int major = code >= 20900 ? code / 10000 : code / 1000;
+  const int minor = code >= 20900 ? code / 100 % 100 : code / 100 % 10;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
 }  // namespace ppb

@@ -162,6 +162,9 @@ void fields(V& v, E& e) {
   v.optional("oversubscribed", e.oversubscribed);
   v.optional("rank_hosts", e.rank_hosts);
   v.optional("ranks_per_gpu", e.ranks_per_gpu);  // >= 0: validate
+  // The software stack beside the driver: the gate names a change of it.
+  v.optional("nccl", e.nccl);
+  v.optional("cudnn", e.cudnn);
 }
 
 template <class V, Is<GpuState> G>
@@ -304,6 +307,8 @@ void fields(V& v, D& x) {
                        PerStage::kExact);
   v.nullable_per_stage("overlap_seconds_per_stage", x.overlap_seconds_per_stage, PerStage::kExact);
   v.nullable_per_stage("busy_seconds_per_stage", x.busy_seconds_per_stage, PerStage::kExact);
+  // One per timed step (the gate's samples); absent in files from before.
+  v.nullable_list_if_any("bubble_ratio_samples", x.bubble_ratio_samples);
 }
 
 /// metrics.allreduce; `seconds` is metrics.allreduce_seconds
@@ -535,6 +540,10 @@ struct FieldWriter {
   void nullable_per_stage_if_any(std::string_view key, const std::vector<T>& x) {
     per_stage_if_any(key, x);
   }
+  /// Numbers or null, not one per stage; absent when empty.
+  void nullable_list_if_any(std::string_view key, const std::vector<double>& x) {
+    if (!x.empty()) o[key] = to_json(x);
+  }
   void bytes_per_stage(std::string_view key, const std::vector<int64_t>& x, PerStage /*rule*/) {
     o[key] = to_json(x);
   }
@@ -610,6 +619,10 @@ struct FieldReader {
   void nullable_per_stage_if_any(std::string_view key, std::vector<T>& x) {
     nullable_per_stage(key, x, PerStage::kOptional);
   }
+  void nullable_list_if_any(std::string_view key, std::vector<double>& x) {
+    if (const json::value* v = o.find(key))
+      x = read_nullable<std::vector<double>>(o.reader(), *v, o.field(key));
+  }
   void bytes_per_stage(std::string_view key, std::vector<int64_t>& x, PerStage rule) {
     per_stage(key, x, rule);
   }
@@ -663,6 +676,7 @@ struct FieldBounds {
   void nullable_per_stage_if_any(std::string_view key, const std::vector<T>& x) {
     per_stage(key, x);
   }
+  void nullable_list_if_any(std::string_view /*key*/, const std::vector<double>& /*x*/) {}
   void all_reduce(std::string_view /*seconds_key*/, std::string_view /*key*/,
                   const std::optional<AllReduceFigures>& /*x*/) {}
   template <class T>

@@ -36,6 +36,9 @@
 //   step["clock_drift_seconds"]   drift between CUPTI's clock and steady
 //   step["unattributed_kernels"]  kernels no action or optimizer step launched
 //                                 (NCCL's excepted; warned about once)
+//   step["kernel_seconds_<family>"]  device time of the step's compute
+//                                 kernels of each family (device::kernel_family:
+//                                 gemm, layernorm, attention, ...)
 //   action["device_seconds"]      union of the device time of the action's
 //                                 operations (NaN for SYNC)
 //
@@ -386,6 +389,8 @@ class CuptiCollector final : public Collector {
     out.step["skipped_records"] = static_cast<double>(step.skipped);
     out.step["clock_drift_seconds"] = step.clock_drift;
     out.step["unattributed_kernels"] = static_cast<double>(unattributed(step));
+    for (const auto& [family, seconds] : device::family_device_seconds(step.ops))
+      out.step["kernel_seconds_" + family] = seconds;
     out.device = std::move(step);
   }
 

@@ -282,6 +282,9 @@ struct DeviceFigures {
   std::vector<double> communication_seconds_per_stage;  ///< NCCL kernels, message copies
   std::vector<double> overlap_seconds_per_stage;        ///< compute and communication at once
   std::vector<double> busy_seconds_per_stage;           ///< any operation
+  /// optional: bubble_ratio of every timed step, in run order (the gate's
+  /// samples; empty in files written before it).
+  std::vector<double> bubble_ratio_samples;
 
   friend bool operator==(const DeviceFigures&, const DeviceFigures&) = default;
 };
@@ -389,13 +392,19 @@ struct ResultEnvironment {
   std::string cuda;               ///< CUDA runtime version, "" without
   std::vector<std::string> gpus;  ///< device names, one per rank that has one
   std::string driver;             ///< GPU driver version, "" without
-  std::string git;                ///< build revision
-  std::string date;               ///< ISO 8601, UTC, when the combination finished
-  std::string compiler;           ///< optional
-  std::string build_type;         ///< optional
-  std::string hostname;           ///< optional: rank 0's host
-  std::string cpu;                ///< optional: CPU model name
-  int cores = 0;                  ///< optional: hardware threads of rank 0's host (0 = unknown)
+  /// optional: NCCL's version ("2.28.3", ncclGetVersion) in a build that
+  /// links NCCL, on a GPU backend; "" otherwise.
+  std::string nccl;
+  /// optional: cuDNN's version on a GPU backend in a build that links it;
+  /// "" otherwise (pipebench links no cuDNN today: always "").
+  std::string cudnn;
+  std::string git;         ///< build revision
+  std::string date;        ///< ISO 8601, UTC, when the combination finished
+  std::string compiler;    ///< optional
+  std::string build_type;  ///< optional
+  std::string hostname;    ///< optional: rank 0's host
+  std::string cpu;         ///< optional: CPU model name
+  int cores = 0;           ///< optional: hardware threads of rank 0's host (0 = unknown)
   /// optional: ranks that compute on the host CPU outnumbered its cores, so
   /// they took turns on them: the timings are not comparable run to run and
   /// the regression gate leaves them out by default.

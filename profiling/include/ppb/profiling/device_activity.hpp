@@ -201,6 +201,27 @@ DeviceBusy device_busy(const std::vector<DeviceOp>& ops, double from, double to)
 /// launched nothing).
 std::vector<double> action_device_seconds(const std::vector<DeviceOp>& ops, size_t actions);
 
+/// The kernel families a step's compute time is split into, in this order:
+/// pipebench's own kernels by what they compute, a library's GEMMs, and the
+/// rest ("other").
+const std::vector<std::string>& kernel_families();
+
+/// The family of a kernel by its (demangled) name: a name holding "gemm"
+/// (cuBLAS's and CUTLASS's GEMMs, splitKreduce with them) is "gemm";
+/// pipebench's `ppb_<what>` kernels by their stem: "layernorm"
+/// (ppb_layernorm_*), "attention" (ppb_attention_*), "gelu", "embedding",
+/// "cross_entropy" (ppb_cross_entropy_*, ppb_loss_sum), "column_reduce"
+/// (ppb_column_*: LayerNorm and bias weight gradients), "convert" (ppb_to_*);
+/// anything else "other".
+/// Example: kernel_family("void ppb::device::ppb_layernorm_fwd<float>(...)") == "layernorm".
+std::string kernel_family(std::string_view name);
+
+/// Per kernel family (every one of kernel_families(), 0 when none ran): the
+/// union of the device time of the compute kernels of that family, seconds;
+/// an action's copies and memsets count as "other". The families' sum is
+/// at least the compute union (more where families overlapped).
+std::map<std::string, double> family_device_seconds(const std::vector<DeviceOp>& ops);
+
 /// The device-side bubble ratio of a stage: (step - compute busy) / step,
 /// the host bubble's definition with the device's compute busy time
 /// (docs/metrics.md). 0 when step <= 0.

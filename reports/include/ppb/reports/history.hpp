@@ -49,4 +49,14 @@ std::vector<double> bubble_samples(const Result& result);
 /// Peak tracked memory over stages, bytes (0 without metrics).
 double peak_memory_bytes(const Result& result);
 
+/// The device bubble ratio of each timed step
+/// (metrics.device.bubble_ratio_samples); empty without a device profiler
+/// or in files written before those samples (the median step's figure
+/// alone is not a sample of the run's spread).
+std::vector<double> device_bubble_samples(const Result& result);
+
+/// Peak device memory over stages (the GPU pool's high-water mark,
+/// metrics.peak_memory_bytes.device_per_stage), bytes; 0 without.
+double peak_device_memory_bytes(const Result& result);
+
 }  // namespace ppb::reports

@@ -23,7 +23,7 @@ namespace ppb::reports {
 struct ResultEntry {
   std::string source;  ///< the file path
   Result result;
-  std::string machine;  ///< hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
+  std::string machine;  ///< machine_key: hosts, CPU, GPUs ("node1 | AMD EPYC 7B13 | -")
   std::string build;    ///< git revision, compiler, build type
   std::string group;    ///< machine @ build @ backend @ work: results of one group are comparable
   std::string work;     ///< work_label: what one step computes ("gpt-tiny, mbs 2, fp32")
@@ -99,8 +99,16 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
 /// of symbolic links").
 std::vector<std::string> result_candidates(const std::string& path);
 
-/// Keys of one result (used by load_results; exposed for tests and baselines).
+/// The machine a result ran on: its hosts, CPU model and GPUs by model and
+/// count ("node1 | Intel(R) Xeon(R) | 2x NVIDIA H200"; "-" for none). The
+/// count is of the devices the run used: its ranks of that model over
+/// environment.ranks_per_gpu, so 2 ranks on one shared H200 and 2 ranks on
+/// two H200s are two machines. Software versions (driver, CUDA, cuDNN,
+/// NCCL) are not part of it: the gate compares across them and says so
+/// (software_changes in regression.hpp).
 std::string machine_key(const ResultEnvironment& env);
+
+/// Keys of one result (used by load_results; exposed for tests and baselines).
 std::string build_key(const ResultEnvironment& env);
 std::string config_key(const ResultConfig& config);
 std::string setup_key(const ResultConfig& config);

@@ -145,12 +145,21 @@ struct Candidate {
   std::string why;  ///< in words: why it leads, or why it loses
 };
 
+/// A candidate in words, one name per run: "1f1b x balanced P=4 M=8",
+/// with " D=2", " N=2", " V=2" where they apply. A single stage is no
+/// pipeline whatever schedule ranked it (every schedule runs its
+/// micro-batches one after another on one device): "no pipeline (P=1) M=4"
+/// (" D=2" after P when replicated).
+std::string candidate_label(const Candidate& c);
+
 /// The schedule parameters of a candidate: P, M, V, N, K and B (the pass
 /// times of zb-1p/zb-2p come from its costs: set_pass_times).
 ScheduleParams schedule_params(const Candidate& c);
 
 struct Plan {
-  std::vector<Candidate> ranked;        ///< fitting, best first (at most options.top)
+  /// Fitting, best first (at most options.top); single-stage candidates
+  /// that differ only in their schedule's name (candidate_label) once.
+  std::vector<Candidate> ranked;
   std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
   int64_t capacity_bytes = 0;           ///< guard x GPU memory
   int64_t considered = 0;  ///< configurations in the search space (schedule x shape x M x N)
@@ -261,15 +270,27 @@ struct ValidationRow {
 struct Validation {
   std::vector<ValidationRow> rows;
   std::vector<std::string> skipped;  ///< "file: why"
+  /// Results the planner refuses to predict, one line per reason with how
+  /// many: "12 results of ranks sharing one GPU (environment.ranks_per_gpu
+  /// 2): ..." (shared_gpu_refusal).
+  std::vector<std::string> refused;
   double mean_abs_samples_error = 0;
   double mean_abs_memory_error = 0;
 };
+
+/// Why the planner does not predict a run whose ranks took turns on one GPU
+/// (environment.ranks_per_gpu = `ranks_per_gpu` > 1): "2 ranks shared one
+/// GPU (environment.ranks_per_gpu), so its stages took turns on one device,
+/// and the planner models one device per stage".
+std::string shared_gpu_refusal(int ranks_per_gpu);
 
 /// Leave-one-out: each ok result is predicted by the simulator and the
 /// memory model from its configuration, with the roofline calibrated
 /// (fit_calibration) on the other results of its setup (machine, backend,
 /// roofline_device, model, dtype). A result alone in its setup, without action
 /// times, or of a schedule the registry does not hold is skipped, with why.
+/// Results whose ranks shared a GPU are neither predicted nor calibrated on:
+/// Validation::refused says how many and why.
 Validation validate_plan(const std::vector<ResultEntry>& results);
 
 /// The report's "which schedule for this machine": the planner run for the

@@ -138,6 +138,35 @@ enum class RerunOutcome : uint8_t {
   kEnded,           ///< the re-run ended with MetricVerdict::rerun_status (and rerun_error)
 };
 
+/// A version of the software stack that differs between two nights of a
+/// combination: what ("driver", "CUDA", "NCCL", "cuDNN") and both versions.
+struct SoftwareChange {
+  std::string what;
+  std::string from;
+  std::string to;
+
+  friend bool operator==(const SoftwareChange&, const SoftwareChange&) = default;
+};
+
+/// The versions of the GPU software stack (environment.driver, cuda, nccl,
+/// cudnn) that differ from `before` to `after`, in that order; a version
+/// that either side did not record ("", "none") is not a change.
+std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
+                                             const ResultEnvironment& after);
+
+/// A family of kernels (device::kernel_family: "gemm", "layernorm",
+/// "attention", ...) whose device time on one stage moved beyond the
+/// threshold: CUPTI's metrics.collectors.<profiler>.step.kernel_seconds_<family>
+/// of the median step, tonight against the median over the reference nights.
+struct KernelChange {
+  std::string family;
+  int stage = 0;
+  double reference = 0;  ///< seconds per step
+  double current = 0;
+
+  friend bool operator==(const KernelChange&, const KernelChange&) = default;
+};
+
 /// The decision on one figure of one combination: enums and numbers only;
 /// verdict_text and rerun_text put it into words.
 struct MetricVerdict {
@@ -168,13 +197,26 @@ struct MetricVerdict {
   ResultStatus rerun_status = ResultStatus::kOk;  ///< kEnded: how the re-run ended
   std::string rerun_error;                        ///< kEnded: its error, if any
   Undecided undecided = Undecided::kNo;           ///< why, when status is kUndecidable
+  /// A figure that moved (kRegressed, kImproved): the software that changed
+  /// on the night the move arrived against the night before it (the
+  /// combination's previous night in the history); empty when none did.
+  std::vector<SoftwareChange> software;
+  /// A per-stage figure ("stage 1 compute"): its stage; -1 otherwise.
+  int stage = -1;
+  /// A timing figure that moved (not a bubble): the kernel families whose
+  /// device time moved the same way beyond the threshold (on its stage for
+  /// a per-stage figure), largest move in seconds first; empty without a
+  /// device profiler's kernel times on both sides.
+  std::vector<KernelChange> kernels;
 };
 
 /// The verdict in one line: figures, test and decision, then what its
 /// re-run said. Examples: "samples/s 120 -> 108 (-10.0%, p=2e-06, band 1.1%,
 /// detectable 7.0%, threshold 7.0%), since tonight"; "peak memory 18.5 MiB
 /// -> 20.0 MiB (+8.1%, threshold +7%)"; "bubble ratio not judged: the host
-/// was busy: ..."; "...; confirmed by a re-run: ...".
+/// was busy: ..."; "...; kernels: layernorm on stage 1 1.2 ms -> 1.62 ms
+/// (+35.0%)"; "...; driver 550.54 -> 560.35 on that night" (the software
+/// changes); "...; confirmed by a re-run: ...".
 std::string verdict_text(const MetricVerdict& v);
 
 /// What the re-run said about `v`, in words ("" when nothing): the

@@ -10,6 +10,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <string>
+
 namespace ppb {
 
 /// Prints "pipebench[r<rank>]: NCCL error in <call> at <file>:<line>:
@@ -22,6 +24,10 @@ namespace ppb {
 /// `comm`. REQUIRES: each rank has set its device; no two ranks that will
 /// talk share one (require_distinct_gpus).
 ncclComm_t nccl_comm_over(MPI_Comm comm);
+
+/// The version of the NCCL library loaded ("2.28.3", from ncclGetVersion;
+/// needs no GPU).
+std::string nccl_version();
 
 }  // namespace ppb
 
