@@ -75,6 +75,7 @@ std::string gpu_night(const std::string& root, const std::string& name, int day,
     Result r = testing::make_fixture(f);
     r.config.backend = "cuda";
     r.environment.gpus.assign(static_cast<size_t>(r.environment.ranks), "NVIDIA H200");
+    r.environment.ranks_per_gpu = r.environment.ranks;  // the machine's one H200, shared
     write_result_file(OutputPath(dir + "/cuda", f.schedule + ".json"), r);
   }
   HealthFile h = health;

@@ -162,9 +162,10 @@ void fields(V& v, E& e) {
   v.optional("oversubscribed", e.oversubscribed);
   v.optional("rank_hosts", e.rank_hosts);
   v.optional("ranks_per_gpu", e.ranks_per_gpu);  // >= 0: validate
-  // The software stack beside the driver: the gate names a change of it.
-  v.optional("nccl", e.nccl);
-  v.optional("cudnn", e.cudnn);
+  // The software stack beside the driver (the gate names a change of it):
+  // absent when unknown, so files from before it read and write back alike.
+  v.optional_if_any("nccl", e.nccl);
+  v.optional_if_any("cudnn", e.cudnn);
 }
 
 template <class V, Is<GpuState> G>
