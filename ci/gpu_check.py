@@ -78,13 +78,18 @@ class Run:
     the step's variables ("{pb}", "{P}"); an argument that is exactly
     "{name}" of a list variable becomes its items. Its output goes to
     logs/<tag>.txt (stdout to `stdout` under OUT when given); `fresh` names a
-    folder under OUT removed before it runs."""
+    folder under OUT removed before it runs. `outside` runs it in the
+    environment the check started with, not the one set up for pipebench:
+    for programs that load their own CUDA libraries (PyTorch from its
+    wheels), which the toolkit's and the bundle's on LD_LIBRARY_PATH could
+    shadow."""
     tag: str
     argv: tuple
     limit: int
     vars: dict = dataclasses.field(default_factory=dict)
     fresh: str = ""
     stdout: str = ""
+    outside: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +197,8 @@ def torch_peer_step():
             "{python}", "{torch_peer}",
             "{out}/torch-peer/pipebench-%s/1f1b__layer__P1_M{peer_m}.json" % case,
             "--models", "{out}/torch-peer/list.json", "--json",
-            "{out}/torch-peer/%s.json" % case) + (("--graph",) if graph else ()), limit=120))
+            "{out}/torch-peer/%s.json" % case) + (("--graph",) if graph else ()), limit=120,
+            outside=True))
     return Step(
         "torch peer", "torch_peer", runs=tuple(runs), judge_failures=True,
         args={"min_ratio": 1.0, "max_over_graph": 1.3},
@@ -311,6 +317,7 @@ class Context:
     budget: float
     start: float = dataclasses.field(default_factory=time.monotonic)
     env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
+    start_env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
     build: Path | None = None
     backend: str = "cuda"
     model: str = "gpt-tiny"
@@ -497,7 +504,8 @@ def run_commands(ctx, step, variables):
         outcomes.append(run_command(
             ctx, expand(r.tag, v), expand_argv(r.argv, v), r.limit,
             ctx.out / "logs" / (expand(r.tag, v) + ".txt"),
-            stdout=ctx.out / expand(r.stdout, v) if r.stdout else None))
+            stdout=ctx.out / expand(r.stdout, v) if r.stdout else None,
+            env=ctx.start_env if r.outside else None))
     return outcomes
 
 

@@ -124,6 +124,18 @@ class Budget(unittest.TestCase):
         self.assertEqual((r.status, r.figures), ("FAIL", "x: exit 3 (an error here)"))
         self.assertEqual(r.logs, ["logs/x.txt"])
 
+    def test_an_outside_command_runs_in_the_environment_the_check_started_with(self):
+        ctx = context(self.tmp)
+        ctx.start_env = dict(ctx.env, PPB_WHERE="start")
+        ctx.env["PPB_WHERE"] = "set up"
+        echo = ("sh", "-c", "echo $PPB_WHERE")
+        step = gc.Step("x", "p2p", runs=(gc.Run("a", echo, limit=10, stdout="a.txt"),
+                                         gc.Run("b", echo, limit=10, stdout="sub/b.txt",
+                                                outside=True)))
+        gc.run_commands(ctx, step, ctx.vars())
+        self.assertEqual((Path(self.tmp) / "a.txt").read_text(), "set up\n")
+        self.assertEqual((Path(self.tmp) / "sub" / "b.txt").read_text(), "start\n")
+
 
 class Summary(unittest.TestCase):
     def finish(self, statuses):
