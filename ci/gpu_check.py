@@ -981,6 +981,11 @@ def peer_verdict(docs, min_ratio, max_over_graph):
         r = d["ratios"]
         values[case] = {"ratios": r, "pipebench": d["pipebench"], "pytorch": d["pytorch"],
                         "graph": d["graph"], "torch": d["torch"]}
+        if d["graph"] and "error" in d["graph"]:
+            parts.append("%s: PyTorch's step not captured in a CUDA graph (%s)" % (
+                case, d["graph"]["error"]))
+            short.append(case + " no graph replay")
+            continue
         parts.append(peer_figures(case, d))
         if d["graph"]:
             if r["per_microbatch_over_graph"] > max_over_graph:

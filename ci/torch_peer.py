@@ -25,9 +25,11 @@ step once in a CUDA graph and replays it (for launch-bound models).
 
 Writes a JSON document (schema pipebench.torch-peer/1, to FILE or stdout)
 with both sides' figures and pipebench over PyTorch, and prints a one-line
-summary. Exit 0 when measured; 2 on bad input or without torch (one line
-naming what is wrong); 3 when torch has no CUDA device (the document says
-"status": "skipped" and why).
+summary. Exit 0 when measured (a step that cannot be captured in a CUDA
+graph leaves "graph": {"error": why}); 1 when PyTorch fails (one line: out
+of memory, ...); 2 on bad input or without torch (one line naming what is
+wrong); 3 when torch has no CUDA device (the document says "status":
+"skipped" and why).
 """
 from __future__ import annotations
 
@@ -148,7 +150,7 @@ def compare(pb, eager, graph):
             "peak_memory": ratio(pb["peak_device_bytes"], eager["peak_allocated_bytes"]),
             "per_microbatch_over_graph":
                 ratio(pb["per_microbatch_seconds"], graph["per_microbatch_seconds"])
-                if graph else None}
+                if graph and "error" not in graph else None}
 
 
 def gib(n):
@@ -166,7 +168,9 @@ def summary_line(doc):
                                 pb["samples_per_second"], pt["samples_per_second"],
                                 r["samples_per_second"], gib(pb["peak_device_bytes"]),
                                 gib(pt["peak_allocated_bytes"])))
-    if doc.get("graph"):
+    if doc.get("graph") and "error" in doc["graph"]:
+        line += "; no CUDA graph replay: " + doc["graph"]["error"]
+    elif doc.get("graph"):
         line += "; per micro-batch %.2f ms vs %.2f ms eager, %.2f ms graph replay (%.2fx)" % (
             pb["per_microbatch_seconds"] * 1e3, pt["per_microbatch_seconds"] * 1e3,
             doc["graph"]["per_microbatch_seconds"] * 1e3, r["per_microbatch_over_graph"])
@@ -279,7 +283,9 @@ def timed_steps(torch, step, after, warmup, iters):
 
 
 def measure(torch, s, attention, graph):
-    """(eager figures, graph figures or None) on the current CUDA device."""
+    """(eager figures, graph figures or None) on the current CUDA device;
+    the graph's figures are {"error": why} where the step cannot be
+    captured."""
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 is IEEE fp32; bf16 GEMMs are unaffected
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(s.seed)
@@ -308,8 +314,11 @@ def measure(torch, s, attention, graph):
             zero()
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        captured()
+    try:
+        with torch.cuda.graph(g):
+            captured()
+    except RuntimeError as e:  # an op that cannot be captured: eager figures still stand
+        return eager, {"error": (str(e).strip().splitlines() or ["?"])[0][:200]}
     replay = timed_steps(torch, g.replay, lambda: None, max(s.warmup, 1), s.iters)
     return eager, timing(replay, s)
 
@@ -385,7 +394,12 @@ def main(argv):
         print(doc["summary"])
         return EXIT_SKIPPED
     info["device"] = torch.cuda.get_device_name()
-    eager, graph = measure(torch, s, a["attention"], a["graph"])
+    try:
+        eager, graph = measure(torch, s, a["attention"], a["graph"])
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError among them
+        print(f"torch_peer: PyTorch failed: {type(e).__name__}: "
+              + (str(e).strip().splitlines() or ["?"])[0][:200], file=sys.stderr)
+        return 1
     doc = document(a["result"], s, a["attention"], pb, eager, graph, info)
     write(doc, a["json"])
     print(doc["summary"])

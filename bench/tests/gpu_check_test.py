@@ -371,6 +371,11 @@ class TorchPeer(unittest.TestCase):
         docs["bf16"]["ratios"]["peak_memory"] = 1.0001
         v = gc.peer_verdict(docs, 1.0, 1.3)
         self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's"])
+        docs["tiny"]["graph"] = {"error": "operation not permitted when stream is capturing"}
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's", "tiny no graph replay"])
+        self.assertIn("tiny: PyTorch's step not captured in a CUDA graph (operation not"
+                      " permitted when stream is capturing)", v.figures)
 
     def test_skipped_documents_skip_and_a_missing_one_fails(self):
         docs = self.docs()

@@ -114,6 +114,10 @@ class Figures(unittest.TestCase):
         self.assertAlmostEqual(doc["ratios"]["per_microbatch_over_graph"],
                                self.pb["per_microbatch_seconds"] / 1.52e-3)
         self.assertIn("1.52 ms graph replay", doc["summary"])
+        doc = tp.document("r.json", self.s, "sdpa", self.pb, eager, {"error": "operation not"
+                                                                       " permitted"})
+        self.assertIsNone(doc["ratios"]["per_microbatch_over_graph"])
+        self.assertTrue(doc["summary"].endswith("; no CUDA graph replay: operation not permitted"))
 
     def test_a_skipped_document_says_why(self):
         doc = tp.document("r.json", self.s, "sdpa", self.pb, reason="no CUDA device")
