@@ -54,6 +54,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import torch_peer
+
 ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_SCHEMA = "pipebench.gpu-check/1"
 TESTS_SCHEMA = "pipebench.gpu-tests/1"
@@ -76,13 +78,18 @@ class Run:
     the step's variables ("{pb}", "{P}"); an argument that is exactly
     "{name}" of a list variable becomes its items. Its output goes to
     logs/<tag>.txt (stdout to `stdout` under OUT when given); `fresh` names a
-    folder under OUT removed before it runs."""
+    folder under OUT removed before it runs. `outside` runs it in the
+    environment the check started with, not the one set up for pipebench:
+    for programs that load their own CUDA libraries (PyTorch from its
+    wheels), which the toolkit's and the bundle's on LD_LIBRARY_PATH could
+    shadow."""
     tag: str
     argv: tuple
     limit: int
     vars: dict = dataclasses.field(default_factory=dict)
     fresh: str = ""
     stdout: str = ""
+    outside: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +180,43 @@ def p2p_step(n):
         + (("no_cuda", "no usable GPU: {why_cuda}"),))
 
 
+def torch_peer_step():
+    """pipebench on one rank against PyTorch eager on the same shapes and step
+    (ci/torch_peer.py, the Python running this check): the bubble model in
+    bf16 and fp32 (samples/s and peaks), the sweep model in bf16 also
+    against PyTorch's step replayed from a CUDA graph (per micro-batch)."""
+    runs = [Run("torch-peer-list", ("{pb}", "list", "--json"), limit=20, fresh="torch-peer",
+                stdout="torch-peer/list.json")]
+    for case, model, dtype, iters, warmup, graph in PEER_CASES:
+        runs.append(Run("torch-peer-pipebench-" + case, mpirun("1") + (
+            "{pb}", "run", "--backend", "cuda", "--model", model, "--dtype", dtype,
+            "--schedule", "1f1b", "--partition", "layer", "--microbatches", "{peer_m}",
+            "-n", str(iters), "-w", str(warmup), "--timeout", "60",
+            "--out", "{out}/torch-peer/pipebench-" + case), limit=90))
+        runs.append(Run("torch-peer-" + case, (
+            "{python}", "{torch_peer}",
+            "{out}/torch-peer/pipebench-%s/1f1b__layer__P1_M{peer_m}.json" % case,
+            "--models", "{out}/torch-peer/list.json", "--json",
+            "{out}/torch-peer/%s.json" % case) + (("--graph",) if graph else ()), limit=120,
+            outside=True))
+    return Step(
+        "torch peer", "torch_peer", runs=tuple(runs), judge_failures=True,
+        args={"min_ratio": 1.0, "max_over_graph": 1.3},
+        reads=tuple("torch-peer/%s.json" % c[0] for c in PEER_CASES),
+        what="1 rank, 1f1b, M={peer_m}, pipebench / PyTorch eager (sdpa): ",
+        skip=((NO_DEVICE, "the rehearsal has no GPU for PyTorch"),
+              ("emulated", "the emulator's figures are not a GPU's"),
+              ("no_cuda", "no usable GPU: {why_cuda}"),
+              ("no_torch", "no torch in {python}: PyTorch is the peer")))
+
+
+# The torch peer step's runs: (name, model, dtype, timed steps, warm-up
+# steps, whether PyTorch's step is also replayed from a CUDA graph).
+PEER_CASES = (("bf16", "{bubble_model}", "bf16", 6, 2, False),
+              ("fp32", "{bubble_model}", "fp32", 6, 2, False),
+              ("tiny", "{model}", "bf16", 20, 3, True))
+
+
 STEPS = (
     Step("gpu tests", "tests", execute="tests", args={"limit": 120, "jobs": 4},
          reads=("gpu-tests.json",),
@@ -231,6 +275,9 @@ STEPS = (
                ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
                             " difference is a GPU's"),
                ("no_cuda", "no usable GPU: {why_cuda}"))),
+    # PyTorch, as a user would train the same model: the speed and memory
+    # pipebench's kernels are measured against.
+    torch_peer_step(),
     Step("nccl pipe", "results", what="{nccl_p} ranks on {nccl_p} GPUs: ",
          runs=(Run("nccl", mpirun("{nccl_p}") + (
              "{pb}", "run", "--backend", "cuda", "--transport", "nccl",
@@ -270,6 +317,7 @@ class Context:
     budget: float
     start: float = dataclasses.field(default_factory=time.monotonic)
     env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
+    start_env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
     build: Path | None = None
     backend: str = "cuda"
     model: str = "gpt-tiny"
@@ -323,6 +371,8 @@ class Context:
             "why_backend": self.why_not("backends", self.backend),
             "why_cuda": self.why_not("backends", "cuda"),
             "why_nccl": self.why_not("transports", "nccl"),
+            "python": sys.executable, "torch_peer": str(ROOT / "ci" / "torch_peer.py"),
+            "peer_m": 8,
         }
 
     def profile(self):
@@ -344,6 +394,7 @@ CONDITIONS: dict[str, Callable[[Context], bool]] = {
     "no_gemm_bench": lambda c: not (c.build and os.access(
         c.build / "pipeline" / "exec" / "ppb_gemm_bench", os.X_OK)),
     "no_sweep_results": lambda c: not c.vars()["sweep_dirs"],
+    "no_torch": lambda c: importlib.util.find_spec("torch") is None,
 }
 
 
@@ -400,6 +451,8 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
     then rc is None. `cut` says the budget was the limit that stopped it or
     kept it from starting."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    if stdout:
+        Path(stdout).parent.mkdir(parents=True, exist_ok=True)
     left = ctx.left()
     eff = min(limit, left, deadline - time.monotonic())
     o = Outcome(tag, log, limit=eff)
@@ -451,7 +504,8 @@ def run_commands(ctx, step, variables):
         outcomes.append(run_command(
             ctx, expand(r.tag, v), expand_argv(r.argv, v), r.limit,
             ctx.out / "logs" / (expand(r.tag, v) + ".txt"),
-            stdout=ctx.out / expand(r.stdout, v) if r.stdout else None))
+            stdout=ctx.out / expand(r.stdout, v) if r.stdout else None,
+            env=ctx.start_env if r.outside else None))
     return outcomes
 
 
@@ -893,6 +947,76 @@ def judge_peer(ctx, step, reads, outcomes):
                    + "; %d wrong" % wrong, values)
 
 
+def peer_figures(case, doc):
+    """One case of the torch peer step, short: the ratio the pass rule reads
+    first, then the figures it comes from."""
+    pb, pt, r = doc["pipebench"], doc["pytorch"], doc["ratios"]
+    if doc.get("graph"):
+        return "%s %s per micro-batch %.2fx PyTorch's CUDA-graph replay (%.2f vs %.2f ms;" \
+               " eager %.2f ms)" % (doc["model"]["name"], doc["model"]["dtype"],
+                                   r["per_microbatch_over_graph"],
+                                   pb["per_microbatch_seconds"] * 1e3,
+                                   doc["graph"]["per_microbatch_seconds"] * 1e3,
+                                   pt["per_microbatch_seconds"] * 1e3)
+    return "%s %.2fx samples/s (%.1f vs %.1f), peak %s vs %s" % (
+        case, r["samples_per_second"], pb["samples_per_second"], pt["samples_per_second"],
+        torch_peer.gib(pb["peak_device_bytes"]), torch_peer.gib(pt["peak_allocated_bytes"]))
+
+
+def peer_verdict(docs, min_ratio, max_over_graph):
+    """The torch peer rule over {case: pipebench.torch-peer/1 document}:
+    without a graph, samples/s at least min_ratio of PyTorch's and a device
+    peak no higher than PyTorch's max_memory_allocated; with one, the time
+    per micro-batch at most max_over_graph of the graph replay's. SKIP when
+    every document is skipped (their reason)."""
+    skipped = [d for d in docs.values() if d["status"] != "ok"]
+    if skipped and len(skipped) == len(docs):
+        return Verdict("SKIP", skipped[0]["reason"])
+    parts, short, values = [], [], {}
+    for case, d in docs.items():
+        if d["status"] != "ok":
+            parts.append("%s skipped (%s)" % (case, d["reason"]))
+            short.append(case + " skipped")
+            continue
+        r = d["ratios"]
+        values[case] = {"ratios": r, "pipebench": d["pipebench"], "pytorch": d["pytorch"],
+                        "graph": d["graph"], "torch": d["torch"]}
+        if d["graph"] and "error" in d["graph"]:
+            parts.append("%s: PyTorch's step not captured in a CUDA graph (%s)" % (
+                case, d["graph"]["error"]))
+            short.append(case + " no graph replay")
+            continue
+        parts.append(peer_figures(case, d))
+        if d["graph"]:
+            if r["per_microbatch_over_graph"] > max_over_graph:
+                short.append("%s %.2fx > %gx the graph replay" % (
+                    case, r["per_microbatch_over_graph"], max_over_graph))
+        else:
+            if r["samples_per_second"] < min_ratio:
+                short.append("%s %.2fx < %gx samples/s" % (case, r["samples_per_second"], min_ratio))
+            if r["peak_memory"] is None or r["peak_memory"] > 1.0:
+                short.append("%s peak %s" % (case, "unmeasured" if r["peak_memory"] is None
+                                             else "%.2fx PyTorch's" % r["peak_memory"]))
+    values["below"] = short
+    status = "FAIL" if short else "PASS"
+    return Verdict(status, "; ".join(parts) + ("; BELOW: " + ", ".join(short) if short else ""),
+                   values)
+
+
+def judge_torch_peer(ctx, step, reads, outcomes):
+    bad = [o for o in outcomes if o.rc not in (0, torch_peer.EXIT_SKIPPED)]
+    if bad:
+        return Verdict("FAIL", "; ".join("%s: exit %s (%s)" % (o.tag, o.rc, first_error(
+            o.log, r"error|torch_peer:|Traceback")) for o in bad[:2]))
+    docs = {}
+    for path in reads:
+        d = read_json(path)
+        if not d or d.get("schema") != torch_peer.SCHEMA:
+            return Verdict("FAIL", f"{path.name}: no {torch_peer.SCHEMA} document")
+        docs[path.stem] = d
+    return peer_verdict(docs, step.args["min_ratio"], step.args["max_over_graph"])
+
+
 def judge_sanitizer(ctx, step, reads, outcomes):
     # compute-sanitizer writes no result file: its exit status is the verdict
     # (9 for errors found), its printed summary the figures.
@@ -909,7 +1033,7 @@ def judge_sanitizer(ctx, step, reads, outcomes):
 
 JUDGES = {"results": judge_results, "tests": judge_tests, "memory": judge_memory,
           "gemm": judge_gemm, "cupti_cost": judge_cupti_cost, "p2p": judge_p2p,
-          "peer": judge_peer, "sanitizer": judge_sanitizer}
+          "peer": judge_peer, "torch_peer": judge_torch_peer, "sanitizer": judge_sanitizer}
 
 
 # --- the summary ------------------------------------------------------------------------

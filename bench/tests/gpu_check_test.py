@@ -4,7 +4,7 @@ whole (every judge, executor, condition and template variable exists), the
 budget cuts and never passes a step, the summary's result and exit status,
 ctest's test properties captured and placed again, the pass rules on real
 H200 result files (reports/tests/data/h200) and on pipebench.gemm/1,
-p2p-device/1 and plan --validate documents.
+p2p-device/1, torch-peer/1 and plan --validate documents.
 
 usage: python3 -m unittest gpu_check_test   (from bench/tests), or run it.
 """
@@ -17,11 +17,13 @@ import sys
 import tempfile
 import time
 import unittest
+from unittest import mock
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 import gpu_check as gc  # noqa: E402
+import torch_peer as tp  # noqa: E402
 
 
 def context(tmp, budget=1000.0, **kw):
@@ -121,6 +123,18 @@ class Budget(unittest.TestCase):
         r = gc.run_step(ctx, step)
         self.assertEqual((r.status, r.figures), ("FAIL", "x: exit 3 (an error here)"))
         self.assertEqual(r.logs, ["logs/x.txt"])
+
+    def test_an_outside_command_runs_in_the_environment_the_check_started_with(self):
+        ctx = context(self.tmp)
+        ctx.start_env = dict(ctx.env, PPB_WHERE="start")
+        ctx.env["PPB_WHERE"] = "set up"
+        echo = ("sh", "-c", "echo $PPB_WHERE")
+        step = gc.Step("x", "p2p", runs=(gc.Run("a", echo, limit=10, stdout="a.txt"),
+                                         gc.Run("b", echo, limit=10, stdout="sub/b.txt",
+                                                outside=True)))
+        gc.run_commands(ctx, step, ctx.vars())
+        self.assertEqual((Path(self.tmp) / "a.txt").read_text(), "set up\n")
+        self.assertEqual((Path(self.tmp) / "sub" / "b.txt").read_text(), "start\n")
 
 
 class Summary(unittest.TestCase):
@@ -316,6 +330,86 @@ class PassRules(unittest.TestCase):
             doc["mean_abs_error"]["peak_memory_bytes"] = row["error"]["peak_memory_bytes"] = 0.01
             v = gc.judge_memory(None, step, [self.write(tmp, "m.json", doc)], [])
             self.assertEqual(v.status, "PASS", v.figures)
+
+
+class TorchPeer(unittest.TestCase):
+    """The torch peer step's rule over pipebench.torch-peer/1 documents made
+    by ci/torch_peer.py's own writer (today's H200 figures: the kernels are
+    below PyTorch's, and the step must say so)."""
+
+    def doc(self, model, dtype, pb_sps, pt_sps, pb_peak, pt_peak, graph_mb=None):
+        s = tp.Shapes(model, 12, 768, 12, 1024, 50257, 4, 4, dtype, 8, 2, 6, 1)
+        pb = {"samples_per_second": pb_sps, "per_microbatch_seconds": 32 / pb_sps / 8,
+              "peak_device_bytes": pb_peak}
+        eager = dict(tp.timing([32 / pt_sps], s), peak_allocated_bytes=pt_peak)
+        graph = tp.timing([8 * graph_mb], s) if graph_mb else None
+        return tp.document("r.json", s, "sdpa", pb, eager, graph)
+
+    def docs(self, bf16_sps=70.2, fp32_sps=28.7, tiny_mb=4.5e-3, peak=4.25):
+        return {"bf16": self.doc("gpt-small", "bf16", bf16_sps, 180.0, int(peak * 2**30),
+                                 int(5.1 * 2**30)),
+                "fp32": self.doc("gpt-small", "fp32", fp32_sps, 47.9, 2**30, 2 * 2**30),
+                "tiny": self.doc("gpt-tiny", "bf16", 32 / 8 / tiny_mb, 32 / 8 / 12.3e-3, 1, 1,
+                                 graph_mb=1.52e-3)}
+
+    def test_todays_figures_fail_showing_each_ratio(self):
+        v = gc.peer_verdict(self.docs(), 1.0, 1.3)
+        self.assertEqual(v.status, "FAIL")
+        self.assertIn("bf16 0.39x samples/s (70.2 vs 180.0), peak 4.25 GiB vs 5.10 GiB", v.figures)
+        self.assertIn("fp32 0.60x samples/s (28.7 vs 47.9)", v.figures)
+        self.assertIn("gpt-tiny bf16 per micro-batch 2.96x PyTorch's CUDA-graph replay"
+                      " (4.50 vs 1.52 ms; eager 12.30 ms)", v.figures)
+        self.assertEqual(v.values["below"], ["bf16 0.39x < 1x samples/s",
+                                             "fp32 0.60x < 1x samples/s",
+                                             "tiny 2.96x > 1.3x the graph replay"])
+
+    def test_at_the_peers_speed_and_memory_it_passes_and_not_one_byte_above(self):
+        v = gc.peer_verdict(self.docs(bf16_sps=180.0, fp32_sps=47.9, tiny_mb=1.3 * 1.52e-3,
+                                      peak=5.1), 1.0, 1.3)
+        self.assertEqual(v.status, "PASS", v.figures)
+        docs = self.docs(bf16_sps=181.0, fp32_sps=50.0, tiny_mb=1.5e-3)
+        docs["bf16"]["ratios"]["peak_memory"] = 1.0001
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's"])
+        docs["tiny"]["graph"] = {"error": "operation not permitted when stream is capturing"}
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's", "tiny no graph replay"])
+        self.assertIn("tiny: PyTorch's step not captured in a CUDA graph (operation not"
+                      " permitted when stream is capturing)", v.figures)
+
+    def test_skipped_documents_skip_and_a_missing_one_fails(self):
+        docs = self.docs()
+        for d in docs.values():
+            d.update(status="skipped", reason="torch 2.11 sees no CUDA device")
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual((v.status, v.figures), ("SKIP", "torch 2.11 sees no CUDA device"))
+        step = next(s for s in gc.STEPS if s.name == "torch peer")
+        with tempfile.TemporaryDirectory() as tmp:
+            reads = [Path(tmp) / r.split("/")[-1] for r in step.reads]
+            for r, d in zip(reads, self.docs().values()):
+                r.write_text(json.dumps(d))
+            self.assertEqual(gc.judge_torch_peer(None, step, reads, []).status, "FAIL")
+            reads[0].unlink()
+            v = gc.judge_torch_peer(None, step, reads, [])
+            self.assertEqual((v.status, v.figures),
+                             ("FAIL", "bf16.json: no pipebench.torch-peer/1 document"))
+            log = Path(tmp) / "log.txt"
+            log.write_text("+ python3 ci/torch_peer.py\ntorch_peer: no preset 'x' in the list\n")
+            v = gc.judge_torch_peer(None, step, reads, [gc.Outcome("torch-peer-bf16", log, rc=2)])
+            self.assertEqual(v.figures, "torch-peer-bf16: exit 2 (torch_peer: no preset 'x' in"
+                                        " the list)")
+
+    def test_it_skips_without_a_gpu_or_without_torch(self):
+        step = next(s for s in gc.STEPS if s.name == "torch peer")
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = context(tmp, backend="cpu")
+            self.assertEqual(gc.run_step(ctx, step).figures, "the rehearsal has no GPU for PyTorch")
+            ctx.backend = "cuda"
+            ctx.listing["backends"][0]["available"] = True
+            with mock.patch.object(gc.importlib.util, "find_spec", return_value=None):
+                r = gc.run_step(ctx, step)
+            self.assertEqual((r.status, r.figures),
+                             ("SKIP", "no torch in %s: PyTorch is the peer" % sys.executable))
 
 
 if __name__ == "__main__":

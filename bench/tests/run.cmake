@@ -426,6 +426,12 @@ set_tests_properties(gpu_check_rehearsal PROPERTIES LABELS mpi TIMEOUT 300
 # and pass rules; bench/tests/gpu_check_test.py): about 2 s.
 add_test(NAME gpu_check_unit COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_test.py)
 set_tests_properties(gpu_check_unit PROPERTIES LABELS unit TIMEOUT 60)
+# ci/torch_peer.py's logic without PyTorch (bench/tests/torch_peer_test.py):
+# a result read into the shapes PyTorch must run, with this build's model
+# presets; the runs it refuses; the ratios and summary; no torch: about 2 s.
+add_test(NAME torch_peer_unit
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/torch_peer_test.py $<TARGET_FILE:pipebench>)
+set_tests_properties(torch_peer_unit PROPERTIES LABELS unit TIMEOUT 60)
 
 # On a GPU (label gpu): a 2-rank pipeline of every flush schedule x partition
 # with --check against the cpu reference, fp32 and bf16 (the ranks share the
