@@ -17,7 +17,8 @@
 // Unit::fwd_flops and the like), bytes (its memory traffic as the roofline
 // estimates it, unit_traffic_bytes), and FLOPs/s and bytes/s over the mean
 // event time. Exit 2 with one line on a bad --model or without a usable
-// device.
+// device; a row the device cannot run (out of memory) says why on its line
+// (Google Benchmark's error_occurred / error_message in JSON).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
 
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -132,7 +134,7 @@ struct Row {
 // One iteration: F, I and W of micro-batch 0 (the chunk's ledger wants all
 // three before the micro-batch runs again), events between them; the row's
 // pass is the time between its two events.
-void run_unit_pass(benchmark::State& state, const Row& row) {
+void time_unit_pass(benchmark::State& state, const Row& row) {
   Device& d = *g_device;
   const std::vector<ppb::Unit> units = ppb::expand_units(row.spec);
   const ppb::Unit& u = units[static_cast<size_t>(row.unit)];
@@ -180,6 +182,16 @@ void run_unit_pass(benchmark::State& state, const Row& row) {
   state.counters["bytes"] = bytes[p];
   state.counters["FLOPs/s"] = mean > 0 ? flops[p] / mean : 0.0;
   state.counters["bytes/s"] = mean > 0 ? bytes[p] / mean : 0.0;
+}
+
+// A row that cannot run (the device out of memory for the unit) reports
+// why on its line and the others go on.
+void run_unit_pass(benchmark::State& state, const Row& row) {
+  try {
+    time_unit_pass(state, row);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
 }
 
 bool has_pass(const ppb::ModelSpec& spec, ppb::UnitKind kind, Pass pass) {
