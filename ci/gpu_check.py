@@ -216,8 +216,8 @@ STEPS = (
     Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
          runs=tuple(Run("unit-bench-%s" % d, (
              "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
-             "--benchmark_min_time=0.1", "--benchmark_out={out}/unit-bench-%s.json" % d,
-             "--benchmark_out_format=json"), limit=120) for d in ("bf16", "fp32")),
+             "--benchmark_min_time=0.05", "--benchmark_out={out}/unit-bench-%s.json" % d,
+             "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
          reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
          skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
                ("emulated", "ctest -L emulated runs it on a small model (emulated_cuda_unit_bench)"),
