@@ -187,15 +187,13 @@ void time_unit_pass(benchmark::State& state, const Row& row) {
     g_fixture.reset();  // its memory back first
     g_fixture = std::make_unique<UnitFixture>(row, units);
   }
-  Device& d = *g_device;
-  const auto step = [&](const Events* ev) { g_fixture->step(ev); };
-  step(nullptr);  // warm-up: cuBLAS's first calls, the pool's first allocations
-  PPB_CUDA_CHECK(cudaStreamSynchronize(d.stream()));
+  g_fixture->step(nullptr);  // warm-up: cuBLAS's first calls, the pool's first allocations
+  PPB_CUDA_CHECK(cudaStreamSynchronize(g_device->stream()));
   const Events ev;
   const auto p = static_cast<size_t>(row.pass);
   double seconds = 0;
   for (auto _ : state) {
-    step(&ev);
+    g_fixture->step(&ev);
     PPB_CUDA_CHECK(cudaEventSynchronize(ev[kPasses.size()]));
     float ms = 0;
     PPB_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[p], ev[p + 1]));
