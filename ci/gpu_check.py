@@ -255,6 +255,18 @@ STEPS = (
          skip=((NO_DEVICE, "the rehearsal has no GPU for cuBLAS"),
                ("emulated", "cublasLt is not emulated"),
                ("no_gemm_bench", "ppb_gemm_bench is not in this build (built without CUDA)"))),
+    # Each unit kind's forward, input and weight backward on the device
+    # (ppb_cuda_unit_bench, CUDA events): figures for reading, no threshold.
+    Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
+         runs=tuple(Run("unit-bench-%s" % d, (
+             "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
+             "--benchmark_min_time=0.05", "--benchmark_out={out}/unit-bench-%s.json" % d,
+             "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
+         reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
+               ("emulated", "ctest -L emulated runs it on a small model (emulated_cuda_unit_bench)"),
+               ("no_unit_bench", "ppb_cuda_unit_bench is not in this build (built without CUDA)"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # What CUPTI costs: the same run alternately without and with it, twice;
     # gpt-tiny is launch-bound (CUPTI's cost per kernel shows), the bubble
     # model's kernels outlast their launches. On the emulator the ratio is
@@ -362,6 +374,8 @@ class Context:
             "schedules": self.schedules, "profile": self.profile(),
             "gemm_bench": str(self.build / "pipeline" / "exec" / "ppb_gemm_bench")
             if self.build else "ppb_gemm_bench",
+            "unit_bench": str(self.build / "bench" / "ppb_cuda_unit_bench")
+            if self.build else "ppb_cuda_unit_bench",
             "sweep_dirs": sweeps,
             # The emulator's device copies are CPU copies through staging: up
             # to 4 MiB proves the path, larger ones only the host's load.
@@ -393,6 +407,8 @@ CONDITIONS: dict[str, Callable[[Context], bool]] = {
     "no_sanitizer": lambda c: shutil.which("compute-sanitizer", path=c.env.get("PATH")) is None,
     "no_gemm_bench": lambda c: not (c.build and os.access(
         c.build / "pipeline" / "exec" / "ppb_gemm_bench", os.X_OK)),
+    "no_unit_bench": lambda c: not (c.build and os.access(
+        c.build / "bench" / "ppb_cuda_unit_bench", os.X_OK)),
     "no_sweep_results": lambda c: not c.vars()["sweep_dirs"],
     "no_torch": lambda c: importlib.util.find_spec("torch") is None,
 }
@@ -876,6 +892,35 @@ def judge_gemm(ctx, step, reads, outcomes):
     return Verdict("PASS", "; ".join(parts), values)
 
 
+def judge_unit_bench(ctx, step, reads, outcomes):
+    """Passes when every file holds rows and none failed; the figures: per
+    dtype the rows and one transformer layer's F, I and W (the sums over
+    ln1 .. fc2) in microseconds."""
+    parts, values = [], {}
+    for path in reads:
+        d = read_json(path)
+        rows = (d or {}).get("benchmarks") or []
+        if not rows:
+            return Verdict("FAIL", f"{path.name}: no Google Benchmark rows")
+        failed = [r for r in rows if r.get("error_occurred")]
+        if failed:
+            return Verdict("FAIL", "%s: %s: %s" % (path.name, failed[0].get("name"),
+                                                   failed[0].get("error_message")))
+        dtype = path.stem.removeprefix("unit-bench-")
+        us = {r["run_name"].removesuffix("/manual_time"):
+              r["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[r["time_unit"]]
+              for r in rows}
+        layer = {p: sum(t for n, t in us.items() if n.endswith("/" + p) and n.split("/")[1]
+                        in LAYER_KINDS) for p in "FIW"}
+        values[dtype] = {"rows": len(rows), "layer_us": layer, "us": us}
+        parts.append("%s: %d rows, a layer F %.1f us, I %.1f us, W %.1f us" % (
+            dtype, len(rows), layer["F"], layer["I"], layer["W"]))
+    return Verdict("PASS", "; ".join(parts), values)
+
+
+LAYER_KINDS = ("ln1", "qkv", "attention", "attn_out", "ln2", "fc1_gelu", "fc2")
+
+
 def median_step(folder):
     ok = [r for r in read_results(folder) if r.get("status") == "ok"]
     return ok[0]["metrics"]["step_time_seconds"]["median"] if ok else None
@@ -1033,7 +1078,8 @@ def judge_sanitizer(ctx, step, reads, outcomes):
 
 JUDGES = {"results": judge_results, "tests": judge_tests, "memory": judge_memory,
           "gemm": judge_gemm, "cupti_cost": judge_cupti_cost, "p2p": judge_p2p,
-          "peer": judge_peer, "torch_peer": judge_torch_peer, "sanitizer": judge_sanitizer}
+          "peer": judge_peer, "torch_peer": judge_torch_peer, "sanitizer": judge_sanitizer,
+          "unit_bench": judge_unit_bench}
 
 
 # --- the summary ------------------------------------------------------------------------

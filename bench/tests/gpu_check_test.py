@@ -301,6 +301,26 @@ class PassRules(unittest.TestCase):
             reads[1].write_text("{}")
             self.assertEqual(gc.judge_gemm(None, None, reads, []).status, "FAIL")
 
+    def test_unit_bench_sums_a_layer_per_pass(self):
+        def row(name, t, unit="us", error=""):
+            r = {"name": name + "/manual_time", "run_name": name + "/manual_time",
+                 "real_time": t, "time_unit": unit}
+            return dict(r, error_occurred=True, error_message=error) if error else r
+        with tempfile.TemporaryDirectory() as tmp:
+            reads = [self.write(tmp, "unit-bench-%s.json" % d, {"benchmarks": [
+                row(d + "/qkv/F", 10.0), row(d + "/fc2/F", 0.005, "ms"), row(d + "/fc2/W", 7.0),
+                row(d + "/head/F", 100.0), row(d + "/ln1/I", 2000.0, "ns")]})
+                for d in ("bf16", "fp32")]
+            v = gc.judge_unit_bench(None, None, reads, [])
+            self.assertEqual(v.status, "PASS")
+            self.assertEqual(v.figures, "bf16: 5 rows, a layer F 15.0 us, I 2.0 us, W 7.0 us; "
+                             "fp32: 5 rows, a layer F 15.0 us, I 2.0 us, W 7.0 us")
+            reads[1].write_text(json.dumps({"benchmarks": [row("fp32/qkv/F", 0, error="oom")]}))
+            self.assertEqual(gc.judge_unit_bench(None, None, reads, []).figures,
+                             "unit-bench-fp32.json: fp32/qkv/F/manual_time: oom")
+            reads[1].write_text("{}")
+            self.assertEqual(gc.judge_unit_bench(None, None, reads, []).status, "FAIL")
+
     def p2p(self, algbw, wrong=0):
         return {"schema": "pipebench.p2p-device/1", "wrong": wrong, "transports": [
             {"transport": "mpi", "path": "staged", "baseline": "raw MPI (staged)", "skipped": "",

@@ -155,6 +155,13 @@ void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost
 
 }  // namespace
 
+PassBytes unit_traffic_bytes(const Unit& u) {
+  const auto param = static_cast<double>(u.param_bytes);
+  const auto act = static_cast<double>(u.activation_bytes);
+  const auto boundary = static_cast<double>(u.boundary_bytes);
+  return {param + act + boundary, param + act + 2 * boundary, 2 * param + act + boundary};
+}
+
 LinkModel DeviceSpec::link() const {
   LinkModel l;
   l.latency = link_latency;
@@ -232,14 +239,11 @@ std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpe
   out.reserve(units.size());
   size_t matched = 0;
   for (const Unit& u : units) {
-    const auto param = static_cast<double>(u.param_bytes);
-    const auto act = static_cast<double>(u.activation_bytes);
-    const auto boundary = static_cast<double>(u.boundary_bytes);
-    UnitTime t{pass_time(u.fwd_flops, u.fwd_elementwise_flops, param + act + boundary, device),
-               pass_time(u.bwd_input_flops, u.bwd_input_elementwise_flops,
-                         param + act + 2 * boundary, device),
-               pass_time(u.bwd_weight_flops, u.bwd_weight_elementwise_flops,
-                         2 * param + act + boundary, device)};
+    const PassBytes traffic = unit_traffic_bytes(u);
+    UnitTime t{
+        pass_time(u.fwd_flops, u.fwd_elementwise_flops, traffic.fwd, device),
+        pass_time(u.bwd_input_flops, u.bwd_input_elementwise_flops, traffic.bwd_input, device),
+        pass_time(u.bwd_weight_flops, u.bwd_weight_elementwise_flops, traffic.bwd_weight, device)};
     if (cal != nullptr) {
       if (auto it = cal->unit_seconds.find(u.name); it != cal->unit_seconds.end()) {
         t = it->second;

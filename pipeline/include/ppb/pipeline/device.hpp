@@ -93,16 +93,25 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
 /// through parse_calibration). For tools that measure unit times.
 std::string calibration_to_json(const Calibration& cal);
 
+/// Memory traffic of one unit's passes, in bytes (an estimate, documented in
+/// device.cpp), as the roofline of unit_times reads it:
+///   fwd        = param + activation + boundary bytes
+///   bwd_input  = param + activation + 2 * boundary bytes
+///   bwd_weight = 2 * param + activation + boundary bytes
+struct PassBytes {
+  double fwd = 0;
+  double bwd_input = 0;
+  double bwd_weight = 0;
+};
+PassBytes unit_traffic_bytes(const Unit& u);
+
 /// Roofline time of every unit: per pass,
 ///   max(gemm / (peak_flops * efficiency) + elementwise / vector_flops,
 ///       traffic / mem_bandwidth) + kernel_overhead_s
 /// (gemm = the pass's FLOPs minus its *_elementwise_flops; with vector_flops
 /// 0 this is max(flops / (peak_flops * efficiency), traffic / mem_bandwidth)),
 /// and 0 for a pass with no FLOPs (e.g. attention's bwd_weight, embedding's
-/// bwd_input). Memory traffic per pass (an estimate, documented in device.cpp):
-///   fwd        = param + activation + boundary bytes
-///   bwd_input  = param + activation + 2 * boundary bytes
-///   bwd_weight = 2 * param + activation + boundary bytes
+/// bwd_input); traffic = unit_traffic_bytes.
 /// With `cal`, measured unit times replace the roofline, kind factors scale it.
 /// Throws UsageError when cal->device differs from device.name or cal names a
 /// unit the model does not have.
