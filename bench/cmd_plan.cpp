@@ -221,12 +221,14 @@ boost::json::object validation_row_json(const reports::ValidationRow& r) {
       {"calibrated_on", r.calibrated_on},
       {"measurements", r.measurements},
       {"predicted",
-       {{"samples_per_second", r.predicted_samples_per_second},
+       {{"samples_per_second", number_or_null(r.predicted_samples_per_second)},
         {"peak_memory_bytes", r.predicted_peak_bytes}}},
       {"measured",
        {{"samples_per_second", r.measured_samples_per_second},
         {"peak_memory_bytes", r.measured_peak_bytes}}},
-      {"error", {{"samples_per_second", r.samples_error}, {"peak_memory_bytes", r.memory_error}}}};
+      {"error",
+       {{"samples_per_second", number_or_null(r.samples_error)},
+        {"peak_memory_bytes", r.memory_error}}}};
 }
 
 void print_validation(const reports::Validation& v, const std::string& format) {

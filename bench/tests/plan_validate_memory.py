@@ -23,17 +23,19 @@ def judge(doc, max_mean, max_one):
     combination in doc["combinations"]."""
     rows = doc["combinations"]
     lines, failures = [], []
+    def pct(x, fmt):  # samples/s is null where the planner refused it
+        return "n/a" if x is None else format(100 * x, fmt) + "%"
     for r in rows:
         e = r["error"]["peak_memory_bytes"]
         lines.append(f"{r['source']}: memory {100 * e:+.2f}% (predicted"
                      f" {r['predicted']['peak_memory_bytes']}, measured"
                      f" {r['measured']['peak_memory_bytes']}), samples/s"
-                     f" {100 * r['error']['samples_per_second']:+.1f}%")
+                     f" {pct(r['error']['samples_per_second'], '+.1f')}")
         if abs(e) > max_one:
             failures.append(f"{r['source']}: memory error {100 * e:+.2f}% beyond {100 * max_one:.1f}%")
     mean = doc["mean_abs_error"]["peak_memory_bytes"]
     lines.append(f"{len(rows)} combinations: mean absolute memory error {100 * mean:.2f}%"
-                 f" (samples/s {100 * doc['mean_abs_error']['samples_per_second']:.1f}%)")
+                 f" (samples/s {pct(doc['mean_abs_error']['samples_per_second'], '.1f')})")
     if mean > max_mean:
         failures.append(f"mean memory error {100 * mean:.2f}% beyond {100 * max_mean:.1f}%")
     return lines, failures

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -176,8 +177,11 @@ int ranks_sharing_a_gpu(const ResultEntry& e) {
 
 std::string setup_of(const ResultEntry& e) {
   const ResultConfig& c = e.result.config;
+  // Runs that shared a GPU calibrate only one another: their action times
+  // include the turns their stages took on it.
+  const int shared = ranks_sharing_a_gpu(e);
   return e.machine + " | " + c.backend + " | " + roofline_device(e.result) + " | " + c.model +
-         " | " + c.dtype;
+         " | " + c.dtype + (shared > 1 ? " | " + std::to_string(shared) + " ranks per GPU" : "");
 }
 
 }  // namespace
@@ -413,6 +417,12 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
     row.measured_peak_bytes = std::max(row.measured_peak_bytes, b);
   row.samples_error = (row.predicted_samples_per_second - row.measured_samples_per_second) /
                       row.measured_samples_per_second;
+  if (ranks_sharing_a_gpu(e) > 1) {
+    // Its peak is one process's, as the memory model predicts; its speed
+    // is not one device per stage's (shared_gpu_refusal).
+    row.predicted_samples_per_second = std::numeric_limits<double>::quiet_NaN();
+    row.samples_error = std::numeric_limits<double>::quiet_NaN();
+  }
   row.memory_error = row.measured_peak_bytes > 0
                          ? static_cast<double>(row.predicted_peak_bytes - row.measured_peak_bytes) /
                                static_cast<double>(row.measured_peak_bytes)
@@ -513,10 +523,6 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
   std::vector<std::string> order;
   std::map<int, int> shared;  // ranks per GPU -> results refused
   for (const ResultEntry& e : results) {
-    if (ranks_sharing_a_gpu(e) > 1) {
-      ++shared[ranks_sharing_a_gpu(e)];
-      continue;
-    }
     std::string why = unusable(e);
     if (why.empty()) {
       try {
@@ -564,16 +570,25 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
       }
       v.rows.push_back(predict(*held_out, fit_calibration(others)));
       v.rows.back().measurements = measurements[held_out->source];
+      if (ranks_sharing_a_gpu(*held_out) > 1)
+        shared[ranks_sharing_a_gpu(*held_out)] += v.rows.back().measurements;
     }
   }
   for (const auto& [per_gpu, n] : shared) {
-    v.refused.push_back(std::to_string(n) + (n == 1 ? " result" : " results") +
-                        " not predicted: " + shared_gpu_refusal(per_gpu));
+    v.refused.push_back(
+        std::to_string(n) + (n == 1 ? " result" : " results") +
+        ": samples/s not predicted (peak memory is): " + shared_gpu_refusal(per_gpu));
   }
+  int timed = 0;  // rows whose samples/s were predicted
   for (const ValidationRow& r : v.rows) {
-    v.mean_abs_samples_error += std::fabs(r.samples_error) / static_cast<double>(v.rows.size());
+    if (std::isfinite(r.samples_error)) {
+      v.mean_abs_samples_error += std::fabs(r.samples_error);
+      ++timed;
+    }
     v.mean_abs_memory_error += std::fabs(r.memory_error) / static_cast<double>(v.rows.size());
   }
+  v.mean_abs_samples_error =
+      timed > 0 ? v.mean_abs_samples_error / timed : std::numeric_limits<double>::quiet_NaN();
   return v;
 }
 
