@@ -34,7 +34,7 @@ PPB_RESULTS=$tmp/nights/n2 suite n2 0 --baseline "$tmp/nights/n1"
 PPB_RESULTS=$tmp/fast PPB_PLANT_TIMED=1:0.85 \
   suite fast 0 --baseline "$tmp/nights/n1" --baseline "$tmp/nights/n2"
 check fast "the two improved timed combinations were not measured again" \
-  grep -q "^suite: confirming: [0-9]* cpu, 2 timed " "$tmp/fast.log"
+  grep -qE "^suite: confirming: [0-9]+ cpu, 2 timed[ ,]" "$tmp/fast.log"
 n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
 ((n == 2)) || fail "fast: $n results in timed/rerun/, want 2"
 for s in 1f1b gpipe; do
