@@ -53,6 +53,7 @@
 #include "ppb/exec/executor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <span>
@@ -106,21 +107,32 @@ struct Executor::Impl {
     }
     barrier([] {});
   }
-  // The barrier that starts a step.
-  void start_barrier() {
-    if (start == MPI_COMM_NULL) {
-      barrier();
-      return;
+  // The barrier that starts a step: a dissemination barrier (round k: an
+  // empty message to rank + 2^k, one from rank - 2^k), so that a rank that
+  // waits knows for whom and the watchdog can name the rank that did not
+  // arrive, which a collective barrier cannot say.
+  void start_barrier(Watchdog* watchdog) {
+    const MPI_Comm comm = start != MPI_COMM_NULL ? start : control;
+    int n = 0;
+    int me = 0;
+    PPB_MPI_CHECK(MPI_Comm_size(comm, &n));
+    PPB_MPI_CHECK(MPI_Comm_rank(comm, &me));
+    constexpr int kStartTag = 0x5057;  // the only point-to-point messages on these communicators
+    for (int k = 1, round = 0; k < n; k <<= 1, ++round) {
+      const int to = (me + k) % n;
+      const int from = (me - k + n) % n;
+      std::array<MPI_Request, 2> r = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      PPB_MPI_CHECK(MPI_Irecv(nullptr, 0, MPI_BYTE, from, kStartTag, comm, &r[1]));
+      PPB_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_BYTE, to, kStartTag, comm, &r[0]));
+      if (watchdog != nullptr) watchdog->start_wait(from, round);
+      poll_until(
+          [&] {
+            int done = 0;
+            PPB_MPI_CHECK(MPI_Testall(2, r.data(), &done, MPI_STATUSES_IGNORE));
+            return done != 0;
+          },
+          options.wait);
     }
-    MPI_Request r = MPI_REQUEST_NULL;
-    PPB_MPI_CHECK(MPI_Ibarrier(start, &r));
-    poll_until(
-        [&] {
-          int done = 0;
-          PPB_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-          return done != 0;
-        },
-        options.wait);
   }
 };
 
@@ -711,7 +723,7 @@ StepRecord Executor::run_step(const Schedule& schedule) {
     Step step(*this, schedule, plan, rec);
     if (watchdog_) watchdog_->step_begin(steps_, now_seconds());
     if (hooks != nullptr) hooks->step_begin(steps_);
-    impl_->start_barrier();
+    impl_->start_barrier(watchdog_.get());
     step.run();
   }
   if (watchdog_) watchdog_->step_end();

@@ -60,6 +60,7 @@ RankNames rank_names(MPI_Comm comm, MPI_Comm job) {
       n.peers.push_back("rank " + std::to_string(w) +
                         (w != s ? " (stage " + std::to_string(s) + ")" : ""));
     }
+    n.step_peers = n.peers;
     return n;
   }
   // Replicas: a stage's ranks in ascending MPI rank are its replicas 0..D-1
@@ -81,6 +82,10 @@ RankNames rank_names(MPI_Comm comm, MPI_Comm job) {
   };
   n.self = name(me, stage);
   for (int s = 0; s < stages; ++s) n.peers.push_back(name(pipe[static_cast<size_t>(s)], s));
+  for (int i = 0; i < all; ++i) {
+    n.step_peers.push_back(
+        name(job_world[static_cast<size_t>(i)], stage_of[static_cast<size_t>(i)]));
+  }
   for (const int w : by_stage[static_cast<size_t>(stage)]) {
     if (w != me) n.replicas += (n.replicas.empty() ? "" : ", ") + name(w, stage);
   }
@@ -99,7 +104,13 @@ void Watchdog::loop() {
     // waiting for a message from a stopped peer (and naming it) reports
     // before a replica that waits only because its partner waits.
     const bool waiting = doing_ != Doing::kCompute && doing_ != Doing::kOptimizer;
-    const double grace = std::max(0.5, 0.1 * timeout_) * (doing_ == Doing::kAllReduce ? 2 : 1);
+    // In the barrier that starts a step, a later round of its exchange
+    // waits on ranks that may themselves wait: the rank that waits in
+    // round 0 on the one that did not arrive reports first.
+    const double grace =
+        std::max(0.5, 0.1 * timeout_) * (doing_ == Doing::kAllReduce      ? 2
+                                         : doing_ == Doing::kStartBarrier ? 1 + round_
+                                                                          : 1);
     if (stuck <= timeout_ + (waiting ? grace : 0.0)) continue;
     std::string where;
     switch (doing_) {
@@ -107,7 +118,14 @@ void Watchdog::loop() {
         where = "between steps";
         break;
       case Doing::kStartBarrier:
-        where = "the barrier that starts the step (a rank did not arrive)";
+        where = peer_ >= 0 && static_cast<size_t>(peer_) < names_.step_peers.size()
+                    ? "the barrier that starts the step (waiting for " +
+                          names_.step_peers[static_cast<size_t>(peer_)] +
+                          (round_ > 0
+                               ? ", which may itself wait, in round " + std::to_string(round_ + 1)
+                               : std::string()) +
+                          ")"
+                    : "the barrier that starts the step (a rank did not arrive)";
         break;
       case Doing::kCompute:
         where = "in " + action_text(action_, chunks_) + " (computing)";

@@ -40,6 +40,9 @@ struct RankNames {
   std::string self;                ///< "rank 3 (stage 1, replica 1)", or "rank 1"
   std::vector<std::string> peers;  ///< by pipeline rank: "rank 2 (stage 1)"
   std::string replicas;            ///< this stage's other replicas: "rank 2 (stage 1, replica 0)"
+  /// By rank of the communicator whose barrier starts a step (the job's
+  /// with replicas, else the pipeline's): "rank 2 (stage 1, replica 0)".
+  std::vector<std::string> step_peers;
 };
 
 /// The names of this rank and its peers: `comm` the pipeline's ranks (the
@@ -70,6 +73,16 @@ class Watchdog {
     step_start_ = start;
     in_step_ = true;
     doing_ = Doing::kStartBarrier;
+    peer_ = -1;
+    round_ = 0;
+  }
+  /// In the barrier that starts the step, round `round` of its exchange:
+  /// waiting for the rank `peer` of the step's communicator (step_peers).
+  void start_wait(int peer, int round) {
+    std::lock_guard lock(mutex_);
+    doing_ = Doing::kStartBarrier;
+    peer_ = peer;
+    round_ = round;
   }
   void step_end() {
     std::lock_guard lock(mutex_);
@@ -101,6 +114,7 @@ class Watchdog {
   Doing doing_ = Doing::kIdle;
   Action action_;
   int peer_ = -1;
+  int round_ = 0;  // kStartBarrier: the round of the start barrier it waits in
   MessageKind kind_ = MessageKind::kActivation;
   std::thread thread_;
 };
