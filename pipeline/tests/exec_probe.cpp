@@ -6,7 +6,11 @@
 //                       action and ends the job with MPI_Abort.
 //   exec_probe throw  : rank 1 throws inside run_or_abort; the job ends with
 //                       a message naming rank 1 and MPI_Abort.
+//   exec_probe stop   : rank 2 stops itself (SIGSTOP) between steps 0 and 1,
+//                       so that the others wait in the barrier that starts
+//                       step 1; the rank that waits on it there names it.
 // Either mode returning normally is a failure (exit 3, no matching line).
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -28,7 +32,8 @@ int main(int argc, char** argv) {
     });
     return 3;
   }
-  if (std::strcmp(mode, "stall") == 0) {
+  const bool stop = std::strcmp(mode, "stop") == 0;
+  if (std::strcmp(mode, "stall") == 0 || stop) {
     ppb::ScheduleParams p;
     p.stages = mpi.size();
     p.microbatches = 4;
@@ -42,12 +47,17 @@ int main(int argc, char** argv) {
     ppb::MpiTransport transport(mpi.comm());
     ppb::ExecutorOptions eo;
     eo.timeout_seconds = 1.0;
-    eo.debug_stall_rank = 1;
-    eo.debug_stall_step = 1;
+    if (!stop) {
+      eo.debug_stall_rank = 1;
+      eo.debug_stall_step = 1;
+    }
     ppb::Executor exec(mpi.comm(), *backend, transport, eo);
-    for (int step = 0; step < 3; ++step) (void)exec.run_step(s);
+    for (int step = 0; step < 3; ++step) {
+      if (stop && step == 1 && mpi.rank() == 2) std::raise(SIGSTOP);
+      (void)exec.run_step(s);
+    }
     return 3;
   }
-  std::fprintf(stderr, "usage: exec_probe stall|throw\n");
+  std::fprintf(stderr, "usage: exec_probe stall|stop|throw\n");
   return 2;
 }

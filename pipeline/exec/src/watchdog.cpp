@@ -104,12 +104,15 @@ void Watchdog::loop() {
     // waiting for a message from a stopped peer (and naming it) reports
     // before a replica that waits only because its partner waits.
     const bool waiting = doing_ != Doing::kCompute && doing_ != Doing::kOptimizer;
-    // In the barrier that starts a step, a later round of its exchange
-    // waits on ranks that may themselves wait: the rank that waits in
-    // round 0 on the one that did not arrive reports first.
+    // In the barrier that starts a step a rank waits on ranks that may
+    // still be in the previous step (waiting for a message or in its
+    // all-reduce, naming the culprit there), so it reports after both; and
+    // a later round of the exchange waits on ranks that may themselves wait
+    // in an earlier one: the rank that waits in round 0 on the one that did
+    // not arrive reports first.
     const double grace =
         std::max(0.5, 0.1 * timeout_) * (doing_ == Doing::kAllReduce      ? 2
-                                         : doing_ == Doing::kStartBarrier ? 1 + round_
+                                         : doing_ == Doing::kStartBarrier ? 3 + round_
                                                                           : 1);
     if (stuck <= timeout_ + (waiting ? grace : 0.0)) continue;
     std::string where;
