@@ -223,6 +223,18 @@ STEPS = (
          skip=(("emulated", "on the emulator the label emulated runs them (ctest -L emulated)"),)),
     sweep_step(2),
     sweep_step(4),
+    # The sweeps run fp32; bf16 (the fused attention's dtype) passes --check
+    # on every schedule x partition too (2 ranks: the gpu test run_cuda_check_bf16).
+    Step("check bf16 P=4", "results",
+         runs=(Run("check-bf16-P4", mpirun("4") + (
+             "{pb}", "run", "--backend", "cuda", "--dtype", "bf16", "--schedule", "{schedules}",
+             "--partition", "all", "--microbatches", "8", "--model", "{model}", "--iters", "1",
+             "--warmup", "0", "--check", "--timeout", "60", "--out", "{out}/check-bf16-P4"),
+             limit=120, fresh="check-bf16-P4"),),
+         reads=("check-bf16-P4",), what="4 ranks, bf16, --check: ",
+         skip=((NO_DEVICE, "the rehearsal's cpu backend has no bf16"),
+               ("emulated", "ctest -L emulated runs bf16 --check (emulated_run_cuda_check_bf16)"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # The memory model (the cuda kernels' workspace included) against the
     # peaks both sweeps tracked, through plan --validate.
     Step("memory", "memory", args={"max_mean": 0.02, "max_one": 0.04},
@@ -303,13 +315,17 @@ STEPS = (
                ("one_gpu", "needs 2 GPUs (NCCL cannot put two ranks of a communicator on one"
                            " GPU); the 1-rank self send/receive ran in p2p 1rank"),
                ("no_cuda", "no usable cuda backend in this build"))),
+    # memcheck on 2 ranks; racecheck (shared-memory hazards) and synccheck
+    # (barriers) on one: the emulator runs a block's threads one after
+    # another between barriers, so only a GPU shows a missing __syncthreads().
     Step("sanitizer", "sanitizer", judge_failures=True,
-         args={"what": "run --backend cuda 1f1b, 2 ranks"},
-         runs=(Run("sanitizer", mpirun("2") + (
-             "compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "9",
+         args={"what": "run --backend cuda 1f1b"},
+         runs=tuple(Run("sanitizer-" + tool, mpirun(ranks) + (
+             "compute-sanitizer", "--tool", tool, "--error-exitcode", "9",
              "--print-limit", "20", "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b",
              "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "0",
-             "--check", "--out", "{out}/sanitizer"), limit=90),),
+             "--check", "--out", "{out}/sanitizer-" + tool), limit=90)
+             for tool, ranks in (("memcheck", "2"), ("racecheck", "1"), ("synccheck", "1"))),
          skip=((NO_DEVICE, "the rehearsal has no GPU to sanitize"),
                ("emulated", "compute-sanitizer needs a GPU"),
                ("no_sanitizer", "compute-sanitizer not on PATH"),
@@ -1063,17 +1079,23 @@ def judge_torch_peer(ctx, step, reads, outcomes):
 
 
 def judge_sanitizer(ctx, step, reads, outcomes):
-    # compute-sanitizer writes no result file: its exit status is the verdict
-    # (9 for errors found), its printed summary the figures.
-    o = outcomes[0]
-    summary = first_error(o.log, r"ERROR SUMMARY: \d+ error")
-    if o.rc == 0:
-        return Verdict("PASS", "memcheck clean: %s (%s)" % (step.args["what"], summary))
-    attach = first_error(o.log, r"device not supported")
-    if attach:  # sandboxed runtimes (gVisor) hide what the sanitizer needs
-        return Verdict("SKIP", "compute-sanitizer cannot attach here: " + attach[:100])
-    return Verdict("FAIL", "%s: exit %s, %s" % (
-        step.args["what"], o.rc, first_error(o.log, r"ERROR SUMMARY|Invalid|error")))
+    # compute-sanitizer writes no result file: each tool's exit status is its
+    # verdict (9 for errors found), its printed summary the figures.
+    clean, failed = [], []
+    for run, o in zip(step.runs, outcomes):
+        tool = run.tag.split("-", 1)[1]
+        if o.rc == 0:
+            clean.append("%s (%s)" % (tool, first_error(o.log, r"ERROR SUMMARY: \d+ error")))
+            continue
+        attach = first_error(o.log, r"device not supported")
+        if attach:  # sandboxed runtimes (gVisor) hide what the sanitizer needs
+            return Verdict("SKIP", "compute-sanitizer cannot attach here: " + attach[:100])
+        failed.append("%s: exit %s, %s" % (
+            tool, o.rc, first_error(o.log, r"ERROR SUMMARY|Invalid|Race|Barrier|error")))
+    values = {"clean": [c.split(" ")[0] for c in clean], "failed": failed}
+    if failed:
+        return Verdict("FAIL", "%s: %s" % (step.args["what"], "; ".join(failed)), values)
+    return Verdict("PASS", "%s: clean under %s" % (step.args["what"], ", ".join(clean)), values)
 
 
 JUDGES = {"results": judge_results, "tests": judge_tests, "memory": judge_memory,

@@ -338,6 +338,25 @@ class PassRules(unittest.TestCase):
                              "67108864 B: mpi staged 2.0 GB/s vs raw MPI (staged) 2.5;"
                              " nccl skipped (one GPU); 0 wrong")
 
+    def test_sanitizer_passes_only_when_every_tool_is_clean(self):
+        step = next(s for s in gc.STEPS if s.name == "sanitizer")
+        self.assertEqual([r.tag for r in step.runs],
+                         ["sanitizer-memcheck", "sanitizer-racecheck", "sanitizer-synccheck"])
+        with tempfile.TemporaryDirectory() as tmp:
+            clean, race = Path(tmp) / "clean.txt", Path(tmp) / "race.txt"
+            clean.write_text("========= ERROR SUMMARY: 0 errors\n")
+            race.write_text("========= Error: Race reported between Write access at"
+                            " ppb_column_partials\n========= RACECHECK SUMMARY: 1 hazard\n")
+            outcomes = [gc.Outcome(r.tag, clean, rc=0) for r in step.runs]
+            v = gc.judge_sanitizer(None, step, [], outcomes)
+            self.assertEqual(v.status, "PASS")
+            self.assertEqual(v.values["clean"], ["memcheck", "racecheck", "synccheck"])
+            outcomes[1] = gc.Outcome(step.runs[1].tag, race, rc=9)
+            v = gc.judge_sanitizer(None, step, [], outcomes)
+            self.assertEqual(v.status, "FAIL")
+            self.assertIn("racecheck: exit 9", v.figures)
+            self.assertIn("ppb_column_partials", v.figures)
+
     def test_memory_holds_the_model_to_the_mean_and_to_each(self):
         step = next(s for s in gc.STEPS if s.name == "memory")
         row = {"source": "x", "error": {"peak_memory_bytes": 0.03, "samples_per_second": 0.1},
