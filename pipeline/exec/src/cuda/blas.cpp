@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "ppb/exec/cuda_device.hpp"
@@ -47,12 +49,11 @@ class LtCall {
     attribute(CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first);
     attribute(CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second);
     attribute(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
-    attribute(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.vector, sizeof e.vector);
     if (e.kind == Epilogue::kGeluAuxBias) {
       const int64_t aux_ld = ldc;
-      attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof e.aux);
       attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
     }
+    point_at(e);
     layout(&lt_a_, data_type(ab), trans_b ? k : n, trans_b ? n : k, b.ld);
     layout(&lt_b_, data_type(ab), trans_a ? m : k, trans_a ? k : m, a.ld);
     layout(&lt_c_, data_type(c_type), n, m, ldc);
@@ -65,6 +66,14 @@ class LtCall {
   }
   LtCall(const LtCall&) = delete;
   LtCall& operator=(const LtCall&) = delete;
+
+  // The epilogue's vector and aux matrix for the next call.
+  void point_at(const EpilogueArgs& e) {
+    attribute(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.vector, sizeof e.vector);
+    if (e.kind == Epilogue::kGeluAuxBias) {
+      attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof e.aux);
+    }
+  }
 
   // The heuristic's first algorithm within the workspace, if any.
   std::optional<cublasLtMatmulAlgo_t> algorithm(cublasLtHandle_t lt, size_t workspace) const {
@@ -110,6 +119,12 @@ class LtCall {
 };
 
 }  // namespace
+
+// One call's descriptors, made once per key, and the heuristic's answer.
+struct Blas::LtPlan {
+  LtCall call;
+  std::optional<cublasLtMatmulAlgo_t> algo;
+};
 
 void cublas_call_failed(int status, const char* call, const char* file, int line) {
   const auto s = static_cast<cublasStatus_t>(status);
@@ -160,7 +175,6 @@ bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operan
                          const EpilogueArgs& epilogue) {
   PPB_CHECK(epilogue.kind != Epilogue::kBiasGradB || !trans_b,
             "a bias gradient epilogue sums B's rows: B must not be transposed");
-  const LtCall call(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue);
   const LtKey key{m,
                   n,
                   k,
@@ -178,15 +192,21 @@ bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operan
                   alignment(c),
                   alignment(epilogue.vector),
                   alignment(epilogue.aux)};
-  auto it = lt_algos_.find(key);
-  if (it == lt_algos_.end()) {
-    it = lt_algos_.emplace(key, call.algorithm(lt_, workspace_bytes_)).first;
+  auto it = lt_plans_.find(key);
+  if (it == lt_plans_.end()) {
+    auto plan = std::unique_ptr<LtPlan>(
+        new LtPlan{LtCall(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue), {}});
+    plan->algo = plan->call.algorithm(lt_, workspace_bytes_);
+    it = lt_plans_.emplace(key, std::move(plan)).first;
   }
-  if (!it->second) {
+  LtPlan& plan = *it->second;
+  if (!plan.algo) {
     ++epilogue_refusals_;
     return false;
   }
-  call.run(lt_, *it->second, a.data, b.data, beta, c_in, c, workspace_, workspace_bytes_, stream_);
+  plan.call.point_at(epilogue);
+  plan.call.run(lt_, *plan.algo, a.data, b.data, beta, c_in, c, workspace_, workspace_bytes_,
+                stream_);
   ++epilogue_gemms_;
   return true;
 }

@@ -13,7 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <optional>
+#include <memory>
 
 #include "cuda/kernels.hpp"
 #include "ppb/pipeline/memory_model.hpp"
@@ -86,7 +86,8 @@ class Blas {
   /// false, enqueuing nothing, where cuBLASLt offers no algorithm for the
   /// call (cublasLtMatmulAlgoGetHeuristic finds none for the shape, types,
   /// alignments or epilogue): the caller then computes it another way. The
-  /// answer is remembered per shape, types, epilogue and pointer alignment.
+  /// descriptors and the answer are made once per shape, types, epilogue and
+  /// pointer alignment.
   bool gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
                      Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
                      const EpilogueArgs& epilogue);
@@ -96,14 +97,16 @@ class Blas {
 
  private:
   // Shape, transposes, leading dimensions, types, epilogue, beta != 0 and
-  // the alignment of every pointer: what the heuristic's answer depends on.
+  // the alignment of every pointer: what a call's descriptors and the
+  // heuristic's answer depend on.
   using LtKey = std::array<int64_t, 17>;
+  struct LtPlan;
   cublasHandle_t handle_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  std::map<LtKey, std::optional<cublasLtMatmulAlgo_t>> lt_algos_;
+  std::map<LtKey, std::unique_ptr<LtPlan>> lt_plans_;
   int64_t epilogue_gemms_ = 0;
   int64_t epilogue_refusals_ = 0;
 };
