@@ -93,9 +93,9 @@ void expect_gradients(const std::vector<std::vector<float>>& mine, const Referen
 }
 
 // Both paths of the linear layers: bias, bias + GeLU and bias gradient as
-// cuBLASLt epilogues of the GEMMs (every one of the 4 linear layers' forward
-// and weight GEMMs: none refused), and as the bias, GeLU and column
-// reduction kernels (no epilogue GEMM at all).
+// cuBLASLt epilogues of the GEMMs (each of the 4 linear layers' forward and
+// weight GEMMs tried; on the emulator none refused), and as the bias, GeLU
+// and column reduction kernels (no epilogue GEMM tried).
 TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
   for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
     for (const bool epilogues : {true, false}) {
@@ -107,6 +107,7 @@ TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
         const std::vector<Unit> units = expand_units(spec);
         const ReferenceStep ref = cpu_reference(spec);
         const int64_t fused = blas_->epilogue_gemms();
+        const int64_t refusals = blas_->epilogue_refusals();
         cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())},
                               context(dt, epilogues), options());
         double loss = 0;
@@ -122,9 +123,17 @@ TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
         }
         EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
         expect_gradients(chunk.gradients(), ref, 0, tolerance(dt), what);
+        // On the emulator every fused call runs; on a GPU cuBLASLt may refuse
+        // some (they then ran the kernels, and the counts say how many).
         const int64_t linear_gemms = int64_t{4} * spec.layers * 2 * kMicrobatches;
-        EXPECT_EQ(blas_->epilogue_gemms() - fused, epilogues ? linear_gemms : 0) << what;
-        EXPECT_EQ(blas_->epilogue_refusals(), 0) << what;
+        const int64_t ran = blas_->epilogue_gemms() - fused;
+        const int64_t refused = blas_->epilogue_refusals() - refusals;
+        EXPECT_EQ(ran + refused, epilogues ? linear_gemms : 0) << what;
+        if (::ppb::testing::emulator_required()) {
+          EXPECT_EQ(refused, 0) << what;
+        }
+        RecordProperty(what + " fused GEMMs", std::to_string(ran));
+        RecordProperty(what + " refused", std::to_string(refused));
       }
     }
   }
