@@ -495,8 +495,12 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_run_cuda_profile_trace COMMAND run_results_check trace ${dir})
   add_test(NAME emulated_run_cuda_profile_hta
     COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_device_check.py --run ${dir})
+  # Its linear layers ran as cuBLASLt epilogue GEMMs (the emulated
+  # cuBLASLt's kernels in the trace), none through the bias and GeLU kernels.
+  add_test(NAME emulated_run_cuda_profile_epilogues
+    COMMAND bash -c "t=$(cat \"$0\"/*.trace.json) && grep -q ppb_cudaemu_lt_gemm_f32 <<<\"$t\" && ! grep -Eq 'ppb_(bias_fill|gelu_fwd)' <<<\"$t\"" ${dir})
   set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
-    emulated_run_cuda_profile_hta PROPERTIES
+    emulated_run_cuda_profile_hta emulated_run_cuda_profile_epilogues PROPERTIES
     LABELS emulated FIXTURES_REQUIRED emulated_profile_files SKIP_RETURN_CODE 77 TIMEOUT 180)
   # Another tool holding CUPTI (the emulator plays it): one warning naming
   # it, and the run, its NVTX ranges and its trace go on.

@@ -51,7 +51,7 @@ if(PPB_HAVE_CUDA)
   # One CUDA runtime in the process: the shared one (CUDA::cudart), also for
   # the .cu objects (CMake would otherwise add the static runtime).
   set_target_properties(ppb_exec PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
-  target_link_libraries(ppb_exec PUBLIC CUDA::cudart PRIVATE CUDA::cublas)
+  target_link_libraries(ppb_exec PUBLIC CUDA::cudart PRIVATE CUDA::cublas CUDA::cublasLt)
 else()
   target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
 endif()

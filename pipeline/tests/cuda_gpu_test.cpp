@@ -1,7 +1,8 @@
 // The cuda backend's math on a GPU (label gpu): CudaChunk against CpuChunk,
 // the cpu backend's model, on the same weights and data. Loss and every
 // weight gradient within the --check tolerance (fp32 1e-4, bf16 5e-2), for
-// the full and the split backward, and for the model cut in two at every
+// the full and the split backward, with the linear layers' cuBLASLt
+// epilogues and with their kernels, and for the model cut in two at every
 // unit boundary (the boundary layouts crossing in device memory). Skips,
 // saying why, where no CUDA device is usable.
 #include <gtest/gtest.h>
@@ -47,7 +48,9 @@ class CudaGpu : public ::testing::Test {
     PPB_CUDA_CHECK(cudaStreamDestroy(stream_));
   }
 
-  cuda::ChunkContext context(Dtype dt) { return {stream_, pool_.get(), blas_.get(), dt}; }
+  cuda::ChunkContext context(Dtype dt, bool epilogues = true) {
+    return {stream_, pool_.get(), blas_.get(), dt, epilogues};
+  }
 
   MemoryTracker tracker_;  // first: the pool's buffers count into it
   cudaStream_t stream_ = nullptr;
@@ -89,29 +92,83 @@ void expect_gradients(const std::vector<std::vector<float>>& mine, const Referen
   }
 }
 
+// Both paths of the linear layers: bias, bias + GeLU and bias gradient as
+// cuBLASLt epilogues of the GEMMs (each of the 4 linear layers' forward and
+// weight GEMMs tried; on the emulator none refused), and as the bias, GeLU
+// and column reduction kernels (no epilogue GEMM tried).
 TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
   for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
-    for (const bool split : {false, true}) {
-      const std::string what =
-          std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + (split ? " split" : " full");
-      const ModelSpec spec = small_spec(dt);
-      const std::vector<Unit> units = expand_units(spec);
-      const ReferenceStep ref = cpu_reference(spec);
-      cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, context(dt),
-                            options());
-      double loss = 0;
-      for (int mb = 0; mb < kMicrobatches; ++mb) {
-        chunk.forward(mb, nullptr, nullptr);
-        if (split) {
-          chunk.backward_input(mb, nullptr, nullptr);
-          chunk.backward_weight(mb);
-        } else {
-          chunk.backward(mb, nullptr, nullptr);
+    for (const bool epilogues : {true, false}) {
+      for (const bool split : {false, true}) {
+        const std::string what = std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") +
+                                 (split ? " split" : " full") +
+                                 (epilogues ? " epilogues" : " kernels");
+        const ModelSpec spec = small_spec(dt);
+        const std::vector<Unit> units = expand_units(spec);
+        const ReferenceStep ref = cpu_reference(spec);
+        const int64_t fused = blas_->epilogue_gemms();
+        const int64_t refusals = blas_->epilogue_refusals();
+        cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())},
+                              context(dt, epilogues), options());
+        double loss = 0;
+        for (int mb = 0; mb < kMicrobatches; ++mb) {
+          chunk.forward(mb, nullptr, nullptr);
+          if (split) {
+            chunk.backward_input(mb, nullptr, nullptr);
+            chunk.backward_weight(mb);
+          } else {
+            chunk.backward(mb, nullptr, nullptr);
+          }
+          loss += chunk.loss(mb) / kMicrobatches;
         }
-        loss += chunk.loss(mb) / kMicrobatches;
+        EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
+        expect_gradients(chunk.gradients(), ref, 0, tolerance(dt), what);
+        // On the emulator every fused call runs; on a GPU cuBLASLt may refuse
+        // some (they then ran the kernels, and the counts say how many).
+        const int64_t linear_gemms = int64_t{4} * spec.layers * 2 * kMicrobatches;
+        const int64_t ran = blas_->epilogue_gemms() - fused;
+        const int64_t refused = blas_->epilogue_refusals() - refusals;
+        EXPECT_EQ(ran + refused, epilogues ? linear_gemms : 0) << what;
+        if (::ppb::testing::emulator_required()) {
+          EXPECT_EQ(refused, 0) << what;
+        }
+        RecordProperty(what + " fused GEMMs", std::to_string(ran));
+        RecordProperty(what + " refused", std::to_string(refused));
       }
-      EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
-      expect_gradients(chunk.gradients(), ref, 0, tolerance(dt), what);
+    }
+  }
+}
+
+// The two paths against each other, closer than either is to the CPU: the
+// same products, the bias gradients summed in another fixed order, and (bf16)
+// the GeLU of fc1 taken on its fp32 pre-activation instead of the rounded one.
+// Biases start at zero: the second step's, after one SGD step, are not, so
+// that a bias the forward epilogues dropped would show.
+TEST_F(CudaGpu, GemmEpiloguesMatchTheKernelPath) {
+  for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
+    const ModelSpec spec = small_spec(dt);
+    const std::vector<Unit> units = expand_units(spec);
+    const int n = static_cast<int>(units.size());
+    std::vector<std::vector<float>> grads[2];
+    double loss[2] = {0, 0};
+    for (const bool epilogues : {true, false}) {
+      cuda::CudaChunk chunk(spec, units, {0, n}, context(dt, epilogues), options());
+      for (int step = 0; step < 2; ++step) {
+        if (step == 1) chunk.sgd_step(0.5f);
+        for (int mb = 0; mb < kMicrobatches; ++mb) {
+          const int64_t id = int64_t{step} * kMicrobatches + mb;
+          chunk.forward(id, nullptr, nullptr);
+          chunk.backward(id, nullptr, nullptr);
+          if (step == 1) loss[epilogues ? 1 : 0] += chunk.loss(id);
+        }
+      }
+      grads[epilogues ? 1 : 0] = chunk.gradients();
+    }
+    EXPECT_NEAR(loss[1], loss[0], (dt == Dtype::kFp32 ? 1e-6 : 1e-3) * loss[0]);
+    const double tol = dt == Dtype::kFp32 ? 1e-5 : 2e-2;
+    for (size_t u = 0; u < grads[0].size(); ++u) {
+      EXPECT_LE(max_relative_error(grads[1][u], grads[0][u]), tol)
+          << (dt == Dtype::kFp32 ? "fp32" : "bf16") << " unit " << units[u].name;
     }
   }
 }

@@ -360,6 +360,134 @@ TEST_F(CudaEmu, TheBackendsRowMajorGemmIsTheRowMajorProduct) {
   EXPECT_EQ(cudaFree(ws), cudaSuccess);
 }
 
+// The storage dtype's values of n elements at d, as floats.
+std::vector<float> download(const void* d, cuda::Dtype dt, size_t n, cudaStream_t s) {
+  std::vector<float> out(n);
+  if (dt == cuda::Dtype::kFp32) {
+    EXPECT_EQ(cudaMemcpyAsync(out.data(), d, n * 4, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  } else {
+    std::vector<__nv_bfloat16> raw(n);
+    EXPECT_EQ(cudaMemcpyAsync(raw.data(), d, n * 2, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(raw[i]);
+  }
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  return out;
+}
+
+void* upload_as(cuda::Dtype dt, const std::vector<float>& v) {
+  return dt == cuda::Dtype::kFp32 ? static_cast<void*>(upload<float>(v))
+                                  : static_cast<void*>(upload<__nv_bfloat16>(v));
+}
+
+// The backend's fused GEMMs (cuda::Blas::gemm_epilogue) through the
+// emulated cuBLASLt, against the row-major definitions in double: the bias
+// with a residual as C, bias + GeLU keeping the pre-activation (aux), and
+// the bias gradient (column sums of B) beside an accumulating weight
+// gradient, in fp32 and bf16 (the pattern's values are exact in bf16; bf16
+// results are rounded once).
+TEST_F(CudaEmu, CublasLtEpiloguesComputeTheirRowMajorDefinitions) {
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, 1 << 20), cudaSuccess);
+  {
+    cuda::Blas blas(s_, ws, 1 << 20);
+    const int t = 6;
+    const int in = 5;
+    const int out = 16;  // the aux leading dimension: a multiple of 8
+    for (const cuda::Dtype dt : {cuda::Dtype::kFp32, cuda::Dtype::kBf16}) {
+      const double tol = dt == cuda::Dtype::kFp32 ? 1e-5 : 1e-2;
+      const auto x = pattern(size_t(t) * in, 1);
+      const auto w = pattern(size_t(in) * out, 2);
+      const auto bias = pattern(out, 3);
+      const auto add = pattern(size_t(t) * out, 4);
+      std::vector<double> xw(size_t(t) * out, 0.0);  // x w, row-major
+      for (int r = 0; r < t; ++r) {
+        for (int c = 0; c < out; ++c) {
+          for (int p = 0; p < in; ++p)
+            xw[size_t(r) * out + c] += double(x[r * in + p]) * w[p * out + c];
+        }
+      }
+      void* dx = upload_as(dt, x);
+      void* dw = upload_as(dt, w);
+      void* dbias = upload_as(dt, bias);
+      void* dadd = upload_as(dt, add);
+      void* dy = upload_as(dt, std::vector<float>(size_t(t) * out, 0.0f));
+      void* daux = upload_as(dt, std::vector<float>(size_t(t) * out, 0.0f));
+      // y = x w + bias + add
+      ASSERT_TRUE(blas.gemm_epilogue(false, false, t, out, in, {dx, in}, {dw, out}, dt, 1.0f, dadd,
+                                     dy, out, dt, {cuda::Epilogue::kBias, dbias, nullptr}));
+      std::vector<float> y = download(dy, dt, xw.size(), s_);
+      for (size_t i = 0; i < y.size(); ++i) {
+        EXPECT_NEAR(y[i], xw[i] + bias[i % out] + add[i], tol * (1 + std::fabs(xw[i])));
+      }
+      // aux = x w + bias, y = gelu(aux)
+      ASSERT_TRUE(blas.gemm_epilogue(false, false, t, out, in, {dx, in}, {dw, out}, dt, 0.0f, dy,
+                                     dy, out, dt, {cuda::Epilogue::kGeluAuxBias, dbias, daux}));
+      y = download(dy, dt, xw.size(), s_);
+      const std::vector<float> aux = download(daux, dt, xw.size(), s_);
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double pre = xw[i] + bias[i % out];
+        EXPECT_NEAR(aux[i], pre, tol * (1 + std::fabs(pre)));
+        EXPECT_NEAR(y[i], kmath::gelu(static_cast<float>(pre)), tol * (1 + std::fabs(pre)));
+      }
+      // dW[in,out] += x^T dy; db[out] = column sums of dy (here: add).
+      const auto g0 = pattern(size_t(in) * out, 5);
+      float* dg = upload<float>(g0);
+      float* ddb = upload<float>(std::vector<float>(out, 7.0f));
+      ASSERT_TRUE(blas.gemm_epilogue(true, false, in, out, t, {dx, in}, {dadd, out}, dt, 1.0f, dg,
+                                     dg, out, cuda::Dtype::kFp32,
+                                     {cuda::Epilogue::kBiasGradB, ddb, nullptr}));
+      const std::vector<float> g = download(dg, cuda::Dtype::kFp32, g0.size(), s_);
+      const std::vector<float> db = download(ddb, cuda::Dtype::kFp32, out, s_);
+      for (int c = 0; c < out; ++c) {
+        double col = 0;
+        for (int r = 0; r < t; ++r) col += add[size_t(r) * out + c];
+        EXPECT_NEAR(db[c], col, 1e-5) << "bias gradient column " << c;  // overwritten, not added
+        for (int p = 0; p < in; ++p) {
+          double want = g0[size_t(p) * out + c];
+          for (int r = 0; r < t; ++r) want += double(x[r * in + p]) * add[size_t(r) * out + c];
+          EXPECT_NEAR(g[size_t(p) * out + c], want, 1e-5);
+        }
+      }
+      for (void* p :
+           {dx, dw, dbias, dadd, dy, daux, static_cast<void*>(dg), static_cast<void*>(ddb)}) {
+        EXPECT_EQ(cudaFree(p), cudaSuccess);
+      }
+    }
+    EXPECT_EQ(blas.epilogue_gemms(), 6);
+    EXPECT_EQ(blas.epilogue_refusals(), 0);
+  }
+  EXPECT_EQ(cudaFree(ws), cudaSuccess);
+}
+
+// Where cuBLASLt's heuristic offers no algorithm (here: an aux leading
+// dimension that is no multiple of 8), gemm_epilogue enqueues nothing and
+// says so, and the answer is remembered.
+TEST_F(CudaEmu, ACublasLtEpilogueWithoutAnAlgorithmIsRefusedAndLeavesCUntouched) {
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, 1 << 20), cudaSuccess);
+  {
+    cuda::Blas blas(s_, ws, 1 << 20);
+    const int t = 2;
+    const int in = 3;
+    const int out = 12;
+    float* x = upload<float>(pattern(size_t(t) * in, 1));
+    float* w = upload<float>(pattern(size_t(in) * out, 2));
+    float* bias = upload<float>(pattern(out, 3));
+    float* y = upload<float>(std::vector<float>(size_t(t) * out, 5.0f));
+    float* aux = upload<float>(std::vector<float>(size_t(t) * out, 5.0f));
+    for (int call = 0; call < 2; ++call) {
+      EXPECT_FALSE(blas.gemm_epilogue(false, false, t, out, in, {x, in}, {w, out},
+                                      cuda::Dtype::kFp32, 0.0f, y, y, out, cuda::Dtype::kFp32,
+                                      {cuda::Epilogue::kGeluAuxBias, bias, aux}));
+    }
+    EXPECT_EQ(blas.epilogue_refusals(), 2);
+    EXPECT_EQ(blas.epilogue_gemms(), 0);
+    for (float v : download(y, cuda::Dtype::kFp32, size_t(t) * out, s_)) EXPECT_EQ(v, 5.0f);
+    for (float* p : {x, w, bias, y, aux}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+  }
+  EXPECT_EQ(cudaFree(ws), cudaSuccess);
+}
+
 TEST_F(CudaEmu, AKernelComputesWhatItsSourceSays) {
   // gelu through the backend's launcher: nvcc's host stub, the emulator's
   // launch, the kernel's CPU twin; against the shared element math.

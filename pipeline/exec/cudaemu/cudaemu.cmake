@@ -1,5 +1,5 @@
-# The CUDA emulator (cudaemu/emu.hpp): libcudart.so.13, libcublas.so.13 and
-# libcupti.so.13 of its own, in ${CMAKE_BINARY_DIR}/cudaemu, so that the binaries of this
+# The CUDA emulator (cudaemu/emu.hpp): libcudart.so.13, libcublas.so.13,
+# libcublasLt.so.13 and libcupti.so.13 of its own, in ${CMAKE_BINARY_DIR}/cudaemu, so that the binaries of this
 # CUDA build run their cuda backend on the CPU with that folder first on
 # LD_LIBRARY_PATH (the tests labelled `emulated` do). A test tool, never a
 # result: the device it reports is "pipebench CUDA emulator (CPU)".
@@ -28,13 +28,19 @@ target_link_libraries(ppb_cudaemu_cudart PRIVATE Boost::context Threads::Threads
 # Loaded at start-up (DT_NEEDED), so its thread-locals take the fast model.
 target_compile_options(ppb_cudaemu_cudart PRIVATE -ftls-model=initial-exec)
 
-ppb_cudaemu_library(cublas ${cudaemu_dir}/cublas.cpp)
+# cuBLAS and cuBLASLt share one GEMM core (gemm.hpp), compiled into each.
+ppb_cudaemu_library(cublas ${cudaemu_dir}/cublas.cpp ${cudaemu_dir}/gemm.cpp)
 target_link_libraries(ppb_cudaemu_cublas PRIVATE ppb_cudaemu_cudart BLAS::BLAS ppb::warnings)
+
+ppb_cudaemu_library(cublasLt ${cudaemu_dir}/cublaslt.cpp ${cudaemu_dir}/gemm.cpp)
+target_include_directories(ppb_cudaemu_cublasLt PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+target_link_libraries(ppb_cudaemu_cublasLt PRIVATE ppb_cudaemu_cudart BLAS::BLAS ppb::warnings)
 
 ppb_cudaemu_library(cupti ${cudaemu_dir}/cupti.cpp)
 target_include_directories(ppb_cudaemu_cupti PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(ppb_cudaemu_cupti PRIVATE ppb_cudaemu_cudart ppb::warnings)
 
-add_custom_target(ppb_cudaemu ALL DEPENDS ppb_cudaemu_cudart ppb_cudaemu_cublas ppb_cudaemu_cupti)
+add_custom_target(ppb_cudaemu ALL DEPENDS ppb_cudaemu_cudart ppb_cudaemu_cublas ppb_cudaemu_cublasLt
+                                          ppb_cudaemu_cupti)
 # For the tests: the environment that puts the emulator in place of the GPU.
 set(PPB_CUDAEMU_ENV "LD_LIBRARY_PATH=${cudaemu_out}" CACHE INTERNAL "")

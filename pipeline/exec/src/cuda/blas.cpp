@@ -1,9 +1,14 @@
 #include "cuda/blas.hpp"
 
+#include <algorithm>
+#include <bit>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/mpi.hpp"
+#include "ppb/profiling/check.hpp"
 
 namespace ppb::cuda {
 namespace {
@@ -11,7 +16,115 @@ namespace {
 cudaDataType_t data_type(Dtype dt) { return dt == Dtype::kFp32 ? CUDA_R_32F : CUDA_R_16BF; }
 cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kGeluAuxBias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kBiasGradB:
+      return CUBLASLT_EPILOGUE_BGRADA;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The largest power of two (up to 256) dividing p's address: what
+// cuBLASLt's choice of kernel depends on.
+int64_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return a == 0 ? 256 : std::min<int64_t>(256, int64_t{1} << std::countr_zero(a));
+}
+
+// One cuBLASLt call's descriptors, in cuBLAS's column-major view of the
+// row-major GEMM (as Blas::gemm: operands swapped, m with n): its A is our
+// B (n x k, or k x n transposed), its B our A, its C and D n x m.
+class LtCall {
+ public:
+  LtCall(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b, Dtype ab, int ldc,
+         Dtype c_type, const EpilogueArgs& e) {
+    PPB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const int32_t first = op(trans_b);
+    const int32_t second = op(trans_a);
+    const auto epilogue = static_cast<uint32_t>(lt_epilogue(e.kind));
+    attribute(CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first);
+    attribute(CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second);
+    attribute(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (e.kind == Epilogue::kGeluAuxBias) {
+      const int64_t aux_ld = ldc;
+      attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+    }
+    point_at(e);
+    layout(&lt_a_, data_type(ab), trans_b ? k : n, trans_b ? n : k, b.ld);
+    layout(&lt_b_, data_type(ab), trans_a ? m : k, trans_a ? k : m, a.ld);
+    layout(&lt_c_, data_type(c_type), n, m, ldc);
+  }
+  ~LtCall() {
+    for (cublasLtMatrixLayout_t l : {lt_a_, lt_b_, lt_c_}) {
+      if (l != nullptr) (void)cublasLtMatrixLayoutDestroy(l);
+    }
+    if (desc_ != nullptr) (void)cublasLtMatmulDescDestroy(desc_);
+  }
+  LtCall(const LtCall&) = delete;
+  LtCall& operator=(const LtCall&) = delete;
+
+  // The epilogue's vector and aux matrix for the next call.
+  void point_at(const EpilogueArgs& e) {
+    attribute(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.vector, sizeof e.vector);
+    if (e.kind == Epilogue::kGeluAuxBias) {
+      attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof e.aux);
+    }
+  }
+
+  // The heuristic's first algorithm within the workspace, if any.
+  std::optional<cublasLtMatmulAlgo_t> algorithm(cublasLtHandle_t lt, size_t workspace) const {
+    cublasLtMatmulPreference_t pref = nullptr;
+    PPB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t limit = workspace;
+    PPB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    // Not a failure: NOT_SUPPORTED (or no result) says the fused form has
+    // no kernel here.
+    const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt, desc_, lt_a_, lt_b_, lt_c_, lt_c_,
+                                                             pref, 1, &result, &found);
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    if (rc != CUBLAS_STATUS_SUCCESS || found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+      return std::nullopt;
+    }
+    return result.algo;
+  }
+
+  void run(cublasLtHandle_t lt, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+           float beta, const void* c_in, void* c, void* workspace, size_t workspace_bytes,
+           cudaStream_t stream) const {
+    const float alpha = 1.0f;
+    PPB_CUBLAS_CHECK(cublasLtMatmul(lt, desc_, &alpha, b, lt_a_, a, lt_b_, &beta, c_in, lt_c_, c,
+                                    lt_c_, &algo, workspace, workspace_bytes, stream));
+  }
+
+ private:
+  void attribute(cublasLtMatmulDescAttributes_t which, const void* value, size_t bytes) {
+    PPB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, which, value, bytes));
+  }
+  static void layout(cublasLtMatrixLayout_t* l, cudaDataType_t t, int rows, int cols, int ld) {
+    PPB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, static_cast<uint64_t>(rows),
+                                                static_cast<uint64_t>(cols), ld));
+  }
+
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t lt_a_ = nullptr;
+  cublasLtMatrixLayout_t lt_b_ = nullptr;
+  cublasLtMatrixLayout_t lt_c_ = nullptr;
+};
+
 }  // namespace
+
+// One call's descriptors, made once per key, and the heuristic's answer.
+struct Blas::LtPlan {
+  LtCall call;
+  std::optional<cublasLtMatmulAlgo_t> algo;
+};
 
 void cublas_call_failed(int status, const char* call, const char* file, int line) {
   const auto s = static_cast<cublasStatus_t>(status);
@@ -22,8 +135,10 @@ void cublas_call_failed(int status, const char* call, const char* file, int line
   abort_job(text.c_str(), 1);
 }
 
-Blas::Blas(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+Blas::Blas(cudaStream_t stream, void* workspace, size_t workspace_bytes)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
   PPB_CUBLAS_CHECK(cublasCreate(&handle_));
+  PPB_CUBLAS_CHECK(cublasLtCreate(&lt_));
   // cublasSetStream resets the workspace to cuBLAS's own: set the stream first.
   PPB_CUBLAS_CHECK(cublasSetStream(handle_, stream));
   PPB_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace, workspace_bytes));
@@ -31,6 +146,7 @@ Blas::Blas(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
 }
 
 Blas::~Blas() {
+  if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
   if (handle_ != nullptr) (void)cublasDestroy(handle_);
 }
 
@@ -52,6 +168,47 @@ void Blas::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float a
       handle_, op(trans_b), op(trans_a), n, m, k, &alpha, b.data, data_type(ab), b.ld, b.stride,
       a.data, data_type(ab), a.ld, a.stride, &beta, c, data_type(c_type), ldc, c_stride, count,
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
+                         Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
+                         const EpilogueArgs& epilogue) {
+  PPB_CHECK(epilogue.kind != Epilogue::kBiasGradB || !trans_b,
+            "a bias gradient epilogue sums B's rows: B must not be transposed");
+  const LtKey key{m,
+                  n,
+                  k,
+                  int64_t{trans_a} + 2 * int64_t{trans_b},
+                  a.ld,
+                  b.ld,
+                  ldc,
+                  static_cast<int64_t>(ab),
+                  static_cast<int64_t>(c_type),
+                  static_cast<int64_t>(epilogue.kind),
+                  beta != 0.0f ? 1 : 0,
+                  alignment(a.data),
+                  alignment(b.data),
+                  alignment(c_in),
+                  alignment(c),
+                  alignment(epilogue.vector),
+                  alignment(epilogue.aux)};
+  auto it = lt_plans_.find(key);
+  if (it == lt_plans_.end()) {
+    auto plan = std::unique_ptr<LtPlan>(
+        new LtPlan{LtCall(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue), {}});
+    plan->algo = plan->call.algorithm(lt_, workspace_bytes_);
+    it = lt_plans_.emplace(key, std::move(plan)).first;
+  }
+  LtPlan& plan = *it->second;
+  if (!plan.algo) {
+    ++epilogue_refusals_;
+    return false;
+  }
+  plan.call.point_at(epilogue);
+  plan.call.run(lt_, *plan.algo, a.data, b.data, beta, c_in, c, workspace_, workspace_bytes_,
+                stream_);
+  ++epilogue_gemms_;
+  return true;
 }
 
 }  // namespace ppb::cuda

@@ -2,12 +2,18 @@
 // cpu::gemm: C[m,n] = alpha * op(A) * op(B) + beta * C. A and B are in the
 // storage dtype, C in the storage dtype or fp32 (weight gradients), and every
 // product accumulates in fp32 (CUBLAS_COMPUTE_32F with the default math mode,
-// so fp32 GEMMs do not drop to TF32).
+// so fp32 GEMMs do not drop to TF32). GEMMs with a fused epilogue (bias,
+// bias + GeLU, bias gradient) go through cuBLASLt on the same stream and
+// workspace.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
 
 #include "cuda/kernels.hpp"
 #include "ppb/pipeline/memory_model.hpp"
@@ -39,6 +45,25 @@ struct Operand {
   int64_t stride = 0;
 };
 
+/// What a GEMM does to its product P = op(A) op(B) + beta C before storing
+/// it (cuBLASLt's epilogues), in the row-major terms of Blas::gemm. Vectors
+/// and the aux matrix have C's dtype; arithmetic is fp32.
+enum class Epilogue : uint8_t {
+  kBias,         ///< C[r,c] = P[r,c] + vector[c] (CUBLASLT_EPILOGUE_BIAS)
+  kGeluAuxBias,  ///< aux[r,c] = P[r,c] + vector[c], C = gelu(aux), tanh GeLU as
+                 ///< kernel_math's (CUBLASLT_EPILOGUE_GELU_AUX_BIAS); aux is m x n, ld n
+  kBiasGradB,    ///< C = P; vector[c] = sum over the k rows of B (REQUIRES: B not
+                 ///< transposed), overwritten, deterministic: cuBLASLt's BGRADA on
+                 ///< its column-major view, where row-major B is its A
+};
+
+/// The epilogue of a fused GEMM and the buffers it reads or writes.
+struct EpilogueArgs {
+  Epilogue kind = Epilogue::kBias;
+  void* vector = nullptr;  ///< the bias (read) or the bias gradient (written)
+  void* aux = nullptr;     ///< kGeluAuxBias: the pre-activation (written)
+};
+
 /// A cuBLAS handle bound to one stream and a caller-owned workspace.
 class Blas {
  public:
@@ -56,9 +81,34 @@ class Blas {
   void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, Operand a,
                     Operand b, Dtype ab, float beta, void* c, int ldc, int64_t c_stride,
                     Dtype c_type, int count);
+  /// C[m,n] = epilogue(op(A) op(B) + beta C_in) through cuBLASLt, C_in
+  /// (read where beta != 0) and C in the same layout (C_in may be C). Returns
+  /// false, enqueuing nothing, where cuBLASLt offers no algorithm for the
+  /// call (cublasLtMatmulAlgoGetHeuristic finds none for the shape, types,
+  /// alignments or epilogue): the caller then computes it another way. The
+  /// descriptors and the answer are made once per shape, types, epilogue and
+  /// pointer alignment.
+  bool gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
+                     Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
+                     const EpilogueArgs& epilogue);
+  /// Fused GEMMs this handle ran, and those cuBLASLt refused (false above).
+  int64_t epilogue_gemms() const { return epilogue_gemms_; }
+  int64_t epilogue_refusals() const { return epilogue_refusals_; }
 
  private:
+  // Shape, transposes, leading dimensions, types, epilogue, beta != 0 and
+  // the alignment of every pointer: what a call's descriptors and the
+  // heuristic's answer depend on.
+  using LtKey = std::array<int64_t, 17>;
+  struct LtPlan;
   cublasHandle_t handle_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<LtKey, std::unique_ptr<LtPlan>> lt_plans_;
+  int64_t epilogue_gemms_ = 0;
+  int64_t epilogue_refusals_ = 0;
 };
 
 }  // namespace ppb::cuda

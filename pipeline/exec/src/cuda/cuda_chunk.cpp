@@ -123,14 +123,26 @@ const void* CudaChunk::weights(int local_unit, int version) const {
 }
 
 // y[t,out] = x[t,in] w[in,out] + bias (bias at w + in*out), plus add[t,out]
-// when add is not null (a residual).
+// when add is not null (a residual); with gelu_y, also gelu_y = gelu(y)
+// (y is then the pre-activation fc1_gelu keeps).
 void CudaChunk::linear_forward(const void* x, int in, const void* w, int out, void* y,
-                               const void* add) const {
+                               const void* add, void* gelu_y) const {
   const Dtype dt = ctx_.dtype;
   const int64_t t = spec_.tokens();
-  bias_fill(dt, offset(w, dt, int64_t{in} * out), add, t, out, y, ctx_.stream);
-  ctx_.blas->gemm(false, false, static_cast<int>(t), out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y,
-                  out, dt);
+  const int ti = static_cast<int>(t);
+  void* bias = const_cast<void*>(offset(w, dt, int64_t{in} * out));
+  if (ctx_.gemm_epilogues) {
+    const EpilogueArgs e = gelu_y != nullptr ? EpilogueArgs{Epilogue::kGeluAuxBias, bias, y}
+                                             : EpilogueArgs{Epilogue::kBias, bias, nullptr};
+    if (ctx_.blas->gemm_epilogue(false, false, ti, out, in, {x, in}, {w, out}, dt,
+                                 add != nullptr ? 1.0f : 0.0f, add != nullptr ? add : y,
+                                 gelu_y != nullptr ? gelu_y : y, out, dt, e)) {
+      return;
+    }
+  }
+  bias_fill(dt, bias, add, t, out, y, ctx_.stream);
+  ctx_.blas->gemm(false, false, ti, out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y, out, dt);
+  if (gelu_y != nullptr) gelu_fwd(dt, y, gelu_y, t * out, ctx_.stream);
 }
 
 // Per sample b: scores = scale Q K^T per head (batched over heads), causal
@@ -238,7 +250,6 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
   const int v = spec_.vocab;
-  const int64_t tf = t * f;
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
@@ -269,20 +280,19 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
       break;
     }
     case UnitKind::kQkv:
-      linear_forward(in, h, w, 3 * h, out, nullptr);
+      linear_forward(in, h, w, 3 * h, out, nullptr, nullptr);
       break;
     case UnitKind::kAttention:
       attention_forward(kept, extra, out);
       break;
     case UnitKind::kAttnOut:
-      linear_forward(in, h, w, h, out, add);
+      linear_forward(in, h, w, h, out, add, nullptr);
       break;
     case UnitKind::kFc1Gelu:
-      linear_forward(in, h, w, f, extra, nullptr);
-      gelu_fwd(dt, extra, out, tf, st);
+      linear_forward(in, h, w, f, extra, nullptr, out);
       break;
     case UnitKind::kFc2:
-      linear_forward(in, f, w, h, out, add);
+      linear_forward(in, f, w, h, out, add, nullptr);
       break;
     case UnitKind::kHead: {
       ctx_.blas->gemm(false, false, static_cast<int>(t), v, h, 1.0f, {in, h}, {w, v}, dt, 0.0f,
@@ -397,13 +407,23 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
   const void* dy = state.pending[i].empty() ? grad_out : state.pending[i].data();
   float* g = f32(state_[i]->grads);
   Blas& blas = *ctx_.blas;
-  // dW[in,out] += x^T dy (fp32 accumulation into the fp32 gradients), then
-  // db[out] += the column sums of dy.
+  // dW[in,out] += x^T dy (fp32 accumulation into the fp32 gradients).
   const auto weight_grad = [&](const void* x, int in, const void* d, int out) {
     blas.gemm(true, false, in, out, ti, 1.0f, {x, in}, {d, out}, dt, 1.0f, g, out, Dtype::kFp32);
   };
-  const auto bias_grad = [&](const void* d, int out, float* db) {
+  // A linear layer's: dW as above, db[out] (after dW in g) += the column
+  // sums of dy, summed by the GEMM's epilogue into the first `out` floats of
+  // the partials a column reduction would hold, or by that reduction.
+  const auto linear_grad = [&](const void* x, int in, const void* d, int out) {
+    float* db = g + int64_t{in} * out;
     TrackedBuffer partials = device(column_partials_floats(t, out) * 4, MemCategory::kWorkspace);
+    if (ctx_.gemm_epilogues &&
+        blas.gemm_epilogue(true, false, in, out, ti, {x, in}, {d, out}, dt, 1.0f, g, g, out,
+                           Dtype::kFp32, {Epilogue::kBiasGradB, f32(partials), nullptr})) {
+      accumulate(f32(partials), out, db, st);
+      return;
+    }
+    weight_grad(x, in, d, out);
     bias_bwd(dt, d, t, out, db, f32(partials), st);
   };
   switch (units_[i].kind) {
@@ -427,22 +447,18 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
       break;
     }
     case UnitKind::kQkv:
-      weight_grad(kept, h, dy, 3 * h);
-      bias_grad(dy, 3 * h, g + int64_t{h} * 3 * h);
+      linear_grad(kept, h, dy, 3 * h);
       break;
     case UnitKind::kAttention:
       break;
     case UnitKind::kAttnOut:
-      weight_grad(kept, h, dy, h);
-      bias_grad(dy, h, g + int64_t{h} * h);
+      linear_grad(kept, h, dy, h);
       break;
     case UnitKind::kFc1Gelu:  // the pre-activation's gradient, in place of it
-      weight_grad(kept, h, extra, f);
-      bias_grad(extra, f, g + int64_t{h} * f);
+      linear_grad(kept, h, extra, f);
       break;
     case UnitKind::kFc2:
-      weight_grad(kept, f, dy, h);
-      bias_grad(dy, h, g + int64_t{f} * h);
+      linear_grad(kept, f, dy, h);
       break;
     case UnitKind::kHead:
       weight_grad(kept, h, extra, v);

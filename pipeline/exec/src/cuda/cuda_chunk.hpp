@@ -39,6 +39,12 @@ struct ChunkContext {
   DevicePool* pool = nullptr;
   Blas* blas = nullptr;
   Dtype dtype = Dtype::kFp32;
+  /// Linear layers fold their bias (forward), bias + GeLU (fc1's forward)
+  /// and bias gradient (weight pass) into the GEMM as cuBLASLt epilogues;
+  /// where cuBLASLt refuses one (Blas::gemm_epilogue), or with false here,
+  /// the bias, GeLU and column-reduction kernels compute them. Both paths
+  /// hold the same buffers (the memory model does not tell them apart).
+  bool gemm_epilogues = true;
 };
 
 /// Storage bytes of a boundary / kept activation of one unit with elements
@@ -101,8 +107,8 @@ class CudaChunk {
                            void* out, bool last);
   void attention_forward(const void* qkv, void* probs, void* ctx) const;
   void attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv) const;
-  void linear_forward(const void* x, int in, const void* w, int out, void* y,
-                      const void* add) const;
+  void linear_forward(const void* x, int in, const void* w, int out, void* y, const void* add,
+                      void* gelu_y) const;
   // Returns the LayerNorm row statistics it computed (fp32 mean[t], rstd[t];
   // empty for other units), which backward_unit_weight reads in a full
   // backward; given none (null), it recomputes them.

@@ -151,6 +151,12 @@ void bias_bwd(Dtype dt, const void* dy, int64_t t, int n, float* dbias, float* p
   });
 }
 
+void accumulate(const float* src, int64_t n, float* dst, cudaStream_t s) {
+  if (n == 0) return;
+  device::ppb_column_finish<<<grid_for(n), kThreads, 0, s>>>(src, 1, n, dst);
+  check_launch();
+}
+
 void gelu_fwd(Dtype dt, const void* x, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   dispatch(dt, [&](auto tag) {

@@ -62,6 +62,9 @@ void layernorm_bwd_weight(Dtype dt, const void* dy, const void* x, const float* 
 void bias_bwd(Dtype dt, const void* dy, int64_t t, int n, float* dbias, float* partials,
               cudaStream_t s);
 
+/// dst[c] += src[c], c < n (fp32; the last launch of a column reduction).
+void accumulate(const float* src, int64_t n, float* dst, cudaStream_t s);
+
 /// y = gelu(x), n elements; y may alias x.
 void gelu_fwd(Dtype dt, const void* x, void* y, int64_t n, cudaStream_t s);
 /// dx = dy * gelu'(x); dx may alias x or dy.

@@ -136,7 +136,9 @@ Kernels kernels_for(std::string_view backend, std::string_view device);
 /// recomputes them (fp32 mean, rstd) for the weight gradient of a full
 /// backward, a split W recomputes them; the column reductions of the bias
 /// and LayerNorm weight gradients hold fp32 partials, one per column and
-/// tile of R = kCudaColumnRows rows (ceil(T / R) tiles, written P below):
+/// tile of R = kCudaColumnRows rows (ceil(T / R) tiles, written P below;
+/// a bias gradient summed by its GEMM's cuBLASLt epilogue holds the same
+/// buffer and writes its first row):
 ///
 ///  unit        forward_scratch_bytes   backward_scratch_bytes      weight_scratch_bytes
 ///  ln1/ln2/fn  0                       8 * T (fp32 mean, rstd)     8 * T + 4 * P * 2h
