@@ -241,8 +241,15 @@ const std::vector<std::string>& kernel_families() {
 }
 
 std::string kernel_family(std::string_view name) {
-  if (name.find("gemm") != std::string_view::npos || name.find("splitKreduce") != name.npos)
+  // cuBLAS / cuBLASLt: "...gemm..." kernels, their split-K reductions, and
+  // on Hopper its nvJet kernels ("nvjet_tst_...").
+  if (name.find("gemm") != std::string_view::npos || name.find("splitKreduce") != name.npos ||
+      name.find("nvjet") != name.npos)
     return "gemm";
+  // cuDNN's fused scaled-dot-product attention ("cudnn_generated_fort_native_sdpa_sm90_flash_...").
+  if (name.find("sdpa") != std::string_view::npos ||
+      (name.find("cudnn") != name.npos && name.find("flash") != name.npos))
+    return "attention";
   // pipebench's own kernels, by the stem after "ppb_".
   static const std::pair<std::string_view, std::string_view> kStems[] = {
       {"ppb_layernorm", "layernorm"},

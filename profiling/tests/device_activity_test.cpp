@@ -107,6 +107,12 @@ TEST(DeviceActivityKernels, FamiliesByNameAndTheirUnionsOfComputeTime) {
   EXPECT_EQ(kernel_family("cutlass_75_tensorop_s1688gemm_64x64_16x6_tn_align1"), "gemm");
   EXPECT_EQ(kernel_family("void splitKreduce_kernel<32, 16, int, float>(...)"), "gemm");
   EXPECT_EQ(kernel_family("ppb_cudaemu_gemm_bf16"), "gemm");
+  EXPECT_EQ(kernel_family("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT"), "gemm");
+  EXPECT_EQ(
+      kernel_family("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64"),
+      "attention");
+  EXPECT_EQ(kernel_family("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_7"),
+            "attention");
   EXPECT_EQ(kernel_family("void ppb::cuda::device::ppb_layernorm_fwd<float>(float const*)"),
             "layernorm");
   EXPECT_EQ(kernel_family("void ppb::cuda::device::ppb_attention_softmax_bwd<__nv_bfloat16>()"),
