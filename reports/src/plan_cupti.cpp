@@ -211,6 +211,7 @@ void CuptiFit::fit(PassCalibration& cal) const {
   }
   const Spread gaps = spread(gaps_);
   cal.launch = gaps.n > 0 ? gaps.median : 0.0;
+  cal.from_cupti = true;
   char launch[64];
   std::snprintf(launch, sizeof launch, "%.3g us", cal.launch * 1e6);
   cal.method = "per unit kind from CUPTI on " + std::to_string(cal.results) +

@@ -703,10 +703,13 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     if (plan.ranked.empty())
       return "For this machine (" + machine + "), the planner finds " + plan.advice + ".";
     const Candidate& w = plan.ranked.front();
+    const std::string how = cal.from_cupti
+                                ? cal.method
+                                : "forward x" + format_number(cal.forward) + ", backward x" +
+                                      format_number(cal.backward) + " the roofline";
     return "For this machine (" + machine + ", calibrated on " + std::to_string(cal.results) +
-           " results: forward x" + format_number(cal.forward) + ", backward x" +
-           format_number(cal.backward) + " the roofline), the planner ranks " + candidate_label(w) +
-           " first (" + w.why + ").";
+           " results: " + how + "), the planner ranks " + candidate_label(w) + " first (" + w.why +
+           ").";
   } catch (const UsageError&) {
     return "";  // a configuration the roofline cannot re-price: no answer
   }

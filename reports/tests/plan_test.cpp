@@ -778,6 +778,13 @@ TEST(PlanValidate, CuptiKernelTimesFitEachUnitKindAndTheLaunchCost) {
   EXPECT_EQ(kinds.summary, cal.method);
   EXPECT_NEAR(parse_calibration(calibration_to_json(kinds), "c.json").launch_seconds, kLaunch,
               1e-18);
+  // The report's planner line names it too (the setup of the most
+  // results: the two of 4 GPUs).
+  const std::string line = which_schedule_for_this_machine(all);
+  EXPECT_NE(line.find("4 x NVIDIA H200, 131 GiB each, the h200 roofline, calibrated on 2 "
+                      "results: per unit kind from CUPTI on 2 results"),
+            std::string::npos)
+      << line;
 }
 
 // Leave-one-out on results the CUPTI model explains: every combination

@@ -217,6 +217,7 @@ struct PassCalibration {
   /// Seconds every action takes besides its units (StageCosts::
   /// action_seconds): fitted from CUPTI's action windows, else 0.
   double launch = 0;
+  bool from_cupti = false;  ///< per unit kind from CUPTI's figures (fit_calibration)
   /// How it was fitted, in one line (Calibration::summary): "per unit kind
   /// from CUPTI on 3 results (achieved / roofline): embedding 0.52, ...;
   /// launch 14 us per action", or the per-pass fit and why not CUPTI's.
