@@ -72,10 +72,11 @@ std::map<std::string, UnitTime> family_model(const Repriced& r, const ResultConf
   return out;
 }
 
-// "0.61": an efficiency in the method's words.
-std::string two_places(double x) {
+// "0.61", "0.0031": an efficiency in the method's words (two significant
+// digits: an emulated device runs at a few thousandths of a roofline).
+std::string two_digits(double x) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", x);
+  std::snprintf(buf, sizeof buf, "%.2g", x);
   return buf;
 }
 
@@ -207,7 +208,7 @@ void CuptiFit::fit(PassCalibration& cal) const {
     cal.kinds[name] = x;
     // Achieved over the roofline's rate: its time over the time it took.
     const double took = t.fwd * x.fwd + t.bwd_input * x.bwd_input + t.bwd_weight * x.bwd_weight;
-    words += (words.empty() ? "" : ", ") + name + " " + two_places(t.total() / took);
+    words += (words.empty() ? "" : ", ") + name + " " + two_digits(t.total() / took);
   }
   const Spread gaps = spread(gaps_);
   cal.launch = gaps.n > 0 ? gaps.median : 0.0;
