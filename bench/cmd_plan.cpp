@@ -128,18 +128,21 @@ void print_json(const reports::PlanOptions& o, const reports::Plan& plan,
   boost::json::array candidates;
   for (const reports::Candidate& k : plan.ranked) candidates.push_back(candidate_json(k));
   for (const reports::Candidate& k : plan.alternatives) candidates.push_back(candidate_json(k));
-  boost::json::object out{{"schema", "pipebench.plan/1"},
-                          {"cluster", std::move(cluster)},
-                          {"model", opt.model},
-                          {"global_batch", o.global_batch},
-                          {"optimizer", optimizer_name(o.memory.optimizer)},
-                          {"dtype", opt.dtype},
-                          {"memory_guard", o.memory_guard},
-                          {"capacity_bytes", plan.capacity_bytes},
-                          {"considered", plan.considered},
-                          {"simulated", plan.evaluated},
-                          {"candidates", std::move(candidates)},
-                          {"advice", plan.advice}};
+  boost::json::object out{
+      {"schema", "pipebench.plan/1"},
+      {"cluster", std::move(cluster)},
+      {"model", opt.model},
+      {"global_batch", o.global_batch},
+      {"calibration", o.calibration != nullptr ? boost::json::value(o.calibration->summary)
+                                               : boost::json::value(nullptr)},
+      {"optimizer", optimizer_name(o.memory.optimizer)},
+      {"dtype", opt.dtype},
+      {"memory_guard", o.memory_guard},
+      {"capacity_bytes", plan.capacity_bytes},
+      {"considered", plan.considered},
+      {"simulated", plan.evaluated},
+      {"candidates", std::move(candidates)},
+      {"advice", plan.advice}};
   std::printf("%s\n", boost::json::serialize(out).c_str());
 }
 
@@ -176,6 +179,8 @@ void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
               optimizer_name(o.memory.optimizer), opt.dtype.c_str());
   if (o.global_batch > 0)
     std::printf(", global batch %lld", static_cast<long long>(o.global_batch));
+  if (o.calibration != nullptr && !o.calibration->summary.empty())
+    std::printf("\ncalibration: %s", o.calibration->summary.c_str());
   std::printf(
       "\n%lld configurations, %lld simulated (the rest pruned: cannot fit or cannot win)\n\n",
       static_cast<long long>(plan.considered), static_cast<long long>(plan.evaluated));
@@ -235,10 +240,11 @@ void print_validation(const reports::Validation& v, const std::string& format) {
   if (format == "json") {
     boost::json::array rows;
     for (const reports::ValidationRow& r : v.rows) rows.push_back(validation_row_json(r));
-    boost::json::array skipped;
-    for (const std::string& s : v.skipped) skipped.push_back(boost::json::string(s));
-    boost::json::array refused;
-    for (const std::string& s : v.refused) refused.push_back(boost::json::string(s));
+    const auto strings = [](const std::vector<std::string>& lines) {
+      boost::json::array a;
+      for (const std::string& s : lines) a.push_back(boost::json::string(s));
+      return a;
+    };
     boost::json::object out{
         {"schema", "pipebench.plan-validation/1"},
         {"method", "leave-one-out within each setup (machine, backend, device, model, dtype)"},
@@ -246,8 +252,9 @@ void print_validation(const reports::Validation& v, const std::string& format) {
         {"mean_abs_error",
          {{"samples_per_second", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_samples_error)},
           {"peak_memory_bytes", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_memory_error)}}},
-        {"skipped", std::move(skipped)},
-        {"refused", std::move(refused)}};
+        {"calibrations", strings(v.calibrations)},
+        {"skipped", strings(v.skipped)},
+        {"refused", strings(v.refused)}};
     std::printf("%s\n", boost::json::serialize(out).c_str());
     return;
   }
@@ -279,6 +286,7 @@ void print_validation(const reports::Validation& v, const std::string& format) {
                 reports::format_fixed(v.mean_abs_samples_error * 100, 2).c_str(),
                 reports::format_fixed(v.mean_abs_memory_error * 100, 2).c_str());
   }
+  for (const std::string& s : v.calibrations) std::printf("calibrated %s\n", s.c_str());
   for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());
   for (const std::string& s : v.refused) std::printf("%s\n", s.c_str());
 }

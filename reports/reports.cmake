@@ -27,6 +27,7 @@ add_library(ppb_reports
   ${CMAKE_CURRENT_SOURCE_DIR}/src/predict.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan_cluster.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/plan_cupti.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/plan_validate.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/report_model.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/svg.cpp

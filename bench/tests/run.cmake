@@ -502,6 +502,15 @@ if(PPB_HAVE_CUDAEMU)
   set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
     emulated_run_cuda_profile_hta emulated_run_cuda_profile_epilogues PROPERTIES
     LABELS emulated FIXTURES_REQUIRED emulated_profile_files SKIP_RETURN_CODE 77 TIMEOUT 180)
+  # The planner calibrated from CUPTI's figures of two emulated devices (one
+  # per rank): per unit kind from each kernel family's seconds and a launch
+  # cost from the action windows, under --validate and --calibration, each
+  # saying so (bench/tests/plan_from_cupti.sh).
+  add_test(NAME emulated_plan_from_cupti
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_from_cupti.sh $<TARGET_FILE:pipebench>
+            ${PPB_RUN_OUT}/emulated-plan-cupti ${emu_model} ${mpirun} 2 --oversubscribe)
+  set_tests_properties(emulated_plan_from_cupti PROPERTIES LABELS emulated TIMEOUT 120
+                       ENVIRONMENT "${emu_env};PPB_CUDAEMU_DEVICES=2")
   # Another tool holding CUPTI (the emulator plays it): one warning naming
   # it, and the run, its NVTX ranges and its trace go on.
   add_test(NAME emulated_run_cuda_cupti_held

@@ -125,6 +125,25 @@ TEST(Simulator, HandSchedulesMatchTheFormulas) {
   }
 }
 
+// A fixed cost per action (a launch cost) lengthens every F and every full
+// B once: F 1 + 0.5, B 2 + 0.5, so the formulas above at TF + TB = 4.
+TEST(Simulator, ACostPerActionIsAddedToEveryAction) {
+  for (int P = 1; P <= 4; ++P) {
+    for (int M = 1; M <= 5; ++M) {
+      for (const Schedule& s : {hand_gpipe(P, M), hand_1f1b(P, M)}) {
+        StageCosts costs = uniform_costs(P, 1, 1.0, 2.0, 0.0, 0.0);
+        costs.action_seconds = 0.5;
+        const SimResult r = simulate(s, costs);
+        EXPECT_DOUBLE_EQ(r.step_time, 4.0 * (M + P - 1)) << s.name << " P=" << P << " M=" << M;
+        EXPECT_DOUBLE_EQ(r.stages[0].busy, 4.0 * M);
+      }
+    }
+  }
+  StageCosts bad = uniform_costs(2, 1, 1.0, 2.0, 0.0, 0.0);
+  bad.action_seconds = -1;
+  EXPECT_THROW((void)simulate(hand_gpipe(2, 2), bad), UsageError);
+}
+
 TEST(Simulator, CommunicationOverlapsComputeTwoStageGPipe) {
   // TF=1, TB=2, TC=0.5, P=2, M=2. Stage 0: F0 [0,1], F1 [1,2] (its sends
   // [1,1.5], [2,2.5] do not delay F1: no blocking send). Stage 1: F0

@@ -267,6 +267,7 @@ class Planner {
     s.chunks = v;
     s.partition = partition;
     s.costs = model_costs(m.units, m.times, parts, p, v, popts.link);
+    if (o_.calibration != nullptr) s.costs.action_seconds = o_.calibration->launch_seconds;
     // Looping, and V-shaped with 2 chunks: the bounds take the smaller
     // figure of the placements a schedule of this V may use.
     std::vector<Placement> places = {Placement(p, v)};
@@ -680,7 +681,8 @@ void write_plan_trace(const PlanOptions& options, const Candidate& c, const std:
   popts.memory = options.memory;
   const std::vector<UnitRange> parts =
       make_partition(c.partition, units, times, c.stages * c.chunks, popts);
-  const StageCosts costs = model_costs(units, times, parts, c.stages, c.chunks, popts.link);
+  StageCosts costs = model_costs(units, times, parts, c.stages, c.chunks, popts.link);
+  if (options.calibration != nullptr) costs.action_seconds = options.calibration->launch_seconds;
   ScheduleParams p = schedule_params(c);
   if (schedule_info(c.schedule).uses_times) set_pass_times(costs, p);
   const Schedule schedule = generate_schedule(c.schedule, p);

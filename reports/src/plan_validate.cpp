@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "plan_cupti.hpp"
 #include "ppb/pipeline/memory_model.hpp"
 #include "ppb/pipeline/partition.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -295,6 +296,8 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
   double ff = 0, fp = 0, bf = 0, bp = 0;  // sums of measured x model and model^2
   LinkPoints points;
   KindFit kinds;
+  CuptiFit cupti;
+  int with_cupti = 0;  // results with CUPTI's figures
   PassCalibration cal;
   for (const ResultEntry* e : results) {
     if (!unusable(*e).empty()) continue;
@@ -313,13 +316,27 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
       if (l.path == "host") points.add(l);
     }
     kinds.add(r, e->result, p);
+    if (has_cupti_figures(e->result)) {
+      cupti.add(r, e->result);
+      ++with_cupti;
+    }
     ++cal.results;
   }
   if (cal.results == 0) throw UsageError("calibration: no usable result (ok, with action times)");
   cal.forward = fp > 0 ? ff / fp : 1.0;
   cal.backward = bp > 0 ? bf / bp : 1.0;
-  kinds.fit(cal);
   points.fit(cal.link);
+  if (with_cupti == cal.results) {
+    cupti.fit(cal);
+    return cal;
+  }
+  kinds.fit(cal);
+  cal.method = "per pass on the roofline (forward x" + format_number(cal.forward) + ", backward x" +
+               format_number(cal.backward) + ") from " + std::to_string(cal.results) +
+               (cal.results == 1 ? " result" : " results") +
+               (cal.kinds.empty() ? "" : ", per unit kind from the units' timers") +
+               ": not from CUPTI (" + std::to_string(cal.results - with_cupti) + " of " +
+               std::to_string(cal.results) + " without its kernel times and action windows)";
   return cal;
 }
 
@@ -331,6 +348,8 @@ Calibration kind_calibration(const PassCalibration& cal, const std::string& devi
     const UnitTime f = cal.factors(name);
     kinds.kind_scale[name] = UnitTime{f.fwd * scale, f.bwd_input * scale, f.bwd_weight * scale};
   }
+  kinds.launch_seconds = cal.launch * scale;
+  kinds.summary = cal.method;
   return kinds;
 }
 
@@ -348,7 +367,9 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
     if (schema != nullptr && schema->is_string() &&
         schema->get_string() == "pipebench.calibration/1") {
       // Read again under the calibration file's own limit, which names it.
-      return read_calibration(paths[0]);
+      Calibration cal = read_calibration(paths[0]);
+      cal.summary = "as given in " + paths[0];
+      return cal;
     }
   }
   LoadedResults loaded;
@@ -398,7 +419,8 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
     times[u].bwd_input *= f.bwd_input * scale;
     times[u].bwd_weight *= f.bwd_weight * scale;
   }
-  const StageCosts costs = model_costs(r.units, times, r.parts, c.stages, c.chunks, cal.link);
+  StageCosts costs = model_costs(r.units, times, r.parts, c.stages, c.chunks, cal.link);
+  costs.action_seconds = cal.launch * scale;
   const SimResult sim = simulate(r.schedule, costs);
   MemoryModelOptions mo;
   mo.element_bytes = r.spec.bytes_per_element;
@@ -558,6 +580,9 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
     }
   }
   for (const auto& [setup, members] : setups) {
+    // Shared-GPU setups predict memory only: no speed calibration to name.
+    if (members.size() > 1 && ranks_sharing_a_gpu(*members.front()) == 1)
+      v.calibrations.push_back(setup + ": " + fit_calibration(members).method);
     for (const ResultEntry* held_out : members) {
       std::vector<const ResultEntry*> others;
       for (const ResultEntry* e : members) {
@@ -678,10 +703,13 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     if (plan.ranked.empty())
       return "For this machine (" + machine + "), the planner finds " + plan.advice + ".";
     const Candidate& w = plan.ranked.front();
+    const std::string how = cal.from_cupti
+                                ? cal.method
+                                : "forward x" + format_number(cal.forward) + ", backward x" +
+                                      format_number(cal.backward) + " the roofline";
     return "For this machine (" + machine + ", calibrated on " + std::to_string(cal.results) +
-           " results: forward x" + format_number(cal.forward) + ", backward x" +
-           format_number(cal.backward) + " the roofline), the planner ranks " + candidate_label(w) +
-           " first (" + w.why + ").";
+           " results: " + how + "), the planner ranks " + candidate_label(w) + " first (" + w.why +
+           ").";
   } catch (const UsageError&) {
     return "";  // a configuration the roofline cannot re-price: no answer
   }

@@ -11,6 +11,7 @@
 #include "ppb/profiling/check.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/load.hpp"
+#include "ppb/reports/plan.hpp"
 #include "ppb/reports/stats.hpp"
 
 namespace ppb::reports {
@@ -689,21 +690,6 @@ MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
     v.reported_before = decide_sampled(f.kind, before, o).status == v.status;
   }
   return v;
-}
-
-// The device time of each kernel family per stage in `r`'s median step
-// (its device profiler's kernel_seconds_<family>): [family][stage]; empty
-// without one.
-std::map<std::string, std::vector<double>> kernel_seconds(const Result& r) {
-  std::map<std::string, std::vector<double>> out;
-  if (!r.metrics || !r.metrics->device) return out;
-  const auto c = r.metrics->collectors.find(r.metrics->device->profiler);
-  if (c == r.metrics->collectors.end()) return out;
-  const std::string prefix = "kernel_seconds_";
-  for (const auto& [figure, per_stage] : c->second.step) {
-    if (figure.starts_with(prefix)) out[figure.substr(prefix.size())] = per_stage;
-  }
-  return out;
 }
 
 // Tonight's kernel families that moved beyond the threshold on a stage,

@@ -342,9 +342,10 @@ TEST(PlanCalibration, AFileAboveItsLimitIsRefused) {
 // seconds, run at time scale 0.5 over a 10 us, 1 GB/s link; its samples/s
 // and memory are what the simulator and the memory model give for that (the
 // pool as a run holds it: expected_peak_bytes).
-ResultEntry synthetic_result(const std::string& schedule, int stages, int microbatches) {
-  Result r;
-  ResultConfig& c = r.config;
+// gpt-tiny at micro-batch size 2 cut by `operator`, over MPI.
+ResultConfig tiny_config(const std::string& schedule, int stages, int microbatches,
+                         const std::string& backend) {
+  ResultConfig c;
   c.schedule = schedule;
   c.partition = "operator";
   c.stages = stages;
@@ -352,8 +353,15 @@ ResultEntry synthetic_result(const std::string& schedule, int stages, int microb
   c.micro_batch_size = 2;
   c.chunks = 1;
   c.model = "gpt-tiny";
-  c.backend = "timed";
+  c.backend = backend;
   c.transport = "mpi";
+  return c;
+}
+
+ResultEntry synthetic_result(const std::string& schedule, int stages, int microbatches) {
+  Result r;
+  ResultConfig& c = r.config;
+  c = tiny_config(schedule, stages, microbatches, "timed");
   c.device = "cpu";
   c.time_scale = 0.5;
   const ModelSpec spec = parse_model_spec(c.model);
@@ -640,6 +648,164 @@ TEST(PlanValidate, RecordedH200ResultsOfASharedGpuAreRefused) {
   EXPECT_EQ(v.refused, std::vector<std::string>{"5 results: samples/s not predicted (peak memory "
                                                 "is): " +
                                                 shared_gpu_refusal(2)});
+}
+
+// A cuda result of gpt-tiny on one H200 per stage whose truth is known:
+// each kernel family ran at `kEfficiency` of the h200 roofline (a unit's
+// GEMM share in "gemm", the rest in its own family) and every action's
+// window held `kLaunch` seconds besides its kernels. Its CUPTI figures
+// (kernel seconds per family, device seconds per action), action times
+// and samples/s are what that gives.
+const std::map<std::string, double> kEfficiency = {{"gemm", 0.8},          {"attention", 0.5},
+                                                   {"layernorm", 0.3},     {"gelu", 0.4},
+                                                   {"cross_entropy", 0.6}, {"embedding", 0.25}};
+constexpr double kLaunch = 14e-6;
+
+// The truth's factor on one unit's pass (roofline time x it = measured).
+double true_factor(UnitKind kind, double gemm_share) {
+  return gemm_share / kEfficiency.at("gemm") +
+         (1 - gemm_share) / kEfficiency.at(kernel_family_of(kind));
+}
+
+ResultEntry cuda_result(const std::string& schedule, int stages, int microbatches) {
+  Result r;
+  ResultConfig& c = r.config;
+  c = tiny_config(schedule, stages, microbatches, "cuda");
+  r.environment.gpus.assign(static_cast<size_t>(stages), "NVIDIA H200");
+  r.environment.ranks = stages;
+  r.environment.ranks_per_gpu = 1;
+  const DeviceSpec h200 = device_preset("h200");
+  const std::vector<Unit> units = expand_units(parse_model_spec(c.model), Kernels::kCuda);
+  const std::vector<UnitTime> times = unit_times(units, h200);
+  const std::vector<UnitRange> parts = make_partition("operator", units, times, stages);
+  c.unit_ranges = format_partition(parts);
+  std::vector<UnitTime> real = times;
+  ResultMetrics m;
+  CollectorResult& cupti = m.collectors["cupti"];
+  for (const auto& [family, eff] : kEfficiency)
+    cupti.step["kernel_seconds_" + family].assign(static_cast<size_t>(stages), 0.0);
+  cupti.step["kernel_seconds_other"].assign(static_cast<size_t>(stages), 0.0);
+  for (int s = 0; s < stages; ++s) {
+    for (int u = parts[static_cast<size_t>(s)].begin; u < parts[static_cast<size_t>(s)].end; ++u) {
+      const Unit& unit = units[static_cast<size_t>(u)];
+      const UnitTime& t = times[static_cast<size_t>(u)];
+      const UnitTime g = gemm_shares(unit, h200);
+      const auto step = [&](double UnitTime::*pass, double share) {
+        const double mb = microbatches * t.*pass;  // every micro-batch's pass, one step
+        cupti.step["kernel_seconds_gemm"][static_cast<size_t>(s)] +=
+            mb * share / kEfficiency.at("gemm");
+        cupti.step["kernel_seconds_" + std::string(kernel_family_of(unit.kind))]
+                  [static_cast<size_t>(s)] +=
+            mb * (1 - share) / kEfficiency.at(kernel_family_of(unit.kind));
+        real[static_cast<size_t>(u)].*pass = t.*pass * true_factor(unit.kind, share);
+      };
+      step(&UnitTime::fwd, g.fwd);
+      step(&UnitTime::bwd_input, g.bwd_input);
+      step(&UnitTime::bwd_weight, g.bwd_weight);
+    }
+  }
+  StageCosts costs = model_costs(units, real, parts, stages, 1, h200.link());
+  costs.action_seconds = kLaunch;
+  ScheduleParams p;
+  p.stages = stages;
+  p.microbatches = microbatches;
+  const Schedule sched = generate_schedule(schedule, p);
+  const SimResult sim = simulate(sched, costs);
+  m.samples_per_second = 2.0 * microbatches / sim.step_time;
+  // The median step's timeline and each action's device seconds beside it.
+  r.timeline.resize(static_cast<size_t>(stages));
+  cupti.action["device_seconds"].resize(static_cast<size_t>(stages));
+  for (int s = 0; s < stages; ++s) {
+    const ChunkCost& cc = costs.chunks[static_cast<size_t>(s)];
+    for (const Action& a : sched.actions[static_cast<size_t>(s)]) {
+      if (a.kind == ActionKind::kSync) continue;
+      const double busy = a.kind == ActionKind::kForward         ? cc.fwd
+                          : a.kind == ActionKind::kBackward      ? cc.bwd_input + cc.bwd_weight
+                          : a.kind == ActionKind::kBackwardInput ? cc.bwd_input
+                                                                 : cc.bwd_weight;
+      r.timeline[static_cast<size_t>(s)].push_back({a.kind, a.microbatch, 0, 0.0, busy + kLaunch});
+      cupti.action["device_seconds"][static_cast<size_t>(s)].push_back(busy);
+    }
+  }
+  m.theory.emplace();
+  for (const ChunkCost& cc : costs.chunks) {
+    m.theory->action_seconds.push_back(
+        {cc.fwd + kLaunch, cc.bwd_input + cc.bwd_weight + kLaunch, std::nan(""), std::nan("")});
+  }
+  m.device.emplace();
+  m.device->profiler = "cupti";
+  m.peak_memory_bytes.per_stage.assign(static_cast<size_t>(stages), 1);
+  r.metrics = m;
+  return make_entry(
+      "cuda_" + schedule + "_P" + std::to_string(stages) + "_M" + std::to_string(microbatches), r);
+}
+
+// The fit recovers the truth: each kind's factor is its units' GEMM and
+// elementwise shares at their families' efficiencies, the launch cost per
+// action is the one the windows held, and the method says so.
+TEST(PlanValidate, CuptiKernelTimesFitEachUnitKindAndTheLaunchCost) {
+  const std::vector<ResultEntry> results = {cuda_result("1f1b", 4, 8), cuda_result("gpipe", 2, 4),
+                                            cuda_result("zb-h1", 4, 8)};
+  std::vector<const ResultEntry*> all;
+  for (const ResultEntry& e : results) all.push_back(&e);
+  ASSERT_TRUE(has_cupti_figures(results[0].result));
+  const PassCalibration cal = fit_calibration(all);
+  const DeviceSpec h200 = device_preset("h200");
+  const std::vector<Unit> units = expand_units(parse_model_spec("gpt-tiny"), Kernels::kCuda);
+  std::set<std::string> seen;
+  for (const Unit& u : units) {
+    const std::string kind = unit_kind_name(u.kind);
+    if (!seen.insert(kind).second) continue;
+    const UnitTime g = gemm_shares(u, h200);
+    const UnitTime f = cal.factors(kind);
+    EXPECT_NEAR(f.fwd, true_factor(u.kind, g.fwd), 1e-6 * f.fwd) << kind;
+    if (u.bwd_input_flops > 0) {
+      EXPECT_NEAR(f.bwd_input, true_factor(u.kind, g.bwd_input), 1e-6 * f.bwd_input) << kind;
+    }
+    if (u.bwd_weight_flops > 0) {
+      EXPECT_NEAR(f.bwd_weight, true_factor(u.kind, g.bwd_weight), 1e-6 * f.bwd_weight) << kind;
+    }
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kUnitKinds));
+  EXPECT_NEAR(cal.launch, kLaunch, 1e-12);
+  EXPECT_NE(cal.method.find("per unit kind from CUPTI on 3 results (achieved / roofline): "
+                            "embedding 0.25, ln1 0.3"),
+            std::string::npos)
+      << cal.method;
+  EXPECT_NE(cal.method.find("; launch 14 us per action"), std::string::npos) << cal.method;
+  // The planner takes both, and a calibration file keeps the launch cost.
+  const Calibration kinds = kind_calibration(cal, "h200");
+  EXPECT_EQ(kinds.summary, cal.method);
+  EXPECT_NEAR(parse_calibration(calibration_to_json(kinds), "c.json").launch_seconds, kLaunch,
+              1e-18);
+  // The report's planner line names it too (the setup of the most
+  // results: the two of 4 GPUs).
+  const std::string line = which_schedule_for_this_machine(all);
+  EXPECT_NE(line.find("4 x NVIDIA H200, 131 GiB each, the h200 roofline, calibrated on 2 "
+                      "results: per unit kind from CUPTI on 2 results"),
+            std::string::npos)
+      << line;
+}
+
+// Leave-one-out on results the CUPTI model explains: every combination
+// within 5% (here exactly); without CUPTI's figures the per-pass fit, said
+// in one line.
+TEST(PlanValidate, CuptiCalibrationPredictsEachCombinationFromTheOthers) {
+  std::vector<ResultEntry> results = {cuda_result("1f1b", 4, 8), cuda_result("gpipe", 4, 8),
+                                      cuda_result("zb-h1", 4, 8), cuda_result("1f1b", 4, 4)};
+  const Validation v = validate_plan(results);
+  ASSERT_EQ(v.rows.size(), 4u) << (v.skipped.empty() ? "" : v.skipped[0]);
+  for (const ValidationRow& r : v.rows) EXPECT_LT(std::fabs(r.samples_error), 1e-6) << r.source;
+  ASSERT_EQ(v.calibrations.size(), 1u);
+  EXPECT_NE(v.calibrations[0].find("per unit kind from CUPTI on 4 results"), std::string::npos)
+      << v.calibrations[0];
+  for (ResultEntry& e : results) e.result.metrics->collectors.clear();
+  const Validation old = validate_plan(results);
+  ASSERT_EQ(old.calibrations.size(), 1u);
+  EXPECT_NE(old.calibrations[0].find("per pass on the roofline (forward x"), std::string::npos);
+  EXPECT_NE(old.calibrations[0].find(": not from CUPTI (4 of 4 without its kernel times"),
+            std::string::npos)
+      << old.calibrations[0];
 }
 
 TEST(PlanDevice, AGpuStandsForThePresetItsNameNames) {

@@ -90,11 +90,29 @@ DeviceSpec make_preset(std::string_view name) {
   return d;
 }
 
-double pass_time(double flops, double elementwise, double traffic_bytes, const DeviceSpec& d) {
-  if (flops <= 0) return 0;  // a pass that does nothing launches nothing
+// The two compute terms of a pass: its GEMMs' seconds and its elementwise
+// work's.
+struct ComputeTerms {
+  double gemm = 0;
+  double elementwise = 0;
+};
+
+ComputeTerms compute_terms(double flops, double elementwise, const DeviceSpec& d) {
   const double matrix_rate = d.peak_flops * d.efficiency;
   const double vector_rate = d.vector_flops > 0 ? d.vector_flops : matrix_rate;
-  const double compute = (flops - elementwise) / matrix_rate + elementwise / vector_rate;
+  return {(flops - elementwise) / matrix_rate, elementwise / vector_rate};
+}
+
+double gemm_share(double flops, double elementwise, const DeviceSpec& d) {
+  if (flops <= 0) return 0;
+  const ComputeTerms t = compute_terms(flops, elementwise, d);
+  return t.gemm + t.elementwise > 0 ? t.gemm / (t.gemm + t.elementwise) : 0.0;
+}
+
+double pass_time(double flops, double elementwise, double traffic_bytes, const DeviceSpec& d) {
+  if (flops <= 0) return 0;  // a pass that does nothing launches nothing
+  const ComputeTerms t = compute_terms(flops, elementwise, d);
+  const double compute = t.gemm + t.elementwise;
   const double memory = d.mem_bandwidth > 0 ? traffic_bytes / d.mem_bandwidth : 0.0;
   return std::max(compute, memory) + d.kernel_overhead_s;
 }
@@ -180,7 +198,8 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
   const JsonReader reader(source);
   if (!doc.is_object()) reader.fail("(document)", "expected an object");
   const JsonObject root = reader.root(doc);
-  root.only({"schema", "device", "units", "kinds"}, "schema, device, units, kinds");
+  root.only({"schema", "device", "units", "kinds", "launch_seconds"},
+            "schema, device, units, kinds, launch_seconds");
   Calibration cal;
   cal.source = source;
   const boost::json::value& schema = root.at("schema");
@@ -203,6 +222,7 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
           kv.value().is_object() ? unit_time_object(kinds->object(kv.key())) : UnitTime{x, x, x};
     }
   }
+  if (root.has("launch_seconds")) cal.launch_seconds = non_negative(root, "launch_seconds");
   return cal;
 }
 
@@ -222,7 +242,14 @@ std::string calibration_to_json(const Calibration& cal) {
   boost::json::object root{{"schema", kCalibrationSchema}, {"device", cal.device}};
   root["units"] = std::move(units);
   root["kinds"] = std::move(kinds);
+  if (cal.launch_seconds > 0) root["launch_seconds"] = cal.launch_seconds;
   return boost::json::serialize(root);
+}
+
+UnitTime gemm_shares(const Unit& u, const DeviceSpec& device) {
+  return {gemm_share(u.fwd_flops, u.fwd_elementwise_flops, device),
+          gemm_share(u.bwd_input_flops, u.bwd_input_elementwise_flops, device),
+          gemm_share(u.bwd_weight_flops, u.bwd_weight_elementwise_flops, device)};
 }
 
 std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpec& device,

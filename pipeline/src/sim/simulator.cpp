@@ -147,6 +147,8 @@ void Simulator::check_inputs() const {
                        " has a negative or NaN cost");
     }
   }
+  if (!(costs_.action_seconds >= 0))
+    throw UsageError("simulate: the cost per action is negative or NaN");
   const LinkModel& l = costs_.link;
   if (!(l.comm_time >= 0) || !(l.latency >= 0) || std::isnan(l.bandwidth)) {
     throw UsageError("simulate: link comm_time and latency must be >= 0");
@@ -255,8 +257,8 @@ void Simulator::advance(int s) {
           ++out.overlapped;
         }
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
-        end = start + c.fwd;
-        out.busy += c.fwd;
+        end = start + c.fwd + costs_.action_seconds;
+        out.busy += c.fwd + costs_.action_seconds;
         sl.fwd_end = end;
         send(s, st.next, end);
         break;
@@ -271,7 +273,7 @@ void Simulator::advance(int s) {
         start = std::max(start, in);
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
         const bool full = a.kind == ActionKind::kBackward;
-        const double d = full ? c.bwd_input + c.bwd_weight : c.bwd_input;
+        const double d = (full ? c.bwd_input + c.bwd_weight : c.bwd_input) + costs_.action_seconds;
         end = start + d;
         out.busy += d;
         if (!full) sl.inp_end = end;
@@ -283,8 +285,8 @@ void Simulator::advance(int s) {
         Slot& sl = slot(v, a.microbatch);
         if (sl.inp_end < 0) return;
         const ChunkCost& c = costs_.chunks[static_cast<size_t>(v)];
-        end = start + c.bwd_weight;
-        out.busy += c.bwd_weight;
+        end = start + c.bwd_weight + costs_.action_seconds;
+        out.busy += c.bwd_weight + costs_.action_seconds;
         break;
       }
     }

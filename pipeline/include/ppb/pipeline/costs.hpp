@@ -107,6 +107,10 @@ struct StageCosts {
   /// (ChunkCost::param_bytes of its virtual stage) across the replicas.
   AllReduceModel allreduce;
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
+  /// A fixed cost every F, B, I and W takes on top of its chunk's times
+  /// (seconds an action's window holds besides its kernels: launches,
+  /// synchronisation), >= 0. A full B takes it once.
+  double action_seconds = 0;
 
   /// The link a transfer from `from_stage` to `to_stage` takes.
   /// Example: host_of_stage {0, 0, 1, 1}: link_between(1, 2) is network_link,

@@ -64,17 +64,24 @@ struct UnitTime {
 /// JSON document:
 ///   {"schema": "pipebench.calibration/1", "device": "cpu",
 ///    "units": {"l0.qkv": {"fwd": 1.2e-4, "bwd_input": 1.1e-4, "bwd_weight": 1.3e-4}, ...},
-///    "kinds": {"attention": 1.7, "qkv": {"fwd": 1.1, "bwd_input": 1.2, "bwd_weight": 1.0}}}
+///    "kinds": {"attention": 1.7, "qkv": {"fwd": 1.1, "bwd_input": 1.2, "bwd_weight": 1.0}},
+///    "launch_seconds": 1.4e-5}
 /// "units" gives measured seconds per unit name (all three fields required);
 /// "kinds" gives scale factors applied to the roofline time of every unit of
 /// that kind (unit_kind_name: "embedding", "ln1", "qkv", ...), as one number
 /// for all three passes or per pass. Both are optional; a measured unit time
-/// wins over a kind factor.
+/// wins over a kind factor. "launch_seconds" (optional, default 0) is a
+/// fixed cost every action (F, B, I, W) takes besides its units
+/// (StageCosts::action_seconds).
 struct Calibration {
   std::string source;  ///< file path (for messages), or "" when built in code
   std::string device;  ///< the device it was measured on; must match the DeviceSpec
   std::map<std::string, UnitTime> unit_seconds;
   std::map<std::string, UnitTime> kind_scale;
+  double launch_seconds = 0;  ///< per action, seconds
+  /// How it was fitted, in words, for the planner's output (not in the
+  /// file): "per unit kind from CUPTI on 3 results: ...; launch 14 us per action".
+  std::string summary;
 };
 
 /// The largest unit time (seconds) or kind factor a calibration may give:
@@ -104,6 +111,12 @@ struct PassBytes {
   double bwd_weight = 0;
 };
 PassBytes unit_traffic_bytes(const Unit& u);
+
+/// The part of each pass's roofline compute time that its GEMMs take (the
+/// gemm term of unit_times' formula over the gemm and elementwise terms),
+/// in [0, 1]; 0 for a pass with no FLOPs. A unit's elementwise kernels
+/// take the rest.
+UnitTime gemm_shares(const Unit& u, const DeviceSpec& device);
 
 /// Roofline time of every unit: per pass,
 ///   max(gemm / (peak_flops * efficiency) + elementwise / vector_flops,

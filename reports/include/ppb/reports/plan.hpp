@@ -214,6 +214,14 @@ struct PassCalibration {
   /// units (theory.kind_seconds). A kind or pass without such data takes
   /// forward / backward.
   std::map<std::string, UnitTime> kinds;
+  /// Seconds every action takes besides its units (StageCosts::
+  /// action_seconds): fitted from CUPTI's action windows, else 0.
+  double launch = 0;
+  bool from_cupti = false;  ///< per unit kind from CUPTI's figures (fit_calibration)
+  /// How it was fitted, in one line (Calibration::summary): "per unit kind
+  /// from CUPTI on 3 results (achieved / roofline): embedding 0.52, ...;
+  /// launch 14 us per action", or the per-pass fit and why not CUPTI's.
+  std::string method;
 
   /// The factors of `kind`'s three passes.
   UnitTime factors(const std::string& kind) const {
@@ -223,8 +231,37 @@ struct PassCalibration {
 };
 
 /// Fits on `results` (ok results with theory.action_seconds; others are
-/// left out). REQUIRES: at least one usable result (else UsageError).
+/// left out). When every usable result has CUPTI's figures
+/// (has_cupti_figures), per unit kind from them instead: per kernel family
+/// f, least squares through the origin over every stage of the measured
+/// step's kernel_seconds_f against the roofline's seconds of the units'
+/// share in f (gemm_shares, kernel_family_of; x M x B actions); then one
+/// factor on all families so that a stage's kernel seconds of every family
+/// come out (families no unit runs: copies, bias fills); each kind's factor
+/// per pass is its units' GEMM and elementwise shares at their families'
+/// factors. The launch cost is the median over every action of its window
+/// (timeline end - start) less its device seconds. REQUIRES: at least one
+/// usable result (else UsageError).
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results);
+
+/// The kernel family (the device profiler's kernel_seconds_<family>,
+/// docs/metrics.md) that runs the non-GEMM work of a unit kind: its GEMMs
+/// run in "gemm". embedding -> "embedding"; ln1, ln2, final_norm ->
+/// "layernorm"; qkv, attn_out, fc2 (bias and residual only) -> "gemm";
+/// attention -> "attention" (its scores and context GEMMs in "gemm");
+/// fc1_gelu -> "gelu"; head -> "cross_entropy". The one mapping between
+/// the two.
+const char* kernel_family_of(UnitKind kind);
+
+/// The device time of each kernel family per stage in `r`'s median step
+/// (its device profiler's step.kernel_seconds_<family>): family -> per
+/// stage; empty without a device profiler.
+std::map<std::string, std::vector<double>> kernel_seconds(const Result& r);
+
+/// Calibration from CUPTI: whether `r` has what it takes (kernel seconds per
+/// family for every stage, and each action's device seconds beside the
+/// median step's timeline).
+bool has_cupti_figures(const Result& r);
 
 /// The fitted factors as a "pipebench.calibration/1" calibration of every
 /// unit kind on `device`: each kind's own factors where they were fitted,
@@ -274,6 +311,9 @@ struct Validation {
   /// many: "12 results of ranks sharing one GPU (environment.ranks_per_gpu
   /// 2): ..." (shared_gpu_refusal).
   std::vector<std::string> refused;
+  /// How each setup of more than one result was calibrated, fitted on all
+  /// of it (each row is fitted on the others): "setup: " + its method.
+  std::vector<std::string> calibrations;
   double mean_abs_samples_error = 0;
   double mean_abs_memory_error = 0;
 };
