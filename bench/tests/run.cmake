@@ -495,8 +495,13 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_run_cuda_profile_trace COMMAND run_results_check trace ${dir})
   add_test(NAME emulated_run_cuda_profile_hta
     COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_device_check.py --run ${dir})
+  # The emulator refuses every CUDA-graph capture: each action and optimizer
+  # step of every step and rank ran eagerly, counted once, and says why.
+  add_test(NAME emulated_run_cuda_graphs
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_graphs_check.py ${dir}
+            "cudaStreamBeginCapture: the emulator cannot capture graphs")
   set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
-    emulated_run_cuda_profile_hta PROPERTIES
+    emulated_run_cuda_profile_hta emulated_run_cuda_graphs PROPERTIES
     LABELS emulated FIXTURES_REQUIRED emulated_profile_files SKIP_RETURN_CODE 77 TIMEOUT 180)
   # Another tool holding CUPTI (the emulator plays it): one warning naming
   # it, and the run, its NVTX ranges and its trace go on.

@@ -136,6 +136,9 @@ TEST(GraphCache, OffRunsEverythingEagerAndSaysSo) {
   EXPECT_EQ(enqueued, 1);
   EXPECT_EQ(cache.eager_reason(), "--cuda-graphs off");
   EXPECT_EQ(cache.counts().eager, 1);
+  GraphCache later(ops, false);  // an action eager for its own reason: graphs being off is why
+  (void)later.run_eager("not replay-safe", [] {});
+  EXPECT_EQ(later.eager_reason(), "--cuda-graphs off");
   EXPECT_TRUE(ops.launched.empty());
 }
 
@@ -144,8 +147,25 @@ TEST(GraphCache, DisableKeepsTheFirstReason) {
   GraphCache cache(ops, true);
   cache.disable("first");
   cache.disable("second");
-  EXPECT_EQ(cache.eager_reason(), "first");
+  EXPECT_EQ(cache.eager_reason(), "");  // no action ran yet
   EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
+  (void)cache.run(key(GraphPass::kForward, 0), [] {});
+  EXPECT_EQ(cache.eager_reason(), "first");
+}
+
+TEST(GraphCache, OneEagerActionLeavesGraphsOnForTheOthers) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] { ++enqueued; };
+  EXPECT_EQ(cache.run_eager("kept activations are not static per slot", work),
+            GraphDecision::kEager);
+  EXPECT_EQ(cache.run(key(GraphPass::kSgd, 0), work), GraphDecision::kCapture);
+  EXPECT_EQ(cache.run(key(GraphPass::kSgd, 0), work), GraphDecision::kReplay);
+  EXPECT_EQ(cache.run_eager("another reason", work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 3);
+  EXPECT_EQ(cache.eager_reason(), "kept activations are not static per slot");
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 0, .eager = 2}));
 }
 
 TEST(GraphCache, AFailureAfterTheCaptureBeganThrowsAndCachesNothing) {
@@ -154,7 +174,7 @@ TEST(GraphCache, AFailureAfterTheCaptureBeganThrowsAndCachesNothing) {
   ops.refuse_end = "cudaStreamEndCapture: operation not permitted when stream is capturing";
   EXPECT_THROW((void)cache.run(key(GraphPass::kForward, 0), [] {}), std::runtime_error);
   EXPECT_EQ(cache.size(), 0u);
-  EXPECT_EQ(cache.eager_reason(), ops.refuse_end);
+  EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
   ops.refuse_end.clear();
   // The work itself throwing abandons the capture and passes the error on.
   GraphCache other(ops, true);

@@ -6,7 +6,7 @@
 namespace ppb::cuda {
 
 GraphCache::GraphCache(GraphOps& ops, bool enabled) : ops_(&ops) {
-  if (!enabled) reason_ = "--cuda-graphs off";
+  if (!enabled) disabled_ = "--cuda-graphs off";
 }
 
 GraphCache::~GraphCache() {
@@ -14,25 +14,28 @@ GraphCache::~GraphCache() {
 }
 
 void GraphCache::disable(const std::string& reason) {
-  if (reason_.empty()) reason_ = reason;
+  if (disabled_.empty()) disabled_ = reason;
 }
 
 GraphDecision GraphCache::decide(const GraphKey& key) const {
-  if (!reason_.empty()) return GraphDecision::kEager;
+  if (!disabled_.empty()) return GraphDecision::kEager;
   const auto it = graphs_.find(identity(key));
   if (it == graphs_.end()) return GraphDecision::kCapture;
   return it->second.key == key ? GraphDecision::kReplay : GraphDecision::kRebuild;
 }
 
-GraphDecision GraphCache::eager(const std::function<void()>& enqueue) {
+GraphDecision GraphCache::run_eager(const std::string& reason,
+                                    const std::function<void()>& enqueue) {
   enqueue();
   ++counts_.eager;
+  // With graphs off, that is why; else the caller's reason.
+  if (eager_reason_.empty()) eager_reason_ = disabled_.empty() ? reason : disabled_;
   return GraphDecision::kEager;
 }
 
 GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& enqueue) {
   const GraphDecision d = decide(key);
-  if (d == GraphDecision::kEager) return eager(enqueue);
+  if (d == GraphDecision::kEager) return run_eager(disabled_, enqueue);
   if (d == GraphDecision::kReplay) {
     ops_->launch(graphs_.at(identity(key)).graph);
     ++counts_.replayed;
@@ -44,7 +47,7 @@ GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& 
     disable(why);
     for (auto& [id, entry] : graphs_) ops_->destroy(entry.graph);
     graphs_.clear();
-    return eager(enqueue);
+    return run_eager(disabled_, enqueue);
   }
   try {
     enqueue();

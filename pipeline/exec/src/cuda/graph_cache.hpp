@@ -107,13 +107,17 @@ class GraphCache {
   /// a capture that end_capture refuses throws: its work was captured,
   /// not run, and its host effects happened.
   GraphDecision run(const GraphKey& key, const std::function<void()>& enqueue);
+  /// Runs one action eagerly for `reason` (its work is not replay-safe),
+  /// without turning graphs off for other actions. With graphs off, the
+  /// reason recorded is why they are off.
+  GraphDecision run_eager(const std::string& reason, const std::function<void()>& enqueue);
   /// Turns graphs off for the rest of the cache's life (every later action
   /// eager) with `reason`; keeps the first reason given.
   void disable(const std::string& reason);
 
   const GraphCounts& counts() const { return counts_; }
-  /// Why actions ran eagerly ("" while none did for a reason).
-  const std::string& eager_reason() const { return reason_; }
+  /// Why the first action that ran eagerly did ("" while none did).
+  const std::string& eager_reason() const { return eager_reason_; }
   /// Graphs held (one per (chunk, pass, slot) captured).
   size_t size() const { return graphs_.size(); }
 
@@ -124,10 +128,9 @@ class GraphCache {
     GraphHandle graph = nullptr;
   };
   static Identity identity(const GraphKey& key) { return {key.chunk, key.pass, key.slot}; }
-  GraphDecision eager(const std::function<void()>& enqueue);
-
   GraphOps* ops_;
-  std::string reason_;
+  std::string disabled_;      // non-empty: graphs are off, for this reason
+  std::string eager_reason_;  // the first eager action's reason
   std::map<Identity, Entry> graphs_;
   GraphCounts counts_;
 };
