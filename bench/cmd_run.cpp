@@ -49,6 +49,10 @@ void add_sweep_flags(CLI::App& cmd, run::RunOptions& o) {
       ->capture_default_str();
   cmd.add_option("--transport", o.transport, "Transport: " + names(transport_list()))
       ->capture_default_str();
+  cmd.add_option("--cuda-graphs", o.cuda_graphs,
+                 "on or off: a device backend captures its work into CUDA graphs and replays "
+                 "them where the device can (the result says what ran eagerly and why)")
+      ->capture_default_str();
 }
 
 /// How each combination is measured and where its results go.

@@ -57,6 +57,7 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   o.debug_stall_rank = given.debug_stall_rank;
   o.stages = c.stages;
   o.rank_order = c.rank_order.empty() ? RunOptions{}.rank_order : c.rank_order;
+  o.cuda_graphs = c.cuda_graphs.empty() ? RunOptions{}.cuda_graphs : c.cuda_graphs;
   return o;
 }
 
@@ -66,7 +67,8 @@ std::string settings_key(const RunOptions& o) {
   s << o.model << '|' << o.dtype << '|' << o.backend << '|' << o.transport << '|' << o.device << '|'
     << o.seed << '|' << o.time_scale << '|' << o.iters << '|' << o.warmup << '|' << o.min_time
     << '|' << o.max_iters << '|' << o.check << '|' << o.profile << '|' << o.memory_budget << '|'
-    << o.memory_guard << '|' << o.plant << '|' << o.stages << '|' << o.rank_order;
+    << o.memory_guard << '|' << o.plant << '|' << o.stages << '|' << o.rank_order << '|'
+    << o.cuda_graphs;
   return s.str();
 }
 

@@ -287,6 +287,23 @@ void check_partitions_place(const RunOptions& o, const RunPlan& plan) {
   }
 }
 
+// --cuda-graphs: on or off; given explicitly only with a device backend.
+bool parse_cuda_graphs(const RunOptions& o, const BackendInfo& backend) {
+  if (o.cuda_graphs != "on" && o.cuda_graphs != "off") {
+    throw UsageError("--cuda-graphs: expected on or off, got '" + o.cuda_graphs + "'");
+  }
+  const bool given = std::find(o.given.begin(), o.given.end(), "--cuda-graphs") != o.given.end();
+  if (given && !backend.traits.device) {
+    std::string devices;
+    for (const BackendInfo& b : backend_list()) {
+      if (b.traits.device) devices += (devices.empty() ? "" : ", ") + b.name;
+    }
+    throw UsageError("--cuda-graphs: only a device backend (--backend " + devices +
+                     ") launches CUDA graphs (got --backend " + backend.name + ")");
+  }
+  return o.cuda_graphs == "on";
+}
+
 }  // namespace
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
@@ -324,6 +341,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
                      " computes (got --backend " + backend.name + ")");
   }
   parse_plant(o.plant, stages, backend, plan);
+  plan.cuda_graphs = parse_cuda_graphs(o, backend);
   plan.fault = parse_fault(o.debug_fault, world_size);
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");

@@ -68,6 +68,10 @@ struct RunOptions {
   /// --device D: the cost model of the timed backend and of `balanced`'s
   /// pricing (device.hpp presets).
   std::string device = "cpu";
+  /// --cuda-graphs on|off: a device backend captures its work into CUDA
+  /// graphs and replays them where the device can (result:
+  /// metrics.cuda_graphs says what ran how, and why any ran eagerly).
+  std::string cuda_graphs = "on";
   /// Arguments CLI11 did not recognise (the subcommand allows extras so that
   /// an unknown flag is reported once, by rank 0, like every other error).
   std::vector<std::string> extras;
@@ -116,6 +120,7 @@ struct RunPlan {
   int plant_stage = -1;                     ///< --plant: the planted stage (-1 = none)
   double plant_factor = 1;                  ///< --plant: its action-time factor
   std::string plant_label;                  ///< "stage 1 x1.1" (config.plant), "" = none
+  bool cuda_graphs = true;                  ///< --cuda-graphs on
   DebugFault fault;                         ///< --debug-fault (tests only)
 };
 
@@ -130,8 +135,9 @@ struct RunPlan {
 /// a backend whose registry entry computes no real gradients, a --dtype other than fp32 or
 /// bf16 (bf16 only with a backend whose entry says bf16), a negative --min-time, a --plant that
 /// is not STAGE:FACTOR with 0 <= STAGE < P and FACTOR > 0 (>= 1 unless the backend's registry entry
-/// can plant a speed-up). Example: validate_run_options({.schedules = "1f1b"}, 4).schedules ==
-/// {"1f1b"}.
+/// can plant a speed-up), a --cuda-graphs other than on or off, or --cuda-graphs given
+/// with a backend whose registry entry has no device.
+/// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);
 
 /// "results/20261129T073000Z" for the given UTC time (seconds since epoch).

@@ -180,6 +180,9 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.dtype = sw.options.dtype;
   cfg.data_parallel = sw.plan.data_parallel;
   cfg.rank_order = rank_order_name(sw.plan.rank_order);
+  if (backend_info(sw.plan.backend).traits.device) {
+    cfg.cuda_graphs = sw.plan.cuda_graphs ? "on" : "off";
+  }
   return cfg;
 }
 
@@ -256,11 +259,12 @@ struct Execution {
   std::optional<MemoryGuardFigures> guard;
   Schedule last_schedule;  ///< the schedule of the last step (the guard may change it)
   double time_scale = 0;
-  double foreign_cpu = kNaN;        ///< HostLoadMeter over the timed steps: NaN = unknown
-  std::string oom;                  ///< a device ran out of memory (every rank): status oom
-  std::string message_path;         ///< "direct" or "staged" (ResultConfig::message_path)
-  std::string device_profiler;      ///< CollectorSet::device_profiler(): "" = none attached
-  std::vector<GpuState> gpu_state;  ///< rank 0: the GPUs over the timed steps (NVML)
+  double foreign_cpu = kNaN;               ///< HostLoadMeter over the timed steps: NaN = unknown
+  std::string oom;                         ///< a device ran out of memory (every rank): status oom
+  std::string message_path;                ///< "direct" or "staged" (ResultConfig::message_path)
+  std::string device_profiler;             ///< CollectorSet::device_profiler(): "" = none attached
+  std::vector<GpuState> gpu_state;         ///< rank 0: the GPUs over the timed steps (NVML)
+  std::optional<CudaGraphFigures> graphs;  ///< rank 0, device backends: summed over the ranks
 };
 
 /// What a combination's phases read of the sweep: this rank's place in the
@@ -341,6 +345,7 @@ BackendConfig backend_config(const RunContext& ctx, const Combination& c, const 
   cfg.local_ranks = ctx.node.size;
   cfg.replica = ctx.replica;
   cfg.replicas = ctx.plan.data_parallel;
+  cfg.cuda_graphs = ctx.plan.cuda_graphs;
   return cfg;
 }
 
@@ -559,6 +564,15 @@ void CombinationRun::summarise() {
     g.min_inflight = h.empty() ? c_.inflight : *std::min_element(h.begin(), h.end());
     ex_.guard = g;
   }
+  if (const DeviceAccess* device = backend_->device()) {
+    // Every rank runs the same backend: all of them take part.
+    const CudaGraphFigures mine = device->graphs();
+    const std::array<int64_t, 4> counts{mine.captured, mine.replayed, mine.rebuilt, mine.eager};
+    std::array<int64_t, 4> sum{};
+    PPB_MPI_CHECK(MPI_Reduce(counts.data(), sum.data(), static_cast<int>(counts.size()),
+                             MPI_INT64_T, MPI_SUM, 0, ctx_.comm));
+    ex_.graphs = CudaGraphFigures{sum[0], sum[1], sum[2], sum[3], mine.eager_reason};
+  }
 }
 
 /// Step 3, on every rank: the phases of a CombinationRun. A failure on any
@@ -647,6 +661,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   if (D > 1) add_data_parallel(steps, fig.median_step, P, measured.allreduce, theory, m);
   if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
   m.gpu_state = ex.gpu_state;
+  m.cuda_graphs = ex.graphs;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;

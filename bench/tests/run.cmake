@@ -499,8 +499,14 @@ if(PPB_HAVE_CUDAEMU)
   # cuBLASLt's kernels in the trace), none through the bias and GeLU kernels.
   add_test(NAME emulated_run_cuda_profile_epilogues
     COMMAND bash -c "t=$(cat \"$0\"/*.trace.json) && grep -q ppb_cudaemu_lt_gemm_f32 <<<\"$t\" && ! grep -Eq 'ppb_(bias_fill|gelu_fwd)' <<<\"$t\"" ${dir})
+  # The emulator refuses every CUDA-graph capture: each action and optimizer
+  # step of every step and rank ran eagerly, counted once, and says why.
+  add_test(NAME emulated_run_cuda_graphs
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_graphs_check.py ${dir}
+            "cudaStreamBeginCapture: the emulator cannot capture graphs")
   set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
-    emulated_run_cuda_profile_hta emulated_run_cuda_profile_epilogues PROPERTIES
+    emulated_run_cuda_profile_hta emulated_run_cuda_profile_epilogues emulated_run_cuda_graphs
+    PROPERTIES
     LABELS emulated FIXTURES_REQUIRED emulated_profile_files SKIP_RETURN_CODE 77 TIMEOUT 180)
   # The planner calibrated from CUPTI's figures of two emulated devices (one
   # per rank): per unit kind from each kernel family's seconds and a launch

@@ -264,6 +264,36 @@ TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
   EXPECT_EQ(jobs[1].options.dtype, "fp32");
 }
 
+TEST(RunOptions, CudaGraphsIsOnOrOffAndOnlyForADeviceBackend) {
+  RunOptions o;
+  o.schedules = "1f1b";
+  o.partitions = "layer";
+  o.backend = "cuda";
+  EXPECT_TRUE(validate_run_options(o, 2).cuda_graphs);  // the default
+  o.cuda_graphs = "off";
+  o.given = {"--cuda-graphs"};
+  EXPECT_FALSE(validate_run_options(o, 2).cuda_graphs);
+  auto message = [](const RunOptions& bad) {
+    try {
+      (void)validate_run_options(bad, 2);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  RunOptions typo = o;
+  typo.cuda_graphs = "yes";
+  EXPECT_EQ(message(typo), "--cuda-graphs: expected on or off, got 'yes'");
+  RunOptions cpu = o;
+  cpu.backend = "cpu";
+  cpu.cuda_graphs = "on";
+  EXPECT_EQ(message(cpu),
+            "--cuda-graphs: only a device backend (--backend cuda) launches CUDA graphs (got "
+            "--backend cpu)");
+  cpu.given.clear();  // the default with another backend: nothing to refuse
+  EXPECT_EQ(message(cpu), "no error");
+}
+
 TEST(RunOptions, PlantAndMinTime) {
   RunOptions o;
   o.schedules = "1f1b";

@@ -141,6 +141,18 @@ TEST_P(BackendCapabilities, OfferedAsItsRegistryEntrySays) {
   if (const CheckAccess* ck = b->check()) {
     EXPECT_EQ(ck->weight_version(0), 1);
   }
+  if (const DeviceAccess* device = b->device()) {
+    // F, B and the optimizer step, each counted once by how it ran; the
+    // actions run eagerly (their kept activations are not static per slot).
+    const CudaGraphFigures g = device->graphs();
+    EXPECT_EQ(g.captured + g.replayed + g.rebuilt + g.eager, 3);
+    EXPECT_GE(g.eager, 2);
+    EXPECT_NE(g.eager_reason, "");
+    if (testing::emulator_required()) {  // the emulator refuses every capture
+      EXPECT_EQ(g.eager, 3);
+      EXPECT_EQ(g.eager_reason, "cudaStreamBeginCapture: the emulator cannot capture graphs");
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, BackendCapabilities, ::testing::ValuesIn(registered_names()),

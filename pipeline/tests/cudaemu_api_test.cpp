@@ -159,6 +159,26 @@ uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   return v;
 }
 
+TEST_F(CudaEmu, StreamCaptureIsRefusedAndLeavesTheStreamAsItWas) {
+  // No graph capture: the refusal starts nothing, says why, and the stream
+  // still runs work enqueued after it.
+  EXPECT_EQ(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal),
+            cudaErrorStreamCaptureUnsupported);
+  EXPECT_STREQ(cudaGetErrorString(cudaErrorStreamCaptureUnsupported),
+               "the emulator cannot capture graphs");
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s_, &graph), cudaErrorIllegalState);
+  EXPECT_EQ(graph, nullptr);
+  (void)cudaGetLastError();
+  int* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 0, sizeof(int), s_), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
 TEST_F(CudaEmu, APoolCountsItsUseInStreamOrder) {
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;

@@ -52,7 +52,8 @@ Result full_result() {
               .dtype = "fp32",
               .data_parallel = 1,
               .rank_order = "",
-              .unit_ranges = ""};
+              .unit_ranges = "",
+              .cuda_graphs = "on"};
   ResultMetrics& m = r.metrics.emplace();
   m.samples_per_second = 812.25;
   m.step_time_seconds = {
@@ -89,6 +90,11 @@ Result full_result() {
   m.check =
       CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
+  m.cuda_graphs = CudaGraphFigures{.captured = 2,
+                                   .replayed = 18,
+                                   .rebuilt = 1,
+                                   .eager = 40,
+                                   .eager_reason = "--cuda-graphs off"};
   m.collectors["cputime"] = {
       .step = {{"cpu_seconds", {0.0101, 0.0093}}, {"involuntary_switches", {3, 0}}},
       .action = {{"cpu_seconds", {{0.001, std::nan("")}, {0.001, 0.0009, 0.0011}}}}};
@@ -669,6 +675,10 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(doc.at("config").at("device").as_string(), "h100");
   EXPECT_EQ(doc.at("config").at("max_iters").as_int64(), 40);
   EXPECT_EQ(doc.at("config").at("dtype").as_string(), "bf16");
+  EXPECT_EQ(doc.at("config").at("cuda_graphs").as_string(), "on");
+  EXPECT_EQ(doc.at("metrics").at("cuda_graphs").at("replayed").as_int64(), 18);
+  EXPECT_EQ(doc.at("metrics").at("cuda_graphs").at("eager_reason").as_string(),
+            "--cuda-graphs off");
   EXPECT_EQ(doc.at("metrics").at("spread").at("samples_per_second").at("n").as_int64(), 3);
   expect_same(r, result_from_json(doc, "r.json"));
 
@@ -682,6 +692,8 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   erase_path(old, "config.check");
   erase_path(old, "config.dtype");
   erase_path(old, "config.message_path");
+  erase_path(old, "config.cuda_graphs");
+  erase_path(old, "metrics.cuda_graphs");
   erase_path(old, "environment.cores");
   erase_path(old, "environment.oversubscribed");
   erase_path(old, "metrics.bubble_ratio.samples");
@@ -693,6 +705,8 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(back.config.plant, "");
   EXPECT_EQ(back.config.dtype, "fp32");
   EXPECT_EQ(back.config.message_path, "");
+  EXPECT_EQ(back.config.cuda_graphs, "");
+  EXPECT_FALSE(back.metrics->cuda_graphs.has_value());
   EXPECT_EQ(back.config.min_time, 0);
   EXPECT_EQ(back.config.device, "");
   EXPECT_EQ(back.config.max_iters, 0);

@@ -838,6 +838,10 @@ const char* cudaGetErrorName(cudaError_t rc) {
       return "cudaErrorLaunchFailure";
     case cudaErrorNotSupported:
       return "cudaErrorNotSupported";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
     case cudaErrorInsufficientDriver:
       return "cudaErrorInsufficientDriver";
     default:
@@ -868,6 +872,10 @@ const char* cudaGetErrorString(cudaError_t rc) {
       return "unspecified launch failure (the emulator said why on stderr)";
     case cudaErrorNotSupported:
       return "operation not supported";
+    case cudaErrorStreamCaptureUnsupported:
+      return "the emulator cannot capture graphs";
+    case cudaErrorIllegalState:
+      return "no stream capture is in progress";
     default:
       return "unknown error";
   }
@@ -1228,6 +1236,35 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned /*flags*
     std::unique_lock<std::mutex> lock(event->m);
     event->cv.wait(lock, [&] { return event->completed >= target; });
   });
+}
+
+// Stream capture and graphs: not emulated. Beginning a capture answers
+// cudaErrorStreamCaptureUnsupported and starts nothing, so that a program
+// falls back to launching its work eagerly (the cuda backend's actions run
+// eagerly and its result says why); with no capture begun, no graph exists
+// for the other calls to act on.
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode /*mode*/) {
+  if (!emu::is_null_stream(s) && !emu::find_stream(s)) {
+    return emu::fail(cudaErrorInvalidResourceHandle);
+  }
+  return emu::fail(cudaErrorStreamCaptureUnsupported);
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t /*s*/, cudaGraph_t* /*graph*/) {
+  return emu::fail(cudaErrorIllegalState);
+}
+cudaError_t cudaGraphInstantiateWithFlags(
+    cudaGraphExec_t* /*exec*/, cudaGraph_t /*graph*/,
+    unsigned long long /*flags*/) {  // NOLINT(google-runtime-int)
+  return emu::fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t /*exec*/, cudaStream_t /*s*/) {
+  return emu::fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t /*exec*/) {
+  return emu::fail(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t /*graph*/) {
+  return emu::fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user_data) {

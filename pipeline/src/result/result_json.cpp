@@ -141,6 +141,7 @@ void fields(V& v, C& c) {
   // Data parallelism's: files written before them load as one replica.
   v.optional("data_parallel", c.data_parallel, 1);
   v.optional("rank_order", c.rank_order);
+  v.optional_if_any("cuda_graphs", c.cuda_graphs);  // "" (not a device backend): absent
 }
 
 template <class V, Is<ResultEnvironment> E>
@@ -233,6 +234,15 @@ void fields(V& v, C& x) {
   v.nullable("max_rel_error", x.max_rel_error);
   v.optional_nullable("loss", x.loss);
   v.optional("method", x.method);
+}
+
+template <class V, Is<CudaGraphFigures> G>
+void fields(V& v, G& x) {
+  v.required("captured", x.captured, 0);
+  v.required("replayed", x.replayed, 0);
+  v.required("rebuilt", x.rebuilt, 0);
+  v.required("eager", x.eager, 0);
+  v.required("eager_reason", x.eager_reason);
 }
 
 template <class V, Is<MemoryGuardFigures> G>
@@ -353,6 +363,7 @@ void fields(V& v, M& m) {
   // The GPUs' own state while the timed steps ran (NVML): absent when
   // nothing was sampled.
   v.optional_if_any("gpu_state", m.gpu_state);
+  v.optional("cuda_graphs", m.cuda_graphs);
 }
 
 // ------------------------------------------------ values of the field types --

@@ -13,7 +13,10 @@
 //   correlation     launch_begin/end push/pop a fresh id (CUSTOM0) around
 //                   each action's enqueue, optimizer_begin/end around each
 //                   optimizer step: every kernel, copy and memset launched
-//                   there carries the id on whichever stream it runs
+//                   there carries the id on whichever stream it runs; a
+//                   CUDA graph's kernels come as per-kernel records (GRAPH_TRACE
+//                   is not enabled) with its cudaGraphLaunch's correlation id,
+//                   which the id pushed around the launch names
 //   buffers         4 MB each (CUPTI recommends 1-10 MB), handed out and
 //                   walked by the callbacks below; records lost because no
 //                   buffer was free are counted (dropped_records) and warned

@@ -4,12 +4,24 @@
 // copy (staging copies) and side (zeroing the executor's buffers). Tickets
 // complete by events; action times come from events on the compute stream,
 // anchored to the host clock at each step start (the stream is idle then).
+//
+// CUDA graphs (--cuda-graphs, GraphCache): each chunk's optimizer step is
+// captured once and replayed every step. The actions (F, B, I, W) run
+// eagerly: a chunk's action allocates from the pool and keeps host
+// bookkeeping on every call (a micro-batch's kept activations are allocated
+// by its F and freed by its last backward, its weight version and loss are
+// recorded on the host), which a replay would skip; they become replayable
+// once those buffers are static per micro-batch slot (graph_cache.hpp's
+// memory rule). NVTX ranges and CUPTI's external correlation wrap the
+// enqueue, so they hold for graph launches too (CUPTI gives a graph's
+// kernels the correlation id of its cudaGraphLaunch).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -22,6 +34,7 @@
 #include "cuda/cuda_chunk.hpp"
 #include "cuda/device_plant.hpp"
 #include "cuda/device_pool.hpp"
+#include "cuda/graph_cache.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
@@ -86,6 +99,53 @@ bool event_done(cudaEvent_t e) {
   return true;
 }
 
+// Why a chunk's actions run eagerly even where graphs can be captured.
+constexpr const char* kActionsEager =
+    "actions allocate their kept activations per call (not static per micro-batch slot)";
+
+// GraphOps by CUDA stream capture on one stream. Capture is thread-local:
+// other threads' CUDA calls (transports, collectors) neither join nor break
+// it. A refusal is reported, not fatal: the caller runs the work eagerly.
+class StreamGraphOps final : public cuda::GraphOps {
+ public:
+  explicit StreamGraphOps(cudaStream_t stream) : stream_(stream) {}
+  std::string begin_capture() override {
+    return refused("cudaStreamBeginCapture",
+                   cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  }
+  cuda::GraphHandle end_capture(std::string* why) override {
+    cudaGraph_t graph = nullptr;
+    *why = refused("cudaStreamEndCapture", cudaStreamEndCapture(stream_, &graph));
+    if (!why->empty()) return nullptr;
+    cudaGraphExec_t exec = nullptr;
+    *why = refused("cudaGraphInstantiateWithFlags", cudaGraphInstantiateWithFlags(&exec, graph, 0));
+    (void)cudaGraphDestroy(graph);
+    return why->empty() ? exec : nullptr;
+  }
+  void abort_capture() override {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) {
+      (void)cudaGraphDestroy(graph);
+    }
+    (void)cudaGetLastError();
+  }
+  void launch(cuda::GraphHandle graph) override {
+    PPB_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream_));
+  }
+  void destroy(cuda::GraphHandle graph) override {
+    (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
+
+ private:
+  // "" for success, else "call: the runtime's error string" (cleared).
+  static std::string refused(const char* call, cudaError_t rc) {
+    if (rc == cudaSuccess) return "";
+    (void)cudaGetLastError();
+    return std::string(call) + ": " + cudaGetErrorString(rc);
+  }
+  cudaStream_t stream_;
+};
+
 class CudaBackend final : public Backend, public CheckAccess, public DeviceAccess {
  public:
   explicit CudaBackend(const BackendConfig& config);
@@ -130,6 +190,7 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   DeviceMemoryFigures device_memory() const override;
   void reset_device_peak() override { pool_->reset_high(); }
   std::string out_of_memory() const override { return oom_; }
+  CudaGraphFigures graphs() const override;
 
  private:
   struct Pending {
@@ -162,7 +223,9 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   TrackedBuffer blas_workspace_;
   std::unique_ptr<cuda::Blas> blas_;
   std::vector<std::unique_ptr<CudaChunk>> chunks_;
-  std::unique_ptr<cuda::DevicePlant> plant_;  // BackendConfig::plant_factor
+  std::unique_ptr<cuda::DevicePlant> plant_;   // BackendConfig::plant_factor
+  std::unique_ptr<StreamGraphOps> graph_ops_;  // on compute_
+  std::unique_ptr<cuda::GraphCache> graphs_;   // BackendConfig::cuda_graphs
   EventPool timed_events_{cudaEventDefault};
   EventPool copy_events_{cudaEventDisableTiming};
   std::deque<Pending> pending_;                              // compute tickets not yet reported
@@ -221,6 +284,17 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
     chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));
   }
   plant_ = std::make_unique<cuda::DevicePlant>(config.plant_factor, compute_);
+  graph_ops_ = std::make_unique<StreamGraphOps>(compute_);
+  graphs_ = std::make_unique<cuda::GraphCache>(*graph_ops_, config.cuda_graphs);
+  if (config.cuda_graphs) {
+    // Whether this runtime captures at all (the CUDA emulator does not): a
+    // refusal turns graphs off for every action with the runtime's reason.
+    if (std::string why = graph_ops_->begin_capture(); !why.empty()) {
+      graphs_->disable(why);
+    } else {
+      graph_ops_->abort_capture();
+    }
+  }
   (void)stream_now();
 }
 
@@ -228,6 +302,7 @@ CudaBackend::~CudaBackend() {
   // Everything enqueued finishes before the memory it uses goes back.
   (void)cudaStreamSynchronize(compute_);
   (void)cudaStreamSynchronize(copy_);
+  graphs_.reset();  // no launch of its graphs is pending now
   chunks_.clear();
   blas_.reset();
   plant_.reset();
@@ -331,7 +406,7 @@ StreamTicket CudaBackend::enqueue(const ActionCall& call) {
   if (oom_.empty()) {
     try {
       plant_->before_action();
-      run(call);
+      (void)graphs_->run_eager(kActionsEager, [&] { run(call); });
       plant_->after_action();
     } catch (const cuda::OutOfMemory& e) {
       record_oom(e.what());
@@ -406,12 +481,26 @@ bool CudaBackend::copy_done(StreamTicket ticket) {
 void CudaBackend::optimizer_step(int c) {
   if (oom_.empty()) {
     try {
-      chunk(c).sgd_step(learning_rate_);
+      // The update reads and writes the chunk's weight and gradient buffers
+      // (fixed for its life; the learning rate is fixed for the backend's):
+      // the gradients' addresses key its graph.
+      cuda::GraphKey key;
+      key.chunk = c;
+      key.pass = cuda::GraphPass::kSgd;
+      for (const std::span<float> g : chunk(c).gradient_buffers()) key.pointers.push_back(g.data());
+      chunk(c).sgd_step(learning_rate_, [&](const std::function<void()>& update) {
+        (void)graphs_->run(key, update);
+      });
     } catch (const cuda::OutOfMemory& e) {  // a weight stash that does not fit
       record_oom(e.what());
     }
   }
   PPB_CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+CudaGraphFigures CudaBackend::graphs() const {
+  const cuda::GraphCounts& n = graphs_->counts();
+  return {n.captured, n.replayed, n.rebuilt, n.eager, graphs_->eager_reason()};
 }
 
 DeviceMemoryFigures CudaBackend::device_memory() const {

@@ -512,7 +512,7 @@ void CudaChunk::backward(int64_t mb, const std::byte* grad_output, std::byte* gr
   ledger_.finish(mb);
 }
 
-void CudaChunk::sgd_step(float lr) {
+void CudaChunk::sgd_step(float lr, const KernelRunner& run) {
   const Dtype dt = ctx_.dtype;
   // Micro-batches in flight still on this version: copy it before the update.
   ledger_.stash_current_if_in_use([&] {
@@ -525,9 +525,16 @@ void CudaChunk::sgd_step(float lr) {
     }
     return stash;
   });
-  for (const auto& u : state_) {
-    sgd(f32(u->master), f32(u->grads), u->param_count, lr, dt,
-        dt == Dtype::kFp32 ? nullptr : u->copy.data(), ctx_.stream);
+  const auto update = [&] {
+    for (const auto& u : state_) {
+      sgd(f32(u->master), f32(u->grads), u->param_count, lr, dt,
+          dt == Dtype::kFp32 ? nullptr : u->copy.data(), ctx_.stream);
+    }
+  };
+  if (run) {
+    run(update);
+  } else {
+    update();
   }
   ledger_.next_version();
 }

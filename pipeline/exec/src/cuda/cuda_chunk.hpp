@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -75,9 +76,15 @@ class CudaChunk {
   void backward_input(int64_t mb, const std::byte* grad_output, std::byte* grad_input);
   void backward_weight(int64_t mb);
   void backward(int64_t mb, const std::byte* grad_output, std::byte* grad_input);
+  /// How sgd_step enqueues its update kernels: calls its argument, which
+  /// enqueues them (directly, or under a CUDA-graph capture).
+  using KernelRunner = std::function<void(const std::function<void()>&)>;
   /// SGD on every unit (enqueued), stashing the current weights first when a
-  /// micro-batch in flight still uses them (weight stashing).
-  void sgd_step(float lr);
+  /// micro-batch in flight still uses them (weight stashing). The update
+  /// kernels go through `run` when given: they read and write only the
+  /// chunk's own weight and gradient buffers (fixed for its life), allocate
+  /// nothing and keep no host state, so one graph of them replays every step.
+  void sgd_step(float lr, const KernelRunner& run = {});
 
   /// Mean token cross-entropy of mb. Synchronises the stream.
   double loss(int64_t mb) const;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
+#include "ppb/pipeline/cuda_graphs.hpp"
 #include "ppb/pipeline/gpu_state.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/memory.hpp"
@@ -108,6 +109,9 @@ struct ResultConfig {
   /// the `manual:` form "0-9,10-30,31-58" (format_partition), so that a
   /// calibration re-prices exactly these parts ("" = not recorded).
   std::string unit_ranges;
+  /// optional: --cuda-graphs of a device backend, "on" or "off" ("" = not
+  /// recorded: another backend, or a file written before the flag).
+  std::string cuda_graphs;
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
@@ -376,6 +380,10 @@ struct ResultMetrics {
   /// clocks, power, temperature, throttling, ECC errors), one entry per GPU
   /// sampled; absent when none was (no GPU backend, no NVML).
   std::vector<GpuState> gpu_state;
+  /// optional: how a device backend's work reached the device (CUDA graphs
+  /// or eager), summed over the ranks, with rank 0's eager reason; absent
+  /// for other backends and in files written before it.
+  std::optional<CudaGraphFigures> cuda_graphs;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

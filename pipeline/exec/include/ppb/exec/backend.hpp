@@ -81,6 +81,7 @@
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/backend_traits.hpp"
 #include "ppb/pipeline/costs.hpp"
+#include "ppb/pipeline/cuda_graphs.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
@@ -157,6 +158,9 @@ struct BackendConfig {
   /// gradient; timed keeps real gradient buffers for the all-reduce.
   int replica = 0;
   int replicas = 1;
+  /// cuda: --cuda-graphs, capture work into CUDA graphs and replay them
+  /// where the device can (DeviceAccess::graphs says what ran how).
+  bool cuda_graphs = true;
 
   /// The placement `placement` names (looping when it is empty).
   Placement chunk_placement() const;
@@ -333,6 +337,8 @@ class DeviceAccess {
   /// step ends on every rank and the run can record the combination as
   /// status `oom` and go on.
   virtual std::string out_of_memory() const = 0;
+  /// What ran from CUDA graphs and what eagerly since the backend was made.
+  virtual CudaGraphFigures graphs() const = 0;
 
  protected:
   ~DeviceAccess() = default;

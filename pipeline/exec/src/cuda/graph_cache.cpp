@@ -1,0 +1,74 @@
+#include "cuda/graph_cache.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace ppb::cuda {
+
+GraphCache::GraphCache(GraphOps& ops, bool enabled) : ops_(&ops) {
+  if (!enabled) disabled_ = "--cuda-graphs off";
+}
+
+GraphCache::~GraphCache() {
+  for (auto& [id, entry] : graphs_) ops_->destroy(entry.graph);
+}
+
+void GraphCache::disable(const std::string& reason) {
+  if (disabled_.empty()) disabled_ = reason;
+}
+
+GraphDecision GraphCache::decide(const GraphKey& key) const {
+  if (!disabled_.empty()) return GraphDecision::kEager;
+  const auto it = graphs_.find(identity(key));
+  if (it == graphs_.end()) return GraphDecision::kCapture;
+  return it->second.key == key ? GraphDecision::kReplay : GraphDecision::kRebuild;
+}
+
+GraphDecision GraphCache::run_eager(const std::string& reason,
+                                    const std::function<void()>& enqueue) {
+  enqueue();
+  ++counts_.eager;
+  // With graphs off, that is why; else the caller's reason.
+  if (eager_reason_.empty()) eager_reason_ = disabled_.empty() ? reason : disabled_;
+  return GraphDecision::kEager;
+}
+
+GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& enqueue) {
+  const GraphDecision d = decide(key);
+  if (d == GraphDecision::kEager) return run_eager(disabled_, enqueue);
+  if (d == GraphDecision::kReplay) {
+    ops_->launch(graphs_.at(identity(key)).graph);
+    ++counts_.replayed;
+    return d;
+  }
+  // Capture or rebuild: a refused capture leaves the stream as it was, so
+  // the work runs eagerly instead, and so does every later action.
+  if (std::string why = ops_->begin_capture(); !why.empty()) {
+    disable(why);
+    for (auto& [id, entry] : graphs_) ops_->destroy(entry.graph);
+    graphs_.clear();
+    return run_eager(disabled_, enqueue);
+  }
+  try {
+    enqueue();
+  } catch (...) {
+    ops_->abort_capture();
+    throw;
+  }
+  std::string why;
+  GraphHandle graph = ops_->end_capture(&why);
+  if (graph == nullptr) {
+    // The work was recorded, not run, and its host effects (allocations,
+    // bookkeeping) already happened: running it again would repeat them.
+    disable(why);
+    throw std::runtime_error("CUDA graph capture failed after it began: " + why);
+  }
+  Entry& entry = graphs_[identity(key)];
+  if (entry.graph != nullptr) ops_->destroy(entry.graph);
+  entry = Entry{key, graph};
+  ops_->launch(graph);
+  ++(d == GraphDecision::kCapture ? counts_.captured : counts_.rebuilt);
+  return d;
+}
+
+}  // namespace ppb::cuda

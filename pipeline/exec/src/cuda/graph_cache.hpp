@@ -1,0 +1,138 @@
+// The cuda backend's CUDA-graph bookkeeping, host-side only: for each
+// (chunk, pass, micro-batch slot) it decides whether an action's work is
+// captured into a graph, replayed from the graph captured before, rebuilt,
+// or run eagerly, and counts each. The graphs themselves are opaque handles
+// made and launched through GraphOps, so that the decisions are testable on
+// a CPU without a GPU (backend_cuda.cpp holds the CUDA side).
+//
+// A graph is valid for replay only with what it was captured with: the
+// key's pointers (input, output, and any buffer the action reads or writes
+// that is not owned by the graph) and the weight version whose weights its
+// kernels read. A key whose identity (chunk, pass, slot) matches a cached
+// graph but whose pointers or version differ rebuilds that graph.
+//
+// Eager fallback is sticky: once capture is refused (the CUDA emulator,
+// an unsupported call, a capture error), every later action runs eagerly
+// and eager_reason() says why, so that one run's actions are not half
+// graphs, half eager for reasons that change mid-run.
+//
+// Memory rule. A capture records stream-ordered allocations as graph memory
+// nodes, owned by the graph: the same addresses on every launch. Memory an
+// action allocates and a later action frees (a micro-batch's kept
+// activations, from F to its B or W) would then be graph-owned memory freed
+// outside its graph, which needs cudaGraphInstantiateFlagAutoFreeOnLaunch
+// and a free before each relaunch. The rule here: a graph's key names every
+// buffer it reads or writes that lives past the action, and the per-slot
+// graphs make those buffers static per slot (Megatron-LM's and Transformer
+// Engine's static buffers per micro-batch); until an action's buffers are
+// static per slot, the backend does not capture it (eager, with its reason).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace ppb::cuda {
+
+/// An instantiated graph (cudaGraphExec_t behind GraphOps); null = none.
+using GraphHandle = void*;
+
+/// What makes and runs graphs: CUDA's stream capture on the backend's
+/// compute stream, a recording fake in the tests.
+class GraphOps {
+ public:
+  virtual ~GraphOps() = default;
+  /// Starts capturing the work enqueued on the stream. Returns "" on
+  /// success, else one line saying why no capture is possible (nothing was
+  /// started; the work must run eagerly).
+  virtual std::string begin_capture() = 0;
+  /// Ends the capture begun by begin_capture and instantiates it. Returns
+  /// the graph, or null with *why set (the captured work did not run).
+  virtual GraphHandle end_capture(std::string* why) = 0;
+  /// Abandons a capture after the work being captured failed.
+  virtual void abort_capture() = 0;
+  /// Enqueues one launch of `graph` on the stream.
+  virtual void launch(GraphHandle graph) = 0;
+  /// Destroys `graph` (no launch of it may be pending on the host's side).
+  virtual void destroy(GraphHandle graph) = 0;
+};
+
+/// The pass of an action a graph holds (ActionKind without SYNC, plus the
+/// optimizer step).
+enum class GraphPass : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSgd };
+
+/// What a graph was captured for and with.
+struct GraphKey {
+  int chunk = 0;
+  GraphPass pass = GraphPass::kForward;
+  int64_t slot = 0;  ///< the micro-batch's slot (mb modulo the slots kept); 0 for kSgd
+  /// Every buffer outside the graph it reads or writes (input, output, ...).
+  std::vector<const void*> pointers;
+  int weight_version = 0;  ///< the weights its kernels read
+
+  friend bool operator==(const GraphKey&, const GraphKey&) = default;
+};
+
+/// What the cache did, over its life.
+struct GraphCounts {
+  int64_t captured = 0;  ///< first captures of a (chunk, pass, slot)
+  int64_t replayed = 0;  ///< launches of a graph captured earlier
+  int64_t rebuilt = 0;   ///< captures replacing a graph whose key changed
+  int64_t eager = 0;     ///< actions that ran without a graph
+
+  friend bool operator==(const GraphCounts&, const GraphCounts&) = default;
+};
+
+/// What run() did with one action.
+enum class GraphDecision : uint8_t { kCapture, kReplay, kRebuild, kEager };
+
+class GraphCache {
+ public:
+  /// `ops` must outlive the cache. `enabled` false (--cuda-graphs off): every
+  /// action eager with the reason "--cuda-graphs off".
+  GraphCache(GraphOps& ops, bool enabled);
+  ~GraphCache();  // destroys every graph it holds
+  GraphCache(const GraphCache&) = delete;
+  GraphCache& operator=(const GraphCache&) = delete;
+
+  /// What run(key, ...) would do now.
+  GraphDecision decide(const GraphKey& key) const;
+  /// Runs one action: `enqueue` enqueues its work on the stream (eagerly,
+  /// or under capture, then the graph is launched once), or the cached
+  /// graph of `key` is launched without calling it. Returns what it did.
+  /// A capture that begin_capture refuses falls back to eager (sticky);
+  /// a capture that end_capture refuses throws: its work was captured,
+  /// not run, and its host effects happened.
+  GraphDecision run(const GraphKey& key, const std::function<void()>& enqueue);
+  /// Runs one action eagerly for `reason` (its work is not replay-safe),
+  /// without turning graphs off for other actions. With graphs off, the
+  /// reason recorded is why they are off.
+  GraphDecision run_eager(const std::string& reason, const std::function<void()>& enqueue);
+  /// Turns graphs off for the rest of the cache's life (every later action
+  /// eager) with `reason`; keeps the first reason given.
+  void disable(const std::string& reason);
+
+  const GraphCounts& counts() const { return counts_; }
+  /// Why the first action that ran eagerly did ("" while none did).
+  const std::string& eager_reason() const { return eager_reason_; }
+  /// Graphs held (one per (chunk, pass, slot) captured).
+  size_t size() const { return graphs_.size(); }
+
+ private:
+  using Identity = std::tuple<int, GraphPass, int64_t>;
+  struct Entry {
+    GraphKey key;
+    GraphHandle graph = nullptr;
+  };
+  static Identity identity(const GraphKey& key) { return {key.chunk, key.pass, key.slot}; }
+  GraphOps* ops_;
+  std::string disabled_;      // non-empty: graphs are off, for this reason
+  std::string eager_reason_;  // the first eager action's reason
+  std::map<Identity, Entry> graphs_;
+  GraphCounts counts_;
+};
+
+}  // namespace ppb::cuda

@@ -1,0 +1,189 @@
+// GraphCache's decisions on a recording GraphOps: what is captured, when a
+// graph is replayed or rebuilt, when and why actions run eagerly, and the
+// counts, without a GPU.
+#include "cuda/graph_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ppb::cuda {
+namespace {
+
+// Records every call; graphs are numbered handles 1, 2, 3, ...
+class FakeOps final : public GraphOps {
+ public:
+  std::string refuse_begin;  // non-empty: begin_capture refuses with it
+  std::string refuse_end;    // non-empty: end_capture refuses with it
+  bool capturing = false;
+  int work_captured = 0;  // enqueue calls that ran under a capture
+  std::vector<intptr_t> launched;
+  std::vector<intptr_t> destroyed;
+  intptr_t made = 0;
+
+  std::string begin_capture() override {
+    if (!refuse_begin.empty()) return refuse_begin;
+    capturing = true;
+    return "";
+  }
+  GraphHandle end_capture(std::string* why) override {
+    capturing = false;
+    if (!refuse_end.empty()) {
+      *why = refuse_end;
+      return nullptr;
+    }
+    return reinterpret_cast<GraphHandle>(++made);  // NOLINT(performance-no-int-to-ptr)
+  }
+  void abort_capture() override { capturing = false; }
+  void launch(GraphHandle g) override { launched.push_back(reinterpret_cast<intptr_t>(g)); }
+  void destroy(GraphHandle g) override { destroyed.push_back(reinterpret_cast<intptr_t>(g)); }
+};
+
+int g_in = 0;
+int g_out = 0;
+int g_other = 0;
+
+GraphKey key(GraphPass pass, int64_t slot, int version = 0, const void* in = &g_in) {
+  return GraphKey{
+      .chunk = 0, .pass = pass, .slot = slot, .pointers = {in, &g_out}, .weight_version = version};
+}
+
+TEST(GraphCache, FirstCallCapturesThenTheSameKeyReplaysWithoutEnqueueing) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] {
+    ++enqueued;
+    if (ops.capturing) ++ops.work_captured;
+  };
+  EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kCapture);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kCapture);
+  EXPECT_EQ(enqueued, 1);
+  EXPECT_EQ(ops.work_captured, 1);                      // the work ran inside the capture
+  EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1}));  // and the graph once
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
+  EXPECT_EQ(enqueued, 1);  // a replay does not enqueue again
+  EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1, 1, 1}));
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 2, .rebuilt = 0, .eager = 0}));
+  EXPECT_EQ(cache.eager_reason(), "");
+}
+
+TEST(GraphCache, EachChunkPassAndSlotHasItsOwnGraph) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  auto work = [] {};
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kCapture);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 1), work), GraphDecision::kCapture);
+  EXPECT_EQ(cache.run(key(GraphPass::kBackward, 0), work), GraphDecision::kCapture);
+  GraphKey other_chunk = key(GraphPass::kForward, 0);
+  other_chunk.chunk = 1;
+  EXPECT_EQ(cache.run(other_chunk, work), GraphDecision::kCapture);
+  EXPECT_EQ(cache.size(), 4u);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 1), work), GraphDecision::kReplay);
+  EXPECT_EQ(ops.launched.back(), 2);  // slot 1's graph, not slot 0's
+  EXPECT_EQ(cache.counts().captured, 4);
+}
+
+TEST(GraphCache, AChangedPointerOrWeightVersionRebuildsAndDestroysTheOldGraph) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] { ++enqueued; };
+  (void)cache.run(key(GraphPass::kBackwardWeight, 0, 0), work);
+  EXPECT_EQ(cache.decide(key(GraphPass::kBackwardWeight, 0, 1)), GraphDecision::kRebuild);
+  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, 1), work), GraphDecision::kRebuild);
+  EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1}));
+  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, 1, &g_other), work),
+            GraphDecision::kRebuild);
+  EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1, 2}));
+  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, 1, &g_other), work),
+            GraphDecision::kReplay);
+  EXPECT_EQ(ops.launched.back(), 3);  // the rebuilt graph
+  EXPECT_EQ(enqueued, 3);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 2, .eager = 0}));
+}
+
+TEST(GraphCache, ARefusedCaptureRunsEagerAndStaysEagerWithTheReason) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] { ++enqueued; };
+  (void)cache.run(key(GraphPass::kForward, 0), work);  // captured before the refusal
+  ops.refuse_begin = "cudaStreamBeginCapture: operation not supported";
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 1), work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 2);  // the refused action still ran, eagerly
+  EXPECT_EQ(cache.eager_reason(), "cudaStreamBeginCapture: operation not supported");
+  EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1}));  // no half graphs, half eager
+  ops.refuse_begin.clear();  // a later capture would work: the cache stays eager
+  EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kEager);
+  EXPECT_EQ(cache.run(key(GraphPass::kBackward, 0), work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 4);
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 0, .rebuilt = 0, .eager = 3}));
+  EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1}));
+}
+
+TEST(GraphCache, OffRunsEverythingEagerAndSaysSo) {
+  FakeOps ops;
+  GraphCache cache(ops, false);
+  int enqueued = 0;
+  EXPECT_EQ(cache.run(key(GraphPass::kSgd, 0), [&] { ++enqueued; }), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 1);
+  EXPECT_EQ(cache.eager_reason(), "--cuda-graphs off");
+  EXPECT_EQ(cache.counts().eager, 1);
+  GraphCache later(ops, false);  // an action eager for its own reason: graphs being off is why
+  (void)later.run_eager("not replay-safe", [] {});
+  EXPECT_EQ(later.eager_reason(), "--cuda-graphs off");
+  EXPECT_TRUE(ops.launched.empty());
+}
+
+TEST(GraphCache, DisableKeepsTheFirstReason) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  cache.disable("first");
+  cache.disable("second");
+  EXPECT_EQ(cache.eager_reason(), "");  // no action ran yet
+  EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
+  (void)cache.run(key(GraphPass::kForward, 0), [] {});
+  EXPECT_EQ(cache.eager_reason(), "first");
+}
+
+TEST(GraphCache, OneEagerActionLeavesGraphsOnForTheOthers) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] { ++enqueued; };
+  EXPECT_EQ(cache.run_eager("kept activations are not static per slot", work),
+            GraphDecision::kEager);
+  EXPECT_EQ(cache.run(key(GraphPass::kSgd, 0), work), GraphDecision::kCapture);
+  EXPECT_EQ(cache.run(key(GraphPass::kSgd, 0), work), GraphDecision::kReplay);
+  EXPECT_EQ(cache.run_eager("another reason", work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 3);
+  EXPECT_EQ(cache.eager_reason(), "kept activations are not static per slot");
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 0, .eager = 2}));
+}
+
+TEST(GraphCache, AFailureAfterTheCaptureBeganThrowsAndCachesNothing) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  ops.refuse_end = "cudaStreamEndCapture: operation not permitted when stream is capturing";
+  EXPECT_THROW((void)cache.run(key(GraphPass::kForward, 0), [] {}), std::runtime_error);
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
+  ops.refuse_end.clear();
+  // The work itself throwing abandons the capture and passes the error on.
+  GraphCache other(ops, true);
+  EXPECT_THROW((void)other.run(key(GraphPass::kForward, 0),
+                               [] { throw std::runtime_error("out of memory"); }),
+               std::runtime_error);
+  EXPECT_FALSE(ops.capturing);
+  EXPECT_EQ(other.decide(key(GraphPass::kForward, 0)), GraphDecision::kCapture);
+}
+
+}  // namespace
+}  // namespace ppb::cuda
