@@ -525,6 +525,36 @@ TEST(ReportGate, ACombinationAtAnotherTimeScaleIsExcludedNotGatedNorMissing) {
   EXPECT_EQ(next.count(RegressionStatus::kExcluded), 0);
 }
 
+// A padded head computes more logits: tonight's padded runs are excluded,
+// saying both heads, never gated against the unpadded nights (1f1b here
+// runs 30% slower) nor listed as missing or new; a padded night after is
+// gated against the padded nights only.
+TEST(ReportGate, ACombinationWithAnotherVocabPaddingIsExcludedNotGatedNorMissing) {
+  const auto padded = [](int vocab, double slow) {
+    std::vector<FixtureSpec> s = two(slow, slow);
+    for (FixtureSpec& f : s) f.padded_vocab = vocab;
+    return s;
+  };
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, padded(0, 1.0));
+  night(root, "n2", 2, padded(0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, padded(640, 1.3));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 2);
+  EXPECT_EQ(s.count(RegressionStatus::kMissing), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kNew), 0);
+  EXPECT_EQ(s.regressions(), 0);
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0],
+            "excluded: earlier nights ran it with the head's vocabulary unpadded, tonight padded "
+            "to 640 (--make-vocab-size-divisible-by 640): its timings are not comparable");
+  night(root, "n3", 3, padded(640, 1.3));
+  const RegressionSummary next = gate(night(fresh_dir("cur"), "t", 4, padded(640, 1.3)), {root});
+  EXPECT_EQ(row_of(next, "1f1b").status, RegressionStatus::kPass);
+  EXPECT_EQ(next.count(RegressionStatus::kExcluded), 0);
+}
+
 TEST(ReportGate, TimingsOfABusyHostAreNotJudged) {
   std::vector<FixtureSpec> busy = two(1.5, 1.0);
   for (FixtureSpec& f : busy) f.foreign_cpu = 0.45;
