@@ -90,6 +90,23 @@ void expect_gradients(const std::vector<std::vector<float>>& mine, const Referen
   }
 }
 
+// Forward and backward (full, or split into I then W) of every micro-batch
+// through a chunk holding the whole model; returns the mean loss.
+double forward_backward(cuda::CudaChunk& chunk, bool split) {
+  double loss = 0;
+  for (int mb = 0; mb < kMicrobatches; ++mb) {
+    chunk.forward(mb, nullptr, nullptr);
+    if (split) {
+      chunk.backward_input(mb, nullptr, nullptr);
+      chunk.backward_weight(mb);
+    } else {
+      chunk.backward(mb, nullptr, nullptr);
+    }
+    loss += chunk.loss(mb) / kMicrobatches;
+  }
+  return loss;
+}
+
 TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
   for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
     for (const bool split : {false, true}) {
@@ -100,17 +117,7 @@ TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
       const ReferenceStep ref = cpu_reference(spec);
       cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, context(dt),
                             options());
-      double loss = 0;
-      for (int mb = 0; mb < kMicrobatches; ++mb) {
-        chunk.forward(mb, nullptr, nullptr);
-        if (split) {
-          chunk.backward_input(mb, nullptr, nullptr);
-          chunk.backward_weight(mb);
-        } else {
-          chunk.backward(mb, nullptr, nullptr);
-        }
-        loss += chunk.loss(mb) / kMicrobatches;
-      }
+      const double loss = forward_backward(chunk, split);
       EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
       expect_gradients(chunk.gradients(), ref, 0, tolerance(dt), what);
     }
@@ -135,17 +142,7 @@ TEST_F(CudaGpu, PaddedVocabMatchesTheUnpaddedCpuModel) {
       const std::vector<Unit> units = expand_units(spec);
       cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, context(dt),
                             options());
-      double loss = 0;
-      for (int mb = 0; mb < kMicrobatches; ++mb) {
-        chunk.forward(mb, nullptr, nullptr);
-        if (split) {
-          chunk.backward_input(mb, nullptr, nullptr);
-          chunk.backward_weight(mb);
-        } else {
-          chunk.backward(mb, nullptr, nullptr);
-        }
-        loss += chunk.loss(mb) / kMicrobatches;
-      }
+      const double loss = forward_backward(chunk, split);
       EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
       const std::vector<std::vector<float>> grads = chunk.gradients();
       EXPECT_EQ(grads.back().size(), 32U * 64U) << what;

@@ -465,6 +465,14 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
   EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
 }
 
+// two(slow, slow), each fixture changed by `set`.
+template <class Set>
+std::vector<FixtureSpec> both(double slow, Set set) {
+  std::vector<FixtureSpec> s = two(slow, slow);
+  for (FixtureSpec& f : s) set(f);
+  return s;
+}
+
 // Ranks taking turns on one GPU measure another thing than one rank per
 // GPU: tonight's two ranks per GPU are gated against the night of the same
 // sharing (n1, unchanged: no change) and never against the night of one
@@ -472,9 +480,7 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
 // "another time scale"); n2's combinations are missing tonight.
 TEST(ReportGate, RanksSharingAGpuAreGatedOnlyAgainstNightsOfTheSameSharing) {
   const auto sharing = [](int ranks_per_gpu, double slow) {
-    std::vector<FixtureSpec> s = two(slow, slow);
-    for (FixtureSpec& f : s) f.ranks_per_gpu = ranks_per_gpu;
-    return s;
+    return both(slow, [ranks_per_gpu](FixtureSpec& f) { f.ranks_per_gpu = ranks_per_gpu; });
   };
   const std::string root = fresh_dir("nights");
   night(root, "n1", 1, sharing(2, 1.0));
@@ -531,9 +537,7 @@ TEST(ReportGate, ACombinationAtAnotherTimeScaleIsExcludedNotGatedNorMissing) {
 // gated against the padded nights only.
 TEST(ReportGate, ACombinationWithAnotherVocabPaddingIsExcludedNotGatedNorMissing) {
   const auto padded = [](int vocab, double slow) {
-    std::vector<FixtureSpec> s = two(slow, slow);
-    for (FixtureSpec& f : s) f.padded_vocab = vocab;
-    return s;
+    return both(slow, [vocab](FixtureSpec& f) { f.padded_vocab = vocab; });
   };
   const std::string root = fresh_dir("nights");
   night(root, "n1", 1, padded(0, 1.0));
