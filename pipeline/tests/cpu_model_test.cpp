@@ -146,8 +146,8 @@ TEST(CpuModel, PaddedVocabGivesTheUnpaddedLossAndNoGradientToThePadding) {
   for (double l : losses) mean += l / kMicrobatches;
   EXPECT_NEAR(mean, ref.loss, 1e-6 * std::abs(ref.loss));
   const std::vector<std::vector<float>> grads = pipe.grads();
-  EXPECT_EQ(grads.front().size(), (64 + 16) * 32);  // wte [64, 32], wpe [16, 32]
-  EXPECT_EQ(grads.back().size(), 32 * 64);          // head [32, 64]
+  EXPECT_EQ(grads.front().size(), size_t{64 + 16} * 32);  // wte [64, 32], wpe [16, 32]
+  EXPECT_EQ(grads.back().size(), size_t{32} * 64);        // head [32, 64]
   const test::Unpadded unpadded = test::drop_vocab_padding(padded, grads, 0);
   EXPECT_EQ(unpadded.padding_max_abs, 0.0f);
   ASSERT_EQ(unpadded.grads.size(), ref.grads.size());
@@ -156,14 +156,14 @@ TEST(CpuModel, PaddedVocabGivesTheUnpaddedLossAndNoGradientToThePadding) {
     EXPECT_LE(max_relative_error(unpadded.grads[u], ref.grads[u]), 1e-6) << units[u].name;
   }
   // The padded head's weights are the unpadded head's, padding zero.
-  std::vector<float> head(32 * 64);
-  std::vector<float> plain_head(32 * 60);
+  std::vector<float> head(size_t{32} * 64);
+  std::vector<float> plain_head(size_t{32} * 60);
   cpu::init_unit_params(padded, UnitKind::kHead, 7, static_cast<int>(units.size()) - 1, head);
   cpu::init_unit_params(plain, UnitKind::kHead, 7, static_cast<int>(units.size()) - 1, plain_head);
   for (int r = 0; r < 32; ++r) {
     for (int c = 0; c < 64; ++c) {
-      const float want = c < 60 ? plain_head[static_cast<size_t>(r * 60 + c)] : 0.0f;
-      EXPECT_EQ(head[static_cast<size_t>(r * 64 + c)], want) << r << "," << c;
+      const float want = c < 60 ? plain_head[static_cast<size_t>((r * 60) + c)] : 0.0f;
+      EXPECT_EQ(head[static_cast<size_t>((r * 64) + c)], want) << r << "," << c;
     }
   }
 }
