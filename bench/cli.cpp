@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb::cli {
@@ -58,6 +59,14 @@ CLI::Validator integer_in(int64_t lo, int64_t hi) {
         return {};
       },
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+void add_vocab_divisor_flag(CLI::App& cmd, int& divisor) {
+  cmd.add_option("--make-vocab-size-divisible-by", divisor,
+                 "Pad the head's and embedding's vocabulary to a multiple of N, as Megatron-LM "
+                 "(aligned GEMMs; the padding is masked out of the loss); 1: no padding")
+      ->check(integer_in(1, kMaxVocabDivisor))
+      ->capture_default_str();
 }
 
 CLI::Validator non_empty(const std::string& what) {

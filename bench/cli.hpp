@@ -46,6 +46,12 @@ CLI::Validator number_in(double lo, double hi, const std::string& range);
 /// unsigned option, "-1" is refused rather than wrapped around.
 CLI::Validator integer_in(int64_t lo, int64_t hi);
 
+/// --make-vocab-size-divisible-by N (Megatron-LM's flag, default
+/// kDefaultVocabDivisor; 1: no padding) into `divisor`: an integer in
+/// [1, kMaxVocabDivisor], else "--make-vocab-size-divisible-by: expected an
+/// integer in [1, 16777216], got '0'" (exit 2).
+void add_vocab_divisor_flag(CLI::App& cmd, int& divisor);
+
 /// CLI11 check for a non-empty text ("--out: expected a path, got ''").
 CLI::Validator non_empty(const std::string& what);
 

@@ -36,6 +36,7 @@ struct PlanCommandOptions {
   reports::ClusterInput cluster;
   std::string gpu_memory;
   std::string model;
+  int vocab_divisor = kDefaultVocabDivisor;  // --make-vocab-size-divisible-by
   int64_t global_batch = 0;
   std::string micro_batch_sizes = "1,2,4,8";
   std::string schedules = "all";
@@ -335,6 +336,7 @@ void run_plan(const PlanCommandOptions& opt) {
   reports::PlanOptions o;
   o.cluster = reports::resolve_cluster(cluster_input(opt));
   o.model = parse_model_spec(opt.model);
+  o.model.vocab_divisor = opt.vocab_divisor;
   o.global_batch = opt.global_batch;
   o.micro_batch_sizes = parse_int_list(opt.micro_batch_sizes, "--micro-batch-size");
   o.schedules = names_or_all(opt.schedules);
@@ -412,6 +414,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--gpu-memory", opt->gpu_memory, "Memory per GPU: 80GB, 141GB, 24GiB");
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
       ->check(non_empty("a model"));
+  add_vocab_divisor_flag(*cmd, opt->vocab_divisor);
   cmd->add_option("--validate", opt->validate,
                   "Result files or folders: predict each measured combination from its "
                   "configuration, calibrated on the others, and print the errors");

@@ -42,6 +42,7 @@ void add_sweep_flags(CLI::App& cmd, run::RunOptions& o) {
                  "Storage of activations, messages and weights: fp32 or bf16 (bf16: fp32 "
                  "accumulation and master weights; backends whose entry allows it)")
       ->capture_default_str();
+  add_vocab_divisor_flag(cmd, o.vocab_divisor);
   // Backends, transports and collectors: the help lists their registries.
   o.backend = backend_list().front().name;
   o.transport = transport_list().front().name;

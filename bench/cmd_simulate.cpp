@@ -31,6 +31,7 @@ struct SimulateOptions {
   int data_parallel = 1;   // D replicas: a ring all-reduce of each stage's gradients
   double allreduce = 0;    // with the cost flags: one chunk's all-reduce time
   std::string model, partition, device = "cpu";
+  int vocab_divisor = kDefaultVocabDivisor;  // --make-vocab-size-divisible-by, with --model
   std::string format = "text";
   std::string trace;
   int width = 100;
@@ -81,6 +82,7 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
     throw UsageError(
         "--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
   ModelSpec spec = parse_model_spec(opt.model);
+  spec.vocab_divisor = opt.vocab_divisor;
   std::vector<Unit> units = expand_units(spec, kernels_for("", opt.device));
   DeviceSpec device = device_preset(opt.device);
   std::vector<UnitTime> times = unit_times(units, device);
@@ -177,6 +179,11 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
         {"fwd", opt.fwd}, {"bwd", opt.bwd}, {"wgrad", opt.wgrad}, {"comm", opt.comm}};
   } else {
     config["model"] = opt.model;
+    ModelSpec spec = parse_model_spec(opt.model);  // as build_costs ran it
+    spec.vocab_divisor = opt.vocab_divisor;
+    config["vocab_padding"] = {{"make_vocab_size_divisible_by", spec.vocab_divisor},
+                               {"vocab", spec.vocab},
+                               {"padded_vocab", spec.padded_vocab()}};
     config["partition"] = opt.partition.empty() ? "balanced" : opt.partition;
     config["device"] = opt.device;
   }
@@ -255,6 +262,7 @@ void register_simulate(CLI::App& app) {
       ->check(non_empty("a model"));
   cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
   cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");
+  add_vocab_divisor_flag(*cmd, opt->vocab_divisor);
   cmd->add_option("--data-parallel", opt->data_parallel,
                   "D replicas: add a ring all-reduce of each stage's gradients after each "
                   "chunk's last backward (default 1)")

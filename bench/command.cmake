@@ -11,7 +11,8 @@ add_custom_target(ppb_build_info
 add_library(ppb_cli STATIC cli.cpp ${PPB_BUILD_INFO_CPP})
 add_dependencies(ppb_cli ppb_build_info)
 target_include_directories(ppb_cli PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(ppb_cli PUBLIC ppb::profiling CLI11::CLI11 PRIVATE ppb::warnings)
+# ppb::model: the vocabulary padding flag takes its default and range from model.hpp.
+target_link_libraries(ppb_cli PUBLIC ppb::profiling CLI11::CLI11 PRIVATE ppb::model ppb::warnings)
 
 set(PPB_COMMAND_SOURCES main.cpp cmd_list.cpp cmd_schedule.cpp cmd_simulate.cpp cmd_run.cpp
                         cmd_p2p.cpp cmd_report.cpp cmd_plan.cpp cmd_health.cpp)

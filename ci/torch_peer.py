@@ -11,7 +11,11 @@ presets' shapes ("gpt:key=value,..." specs override gpt-small's, as
 parse_model_spec does). The peer is the model pipebench computes
 (pipeline/include/ppb/pipeline/model.hpp): token + position embedding,
 pre-LN GPT-2 blocks (causal attention, tanh GeLU), a final LayerNorm, an
-untied head without bias, cross-entropy averaged over the tokens. One step
+untied head without bias, cross-entropy averaged over the tokens; the
+embedding and head hold the result's padded vocabulary
+(config.vocab_padding.padded_vocab, --make-vocab-size-divisible-by; the true
+one in files without it), the loss
+is over the true vocabulary's logits and the tokens are drawn from it. One step
 is pipebench's: M micro-batches of the result's micro-batch size, forward
 and backward each (the loss scaled by 1/M, gradients accumulated), then
 one SGD update. bf16: autocast to bf16 over fp32 weights; fp32: fp32 with
@@ -60,6 +64,7 @@ class Shapes:
     heads: int
     seq: int
     vocab: int
+    padded_vocab: int  # rows of the embedding and the head (>= vocab)
     ffn: int
     mbs: int
     dtype: str
@@ -121,8 +126,11 @@ def shapes_of(result, models):
                          f" {spec['heads']}")
     if c.get("dtype", "fp32") not in ("fp32", "bf16"):
         raise UsageError(f"config.dtype '{c.get('dtype')}': expected fp32 or bf16")
+    # Files from before padding ran unpadded (no config.vocab_padding).
+    padded = max(c.get("vocab_padding", {}).get("padded_vocab", 0), spec["vocab"])
     return Shapes(name=c["model"], dtype=c.get("dtype", "fp32"), microbatches=c["microbatches"],
-                  warmup=c["warmup"], iters=c["iters"], seed=c.get("seed", 1), **spec)
+                  warmup=c["warmup"], iters=c["iters"], seed=c.get("seed", 1),
+                  padded_vocab=padded, **spec)
 
 
 def pipebench_figures(result, shapes):
@@ -230,18 +238,20 @@ def build_model(torch, s, attention):
     class Gpt(nn.Module):
         def __init__(self):
             super().__init__()
-            self.tok = nn.Embedding(s.vocab, s.hidden)
+            self.tok = nn.Embedding(s.padded_vocab, s.hidden)
             self.pos = nn.Embedding(s.seq, s.hidden)
             self.blocks = nn.ModuleList(Block() for _ in range(s.layers))
             self.norm = nn.LayerNorm(s.hidden)
-            self.head = nn.Linear(s.hidden, s.vocab, bias=False)  # untied
+            self.head = nn.Linear(s.hidden, s.padded_vocab, bias=False)  # untied
 
         def forward(self, ids, labels):
             x = self.tok(ids) + self.pos.weight
             for block in self.blocks:
                 x = block(x)
             logits = self.head(self.norm(x))
-            return F.cross_entropy(logits.view(-1, s.vocab).float(), labels.view(-1))
+            # The padded logits are no token: the loss is over the true vocabulary's.
+            logits = logits.view(-1, s.padded_vocab)[:, :s.vocab]
+            return F.cross_entropy(logits.float(), labels.view(-1))
 
     return Gpt().cuda()
 

@@ -32,6 +32,8 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   const ResultConfig& c = r.config;
   RunOptions o;
   o.model = c.model;
+  // Files from before padding ran unpadded.
+  o.vocab_divisor = c.vocab_padding ? c.vocab_padding->divisor : 1;
   o.dtype = c.dtype.empty() ? RunOptions{}.dtype : c.dtype;
   o.backend = c.backend;
   o.transport = c.transport;

@@ -354,6 +354,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.microbatches = cli::parse_int_list(o.microbatches, "--microbatches");
   plan.model = parse_model_spec(o.model);
   plan.model.name = o.model;
+  plan.model.vocab_divisor = o.vocab_divisor;
   plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
   plan.units = expand_units(plan.model, kernels_for(backend.name, o.device));
 

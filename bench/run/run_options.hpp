@@ -33,10 +33,13 @@ struct RunOptions {
   std::string microbatches = "8";  ///< --microbatches M,...
   std::string model = "gpt-tiny";  ///< --model SPEC
   std::string dtype = "fp32";      ///< --dtype fp32|bf16: storage of activations, messages, weights
-  std::string backend;             ///< --backend ("" = the first registered backend)
-  std::string transport;           ///< --transport ("" = the first registered transport)
-  int iters = 10;                  ///< --iters / -n
-  int warmup = 2;                  ///< --warmup / -w
+  /// --make-vocab-size-divisible-by N: the head and embedding hold the
+  /// vocabulary padded to a multiple of N (1: unpadded).
+  int vocab_divisor = kDefaultVocabDivisor;
+  std::string backend;    ///< --backend ("" = the first registered backend)
+  std::string transport;  ///< --transport ("" = the first registered transport)
+  int iters = 10;         ///< --iters / -n
+  int warmup = 2;         ///< --warmup / -w
   /// --min-time: after the --iters timed steps, keep timing steps until
   /// their summed time reaches this many seconds (Google Benchmark's
   /// --benchmark_min_time, applied to pipeline steps), so a fast combination

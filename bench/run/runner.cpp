@@ -161,6 +161,9 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   copy_schedule_params(cfg, c);
   cfg.micro_batch_size = sw.plan.model.micro_batch_size;
   cfg.model = sw.options.model;
+  cfg.vocab_padding = VocabPadding{.divisor = sw.plan.model.vocab_divisor,
+                                   .vocab = sw.plan.model.vocab,
+                                   .padded = sw.plan.model.padded_vocab()};
   cfg.backend = sw.plan.backend;
   cfg.transport = sw.plan.transport;
   cfg.iters = sw.options.iters;

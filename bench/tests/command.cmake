@@ -199,3 +199,14 @@ if(TARGET ppb_exec)
             ${MPIEXEC_EXECUTABLE} ${CMAKE_CURRENT_BINARY_DIR}/stop-rank)
   set_tests_properties(cli.stop_rank PROPERTIES LABELS mpi TIMEOUT 60)
 endif()
+# --make-vocab-size-divisible-by: a whole number >= 1 on run, simulate and plan.
+ppb_expect_usage_error(vocab_divisor_zero
+  "^pipebench: --make-vocab-size-divisible-by: expected an integer in \\[1, 16777216\\], got '0'"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny
+  --make-vocab-size-divisible-by 0)
+ppb_expect_usage_error(vocab_divisor_negative
+  "--make-vocab-size-divisible-by: expected an integer in \\[1, 16777216\\], got '-8'"
+  plan --gpus 8 --model gpt-small --make-vocab-size-divisible-by -8)
+ppb_expect_usage_error(vocab_divisor_not_integer
+  "--make-vocab-size-divisible-by: expected an integer in \\[1, 16777216\\], got '1.5'"
+  run --make-vocab-size-divisible-by 1.5)

@@ -56,6 +56,27 @@ foreach(case mpi:2 mpi:4 mpi-ordered:4 mpi-staged:2)
                        FIXTURES_REQUIRED ${name}_files)
 endforeach()
 
+# A padded vocabulary (60 -> 64 with --make-vocab-size-divisible-by 32) on 2
+# ranks: --check passes with the head's padded logits masked out of the loss
+# (full and split backward, every partition), every stage's tracked
+# activation peak is the memory model's on the padded sizes (also through
+# `plan --validate`, which reads the padding back from the result), and
+# each result records the true and padded vocabulary.
+set(name run_check_padded_vocab_p2)
+set(dir ${PPB_RUN_OUT}/check-padded-vocab-p2)
+ppb_add_mpi_test(${name} RANKS 2
+  COMMAND $<TARGET_FILE:pipebench> run --schedule 1f1b,zb-h1 --partition all --microbatches 4
+          --model gpt:layers=2,hidden=32,heads=2,seq=16,vocab=60,mbs=2
+          --make-vocab-size-divisible-by 32 --check -n 1 -w 0 --out ${dir}
+  LABELS mpi TIMEOUT 120)
+set_tests_properties(${name} PROPERTIES FIXTURES_SETUP ${name}_files)
+add_test(NAME ${name}_results COMMAND run_results_check check ${dir} 6)
+add_test(NAME ${name}_memory COMMAND run_results_check memory ${dir})
+add_test(NAME ${name}_vocab COMMAND run_results_check vocab ${dir} 60 64 32)
+ppb_add_plan_memory_test(${name} ${dir})
+set_tests_properties(${name}_results ${name}_memory ${name}_vocab PROPERTIES LABELS mpi
+                     FIXTURES_REQUIRED ${name}_files)
+
 # The V-placed, overlapped and automatic schedules (zb-1p, zb-2p, zb-v,
 # dualpipe-v): --check on the cpu backend, every partition, M = 8
 # (dualpipe-v needs 2P), matched by tag on 2 and 4 ranks and in call order on

@@ -305,6 +305,16 @@ int main(int argc, char** argv) {
         fail(name,
              "step time differs from the simulator's by more than " + std::to_string(step_tol));
     }
+  } else if (mode == "vocab" && argc >= 6) {
+    // Every result records the vocabulary padding it ran with: DIR VOCAB PADDED DIVISOR.
+    const ppb::VocabPadding want{
+        .divisor = std::atoi(argv[5]), .vocab = std::atoi(argv[3]), .padded = std::atoi(argv[4])};
+    for (const auto& [name, r] : results) {
+      if (r.config.vocab_padding != want) {
+        fail(name, std::string("config.vocab_padding is not vocab ") + argv[3] + " padded to " +
+                       argv[4] + " at divisor " + argv[5]);
+      }
+    }
   } else if (mode == "memory") {
     // (partition, M, P) -> schedule -> summed activation peak
     std::map<std::string, std::map<std::string, int64_t>> groups;

@@ -46,6 +46,11 @@ class Shapes(unittest.TestCase):
         self.assertEqual((s.layers, s.hidden, s.heads, s.seq, s.vocab, s.ffn, s.mbs),
                          (12, 768, 12, 1024, 50257, 4, 4))  # model.hpp's gpt-small
         self.assertEqual((s.dtype, s.microbatches, s.warmup, s.iters, s.seed), ("bf16", 8, 2, 6, 1))
+        self.assertEqual(s.padded_vocab, 50257)  # a file from before padding: unpadded
+        padded = one_rank()
+        padded["config"]["vocab_padding"] = {"make_vocab_size_divisible_by": 128, "vocab": 50257,
+                                             "padded_vocab": 50304}
+        self.assertEqual(tp.shapes_of(padded, models()).padded_vocab, 50304)
         tiny = tp.shapes_of(one_rank(model="gpt-tiny"), models())
         self.assertEqual((tiny.layers, tiny.hidden, tiny.heads, tiny.seq, tiny.vocab),
                          (8, 128, 4, 64, 512))

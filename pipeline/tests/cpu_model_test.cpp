@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "cpu/init.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
+#include "vocab_padding.hpp"
 
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
@@ -119,6 +121,49 @@ TEST(CpuModel, SplittingGivesTheSameLossAndGradientsAsTheWholeModel) {
     ASSERT_EQ(grads.size(), ref.grads.size());
     for (size_t u = 0; u < grads.size(); ++u) {
       EXPECT_LE(max_relative_error(grads[u], ref.grads[u]), 1e-5) << units[u].name;
+    }
+  }
+}
+
+// The vocabulary padded (60 -> 64 at divisor 32): the head and embedding
+// hold the padded rows, the loss and the true rows' gradients are the
+// unpadded model's, and the padding gets no gradient; the head's chunk runs
+// the split backward (I then W), the embedding's the full one.
+TEST(CpuModel, PaddedVocabGivesTheUnpaddedLossAndNoGradientToThePadding) {
+  single_thread_blas();
+  const ModelSpec plain = parse_model_spec("gpt:layers=1,hidden=32,heads=4,seq=16,vocab=60,mbs=2");
+  ModelSpec padded = plain;
+  padded.vocab_divisor = 32;
+  ASSERT_EQ(padded.padded_vocab(), 64);
+  constexpr int kMicrobatches = 2;
+  CpuModelOptions options;
+  options.loss_scale = 1.0f / kMicrobatches;
+  const ReferenceStep ref = reference_step(plain, kMicrobatches, options);
+  const std::vector<Unit> units = expand_units(padded);
+  Chained pipe(padded, units, {4}, options);
+  const std::vector<double> losses = pipe.run(kMicrobatches);
+  double mean = 0;
+  for (double l : losses) mean += l / kMicrobatches;
+  EXPECT_NEAR(mean, ref.loss, 1e-6 * std::abs(ref.loss));
+  const std::vector<std::vector<float>> grads = pipe.grads();
+  EXPECT_EQ(grads.front().size(), size_t{64 + 16} * 32);  // wte [64, 32], wpe [16, 32]
+  EXPECT_EQ(grads.back().size(), size_t{32} * 64);        // head [32, 64]
+  const test::Unpadded unpadded = test::drop_vocab_padding(padded, grads, 0);
+  EXPECT_EQ(unpadded.padding_max_abs, 0.0f);
+  ASSERT_EQ(unpadded.grads.size(), ref.grads.size());
+  for (size_t u = 0; u < ref.grads.size(); ++u) {
+    ASSERT_EQ(unpadded.grads[u].size(), ref.grads[u].size()) << units[u].name;
+    EXPECT_LE(max_relative_error(unpadded.grads[u], ref.grads[u]), 1e-6) << units[u].name;
+  }
+  // The padded head's weights are the unpadded head's, padding zero.
+  std::vector<float> head(size_t{32} * 64);
+  std::vector<float> plain_head(size_t{32} * 60);
+  cpu::init_unit_params(padded, UnitKind::kHead, 7, static_cast<int>(units.size()) - 1, head);
+  cpu::init_unit_params(plain, UnitKind::kHead, 7, static_cast<int>(units.size()) - 1, plain_head);
+  for (int r = 0; r < 32; ++r) {
+    for (int c = 0; c < 64; ++c) {
+      const float want = c < 60 ? plain_head[static_cast<size_t>((r * 60) + c)] : 0.0f;
+      EXPECT_EQ(head[static_cast<size_t>((r * 64) + c)], want) << r << "," << c;
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/pipeline/model.hpp"
+#include "vocab_padding.hpp"
 
 namespace ppb {
 namespace {
@@ -92,6 +93,23 @@ void expect_gradients(const std::vector<std::vector<float>>& mine, const Referen
   }
 }
 
+// Forward and backward (full, or split into I then W) of every micro-batch
+// through a chunk holding the whole model; returns the mean loss.
+double forward_backward(cuda::CudaChunk& chunk, bool split) {
+  double loss = 0;
+  for (int mb = 0; mb < kMicrobatches; ++mb) {
+    chunk.forward(mb, nullptr, nullptr);
+    if (split) {
+      chunk.backward_input(mb, nullptr, nullptr);
+      chunk.backward_weight(mb);
+    } else {
+      chunk.backward(mb, nullptr, nullptr);
+    }
+    loss += chunk.loss(mb) / kMicrobatches;
+  }
+  return loss;
+}
+
 // Both paths of the linear layers: bias, bias + GeLU and bias gradient as
 // cuBLASLt epilogues of the GEMMs (each of the 4 linear layers' forward and
 // weight GEMMs tried; on the emulator none refused), and as the bias, GeLU
@@ -110,17 +128,7 @@ TEST_F(CudaGpu, WholeModelMatchesTheCpuModelFullAndSplitBackward) {
         const int64_t refusals = blas_->epilogue_refusals();
         cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())},
                               context(dt, epilogues), options());
-        double loss = 0;
-        for (int mb = 0; mb < kMicrobatches; ++mb) {
-          chunk.forward(mb, nullptr, nullptr);
-          if (split) {
-            chunk.backward_input(mb, nullptr, nullptr);
-            chunk.backward_weight(mb);
-          } else {
-            chunk.backward(mb, nullptr, nullptr);
-          }
-          loss += chunk.loss(mb) / kMicrobatches;
-        }
+        const double loss = forward_backward(chunk, split);
         EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
         expect_gradients(chunk.gradients(), ref, 0, tolerance(dt), what);
         // On the emulator every fused call runs; on a GPU cuBLASLt may refuse
@@ -169,6 +177,35 @@ TEST_F(CudaGpu, GemmEpiloguesMatchTheKernelPath) {
     for (size_t u = 0; u < grads[0].size(); ++u) {
       EXPECT_LE(max_relative_error(grads[1][u], grads[0][u]), tol)
           << (dt == Dtype::kFp32 ? "fp32" : "bf16") << " unit " << units[u].name;
+    }
+  }
+}
+
+// The vocabulary padded (60 -> 64 at divisor 32): the padded logits are
+// masked out of the loss, so loss and the true rows' gradients are the
+// unpadded cpu model's, and the padding gets exactly zero gradient. Tiny,
+// so that the emulator runs it in a moment.
+TEST_F(CudaGpu, PaddedVocabMatchesTheUnpaddedCpuModel) {
+  ModelSpec plain = parse_model_spec("gpt:layers=1,hidden=32,heads=2,seq=8,vocab=60,mbs=2");
+  const ReferenceStep ref = cpu_reference(plain);
+  for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
+    for (const bool split : {false, true}) {
+      const std::string what =
+          std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + (split ? " split" : " full");
+      ModelSpec spec = plain;
+      spec.vocab_divisor = 32;
+      spec.bytes_per_element = static_cast<int>(cuda::dtype_bytes(dt));
+      ASSERT_EQ(spec.padded_vocab(), 64);
+      const std::vector<Unit> units = expand_units(spec);
+      cuda::CudaChunk chunk(spec, units, {0, static_cast<int>(units.size())}, context(dt),
+                            options());
+      const double loss = forward_backward(chunk, split);
+      EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
+      const std::vector<std::vector<float>> grads = chunk.gradients();
+      EXPECT_EQ(grads.back().size(), 32U * 64U) << what;
+      const test::Unpadded unpadded = test::drop_vocab_padding(spec, grads, 0);
+      EXPECT_EQ(unpadded.padding_max_abs, 0.0f) << what;
+      expect_gradients(unpadded.grads, ref, 0, tolerance(dt), what);
     }
   }
 }

@@ -255,6 +255,47 @@ TEST(Units, GptTinyFormulasByHand) {
   }
 }
 
+TEST(ModelSpec, PaddedVocabRoundsUpToTheDivisor) {
+  EXPECT_EQ(padded_vocab_size(50257, 128), 50304);  // Megatron-LM's GPT-2 vocabulary
+  EXPECT_EQ(padded_vocab_size(50257, 8), 50264);
+  EXPECT_EQ(padded_vocab_size(512, 128), 512);  // already divisible: unchanged
+  EXPECT_EQ(padded_vocab_size(50304, 128), 50304);
+  EXPECT_EQ(padded_vocab_size(50257, 1), 50257);  // 1: padding off
+  EXPECT_EQ(padded_vocab_size(1, kMaxVocabDivisor), kMaxVocabDivisor);
+  // A spec as parsed is unpadded; the divisor pads it.
+  ModelSpec small = parse_model_spec("gpt-small");
+  EXPECT_EQ(small.vocab_divisor, 1);
+  EXPECT_EQ(small.padded_vocab(), 50257);
+  small.vocab_divisor = kDefaultVocabDivisor;
+  EXPECT_EQ(small.padded_vocab(), 50304);
+  EXPECT_EQ(small.vocab, 50257);
+}
+
+TEST(Units, PaddedHeadAndEmbeddingCountThePaddedVocab) {
+  ModelSpec spec = parse_model_spec("gpt-small");
+  const std::vector<Unit> plain = expand_units(spec);
+  spec.vocab_divisor = 128;
+  const std::vector<Unit> padded = expand_units(spec);
+  const double t = 4096, h = 768, v = 50304, e = 4;
+  const Unit& head = padded.back();
+  EXPECT_DOUBLE_EQ(head.fwd_flops, 2 * t * h * v + 5 * t * v);
+  EXPECT_DOUBLE_EQ(head.bwd_input_flops, 2 * t * v * h + 2 * t * v);
+  EXPECT_DOUBLE_EQ(head.bwd_weight_flops, 2 * t * h * v);
+  EXPECT_EQ(head.param_bytes, static_cast<int64_t>(h * v * e));
+  EXPECT_EQ(head.activation_bytes, static_cast<int64_t>((t * h + t * v) * e));
+  EXPECT_EQ(padded.front().param_bytes, static_cast<int64_t>((v * h + 1024 * h) * e));
+  // 47 padded rows in the embedding and 47 padded columns in the head.
+  EXPECT_EQ(padded.front().param_bytes - plain.front().param_bytes, 47 * 768 * 4);
+  EXPECT_EQ(head.param_bytes - plain.back().param_bytes, 47 * 768 * 4);
+  EXPECT_EQ(stored_parameter_count(spec), 124'439'808 + int64_t{768} * 47 + int64_t{768} * 50304);
+  EXPECT_EQ(parameter_count(spec), 124'475'904);
+  // Only the head and the embedding change.
+  for (size_t i = 1; i + 1 < padded.size(); ++i) {
+    EXPECT_DOUBLE_EQ(padded[i].fwd_flops, plain[i].fwd_flops) << padded[i].name;
+    EXPECT_EQ(padded[i].param_bytes, plain[i].param_bytes) << padded[i].name;
+  }
+}
+
 TEST(Units, GptSmallForwardFlopsMatchTheStandardEstimate) {
   // The well-known estimate: forward ~ 2 * params * tokens + attention
   // 4 * b * s^2 * h per layer. Our counts add bias and elementwise work only.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -50,6 +51,7 @@ Result full_result() {
               .profile = "cputime",
               .check = true,
               .dtype = "fp32",
+              .vocab_padding = VocabPadding{.divisor = 128, .vocab = 512, .padded = 512},
               .data_parallel = 1,
               .rank_order = "",
               .unit_ranges = "",
@@ -653,6 +655,51 @@ TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
   json::value short_list = doc;
   find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] = json::array{0.001};
   EXPECT_THROW((void)result_from_json(short_list, "short.json"), UsageError);
+}
+
+TEST(ResultSchema, VocabPaddingRoundTripsIsCheckedAndOlderFilesReadUnpadded) {
+  Result r = full_result();
+  r.config.model = "gpt-small";
+  r.config.vocab_padding = VocabPadding{.divisor = 128, .vocab = 50257, .padded = 50304};
+  const json::value doc = result_to_json(r);
+  const json::value& padding = doc.at("config").at("vocab_padding");
+  EXPECT_EQ(padding.at("make_vocab_size_divisible_by").as_int64(), 128);
+  EXPECT_EQ(padding.at("vocab").as_int64(), 50257);
+  EXPECT_EQ(padding.at("padded_vocab").as_int64(), 50304);
+  const Result back = result_from_json(doc, "padded.json");
+  expect_same(r, back);
+  // The model it ran: the spec with its padding, micro-batch size and dtype.
+  const ModelSpec spec = model_spec(back.config);
+  EXPECT_EQ(spec.vocab, 50257);
+  EXPECT_EQ(spec.padded_vocab(), 50304);
+  EXPECT_EQ(spec.micro_batch_size, 2);
+  EXPECT_EQ(spec.bytes_per_element, 4);
+
+  // Written before padding: unpadded, and written back without the field.
+  json::value old = doc;
+  erase_path(old, "config.vocab_padding");
+  const Result unpadded = result_from_json(old, "old.json");
+  EXPECT_FALSE(unpadded.config.vocab_padding.has_value());
+  EXPECT_EQ(model_spec(unpadded.config).padded_vocab(), 50257);
+  EXPECT_FALSE(result_to_json(unpadded).at("config").as_object().contains("vocab_padding"));
+
+  const auto expect_refused = [&doc](const char* key, int value, const std::string& needle) {
+    json::value bad = doc;
+    find_path(bad, "config.vocab_padding")->as_object()[key] = value;
+    try {
+      (void)result_from_json(bad, "bad.json");
+      ADD_FAILURE() << key << " " << value << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_refused("make_vocab_size_divisible_by", 0,
+                 "config.vocab_padding.make_vocab_size_divisible_by");
+  expect_refused("make_vocab_size_divisible_by", kMaxVocabDivisor + 1,
+                 "config.vocab_padding.make_vocab_size_divisible_by");
+  expect_refused("vocab", 0, "config.vocab_padding.vocab");
+  expect_refused("vocab", std::numeric_limits<int>::max(), "config.vocab_padding.vocab");
+  expect_refused("padded_vocab", 50257, "expected 50304");
 }
 
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {

@@ -99,7 +99,13 @@ std::string build_key(const ResultEnvironment& env) {
 }
 
 std::vector<WorkField> work_fields(const ResultConfig& c) {
-  return {{"model", c.model}, {"mbs", std::to_string(c.micro_batch_size)}, {"dtype", c.dtype}};
+  std::vector<WorkField> fields = {
+      {"model", c.model}, {"mbs", std::to_string(c.micro_batch_size)}, {"dtype", c.dtype}};
+  // A padded head computes more logits: another work. Unpadded runs (and
+  // files from before padding) keep the key they always had.
+  if (c.vocab_padding && c.vocab_padding->padded > c.vocab_padding->vocab)
+    fields.push_back({"padded_vocab", std::to_string(c.vocab_padding->padded)});
+  return fields;
 }
 
 std::string work_key(const ResultConfig& c) {

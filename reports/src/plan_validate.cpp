@@ -50,9 +50,7 @@ std::string roofline_device(const Result& result) {
 Repriced reprice(const Result& result) {
   const ResultConfig& c = result.config;
   Repriced r;
-  r.spec = parse_model_spec(c.model);
-  r.spec.micro_batch_size = c.micro_batch_size;
-  r.spec.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
+  r.spec = model_spec(c);
   r.device = device_preset(roofline_device(result));
   r.units = expand_units(r.spec, kernels_for(c.backend, r.device.name));
   r.times = unit_times(r.units, r.device);
@@ -676,9 +674,7 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     const PassCalibration cal = fit_calibration(*most);
     const ResultConfig& c = most->front()->result.config;
     PlanOptions o;
-    o.model = parse_model_spec(c.model);
-    o.model.micro_batch_size = c.micro_batch_size;
-    o.model.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
+    o.model = model_spec(c);
     o.micro_batch_sizes = {c.micro_batch_size};
     o.memory.element_bytes = o.model.bytes_per_element;
     ClusterInput in;

@@ -161,28 +161,52 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string match_key(const ResultEntry& e) { return e.machine + " # " + e.config_key; }
 
-// The match key without the time scale: the same combination run at
-// another scale (the timed backend's wall seconds per modelled second).
-// Its timings are not comparable, but it is not a new combination either.
-// What make_entry adds after the config's own key (the device profiler,
-// the GPU sharing) stays: a run of another sharing is another combination.
+// The match key without the time scale and the vocabulary padding: the
+// same combination run at another scale (the timed backend's wall seconds
+// per modelled second) or with another padded head (more logits: another
+// work, work_fields). Its timings are not comparable, but it is not a new
+// combination either. What make_entry adds after the config's own key (the
+// device profiler, the GPU sharing) stays: a run of another sharing is
+// another combination.
 std::string scale_free_key(const ResultEntry& e) {
   ResultConfig c = e.result.config;
   c.time_scale = 0;
+  c.vocab_padding.reset();
   const std::string measured = e.config_key.substr(config_key(e.result.config).size());
   return e.machine + " # " + config_key(c) + measured;
 }
 
-// Why a combination whose history ran at another time scale is kept out.
-// Six significant digits: two scales that differ show as different.
+// The vocabulary a result's head held: "padded to 50304
+// (--make-vocab-size-divisible-by 128)", or "unpadded" (also files from
+// before padding, which record none).
+std::string head_vocab(const ResultConfig& c) {
+  const std::optional<VocabPadding>& p = c.vocab_padding;
+  if (!p || p->padded <= p->vocab) return "unpadded";
+  return "padded to " + std::to_string(p->padded) + " (--make-vocab-size-divisible-by " +
+         std::to_string(p->divisor) + ")";
+}
+
+// Why a combination whose history ran at another time scale or vocabulary
+// padding is kept out. Six significant digits: two scales that differ show
+// as different.
 std::string rescaled_note(const ResultEntry& tonight, const ResultEntry& before) {
   const auto scale = [](const ResultEntry& e) {
     char text[32];
     std::snprintf(text, sizeof text, "%.6g", e.result.config.time_scale);
     return std::string(text);
   };
-  return "excluded: earlier nights ran it at time scale " + scale(before) + ", tonight at " +
-         scale(tonight) + " (wall seconds per modelled second): its timings are not comparable";
+  std::string differs;
+  if (scale(before) != scale(tonight)) {
+    differs = "at time scale " + scale(before) + ", tonight at " + scale(tonight) +
+              " (wall seconds per modelled second)";
+  }
+  const std::string vocab_before = head_vocab(before.result.config);
+  const std::string vocab_tonight = head_vocab(tonight.result.config);
+  if (vocab_before != vocab_tonight) {
+    differs += (differs.empty() ? "" : "; and ") + std::string("with the head's vocabulary ") +
+               vocab_before + ", tonight " + vocab_tonight;
+  }
+  return "excluded: earlier nights ran it " + differs + ": its timings are not comparable";
 }
 
 std::string signed_percent(double x) {

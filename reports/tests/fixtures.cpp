@@ -59,6 +59,10 @@ Result make_fixture(const FixtureSpec& f) {
   r.config.seed = 1;
   r.config.plant = f.plant;
   r.config.time_scale = f.time_scale;
+  if (f.padded_vocab > 0) {
+    r.config.vocab_padding =
+        VocabPadding{.divisor = f.padded_vocab, .vocab = 512, .padded = f.padded_vocab};
+  }
 
   ResultMetrics& m = r.metrics.emplace();
   const double step = sim.step_time * f.slowdown * f.machine;

@@ -47,8 +47,11 @@ struct FixtureSpec {
   std::string host = "node1";
   std::string git = "abc1234";
   std::string date = "2026-11-29T07:00:00Z";
-  std::string plant;            ///< config.plant
-  double time_scale = 0;        ///< config.time_scale (0: not recorded)
+  std::string plant;      ///< config.plant
+  double time_scale = 0;  ///< config.time_scale (0: not recorded)
+  /// config.vocab_padding of gpt-tiny (vocab 512) padded to this, which is
+  /// also the divisor (0: not recorded, unpadded). REQUIRES: 0 or >= 512.
+  int padded_vocab = 0;
   bool oversubscribed = false;  ///< environment.oversubscribed (with cores = 2)
   int ranks_per_gpu = 0;        ///< environment.ranks_per_gpu (0: not recorded; gpus > 0 sets it)
   double foreign_cpu = 0;       ///< metrics.foreign_cpu (< 0: absent)

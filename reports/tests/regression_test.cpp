@@ -465,6 +465,14 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
   EXPECT_EQ(gate(cur, {base}, all).regressions(), 1);
 }
 
+// two(slow, slow), each fixture changed by `set`.
+template <class Set>
+std::vector<FixtureSpec> both(double slow, Set set) {
+  std::vector<FixtureSpec> s = two(slow, slow);
+  for (FixtureSpec& f : s) set(f);
+  return s;
+}
+
 // Ranks taking turns on one GPU measure another thing than one rank per
 // GPU: tonight's two ranks per GPU are gated against the night of the same
 // sharing (n1, unchanged: no change) and never against the night of one
@@ -472,9 +480,7 @@ TEST(ReportGate, OversubscribedRunsAreKeptOut) {
 // "another time scale"); n2's combinations are missing tonight.
 TEST(ReportGate, RanksSharingAGpuAreGatedOnlyAgainstNightsOfTheSameSharing) {
   const auto sharing = [](int ranks_per_gpu, double slow) {
-    std::vector<FixtureSpec> s = two(slow, slow);
-    for (FixtureSpec& f : s) f.ranks_per_gpu = ranks_per_gpu;
-    return s;
+    return both(slow, [ranks_per_gpu](FixtureSpec& f) { f.ranks_per_gpu = ranks_per_gpu; });
   };
   const std::string root = fresh_dir("nights");
   night(root, "n1", 1, sharing(2, 1.0));
@@ -521,6 +527,34 @@ TEST(ReportGate, ACombinationAtAnotherTimeScaleIsExcludedNotGatedNorMissing) {
   const RegressionSummary next =
       gate(night(fresh_dir("cur"), "t", 4, scaled(0.9609, 0.9609, 0.5)), {root});
   EXPECT_EQ(row_of(next, "gpipe").status, RegressionStatus::kPass);
+  EXPECT_EQ(row_of(next, "1f1b").status, RegressionStatus::kPass);
+  EXPECT_EQ(next.count(RegressionStatus::kExcluded), 0);
+}
+
+// A padded head computes more logits: tonight's padded runs are excluded,
+// saying both heads, never gated against the unpadded nights (1f1b here
+// runs 30% slower) nor listed as missing or new; a padded night after is
+// gated against the padded nights only.
+TEST(ReportGate, ACombinationWithAnotherVocabPaddingIsExcludedNotGatedNorMissing) {
+  const auto padded = [](int vocab, double slow) {
+    return both(slow, [vocab](FixtureSpec& f) { f.padded_vocab = vocab; });
+  };
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, padded(0, 1.0));
+  night(root, "n2", 2, padded(0, 1.0));
+  const std::string cur = night(fresh_dir("cur"), "t", 3, padded(640, 1.3));
+  const RegressionSummary s = gate(cur, {root});
+  EXPECT_EQ(s.count(RegressionStatus::kExcluded), 2);
+  EXPECT_EQ(s.count(RegressionStatus::kMissing), 0);
+  EXPECT_EQ(s.count(RegressionStatus::kNew), 0);
+  EXPECT_EQ(s.regressions(), 0);
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0],
+            "excluded: earlier nights ran it with the head's vocabulary unpadded, tonight padded "
+            "to 640 (--make-vocab-size-divisible-by 640): its timings are not comparable");
+  night(root, "n3", 3, padded(640, 1.3));
+  const RegressionSummary next = gate(night(fresh_dir("cur"), "t", 4, padded(640, 1.3)), {root});
   EXPECT_EQ(row_of(next, "1f1b").status, RegressionStatus::kPass);
   EXPECT_EQ(next.count(RegressionStatus::kExcluded), 0);
 }

@@ -445,6 +445,21 @@ TEST(ReportWork, TwoModelsAreTwoVerdictsAndEveryOutputNamesTheModel) {
   for (const auto& [name, n] : names) EXPECT_EQ(n, 1) << name;  // every name tells one apart
 }
 
+// A head padded beyond the true vocabulary is another work; unpadded runs
+// and files from before padding keep the key they always had.
+TEST(ReportWork, APaddedHeadIsAnotherWork) {
+  ResultConfig c;
+  c.model = "gpt-small";
+  c.micro_batch_size = 4;
+  EXPECT_EQ(work_key(c), "model=gpt-small mbs=4 dtype=fp32");
+  c.vocab_padding = VocabPadding{.divisor = 128, .vocab = 50257, .padded = 50304};
+  EXPECT_EQ(work_key(c), "model=gpt-small mbs=4 dtype=fp32 padded_vocab=50304");
+  EXPECT_EQ(work_label(c), "gpt-small, mbs 4, fp32, padded_vocab 50304");
+  c.model = "gpt-tiny";  // 512 is a multiple of 128: the same work as unpadded
+  c.vocab_padding = VocabPadding{.divisor = 128, .vocab = 512, .padded = 512};
+  EXPECT_EQ(work_key(c), "model=gpt-tiny mbs=4 dtype=fp32");
+}
+
 TEST(ReportWork, TheGateMatchesBaselineRowsByModel) {
   // The baseline ran gpt-tiny only; tonight gpt-small's combinations, of the
   // same schedules and shapes, are new, not compared with gpt-tiny's.

@@ -131,7 +131,7 @@ std::vector<GemmCall> cuda_gemm_calls(const ModelSpec& spec, UnitKind unit) {
       add_linear(out, "fc2", unit, t, f, h);
       break;
     case UnitKind::kHead:
-      add_linear(out, "head", unit, t, h, spec.vocab);
+      add_linear(out, "head", unit, t, h, spec.padded_vocab());
       out.front().beta = 0.0f;  // logits: no bias, nothing to add to
       break;
     case UnitKind::kEmbedding:

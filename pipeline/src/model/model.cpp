@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,10 +67,10 @@ ModelSpec from_preset(const Preset& p) {
 void check_sizes(const ModelSpec& s) {
   const double t = static_cast<double>(s.micro_batch_size) * s.seq;
   const double h = s.hidden;
+  const double v = s.padded_vocab();
   const double largest_bytes =
-      4.0 *
-      std::max({static_cast<double>(s.micro_batch_size) * s.heads * s.seq * s.seq, t * s.vocab,
-                t * h * s.ffn_mult, h * h * s.ffn_mult, static_cast<double>(s.vocab) * h});
+      4.0 * std::max({static_cast<double>(s.micro_batch_size) * s.heads * s.seq * s.seq, t * v,
+                      t * h * s.ffn_mult, h * h * s.ffn_mult, v * h});
   constexpr double kLimit = 0x1p60;
   if (largest_bytes > kLimit) {
     char size[32];
@@ -80,6 +81,14 @@ void check_sizes(const ModelSpec& s) {
 }
 
 }  // namespace
+
+int padded_vocab_size(int vocab, int divisor) {
+  PPB_CHECK(vocab >= 1 && divisor >= 1 && divisor <= kMaxVocabDivisor,
+            "padded_vocab_size: vocab and divisor must be >= 1");
+  const int64_t padded = (int64_t{vocab} + divisor - 1) / divisor * divisor;
+  PPB_CHECK(padded <= std::numeric_limits<int>::max(), "padded_vocab_size: padded vocab overflows");
+  return static_cast<int>(padded);
+}
 
 std::vector<std::string> model_preset_names() {
   std::vector<std::string> names;
@@ -162,14 +171,14 @@ ModelSpec parse_model_spec(std::string_view text) {
 int64_t stored_parameter_count(const ModelSpec& spec) {
   const int64_t h = spec.hidden;
   const int64_t f = int64_t{spec.ffn_mult} * h;
-  const int64_t v = spec.vocab;
+  const int64_t v = spec.padded_vocab();
   const int64_t per_layer =
       2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h);
   return (v * h + int64_t{spec.seq} * h) + spec.layers * per_layer + 2 * h + h * v;
 }
 
 int64_t parameter_count(const ModelSpec& spec) {
-  return stored_parameter_count(spec) - int64_t{spec.hidden} * spec.vocab;
+  return stored_parameter_count(spec) - int64_t{spec.hidden} * spec.padded_vocab();
 }
 
 Kernels kernels_for(std::string_view backend, std::string_view device) {
@@ -180,14 +189,15 @@ Kernels kernels_for(std::string_view backend, std::string_view device) {
 
 std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {
   PPB_CHECK(spec.layers >= 1 && spec.hidden >= 1 && spec.heads >= 1 && spec.seq >= 1 &&
-                spec.vocab >= 1 && spec.ffn_mult >= 1 && spec.micro_batch_size >= 1 &&
-                spec.bytes_per_element >= 1 && spec.hidden % spec.heads == 0,
+                spec.vocab >= 1 && spec.vocab_divisor >= 1 && spec.ffn_mult >= 1 &&
+                spec.micro_batch_size >= 1 && spec.bytes_per_element >= 1 &&
+                spec.hidden % spec.heads == 0,
             "expand_units: spec not validated by parse_model_spec");
   const int64_t t = spec.tokens();
   const int64_t h = spec.hidden;
   const int64_t a = spec.heads;
   const int64_t f = int64_t{spec.ffn_mult} * h;
-  const int64_t v = spec.vocab;
+  const int64_t v = spec.padded_vocab();
   const int64_t b = spec.micro_batch_size;
   const int64_t s = spec.seq;
   const int64_t e = spec.bytes_per_element;

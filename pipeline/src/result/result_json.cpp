@@ -34,6 +34,14 @@ const char* result_status_name(ResultStatus status) {
   return "?";
 }
 
+ModelSpec model_spec(const ResultConfig& c) {
+  ModelSpec spec = parse_model_spec(c.model);
+  spec.vocab_divisor = c.vocab_padding ? c.vocab_padding->divisor : 1;
+  spec.micro_batch_size = c.micro_batch_size;
+  spec.bytes_per_element = c.dtype == "bf16" ? 2 : 4;
+  return spec;
+}
+
 ScheduleParams schedule_params(const ResultConfig& c) {
   ScheduleParams p;
   copy_schedule_params(p, c);
@@ -140,8 +148,16 @@ void fields(V& v, C& c) {
   v.optional("unit_ranges", c.unit_ranges);  // what calibration re-prices
   // Data parallelism's: files written before them load as one replica.
   v.optional("data_parallel", c.data_parallel, 1);
+  v.optional("vocab_padding", c.vocab_padding);  // absent: files from before padding
   v.optional("rank_order", c.rank_order);
   v.optional_if_any("cuda_graphs", c.cuda_graphs);  // "" (not a device backend): absent
+}
+
+template <class V, Is<VocabPadding> P>
+void fields(V& v, P& p) {
+  v.required("make_vocab_size_divisible_by", p.divisor, 1);
+  v.required("vocab", p.vocab, 1);
+  v.required("padded_vocab", p.padded, 1);
 }
 
 template <class V, Is<ResultEnvironment> E>
@@ -733,6 +749,23 @@ void validate(const JsonObject& o, const TimelineEvent& e) {
 void validate(const JsonObject& o, const MeasuredLinkFigures& f) {
   if (f.path != "host" && f.path != "network") {
     o.fail("path", "expected \"host\" or \"network\", got \"" + f.path + "\"");
+  }
+}
+
+void validate(const JsonObject& o, const VocabPadding& p) {
+  if (p.divisor > kMaxVocabDivisor) {
+    o.fail("make_vocab_size_divisible_by", "expected <= " + std::to_string(kMaxVocabDivisor) +
+                                               ", got " + std::to_string(p.divisor));
+  }
+  if (p.vocab > std::numeric_limits<int>::max() - p.divisor) {
+    o.fail("vocab", "too large to pad: " + std::to_string(p.vocab));
+  }
+  const int want = padded_vocab_size(p.vocab, p.divisor);
+  if (p.padded != want) {
+    o.fail("padded_vocab", "expected " + std::to_string(want) +
+                               " (vocab rounded up to a multiple of make_vocab_size_divisible_by), "
+                               "got " +
+                               std::to_string(p.padded));
   }
 }
 

@@ -109,7 +109,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
-  const int v = spec_.vocab;
+  const int v = spec_.padded_vocab();  // the head's and embedding's rows
   const int64_t tf = t * f;
   MemoryTracker& mem = *tracker_;
 
@@ -185,7 +185,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
         int32_t* tok = tokens.as<int32_t>();
         synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(tok, static_cast<size_t>(t)),
                          std::span<int32_t>(tok + t, static_cast<size_t>(t)));
-        const double sum = cpu::softmax_cross_entropy_forward(extra, tok + t, t, v);
+        const double sum = cpu::softmax_cross_entropy_forward(extra, tok + t, t, spec_.vocab, v);
         losses_[mb] = sum / static_cast<double>(t);
         break;
       }
@@ -205,7 +205,7 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
-  const int v = spec_.vocab;
+  const int v = spec_.padded_vocab();  // the head's and embedding's rows
   const int64_t tf = t * f;
   MemoryTracker& mem = *tracker_;
   TrackedBuffer& kept = state.kept[i];
@@ -264,7 +264,7 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
                        std::span<int32_t>(tok, static_cast<size_t>(t)),
                        std::span<int32_t>(tok + t, static_cast<size_t>(t)));
       // probabilities -> logits gradient, in place
-      cpu::softmax_cross_entropy_backward(extra, tok + t, t, v,
+      cpu::softmax_cross_entropy_backward(extra, tok + t, t, spec_.vocab, v,
                                           options_.loss_scale / static_cast<float>(t));
       cpu::linear_backward_input(extra, t, v, p, h, grad_in, false);
       break;
@@ -278,7 +278,7 @@ void CpuChunk::backward_unit_weight(int local_unit, Microbatch& state, const flo
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
-  const int v = spec_.vocab;
+  const int v = spec_.padded_vocab();  // the head's and embedding's rows
   const TrackedBuffer& kept = state.kept[i];
   const float* extra = floats_at(kept, unit_flow(spec_, kind).extra_offset());
   const float* dy = state.pending[i].empty() ? grad_out : state.pending[i].as<float>();

@@ -34,7 +34,7 @@ std::vector<TensorSpec> unit_tensors(const ModelSpec& spec, UnitKind kind) {
   using Init = TensorSpec::Init;
   const int64_t h = spec.hidden;
   const int64_t f = int64_t{spec.ffn_mult} * h;
-  const int64_t v = spec.vocab;
+  const int64_t v = spec.padded_vocab();
   switch (kind) {
     case UnitKind::kEmbedding:
       return {{v * h, Init::kNormal}, {int64_t{spec.seq} * h, Init::kNormal}};
@@ -53,7 +53,7 @@ std::vector<TensorSpec> unit_tensors(const ModelSpec& spec, UnitKind kind) {
     case UnitKind::kFc2:
       return {{f * h, Init::kNormal}, {h, Init::kZeros}};
     case UnitKind::kHead:
-      return {{h * v, Init::kNormal}};
+      return {{.count = h * v, .init = Init::kNormal, .width = v, .drawn = spec.vocab}};
   }
   PPB_CHECK(false, "unknown unit kind");
   return {};
@@ -77,8 +77,18 @@ void init_unit_params(const ModelSpec& spec, UnitKind kind, uint64_t seed, int u
       case TensorSpec::Init::kNormal: {
         const uint64_t key = key_of(seed, static_cast<uint64_t>(unit_index), ti);
         for (int64_t i = 0; i < t.count; ++i) {
+          // The element's index in the unpadded matrix: padding moves no draw.
+          int64_t drawn_index = i;
+          if (t.width > 0) {
+            const int64_t col = i % t.width;
+            if (col >= t.drawn) {
+              p[i] = 0.0f;
+              continue;
+            }
+            drawn_index = i / t.width * t.drawn + col;
+          }
           // Box-Muller on two counter-based uniforms per element.
-          const uint64_t c = 2 * static_cast<uint64_t>(i);
+          const uint64_t c = 2 * static_cast<uint64_t>(drawn_index);
           const double u1 = unit_uniform(splitmix64(key ^ splitmix64(c)));
           const double u2 = unit_uniform(splitmix64(key ^ splitmix64(c + 1)));
           const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
@@ -183,7 +193,8 @@ UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind) {
       u.in = th;
       u.out = 0;
       u.resid = 0;
-      u.kept_extra = t * spec.vocab;  // the probabilities; I turns them into the logits' gradient
+      // The probabilities of every padded logit; I turns them into the logits' gradient.
+      u.kept_extra = t * spec.padded_vocab();
       break;
   }
   return u;

@@ -15,9 +15,14 @@ namespace ppb::cpu {
 uint64_t splitmix64(uint64_t x);
 
 /// One parameter tensor of a unit: its element count and how it starts.
+/// A matrix padded in its columns (the head's padded vocabulary) says so:
+/// rows of `width` elements of which the first `drawn` are drawn as the
+/// unpadded matrix's (so padding leaves them unchanged) and the rest are 0.
 struct TensorSpec {
   int64_t count = 0;
   enum class Init : uint8_t { kNormal, kOnes, kZeros } init = Init::kZeros;
+  int64_t width = 0;  ///< 0: not padded in its columns
+  int64_t drawn = 0;  ///< columns drawn of each `width` (width > 0)
 };
 
 /// The tensors of a unit in CpuChunk::param_views() order.

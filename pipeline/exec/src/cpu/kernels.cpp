@@ -198,10 +198,11 @@ void attention_backward(const float* qkv, const float* probs, const float* dctx,
   }
 }
 
-double softmax_cross_entropy_forward(float* logits, const int32_t* labels, int64_t t, int v) {
+double softmax_cross_entropy_forward(float* logits, const int32_t* labels, int64_t t, int v,
+                                     int ld) {
   double total = 0;
   for (int64_t r = 0; r < t; ++r) {
-    float* row = logits + r * v;
+    float* row = logits + r * ld;
     float mx = row[0];
     for (int c = 1; c < v; ++c) mx = std::max(mx, row[c]);
     double sum = 0;
@@ -212,15 +213,17 @@ double softmax_cross_entropy_forward(float* logits, const int32_t* labels, int64
     for (int c = 0; c < v; ++c) {
       row[c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - mx) * inv);
     }
+    for (int c = v; c < ld; ++c) row[c] = 0.0f;
   }
   return total;
 }
 
-void softmax_cross_entropy_backward(float* probs, const int32_t* labels, int64_t t, int v,
+void softmax_cross_entropy_backward(float* probs, const int32_t* labels, int64_t t, int v, int ld,
                                     float scale) {
   for (int64_t r = 0; r < t; ++r) {
-    float* row = probs + r * v;
+    float* row = probs + r * ld;
     for (int c = 0; c < v; ++c) row[c] = kmath::cross_entropy_grad(row[c], c == labels[r], scale);
+    for (int c = v; c < ld; ++c) row[c] = 0.0f;
   }
 }
 

@@ -49,11 +49,15 @@ void attention_forward(const float* qkv, int batch, int seq, int h, int heads, f
 void attention_backward(const float* qkv, const float* probs, const float* dctx, int batch, int seq,
                         int h, int heads, float* dqkv, float* workspace);
 
-/// In place: logits[t, v] -> softmax probabilities. Returns the summed
-/// cross-entropy -log p[label] over the t rows (double).
-double softmax_cross_entropy_forward(float* logits, const int32_t* labels, int64_t t, int v);
-/// In place: probs -> dlogits = (probs - onehot(label)) * scale.
-void softmax_cross_entropy_backward(float* probs, const int32_t* labels, int64_t t, int v,
+/// In place: logits[t, ld] -> softmax probabilities over the first v
+/// columns of each row; the padded columns [v, ld) get probability 0 (they
+/// are no token). Returns the summed cross-entropy -log p[label] over the t
+/// rows (double). REQUIRES: 1 <= v <= ld, labels in [0, v).
+double softmax_cross_entropy_forward(float* logits, const int32_t* labels, int64_t t, int v,
+                                     int ld);
+/// In place: probs[t, ld] -> dlogits = (probs - onehot(label)) * scale over
+/// the first v columns; the padded columns' gradient is 0.
+void softmax_cross_entropy_backward(float* probs, const int32_t* labels, int64_t t, int v, int ld,
                                     float scale);
 
 /// x[t,h] = wte[token[t]] + wpe[t % seq].

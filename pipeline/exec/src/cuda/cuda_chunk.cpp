@@ -249,7 +249,7 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
-  const int v = spec_.vocab;
+  const int v = spec_.padded_vocab();  // the head's and embedding's rows
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
@@ -300,7 +300,8 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
       upload_tokens(state.mb, true, labels.as<int32_t>());
       TrackedBuffer row_loss = device(t * 8, MemCategory::kWorkspace);
-      cross_entropy_fwd(dt, extra, labels.as<int32_t>(), t, v, row_loss.as<double>(), st);
+      cross_entropy_fwd(dt, extra, labels.as<int32_t>(), t, spec_.vocab, v, row_loss.as<double>(),
+                        st);
       TrackedBuffer& slot = losses_[state.mb];
       if (slot.empty()) slot = device(8, MemCategory::kWorkspace);
       loss_sum(row_loss.as<double>(), t, slot.as<double>(), st);
@@ -326,7 +327,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
-  const int v = spec_.vocab;
+  const int v = spec_.padded_vocab();  // the head's and embedding's rows
   const int ti = static_cast<int>(t);
   const int64_t tf = t * f;
   const UnitKind kind = units_[i].kind;
@@ -384,7 +385,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
       upload_tokens(state.mb, true, labels.as<int32_t>());
       // probabilities -> logits gradient, in place
-      cross_entropy_bwd(dt, extra, labels.as<int32_t>(), t, v,
+      cross_entropy_bwd(dt, extra, labels.as<int32_t>(), t, spec_.vocab, v,
                         options_.loss_scale / static_cast<float>(t), st);
       ctx_.blas->gemm(false, true, ti, h, v, 1.0f, {extra, v}, {w, v}, dt, 0.0f, grad_in, h, dt);
       break;
@@ -400,7 +401,7 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
   const int64_t t = spec_.tokens();
   const int h = spec_.hidden;
   const int f = spec_.ffn_mult * spec_.hidden;
-  const int v = spec_.vocab;
+  const int v = spec_.padded_vocab();  // the head's and embedding's rows
   const int ti = static_cast<int>(t);
   const void* kept = state.kept[i].data();
   const void* extra = offset(kept, dt, unit_flow(spec_, units_[i].kind).extra_offset());

@@ -204,12 +204,13 @@ void attention_softmax_bwd(Dtype dt, const void* probs, void* dp, int seq, int64
   check_launch();
 }
 
-void cross_entropy_fwd(Dtype dt, void* logits, const int32_t* labels, int64_t t, int v,
+void cross_entropy_fwd(Dtype dt, void* logits, const int32_t* labels, int64_t t, int v, int ld,
                        double* row_loss, cudaStream_t s) {
+  PPB_CHECK(v >= 1 && v <= ld, "cross_entropy_fwd: need 1 <= v <= ld");
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     device::ppb_cross_entropy_fwd<T>
-        <<<rows_grid(t), kThreads, 0, s>>>(as<T>(logits), labels, v, row_loss);
+        <<<rows_grid(t), kThreads, 0, s>>>(as<T>(logits), labels, v, ld, row_loss);
   });
   check_launch();
 }
@@ -219,13 +220,14 @@ void loss_sum(const double* row_loss, int64_t t, double* out, cudaStream_t s) {
   check_launch();
 }
 
-void cross_entropy_bwd(Dtype dt, void* probs, const int32_t* labels, int64_t t, int v, float scale,
-                       cudaStream_t s) {
-  if (t * v == 0) return;
+void cross_entropy_bwd(Dtype dt, void* probs, const int32_t* labels, int64_t t, int v, int ld,
+                       float scale, cudaStream_t s) {
+  if (t * ld == 0) return;
+  PPB_CHECK(v >= 1 && v <= ld, "cross_entropy_bwd: need 1 <= v <= ld");
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     device::ppb_cross_entropy_bwd<T>
-        <<<grid_for(t * v), kThreads, 0, s>>>(as<T>(probs), labels, t, v, scale);
+        <<<grid_for(t * ld), kThreads, 0, s>>>(as<T>(probs), labels, t, v, ld, scale);
   });
   check_launch();
 }

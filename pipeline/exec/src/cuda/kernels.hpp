@@ -83,14 +83,17 @@ void attention_softmax_fwd(Dtype dt, void* scores, int seq, int64_t rows, cudaSt
 void attention_softmax_bwd(Dtype dt, const void* probs, void* dp, int seq, int64_t rows,
                            cudaStream_t s);
 
-/// In place logits[t,v] -> softmax probabilities; row_loss[r] = -log p[label].
-void cross_entropy_fwd(Dtype dt, void* logits, const int32_t* labels, int64_t t, int v,
+/// In place logits[t,ld] -> softmax probabilities over the first v columns
+/// of each row, 0 in the padded columns [v, ld); row_loss[r] = -log p[label].
+/// REQUIRES: 1 <= v <= ld, labels in [0, v).
+void cross_entropy_fwd(Dtype dt, void* logits, const int32_t* labels, int64_t t, int v, int ld,
                        double* row_loss, cudaStream_t s);
 /// *out = sum of row_loss[0..t) (one block, fixed order: deterministic).
 void loss_sum(const double* row_loss, int64_t t, double* out, cudaStream_t s);
-/// In place probs -> (probs - onehot(label)) * scale.
-void cross_entropy_bwd(Dtype dt, void* probs, const int32_t* labels, int64_t t, int v, float scale,
-                       cudaStream_t s);
+/// In place probs[t,ld] -> (probs - onehot(label)) * scale over the first v
+/// columns; the padded columns' gradient is 0.
+void cross_entropy_bwd(Dtype dt, void* probs, const int32_t* labels, int64_t t, int v, int ld,
+                       float scale, cudaStream_t s);
 
 /// SGD: master -= lr * grads; grads = 0; and, with `copy` (not null), the
 /// storage copy of the updated master.

@@ -333,11 +333,13 @@ __global__ void ppb_attention_softmax_bwd(const T* probs, T* dp, int seq) {
   }
 }
 
-// One block per row of v logits.
+// One block per row of ld logits, of which the first v are the vocabulary's
+// (the rest are padding: probability 0).
 template <class T>
-__global__ void ppb_cross_entropy_fwd(T* logits, const int32_t* labels, int v, double* row_loss) {
+__global__ void ppb_cross_entropy_fwd(T* logits, const int32_t* labels, int v, int ld,
+                                      double* row_loss) {
   const int64_t r = blockIdx.x;
-  T* row = logits + r * v;
+  T* row = logits + r * ld;
   const float at_label = to_f(row[labels[r]]);  // read before any thread overwrites the row
   float mx = -INFINITY;
   for (int c = threadIdx.x; c < v; c += kThreads) mx = fmaxf(mx, to_f(row[c]));
@@ -351,6 +353,7 @@ __global__ void ppb_cross_entropy_fwd(T* logits, const int32_t* labels, int v, d
   for (int c = threadIdx.x; c < v; c += kThreads) {
     row[c] = from_f<T>(static_cast<float>(exp(static_cast<double>(to_f(row[c])) - mx) * inv));
   }
+  for (int c = v + static_cast<int>(threadIdx.x); c < ld; c += kThreads) row[c] = from_f<T>(0.0f);
 }
 
 // One block.
@@ -362,12 +365,13 @@ __global__ void ppb_loss_sum(const double* row_loss, int64_t t, double* out) {
 }
 
 template <class T>
-__global__ void ppb_cross_entropy_bwd(T* probs, const int32_t* labels, int64_t t, int v,
+__global__ void ppb_cross_entropy_bwd(T* probs, const int32_t* labels, int64_t t, int v, int ld,
                                       float scale) {
-  for (int64_t i = first_index(); i < t * v; i += grid_stride()) {
-    const int64_t r = i / v;
-    const bool is_label = i % v == labels[r];
-    probs[i] = from_f<T>(kmath::cross_entropy_grad(to_f(probs[i]), is_label, scale));
+  for (int64_t i = first_index(); i < t * ld; i += grid_stride()) {
+    const int64_t r = i / ld;
+    const int64_t c = i % ld;
+    probs[i] = c < v ? from_f<T>(kmath::cross_entropy_grad(to_f(probs[i]), c == labels[r], scale))
+                     : from_f<T>(0.0f);
   }
 }
 

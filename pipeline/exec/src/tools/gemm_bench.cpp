@@ -46,6 +46,7 @@ using ppb::cuda::Dtype;
 struct Args {
   std::string model = "gpt-small";
   std::string dtype = "bf16";
+  int vocab_divisor = ppb::kDefaultVocabDivisor;  // as pipebench run pads the head
   int iters = 20;
   int algos = 8;
   std::string json;
@@ -70,8 +71,8 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--help" || k == "-h") {
       std::printf(
-          "usage: ppb_gemm_bench [--model gpt-small] [--dtype bf16|fp32] [--iters 20] "
-          "[--algos 8] [--json FILE]\n");
+          "usage: ppb_gemm_bench [--model gpt-small] [--make-vocab-size-divisible-by 128] "
+          "[--dtype bf16|fp32] [--iters 20] [--algos 8] [--json FILE]\n");
       std::exit(0);
     }
     if (i + 1 >= argc) usage_error(k + ": needs a value");
@@ -82,6 +83,8 @@ Args parse(int argc, char** argv) {
       a.dtype = v;
       if (a.dtype != "bf16" && a.dtype != "fp32")
         usage_error("--dtype: expected bf16 or fp32, got '" + a.dtype + "'");
+    } else if (k == "--make-vocab-size-divisible-by") {
+      a.vocab_divisor = positive(k, v);
     } else if (k == "--iters") {
       a.iters = positive(k, v);
     } else if (k == "--algos") {
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
   ppb::ModelSpec spec;
   try {
     spec = ppb::parse_model_spec(args.model);
+    spec.vocab_divisor = args.vocab_divisor;
   } catch (const ppb::UsageError& e) {
     usage_error(e.what());
   }
@@ -280,6 +284,7 @@ int main(int argc, char** argv) {
                                   {"driver", facts.driver},
                                   {"device_index", dev.device},
                                   {"model", args.model},
+                                  {"padded_vocab", spec.padded_vocab()},
                                   {"dtype", args.dtype},
                                   {"iters", args.iters},
                                   {"algorithms", args.algos},

@@ -10,6 +10,18 @@
 
 namespace ppb {
 
+/// Megatron-LM's default for `--make-vocab-size-divisible-by`.
+inline constexpr int kDefaultVocabDivisor = 128;
+/// Largest divisor accepted (the padded vocabulary stays an int).
+inline constexpr int kMaxVocabDivisor = 1 << 24;
+
+/// The vocabulary the head and embedding hold: `vocab` rounded up to a
+/// multiple of `divisor`, as Megatron-LM's --make-vocab-size-divisible-by
+/// (so the head's GEMMs get aligned shapes). The one place that rounds.
+/// REQUIRES: vocab >= 1, 1 <= divisor <= kMaxVocabDivisor (1: no padding).
+/// Example: padded_vocab_size(50257, 128) == 50304; (512, 128) == 512.
+int padded_vocab_size(int vocab, int divisor);
+
 /// `--model` value. Presets (layers/hidden/heads, seq, vocab, ffn, mbs):
 ///   gpt-tiny   8/128/4,     seq 64,   vocab 512,   ffn 4, mbs 2 (CPU tests)
 ///   gpt-small  12/768/12,   seq 1024, vocab 50257, ffn 4, mbs 4 (GPT-2 small, 124M)
@@ -23,12 +35,18 @@ struct ModelSpec {
   int hidden = 768;
   int heads = 12;
   int seq = 1024;
-  int vocab = 50257;
+  int vocab = 50257;  ///< the true vocabulary: tokens and labels are drawn from it
+  /// The head and embedding hold padded_vocab() rows (1: none). A spec as
+  /// parsed is unpadded; run, simulate and plan set it from
+  /// --make-vocab-size-divisible-by.
+  int vocab_divisor = 1;
   int ffn_mult = 4;           ///< FFN width = ffn_mult * hidden
   int micro_batch_size = 4;   ///< samples per micro-batch
   int bytes_per_element = 4;  ///< fp32 on the cpu backend
 
   int64_t tokens() const { return int64_t{micro_batch_size} * seq; }
+  /// The vocabulary the head and embedding hold (padded_vocab_size).
+  int padded_vocab() const { return padded_vocab_size(vocab, vocab_divisor); }
 };
 
 /// Parses a preset name or a "gpt:key=value,..." spec.
@@ -41,12 +59,15 @@ ModelSpec parse_model_spec(std::string_view text);
 std::vector<std::string> model_preset_names();
 
 /// Parameter count as GPT-2 reports it: the output head is counted as tied
-/// to the token embedding (so counted once). gpt-small -> 124,439,808.
+/// to the token embedding (so counted once). gpt-small -> 124,439,808
+/// unpadded; the embedding counts padded_vocab() rows, as Megatron-LM's do
+/// (gpt-small padded to 50304 -> 124,475,904).
 int64_t parameter_count(const ModelSpec& spec);
 
 /// Parameters the units actually hold. The head is UNTIED (its own
-/// hidden x vocab matrix on the last stage), so this is
-/// parameter_count(spec) + hidden * vocab (gpt-small -> 163,037,184), and
+/// hidden x padded_vocab() matrix on the last stage), so this is
+/// parameter_count(spec) + hidden * padded_vocab() (gpt-small unpadded ->
+/// 163,037,184), and
 /// equals the sum of the units' param_bytes / bytes_per_element.
 int64_t stored_parameter_count(const ModelSpec& spec);
 
@@ -95,7 +116,9 @@ Kernels kernels_for(std::string_view backend, std::string_view device);
 ///
 /// The formulas (a binding contract with the cpu backend, which allocates and
 /// tracks exactly these bytes). T = mbs * seq tokens, h hidden, a heads,
-/// d = h / a, f = ffn * h, V vocab, b = mbs, s = seq, e = bytes_per_element.
+/// d = h / a, f = ffn * h, V the padded vocabulary (padded_vocab(): the
+/// head computes and keeps every padded logit, whose probability and
+/// gradient are zero), b = mbs, s = seq, e = bytes_per_element.
 /// A GEMM m x k x n costs 2mkn forward, 2mkn backward-input, 2mkn
 /// backward-weight; a bias adds m*n forward and m*n backward-weight.
 ///

@@ -37,6 +37,7 @@
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/cuda_graphs.hpp"
 #include "ppb/pipeline/gpu_state.hpp"
+#include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/memory.hpp"
 #include "ppb/profiling/output_file.hpp"
@@ -58,6 +59,16 @@ enum class ResultStatus : uint8_t {
 
 /// "ok", "oom", "invalid", "error".
 const char* result_status_name(ResultStatus status);
+
+/// The vocabulary a run's head and embedding held: the model's, padded as
+/// --make-vocab-size-divisible-by asks (ModelSpec::vocab_divisor).
+struct VocabPadding {
+  int divisor = 1;  ///< --make-vocab-size-divisible-by (1: none)
+  int vocab = 1;    ///< the model's true vocabulary (tokens and labels are drawn from it)
+  int padded = 1;   ///< padded_vocab_size(vocab, divisor)
+
+  friend bool operator==(const VocabPadding&, const VocabPadding&) = default;
+};
 
 /// What was run. Every field required unless marked optional.
 struct ResultConfig {
@@ -99,6 +110,9 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
+  /// optional: the vocabulary padding the head and embedding had; absent
+  /// in files written before padding (they ran unpadded).
+  std::optional<VocabPadding> vocab_padding;
   /// optional: D, the data-parallel replicas of the pipeline (the job ran on
   /// stages x data_parallel ranks); 1 when absent (files written before it).
   int data_parallel = 1;
@@ -115,6 +129,11 @@ struct ResultConfig {
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
+
+/// The model a result ran: its `model` spec with its vocabulary padding,
+/// micro-batch size and the element bytes of its dtype (bf16: 2, else 4).
+/// Throws UsageError as parse_model_spec.
+ModelSpec model_spec(const ResultConfig& c);
 
 /// The schedule parameters a result ran with: P, M, V, N, K and batches
 /// (wgrad_share and the pass times of zb-1p/zb-2p keep their defaults:

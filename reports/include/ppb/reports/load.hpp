@@ -72,10 +72,10 @@ struct WorkField {
 
 /// The fields of `config` that change what one step computes: the model
 /// (its spec carries the attention kind, vocabulary and the rest), the
-/// micro-batch size and the dtype. Results that differ in any of them are
-/// never compared (their samples/s measure different work); the report
-/// groups by them, the gate and the claims match on them. A new field that
-/// changes the work is one line here.
+/// micro-batch size, the dtype and, where the head was padded beyond the
+/// true vocabulary, the padded vocabulary ("padded_vocab", "50304"). Results that differ in any of
+/// them are never compared (their samples/s measure different work); the report groups by them, the
+/// gate and the claims match on them. A new field that changes the work is one line here.
 std::vector<WorkField> work_fields(const ResultConfig& config);
 
 /// The work fields as text: "model=gpt-tiny mbs=2 dtype=fp32".
