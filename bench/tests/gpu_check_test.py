@@ -377,7 +377,7 @@ class TorchPeer(unittest.TestCase):
     below PyTorch's, and the step must say so)."""
 
     def doc(self, model, dtype, pb_sps, pt_sps, pb_peak, pt_peak, graph_mb=None):
-        s = tp.Shapes(model, 12, 768, 12, 1024, 50257, 4, 4, dtype, 8, 2, 6, 1)
+        s = tp.Shapes(model, 12, 768, 12, 1024, 50257, 50304, 4, 4, dtype, 8, 2, 6, 1)
         pb = {"samples_per_second": pb_sps, "per_microbatch_seconds": 32 / pb_sps / 8,
               "peak_device_bytes": pb_peak}
         eager = dict(tp.timing([32 / pt_sps], s), peak_allocated_bytes=pt_peak)
