@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ppb/exec/attention.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/model.hpp"
 
@@ -33,6 +34,7 @@ struct RunOptions {
   std::string microbatches = "8";  ///< --microbatches M,...
   std::string model = "gpt-tiny";  ///< --model SPEC
   std::string dtype = "fp32";      ///< --dtype fp32|bf16: storage of activations, messages, weights
+  std::string attention = "auto";  ///< --attention auto|fused|naive (choose_attention)
   std::string backend;             ///< --backend ("" = the first registered backend)
   std::string transport;           ///< --transport ("" = the first registered transport)
   int iters = 10;                  ///< --iters / -n
@@ -104,7 +106,8 @@ struct RunPlan {
   std::vector<std::string> partitions;
   std::vector<int> microbatches;
   ModelSpec model;
-  std::vector<Unit> units;
+  std::vector<Unit> units;                  ///< expanded with attention.attention
+  AttentionChoice attention;                ///< --attention after the rule (attention.hpp)
   std::string backend;                      ///< a registered backend (backend_list())
   std::string transport;                    ///< a registered transport (transport_list())
   std::vector<std::string> collectors;      ///< registered collectors, in --profile order

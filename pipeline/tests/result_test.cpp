@@ -50,6 +50,8 @@ Result full_result() {
               .profile = "cputime",
               .check = true,
               .dtype = "fp32",
+              .attention = "naive",
+              .attention_reason = "",
               .data_parallel = 1,
               .rank_order = "",
               .unit_ranges = ""};
@@ -647,6 +649,32 @@ TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
   json::value short_list = doc;
   find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] = json::array{0.001};
   EXPECT_THROW((void)result_from_json(short_list, "short.json"), UsageError);
+}
+
+// The attention that ran and why it was naive: written, read back; a file
+// written before the fields reads as naive with no reason.
+TEST(ResultSchema, AttentionFieldsRoundTripAndOlderFilesReadAsNaive) {
+  Result r = full_result();
+  r.config.attention = "naive";
+  r.config.attention_reason = "the CUDA emulator has no cuDNN";
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("attention").as_string(), "naive");
+  EXPECT_EQ(doc.at("config").at("attention_reason").as_string(), "the CUDA emulator has no cuDNN");
+  expect_same(r, result_from_json(doc, "naive.json"));
+
+  r.config.attention = "fused";
+  r.config.attention_reason = "";
+  const json::value fused = result_to_json(r);
+  EXPECT_EQ(fused.at("config").at("attention").as_string(), "fused");
+  EXPECT_FALSE(fused.at("config").as_object().contains("attention_reason"));
+  expect_same(r, result_from_json(fused, "fused.json"));
+
+  json::value old = doc;
+  erase_path(old, "config.attention");
+  erase_path(old, "config.attention_reason");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.attention, "naive");
+  EXPECT_EQ(back.config.attention_reason, "");
 }
 
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {

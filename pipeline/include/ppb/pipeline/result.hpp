@@ -98,6 +98,13 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
+  /// optional: the attention that ran, "naive" or "fused" (--attention;
+  /// "naive" when absent: files written before the field).
+  std::string attention = "naive";
+  /// optional: why the attention ran naive where it did ("--attention
+  /// naive", "fp32: cuDNN has no fused flash attention for fp32", "the CUDA
+  /// emulator has no cuDNN", ...); "" for fused or when not recorded.
+  std::string attention_reason;
   /// optional: D, the data-parallel replicas of the pipeline (the job ran on
   /// stages x data_parallel ranks); 1 when absent (files written before it).
   int data_parallel = 1;
