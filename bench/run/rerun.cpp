@@ -33,7 +33,8 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   RunOptions o;
   o.model = c.model;
   o.dtype = c.dtype.empty() ? RunOptions{}.dtype : c.dtype;
-  o.attention = c.attention;  // the form that ran (and, naive, the same reason), not the rule again
+  o.attention =
+      attention_ran(c);  // the form that ran (and, naive, the same reason), not the rule again
   o.backend = c.backend;
   o.transport = c.transport;
   o.device = c.device.empty() ? RunOptions{}.device : c.device;

@@ -50,7 +50,7 @@ Result full_result() {
               .profile = "cputime",
               .check = true,
               .dtype = "fp32",
-              .attention = "naive",
+              .attention = "",
               .attention_reason = "",
               .data_parallel = 1,
               .rank_order = "",
@@ -652,7 +652,8 @@ TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
 }
 
 // The attention that ran and why it was naive: written, read back; a file
-// written before the fields reads as naive with no reason.
+// written before the fields ran naive (attention_ran), with no reason, and
+// writes back without them.
 TEST(ResultSchema, AttentionFieldsRoundTripAndOlderFilesReadAsNaive) {
   Result r = full_result();
   r.config.attention = "naive";
@@ -673,8 +674,10 @@ TEST(ResultSchema, AttentionFieldsRoundTripAndOlderFilesReadAsNaive) {
   erase_path(old, "config.attention");
   erase_path(old, "config.attention_reason");
   const Result back = result_from_json(old, "old.json");
-  EXPECT_EQ(back.config.attention, "naive");
+  EXPECT_EQ(back.config.attention, "");
+  EXPECT_EQ(attention_ran(back.config), "naive");
   EXPECT_EQ(back.config.attention_reason, "");
+  EXPECT_EQ(result_to_json(back).at("config").as_object().contains("attention"), false);
 }
 
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {

@@ -57,7 +57,7 @@ Repriced reprice(const Result& result) {
   // probabilities (a cuda kernel; any other backend's files ran naive).
   const Kernels kernels = kernels_for(c.backend, r.device.name);
   const Attention attention =
-      c.attention == attention_name(Attention::kFused) && kernels == Kernels::kCuda
+      attention_ran(c) == attention_name(Attention::kFused) && kernels == Kernels::kCuda
           ? Attention::kFused
           : Attention::kNaive;
   r.units = expand_units(r.spec, kernels, attention);

@@ -98,9 +98,10 @@ struct ResultConfig {
   /// optional: --dtype, the storage of activations, messages and weights
   /// ("fp32" when absent: files written before the field).
   std::string dtype = "fp32";
-  /// optional: the attention that ran, "naive" or "fused" (--attention;
-  /// "naive" when absent: files written before the field).
-  std::string attention = "naive";
+  /// optional: the attention that ran, "naive" or "fused" (--attention);
+  /// "" when not recorded (files written before the field, which ran naive:
+  /// attention_ran()).
+  std::string attention;
   /// optional: why the attention ran naive where it did ("--attention
   /// naive", "fp32: cuDNN has no fused flash attention for fp32", "the CUDA
   /// emulator has no cuDNN", ...); "" for fused or when not recorded.
@@ -118,6 +119,12 @@ struct ResultConfig {
 
   friend bool operator==(const ResultConfig&, const ResultConfig&) = default;
 };
+
+/// The attention `c` ran: its `attention`, or "naive" where the file did
+/// not record it (written before the field).
+inline std::string attention_ran(const ResultConfig& c) {
+  return c.attention.empty() ? "naive" : c.attention;
+}
 
 /// The schedule parameters a result ran with: P, M, V, N, K and batches
 /// (wgrad_share and the pass times of zb-1p/zb-2p keep their defaults:
