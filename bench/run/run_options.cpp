@@ -7,6 +7,7 @@
 #include "cli.hpp"
 #include "ppb/exec/backend.hpp"
 #include "ppb/exec/collector.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/partition.hpp"
@@ -356,7 +357,15 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.model.name = o.model;
   plan.model.vocab_divisor = o.vocab_divisor;
   plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
-  plan.units = expand_units(plan.model, kernels_for(backend.name, o.device));
+  // The attention's form changes what its unit keeps: chosen before the
+  // units are expanded. cuDNN is probed only for the cuda backend.
+  const AttentionRequest attention = parse_attention_request(o.attention);
+  const bool probe = backend.name == "cuda";
+  plan.attention = choose_attention(
+      attention, fused_attention_obstacle(backend.name, plan.model.bytes_per_element, plan.model,
+                                          probe ? cuda::cudnn_unavailable_reason() : ""));
+  plan.units =
+      expand_units(plan.model, kernels_for(backend.name, o.device), plan.attention.attention);
 
   check_stage_cuts(plan, o.model);
   check_partitions_place(o, plan);

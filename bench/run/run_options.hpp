@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ppb/exec/attention.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/model.hpp"
 
@@ -36,10 +37,11 @@ struct RunOptions {
   /// --make-vocab-size-divisible-by N: the head and embedding hold the
   /// vocabulary padded to a multiple of N (1: unpadded).
   int vocab_divisor = kDefaultVocabDivisor;
-  std::string backend;    ///< --backend ("" = the first registered backend)
-  std::string transport;  ///< --transport ("" = the first registered transport)
-  int iters = 10;         ///< --iters / -n
-  int warmup = 2;         ///< --warmup / -w
+  std::string attention = "auto";  ///< --attention auto|fused|naive (choose_attention)
+  std::string backend;             ///< --backend ("" = the first registered backend)
+  std::string transport;           ///< --transport ("" = the first registered transport)
+  int iters = 10;                  ///< --iters / -n
+  int warmup = 2;                  ///< --warmup / -w
   /// --min-time: after the --iters timed steps, keep timing steps until
   /// their summed time reaches this many seconds (Google Benchmark's
   /// --benchmark_min_time, applied to pipeline steps), so a fast combination
@@ -111,7 +113,8 @@ struct RunPlan {
   std::vector<std::string> partitions;
   std::vector<int> microbatches;
   ModelSpec model;
-  std::vector<Unit> units;
+  std::vector<Unit> units;                  ///< expanded with attention.attention
+  AttentionChoice attention;                ///< --attention after the rule (attention.hpp)
   std::string backend;                      ///< a registered backend (backend_list())
   std::string transport;                    ///< a registered transport (transport_list())
   std::vector<std::string> collectors;      ///< registered collectors, in --profile order

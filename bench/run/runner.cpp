@@ -181,6 +181,8 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
   cfg.profile = sw.options.profile;
   cfg.check = sw.options.check;
   cfg.dtype = sw.options.dtype;
+  cfg.attention = attention_name(sw.plan.attention.attention);
+  cfg.attention_reason = sw.plan.attention.reason;
   cfg.data_parallel = sw.plan.data_parallel;
   cfg.rank_order = rank_order_name(sw.plan.rank_order);
   if (backend_info(sw.plan.backend).traits.device) {
@@ -332,6 +334,7 @@ BackendConfig backend_config(const RunContext& ctx, const Combination& c, const 
   BackendConfig cfg;
   cfg.spec = ctx.plan.model;
   cfg.units = ctx.plan.units;
+  cfg.attention = ctx.plan.attention.attention;
   cfg.parts = p.parts;
   cfg.costs = p.model;
   cfg.stage = ctx.stage;

@@ -433,6 +433,13 @@ set_tests_properties(run_fail_cuda_unusable_2ranks PROPERTIES
                      ENVIRONMENT "CUDA_VISIBLE_DEVICES=;${PPB_RUN_ENV}")
 ppb_run_failure(run_fail_dtype_cpu 2 "--dtype bf16: --backend cpu computes in fp32 only \\(bf16: --backend cuda\\)"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --dtype bf16 --out ${PPB_RUN_OUT}/fail)
+# --attention: a value it does not know, and fused where it cannot run.
+ppb_run_failure(run_fail_attention_unknown 2 "pipebench\\[r0\\]: --attention: expected auto, fused or naive, got 'flash'"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --attention flash --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_attention_fused_cpu 2 "--attention fused: the cpu backend has no fused attention \\(cuda only\\)"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --attention fused --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_attention_fused_fp32 2 "--attention fused: fp32: cuDNN has no fused flash attention for fp32"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --attention fused --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_dtype_unknown 2 "--dtype: expected fp32 or bf16, got 'fp16'"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --dtype fp16 --out ${PPB_RUN_OUT}/fail)
 
@@ -489,6 +496,21 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_run_cuda_check_bf16
     COMMAND ${emu_run} --dtype bf16 --schedule 1f1b,zb-h2,interleaved-1f1b,pipedream
             --partition balanced --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-bf16)
+  # The emulator has no cuDNN: bf16 runs the naive attention by default and
+  # every result says so and why; --attention fused is refused (exit 2, one
+  # line) before anything runs.
+  set_tests_properties(emulated_run_cuda_check_bf16 PROPERTIES FIXTURES_SETUP emulated_bf16_files)
+  add_test(NAME emulated_run_cuda_attention_naive
+    COMMAND run_results_check attention ${PPB_RUN_OUT}/emulated-check-bf16 naive
+            "the CUDA emulator has no cuDNN")
+  set_tests_properties(emulated_run_cuda_attention_naive PROPERTIES
+    LABELS emulated FIXTURES_REQUIRED emulated_bf16_files TIMEOUT 30)
+  add_test(NAME emulated_run_cuda_attention_fused_refused
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 2 60
+            "pipebench\\[r0\\]: --attention fused: the CUDA emulator has no cuDNN" --
+            ${emu_run} --dtype bf16 --attention fused --schedule 1f1b --out ${PPB_RUN_OUT}/fail)
+  set_tests_properties(emulated_run_cuda_attention_fused_refused PROPERTIES
+    LABELS emulated TIMEOUT 60 ENVIRONMENT "${emu_env}")
   # A device of 33 MiB: gpipe's 16 micro-batches of activations do not fit
   # beside cuBLAS's 32 MiB workspace (status oom, exit 0), 1f1b's do, and
   # the sweep goes on after the failure.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/profiling/check.hpp"
@@ -560,6 +561,49 @@ TEST(RunOptions, DtypeFollowsTheBackendsRegistryEntry) {
   }
   o.dtype = "fp16";
   EXPECT_THROW((void)validate_run_options(o, 2), UsageError);
+}
+
+// --attention: chosen before the units are expanded (they follow it), naive
+// with the first reason where fused cannot run, refused where asked for.
+TEST(RunOptions, AttentionIsChosenBeforeTheUnitsWithItsReason) {
+  const auto kept = [](const std::vector<Unit>& units) {
+    std::vector<int64_t> bytes;
+    for (const Unit& u : units) bytes.push_back(u.activation_bytes);
+    return bytes;
+  };
+  RunOptions o;
+  o.schedules = "1f1b";
+  o.partitions = "layer";
+  RunPlan plan = validate_run_options(o, 2);  // cpu, auto
+  EXPECT_EQ(plan.attention.attention, Attention::kNaive);
+  EXPECT_EQ(plan.attention.reason, "the cpu backend has no fused attention (cuda only)");
+  o.backend = "cuda";
+  o.dtype = "bf16";
+  o.attention = "naive";
+  plan = validate_run_options(o, 2);
+  EXPECT_EQ(plan.attention.reason, cuda::cudnn_unavailable_reason().empty()
+                                       ? "--attention naive"
+                                       : cuda::cudnn_unavailable_reason());
+  EXPECT_EQ(kept(plan.units), kept(expand_units(plan.model, Kernels::kCuda, Attention::kNaive)));
+  o.attention = "auto";
+  plan = validate_run_options(o, 2);
+  if (cuda::cudnn_unavailable_reason().empty()) {
+    EXPECT_EQ(plan.attention.attention, Attention::kFused);
+  } else {  // CI: no GPU, or the emulator
+    EXPECT_EQ(plan.attention.attention, Attention::kNaive);
+    EXPECT_EQ(plan.attention.reason, cuda::cudnn_unavailable_reason());
+  }
+  EXPECT_EQ(kept(plan.units),
+            kept(expand_units(plan.model, Kernels::kCuda, plan.attention.attention)));
+  o.dtype = "fp32";
+  o.attention = "fused";
+  try {
+    (void)validate_run_options(o, 2);
+    FAIL() << "fused attention in fp32";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--attention fused: fp32: cuDNN has no fused flash attention for fp32");
+  }
 }
 
 TEST(RankRecord, DeviceOperationsJoinTheStepWithTheirBusyFigures) {

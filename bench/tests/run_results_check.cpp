@@ -280,6 +280,21 @@ int main(int argc, char** argv) {
       std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(),
                   c.passed ? "ok" : "FAILED", c.method.c_str(), c.max_rel_error);
     }
+  } else if (mode == "attention") {
+    // Every result ran the attention argv[3] ("naive" or "fused") and
+    // records argv[4] as the reason ("" for fused).
+    const std::string form = argc > 3 ? argv[3] : "";
+    const std::string reason = argc > 4 ? argv[4] : "";
+    for (const auto& [name, r] : results) {
+      if (r.config.attention != form)
+        fail(name, "attention " + r.config.attention + ", expected " + form);
+      if (r.config.attention_reason != reason) {
+        fail(name,
+             "attention_reason '" + r.config.attention_reason + "', expected '" + reason + "'");
+      }
+      std::printf("%-48s attention %s (%s)\n", name.c_str(), r.config.attention.c_str(),
+                  r.config.attention_reason.c_str());
+    }
   } else if (mode == "bubble") {
     const double tol = argc > 3 ? std::atof(argv[3]) : 0.02;
     const double step_tol = argc > 4 ? std::atof(argv[4]) : 0.05;

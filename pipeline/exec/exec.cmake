@@ -8,6 +8,7 @@ add_library(ppb_exec
   src/gemm_calls.cpp
   src/host_stream.cpp
   src/stream_backend.cpp
+  src/attention.cpp
   src/backend_cpu.cpp
   src/backend_timed.cpp
   src/planted_work.cpp
@@ -45,6 +46,7 @@ if(PPB_HAVE_CUDA)
     src/cuda/device_pool.cpp
     src/cuda/device_plant.cpp
     src/cuda/cuda_chunk.cpp
+    src/cuda/fused_attention.cpp
     src/cuda/backend_cuda.cpp
     src/cuda/gemm_timing.cpp
     src/cuda/gpu_probe.cpp
@@ -55,6 +57,27 @@ if(PPB_HAVE_CUDA)
   target_link_libraries(ppb_exec PUBLIC CUDA::cudart PRIVATE CUDA::cublas CUDA::cublasLt)
 else()
   target_sources(ppb_exec PRIVATE src/cuda/no_cuda.cpp)
+endif()
+
+# The fused attention (cmake/Cudnn.cmake): PPB_HAVE_CUDNN is 1 or 0 for
+# fused_attention.cpp alone; the frontend loads libcudnn at run time, so
+# nothing links it. A build with cuDNN also compiles the file as a build
+# without it would (an object library, seconds), so that both stay compiling.
+if(PPB_HAVE_CUDA)
+  set_property(SOURCE src/cuda/fused_attention.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+               PPB_HAVE_CUDNN=$<BOOL:${PPB_HAVE_CUDNN}>)
+  if(PPB_HAVE_CUDNN)
+    set_property(SOURCE src/cuda/fused_attention.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+                 NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
+    target_include_directories(ppb_exec SYSTEM PRIVATE ${PPB_CUDNN_FRONTEND_INCLUDE}
+                                                       ${PPB_CUDNN_INCLUDE})
+    add_library(ppb_exec_no_cudnn_check OBJECT src/cuda/no_cudnn_check.cpp)
+    target_include_directories(ppb_exec_no_cudnn_check PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src
+                                                               ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    target_link_libraries(ppb_exec_no_cudnn_check PRIVATE ppb::core ppb::profiling CUDA::cudart
+                                                          ppb::warnings)
+    target_compile_definitions(ppb_exec_no_cudnn_check PRIVATE PPB_HAVE_CUDA=1)
+  endif()
 endif()
 
 # GPU checks over the ranks (CUDA builds), and the nccl transport with its

@@ -187,6 +187,17 @@ TEST(CudaLayout, BoundaryAndActivationBytesMatchExpandUnitsForFp32AndBf16) {
       EXPECT_EQ(cuda::unit_activation_bytes(spec, u.kind, dt), u.activation_bytes) << u.name;
     }
   }
+  // The fused attention (bf16): qkv and output in bf16, the statistics fp32.
+  ModelSpec bf16 = parse_model_spec("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=96,mbs=2");
+  bf16.bytes_per_element = 2;
+  for (const Unit& u : expand_units(bf16, Kernels::kCuda, Attention::kFused)) {
+    EXPECT_EQ(cuda::unit_activation_bytes(bf16, u.kind, cuda::Dtype::kBf16, Attention::kFused),
+              u.activation_bytes)
+        << u.name;
+  }
+  EXPECT_EQ(cuda::unit_activation_bytes(bf16, UnitKind::kAttention, cuda::Dtype::kBf16,
+                                        Attention::kFused),
+            4 * 32 * 64 * 2 + 4 * 2 * 4 * 16);
   ModelSpec spec = parse_model_spec("gpt-tiny");
   spec.bytes_per_element = 2;
   const int64_t t = spec.tokens();

@@ -126,6 +126,10 @@ ppb_add_mpi_test(collector_test_2ranks RANKS 2 COMMAND $<TARGET_FILE:collector_t
 # planner read (unit).
 ppb_add_gtest(registry_test SOURCES registry_test.cpp LIBS ppb::exec ppb::core)
 
+# The attention choice: the --attention flag, the rule fused/naive with
+# its reasons, the cuDNN probe without a GPU (unit).
+ppb_add_gtest(attention_test SOURCES attention_test.cpp LIBS ppb::exec ppb::core)
+
 # What each registered backend offers (check, probes, modelled time,
 # device), through make_backend (unit; the cuda case again under the label
 # emulated, cudaemu.cmake).

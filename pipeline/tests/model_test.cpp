@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ppb/pipeline/device.hpp"
 #include "ppb/profiling/check.hpp"
 
 namespace ppb {
@@ -294,6 +295,49 @@ TEST(Units, PaddedHeadAndEmbeddingCountThePaddedVocab) {
     EXPECT_DOUBLE_EQ(padded[i].fwd_flops, plain[i].fwd_flops) << padded[i].name;
     EXPECT_EQ(padded[i].param_bytes, plain[i].param_bytes) << padded[i].name;
   }
+}
+
+// The fused attention (cuDNN's, cuda kernels) keeps qkv, its output and
+// the fp32 softmax statistics instead of the probabilities: exactly
+// 4*T*h*e + 4*b*a*s bytes; its backward scratch is the estimate of cuDNN's
+// workspace; nothing else changes, and the chunks' activation bytes the
+// memory model sums drop by the scores.
+TEST(Units, FusedAttentionKeepsStatisticsNotProbabilities) {
+  ModelSpec spec = parse_model_spec("gpt-small");  // T = 4096, h 768, a 12, s 1024, b 4
+  spec.bytes_per_element = 2;
+  const std::vector<Unit> naive = expand_units(spec, Kernels::kCuda);
+  const std::vector<Unit> fused = expand_units(spec, Kernels::kCuda, Attention::kFused);
+  ASSERT_EQ(naive.size(), fused.size());
+  const int64_t t = 4096;
+  const int64_t h = 768;
+  const int64_t bas = int64_t{4} * 12 * 1024;
+  int attention_units = 0;
+  for (size_t i = 0; i < naive.size(); ++i) {
+    const Unit& n = naive[i];
+    const Unit& f = fused[i];
+    EXPECT_EQ(f.fwd_flops, n.fwd_flops) << f.name;
+    EXPECT_EQ(f.boundary_bytes, n.boundary_bytes) << f.name;
+    EXPECT_EQ(f.split_kept_bytes == 0, n.split_kept_bytes == 0) << f.name;
+    if (f.kind != UnitKind::kAttention) {
+      EXPECT_EQ(f.activation_bytes, n.activation_bytes) << f.name;
+      EXPECT_EQ(f.backward_scratch_bytes, n.backward_scratch_bytes) << f.name;
+      continue;
+    }
+    ++attention_units;
+    EXPECT_EQ(n.activation_bytes, (3 * t * h + bas * 1024) * 2);
+    EXPECT_EQ(f.activation_bytes, 4 * t * h * 2 + 4 * bas);  // 25.36 MB, not 826 MB
+    EXPECT_EQ(n.backward_scratch_bytes, int64_t{12} * 1024 * 1024 * 2);
+    EXPECT_EQ(f.backward_scratch_bytes, 4 * t * h + 4 * bas);
+  }
+  EXPECT_EQ(attention_units, 12);
+  const std::vector<UnitTime> times = unit_times(fused, device_preset("h100"));
+  const std::vector<UnitRange> whole{{0, static_cast<int>(fused.size())}};
+  const LinkModel link = device_preset("h100").link();
+  const int64_t drop = 12 * (naive[3].activation_bytes - fused[3].activation_bytes);
+  EXPECT_EQ(model_costs(naive, times, whole, 1, 1, link).chunks[0].activation_bytes -
+                model_costs(fused, times, whole, 1, 1, link).chunks[0].activation_bytes,
+            drop);
+  EXPECT_DEATH((void)expand_units(spec, Kernels::kCpu, Attention::kFused), "cuda kernel");
 }
 
 TEST(Units, GptSmallForwardFlopsMatchTheStandardEstimate) {

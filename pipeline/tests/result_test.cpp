@@ -52,6 +52,8 @@ Result full_result() {
               .check = true,
               .dtype = "fp32",
               .vocab_padding = VocabPadding{.divisor = 128, .vocab = 512, .padded = 512},
+              .attention = "",
+              .attention_reason = "",
               .data_parallel = 1,
               .rank_order = "",
               .unit_ranges = "",
@@ -700,6 +702,35 @@ TEST(ResultSchema, VocabPaddingRoundTripsIsCheckedAndOlderFilesReadUnpadded) {
   expect_refused("vocab", 0, "config.vocab_padding.vocab");
   expect_refused("vocab", std::numeric_limits<int>::max(), "config.vocab_padding.vocab");
   expect_refused("padded_vocab", 50257, "expected 50304");
+}
+
+// The attention that ran and why it was naive: written, read back; a file
+// written before the fields ran naive (attention_ran), with no reason, and
+// writes back without them.
+TEST(ResultSchema, AttentionFieldsRoundTripAndOlderFilesReadAsNaive) {
+  Result r = full_result();
+  r.config.attention = "naive";
+  r.config.attention_reason = "the CUDA emulator has no cuDNN";
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("config").at("attention").as_string(), "naive");
+  EXPECT_EQ(doc.at("config").at("attention_reason").as_string(), "the CUDA emulator has no cuDNN");
+  expect_same(r, result_from_json(doc, "naive.json"));
+
+  r.config.attention = "fused";
+  r.config.attention_reason = "";
+  const json::value fused = result_to_json(r);
+  EXPECT_EQ(fused.at("config").at("attention").as_string(), "fused");
+  EXPECT_FALSE(fused.at("config").as_object().contains("attention_reason"));
+  expect_same(r, result_from_json(fused, "fused.json"));
+
+  json::value old = doc;
+  erase_path(old, "config.attention");
+  erase_path(old, "config.attention_reason");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_EQ(back.config.attention, "");
+  EXPECT_EQ(attention_ran(back.config), "naive");
+  EXPECT_EQ(back.config.attention_reason, "");
+  EXPECT_EQ(result_to_json(back).at("config").as_object().contains("attention"), false);
 }
 
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {

@@ -59,5 +59,30 @@ TEST(UnitFlow, TheResidualBeginsAtEachLayerNormAndEndsAtEachAdd) {
   EXPECT_EQ(unit_flow(spec, UnitKind::kEmbedding).kept_extra, spec.tokens());
 }
 
+// Fused attention keeps its qkv input, then its output (T*h) and the fp32
+// statistics (b*a*s) after it, instead of the b*a*s*s probabilities; the
+// boundaries and every other unit are as naive.
+TEST(UnitFlow, FusedAttentionKeepsItsOutputAndTheStatistics) {
+  const ModelSpec spec = parse_model_spec("gpt-tiny");
+  const int64_t th = spec.tokens() * spec.hidden;
+  const int64_t bas = int64_t{spec.micro_batch_size} * spec.heads * spec.seq;
+  const UnitFlow naive = unit_flow(spec, UnitKind::kAttention);
+  const UnitFlow fused = unit_flow(spec, UnitKind::kAttention, Attention::kFused);
+  EXPECT_EQ(naive.kept_extra, bas * spec.seq);
+  EXPECT_EQ(naive.kept_f32, 0);
+  EXPECT_EQ(fused.kept_extra, th);
+  EXPECT_EQ(fused.kept_f32, bas);
+  EXPECT_EQ(fused.kept(), 3 * th + th);
+  EXPECT_EQ(fused.boundary(), naive.boundary());
+  EXPECT_EQ(fused.input(), naive.input());
+  EXPECT_EQ(fused.extra_offset(), 3 * th);
+  for (const Unit& u : expand_units(spec)) {
+    if (u.kind == UnitKind::kAttention) continue;
+    const UnitFlow f = unit_flow(spec, u.kind, Attention::kFused);
+    EXPECT_EQ(f.kept(), unit_flow(spec, u.kind).kept()) << u.name;
+    EXPECT_EQ(f.kept_f32, 0) << u.name;
+  }
+}
+
 }  // namespace
 }  // namespace ppb

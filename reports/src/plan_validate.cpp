@@ -52,7 +52,14 @@ Repriced reprice(const Result& result) {
   Repriced r;
   r.spec = model_spec(c);
   r.device = device_preset(roofline_device(result));
-  r.units = expand_units(r.spec, kernels_for(c.backend, r.device.name));
+  // The attention that ran: fused keeps the softmax statistics, not the
+  // probabilities (a cuda kernel; any other backend's files ran naive).
+  const Kernels kernels = kernels_for(c.backend, r.device.name);
+  const Attention attention =
+      attention_ran(c) == attention_name(Attention::kFused) && kernels == Kernels::kCuda
+          ? Attention::kFused
+          : Attention::kNaive;
+  r.units = expand_units(r.spec, kernels, attention);
   r.times = unit_times(r.units, r.device);
   const int parts = c.stages * c.chunks;
   if (!c.unit_ranges.empty()) {

@@ -808,6 +808,33 @@ TEST(PlanValidate, CuptiCalibrationPredictsEachCombinationFromTheOthers) {
       << old.calibrations[0];
 }
 
+// A result that ran the fused attention is re-priced with its units: the
+// attention keeps the statistics, not the probabilities (older files, and
+// naive runs, keep the probabilities).
+TEST(PlanValidate, AFusedRunIsRepricedWithTheFusedAttentionsBytes) {
+  Result r = load_results({PPB_REPORTS_H200_DATA}, false, {}, true).results.front().result;
+  ASSERT_EQ(r.config.backend, "cuda");
+  r.config.dtype = "bf16";
+  const Repriced naive = reprice(r);
+  r.config.attention = "fused";
+  const Repriced fused = reprice(r);
+  const ModelSpec& spec = fused.spec;
+  const int64_t t = spec.tokens();
+  const int64_t bas = int64_t{spec.micro_batch_size} * spec.heads * spec.seq;
+  int64_t drop = 0;
+  for (size_t i = 0; i < fused.units.size(); ++i) {
+    if (fused.units[i].kind != UnitKind::kAttention) continue;
+    EXPECT_EQ(fused.units[i].activation_bytes, 4 * t * spec.hidden * 2 + 4 * bas);
+    drop += naive.units[i].activation_bytes - fused.units[i].activation_bytes;
+  }
+  EXPECT_GT(drop, 0);
+  int64_t naive_sum = 0;
+  int64_t fused_sum = 0;
+  for (const ChunkCost& c : naive.costs.chunks) naive_sum += c.activation_bytes;
+  for (const ChunkCost& c : fused.costs.chunks) fused_sum += c.activation_bytes;
+  EXPECT_EQ(naive_sum - fused_sum, drop);
+}
+
 TEST(PlanDevice, AGpuStandsForThePresetItsNameNames) {
   EXPECT_EQ(gpu_preset("NVIDIA H200"), "h200");
   EXPECT_EQ(gpu_preset("NVIDIA H100 80GB HBM3"), "h100");

@@ -187,7 +187,19 @@ Kernels kernels_for(std::string_view backend, std::string_view device) {
   return device.empty() || device == "cpu" ? Kernels::kCpu : Kernels::kCuda;
 }
 
-std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {
+const char* attention_name(Attention attention) {
+  switch (attention) {
+    case Attention::kNaive:
+      return "naive";
+    case Attention::kFused:
+      return "fused";
+  }
+  return "?";
+}
+
+std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention attention) {
+  PPB_CHECK(attention == Attention::kNaive || kernels == Kernels::kCuda,
+            "expand_units: fused attention is a cuda kernel");
   PPB_CHECK(spec.layers >= 1 && spec.hidden >= 1 && spec.heads >= 1 && spec.seq >= 1 &&
                 spec.vocab >= 1 && spec.vocab_divisor >= 1 && spec.ffn_mult >= 1 &&
                 spec.micro_batch_size >= 1 && spec.bytes_per_element >= 1 &&
@@ -248,8 +260,10 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {
     // scores (b*a) x s x d x s and context (b*a) x s x s x d: 2 GEMMs of
     // 2*b*a*s*s*d = 2*b*s*s*h each; backward needs two GEMMs per forward one.
     const double attn_gemms = 2.0 * 2.0 * static_cast<double>(b) * static_cast<double>(s * s) * hd;
+    const int64_t attn_act = attention == Attention::kFused ? 4 * t * h * e + 4 * b * a * s
+                                                            : (3 * t * h + b * a * s * s) * e;
     add(UnitKind::kAttention, l, {attn_gemms, 5 * scores}, {2 * attn_gemms, 4 * scores}, {0, 0},
-        (3 * t * h + b * a * s * s) * e, 2 * t * h * e, 0);
+        attn_act, 2 * t * h * e, 0);
     add(UnitKind::kAttnOut, l, {gemm(td, hd, hd), 2 * td * hd}, {gemm(td, hd, hd), 0},
         {gemm(td, hd, hd), td * hd}, t * h * e, t * h * e, (h * h + h) * e);
     add(UnitKind::kLayerNorm2, l, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, 2 * t * h * e, 2 * h * e);
@@ -285,7 +299,10 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels) {
         u.weight_scratch_bytes = tiles * h * 4;
       }
       if (u.kind == UnitKind::kFc1Gelu) u.weight_scratch_bytes = tiles * f * 4;
-      if (u.kind == UnitKind::kAttention) u.backward_scratch_bytes = a * s * s * e;
+      if (u.kind == UnitKind::kAttention) {
+        u.backward_scratch_bytes =
+            attention == Attention::kFused ? 4 * t * h + 4 * b * a * s : a * s * s * e;
+      }
       if (u.kind == UnitKind::kHead) {
         u.forward_scratch_bytes = 12 * t;
         u.backward_scratch_bytes = 4 * t;

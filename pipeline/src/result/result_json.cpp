@@ -145,6 +145,8 @@ void fields(V& v, C& c) {
   v.optional("profile", c.profile);
   v.optional("check", c.check);  // absent: whether metrics.check is present (result_from_json)
   v.optional("dtype", c.dtype);
+  v.optional_if_any("attention", c.attention);  // absent: naive ran (attention_ran)
+  v.optional_if_any("attention_reason", c.attention_reason);
   v.optional("unit_ranges", c.unit_ranges);  // what calibration re-prices
   // Data parallelism's: files written before them load as one replica.
   v.optional("data_parallel", c.data_parallel, 1);

@@ -133,7 +133,7 @@ int64_t unit_param_count(const ModelSpec& spec, UnitKind kind) {
   return n;
 }
 
-UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind) {
+UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind, Attention attention) {
   const int64_t t = spec.tokens();
   const int64_t th = t * spec.hidden;
   const int64_t tf = th * spec.ffn_mult;
@@ -169,7 +169,12 @@ UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind) {
       u.in = 3 * th;
       u.out = th;
       u.residual = Residual::kCarry;
-      u.kept_extra = int64_t{spec.micro_batch_size} * spec.heads * spec.seq * spec.seq;
+      if (attention == Attention::kFused) {
+        u.kept_extra = th;
+        u.kept_f32 = int64_t{spec.micro_batch_size} * spec.heads * spec.seq;
+      } else {
+        u.kept_extra = int64_t{spec.micro_batch_size} * spec.heads * spec.seq * spec.seq;
+      }
       break;
     case UnitKind::kAttnOut:
       u.in = th;

@@ -278,7 +278,8 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   // The mean over the global batch: the all-reduce sums the replicas' parts.
   mo.loss_scale = 1.0f / static_cast<float>(config.microbatches * config.replicas);
   mo.weight_stashing = config.weight_stashing;
-  const cuda::ChunkContext ctx{compute_, pool_.get(), blas_.get(), dtype_};
+  cuda::ChunkContext ctx{compute_, pool_.get(), blas_.get(), dtype_};
+  ctx.attention = config.attention;
   for (int c = 0; c < config.chunks; ++c) {
     const UnitRange range = config.chunk_units(c);
     chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));

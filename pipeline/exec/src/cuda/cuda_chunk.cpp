@@ -21,9 +21,11 @@ int64_t unit_boundary_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype) {
   return unit_flow(spec, kind).boundary() * dtype_bytes(dtype);
 }
 
-int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype) {
+int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype,
+                              Attention attention) {
   const int64_t element = kind == UnitKind::kEmbedding ? 4 : dtype_bytes(dtype);  // int32 ids
-  return unit_flow(spec, kind).kept() * element;
+  const UnitFlow flow = unit_flow(spec, kind, attention);
+  return flow.kept() * element + flow.kept_f32 * 4;
 }
 
 struct CudaChunk::UnitState {
@@ -47,7 +49,7 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
   for (int g = range.begin; g < range.end; ++g) {
     const Unit& u = units[static_cast<size_t>(g)];
     const std::string where = "unit " + std::to_string(g) + " (" + u.name + "): ";
-    PPB_CHECK(u.activation_bytes == unit_activation_bytes(spec, u.kind, ctx.dtype),
+    PPB_CHECK(u.activation_bytes == unit_activation_bytes(spec, u.kind, ctx.dtype, ctx.attention),
               where + "activation_bytes differ from the cuda backend's layout");
     PPB_CHECK(u.boundary_bytes == unit_boundary_bytes(spec, u.kind, ctx.dtype),
               where + "boundary_bytes differ from the cuda backend's layout");
@@ -72,6 +74,10 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
       to_storage(ctx.dtype, f32(state->master), state->copy.data(), n, ctx.stream);
     }
     state_.push_back(std::move(state));
+    if (u.kind == UnitKind::kAttention && ctx.attention == Attention::kFused && !fused_) {
+      fused_ =
+          std::make_unique<FusedAttention>(spec, ctx.stream, ctx.pool, u.backward_scratch_bytes);
+    }
   }
   if (range.begin > 0) {
     input_bytes_ =
@@ -257,7 +263,7 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   // kept input (and, at the chunk's end, the residual it begins) in its one
   // pass, and the residual a unit adds is the bias kernel's addend; the
   // rest is copied here.
-  const UnitFlow flow = unit_flow(spec_, kind);
+  const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
   PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
   const bool norm = flow.residual == Residual::kBegin || kind == UnitKind::kFinalNorm;
   if (flow.keeps_input && !norm) copy(kept, in, flow.in);
@@ -283,7 +289,14 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
       linear_forward(in, h, w, 3 * h, out, nullptr, nullptr);
       break;
     case UnitKind::kAttention:
-      attention_forward(kept, extra, out);
+      if (fused_) {
+        // Kept: qkv, then the output (the backward reads it), then the
+        // fp32 statistics; the output is copied on to the boundary.
+        fused_->forward(kept, extra, static_cast<float*>(offset(extra, dt, flow.kept_extra)));
+        copy(out, extra, flow.out);
+      } else {
+        attention_forward(kept, extra, out);
+      }
       break;
     case UnitKind::kAttnOut:
       linear_forward(in, h, w, h, out, add, nullptr);
@@ -339,7 +352,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
   // the unit added the residual), or is the LayerNorm kernel's addend; units
   // with weights keep the gradient of their output for backward_weight
   // (split form only; the full backward uses grad_out directly).
-  const UnitFlow flow = unit_flow(spec_, kind);
+  const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
   if (flow.takes_residual()) {
     const void* resid = flow.residual == Residual::kAdd ? grad_out : offset(grad_out, dt, flow.out);
     copy(offset(grad_in, dt, flow.in), resid, flow.resid);
@@ -368,7 +381,12 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
                       grad_in, h, dt);
       break;
     case UnitKind::kAttention:
-      attention_backward(kept, extra, grad_out, grad_in);
+      if (fused_) {
+        fused_->backward(kept, extra, static_cast<const float*>(offset(extra, dt, flow.kept_extra)),
+                         grad_out, grad_in);
+      } else {
+        attention_backward(kept, extra, grad_out, grad_in);
+      }
       state.kept[i] = TrackedBuffer();  // no weights: nothing of it is needed any more
       break;
     case UnitKind::kAttnOut:

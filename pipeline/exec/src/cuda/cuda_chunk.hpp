@@ -27,6 +27,7 @@
 
 #include "cuda/blas.hpp"
 #include "cuda/device_pool.hpp"
+#include "cuda/fused_attention.hpp"
 #include "cuda/kernels.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/microbatch_ledger.hpp"
@@ -46,6 +47,8 @@ struct ChunkContext {
   /// the bias, GeLU and column-reduction kernels compute them. Both paths
   /// hold the same buffers (the memory model does not tell them apart).
   bool gemm_epilogues = true;
+  /// The attention unit's form (fused: cuDNN's, bf16 only; the run chose it).
+  Attention attention = Attention::kNaive;
 };
 
 /// Storage bytes of a boundary / kept activation of one unit with elements
@@ -53,7 +56,9 @@ struct ChunkContext {
 /// int32 token ids stay 4 bytes each). Equal to expand_units() of a spec
 /// whose bytes_per_element is dtype_bytes(dtype).
 int64_t unit_boundary_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype);
-int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype);
+/// (The fused attention's fp32 statistics are 4 bytes each too.)
+int64_t unit_activation_bytes(const ModelSpec& spec, UnitKind kind, Dtype dtype,
+                              Attention attention = Attention::kNaive);
 
 class CudaChunk {
  public:
@@ -135,6 +140,7 @@ class CudaChunk {
   std::vector<std::unique_ptr<UnitState>> state_;
   Ledger ledger_;                            // in-flight micro-batches, pass order, weight versions
   std::map<int64_t, TrackedBuffer> losses_;  // mb -> device double: summed token loss
+  std::unique_ptr<FusedAttention> fused_;    // the chunk's cuDNN graphs (fused attention only)
 };
 
 }  // namespace ppb::cuda

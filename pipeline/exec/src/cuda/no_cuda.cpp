@@ -16,6 +16,8 @@ std::string unusable_reason() {
   return "built without CUDA (PPB_WITH_CUDA=OFF or no CUDA toolkit at configure time)";
 }
 
+std::string cudnn_unavailable_reason() { return unusable_reason(); }
+
 int visible_devices() { return 0; }
 
 DeviceBinding bind_device(int /*local_rank*/, int /*local_ranks*/) {

@@ -112,6 +112,19 @@ enum class Kernels : uint8_t {
 ///          kernels_for("cpu", "") == Kernels::kCpu.
 Kernels kernels_for(std::string_view backend, std::string_view device);
 
+/// How the attention unit computes (the cuda backend's --attention): the
+/// naive form materialises the b x a x s x s probabilities and keeps them
+/// for the backward; the fused form (cuDNN's flash attention) keeps its
+/// output and the fp32 softmax statistics (one per row: b x a x s) instead,
+/// and recomputes the scores in its backward.
+enum class Attention : uint8_t {
+  kNaive,
+  kFused,
+};
+
+/// "naive" or "fused", as the flag and the result file spell them.
+const char* attention_name(Attention attention);
+
 /// One operator unit. FLOPs and bytes are for ONE micro-batch.
 ///
 /// The formulas (a binding contract with the cpu backend, which allocates and
@@ -127,6 +140,8 @@ Kernels kernels_for(std::string_view backend, std::string_view device);
 ///  ln1, ln2    (T*h + 2*T)*e           2*T*h*e          2*h*e
 ///  qkv         T*h*e                   4*T*h*e          (3*h*h + 3*h)*e
 ///  attention   (3*T*h + b*a*s*s)*e     2*T*h*e          0
+///   (fused)    4*T*h*e + 4*b*a*s       2*T*h*e          0
+///              (qkv, output, fp32 softmax statistics)
 ///  attn_out    T*h*e                   T*h*e            (h*h + h)*e
 ///  fc1_gelu    (T*h + T*f)*e           (T*f + T*h)*e    (h*f + f)*e
 ///  fc2         T*f*e                   T*h*e            (f*h + h)*e
@@ -219,7 +234,10 @@ struct Unit {
 /// Expands a spec into units: embedding; per layer LayerNorm1, QKV,
 /// attention, attn-out, LayerNorm2, fc1+GeLU, fc2; final LayerNorm; head.
 /// So units.size() == 3 + 7 * layers.
-std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels = Kernels::kCpu);
+/// `attention` applies to the cuda kernels only (the cpu backend has no
+/// fused form). REQUIRES: attention == kNaive unless kernels == kCuda.
+std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels = Kernels::kCpu,
+                               Attention attention = Attention::kNaive);
 
 /// A contiguous range of units [begin, end).
 struct UnitRange {

@@ -113,6 +113,14 @@ struct ResultConfig {
   /// optional: the vocabulary padding the head and embedding had; absent
   /// in files written before padding (they ran unpadded).
   std::optional<VocabPadding> vocab_padding;
+  /// optional: the attention that ran, "naive" or "fused" (--attention);
+  /// "" when not recorded (files written before the field, which ran naive:
+  /// attention_ran()).
+  std::string attention;
+  /// optional: why the attention ran naive where it did ("--attention
+  /// naive", "fp32: cuDNN has no fused flash attention for fp32", "the CUDA
+  /// emulator has no cuDNN", ...); "" for fused or when not recorded.
+  std::string attention_reason;
   /// optional: D, the data-parallel replicas of the pipeline (the job ran on
   /// stages x data_parallel ranks); 1 when absent (files written before it).
   int data_parallel = 1;
@@ -134,6 +142,11 @@ struct ResultConfig {
 /// micro-batch size and the element bytes of its dtype (bf16: 2, else 4).
 /// Throws UsageError as parse_model_spec.
 ModelSpec model_spec(const ResultConfig& c);
+/// The attention `c` ran: its `attention`, or "naive" where the file did
+/// not record it (written before the field).
+inline std::string attention_ran(const ResultConfig& c) {
+  return c.attention.empty() ? "naive" : c.attention;
+}
 
 /// The schedule parameters a result ran with: P, M, V, N, K and batches
 /// (wgrad_share and the pass times of zb-1p/zb-2p keep their defaults:

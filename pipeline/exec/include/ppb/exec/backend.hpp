@@ -120,8 +120,11 @@ struct DeviceMemoryFigures {
 
 /// Everything a backend may need; each backend reads the fields it uses.
 struct BackendConfig {
-  ModelSpec spec;                ///< cpu: the model
-  std::vector<Unit> units;       ///< cpu: expand_units(spec)
+  ModelSpec spec;           ///< cpu: the model
+  std::vector<Unit> units;  ///< cpu: expand_units(spec)
+  /// cuda: the attention's form (units were expanded with it; the run's
+  /// choose_attention() picked it).
+  Attention attention = Attention::kNaive;
   std::vector<UnitRange> parts;  ///< cpu: P*V ranges, indexed by virtual stage (model order)
   /// timed: per virtual stage, seconds of F / I / W (a B sleeps I + W), the
   /// bytes F sends (send_bytes; B/I send as many back), activation and

@@ -26,6 +26,14 @@ namespace ppb::cuda {
 /// the process runs).
 std::string unusable_reason();
 
+/// "" when cuDNN's fused flash attention can run here (a build with cuDNN,
+/// a real device of compute capability 8.0 or later, libcudnn.so.9
+/// loadable); otherwise ONE line saying why not, e.g.
+///   "the CUDA emulator has no cuDNN"
+///   "this build has no cuDNN (PPB_WITH_CUDNN=OFF, ...)"
+/// Cached after the first call. Looks at device 0 (a node's GPUs are alike).
+std::string cudnn_unavailable_reason();
+
 /// The CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies);
 /// 0 when none is usable (unusable_reason() says why).
 int visible_devices();

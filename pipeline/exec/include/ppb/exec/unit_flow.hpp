@@ -42,6 +42,9 @@ struct UnitFlow {
   /// attention probabilities, fc1_gelu's pre-activation, the head's
   /// probabilities; the embedding's T token ids (int32, 4 bytes each).
   int64_t kept_extra = 0;
+  /// fp32 values kept after kept_extra, 4 bytes each whatever the element:
+  /// the fused attention's softmax statistics (one per row, b*a*s).
+  int64_t kept_f32 = 0;
   /// A split backward's I keeps this much of the output gradient for W
   /// (0: W reads only what the unit kept, or the unit has no weights).
   int64_t held_gradient = 0;
@@ -62,7 +65,10 @@ struct UnitFlow {
   int64_t kept() const { return extra_offset() + kept_extra; }
 };
 
-/// The data flow of `kind` in a model of `spec`.
-UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind);
+/// The data flow of `kind` in a model of `spec`. With Attention::kFused the
+/// attention unit keeps its input (qkv), then its output (kept_extra = T*h,
+/// which the backward reads) and the softmax statistics (kept_f32 = b*a*s)
+/// instead of the b*a*s*s probabilities.
+UnitFlow unit_flow(const ModelSpec& spec, UnitKind kind, Attention attention = Attention::kNaive);
 
 }  // namespace ppb

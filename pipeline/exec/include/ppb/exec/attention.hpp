@@ -1,0 +1,62 @@
+// Which attention the cuda backend runs (`run --attention auto|fused|naive`):
+// cuDNN's fused flash attention where it can run, the naive kernels
+// (scores, softmax, context; the probabilities kept) otherwise. The choice
+// is made once per run, before the units are expanded, because it changes
+// what the attention unit keeps (expand_units' Attention) and so the memory
+// model; the result file records it with the reason naive ran.
+//
+// Example:
+//   const std::string obstacle = fused_attention_obstacle(
+//       "cuda", 2, spec, ppb::cuda::cudnn_unavailable_reason());
+//   AttentionChoice c = choose_attention(parse_attention_request("auto"), obstacle);
+//   // c.attention == Attention::kFused where obstacle is "", else kNaive
+//   // with c.reason == obstacle.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "ppb/pipeline/model.hpp"
+
+namespace ppb {
+
+/// --attention as given: auto (fused where it can run, else naive), or one
+/// of the two forms outright.
+enum class AttentionRequest : uint8_t {
+  kAuto,
+  kFused,
+  kNaive,
+};
+
+/// Parses --attention's value. Throws UsageError naming the flag on any
+/// other text than "auto", "fused" or "naive".
+AttentionRequest parse_attention_request(std::string_view text);
+
+/// The attention a run computes, and where it is naive, why (one line; ""
+/// for fused).
+struct AttentionChoice {
+  Attention attention = Attention::kNaive;
+  std::string reason;
+};
+
+/// Head dimensions cuDNN's fused flash attention takes on every GPU it
+/// runs on (compute capability 8.0 and later): a multiple of 8, at most 128.
+bool fused_attention_head_dim(int head_dim);
+
+/// Why the fused attention cannot run for this backend, storage and model
+/// ("" when it can): only the cuda backend has it, only for bf16 (cuDNN has
+/// no fused fp32 flash attention), only for head dimensions
+/// fused_attention_head_dim() takes, only with cuDNN (`cudnn_missing`: the
+/// reason it is not usable here, cuda::cudnn_unavailable_reason(); "" when
+/// it is). The first obstacle of those, in that order.
+std::string fused_attention_obstacle(std::string_view backend, int bytes_per_element,
+                                     const ModelSpec& spec, std::string_view cudnn_missing);
+
+/// The rule: kNaive runs naive (the reason: `obstacle`, or "--attention
+/// naive" where fused could have run); kAuto runs fused where
+/// `obstacle` is "", else naive with the obstacle as the reason; kFused runs
+/// fused, and throws UsageError ("--attention fused: <obstacle>") where it
+/// cannot.
+AttentionChoice choose_attention(AttentionRequest request, std::string_view obstacle);
+
+}  // namespace ppb

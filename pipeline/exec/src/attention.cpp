@@ -1,0 +1,51 @@
+#include "ppb/exec/attention.hpp"
+
+#include <string>
+
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+
+AttentionRequest parse_attention_request(std::string_view text) {
+  if (text == "auto") return AttentionRequest::kAuto;
+  if (text == "fused") return AttentionRequest::kFused;
+  if (text == "naive") return AttentionRequest::kNaive;
+  throw UsageError("--attention: expected auto, fused or naive, got '" + std::string(text) + "'");
+}
+
+bool fused_attention_head_dim(int head_dim) {
+  return head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128;
+}
+
+std::string fused_attention_obstacle(std::string_view backend, int bytes_per_element,
+                                     const ModelSpec& spec, std::string_view cudnn_missing) {
+  if (backend != "cuda") {
+    return "the " + std::string(backend) + " backend has no fused attention (cuda only)";
+  }
+  if (bytes_per_element != 2) return "fp32: cuDNN has no fused flash attention for fp32";
+  const int d = spec.hidden / spec.heads;
+  if (!fused_attention_head_dim(d)) {
+    return "head dimension " + std::to_string(d) +
+           ": cuDNN's flash attention takes a multiple of 8 up to 128";
+  }
+  if (!cudnn_missing.empty()) return std::string(cudnn_missing);
+  return "";
+}
+
+AttentionChoice choose_attention(AttentionRequest request, std::string_view obstacle) {
+  switch (request) {
+    case AttentionRequest::kNaive:
+      // The obstacle where there is one: the same reason as auto's, so a
+      // re-run that asks for the form that ran records the same result.
+      return {Attention::kNaive, obstacle.empty() ? "--attention naive" : std::string(obstacle)};
+    case AttentionRequest::kAuto:
+      if (obstacle.empty()) return {Attention::kFused, ""};
+      return {Attention::kNaive, std::string(obstacle)};
+    case AttentionRequest::kFused:
+      if (!obstacle.empty()) throw UsageError("--attention fused: " + std::string(obstacle));
+      return {Attention::kFused, ""};
+  }
+  return {};
+}
+
+}  // namespace ppb

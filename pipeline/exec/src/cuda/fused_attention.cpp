@@ -1,0 +1,231 @@
+#include "cuda/fused_attention.hpp"
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "ppb/exec/cuda_device.hpp"
+#include "ppb/profiling/check.hpp"
+
+#if PPB_HAVE_CUDNN
+#include <cudnn_frontend.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "ppb/profiling/log.hpp"
+
+// The frontend's handle to the libcudnn it loaded (dynamic loading: the
+// frontend resolves every cuDNN call through it).
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
+#endif
+
+namespace ppb::cuda {
+
+#if !PPB_HAVE_CUDNN
+
+std::string cudnn_unavailable_reason() {
+  return "this build has no cuDNN (PPB_WITH_CUDNN=OFF, or no cudnn.h or cudnn_frontend.h at "
+         "configure time)";
+}
+
+struct FusedAttention::Graphs {};
+
+FusedAttention::FusedAttention(const ModelSpec& /*spec*/, cudaStream_t /*stream*/,
+                               DevicePool* /*pool*/, int64_t /*modelled_workspace*/) {
+  PPB_CHECK(false, "fused attention in a build without cuDNN");
+}
+
+FusedAttention::~FusedAttention() = default;
+
+void FusedAttention::forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/) const {}
+
+void FusedAttention::backward(const void* /*qkv*/, const void* /*out*/, const float* /*stats*/,
+                              const void* /*dout*/, void* /*dqkv*/) const {}
+
+#else
+
+namespace fe = cudnn_frontend;
+
+std::string cudnn_unavailable_reason() {
+  // Cached: neither the device nor the library changes while the process runs.
+  static const std::string reason = []() -> std::string {
+    if (std::string why = unusable_reason(); !why.empty()) return why;
+    cudaDeviceProp prop{};
+    if (const cudaError_t rc = cudaGetDeviceProperties(&prop, 0); rc != cudaSuccess) {
+      return std::string("cannot read the device's properties (") + cudaGetErrorString(rc) + ")";
+    }
+    if (std::string_view(prop.name).starts_with("pipebench CUDA emulator")) {
+      return "the CUDA emulator has no cuDNN";
+    }
+    if (prop.major < 8) {
+      return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+             ": cuDNN's flash attention needs 8.0 or later";
+    }
+    void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      return std::string("cannot load libcudnn.so.9 (") + (why != nullptr ? why : "?") + ")";
+    }
+    fe::cudnn_dlhandle = lib;
+    return "";
+  }();
+  return reason;
+}
+
+namespace {
+
+// The tensors' ids in the graphs' variant packs.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+void check(fe::error_object e, const char* what) {
+  PPB_CHECK(e.is_good(), std::string("cuDNN fused attention, ") + what + ": " + e.get_message());
+}
+
+}  // namespace
+
+struct FusedAttention::Graphs {
+  cudnnHandle_t handle = nullptr;
+  DevicePool* pool = nullptr;  // each call's workspace
+  int64_t hidden = 0;          // h: the qkv rows are 3h wide
+  fe::graph::Graph forward;
+  fe::graph::Graph backward;
+  int64_t forward_workspace = 0;
+  int64_t backward_workspace = 0;
+};
+
+FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream, DevicePool* pool,
+                               int64_t modelled_workspace)
+    : graphs_(std::make_unique<Graphs>()) {
+  PPB_CHECK(cudnn_unavailable_reason().empty(), "fused attention without a usable cuDNN");
+  const int64_t b = spec.micro_batch_size;
+  const int64_t a = spec.heads;
+  const int64_t s = spec.seq;
+  const int64_t h = spec.hidden;
+  const int64_t d = h / a;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Graphs& g = *graphs_;
+  g.pool = pool;
+  g.hidden = h;
+  PPB_CHECK(fe::detail::create_handle(&g.handle) == CUDNN_STATUS_SUCCESS, "cudnnCreate failed");
+  PPB_CHECK(fe::detail::set_stream(g.handle, stream) == CUDNN_STATUS_SUCCESS,
+            "cudnnSetStream failed");
+
+  // [b, a, s, d] views: Q, K, V inside the packed qkv rows, O and dO in the
+  // [b, s, h] context; the statistics [b, a, s, 1] fp32.
+  const std::vector<int64_t> dim{b, a, s, d};
+  const std::vector<int64_t> qkv_stride{s * 3 * h, d, 3 * h, 1};
+  const std::vector<int64_t> out_stride{s * h, d, h, 1};
+  const std::vector<int64_t> stats_dim{b, a, s, 1};
+  const std::vector<int64_t> stats_stride{a * s, s, 1, 1};
+  const auto input = [&](fe::graph::Graph& graph, const char* name, Uid uid,
+                         const std::vector<int64_t>& stride) {
+    return graph.tensor(
+        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(stride));
+  };
+  const auto stats_input = [&](fe::graph::Graph& graph) {
+    return graph.tensor(fe::graph::Tensor_attributes()
+                            .set_name("stats")
+                            .set_uid(kStats)
+                            .set_dim(stats_dim)
+                            .set_stride(stats_stride)
+                            .set_data_type(fe::DataType_t::FLOAT));
+  };
+  for (fe::graph::Graph* graph : {&g.forward, &g.backward}) {
+    graph->set_io_data_type(fe::DataType_t::BFLOAT16)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+  }
+
+  {
+    fe::graph::Graph& f = g.forward;
+    auto q = input(f, "q", kQ, qkv_stride);
+    auto k = input(f, "k", kK, qkv_stride);
+    auto v = input(f, "v", kV, qkv_stride);
+    auto [o, stats] = f.sdpa(q, k, v,
+                             fe::graph::SDPA_attributes()
+                                 .set_name("sdpa")
+                                 .set_generate_stats(true)
+                                 .set_causal_mask(true)
+                                 .set_attn_scale(scale));
+    o->set_output(true).set_uid(kO).set_dim(dim).set_stride(out_stride);
+    stats->set_output(true)
+        .set_uid(kStats)
+        .set_dim(stats_dim)
+        .set_stride(stats_stride)
+        .set_data_type(fe::DataType_t::FLOAT);
+    check(f.build(g.handle, {fe::HeurMode_t::A}), "building the forward graph");
+    check(f.get_workspace_size(g.forward_workspace), "the forward's workspace");
+  }
+  {
+    fe::graph::Graph& bw = g.backward;
+    auto q = input(bw, "q", kQ, qkv_stride);
+    auto k = input(bw, "k", kK, qkv_stride);
+    auto v = input(bw, "v", kV, qkv_stride);
+    auto o = input(bw, "o", kO, out_stride);
+    auto dout = input(bw, "do", kDO, out_stride);
+    auto stats = stats_input(bw);
+    auto [dq, dk, dv] = bw.sdpa_backward(q, k, v, o, dout, stats,
+                                         fe::graph::SDPA_backward_attributes()
+                                             .set_name("sdpa_backward")
+                                             .set_causal_mask(true)
+                                             .set_attn_scale(scale));
+    dq->set_output(true).set_uid(kDQ).set_dim(dim).set_stride(qkv_stride);
+    dk->set_output(true).set_uid(kDK).set_dim(dim).set_stride(qkv_stride);
+    dv->set_output(true).set_uid(kDV).set_dim(dim).set_stride(qkv_stride);
+    check(bw.build(g.handle, {fe::HeurMode_t::A}), "building the backward graph");
+    check(bw.get_workspace_size(g.backward_workspace), "the backward's workspace");
+  }
+  const int64_t most = std::max(g.forward_workspace, g.backward_workspace);
+  if (most > modelled_workspace) {
+    log::warn(
+        "fused attention: cuDNN's graphs ask %lld bytes of workspace, the memory model "
+        "counts %lld",
+        static_cast<long long>(most), static_cast<long long>(modelled_workspace));
+  }
+}
+
+FusedAttention::~FusedAttention() {
+  if (graphs_ && graphs_->handle != nullptr) (void)fe::detail::destroy_handle(graphs_->handle);
+}
+
+namespace {
+
+// The element `columns` bf16 values after p (k at +h, v at +2h in a qkv row).
+void* at(const void* p, int64_t columns) {
+  return const_cast<std::byte*>(static_cast<const std::byte*>(p) + columns * 2);
+}
+
+}  // namespace
+
+void FusedAttention::forward(const void* qkv, void* out, float* stats) const {
+  const Graphs& g = *graphs_;
+  const int64_t h = g.hidden;
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, at(qkv, 0)}, {kK, at(qkv, h)}, {kV, at(qkv, 2 * h)}, {kO, out}, {kStats, stats}};
+  TrackedBuffer workspace = g.pool->stream_ordered(g.forward_workspace, MemCategory::kWorkspace);
+  check(g.forward.execute(g.handle, pack, workspace.data()), "forward");
+}
+
+void FusedAttention::backward(const void* qkv, const void* out, const float* stats,
+                              const void* dout, void* dqkv) const {
+  const Graphs& g = *graphs_;
+  const int64_t h = g.hidden;
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, at(qkv, 0)},   {kK, at(qkv, h)},       {kV, at(qkv, 2 * h)},
+      {kO, at(out, 0)},   {kStats, at(stats, 0)}, {kDO, at(dout, 0)},
+      {kDQ, at(dqkv, 0)}, {kDK, at(dqkv, h)},     {kDV, at(dqkv, 2 * h)}};
+  TrackedBuffer workspace = g.pool->stream_ordered(g.backward_workspace, MemCategory::kWorkspace);
+  check(g.backward.execute(g.handle, pack, workspace.data()), "backward");
+}
+
+#endif
+
+}  // namespace ppb::cuda

@@ -1,0 +1,54 @@
+// cuDNN's fused flash attention (scaled dot product, causal, scale
+// 1/sqrt(d)) for the cuda backend's attention unit, bf16 only: the forward
+// writes the context and the fp32 softmax statistics (log-sum-exp per row,
+// [b, a, s]) that the backward reads instead of the s x s probabilities.
+// Q, K and V are read in place from the packed qkv rows ([b, s, 3h]: head j
+// of q at column j*d, of k at h + j*d, of v at 2h + j*d) through strides,
+// and dQ, dK, dV written in place into the same layout: no copies.
+//
+// The two cuDNN graphs (forward, backward) are built once, when the object
+// is made (one per chunk with an attention unit: one shape per chunk), and
+// executed on the chunk's stream; each call takes its cuDNN workspace from
+// the device pool (MemCategory::kWorkspace, freed stream-ordered when the
+// call returns), so the pool and the memory tracker count it.
+//
+// The frontend is header-only and loads libcudnn.so.9 at run time
+// (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): no binary needs cuDNN to start,
+// so the CUDA emulator's runs load nothing of it. In a build without cuDNN
+// (PPB_HAVE_CUDNN 0) cudnn_unavailable_reason() says so and making a
+// FusedAttention is a broken invariant (the run's choice refused it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "cuda/device_pool.hpp"
+#include "ppb/pipeline/model.hpp"
+
+namespace ppb::cuda {
+
+class FusedAttention {
+ public:
+  /// Builds both graphs for `spec`'s shape (b = micro_batch_size, a = heads,
+  /// s = seq, d = hidden / heads). `modelled_workspace` is the backward
+  /// scratch the memory model counts (Unit::backward_scratch_bytes); one
+  /// warning line where a graph asks for more. REQUIRES:
+  /// cudnn_unavailable_reason() == "" and fused_attention_head_dim(d).
+  FusedAttention(const ModelSpec& spec, cudaStream_t stream, DevicePool* pool,
+                 int64_t modelled_workspace);
+  ~FusedAttention();
+  FusedAttention(const FusedAttention&) = delete;
+  FusedAttention& operator=(const FusedAttention&) = delete;
+
+  /// out[b, s, h] and stats[b, a, s] (fp32) from qkv[b, s, 3h], bf16.
+  void forward(const void* qkv, void* out, float* stats) const;
+  /// dqkv[b, s, 3h] from qkv, the forward's out and stats, and dout[b, s, h].
+  void backward(const void* qkv, const void* out, const float* stats, const void* dout,
+                void* dqkv) const;
+
+ private:
+  struct Graphs;  // the cuDNN handle, the two graphs, the pool (fused_attention.cpp)
+  std::unique_ptr<Graphs> graphs_;
+};
+
+}  // namespace ppb::cuda

@@ -1,0 +1,104 @@
+// The attention choice (ppb/exec/attention.hpp): the flag's parsing and
+// errors, the selection rule (fused only for the cuda backend, bf16, a head
+// dimension cuDNN takes and cuDNN usable; else naive with the first
+// obstacle as the reason), and what this machine's probe says.
+#include "ppb/exec/attention.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ppb/exec/cuda_device.hpp"
+#include "ppb/profiling/check.hpp"
+
+namespace ppb {
+namespace {
+
+// The message of the UsageError `f` throws ("" when it throws none).
+template <class F>
+std::string usage_error(F f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ModelSpec spec_of(const std::string& text) {
+  ModelSpec spec = parse_model_spec(text);
+  spec.bytes_per_element = 2;
+  return spec;
+}
+
+TEST(AttentionFlag, ParsesItsThreeValuesAndNamesTheFlagOtherwise) {
+  EXPECT_EQ(parse_attention_request("auto"), AttentionRequest::kAuto);
+  EXPECT_EQ(parse_attention_request("fused"), AttentionRequest::kFused);
+  EXPECT_EQ(parse_attention_request("naive"), AttentionRequest::kNaive);
+  EXPECT_EQ(usage_error([] { (void)parse_attention_request("flash"); }),
+            "--attention: expected auto, fused or naive, got 'flash'");
+  EXPECT_EQ(usage_error([] { (void)parse_attention_request(""); }),
+            "--attention: expected auto, fused or naive, got ''");
+}
+
+TEST(AttentionRule, HeadDimensionsAreMultiplesOfEightUpTo128) {
+  for (int d : {8, 16, 64, 96, 128}) EXPECT_TRUE(fused_attention_head_dim(d)) << d;
+  for (int d : {0, 4, 12, 60, 136, 256}) EXPECT_FALSE(fused_attention_head_dim(d)) << d;
+}
+
+TEST(AttentionRule, TheFirstObstacleInOrderBackendDtypeHeadDimCudnn) {
+  const ModelSpec small = spec_of("gpt-small");  // d = 768 / 12 = 64
+  EXPECT_EQ(fused_attention_obstacle("cuda", 2, small, ""), "");
+  EXPECT_EQ(fused_attention_obstacle("cpu", 2, small, "x"),
+            "the cpu backend has no fused attention (cuda only)");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 4, small, "x"),
+            "fp32: cuDNN has no fused flash attention for fp32");
+  const ModelSpec odd = spec_of("gpt:layers=1,hidden=96,heads=2,seq=16,vocab=64,mbs=1");  // d 48
+  EXPECT_EQ(fused_attention_obstacle("cuda", 2, odd, ""), "");
+  const ModelSpec wide = spec_of("gpt:layers=1,hidden=512,heads=2,seq=16,vocab=64,mbs=1");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 2, wide, "x"),
+            "head dimension 256: cuDNN's flash attention takes a multiple of 8 up to 128");
+  const ModelSpec twelve = spec_of("gpt:layers=1,hidden=24,heads=2,seq=16,vocab=64,mbs=1");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 2, twelve, ""),
+            "head dimension 12: cuDNN's flash attention takes a multiple of 8 up to 128");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 2, small, "the CUDA emulator has no cuDNN"),
+            "the CUDA emulator has no cuDNN");
+}
+
+TEST(AttentionRule, AutoFallsBackWithTheReasonFusedIsRefusedNaiveAlwaysRuns) {
+  AttentionChoice c = choose_attention(AttentionRequest::kAuto, "");
+  EXPECT_EQ(c.attention, Attention::kFused);
+  EXPECT_EQ(c.reason, "");
+  c = choose_attention(AttentionRequest::kAuto, "the CUDA emulator has no cuDNN");
+  EXPECT_EQ(c.attention, Attention::kNaive);
+  EXPECT_EQ(c.reason, "the CUDA emulator has no cuDNN");
+  c = choose_attention(AttentionRequest::kFused, "");
+  EXPECT_EQ(c.attention, Attention::kFused);
+  c = choose_attention(AttentionRequest::kNaive, "");
+  EXPECT_EQ(c.attention, Attention::kNaive);
+  EXPECT_EQ(c.reason, "--attention naive");
+  c = choose_attention(AttentionRequest::kNaive, "the CUDA emulator has no cuDNN");
+  EXPECT_EQ(c.attention, Attention::kNaive);
+  EXPECT_EQ(c.reason, "the CUDA emulator has no cuDNN");  // as auto's: a re-run records the same
+  EXPECT_EQ(usage_error([] {
+              (void)choose_attention(AttentionRequest::kFused,
+                                     "fp32: cuDNN has no fused flash attention for fp32");
+            }),
+            "--attention fused: fp32: cuDNN has no fused flash attention for fp32");
+  EXPECT_STREQ(attention_name(Attention::kNaive), "naive");
+  EXPECT_STREQ(attention_name(Attention::kFused), "fused");
+}
+
+// No GPU in CI: the probe says why not, in one line (no device, no CUDA
+// build, or no cuDNN in this build), and never crashes.
+TEST(AttentionProbe, SaysWhyCudnnCannotRunWithoutAGpu) {
+  if (cuda::unusable_reason().empty()) {
+    GTEST_SKIP() << "a CUDA device is usable here: the probe's answer depends on it";
+  }
+  const std::string why = cuda::cudnn_unavailable_reason();
+  EXPECT_FALSE(why.empty());
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace ppb
