@@ -809,6 +809,12 @@ def summarise_results(rows, bubble_within=None):
         len(checks), err, " FAILED " + ",".join(failed[:3]) if failed else "", sps)
     if paths:
         out += "; messages " + "/".join(paths)
+    # Which attention ran (files before the field ran naive), and why naive.
+    forms = sorted({(r["config"].get("attention", "naive"), r["config"].get("attention_reason", ""))
+                    for r in ok})
+    if forms:
+        values["attention"] = [{"form": f, "reason": why} for f, why in forms]
+        out += "; attention " + ", ".join(f + (" (%s)" % why if why else "") for f, why in forms)
     if ok:
         bub = sorted(ok, key=lambda r: r["metrics"]["bubble_ratio"]["measured"])
         lo, hi = (b["metrics"]["bubble_ratio"]["measured"] for b in (bub[0], bub[-1]))

@@ -275,6 +275,18 @@ class PassRules(unittest.TestCase):
         self.assertEqual((v.values["device_bubble"]["within"], v.values["device_bubble"]["of"]), (2, 2))
         self.assertLess(v.values["device_bubble"]["max_abs_diff"], 0.02)
 
+    def test_the_attention_that_ran_is_named_with_why_it_was_naive(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "sweep-P2")
+        # Recorded before the field: naive, with no reason.
+        self.assertEqual(gc.summarise_results(rows).values["attention"],
+                         [{"form": "naive", "reason": ""}])
+        rows[0]["config"]["attention"] = "fused"
+        for r in rows[1:]:
+            r["config"].update(attention="naive", attention_reason="fp32: no fused kernel")
+        v = gc.summarise_results(rows)
+        self.assertIn("; attention fused, naive (fp32: no fused kernel)", v.figures)
+
     def test_a_failed_check_or_no_result_fails(self):
         with tempfile.TemporaryDirectory() as tmp:
             rows = self.folder(tmp, "sweep-P2")
