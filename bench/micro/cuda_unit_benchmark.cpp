@@ -5,6 +5,13 @@
 //   ppb_cuda_unit_bench [--model gpt-small] [Google Benchmark flags]
 //   ppb_cuda_unit_bench --model gpt-tiny --benchmark_filter='bf16/qkv/'
 //
+// The units are those `run --backend cuda` computes by default: the
+// vocabulary padded to a multiple of 128 (--make-vocab-size-divisible-by's
+// default), and per dtype the attention `--attention auto` chooses (cuDNN's
+// fused attention in bf16 where it runs, else the naive kernels); the JSON
+// context records both (`padded_vocab`, `attention_fp32`, `attention_bf16`:
+// "fused", or "naive: <why>").
+//
 // Rows are named <dtype>/<kind>/<pass>: fp32 and bf16, every unit kind of
 // the model (its first unit of that kind), and the passes the unit has:
 // F (forward), I (input gradient: every unit but the embedding, which has no
@@ -36,6 +43,7 @@
 #include "cuda/cuda_chunk.hpp"
 #include "cuda/device_pool.hpp"
 #include "cuda/kernels.hpp"
+#include "ppb/exec/attention.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/pipeline/device.hpp"
@@ -71,8 +79,10 @@ class Device {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
-  ppb::cuda::ChunkContext context(Dtype dt) const {
-    return {stream_, pool_.get(), blas_.get(), dt};
+  ppb::cuda::ChunkContext context(Dtype dt, ppb::Attention attention) const {
+    ppb::cuda::ChunkContext c{stream_, pool_.get(), blas_.get(), dt};
+    c.attention = attention;
+    return c;
   }
   cudaStream_t stream() const { return stream_; }
   ppb::cuda::DevicePool& pool() const { return *pool_; }
@@ -127,9 +137,15 @@ class Events {
 struct Row {
   ppb::ModelSpec spec;  // bytes_per_element of the dtype
   Dtype dtype = Dtype::kFp32;
-  int unit = 0;  // global index of the unit in expand_units(spec)
+  ppb::Attention attention = ppb::Attention::kNaive;  // what --attention auto chose for dtype
+  int unit = 0;  // global index of the unit in units(spec, attention)
   Pass pass = Pass::kForward;
 };
+
+// The units the cuda backend expands for a run of `spec` with `attention`.
+std::vector<ppb::Unit> units_of(const ppb::ModelSpec& spec, ppb::Attention attention) {
+  return ppb::expand_units(spec, ppb::Kernels::kCuda, attention);
+}
 
 // One unit's chunk and the boundaries it reads and writes. Built once per
 // dtype and unit (its weights drawn on the host, which for the embedding and
@@ -140,8 +156,8 @@ class UnitFixture {
   UnitFixture(const Row& row, const std::vector<ppb::Unit>& units)
       : dtype_(row.dtype),
         unit_(row.unit),
-        chunk_(row.spec, units, {row.unit, row.unit + 1}, g_device->context(row.dtype),
-               ppb::CpuModelOptions{}),
+        chunk_(row.spec, units, {row.unit, row.unit + 1},
+               g_device->context(row.dtype, row.attention), ppb::CpuModelOptions{}),
         input_(filled(chunk_.input_bytes(), row.dtype)),
         grad_output_(filled(chunk_.output_bytes(), row.dtype)),
         output_(
@@ -181,7 +197,7 @@ std::unique_ptr<UnitFixture> g_fixture;  // the last row's
 // Each iteration runs F, I and W; the row's pass is the time between its
 // two events.
 void time_unit_pass(benchmark::State& state, const Row& row) {
-  const std::vector<ppb::Unit> units = ppb::expand_units(row.spec);
+  const std::vector<ppb::Unit> units = units_of(row.spec, row.attention);
   const ppb::Unit& u = units[static_cast<size_t>(row.unit)];
   if (!g_fixture || !g_fixture->serves(row)) {
     g_fixture.reset();  // its memory back first
@@ -235,10 +251,17 @@ bool has_pass(const ppb::ModelSpec& spec, ppb::UnitKind kind, Pass pass) {
 }
 
 void register_rows(const ppb::ModelSpec& model) {
+  const std::string cudnn_missing = ppb::cuda::cudnn_unavailable_reason();
   for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
     ppb::ModelSpec spec = model;
     spec.bytes_per_element = static_cast<int>(ppb::cuda::dtype_bytes(dt));
-    const std::vector<ppb::Unit> units = ppb::expand_units(spec);
+    const ppb::AttentionChoice attention = ppb::choose_attention(
+        ppb::AttentionRequest::kAuto,
+        ppb::fused_attention_obstacle("cuda", spec.bytes_per_element, spec, cudnn_missing));
+    benchmark::AddCustomContext(
+        dt == Dtype::kFp32 ? "attention_fp32" : "attention_bf16",
+        attention.attention == ppb::Attention::kFused ? "fused" : "naive: " + attention.reason);
+    const std::vector<ppb::Unit> units = units_of(spec, attention.attention);
     for (int k = 0; k < ppb::kUnitKinds; ++k) {
       const auto kind = static_cast<ppb::UnitKind>(k);
       int first = -1;
@@ -251,7 +274,7 @@ void register_rows(const ppb::ModelSpec& model) {
         const std::string name = std::string(dt == Dtype::kFp32 ? "fp32/" : "bf16/") +
                                  ppb::unit_kind_name(kind) + "/" +
                                  kPassNames[static_cast<size_t>(pass)];
-        const Row row{spec, dt, first, pass};
+        const Row row{spec, dt, attention.attention, first, pass};
         benchmark::RegisterBenchmark(name.c_str(),
                                      [row](benchmark::State& s) { run_unit_pass(s, row); })
             ->UseManualTime()
@@ -293,6 +316,7 @@ int main(int argc, char** argv) {
   ppb::ModelSpec spec;
   try {
     spec = ppb::parse_model_spec(model);
+    spec.vocab_divisor = ppb::kDefaultVocabDivisor;
   } catch (const ppb::UsageError& e) {
     fail(e.what());
   }
@@ -304,6 +328,7 @@ int main(int argc, char** argv) {
   g_device = &device;
   register_rows(spec);
   benchmark::AddCustomContext("model", model);
+  benchmark::AddCustomContext("padded_vocab", std::to_string(spec.padded_vocab()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   g_fixture.reset();

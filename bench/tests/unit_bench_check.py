@@ -6,8 +6,10 @@ its rows: exit 0; exactly one row per dtype (fp32, bf16) x unit kind x pass
 the unit has (F for every kind, I for every kind but the embedding, W for
 every kind but attention); each with at least one iteration, a positive
 event time, positive flops and bytes per call, and FLOPs/s and bytes/s equal
-to those over the row's mean time. Exit 0 when all hold, else 1 with a line
-per failure."""
+to those over the row's mean time; the context naming what ran as `run`
+does by default: the vocabulary padded to a multiple of 128, fp32's
+attention naive (cuDNN has no fused fp32 one) and bf16's fused or naive with
+the reason. Exit 0 when all hold, else 1 with a line per failure."""
 import json
 import subprocess
 import sys
@@ -48,6 +50,15 @@ def check(doc):
             elif abs(b.get(rate, 0) - per_call / seconds) > 1e-6 * per_call / seconds:
                 bad.append(f"{name}: {rate} {b.get(rate)}, want {count} / time = "
                            f"{per_call / seconds}")
+    ctx = doc.get("context", {})
+    padded = str(ctx.get("padded_vocab", ""))
+    if not padded.isdigit() or int(padded) % 128:
+        bad.append(f"context: padded_vocab {padded!r}, want a multiple of 128")
+    if not str(ctx.get("attention_fp32", "")).startswith("naive: fp32"):
+        bad.append(f"context: attention_fp32 {ctx.get('attention_fp32')!r}, want naive: fp32 ...")
+    bf16 = str(ctx.get("attention_bf16", ""))
+    if bf16 != "fused" and not (bf16.startswith("naive: ") and len(bf16) > 7):
+        bad.append(f"context: attention_bf16 {bf16!r}, want fused or naive: <why>")
     want = expected_rows()
     bad += [f"{n}: missing" for n in sorted(want - seen.keys())]
     bad += [f"{n}: not a unit kind x pass row" for n in sorted(seen.keys() - want)]
