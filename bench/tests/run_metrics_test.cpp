@@ -263,6 +263,16 @@ TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].options.dtype, "bf16");
   EXPECT_EQ(jobs[1].options.dtype, "fp32");
+
+  // Two paddings of the vocabulary are two works, so two jobs, each with
+  // the padding it recorded (a file written before padding ran unpadded).
+  Result padded = recorded("bf16", "1f1b");
+  padded.config.vocab_padding = VocabPadding{.divisor = 128, .vocab = 512, .padded = 512};
+  const std::vector<RerunJob> by_padding =
+      plan_reruns({{"a.json", padded}, {"b.json", recorded("bf16", "gpipe")}}, given, 2, nullptr);
+  ASSERT_EQ(by_padding.size(), 2u);
+  EXPECT_EQ(by_padding[0].options.vocab_divisor, 128);
+  EXPECT_EQ(by_padding[1].options.vocab_divisor, 1);
 }
 
 TEST(RunOptions, CudaGraphsIsOnOrOffAndOnlyForADeviceBackend) {
