@@ -1330,6 +1330,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     stream = it->second;
     emu::rt().streams.erase(it);
   }
+  {
+    std::lock_guard<std::mutex> lock(stream->m);
+    if (stream->capture) --emu::rt().captures;  // a capture in progress ends with it
+    stream->capture.reset();
+  }
   stream->finish();  // its work completes first, as CUDA lets it
   return emu::ok();
 }
