@@ -4,9 +4,13 @@
 usage: cuda_graphs_check.py DIR EXPECTED_REASON
 
 Every result records --cuda-graphs (config.cuda_graphs) and how its units of
-work reached the device: each action and each chunk's optimizer step of
-every step (--check, warm-up, timed) on every rank counted exactly once,
-all of them eager, for EXPECTED_REASON (the emulator refuses every capture).
+work reached the device, each action and each chunk's optimizer step of
+every step (--check, warm-up, timed) on every rank counted exactly once:
+each chunk's optimizer step captured into a graph at its first step and
+replayed at every later one (its buffers never move: nothing rebuilt), and
+every action eager, for EXPECTED_REASON. Where a result has its trace
+(NAME.trace.json), the replays ran: each rank's timed steps show its update
+kernels (ppb_sgd), the same number in every step.
 Exit 0 when all hold, 1 with one line per failure.
 """
 import json
@@ -14,13 +18,28 @@ import pathlib
 import sys
 
 
-def units_of_work(result):
-    """Actions and optimizer steps the run executed, from its own record."""
+def expected_counts(result):
+    """captured, replayed, rebuilt, eager: from the run's own record."""
     config = result["config"]
     steps = config["iters"] + config["warmup"] + (1 if config.get("check") else 0)
-    per_step = sum(len(stage) for stage in result["timeline"])
-    optimizer = config["stages"] * config["chunks"]  # one per chunk per step (sgd)
-    return steps * (per_step + optimizer) * config.get("data_parallel", 1)
+    actions = sum(len(stage) for stage in result["timeline"])
+    replicas = config.get("data_parallel", 1)
+    chunks = config["stages"] * config["chunks"] * replicas  # one optimizer step each per step
+    return {"captured": chunks, "replayed": (steps - 1) * chunks, "rebuilt": 0,
+            "eager": steps * actions * replicas}
+
+
+def replayed_updates(name, result, trace_path):
+    """Failures of the trace's update kernels: each rank some, as many per timed step."""
+    trace = json.loads(trace_path.read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    per_rank = {rank: 0 for rank in range(result["config"]["stages"])}
+    for e in events:
+        if e.get("cat") == "kernel" and "ppb_sgd" in e.get("name", ""):
+            per_rank[e["pid"]] = per_rank.get(e["pid"], 0) + 1
+    iters = result["config"]["iters"]
+    return [f"{name}: rank {rank}'s trace has {n} update kernels over {iters} timed steps"
+            for rank, n in sorted(per_rank.items()) if n == 0 or n % iters != 0]
 
 
 def main():
@@ -44,17 +63,20 @@ def main():
         if g is None:
             failures.append(f"{name}: no metrics.cuda_graphs")
             continue
-        want = units_of_work(r)
-        total = g["captured"] + g["replayed"] + g["rebuilt"] + g["eager"]
-        if total != want or g["eager"] != want:
-            failures.append(f"{name}: {g} counts {total} units of work, {g['eager']} eager; "
-                            f"the run executed {want}, all eager")
+        want = expected_counts(r)
+        got = {k: g[k] for k in want}
+        if got != want:
+            failures.append(f"{name}: counts {got}, expected {want}")
+        trace = folder / (name[: -len(".json")] + ".trace.json")
+        if trace.exists():
+            failures += replayed_updates(name, r, trace)
         if g["eager_reason"] != reason:
             failures.append(f"{name}: eager_reason {g['eager_reason']!r}, expected {reason!r}")
     for f in failures:
         print(f)
     if not failures:
-        print(f"{len(results)} results: every action and optimizer step eager ({reason})")
+        print(f"{len(results)} results: each optimizer step captured once and replayed, "
+              f"every action eager ({reason})")
     return 1 if failures else 0
 
 

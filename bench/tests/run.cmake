@@ -542,11 +542,14 @@ if(PPB_HAVE_CUDAEMU)
   # cuBLASLt's kernels in the trace), none through the bias and GeLU kernels.
   add_test(NAME emulated_run_cuda_profile_epilogues
     COMMAND bash -c "t=$(cat \"$0\"/*.trace.json) && grep -q ppb_cudaemu_lt_gemm_f32 <<<\"$t\" && ! grep -Eq 'ppb_(bias_fill|gelu_fwd)' <<<\"$t\"" ${dir})
-  # The emulator refuses every CUDA-graph capture: each action and optimizer
-  # step of every step and rank ran eagerly, counted once, and says why.
+  # CUDA graphs on the emulator: each chunk's optimizer step captured at its
+  # first step and replayed at every later one, each action eager, saying
+  # why; every unit of work of every step and rank counted once. The
+  # replayed kernels carry their graph launch's correlation id, so the
+  # device and trace checks above attribute them to the optimizer step.
   add_test(NAME emulated_run_cuda_graphs
     COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_graphs_check.py ${dir}
-            "cudaStreamBeginCapture: the emulator cannot capture graphs")
+            "actions allocate their kept activations per call (not static per micro-batch slot)")
   set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
     emulated_run_cuda_profile_hta emulated_run_cuda_profile_epilogues emulated_run_cuda_graphs
     PROPERTIES

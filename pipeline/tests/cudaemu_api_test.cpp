@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -157,26 +158,6 @@ uint64_t pool_attr(cudaMemPool_t pool, cudaMemPoolAttr attr) {
   uint64_t v = 0;
   EXPECT_EQ(cudaMemPoolGetAttribute(pool, attr, &v), cudaSuccess);
   return v;
-}
-
-TEST_F(CudaEmu, StreamCaptureIsRefusedAndLeavesTheStreamAsItWas) {
-  // No graph capture: the refusal starts nothing, says why, and the stream
-  // still runs work enqueued after it.
-  EXPECT_EQ(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal),
-            cudaErrorStreamCaptureUnsupported);
-  EXPECT_STREQ(cudaGetErrorString(cudaErrorStreamCaptureUnsupported),
-               "the emulator cannot capture graphs");
-  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  EXPECT_EQ(cudaStreamEndCapture(s_, &graph), cudaErrorIllegalState);
-  EXPECT_EQ(graph, nullptr);
-  (void)cudaGetLastError();
-  int* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, sizeof(int)), cudaSuccess);
-  ASSERT_EQ(cudaMemsetAsync(d, 0, sizeof(int), s_), cudaSuccess);
-  EXPECT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
-  EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
 
 TEST_F(CudaEmu, APoolCountsItsUseInStreamOrder) {
@@ -523,6 +504,130 @@ TEST_F(CudaEmu, AKernelComputesWhatItsSourceSays) {
   for (int i = 0; i < n; ++i) EXPECT_EQ(y[i], kmath::gelu(x[i])) << i;
   EXPECT_EQ(cudaFree(dx), cudaSuccess);
   EXPECT_EQ(cudaFree(dy), cudaSuccess);
+}
+
+float read_float(const float* d, cudaStream_t s) {
+  float v = 0;
+  EXPECT_EQ(cudaMemcpyAsync(&v, d, sizeof v, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  return v;
+}
+
+TEST_F(CudaEmu, ACapturedGraphRunsNothingAtCaptureAndItsWorkInOrderAtEachLaunch) {
+  // The optimizer step's shape: set the gradient, the update kernel (which
+  // zeroes it), then copy the weight out; after a memset of the copy.
+  const int n = 300;
+  float* master = upload<float>(std::vector<float>(n, 10.0f));
+  float* ones = upload<float>(std::vector<float>(n, 1.0f));
+  float* grads = upload<float>(std::vector<float>(n, 0.0f));
+  float* snap = upload<float>(std::vector<float>(n, -1.0f));
+  ASSERT_EQ(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EXPECT_EQ(cudaStreamIsCapturing(s_, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  {
+    const float lr = 0.5f;  // the launch's argument array dies here: bound by value
+    ASSERT_EQ(cudaMemsetAsync(snap, 0, n * sizeof(float), s_), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(grads, ones, n * sizeof(float), cudaMemcpyDeviceToDevice, s_),
+              cudaSuccess);
+    cuda::sgd(master, grads, n, lr, cuda::Dtype::kFp32, nullptr, s_);
+    ASSERT_EQ(cudaMemcpyAsync(snap, master, n * sizeof(float), cudaMemcpyDeviceToDevice, s_),
+              cudaSuccess);
+  }
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(s_, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(cudaStreamIsCapturing(s_, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  EXPECT_EQ(read_float(master, s_), 10.0f) << "the capture ran the kernel";
+  EXPECT_EQ(read_float(snap, s_), -1.0f) << "the capture ran the memset";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiateWithFlags(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);  // the exec outlives it
+  // A launch is stream-ordered: behind a closed gate nothing of it runs.
+  Gate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(s_, &Gate::wait, &gate), cudaSuccess);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s_), cudaSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Emulated device memory is host memory: looked at while the gate holds.
+  EXPECT_EQ(master[0], 10.0f) << "a launch ran before the work ahead of it";
+  gate.open = true;
+  // Three launches, each in captured order: master 10 - 3 * 0.5, the copy
+  // after the kernel and after the memset, the gradient zeroed.
+  std::vector<float> w(n), out(n), g(n);
+  ASSERT_EQ(cudaMemcpyAsync(w.data(), master, sizeof(float) * n, cudaMemcpyDeviceToHost, s_),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(out.data(), snap, sizeof(float) * n, cudaMemcpyDeviceToHost, s_),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(g.data(), grads, sizeof(float) * n, cudaMemcpyDeviceToHost, s_),
+            cudaSuccess);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(w[i], 8.5f) << i;
+    EXPECT_EQ(out[i], 8.5f) << i;
+    EXPECT_EQ(g[i], 0.0f) << i;
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, s_), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaErrorInvalidResourceHandle);
+  (void)cudaGetLastError();
+  for (float* p : {master, ones, grads, snap}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+}
+
+TEST_F(CudaEmu, ACallACaptureCannotHoldInvalidatesItAndEndsItWithoutAGraph) {
+  float* d = upload<float>(std::vector<float>(4, 3.0f));
+  float host[4] = {};
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  void* pooled = nullptr;
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  // Each refused call: the error, the capture invalidated (later work on the
+  // stream fails), no graph, and the stream runs eagerly again afterwards.
+  const std::vector<std::pair<std::string, std::function<cudaError_t()>>> refused = {
+      {"synchronous cudaMemcpy", [&] { return cudaMemcpy(host, d, 16, cudaMemcpyDeviceToHost); }},
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(s_); }},
+      {"cudaMallocAsync", [&] { return cudaMallocAsync(&pooled, 64, s_); }},
+      {"cudaEventRecord", [&] { return cudaEventRecord(e, s_); }},
+      {"cudaEventSynchronize", [&] { return cudaEventSynchronize(e); }},
+      {"a copy into pageable memory",
+       [&] { return cudaMemcpyAsync(host, d, 16, cudaMemcpyDeviceToHost, s_); }},
+  };
+  for (const auto& [what, call] : refused) {
+    SCOPED_TRACE(what);
+    ASSERT_EQ(cudaStreamBeginCapture(s_, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    // Another stream, and the legacy stream from another thread, are not the
+    // thread-local capture's business.
+    EXPECT_EQ(cudaMemsetAsync(d, 0, 4, other), cudaSuccess);
+    std::thread([&] {
+      EXPECT_EQ(cudaMemcpy(host, d, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+    }).join();
+    EXPECT_EQ(call(), cudaErrorStreamCaptureUnsupported);
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(cudaStreamIsCapturing(s_, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(cudaMemsetAsync(d, 0, 16, s_), cudaErrorStreamCaptureInvalidated);
+    cudaGraph_t graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(s_, &graph), cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(graph, nullptr);
+    (void)cudaGetLastError();
+    EXPECT_EQ(cudaMemsetAsync(d, 0, 4, s_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  }
+  EXPECT_EQ(pooled, nullptr);
+  // No capture to end, none on the legacy stream, none begun twice.
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s_, &graph), cudaErrorIllegalState);
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal),
+            cudaErrorStreamCaptureUnsupported);
+  ASSERT_EQ(cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(cudaStreamBeginCapture(s_, cudaStreamCaptureModeGlobal), cudaErrorIllegalState);
+  EXPECT_EQ(cudaStreamEndCapture(s_, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);  // empty, as CUDA gives one
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(other), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
 
 TEST_F(CudaEmu, AKernelGivenPageableHostMemoryEndsTheJobNamingTheArgument) {

@@ -193,6 +193,7 @@ CUpti_CallbackId runtime_cbid(const char* function) {
   if (f == "cudaMemcpyAsync") return CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020;
   if (f == "cudaMemset") return CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020;
   if (f == "cudaMemsetAsync") return CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020;
+  if (f == "cudaGraphLaunch") return CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
   return CUPTI_RUNTIME_TRACE_CBID_INVALID;
 }
 

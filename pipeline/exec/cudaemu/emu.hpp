@@ -4,9 +4,11 @@
 // machine without a GPU: put its folder first on LD_LIBRARY_PATH and the
 // process loads these libraries in place of NVIDIA's. Device memory is host
 // memory the emulator allocates and registers, a stream is a worker thread
-// running its operations in order, an event is a completion mark, and a
+// running its operations in order, an event is a completion mark, a
 // kernel runs on its stream's worker, block after block, each thread of a
-// block a fiber (Boost.Context) so that __syncthreads() is a real barrier.
+// block a fiber (Boost.Context) so that __syncthreads() is a real barrier,
+// and a CUDA graph is the list of operations a stream capture recorded,
+// run in that order on the stream it is launched on.
 //
 // It checks what a GPU would only fault on, and says so on stderr, naming
 // the call: a device range outside every allocation (copies, memsets, GEMM

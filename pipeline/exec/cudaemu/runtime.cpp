@@ -108,6 +108,18 @@ struct Device {
 struct Stream;
 struct Event;
 
+// One operation a stream capture recorded: the work (its arguments bound by
+// value at the call) and how activity describes it.
+struct GraphNode {
+  ActivityOp op;
+  std::function<void()> work;
+};
+// A captured graph (cudaGraph_t) or an instantiated one (cudaGraphExec_t):
+// its operations in stream order.
+struct Graph {
+  std::vector<GraphNode> nodes;
+};
+
 // Everything the runtime knows; one per process.
 struct Runtime {
   std::mutex m;
@@ -118,6 +130,9 @@ struct Runtime {
   std::unordered_map<Pool*, std::shared_ptr<Pool>> pool_handles;
   std::unordered_map<Stream*, std::shared_ptr<Stream>> streams;
   std::unordered_map<Event*, std::shared_ptr<Event>> events;
+  std::unordered_map<Graph*, std::shared_ptr<Graph>> graphs;  // cudaGraph_t
+  std::unordered_map<Graph*, std::shared_ptr<Graph>> execs;   // cudaGraphExec_t
+  std::atomic<int> captures{0};                               // streams capturing now
   // Kernels: host stub -> device name; launch handle -> twin.
   std::unordered_map<const void*, std::string> functions;
   std::unordered_map<std::string, Twin> twins;
@@ -197,6 +212,12 @@ struct Stream {
   uint64_t completed = 0;
   bool stop = false;
   std::thread worker;
+  // Stream capture: the graph being recorded (null when none), whether a
+  // refused call invalidated it, its mode and the thread that began it.
+  std::shared_ptr<Graph> capture;
+  bool invalidated = false;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id capturer;
 
   void start() {
     worker = std::thread([this] {
@@ -279,6 +300,50 @@ std::vector<std::shared_ptr<Stream>> all_streams() {
   return out;
 }
 
+// Work enqueued on `stream` while it captures: recorded into its graph
+// when `node` is given, else refused (the emulator cannot record it, or a
+// capture forbids it), which invalidates the capture as CUDA does. Returns
+// false when the stream is not capturing; else true with *rc the call's
+// result.
+bool captured(Stream& stream, GraphNode* node, cudaError_t* rc) {
+  std::lock_guard<std::mutex> lock(stream.m);
+  if (!stream.capture) return false;
+  if (stream.invalidated) {
+    *rc = fail(cudaErrorStreamCaptureInvalidated);
+  } else if (node == nullptr) {
+    stream.invalidated = true;
+    *rc = fail(cudaErrorStreamCaptureUnsupported);
+  } else {
+    stream.capture->nodes.push_back(std::move(*node));
+    *rc = cudaSuccess;
+  }
+  return true;
+}
+bool captured(cudaStream_t s, GraphNode* node, cudaError_t* rc) {
+  if (is_null_stream(s)) return false;
+  const auto stream = find_stream(s);
+  return stream && captured(*stream, node, rc);
+}
+
+// A call that synchronises with the device (a legacy-stream operation,
+// cudaDeviceSynchronize, cudaEventSynchronize) is unsafe while a capture
+// whose mode forbids it is in progress: cudaStreamCaptureModeGlobal on any
+// thread, ThreadLocal on the thread that began it. True when one is (each
+// such capture is invalidated): the call must fail.
+bool capture_forbids_sync() {
+  if (rt().captures.load() == 0) return false;
+  bool forbidden = false;
+  for (auto& s : all_streams()) {
+    std::lock_guard<std::mutex> lock(s->m);
+    if (!s->capture || s->mode == cudaStreamCaptureModeRelaxed) continue;
+    if (s->mode == cudaStreamCaptureModeGlobal || s->capturer == std::this_thread::get_id()) {
+      s->invalidated = true;
+      forbidden = true;
+    }
+  }
+  return forbidden;
+}
+
 // The legacy default stream waits for the blocking streams' work.
 void legacy_sync() {
   for (auto& s : all_streams()) {
@@ -301,15 +366,8 @@ uint64_t realtime_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// enqueue() for a call that issues device work: with activity hooks
-// installed, the operation gets the call's correlation id, its stream's id
-// and device, and its start and end on the stream; the call is reported
-// once the work is enqueued.
-cudaError_t issue(cudaStream_t s, ActivityOp op, const char* function, std::function<void()> work) {
-  const ActivityHooks* h = rt().hooks.load();
-  if (h == nullptr) return enqueue(s, std::move(work));
-  const uint64_t called = realtime_ns();
-  op.correlation = ++rt().correlations;
+// An operation's stream id and device, as activity records name them.
+void stamp(cudaStream_t s, ActivityOp& op) {
   op.stream = kNullStreamId;
   op.device = t_device;
   if (!is_null_stream(s)) {
@@ -318,13 +376,63 @@ cudaError_t issue(cudaStream_t s, ActivityOp op, const char* function, std::func
       op.device = stream->device;
     }
   }
-  const cudaError_t rc = enqueue(s, [op, h, work = std::move(work)]() mutable {
-    op.start_ns = realtime_ns();
-    work();
-    op.end_ns = realtime_ns();
-    if (h->op != nullptr) h->op(op);
-  });
+}
+
+// Runs `work` as the activity operation `op`: its start and end on the
+// stream, then the op hook.
+void run_reported(ActivityOp op, const ActivityHooks* h, const std::function<void()>& work) {
+  op.start_ns = realtime_ns();
+  work();
+  op.end_ns = realtime_ns();
+  if (h->op != nullptr) h->op(op);
+}
+
+// enqueue() for a call that issues device work: with activity hooks
+// installed, the operation gets the call's correlation id, its stream's id
+// and device, and its start and end on the stream; the call is reported
+// once the work is enqueued.
+// On a capturing stream the operation is recorded instead (graph_launch()
+// issues it, under the launch's correlation id).
+cudaError_t issue(cudaStream_t s, ActivityOp op, const char* function, std::function<void()> work) {
+  if (rt().faulted) return fail(cudaErrorLaunchFailure);
+  GraphNode node{op, std::move(work)};
+  if (cudaError_t rc{}; captured(s, &node, &rc)) return rc;
+  work = std::move(node.work);
+  const ActivityHooks* h = rt().hooks.load();
+  if (h == nullptr) return enqueue(s, std::move(work));
+  const uint64_t called = realtime_ns();
+  op.correlation = ++rt().correlations;
+  stamp(s, op);
+  const cudaError_t rc = enqueue(s, [op, h, work = std::move(work)] { run_reported(op, h, work); });
   if (h->api != nullptr) h->api(op.correlation, function, called, realtime_ns());
+  return rc;
+}
+
+// Enqueues one launch of `graph` on s: its operations in their captured
+// order, as one unit of s's work, each reported to the activity hooks under
+// the launch's correlation id (CUPTI's per-kernel records of a graph).
+cudaError_t graph_launch(const std::shared_ptr<Graph>& graph, cudaStream_t s) {
+  const ActivityHooks* h = rt().hooks.load();
+  const uint64_t called = realtime_ns();
+  ActivityOp where;
+  where.correlation = h == nullptr ? 0 : ++rt().correlations;
+  stamp(s, where);
+  const cudaError_t rc = enqueue(s, [graph, h, where] {
+    for (const GraphNode& node : graph->nodes) {
+      if (h == nullptr) {
+        node.work();
+        continue;
+      }
+      ActivityOp op = node.op;
+      op.correlation = where.correlation;
+      op.stream = where.stream;
+      op.device = where.device;
+      run_reported(op, h, node.work);
+    }
+  });
+  if (h != nullptr && h->api != nullptr) {
+    h->api(where.correlation, "cudaGraphLaunch", called, realtime_ns());
+  }
   return rc;
 }
 
@@ -457,6 +565,9 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
   }
   const bool src_pageable = ss == Space::kPageable;
   const bool dst_pageable = ds == Space::kPageable;
+  // A graph cannot hold a copy from or to pageable memory (staged at the
+  // call, or waited for by it).
+  if (cudaError_t rc{}; (src_pageable || dst_pageable) && captured(s, nullptr, &rc)) return rc;
   ActivityOp op;
   op.kind = ActivityOp::Kind::kMemcpy;
   op.bytes = n;
@@ -704,6 +815,7 @@ void refuse_setting(const std::string& what) {
 cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {
   if (rt().faulted) return fail(cudaErrorLaunchFailure);
   if (is_null_stream(s)) {
+    if (capture_forbids_sync()) return fail(cudaErrorStreamCaptureUnsupported);
     legacy_sync();
     op();
     return cudaSuccess;
@@ -713,6 +825,9 @@ cudaError_t enqueue(cudaStream_t s, std::function<void()> op) {
     complain("stream " + hex(s) + " does not exist (destroyed, or never created)");
     return fail(cudaErrorInvalidResourceHandle);
   }
+  // Only issue()'s operations are recorded; anything else enqueued on a
+  // capturing stream is refused.
+  if (cudaError_t rc{}; captured(*stream, nullptr, &rc)) return rc;
   stream->push(std::move(op));
   return cudaSuccess;
 }
@@ -840,6 +955,10 @@ const char* cudaGetErrorName(cudaError_t rc) {
       return "cudaErrorNotSupported";
     case cudaErrorStreamCaptureUnsupported:
       return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread:
+      return "cudaErrorStreamCaptureWrongThread";
     case cudaErrorIllegalState:
       return "cudaErrorIllegalState";
     case cudaErrorInsufficientDriver:
@@ -873,9 +992,13 @@ const char* cudaGetErrorString(cudaError_t rc) {
     case cudaErrorNotSupported:
       return "operation not supported";
     case cudaErrorStreamCaptureUnsupported:
-      return "the emulator cannot capture graphs";
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
     case cudaErrorIllegalState:
-      return "no stream capture is in progress";
+      return "the operation is not permitted in the current state (stream capture)";
     default:
       return "unknown error";
   }
@@ -994,6 +1117,7 @@ cudaError_t cudaDriverGetVersion(int* version) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   emu::sync_everything();
   return emu::ok();
 }
@@ -1153,6 +1277,8 @@ cudaError_t cudaMallocFromPoolAsync(void** p, size_t bytes, cudaMemPool_t pool, 
   if (!emu::is_null_stream(s) && !emu::find_stream(s)) {
     return emu::fail(cudaErrorInvalidResourceHandle);
   }
+  // No graph memory nodes: a capture cannot hold an allocation.
+  if (cudaError_t rc{}; emu::captured(s, nullptr, &rc)) return rc;
   return emu::allocate(p, bytes, Space::kDevice, mp);
 }
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
@@ -1171,6 +1297,7 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t s) {
   if (!emu::is_null_stream(s) && !emu::find_stream(s)) {
     return emu::fail(cudaErrorInvalidResourceHandle);
   }
+  if (cudaError_t rc{}; emu::captured(s, nullptr, &rc)) return rc;
   return emu::allocate(p, bytes, Space::kDevice, pool);
 }
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s) {
@@ -1203,6 +1330,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     stream = it->second;
     emu::rt().streams.erase(it);
   }
+  {
+    std::lock_guard<std::mutex> lock(stream->m);
+    if (stream->capture) --emu::rt().captures;  // a capture in progress ends with it
+    stream->capture.reset();
+  }
   stream->finish();  // its work completes first, as CUDA lets it
   return emu::ok();
 }
@@ -1212,6 +1344,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   } else {
     const auto stream = emu::find_stream(s);
     if (!stream) return emu::fail(cudaErrorInvalidResourceHandle);
+    if (cudaError_t rc{}; emu::captured(*stream, nullptr, &rc)) return rc;
     stream->drain();
   }
   emu::trim_pools();
@@ -1221,6 +1354,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
   if (emu::is_null_stream(s)) return emu::ok();
   const auto stream = emu::find_stream(s);
   if (!stream) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t rc{}; emu::captured(*stream, nullptr, &rc)) return rc;
   if (emu::rt().faulted) return emu::fail(cudaErrorLaunchFailure);
   return stream->idle() ? cudaSuccess : cudaErrorNotReady;
 }
@@ -1238,33 +1372,109 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned /*flags*
   });
 }
 
-// Stream capture and graphs: not emulated. Beginning a capture answers
-// cudaErrorStreamCaptureUnsupported and starts nothing, so that a program
-// falls back to launching its work eagerly (the cuda backend's actions run
-// eagerly and its result says why); with no capture begun, no graph exists
-// for the other calls to act on.
-cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode /*mode*/) {
-  if (!emu::is_null_stream(s) && !emu::find_stream(s)) {
+// Stream capture and graphs. A capturing stream records the operations
+// issued on it (kernel launches with their arguments bound by value,
+// cudaMemcpyAsync between device or pinned memory, cudaMemsetAsync) instead
+// of running them; a graph launch runs them on its stream, in order, as one
+// unit of the stream's work. What the emulator cannot record (events, host
+// functions, stream-ordered allocation, pageable copies, a graph launch) and
+// what a capture forbids (synchronising with its stream, or a legacy-stream
+// or device-wide synchronisation under the Global or ThreadLocal mode) fail
+// with cudaErrorStreamCaptureUnsupported and invalidate the capture: later
+// work on the stream fails with cudaErrorStreamCaptureInvalidated, and
+// cudaStreamEndCapture returns no graph.
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+      mode != cudaStreamCaptureModeRelaxed) {
+    return emu::fail(cudaErrorInvalidValue);
+  }
+  if (emu::is_null_stream(s)) return emu::fail(cudaErrorStreamCaptureUnsupported);
+  const auto stream = emu::find_stream(s);
+  if (!stream) return emu::fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> lock(stream->m);
+  if (stream->capture) return emu::fail(cudaErrorIllegalState);
+  stream->capture = std::make_shared<emu::Graph>();
+  stream->invalidated = false;
+  stream->mode = mode;
+  stream->capturer = std::this_thread::get_id();
+  ++emu::rt().captures;
+  return emu::ok();
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  if (graph == nullptr) return emu::fail(cudaErrorInvalidValue);
+  *graph = nullptr;
+  if (emu::is_null_stream(s)) return emu::fail(cudaErrorIllegalState);
+  const auto stream = emu::find_stream(s);
+  if (!stream) return emu::fail(cudaErrorInvalidResourceHandle);
+  std::shared_ptr<emu::Graph> g;
+  {
+    std::lock_guard<std::mutex> lock(stream->m);
+    if (!stream->capture) return emu::fail(cudaErrorIllegalState);
+    if (stream->mode != cudaStreamCaptureModeRelaxed &&
+        stream->capturer != std::this_thread::get_id()) {
+      return emu::fail(cudaErrorStreamCaptureWrongThread);
+    }
+    g = std::move(stream->capture);
+    stream->capture.reset();
+    --emu::rt().captures;
+    if (stream->invalidated) return emu::fail(cudaErrorStreamCaptureInvalidated);
+  }
+  std::lock_guard<std::mutex> lock(emu::rt().m);
+  emu::rt().graphs[g.get()] = g;
+  *graph = reinterpret_cast<cudaGraph_t>(g.get());
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return emu::fail(cudaErrorInvalidValue);
+  *status = cudaStreamCaptureStatusNone;
+  if (emu::is_null_stream(s)) return emu::ok();
+  const auto stream = emu::find_stream(s);
+  if (!stream) return emu::fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> lock(stream->m);
+  if (stream->capture) {
+    *status =
+        stream->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+  }
+  return emu::ok();
+}
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags) {  // NOLINT(google-runtime-int)
+  if (exec == nullptr || flags != 0) return emu::fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(emu::rt().m);
+  const auto it = emu::rt().graphs.find(reinterpret_cast<emu::Graph*>(graph));
+  if (it == emu::rt().graphs.end()) return emu::fail(cudaErrorInvalidResourceHandle);
+  auto e = std::make_shared<emu::Graph>(*it->second);  // the exec outlives its graph
+  emu::rt().execs[e.get()] = e;
+  *exec = reinterpret_cast<cudaGraphExec_t>(e.get());
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags) {  // NOLINT(google-runtime-int)
+  return cudaGraphInstantiateWithFlags(exec, graph, flags);
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  std::shared_ptr<emu::Graph> e;
+  {
+    std::lock_guard<std::mutex> lock(emu::rt().m);
+    const auto it = emu::rt().execs.find(reinterpret_cast<emu::Graph*>(exec));
+    if (it == emu::rt().execs.end()) return emu::fail(cudaErrorInvalidResourceHandle);
+    e = it->second;
+  }
+  return emu::graph_launch(e, s);
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  std::lock_guard<std::mutex> lock(emu::rt().m);
+  if (emu::rt().execs.erase(reinterpret_cast<emu::Graph*>(exec)) == 0) {
     return emu::fail(cudaErrorInvalidResourceHandle);
   }
-  return emu::fail(cudaErrorStreamCaptureUnsupported);
+  return cudaSuccess;  // a pending launch keeps it alive until it ran
 }
-cudaError_t cudaStreamEndCapture(cudaStream_t /*s*/, cudaGraph_t* /*graph*/) {
-  return emu::fail(cudaErrorIllegalState);
-}
-cudaError_t cudaGraphInstantiateWithFlags(
-    cudaGraphExec_t* /*exec*/, cudaGraph_t /*graph*/,
-    unsigned long long /*flags*/) {  // NOLINT(google-runtime-int)
-  return emu::fail(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaGraphLaunch(cudaGraphExec_t /*exec*/, cudaStream_t /*s*/) {
-  return emu::fail(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaGraphExecDestroy(cudaGraphExec_t /*exec*/) {
-  return emu::fail(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaGraphDestroy(cudaGraph_t /*graph*/) {
-  return emu::fail(cudaErrorInvalidResourceHandle);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  std::lock_guard<std::mutex> lock(emu::rt().m);
+  if (emu::rt().graphs.erase(reinterpret_cast<emu::Graph*>(graph)) == 0) {
+    return emu::fail(cudaErrorInvalidResourceHandle);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user_data) {
@@ -1291,6 +1501,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     emu::complain("cudaEventRecord(" + emu::hex(e) + "): no such event");
     return emu::fail(cudaErrorInvalidResourceHandle);
   }
+  // No event nodes: refused before the record is counted.
+  if (cudaError_t rc{}; emu::captured(s, nullptr, &rc)) return rc;
   uint64_t gen = 0;
   {
     std::lock_guard<std::mutex> lock(event->m);
@@ -1315,6 +1527,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   const auto event = emu::find_event(e);
   if (!event) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   {
     std::unique_lock<std::mutex> lock(event->m);
     const uint64_t target = event->recorded;

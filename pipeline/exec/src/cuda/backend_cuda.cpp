@@ -288,8 +288,8 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   graph_ops_ = std::make_unique<StreamGraphOps>(compute_);
   graphs_ = std::make_unique<cuda::GraphCache>(*graph_ops_, config.cuda_graphs);
   if (config.cuda_graphs) {
-    // Whether this runtime captures at all (the CUDA emulator does not): a
-    // refusal turns graphs off for every action with the runtime's reason.
+    // Whether this runtime captures at all: a refusal turns graphs off for
+    // every action with the runtime's reason.
     if (std::string why = graph_ops_->begin_capture(); !why.empty()) {
       graphs_->disable(why);
     } else {

@@ -16,8 +16,8 @@ struct CudaGraphFigures {
   int64_t rebuilt = 0;   ///< captured again because what the graph reads changed
   int64_t eager = 0;     ///< launched kernel by kernel, without a graph
   /// Why the first eager one ran eagerly ("" when none did): "--cuda-graphs
-  /// off", the runtime's refusal to capture ("cudaStreamBeginCapture: the
-  /// emulator cannot capture graphs"), or what keeps the work from replaying.
+  /// off", the runtime's refusal to capture ("cudaStreamBeginCapture: <the
+  /// runtime's error string>"), or what keeps the work from replaying.
   std::string eager_reason;
 
   friend bool operator==(const CudaGraphFigures&, const CudaGraphFigures&) = default;
