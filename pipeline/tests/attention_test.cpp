@@ -89,14 +89,14 @@ TEST(AttentionRule, AutoFallsBackWithTheReasonFusedIsRefusedNaiveAlwaysRuns) {
   EXPECT_STREQ(attention_name(Attention::kFused), "fused");
 }
 
-// No GPU in CI: the probe says why not, in one line (no device, no CUDA
-// build, or no cuDNN in this build), and never crashes.
-TEST(AttentionProbe, SaysWhyCudnnCannotRunWithoutAGpu) {
-  if (cuda::unusable_reason().empty()) {
-    GTEST_SKIP() << "a CUDA device is usable here: the probe's answer depends on it";
-  }
+// The probe never crashes and answers in at most one line: without a usable
+// GPU (CI) it always says why cuDNN cannot run (no device, no CUDA build, no
+// cuDNN in this build); with one, "" where libcudnn loads, else why not.
+TEST(AttentionProbe, SaysWhyCudnnCannotRunInOneLine) {
   const std::string why = cuda::cudnn_unavailable_reason();
-  EXPECT_FALSE(why.empty());
+  if (!cuda::unusable_reason().empty()) {
+    EXPECT_FALSE(why.empty());
+  }
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
 
