@@ -18,6 +18,7 @@ const char* const kBuiltinReferenceJson = R\"ppbref(@PPB_REFERENCE_TEXT@)ppbref\
 add_library(ppb_reports
   ${CMAKE_CURRENT_SOURCE_DIR}/src/load.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/format.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/fast_paths.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/reference.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/claims.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/stats.cpp

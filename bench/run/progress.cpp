@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli.hpp"
+#include "ppb/reports/fast_paths.hpp"
 
 namespace ppb::run {
 
@@ -44,6 +45,9 @@ std::string progress_line(const ProgressRow& row) {
               fixed(m.bubble_ratio.measured, 2) + " (theory " +
               fixed(m.bubble_ratio.theoretical, 2) + ")  peak " + cli::format_bytes(max_peak(r));
       if (m.check) line += std::string("  check ") + (m.check->passed ? "ok" : "FAILED");
+      if (const std::string paths = reports::fast_paths_line(r); !paths.empty()) {
+        line += "\n    fast paths: " + paths;
+      }
       break;
     }
     case ResultStatus::kOom:

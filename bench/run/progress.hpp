@@ -23,6 +23,9 @@ struct ProgressRow {
 /// "[7/36] 1f1b x balanced M=8  812.4 samples/s  bubble 0.27 (theory 0.27)  peak 143 MiB  check ok"
 /// (check part only with --check; "invalid: <why>", "oom: <why>",
 /// "error: <why>" for the other statuses; "(resumed)" for a skipped one).
+/// A device backend's ok result adds a second, indented line with its fast
+/// paths and each fallback's reason (reports::fast_paths_line):
+/// "    fast paths: attention FELL BACK: naive (fp32: ...); CUDA graphs: ...".
 std::string progress_line(const ProgressRow& row);
 
 /// A fixed-width table, one row per combination: schedule, partition, M,

@@ -78,6 +78,18 @@ RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm) {
   return {first, text.data()};
 }
 
+/// Collective over `comm`: the ranks' fused GEMMs and refusals summed (on
+/// rank 0), with the first refusal of the lowest rank that had one.
+GemmEpilogueFigures sum_gemm_epilogues(const GemmEpilogueFigures& mine, int rank, MPI_Comm comm) {
+  const std::array<int64_t, 2> counts{mine.fused, mine.refused};
+  std::array<int64_t, 2> sum{};
+  PPB_MPI_CHECK(MPI_Reduce(counts.data(), sum.data(), static_cast<int>(counts.size()), MPI_INT64_T,
+                           MPI_SUM, 0, comm));
+  const RankFailure first = first_failure(mine.first_refusal, rank, comm);
+  return {sum[0], sum[1],
+          first.rank < 0 ? "" : "rank " + std::to_string(first.rank) + ": " + first.what};
+}
+
 /// Thrown on every rank at once when a device backend ran out of memory on
 /// one of them: the combination ends as status `oom` and the sweep goes on.
 struct DeviceOom {
@@ -270,6 +282,7 @@ struct Execution {
   std::string device_profiler;             ///< CollectorSet::device_profiler(): "" = none attached
   std::vector<GpuState> gpu_state;         ///< rank 0: the GPUs over the timed steps (NVML)
   std::optional<CudaGraphFigures> graphs;  ///< rank 0, device backends: summed over the ranks
+  std::optional<GemmEpilogueFigures> epilogues;  ///< the same
 };
 
 /// What a combination's phases read of the sweep: this rank's place in the
@@ -578,6 +591,7 @@ void CombinationRun::summarise() {
     PPB_MPI_CHECK(MPI_Reduce(counts.data(), sum.data(), static_cast<int>(counts.size()),
                              MPI_INT64_T, MPI_SUM, 0, ctx_.comm));
     ex_.graphs = CudaGraphFigures{sum[0], sum[1], sum[2], sum[3], mine.eager_reason};
+    ex_.epilogues = sum_gemm_epilogues(device->gemm_epilogues(), ctx_.rank, ctx_.comm);
   }
 }
 
@@ -668,6 +682,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   if (std::isfinite(ex.foreign_cpu)) m.foreign_cpu = ex.foreign_cpu;
   m.gpu_state = ex.gpu_state;
   m.cuda_graphs = ex.graphs;
+  m.gemm_epilogues = ex.epilogues;
   m.spread = spread_figures(fig.step_time_seconds.samples, samples, m.bubble_ratio.samples);
   result.metrics = m;
   result.timeline = fig.timeline;

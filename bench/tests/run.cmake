@@ -539,9 +539,11 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_run_cuda_profile_hta
     COMMAND ${hta_python} ${CMAKE_CURRENT_SOURCE_DIR}/tests/hta_device_check.py --run ${dir})
   # Its linear layers ran as cuBLASLt epilogue GEMMs (the emulated
-  # cuBLASLt's kernels in the trace), none through the bias and GeLU kernels.
+  # cuBLASLt's kernels in the trace), none through the bias and GeLU kernels,
+  # and every result records them (metrics.gemm_epilogues: as many in each
+  # step, none refused).
   add_test(NAME emulated_run_cuda_profile_epilogues
-    COMMAND bash -c "t=$(cat \"$0\"/*.trace.json) && grep -q ppb_cudaemu_lt_gemm_f32 <<<\"$t\" && ! grep -Eq 'ppb_(bias_fill|gelu_fwd)' <<<\"$t\"" ${dir})
+    COMMAND bash -c "t=$(cat \"$0\"/*.trace.json) && grep -q ppb_cudaemu_lt_gemm_f32 <<<\"$t\" && ! grep -Eq 'ppb_(bias_fill|gelu_fwd)' <<<\"$t\" && \"$1\" epilogues \"$0\"" ${dir} $<TARGET_FILE:run_results_check>)
   # CUDA graphs on the emulator: each chunk's optimizer step captured at its
   # first step and replayed at every later one, each action eager, saying
   # why; every unit of work of every step and rank counted once. The

@@ -452,6 +452,51 @@ TEST(RunProgress, LineReadsLikeTheIssue) {
   EXPECT_NE(table.find("invalid"), std::string::npos);
 }
 
+// A cuda result says under its progress line which fast paths ran and why
+// each fallback fell back; a cpu result has no such line.
+TEST(RunProgress, DeviceResultsSayWhichFastPathsRan) {
+  ProgressRow row;
+  row.total = 2;
+  row.label = "1f1b x layer M=4";
+  row.result.config.backend = "cuda";
+  row.result.config.attention = "naive";
+  row.result.config.attention_reason = "fp32: cuDNN has no fused flash attention for fp32";
+  ResultMetrics m;
+  m.samples_per_second = 100;
+  m.peak_memory_bytes.per_stage = {1 << 20};
+  m.cuda_graphs = CudaGraphFigures{.captured = 2,
+                                   .replayed = 10,
+                                   .rebuilt = 0,
+                                   .eager = 48,
+                                   .eager_reason = "--cuda-graphs off"};
+  m.gemm_epilogues = GemmEpilogueFigures{
+      .fused = 96,
+      .refused = 8,
+      .first_refusal =
+          "rank 1: bias + GeLU GEMM 2 x 12 x 3 fp32: cublasLtMatmulAlgoGetHeuristic: "
+          "CUBLAS_STATUS_NOT_SUPPORTED"};
+  row.result.metrics = m;
+  const std::string line = progress_line(row);
+  ASSERT_NE(line.find('\n'), std::string::npos) << line;
+  EXPECT_EQ(
+      line.substr(line.find('\n')),
+      "\n    fast paths: attention FELL BACK: naive (fp32: cuDNN has no fused flash attention "
+      "for fp32); CUDA graphs FELL BACK: 2 captured, 10 replayed, 48 eager (--cuda-graphs "
+      "off); GEMM epilogues FELL BACK: 96 fused, 8 refused (rank 1: bias + GeLU GEMM 2 x 12 "
+      "x 3 fp32: cublasLtMatmulAlgoGetHeuristic: CUBLAS_STATUS_NOT_SUPPORTED)");
+  row.result.config.attention = "fused";
+  row.result.config.attention_reason = "";
+  row.result.metrics->cuda_graphs =
+      CudaGraphFigures{.captured = 2, .replayed = 58, .rebuilt = 0, .eager = 0, .eager_reason = ""};
+  row.result.metrics->gemm_epilogues =
+      GemmEpilogueFigures{.fused = 104, .refused = 0, .first_refusal = ""};
+  EXPECT_EQ(progress_line(row).substr(progress_line(row).find('\n')),
+            "\n    fast paths: attention: fused; CUDA graphs: 2 captured, 58 replayed; GEMM "
+            "epilogues: 104 fused");
+  row.result.config.backend = "cpu";
+  EXPECT_EQ(progress_line(row).find('\n'), std::string::npos);
+}
+
 TEST(RankRecord, PackAndUnpackKeepEveryField) {
   RankRecord r;
   RankStep st;

@@ -16,6 +16,10 @@
 //                                         compute action attributed; |device bubble - the
 //                                         events' bubble| <= TOL; with a trace, kernels on
 //                                         every stage's device tracks
+//   run_results_check epilogues DIR       a device backend: each ok result records its GEMM
+//                                         epilogues, some fused, as many in every step (a
+//                                         multiple of --check + warm-up + timed steps), none
+//                                         refused and no refusal reason
 //   run_results_check guard DIR           with --memory-budget: adaptive's measured peak
 //                                         <= guard x budget (and its guard acted), async-1f1b's
 //                                         (same N) above it; gpipe ended with status oom
@@ -294,6 +298,26 @@ int main(int argc, char** argv) {
       }
       std::printf("%-48s attention %s (%s)\n", name.c_str(), r.config.attention.c_str(),
                   r.config.attention_reason.c_str());
+    }
+  } else if (mode == "epilogues") {
+    for (const auto& [name, r] : results) {
+      if (r.status != ppb::ResultStatus::kOk || !r.metrics->gemm_epilogues) {
+        fail(name, "no metrics.gemm_epilogues (status " +
+                       std::string(ppb::result_status_name(r.status)) + ")");
+        continue;
+      }
+      const ppb::GemmEpilogueFigures& g = *r.metrics->gemm_epilogues;
+      const auto steps = static_cast<int64_t>(r.metrics->step_time_seconds.samples.size()) +
+                         r.config.warmup + (r.config.check ? 1 : 0);
+      if (g.fused <= 0 || g.fused % steps != 0) {
+        fail(name, std::to_string(g.fused) + " epilogue GEMMs over " + std::to_string(steps) +
+                       " steps: expected as many > 0 in each");
+      }
+      if (g.refused != 0 || !g.first_refusal.empty())
+        fail(name, std::to_string(g.refused) + " refused: " + g.first_refusal);
+      std::printf("%-48s %lld epilogue GEMMs over %lld steps, %lld refused\n", name.c_str(),
+                  static_cast<long long>(g.fused), static_cast<long long>(steps),
+                  static_cast<long long>(g.refused));
     }
   } else if (mode == "bubble") {
     const double tol = argc > 3 ? std::atof(argv[3]) : 0.02;

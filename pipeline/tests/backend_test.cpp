@@ -148,7 +148,13 @@ TEST_P(BackendCapabilities, OfferedAsItsRegistryEntrySays) {
     EXPECT_EQ(g.captured + g.replayed + g.rebuilt + g.eager, 3);
     EXPECT_GE(g.eager, 2);
     EXPECT_NE(g.eager_reason, "");
+    // F's and B's linear layers: their bias, GeLU and bias gradient folded
+    // into cuBLASLt GEMMs or refused, each counted.
+    const GemmEpilogueFigures e = device->gemm_epilogues();
+    EXPECT_GT(e.fused + e.refused, 0);
+    EXPECT_EQ(e.refused == 0, e.first_refusal.empty()) << e.first_refusal;
     if (testing::emulator_required()) {  // the emulator captures: the step's first graph
+      EXPECT_EQ(e.refused, 0) << e.first_refusal;
       EXPECT_EQ(g.captured, 1);
       EXPECT_EQ(g.eager, 2);
       EXPECT_EQ(g.eager_reason,

@@ -456,6 +456,7 @@ TEST_F(CudaEmu, CublasLtEpiloguesComputeTheirRowMajorDefinitions) {
     }
     EXPECT_EQ(blas.epilogue_gemms(), 6);
     EXPECT_EQ(blas.epilogue_refusals(), 0);
+    EXPECT_EQ(blas.first_epilogue_refusal(), "");
   }
   EXPECT_EQ(cudaFree(ws), cudaSuccess);
 }
@@ -483,6 +484,9 @@ TEST_F(CudaEmu, ACublasLtEpilogueWithoutAnAlgorithmIsRefusedAndLeavesCUntouched)
     }
     EXPECT_EQ(blas.epilogue_refusals(), 2);
     EXPECT_EQ(blas.epilogue_gemms(), 0);
+    EXPECT_EQ(blas.first_epilogue_refusal(),
+              "bias + GeLU GEMM 2 x 12 x 3 fp32: cublasLtMatmulAlgoGetHeuristic: "
+              "CUBLAS_STATUS_NOT_SUPPORTED");
     for (float v : download(y, cuda::Dtype::kFp32, size_t(t) * out, s_)) EXPECT_EQ(v, 5.0f);
     for (float* p : {x, w, bias, y, aux}) EXPECT_EQ(cudaFree(p), cudaSuccess);
   }

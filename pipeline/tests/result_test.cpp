@@ -569,6 +569,36 @@ TEST(ResultSchema, GpuStateRoundTripsIsAbsentWhenNotSampledAndIsChecked) {
   EXPECT_EQ(error_of(bad), "r.json: field 'metrics.gpu_state[0].samples': expected >= 0, got -1");
 }
 
+// A device backend's fused GEMMs (metrics.gemm_epilogues): written, read
+// back, a negative count named; a file written before the field has none
+// and writes back byte for byte without it.
+TEST(ResultSchema, GemmEpiloguesRoundTripAreCheckedAndOlderFilesLoad) {
+  Result r = full_result();
+  EXPECT_FALSE(result_to_json(r).at("metrics").as_object().contains("gemm_epilogues"));
+  r.metrics->gemm_epilogues = GemmEpilogueFigures{
+      .fused = 96,
+      .refused = 8,
+      .first_refusal = "rank 1: bias + GeLU GEMM 2 x 12 x 3 fp32: cuBLASLt has no algorithm"};
+  json::value doc = result_to_json(r);
+  const json::object& g = find_path(doc, "metrics.gemm_epilogues")->as_object();
+  EXPECT_EQ(g.at("epilogue_gemms").as_int64(), 96);
+  EXPECT_EQ(g.at("refusals").as_int64(), 8);
+  EXPECT_EQ(g.at("first_refusal").as_string(), r.metrics->gemm_epilogues->first_refusal);
+  EXPECT_EQ(result_from_json(doc, "r.json").metrics->gemm_epilogues, r.metrics->gemm_epilogues);
+  expect_same(r, result_from_json(doc, "r.json"));
+
+  json::value bad = doc;
+  find_path(bad, "metrics.gemm_epilogues")->as_object()["refusals"] = -1;
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.gemm_epilogues.refusals': expected >= 0, got -1");
+
+  json::value old = doc;
+  erase_path(old, "metrics.gemm_epilogues");
+  const Result back = result_from_json(old, "old.json");
+  EXPECT_FALSE(back.metrics->gemm_epilogues.has_value());
+  EXPECT_EQ(json::serialize(result_to_json(back)), json::serialize(old));
+}
+
 TEST(ResultSchema, UnknownFieldsAndOptionalOnesAreAccepted) {
   json::value doc = result_to_json(full_result());
   doc.as_object()["future_field"] = json::object{{"x", 1}};

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/stats.hpp"
@@ -32,7 +33,7 @@ th { background: #eef1f5; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 9px; font-size: 12px; font-weight: bold; white-space: nowrap; }
 .consistent, .pass { background: #dff0d8; color: #2b6b2b; }
-.inconsistent, .regressed, .error { background: #f8d7da; color: #8a1f28; }
+.inconsistent, .regressed, .error, .fell-back { background: #f8d7da; color: #8a1f28; }
 .not-measurable, .new, .missing, .oom, .invalid, .excluded { background: #eee; color: #555; }
 .improved { background: #d6e9f8; color: #1f4e79; }
 .undecidable { background: #fff3cd; color: #7a5b00; }
@@ -343,6 +344,30 @@ void section_device(std::ostringstream& h, const GroupView& g) {
       << td_num(format_fixed(1e3 * mean_finite(d.communication_seconds_per_stage), 3))
       << td_num(format_fixed(1e3 * mean_finite(d.overlap_seconds_per_stage), 3)) << td(per)
       << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+// Whether a device backend's work took its fast paths, and why not where
+// it fell back (fast_paths.hpp); only when the group has such results.
+void section_fast_paths(std::ostringstream& h, const GroupView& g) {
+  const std::vector<const ResultEntry*> rows = fast_path_entries(g);
+  if (rows.empty()) return;
+  h << "<h3>Fast paths: " << esc(g.work) << "</h3>\n";
+  h << "<p class=\"note\"><b>attention</b>: cuDNN's fused attention or the naive kernels; "
+       "<b>CUDA graphs</b>: the units of work of every step and rank, captured, replayed, rebuilt "
+       "or eager; <b>GEMM epilogues</b>: GEMMs with their bias, GeLU or bias gradient fused by "
+       "cuBLASLt, and those it refused. A fallback is work that ran the slow way, with why.</p>\n";
+  h << "<table><tr><th>combination</th><th>attention</th><th>CUDA graphs</th>"
+       "<th>GEMM epilogues</th></tr>\n";
+  for (const ResultEntry* e : rows) {
+    h << "<tr>" << td(e->label);
+    for (const FastPath& p : fast_paths(e->result)) {
+      h << "<td>"
+        << (p.outcome == FastPathOutcome::kFellBack ? badge("fell back", "fell-back") + " " : "")
+        << esc(p.text) << "</td>";
+    }
+    h << "</tr>\n";
   }
   h << "</table>\n";
 }
@@ -708,6 +733,7 @@ std::string write_html(const ReportModel& m) {
     section_memory(h, g);
     section_bubbles(h, g);
     section_device(h, g);
+    section_fast_paths(h, g);
     section_allreduce(h, g);
     section_gantt(h, g);
   }

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/stats.hpp"
@@ -54,6 +55,28 @@ void device_section(std::ostringstream& md, const GroupView& g) {
        << format_fixed(1e3 * mean_finite(d.compute_seconds_per_stage), 3) << " | "
        << format_fixed(1e3 * mean_finite(d.communication_seconds_per_stage), 3) << " | "
        << format_fixed(1e3 * mean_finite(d.overlap_seconds_per_stage), 3) << " | " << per << " |\n";
+  }
+  md << "\n";
+}
+
+// Whether a device backend's work took its fast paths, and why not where
+// it fell back (fast_paths.hpp).
+void fast_paths_section(std::ostringstream& md, const GroupView& g) {
+  const std::vector<const ResultEntry*> rows = fast_path_entries(g);
+  if (rows.empty()) return;
+  md << "### Fast paths: " << cell(g.work) << "\n\n"
+     << "cuDNN's fused attention; CUDA graphs (units of work of every step and rank: captured, "
+        "replayed, rebuilt, eager); cuBLASLt GEMM epilogues (GEMMs with their bias, GeLU or bias "
+        "gradient fused, and those cuBLASLt refused). **fell back** marks work that ran the slow "
+        "way, with why.\n\n"
+     << "| combination | attention | CUDA graphs | GEMM epilogues |\n|---|---|---|---|\n";
+  for (const ResultEntry* e : rows) {
+    md << "| " << cell(e->label);
+    for (const FastPath& p : fast_paths(e->result)) {
+      md << " | " << (p.outcome == FastPathOutcome::kFellBack ? "**fell back:** " : "")
+         << cell(p.text);
+    }
+    md << " |\n";
   }
   md << "\n";
 }
@@ -268,6 +291,7 @@ std::string write_markdown(const ReportModel& model) {
     }
     md << "\n";
     device_section(md, g);
+    fast_paths_section(md, g);
     allreduce_section(md, g);
   }
   for (const GroupView& g : model.groups) claims_section(md, model, g);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/plan.hpp"
 
@@ -449,6 +450,14 @@ std::string stages_text(const ResultConfig& config) {
   return config.data_parallel > 1
              ? std::to_string(config.stages) + " x " + std::to_string(config.data_parallel)
              : std::to_string(config.stages);
+}
+
+std::vector<const ResultEntry*> fast_path_entries(const GroupView& group) {
+  std::vector<const ResultEntry*> rows;
+  for (const ResultEntry* e : group.entries) {
+    if (!fast_paths(e->result).empty()) rows.push_back(e);
+  }
+  return rows;
 }
 
 std::vector<const ResultEntry*> device_entries(const GroupView& group) {

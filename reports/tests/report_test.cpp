@@ -234,6 +234,70 @@ TEST(ReportDevice, DeviceFiguresBesideTheHostBubbleOnlyWhenPresent) {
   EXPECT_NE(md.find("(cupti attached)"), std::string::npos) << md;
 }
 
+// A cuda result's fast paths, each fallback flagged with its reason, in
+// both writers; a cpu result has no such section.
+TEST(ReportDevice, FastPathsOfCudaResultsShowEachFallbackAndWhy) {
+  const std::string plain = write_sweep(fresh_dir("plain-paths"), {FixtureSpec{}});
+  EXPECT_EQ(write_markdown(model_of(plain)).find("Fast paths"), std::string::npos);
+  EXPECT_EQ(write_html(model_of(plain)).find("Fast paths"), std::string::npos);
+
+  Result slow = testing::make_fixture(FixtureSpec{});
+  slow.config.backend = "cuda";
+  slow.config.attention = "naive";
+  slow.config.attention_reason = "the CUDA emulator has no cuDNN";
+  slow.metrics->cuda_graphs = CudaGraphFigures{.captured = 4,
+                                               .replayed = 20,
+                                               .rebuilt = 0,
+                                               .eager = 96,
+                                               .eager_reason = "--cuda-graphs off"};
+  slow.metrics->gemm_epilogues = GemmEpilogueFigures{
+      .fused = 90, .refused = 6, .first_refusal = "rank 1: bias GEMM 2 x 12 x 3 fp32: refused"};
+  Result fast = slow;
+  fast.config.microbatches = 4;
+  fast.config.attention = "fused";
+  fast.config.attention_reason = "";
+  fast.metrics->cuda_graphs = CudaGraphFigures{
+      .captured = 4, .replayed = 116, .rebuilt = 0, .eager = 0, .eager_reason = ""};
+  fast.metrics->gemm_epilogues =
+      GemmEpilogueFigures{.fused = 96, .refused = 0, .first_refusal = ""};
+  Result old = slow;  // a cuda result written before the fields
+  old.config.microbatches = 16;
+  old.config.attention = "";
+  old.config.attention_reason = "";
+  old.metrics->cuda_graphs.reset();
+  old.metrics->gemm_epilogues.reset();
+  const std::string dir = fresh_dir("fast-paths");
+  write_result_file(dir + "/slow.json", slow);
+  write_result_file(dir + "/fast.json", fast);
+  write_result_file(dir + "/old.json", old);
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(fast_path_entries(m.groups.at(0)).size(), 3u);
+
+  const std::string md = write_markdown(m);
+  const std::string head = "### Fast paths: " + m.groups.at(0).work + "\n";
+  EXPECT_NE(md.find(head), std::string::npos) << md;
+  EXPECT_NE(md.find(" | **fell back:** naive (the CUDA emulator has no cuDNN) | **fell back:** 4 "
+                    "captured, 20 replayed, 96 eager (--cuda-graphs off) | **fell back:** 90 "
+                    "fused, 6 refused (rank 1: bias GEMM 2 x 12 x 3 fp32: refused) |\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find(" | fused | 4 captured, 116 replayed | 96 fused |\n"), std::string::npos) << md;
+  EXPECT_NE(
+      md.find(" | **fell back:** naive (reason not recorded) | not recorded | not recorded |"),
+      std::string::npos)
+      << md;
+
+  const std::string html = write_html(m);
+  EXPECT_NE(html.find("<h3>Fast paths: "), std::string::npos);
+  EXPECT_NE(html.find("<td><span class=\"badge fell-back\">fell back</span> naive (the CUDA "
+                      "emulator has no cuDNN)</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<td>fused</td><td>4 captured, 116 replayed</td><td>96 fused</td>"),
+            std::string::npos)
+      << html;
+}
+
 // ------------------------------------------------------------- bad input --
 
 TEST(ReportInput, EveryMalformedResultExits2NamingFileAndField) {

@@ -263,6 +263,13 @@ void fields(V& v, G& x) {
   v.required("eager_reason", x.eager_reason);
 }
 
+template <class V, Is<GemmEpilogueFigures> G>
+void fields(V& v, G& x) {
+  v.required("epilogue_gemms", x.fused, 0);
+  v.required("refusals", x.refused, 0);
+  v.required("first_refusal", x.first_refusal);
+}
+
 template <class V, Is<MemoryGuardFigures> G>
 void fields(V& v, G& x) {
   v.required("actions", x.actions);
@@ -382,6 +389,7 @@ void fields(V& v, M& m) {
   // nothing was sampled.
   v.optional_if_any("gpu_state", m.gpu_state);
   v.optional("cuda_graphs", m.cuda_graphs);
+  v.optional("gemm_epilogues", m.gemm_epilogues);
 }
 
 // ------------------------------------------------ values of the field types --

@@ -191,6 +191,9 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   void reset_device_peak() override { pool_->reset_high(); }
   std::string out_of_memory() const override { return oom_; }
   CudaGraphFigures graphs() const override;
+  GemmEpilogueFigures gemm_epilogues() const override {
+    return {blas_->epilogue_gemms(), blas_->epilogue_refusals(), blas_->first_epilogue_refusal()};
+  }
 
  private:
   struct Pending {

@@ -28,6 +28,20 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::kBias:
+      return "bias";
+    case Epilogue::kGeluAuxBias:
+      return "bias + GeLU";
+    case Epilogue::kBiasGradB:
+      return "bias gradient";
+  }
+  return "?";
+}
+
+const char* dtype_text(Dtype dt) { return dt == Dtype::kFp32 ? "fp32" : "bf16"; }
+
 // The largest power of two (up to 256) dividing p's address: what
 // cuBLASLt's choice of kernel depends on.
 int64_t alignment(const void* p) {
@@ -75,8 +89,10 @@ class LtCall {
     }
   }
 
-  // The heuristic's first algorithm within the workspace, if any.
-  std::optional<cublasLtMatmulAlgo_t> algorithm(cublasLtHandle_t lt, size_t workspace) const {
+  // The heuristic's first algorithm within the workspace, if any; else
+  // *why says what the heuristic answered.
+  std::optional<cublasLtMatmulAlgo_t> algorithm(cublasLtHandle_t lt, size_t workspace,
+                                                std::string* why) const {
     cublasLtMatmulPreference_t pref = nullptr;
     PPB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t limit = workspace;
@@ -89,7 +105,18 @@ class LtCall {
     const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(lt, desc_, lt_a_, lt_b_, lt_c_, lt_c_,
                                                              pref, 1, &result, &found);
     (void)cublasLtMatmulPreferenceDestroy(pref);
-    if (rc != CUBLAS_STATUS_SUCCESS || found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+    if (rc != CUBLAS_STATUS_SUCCESS) {
+      *why = std::string("cublasLtMatmulAlgoGetHeuristic: ") + cublasGetStatusName(rc);
+      return std::nullopt;
+    }
+    if (found < 1) {
+      *why = "cublasLtMatmulAlgoGetHeuristic found no algorithm within the " +
+             std::to_string(workspace) + "-byte workspace";
+      return std::nullopt;
+    }
+    if (result.state != CUBLAS_STATUS_SUCCESS) {
+      *why = std::string("cublasLtMatmulAlgoGetHeuristic: its algorithm's state is ") +
+             cublasGetStatusName(result.state);
       return std::nullopt;
     }
     return result.algo;
@@ -196,7 +223,14 @@ bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operan
   if (it == lt_plans_.end()) {
     auto plan = std::unique_ptr<LtPlan>(
         new LtPlan{LtCall(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue), {}});
-    plan->algo = plan->call.algorithm(lt_, workspace_bytes_);
+    std::string why;
+    plan->algo = plan->call.algorithm(lt_, workspace_bytes_, &why);
+    if (!plan->algo && first_refusal_.empty()) {
+      first_refusal_ = std::string(epilogue_name(epilogue.kind)) + " GEMM " + std::to_string(m) +
+                       " x " + std::to_string(n) + " x " + std::to_string(k) + " " +
+                       dtype_text(ab) +
+                       (c_type == ab ? "" : std::string(" -> ") + dtype_text(c_type)) + ": " + why;
+    }
     it = lt_plans_.emplace(key, std::move(plan)).first;
   }
   LtPlan& plan = *it->second;

@@ -36,6 +36,7 @@
 
 #include "ppb/pipeline/action.hpp"
 #include "ppb/pipeline/cuda_graphs.hpp"
+#include "ppb/pipeline/gemm_epilogues.hpp"
 #include "ppb/pipeline/gpu_state.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/schedule.hpp"
@@ -416,6 +417,10 @@ struct ResultMetrics {
   /// or eager), summed over the ranks, with rank 0's eager reason; absent
   /// for other backends and in files written before it.
   std::optional<CudaGraphFigures> cuda_graphs;
+  /// optional: a device backend's GEMMs with a cuBLASLt epilogue and those
+  /// cuBLASLt refused, over the same steps as cuda_graphs, summed over the
+  /// ranks; absent for other backends and in files written before it.
+  std::optional<GemmEpilogueFigures> gemm_epilogues;
 
   friend bool operator==(const ResultMetrics&, const ResultMetrics&) = default;
 };

@@ -67,6 +67,10 @@ std::string group_title(const GroupView& group);
 /// (metrics.device), in the group's order.
 std::vector<const ResultEntry*> device_entries(const GroupView& group);
 
+/// The group's results whose fast paths are recorded (fast_paths.hpp: a
+/// device backend's results with status ok), in the group's order.
+std::vector<const ResultEntry*> fast_path_entries(const GroupView& group);
+
 /// The group's results with status ok that carry data-parallel all-reduce
 /// figures (metrics.allreduce), in the group's order (sorted by P, then D).
 std::vector<const ResultEntry*> allreduce_entries(const GroupView& group);

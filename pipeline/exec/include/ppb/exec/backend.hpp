@@ -83,6 +83,7 @@
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/cuda_graphs.hpp"
 #include "ppb/pipeline/device.hpp"
+#include "ppb/pipeline/gemm_epilogues.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
 
@@ -342,6 +343,9 @@ class DeviceAccess {
   virtual std::string out_of_memory() const = 0;
   /// What ran from CUDA graphs and what eagerly since the backend was made.
   virtual CudaGraphFigures graphs() const = 0;
+  /// The GEMMs that ran with a cuBLASLt epilogue and those cuBLASLt refused
+  /// since the backend was made, with the first refusal's reason.
+  virtual GemmEpilogueFigures gemm_epilogues() const = 0;
 
  protected:
   ~DeviceAccess() = default;
