@@ -4,7 +4,9 @@ whole (every judge, executor, condition and template variable exists), the
 budget cuts and never passes a step, the summary's result and exit status,
 ctest's test properties captured and placed again, the pass rules on real
 H200 result files (reports/tests/data/h200) and on pipebench.gemm/1,
-p2p-device/1, torch-peer/1 and plan --validate documents.
+p2p-device/1, torch-peer/1 and plan --validate documents; the steps
+PPB_GPU_CHECK_STEPS selects, --list, and the nights step's rule on
+synthetic reports (JUnit), plan --validate, health and gemm documents.
 
 usage: python3 -m unittest gpu_check_test   (from bench/tests), or run it.
 """
