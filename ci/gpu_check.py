@@ -18,7 +18,17 @@ Exit 0 when nothing failed or was cut (skips are not failures), 1 otherwise,
 2 on bad settings.
 
 Settings (environment): OUT (default out/gpu-check); PPB_GPU_CHECK_SECONDS
-caps the whole run (450); PPB_GPU_CHECK_BUILD=DIR uses that build tree;
+caps the whole run (450); PPB_GPU_CHECK_STEPS=name,name,... runs only those
+steps (the names of STEPS in any case, a space, dash or underscore alike:
+"gpu-tests,sweep-p=2"; an unknown one is exit 2 naming it; the others are
+SKIP "not selected (PPB_GPU_CHECK_STEPS)", and a step whose inputs another
+step makes skips saying so when that one is not selected); without it
+every step but `nights` runs. `nights` (two GPU nights of ci/suite, night
+2 gated against night 1, a planted night gated against both, plan
+--validate on them, the health probe beside ppb_gemm_bench: several
+minutes) runs only when named: PPB_GPU_CHECK_STEPS=nights
+PPB_GPU_CHECK_SECONDS=540 on a lease of its own, or with gemm for the
+probe's comparison; PPB_GPU_CHECK_BUILD=DIR uses that build tree;
 PPB_GPU_CHECK_BACKEND=cpu rehearses the sweeps, memory and dp steps on the
 cpu backend (the test gpu_check_rehearsal); PPB_GPU_CHECK_EMULATED=DIR runs
 the cuda steps on pipebench's CUDA emulator in DIR (a build's cudaemu/; the
@@ -28,6 +38,10 @@ PPB_GPU_CHECK_BUBBLE_MODEL (gpt-small) the models; PPB_GPU_CHECK_ARCHIVE=
 FILE.tar.gz also packs $OUT into that file; PPB_GPU_BUNDLE_DIR where the
 bundle unpacks (/tmp/pipebench-gpu). Relative paths are relative to the
 repository root.
+
+`gpu_check.py --list` prints the steps as PPB_GPU_CHECK_STEPS names them,
+whether each runs by default and with PPB_GPU_CHECK_STEPS as set, and its
+time limit (no GPU, no build needed).
 
 `gpu_check.py --capture-tests BUILD_DIR FILE` writes BUILD_DIR's gpu-labelled
 tests (from `ctest --show-only=json-v1`) as a relocatable list (schema
@@ -47,10 +61,12 @@ import re
 import shutil
 import signal
 import site
+import statistics
 import subprocess
 import sys
 import tarfile
 import time
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Callable
 
@@ -113,6 +129,35 @@ class Step:
     what: str = ""
     execute: str = "commands"
     judge_failures: bool = False
+    default: bool = True  # run unless PPB_GPU_CHECK_STEPS names others
+
+
+NOT_SELECTED = "not selected (PPB_GPU_CHECK_STEPS)"
+
+
+def step_key(name):
+    """How a step is named in PPB_GPU_CHECK_STEPS: any case, a run of
+    spaces, dashes or underscores alike ("sweep P=2" = "sweep-p=2")."""
+    return re.sub(r"[\s_-]+", "-", name.strip().lower())
+
+
+def parse_selection(text, steps):
+    """The names of the steps PPB_GPU_CHECK_STEPS selects ("gpu-tests,
+    sweep-p=2"), or None when it is empty (the default steps run). Raises
+    UsageError naming an unknown step and listing the known ones."""
+    if not text or not text.strip():
+        return None
+    names = {step_key(s.name): s.name for s in steps}
+    chosen = set()
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key = step_key(item)
+        if key not in names:
+            raise UsageError("PPB_GPU_CHECK_STEPS: no step '%s' (the steps: %s)" % (
+                item.strip(), ", ".join(dict.fromkeys(names))))
+        chosen.add(names[key])
+    return chosen or None
 
 
 def mpirun(ranks):
@@ -134,12 +179,17 @@ def sweep_step(p):
         skip=(("no_backend", "no usable {be} backend in this build: {why_backend}"),))
 
 
+# The schedules the bubble steps compare, and the nights sweep unless
+# PPB_GPU_CHECK_SCHEDULES names others.
+BUBBLE_SCHEDULES = "1f1b,gpipe,zb-h1,interleaved-1f1b,zb-v"
+
+
 def bubble_step(p):
     return Step(
         f"bubble P={p}", "results", vars={"P": p, "M": 2 * p}, args={"bubble_within": 0.02},
         runs=(Run("bubble-P{P}", mpirun("{P}") + (
             "{pb}", "run", "--backend", "cuda", "--model", "{bubble_model}",
-            "--schedule", "1f1b,gpipe,zb-h1,interleaved-1f1b,zb-v", "--partition", "layer",
+            "--schedule", BUBBLE_SCHEDULES, "--partition", "layer",
             "--microbatches", "{M}", "--iters", "4", "--warmup", "1", "--profile", "cupti",
             "--trace", "--timeout", "60", "--out", "{out}/bubble-P{P}"), limit=90,
             fresh="bubble-P{P}"),),
@@ -210,6 +260,36 @@ def torch_peer_step():
               ("no_torch", "no torch in {python}: PyTorch is the peer")))
 
 
+def nights_step():
+    """Two GPU nights of ci/suite and a planted one, as a user runs them on
+    a bare GPU machine (README, "GPU nights"): night 1, night 2 gated
+    against it, a night with stage 1 planted slower (outside nights/, as
+    the README keeps it) gated against both, `plan --validate` over the
+    two nights' cuda results. Not a default step: the nights take a lease
+    of their own (PPB_GPU_CHECK_STEPS=nights)."""
+    suite = ("env", "-u", "PPB_BASELINE", "-u", "PPB_PLANT_CUDA", "{nights_env}")
+    return Step(
+        "nights", "nights", default=False, judge_failures=True,
+        runs=(Run("nights-1", suite + ("PPB_RESULTS={out}/nights/1", "bash", "{suite}"),
+                  limit=150, fresh="nights"),
+              Run("nights-2", suite + ("PPB_RESULTS={out}/nights/2", "bash", "{suite}",
+                                       "--baseline", "{out}/nights/1"), limit=150),
+              Run("nights-planted", suite + (
+                  "PPB_RESULTS={out}/nights-planted", "PPB_PLANT_CUDA={plant}", "bash", "{suite}",
+                  "--baseline", "{out}/nights/1", "--baseline", "{out}/nights/2"),
+                  limit=210, fresh="nights-planted"),
+              Run("nights-validate", ("{pb}", "plan", "--validate", "{out}/nights/1/cuda",
+                                      "{out}/nights/2/cuda", "--format", "json"),
+                  limit=30, stdout="nights-validate.json")),
+        reads=("nights/1", "nights/2", "nights-planted", "nights-validate.json",
+               "gemm-bf16.json", "gemm-fp32.json"),
+        args={"max_samples_error": 0.05, "max_memory_error": 0.02, "gemm_within": 0.05},
+        what="ci/suite's cuda sweep ({nights_schedules}), planted {plant}: ",
+        skip=((NO_DEVICE, "the rehearsal's cpu backend is no GPU night"
+                          " (ci/test's suite_e2e gates cpu nights)"),
+              ("no_cuda", "no usable GPU: {why_cuda}")))
+
+
 # The torch peer step's runs: (name, model, dtype, timed steps, warm-up
 # steps, whether PyTorch's step is also replayed from a CUDA graph).
 PEER_CASES = (("bf16", "{bubble_model}", "bf16", 6, 2, False),
@@ -241,7 +321,9 @@ STEPS = (
          runs=(Run("memory", ("{pb}", "plan", "--validate", "{sweep_dirs}", "--format", "json"),
                    limit=30, stdout="memory.json"),),
          reads=("memory.json",),
-         skip=(("no_sweep_results", "no sweep wrote result files to compare with"),)),
+         skip=(("no_sweep_selected", "its inputs are the sweeps' results, and"
+                                     " PPB_GPU_CHECK_STEPS selected no sweep"),
+               ("no_sweep_results", "no sweep wrote result files to compare with"))),
     # On gpt-tiny every kernel is shorter than its launch, so the two bubbles
     # differ by design (the sweeps print how far); on a model whose kernels
     # outlast their launches CUPTI's device bubble must agree with the
@@ -330,6 +412,9 @@ STEPS = (
                ("emulated", "compute-sanitizer needs a GPU"),
                ("no_sanitizer", "compute-sanitizer not on PATH"),
                ("no_cuda", "no usable GPU: {why_cuda}"))),
+    # Two clean GPU nights gate clean, a planted slowdown is caught, the
+    # planner's error on them, the health probe against ppb_gemm_bench.
+    nights_step(),
 )
 
 
@@ -356,9 +441,20 @@ class Context:
     listing: dict = dataclasses.field(default_factory=dict)
     tests: list | None = None  # the gpu-labelled tests, expanded
     tests_missing: str = ""    # why there is no list of them
+    selected: set | None = None  # the steps PPB_GPU_CHECK_STEPS names; None: the default ones
+    wall_start: float = dataclasses.field(default_factory=time.time)
 
     def left(self):
         return self.budget - (time.monotonic() - self.start)
+
+    def selects(self, step):
+        """Whether a step (a Step, or the name of one in STEPS) runs:
+        PPB_GPU_CHECK_STEPS names it, or names none and it is a default
+        step."""
+        steps = [step] if isinstance(step, Step) else [s for s in STEPS if s.name == step]
+        if self.selected is not None:
+            return any(s.name in self.selected for s in steps)
+        return any(s.default for s in steps)
 
     def entry(self, kind, name):
         return next((e for e in self.listing.get(kind, []) if e["name"] == name), None)
@@ -381,11 +477,14 @@ class Context:
         return self.build / "bench" / "pipebench"
 
     def vars(self):
-        sweeps = [str(self.out / d) for d in ("sweep-P2", "sweep-P4") if (self.out / d).is_dir()]
+        sweeps = [str(self.out / ("sweep-P%d" % p)) for p in (2, 4)
+                  if self.selects("sweep P=%d" % p) and (self.out / ("sweep-P%d" % p)).is_dir()]
         emu = self.emulator is not None
+        pb = str(self.pb) if self.build else "pipebench"
+        nights_schedules = self.schedules if self.schedules != "all" else BUBBLE_SCHEDULES
         nccl_p = max(2, min(self.gpus, 4))
         return {
-            "pb": str(self.pb) if self.build else "pipebench", "out": str(self.out),
+            "pb": pb, "out": str(self.out),
             "be": self.backend, "model": self.model, "bubble_model": self.bubble_model,
             "schedules": self.schedules, "profile": self.profile(),
             "gemm_bench": str(self.build / "pipeline" / "exec" / "ppb_gemm_bench")
@@ -403,6 +502,22 @@ class Context:
             "why_nccl": self.why_not("transports", "nccl"),
             "python": sys.executable, "torch_peer": str(ROOT / "ci" / "torch_peer.py"),
             "peer_m": 8,
+            # The nights: the suite's cuda sweep alone, with this build's
+            # pipebench, the health probe required (not left to whether
+            # nvidia-smi is on PATH); on the emulator one small job per
+            # night (2 ranks, the layer partition, a probe of small sizes)
+            # and a plant of x2, as suite_cuda_e2e plants: 10% is within
+            # the noise of CPU-emulated timings on a shared host.
+            "suite": str(ROOT / "ci" / "suite"), "nights_schedules": nights_schedules,
+            "nights_env": ["PPB_PIPEBENCH=" + pb, "PPB_GPU_SWEEP=on", "PPB_CPU_RUN=0",
+                           "PPB_TIMED_RUN=0", "PPB_DP_RUN=0", "PPB_HEALTH=1",
+                           "PPB_CUDA_SCHEDULES=" + nights_schedules]
+            + (["PPB_CUDA_MODELS=" + self.model, "PPB_CUDA_RANKS=2", "PPB_CUDA_PARTITIONS=layer",
+                "PPB_HEALTH_ARGS=--model %s --copy-bytes 1MiB --repeats 3"
+                " --iters 2" % self.model] if emu
+               else ["PPB_CUDA_MODELS=%s %s" % (self.model, self.bubble_model)]),
+            "plant": "1:2" if emu else "1:1.10",
+            "validate_model": self.model if emu else self.bubble_model,
         }
 
     def profile(self):
@@ -425,6 +540,7 @@ CONDITIONS: dict[str, Callable[[Context], bool]] = {
         c.build / "pipeline" / "exec" / "ppb_gemm_bench", os.X_OK)),
     "no_unit_bench": lambda c: not (c.build and os.access(
         c.build / "bench" / "ppb_cuda_unit_bench", os.X_OK)),
+    "no_sweep_selected": lambda c: not (c.selects("sweep P=2") or c.selects("sweep P=4")),
     "no_sweep_results": lambda c: not c.vars()["sweep_dirs"],
     "no_torch": lambda c: importlib.util.find_spec("torch") is None,
 }
@@ -595,7 +711,10 @@ def cut_or_failed(outcomes, judge_failures):
 
 
 def run_step(ctx, step):
-    """One step, start to verdict: skipped, or its commands run and judged."""
+    """One step, start to verdict: skipped (not selected, or a skip
+    condition holds), or its commands run and judged."""
+    if not ctx.selects(step):
+        return StepResult(step.name, "SKIP", NOT_SELECTED)
     variables = step_vars(ctx.vars(), step)
     reads = [expand(r, variables) for r in step.reads]
     for cond, reason in step.skip:
@@ -1104,10 +1223,213 @@ def judge_sanitizer(ctx, step, reads, outcomes):
     return Verdict("PASS", "%s: clean under %s" % (step.args["what"], ", ".join(clean)), values)
 
 
+def junit_cases(path):
+    """The test cases of `pipebench report --junit`'s file (the report's
+    machine-readable verdict): per case its name, classname and the text of
+    its failure, error, skipped and system-out ("" where absent); None when
+    the file is missing or not XML."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
+    cases = []
+    for c in root.iter("testcase"):
+        case = {"name": c.get("name", ""), "classname": c.get("classname", "")}
+        for tag in ("failure", "error", "skipped", "system-out"):
+            e = c.find(tag)
+            case[tag] = "" if e is None else (e.text or e.get("message") or tag)
+        cases.append(case)
+    return cases
+
+
+def combination_label(case):
+    """A report case's combination ("1f1b x layer P=2 M=4"): its name
+    before the model and the plant in brackets."""
+    return case["name"].split(" [")[0]
+
+
+def gate_figures(cases):
+    """What a night's report says, from its JUnit cases: the combinations,
+    those the gate compared with the baseline (not new to it, not missing
+    from tonight), the regressions (a failure: combinations and health
+    figures alike), the undecidable ones, the run errors and the missing."""
+    combos = [c for c in cases if c["classname"] != "pipebench.health"]
+    missing = [c for c in combos if c["skipped"].startswith("missing:")]
+    new = [c for c in combos if "new combination" in c["system-out"]]
+    return {"combinations": len(combos) - len(missing),
+            "compared": len(combos) - len(missing) - len(new),
+            "regressions": [c["name"] for c in cases if c["failure"]],
+            "undecidable": [combination_label(c) for c in combos
+                            if c["skipped"] and not c["failure"] and c not in missing],
+            "errors": [combination_label(c) for c in combos if c["error"]],
+            "missing": [combination_label(c) for c in missing]}
+
+
+def night_verdict(name, outcome, cases, want_exit):
+    """One night's problems (empty when it is as expected): its exit status
+    (0 clean, 1 a regression, 2 bad input) and its report's file."""
+    if cases is None:
+        return [f"{name}: no report.junit.xml (exit {outcome.rc}: {first_error(outcome.log)})"]
+    g = gate_figures(cases)
+    bad = [f"{name}: exit {outcome.rc}, expected {want_exit}"] if outcome.rc != want_exit else []
+    if not g["combinations"]:
+        bad.append(f"{name}: no cuda combination in its report")
+    if g["errors"]:
+        bad.append(f"{name}: run errors in {', '.join(g['errors'][:3])}")
+    return bad
+
+
+def nights_validation(doc, model, max_samples, max_memory):
+    """`plan --validate --format json` over the nights, on `model`'s
+    combinations: (text, values, problems). Samples/s: the mean absolute
+    error within max_samples, or not predicted with the planner's reason
+    (ranks sharing one GPU); peak memory: the mean within max_memory."""
+    if not doc or doc.get("schema") != "pipebench.plan-validation/1":
+        return "plan --validate: no pipebench.plan-validation/1 document", {}, [
+            "plan --validate wrote no document (nights-validate.json)"]
+    rows = [r for r in doc["combinations"] if r["config"]["model"] == model]
+    if not rows:
+        return f"plan --validate: no {model} combination", {}, [
+            f"plan --validate predicted no {model} combination"]
+    mem = sum(abs(r["error"]["peak_memory_bytes"]) for r in rows) / len(rows)
+    sps = [abs(r["error"]["samples_per_second"]) for r in rows
+           if r["error"]["samples_per_second"] is not None]
+    values = {"model": model, "combinations": len(rows), "mean_abs_memory_error": mem,
+              "mean_abs_samples_error": sum(sps) / len(sps) if sps else None,
+              "refused": doc.get("refused", [])}
+    problems = []
+    if sps:
+        s_text = "samples/s mean |error| %.1f%% (at most %g%%)" % (
+            100 * values["mean_abs_samples_error"], 100 * max_samples)
+        if values["mean_abs_samples_error"] > max_samples:
+            problems.append("plan --validate: samples/s error %.1f%% beyond %g%%" % (
+                100 * values["mean_abs_samples_error"], 100 * max_samples))
+    elif values["refused"]:
+        s_text = "samples/s not predicted: " + values["refused"][0]
+    else:
+        s_text = "samples/s not predicted, without a reason"
+        problems.append("plan --validate predicted no samples/s and gave no reason")
+    if mem > max_memory:
+        problems.append("plan --validate: memory error %.2f%% beyond %g%%" % (
+            100 * mem, 100 * max_memory))
+    text = "plan --validate on %s (%d combinations): %s; peak memory mean |error| %.2f%%" \
+           " (at most %g%%)" % (model, len(rows), s_text, 100 * mem, 100 * max_memory)
+    return text, values, problems
+
+
+HEALTH_FIGURES = ("gemm_bf16_tflops", "gemm_fp32_tflops", "copy_d2d_gbps", "copy_h2d_gbps",
+                  "copy_d2h_gbps")
+
+
+def nights_health(docs, gemms, within):
+    """The health probe's figures of the nights (pipebench.health/1: each
+    figure's samples of the first GPU, pooled over the nights, their
+    median) beside ppb_gemm_bench's backend TFLOP/s of this check (gemms:
+    {dtype: pipebench.gemm/1}, empty when its gemm step did not run):
+    (text, values, problems). The probe's GEMM figure is the same function
+    as the bench's backend column, so they must agree within `within`
+    where they measured the same model. No step of this check times the
+    same copies (p2p and peer time transports between ranks): the copy
+    figures are for reading."""
+    docs = [d for d in docs if d and d.get("schema") == "pipebench.health/1" and d.get("gpus")]
+    if not docs:
+        return "no health probe file (nights/1/health/health.json)", {}, [
+            "the nights wrote no health probe figures"]
+    med = {}
+    for f in HEALTH_FIGURES:
+        xs = [x for d in docs for x in d["gpus"][0]["figures"].get(f, [])]
+        if xs:
+            med[f] = statistics.median(xs)
+    model = docs[0]["config"]["model"]
+    text = "health (%s, %s): GEMM bf16 %.2f, fp32 %.2f TFLOP/s; copies d2d %.0f, h2d %.0f," \
+           " d2h %.0f GB/s" % (docs[0]["gpus"][0]["name"], model,
+                               *(med.get(f, float("nan")) for f in HEALTH_FIGURES))
+    values, problems = {"median": med, "model": model}, []
+    if not gemms:
+        return text + "; ppb_gemm_bench: not run in this check (select gemm)", values, problems
+    parts = []
+    for dtype, g in sorted(gemms.items()):
+        h = med.get("gemm_%s_tflops" % dtype)
+        if g.get("model") != model or h is None:
+            parts.append("%s not compared (the probe's %s, the bench's %s)" % (
+                dtype, model, g.get("model")))
+            continue
+        ratio = h / g["backend_tflops"]
+        values["gemm_%s_over_bench" % dtype] = ratio
+        parts.append("%s %.3f of ppb_gemm_bench's %.2f" % (dtype, ratio, g["backend_tflops"]))
+        if abs(ratio - 1) > within:
+            problems.append("health GEMM %s %.3f of ppb_gemm_bench's, beyond %g%%" % (
+                dtype, ratio, 100 * within))
+    return text + "; GEMM " + ", ".join(parts), values, problems
+
+
+def judge_nights(ctx, step, reads, outcomes):
+    """Night 1 clean, night 2 gated against it with no regression (and
+    something compared), the planted night a regression naming the
+    combination and the planted stage (exit 1); then plan --validate and
+    the health probe (nights_validation, nights_health). Reads the
+    reports' JUnit XML, the planner's and the probe's JSON and, written
+    during this check, ppb_gemm_bench's JSON."""
+    n1, n2, planted, validate = reads[:4]
+    o = {x.tag: x for x in outcomes}
+    cases = [junit_cases(d / "report.junit.xml") for d in (n1, n2, planted)]
+    problems = night_verdict("night 1", o["nights-1"], cases[0], 0)
+    problems += night_verdict("night 2", o["nights-2"], cases[1], 0)
+    problems += night_verdict("planted", o["nights-planted"], cases[2], 1)
+    values, parts = {}, []
+    if cases[1] is not None:
+        g = values["night2"] = gate_figures(cases[1])
+        parts.append("night 2 against night 1: %d regressions, %d of %d compared (%d undecidable)"
+                     % (len(g["regressions"]), g["compared"], g["combinations"],
+                        len(g["undecidable"])))
+        if g["regressions"]:
+            problems.append("night 2: regressions in " + ", ".join(g["regressions"][:3]))
+        if g["missing"]:
+            problems.append("night 2: missing " + ", ".join(g["missing"][:3]))
+        if not g["compared"]:
+            problems.append("night 2: no combination compared with night 1")
+    if cases[2] is not None:
+        stage = expand("{plant}", step_vars(ctx.vars(), step)).split(":")[0]
+        combos = [c for c in cases[2] if c["classname"] != "pipebench.health"]
+        caught = sorted({combination_label(c) for c in combos if c["failure"]
+                         and "[planted stage %s " % stage in c["name"]
+                         and re.search(r"\bstage %s\b" % stage, c["failure"])})
+        values["planted"] = {"stage": int(stage), "caught": caught, "combinations": len(combos)}
+        parts.append("planted: %d of %d combinations a regression naming stage %s%s" % (
+            len(caught), len(combos), stage, " (%s)" % ", ".join(caught[:3]) if caught else ""))
+        if not caught:
+            why = [c["skipped"] for c in combos if c["skipped"]]
+            problems.append(f"planted: no regression naming stage {stage}" + (
+                " (%d undecidable: %s)" % (len(why), why[0][:150]) if why else ""))
+    a = step.args
+    for text, v, bad, key in (
+            nights_validation(read_json(validate), expand("{validate_model}", step_vars(
+                ctx.vars(), step)), a["max_samples_error"], a["max_memory_error"]) + ("validate",),
+            nights_health([read_json(d / "health" / "health.json") for d in (n1, n2)],
+                          fresh_gemms(ctx, reads[4:]), a["gemm_within"]) + ("health",)):
+        parts.append(text)
+        values[key] = v
+        problems += bad
+    values["problems"] = problems
+    return Verdict("FAIL" if problems else "PASS", "; ".join(
+        parts + (["FAILED: " + "; ".join(problems)] if problems else [])), values)
+
+
+def fresh_gemms(ctx, paths):
+    """{dtype: pipebench.gemm/1} of the files this check's gemm step wrote
+    (not those an earlier check left in OUT)."""
+    out = {}
+    for path in paths:
+        d = read_json(path)
+        if d and d.get("schema") == "pipebench.gemm/1" and path.stat().st_mtime >= ctx.wall_start:
+            out[d["dtype"]] = d
+    return out
+
+
 JUDGES = {"results": judge_results, "tests": judge_tests, "memory": judge_memory,
           "gemm": judge_gemm, "cupti_cost": judge_cupti_cost, "p2p": judge_p2p,
           "peer": judge_peer, "torch_peer": judge_torch_peer, "sanitizer": judge_sanitizer,
-          "unit_bench": judge_unit_bench}
+          "unit_bench": judge_unit_bench, "nights": judge_nights}
 
 
 # --- the summary ------------------------------------------------------------------------
@@ -1330,6 +1652,7 @@ def settings():
     ctx.model = env.get("PPB_GPU_CHECK_MODEL") or "gpt-tiny"
     ctx.bubble_model = env.get("PPB_GPU_CHECK_BUBBLE_MODEL") or "gpt-small"
     ctx.schedules = env.get("PPB_GPU_CHECK_SCHEDULES") or "all"
+    ctx.selected = parse_selection(env.get("PPB_GPU_CHECK_STEPS"), STEPS)
     for name, attr in (("PPB_GPU_CHECK_BUILD", "build"), ("PPB_GPU_CHECK_EMULATED", "emulator")):
         if env.get(name):
             p = (ROOT / env[name]).resolve()
@@ -1405,8 +1728,32 @@ def check(ctx):
     return s.finish()
 
 
+def step_listing(selected):
+    """`--list`: each step's name as PPB_GPU_CHECK_STEPS spells it, whether
+    it runs by default and with `selected` (a parse_selection), its time
+    limit (its commands' limits together; the budget caps it), its commands
+    and where it exists only under a condition."""
+    lines = ["%-14s %-7s %-8s %6s  %s" % ("step", "default", "selected", "limit", "commands")]
+    variables = Context(out=Path("OUT"), budget=0).vars()  # for the commands' tags
+    for step in STEPS:
+        limit = step.args["limit"] if step.execute == "tests" else sum(r.limit for r in step.runs)
+        chosen = step.name in selected if selected is not None else step.default
+        what = ("the gpu-labelled tests" if step.execute == "tests"
+                else " ".join(expand(r.tag, step_vars(variables, step, r)) for r in step.runs))
+        lines.append("%-14s %-7s %-8s %5d s  %s%s" % (
+            step_key(step.name), "yes" if step.default else "no", "yes" if chosen else "no", limit,
+            what, " (only where %s)" % step.only if step.only else ""))
+    lines.append("PPB_GPU_CHECK_STEPS=name,name,... runs those steps only (any case; spaces,"
+                 " dashes or underscores alike); PPB_GPU_CHECK_SECONDS caps the whole run")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv):
     try:
+        if argv[1:2] == ["--list"]:
+            sys.stdout.write(step_listing(parse_selection(os.environ.get("PPB_GPU_CHECK_STEPS"),
+                                                          STEPS)))
+            return 0
         if argv[1:2] == ["--capture-tests"]:
             if len(argv) != 4:
                 raise UsageError("usage: gpu_check.py --capture-tests BUILD_DIR FILE")

@@ -15,6 +15,8 @@ for machines ($OUT/gpu-check.json), and that the one for people says the same:
             run), memory, dp, p2p 2rank and cupti cost steps PASS as they
             would on a GPU and name the emulator as the device; the steps
             that need NVIDIA's own libraries SKIP saying why.
+In both the nights step is not selected (SKIP saying so: it runs only when
+PPB_GPU_CHECK_STEPS names it).
 usage: gpu_check_rehearsal.py BUILD_DIR [cpu|emulated]
 """
 import json
@@ -73,6 +75,13 @@ def expect(steps, status, names):
             fail("step %s skipped without a reason" % n)
 
 
+def not_selected(steps):
+    # The nights take a lease of their own: only PPB_GPU_CHECK_STEPS runs them.
+    s = steps.get("nights")
+    if s is None or (s["status"], s["figures"]) != ("SKIP", "not selected (PPB_GPU_CHECK_STEPS)"):
+        fail("nights: %s, expected SKIP not selected" % (s and (s["status"], s["figures"])))
+
+
 def checked_runs(step, n=None):
     v = step["values"]
     if v["not_ok"] or v["checks_failed"] or v["checks"] != v["ok"] or v["ok"] < 1:
@@ -103,6 +112,7 @@ def emulated(tmp, build):
         fail("p2p 2rank: wrong bytes")
     expect(steps, "SKIP", ["gpu tests", "check bf16 P=4", "gemm", "unit bench", "p2p 1rank",
                            "peer", "torch peer", "nccl pipe", "sanitizer"])
+    not_selected(steps)
     print("gpu-check on the emulator: passed")
 
 
@@ -127,6 +137,7 @@ def cpu(tmp, build):
     expect(steps, "SKIP", ["check bf16 P=4", "bubble P=2", "bubble P=4", "gemm", "unit bench",
                            "cupti cost", "p2p 1rank", "p2p 2rank", "peer", "torch peer",
                            "nccl pipe", "sanitizer"])
+    not_selected(steps)
     with tarfile.open(tmp / "gpu-check.tar.gz") as t:
         names = set(t.getnames())
     for f in ("./gpu-check.txt", "./gpu-check.json", "./logs/sweep-P2.txt"):

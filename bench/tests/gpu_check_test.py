@@ -4,7 +4,9 @@ whole (every judge, executor, condition and template variable exists), the
 budget cuts and never passes a step, the summary's result and exit status,
 ctest's test properties captured and placed again, the pass rules on real
 H200 result files (reports/tests/data/h200) and on pipebench.gemm/1,
-p2p-device/1, torch-peer/1 and plan --validate documents.
+p2p-device/1, torch-peer/1 and plan --validate documents; the steps
+PPB_GPU_CHECK_STEPS selects, --list, and the nights step's rule on
+synthetic reports (JUnit), plan --validate, health and gemm documents.
 
 usage: python3 -m unittest gpu_check_test   (from bench/tests), or run it.
 """
@@ -461,6 +463,209 @@ class TorchPeer(unittest.TestCase):
                 r = gc.run_step(ctx, step)
             self.assertEqual((r.status, r.figures),
                              ("SKIP", "no torch in %s: PyTorch is the peer" % sys.executable))
+
+
+class Selection(unittest.TestCase):
+    def test_names_are_taken_in_any_case_with_spaces_dashes_or_underscores(self):
+        self.assertEqual(gc.parse_selection("GPU-tests, sweep_p=2,Sweep  P=4,,nights", gc.STEPS),
+                         {"gpu tests", "sweep P=2", "sweep P=4", "nights"})
+        self.assertEqual(gc.parse_selection("p2p-1RANK", gc.STEPS), {"p2p 1rank"})
+        for empty in (None, "", " , "):
+            self.assertIsNone(gc.parse_selection(empty, gc.STEPS))
+
+    def test_an_unknown_name_is_exit_2_naming_it_and_the_steps(self):
+        with mock.patch.dict(gc.os.environ, {"PPB_GPU_CHECK_STEPS": "gemm,sweep P=3"}), \
+                mock.patch.object(gc, "check", side_effect=AssertionError("the check started")):
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(gc.main(["gpu_check.py"]), 2)
+        lines = err.getvalue().splitlines()
+        self.assertEqual(len(lines), 1)
+        self.assertTrue(lines[0].startswith("gpu-check: PPB_GPU_CHECK_STEPS: no step 'sweep P=3'"
+                                            " (the steps: gpu-tests, sweep-p=2, sweep-p=4,"), lines[0])
+        self.assertTrue(lines[0].endswith(", sanitizer, nights)"), lines[0])
+
+    def test_an_unselected_step_is_a_skip_saying_so_and_not_a_failure(self):
+        gemm = next(s for s in gc.STEPS if s.name == "gemm")
+        nights = next(s for s in gc.STEPS if s.name == "nights")
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = context(tmp)  # no selection: the default steps, and nights is not one
+            self.assertEqual(gc.run_step(ctx, gemm).figures,
+                             "ppb_gemm_bench is not in this build (built without CUDA)")
+            r = gc.run_step(ctx, nights)
+            ctx.selected = {"nights"}
+            results = [r, gc.run_step(ctx, gemm)]
+        self.assertEqual([(x.status, x.figures) for x in results],
+                         [("SKIP", "not selected (PPB_GPU_CHECK_STEPS)")] * 2)
+        self.assertIn("SKIP  gemm        not selected (PPB_GPU_CHECK_STEPS)",
+                      gc.summary_text(results, "now", 1, "out", 60).splitlines())
+        self.assertEqual(gc.result_word(results), "passed")
+
+    def test_memory_without_a_selected_sweep_skips_and_reads_no_older_sweep(self):
+        memory = next(s for s in gc.STEPS if s.name == "memory")
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in ("sweep-P2", "sweep-P4"):  # an earlier check's folders
+                (Path(tmp) / d).mkdir()
+            ctx = context(tmp)
+            ctx.selected = {"memory"}
+            r = gc.run_step(ctx, memory)
+            self.assertEqual((r.status, r.figures), (
+                "SKIP", "its inputs are the sweeps' results, and PPB_GPU_CHECK_STEPS selected no"
+                        " sweep"))
+            ctx.selected = {"memory", "sweep P=4"}
+            self.assertEqual(ctx.vars()["sweep_dirs"], [str(Path(tmp) / "sweep-P4")])
+
+    def test_list_shows_each_step_its_default_selection_and_limit(self):
+        with mock.patch.dict(gc.os.environ, {"PPB_GPU_CHECK_STEPS": "nights,Sweep P=2"}):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(gc.main(["gpu_check.py", "--list"]), 0)
+        rows = {line.split()[0]: line.split() for line in out.getvalue().splitlines()[1:-1]}
+        self.assertEqual(set(rows), {gc.step_key(s.name) for s in gc.STEPS})
+        self.assertEqual(rows["sweep-p=2"][1:6], ["yes", "yes", "90", "s", "sweep-P2"])
+        self.assertEqual(rows["sweep-p=4"][1:4], ["yes", "no", "90"])
+        self.assertEqual(rows["nights"][1:8], ["no", "yes", "540", "s", "nights-1", "nights-2",
+                                               "nights-planted"])
+
+
+def junit(folder, cases):
+    """A report.junit.xml in folder as pipebench report writes it: cases of
+    (name, classname, failure, skipped, system-out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    body = ""
+    for name, cls, failure, skipped, out in cases:
+        body += '<testcase name="%s" classname="%s" time="0.1">' % (name, cls)
+        if failure:
+            body += '<failure type="regression" message="%s">%s</failure>' % (
+                failure.split("\n")[0], failure)
+        if skipped:
+            body += '<skipped message="%s"/>' % skipped
+        if out:
+            body += "<system-out>%s</system-out>" % out
+        body += "</testcase>"
+    (folder / "report.junit.xml").write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="m">%s</testsuite></testsuites>' % body)
+
+
+class Nights(unittest.TestCase):
+    """The nights step's judge on synthetic report, planner, probe and
+    bench files, as the step leaves them under OUT."""
+    WORK = " [gpt-small, mbs 1, bf16, padded_vocab 50304]"
+    PLANT = " [planted stage 1 x1.10]"
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp())
+        self.step = next(s for s in gc.STEPS if s.name == "nights")
+        self.ctx = context(self.tmp)
+        self.reads = [self.tmp / r for r in self.step.reads]
+        combos = ("1f1b x balanced P=2 M=4", "zb-v x balanced P=2 M=4")
+        junit(self.reads[0], [(c + self.WORK, "pipebench.x", "", "", "new combination: not in the"
+                               " baseline") for c in combos])
+        junit(self.reads[1], [(combos[0] + self.WORK, "pipebench.x", "", "", ""),
+                              (combos[1] + self.WORK, "pipebench.x", "", "undecidable: samples/s",
+                               ""),
+                              ("GPU 0 H200 gemm_bf16_tflops", "pipebench.health", "", "", "")])
+        self.planted([(combos[0] + self.WORK + self.PLANT, "pipebench.x",
+                       "samples/s 100 -&gt; 90 (-10%)\nstage 1 compute 0.10 -&gt; 0.11 (+10%)", "",
+                       "planted slowdown: stage 1 x1.10"),
+                      (combos[1] + self.WORK + self.PLANT, "pipebench.x", "", "", "")])
+        rows = [{"config": {"model": "gpt-small"},
+                 "error": {"samples_per_second": e, "peak_memory_bytes": m}}
+                for e, m in ((0.04, 0.01), (-0.02, -0.005))]
+        rows.append({"config": {"model": "gpt-tiny"},
+                     "error": {"samples_per_second": 0.5, "peak_memory_bytes": 0.5}})
+        self.validation = {"schema": "pipebench.plan-validation/1", "combinations": rows,
+                           "refused": []}
+        self.write("nights-validate.json", self.validation)
+        for night, k in (("nights/1", 1.0), ("nights/2", 1.02)):
+            self.write(night + "/health/health.json", {
+                "schema": "pipebench.health/1", "config": {"model": "gpt-small"},
+                "gpus": [{"name": "H200", "figures": {
+                    "gemm_bf16_tflops": [150 * k, 148 * k], "gemm_fp32_tflops": [48 * k, 47 * k],
+                    "copy_d2d_gbps": [2900], "copy_h2d_gbps": [50], "copy_d2h_gbps": [52]}}]})
+        self.outcomes = {"nights-1": 0, "nights-2": 0, "nights-planted": 1, "nights-validate": 0}
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def write(self, name, doc):
+        (self.tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (self.tmp / name).write_text(json.dumps(doc))
+
+    def planted(self, cases):
+        junit(self.reads[2], cases)
+
+    def judge(self):
+        outcomes = [gc.Outcome(t, self.tmp / "logs" / (t + ".txt"), rc=rc)
+                    for t, rc in self.outcomes.items()]
+        return gc.judge_nights(self.ctx, self.step, self.reads, outcomes)
+
+    def test_clean_nights_and_a_caught_plant_pass_with_the_planner_and_the_probe(self):
+        v = self.judge()
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertEqual(v.values["night2"]["compared"], 2)
+        self.assertEqual(v.values["night2"]["undecidable"], ["zb-v x balanced P=2 M=4"])
+        self.assertEqual(v.values["planted"]["caught"], ["1f1b x balanced P=2 M=4"])
+        # gpt-small's rows only: (4% + 2%) / 2 and (1% + 0.5%) / 2.
+        self.assertAlmostEqual(v.values["validate"]["mean_abs_samples_error"], 0.03)
+        self.assertAlmostEqual(v.values["validate"]["mean_abs_memory_error"], 0.0075)
+        self.assertIn("night 2 against night 1: 0 regressions, 2 of 2 compared (1 undecidable);"
+                      " planted: 1 of 2 combinations a regression naming stage 1"
+                      " (1f1b x balanced P=2 M=4)", v.figures)
+        self.assertIn("ppb_gemm_bench: not run in this check", v.figures)
+        # This check's ppb_gemm_bench: the probe's medians over both nights
+        # (bf16 150.48 of 148, 150, 150.96, 153; fp32 47.97) within 5% of
+        # the bench's backend column.
+        for dtype, tflops in (("bf16", 151.0), ("fp32", 47.5)):
+            self.write("gemm-%s.json" % dtype, {"schema": "pipebench.gemm/1", "dtype": dtype,
+                                                "model": "gpt-small", "backend_tflops": tflops})
+        v = self.judge()
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertAlmostEqual(v.values["health"]["gemm_bf16_over_bench"], 150.48 / 151.0)
+        self.write("gemm-fp32.json", {"schema": "pipebench.gemm/1", "dtype": "fp32",
+                                      "model": "gpt-small", "backend_tflops": 40.0})
+        v = self.judge()
+        self.assertEqual(v.status, "FAIL")
+        self.assertEqual(v.values["problems"], ["health GEMM fp32 1.199 of ppb_gemm_bench's,"
+                                                " beyond 5%"])
+
+    def test_a_regression_on_the_clean_night_fails(self):
+        junit(self.reads[1], [("1f1b x balanced P=2 M=4" + self.WORK, "pipebench.x",
+                               "samples/s 100 -&gt; 80 (-20%)", "", "")])
+        self.outcomes["nights-2"] = 1
+        v = self.judge()
+        self.assertEqual(v.status, "FAIL")
+        self.assertEqual(v.values["problems"], [
+            "night 2: exit 1, expected 0",
+            "night 2: regressions in 1f1b x balanced P=2 M=4" + self.WORK])
+
+    def test_a_plant_not_caught_fails(self):
+        self.planted([("1f1b x balanced P=2 M=4" + self.WORK + self.PLANT, "pipebench.x", "",
+                       "undecidable: samples/s not judged: the host was busy", "")])
+        self.outcomes["nights-planted"] = 0
+        v = self.judge()
+        self.assertEqual(v.status, "FAIL")
+        self.assertEqual(v.values["problems"], [
+            "planted: exit 0, expected 1",
+            "planted: no regression naming stage 1 (1 undecidable: undecidable: samples/s not"
+            " judged: the host was busy)"])
+        # A regression of another stage is not the plant caught.
+        self.planted([("1f1b x balanced P=2 M=4" + self.WORK + self.PLANT, "pipebench.x",
+                       "stage 0 compute 0.10 -&gt; 0.12 (+20%)", "", "")])
+        self.outcomes["nights-planted"] = 1
+        self.assertEqual(self.judge().values["planted"]["caught"], [])
+
+    def test_samples_refused_for_a_shared_gpu_pass_saying_why_and_memory_is_held_to_2pc(self):
+        refused = "84 results: samples/s not predicted (peak memory is): 2 ranks shared one GPU"
+        for r in self.validation["combinations"]:
+            r["error"]["samples_per_second"] = None
+        self.validation["refused"] = [refused]
+        self.write("nights-validate.json", self.validation)
+        v = self.judge()
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertIn("samples/s not predicted: " + refused, v.figures)
+        self.validation["combinations"][0]["error"]["peak_memory_bytes"] = 0.05
+        self.write("nights-validate.json", self.validation)
+        self.assertEqual(self.judge().values["problems"],
+                         ["plan --validate: memory error 2.75% beyond 2%"])
 
 
 if __name__ == "__main__":
