@@ -11,13 +11,53 @@
 
 namespace ppb::run {
 
-void CheckProbe::arm(const CheckAccess& backend, bool stashing, bool replicas) {
+double sgd_update_error(std::span<const float> before, std::span<const float> grads,
+                        std::span<const float> after, float lr) {
+  PPB_CHECK(before.size() == grads.size() && after.size() == grads.size(),
+            "sgd_update_error of spans of different sizes");
+  double diff = 0;
+  double scale = 0;
+  bool finite = true;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    // fl(lr * g): the product of two floats is exact in double, so the
+    // conversion rounds once, as an fp32 multiply does.
+    const double exact = static_cast<double>(lr) * grads[i];
+    const float separate = before[i] - static_cast<float>(exact);
+    const float fused = std::fma(-lr, grads[i], before[i]);
+    const double d = std::min(std::abs(static_cast<double>(after[i]) - separate),
+                              std::abs(static_cast<double>(after[i]) - fused));
+    finite = finite && std::isfinite(d);
+    diff = std::max(diff, d);
+    scale = std::max(scale, std::abs(exact));
+  }
+  if (!finite) return 1.0;  // NaN or infinite weights: as far off as no update
+  if (scale == 0) return diff > 0 ? 1.0 : 0.0;
+  return diff / scale;
+}
+
+double sgd_update_error(const std::vector<std::vector<float>>& before,
+                        const std::vector<std::vector<float>>& grads,
+                        const std::vector<std::vector<float>>& after, float lr) {
+  PPB_CHECK(before.size() == grads.size() && after.size() == grads.size(),
+            "sgd_update_error: unit counts differ");
+  double worst = 0;
+  for (size_t u = 0; u < grads.size(); ++u) {
+    worst = std::max(worst, sgd_update_error(before[u], grads[u], after[u], lr));
+  }
+  return worst;
+}
+
+void CheckProbe::arm(const CheckAccess& backend, float learning_rate, bool stashing,
+                     bool replicas) {
   backend_ = &backend;
+  learning_rate_ = learning_rate;
   armed_ = true;
   stashing_ = stashing;
   hashing_ = replicas;
   gradient_hash = kHashSeed;
   grads.clear();
+  updates.clear();
+  updating_ = -1;
   forward_version_.clear();
   stash_violations = 0;
   stash_used = 0;
@@ -54,8 +94,23 @@ void CheckProbe::optimizer_begin(int chunk) {
       }
     }
   }
-  if (stashing_ || grads.count(chunk) != 0) return;
-  grads[chunk] = backend_->gradients(chunk);
+  if (updates.count(chunk) != 0) return;  // not the chunk's first optimizer step
+  // With stashing too these are the live weights: the ones the step updates.
+  weights_before_ = backend_->weights(chunk);
+  grads_before_ = backend_->gradients(chunk);
+  updating_ = chunk;
+  if (!stashing_) grads[chunk] = grads_before_;
+}
+
+void CheckProbe::optimizer_end(int chunk) {
+  if (!armed_ || chunk != updating_) return;
+  UpdateCheck& u = updates[chunk];
+  u.rel_error =
+      sgd_update_error(weights_before_, grads_before_, backend_->weights(chunk), learning_rate_);
+  u.stale_compute = backend_->stale_compute_weights(chunk);
+  updating_ = -1;
+  weights_before_.clear();
+  grads_before_.clear();
 }
 
 double run_check_tolerance(const BackendInfo& info, int bytes_per_element, int replicas) {
@@ -118,6 +173,33 @@ double global_loss(const CheckAccess& backend, const CheckContext& ctx, MPI_Comm
   return loss / static_cast<double>(by_data.size());
 }
 
+/// The worst update of this rank's chunks (CheckProbe::updates; 1 for a
+/// compute copy left stale); logs each chunk whose update fails.
+double update_error(const CheckProbe& probe, const CheckContext& ctx) {
+  double worst = 0;
+  for (int ch = 0; ch < ctx.chunks; ++ch) {
+    const auto it = probe.updates.find(ch);
+    PPB_CHECK(it != probe.updates.end(), "--check: no optimizer step seen for a chunk");
+    const UpdateCheck& u = it->second;
+    const int v = ctx.placement.virtual_stage(ctx.stage, ch);
+    if (!(u.rel_error <= kUpdateTolerance)) {
+      log::warn(
+          "--check: stage %d chunk %d (virtual stage %d): the weights after the optimizer step do "
+          "not equal w - lr*g (relative error of the update %.2e, tolerance %.0e)",
+          ctx.stage, ch, v, u.rel_error, kUpdateTolerance);
+    }
+    if (u.stale_compute > 0) {
+      log::warn(
+          "--check: stage %d chunk %d (virtual stage %d): the weights after the optimizer step do "
+          "not equal w - lr*g in the compute copy the kernels read (%lld elements not refreshed "
+          "from the master)",
+          ctx.stage, ch, v, static_cast<long long>(u.stale_compute));
+    }
+    worst = std::max({worst, u.rel_error, u.stale_compute > 0 ? 1.0 : 0.0});
+  }
+  return worst;
+}
+
 /// Collective over `comm`: true when the replicas of every stage hashed the
 /// same gradients (CheckProbe::gradient_hash).
 bool replicas_agree(const CheckProbe& probe, const CheckContext& ctx, MPI_Comm comm) {
@@ -159,13 +241,17 @@ CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, 
   int64_t used_total = 0;
   PPB_MPI_CHECK(MPI_Allreduce(&used, &used_total, 1, MPI_INT64_T, MPI_SUM, comm));
   const bool agree = replicas_agree(probe, ctx, comm);
+  const double mine = update_error(probe, ctx);
+  double update = 0;
+  PPB_MPI_CHECK(MPI_Allreduce(&mine, &update, 1, MPI_DOUBLE, MPI_MAX, comm));
 
   CheckFigures ck;
   // With stashing, P > 1 must have used a stashed version at least once, or
   // the invariant was never exercised.
-  ck.passed = agree &&
+  ck.passed = agree && update <= kUpdateTolerance &&
               (stashing ? (error == 0 && (ctx.stages == 1 || used_total > 0)) : error <= tolerance);
   ck.max_rel_error = error;
+  ck.update_rel_error = update;
   ck.loss = loss;
   ck.method = stashing ? "weight-stash" : "reference";
   return ck;

@@ -28,8 +28,13 @@ std::string check_text(const Result& r) {
   if (!r.metrics || !r.metrics->check) return "";
   const CheckFigures& c = *r.metrics->check;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%s (%.1e)", c.passed ? "ok" : "FAILED", c.max_rel_error);
-  return buf;
+  std::snprintf(buf, sizeof buf, "%s (%.1e", c.passed ? "ok" : "FAILED", c.max_rel_error);
+  std::string text = buf;
+  if (c.update_rel_error) {
+    std::snprintf(buf, sizeof buf, ", update %.1e", *c.update_rel_error);
+    text += buf;
+  }
+  return text + ")";
 }
 
 }  // namespace

@@ -514,7 +514,8 @@ void CombinationRun::check() {
   // run_options refuses --check where the registry entry lacks real_gradients.
   const CheckAccess* access = backend_->check();
   PPB_CHECK(access != nullptr, "--check: the backend offers no check access");
-  probe_.arm(*access, info_.weight_stashing, replicas > 1);
+  // kLearningRate: the backend's (backend_config).
+  probe_.arm(*access, kLearningRate, info_.weight_stashing, replicas > 1);
   (void)step();
   probe_.disarm();
   ctx_.watch.begin("in --check of " + label_ +

@@ -2,6 +2,7 @@
 # pipebench target exists). Multi-rank cases run the real command under
 # mpirun and then read back the result files it wrote.
 ppb_add_gtest(run_metrics_test SOURCES tests/run_metrics_test.cpp LIBS ppb::run)
+ppb_add_gtest(check_test SOURCES tests/check_test.cpp LIBS ppb::run)
 
 add_executable(run_results_check tests/run_results_check.cpp)
 target_link_libraries(run_results_check PRIVATE ppb::reports ppb::warnings)
@@ -499,7 +500,19 @@ if(PPB_HAVE_CUDAEMU)
   # The emulator has no cuDNN: bf16 runs the naive attention by default and
   # every result says so and why; --attention fused is refused (exit 2, one
   # line) before anything runs.
+  set_tests_properties(emulated_run_cuda_check_fp32 PROPERTIES FIXTURES_SETUP emulated_fp32_files)
   set_tests_properties(emulated_run_cuda_check_bf16 PROPERTIES FIXTURES_SETUP emulated_bf16_files)
+  # Their result files: every check passed, each chunk's first optimizer
+  # step within 1e-6 of w - lr*g (check.update_rel_error; with bf16 also
+  # the compute copy refreshed), fp32 references within 1e-4.
+  add_test(NAME emulated_run_cuda_check_fp32_results
+    COMMAND run_results_check check ${PPB_RUN_OUT}/emulated-check-fp32 9)
+  add_test(NAME emulated_run_cuda_check_bf16_results
+    COMMAND run_results_check check ${PPB_RUN_OUT}/emulated-check-bf16 4)
+  set_tests_properties(emulated_run_cuda_check_fp32_results PROPERTIES
+    LABELS emulated FIXTURES_REQUIRED emulated_fp32_files TIMEOUT 30)
+  set_tests_properties(emulated_run_cuda_check_bf16_results PROPERTIES
+    LABELS emulated FIXTURES_REQUIRED emulated_bf16_files TIMEOUT 30)
   add_test(NAME emulated_run_cuda_attention_naive
     COMMAND run_results_check attention ${PPB_RUN_OUT}/emulated-check-bf16 naive
             "the CUDA emulator has no cuDNN")

@@ -497,6 +497,27 @@ TEST(RunProgress, DeviceResultsSayWhichFastPathsRan) {
   EXPECT_EQ(progress_line(row).find('\n'), std::string::npos);
 }
 
+// The summary's check column: the reference error, and the optimizer
+// update's where the result has it.
+TEST(RunProgress, SummaryShowsTheUpdatesError) {
+  ProgressRow row;
+  row.label = "1f1b x layer M=4";
+  row.result.config.schedule = "1f1b";
+  ResultMetrics m;
+  m.peak_memory_bytes.per_stage = {1 << 20};
+  CheckFigures ck;
+  ck.max_rel_error = 3.7e-7;
+  ck.update_rel_error = 1.0;
+  m.check = ck;
+  row.result.metrics = m;
+  EXPECT_NE(summary_table({row}).find("FAILED (3.7e-07, update 1.0e+00)"), std::string::npos);
+  ck.passed = true;
+  ck.max_rel_error = 2e-6;
+  ck.update_rel_error.reset();  // a file written before it
+  row.result.metrics->check = ck;
+  EXPECT_NE(summary_table({row}).find("ok (2.0e-06)"), std::string::npos);
+}
+
 TEST(RankRecord, PackAndUnpackKeepEveryField) {
   RankRecord r;
   RankStep st;

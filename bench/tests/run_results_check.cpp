@@ -2,7 +2,10 @@
 // (read_result_file): the run command's ctest cases run the command, then
 // this checker. Prints every violation and exits 1 when there is one.
 //
-//   run_results_check check DIR N         N results, each ok with check passed
+//   run_results_check check DIR N         N results, each ok with check passed, its
+//                                         optimizer update within 1e-6 of w - lr*g
+//                                         (check.update_rel_error), fp32 references
+//                                         within 1e-4; the cpu backend's speed probe
 //   run_results_check bubble DIR TOL STEP each ok result: |bubble - theory| <= TOL,
 //                                         |median step - theory step| / theory <= STEP
 //   run_results_check memory DIR          activation peak per stage == simulator's (the
@@ -270,19 +273,28 @@ int main(int argc, char** argv) {
       const ppb::CheckFigures& c = *r.metrics->check;
       if (!c.passed)
         fail(name, "check failed, max relative error " + std::to_string(c.max_rel_error));
-      if (c.method == "reference" && !(c.max_rel_error <= 1e-4))
+      if (c.method == "reference" && r.config.dtype == "fp32" && !(c.max_rel_error <= 1e-4))
         fail(name, "relative error above 1e-4");
-      // The cpu backend's speed probe: one positive time per stage per timed step.
-      const auto& probe = r.metrics->speed_probe_seconds_per_stage;
-      bool probed = probe.size() == static_cast<size_t>(r.config.stages);
-      for (const std::vector<double>& stage : probe) {
-        probed = probed && stage.size() == r.metrics->step_time_seconds.samples.size();
-        for (double x : stage) probed = probed && x > 0 && x < 10;
+      // Every schedule checks its optimizer step (kUpdateTolerance, run/check.hpp).
+      if (!c.update_rel_error) {
+        fail(name, "no check.update_rel_error");
+      } else if (!(*c.update_rel_error <= 1e-6)) {
+        fail(name, "optimizer update off w - lr*g by " + std::to_string(*c.update_rel_error));
       }
-      if (!probed) fail(name, "no speed probe per stage and timed step");
-      if (r.config.backend == "cpu") check_kind_seconds(name, r);
-      std::printf("%-48s check %s (%s, max rel error %.2e)\n", name.c_str(),
-                  c.passed ? "ok" : "FAILED", c.method.c_str(), c.max_rel_error);
+      if (r.config.backend == "cpu") {
+        // The cpu backend's speed probe: one positive time per stage per timed step.
+        const auto& probe = r.metrics->speed_probe_seconds_per_stage;
+        bool probed = probe.size() == static_cast<size_t>(r.config.stages);
+        for (const std::vector<double>& stage : probe) {
+          probed = probed && stage.size() == r.metrics->step_time_seconds.samples.size();
+          for (double x : stage) probed = probed && x > 0 && x < 10;
+        }
+        if (!probed) fail(name, "no speed probe per stage and timed step");
+        check_kind_seconds(name, r);
+      }
+      std::printf("%-48s check %s (%s, max rel error %.2e, update %.2e)\n", name.c_str(),
+                  c.passed ? "ok" : "FAILED", c.method.c_str(), c.max_rel_error,
+                  c.update_rel_error.value_or(std::nan("")));
     }
   } else if (mode == "attention") {
     // Every result ran the attention argv[3] ("naive" or "fused") and

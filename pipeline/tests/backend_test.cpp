@@ -137,9 +137,25 @@ TEST_P(BackendCapabilities, OfferedAsItsRegistryEntrySays) {
     device->reset_device_peak();
     EXPECT_LE(device->device_memory().pool_peak, peak.pool_peak);
   }
+  std::vector<std::vector<float>> before;
+  if (const CheckAccess* ck = b->check()) before = ck->weights(0);
   b->optimizer_step(0);
   if (const CheckAccess* ck = b->check()) {
     EXPECT_EQ(ck->weight_version(0), 1);
+    // The fp32 master read back per unit, as the gradients; the step moved
+    // it, and the weights the kernels read followed.
+    const std::vector<std::vector<float>> after = ck->weights(0);
+    const std::vector<std::vector<float>> grads = ck->gradients(0);
+    ASSERT_EQ(after.size(), before.size());
+    ASSERT_EQ(after.size(), grads.size());
+    int64_t moved = 0;
+    for (size_t u = 0; u < after.size(); ++u) {
+      ASSERT_EQ(after[u].size(), grads[u].size());
+      ASSERT_EQ(after[u].size(), before[u].size());
+      for (size_t i = 0; i < after[u].size(); ++i) moved += after[u][i] != before[u][i] ? 1 : 0;
+    }
+    EXPECT_GT(moved, 0) << "the optimizer step left every weight as it was";
+    EXPECT_EQ(ck->stale_compute_weights(0), 0);
   }
   if (const DeviceAccess* device = b->device()) {
     // F, B and the optimizer step, each counted once by how it ran; the

@@ -91,8 +91,11 @@ Result full_result() {
               .bandwidth_bytes_per_second = 2.5e7,
               .messages = 6,
               .sizes = {200, 800}}};
-  m.check =
-      CheckFigures{.passed = true, .max_rel_error = 3.5e-6, .loss = 6.25, .method = "reference"};
+  m.check = CheckFigures{.passed = true,
+                         .max_rel_error = 3.5e-6,
+                         .loss = 6.25,
+                         .method = "reference",
+                         .update_rel_error = 0.0};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
   m.cuda_graphs = CudaGraphFigures{.captured = 2,
                                    .replayed = 18,
@@ -761,6 +764,26 @@ TEST(ResultSchema, AttentionFieldsRoundTripAndOlderFilesReadAsNaive) {
   EXPECT_EQ(attention_ran(back.config), "naive");
   EXPECT_EQ(back.config.attention_reason, "");
   EXPECT_EQ(result_to_json(back).at("config").as_object().contains("attention"), false);
+}
+
+// The optimizer update's error: written (0 included), read back; a file
+// written before the field reads without it and writes back without it
+// (WrittenFilesReadAndWriteBackByteForByte holds such a file byte for byte).
+TEST(ResultSchema, CheckUpdateErrorRoundTripsAndOlderFilesLoadWithout) {
+  Result r = full_result();
+  const json::value doc = result_to_json(r);
+  EXPECT_EQ(doc.at("metrics").at("check").at("update_rel_error").as_double(), 0.0);
+  expect_same(r, result_from_json(doc, "r.json"));
+  r.metrics->check->update_rel_error = 1.0;
+  r.metrics->check->passed = false;
+  expect_same(r, result_from_json(result_to_json(r), "failed.json"));
+
+  json::value old = doc;
+  erase_path(old, "metrics.check.update_rel_error");
+  const Result back = result_from_json(old, "old.json");
+  ASSERT_TRUE(back.metrics->check.has_value());
+  EXPECT_FALSE(back.metrics->check->update_rel_error.has_value());
+  EXPECT_EQ(json::serialize(result_to_json(back)), json::serialize(old));
 }
 
 TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {

@@ -34,6 +34,13 @@ int rank_cores(int local_ranks) {
   return std::max(1, std::min(cores, share));
 }
 
+// Host copies of per-unit views (the read-back of CheckAccess).
+std::vector<std::vector<float>> copies(const std::vector<std::span<const float>>& views) {
+  std::vector<std::vector<float>> out;
+  for (std::span<const float> v : views) out.emplace_back(v.begin(), v.end());
+  return out;
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const BackendConfig& config)
@@ -98,9 +105,10 @@ void CpuBackend::backward_weight(int c, int64_t mb) {
 void CpuBackend::optimizer_step(int c) { chunk(c).sgd_step(learning_rate_); }
 
 std::vector<std::vector<float>> CpuBackend::gradients(int c) const {
-  std::vector<std::vector<float>> out;
-  for (std::span<const float> g : chunk(c).grad_views()) out.emplace_back(g.begin(), g.end());
-  return out;
+  return copies(chunk(c).grad_views());
+}
+std::vector<std::vector<float>> CpuBackend::weights(int c) const {
+  return copies(chunk(c).param_views());
 }
 double CpuBackend::loss(int c, int64_t mb) const { return chunk(c).loss(data(mb)); }
 int CpuBackend::weight_version(int c) const { return chunk(c).weight_version(); }

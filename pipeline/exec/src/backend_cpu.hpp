@@ -18,8 +18,8 @@ class CpuChunk;
 
 /// The `cpu` backend: one CpuChunk (cpu_model.hpp) per chunk c over
 /// parts[v], v the placement's virtual stage of (s, c), with loss_scale 1/M
-/// and weight stashing as configured. Offers CheckAccess (gradients, losses
-/// and weight versions read back from its chunks) and StepProbes.
+/// and weight stashing as configured. Offers CheckAccess (gradients, weights,
+/// losses and weight versions read back from its chunks) and StepProbes.
 class CpuBackend final : public StreamBackend, public CheckAccess, public StepProbes {
  public:
   /// REQUIRES: parts.size() == stages * chunks, units == expand_units(spec).
@@ -43,6 +43,9 @@ class CpuBackend final : public StreamBackend, public CheckAccess, public StepPr
 
   // CheckAccess
   std::vector<std::vector<float>> gradients(int chunk) const override;
+  std::vector<std::vector<float>> weights(int chunk) const override;
+  /// 0: the kernels read the fp32 parameters themselves.
+  int64_t stale_compute_weights(int /*chunk*/) const override { return 0; }
   double loss(int chunk, int64_t mb) const override;
   int weight_version(int chunk) const override;
   int weight_version_of(int chunk, int64_t mb) const override;

@@ -252,6 +252,7 @@ void fields(V& v, C& x) {
   v.nullable("max_rel_error", x.max_rel_error);
   v.optional_nullable("loss", x.loss);
   v.optional("method", x.method);
+  v.optional("update_rel_error", x.update_rel_error);
 }
 
 template <class V, Is<CudaGraphFigures> G>

@@ -178,6 +178,10 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   // CheckAccess. After an out-of-memory the chunks' bookkeeping stopped:
   // answer "unknown".
   std::vector<std::vector<float>> gradients(int c) const override { return chunk(c).gradients(); }
+  std::vector<std::vector<float>> weights(int c) const override { return chunk(c).weights(); }
+  int64_t stale_compute_weights(int c) const override {
+    return oom_.empty() ? chunk(c).stale_compute_weights() : 0;
+  }
   double loss(int c, int64_t mb) const override {
     return oom_.empty() ? chunk(c).loss(data(mb)) : std::numeric_limits<double>::quiet_NaN();
   }

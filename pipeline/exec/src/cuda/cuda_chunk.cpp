@@ -1,9 +1,11 @@
 #include "cuda/cuda_chunk.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cpu/init.hpp"
 #include "ppb/exec/cuda_device.hpp"
@@ -569,17 +571,43 @@ double CudaChunk::loss(int64_t mb) const {
   return sum / static_cast<double>(spec_.tokens());
 }
 
-std::vector<std::vector<float>> CudaChunk::gradients() const {
+std::vector<std::vector<float>> CudaChunk::to_host(TrackedBuffer UnitState::*buffer) const {
   std::vector<std::vector<float>> out;
   for (const auto& u : state_) {
     out.emplace_back(static_cast<size_t>(u->param_count));
     if (u->param_count == 0) continue;
-    PPB_CUDA_CHECK(cudaMemcpyAsync(out.back().data(), u->grads.data(),
+    PPB_CUDA_CHECK(cudaMemcpyAsync(out.back().data(), ((*u).*buffer).data(),
                                    static_cast<size_t>(u->param_count) * 4, cudaMemcpyDeviceToHost,
                                    ctx_.stream));
   }
   PPB_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   return out;
+}
+
+std::vector<std::vector<float>> CudaChunk::gradients() const { return to_host(&UnitState::grads); }
+
+std::vector<std::vector<float>> CudaChunk::weights() const { return to_host(&UnitState::master); }
+
+int64_t CudaChunk::stale_compute_weights() const {
+  if (ctx_.dtype == Dtype::kFp32) return 0;  // the kernels read the master itself
+  int64_t stale = 0;
+  for (const auto& u : state_) {
+    const int64_t n = u->param_count;
+    if (n == 0) continue;
+    // The master converted by the same kernel conversion the SGD refresh
+    // uses, so a refreshed copy matches it bit for bit.
+    TrackedBuffer want = device(n * 2, MemCategory::kWorkspace);
+    to_storage(ctx_.dtype, f32(u->master), want.data(), n, ctx_.stream);
+    std::vector<uint16_t> expected(static_cast<size_t>(n));
+    std::vector<uint16_t> held(static_cast<size_t>(n));
+    PPB_CUDA_CHECK(cudaMemcpyAsync(expected.data(), want.data(), static_cast<size_t>(n) * 2,
+                                   cudaMemcpyDeviceToHost, ctx_.stream));
+    PPB_CUDA_CHECK(cudaMemcpyAsync(held.data(), u->copy.data(), static_cast<size_t>(n) * 2,
+                                   cudaMemcpyDeviceToHost, ctx_.stream));
+    PPB_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    for (size_t i = 0; i < expected.size(); ++i) stale += expected[i] != held[i] ? 1 : 0;
+  }
+  return stale;
 }
 
 std::vector<std::span<float>> CudaChunk::gradient_buffers() {

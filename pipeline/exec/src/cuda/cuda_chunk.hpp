@@ -5,7 +5,8 @@
 // activations (Unit::activation_bytes of expand_units() for the dtype) and
 // the same split backward. Every method only ENQUEUES work on the compute
 // stream (host bookkeeping happens at once, in call order); loss(),
-// gradients() and weights() synchronise the stream before they read back.
+// gradients(), weights() and stale_compute_weights() synchronise the stream
+// before they read back.
 //
 // Weights: fp32 master weights and fp32 gradients; with bf16 storage a bf16
 // copy of the weights (refreshed by every SGD step) feeds the GEMMs and the
@@ -95,6 +96,14 @@ class CudaChunk {
   double loss(int64_t mb) const;
   /// The fp32 gradients per unit, copied to the host. Synchronises the stream.
   std::vector<std::vector<float>> gradients() const;
+  /// The fp32 master weights per unit (the live ones, never a stash),
+  /// copied to the host. Synchronises the stream.
+  std::vector<std::vector<float>> weights() const;
+  /// bf16: elements of the compute copy that differ from the master
+  /// converted to bf16 on the device as the SGD kernel's refresh converts
+  /// it (a temporary of each unit's size, kWorkspace); 0 with fp32 (the
+  /// kernels read the master). Synchronises the stream.
+  int64_t stale_compute_weights() const;
   /// The fp32 gradients of the units with parameters, in DEVICE memory (for
   /// the data-parallel all-reduce, once the backwards that write them completed).
   std::vector<std::span<float>> gradient_buffers();
@@ -107,6 +116,9 @@ class CudaChunk {
   using Microbatch = Ledger::State;
 
   TrackedBuffer device(int64_t bytes, MemCategory category) const;
+  // Host copies of one fp32 buffer of every unit, stream-ordered after the
+  // work enqueued so far (synchronises the stream).
+  std::vector<std::vector<float>> to_host(TrackedBuffer UnitState::*buffer) const;
   // Copies n storage elements (stream-ordered).
   void copy(void* dst, const void* src, int64_t elements) const;
   // dst (device, int32) <- the tokens (labels: false) or labels of mb.

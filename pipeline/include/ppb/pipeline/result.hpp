@@ -282,6 +282,11 @@ struct CheckFigures {
   double max_rel_error = 0;  ///< worst relative error over loss and gradients (number or null)
   double loss = 0;           ///< optional: the pipelined run's loss (number or null)
   std::string method;        ///< optional: "reference" or "weight-stash" (pipedream)
+  /// optional (absent in files written before it): the worst relative error
+  /// of a chunk's first optimizer step against plain SGD, w - lr * g, on
+  /// the update itself (0 when exact, 1 for a step that did nothing or a
+  /// compute copy not refreshed; docs/metrics.md, "Check").
+  std::optional<double> update_rel_error;
 
   friend bool operator==(const CheckFigures&, const CheckFigures&) = default;
 };

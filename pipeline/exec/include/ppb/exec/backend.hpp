@@ -42,7 +42,8 @@
 // only some backends offer is an interface of its own, reached through an
 // accessor that returns null where the backend lacks it, so a caller asks
 // instead of reading a placeholder (NaN, -1, empty):
-//   check()          CheckAccess: gradients, losses, weight versions for --check
+//   check()          CheckAccess: gradients, weights, losses, weight versions
+//                    for --check
 //   probes()         StepProbes: speed probe and seconds per unit kind
 //   modelled_time()  ModelledTime: the time scale of slept actions
 //   device()         DeviceAccess: device memory figures, out of memory
@@ -283,6 +284,17 @@ class CheckAccess {
   /// step, one vector per unit of the chunk's range in unit order, copied to
   /// host memory.
   virtual std::vector<std::vector<float>> gradients(int chunk) const = 0;
+  /// The fp32 master weights of `chunk`: the live weights optimizer_step()
+  /// updates (never a weight-stash copy), one vector per unit of the
+  /// chunk's range in unit order as gradients(), copied to host memory.
+  virtual std::vector<std::vector<float>> weights(int chunk) const = 0;
+  /// Elements of the weights `chunk`'s kernels read that are not its fp32
+  /// master rounded to the storage dtype: with bf16 storage, the bf16
+  /// compute copy every optimizer step refreshes from the master (compared
+  /// on the backend, through the conversion the refresh uses); 0 where the
+  /// kernels read the master itself (fp32, cpu), and once a device backend
+  /// ran out of memory.
+  virtual int64_t stale_compute_weights(int chunk) const = 0;
   /// The loss of micro-batch `mb` computed by `chunk`. REQUIRES: `chunk` is
   /// the last virtual stage and its forward of `mb` ran. NaN once a device
   /// backend ran out of memory (DeviceAccess::out_of_memory).
