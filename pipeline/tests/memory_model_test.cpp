@@ -261,9 +261,10 @@ TEST(MemoryModel, TheRunningActionsWorkspaceAddsToTheActivations) {
 }
 
 // A chunk's workspace from its units, walked as the cpu backend runs them:
-// for [attention, attn_out] the boundary between them (2 T h e) is held in
-// F once attn_out runs, and in B and I while attention's backward also
-// holds its s x s scratch.
+// for [attention, attn_out], F writes attention's output straight into
+// attn_out's kept input (no workspace), while B and I hold the gradient
+// boundary between them (2 T h e), attention's backward also its s x s
+// scratch.
 TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   const ModelSpec spec = parse_model_spec("gpt:layers=1,hidden=64,heads=2,seq=16,vocab=100,mbs=2");
   const std::vector<Unit> units = expand_units(spec);
@@ -276,7 +277,7 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   const auto n = static_cast<int>(units.size());
   const StageCosts a = model_costs(units, times, {{0, 3}, {3, 5}, {5, n}}, 3, 1, {});
   const ChunkCost& attn = a.chunks[1];
-  EXPECT_EQ(attn.forward_workspace_bytes, 2 * th);
+  EXPECT_EQ(attn.forward_workspace_bytes, 0);
   EXPECT_EQ(attn.backward_workspace_bytes, 2 * th + scores);
   // I: attention's scratch while attn_out's output gradient is kept, on top
   // of I's activation peak.
@@ -287,6 +288,10 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   EXPECT_EQ(b.chunks[0].backward_workspace_bytes, 0);
   EXPECT_EQ(b.chunks[2].forward_workspace_bytes, 8 * spec.tokens());
   EXPECT_EQ(b.chunks[2].backward_workspace_bytes, 8 * spec.tokens());
+  // [final_norm, head]: the head's input is already in its kept activations
+  // when it runs (final_norm wrote it there), so F holds only its scratch.
+  const StageCosts d = model_costs(units, times, {{0, n - 2}, {n - 2, n}}, 2, 1, {});
+  EXPECT_EQ(d.chunks[1].forward_workspace_bytes, 8 * spec.tokens());
 }
 
 // The cuda backend's kernels hold other scratch (model.hpp's second table):

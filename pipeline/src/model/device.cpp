@@ -133,25 +133,30 @@ UnitTime unit_time_object(const JsonObject& o) {
 }
 
 // The workspace of chunk `r`'s actions on top of their activation peaks
-// (ChunkCost::*_workspace_bytes), walking the units as a backend runs them:
-// unit i holds the boundaries on either side of it that lie inside the chunk
-// and its own scratch. F allocates a unit's activations before its scratch,
-// so later units' activations are not yet held; B and I go down the units,
-// and a unit that keeps nothing for W (attention) frees its activations once
-// its scratch is gone; I keeps a unit's output gradient for W while both
-// boundaries are still held. B runs each unit's weight gradient after its
-// input gradient, W only the weight gradients (no boundaries).
+// (ChunkCost::*_workspace_bytes), walking the units as a backend runs them.
+// F: every unit after the chunk's first keeps its input, and the unit
+// before writes it there in place, so no boundary inside the chunk is
+// workspace; F allocates unit i+1's activations (its input) before unit i
+// runs, so only the activations after those are not yet held while unit i
+// holds its scratch. B and I go down the units, unit i holding the gradient
+// boundaries on either side of it that lie inside the chunk and its own
+// scratch; a unit that keeps nothing for W (attention) frees its
+// activations once its scratch is gone; I keeps a unit's output gradient
+// for W, allocated before the unit's scratch, while both boundaries are
+// still held. B runs each unit's weight
+// gradient after its input gradient, W only the weight gradients (no
+// boundaries).
 void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost& c) {
   const auto unit = [&](int i) -> const Unit& { return units[static_cast<size_t>(i)]; };
   const auto boundaries = [&](int i) {
     return (i > r.begin ? unit(i - 1).boundary_bytes : 0) +
            (i + 1 < r.end ? unit(i).boundary_bytes : 0);
   };
-  int64_t later = c.activation_bytes;
+  int64_t later = c.activation_bytes - unit(r.begin).activation_bytes;
   for (int i = r.begin; i < r.end; ++i) {
-    later -= unit(i).activation_bytes;
+    if (i + 1 < r.end) later -= unit(i + 1).activation_bytes;
     c.forward_workspace_bytes =
-        std::max(c.forward_workspace_bytes, boundaries(i) + unit(i).forward_scratch_bytes - later);
+        std::max(c.forward_workspace_bytes, unit(i).forward_scratch_bytes - later);
   }
   int64_t freed = 0;
   int64_t held = c.activation_bytes;
@@ -164,7 +169,9 @@ void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost
     c.backward_workspace_bytes = std::max(c.backward_workspace_bytes, whole - freed);
     c.weight_workspace_bytes = std::max(c.weight_workspace_bytes, u.weight_scratch_bytes);
     if (u.split_kept_bytes == 0) freed += u.activation_bytes;
-    input_top = std::max(input_top, held + during);
+    // I allocates the output gradient a unit keeps for W before its scratch.
+    const int64_t kept_gradient = std::max<int64_t>(0, u.split_kept_bytes - u.activation_bytes);
+    input_top = std::max(input_top, held + kept_gradient + during);
     held += u.split_kept_bytes - u.activation_bytes;
     input_top = std::max(input_top, held + boundaries(i));
   }

@@ -66,6 +66,8 @@ CpuChunk::CpuChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRa
               where + "boundary_bytes differ from the cpu backend's layout");
     PPB_CHECK(u.param_bytes == unit_param_count(spec, u.kind) * kFloat,
               where + "param_bytes differ from the cpu backend's parameters");
+    PPB_CHECK(g == range.begin || unit_flow(spec, u.kind).keeps_input,
+              where + "keeps no input, but the unit before writes its output there");
     units_.push_back(u);
     auto state = std::make_unique<UnitState>();
     state->global_index = g;
@@ -113,7 +115,6 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   const int64_t tf = t * f;
   MemoryTracker& mem = *tracker_;
 
-  TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const float* in = input != nullptr ? floats(input) : nullptr;
   // Inside the chunk the residual stream travels as a pointer, not in the
   // boundaries: into the chunk's input, or into the kept input of the
@@ -122,27 +123,31 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
     resid = in + first.in;
   }
+  // Each unit after the first receives its input in place: the unit before
+  // writes its output into the start of the next unit's kept activations
+  // (allocated before it runs; model.hpp), so no boundary inside the chunk
+  // is workspace and no input is copied.
+  state.kept[0] = TrackedBuffer(mem, MemCategory::kActivations, units_[0].activation_bytes);
   for (size_t i = 0; i < units_.size(); ++i) {
     const auto started = std::chrono::steady_clock::now();
     const UnitKind kind = units_[i].kind;
     const bool last = i + 1 == units_.size();
-    TrackedBuffer next;
     float* out = nullptr;
     if (last) {
       out = output != nullptr ? floats(output) : nullptr;
     } else {
-      next = TrackedBuffer(mem, MemCategory::kWorkspace, units_[i].boundary_bytes);
-      out = floats(next);
+      state.kept[i + 1] =
+          TrackedBuffer(mem, MemCategory::kActivations, units_[i + 1].activation_bytes);
+      out = floats(state.kept[i + 1]);
     }
     TrackedBuffer& kept = state.kept[i];
-    kept = TrackedBuffer(mem, MemCategory::kActivations, units_[i].activation_bytes);
     const float* p = params_for(static_cast<int>(i), state.version);
     // The unit's data flow (unit_flow.hpp): its kept input, then what it
     // keeps besides; the residual it begins (its kept input) or carries, or
     // adds to its output.
     const UnitFlow flow = unit_flow(spec_, kind);
     PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
-    if (flow.keeps_input) copy_floats(floats(kept), in, flow.in);
+    if (flow.keeps_input && i == 0) copy_floats(floats(kept), in, flow.in);
     float* extra = floats_at(kept, flow.extra_offset());
     if (flow.residual == Residual::kBegin) resid = floats(kept);
     if (flow.residual == Residual::kAdd) copy_floats(out, resid, flow.resid);  // out +=
@@ -191,8 +196,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       }
     }
     if (!flow.passes_residual()) resid = nullptr;
-    prev = std::move(next);
-    in = prev.empty() ? nullptr : prev.as<float>();
+    in = out;
     kind_seconds_[static_cast<size_t>(kind)].fwd += seconds_since(started);
   }
   ledger_.admit(std::move(state));

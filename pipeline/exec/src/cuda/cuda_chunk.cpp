@@ -53,6 +53,8 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
               where + "activation_bytes differ from the cuda backend's layout");
     PPB_CHECK(u.boundary_bytes == unit_boundary_bytes(spec, u.kind, ctx.dtype),
               where + "boundary_bytes differ from the cuda backend's layout");
+    PPB_CHECK(g == range.begin || unit_flow(spec, u.kind, ctx.attention).keeps_input,
+              where + "keeps no input, but the unit before writes its output there");
     units_.push_back(u);
     auto state = std::make_unique<UnitState>();
     state->kind = u.kind;
@@ -222,7 +224,6 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
             "forward: input must be given iff the chunk has one");
   PPB_CHECK((output != nullptr) == (output_bytes() > 0),
             "forward: output must be given iff the chunk has one");
-  TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const void* in = input;
   // Inside the chunk the residual stream travels as a pointer, not in the
   // boundaries: into the chunk's input, or into the kept input of the
@@ -232,18 +233,20 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
     resid = offset(input, ctx_.dtype, first.in);
   }
+  // Each unit after the first receives its input in place: the unit before
+  // writes its output into the start of the next unit's kept activations
+  // (allocated before it runs; model.hpp), so no boundary inside the chunk
+  // is workspace and no input is copied.
+  state.kept[0] = device(units_[0].activation_bytes, MemCategory::kActivations);
   for (size_t i = 0; i < units_.size(); ++i) {
     const bool last = i + 1 == units_.size();
-    TrackedBuffer next;
     void* out = output;
     if (!last) {
-      next = device(units_[i].boundary_bytes, MemCategory::kWorkspace);
-      out = next.data();
+      state.kept[i + 1] = device(units_[i + 1].activation_bytes, MemCategory::kActivations);
+      out = state.kept[i + 1].data();
     }
-    state.kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
     resid = forward_unit(i, state, in, resid, out, last);
-    prev = std::move(next);  // frees (stream-ordered) the input of unit i
-    in = prev.data();
+    in = out;
   }
   ledger_.admit(std::move(state));
 }
@@ -259,14 +262,16 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
-  // The unit's data flow (unit_flow.hpp). The LayerNorm kernel writes its
-  // kept input (and, at the chunk's end, the residual it begins) in its one
-  // pass, and the residual a unit adds is the bias kernel's addend; the
-  // rest is copied here.
+  // The unit's data flow (unit_flow.hpp). After the chunk's first unit the
+  // input is already in kept; the first unit's is copied there (a
+  // LayerNorm's by its kernel, in its one pass, which also writes the
+  // residual it begins at the chunk's end). The residual a unit adds is the
+  // bias kernel's addend; the rest is copied here.
   const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
   PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
   const bool norm = flow.residual == Residual::kBegin || kind == UnitKind::kFinalNorm;
-  if (flow.keeps_input && !norm) copy(kept, in, flow.in);
+  const bool in_place = i > 0;  // the unit before wrote its input into kept (forward)
+  if (flow.keeps_input && !norm && !in_place) copy(kept, in, flow.in);
   void* extra = offset(kept, dt, flow.extra_offset());
   if (last && flow.residual == Residual::kCarry) copy(offset(out, dt, flow.out), resid, flow.resid);
   const void* add = flow.residual == Residual::kAdd ? resid : nullptr;
@@ -282,7 +287,8 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
     case UnitKind::kFinalNorm: {
       void* passed =
           last && flow.residual == Residual::kBegin ? offset(out, dt, flow.out) : nullptr;
-      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, kept, extra, passed, st);
+      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, in_place ? nullptr : kept, extra,
+                    passed, st);
       break;
     }
     case UnitKind::kQkv:

@@ -157,11 +157,15 @@ const char* attention_name(Attention attention);
 /// gradient (embedding, ln, qkv, attn_out, fc2, final_norm), activation_bytes
 /// (fc1_gelu, head) or 0 (attention).
 ///
-/// While a pass runs, it also holds workspace: the previous unit's output
-/// (forward) or output gradient (backward) and its own, boundary_bytes each
-/// (the chunk's first input and last output are communication buffers, not
-/// workspace), plus a unit's own scratch, which depends on the kernels
-/// (Kernels). The cpu backend's, one head at a time:
+/// Every unit but the embedding keeps its input, and inside a chunk the
+/// unit before writes its output straight into that kept input: a forward
+/// holds no boundary as workspace (the next unit's activations are
+/// allocated before the unit that writes them runs). A backward holds the
+/// output gradient of the unit it runs and its input gradient,
+/// boundary_bytes each (the chunk's first input and last output are
+/// communication buffers, not workspace). Every pass also holds the unit's
+/// own scratch, which depends on the kernels (Kernels). The cpu backend's,
+/// one head at a time:
 ///
 ///  unit        forward_scratch_bytes   backward_scratch_bytes      weight_scratch_bytes
 ///  embedding   4 * T (int32 labels)    0                           0
