@@ -203,7 +203,7 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
 }
 
 void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
-                                   float* grad_in, bool keep_for_weight) {
+                                   const float* resid_grad, float* grad_in, bool keep_for_weight) {
   const size_t i = static_cast<size_t>(local_unit);
   const UnitKind kind = units_[i].kind;
   const int64_t t = spec_.tokens();
@@ -215,16 +215,15 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
   TrackedBuffer& kept = state.kept[i];
   const float* p = params_for(local_unit, state.version);
   // The unit's data flow (unit_flow.hpp): the residual's gradient passes
-  // back beside the input gradient (it is the output gradient itself where
-  // the unit added the residual), or adds to the LayerNorm's; units with
-  // weights keep the gradient of their output for backward_weight (in the
-  // split form only; the full backward uses grad_out directly).
+  // back beside the input gradient at the chunk's input, or adds to the
+  // LayerNorm's; units with weights keep the gradient of their output for
+  // backward_weight (in the split form only; the full backward uses
+  // grad_out directly).
   const UnitFlow flow = unit_flow(spec_, kind);
-  if (flow.takes_residual()) {
-    copy_floats(grad_in + flow.in, flow.residual == Residual::kAdd ? grad_out : grad_out + flow.out,
-                flow.resid);
+  if (flow.takes_residual() && local_unit == 0) {
+    copy_floats(grad_in + flow.in, resid_grad, flow.resid);
   }
-  if (flow.residual == Residual::kBegin) copy_floats(grad_in, grad_out + flow.out, flow.resid);
+  if (flow.residual == Residual::kBegin) copy_floats(grad_in, resid_grad, flow.resid);
   if (keep_for_weight && flow.held_gradient > 0) {
     state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, flow.held_gradient * kFloat);
     copy_floats(floats(state.pending[i]), grad_out, flow.held_gradient);
@@ -326,24 +325,41 @@ void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std
             "backward: grad_input must be given iff the chunk has an input");
   TrackedBuffer current;  // gradient of unit i's output when it is inside the chunk
   const float* grad_out = grad_output != nullptr ? floats(grad_output) : nullptr;
+  // The residual's gradient travels by pointer (model.hpp): from the
+  // chunk's output gradient, or from the output gradient of the unit that
+  // added the residual, held until the LayerNorm that began it.
+  TrackedBuffer resid_held;
+  const float* resid_grad = nullptr;
+  if (const UnitFlow top = unit_flow(spec_, units_.back().kind); top.passes_residual()) {
+    resid_grad = grad_out + top.out;
+  }
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    const UnitFlow flow = unit_flow(spec_, units_[static_cast<size_t>(i)].kind);
+    if (flow.residual == Residual::kAdd) resid_grad = grad_out;
     TrackedBuffer below;
     float* grad_in = nullptr;
     if (i == 0) {
       grad_in = grad_input != nullptr ? floats(grad_input) : nullptr;
     } else {
+      const Unit& prev = units_[static_cast<size_t>(i - 1)];
       below = TrackedBuffer(*tracker_, MemCategory::kWorkspace,
-                            units_[static_cast<size_t>(i - 1)].boundary_bytes);
+                            prev.boundary_bytes - prev.residual_bytes);
       grad_in = floats(below);
     }
     UnitTime& spent = kind_seconds_[static_cast<size_t>(units_[static_cast<size_t>(i)].kind)];
     const auto started = std::chrono::steady_clock::now();
-    backward_unit_input(i, state, grad_out, grad_in, split);
+    backward_unit_input(i, state, grad_out, resid_grad, grad_in, split);
     spent.bwd_input += seconds_since(started);
     if (!split) {
       const auto weight_started = std::chrono::steady_clock::now();
       backward_unit_weight(i, state, grad_out);
       spent.bwd_weight += seconds_since(weight_started);
+    }
+    if (flow.residual == Residual::kAdd) {
+      resid_held = std::move(current);  // the residual's gradient, for the LayerNorm below
+    } else if (flow.residual == Residual::kBegin) {
+      resid_held = TrackedBuffer();
+      resid_grad = nullptr;
     }
     current = std::move(below);
     grad_out = grad_in;

@@ -340,7 +340,8 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
 }
 
 TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
-                                             void* grad_in, bool keep_for_weight) {
+                                             const void* resid_grad, void* grad_in,
+                                             bool keep_for_weight) {
   const Dtype dt = ctx_.dtype;
   const cudaStream_t st = ctx_.stream;
   const int64_t t = spec_.tokens();
@@ -359,10 +360,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
   // with weights keep the gradient of their output for backward_weight
   // (split form only; the full backward uses grad_out directly).
   const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
-  if (flow.takes_residual()) {
-    const void* resid = flow.residual == Residual::kAdd ? grad_out : offset(grad_out, dt, flow.out);
-    copy(offset(grad_in, dt, flow.in), resid, flow.resid);
-  }
+  if (flow.takes_residual() && i == 0) copy(offset(grad_in, dt, flow.in), resid_grad, flow.resid);
   if (keep_for_weight && flow.held_gradient > 0) {
     state.pending[i] = device(flow.held_gradient * dtype_bytes(dt), MemCategory::kActivations);
     copy(state.pending[i].data(), grad_out, flow.held_gradient);
@@ -374,8 +372,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      const void* add =
-          flow.residual == Residual::kBegin ? offset(grad_out, dt, flow.out) : nullptr;
+      const void* add = flow.residual == Residual::kBegin ? resid_grad : nullptr;
       // The row statistics come out of the same pass, for the weight gradient.
       row_stats = device(2 * t * 4, MemCategory::kWorkspace);
       layernorm_bwd_input(dt, grad_out, kept, w, add, t, h, grad_in, f32(row_stats),
@@ -499,18 +496,35 @@ void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, st
             "backward: grad_input must be given iff the chunk has an input");
   TrackedBuffer current;  // the gradient of unit i's output when it is inside the chunk
   const void* grad_out = grad_output;
+  // The residual's gradient travels by pointer (model.hpp): from the
+  // chunk's output gradient, or from the output gradient of the unit that
+  // added the residual, held until the LayerNorm that began it.
+  TrackedBuffer resid_held;
+  const void* resid_grad = nullptr;
+  if (const UnitFlow top = unit_flow(spec_, units_.back().kind); top.passes_residual()) {
+    resid_grad = offset(grad_output, ctx_.dtype, top.out);
+  }
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    const Residual residual = unit_flow(spec_, units_[static_cast<size_t>(i)].kind).residual;
+    if (residual == Residual::kAdd) resid_grad = grad_out;
     TrackedBuffer below;
     void* grad_in = grad_input;
     if (i > 0) {
-      below = device(units_[static_cast<size_t>(i - 1)].boundary_bytes, MemCategory::kWorkspace);
+      const Unit& prev = units_[static_cast<size_t>(i - 1)];
+      below = device(prev.boundary_bytes - prev.residual_bytes, MemCategory::kWorkspace);
       grad_in = below.data();
     }
     const TrackedBuffer row_stats =
-        backward_unit_input(static_cast<size_t>(i), state, grad_out, grad_in, split);
+        backward_unit_input(static_cast<size_t>(i), state, grad_out, resid_grad, grad_in, split);
     if (!split) {
       backward_unit_weight(static_cast<size_t>(i), state, grad_out,
                            row_stats.empty() ? nullptr : row_stats.as<float>());
+    }
+    if (residual == Residual::kAdd) {
+      resid_held = std::move(current);  // the residual's gradient, for the LayerNorm below
+    } else if (residual == Residual::kBegin) {
+      resid_held = TrackedBuffer();  // frees (stream-ordered) after its last reader
+      resid_grad = nullptr;
     }
     current = std::move(below);  // frees (stream-ordered) the gradient unit i consumed
     grad_out = grad_in;
