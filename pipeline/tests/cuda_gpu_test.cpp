@@ -7,6 +7,7 @@
 // saying why, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "vocab_padding.hpp"
 
@@ -237,6 +239,60 @@ TEST_F(CudaGpu, ModelCutAtEveryUnitMatchesTheCpuModel) {
       EXPECT_NEAR(loss, ref.loss, tolerance(dt) * ref.loss) << what;
       expect_gradients(a.gradients(), ref, 0, tolerance(dt), what);
       expect_gradients(b.gradients(), ref, cut, tolerance(dt), what);
+    }
+  }
+}
+
+// Each pass peaks at the memory model's chunk walk to the byte, with the
+// cuda kernels' scratch (expand_units for Kernels::kCuda): F at
+// activation_bytes + forward_workspace (every unit after the chunk's first
+// receives its input in place), B at backward_workspace, I at
+// peak_during_input + input_workspace over the chunk without the
+// micro-batch, W at weight_workspace.
+TEST_F(CudaGpu, EachPassPeaksAtTheModelsChunkWalk) {
+  for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
+    const ModelSpec spec = small_spec(dt);
+    const std::vector<Unit> units = expand_units(spec, Kernels::kCuda);
+    const auto n = static_cast<int>(units.size());
+    const std::vector<UnitTime> times = unit_times(units, device_preset("h100"));
+    for (const UnitRange r :
+         {UnitRange{0, n}, UnitRange{2, 10}, UnitRange{3, 5}, UnitRange{n - 2, n}}) {
+      SCOPED_TRACE(std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + " units " +
+                   std::to_string(r.begin) + ".." + std::to_string(r.end));
+      std::vector<UnitRange> parts;
+      if (r.begin > 0) parts.push_back({0, r.begin});
+      parts.push_back(r);
+      if (r.end < n) parts.push_back({r.end, n});
+      const StageCosts costs =
+          model_costs(units, times, parts, static_cast<int>(parts.size()), 1, {});
+      const ChunkCost& c = costs.chunks[r.begin > 0 ? 1 : 0];
+      cuda::CudaChunk chunk(spec, units, r, context(dt), options());
+      TrackedBuffer in = pool_->stream_ordered(chunk.input_bytes(), MemCategory::kCommBuffers);
+      TrackedBuffer out = pool_->stream_ordered(chunk.output_bytes(), MemCategory::kCommBuffers);
+      TrackedBuffer gin = pool_->stream_ordered(chunk.input_bytes(), MemCategory::kCommBuffers);
+      TrackedBuffer gout = pool_->stream_ordered(chunk.output_bytes(), MemCategory::kCommBuffers);
+      if (!in.empty())
+        PPB_CUDA_CHECK(cudaMemsetAsync(in.data(), 0, static_cast<size_t>(in.size()), stream_));
+      if (!gout.empty())
+        PPB_CUDA_CHECK(cudaMemsetAsync(gout.data(), 0, static_cast<size_t>(gout.size()), stream_));
+      const auto peak_of = [&](const std::function<void()>& pass) {
+        tracker_.reset_peaks();
+        const int64_t before = tracker_.current_total();
+        pass();
+        return tracker_.peak_total() - before;
+      };
+      // + the head's loss accumulator of the micro-batch, 8 device bytes the
+      // chunk keeps for loss() past the step (outside the model).
+      const int64_t loss_slot = r.end == n ? 8 : 0;
+      EXPECT_EQ(peak_of([&] { chunk.forward(0, in.data(), out.data()); }),
+                c.activation_bytes + c.forward_workspace_bytes + loss_slot);
+      EXPECT_EQ(peak_of([&] { chunk.backward(0, gout.data(), gin.data()); }),
+                c.backward_workspace_bytes);
+      chunk.forward(1, in.data(), out.data());
+      EXPECT_EQ(peak_of([&] { chunk.backward_input(1, gout.data(), gin.data()); }),
+                c.peak_during_input() + c.input_workspace_bytes - c.activation_bytes);
+      EXPECT_EQ(peak_of([&] { chunk.backward_weight(1); }), c.weight_workspace_bytes);
+      PPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
   }
 }

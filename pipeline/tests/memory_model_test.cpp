@@ -261,9 +261,10 @@ TEST(MemoryModel, TheRunningActionsWorkspaceAddsToTheActivations) {
 }
 
 // A chunk's workspace from its units, walked as the cpu backend runs them:
-// for [attention, attn_out] the boundary between them (2 T h e) is held in
-// F once attn_out runs, and in B and I while attention's backward also
-// holds its s x s scratch.
+// for [attention, attn_out], F writes attention's output straight into
+// attn_out's kept input (no workspace), while B and I hold the gradient
+// between them (its main part, T h e: the residual's gradient travels by
+// pointer), attention's backward also its s x s scratch.
 TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   const ModelSpec spec = parse_model_spec("gpt:layers=1,hidden=64,heads=2,seq=16,vocab=100,mbs=2");
   const std::vector<Unit> units = expand_units(spec);
@@ -276,17 +277,29 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   const auto n = static_cast<int>(units.size());
   const StageCosts a = model_costs(units, times, {{0, 3}, {3, 5}, {5, n}}, 3, 1, {});
   const ChunkCost& attn = a.chunks[1];
-  EXPECT_EQ(attn.forward_workspace_bytes, 2 * th);
-  EXPECT_EQ(attn.backward_workspace_bytes, 2 * th + scores);
+  EXPECT_EQ(attn.forward_workspace_bytes, 0);
+  EXPECT_EQ(attn.backward_workspace_bytes, th + scores);
   // I: attention's scratch while attn_out's output gradient is kept, on top
   // of I's activation peak.
-  EXPECT_EQ(attn.input_workspace_bytes, 2 * th + scores);
+  EXPECT_EQ(attn.input_workspace_bytes, th + scores);
+  // [ln1 .. ln2]: attn_out's output gradient is the residual's gradient, held
+  // from attn_out down to ln1. At attention: qkv's gradient (3 T h e), its
+  // own (T h e), the residual's (T h e) and its scratch.
+  ASSERT_EQ(units[5].kind, UnitKind::kLayerNorm2);
+  EXPECT_EQ(units[1].residual_bytes, th);
+  EXPECT_EQ(units[4].residual_bytes, 0);
+  const StageCosts l = model_costs(units, times, {{0, 1}, {1, 6}, {6, n}}, 3, 1, {});
+  EXPECT_EQ(l.chunks[1].backward_workspace_bytes, 5 * th + scores);
   // A chunk of one unit has no boundary inside it: only scratch.
   const StageCosts b = model_costs(units, times, {{0, 1}, {1, n - 1}, {n - 1, n}}, 3, 1, {});
   EXPECT_EQ(b.chunks[0].forward_workspace_bytes, 4 * spec.tokens());
   EXPECT_EQ(b.chunks[0].backward_workspace_bytes, 0);
   EXPECT_EQ(b.chunks[2].forward_workspace_bytes, 8 * spec.tokens());
   EXPECT_EQ(b.chunks[2].backward_workspace_bytes, 8 * spec.tokens());
+  // [final_norm, head]: the head's input is already in its kept activations
+  // when it runs (final_norm wrote it there), so F holds only its scratch.
+  const StageCosts d = model_costs(units, times, {{0, n - 2}, {n - 2, n}}, 2, 1, {});
+  EXPECT_EQ(d.chunks[1].forward_workspace_bytes, 8 * spec.tokens());
 }
 
 // The cuda backend's kernels hold other scratch (model.hpp's second table):

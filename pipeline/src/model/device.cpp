@@ -133,40 +133,54 @@ UnitTime unit_time_object(const JsonObject& o) {
 }
 
 // The workspace of chunk `r`'s actions on top of their activation peaks
-// (ChunkCost::*_workspace_bytes), walking the units as a backend runs them:
-// unit i holds the boundaries on either side of it that lie inside the chunk
-// and its own scratch. F allocates a unit's activations before its scratch,
-// so later units' activations are not yet held; B and I go down the units,
-// and a unit that keeps nothing for W (attention) frees its activations once
-// its scratch is gone; I keeps a unit's output gradient for W while both
-// boundaries are still held. B runs each unit's weight gradient after its
-// input gradient, W only the weight gradients (no boundaries).
+// (ChunkCost::*_workspace_bytes), walking the units as a backend runs them.
+// F: every unit after the chunk's first keeps its input, and the unit
+// before writes it there in place, so no boundary inside the chunk is
+// workspace; F allocates unit i+1's activations (its input) before unit i
+// runs, so only the activations after those are not yet held while unit i
+// holds its scratch. B and I go down the units, unit i holding the main
+// parts of the gradient boundaries on either side of it that lie inside
+// the chunk (the residual's gradient travels by pointer), the residual's
+// gradient where a unit above it inside the chunk added the residual
+// (attn_out, fc2: their output gradient, held down to the LayerNorm that
+// began the residual), and its own scratch; a unit that keeps nothing for
+// W (attention) frees its activations once its scratch is gone; I keeps a
+// unit's output gradient for W, allocated before the unit's scratch, while
+// both boundaries are still held. B runs each unit's weight gradient after
+// its input gradient, W only the weight gradients (no boundaries).
 void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost& c) {
   const auto unit = [&](int i) -> const Unit& { return units[static_cast<size_t>(i)]; };
+  const auto gradient = [&](int i) { return unit(i).boundary_bytes - unit(i).residual_bytes; };
   const auto boundaries = [&](int i) {
-    return (i > r.begin ? unit(i - 1).boundary_bytes : 0) +
-           (i + 1 < r.end ? unit(i).boundary_bytes : 0);
+    return (i > r.begin ? gradient(i - 1) : 0) + (i + 1 < r.end ? gradient(i) : 0);
   };
-  int64_t later = c.activation_bytes;
+  int64_t later = c.activation_bytes - unit(r.begin).activation_bytes;
   for (int i = r.begin; i < r.end; ++i) {
-    later -= unit(i).activation_bytes;
+    if (i + 1 < r.end) later -= unit(i + 1).activation_bytes;
     c.forward_workspace_bytes =
-        std::max(c.forward_workspace_bytes, boundaries(i) + unit(i).forward_scratch_bytes - later);
+        std::max(c.forward_workspace_bytes, unit(i).forward_scratch_bytes - later);
   }
   int64_t freed = 0;
   int64_t held = c.activation_bytes;
   int64_t input_top = held;
+  int64_t residual = 0;  // the residual's gradient held for a LayerNorm below
   for (int i = r.end - 1; i >= r.begin; --i) {
     const Unit& u = unit(i);
-    const int64_t during = boundaries(i) + u.backward_scratch_bytes;
-    const int64_t whole =
-        boundaries(i) + std::max(u.backward_scratch_bytes, u.weight_scratch_bytes);
+    const int64_t around = boundaries(i) + residual;
+    const int64_t during = around + u.backward_scratch_bytes;
+    const int64_t whole = around + std::max(u.backward_scratch_bytes, u.weight_scratch_bytes);
     c.backward_workspace_bytes = std::max(c.backward_workspace_bytes, whole - freed);
     c.weight_workspace_bytes = std::max(c.weight_workspace_bytes, u.weight_scratch_bytes);
     if (u.split_kept_bytes == 0) freed += u.activation_bytes;
-    input_top = std::max(input_top, held + during);
+    // I allocates the output gradient a unit keeps for W before its scratch.
+    const int64_t kept_gradient = std::max<int64_t>(0, u.split_kept_bytes - u.activation_bytes);
+    input_top = std::max(input_top, held + kept_gradient + during);
     held += u.split_kept_bytes - u.activation_bytes;
-    input_top = std::max(input_top, held + boundaries(i));
+    input_top = std::max(input_top, held + around);
+    if (u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kLayerNorm2) residual = 0;
+    if ((u.kind == UnitKind::kAttnOut || u.kind == UnitKind::kFc2) && i + 1 < r.end) {
+      residual = gradient(i);
+    }
   }
   c.input_workspace_bytes = std::max<int64_t>(0, input_top - c.peak_during_input());
 }

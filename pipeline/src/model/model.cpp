@@ -277,6 +277,13 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention
   add(UnitKind::kHead, -1, {gemm(td, hd, vd), 5 * td * vd}, {gemm(td, vd, hd), 2 * td * vd},
       {gemm(td, hd, vd), 0}, (t * h + t * v) * e, 0, h * v * e);
   for (Unit& u : units) {
+    // The residual stream's part of the boundary: after ln1, qkv, attention,
+    // ln2 and fc1_gelu (attn_out and fc2 add it back).
+    if (u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kQkv ||
+        u.kind == UnitKind::kAttention || u.kind == UnitKind::kLayerNorm2 ||
+        u.kind == UnitKind::kFc1Gelu) {
+      u.residual_bytes = t * h * e;
+    }
     // The kernels' scratch (the tables in model.hpp).
     const bool norm = u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kLayerNorm2 ||
                       u.kind == UnitKind::kFinalNorm;

@@ -66,6 +66,8 @@ CpuChunk::CpuChunk(const ModelSpec& spec, const std::vector<Unit>& units, UnitRa
               where + "boundary_bytes differ from the cpu backend's layout");
     PPB_CHECK(u.param_bytes == unit_param_count(spec, u.kind) * kFloat,
               where + "param_bytes differ from the cpu backend's parameters");
+    PPB_CHECK(g == range.begin || unit_flow(spec, u.kind).keeps_input,
+              where + "keeps no input, but the unit before writes its output there");
     units_.push_back(u);
     auto state = std::make_unique<UnitState>();
     state->global_index = g;
@@ -113,7 +115,6 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   const int64_t tf = t * f;
   MemoryTracker& mem = *tracker_;
 
-  TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const float* in = input != nullptr ? floats(input) : nullptr;
   // Inside the chunk the residual stream travels as a pointer, not in the
   // boundaries: into the chunk's input, or into the kept input of the
@@ -122,27 +123,31 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
     resid = in + first.in;
   }
+  // Each unit after the first receives its input in place: the unit before
+  // writes its output into the start of the next unit's kept activations
+  // (allocated before it runs; model.hpp), so no boundary inside the chunk
+  // is workspace and no input is copied.
+  state.kept[0] = TrackedBuffer(mem, MemCategory::kActivations, units_[0].activation_bytes);
   for (size_t i = 0; i < units_.size(); ++i) {
     const auto started = std::chrono::steady_clock::now();
     const UnitKind kind = units_[i].kind;
     const bool last = i + 1 == units_.size();
-    TrackedBuffer next;
     float* out = nullptr;
     if (last) {
       out = output != nullptr ? floats(output) : nullptr;
     } else {
-      next = TrackedBuffer(mem, MemCategory::kWorkspace, units_[i].boundary_bytes);
-      out = floats(next);
+      state.kept[i + 1] =
+          TrackedBuffer(mem, MemCategory::kActivations, units_[i + 1].activation_bytes);
+      out = floats(state.kept[i + 1]);
     }
     TrackedBuffer& kept = state.kept[i];
-    kept = TrackedBuffer(mem, MemCategory::kActivations, units_[i].activation_bytes);
     const float* p = params_for(static_cast<int>(i), state.version);
     // The unit's data flow (unit_flow.hpp): its kept input, then what it
     // keeps besides; the residual it begins (its kept input) or carries, or
     // adds to its output.
     const UnitFlow flow = unit_flow(spec_, kind);
     PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
-    if (flow.keeps_input) copy_floats(floats(kept), in, flow.in);
+    if (flow.keeps_input && i == 0) copy_floats(floats(kept), in, flow.in);
     float* extra = floats_at(kept, flow.extra_offset());
     if (flow.residual == Residual::kBegin) resid = floats(kept);
     if (flow.residual == Residual::kAdd) copy_floats(out, resid, flow.resid);  // out +=
@@ -191,15 +196,14 @@ void CpuChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
       }
     }
     if (!flow.passes_residual()) resid = nullptr;
-    prev = std::move(next);
-    in = prev.empty() ? nullptr : prev.as<float>();
+    in = out;
     kind_seconds_[static_cast<size_t>(kind)].fwd += seconds_since(started);
   }
   ledger_.admit(std::move(state));
 }
 
 void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
-                                   float* grad_in, bool keep_for_weight) {
+                                   const float* resid_grad, float* grad_in, bool keep_for_weight) {
   const size_t i = static_cast<size_t>(local_unit);
   const UnitKind kind = units_[i].kind;
   const int64_t t = spec_.tokens();
@@ -211,16 +215,15 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
   TrackedBuffer& kept = state.kept[i];
   const float* p = params_for(local_unit, state.version);
   // The unit's data flow (unit_flow.hpp): the residual's gradient passes
-  // back beside the input gradient (it is the output gradient itself where
-  // the unit added the residual), or adds to the LayerNorm's; units with
-  // weights keep the gradient of their output for backward_weight (in the
-  // split form only; the full backward uses grad_out directly).
+  // back beside the input gradient at the chunk's input, or adds to the
+  // LayerNorm's; units with weights keep the gradient of their output for
+  // backward_weight (in the split form only; the full backward uses
+  // grad_out directly).
   const UnitFlow flow = unit_flow(spec_, kind);
-  if (flow.takes_residual()) {
-    copy_floats(grad_in + flow.in, flow.residual == Residual::kAdd ? grad_out : grad_out + flow.out,
-                flow.resid);
+  if (flow.takes_residual() && local_unit == 0) {
+    copy_floats(grad_in + flow.in, resid_grad, flow.resid);
   }
-  if (flow.residual == Residual::kBegin) copy_floats(grad_in, grad_out + flow.out, flow.resid);
+  if (flow.residual == Residual::kBegin) copy_floats(grad_in, resid_grad, flow.resid);
   if (keep_for_weight && flow.held_gradient > 0) {
     state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, flow.held_gradient * kFloat);
     copy_floats(floats(state.pending[i]), grad_out, flow.held_gradient);
@@ -322,24 +325,41 @@ void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std
             "backward: grad_input must be given iff the chunk has an input");
   TrackedBuffer current;  // gradient of unit i's output when it is inside the chunk
   const float* grad_out = grad_output != nullptr ? floats(grad_output) : nullptr;
+  // The residual's gradient travels by pointer (model.hpp): from the
+  // chunk's output gradient, or from the output gradient of the unit that
+  // added the residual, held until the LayerNorm that began it.
+  TrackedBuffer resid_held;
+  const float* resid_grad = nullptr;
+  if (const UnitFlow top = unit_flow(spec_, units_.back().kind); top.passes_residual()) {
+    resid_grad = grad_out + top.out;
+  }
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    const UnitFlow flow = unit_flow(spec_, units_[static_cast<size_t>(i)].kind);
+    if (flow.residual == Residual::kAdd) resid_grad = grad_out;
     TrackedBuffer below;
     float* grad_in = nullptr;
     if (i == 0) {
       grad_in = grad_input != nullptr ? floats(grad_input) : nullptr;
     } else {
+      const Unit& prev = units_[static_cast<size_t>(i - 1)];
       below = TrackedBuffer(*tracker_, MemCategory::kWorkspace,
-                            units_[static_cast<size_t>(i - 1)].boundary_bytes);
+                            prev.boundary_bytes - prev.residual_bytes);
       grad_in = floats(below);
     }
     UnitTime& spent = kind_seconds_[static_cast<size_t>(units_[static_cast<size_t>(i)].kind)];
     const auto started = std::chrono::steady_clock::now();
-    backward_unit_input(i, state, grad_out, grad_in, split);
+    backward_unit_input(i, state, grad_out, resid_grad, grad_in, split);
     spent.bwd_input += seconds_since(started);
     if (!split) {
       const auto weight_started = std::chrono::steady_clock::now();
       backward_unit_weight(i, state, grad_out);
       spent.bwd_weight += seconds_since(weight_started);
+    }
+    if (flow.residual == Residual::kAdd) {
+      resid_held = std::move(current);  // the residual's gradient, for the LayerNorm below
+    } else if (flow.residual == Residual::kBegin) {
+      resid_held = TrackedBuffer();
+      resid_grad = nullptr;
     }
     current = std::move(below);
     grad_out = grad_in;

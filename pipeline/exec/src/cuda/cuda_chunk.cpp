@@ -55,6 +55,8 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
               where + "activation_bytes differ from the cuda backend's layout");
     PPB_CHECK(u.boundary_bytes == unit_boundary_bytes(spec, u.kind, ctx.dtype),
               where + "boundary_bytes differ from the cuda backend's layout");
+    PPB_CHECK(g == range.begin || unit_flow(spec, u.kind, ctx.attention).keeps_input,
+              where + "keeps no input, but the unit before writes its output there");
     units_.push_back(u);
     auto state = std::make_unique<UnitState>();
     state->kind = u.kind;
@@ -224,7 +226,6 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
             "forward: input must be given iff the chunk has one");
   PPB_CHECK((output != nullptr) == (output_bytes() > 0),
             "forward: output must be given iff the chunk has one");
-  TrackedBuffer prev;  // output of the previous unit inside this chunk (workspace)
   const void* in = input;
   // Inside the chunk the residual stream travels as a pointer, not in the
   // boundaries: into the chunk's input, or into the kept input of the
@@ -234,18 +235,20 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
   if (const UnitFlow first = unit_flow(spec_, units_[0].kind); first.takes_residual()) {
     resid = offset(input, ctx_.dtype, first.in);
   }
+  // Each unit after the first receives its input in place: the unit before
+  // writes its output into the start of the next unit's kept activations
+  // (allocated before it runs; model.hpp), so no boundary inside the chunk
+  // is workspace and no input is copied.
+  state.kept[0] = device(units_[0].activation_bytes, MemCategory::kActivations);
   for (size_t i = 0; i < units_.size(); ++i) {
     const bool last = i + 1 == units_.size();
-    TrackedBuffer next;
     void* out = output;
     if (!last) {
-      next = device(units_[i].boundary_bytes, MemCategory::kWorkspace);
-      out = next.data();
+      state.kept[i + 1] = device(units_[i + 1].activation_bytes, MemCategory::kActivations);
+      out = state.kept[i + 1].data();
     }
-    state.kept[i] = device(units_[i].activation_bytes, MemCategory::kActivations);
     resid = forward_unit(i, state, in, resid, out, last);
-    prev = std::move(next);  // frees (stream-ordered) the input of unit i
-    in = prev.data();
+    in = out;
   }
   ledger_.admit(std::move(state));
 }
@@ -261,14 +264,16 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
-  // The unit's data flow (unit_flow.hpp). The LayerNorm kernel writes its
-  // kept input (and, at the chunk's end, the residual it begins) in its one
-  // pass, and the residual a unit adds is the bias kernel's addend; the
-  // rest is copied here.
+  // The unit's data flow (unit_flow.hpp). After the chunk's first unit the
+  // input is already in kept; the first unit's is copied there (a
+  // LayerNorm's by its kernel, in its one pass, which also writes the
+  // residual it begins at the chunk's end). The residual a unit adds is the
+  // bias kernel's addend; the rest is copied here.
   const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
   PPB_CHECK(!flow.takes_residual() || resid != nullptr, "forward: a unit without its residual");
   const bool norm = flow.residual == Residual::kBegin || kind == UnitKind::kFinalNorm;
-  if (flow.keeps_input && !norm) copy(kept, in, flow.in);
+  const bool in_place = i > 0;  // the unit before wrote its input into kept (forward)
+  if (flow.keeps_input && !norm && !in_place) copy(kept, in, flow.in);
   void* extra = offset(kept, dt, flow.extra_offset());
   if (last && flow.residual == Residual::kCarry) copy(offset(out, dt, flow.out), resid, flow.resid);
   const void* add = flow.residual == Residual::kAdd ? resid : nullptr;
@@ -284,7 +289,8 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
     case UnitKind::kFinalNorm: {
       void* passed =
           last && flow.residual == Residual::kBegin ? offset(out, dt, flow.out) : nullptr;
-      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, kept, extra, passed, st);
+      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, in_place ? nullptr : kept, extra,
+                    passed, st);
       break;
     }
     case UnitKind::kQkv:
@@ -336,7 +342,8 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
 }
 
 TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
-                                             void* grad_in, bool keep_for_weight) {
+                                             const void* resid_grad, void* grad_in,
+                                             bool keep_for_weight) {
   const Dtype dt = ctx_.dtype;
   const cudaStream_t st = ctx_.stream;
   const int64_t t = spec_.tokens();
@@ -355,10 +362,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
   // with weights keep the gradient of their output for backward_weight
   // (split form only; the full backward uses grad_out directly).
   const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
-  if (flow.takes_residual()) {
-    const void* resid = flow.residual == Residual::kAdd ? grad_out : offset(grad_out, dt, flow.out);
-    copy(offset(grad_in, dt, flow.in), resid, flow.resid);
-  }
+  if (flow.takes_residual() && i == 0) copy(offset(grad_in, dt, flow.in), resid_grad, flow.resid);
   if (keep_for_weight && flow.held_gradient > 0) {
     state.pending[i] = device(flow.held_gradient * dtype_bytes(dt), MemCategory::kActivations);
     copy(state.pending[i].data(), grad_out, flow.held_gradient);
@@ -370,8 +374,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
-      const void* add =
-          flow.residual == Residual::kBegin ? offset(grad_out, dt, flow.out) : nullptr;
+      const void* add = flow.residual == Residual::kBegin ? resid_grad : nullptr;
       // The row statistics come out of the same pass, for the weight gradient.
       row_stats = device(2 * t * 4, MemCategory::kWorkspace);
       layernorm_bwd_input(dt, grad_out, kept, w, add, t, h, grad_in, f32(row_stats),
@@ -495,18 +498,35 @@ void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, st
             "backward: grad_input must be given iff the chunk has an input");
   TrackedBuffer current;  // the gradient of unit i's output when it is inside the chunk
   const void* grad_out = grad_output;
+  // The residual's gradient travels by pointer (model.hpp): from the
+  // chunk's output gradient, or from the output gradient of the unit that
+  // added the residual, held until the LayerNorm that began it.
+  TrackedBuffer resid_held;
+  const void* resid_grad = nullptr;
+  if (const UnitFlow top = unit_flow(spec_, units_.back().kind); top.passes_residual()) {
+    resid_grad = offset(grad_output, ctx_.dtype, top.out);
+  }
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
+    const Residual residual = unit_flow(spec_, units_[static_cast<size_t>(i)].kind).residual;
+    if (residual == Residual::kAdd) resid_grad = grad_out;
     TrackedBuffer below;
     void* grad_in = grad_input;
     if (i > 0) {
-      below = device(units_[static_cast<size_t>(i - 1)].boundary_bytes, MemCategory::kWorkspace);
+      const Unit& prev = units_[static_cast<size_t>(i - 1)];
+      below = device(prev.boundary_bytes - prev.residual_bytes, MemCategory::kWorkspace);
       grad_in = below.data();
     }
     const TrackedBuffer row_stats =
-        backward_unit_input(static_cast<size_t>(i), state, grad_out, grad_in, split);
+        backward_unit_input(static_cast<size_t>(i), state, grad_out, resid_grad, grad_in, split);
     if (!split) {
       backward_unit_weight(static_cast<size_t>(i), state, grad_out,
                            row_stats.empty() ? nullptr : row_stats.as<float>());
+    }
+    if (residual == Residual::kAdd) {
+      resid_held = std::move(current);  // the residual's gradient, for the LayerNorm below
+    } else if (residual == Residual::kBegin) {
+      resid_held = TrackedBuffer();  // frees (stream-ordered) after its last reader
+      resid_grad = nullptr;
     }
     current = std::move(below);  // frees (stream-ordered) the gradient unit i consumed
     grad_out = grad_in;

@@ -136,8 +136,11 @@ class CudaChunk {
   // Returns the LayerNorm row statistics it computed (fp32 mean[t], rstd[t];
   // empty for other units), which backward_unit_weight reads in a full
   // backward; given none (null), it recomputes them.
+  // `resid_grad` is the residual's gradient the unit passes down or adds
+  // (null where it has none); inside the chunk it travels by pointer, and
+  // only the chunk's input gradient carries it.
   TrackedBuffer backward_unit_input(size_t i, Microbatch& state, const void* grad_out,
-                                    void* grad_in, bool keep_for_weight);
+                                    const void* resid_grad, void* grad_in, bool keep_for_weight);
   void backward_unit_weight(size_t i, Microbatch& state, const void* grad_out,
                             const float* row_stats);
   void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,

@@ -28,7 +28,8 @@ struct ChunkCost {
   int64_t input_peak_bytes = -1;
   int64_t param_bytes = 0;
   /// The workspace an action holds on top of its own activation peak (the
-  /// boundaries between the chunk's units and their scratch, model.hpp):
+  /// units' scratch, and in B and I the gradient boundaries between the
+  /// chunk's units, model.hpp):
   /// while F runs, the stage holds at most what it held before plus
   /// activation_bytes + forward_workspace_bytes; B, what it held plus
   /// backward_workspace_bytes; I, what it held - activation_bytes +

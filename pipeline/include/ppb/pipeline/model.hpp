@@ -157,11 +157,19 @@ const char* attention_name(Attention attention);
 /// gradient (embedding, ln, qkv, attn_out, fc2, final_norm), activation_bytes
 /// (fc1_gelu, head) or 0 (attention).
 ///
-/// While a pass runs, it also holds workspace: the previous unit's output
-/// (forward) or output gradient (backward) and its own, boundary_bytes each
-/// (the chunk's first input and last output are communication buffers, not
-/// workspace), plus a unit's own scratch, which depends on the kernels
-/// (Kernels). The cpu backend's, one head at a time:
+/// Every unit but the embedding keeps its input, and inside a chunk the
+/// unit before writes its output straight into that kept input: a forward
+/// holds no boundary as workspace (the next unit's activations are
+/// allocated before the unit that writes them runs). A backward holds the
+/// output gradient of the unit it runs and its input gradient, each the
+/// main part of a boundary (boundary_bytes - residual_bytes: inside a
+/// chunk the residual's gradient travels by pointer), and, from the unit
+/// that added the residual (attn_out, fc2) down to the LayerNorm that
+/// began it, that unit's output gradient, which is the residual's gradient
+/// (T*h*e). The chunk's first input and last output are communication
+/// buffers, not workspace. Every pass also holds the unit's own scratch,
+/// which depends on the kernels (Kernels). The cpu backend's, one head at a
+/// time:
 ///
 ///  unit        forward_scratch_bytes   backward_scratch_bytes      weight_scratch_bytes
 ///  embedding   4 * T (int32 labels)    0                           0
@@ -222,6 +230,10 @@ struct Unit {
   /// later unit of the layer adds back (after kAttnOut and kFc2 the residual
   /// is already folded in). Gradients crossing back have the same size.
   int64_t boundary_bytes = 0;
+  /// Of boundary_bytes, the residual stream's part (T*h*e after ln1, qkv,
+  /// attention, ln2 and fc1_gelu; 0 elsewhere). Inside a chunk the residual
+  /// and its gradient travel by pointer, not in the boundaries.
+  int64_t residual_bytes = 0;
   int64_t param_bytes = 0;
   int64_t forward_scratch_bytes = 0;        ///< scratch while F runs the unit (see above)
   int64_t backward_scratch_bytes = 0;       ///< scratch while B or I runs its input gradient

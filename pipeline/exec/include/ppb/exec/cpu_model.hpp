@@ -181,8 +181,11 @@ class CpuChunk {
   using Microbatch = Ledger::State;
 
   const float* params_for(int local_unit, int version) const;
-  void backward_unit_input(int local_unit, Microbatch& state, const float* grad_out, float* grad_in,
-                           bool keep_for_weight);
+  // `resid_grad` is the residual's gradient the unit passes down or adds
+  // (null where it has none); inside the chunk it travels by pointer, and
+  // only the chunk's input gradient carries it.
+  void backward_unit_input(int local_unit, Microbatch& state, const float* grad_out,
+                           const float* resid_grad, float* grad_in, bool keep_for_weight);
   void backward_unit_weight(int local_unit, Microbatch& state, const float* grad_out);
   void run_backward(Microbatch& state, const std::byte* grad_output, std::byte* grad_input,
                     bool split);
