@@ -309,7 +309,7 @@ STEPS = (
          runs=(Run("check-bf16-P4", mpirun("4") + (
              "{pb}", "run", "--backend", "cuda", "--dtype", "bf16", "--schedule", "{schedules}",
              "--partition", "all", "--microbatches", "8", "--model", "{model}", "--iters", "1",
-             "--warmup", "0", "--check", "--timeout", "60", "--out", "{out}/check-bf16-P4"),
+             "--warmup", "1", "--check", "--timeout", "60", "--out", "{out}/check-bf16-P4"),
              limit=120, fresh="check-bf16-P4"),),
          reads=("check-bf16-P4",), what="4 ranks, bf16, --check: ",
          skip=((NO_DEVICE, "the rehearsal's cpu backend has no bf16"),

@@ -57,14 +57,24 @@ void CheckProbe::arm(const CheckAccess& backend, float learning_rate, bool stash
   gradient_hash = kHashSeed;
   grads.clear();
   updates.clear();
+  updated_.clear();
+  first_step_ = true;
   updating_ = -1;
   forward_version_.clear();
   stash_violations = 0;
   stash_used = 0;
 }
 
+void CheckProbe::next_step_updates() {
+  armed_ = true;
+  first_step_ = false;
+  updates.clear();
+  updated_.clear();
+  updating_ = -1;
+}
+
 void CheckProbe::action_begin(int /*stage*/, const Action& a) {
-  if (!armed_ || !stashing_ || a.chunk < 0) return;
+  if (!armed_ || !first_step_ || !stashing_ || a.chunk < 0) return;
   const auto key = std::make_pair(static_cast<int64_t>(a.microbatch), a.chunk);
   switch (a.kind) {
     case ActionKind::kForward:
@@ -86,7 +96,7 @@ void CheckProbe::action_begin(int /*stage*/, const Action& a) {
 
 void CheckProbe::optimizer_begin(int chunk) {
   if (!armed_) return;
-  if (hashing_) {
+  if (hashing_ && first_step_) {
     for (const std::vector<float>& g : backend_->gradients(chunk)) {
       const auto* bytes = reinterpret_cast<const unsigned char*>(g.data());
       for (size_t i = 0; i < g.size() * sizeof(float); ++i) {
@@ -94,12 +104,12 @@ void CheckProbe::optimizer_begin(int chunk) {
       }
     }
   }
-  if (updates.count(chunk) != 0) return;  // not the chunk's first optimizer step
+  if (!updated_.insert(chunk).second) return;  // not the chunk's first optimizer step
   // With stashing too these are the live weights: the ones the step updates.
   weights_before_ = backend_->weights(chunk);
   grads_before_ = backend_->gradients(chunk);
   updating_ = chunk;
-  if (!stashing_) grads[chunk] = grads_before_;
+  if (!stashing_ && first_step_) grads[chunk] = grads_before_;
 }
 
 void CheckProbe::optimizer_end(int chunk) {
@@ -175,7 +185,7 @@ double global_loss(const CheckAccess& backend, const CheckContext& ctx, MPI_Comm
 
 /// The worst update of this rank's chunks (CheckProbe::updates; 1 for a
 /// compute copy left stale); logs each chunk whose update fails.
-double update_error(const CheckProbe& probe, const CheckContext& ctx) {
+double update_error(const CheckProbe& probe, const CheckContext& ctx, const char* step) {
   double worst = 0;
   for (int ch = 0; ch < ctx.chunks; ++ch) {
     const auto it = probe.updates.find(ch);
@@ -184,16 +194,16 @@ double update_error(const CheckProbe& probe, const CheckContext& ctx) {
     const int v = ctx.placement.virtual_stage(ctx.stage, ch);
     if (!(u.rel_error <= kUpdateTolerance)) {
       log::warn(
-          "--check: stage %d chunk %d (virtual stage %d): the weights after the optimizer step do "
-          "not equal w - lr*g (relative error of the update %.2e, tolerance %.0e)",
-          ctx.stage, ch, v, u.rel_error, kUpdateTolerance);
+          "--check: stage %d chunk %d (virtual stage %d): the weights after the optimizer step of "
+          "%s do not equal w - lr*g (relative error of the update %.2e, tolerance %.0e)",
+          ctx.stage, ch, v, step, u.rel_error, kUpdateTolerance);
     }
     if (u.stale_compute > 0) {
       log::warn(
-          "--check: stage %d chunk %d (virtual stage %d): the weights after the optimizer step do "
-          "not equal w - lr*g in the compute copy the kernels read (%lld elements not refreshed "
-          "from the master)",
-          ctx.stage, ch, v, static_cast<long long>(u.stale_compute));
+          "--check: stage %d chunk %d (virtual stage %d): the weights after the optimizer step of "
+          "%s do not equal w - lr*g in the compute copy the kernels read (%lld elements not "
+          "refreshed from the master)",
+          ctx.stage, ch, v, step, static_cast<long long>(u.stale_compute));
     }
     worst = std::max({worst, u.rel_error, u.stale_compute > 0 ? 1.0 : 0.0});
   }
@@ -221,6 +231,14 @@ bool replicas_agree(const CheckProbe& probe, const CheckContext& ctx, MPI_Comm c
 
 }  // namespace
 
+double update_figure(const CheckProbe& probe, const CheckContext& ctx, const char* step,
+                     MPI_Comm comm) {
+  const double mine = update_error(probe, ctx, step);
+  double update = 0;
+  PPB_MPI_CHECK(MPI_Allreduce(&mine, &update, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return update;
+}
+
 CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, bool stashing,
                            const CheckContext& ctx, const ReferenceStep* reference,
                            double tolerance, MPI_Comm comm) {
@@ -241,9 +259,7 @@ CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, 
   int64_t used_total = 0;
   PPB_MPI_CHECK(MPI_Allreduce(&used, &used_total, 1, MPI_INT64_T, MPI_SUM, comm));
   const bool agree = replicas_agree(probe, ctx, comm);
-  const double mine = update_error(probe, ctx);
-  double update = 0;
-  PPB_MPI_CHECK(MPI_Allreduce(&mine, &update, 1, MPI_DOUBLE, MPI_MAX, comm));
+  const double update = update_figure(probe, ctx, "the check step", comm);
 
   CheckFigures ck;
   // With stashing, P > 1 must have used a stashed version at least once, or

@@ -7,10 +7,13 @@
 // it, and the replicas of each stage must have summed to the same
 // gradients before every optimizer step (so their weights stay equal).
 // Every schedule, flush and stashing alike, also checks the optimizer: each
-// chunk's first optimizer step of the check step must leave its fp32 master
-// weights at w - lr * g (plain SGD; g the gradients, all-reduced with data
-// parallelism, it updated with), and with bf16 storage the compute copy
-// the kernels read must be the new master rounded to bf16.
+// chunk's first optimizer step of the check step, and of the step after it
+// (the first warm-up step, where there is one: the first that replays work a
+// backend captured, such as the cuda backend's graph of the update), must
+// leave its fp32 master weights at w - lr * g (plain SGD; g the gradients,
+// all-reduced with data parallelism, it updated with), and with bf16
+// storage the compute copy the kernels read must be the new master rounded
+// to bf16.
 // Everything is read through CheckAccess, so any backend whose registry
 // entry says real_gradients (and so offers Backend::check()) can be checked.
 #pragma once
@@ -19,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <utility>
 #include <vector>
@@ -74,6 +78,9 @@ class CheckProbe final : public Instrumentation {
   /// check; with `replicas` every optimizer step's gradients are also
   /// hashed (gradient_hash).
   void arm(const CheckAccess& backend, float learning_rate, bool stashing, bool replicas = false);
+  /// After the armed step: watches the next one, checking only its chunks'
+  /// first optimizer steps (`updates` then holds that step's).
+  void next_step_updates();
   void disarm() { armed_ = false; }
 
   void action_begin(int stage, const Action& action) override;
@@ -84,9 +91,9 @@ class CheckProbe final : public Instrumentation {
   void optimizer_end(int chunk) override;
 
   std::map<int, std::vector<std::vector<float>>> grads;  ///< chunk -> per unit
-  std::map<int, UpdateCheck> updates;                    ///< chunk -> its first optimizer step
-  int64_t stash_violations = 0;  ///< backwards that did not use their forward's version
-  int64_t stash_used = 0;        ///< backwards that ran with an older (stashed) version
+  std::map<int, UpdateCheck> updates;  ///< chunk -> its first optimizer step of the step
+  int64_t stash_violations = 0;        ///< backwards that did not use their forward's version
+  int64_t stash_used = 0;              ///< backwards that ran with an older (stashed) version
   /// FNV-1a over the bytes of the gradients each optimizer step saw, in
   /// order (data parallelism: equal on the replicas of a stage).
   uint64_t gradient_hash = kHashSeed;
@@ -100,6 +107,8 @@ class CheckProbe final : public Instrumentation {
   int updating_ = -1;
   std::vector<std::vector<float>> weights_before_;
   std::vector<std::vector<float>> grads_before_;
+  std::set<int> updated_;   // chunks whose update this step was checked
+  bool first_step_ = true;  // false: next_step_updates() (updates only)
   bool armed_ = false;
   bool stashing_ = false;
   bool hashing_ = false;
@@ -144,5 +153,12 @@ double run_check_tolerance(const BackendInfo& info, int bytes_per_element, int r
 CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, bool stashing,
                            const CheckContext& context, const ReferenceStep* reference,
                            double tolerance, MPI_Comm comm);
+
+/// Collective over `comm`: the worst update of every rank's chunks in the
+/// step the probe watched last (CheckProbe::updates; 1 for a stale compute
+/// copy), as check_figures() takes it. A rank whose update fails logs one
+/// warning naming the stage, the chunk and `step` (which step it was).
+double update_figure(const CheckProbe& probe, const CheckContext& context, const char* step,
+                     MPI_Comm comm);
 
 }  // namespace ppb::run

@@ -139,5 +139,36 @@ TEST(CheckProbeUpdate, OnlyEachChunksFirstStep) {
   EXPECT_EQ(probe.updates.at(0).rel_error, 0.0);
 }
 
+// next_step_updates(): the step after the check step has its chunks' first
+// optimizer steps checked afresh (a replay that does nothing fails), and
+// the check step's gradients for the reference stay those of the check
+// step.
+TEST(CheckProbeUpdate, TheNextStepsFirstUpdateIsCheckedToo) {
+  const std::unique_ptr<Backend> b = cpu_backend(1e-3f);
+  forward_backward(*b);
+  CheckProbe probe;
+  probe.arm(*b->check(), 1e-3f, /*stashing=*/false);
+  probe.optimizer_begin(0);
+  b->optimizer_step(0);
+  probe.optimizer_end(0);
+  const std::vector<std::vector<float>> reference_grads = probe.grads.at(0);
+  ASSERT_EQ(probe.updates.at(0).rel_error, 0.0);
+  for (const bool step : {true, false}) {
+    forward_backward(*b);
+    probe.next_step_updates();
+    EXPECT_TRUE(probe.updates.empty());
+    probe.optimizer_begin(0);
+    if (step) b->optimizer_step(0);
+    probe.optimizer_end(0);
+    ASSERT_EQ(probe.updates.size(), 1u);
+    if (step) {
+      EXPECT_EQ(probe.updates.at(0).rel_error, 0.0);
+    } else {
+      EXPECT_NEAR(probe.updates.at(0).rel_error, 1.0, 0.05);
+    }
+    EXPECT_EQ(probe.grads.at(0), reference_grads);
+  }
+}
+
 }  // namespace
 }  // namespace ppb::run

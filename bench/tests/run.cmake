@@ -491,8 +491,12 @@ if(PPB_HAVE_CUDAEMU)
   # synchronous warm-up), split backward (zb-h1, zb-h2), chunks by loop and
   # by V placement (interleaved-1f1b, zb-v, dualpipe-v), weight stashing
   # (pipedream). Every schedule x partition is `run_cuda_check_*` (label gpu).
+  # fp32 with one warm-up step: --check also checks that step's optimizer
+  # updates, the first replay of the update graph each chunk captured.
   add_test(NAME emulated_run_cuda_check_fp32
-    COMMAND ${emu_run} --schedule 1f1b,gpipe,hybrid,zb-h1,zb-h2,interleaved-1f1b,zb-v,dualpipe-v,pipedream
+    COMMAND ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
+            --model ${emu_model} -n 1 -w 1
+            --schedule 1f1b,gpipe,hybrid,zb-h1,zb-h2,interleaved-1f1b,zb-v,dualpipe-v,pipedream
             --partition operator --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-fp32)
   add_test(NAME emulated_run_cuda_check_bf16
     COMMAND ${emu_run} --dtype bf16 --schedule 1f1b,zb-h2,interleaved-1f1b,pipedream
