@@ -6,16 +6,15 @@
 
 #include <cmath>
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "chunk_walk.hpp"
 #include "cpu/init.hpp"
 #include "ppb/exec/cpu_reference.hpp"
-#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/profiling/memory.hpp"
 #include "vocab_padding.hpp"
@@ -355,38 +354,25 @@ TEST(CpuModel, EachPassPeaksAtTheModelsChunkWalk) {
   single_thread_blas();
   const ModelSpec spec = small();
   const std::vector<Unit> units = expand_units(spec);
-  const auto n = static_cast<int>(units.size());
   const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
   for (const UnitRange r :
        {UnitRange{0, 17}, UnitRange{2, 10}, UnitRange{3, 5}, UnitRange{15, 17}}) {
     SCOPED_TRACE("units " + std::to_string(r.begin) + ".." + std::to_string(r.end));
-    std::vector<UnitRange> parts;
-    if (r.begin > 0) parts.push_back({0, r.begin});
-    parts.push_back(r);
-    if (r.end < n) parts.push_back({r.end, n});
-    const StageCosts costs =
-        model_costs(units, times, parts, static_cast<int>(parts.size()), 1, {});
-    const ChunkCost& c = costs.chunks[r.begin > 0 ? 1 : 0];
+    const ChunkCost c = test::chunk_cost(units, times, r);
     MemoryTracker mem;
     CpuChunk chunk(spec, units, r, mem);
     std::vector<float> in(static_cast<size_t>(chunk.input_bytes() / 4), 0.1f);
     std::vector<float> out(static_cast<size_t>(chunk.output_bytes() / 4));
     std::vector<float> gin(in.size());
     std::vector<float> gout(out.size(), 0.01f);
-    const auto peak_of = [&](const std::function<void()>& pass) {
-      mem.reset_peaks();
-      const int64_t before = mem.current_total();
-      pass();
-      return mem.peak_total() - before;
-    };
-    EXPECT_EQ(peak_of([&] { chunk.forward(0, cbytes(in), bytes(out)); }),
+    EXPECT_EQ(test::pass_peak(mem, [&] { chunk.forward(0, cbytes(in), bytes(out)); }),
               c.activation_bytes + c.forward_workspace_bytes);
-    EXPECT_EQ(peak_of([&] { chunk.backward(0, cbytes(gout), bytes(gin)); }),
+    EXPECT_EQ(test::pass_peak(mem, [&] { chunk.backward(0, cbytes(gout), bytes(gin)); }),
               c.backward_workspace_bytes);
     chunk.forward(1, cbytes(in), bytes(out));
-    EXPECT_EQ(peak_of([&] { chunk.backward_input(1, cbytes(gout), bytes(gin)); }),
+    EXPECT_EQ(test::pass_peak(mem, [&] { chunk.backward_input(1, cbytes(gout), bytes(gin)); }),
               c.peak_during_input() + c.input_workspace_bytes - c.activation_bytes);
-    EXPECT_EQ(peak_of([&] { chunk.backward_weight(1); }), c.weight_workspace_bytes);
+    EXPECT_EQ(test::pass_peak(mem, [&] { chunk.backward_weight(1); }), c.weight_workspace_bytes);
   }
 }
 

@@ -7,11 +7,11 @@
 // saying why, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "chunk_walk.hpp"
 #include "cuda/blas.hpp"
 #include "cuda/cuda_chunk.hpp"
 #include "cuda/device_pool.hpp"
@@ -19,7 +19,6 @@
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/cuda_device.hpp"
-#include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "vocab_padding.hpp"
 
@@ -259,13 +258,7 @@ TEST_F(CudaGpu, EachPassPeaksAtTheModelsChunkWalk) {
          {UnitRange{0, n}, UnitRange{2, 10}, UnitRange{3, 5}, UnitRange{n - 2, n}}) {
       SCOPED_TRACE(std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + " units " +
                    std::to_string(r.begin) + ".." + std::to_string(r.end));
-      std::vector<UnitRange> parts;
-      if (r.begin > 0) parts.push_back({0, r.begin});
-      parts.push_back(r);
-      if (r.end < n) parts.push_back({r.end, n});
-      const StageCosts costs =
-          model_costs(units, times, parts, static_cast<int>(parts.size()), 1, {});
-      const ChunkCost& c = costs.chunks[r.begin > 0 ? 1 : 0];
+      const ChunkCost c = test::chunk_cost(units, times, r);
       cuda::CudaChunk chunk(spec, units, r, context(dt), options());
       TrackedBuffer in = pool_->stream_ordered(chunk.input_bytes(), MemCategory::kCommBuffers);
       TrackedBuffer out = pool_->stream_ordered(chunk.output_bytes(), MemCategory::kCommBuffers);
@@ -275,23 +268,19 @@ TEST_F(CudaGpu, EachPassPeaksAtTheModelsChunkWalk) {
         PPB_CUDA_CHECK(cudaMemsetAsync(in.data(), 0, static_cast<size_t>(in.size()), stream_));
       if (!gout.empty())
         PPB_CUDA_CHECK(cudaMemsetAsync(gout.data(), 0, static_cast<size_t>(gout.size()), stream_));
-      const auto peak_of = [&](const std::function<void()>& pass) {
-        tracker_.reset_peaks();
-        const int64_t before = tracker_.current_total();
-        pass();
-        return tracker_.peak_total() - before;
-      };
       // + the head's loss accumulator of the micro-batch, 8 device bytes the
       // chunk keeps for loss() past the step (outside the model).
       const int64_t loss_slot = r.end == n ? 8 : 0;
-      EXPECT_EQ(peak_of([&] { chunk.forward(0, in.data(), out.data()); }),
+      EXPECT_EQ(test::pass_peak(tracker_, [&] { chunk.forward(0, in.data(), out.data()); }),
                 c.activation_bytes + c.forward_workspace_bytes + loss_slot);
-      EXPECT_EQ(peak_of([&] { chunk.backward(0, gout.data(), gin.data()); }),
+      EXPECT_EQ(test::pass_peak(tracker_, [&] { chunk.backward(0, gout.data(), gin.data()); }),
                 c.backward_workspace_bytes);
       chunk.forward(1, in.data(), out.data());
-      EXPECT_EQ(peak_of([&] { chunk.backward_input(1, gout.data(), gin.data()); }),
-                c.peak_during_input() + c.input_workspace_bytes - c.activation_bytes);
-      EXPECT_EQ(peak_of([&] { chunk.backward_weight(1); }), c.weight_workspace_bytes);
+      EXPECT_EQ(
+          test::pass_peak(tracker_, [&] { chunk.backward_input(1, gout.data(), gin.data()); }),
+          c.peak_during_input() + c.input_workspace_bytes - c.activation_bytes);
+      EXPECT_EQ(test::pass_peak(tracker_, [&] { chunk.backward_weight(1); }),
+                c.weight_workspace_bytes);
       PPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
     }
   }
