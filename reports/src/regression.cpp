@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/load.hpp"
 #include "ppb/reports/plan.hpp"
@@ -305,6 +306,20 @@ std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
   return out;
 }
 
+std::vector<FastPathChange> fast_path_changes(const Result& before, const Result& after) {
+  std::vector<FastPathChange> out;
+  const std::vector<FastPath> was = fast_paths(before);
+  const std::vector<FastPath> now = fast_paths(after);
+  if (was.size() != now.size()) return out;  // one of them has none
+  for (size_t i = 0; i < now.size(); ++i) {
+    const FastPathOutcome a = was[i].outcome;
+    const FastPathOutcome b = now[i].outcome;
+    if (a != FastPathOutcome::kNotRecorded && b != FastPathOutcome::kNotRecorded && a != b)
+      out.push_back({now[i].kind, was[i].text, now[i].text});
+  }
+  return out;
+}
+
 std::string verdict_text(const MetricVerdict& v) {
   std::string text = figure_text(v);
   for (size_t i = 0; i < v.kernels.size(); ++i) {
@@ -321,6 +336,11 @@ std::string verdict_text(const MetricVerdict& v) {
       text += (i > 0 ? ", " : "") + c.what + " " + c.from + " -> " + c.to;
     }
     text += " on that night";
+  }
+  // A fast path's text may hold commas (its reason): one clause each.
+  for (const FastPathChange& c : v.fast_paths) {
+    text += std::string("; fast path changed: ") + fast_path_name(c.kind) + " " + c.from + " -> " +
+            c.to + " on that night";
   }
   switch (v.confirmation) {
     case Confirmation::kNone:
@@ -757,18 +777,22 @@ void name_kernel_changes(RegressionRow& row, const std::vector<KernelChange>& ch
   }
 }
 
-// Every moved figure of the row names the software that changed on the
-// night its move arrived, against the combination's night before it.
-void name_software_changes(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& ok,
-                           const std::string& tonight) {
-  std::vector<std::pair<std::string, const ResultEnvironment*>> nights;
-  for (const Matched& m : ok) nights.emplace_back(m.night->name, &m.entry->result.environment);
-  nights.emplace_back(tonight, &c.result.environment);
+// Every moved figure of the row names the software and the fast paths that
+// changed on the night its move arrived, against the combination's night
+// before it.
+void name_night_changes(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& ok,
+                        const std::string& tonight) {
+  std::vector<std::pair<std::string, const Result*>> nights;
+  for (const Matched& m : ok) nights.emplace_back(m.night->name, &m.entry->result);
+  nights.emplace_back(tonight, &c.result);
   for (MetricVerdict& v : row.metrics) {
     if (!moved(v)) continue;
     for (size_t i = 1; i < nights.size(); ++i) {
-      if (nights[i].first == v.arrived)
-        v.software = software_changes(*nights[i - 1].second, *nights[i].second);
+      if (nights[i].first != v.arrived) continue;
+      const Result& before = *nights[i - 1].second;
+      const Result& after = *nights[i].second;
+      v.software = software_changes(before.environment, after.environment);
+      v.fast_paths = fast_path_changes(before, after);
     }
   }
 }
@@ -824,7 +848,7 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
     device_mem.emplace_back(tonight, device_tonight);
     row.metrics.push_back(decide_memory("peak device memory", device_mem, o));
   }
-  name_software_changes(row, c, h.ok, tonight);
+  name_night_changes(row, c, h.ok, tonight);
   if (h.not_judged.kind == NotJudged::kNo) name_kernel_changes(row, kernel_changes(c, h.quiet, o));
   row.samples_change = row.metrics[0].change;
   row.detectable = row.metrics[0].detectable;

@@ -52,7 +52,9 @@ Result make_fixture(const FixtureSpec& f) {
   r.config.sync_warmup = f.schedule == "hybrid" ? p.sync_warmup : 0;
   r.config.chunks = f.chunks;
   r.config.model = "gpt-tiny";
-  r.config.backend = "timed";
+  r.config.backend = f.backend;
+  r.config.attention = f.attention;
+  r.config.attention_reason = f.attention_reason;
   r.config.transport = "mpi";
   r.config.iters = 3;
   r.config.warmup = 1;
@@ -66,6 +68,8 @@ Result make_fixture(const FixtureSpec& f) {
   }
 
   ResultMetrics& m = r.metrics.emplace();
+  m.cuda_graphs = f.cuda_graphs;
+  m.gemm_epilogues = f.gemm_epilogues;
   const double step = sim.step_time * f.slowdown * f.machine;
   m.step_time_seconds = {step, step * 0.99, step * 1.02, {step * 1.02, step, step * 0.99}};
   if (f.steps != 3) {

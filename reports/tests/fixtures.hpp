@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,15 @@ struct FixtureSpec {
   /// median step, per stage: layernorm `layernorm_seconds` (x stage_factor
   /// on slow_stage), gemm 4 x as long on every stage (0: none recorded).
   double layernorm_seconds = 0;
+  /// config.backend: "timed", or "cuda" (a device backend: its result has
+  /// fast paths, fast_paths.hpp) with the attention that ran and why
+  /// (config.attention and attention_reason, "": not recorded) and its
+  /// CUDA graphs and GEMM epilogues (nullopt: not recorded).
+  std::string backend = "timed";
+  std::string attention;
+  std::string attention_reason;
+  std::optional<CudaGraphFigures> cuda_graphs;
+  std::optional<GemmEpilogueFigures> gemm_epilogues;
 };
 
 /// A consistent "ok" result for the spec.

@@ -332,6 +332,162 @@ TEST(ReportGate, AChangedDriverIsNamedOnEveryFigureItMovedAndNoOther) {
   EXPECT_TRUE(software_changes(ResultEnvironment{}, ResultEnvironment{}).empty());
 }
 
+// A cuda run (a device backend) whose fast paths all ran: fused attention,
+// CUDA graphs replayed, every GEMM epilogue fused.
+std::vector<FixtureSpec> on_cuda(std::vector<FixtureSpec> specs) {
+  specs = on_gpus(std::move(specs), 1);
+  for (FixtureSpec& f : specs) {
+    f.backend = "cuda";
+    f.attention = "fused";
+    f.cuda_graphs = CudaGraphFigures{
+        .captured = 4, .replayed = 116, .rebuilt = 0, .eager = 0, .eager_reason = ""};
+    f.gemm_epilogues = GemmEpilogueFigures{.fused = 96, .refused = 0, .first_refusal = ""};
+  }
+  return specs;
+}
+
+// The same run with other counts (more steps) and the same outcomes.
+std::vector<FixtureSpec> longer(std::vector<FixtureSpec> specs) {
+  for (FixtureSpec& f : specs) {
+    f.cuda_graphs->replayed = 236;
+    f.gemm_epilogues->fused = 192;
+  }
+  return specs;
+}
+
+constexpr const char* kNoCudnn = "cannot load libcudnn.so.9: No such file or directory";
+constexpr const char* kRefusal = "rank 1: bias GEMM 2 x 12 x 3 bf16: refused";
+
+// The run without cuDNN: the attention fell back to naive, and cuBLASLt
+// refused some epilogues; its CUDA graphs replayed as before.
+std::vector<FixtureSpec> without_cudnn(std::vector<FixtureSpec> specs) {
+  specs = longer(std::move(specs));
+  for (FixtureSpec& f : specs) {
+    f.attention = "naive";
+    f.attention_reason = kNoCudnn;
+    f.gemm_epilogues = GemmEpilogueFigures{.fused = 90, .refused = 6, .first_refusal = kRefusal};
+  }
+  return specs;
+}
+
+bool has_moved(const MetricVerdict& v) {
+  return v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
+}
+
+TEST(ReportGate, AFastPathThatFellBackIsNamedOnEveryFigureItMovedAndNoOther) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, on_cuda(two(1.0, 1.0)));
+  night(root, "n2", 2, on_cuda(two(1.0, 1.0)));
+  // Tonight cuDNN could not be loaded: 1f1b 12% slower, gpipe unchanged.
+  const std::string cur = night(fresh_dir("cur"), "t", 3, without_cudnn(on_cuda(two(1.12, 1.0))));
+  const RegressionSummary s = gate(cur, {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.status, RegressionStatus::kRegressed);
+  const std::string attention =
+      std::string("fast path changed: attention fused -> naive (") + kNoCudnn + ") on that night";
+  const std::string epilogues =
+      std::string("fast path changed: GEMM epilogues 96 fused -> 90 fused, 6 refused (") +
+      kRefusal + ") on that night";
+  const std::vector<FastPathChange> changes = {
+      {FastPathKind::kAttention, "fused", std::string("naive (") + kNoCudnn + ")"},
+      {FastPathKind::kGemmEpilogues, "96 fused",
+       std::string("90 fused, 6 refused (") + kRefusal + ")"}};
+  int named = 0;
+  for (const MetricVerdict& v : r.metrics) {
+    EXPECT_EQ(v.fast_paths, has_moved(v) ? changes : std::vector<FastPathChange>{}) << v.name;
+    EXPECT_TRUE(v.software.empty()) << v.name;  // the same driver
+    const std::string text = verdict_text(v);
+    EXPECT_EQ(text.find("; " + attention + "; " + epilogues) != std::string::npos, has_moved(v))
+        << text;
+    named += has_moved(v) ? 1 : 0;
+  }
+  EXPECT_GE(named, 2);  // samples/s and the bubble its slower steps leave
+  ASSERT_FALSE(r.reasons.empty());
+  EXPECT_EQ(r.reasons[0].rfind("samples/s ", 0), 0u) << r.reasons[0];
+  EXPECT_NE(r.reasons[0].find(attention), std::string::npos) << r.reasons[0];
+  // gpipe fell back too, but none of its figures moved: nothing to explain.
+  for (const MetricVerdict& v : row_of(s, "gpipe").metrics) EXPECT_TRUE(v.fast_paths.empty());
+
+  // The text lines, Markdown, HTML and JUnit say it where they give the reason.
+  const std::string out_dir = fresh_dir("out");
+  ReportOptions o;
+  o.inputs = {cur};
+  o.baselines = {root};
+  o.junit = out_dir + "/junit.xml";
+  o.markdown = out_dir + "/r.md";
+  o.html = out_dir + "/r.html";
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 1);
+  EXPECT_NE(out.str().find("REGRESSION 1f1b x balanced P=4 M=8: samples/s"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find(attention), std::string::npos) << out.str();
+  const std::string arrow = "fast path changed: attention fused -> naive (cannot load";
+  const std::string escaped = "fast path changed: attention fused -&gt; naive (cannot load";
+  EXPECT_NE(read(o.markdown).find(arrow), std::string::npos) << read(o.markdown);
+  EXPECT_NE(read(o.html).find(escaped), std::string::npos) << read(o.html);
+  EXPECT_NE(read(o.junit).find(escaped), std::string::npos) << read(o.junit);
+
+  // A move that arrived on an earlier night names that night's change:
+  // attention fell back on n3 with the step, nothing changed since.
+  const std::string root2 = fresh_dir("nights2");
+  night(root2, "n1", 1, on_cuda(two(1.0, 1.0)));
+  night(root2, "n2", 2, on_cuda(two(1.0, 1.0)));
+  night(root2, "n3", 3, without_cudnn(on_cuda(two(1.12, 1.0))));
+  night(root2, "n4", 4, without_cudnn(on_cuda(two(1.12, 1.0))));
+  const RegressionSummary s2 =
+      gate(night(fresh_dir("cur"), "t", 5, without_cudnn(on_cuda(two(1.12, 1.0)))), {root2});
+  const RegressionRow& later = row_of(s2, "1f1b");
+  ASSERT_EQ(later.arrived, "n3");
+  EXPECT_EQ(later.metrics[0].fast_paths, changes);
+  EXPECT_TRUE(fast_path_changes(Result{}, Result{}).empty());
+}
+
+TEST(ReportGate, FastPathsWithTheSameOutcomesAreNoChange) {
+  // Tonight's step is 12% slower, every fast path ran as before (their
+  // counts grew with the steps): the regression names none.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, on_cuda(two(1.0, 1.0)));
+  night(root, "n2", 2, on_cuda(two(1.0, 1.0)));
+  const RegressionSummary s =
+      gate(night(fresh_dir("cur"), "t", 3, longer(on_cuda(two(1.12, 1.0)))), {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.status, RegressionStatus::kRegressed);
+  for (const MetricVerdict& v : r.metrics) EXPECT_TRUE(v.fast_paths.empty()) << v.name;
+  for (const std::string& why : r.reasons) EXPECT_EQ(why.find("fast path"), std::string::npos);
+
+  // Both nights fell back, for the same cause or not: still no change.
+  const std::string fell = fresh_dir("fell");
+  night(fell, "n1", 1, without_cudnn(on_cuda(two(1.0, 1.0))));
+  night(fell, "n2", 2, without_cudnn(on_cuda(two(1.0, 1.0))));
+  std::vector<FixtureSpec> fp32 = without_cudnn(on_cuda(two(1.12, 1.0)));
+  for (FixtureSpec& f : fp32) f.attention_reason = "fp32: cuDNN has no fused flash attention";
+  const RegressionSummary s2 = gate(night(fresh_dir("cur"), "t", 3, fp32), {fell});
+  const RegressionRow& again = row_of(s2, "1f1b");
+  ASSERT_EQ(again.status, RegressionStatus::kRegressed);
+  for (const MetricVerdict& v : again.metrics) EXPECT_TRUE(v.fast_paths.empty()) << v.name;
+}
+
+TEST(ReportGate, ANightThatDidNotRecordItsFastPathsNamesNoChange) {
+  // Cuda nights written before the fields (the attention they ran naive,
+  // graphs and epilogues not recorded), tonight slower with its fast paths
+  // recorded, the attention naive and some epilogues refused.
+  std::vector<FixtureSpec> old = on_cuda(two(1.0, 1.0));
+  for (FixtureSpec& f : old) {
+    f.attention = "";
+    f.cuda_graphs.reset();
+    f.gemm_epilogues.reset();
+  }
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, old);
+  night(root, "n2", 2, old);
+  const RegressionSummary s =
+      gate(night(fresh_dir("cur"), "t", 3, without_cudnn(on_cuda(two(1.12, 1.0)))), {root});
+  const RegressionRow& r = row_of(s, "1f1b");
+  ASSERT_EQ(r.status, RegressionStatus::kRegressed);
+  for (const MetricVerdict& v : r.metrics) EXPECT_TRUE(v.fast_paths.empty()) << v.name;
+  for (const std::string& why : r.reasons) EXPECT_EQ(why.find("fast path"), std::string::npos);
+}
+
 // Two nights of `usual`, then `tonight`, gated.
 RegressionSummary after_two_nights(const std::vector<FixtureSpec>& usual,
                                    const std::vector<FixtureSpec>& tonight) {

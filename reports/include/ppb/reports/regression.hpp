@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/history.hpp"
 #include "ppb/reports/load.hpp"
 
@@ -154,6 +155,26 @@ struct SoftwareChange {
 std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
                                              const ResultEnvironment& after);
 
+/// A fast path of a device backend whose outcome differs between two
+/// nights of a combination (ran on one, fell back on the other): which, and
+/// what ran on each night (FastPath::text: "fused", "naive (cannot load
+/// libcudnn.so.9: ...)").
+struct FastPathChange {
+  FastPathKind kind = FastPathKind::kAttention;
+  std::string from;
+  std::string to;
+
+  friend bool operator==(const FastPathChange&, const FastPathChange&) = default;
+};
+
+/// The fast paths (fast_paths.hpp) whose outcome differs from `before` to
+/// `after`, in FastPathKind order. Outcomes are compared, not counts (a
+/// graph's replays grow with the steps); a fast path that either side did
+/// not record (kNotRecorded: a file written before the field) is not a
+/// change, nor is anything where either result has no fast paths (another
+/// backend, a status other than ok).
+std::vector<FastPathChange> fast_path_changes(const Result& before, const Result& after);
+
 /// A family of kernels (device::kernel_family: "gemm", "layernorm",
 /// "attention", ...) whose device time on one stage moved beyond the
 /// threshold: CUPTI's metrics.collectors.<profiler>.step.kernel_seconds_<family>
@@ -201,6 +222,9 @@ struct MetricVerdict {
   /// on the night the move arrived against the night before it (the
   /// combination's previous night in the history); empty when none did.
   std::vector<SoftwareChange> software;
+  /// A figure that moved: the fast paths that changed on the same night
+  /// against the same night before (fast_path_changes); empty when none did.
+  std::vector<FastPathChange> fast_paths;
   /// A per-stage figure ("stage 1 compute"): its stage; -1 otherwise.
   int stage = -1;
   /// A timing figure that moved (not a bubble): the kernel families whose
@@ -216,7 +240,9 @@ struct MetricVerdict {
 /// -> 20.0 MiB (+8.1%, threshold +7%)"; "bubble ratio not judged: the host
 /// was busy: ..."; "...; kernels: layernorm on stage 1 1.2 ms -> 1.62 ms
 /// (+35.0%)"; "...; driver 550.54 -> 560.35 on that night" (the software
-/// changes); "...; confirmed by a re-run: ...".
+/// changes); "...; fast path changed: attention fused -> naive (cannot load
+/// libcudnn.so.9: ...) on that night" (one clause per fast path change);
+/// "...; confirmed by a re-run: ...".
 std::string verdict_text(const MetricVerdict& v);
 
 /// What the re-run said about `v`, in words ("" when nothing): the
