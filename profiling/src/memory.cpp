@@ -61,6 +61,15 @@ void MemoryTracker::on_free(MemCategory category, int64_t bytes) {
   current_total_ -= bytes;
 }
 
+void MemoryTracker::on_recount(MemCategory from, MemCategory to, int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  PPB_CHECK(current_[index(from)] >= bytes, "recounting more than was allocated");
+  current_[index(from)] -= bytes;
+  current_[index(to)] += bytes;
+  peak_[index(to)] = std::max(peak_[index(to)], current_[index(to)]);
+  if (on_change) on_change(current_total_);  // a category's own peak may have moved
+}
+
 MemoryTracker::~MemoryTracker() {
   for (auto& [bytes, blocks] : cache_) {
     for (std::byte* b : blocks) std::free(b);
@@ -149,6 +158,12 @@ TrackedBuffer& TrackedBuffer::operator=(TrackedBuffer&& other) noexcept {
     context_ = std::exchange(other.context_, nullptr);
   }
   return *this;
+}
+
+void TrackedBuffer::recount(MemCategory category) {
+  if (tracker_ != nullptr && category != category_)
+    tracker_->on_recount(category_, category, bytes_);
+  category_ = category;
 }
 
 void TrackedBuffer::release() {

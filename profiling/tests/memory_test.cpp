@@ -36,6 +36,28 @@ TEST(TrackedBuffer, MoveTransfersOwnershipAndZeroFills) {
   EXPECT_EQ(t.current_total(), 0);
 }
 
+// A buffer recounted in another category: the total stays, the categories
+// move, the new category's peak follows, and the buffer is freed from it.
+TEST(TrackedBuffer, RecountMovesItsBytesToAnotherCategory) {
+  MemoryTracker t;
+  TrackedBuffer kept(t, MemCategory::kActivations, 300);
+  TrackedBuffer b(t, MemCategory::kWorkspace, 200);
+  int64_t seen_activations = 0;  // what a per-step peak reads in on_change
+  t.on_change = [&](int64_t) { seen_activations = t.current(MemCategory::kActivations); };
+  b.recount(MemCategory::kActivations);
+  EXPECT_EQ(seen_activations, 500);
+  t.on_change = nullptr;
+  EXPECT_EQ(b.category(), MemCategory::kActivations);
+  EXPECT_EQ(t.current(MemCategory::kWorkspace), 0);
+  EXPECT_EQ(t.current(MemCategory::kActivations), 500);
+  EXPECT_EQ(t.peak(MemCategory::kActivations), 500);
+  EXPECT_EQ(t.current_total(), 500);
+  EXPECT_EQ(t.peak_total(), 500);
+  b = TrackedBuffer();
+  EXPECT_EQ(t.current(MemCategory::kActivations), 300);
+  EXPECT_EQ(t.current(MemCategory::kWorkspace), 0);
+}
+
 // Device and pinned memory are adopted with their own release function: it
 // runs exactly once, after a move only from the final owner.
 TEST(TrackedBuffer, AdoptedMemoryIsReleasedOnceByItsOwnFunction) {

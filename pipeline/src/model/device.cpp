@@ -163,23 +163,34 @@ void add_workspace(const std::vector<Unit>& units, const UnitRange& r, ChunkCost
   int64_t freed = 0;
   int64_t held = c.activation_bytes;
   int64_t input_top = held;
-  int64_t residual = 0;  // the residual's gradient held for a LayerNorm below
+  // The residual's gradient held for a LayerNorm below, in B and in I (in I
+  // a unit with weights keeps it for W anyway: counted in `held`).
+  int64_t residual = 0;
+  int64_t input_residual = 0;
   for (int i = r.end - 1; i >= r.begin; --i) {
     const Unit& u = unit(i);
     const int64_t around = boundaries(i) + residual;
-    const int64_t during = around + u.backward_scratch_bytes;
     const int64_t whole = around + std::max(u.backward_scratch_bytes, u.weight_scratch_bytes);
     c.backward_workspace_bytes = std::max(c.backward_workspace_bytes, whole - freed);
     c.weight_workspace_bytes = std::max(c.weight_workspace_bytes, u.weight_scratch_bytes);
     if (u.split_kept_bytes == 0) freed += u.activation_bytes;
-    // I allocates the output gradient a unit keeps for W before its scratch.
+    // I keeps a unit's output gradient for W: inside the chunk the buffer it
+    // arrived in (already counted in the boundaries), else a copy allocated
+    // before the unit's scratch.
     const int64_t kept_gradient = std::max<int64_t>(0, u.split_kept_bytes - u.activation_bytes);
-    input_top = std::max(input_top, held + kept_gradient + during);
+    const bool in_place = kept_gradient > 0 && i + 1 < r.end;
+    const int64_t input_around = boundaries(i) + input_residual - (in_place ? gradient(i) : 0);
+    input_top = std::max(input_top, held + (in_place ? gradient(i) : kept_gradient) + input_around +
+                                        u.backward_scratch_bytes);
     held += u.split_kept_bytes - u.activation_bytes;
-    input_top = std::max(input_top, held + around);
-    if (u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kLayerNorm2) residual = 0;
+    input_top = std::max(input_top, held + input_around);
+    if (u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kLayerNorm2) {
+      residual = 0;
+      input_residual = 0;
+    }
     if ((u.kind == UnitKind::kAttnOut || u.kind == UnitKind::kFc2) && i + 1 < r.end) {
       residual = gradient(i);
+      input_residual = in_place ? 0 : gradient(i);
     }
   }
   c.input_workspace_bytes = std::max<int64_t>(0, input_top - c.peak_during_input());

@@ -224,7 +224,9 @@ void CpuChunk::backward_unit_input(int local_unit, Microbatch& state, const floa
     copy_floats(grad_in + flow.in, resid_grad, flow.resid);
   }
   if (flow.residual == Residual::kBegin) copy_floats(grad_in, resid_grad, flow.resid);
-  if (keep_for_weight && flow.held_gradient > 0) {
+  // (Inside the chunk run_backward gave it the buffer its output gradient
+  // arrived in; the chunk's output gradient is copied.)
+  if (keep_for_weight && flow.held_gradient > 0 && state.pending[i].empty()) {
     state.pending[i] = TrackedBuffer(mem, MemCategory::kActivations, flow.held_gradient * kFloat);
     copy_floats(floats(state.pending[i]), grad_out, flow.held_gradient);
   }
@@ -348,6 +350,13 @@ void CpuChunk::run_backward(Microbatch& state, const std::byte* grad_output, std
     }
     UnitTime& spent = kind_seconds_[static_cast<size_t>(units_[static_cast<size_t>(i)].kind)];
     const auto started = std::chrono::steady_clock::now();
+    if (split && flow.held_gradient > 0 && !current.empty()) {
+      // W reads the output gradient: inside the chunk it keeps the buffer
+      // the gradient arrived in, now kept activations (model.hpp).
+      PPB_CHECK(current.size() == flow.held_gradient * kFloat, "backward: a held gradient's size");
+      current.recount(MemCategory::kActivations);
+      state.pending[static_cast<size_t>(i)] = std::exchange(current, TrackedBuffer());
+    }
     backward_unit_input(i, state, grad_out, resid_grad, grad_in, split);
     spent.bwd_input += seconds_since(started);
     if (!split) {

@@ -363,7 +363,9 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
   // (split form only; the full backward uses grad_out directly).
   const UnitFlow flow = unit_flow(spec_, kind, ctx_.attention);
   if (flow.takes_residual() && i == 0) copy(offset(grad_in, dt, flow.in), resid_grad, flow.resid);
-  if (keep_for_weight && flow.held_gradient > 0) {
+  // (Inside the chunk run_backward gave it the buffer its output gradient
+  // arrived in; the chunk's output gradient is copied.)
+  if (keep_for_weight && flow.held_gradient > 0 && state.pending[i].empty()) {
     state.pending[i] = device(flow.held_gradient * dtype_bytes(dt), MemCategory::kActivations);
     copy(state.pending[i].data(), grad_out, flow.held_gradient);
   }
@@ -507,8 +509,17 @@ void CudaChunk::run_backward(Microbatch& state, const std::byte* grad_output, st
     resid_grad = offset(grad_output, ctx_.dtype, top.out);
   }
   for (int i = static_cast<int>(units_.size()) - 1; i >= 0; --i) {
-    const Residual residual = unit_flow(spec_, units_[static_cast<size_t>(i)].kind).residual;
+    const UnitFlow flow = unit_flow(spec_, units_[static_cast<size_t>(i)].kind, ctx_.attention);
+    const Residual residual = flow.residual;
     if (residual == Residual::kAdd) resid_grad = grad_out;
+    if (split && flow.held_gradient > 0 && !current.empty()) {
+      // W reads the output gradient: inside the chunk it keeps the buffer
+      // the gradient arrived in, now kept activations (model.hpp).
+      PPB_CHECK(current.size() == flow.held_gradient * dtype_bytes(ctx_.dtype),
+                "backward: a held gradient's size");
+      current.recount(MemCategory::kActivations);
+      state.pending[static_cast<size_t>(i)] = std::exchange(current, TrackedBuffer());
+    }
     TrackedBuffer below;
     void* grad_in = grad_input;
     if (i > 0) {

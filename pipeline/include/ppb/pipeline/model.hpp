@@ -155,7 +155,9 @@ const char* attention_name(Attention attention);
 /// pre-activation or probabilities in place; attention (no weights) frees
 /// its activations at I. split_kept_bytes = activation_bytes + that
 /// gradient (embedding, ln, qkv, attn_out, fc2, final_norm), activation_bytes
-/// (fc1_gelu, head) or 0 (attention).
+/// (fc1_gelu, head) or 0 (attention). Inside a chunk the kept output
+/// gradient is the buffer it arrived in (counted as activations from then
+/// on); only the chunk's last unit copies its output gradient.
 ///
 /// Every unit but the embedding keeps its input, and inside a chunk the
 /// unit before writes its output straight into that kept input: a forward

@@ -63,6 +63,8 @@ class MemoryTracker {
 
   void on_alloc(MemCategory category, int64_t bytes);
   void on_free(MemCategory category, int64_t bytes);
+  /// `bytes` counted in `from` now count in `to` (the total is unchanged).
+  void on_recount(MemCategory from, MemCategory to, int64_t bytes);
 
   int64_t current(MemCategory category) const { return current_[index(category)]; }
   int64_t peak(MemCategory category) const { return peak_[index(category)]; }
@@ -74,8 +76,9 @@ class MemoryTracker {
   /// Starts a new measurement window: peaks drop to the current values.
   void reset_peaks();
 
-  /// Called after every allocation with the new total (the memory guard
-  /// watches it). May be empty.
+  /// Called after every allocation and recount with the new total (the
+  /// memory guard watches it; per-step peaks read the categories). May be
+  /// empty.
   std::function<void(int64_t total)> on_change;
 
   /// A cached host block of exactly `bytes` (64-byte aligned, contents
@@ -137,6 +140,9 @@ class TrackedBuffer {
     return reinterpret_cast<const T*>(data_);
   }
   MemCategory category() const { return category_; }
+  /// Counts the buffer in `category` from now on (a workspace buffer that
+  /// becomes kept activations, without a copy).
+  void recount(MemCategory category);
 
  private:
   void release();
