@@ -20,6 +20,7 @@ PPB_GPU_CHECK_STEPS names it).
 usage: gpu_check_rehearsal.py BUILD_DIR [cpu|emulated]
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -99,9 +100,11 @@ def emulated(tmp, build):
         s = steps["sweep P=%d" % p]
         checked_runs(s)
         # CUPTI (the emulator's) recorded every run: its device bubble is
-        # there beside the events' for each, on the emulated device.
+        # there beside the events' for each, on the emulated device. How
+        # close the two are is a timing of the emulator on a shared CPU
+        # (ci/gpu-check judges it on a GPU), so it is not asserted here.
         d = s["values"].get("device_bubble") or {}
-        if d.get("of") != s["values"]["ok"] or d.get("within") != d.get("of"):
+        if d.get("of") != s["values"]["ok"] or not math.isfinite(d.get("max_abs_diff", math.nan)):
             fail("%s: device bubble %s" % (s["name"], d))
         if s["values"].get("device") != "pipebench CUDA emulator (CPU)":
             fail("%s ran on %s" % (s["name"], s["values"].get("device")))
