@@ -904,9 +904,67 @@ def combination(r):
     return "%s x %s" % (r["config"]["schedule"], r["config"]["partition"])
 
 
+def recorded(text, k, n):
+    """" (in K of N results)" where only some results recorded a figure."""
+    return text + (" (in %d of %d results)" % (k, n) if k < n else "")
+
+
+def fast_paths(ok):
+    """The fast paths the ok results ran, for the detail of a step's line:
+    the GEMM epilogues (fused and refused GEMMs summed over the results, the
+    first refusal's text), the CUDA graphs (units of work summed by how they
+    ran, the eager reasons), the worst optimizer-update error of --check.
+    A figure no result recorded (older files, a backend without it) is "not
+    recorded" (None in the values). Figures only: no pass rule reads them."""
+    text, values = "", {}
+    gemms = [(r["metrics"]["gemm_epilogues"], combination(r)) for r in ok
+             if r["metrics"].get("gemm_epilogues")]
+    if gemms:
+        refusals = [(g["first_refusal"], at) for g, at in gemms if g["first_refusal"]]
+        e = values["gemm_epilogues"] = {
+            "fused": sum(g["epilogue_gemms"] for g, _ in gemms),
+            "refused": sum(g["refusals"] for g, _ in gemms),
+            "first_refusal": refusals[0][0] if refusals else "",
+            "first_refusal_at": refusals[0][1] if refusals else "", "recorded": len(gemms)}
+        text += recorded("; GEMM epilogues %d fused, %d refused%s" % (
+            e["fused"], e["refused"],
+            " (first in %s: %s)" % (e["first_refusal_at"], e["first_refusal"]) if refusals else ""),
+            len(gemms), len(ok))
+    else:
+        values["gemm_epilogues"] = None
+        text += "; GEMM epilogues not recorded"
+    graphs = [r["metrics"]["cuda_graphs"] for r in ok if r["metrics"].get("cuda_graphs")]
+    if graphs:
+        g = values["cuda_graphs"] = {
+            k: sum(x[k] for x in graphs) for k in ("captured", "replayed", "rebuilt", "eager")}
+        g["eager_reasons"] = sorted({x["eager_reason"] for x in graphs if x["eager"] > 0} - {""})
+        g["recorded"] = len(graphs)
+        text += recorded("; CUDA graphs %d captured, %d replayed, %d rebuilt, %d eager%s" % (
+            g["captured"], g["replayed"], g["rebuilt"], g["eager"],
+            " (%s)" % " / ".join(g["eager_reasons"]) if g["eager_reasons"] else ""),
+            len(graphs), len(ok))
+    else:
+        values["cuda_graphs"] = None
+        text += "; CUDA graphs not recorded"
+    updates = [(c["update_rel_error"], combination(r)) for r in ok
+               for c in [r["metrics"].get("check") or {}]
+               if isinstance(c.get("update_rel_error"), (int, float))]
+    if updates:
+        worst = max(updates, key=lambda u: math.inf if math.isnan(u[0]) else u[0])  # NaN worst
+        values["update_rel_error"] = {"max": worst[0], "max_at": worst[1],
+                                      "recorded": len(updates)}
+        text += recorded("; optimizer update max rel err %.1e (%s)" % worst,
+                         len(updates), len(ok))
+    else:
+        values["update_rel_error"] = None
+        text += "; optimizer update not recorded"
+    return text, values
+
+
 def summarise_results(rows, bubble_within=None):
     """The figures of a folder of result files: ok and not ok, --check, the
-    best samples/s, message paths, the lowest and highest bubble, CUPTI's
+    best samples/s, message paths, the fast paths that ran (fast_paths),
+    the lowest and highest bubble, CUPTI's
     device bubble against the event bubble and how much of the action
     windows the device was busy, where it ran. Passes when there is an ok
     result, none is not ok (status other than ok or invalid) and every check
@@ -934,6 +992,9 @@ def summarise_results(rows, bubble_within=None):
     if forms:
         values["attention"] = [{"form": f, "reason": why} for f, why in forms]
         out += "; attention " + ", ".join(f + (" (%s)" % why if why else "") for f, why in forms)
+    fast_text, fast_values = fast_paths(ok)
+    out += fast_text
+    values.update(fast_values)
     if ok:
         bub = sorted(ok, key=lambda r: r["metrics"]["bubble_ratio"]["measured"])
         lo, hi = (b["metrics"]["bubble_ratio"]["measured"] for b in (bub[0], bub[-1]))

@@ -1,7 +1,9 @@
 #include "run/rank_record.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -259,6 +261,54 @@ std::vector<RankRecord> gather_records(const RankRecord& mine, MPI_Comm comm) {
     }
   }
   return out;
+}
+
+RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm) {
+  constexpr int kNone = std::numeric_limits<int>::max();
+  const int me = mine.empty() ? kNone : rank;
+  int first = kNone;
+  PPB_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == kNone) return {};
+  std::array<char, 1024> text{};
+  if (rank == first) mine.copy(text.data(), text.size() - 1);
+  PPB_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(text.size()), MPI_CHAR, first, comm));
+  return {first, text.data()};
+}
+
+namespace {
+
+/// Counts summed over the ranks, and the lowest rank's non-empty text.
+template <size_t N>
+struct RankSums {
+  std::array<int64_t, N> sum{};  ///< on rank 0 (zeros elsewhere)
+  RankFailure first;             ///< on every rank
+};
+
+/// Collective over `comm`: the one way a device backend's figures reach
+/// rank 0 (sum_gemm_epilogues, sum_cuda_graphs).
+template <size_t N>
+RankSums<N> sum_over_ranks(const std::array<int64_t, N>& counts, const std::string& text, int rank,
+                           MPI_Comm comm) {
+  RankSums<N> out;
+  PPB_MPI_CHECK(MPI_Reduce(counts.data(), out.sum.data(), static_cast<int>(N), MPI_INT64_T, MPI_SUM,
+                           0, comm));
+  out.first = first_failure(text, rank, comm);
+  return out;
+}
+
+}  // namespace
+
+GemmEpilogueFigures sum_gemm_epilogues(const GemmEpilogueFigures& mine, int rank, MPI_Comm comm) {
+  const auto all = sum_over_ranks<2>({mine.fused, mine.refused}, mine.first_refusal, rank, comm);
+  const RankFailure& first = all.first;
+  return {all.sum[0], all.sum[1],
+          first.rank < 0 ? "" : "rank " + std::to_string(first.rank) + ": " + first.what};
+}
+
+CudaGraphFigures sum_cuda_graphs(const CudaGraphFigures& mine, int rank, MPI_Comm comm) {
+  const auto all = sum_over_ranks<4>({mine.captured, mine.replayed, mine.rebuilt, mine.eager},
+                                     mine.eager_reason, rank, comm);
+  return {all.sum[0], all.sum[1], all.sum[2], all.sum[3], all.first.what};
 }
 
 }  // namespace ppb::run

@@ -10,10 +10,13 @@
 
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "ppb/exec/collector.hpp"
 #include "ppb/exec/executor.hpp"
+#include "ppb/pipeline/cuda_graphs.hpp"
+#include "ppb/pipeline/gemm_epilogues.hpp"
 #include "run/metrics.hpp"
 
 namespace ppb::run {
@@ -55,5 +58,29 @@ RankRecord unpack(const std::vector<char>& bytes);
 /// Collective over `comm`: every rank's record, index = rank, on rank 0;
 /// empty on the other ranks.
 std::vector<RankRecord> gather_records(const RankRecord& mine, MPI_Comm comm);
+
+/// The lowest rank of a communicator whose string is not empty, and that
+/// string (a failure, a refusal, a reason).
+struct RankFailure {
+  int rank = -1;  ///< -1: every rank's string was empty
+  std::string what;
+};
+
+/// Collective over `comm`: every rank learns the lowest rank whose `mine` is
+/// not empty and its text (at most 1023 bytes of it); rank -1 when none.
+/// REQUIRES: `rank` is this rank in `comm`.
+RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm);
+
+/// Collective over `comm`: the ranks' fused GEMMs and refusals summed (on
+/// rank 0), with the first refusal of the lowest rank that had one,
+/// "rank R: <its text>" ("" when no rank had one).
+GemmEpilogueFigures sum_gemm_epilogues(const GemmEpilogueFigures& mine, int rank, MPI_Comm comm);
+
+/// Collective over `comm`: the ranks' CUDA-graph counts summed (on rank 0),
+/// with the eager reason of the lowest rank that had one, as that rank
+/// wrote it ("" when no rank ran anything eagerly). Example: rank 0 all
+/// replayed, rank 1 eager for "--cuda-graphs off" -> eager > 0 and that
+/// reason.
+CudaGraphFigures sum_cuda_graphs(const CudaGraphFigures& mine, int rank, MPI_Comm comm);
 
 }  // namespace ppb::run

@@ -1,7 +1,6 @@
 #include "run/runner.hpp"
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -58,37 +57,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr float kLearningRate = 1e-3f;
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
-
-/// The lowest rank of `comm` whose `mine` is not empty, and its text.
-struct RankFailure {
-  int rank = -1;  ///< -1: no rank failed
-  std::string what;
-};
-
-/// Collective over `comm`: every rank learns the first failure (rank -1 when none).
-RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm) {
-  constexpr int kNone = std::numeric_limits<int>::max();
-  const int me = mine.empty() ? kNone : rank;
-  int first = kNone;
-  PPB_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == kNone) return {};
-  std::array<char, 1024> text{};
-  if (rank == first) mine.copy(text.data(), text.size() - 1);
-  PPB_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(text.size()), MPI_CHAR, first, comm));
-  return {first, text.data()};
-}
-
-/// Collective over `comm`: the ranks' fused GEMMs and refusals summed (on
-/// rank 0), with the first refusal of the lowest rank that had one.
-GemmEpilogueFigures sum_gemm_epilogues(const GemmEpilogueFigures& mine, int rank, MPI_Comm comm) {
-  const std::array<int64_t, 2> counts{mine.fused, mine.refused};
-  std::array<int64_t, 2> sum{};
-  PPB_MPI_CHECK(MPI_Reduce(counts.data(), sum.data(), static_cast<int>(counts.size()), MPI_INT64_T,
-                           MPI_SUM, 0, comm));
-  const RankFailure first = first_failure(mine.first_refusal, rank, comm);
-  return {sum[0], sum[1],
-          first.rank < 0 ? "" : "rank " + std::to_string(first.rank) + ": " + first.what};
-}
 
 /// Thrown on every rank at once when a device backend ran out of memory on
 /// one of them: the combination ends as status `oom` and the sweep goes on.
@@ -601,12 +569,7 @@ void CombinationRun::summarise() {
   }
   if (const DeviceAccess* device = backend_->device()) {
     // Every rank runs the same backend: all of them take part.
-    const CudaGraphFigures mine = device->graphs();
-    const std::array<int64_t, 4> counts{mine.captured, mine.replayed, mine.rebuilt, mine.eager};
-    std::array<int64_t, 4> sum{};
-    PPB_MPI_CHECK(MPI_Reduce(counts.data(), sum.data(), static_cast<int>(counts.size()),
-                             MPI_INT64_T, MPI_SUM, 0, ctx_.comm));
-    ex_.graphs = CudaGraphFigures{sum[0], sum[1], sum[2], sum[3], mine.eager_reason};
+    ex_.graphs = sum_cuda_graphs(device->graphs(), ctx_.rank, ctx_.comm);
     ex_.epilogues = sum_gemm_epilogues(device->gemm_epilogues(), ctx_.rank, ctx_.comm);
   }
 }

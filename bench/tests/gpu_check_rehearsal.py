@@ -13,7 +13,8 @@ for machines ($OUT/gpu-check.json), and that the one for people says the same:
             (PPB_GPU_CHECK_EMULATED=BUILD_DIR/cudaemu, a small model): the
             sweeps (with CUPTI's device bubble beside the events' for every
             run), memory, dp, p2p 2rank and cupti cost steps PASS as they
-            would on a GPU and name the emulator as the device; the steps
+            would on a GPU and name the emulator as the device, the sweeps
+            and dp with the fast paths every result recorded; the steps
             that need NVIDIA's own libraries SKIP saying why.
 In both the nights step is not selected (SKIP saying so: it runs only when
 PPB_GPU_CHECK_STEPS names it).
@@ -91,6 +92,24 @@ def checked_runs(step, n=None):
         fail("%s: %d checked runs, expected %d" % (step["name"], v["ok"], n))
 
 
+def fast_paths(step):
+    """The cuda backend's fast paths are in the step's line, from every ok
+    result: GEMM epilogues, CUDA graphs (units of work, the eager reason)
+    and --check's optimizer-update error."""
+    v = step["values"]
+    e, g, u = v.get("gemm_epilogues"), v.get("cuda_graphs"), v.get("update_rel_error")
+    if not (e and g and u) or {e["recorded"], g["recorded"], u["recorded"]} != {v["ok"]}:
+        fail("%s: fast paths not recorded by every result: %s" % (step["name"], step["figures"]))
+    if e["fused"] < 1 or g["captured"] < 1 or (g["eager"] > 0) != bool(g["eager_reasons"]):
+        fail("%s: fast paths %s %s" % (step["name"], e, g))
+    for text in ("; GEMM epilogues %d fused, %d refused" % (e["fused"], e["refused"]),
+                 "; CUDA graphs %d captured, %d replayed, %d rebuilt, %d eager" % (
+                     g["captured"], g["replayed"], g["rebuilt"], g["eager"]),
+                 "; optimizer update max rel err %.1e (%s)" % (u["max"], u["max_at"])):
+        if text not in step["figures"]:
+            fail("%s: %r not in its line: %s" % (step["name"], text, step["figures"]))
+
+
 def emulated(tmp, build):
     steps = run_check(tmp, build, PPB_GPU_CHECK_EMULATED=str(build / "cudaemu"),
                       PPB_GPU_CHECK_SCHEDULES="1f1b",
@@ -108,7 +127,9 @@ def emulated(tmp, build):
             fail("%s: device bubble %s" % (s["name"], d))
         if s["values"].get("device") != "pipebench CUDA emulator (CPU)":
             fail("%s ran on %s" % (s["name"], s["values"].get("device")))
+        fast_paths(s)
     checked_runs(steps["dp"], 2)
+    fast_paths(steps["dp"])
     if len(steps["cupti cost"]["values"]["ratios"]) != 2:
         fail("cupti cost: not 2 ratios")
     if steps["p2p 2rank"]["values"]["wrong"] != 0:

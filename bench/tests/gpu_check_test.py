@@ -3,7 +3,8 @@
 whole (every judge, executor, condition and template variable exists), the
 budget cuts and never passes a step, the summary's result and exit status,
 ctest's test properties captured and placed again, the pass rules on real
-H200 result files (reports/tests/data/h200) and on pipebench.gemm/1,
+H200 result files (reports/tests/data/h200), the fast paths' summary also
+on the CUDA emulator's (bench/tests/data/emulated-P2), and on pipebench.gemm/1,
 p2p-device/1, torch-peer/1 and plan --validate documents; the steps
 PPB_GPU_CHECK_STEPS selects, --list, and the nights step's rule on
 synthetic reports (JUnit), plan --validate, health and gemm documents.
@@ -288,6 +289,43 @@ class PassRules(unittest.TestCase):
             r["config"].update(attention="naive", attention_reason="fp32: no fused kernel")
         v = gc.summarise_results(rows)
         self.assertIn("; attention fused, naive (fp32: no fused kernel)", v.figures)
+
+    def test_fast_paths_recorded_before_their_fields_are_not_recorded_and_pass(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "sweep-P2")
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertIn("; GEMM epilogues not recorded; CUDA graphs not recorded;"
+                      " optimizer update not recorded;", v.figures)
+        for k in ("gemm_epilogues", "cuda_graphs", "update_rel_error"):
+            self.assertIsNone(v.values[k], k)
+
+    def test_the_fast_paths_that_ran_are_summed_over_the_results(self):
+        # Two real results of the cuda backend on the emulator: 192 fused
+        # GEMMs each, each chunk's optimizer step captured once and replayed
+        # (2 ranks x 3 steps), the actions eager, the update exact.
+        rows = gc.read_results(ROOT / "bench" / "tests" / "data" / "emulated-P2")
+        self.assertEqual(len(rows), 2)
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.status, "PASS", v.figures)
+        eager = "actions allocate their kept activations per call (not static per micro-batch slot)"
+        self.assertIn("; attention naive (fp32: cuDNN has no fused flash attention for fp32)"
+                      "; GEMM epilogues 384 fused, 0 refused"
+                      "; CUDA graphs 4 captured, 8 replayed, 0 rebuilt, 120 eager (%s)"
+                      "; optimizer update max rel err 0.0e+00 (1f1b x layer);" % eager, v.figures)
+        self.assertEqual(v.values["cuda_graphs"]["eager_reasons"], [eager])
+        # A refusal, a worse update and a result without graphs are figures,
+        # never a failure.
+        rows[1]["metrics"]["gemm_epilogues"].update(
+            refusals=2, first_refusal="rank 1: bias GEMM 2 x 3 x 4 bf16: no algorithm")
+        rows[1]["metrics"]["check"]["update_rel_error"] = 3e-7
+        del rows[0]["metrics"]["cuda_graphs"]
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.status, "PASS", v.figures)
+        self.assertIn("; GEMM epilogues 384 fused, 2 refused (first in zb-h1 x layer: rank 1: bias"
+                      " GEMM 2 x 3 x 4 bf16: no algorithm); CUDA graphs 2 captured, 4 replayed,"
+                      " 0 rebuilt, 72 eager (%s) (in 1 of 2 results); optimizer update max rel err"
+                      " 3.0e-07 (zb-h1 x layer);" % eager, v.figures)
 
     def test_a_failed_check_or_no_result_fails(self):
         with tempfile.TemporaryDirectory() as tmp:
