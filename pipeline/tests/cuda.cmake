@@ -6,7 +6,7 @@
 ppb_add_gtest(ppb_cuda_test SOURCES cuda_test.cpp LIBS ppb::exec ppb::core LABELS unit)
 target_include_directories(ppb_cuda_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 # The CUDA-graph cache's decisions (capture, replay, rebuild, eager) on a fake GraphOps.
-ppb_add_gtest(ppb_graph_cache_test SOURCES graph_cache_test.cpp LIBS ppb::exec LABELS unit)
+ppb_add_gtest(ppb_graph_cache_test SOURCES graph_cache_test.cpp first_fit_test.cpp LIBS ppb::exec LABELS unit)
 target_include_directories(ppb_graph_cache_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 if(PPB_HAVE_CUDA)
   add_executable(ppb_cuda_gpu_test cuda_gpu_test.cpp cuda_kernels_gpu_test.cpp cuda_plant_gpu_test.cpp)
