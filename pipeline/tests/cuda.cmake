@@ -15,4 +15,10 @@ if(PPB_HAVE_CUDA)
                                                   GTest::gtest_main ppb::warnings)
   gtest_discover_tests(ppb_cuda_gpu_test PROPERTIES LABELS gpu DISCOVERY_TIMEOUT 60
                        SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  # The cuda backend through make_backend on a GPU: the tests the emulator
+  # runs (label emulated), among them its CUDA graphs' replayed actions
+  # against eager ones, bit for bit.
+  gtest_discover_tests(ppb_backend_test TEST_PREFIX "gpu." TEST_FILTER "*cuda*:*Cuda*"
+                       PROPERTIES LABELS gpu DISCOVERY_TIMEOUT 60
+                       SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endif()
