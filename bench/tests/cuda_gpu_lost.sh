@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU lost in the middle of a cuda sweep, on the CUDA emulator (label
-# emulated): rank 1's device falls off the bus at its 600th kernel launch
+# emulated): rank 1's device falls off the bus at its 1100th kernel launch
 # (PPB_CUDAEMU_LOSE_AFTER, that rank alone), in the second of two
 # combinations. The job ends promptly (well inside --timeout's reach, by the
 # failed call's own abort), exits non-zero, names the rank and its GPU (index
@@ -16,7 +16,7 @@ run=("$pb" run --backend cuda --model "gpt:layers=2,hidden=32,heads=2,seq=16,voc
      -n 3 -w 1 --min-time 0 --schedule 1f1b,gpipe --partition layer --microbatches 4
      --timeout 20 --out "$tmp/out")
 start=$SECONDS
-out=$("$mpirun" --oversubscribe -np 1 "${run[@]}" : -np 1 -x PPB_CUDAEMU_LOSE_AFTER=600 "${run[@]}" 2>&1)
+out=$("$mpirun" --oversubscribe -np 1 "${run[@]}" : -np 1 -x PPB_CUDAEMU_LOSE_AFTER=1100 "${run[@]}" 2>&1)
 code=$? took=$((SECONDS - start))
 echo "$out" | grep -E '^\[|CUDA|emulator'
 echo "--- exit $code after $took s"

@@ -567,13 +567,13 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME emulated_run_cuda_profile_epilogues
     COMMAND bash -c "t=$(cat \"$0\"/*.trace.json) && grep -q ppb_cudaemu_lt_gemm_f32 <<<\"$t\" && ! grep -Eq 'ppb_(bias_fill|gelu_fwd)' <<<\"$t\" && \"$1\" epilogues \"$0\"" ${dir} $<TARGET_FILE:run_results_check>)
   # CUDA graphs on the emulator: each chunk's optimizer step captured at its
-  # first step and replayed at every later one, each action eager, saying
-  # why; every unit of work of every step and rank counted once. The
-  # replayed kernels carry their graph launch's correlation id, so the
-  # device and trace checks above attribute them to the optimizer step.
+  # first step and replayed at every later one; each action eager in the
+  # first step (sizing the static buffers), captured in the second, replayed
+  # in every later one; every unit of work of every step and rank counted
+  # once. The replayed kernels carry their graph launch's correlation id, so
+  # the device and trace checks above attribute them to their actions.
   add_test(NAME emulated_run_cuda_graphs
-    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_graphs_check.py ${dir}
-            "actions allocate their kept activations per call (not static per micro-batch slot)")
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_graphs_check.py ${dir})
   set_tests_properties(emulated_run_cuda_profile_device emulated_run_cuda_profile_trace
     emulated_run_cuda_profile_hta emulated_run_cuda_profile_epilogues emulated_run_cuda_graphs
     PROPERTIES

@@ -26,6 +26,7 @@ add_library(ppb_exec
   src/collectors/cupti_collector.cpp
   src/nvml.cpp
   src/cuda/graph_cache.cpp  # host-side bookkeeping: every build, so its tests run without CUDA
+  src/cuda/first_fit.cpp
 )
 add_library(ppb::exec ALIAS ppb_exec)
 target_include_directories(ppb_exec PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include

@@ -6,7 +6,7 @@
 ppb_add_gtest(ppb_cuda_test SOURCES cuda_test.cpp LIBS ppb::exec ppb::core LABELS unit)
 target_include_directories(ppb_cuda_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 # The CUDA-graph cache's decisions (capture, replay, rebuild, eager) on a fake GraphOps.
-ppb_add_gtest(ppb_graph_cache_test SOURCES graph_cache_test.cpp LIBS ppb::exec LABELS unit)
+ppb_add_gtest(ppb_graph_cache_test SOURCES graph_cache_test.cpp first_fit_test.cpp LIBS ppb::exec LABELS unit)
 target_include_directories(ppb_graph_cache_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 if(PPB_HAVE_CUDA)
   add_executable(ppb_cuda_gpu_test cuda_gpu_test.cpp cuda_kernels_gpu_test.cpp cuda_plant_gpu_test.cpp)
@@ -14,5 +14,11 @@ if(PPB_HAVE_CUDA)
   target_link_libraries(ppb_cuda_gpu_test PRIVATE ppb::exec ppb::core CUDA::cublas GTest::gtest
                                                   GTest::gtest_main ppb::warnings)
   gtest_discover_tests(ppb_cuda_gpu_test PROPERTIES LABELS gpu DISCOVERY_TIMEOUT 60
+                       SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  # The cuda backend through make_backend on a GPU: the tests the emulator
+  # runs (label emulated), among them its CUDA graphs' replayed actions
+  # against eager ones, bit for bit.
+  gtest_discover_tests(ppb_backend_test TEST_PREFIX "gpu." TEST_FILTER "*cuda*:*Cuda*"
+                       PROPERTIES LABELS gpu DISCOVERY_TIMEOUT 60
                        SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
 endif()

@@ -34,7 +34,7 @@ if(PPB_HAVE_CUDAEMU)
   endif()
 
   # The cuda backend's capabilities through make_backend, on the emulator.
-  gtest_discover_tests(ppb_backend_test TEST_PREFIX "emulated." TEST_FILTER "*cuda*"
+  gtest_discover_tests(ppb_backend_test TEST_PREFIX "emulated." TEST_FILTER "*cuda*:*Cuda*"
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
                ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")

@@ -142,6 +142,23 @@ TEST(GraphCache, OffRunsEverythingEagerAndSaysSo) {
   EXPECT_TRUE(ops.launched.empty());
 }
 
+TEST(GraphCache, TheSizingStepsEagerActionsGiveNoReasonUnlessGraphsAreOff) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] { ++enqueued; };
+  EXPECT_EQ(cache.run_sizing(work), GraphDecision::kEager);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kCapture);
+  EXPECT_EQ(enqueued, 2);
+  EXPECT_EQ(cache.eager_reason(), "");  // sizing is not a fallback
+  EXPECT_EQ(cache.run_eager("a buffer did not fit", work), GraphDecision::kEager);
+  EXPECT_EQ(cache.eager_reason(), "a buffer did not fit");
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 0, .rebuilt = 0, .eager = 2}));
+  GraphCache off(ops, false);
+  (void)off.run_sizing(work);
+  EXPECT_EQ(off.eager_reason(), "--cuda-graphs off");
+}
+
 TEST(GraphCache, DisableKeepsTheFirstReason) {
   FakeOps ops;
   GraphCache cache(ops, true);
@@ -168,13 +185,21 @@ TEST(GraphCache, OneEagerActionLeavesGraphsOnForTheOthers) {
   EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 0, .eager = 2}));
 }
 
-TEST(GraphCache, AFailureAfterTheCaptureBeganThrowsAndCachesNothing) {
+TEST(GraphCache, ARefusedEndOfCaptureRunsTheWorkEagerAndStaysEager) {
   FakeOps ops;
   GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] { ++enqueued; };
+  (void)cache.run(key(GraphPass::kForward, 0), work);  // captured before the refusal
   ops.refuse_end = "cudaStreamEndCapture: operation not permitted when stream is capturing";
-  EXPECT_THROW((void)cache.run(key(GraphPass::kForward, 0), [] {}), std::runtime_error);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 1), work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 3);  // recorded into the refused capture, then enqueued eagerly
+  EXPECT_FALSE(ops.capturing);
   EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1}));
+  EXPECT_EQ(cache.eager_reason(), ops.refuse_end);
   EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 0, .rebuilt = 0, .eager = 1}));
   ops.refuse_end.clear();
   // The work itself throwing abandons the capture and passes the error on.
   GraphCache other(ops, true);

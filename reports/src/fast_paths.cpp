@@ -30,7 +30,11 @@ FastPath graphs_path(const std::optional<CudaGraphFigures>& g) {
   add(g->rebuilt, "rebuilt");
   add(g->eager, "eager");
   if (text.empty()) text = "none ran";
-  if (g->eager == 0) return {FastPathKind::kCudaGraphs, FastPathOutcome::kRan, text};
+  // Eager work without a reason is the first step's, which sizes the static
+  // buffers the graphs need: no fallback.
+  if (g->eager == 0 || g->eager_reason.empty()) {
+    return {FastPathKind::kCudaGraphs, FastPathOutcome::kRan, text};
+  }
   return {FastPathKind::kCudaGraphs, FastPathOutcome::kFellBack,
           with_reason(text, g->eager_reason)};
 }

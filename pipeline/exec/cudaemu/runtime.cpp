@@ -378,6 +378,27 @@ void stamp(cudaStream_t s, ActivityOp& op) {
   }
 }
 
+// Whether s is capturing now.
+bool capturing(cudaStream_t s) {
+  if (is_null_stream(s)) return false;
+  const auto stream = find_stream(s);
+  if (!stream) return false;
+  std::lock_guard<std::mutex> lock(stream->m);
+  return stream->capture != nullptr;
+}
+
+// Counts `kernels` launches toward PPB_CUDAEMU_LOSE_AFTER; true (the
+// device lost: every later call fails) once the count reaches it.
+bool lost_at_launch(size_t kernels) {
+  if (rt().lose_after == 0 || kernels == 0) return false;
+  if (rt().launches.fetch_add(kernels) + kernels < rt().lose_after) return false;
+  if (!rt().faulted.exchange(true)) {
+    complain("device " + std::to_string(t_device) + " lost at kernel launch " +
+             std::to_string(rt().lose_after) + " (PPB_CUDAEMU_LOSE_AFTER): every later call fails");
+  }
+  return true;
+}
+
 // Runs `work` as the activity operation `op`: its start and end on the
 // stream, then the op hook.
 void run_reported(ActivityOp op, const ActivityHooks* h, const std::function<void()>& work) {
@@ -412,6 +433,12 @@ cudaError_t issue(cudaStream_t s, ActivityOp op, const char* function, std::func
 // order, as one unit of s's work, each reported to the activity hooks under
 // the launch's correlation id (CUPTI's per-kernel records of a graph).
 cudaError_t graph_launch(const std::shared_ptr<Graph>& graph, cudaStream_t s) {
+  if (rt().faulted) return fail(cudaErrorLaunchFailure);
+  // A graph's kernels are kernel launches too (PPB_CUDAEMU_LOSE_AFTER).
+  const auto kernels = static_cast<size_t>(
+      std::count_if(graph->nodes.begin(), graph->nodes.end(),
+                    [](const GraphNode& n) { return n.op.kind == ActivityOp::Kind::kKernel; }));
+  if (lost_at_launch(kernels)) return fail(cudaErrorLaunchFailure);
   const ActivityHooks* h = rt().hooks.load();
   const uint64_t called = realtime_ns();
   ActivityOp where;
@@ -677,14 +704,8 @@ cudaError_t launch(const Kernel* k, dim3 grid, dim3 block, void** args, size_t s
                    cudaStream_t s) {
   if (k == nullptr) return fail(cudaErrorInvalidDeviceFunction);
   if (rt().faulted) return fail(cudaErrorLaunchFailure);
-  if (rt().lose_after > 0 && rt().launches.fetch_add(1) + 1 >= rt().lose_after) {
-    if (!rt().faulted.exchange(true)) {
-      complain("device " + std::to_string(t_device) + " lost at kernel launch " +
-               std::to_string(rt().lose_after) +
-               " (PPB_CUDAEMU_LOSE_AFTER): every later call fails");
-    }
-    return fail(cudaErrorLaunchFailure);
-  }
+  // Under capture it is recorded, and counted when its graph is launched.
+  if (!capturing(s) && lost_at_launch(1)) return fail(cudaErrorLaunchFailure);
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
       grid.y > 65535 || grid.z > 65535 || block.z > 64) {

@@ -7,14 +7,16 @@
 //
 // CUDA graphs (--cuda-graphs, GraphCache): each chunk's optimizer step is
 // captured once and replayed every step. The actions (F, B, I, W) run
-// eagerly: a chunk's action allocates from the pool and keeps host
-// bookkeeping on every call (a micro-batch's kept activations are allocated
-// by its F and freed by its last backward, its weight version and loss are
-// recorded on the host), which a replay would skip; they become replayable
-// once those buffers are static per micro-batch slot (graph_cache.hpp's
-// memory rule). NVTX ranges and CUPTI's external correlation wrap the
-// enqueue, so they hold for graph launches too (CUPTI gives a graph's
-// kernels the correlation id of its cudaGraphLaunch).
+// eagerly in the first step, which sizes each chunk's static buffers
+// (cuda_chunk.hpp); from the second step on each action's host bookkeeping
+// runs on every call (the ledger, the tracker's counts, the placement of
+// its buffers) and its device work is recorded: captured into a graph per
+// (chunk, pass, micro-batch) the first time, replayed while every address
+// it uses is the same, rebuilt when one moved, or run eagerly where it is
+// not replay-safe (a buffer that did not fit the static region). NVTX
+// ranges and CUPTI's external correlation wrap the enqueue, so they hold
+// for graph launches too (CUPTI gives a graph's kernels the correlation id
+// of its cudaGraphLaunch).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -99,9 +101,22 @@ bool event_done(cudaEvent_t e) {
   return true;
 }
 
-// Why a chunk's actions run eagerly even where graphs can be captured.
-constexpr const char* kActionsEager =
-    "actions allocate their kept activations per call (not static per micro-batch slot)";
+cuda::GraphPass graph_pass(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return cuda::GraphPass::kForward;
+    case ActionKind::kBackward:
+      return cuda::GraphPass::kBackward;
+    case ActionKind::kBackwardInput:
+      return cuda::GraphPass::kBackwardInput;
+    case ActionKind::kBackwardWeight:
+      return cuda::GraphPass::kBackwardWeight;
+    case ActionKind::kSync:
+      break;
+  }
+  PPB_CHECK(false, "cuda backend: SYNC is not a compute action");
+  return cuda::GraphPass::kForward;
+}
 
 // GraphOps by CUDA stream capture on one stream. Capture is thread-local:
 // other threads' CUDA calls (transports, collectors) neither join nor break
@@ -210,6 +225,8 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   // The global micro-batch (its data) of the schedule's micro-batch mb.
   int64_t data(int64_t mb) const { return data_microbatch(mb, microbatches_, replica_, replicas_); }
   void run(const ActionCall& call);
+  // run() recorded, then enqueued eagerly, captured or replayed.
+  void run_recorded(const ActionCall& call);
   void record_oom(const std::string& what);
   double stream_seconds(cudaEvent_t e) const;
   static void free_ready(void* context, std::byte* data);
@@ -285,24 +302,27 @@ CudaBackend::CudaBackend(const BackendConfig& config) {
   // The mean over the global batch: the all-reduce sums the replicas' parts.
   mo.loss_scale = 1.0f / static_cast<float>(config.microbatches * config.replicas);
   mo.weight_stashing = config.weight_stashing;
+  graph_ops_ = std::make_unique<StreamGraphOps>(compute_);
+  graphs_ = std::make_unique<cuda::GraphCache>(*graph_ops_, config.cuda_graphs);
+  bool captures = config.cuda_graphs;
+  if (captures) {
+    // Whether this runtime captures at all: a refusal turns graphs off for
+    // every action with the runtime's reason.
+    if (std::string why = graph_ops_->begin_capture(); !why.empty()) {
+      graphs_->disable(why);
+      captures = false;
+    } else {
+      graph_ops_->abort_capture();
+    }
+  }
   cuda::ChunkContext ctx{compute_, pool_.get(), blas_.get(), dtype_};
   ctx.attention = config.attention;
+  ctx.static_buffers = captures;
   for (int c = 0; c < config.chunks; ++c) {
     const UnitRange range = config.chunk_units(c);
     chunks_.push_back(std::make_unique<CudaChunk>(config.spec, config.units, range, ctx, mo));
   }
   plant_ = std::make_unique<cuda::DevicePlant>(config.plant_factor, compute_);
-  graph_ops_ = std::make_unique<StreamGraphOps>(compute_);
-  graphs_ = std::make_unique<cuda::GraphCache>(*graph_ops_, config.cuda_graphs);
-  if (config.cuda_graphs) {
-    // Whether this runtime captures at all: a refusal turns graphs off for
-    // every action with the runtime's reason.
-    if (std::string why = graph_ops_->begin_capture(); !why.empty()) {
-      graphs_->disable(why);
-    } else {
-      graph_ops_->abort_capture();
-    }
-  }
   (void)stream_now();
 }
 
@@ -408,13 +428,60 @@ void CudaBackend::run(const ActionCall& call) {
   PPB_CHECK(false, "cuda backend: SYNC is not a compute action");
 }
 
+void CudaBackend::run_recorded(const ActionCall& call) {
+  CudaChunk& c = chunk(call.chunk);
+  if (!c.static_buffers()) {
+    const auto enqueue = [&] { run(call); };
+    (void)(c.sizing() ? graphs_->run_sizing(enqueue)
+                      : graphs_->run_eager(c.not_static_reason(), enqueue));
+    return;
+  }
+  // In and out through the chunk's staged boundaries (cuda_chunk.hpp).
+  const bool backward = call.kind != ActionKind::kForward;
+  const int64_t in_bytes = backward ? c.output_bytes() : c.input_bytes();
+  const int64_t out_bytes = backward ? c.input_bytes() : c.output_bytes();
+  ActionCall staged = call;
+  if (call.in != nullptr) staged.in = c.staged_in();
+  if (call.out != nullptr) staged.out = c.staged_out();
+  c.begin_recording();
+  cuda::RecordedWork work;
+  try {
+    run(staged);
+    work = c.end_recording();
+  } catch (...) {
+    (void)c.end_recording();  // nothing of it was enqueued
+    c.release_deferred();
+    throw;
+  }
+  const auto enqueue = [&] { work.enqueue(); };
+  if (call.in != nullptr && in_bytes > 0) {
+    PPB_CUDA_CHECK(cudaMemcpyAsync(c.staged_in(), call.in, static_cast<size_t>(in_bytes),
+                                   cudaMemcpyDeviceToDevice, compute_));
+  }
+  if (!work.eager_reason.empty()) {
+    (void)graphs_->run_eager(work.eager_reason, enqueue);
+  } else {
+    // Identified by the micro-batch: its kept activations, tokens and loss
+    // are its own. The weights' addresses are in the pointers (a stashed
+    // version lives elsewhere); their values are read at each launch.
+    cuda::GraphKey key{call.chunk, graph_pass(call.kind), call.microbatch, std::move(work.pointers),
+                       0};
+    (void)graphs_->run(key, enqueue);
+  }
+  if (call.out != nullptr && out_bytes > 0) {
+    PPB_CUDA_CHECK(cudaMemcpyAsync(call.out, staged.out, static_cast<size_t>(out_bytes),
+                                   cudaMemcpyDeviceToDevice, compute_));
+  }
+  c.release_deferred();
+}
+
 StreamTicket CudaBackend::enqueue(const ActionCall& call) {
   Pending p{++issued_, timed_events_.take(), timed_events_.take()};
   PPB_CUDA_CHECK(cudaEventRecord(p.start, compute_));
   if (oom_.empty()) {
     try {
       plant_->before_action();
-      (void)graphs_->run_eager(kActionsEager, [&] { run(call); });
+      run_recorded(call);
       plant_->after_action();
     } catch (const cuda::OutOfMemory& e) {
       record_oom(e.what());
@@ -504,6 +571,9 @@ void CudaBackend::optimizer_step(int c) {
     }
   }
   PPB_CUDA_CHECK(cudaStreamSynchronize(compute_));
+  // The first step sized the chunk's static buffers: from the next on its
+  // actions are recorded (once; the stream is idle here).
+  if (oom_.empty()) chunk(c).make_static_buffers();
 }
 
 CudaGraphFigures CudaBackend::graphs() const {

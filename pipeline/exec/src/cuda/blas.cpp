@@ -197,9 +197,10 @@ void Blas::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float a
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
-                         Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
-                         const EpilogueArgs& epilogue) {
+std::function<void()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int n, int k,
+                                          Operand a, Operand b, Dtype ab, float beta,
+                                          const void* c_in, void* c, int ldc, Dtype c_type,
+                                          const EpilogueArgs& epilogue) {
   PPB_CHECK(epilogue.kind != Epilogue::kBiasGradB || !trans_b,
             "a bias gradient epilogue sums B's rows: B must not be transposed");
   const LtKey key{m,
@@ -233,16 +234,27 @@ bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operan
     }
     it = lt_plans_.emplace(key, std::move(plan)).first;
   }
-  LtPlan& plan = *it->second;
-  if (!plan.algo) {
+  LtPlan* plan = it->second.get();
+  if (!plan->algo) {
     ++epilogue_refusals_;
-    return false;
+    return {};
   }
-  plan.call.point_at(epilogue);
-  plan.call.run(lt_, *plan.algo, a.data, b.data, beta, c_in, c, workspace_, workspace_bytes_,
-                stream_);
   ++epilogue_gemms_;
-  return true;
+  // The plan's descriptor holds the epilogue's pointers: set at each launch,
+  // since calls of one shape share it.
+  return [this, plan, a = a.data, b = b.data, beta, c_in, c, epilogue] {
+    plan->call.point_at(epilogue);
+    plan->call.run(lt_, *plan->algo, a, b, beta, c_in, c, workspace_, workspace_bytes_, stream_);
+  };
+}
+
+bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
+                         Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
+                         const EpilogueArgs& epilogue) {
+  const std::function<void()> run =
+      plan_epilogue(trans_a, trans_b, m, n, k, a, b, ab, beta, c_in, c, ldc, c_type, epilogue);
+  if (run) run();
+  return static_cast<bool>(run);
 }
 
 }  // namespace ppb::cuda

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -92,6 +93,13 @@ class Blas {
   bool gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
                      Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
                      const EpilogueArgs& epilogue);
+  /// gemm_epilogue in two steps: decides now (and counts the call as fused
+  /// or refused), and returns the work that enqueues the GEMM, to run when
+  /// its turn on the stream comes (once, or recorded and run again);
+  /// empty where cuBLASLt refuses. The handle must outlive the work.
+  std::function<void()> plan_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a,
+                                      Operand b, Dtype ab, float beta, const void* c_in, void* c,
+                                      int ldc, Dtype c_type, const EpilogueArgs& epilogue);
   /// Fused GEMMs this handle ran, and those cuBLASLt refused (false above).
   int64_t epilogue_gemms() const { return epilogue_gemms_; }
   int64_t epilogue_refusals() const { return epilogue_refusals_; }

@@ -1,7 +1,9 @@
 #include "cuda/cuda_chunk.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -65,8 +67,9 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
     // The same initial weights as the cpu backend: drawn on the host, uploaded.
     std::vector<float> host(static_cast<size_t>(n));
     cpu::init_unit_params(spec, u.kind, options.seed, g, std::span<float>(host));
-    state->master = device(n * 4, bf16 ? MemCategory::kOptimizerState : MemCategory::kParameters);
-    state->grads = device(n * 4, MemCategory::kGradients);
+    state->master = ctx.pool->stream_ordered(
+        n * 4, bf16 ? MemCategory::kOptimizerState : MemCategory::kParameters);
+    state->grads = ctx.pool->stream_ordered(n * 4, MemCategory::kGradients);
     if (n > 0) {
       PPB_CUDA_CHECK(cudaMemcpyAsync(state->master.data(), host.data(), static_cast<size_t>(n) * 4,
                                      cudaMemcpyHostToDevice, ctx.stream));
@@ -74,13 +77,12 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
           cudaMemsetAsync(state->grads.data(), 0, static_cast<size_t>(n) * 4, ctx.stream));
     }
     if (bf16) {
-      state->copy = device(n * 2, MemCategory::kParameters);
+      state->copy = ctx.pool->stream_ordered(n * 2, MemCategory::kParameters);
       to_storage(ctx.dtype, f32(state->master), state->copy.data(), n, ctx.stream);
     }
     state_.push_back(std::move(state));
     if (u.kind == UnitKind::kAttention && ctx.attention == Attention::kFused && !fused_) {
-      fused_ =
-          std::make_unique<FusedAttention>(spec, ctx.stream, ctx.pool, u.backward_scratch_bytes);
+      fused_ = std::make_unique<FusedAttention>(spec, ctx.stream, u.backward_scratch_bytes);
     }
   }
   if (range.begin > 0) {
@@ -92,9 +94,19 @@ CudaChunk::CudaChunk(const ModelSpec& spec, const std::vector<Unit>& units, Unit
   // `host` above is pageable: the uploads have consumed it when they return,
   // but the weights must be in place before the first action reads them.
   PPB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  if (!ctx.static_buffers) not_static_ = "CUDA graphs are off or cannot be captured";
 }
 
-CudaChunk::~CudaChunk() = default;
+CudaChunk::~CudaChunk() {
+  // Freed stream-ordered after the work that used it; the buffers still
+  // placed in it (members declared after the placement) only give their
+  // span back to it.
+  for (std::byte* p : {region_, staged_[0], staged_[1]}) {
+    if (p != nullptr) ctx_.pool->free(p);
+  }
+  if (!tokens_.empty()) (void)cudaStreamSynchronize(ctx_.stream);  // no copy still reads them
+  for (auto& [mb, host] : tokens_) (void)cudaFreeHost(host);
+}
 
 int64_t CudaChunk::output_bytes() const { return units_.back().boundary_bytes; }
 
@@ -104,24 +116,125 @@ int64_t CudaChunk::activation_bytes() const {
   return sum;
 }
 
-TrackedBuffer CudaChunk::device(int64_t bytes, MemCategory category) const {
-  return ctx_.pool->stream_ordered(bytes, category);
+TrackedBuffer CudaChunk::device(int64_t bytes, MemCategory category) {
+  if (bytes == 0) return ctx_.pool->stream_ordered(0, category);
+  if (placement_) {
+    if (const std::optional<int64_t> at = placement_->allocate(bytes)) {
+      std::byte* p = region_ + *at;
+      uses(p);
+      return TrackedBuffer(ctx_.pool->tracker(), category, bytes, p, &release_placed, this);
+    }
+    if (recording_ && recorded_.eager_reason.empty()) {
+      recorded_.eager_reason =
+          "a buffer did not fit the chunk's static buffers (the step needs "
+          "more than the first step did)";
+    }
+  }
+  std::byte* p = ctx_.pool->allocate(bytes);
+  if (ctx_.static_buffers && !placement_) sized_.emplace(p, *sizing_.allocate(bytes));
+  uses(p);
+  return TrackedBuffer(ctx_.pool->tracker(), category, bytes, p, &release_pooled, this);
 }
 
-void CudaChunk::copy(void* dst, const void* src, int64_t elements) const {
+TrackedBuffer CudaChunk::lasting(int64_t bytes, MemCategory category) {
+  if (bytes == 0) return ctx_.pool->stream_ordered(0, category);
+  return TrackedBuffer(ctx_.pool->tracker(), category, bytes, ctx_.pool->allocate(bytes),
+                       &release_pooled, this);
+}
+
+void CudaChunk::release_placed(void* context, std::byte* data) {
+  auto* self = static_cast<CudaChunk*>(context);
+  self->placement_->release(data - self->region_);
+}
+
+void CudaChunk::release_pooled(void* context, std::byte* data) {
+  auto* self = static_cast<CudaChunk*>(context);
+  if (const auto it = self->sized_.find(data); it != self->sized_.end()) {
+    self->sizing_.release(it->second);
+    self->sized_.erase(it);
+  }
+  // While recording, the recorded work (enqueued later) may still use it.
+  if (self->recording_) {
+    self->deferred_.push_back(data);
+  } else {
+    self->ctx_.pool->free(data);
+  }
+}
+
+void CudaChunk::launch(std::function<void()> work) {
+  if (recording_) {
+    recorded_.launches.push_back(std::move(work));
+  } else {
+    work();
+  }
+}
+
+void CudaChunk::uses(const void* p) {
+  if (recording_ && p != nullptr) recorded_.pointers.push_back(p);
+}
+
+void CudaChunk::make_static_buffers() {
+  if (!ctx_.static_buffers || placement_ || sizing_.high_water() == 0) return;
+  const int64_t bytes = sizing_.high_water();
+  const int64_t boundary = std::max(input_bytes(), output_bytes());
+  try {
+    region_ = ctx_.pool->allocate(bytes);
+    for (std::byte*& p : staged_) {
+      if (boundary > 0) p = ctx_.pool->allocate(boundary);
+    }
+  } catch (const OutOfMemory& e) {
+    for (std::byte** p : {&region_, &staged_[0], &staged_[1]}) {
+      if (*p != nullptr) ctx_.pool->free(*p);
+      *p = nullptr;
+    }
+    ctx_.static_buffers = false;
+    not_static_ = "no room for the chunk's static buffers (" +
+                  std::to_string(bytes + 2 * boundary) + " bytes): " + e.what();
+    return;
+  }
+  placement_ = std::make_unique<FirstFit>(bytes);
+  not_static_.clear();
+}
+
+void CudaChunk::begin_recording() {
+  PPB_CHECK(placement_ && !recording_, "begin_recording without static buffers, or twice");
+  recording_ = true;
+  recorded_ = RecordedWork();
+}
+
+RecordedWork CudaChunk::end_recording() {
+  recording_ = false;
+  return std::exchange(recorded_, RecordedWork());
+}
+
+void CudaChunk::release_deferred() {
+  for (std::byte* p : deferred_) ctx_.pool->free(p);
+  deferred_.clear();
+}
+
+void CudaChunk::copy(void* dst, const void* src, int64_t elements) {
   if (elements == 0) return;
-  PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(elements * dtype_bytes(ctx_.dtype)),
-                                 cudaMemcpyDeviceToDevice, ctx_.stream));
+  const auto bytes = static_cast<size_t>(elements * dtype_bytes(ctx_.dtype));
+  const cudaStream_t st = ctx_.stream;
+  launch([=] { PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)); });
 }
 
-void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) const {
+void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) {
   const auto t = static_cast<size_t>(spec_.tokens());
-  std::vector<int32_t> host(2 * t);
-  synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(host.data(), t),
-                   std::span<int32_t>(host.data() + t, t));
-  // From pageable memory: the call returns once `host` has been consumed.
-  PPB_CUDA_CHECK(cudaMemcpyAsync(dst, host.data() + (labels ? t : 0), t * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, ctx_.stream));
+  int32_t*& host = tokens_[mb];
+  if (host == nullptr) {
+    void* p = nullptr;
+    PPB_CUDA_CHECK(cudaHostAlloc(&p, 2 * t * sizeof(int32_t), cudaHostAllocDefault));
+    host = static_cast<int32_t*>(p);
+    synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(host, t),
+                     std::span<int32_t>(host + t, t));
+  }
+  const int32_t* src = host + (labels ? t : 0);
+  uses(src);
+  const cudaStream_t st = ctx_.stream;
+  launch([=] {
+    PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, t * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+  });
 }
 
 const void* CudaChunk::weights(int local_unit, int version) const {
@@ -136,7 +249,7 @@ const void* CudaChunk::weights(int local_unit, int version) const {
 // when add is not null (a residual); with gelu_y, also gelu_y = gelu(y)
 // (y is then the pre-activation fc1_gelu keeps).
 void CudaChunk::linear_forward(const void* x, int in, const void* w, int out, void* y,
-                               const void* add, void* gelu_y) const {
+                               const void* add, void* gelu_y) {
   const Dtype dt = ctx_.dtype;
   const int64_t t = spec_.tokens();
   const int ti = static_cast<int>(t);
@@ -144,21 +257,30 @@ void CudaChunk::linear_forward(const void* x, int in, const void* w, int out, vo
   if (ctx_.gemm_epilogues) {
     const EpilogueArgs e = gelu_y != nullptr ? EpilogueArgs{Epilogue::kGeluAuxBias, bias, y}
                                              : EpilogueArgs{Epilogue::kBias, bias, nullptr};
-    if (ctx_.blas->gemm_epilogue(false, false, ti, out, in, {x, in}, {w, out}, dt,
-                                 add != nullptr ? 1.0f : 0.0f, add != nullptr ? add : y,
-                                 gelu_y != nullptr ? gelu_y : y, out, dt, e)) {
+    if (std::function<void()> gemm = ctx_.blas->plan_epilogue(
+            false, false, ti, out, in, {x, in}, {w, out}, dt, add != nullptr ? 1.0f : 0.0f,
+            add != nullptr ? add : y, gelu_y != nullptr ? gelu_y : y, out, dt, e)) {
+      launch(std::move(gemm));
       return;
     }
   }
-  bias_fill(dt, bias, add, t, out, y, ctx_.stream);
-  ctx_.blas->gemm(false, false, ti, out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y, out, dt);
-  if (gelu_y != nullptr) gelu_fwd(dt, y, gelu_y, t * out, ctx_.stream);
+  Blas* blas = ctx_.blas;
+  const cudaStream_t st = ctx_.stream;
+  launch([=] {
+    bias_fill(dt, bias, add, t, out, y, st);
+    blas->gemm(false, false, ti, out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y, out, dt);
+    if (gelu_y != nullptr) gelu_fwd(dt, y, gelu_y, t * out, st);
+  });
 }
 
 // Per sample b: scores = scale Q K^T per head (batched over heads), causal
 // softmax in place, context = P V. Head j of a row is at columns j*d.. of
 // q, k and v (k at +h, v at +2h in the 3h-wide qkv rows).
-void CudaChunk::attention_forward(const void* qkv, void* probs, void* ctx) const {
+void CudaChunk::attention_forward(const void* qkv, void* probs, void* ctx) {
+  launch([=, this] { enqueue_attention_forward(qkv, probs, ctx); });
+}
+
+void CudaChunk::enqueue_attention_forward(const void* qkv, void* probs, void* ctx) const {
   const Dtype dt = ctx_.dtype;
   const int s = spec_.seq;
   const int h = spec_.hidden;
@@ -187,7 +309,14 @@ void CudaChunk::attention_forward(const void* qkv, void* probs, void* ctx) const
 // dP = dO V^T, dV = P^T dO, dS = P (dP - rowsum(P dP)), dQ = scale dS K,
 // dK = scale dS^T Q; per sample, batched over heads, dS in a workspace.
 void CudaChunk::attention_backward(const void* qkv, const void* probs, const void* dctx,
-                                   void* dqkv) const {
+                                   void* dqkv) {
+  TrackedBuffer ds = device(int64_t{spec_.heads} * spec_.seq * spec_.seq * dtype_bytes(ctx_.dtype),
+                            MemCategory::kWorkspace);
+  launch([=, this, ds = ds.data()] { enqueue_attention_backward(qkv, probs, dctx, dqkv, ds); });
+}
+
+void CudaChunk::enqueue_attention_backward(const void* qkv, const void* probs, const void* dctx,
+                                           void* dqkv, void* ds) const {
   const Dtype dt = ctx_.dtype;
   const int s = spec_.seq;
   const int h = spec_.hidden;
@@ -196,7 +325,6 @@ void CudaChunk::attention_backward(const void* qkv, const void* probs, const voi
   const int ld = 3 * h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t ss = int64_t{s} * s;
-  TrackedBuffer ds = device(a * ss * dtype_bytes(dt), MemCategory::kWorkspace);
   for (int b = 0; b < spec_.micro_batch_size; ++b) {
     const int64_t row0 = int64_t{b} * s * ld;
     const void* q = offset(qkv, dt, row0);
@@ -208,15 +336,15 @@ void CudaChunk::attention_backward(const void* qkv, const void* probs, const voi
     const void* p = offset(probs, dt, int64_t{b} * a * ss);
     const void* dout = offset(dctx, dt, int64_t{b} * s * h);
     Blas& blas = *ctx_.blas;
-    blas.gemm_batched(false, true, s, s, d, 1.0f, {dout, h, d}, {v, ld, d}, dt, 0.0f, ds.data(), s,
-                      ss, dt, a);
+    blas.gemm_batched(false, true, s, s, d, 1.0f, {dout, h, d}, {v, ld, d}, dt, 0.0f, ds, s, ss, dt,
+                      a);
     blas.gemm_batched(true, false, s, d, s, 1.0f, {p, s, ss}, {dout, h, d}, dt, 0.0f, dv, ld, d, dt,
                       a);
-    attention_softmax_bwd(dt, p, ds.data(), s, int64_t{a} * s, ctx_.stream);
-    blas.gemm_batched(false, false, s, d, s, scale, {ds.data(), s, ss}, {k, ld, d}, dt, 0.0f, dq,
-                      ld, d, dt, a);
-    blas.gemm_batched(true, false, s, d, s, scale, {ds.data(), s, ss}, {q, ld, d}, dt, 0.0f, dk, ld,
-                      d, dt, a);
+    attention_softmax_bwd(dt, p, ds, s, int64_t{a} * s, ctx_.stream);
+    blas.gemm_batched(false, false, s, d, s, scale, {ds, s, ss}, {k, ld, d}, dt, 0.0f, dq, ld, d,
+                      dt, a);
+    blas.gemm_batched(true, false, s, d, s, scale, {ds, s, ss}, {q, ld, d}, dt, 0.0f, dk, ld, d, dt,
+                      a);
   }
 }
 
@@ -226,6 +354,8 @@ void CudaChunk::forward(int64_t mb, const std::byte* input, std::byte* output) {
             "forward: input must be given iff the chunk has one");
   PPB_CHECK((output != nullptr) == (output_bytes() > 0),
             "forward: output must be given iff the chunk has one");
+  uses(input);
+  uses(output);
   const void* in = input;
   // Inside the chunk the residual stream travels as a pointer, not in the
   // boundaries: into the chunk's input, or into the kept input of the
@@ -264,6 +394,7 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
+  uses(w);
   // The unit's data flow (unit_flow.hpp). After the chunk's first unit the
   // input is already in kept; the first unit's is copied there (a
   // LayerNorm's by its kernel, in its one pass, which also writes the
@@ -275,13 +406,17 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   const bool in_place = i > 0;  // the unit before wrote its input into kept (forward)
   if (flow.keeps_input && !norm && !in_place) copy(kept, in, flow.in);
   void* extra = offset(kept, dt, flow.extra_offset());
+  uses(kept);
+  uses(resid);
   if (last && flow.residual == Residual::kCarry) copy(offset(out, dt, flow.out), resid, flow.resid);
   const void* add = flow.residual == Residual::kAdd ? resid : nullptr;
   switch (kind) {
     case UnitKind::kEmbedding: {
       auto* tokens = static_cast<int32_t*>(kept);
       upload_tokens(state.mb, false, tokens);
-      embedding_fwd(dt, tokens, t, spec_.seq, h, w, offset(w, dt, int64_t{v} * h), out, st);
+      const int seq = spec_.seq;
+      launch(
+          [=] { embedding_fwd(dt, tokens, t, seq, h, w, offset(w, dt, int64_t{v} * h), out, st); });
       break;
     }
     case UnitKind::kLayerNorm1:
@@ -289,8 +424,10 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
     case UnitKind::kFinalNorm: {
       void* passed =
           last && flow.residual == Residual::kBegin ? offset(out, dt, flow.out) : nullptr;
-      layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, in_place ? nullptr : kept, extra,
-                    passed, st);
+      void* kept_x = in_place ? nullptr : kept;
+      launch([=] {
+        layernorm_fwd(dt, in, w, offset(w, dt, h), t, h, out, kept_x, extra, passed, st);
+      });
       break;
     }
     case UnitKind::kQkv:
@@ -300,7 +437,9 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
       if (fused_) {
         // Kept: qkv, then the output (the backward reads it), then the
         // fp32 statistics; the output is copied on to the boundary.
-        fused_->forward(kept, extra, static_cast<float*>(offset(extra, dt, flow.kept_extra)));
+        TrackedBuffer workspace = device(fused_->forward_workspace(), MemCategory::kWorkspace);
+        auto* stats = static_cast<float*>(offset(extra, dt, flow.kept_extra));
+        launch([=, this, ws = workspace.data()] { fused_->forward(kept, extra, stats, ws); });
         copy(out, extra, flow.out);
       } else {
         attention_forward(kept, extra, out);
@@ -316,16 +455,25 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
       linear_forward(in, f, w, h, out, add, nullptr);
       break;
     case UnitKind::kHead: {
-      ctx_.blas->gemm(false, false, static_cast<int>(t), v, h, 1.0f, {in, h}, {w, v}, dt, 0.0f,
-                      extra, v, dt);
+      Blas* blas = ctx_.blas;
+      launch([=] {
+        blas->gemm(false, false, static_cast<int>(t), v, h, 1.0f, {in, h}, {w, v}, dt, 0.0f, extra,
+                   v, dt);
+      });
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
       upload_tokens(state.mb, true, labels.as<int32_t>());
       TrackedBuffer row_loss = device(t * 8, MemCategory::kWorkspace);
-      cross_entropy_fwd(dt, extra, labels.as<int32_t>(), t, spec_.vocab, v, row_loss.as<double>(),
-                        st);
+      // The micro-batch's loss lives with the chunk (read by loss()), not
+      // with the action: from the pool, once per micro-batch.
       TrackedBuffer& slot = losses_[state.mb];
-      if (slot.empty()) slot = device(8, MemCategory::kWorkspace);
-      loss_sum(row_loss.as<double>(), t, slot.as<double>(), st);
+      if (slot.empty()) slot = lasting(8, MemCategory::kWorkspace);
+      uses(slot.data());
+      const int vocab = spec_.vocab;
+      launch([=, labels = labels.as<int32_t>(), row_loss = row_loss.as<double>(),
+              sum = slot.as<double>()] {
+        cross_entropy_fwd(dt, extra, labels, t, vocab, v, row_loss, st);
+        loss_sum(row_loss, t, sum, st);
+      });
       break;
     }
   }
@@ -355,6 +503,12 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
   const UnitKind kind = units_[i].kind;
   void* kept = state.kept[i].data();
   const void* w = weights(static_cast<int>(i), state.version);
+  uses(kept);
+  uses(w);
+  uses(grad_out);
+  uses(resid_grad);
+  uses(grad_in);
+  Blas* blas = ctx_.blas;
   TrackedBuffer row_stats;  // LayerNorm: fp32 mean[t], rstd[t]
   // The unit's data flow (unit_flow.hpp): the residual's gradient passes
   // back beside the input gradient (it is the output gradient itself where
@@ -379,40 +533,55 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
       const void* add = flow.residual == Residual::kBegin ? resid_grad : nullptr;
       // The row statistics come out of the same pass, for the weight gradient.
       row_stats = device(2 * t * 4, MemCategory::kWorkspace);
-      layernorm_bwd_input(dt, grad_out, kept, w, add, t, h, grad_in, f32(row_stats),
-                          f32(row_stats) + t, st);
+      launch([=, stats = f32(row_stats)] {
+        layernorm_bwd_input(dt, grad_out, kept, w, add, t, h, grad_in, stats, stats + t, st);
+      });
       break;
     }
     case UnitKind::kQkv:
-      ctx_.blas->gemm(false, true, ti, h, 3 * h, 1.0f, {grad_out, 3 * h}, {w, 3 * h}, dt, 0.0f,
-                      grad_in, h, dt);
+      launch([=] {
+        blas->gemm(false, true, ti, h, 3 * h, 1.0f, {grad_out, 3 * h}, {w, 3 * h}, dt, 0.0f,
+                   grad_in, h, dt);
+      });
       break;
     case UnitKind::kAttention:
       if (fused_) {
-        fused_->backward(kept, extra, static_cast<const float*>(offset(extra, dt, flow.kept_extra)),
-                         grad_out, grad_in);
+        TrackedBuffer workspace = device(fused_->backward_workspace(), MemCategory::kWorkspace);
+        const auto* stats = static_cast<const float*>(offset(extra, dt, flow.kept_extra));
+        launch([=, this, ws = workspace.data()] {
+          fused_->backward(kept, extra, stats, grad_out, grad_in, ws);
+        });
       } else {
         attention_backward(kept, extra, grad_out, grad_in);
       }
       state.kept[i] = TrackedBuffer();  // no weights: nothing of it is needed any more
       break;
     case UnitKind::kAttnOut:
-      ctx_.blas->gemm(false, true, ti, h, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, h, dt);
+      launch([=] {
+        blas->gemm(false, true, ti, h, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, h, dt);
+      });
       break;
     case UnitKind::kFc1Gelu:
-      gelu_bwd(dt, extra, grad_out, extra, tf, st);  // pre-activation -> its gradient, in place
-      ctx_.blas->gemm(false, true, ti, h, f, 1.0f, {extra, f}, {w, f}, dt, 0.0f, grad_in, h, dt);
+      launch([=] {
+        gelu_bwd(dt, extra, grad_out, extra, tf, st);  // pre-activation -> its gradient, in place
+        blas->gemm(false, true, ti, h, f, 1.0f, {extra, f}, {w, f}, dt, 0.0f, grad_in, h, dt);
+      });
       break;
     case UnitKind::kFc2:
-      ctx_.blas->gemm(false, true, ti, f, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, f, dt);
+      launch([=] {
+        blas->gemm(false, true, ti, f, h, 1.0f, {grad_out, h}, {w, h}, dt, 0.0f, grad_in, f, dt);
+      });
       break;
     case UnitKind::kHead: {
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
       upload_tokens(state.mb, true, labels.as<int32_t>());
-      // probabilities -> logits gradient, in place
-      cross_entropy_bwd(dt, extra, labels.as<int32_t>(), t, spec_.vocab, v,
-                        options_.loss_scale / static_cast<float>(t), st);
-      ctx_.blas->gemm(false, true, ti, h, v, 1.0f, {extra, v}, {w, v}, dt, 0.0f, grad_in, h, dt);
+      const int vocab = spec_.vocab;
+      const float scale = options_.loss_scale / static_cast<float>(t);
+      launch([=, labels = labels.as<int32_t>()] {
+        // probabilities -> logits gradient, in place
+        cross_entropy_bwd(dt, extra, labels, t, vocab, v, scale, st);
+        blas->gemm(false, true, ti, h, v, 1.0f, {extra, v}, {w, v}, dt, 0.0f, grad_in, h, dt);
+      });
       break;
     }
   }
@@ -432,10 +601,13 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
   const void* extra = offset(kept, dt, unit_flow(spec_, units_[i].kind).extra_offset());
   const void* dy = state.pending[i].empty() ? grad_out : state.pending[i].data();
   float* g = f32(state_[i]->grads);
-  Blas& blas = *ctx_.blas;
+  uses(kept);
+  uses(dy);
+  uses(g);
+  Blas* blas = ctx_.blas;
   // dW[in,out] += x^T dy (fp32 accumulation into the fp32 gradients).
-  const auto weight_grad = [&](const void* x, int in, const void* d, int out) {
-    blas.gemm(true, false, in, out, ti, 1.0f, {x, in}, {d, out}, dt, 1.0f, g, out, Dtype::kFp32);
+  const auto weight_grad = [=](const void* x, int in, const void* d, int out) {
+    blas->gemm(true, false, in, out, ti, 1.0f, {x, in}, {d, out}, dt, 1.0f, g, out, Dtype::kFp32);
   };
   // A linear layer's: dW as above, db[out] (after dW in g) += the column
   // sums of dy, summed by the GEMM's epilogue into the first `out` floats of
@@ -443,20 +615,32 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
   const auto linear_grad = [&](const void* x, int in, const void* d, int out) {
     float* db = g + int64_t{in} * out;
     TrackedBuffer partials = device(column_partials_floats(t, out) * 4, MemCategory::kWorkspace);
-    if (ctx_.gemm_epilogues &&
-        blas.gemm_epilogue(true, false, in, out, ti, {x, in}, {d, out}, dt, 1.0f, g, g, out,
-                           Dtype::kFp32, {Epilogue::kBiasGradB, f32(partials), nullptr})) {
-      accumulate(f32(partials), out, db, st);
-      return;
+    float* sums = f32(partials);
+    if (ctx_.gemm_epilogues) {
+      if (std::function<void()> gemm =
+              blas->plan_epilogue(true, false, in, out, ti, {x, in}, {d, out}, dt, 1.0f, g, g, out,
+                                  Dtype::kFp32, {Epilogue::kBiasGradB, sums, nullptr})) {
+        launch([=, gemm = std::move(gemm)] {
+          gemm();
+          accumulate(sums, out, db, st);
+        });
+        return;
+      }
     }
-    weight_grad(x, in, d, out);
-    bias_bwd(dt, d, t, out, db, f32(partials), st);
+    launch([=] {
+      weight_grad(x, in, d, out);
+      bias_bwd(dt, d, t, out, db, sums, st);
+    });
   };
   switch (units_[i].kind) {
-    case UnitKind::kEmbedding:
-      embedding_bwd_weight(dt, static_cast<const int32_t*>(kept), dy, t, spec_.seq, h, g,
-                           g + int64_t{v} * h, st);
+    case UnitKind::kEmbedding: {
+      const int seq = spec_.seq;
+      launch([=] {
+        embedding_bwd_weight(dt, static_cast<const int32_t*>(kept), dy, t, seq, h, g,
+                             g + int64_t{v} * h, st);
+      });
       break;
+    }
     case UnitKind::kLayerNorm1:
     case UnitKind::kLayerNorm2:
     case UnitKind::kFinalNorm: {
@@ -464,12 +648,15 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
       TrackedBuffer stats;
       if (row_stats == nullptr) {
         stats = device(2 * t * 4, MemCategory::kWorkspace);
-        layernorm_stats(dt, kept, t, h, f32(stats), f32(stats) + t, st);
+        launch([=, mean = f32(stats)] { layernorm_stats(dt, kept, t, h, mean, mean + t, st); });
         row_stats = f32(stats);
       }
+      uses(row_stats);
       TrackedBuffer partials =
           device(column_partials_floats(t, int64_t{2} * h) * 4, MemCategory::kWorkspace);
-      layernorm_bwd_weight(dt, dy, kept, row_stats, row_stats + t, t, h, g, f32(partials), st);
+      launch([=, sums = f32(partials)] {
+        layernorm_bwd_weight(dt, dy, kept, row_stats, row_stats + t, t, h, g, sums, st);
+      });
       break;
     }
     case UnitKind::kQkv:
@@ -487,7 +674,7 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
       linear_grad(kept, f, dy, h);
       break;
     case UnitKind::kHead:
-      weight_grad(kept, h, extra, v);
+      launch([=] { weight_grad(kept, h, extra, v); });
       break;
   }
 }
@@ -571,7 +758,7 @@ void CudaChunk::sgd_step(float lr, const KernelRunner& run) {
     Ledger::Stash stash;
     for (size_t i = 0; i < state_.size(); ++i) {
       const int64_t n = state_[i]->param_count;
-      TrackedBuffer b = device(n * dtype_bytes(dt), MemCategory::kWeightStash);
+      TrackedBuffer b = lasting(n * dtype_bytes(dt), MemCategory::kWeightStash);
       copy(b.data(), weights(static_cast<int>(i), ledger_.version()), n);
       stash.push_back(std::move(b));
     }
@@ -627,7 +814,7 @@ int64_t CudaChunk::stale_compute_weights() const {
     if (n == 0) continue;
     // The master converted by the same kernel conversion the SGD refresh
     // uses, so a refreshed copy matches it bit for bit.
-    TrackedBuffer want = device(n * 2, MemCategory::kWorkspace);
+    TrackedBuffer want = ctx_.pool->stream_ordered(n * 2, MemCategory::kWorkspace);
     to_storage(ctx_.dtype, f32(u->master), want.data(), n, ctx_.stream);
     std::vector<uint16_t> expected(static_cast<size_t>(n));
     std::vector<uint16_t> held(static_cast<size_t>(n));

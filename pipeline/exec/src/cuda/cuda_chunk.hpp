@@ -16,6 +16,22 @@
 // kGradients, kept activations kActivations, stashed weight versions
 // kWeightStash, temporaries kWorkspace (freed stream-ordered when the call
 // that enqueued them returns).
+//
+// Static buffers (ChunkContext::static_buffers, for CUDA graphs of the
+// actions): the buffers an action allocates (kept activations, held
+// gradients, temporaries) are placed by a FirstFit. In the first step they
+// come from the pool while an unbounded FirstFit records where they would
+// go (the sizing pass); make_static_buffers() then takes one region of the
+// pool of the size that step needed, and every later action's buffers are
+// placed in it, at the same offsets wherever the step repeats the first's
+// sequence. The tracker counts each placed buffer as it counted the pool's
+// (the memory model is unchanged); the pool's figure holds the region and
+// the two boundary-sized buffers actions are staged through
+// (staged_in(), staged_out()).
+// While recording (begin_recording), an action's host bookkeeping happens
+// at once and its device work is recorded, not enqueued: the caller
+// enqueues it eagerly, captures it into a graph, or replays the graph
+// captured for the same pointers instead (graph_cache.hpp).
 #pragma once
 
 #include <cstddef>
@@ -24,10 +40,13 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda/blas.hpp"
 #include "cuda/device_pool.hpp"
+#include "cuda/first_fit.hpp"
 #include "cuda/fused_attention.hpp"
 #include "cuda/kernels.hpp"
 #include "ppb/exec/cpu_model.hpp"
@@ -50,6 +69,22 @@ struct ChunkContext {
   bool gemm_epilogues = true;
   /// The attention unit's form (fused: cuDNN's, bf16 only; the run chose it).
   Attention attention = Attention::kNaive;
+  /// Place the actions' buffers for CUDA graphs (the header's comment).
+  bool static_buffers = false;
+};
+
+/// The device work of one action, recorded while CudaChunk records: what a
+/// graph of it captures, and every device address that work reads or
+/// writes (a graph captured with other addresses is not valid for it).
+struct RecordedWork {
+  std::vector<std::function<void()>> launches;  ///< in the order the action issued them
+  std::vector<const void*> pointers;
+  /// Non-empty: the work is not replay-safe, and why (it runs eagerly).
+  std::string eager_reason;
+  /// Enqueues the work (only device work: it may run more than once).
+  void enqueue() const {
+    for (const auto& f : launches) f();
+  }
 };
 
 /// Storage bytes of a boundary / kept activation of one unit with elements
@@ -110,29 +145,71 @@ class CudaChunk {
   int weight_version() const { return ledger_.version(); }
   int weight_version_of(int64_t mb) const;
 
+  /// True once the actions' buffers are placed in the static region.
+  bool static_buffers() const { return placement_ != nullptr; }
+  /// With static buffers: where a recorded action reads its `in` and writes
+  /// its `out` (each max(input_bytes, output_bytes) long, not counted in the
+  /// tracker). The executor's message buffers move from step to step; the
+  /// caller copies them in and out around the recorded work, so that its
+  /// graph keeps its addresses. Null where the chunk has no boundary.
+  std::byte* staged_in() const { return staged_[0]; }
+  std::byte* staged_out() const { return staged_[1]; }
+  /// True while the first step sizes the static buffers (they will be).
+  bool sizing() const { return ctx_.static_buffers && !placement_; }
+  /// Why the actions' buffers are not static, while they are not.
+  const std::string& not_static_reason() const { return not_static_; }
+  /// Between steps, with the stream idle: takes the static region the
+  /// sizing pass measured (ChunkContext::static_buffers; once). A region
+  /// the pool cannot give leaves the buffers in the pool, with the reason.
+  void make_static_buffers();
+  /// Records the device work of the next action instead of enqueuing it.
+  /// REQUIRES: static_buffers().
+  void begin_recording();
+  /// Ends the recording (also after the action threw) and returns it.
+  RecordedWork end_recording();
+  /// Frees, stream-ordered, the pool's buffers the recorded action dropped:
+  /// call it once its work is enqueued.
+  void release_deferred();
+
  private:
   struct UnitState;
   using Ledger = MicrobatchLedger<TrackedBuffer>;  // stashes: per unit, the compute weights
   using Microbatch = Ledger::State;
 
-  TrackedBuffer device(int64_t bytes, MemCategory category) const;
+  // An action's buffer: placed (static buffers), else from the pool.
+  TrackedBuffer device(int64_t bytes, MemCategory category);
+  // A buffer that outlives actions (a weight stash, a loss), from the pool,
+  // never placed; freed after the recorded work when dropped while recording.
+  TrackedBuffer lasting(int64_t bytes, MemCategory category);
+  static void release_placed(void* context, std::byte* data);
+  static void release_pooled(void* context, std::byte* data);
+  // Enqueues device work, or records it while recording.
+  void launch(std::function<void()> work);
+  // Adds a device address the recorded work uses to its graph's key.
+  void uses(const void* p);
   // Host copies of one fp32 buffer of every unit, stream-ordered after the
   // work enqueued so far (synchronises the stream).
   std::vector<std::vector<float>> to_host(TrackedBuffer UnitState::*buffer) const;
   // Copies n storage elements (stream-ordered).
-  void copy(void* dst, const void* src, int64_t elements) const;
-  // dst (device, int32) <- the tokens (labels: false) or labels of mb.
-  void upload_tokens(int64_t mb, bool labels, int32_t* dst) const;
+  void copy(void* dst, const void* src, int64_t elements);
+  // dst (device, int32) <- the tokens (labels: false) or labels of mb,
+  // from pinned host memory made once per micro-batch (a graph can copy
+  // from it; the tokens of mb are the same every step).
+  void upload_tokens(int64_t mb, bool labels, int32_t* dst);
   const void* weights(int local_unit, int version) const;  // the compute copy
   // One unit's forward; `resid` is the residual stream it reads (null where
   // none), `last` says its output leaves the chunk. Returns the residual
   // stream after it (null where none).
   const void* forward_unit(size_t i, Microbatch& state, const void* in, const void* resid,
                            void* out, bool last);
-  void attention_forward(const void* qkv, void* probs, void* ctx) const;
-  void attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv) const;
+  void attention_forward(const void* qkv, void* probs, void* ctx);
+  void attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv);
+  // Their device work (`ds`: the backward's s x s workspace per head).
+  void enqueue_attention_forward(const void* qkv, void* probs, void* ctx) const;
+  void enqueue_attention_backward(const void* qkv, const void* probs, const void* dctx, void* dqkv,
+                                  void* ds) const;
   void linear_forward(const void* x, int in, const void* w, int out, void* y, const void* add,
-                      void* gelu_y) const;
+                      void* gelu_y);
   // Returns the LayerNorm row statistics it computed (fp32 mean[t], rstd[t];
   // empty for other units), which backward_unit_weight reads in a full
   // backward; given none (null), it recomputes them.
@@ -152,10 +229,22 @@ class CudaChunk {
   int64_t input_bytes_ = 0;
   ChunkContext ctx_;
   CpuModelOptions options_;
+  // Static buffers (the header's comment). Declared before everything that
+  // holds buffers placed or sized here, so that they outlive them.
+  std::string not_static_;
+  FirstFit sizing_;                                      // the sizing pass
+  std::unordered_map<const std::byte*, int64_t> sized_;  // pool buffer -> its sizing offset
+  std::byte* region_ = nullptr;                          // the static region (from the pool)
+  std::byte* staged_[2] = {nullptr, nullptr};            // staged_in(), staged_out()
+  std::unique_ptr<FirstFit> placement_;                  // in region_
+  bool recording_ = false;
+  RecordedWork recorded_;
+  std::vector<std::byte*> deferred_;  // pool buffers dropped while recording
   std::vector<std::unique_ptr<UnitState>> state_;
   Ledger ledger_;                            // in-flight micro-batches, pass order, weight versions
   std::map<int64_t, TrackedBuffer> losses_;  // mb -> device double: summed token loss
   std::unique_ptr<FusedAttention> fused_;    // the chunk's cuDNN graphs (fused attention only)
+  std::map<int64_t, int32_t*> tokens_;       // mb -> pinned tokens then labels
 };
 
 }  // namespace ppb::cuda

@@ -26,16 +26,20 @@ DevicePool::~DevicePool() {
 }
 
 void DevicePool::free_on_stream(void* context, std::byte* data) {
-  auto* self = static_cast<DevicePool*>(context);
-  PPB_CUDA_CHECK(cudaFreeAsync(data, self->stream_));
+  static_cast<DevicePool*>(context)->free(data);
 }
+
+std::byte* DevicePool::allocate(int64_t bytes) {
+  void* p = nullptr;
+  PPB_CUDA_CHECK(cudaMallocFromPoolAsync(&p, static_cast<size_t>(bytes), pool_, stream_));
+  return static_cast<std::byte*>(p);
+}
+
+void DevicePool::free(std::byte* data) { PPB_CUDA_CHECK(cudaFreeAsync(data, stream_)); }
 
 TrackedBuffer DevicePool::stream_ordered(int64_t bytes, MemCategory category) {
   if (bytes == 0) return TrackedBuffer(*tracker_, category, 0);
-  void* p = nullptr;
-  PPB_CUDA_CHECK(cudaMallocFromPoolAsync(&p, static_cast<size_t>(bytes), pool_, stream_));
-  return TrackedBuffer(*tracker_, category, bytes, static_cast<std::byte*>(p), &free_on_stream,
-                       this);
+  return TrackedBuffer(*tracker_, category, bytes, allocate(bytes), &free_on_stream, this);
 }
 
 std::byte* DevicePool::ready(int64_t bytes, cudaStream_t side) {

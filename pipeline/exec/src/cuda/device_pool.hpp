@@ -29,6 +29,13 @@ class DevicePool {
   /// the buffer dies (work enqueued before the free may still use it).
   /// Throws OutOfMemory.
   TrackedBuffer stream_ordered(int64_t bytes, MemCategory category);
+  /// `bytes` of device memory as stream_ordered, not counted in the
+  /// tracker (the caller counts what it places in it); freed by free().
+  /// Throws OutOfMemory.
+  std::byte* allocate(int64_t bytes);
+  /// Frees what allocate() returned, stream-ordered on the pool's stream.
+  void free(std::byte* data);
+  MemoryTracker& tracker() { return *tracker_; }
   /// `bytes` of zeroed device memory usable by any stream and by the host's
   /// libraries (MPI, NCCL) when this returns: allocated and zeroed on
   /// `side` and synchronised there. Released by `release` (the caller's,

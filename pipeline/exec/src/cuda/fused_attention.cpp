@@ -39,16 +39,21 @@ std::string cudnn_unavailable_reason() {
 struct FusedAttention::Graphs {};
 
 FusedAttention::FusedAttention(const ModelSpec& /*spec*/, cudaStream_t /*stream*/,
-                               DevicePool* /*pool*/, int64_t /*modelled_workspace*/) {
+                               int64_t /*modelled_workspace*/) {
   PPB_CHECK(false, "fused attention in a build without cuDNN");
 }
 
 FusedAttention::~FusedAttention() = default;
 
-void FusedAttention::forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/) const {}
+int64_t FusedAttention::forward_workspace() const { return 0; }
+
+int64_t FusedAttention::backward_workspace() const { return 0; }
+
+void FusedAttention::forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/,
+                             void* /*workspace*/) const {}
 
 void FusedAttention::backward(const void* /*qkv*/, const void* /*out*/, const float* /*stats*/,
-                              const void* /*dout*/, void* /*dqkv*/) const {}
+                              const void* /*dout*/, void* /*dqkv*/, void* /*workspace*/) const {}
 
 #else
 
@@ -93,15 +98,14 @@ void check(fe::error_object e, const char* what) {
 
 struct FusedAttention::Graphs {
   cudnnHandle_t handle = nullptr;
-  DevicePool* pool = nullptr;  // each call's workspace
-  int64_t hidden = 0;          // h: the qkv rows are 3h wide
+  int64_t hidden = 0;  // h: the qkv rows are 3h wide
   fe::graph::Graph forward;
   fe::graph::Graph backward;
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
 };
 
-FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream, DevicePool* pool,
+FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
                                int64_t modelled_workspace)
     : graphs_(std::make_unique<Graphs>()) {
   PPB_CHECK(cudnn_unavailable_reason().empty(), "fused attention without a usable cuDNN");
@@ -112,7 +116,6 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream, Devic
   const int64_t d = h / a;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Graphs& g = *graphs_;
-  g.pool = pool;
   g.hidden = h;
   PPB_CHECK(fe::detail::create_handle(&g.handle) == CUDNN_STATUS_SUCCESS, "cudnnCreate failed");
   PPB_CHECK(fe::detail::set_stream(g.handle, stream) == CUDNN_STATUS_SUCCESS,
@@ -205,25 +208,27 @@ void* at(const void* p, int64_t columns) {
 
 }  // namespace
 
-void FusedAttention::forward(const void* qkv, void* out, float* stats) const {
+int64_t FusedAttention::forward_workspace() const { return graphs_->forward_workspace; }
+
+int64_t FusedAttention::backward_workspace() const { return graphs_->backward_workspace; }
+
+void FusedAttention::forward(const void* qkv, void* out, float* stats, void* workspace) const {
   const Graphs& g = *graphs_;
   const int64_t h = g.hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)}, {kK, at(qkv, h)}, {kV, at(qkv, 2 * h)}, {kO, out}, {kStats, stats}};
-  TrackedBuffer workspace = g.pool->stream_ordered(g.forward_workspace, MemCategory::kWorkspace);
-  check(g.forward.execute(g.handle, pack, workspace.data()), "forward");
+  check(g.forward.execute(g.handle, pack, workspace), "forward");
 }
 
 void FusedAttention::backward(const void* qkv, const void* out, const float* stats,
-                              const void* dout, void* dqkv) const {
+                              const void* dout, void* dqkv, void* workspace) const {
   const Graphs& g = *graphs_;
   const int64_t h = g.hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)},   {kK, at(qkv, h)},       {kV, at(qkv, 2 * h)},
       {kO, at(out, 0)},   {kStats, at(stats, 0)}, {kDO, at(dout, 0)},
       {kDQ, at(dqkv, 0)}, {kDK, at(dqkv, h)},     {kDV, at(dqkv, 2 * h)}};
-  TrackedBuffer workspace = g.pool->stream_ordered(g.backward_workspace, MemCategory::kWorkspace);
-  check(g.backward.execute(g.handle, pack, workspace.data()), "backward");
+  check(g.backward.execute(g.handle, pack, workspace), "backward");
 }
 
 #endif

@@ -8,9 +8,9 @@
 //
 // The two cuDNN graphs (forward, backward) are built once, when the object
 // is made (one per chunk with an attention unit: one shape per chunk), and
-// executed on the chunk's stream; each call takes its cuDNN workspace from
-// the device pool (MemCategory::kWorkspace, freed stream-ordered when the
-// call returns), so the pool and the memory tracker count it.
+// executed on the chunk's stream; each call is given its cuDNN workspace
+// (forward_workspace() / backward_workspace() bytes) by the chunk, which
+// counts it as the action's workspace.
 //
 // The frontend is header-only and loads libcudnn.so.9 at run time
 // (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): no binary needs cuDNN to start,
@@ -19,10 +19,11 @@
 // FusedAttention is a broken invariant (the run's choice refused it).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 #include <memory>
 
-#include "cuda/device_pool.hpp"
 #include "ppb/pipeline/model.hpp"
 
 namespace ppb::cuda {
@@ -34,20 +35,22 @@ class FusedAttention {
   /// scratch the memory model counts (Unit::backward_scratch_bytes); one
   /// warning line where a graph asks for more. REQUIRES:
   /// cudnn_unavailable_reason() == "" and fused_attention_head_dim(d).
-  FusedAttention(const ModelSpec& spec, cudaStream_t stream, DevicePool* pool,
-                 int64_t modelled_workspace);
+  FusedAttention(const ModelSpec& spec, cudaStream_t stream, int64_t modelled_workspace);
   ~FusedAttention();
   FusedAttention(const FusedAttention&) = delete;
   FusedAttention& operator=(const FusedAttention&) = delete;
 
+  /// The workspace bytes each graph asks for.
+  int64_t forward_workspace() const;
+  int64_t backward_workspace() const;
   /// out[b, s, h] and stats[b, a, s] (fp32) from qkv[b, s, 3h], bf16.
-  void forward(const void* qkv, void* out, float* stats) const;
+  void forward(const void* qkv, void* out, float* stats, void* workspace) const;
   /// dqkv[b, s, 3h] from qkv, the forward's out and stats, and dout[b, s, h].
-  void backward(const void* qkv, const void* out, const float* stats, const void* dout,
-                void* dqkv) const;
+  void backward(const void* qkv, const void* out, const float* stats, const void* dout, void* dqkv,
+                void* workspace) const;
 
  private:
-  struct Graphs;  // the cuDNN handle, the two graphs, the pool (fused_attention.cpp)
+  struct Graphs;  // the cuDNN handle, the two graphs (fused_attention.cpp)
   std::unique_ptr<Graphs> graphs_;
 };
 

@@ -1,6 +1,5 @@
 #include "cuda/graph_cache.hpp"
 
-#include <stdexcept>
 #include <string>
 
 namespace ppb::cuda {
@@ -15,6 +14,12 @@ GraphCache::~GraphCache() {
 
 void GraphCache::disable(const std::string& reason) {
   if (disabled_.empty()) disabled_ = reason;
+}
+
+void GraphCache::turn_off(const std::string& why) {
+  disable(why);
+  for (auto& [id, entry] : graphs_) ops_->destroy(entry.graph);
+  graphs_.clear();
 }
 
 GraphDecision GraphCache::decide(const GraphKey& key) const {
@@ -33,6 +38,13 @@ GraphDecision GraphCache::run_eager(const std::string& reason,
   return GraphDecision::kEager;
 }
 
+GraphDecision GraphCache::run_sizing(const std::function<void()>& enqueue) {
+  if (!disabled_.empty()) return run_eager(disabled_, enqueue);
+  enqueue();
+  ++counts_.eager;
+  return GraphDecision::kEager;
+}
+
 GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& enqueue) {
   const GraphDecision d = decide(key);
   if (d == GraphDecision::kEager) return run_eager(disabled_, enqueue);
@@ -44,9 +56,7 @@ GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& 
   // Capture or rebuild: a refused capture leaves the stream as it was, so
   // the work runs eagerly instead, and so does every later action.
   if (std::string why = ops_->begin_capture(); !why.empty()) {
-    disable(why);
-    for (auto& [id, entry] : graphs_) ops_->destroy(entry.graph);
-    graphs_.clear();
+    turn_off(why);
     return run_eager(disabled_, enqueue);
   }
   try {
@@ -58,10 +68,11 @@ GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& 
   std::string why;
   GraphHandle graph = ops_->end_capture(&why);
   if (graph == nullptr) {
-    // The work was recorded, not run, and its host effects (allocations,
-    // bookkeeping) already happened: running it again would repeat them.
-    disable(why);
-    throw std::runtime_error("CUDA graph capture failed after it began: " + why);
+    // The work was recorded, not run: it runs eagerly now (enqueue only
+    // enqueues device work, so running it again repeats nothing on the
+    // host), and so does every later action.
+    turn_off(why);
+    return run_eager(disabled_, enqueue);
   }
   Entry& entry = graphs_[identity(key)];
   if (entry.graph != nullptr) ops_->destroy(entry.graph);

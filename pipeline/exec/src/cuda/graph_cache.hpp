@@ -103,20 +103,25 @@ class GraphCache {
   /// Runs one action: `enqueue` enqueues its work on the stream (eagerly,
   /// or under capture, then the graph is launched once), or the cached
   /// graph of `key` is launched without calling it. Returns what it did.
-  /// A capture that begin_capture refuses falls back to eager (sticky);
-  /// a capture that end_capture refuses throws: its work was captured,
-  /// not run, and its host effects happened.
+  /// `enqueue` only enqueues device work (no host effects), so that it can
+  /// run again: a capture that begin_capture or end_capture refuses falls
+  /// back to eager (sticky), its work enqueued eagerly.
   GraphDecision run(const GraphKey& key, const std::function<void()>& enqueue);
   /// Runs one action eagerly for `reason` (its work is not replay-safe),
   /// without turning graphs off for other actions. With graphs off, the
   /// reason recorded is why they are off.
   GraphDecision run_eager(const std::string& reason, const std::function<void()>& enqueue);
+  /// Runs one action of the step that sizes the static buffers graphs need
+  /// (cuda_chunk.hpp) eagerly: counted eager, but no fallback, so it gives
+  /// no eager reason (with graphs off, that is the reason, as above).
+  GraphDecision run_sizing(const std::function<void()>& enqueue);
   /// Turns graphs off for the rest of the cache's life (every later action
   /// eager) with `reason`; keeps the first reason given.
   void disable(const std::string& reason);
 
   const GraphCounts& counts() const { return counts_; }
-  /// Why the first action that ran eagerly did ("" while none did).
+  /// Why the first action that ran eagerly did ("" while none did, or
+  /// only the sizing step's did).
   const std::string& eager_reason() const { return eager_reason_; }
   /// Graphs held (one per (chunk, pass, slot) captured).
   size_t size() const { return graphs_.size(); }
@@ -128,6 +133,8 @@ class GraphCache {
     GraphHandle graph = nullptr;
   };
   static Identity identity(const GraphKey& key) { return {key.chunk, key.pass, key.slot}; }
+  // A capture refused: graphs off for good, none of them kept.
+  void turn_off(const std::string& why);
   GraphOps* ops_;
   std::string disabled_;      // non-empty: graphs are off, for this reason
   std::string eager_reason_;  // the first eager action's reason
