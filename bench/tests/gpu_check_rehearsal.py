@@ -94,13 +94,15 @@ def checked_runs(step, n=None):
 
 def fast_paths(step):
     """The cuda backend's fast paths are in the step's line, from every ok
-    result: GEMM epilogues, CUDA graphs (units of work, the eager reason)
+    result: GEMM epilogues, CUDA graphs (units of work, no eager reason)
     and --check's optimizer-update error."""
     v = step["values"]
     e, g, u = v.get("gemm_epilogues"), v.get("cuda_graphs"), v.get("update_rel_error")
     if not (e and g and u) or {e["recorded"], g["recorded"], u["recorded"]} != {v["ok"]}:
         fail("%s: fast paths not recorded by every result: %s" % (step["name"], step["figures"]))
-    if e["fused"] < 1 or g["captured"] < 1 or (g["eager"] > 0) != bool(g["eager_reasons"]):
+    # The emulator captures every action and replays it after the first step,
+    # whose eager work (it sizes the static buffers) is no fallback.
+    if e["fused"] < 1 or g["captured"] < 1 or g["replayed"] < 1 or g["eager_reasons"]:
         fail("%s: fast paths %s %s" % (step["name"], e, g))
     for text in ("; GEMM epilogues %d fused, %d refused" % (e["fused"], e["refused"]),
                  "; CUDA graphs %d captured, %d replayed, %d rebuilt, %d eager" % (
