@@ -11,21 +11,17 @@
 // kernels read. A key whose identity (chunk, pass, slot) matches a cached
 // graph but whose pointers or version differ rebuilds that graph.
 //
-// Eager fallback is sticky: once capture is refused (the CUDA emulator,
-// an unsupported call, a capture error), every later action runs eagerly
-// and eager_reason() says why, so that one run's actions are not half
-// graphs, half eager for reasons that change mid-run.
+// Eager fallback is sticky: once capture is refused (a runtime that cannot
+// capture, an unsupported call, a capture error), every later action runs
+// eagerly and eager_reason() says why, so that one run's actions are not
+// half graphs, half eager for reasons that change mid-run.
 //
-// Memory rule. A capture records stream-ordered allocations as graph memory
-// nodes, owned by the graph: the same addresses on every launch. Memory an
-// action allocates and a later action frees (a micro-batch's kept
-// activations, from F to its B or W) would then be graph-owned memory freed
-// outside its graph, which needs cudaGraphInstantiateFlagAutoFreeOnLaunch
-// and a free before each relaunch. The rule here: a graph's key names every
-// buffer it reads or writes that lives past the action, and the per-slot
-// graphs make those buffers static per slot (Megatron-LM's and Transformer
-// Engine's static buffers per micro-batch); until an action's buffers are
-// static per slot, the backend does not capture it (eager, with its reason).
+// Memory rule. A capture would record stream-ordered allocations as graph
+// memory nodes, owned by the graph, invisible to the tracker and freed
+// outside it by a later action. So the work captured allocates nothing:
+// the backend records an action's device work after its host bookkeeping
+// placed every buffer it uses in the chunk's static region (cuda_chunk.hpp),
+// and the key names every address that work reads or writes.
 #pragma once
 
 #include <cstdint>
