@@ -201,7 +201,25 @@ TEST(GraphCache, ARefusedEndOfCaptureRunsTheWorkEagerAndStaysEager) {
   EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kEager);
   EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 0, .rebuilt = 0, .eager = 1}));
   ops.refuse_end.clear();
-  // The work itself throwing abandons the capture and passes the error on.
+  // Work that a capture cannot hold throws CaptureRefused: it runs eagerly
+  // instead, and graphs are off from then on.
+  GraphCache refused(ops, true);
+  int runs = 0;
+  bool captured_once = false;
+  EXPECT_EQ(refused.run(key(GraphPass::kForward, 0),
+                        [&] {
+                          ++runs;
+                          if (ops.capturing && !captured_once) {
+                            captured_once = true;
+                            throw CaptureRefused("cudnn execute: not supported while capturing");
+                          }
+                        }),
+            GraphDecision::kEager);
+  EXPECT_EQ(runs, 2);  // captured (refused), then eagerly
+  EXPECT_FALSE(ops.capturing);
+  EXPECT_EQ(refused.eager_reason(), "cudnn execute: not supported while capturing");
+  EXPECT_EQ(refused.decide(key(GraphPass::kForward, 1)), GraphDecision::kEager);
+  // Anything else the work throws abandons the capture and passes on.
   GraphCache other(ops, true);
   EXPECT_THROW((void)other.run(key(GraphPass::kForward, 0),
                                [] { throw std::runtime_error("out of memory"); }),

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cuda/graph_cache.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/nvml.hpp"
 #include "ppb/profiling/check.hpp"
@@ -133,6 +134,21 @@ void cuda_call_failed(int code, const char* call, const char* file, int line) {
     throw OutOfMemory(what);
   }
   const std::string on = bound_device().empty() ? "" : " on " + bound_device();
+  switch (rc) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread:
+      // Only a capture fails these: the caller runs the work eagerly.
+      throw CaptureRefused(std::string(call) + ": " + cudaGetErrorString(rc));
+    default:
+      break;
+  }
   char text[1024];
   std::snprintf(text, sizeof text, "CUDA error%s in %s at %s:%d: %s (%d): %s", on.c_str(), call,
                 file, line, cudaGetErrorName(rc), code, cudaGetErrorString(rc));

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "cuda/graph_cache.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/profiling/check.hpp"
 
@@ -98,12 +99,30 @@ void check(fe::error_object e, const char* what) {
 
 struct FusedAttention::Graphs {
   cudnnHandle_t handle = nullptr;
-  int64_t hidden = 0;  // h: the qkv rows are 3h wide
+  cudaStream_t stream = nullptr;  // the handle's
+  int64_t hidden = 0;             // h: the qkv rows are 3h wide
   fe::graph::Graph forward;
   fe::graph::Graph backward;
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
 };
+
+namespace {
+
+// An execution's failure: under a stream capture, a refusal to run captured
+// (the backend then runs the work eagerly); else a broken invariant.
+void executed(cudaStream_t stream, fe::error_object e, const char* what) {
+  if (e.is_good()) return;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) == cudaSuccess &&
+      capturing != cudaStreamCaptureStatusNone) {
+    throw CaptureRefused(std::string("cuDNN fused attention, ") + what +
+                         " under a CUDA graph capture: " + e.get_message());
+  }
+  check(e, what);
+}
+
+}  // namespace
 
 FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
                                int64_t modelled_workspace)
@@ -116,6 +135,7 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
   const int64_t d = h / a;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Graphs& g = *graphs_;
+  g.stream = stream;
   g.hidden = h;
   PPB_CHECK(fe::detail::create_handle(&g.handle) == CUDNN_STATUS_SUCCESS, "cudnnCreate failed");
   PPB_CHECK(fe::detail::set_stream(g.handle, stream) == CUDNN_STATUS_SUCCESS,
@@ -217,7 +237,7 @@ void FusedAttention::forward(const void* qkv, void* out, float* stats, void* wor
   const int64_t h = g.hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)}, {kK, at(qkv, h)}, {kV, at(qkv, 2 * h)}, {kO, out}, {kStats, stats}};
-  check(g.forward.execute(g.handle, pack, workspace), "forward");
+  executed(g.stream, g.forward.execute(g.handle, pack, workspace), "forward");
 }
 
 void FusedAttention::backward(const void* qkv, const void* out, const float* stats,
@@ -228,7 +248,7 @@ void FusedAttention::backward(const void* qkv, const void* out, const float* sta
       {kQ, at(qkv, 0)},   {kK, at(qkv, h)},       {kV, at(qkv, 2 * h)},
       {kO, at(out, 0)},   {kStats, at(stats, 0)}, {kDO, at(dout, 0)},
       {kDQ, at(dqkv, 0)}, {kDK, at(dqkv, h)},     {kDV, at(dqkv, 2 * h)}};
-  check(g.backward.execute(g.handle, pack, workspace), "backward");
+  executed(g.stream, g.backward.execute(g.handle, pack, workspace), "backward");
 }
 
 #endif

@@ -61,6 +61,10 @@ GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& 
   }
   try {
     enqueue();
+  } catch (const CaptureRefused& e) {
+    ops_->abort_capture();
+    turn_off(e.what());
+    return run_eager(disabled_, enqueue);
   } catch (...) {
     ops_->abort_capture();
     throw;

@@ -27,11 +27,21 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
 namespace ppb::cuda {
+
+/// Work being captured met something a capture cannot hold (a CUDA call
+/// that fails only under capture, a library that refuses to run captured):
+/// thrown by the work instead of ending the job, so that the cache can run
+/// it eagerly instead.
+class CaptureRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// An instantiated graph (cudaGraphExec_t behind GraphOps); null = none.
 using GraphHandle = void*;
@@ -100,8 +110,10 @@ class GraphCache {
   /// or under capture, then the graph is launched once), or the cached
   /// graph of `key` is launched without calling it. Returns what it did.
   /// `enqueue` only enqueues device work (no host effects), so that it can
-  /// run again: a capture that begin_capture or end_capture refuses falls
-  /// back to eager (sticky), its work enqueued eagerly.
+  /// run again: a capture that begin_capture or end_capture refuses, or
+  /// work that throws CaptureRefused while captured, falls back to eager
+  /// (sticky), its work enqueued eagerly. Anything else the work throws
+  /// abandons the capture and passes on.
   GraphDecision run(const GraphKey& key, const std::function<void()>& enqueue);
   /// Runs one action eagerly for `reason` (its work is not replay-safe),
   /// without turning graphs off for other actions. With graphs off, the

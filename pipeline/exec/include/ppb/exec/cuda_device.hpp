@@ -80,7 +80,9 @@ class OutOfMemory : public std::runtime_error {
 
 /// Used by PPB_CUDA_CHECK. cudaErrorMemoryAllocation throws OutOfMemory
 /// ("CUDA out of memory in <call> at <file>:<line>: <free> of <total> bytes
-/// free"); every other code prints
+/// free"); the errors only a stream capture gives throw
+/// cuda::CaptureRefused (cuda/graph_cache.hpp: the work then runs
+/// eagerly); every other code prints
 ///   "pipebench[r<rank>]: CUDA error on GPU <d> (<bus id>) in <call> at <file>:<line>: <name>
 ///   (<code>): <string>" (the GPU once bind_device bound one)
 /// and ends the job (MPI_Abort when MPI is up, else exit 1).
