@@ -812,6 +812,18 @@ void connect(Sweep& sw) {
         "bubbles include that sharing",
         sw.environment.ranks_per_gpu, sw.environment.gpus.front().c_str());
   }
+  // A device backend's actions run eagerly in the first step (it sizes the
+  // static buffers) and are captured in the second: timed steps before the
+  // third are not what a graph replay costs.
+  const int untimed = sw.options.warmup + (sw.options.check ? 1 : 0);
+  if (sw.rank == 0 && binfo.traits.device && sw.plan.cuda_graphs && untimed < 2) {
+    log::warn(
+        "run: --warmup %d%s: with CUDA graphs the actions run eagerly in the first step and are "
+        "captured in the second, so the timed steps include %s; --warmup %d%s times replays only",
+        sw.options.warmup, sw.options.check ? " with --check" : "",
+        untimed == 0 ? "both" : "the capture", sw.options.check ? 1 : 2,
+        sw.options.check ? " with --check" : "");
+  }
   // Ranks of a backend whose action times are modelled sleep through their
   // actions, so more of them than cores do not take turns computing; only a
   // backend that computes on the host CPU is oversubscribed by them.
