@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <span>
 #include <string>
@@ -105,7 +106,13 @@ CudaChunk::~CudaChunk() {
     if (p != nullptr) ctx_.pool->free(p);
   }
   if (!tokens_.empty()) (void)cudaStreamSynchronize(ctx_.stream);  // no copy still reads them
-  for (auto& [mb, host] : tokens_) (void)cudaFreeHost(host);
+  for (auto& [mb, host] : tokens_) {
+    if (host.pinned) {
+      (void)cudaFreeHost(host.ids);
+    } else {
+      std::free(host.ids);
+    }
+  }
 }
 
 int64_t CudaChunk::output_bytes() const { return units_.back().boundary_bytes; }
@@ -221,15 +228,24 @@ void CudaChunk::copy(void* dst, const void* src, int64_t elements) {
 
 void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) {
   const auto t = static_cast<size_t>(spec_.tokens());
-  int32_t*& host = tokens_[mb];
-  if (host == nullptr) {
+  HostTokens& host = tokens_[mb];
+  if (host.ids == nullptr) {
+    const size_t bytes = 2 * t * sizeof(int32_t);
     void* p = nullptr;
-    PPB_CUDA_CHECK(cudaHostAlloc(&p, 2 * t * sizeof(int32_t), cudaHostAllocDefault));
-    host = static_cast<int32_t*>(p);
-    synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(host, t),
-                     std::span<int32_t>(host + t, t));
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess) {
+      host.pinned = true;
+    } else {
+      // Host memory that cannot be pinned: pageable, which a graph cannot
+      // copy from (its capture is refused and the action runs eagerly).
+      (void)cudaGetLastError();
+      p = std::malloc(bytes);
+      PPB_CHECK(p != nullptr, "out of host memory for a micro-batch's tokens");
+    }
+    host.ids = static_cast<int32_t*>(p);
+    synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(host.ids, t),
+                     std::span<int32_t>(host.ids + t, t));
   }
-  const int32_t* src = host + (labels ? t : 0);
+  const int32_t* src = host.ids + (labels ? t : 0);
   uses(src);
   const cudaStream_t st = ctx_.stream;
   launch([=] {

@@ -194,7 +194,8 @@ class CudaChunk {
   void copy(void* dst, const void* src, int64_t elements);
   // dst (device, int32) <- the tokens (labels: false) or labels of mb,
   // from pinned host memory made once per micro-batch (a graph can copy
-  // from it; the tokens of mb are the same every step).
+  // from it; the tokens of mb are the same every step), pageable where it
+  // cannot be pinned.
   void upload_tokens(int64_t mb, bool labels, int32_t* dst);
   const void* weights(int local_unit, int version) const;  // the compute copy
   // One unit's forward; `resid` is the residual stream it reads (null where
@@ -244,7 +245,11 @@ class CudaChunk {
   Ledger ledger_;                            // in-flight micro-batches, pass order, weight versions
   std::map<int64_t, TrackedBuffer> losses_;  // mb -> device double: summed token loss
   std::unique_ptr<FusedAttention> fused_;    // the chunk's cuDNN graphs (fused attention only)
-  std::map<int64_t, int32_t*> tokens_;       // mb -> pinned tokens then labels
+  struct HostTokens {
+    int32_t* ids = nullptr;  // the tokens, then the labels
+    bool pinned = false;     // else pageable (std::malloc)
+  };
+  std::map<int64_t, HostTokens> tokens_;  // per micro-batch
 };
 
 }  // namespace ppb::cuda
