@@ -190,7 +190,7 @@ def bubble_step(p):
         runs=(Run("bubble-P{P}", mpirun("{P}") + (
             "{pb}", "run", "--backend", "cuda", "--model", "{bubble_model}",
             "--schedule", BUBBLE_SCHEDULES, "--partition", "layer",
-            "--microbatches", "{M}", "--iters", "4", "--warmup", "1", "--profile", "cupti",
+            "--microbatches", "{M}", "--iters", "4", "--warmup", "2", "--profile", "cupti",
             "--trace", "--timeout", "60", "--out", "{out}/bubble-P{P}"), limit=90,
             fresh="bubble-P{P}"),),
         reads=("bubble-P{P}",), what="{bubble_model}, {P} ranks: ",
