@@ -443,6 +443,12 @@ void CudaBackend::run_recorded(const ActionCall& call) {
   ActionCall staged = call;
   if (call.in != nullptr) staged.in = c.staged_in();
   if (call.out != nullptr) staged.out = c.staged_out();
+  // The pool buffers the action dropped are freed after its work, however
+  // it ends.
+  struct ReleaseDeferred {
+    CudaChunk& chunk;
+    ~ReleaseDeferred() { chunk.release_deferred(); }
+  } release{c};
   c.begin_recording();
   cuda::RecordedWork work;
   try {
@@ -450,7 +456,6 @@ void CudaBackend::run_recorded(const ActionCall& call) {
     work = c.end_recording();
   } catch (...) {
     (void)c.end_recording();  // nothing of it was enqueued
-    c.release_deferred();
     throw;
   }
   const auto enqueue = [&] { work.enqueue(); };
@@ -472,7 +477,6 @@ void CudaBackend::run_recorded(const ActionCall& call) {
     PPB_CUDA_CHECK(cudaMemcpyAsync(call.out, staged.out, static_cast<size_t>(out_bytes),
                                    cudaMemcpyDeviceToDevice, compute_));
   }
-  c.release_deferred();
 }
 
 StreamTicket CudaBackend::enqueue(const ActionCall& call) {
