@@ -3,8 +3,9 @@
 // weight gradient within the --check tolerance (fp32 1e-4, bf16 5e-2), for
 // the full and the split backward, with the linear layers' cuBLASLt
 // epilogues and with their kernels, and for the model cut in two at every
-// unit boundary (the boundary layouts crossing in device memory). Skips,
-// saying why, where no CUDA device is usable.
+// unit boundary (the boundary layouts crossing in device memory); a call a
+// stream capture forbids throws CaptureRefused. Skips, saying why, where no
+// CUDA device is usable.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "cuda/blas.hpp"
 #include "cuda/cuda_chunk.hpp"
 #include "cuda/device_pool.hpp"
+#include "cuda/graph_cache.hpp"
 #include "emulated_label.hpp"
 #include "ppb/exec/cpu_model.hpp"
 #include "ppb/exec/cpu_reference.hpp"
@@ -311,6 +313,19 @@ TEST_F(CudaGpu, SgdStepMatchesTheCpuModel) {
   gpu.forward(kMicrobatches, nullptr, nullptr);
   EXPECT_NEAR(gpu.loss(kMicrobatches), cpu.loss(kMicrobatches), 1e-4 * cpu.loss(kMicrobatches));
   EXPECT_EQ(gpu.weight_version(), 1);
+}
+
+// A CUDA call that fails only because its stream captures throws
+// CaptureRefused (the backend then runs the work eagerly) instead of ending
+// the job; the capture, abandoned, leaves the stream usable.
+TEST_F(CudaGpu, ACallACaptureForbidsThrowsCaptureRefused) {
+  PPB_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  EXPECT_THROW(PPB_CUDA_CHECK(cudaStreamSynchronize(stream_)), cuda::CaptureRefused);
+  cudaGraph_t graph = nullptr;
+  EXPECT_NE(cudaStreamEndCapture(stream_, &graph), cudaSuccess);  // invalidated: no graph
+  (void)cudaGetLastError();
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  PPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 }  // namespace
