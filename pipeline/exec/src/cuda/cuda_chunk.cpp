@@ -137,10 +137,10 @@ TrackedBuffer CudaChunk::device(int64_t bytes, MemCategory category) {
           "more than the first step did)";
     }
   }
-  std::byte* p = ctx_.pool->allocate(bytes);
-  if (ctx_.static_buffers && !placement_) sized_.emplace(p, *sizing_.allocate(bytes));
-  uses(p);
-  return TrackedBuffer(ctx_.pool->tracker(), category, bytes, p, &release_pooled, this);
+  TrackedBuffer b = lasting(bytes, category);
+  if (ctx_.static_buffers && !placement_) sized_.emplace(b.data(), *sizing_.allocate(bytes));
+  uses(b.data());
+  return b;
 }
 
 TrackedBuffer CudaChunk::lasting(int64_t bytes, MemCategory category) {

@@ -178,8 +178,9 @@ class CudaChunk {
 
   // An action's buffer: placed (static buffers), else from the pool.
   TrackedBuffer device(int64_t bytes, MemCategory category);
-  // A buffer that outlives actions (a weight stash, a loss), from the pool,
-  // never placed; freed after the recorded work when dropped while recording.
+  // A buffer from the pool, never placed (a weight stash, a loss, and
+  // device()'s pool buffers); freed after the recorded work when dropped
+  // while recording.
   TrackedBuffer lasting(int64_t bytes, MemCategory category);
   static void release_placed(void* context, std::byte* data);
   static void release_pooled(void* context, std::byte* data);
