@@ -45,10 +45,10 @@ class FakeOps final : public GraphOps {
 int g_in = 0;
 int g_out = 0;
 int g_other = 0;
+int g_stash = 0;
 
-GraphKey key(GraphPass pass, int64_t slot, int version = 0, const void* in = &g_in) {
-  return GraphKey{
-      .chunk = 0, .pass = pass, .slot = slot, .pointers = {in, &g_out}, .weight_version = version};
+GraphKey key(GraphPass pass, int64_t slot, const void* in = &g_in, const void* weights = &g_out) {
+  return GraphKey{.chunk = 0, .pass = pass, .slot = slot, .pointers = {in, weights}};
 }
 
 TEST(GraphCache, FirstCallCapturesThenTheSameKeyReplaysWithoutEnqueueing) {
@@ -88,19 +88,23 @@ TEST(GraphCache, EachChunkPassAndSlotHasItsOwnGraph) {
   EXPECT_EQ(cache.counts().captured, 4);
 }
 
-TEST(GraphCache, AChangedPointerOrWeightVersionRebuildsAndDestroysTheOldGraph) {
+TEST(GraphCache, AnyMovedPointerRebuildsAndDestroysTheOldGraph) {
   FakeOps ops;
   GraphCache cache(ops, true);
   int enqueued = 0;
   auto work = [&] { ++enqueued; };
-  (void)cache.run(key(GraphPass::kBackwardWeight, 0, 0), work);
-  EXPECT_EQ(cache.decide(key(GraphPass::kBackwardWeight, 0, 1)), GraphDecision::kRebuild);
-  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, 1), work), GraphDecision::kRebuild);
+  (void)cache.run(key(GraphPass::kBackwardWeight, 0), work);
+  // The weights it reads moved (a stashed version).
+  EXPECT_EQ(cache.decide(key(GraphPass::kBackwardWeight, 0, &g_in, &g_stash)),
+            GraphDecision::kRebuild);
+  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, &g_in, &g_stash), work),
+            GraphDecision::kRebuild);
   EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1}));
-  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, 1, &g_other), work),
+  // Its input moved.
+  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, &g_other, &g_stash), work),
             GraphDecision::kRebuild);
   EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1, 2}));
-  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, 1, &g_other), work),
+  EXPECT_EQ(cache.run(key(GraphPass::kBackwardWeight, 0, &g_other, &g_stash), work),
             GraphDecision::kReplay);
   EXPECT_EQ(ops.launched.back(), 3);  // the rebuilt graph
   EXPECT_EQ(enqueued, 3);

@@ -469,8 +469,8 @@ void CudaBackend::run_recorded(const ActionCall& call) {
     // Identified by the micro-batch: its kept activations, tokens and loss
     // are its own. The weights' addresses are in the pointers (a stashed
     // version lives elsewhere); their values are read at each launch.
-    cuda::GraphKey key{call.chunk, graph_pass(call.kind), call.microbatch, std::move(work.pointers),
-                       0};
+    cuda::GraphKey key{call.chunk, graph_pass(call.kind), call.microbatch,
+                       std::move(work.pointers)};
     (void)graphs_->run(key, enqueue);
   }
   if (call.out != nullptr && out_bytes > 0) {

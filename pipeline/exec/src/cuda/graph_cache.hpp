@@ -76,8 +76,8 @@ struct GraphKey {
   GraphPass pass = GraphPass::kForward;
   int64_t slot = 0;  ///< the micro-batch's slot (mb modulo the slots kept); 0 for kSgd
   /// Every buffer outside the graph it reads or writes (input, output, ...).
+  /// The weights' buffers are among them: a weight stash lives elsewhere.
   std::vector<const void*> pointers;
-  int weight_version = 0;  ///< the weights its kernels read
 
   friend bool operator==(const GraphKey&, const GraphKey&) = default;
 };
