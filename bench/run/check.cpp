@@ -65,9 +65,10 @@ void CheckProbe::arm(const CheckAccess& backend, float learning_rate, bool stash
   stash_used = 0;
 }
 
-void CheckProbe::next_step_updates() {
+void CheckProbe::next_step() {
   armed_ = true;
   first_step_ = false;
+  grads.clear();
   updates.clear();
   updated_.clear();
   updating_ = -1;
@@ -109,7 +110,7 @@ void CheckProbe::optimizer_begin(int chunk) {
   weights_before_ = backend_->weights(chunk);
   grads_before_ = backend_->gradients(chunk);
   updating_ = chunk;
-  if (!stashing_ && first_step_) grads[chunk] = grads_before_;
+  if (!stashing_) grads[chunk] = grads_before_;
 }
 
 void CheckProbe::optimizer_end(int chunk) {
@@ -239,22 +240,35 @@ double update_figure(const CheckProbe& probe, const CheckContext& ctx, const cha
   return update;
 }
 
+double reference_figure(const CheckProbe& probe, const CheckAccess& backend,
+                        const CheckContext& ctx, const ReferenceStep& reference, MPI_Comm comm,
+                        double* loss) {
+  double worst = gradient_error(probe, ctx, reference);
+  const double mean = global_loss(backend, ctx, comm);
+  const double loss_error =
+      std::fabs(mean - reference.loss) / std::max(std::fabs(reference.loss), 1e-30);
+  // A NaN loss is as far off as can be (max() would drop it), as
+  // max_relative_error() has it for a gradient.
+  worst = std::isfinite(loss_error) ? std::max(worst, loss_error)
+                                    : std::numeric_limits<double>::infinity();
+  double error = 0;
+  PPB_MPI_CHECK(MPI_Allreduce(&worst, &error, 1, MPI_DOUBLE, MPI_MAX, comm));
+  if (loss != nullptr) *loss = mean;
+  return error;
+}
+
 CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, bool stashing,
                            const CheckContext& ctx, const ReferenceStep* reference,
                            double tolerance, MPI_Comm comm) {
-  double worst = 0;
+  double error = 0;
   double loss = std::numeric_limits<double>::quiet_NaN();
   if (stashing) {
-    worst = probe.stash_violations > 0 ? 1.0 : 0.0;
+    const double worst = probe.stash_violations > 0 ? 1.0 : 0.0;
+    PPB_MPI_CHECK(MPI_Allreduce(&worst, &error, 1, MPI_DOUBLE, MPI_MAX, comm));
   } else {
     PPB_CHECK(reference != nullptr, "--check: a flush schedule needs the reference step");
-    worst = gradient_error(probe, ctx, *reference);
-    loss = global_loss(backend, ctx, comm);
-    const double denom = std::max(std::fabs(reference->loss), 1e-30);
-    worst = std::max(worst, std::fabs(loss - reference->loss) / denom);
+    error = reference_figure(probe, backend, ctx, *reference, comm, &loss);
   }
-  double error = 0;
-  PPB_MPI_CHECK(MPI_Allreduce(&worst, &error, 1, MPI_DOUBLE, MPI_MAX, comm));
   int64_t used = probe.stash_used;
   int64_t used_total = 0;
   PPB_MPI_CHECK(MPI_Allreduce(&used, &used_total, 1, MPI_INT64_T, MPI_SUM, comm));

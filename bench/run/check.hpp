@@ -2,6 +2,11 @@
 // reference (flush schedules: every gradient and the loss, relative error
 // at most the backend's check tolerance, BackendInfo) or, for a schedule with weight stashing, the
 // stashing invariant (every backward uses the weights its forward used).
+// A flush schedule's next step (the first warm-up step, where there is
+// one: the first that runs what a backend captured, such as the cuda
+// backend's CUDA graphs of the actions) is compared with the reference's
+// second step too, which catches what carries over between steps
+// (gradients not zeroed, a graph replaying stale buffers).
 // With D data-parallel replicas the reference runs the global batch (D x M
 // micro-batches), every replica's all-reduced gradients are compared with
 // it, and the replicas of each stage must have summed to the same
@@ -20,7 +25,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -59,6 +67,12 @@ double sgd_update_error(const std::vector<std::vector<float>>& before,
                         const std::vector<std::vector<float>>& grads,
                         const std::vector<std::vector<float>>& after, float lr);
 
+/// The worse of two check errors: the larger, and NaN (not measured) over
+/// any number.
+inline double worse(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
+}
+
 /// The update check's tolerance. A correct step is reproduced bit for bit
 /// (error 0: the master weights and the update are fp32 in both backends,
 /// bf16 storage included), so the bound only absorbs a device flushing
@@ -78,9 +92,10 @@ class CheckProbe final : public Instrumentation {
   /// check; with `replicas` every optimizer step's gradients are also
   /// hashed (gradient_hash).
   void arm(const CheckAccess& backend, float learning_rate, bool stashing, bool replicas = false);
-  /// After the armed step: watches the next one, checking only its chunks'
-  /// first optimizer steps (`updates` then holds that step's).
-  void next_step_updates();
+  /// After the armed step: watches the next one, its chunks' gradients
+  /// before their first optimizer step (flush schedules) and those steps'
+  /// updates (`grads` and `updates` then hold that step's).
+  void next_step();
   void disarm() { armed_ = false; }
 
   void action_begin(int stage, const Action& action) override;
@@ -108,7 +123,7 @@ class CheckProbe final : public Instrumentation {
   std::vector<std::vector<float>> weights_before_;
   std::vector<std::vector<float>> grads_before_;
   std::set<int> updated_;   // chunks whose update this step was checked
-  bool first_step_ = true;  // false: next_step_updates() (updates only)
+  bool first_step_ = true;  // false: next_step() (no stash watch, no hash)
   bool armed_ = false;
   bool stashing_ = false;
   bool hashing_ = false;
@@ -153,6 +168,15 @@ double run_check_tolerance(const BackendInfo& info, int bytes_per_element, int r
 CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, bool stashing,
                            const CheckContext& context, const ReferenceStep* reference,
                            double tolerance, MPI_Comm comm);
+
+/// Collective over `comm`: the worst relative error of the step the probe
+/// watched last against `reference` (every rank's gradients, CheckProbe::grads,
+/// and the loss of the global batch; infinity for a NaN), as check_figures()
+/// computes it; `loss` (when given) receives that loss. REQUIRES: a flush
+/// schedule.
+double reference_figure(const CheckProbe& probe, const CheckAccess& backend,
+                        const CheckContext& context, const ReferenceStep& reference, MPI_Comm comm,
+                        double* loss = nullptr);
 
 /// Collective over `comm`: the worst update of every rank's chunks in the
 /// step the probe watched last (CheckProbe::updates; 1 for a stale compute

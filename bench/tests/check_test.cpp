@@ -2,17 +2,20 @@
 // error formula on hand-made weights, and CheckProbe's hooks around real
 // optimizer steps of the cpu backend, which pass for a correct step and fail
 // (error of order 1) for a step that did nothing and for a learning rate
-// other than the backend's.
+// other than the backend's; the next step's gradients against the
+// reference's second step; NaN in the check's figures.
 #include "run/check.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
 
 #include "ppb/exec/backend.hpp"
+#include "ppb/exec/cpu_reference.hpp"
 #include "ppb/pipeline/model.hpp"
 
 namespace ppb::run {
@@ -139,10 +142,9 @@ TEST(CheckProbeUpdate, OnlyEachChunksFirstStep) {
   EXPECT_EQ(probe.updates.at(0).rel_error, 0.0);
 }
 
-// next_step_updates(): the step after the check step has its chunks' first
+// next_step(): the step after the check step has its chunks' first
 // optimizer steps checked afresh (a replay that does nothing fails), and
-// the check step's gradients for the reference stay those of the check
-// step.
+// its gradients are that step's.
 TEST(CheckProbeUpdate, TheNextStepsFirstUpdateIsCheckedToo) {
   const std::unique_ptr<Backend> b = cpu_backend(1e-3f);
   forward_backward(*b);
@@ -151,12 +153,13 @@ TEST(CheckProbeUpdate, TheNextStepsFirstUpdateIsCheckedToo) {
   probe.optimizer_begin(0);
   b->optimizer_step(0);
   probe.optimizer_end(0);
-  const std::vector<std::vector<float>> reference_grads = probe.grads.at(0);
   ASSERT_EQ(probe.updates.at(0).rel_error, 0.0);
   for (const bool step : {true, false}) {
     forward_backward(*b);
-    probe.next_step_updates();
+    const std::vector<std::vector<float>> now = b->check()->gradients(0);
+    probe.next_step();
     EXPECT_TRUE(probe.updates.empty());
+    EXPECT_TRUE(probe.grads.empty());
     probe.optimizer_begin(0);
     if (step) b->optimizer_step(0);
     probe.optimizer_end(0);
@@ -166,8 +169,72 @@ TEST(CheckProbeUpdate, TheNextStepsFirstUpdateIsCheckedToo) {
     } else {
       EXPECT_NEAR(probe.updates.at(0).rel_error, 1.0, 0.05);
     }
-    EXPECT_EQ(probe.grads.at(0), reference_grads);
+    EXPECT_EQ(probe.grads.at(0), now);
   }
+}
+
+// The worst relative error of the gradients the probe read against a
+// reference step, over the units.
+double against(const CheckProbe& probe, const ReferenceStep& ref) {
+  const std::vector<std::vector<float>>& mine = probe.grads.at(0);
+  EXPECT_EQ(mine.size(), ref.grads.size());
+  double worst = 0;
+  for (size_t u = 0; u < mine.size(); ++u) {
+    worst = std::max(worst, max_relative_error(mine[u], ref.grads[u]));
+  }
+  return worst;
+}
+
+// Two steps of the cpu backend against reference_steps(): the first step's
+// gradients are the reference's first, the second step's (from the weights
+// the first step's SGD left) its second, which is another step altogether;
+// a second step that carried the first's gradients over (here: its
+// micro-batch accumulated twice, as if nothing had zeroed them) is caught.
+TEST(CheckProbeNextStep, TheSecondStepIsTheReferencesSecond) {
+  const float lr = 0.05f;  // large enough that the second step's gradients move
+  const std::unique_ptr<Backend> b = cpu_backend(lr);
+  const ModelSpec spec =
+      parse_model_spec("gpt:layers=1,hidden=32,heads=2,seq=8,vocab=32,ffn=4,mbs=1");
+  CpuModelOptions mo;
+  mo.seed = BackendConfig{}.seed;
+  const std::vector<ReferenceStep> ref = reference_steps(spec, 1, 1, mo, 2, lr);
+  ASSERT_EQ(ref.size(), 2u);
+  CheckProbe probe;
+  probe.arm(*b->check(), lr, /*stashing=*/false);
+  forward_backward(*b);
+  probe.optimizer_begin(0);
+  b->optimizer_step(0);
+  probe.optimizer_end(0);
+  EXPECT_LE(against(probe, ref[0]), 1e-6);
+  const std::vector<std::vector<float>> first = probe.grads.at(0);
+
+  probe.next_step();
+  forward_backward(*b);
+  probe.optimizer_begin(0);
+  EXPECT_LE(against(probe, ref[1]), 1e-5);
+  EXPECT_GT(against(probe, ref[0]), 1e-3);  // the second step is not the first again
+  EXPECT_NE(probe.grads.at(0), first);
+  b->optimizer_step(0);
+  probe.optimizer_end(0);
+
+  // A third step that accumulates its micro-batch twice: twice the gradients.
+  probe.next_step();
+  forward_backward(*b);
+  forward_backward(*b);
+  probe.optimizer_begin(0);
+  EXPECT_GT(against(probe, ref[1]), 0.5);
+}
+
+TEST(CheckReference, ANonFiniteGradientIsAsFarOffAsCanBe) {
+  const std::vector<float> ref = {1.0f, 2.0f};
+  const std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN(), 2.0f};
+  const std::vector<float> inf = {1.0f, std::numeric_limits<float>::infinity()};
+  EXPECT_EQ(max_relative_error(nan, ref), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(max_relative_error(inf, ref), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(max_relative_error(ref, ref), 0.0);
+  EXPECT_TRUE(std::isnan(worse(0.5, std::numeric_limits<double>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(worse(std::numeric_limits<double>::quiet_NaN(), 0.5)));
+  EXPECT_EQ(worse(0.5, 0.25), 0.5);
 }
 
 }  // namespace

@@ -540,6 +540,45 @@ TEST(CpuReference, LossIsTheMeanAndGradientsAreThoseOfTheMeanLoss) {
   }
 }
 
+// reference_steps(): the first step is reference_step(); the second is the
+// same micro-batches from the weights CpuChunk::sgd_step() leaves, bit for
+// bit; with replicas the first is reference_step_replicas().
+TEST(CpuReference, TheSecondStepStartsFromTheFirstStepsSgd) {
+  const ModelSpec spec = small();
+  const std::vector<Unit> units = expand_units(spec);
+  const float lr = 0.05f;
+  const std::vector<ReferenceStep> steps = reference_steps(spec, 2, 1, CpuModelOptions{}, 2, lr);
+  ASSERT_EQ(steps.size(), 2u);
+  const ReferenceStep first = reference_step(spec, 2, CpuModelOptions{});
+  EXPECT_EQ(steps[0].grads, first.grads);
+  EXPECT_EQ(steps[0].loss, first.loss);
+  CpuModelOptions half;
+  half.loss_scale = 0.5f;
+  MemoryTracker mem;
+  CpuChunk m(spec, units, {0, 17}, mem, half);
+  for (int step = 0; step < 2; ++step) {
+    double loss = 0;
+    for (int mb = 0; mb < 2; ++mb) {
+      m.forward(mb, nullptr, nullptr);
+      m.backward(mb, nullptr, nullptr);
+      loss += m.loss(mb);
+    }
+    EXPECT_EQ(loss / 2, steps[static_cast<size_t>(step)].loss) << "step " << step;
+    const auto g = m.grad_views();
+    for (size_t u = 0; u < units.size(); ++u) {
+      EXPECT_TRUE(std::ranges::equal(g[u], steps[static_cast<size_t>(step)].grads[u]))
+          << "step " << step << " " << units[u].name;
+    }
+    m.sgd_step(lr);
+  }
+  EXPECT_NE(steps[1].loss, steps[0].loss);  // the step moved the weights
+  const std::vector<ReferenceStep> replicas = reference_steps(spec, 1, 2, CpuModelOptions{}, 2, lr);
+  const ReferenceStep dp = reference_step_replicas(spec, 1, 2, CpuModelOptions{});
+  EXPECT_EQ(replicas[0].grads, dp.grads);
+  EXPECT_EQ(replicas[0].loss, dp.loss);
+  EXPECT_NE(replicas[1].loss, dp.loss);
+}
+
 TEST(CpuReference, MaxRelativeErrorIsMaxDiffOverMaxReference) {
   const std::vector<float> a = {1.0f, 2.0f, -3.0f};
   const std::vector<float> b = {1.0f, 2.5f, -4.0f};

@@ -36,8 +36,22 @@ ReferenceStep reference_step(const ModelSpec& spec, int microbatches,
 ReferenceStep reference_step_replicas(const ModelSpec& spec, int microbatches, int replicas,
                                       const CpuModelOptions& options);
 
+/// `steps` consecutive steps of the global batch, as a pipeline trains: the
+/// first is reference_step_replicas(); each next one runs the same
+/// micro-batches (their data depends on the micro-batch only) from the
+/// weights plain SGD leaves, w - lr * g in fp32 with g the previous step's
+/// gradients, as CpuChunk::sgd_step() and every backend's optimizer step
+/// update. A pipeline whose second step differs from [1] and not its first
+/// from [0] carried something over between steps (gradients not zeroed,
+/// stale weights, a replayed CUDA graph reading the wrong buffers).
+/// REQUIRES: microbatches, replicas, steps >= 1.
+std::vector<ReferenceStep> reference_steps(const ModelSpec& spec, int microbatches, int replicas,
+                                           const CpuModelOptions& options, int steps,
+                                           float learning_rate);
+
 /// The --check metric: max|a-b| / max(max|b|, 1e-30) over the elements
-/// (b is the reference). 0 for two empty spans. REQUIRES: equal sizes.
+/// (b is the reference); infinity where an element of either is NaN or
+/// infinite. 0 for two empty spans. REQUIRES: equal sizes.
 double max_relative_error(std::span<const float> a, std::span<const float> b);
 
 }  // namespace ppb
