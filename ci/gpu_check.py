@@ -400,12 +400,14 @@ STEPS = (
     # memcheck on 2 ranks; racecheck (shared-memory hazards) and synccheck
     # (barriers) on one: the emulator runs a block's threads one after
     # another between barriers, so only a GPU shows a missing __syncthreads().
+    # One warm-up step after the eager check step: the tools see the actions'
+    # CUDA graphs run too, and --check compares that step with the reference.
     Step("sanitizer", "sanitizer", judge_failures=True,
          args={"what": "run --backend cuda 1f1b"},
          runs=tuple(Run("sanitizer-" + tool, mpirun(ranks) + (
              "compute-sanitizer", "--tool", tool, "--error-exitcode", "9",
              "--print-limit", "20", "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b",
-             "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "0",
+             "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "1",
              "--check", "--out", "{out}/sanitizer-" + tool), limit=90)
              for tool, ranks in (("memcheck", "2"), ("racecheck", "1"), ("synccheck", "1"))),
          skip=((NO_DEVICE, "the rehearsal has no GPU to sanitize"),
