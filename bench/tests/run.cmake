@@ -469,14 +469,16 @@ set_tests_properties(torch_peer_unit PROPERTIES LABELS unit TIMEOUT 60)
 
 # On a GPU (label gpu): a 2-rank pipeline of every flush schedule x partition
 # with --check against the cpu reference, fp32 and bf16 (the ranks share the
-# GPU when there is one); skips, saying why, without a usable device.
+# GPU when there is one), the check step (eager) and one warm-up step (the
+# actions' CUDA graphs, against the reference's second step); skips, saying
+# why, without a usable device.
 foreach(dtype fp32 bf16)
   set(dir ${PPB_RUN_OUT}/cuda-check-${dtype})
   add_test(NAME run_cuda_check_${dtype}
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_or_skip.sh $<TARGET_FILE:pipebench>
             ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda --dtype ${dtype}
             --schedule ${PPB_FLUSH_SCHEDULES},pipedream --partition all --microbatches 4 --check
-            -n 1 -w 0 --out ${dir})
+            -n 1 -w 1 --out ${dir})
   set_tests_properties(run_cuda_check_${dtype} PROPERTIES LABELS gpu TIMEOUT 300
                        SKIP_RETURN_CODE 77 ENVIRONMENT "${PPB_RUN_ENV}")
 endforeach()
@@ -496,15 +498,18 @@ if(PPB_HAVE_CUDAEMU)
   # synchronous warm-up), split backward (zb-h1, zb-h2), chunks by loop and
   # by V placement (interleaved-1f1b, zb-v, dualpipe-v), weight stashing
   # (pipedream). Every schedule x partition is `run_cuda_check_*` (label gpu).
-  # fp32 with one warm-up step: --check also checks that step's optimizer
-  # updates, the first replay of the update graph each chunk captured.
+  # One warm-up step: --check also compares it with the reference's second
+  # step (the step that runs the actions' CUDA graphs first) and checks its
+  # optimizer updates (the update graph's first replay).
   add_test(NAME emulated_run_cuda_check_fp32
     COMMAND ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
             --model ${emu_model} -n 1 -w 1
             --schedule 1f1b,gpipe,hybrid,zb-h1,zb-h2,interleaved-1f1b,zb-v,dualpipe-v,pipedream
             --partition operator --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-fp32)
   add_test(NAME emulated_run_cuda_check_bf16
-    COMMAND ${emu_run} --dtype bf16 --schedule 1f1b,zb-h2,interleaved-1f1b,pipedream
+    COMMAND ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
+            --model ${emu_model} -n 1 -w 1
+            --dtype bf16 --schedule 1f1b,zb-h2,interleaved-1f1b,pipedream
             --partition balanced --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-check-bf16)
   # The emulator has no cuDNN: bf16 runs the naive attention by default and
   # every result says so and why; --attention fused is refused (exit 2, one
