@@ -977,15 +977,23 @@ def summarise_results(rows, bubble_within=None):
     checks = [r["metrics"]["check"] for r in ok if r["metrics"].get("check")]
     failed = [combination(r) for r in ok
               if r["metrics"].get("check") and not r["metrics"]["check"]["passed"]]
-    err = max([c["max_rel_error"] or 0 for c in checks] or [0])
+    # null: a NaN or infinite error (the check failed), the worst there is.
+    err = max([math.inf if c["max_rel_error"] is None else c["max_rel_error"] for c in checks]
+              or [0])
+    # Checks of two steps: also the first warm-up step (a device backend's
+    # CUDA graphs against the reference's second step); absent in older files.
+    two_steps = sum(1 for c in checks if c.get("steps") == 2)
     sps = max([r["metrics"]["samples_per_second"] for r in ok] or [0])
     paths = sorted({r["config"].get("message_path", "") for r in ok} - {""})
     values = {"ok": len(ok), "not_ok": bad, "checks": len(checks),
               "checks_passed": len(checks) - len(failed), "checks_failed": failed,
-              "max_rel_error": err, "best_samples_per_second": sps, "message_paths": paths}
-    out = "%d ok, %d not ok%s; check %d/%d passed (max rel err %.1e)%s; best %.0f samples/s" % (
+              "max_rel_error": None if math.isinf(err) else err, "checks_two_steps": two_steps,
+              "best_samples_per_second": sps, "message_paths": paths}
+    steps = ("" if not any("steps" in c for c in checks)
+             else " over 2 steps" if two_steps == len(checks) else ", %d over 2 steps" % two_steps)
+    out = "%d ok, %d not ok%s; check %d/%d passed%s (max rel err %.1e)%s; best %.0f samples/s" % (
         len(ok), len(bad), " " + ",".join(bad[:3]) if bad else "", len(checks) - len(failed),
-        len(checks), err, " FAILED " + ",".join(failed[:3]) if failed else "", sps)
+        len(checks), steps, err, " FAILED " + ",".join(failed[:3]) if failed else "", sps)
     if paths:
         out += "; messages " + "/".join(paths)
     # Which attention ran (files before the field ran naive), and why naive.

@@ -284,6 +284,7 @@ CheckFigures check_figures(const CheckProbe& probe, const CheckAccess& backend, 
   ck.update_rel_error = update;
   ck.loss = loss;
   ck.method = stashing ? "weight-stash" : "reference";
+  ck.steps = 1;
   return ck;
 }
 

@@ -525,6 +525,7 @@ void CombinationRun::check() {
   const double replayed = update_figure(probe_, cc, "the first warm-up step", ctx_.comm);
   ck.update_rel_error = worse(ck.update_rel_error.value_or(0), replayed);
   ck.passed = ck.passed && replayed <= kUpdateTolerance;
+  ck.steps = 2;
   if (ref == nullptr) return;
   PPB_CHECK(ref->size() >= 2, "--check: the reference has no second step");
   const double second = reference_figure(probe_, *access, cc, (*ref)[1], ctx_.comm);

@@ -270,6 +270,28 @@ class PassRules(unittest.TestCase):
         self.assertEqual(strict.status, "FAIL")
         self.assertEqual(strict.values["device_bubble"]["within"], 0)
 
+    def test_checks_over_two_steps_are_counted_and_a_null_error_is_the_worst(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "sweep-P2")
+        # Recorded before check.steps: no step count on the line.
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.values["checks_two_steps"], 0)
+        self.assertIn("; check 3/3 passed (max rel err", v.figures)
+        rows[0]["metrics"]["check"]["steps"] = 2
+        v = gc.summarise_results(rows)
+        self.assertIn("; check 3/3 passed, 1 over 2 steps (max rel err", v.figures)
+        for r in rows:
+            r["metrics"]["check"]["steps"] = 2
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.values["checks_two_steps"], 3)
+        self.assertIn("; check 3/3 passed over 2 steps (max rel err", v.figures)
+        # A NaN gradient: max_rel_error null, the check failed.
+        rows[1]["metrics"]["check"].update(max_rel_error=None, passed=False)
+        v = gc.summarise_results(rows)
+        self.assertEqual(v.status, "FAIL", v.figures)
+        self.assertIn("(max rel err inf) FAILED ", v.figures)
+        self.assertIsNone(v.values["max_rel_error"])
+
     def test_h200_bubble_step_agrees_within_its_tolerance(self):
         with tempfile.TemporaryDirectory() as tmp:
             rows = self.folder(tmp, "bubble-P2")

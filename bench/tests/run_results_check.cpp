@@ -5,7 +5,8 @@
 //   run_results_check check DIR N         N results, each ok with check passed, its
 //                                         optimizer update within 1e-6 of w - lr*g
 //                                         (check.update_rel_error), fp32 references
-//                                         within 1e-4; the cpu backend's speed probe
+//                                         within 1e-4, two steps checked where there
+//                                         was a warm-up step; the cpu backend's speed probe
 //   run_results_check bubble DIR TOL STEP each ok result: |bubble - theory| <= TOL,
 //                                         |median step - theory step| / theory <= STEP
 //   run_results_check memory DIR          activation peak per stage == simulator's (the
@@ -280,6 +281,13 @@ int main(int argc, char** argv) {
         fail(name, "no check.update_rel_error");
       } else if (!(*c.update_rel_error <= 1e-6)) {
         fail(name, "optimizer update off w - lr*g by " + std::to_string(*c.update_rel_error));
+      }
+      // With a warm-up step the first one is checked too (check.steps).
+      const int steps = r.config.warmup >= 1 ? 2 : 1;
+      if (c.steps != steps) {
+        fail(name, "check.steps " + (c.steps ? std::to_string(*c.steps) : std::string("absent")) +
+                       ", expected " + std::to_string(steps) + " (--warmup " +
+                       std::to_string(r.config.warmup) + ")");
       }
       if (r.config.backend == "cpu") {
         // The cpu backend's speed probe: one positive time per stage per timed step.

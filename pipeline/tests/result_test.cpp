@@ -95,7 +95,8 @@ Result full_result() {
                          .max_rel_error = 3.5e-6,
                          .loss = 6.25,
                          .method = "reference",
-                         .update_rel_error = 0.0};
+                         .update_rel_error = 0.0,
+                         .steps = 2};
   m.memory_guard = MemoryGuardFigures{.actions = 3, .min_inflight = 1};
   m.cuda_graphs = CudaGraphFigures{.captured = 2,
                                    .replayed = 18,
@@ -769,10 +770,11 @@ TEST(ResultSchema, AttentionFieldsRoundTripAndOlderFilesReadAsNaive) {
 // The optimizer update's error: written (0 included), read back; a file
 // written before the field reads without it and writes back without it
 // (WrittenFilesReadAndWriteBackByteForByte holds such a file byte for byte).
-TEST(ResultSchema, CheckUpdateErrorRoundTripsAndOlderFilesLoadWithout) {
+TEST(ResultSchema, CheckUpdateErrorAndStepsRoundTripAndOlderFilesLoadWithout) {
   Result r = full_result();
   const json::value doc = result_to_json(r);
   EXPECT_EQ(doc.at("metrics").at("check").at("update_rel_error").as_double(), 0.0);
+  EXPECT_EQ(doc.at("metrics").at("check").at("steps").as_int64(), 2);
   expect_same(r, result_from_json(doc, "r.json"));
   r.metrics->check->update_rel_error = 1.0;
   r.metrics->check->passed = false;
@@ -780,9 +782,11 @@ TEST(ResultSchema, CheckUpdateErrorRoundTripsAndOlderFilesLoadWithout) {
 
   json::value old = doc;
   erase_path(old, "metrics.check.update_rel_error");
+  erase_path(old, "metrics.check.steps");
   const Result back = result_from_json(old, "old.json");
   ASSERT_TRUE(back.metrics->check.has_value());
   EXPECT_FALSE(back.metrics->check->update_rel_error.has_value());
+  EXPECT_FALSE(back.metrics->check->steps.has_value());
   EXPECT_EQ(json::serialize(result_to_json(back)), json::serialize(old));
 }
 

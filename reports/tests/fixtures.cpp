@@ -162,8 +162,8 @@ Result make_fixture(const FixtureSpec& f) {
     t.action_seconds.push_back({f.fwd * k, split ? nan : f.bwd * k, split ? f.bwd / 2 * k : nan,
                                 split ? f.bwd / 2 * k : nan});
   }
-  // As a file written before update_rel_error.
-  m.check = CheckFigures{true, 2e-6, 6.2, "reference", std::nullopt};
+  // As a file written before update_rel_error and steps.
+  m.check = CheckFigures{true, 2e-6, 6.2, "reference", std::nullopt, std::nullopt};
 
   r.timeline.resize(static_cast<size_t>(f.stages));
   for (int s = 0; s < f.stages; ++s) {

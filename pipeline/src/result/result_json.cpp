@@ -253,6 +253,7 @@ void fields(V& v, C& x) {
   v.optional_nullable("loss", x.loss);
   v.optional("method", x.method);
   v.optional("update_rel_error", x.update_rel_error);
+  v.optional("steps", x.steps);
 }
 
 template <class V, Is<CudaGraphFigures> G>

@@ -287,6 +287,11 @@ struct CheckFigures {
   /// the update itself (0 when exact, 1 for a step that did nothing or a
   /// compute copy not refreshed; docs/metrics.md, "Check").
   std::optional<double> update_rel_error;
+  /// optional (absent in files written before it): the steps checked, 1
+  /// (the check step) or 2 (also the first warm-up step: its optimizer
+  /// updates and, with method "reference", its gradients and loss against
+  /// the reference's second step; docs/metrics.md, "Check").
+  std::optional<int> steps;
 
   friend bool operator==(const CheckFigures&, const CheckFigures&) = default;
 };
