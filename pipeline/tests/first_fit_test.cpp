@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace ppb::cuda {
@@ -89,6 +90,54 @@ TEST(FirstFit, TheSameSequenceGetsTheSameOffsetsAndTheSizingPassBoundsIt) {
   EXPECT_EQ(step(region), first);
   EXPECT_EQ(step(region), first);  // and again, step after step
   EXPECT_EQ(region.high_water(), sizing.high_water());
+}
+
+// Against the plainest first fit there is, a map of the region's units:
+// the lowest run of free units that holds the request. 4000 random
+// requests and releases in a region of 64 units, bounded and unbounded.
+TEST(FirstFit, AgreesWithAUnitMapOnARandomSequence) {
+  constexpr int kUnits = 64;
+  for (const bool bounded : {true, false}) {
+    SCOPED_TRACE(bounded ? "bounded" : "unbounded");
+    FirstFit f(bounded ? kUnits * kA : FirstFit::kUnbounded);
+    std::vector<int> owner(bounded ? kUnits : 8192, -1);  // unit -> allocation, -1 free
+    std::vector<std::pair<int64_t, int>> held;            // offset, units
+    uint64_t x = 88172645463325252ULL;                    // xorshift64: a fixed sequence
+    const auto next = [&x] {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return x;
+    };
+    for (int op = 0; op < 4000; ++op) {
+      if (!held.empty() && next() % 2 == 0) {
+        const size_t i = next() % held.size();
+        f.release(held[i].first);
+        for (int u = 0; u < held[i].second; ++u)
+          owner[static_cast<size_t>((held[i].first / kA) + u)] = -1;
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      const int units = 1 + static_cast<int>(next() % 8);
+      std::optional<int64_t> want;
+      for (int at = 0, run = 0; at < static_cast<int>(owner.size()); ++at) {
+        run = owner[static_cast<size_t>(at)] < 0 ? run + 1 : 0;
+        if (run == units) {
+          want = int64_t{at - units + 1} * kA;
+          break;
+        }
+      }
+      const std::optional<int64_t> got = f.allocate((units * kA) - (next() % kA));
+      ASSERT_EQ(got, want) << "op " << op;
+      if (!got) continue;
+      for (int u = 0; u < units; ++u) owner[static_cast<size_t>((*got / kA) + u)] = op;
+      held.emplace_back(*got, units);
+    }
+    int64_t live = 0;
+    for (const auto& h : held) live += h.second * kA;
+    EXPECT_EQ(f.live(), live);
+    EXPECT_EQ(f.count(), held.size());
+  }
 }
 
 TEST(FirstFit, ReleasingAnOffsetNotTakenIsABrokenInvariant) {

@@ -9,47 +9,50 @@ namespace ppb::cuda {
 
 FirstFit::FirstFit(int64_t capacity) : capacity_(capacity) {
   PPB_CHECK(capacity >= 0, "FirstFit: negative capacity");
-  if (capacity > 0) free_.emplace(0, capacity);
+  if (capacity > 0) free_.push_back({0, capacity});
 }
 
 std::optional<int64_t> FirstFit::allocate(int64_t bytes) {
   PPB_CHECK(bytes >= 0, "FirstFit: negative size");
   const int64_t need = std::max<int64_t>(1, (bytes + kAlignment - 1) / kAlignment) * kAlignment;
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < need) continue;
-    const int64_t at = it->first;
-    const int64_t rest = it->second - need;
+  const auto it = std::ranges::find_if(free_, [need](const Span& s) { return s.size >= need; });
+  if (it == free_.end()) return std::nullopt;
+  const int64_t at = it->offset;
+  if (it->size == need) {
     free_.erase(it);
-    if (rest > 0) free_.emplace(at + need, rest);
-    taken_.emplace(at, need);
-    live_ += need;
-    high_water_ = std::max(high_water_, at + need);
-    return at;
+  } else {
+    it->offset += need;
+    it->size -= need;
   }
-  return std::nullopt;
+  const auto after = std::ranges::upper_bound(taken_, at, {}, &Span::offset);
+  taken_.insert(after, {at, need});
+  live_ += need;
+  high_water_ = std::max(high_water_, at + need);
+  return at;
 }
 
 void FirstFit::release(int64_t offset) {
-  const auto t = taken_.find(offset);
-  PPB_CHECK(t != taken_.end(), "FirstFit: release of an offset not taken");
-  int64_t at = t->first;
-  int64_t size = t->second;
+  const auto t = std::ranges::lower_bound(taken_, offset, {}, &Span::offset);
+  PPB_CHECK(t != taken_.end() && t->offset == offset, "FirstFit: release of an offset not taken");
+  const int64_t size = t->size;
   live_ -= size;
   taken_.erase(t);
-  // Merge with the free span after it, then with the one before.
-  if (const auto next = free_.find(at + size); next != free_.end()) {
-    size += next->second;
+  // Merge with the free span after it and the one before.
+  const auto next = std::ranges::lower_bound(free_, offset, {}, &Span::offset);
+  const bool joins_next = next != free_.end() && next->offset == offset + size;
+  const bool joins_prev =
+      next != free_.begin() && std::prev(next)->offset + std::prev(next)->size == offset;
+  if (joins_prev && joins_next) {
+    std::prev(next)->size += size + next->size;
     free_.erase(next);
+  } else if (joins_prev) {
+    std::prev(next)->size += size;
+  } else if (joins_next) {
+    next->offset = offset;
+    next->size += size;
+  } else {
+    free_.insert(next, {offset, size});
   }
-  if (auto next = free_.lower_bound(at); next != free_.begin()) {
-    const auto prev = std::prev(next);
-    if (prev->first + prev->second == at) {
-      at = prev->first;
-      size += prev->second;
-      free_.erase(prev);
-    }
-  }
-  free_.emplace(at, size);
 }
 
 }  // namespace ppb::cuda

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <optional>
+#include <vector>
 
 namespace ppb::cuda {
 
@@ -41,9 +41,16 @@ class FirstFit {
   size_t count() const { return taken_.size(); }
 
  private:
+  struct Span {
+    int64_t offset;
+    int64_t size;
+  };
+  // Both sorted by offset. Flat vectors, not maps: a replayed action places
+  // and frees a hundred buffers on the host before its graph launches, and
+  // these reuse their storage instead of allocating a node per call.
   int64_t capacity_;
-  std::map<int64_t, int64_t> free_;   // offset -> size, disjoint, merged
-  std::map<int64_t, int64_t> taken_;  // offset -> size
+  std::vector<Span> free_;  // disjoint, merged
+  std::vector<Span> taken_;
   int64_t high_water_ = 0;
   int64_t live_ = 0;
 };
