@@ -225,8 +225,12 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   // The global micro-batch (its data) of the schedule's micro-batch mb.
   int64_t data(int64_t mb) const { return data_microbatch(mb, microbatches_, replica_, replicas_); }
   void run(const ActionCall& call);
-  // run() recorded, then enqueued eagerly, captured or replayed.
-  void run_recorded(const ActionCall& call);
+  // run() recorded, then enqueued eagerly, captured or replayed. `begin`
+  // enqueues the action's opening (its start event, the plant's mark): just
+  // before its first device work, so that the host's bookkeeping of a
+  // recorded action (placing its buffers, its graph's key) stays outside its
+  // window, as a replayed graph's launch is all that is left of it.
+  void run_recorded(const ActionCall& call, const std::function<void()>& begin);
   void record_oom(const std::string& what);
   double stream_seconds(cudaEvent_t e) const;
   static void free_ready(void* context, std::byte* data);
@@ -428,9 +432,11 @@ void CudaBackend::run(const ActionCall& call) {
   PPB_CHECK(false, "cuda backend: SYNC is not a compute action");
 }
 
-void CudaBackend::run_recorded(const ActionCall& call) {
+void CudaBackend::run_recorded(const ActionCall& call, const std::function<void()>& begin) {
   CudaChunk& c = chunk(call.chunk);
   if (!c.static_buffers()) {
+    // Eager: the host's work and the launches interleave.
+    begin();
     const auto enqueue = [&] { run(call); };
     (void)(c.sizing() ? graphs_->run_sizing(enqueue)
                       : graphs_->run_eager(c.not_static_reason(), enqueue));
@@ -459,6 +465,7 @@ void CudaBackend::run_recorded(const ActionCall& call) {
     throw;
   }
   const auto enqueue = [&] { work.enqueue(); };
+  begin();
   if (call.in != nullptr && in_bytes > 0) {
     PPB_CUDA_CHECK(cudaMemcpyAsync(c.staged_in(), call.in, static_cast<size_t>(in_bytes),
                                    cudaMemcpyDeviceToDevice, compute_));
@@ -481,16 +488,21 @@ void CudaBackend::run_recorded(const ActionCall& call) {
 
 StreamTicket CudaBackend::enqueue(const ActionCall& call) {
   Pending p{++issued_, timed_events_.take(), timed_events_.take()};
-  PPB_CUDA_CHECK(cudaEventRecord(p.start, compute_));
+  bool begun = false;
+  const auto begin = [&] {
+    PPB_CUDA_CHECK(cudaEventRecord(p.start, compute_));
+    begun = true;
+    plant_->before_action();
+  };
   if (oom_.empty()) {
     try {
-      plant_->before_action();
-      run_recorded(call);
+      run_recorded(call, begin);
       plant_->after_action();
     } catch (const cuda::OutOfMemory& e) {
       record_oom(e.what());
     }
   }
+  if (!begun) PPB_CUDA_CHECK(cudaEventRecord(p.start, compute_));
   PPB_CUDA_CHECK(cudaEventRecord(p.end, compute_));
   pending_.push_back(p);
   return p.ticket;
