@@ -34,6 +34,8 @@ std::string check_text(const Result& r) {
     std::snprintf(buf, sizeof buf, ", update %.1e", *c.update_rel_error);
     text += buf;
   }
+  // The first warm-up step was checked too (its gradients: the CUDA graphs').
+  if (c.steps.value_or(1) > 1) text += ", " + std::to_string(*c.steps) + " steps";
   return text + ")";
 }
 

@@ -497,8 +497,8 @@ TEST(RunProgress, DeviceResultsSayWhichFastPathsRan) {
   EXPECT_EQ(progress_line(row).find('\n'), std::string::npos);
 }
 
-// The summary's check column: the reference error, and the optimizer
-// update's where the result has it.
+// The summary's check column: the reference error, the optimizer
+// update's where the result has it, and the steps checked when two were.
 TEST(RunProgress, SummaryShowsTheUpdatesError) {
   ProgressRow row;
   row.label = "1f1b x layer M=4";
@@ -516,6 +516,14 @@ TEST(RunProgress, SummaryShowsTheUpdatesError) {
   ck.update_rel_error.reset();  // a file written before it
   row.result.metrics->check = ck;
   EXPECT_NE(summary_table({row}).find("ok (2.0e-06)"), std::string::npos);
+  // The first warm-up step checked too.
+  ck.update_rel_error = 0.0;
+  ck.steps = 2;
+  row.result.metrics->check = ck;
+  EXPECT_NE(summary_table({row}).find("ok (2.0e-06, update 0.0e+00, 2 steps)"), std::string::npos);
+  ck.steps = 1;
+  row.result.metrics->check = ck;
+  EXPECT_NE(summary_table({row}).find("ok (2.0e-06, update 0.0e+00)"), std::string::npos);
 }
 
 TEST(RankRecord, PackAndUnpackKeepEveryField) {

@@ -152,7 +152,10 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
       << td_num(peak ? format_bytes(*peak) : "n/a");
     if (m.check) {
       h << "<td>" << badge(m.check->passed ? "pass" : "FAIL", m.check->passed ? "pass" : "error")
-        << " " << esc(format_number(m.check->max_rel_error)) << "</td>";
+        << " " << esc(format_number(m.check->max_rel_error))
+        << (m.check->steps.value_or(1) > 1 ? " over " + std::to_string(*m.check->steps) + " steps"
+                                           : "")
+        << "</td>";
     } else {
       h << "<td>-</td>";
     }

@@ -116,7 +116,10 @@ void allreduce_section(std::ostringstream& md, const GroupView& g) {
 std::string check_text(const ResultEntry& e) {
   if (!e.result.metrics || !e.result.metrics->check) return "-";
   const CheckFigures& c = *e.result.metrics->check;
-  return std::string(c.passed ? "ok" : "FAIL") + " (" + format_number(c.max_rel_error) + ")";
+  const std::string steps =
+      c.steps.value_or(1) > 1 ? ", " + std::to_string(*c.steps) + " steps" : "";
+  return std::string(c.passed ? "ok" : "FAIL") + " (" + format_number(c.max_rel_error) + steps +
+         ")";
 }
 
 std::string pct(double x) {

@@ -228,5 +228,20 @@ TEST(ReportMarkdown, FitsACiLog) {
   EXPECT_LT(lines, 120u);
 }
 
+// A check that also covered the first warm-up step (check.steps 2) says so
+// in both reports' check column; one that did not (or a file written
+// before the field) shows the error alone.
+TEST(ReportCheckColumn, SaysWhenTheWarmUpStepWasCheckedToo) {
+  const std::string dir = write_sweep(fresh_dir("check_steps"), sweep());
+  ReportModel m = model_of(dir);
+  ASSERT_FALSE(m.loaded.results.empty());
+  for (ResultEntry& e : m.loaded.results) e.result.metrics->check->steps = 1;
+  EXPECT_EQ(write_markdown(m).find(" steps) |"), std::string::npos);
+  EXPECT_EQ(write_html(m).find(" steps</td>"), std::string::npos);
+  m.loaded.results.front().result.metrics->check->steps = 2;
+  EXPECT_NE(write_markdown(m).find("| ok (2e-06, 2 steps) |"), std::string::npos);
+  EXPECT_NE(write_html(m).find(" 2e-06 over 2 steps</td>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ppb::reports
