@@ -298,11 +298,31 @@ PEER_CASES = (("bf16", "{bubble_model}", "bf16", 6, 2, False),
 
 
 STEPS = (
+    # In order of what a short lease must not lose: correctness (the unit
+    # tests, every schedule x partition under --check), then the speed
+    # criteria (PyTorch on the same model, the staged wait), the bf16 check
+    # and the sanitizer; then the figures for reading (memory, bubbles, dp,
+    # GEMMs, units, CUPTI's cost, p2p), which a budget that binds cuts first.
     Step("gpu tests", "tests", execute="tests", args={"limit": 120, "jobs": 4},
          reads=("gpu-tests.json",),
          skip=(("emulated", "on the emulator the label emulated runs them (ctest -L emulated)"),)),
     sweep_step(2),
     sweep_step(4),
+    # PyTorch, as a user would train the same model: the speed and memory
+    # pipebench's kernels are measured against.
+    torch_peer_step(),
+    # The transports' device-to-device messages at 64 MiB with the
+    # executor's default wait strategy and with --wait block.
+    Step("peer", "peer", what="2 ranks, 64 MiB, the default wait vs --wait block: ",
+         runs=tuple(Run("peer-%s" % w, mpirun("2") + (
+             "{pb}", "p2p", "--memory", "device", "--min", "64MiB", "--max", "64MiB", "-n", "20")
+             + (("--wait", "block") if w == "block" else ())
+             + ("--json", "{out}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
+         reads=("peer-default.json", "peer-block.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),
+               ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
+                            " difference is a GPU's"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # The sweeps run fp32; bf16 (the fused attention's dtype) passes --check
     # on every schedule x partition too (2 ranks: the gpu test run_cuda_check_bf16).
     Step("check bf16 P=4", "results",
@@ -314,6 +334,23 @@ STEPS = (
          reads=("check-bf16-P4",), what="4 ranks, bf16, --check: ",
          skip=((NO_DEVICE, "the rehearsal's cpu backend has no bf16"),
                ("emulated", "ctest -L emulated runs bf16 --check (emulated_run_cuda_check_bf16)"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
+    # memcheck on 2 ranks; racecheck (shared-memory hazards) and synccheck
+    # (barriers) on one: the emulator runs a block's threads one after
+    # another between barriers, so only a GPU shows a missing __syncthreads().
+    # One warm-up step after the eager check step: the tools see the actions'
+    # CUDA graphs run too, and --check compares that step with the reference.
+    Step("sanitizer", "sanitizer", judge_failures=True,
+         args={"what": "run --backend cuda 1f1b"},
+         runs=tuple(Run("sanitizer-" + tool, mpirun(ranks) + (
+             "compute-sanitizer", "--tool", tool, "--error-exitcode", "9",
+             "--print-limit", "20", "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b",
+             "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "1",
+             "--check", "--out", "{out}/sanitizer-" + tool), limit=90)
+             for tool, ranks in (("memcheck", "2"), ("racecheck", "1"), ("synccheck", "1"))),
+         skip=((NO_DEVICE, "the rehearsal has no GPU to sanitize"),
+               ("emulated", "compute-sanitizer needs a GPU"),
+               ("no_sanitizer", "compute-sanitizer not on PATH"),
                ("no_cuda", "no usable GPU: {why_cuda}"))),
     # The memory model (the cuda kernels' workspace included) against the
     # peaks both sweeps tracked, through plan --validate.
@@ -369,21 +406,6 @@ STEPS = (
     cupti_cost_step("{bubble_model}", only="real_device"),
     p2p_step(1),
     p2p_step(2),
-    # The transports' device-to-device messages at 64 MiB with the
-    # executor's default wait strategy and with --wait block.
-    Step("peer", "peer", what="2 ranks, 64 MiB, the default wait vs --wait block: ",
-         runs=tuple(Run("peer-%s" % w, mpirun("2") + (
-             "{pb}", "p2p", "--memory", "device", "--min", "64MiB", "--max", "64MiB", "-n", "20")
-             + (("--wait", "block") if w == "block" else ())
-             + ("--json", "{out}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
-         reads=("peer-default.json", "peer-block.json"),
-         skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),
-               ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
-                            " difference is a GPU's"),
-               ("no_cuda", "no usable GPU: {why_cuda}"))),
-    # PyTorch, as a user would train the same model: the speed and memory
-    # pipebench's kernels are measured against.
-    torch_peer_step(),
     Step("nccl pipe", "results", what="{nccl_p} ranks on {nccl_p} GPUs: ",
          runs=(Run("nccl", mpirun("{nccl_p}") + (
              "{pb}", "run", "--backend", "cuda", "--transport", "nccl",
@@ -397,23 +419,6 @@ STEPS = (
                ("one_gpu", "needs 2 GPUs (NCCL cannot put two ranks of a communicator on one"
                            " GPU); the 1-rank self send/receive ran in p2p 1rank"),
                ("no_cuda", "no usable cuda backend in this build"))),
-    # memcheck on 2 ranks; racecheck (shared-memory hazards) and synccheck
-    # (barriers) on one: the emulator runs a block's threads one after
-    # another between barriers, so only a GPU shows a missing __syncthreads().
-    # One warm-up step after the eager check step: the tools see the actions'
-    # CUDA graphs run too, and --check compares that step with the reference.
-    Step("sanitizer", "sanitizer", judge_failures=True,
-         args={"what": "run --backend cuda 1f1b"},
-         runs=tuple(Run("sanitizer-" + tool, mpirun(ranks) + (
-             "compute-sanitizer", "--tool", tool, "--error-exitcode", "9",
-             "--print-limit", "20", "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b",
-             "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "1",
-             "--check", "--out", "{out}/sanitizer-" + tool), limit=90)
-             for tool, ranks in (("memcheck", "2"), ("racecheck", "1"), ("synccheck", "1"))),
-         skip=((NO_DEVICE, "the rehearsal has no GPU to sanitize"),
-               ("emulated", "compute-sanitizer needs a GPU"),
-               ("no_sanitizer", "compute-sanitizer not on PATH"),
-               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # Two clean GPU nights gate clean, a planted slowdown is caught, the
     # planner's error on them, the health probe against ppb_gemm_bench.
     nights_step(),
