@@ -303,7 +303,9 @@ STEPS = (
     # criteria (PyTorch on the same model, the staged wait), the bf16 check
     # and the sanitizer; then the figures for reading (memory, bubbles, dp,
     # GEMMs, units, CUPTI's cost, p2p), which a budget that binds cuts first.
-    Step("gpu tests", "tests", execute="tests", args={"limit": 120, "jobs": 4},
+    # 180 s: run_cuda_check_{fp32,bf16} take a warm-up step per combination
+    # (--check compares the step that runs the CUDA graphs first).
+    Step("gpu tests", "tests", execute="tests", args={"limit": 180, "jobs": 4},
          reads=("gpu-tests.json",),
          skip=(("emulated", "on the emulator the label emulated runs them (ctest -L emulated)"),)),
     sweep_step(2),
