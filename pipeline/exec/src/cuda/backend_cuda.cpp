@@ -226,10 +226,10 @@ class CudaBackend final : public Backend, public CheckAccess, public DeviceAcces
   int64_t data(int64_t mb) const { return data_microbatch(mb, microbatches_, replica_, replicas_); }
   void run(const ActionCall& call);
   // run() recorded, then enqueued eagerly, captured or replayed. `begin`
-  // enqueues the action's opening (its start event, the plant's mark): just
-  // before its first device work, so that the host's bookkeeping of a
-  // recorded action (placing its buffers, its graph's key) stays outside its
-  // window, as a replayed graph's launch is all that is left of it.
+  // enqueues the action's opening (its start event, the plant's mark) just
+  // before its first device work: a recorded action's host bookkeeping
+  // (placing its buffers, keying its graph) comes before its window, so an
+  // idle device waiting on it counts as bubble, not as the action.
   void run_recorded(const ActionCall& call, const std::function<void()>& begin);
   void record_oom(const std::string& what);
   double stream_seconds(cudaEvent_t e) const;
