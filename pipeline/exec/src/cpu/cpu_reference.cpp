@@ -33,20 +33,9 @@ ReferenceStep one_step(const ModelSpec& spec, const std::vector<Unit>& units, in
     }
     return model;
   };
+  // Replica d runs micro-batches d*M .. d*M+M-1, so the loss sums in the
+  // global batch's order; the gradients are replica 0's plus the others'.
   ReferenceStep step;
-  if (replicas == 1) {
-    MemoryTracker tracker;
-    const std::unique_ptr<CpuChunk> model = model_at(tracker);
-    for (int mb = 0; mb < microbatches; ++mb) {
-      model->forward(mb, nullptr, nullptr);
-      model->backward(mb, nullptr, nullptr);
-      step.loss += model->loss(mb);
-    }
-    step.loss /= microbatches;
-    for (const std::span<const float> g : model->grad_views())
-      step.grads.emplace_back(g.begin(), g.end());
-    return step;
-  }
   for (int d = 0; d < replicas; ++d) {
     MemoryTracker tracker;
     const std::unique_ptr<CpuChunk> model = model_at(tracker);
@@ -54,6 +43,7 @@ ReferenceStep one_step(const ModelSpec& spec, const std::vector<Unit>& units, in
       const int64_t mb = int64_t{d} * microbatches + m;
       model->forward(mb, nullptr, nullptr);
       model->backward(mb, nullptr, nullptr);
+      step.loss += model->loss(mb);
     }
     const std::vector<std::span<const float>> grads = model->grad_views();
     if (d == 0) {
@@ -64,13 +54,6 @@ ReferenceStep one_step(const ModelSpec& spec, const std::vector<Unit>& units, in
       std::vector<float>& sum = step.grads[u];
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += grads[u][i];
     }
-  }
-  // The loss in the global batch's order, as a single replica sums it.
-  MemoryTracker tracker;
-  const std::unique_ptr<CpuChunk> model = model_at(tracker);
-  for (int mb = 0; mb < microbatches * replicas; ++mb) {
-    model->forward(mb, nullptr, nullptr);
-    step.loss += model->loss(mb);
   }
   step.loss /= microbatches * replicas;
   return step;
