@@ -1,6 +1,9 @@
 // Markdown: the verdict first, then the tables a CI log reader needs.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/fast_paths.hpp"
@@ -232,13 +235,16 @@ void claims_section(std::ostringstream& md, const ReportModel& model, const Grou
   md << "| id | claim | documented | measured | verdict |\n|---|---|---|---|---|\n";
   for (const ClaimRow& c : g.claims) {
     std::string measured;
-    std::string why;
+    std::vector<std::string> reasons;  // each once: two checks often miss the same run
     for (const CheckOutcome& o : c.checks) {
       if (!o.measured.empty())
         measured += (measured.empty() ? "" : "; ") + o.description + ": " + o.measured;
-      if (o.verdict != Verdict::kConsistent && !o.why.empty())
-        why += (why.empty() ? "" : "; ") + o.why;
+      if (o.verdict != Verdict::kConsistent && !o.why.empty() &&
+          std::find(reasons.begin(), reasons.end(), o.why) == reasons.end())
+        reasons.push_back(o.why);
     }
+    std::string why;
+    for (const std::string& r : reasons) why += (why.empty() ? "" : "; ") + r;
     md << "| " << c.id << " | " << cell(c.title) << " | " << cell(c.documented) << " | "
        << cell(measured.empty() ? "-" : measured) << " | **" << verdict_name(c.verdict) << "**"
        << (why.empty() ? "" : " (" + cell(why) + ")") << " |\n";

@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "ppb/reports/report.hpp"
@@ -241,6 +243,38 @@ TEST(ReportCheckColumn, SaysWhenTheWarmUpStepWasCheckedToo) {
   m.loaded.results.front().result.metrics->check->steps = 2;
   EXPECT_NE(write_markdown(m).find("| ok (2e-06, 2 steps) |"), std::string::npos);
   EXPECT_NE(write_html(m).find(" 2e-06 over 2 steps</td>"), std::string::npos);
+}
+
+// A claim whose checks all miss the same run says why once: on a sweep of
+// 1f1b alone, S1's two checks (sync 1F1B's in-flight count and its
+// memory) both lack a sync-1f1b run.
+TEST(ReportMarkdown, ClaimsSayEachReasonOnce) {
+  FixtureSpec f;
+  f.schedule = "1f1b";
+  const std::string dir = write_sweep(fresh_dir("one_schedule"), {f});
+  const std::string md = write_markdown(model_of(dir));
+  const std::string reason = "no successful sync-1f1b run among the results";
+  const size_t s1 = md.find("\n| S1 |");
+  ASSERT_NE(s1, std::string::npos) << md;
+  const std::string row = md.substr(s1 + 1, md.find('\n', s1 + 1) - s1 - 1);
+  EXPECT_NE(row.find("**not measurable here** (" + reason + ")"), std::string::npos) << row;
+  size_t rows = 0;
+  for (size_t at = md.find("\n| ", md.find("## The documents' claims")); at != std::string::npos;
+       at = md.find("\n| ", at + 1)) {
+    const std::string line = md.substr(at + 1, md.find('\n', at + 1) - at - 1);
+    const size_t open = line.find("** (");
+    if (open == std::string::npos) continue;
+    ++rows;
+    std::vector<std::string> parts;
+    const std::string reasons = line.substr(open + 4, line.rfind(") |") - open - 4);
+    for (size_t b = 0, e = 0; e != std::string::npos; b = e + 2) {
+      e = reasons.find("; ", b);
+      const std::string part = reasons.substr(b, e == std::string::npos ? e : e - b);
+      EXPECT_EQ(std::count(parts.begin(), parts.end(), part), 0) << line;
+      parts.push_back(part);
+    }
+  }
+  EXPECT_GT(rows, 5u);
 }
 
 }  // namespace
