@@ -259,19 +259,24 @@ void print_validation(const reports::Validation& v, const std::string& format) {
     std::printf("%s\n", boost::json::serialize(out).c_str());
     return;
   }
+  // An error that could not be computed (a figure the planner refused to
+  // predict) reads "n/a", not "n/a%".
+  const auto percent = [](double fraction) {
+    return std::isfinite(fraction) ? reports::format_fixed(fraction * 100, 2) + "%" : "n/a";
+  };
   std::printf("%-44s %12s %12s %8s %12s %12s %8s\n", "combination (calibrated on the others)",
               "samples/s", "measured", "error", "peak memory", "measured", "error");
   for (const reports::ValidationRow& r : v.rows) {
     const std::string label =
         reports::config_label(r.config) +
         (r.measurements > 1 ? " (x" + std::to_string(r.measurements) + ")" : "");
-    std::printf("%-44s %12s %12s %7s%% %12s %12s %7s%%\n", label.c_str(),
+    std::printf("%-44s %12s %12s %8s %12s %12s %8s\n", label.c_str(),
                 reports::format_number(r.predicted_samples_per_second).c_str(),
                 reports::format_number(r.measured_samples_per_second).c_str(),
-                reports::format_fixed(r.samples_error * 100, 2).c_str(),
+                percent(r.samples_error).c_str(),
                 reports::format_bytes(static_cast<double>(r.predicted_peak_bytes)).c_str(),
                 reports::format_bytes(static_cast<double>(r.measured_peak_bytes)).c_str(),
-                reports::format_fixed(r.memory_error * 100, 2).c_str());
+                percent(r.memory_error).c_str());
   }
   if (v.rows.empty()) {
     std::printf("no combination could be predicted\n");
@@ -282,10 +287,9 @@ void print_validation(const reports::Validation& v, const std::string& format) {
         files > static_cast<int>(v.rows.size())
             ? " (" + std::to_string(files) + " measurements; (xN): the median of N)"
             : "";
-    std::printf("\nmean absolute error over %zu combinations%s: samples/s %s%%, peak memory %s%%\n",
-                v.rows.size(), merged.c_str(),
-                reports::format_fixed(v.mean_abs_samples_error * 100, 2).c_str(),
-                reports::format_fixed(v.mean_abs_memory_error * 100, 2).c_str());
+    std::printf("\nmean absolute error over %zu combinations%s: samples/s %s, peak memory %s\n",
+                v.rows.size(), merged.c_str(), percent(v.mean_abs_samples_error).c_str(),
+                percent(v.mean_abs_memory_error).c_str());
   }
   for (const std::string& s : v.calibrations) std::printf("calibrated %s\n", s.c_str());
   for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());

@@ -168,6 +168,14 @@ add_test(NAME cli.plan
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/plan_run.py $<TARGET_FILE:pipebench>
           ${CMAKE_CURRENT_BINARY_DIR}/plan-run)
 set_tests_properties(cli.plan PROPERTIES LABELS unit TIMEOUT 120)
+# `plan --validate` on the recorded H200 night, whose two ranks shared one
+# GPU: the planner refuses their samples/s (the table and the mean say
+# n/a, never "n/a%") and still predicts their memory.
+add_test(NAME cli.plan_validate_shared_gpu
+  COMMAND $<TARGET_FILE:pipebench> plan --validate ${PROJECT_SOURCE_DIR}/reports/tests/data/h200)
+set_tests_properties(cli.plan_validate_shared_gpu PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "over 5 combinations: samples/s n/a, peak memory 0\\.[0-9]+%\n5 results: samples/s not predicted \\(peak memory is\\): 2 ranks shared one GPU"
+  FAIL_REGULAR_EXPRESSION "n/a%")
 
 # `report` on a 16 MiB result (a long timeline and half a million steps):
 # peak memory bounded by a multiple of the file's size, in a child process
