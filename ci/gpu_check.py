@@ -699,6 +699,27 @@ def first_error(log, pattern=r"error|abort"):
     return ""
 
 
+def build_error(log):
+    """Why a configure and build failed, from its log: CMake's first error
+    with its message (on the lines after the heading), else the first
+    compiler or linker error, else the log's last line. CMake's own "-- "
+    status lines are not reasons: "Looking for sgemm_ - not found" is one
+    of FindBLAS's probes."""
+    try:
+        lines = Path(log).read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for i, line in enumerate(lines):
+        if line.startswith("CMake Error"):
+            rest = next((x.strip() for x in lines[i + 1:] if x.strip()), "")
+            return (line.strip().rstrip(":") + ": " + rest)[:200]
+    for line in lines:
+        if not line.startswith(("-- ", "+ ")) and re.search(
+                r"\berror\b|Could NOT find|undefined reference", line, re.I):
+            return line.strip()[:200]
+    return next((x.strip() for x in reversed(lines) if x.strip()), "")[:200]
+
+
 def cut_or_failed(outcomes, judge_failures):
     """The verdict the commands force before the judge reads anything: CUT
     when the budget stopped one or kept it from starting, FAIL when one
@@ -1709,9 +1730,8 @@ def build_here(s, cuda_libs, wheel_libs):
     if o.rc == 0:
         s.note("PASS", "build", f"built here in build/gpu-local ({time.monotonic() - ctx.start:.0f} s)")
         return ROOT / "build" / "gpu-local"
-    why = first_error(log, r"Could NOT find|not found|error") or \
-        (log.read_text(errors="replace").strip().splitlines() or [""])[-1]
-    s.note("CUT" if o.cut else "FAIL", "build", "no working bundle and no build here: " + why)
+    s.note("CUT" if o.cut else "FAIL", "build",
+           "no working bundle and no build here: " + build_error(log))
     return None
 
 

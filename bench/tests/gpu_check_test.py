@@ -207,6 +207,23 @@ class Bundle(unittest.TestCase):
             self.assertIn("pipebench-gpu.tar.xz does not unpack", s.results[0].figures)
 
 
+    def test_a_failed_build_names_cmakes_error_not_a_probe_that_found_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "build.txt"
+            probes = "-- Looking for sgemm_\n-- Looking for sgemm_ - not found\n"
+            log.write_text(probes + "-- Configuring done\nCMake Error in pipeline/exec/CMakeLists.txt:\n"
+                           "  CUDA_ARCHITECTURES is set to \"native\", but no GPU was detected.\n\n"
+                           "CMake Generate step failed.\n")
+            self.assertEqual(gc.build_error(log),
+                             "CMake Error in pipeline/exec/CMakeLists.txt: CUDA_ARCHITECTURES is set "
+                             "to \"native\", but no GPU was detected.")
+            log.write_text(probes + "[3/9] Building CUDA object k.cu.o\n"
+                           "k.cu(4): error: identifier \"x\" is undefined\nninja: build stopped\n")
+            self.assertEqual(gc.build_error(log), 'k.cu(4): error: identifier "x" is undefined')
+            log.write_text(probes + "Killed\n\n")
+            self.assertEqual(gc.build_error(log), "Killed")
+
+
 class GpuTests(unittest.TestCase):
     PLACES = {"build": "/src/build/gpu", "source": "/src", "mpiexec": "/usr/bin/mpiexec"}
 
