@@ -71,6 +71,7 @@
 #include <unordered_map>
 
 #include "collectors/cupti_records.hpp"
+#include "ppb/exec/cuda_device.hpp"
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/device_activity.hpp"
 #include "ppb/profiling/log.hpp"
@@ -516,16 +517,9 @@ class CuptiCollector final : public Collector {
 
 }  // namespace
 
-std::string cupti_unavailable() {
-  int devices = 0;
-  const cudaError_t e = cudaGetDeviceCount(&devices);
-  if (e != cudaSuccess) {
-    return std::string("no CUDA device (cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " +
-           cudaGetErrorString(e) + ")";
-  }
-  if (devices == 0) return "no CUDA device";
-  return "";
-}
+// CUPTI records a device's activity: usable wherever a device is, and for
+// the reason the backends give where none is.
+std::string cupti_unavailable() { return cuda::unusable_reason(); }
 
 std::unique_ptr<Collector> make_cupti(const CollectorContext& /*context*/) {
   return std::make_unique<CuptiCollector>();
