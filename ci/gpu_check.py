@@ -300,9 +300,10 @@ PEER_CASES = (("bf16", "{bubble_model}", "bf16", 6, 2, False),
 STEPS = (
     # In order of what a short lease must not lose: correctness (the unit
     # tests, every schedule x partition under --check), then the speed
-    # criteria (PyTorch on the same model, the staged wait), the bf16 check
-    # and the sanitizer; then the figures for reading (memory, bubbles, dp,
-    # GEMMs, units, CUPTI's cost, p2p), which a budget that binds cuts first.
+    # criteria (PyTorch on the same model, with each unit kind's time beside
+    # it; the staged wait), the bf16 check and the sanitizer; then the figures
+    # for reading (memory, bubbles, dp, GEMMs, CUPTI's cost, p2p), which a
+    # budget that binds cuts first.
     # 180 s: run_cuda_check_{fp32,bf16} take a warm-up step per combination
     # (--check compares the step that runs the CUDA graphs first).
     Step("gpu tests", "tests", execute="tests", args={"limit": 180, "jobs": 4},
@@ -313,6 +314,19 @@ STEPS = (
     # PyTorch, as a user would train the same model: the speed and memory
     # pipebench's kernels are measured against.
     torch_peer_step(),
+    # Each unit kind's forward, input and weight backward on the device
+    # (ppb_cuda_unit_bench, CUDA events): figures for reading, no threshold,
+    # right after the peer's ratios because they say where the time went.
+    Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
+         runs=tuple(Run("unit-bench-%s" % d, (
+             "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
+             "--benchmark_min_time=0.05", "--benchmark_out={out}/unit-bench-%s.json" % d,
+             "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
+         reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
+               ("emulated", "ctest -L emulated runs it on a small model (emulated_cuda_unit_bench)"),
+               ("no_unit_bench", "ppb_cuda_unit_bench is not in this build (built without CUDA)"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # The transports' device-to-device messages at 64 MiB with the
     # executor's default wait strategy and with --wait block.
     Step("peer", "peer", what="2 ranks, 64 MiB, the default wait vs --wait block: ",
@@ -388,18 +402,6 @@ STEPS = (
          skip=((NO_DEVICE, "the rehearsal has no GPU for cuBLAS"),
                ("emulated", "cublasLt is not emulated"),
                ("no_gemm_bench", "ppb_gemm_bench is not in this build (built without CUDA)"))),
-    # Each unit kind's forward, input and weight backward on the device
-    # (ppb_cuda_unit_bench, CUDA events): figures for reading, no threshold.
-    Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
-         runs=tuple(Run("unit-bench-%s" % d, (
-             "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
-             "--benchmark_min_time=0.05", "--benchmark_out={out}/unit-bench-%s.json" % d,
-             "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
-         reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
-         skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
-               ("emulated", "ctest -L emulated runs it on a small model (emulated_cuda_unit_bench)"),
-               ("no_unit_bench", "ppb_cuda_unit_bench is not in this build (built without CUDA)"),
-               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # What CUPTI costs: the same run alternately without and with it, twice;
     # gpt-tiny is launch-bound (CUPTI's cost per kernel shows), the bubble
     # model's kernels outlast their launches. On the emulator the ratio is
