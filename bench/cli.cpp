@@ -69,6 +69,14 @@ void add_vocab_divisor_flag(CLI::App& cmd, int& divisor) {
       ->capture_default_str();
 }
 
+void add_attention_flag(CLI::App& cmd, std::string& request) {
+  cmd.add_option("--attention", request,
+                 "Attention: auto (cuDNN's fused flash attention where it runs: bf16 on a GPU, "
+                 "its softmax statistics kept; else naive), fused, or naive (the probabilities "
+                 "kept); a run's result says which ran and why")
+      ->capture_default_str();
+}
+
 CLI::Validator non_empty(const std::string& what) {
   return CLI::Validator(
       [what](const std::string& text) -> std::string {

@@ -43,6 +43,7 @@ struct PlanCommandOptions {
   std::string partitions = "all";
   std::string optimizer = "adam";
   std::string dtype = "fp32";
+  std::string attention = "auto";
   double memory_guard = 0.85;
   int top = 10;
   std::vector<std::string> calibration;  // a calibration file, or result files / folders
@@ -138,6 +139,10 @@ void print_json(const reports::PlanOptions& o, const reports::Plan& plan,
                                                : boost::json::value(nullptr)},
       {"optimizer", optimizer_name(o.memory.optimizer)},
       {"dtype", opt.dtype},
+      {"attention", attention_name(plan.attention.attention)},
+      {"attention_reason", plan.attention.reason.empty()
+                               ? boost::json::value(nullptr)
+                               : boost::json::value(plan.attention.reason)},
       {"memory_guard", o.memory_guard},
       {"capacity_bytes", plan.capacity_bytes},
       {"considered", plan.considered},
@@ -178,6 +183,8 @@ void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
               reports::format_trimmed(o.memory_guard * 100).c_str(),
               reports::format_bytes(static_cast<double>(plan.capacity_bytes)).c_str(),
               optimizer_name(o.memory.optimizer), opt.dtype.c_str());
+  std::printf(", %s attention", attention_name(plan.attention.attention));
+  if (!plan.attention.reason.empty()) std::printf(" (%s)", plan.attention.reason.c_str());
   if (o.global_batch > 0)
     std::printf(", global batch %lld", static_cast<long long>(o.global_batch));
   if (o.calibration != nullptr && !o.calibration->summary.empty())
@@ -350,6 +357,9 @@ void run_plan(const PlanCommandOptions& opt) {
     throw UsageError("--dtype: expected fp32 or bf16, got '" + opt.dtype + "'");
   o.model.bytes_per_element = opt.dtype == "bf16" ? 2 : 4;
   o.memory.element_bytes = o.model.bytes_per_element;
+  o.attention = parse_attention_request(opt.attention);
+  (void)modelled_attention(o.attention, kernels_for("", o.cluster.device.name),
+                           o.model);  // fused where it cannot run: exit 2 now
   o.memory.resident_bytes = device_backend_traits().resident_bytes;  // the GPUs run it
   o.memory_guard = opt.memory_guard;
   o.top = opt.top;
@@ -432,6 +442,7 @@ void register_plan(CLI::App& app) {
                   "Partitions to consider (default all but manual)");
   cmd->add_option("--optimizer", opt->optimizer, "sgd or adam (default adam): its state counts");
   cmd->add_option("--dtype", opt->dtype, "fp32 or bf16 storage (bf16: fp32 gradients and master)");
+  add_attention_flag(*cmd, opt->attention);
   cmd->add_option("--memory-guard", opt->memory_guard,
                   "Fraction of GPU memory a plan may use (default 0.85)");
   cmd->add_option("--top", opt->top, "Leaders to list (default 10)")->check(integer_in(1, 1000));

@@ -43,11 +43,7 @@ void add_sweep_flags(CLI::App& cmd, run::RunOptions& o) {
                  "accumulation and master weights; backends whose entry allows it)")
       ->capture_default_str();
   add_vocab_divisor_flag(cmd, o.vocab_divisor);
-  cmd.add_option("--attention", o.attention,
-                 "The cuda backend's attention: fused (cuDNN's flash attention; bf16), naive "
-                 "(the probabilities kept), or auto (fused where cuDNN runs it, else naive; the "
-                 "result says which ran and why)")
-      ->capture_default_str();
+  add_attention_flag(cmd, o.attention);
   // Backends, transports and collectors: the help lists their registries.
   o.backend = backend_list().front().name;
   o.transport = transport_list().front().name;

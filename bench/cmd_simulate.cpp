@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli.hpp"
+#include "ppb/pipeline/attention.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -83,7 +84,9 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
         "--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
   ModelSpec spec = parse_model_spec(opt.model);
   spec.vocab_divisor = opt.vocab_divisor;
-  std::vector<Unit> units = expand_units(spec, kernels_for("", opt.device));
+  const Kernels kernels = kernels_for("", opt.device);
+  std::vector<Unit> units = expand_units(
+      spec, kernels, modelled_attention(AttentionRequest::kAuto, kernels, spec).attention);
   DeviceSpec device = device_preset(opt.device);
   std::vector<UnitTime> times = unit_times(units, device);
   LinkModel link;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ppb/exec/attention.hpp"
+#include "ppb/pipeline/attention.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/model.hpp"
 

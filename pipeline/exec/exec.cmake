@@ -8,7 +8,6 @@ add_library(ppb_exec
   src/gemm_calls.cpp
   src/host_stream.cpp
   src/stream_backend.cpp
-  src/attention.cpp
   src/backend_cpu.cpp
   src/backend_timed.cpp
   src/planted_work.cpp

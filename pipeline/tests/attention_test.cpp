@@ -1,8 +1,8 @@
-// The attention choice (ppb/exec/attention.hpp): the flag's parsing and
+// The attention choice (ppb/pipeline/attention.hpp): the flag's parsing and
 // errors, the selection rule (fused only for the cuda backend, bf16, a head
 // dimension cuDNN takes and cuDNN usable; else naive with the first
 // obstacle as the reason), and what this machine's probe says.
-#include "ppb/exec/attention.hpp"
+#include "ppb/pipeline/attention.hpp"
 
 #include <gtest/gtest.h>
 

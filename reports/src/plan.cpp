@@ -100,6 +100,13 @@ LinkModel replica_link(const ClusterSpec& c, int d) {
   return d <= c.gpus_per_node && c.gpus_per_node % d == 0 ? c.intra_node : c.inter_node;
 }
 
+// The units of the model at `spec`'s micro-batch size, as the cluster's
+// device would run them (its kernels, and the attention they would pick).
+std::vector<Unit> plan_units(const PlanOptions& o, const ModelSpec& spec) {
+  const Kernels kernels = kernels_for("", o.cluster.device.name);
+  return expand_units(spec, kernels, modelled_attention(o.attention, kernels, spec).attention);
+}
+
 std::vector<std::string> schedule_names(const PlanOptions& o) {
   if (!o.schedules.empty()) return o.schedules;
   std::vector<std::string> out;
@@ -177,7 +184,7 @@ class Planner {
       m.micro_batch_size = mbs;
       ModelSpec spec = o_.model;
       spec.micro_batch_size = mbs;
-      m.units = expand_units(spec, kernels_for("", o_.cluster.device.name));
+      m.units = plan_units(o_, spec);
       m.times = unit_times(m.units, o_.cluster.device, o_.calibration);
       models_.push_back(std::move(m));
     }
@@ -568,6 +575,8 @@ std::string advice(const std::optional<Candidate>& least, int64_t capacity, cons
 Plan Planner::finish() {
   Plan plan;
   plan.capacity_bytes = capacity_;
+  plan.attention =
+      modelled_attention(o_.attention, kernels_for("", o_.cluster.device.name), o_.model);
   plan.considered = considered_;
   plan.evaluated = evaluated_;
   std::stable_sort(fitting_.begin(), fitting_.end(), [](const Candidate& a, const Candidate& b) {
@@ -673,7 +682,7 @@ ScheduleParams schedule_params(const Candidate& c) {
 void write_plan_trace(const PlanOptions& options, const Candidate& c, const std::string& path) {
   ModelSpec spec = options.model;
   spec.micro_batch_size = c.micro_batch_size;
-  const std::vector<Unit> units = expand_units(spec, kernels_for("", options.cluster.device.name));
+  const std::vector<Unit> units = plan_units(options, spec);
   const std::vector<UnitTime> times =
       unit_times(units, options.cluster.device, options.calibration);
   PartitionOptions popts;

@@ -166,6 +166,71 @@ TEST(Plan, RanksBySimulatedSamplesPerSecond) {
   EXPECT_DOUBLE_EQ(w.samples_per_second, 16.0 / (r.step_time + w.allreduce_seconds));
 }
 
+// One GPU, one stage: the peak the memory model gives the single-stage
+// candidate `w` when its units keep `attention`'s bytes.
+int64_t single_stage_peak(const PlanOptions& o, const Candidate& w, Attention attention) {
+  ModelSpec spec = o.model;
+  spec.micro_batch_size = w.micro_batch_size;
+  const std::vector<Unit> units = expand_units(spec, Kernels::kCuda, attention);
+  const std::vector<UnitTime> times = unit_times(units, o.cluster.device);
+  PartitionOptions popts;
+  popts.link = o.cluster.intra_node;
+  popts.memory = o.memory;
+  const StageCosts costs = model_costs(
+      units, times, make_partition(w.partition, units, times, 1, popts), 1, 1, popts.link);
+  const Schedule s = generate_schedule(w.schedule, schedule_params(w));
+  return predict_memory(s, costs, o.memory).front().peak_bytes;
+}
+
+// A plan prices the attention a run would pick on the cluster's device
+// (`run --attention auto`): fused for bf16 on a GPU, whose attention keeps
+// the softmax statistics, not the probabilities; naive, with the run's
+// reason, for fp32 or on CPUs; --attention fused where it cannot run is a
+// usage error naming the obstacle.
+TEST(Plan, PricesTheAttentionARunWouldPick) {
+  ClusterInput in;
+  in.gpus = 1;
+  in.device = "h200";
+  PlanOptions o;
+  o.cluster = resolve_cluster(in);
+  o.model = parse_model_spec("gpt-tiny");
+  o.model.bytes_per_element = 2;
+  o.memory.element_bytes = 2;
+  o.memory.optimizer = OptimizerKind::kSgd;
+  o.global_batch = 8;
+  o.micro_batch_sizes = {2};
+  o.schedules = {"1f1b"};
+  const Plan fused = make_plan(o);
+  EXPECT_EQ(fused.attention.attention, Attention::kFused);
+  EXPECT_EQ(fused.attention.reason, "");
+  o.attention = AttentionRequest::kNaive;
+  const Plan naive = make_plan(o);
+  EXPECT_EQ(naive.attention.attention, Attention::kNaive);
+  EXPECT_EQ(naive.attention.reason, "--attention naive");
+  ASSERT_FALSE(fused.ranked.empty());
+  ASSERT_FALSE(naive.ranked.empty());
+  const Candidate& f = fused.ranked.front();
+  const Candidate& n = naive.ranked.front();
+  EXPECT_EQ(f.peak_memory_bytes.front(), single_stage_peak(o, f, Attention::kFused));
+  EXPECT_EQ(n.peak_memory_bytes.front(), single_stage_peak(o, n, Attention::kNaive));
+  EXPECT_LT(f.peak_memory_bytes.front(), n.peak_memory_bytes.front());
+
+  o.attention = AttentionRequest::kAuto;
+  o.model.bytes_per_element = 4;
+  o.memory.element_bytes = 4;
+  const Plan fp32 = make_plan(o);
+  EXPECT_EQ(fp32.attention.attention, Attention::kNaive);
+  EXPECT_EQ(fp32.attention.reason, "fp32: cuDNN has no fused flash attention for fp32");
+  o.attention = AttentionRequest::kFused;
+  EXPECT_EQ(error_of([&] { (void)make_plan(o); }),
+            "--attention fused: fp32: cuDNN has no fused flash attention for fp32");
+
+  PlanOptions cpu = small_plan();
+  cpu.model.bytes_per_element = 2;
+  cpu.memory.element_bytes = 2;
+  EXPECT_EQ(make_plan(cpu).attention.reason, "the cpu backend has no fused attention (cuda only)");
+}
+
 TEST(Plan, ACandidateCarriesEveryScheduleParameter) {
   // The six parameters a candidate or a result's config is given come back,
   // K and B included; the ones the planner does not search keep

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ppb/pipeline/attention.hpp"
 #include "ppb/pipeline/costs.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/memory_model.hpp"
@@ -114,6 +115,10 @@ struct PlanOptions {
   std::vector<std::string> schedules;
   std::vector<std::string> partitions;
   MemoryModelOptions memory;  ///< optimizer and element width
+  /// --attention: auto models what `run --attention auto` would compute on
+  /// the cluster's device (modelled_attention: fused for bf16 on a GPU,
+  /// whose kept bytes are the softmax statistics, not the probabilities).
+  AttentionRequest attention = AttentionRequest::kAuto;
   double memory_guard = 0.85;
   int top = 10;                              ///< leaders kept in Plan::ranked
   const Calibration* calibration = nullptr;  ///< measured unit times or kind factors
@@ -162,6 +167,7 @@ struct Plan {
   std::vector<Candidate> ranked;
   std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
   int64_t capacity_bytes = 0;           ///< guard x GPU memory
+  AttentionChoice attention;            ///< the attention every candidate was priced with
   int64_t considered = 0;  ///< configurations in the search space (schedule x shape x M x N)
   int64_t evaluated = 0;   ///< simulated
   std::string advice;      ///< when nothing fits: what would

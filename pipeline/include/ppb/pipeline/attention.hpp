@@ -3,7 +3,9 @@
 // (scores, softmax, context; the probabilities kept) otherwise. The choice
 // is made once per run, before the units are expanded, because it changes
 // what the attention unit keeps (expand_units' Attention) and so the memory
-// model; the result file records it with the reason naive ran.
+// model; the result file records it with the reason naive ran. A plan or
+// a simulation of a device that is not here (`plan`, `simulate --model`)
+// makes the same choice through modelled_attention().
 //
 // Example:
 //   const std::string obstacle = fused_attention_obstacle(
@@ -58,5 +60,14 @@ std::string fused_attention_obstacle(std::string_view backend, int bytes_per_ele
 /// fused, and throws UsageError ("--attention fused: <obstacle>") where it
 /// cannot.
 AttentionChoice choose_attention(AttentionRequest request, std::string_view obstacle);
+
+/// The attention a run with these kernels would compute, for a device that
+/// is described rather than probed (`plan`, `simulate --model`): the cuda
+/// kernels (a GPU device) are taken to have cuDNN, as a GPU cluster's
+/// software stack does; otherwise the same rule and reasons as a run's, the
+/// cpu kernels with the cpu backend's obstacle. Throws UsageError for
+/// kFused where it cannot run.
+AttentionChoice modelled_attention(AttentionRequest request, Kernels kernels,
+                                   const ModelSpec& spec);
 
 }  // namespace ppb

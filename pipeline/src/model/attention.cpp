@@ -1,4 +1,4 @@
-#include "ppb/exec/attention.hpp"
+#include "ppb/pipeline/attention.hpp"
 
 #include <string>
 
@@ -46,6 +46,13 @@ AttentionChoice choose_attention(AttentionRequest request, std::string_view obst
       return {Attention::kFused, ""};
   }
   return {};
+}
+
+AttentionChoice modelled_attention(AttentionRequest request, Kernels kernels,
+                                   const ModelSpec& spec) {
+  const char* backend = kernels == Kernels::kCuda ? "cuda" : "cpu";
+  return choose_attention(request,
+                          fused_attention_obstacle(backend, spec.bytes_per_element, spec, ""));
 }
 
 }  // namespace ppb
