@@ -684,6 +684,10 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     o.model = model_spec(c);
     o.micro_batch_sizes = {c.micro_batch_size};
     o.memory.element_bytes = o.model.bytes_per_element;
+    // The attention these results ran, not the one a run would pick: a
+    // night that fell back to naive is planned as it ran.
+    o.attention = attention_ran(c) == attention_name(Attention::kFused) ? AttentionRequest::kFused
+                                                                        : AttentionRequest::kNaive;
     ClusterInput in;
     int64_t budget = 0;
     for (const ResultEntry* e : *most) {
