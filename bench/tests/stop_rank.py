@@ -6,7 +6,12 @@ the stop lands (an action, the all-reduce, the barrier that starts a step):
 rank 2 (stage 1, replica 0) gets SIGSTOP once the steps run. A waiting rank's
 watchdog must end the job within a few seconds, and its line must name the
 stopped rank as "rank 2 (stage 1, replica 0)", itself by MPI rank with its
-stage and replica, never a stage index alone.
+stage and replica, never a stage index alone. Every line names its own rank
+so; the stopped rank is named by a rank that waits on it directly (its
+pipeline neighbour, or its replica in the all-reduce), which need not be
+the first line: a rank stopped in the middle of a shared-memory send can
+hold up its neighbour's queue, so that a replica of the neighbour waits in
+the all-reduce and names the neighbour, and their reports race.
 
 usage: stop_rank.py PIPEBENCH MPIEXEC WORKDIR
 """
@@ -78,9 +83,10 @@ if took > 10:
 stuck = [l for l in lines if "stuck" in l]
 if not stuck:
     sys.exit("FAIL: no watchdog line")
-line = stuck[0]
-if not re.search(r": rank [013] \(stage [01], replica [01]\): step \d+ stuck", line):
-    sys.exit(f"FAIL: the reporting rank is not named by MPI rank, stage and replica: {line}")
-if "rank 2 (stage 1, replica 0)" not in line:
-    sys.exit(f"FAIL: the stopped rank 2 (stage 1, replica 0) is not named: {line}")
+for line in stuck:
+    if not re.search(r": rank [0-3] \(stage [01], replica [01]\): step \d+ stuck", line):
+        sys.exit(f"FAIL: the reporting rank is not named by MPI rank, stage and replica: {line}")
+named = [l for l in stuck if re.search(r"\b(from|with) rank 2 \(stage 1, replica 0\)", l)]
+if not named:
+    sys.exit("FAIL: no line names the stopped rank 2 (stage 1, replica 0):\n" + "\n".join(stuck))
 print("ok")
