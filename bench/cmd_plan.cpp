@@ -357,9 +357,8 @@ void run_plan(const PlanCommandOptions& opt) {
     throw UsageError("--dtype: expected fp32 or bf16, got '" + opt.dtype + "'");
   o.model.bytes_per_element = opt.dtype == "bf16" ? 2 : 4;
   o.memory.element_bytes = o.model.bytes_per_element;
+  // --attention fused where it cannot run: make_plan refuses it before it searches.
   o.attention = parse_attention_request(opt.attention);
-  (void)modelled_attention(o.attention, kernels_for("", o.cluster.device.name),
-                           o.model);  // fused where it cannot run: exit 2 now
   o.memory.resident_bytes = device_backend_traits().resident_bytes;  // the GPUs run it
   o.memory_guard = opt.memory_guard;
   o.top = opt.top;
