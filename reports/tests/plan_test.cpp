@@ -900,6 +900,37 @@ TEST(PlanValidate, AFusedRunIsRepricedWithTheFusedAttentionsBytes) {
   EXPECT_EQ(naive_sum - fused_sum, drop);
 }
 
+// The report's planner line prices the attention the results ran, not the
+// one a run would pick there: the recorded H200 night (each rank on a GPU
+// of its own here) in bf16 that ran naive is planned with the
+// probabilities kept, and the same night that ran fused is planned lower.
+TEST(PlanValidate, ThePlannerLinePricesTheAttentionTheResultsRan) {
+  const auto peak_of = [](const char* attention) {
+    LoadedResults loaded = load_results({PPB_REPORTS_H200_DATA}, false);
+    std::vector<const ResultEntry*> small;
+    for (ResultEntry& e : loaded.results) {
+      e.result.environment.ranks_per_gpu = 1;
+      e.result.config.dtype = "bf16";
+      e.result.config.attention = attention;
+      if (e.result.config.model == "gpt-small") small.push_back(&e);
+    }
+    const std::string line = which_schedule_for_this_machine(small);
+    const size_t of = line.find(" of 112 GiB).");
+    EXPECT_NE(of, std::string::npos) << line;
+    const size_t peak = line.rfind("peaks at ", of);
+    EXPECT_NE(peak, std::string::npos) << line;
+    return of == std::string::npos || peak == std::string::npos
+               ? std::string()
+               : line.substr(peak + 9, of - peak - 9);
+  };
+  const std::string naive = peak_of("naive");  // "1.23 GiB"
+  const std::string fused = peak_of("fused");
+  ASSERT_FALSE(naive.empty());
+  ASSERT_FALSE(fused.empty());
+  ASSERT_EQ(naive.substr(naive.find(' ')), fused.substr(fused.find(' '))) << naive << " " << fused;
+  EXPECT_GT(std::stod(naive), std::stod(fused)) << naive << " vs " << fused;
+}
+
 TEST(PlanDevice, AGpuStandsForThePresetItsNameNames) {
   EXPECT_EQ(gpu_preset("NVIDIA H200"), "h200");
   EXPECT_EQ(gpu_preset("NVIDIA H100 80GB HBM3"), "h100");
