@@ -86,7 +86,8 @@ if not stuck:
 for line in stuck:
     if not re.search(r": rank [0-3] \(stage [01], replica [01]\): step \d+ stuck", line):
         sys.exit(f"FAIL: the reporting rank is not named by MPI rank, stage and replica: {line}")
-named = [l for l in stuck if re.search(r"\b(from|with) rank 2 \(stage 1, replica 0\)", l)]
+# Named as the rank waited for (after "stuck"), not as a line's own reporter.
+named = [l for l in stuck if "rank 2 (stage 1, replica 0)" in l.split(" stuck for ", 1)[-1]]
 if not named:
     sys.exit("FAIL: no line names the stopped rank 2 (stage 1, replica 0):\n" + "\n".join(stuck))
 print("ok")

@@ -146,7 +146,8 @@ void Watchdog::loop() {
         break;
       case Doing::kAllReduce:
         where = "waiting for the gradient all-reduce of chunk " + std::to_string(peer_) + " with " +
-                names_.replicas + " (the stage's other replicas: one did not join)";
+                names_.replicas +
+                " (the stage's other replicas: one has not joined it, or is held up itself)";
         break;
       case Doing::kDrain:
         where = "after its last action (waiting for its sends to complete)";
