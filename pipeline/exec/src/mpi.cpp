@@ -1,8 +1,10 @@
 #include "ppb/exec/mpi.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <thread>
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/log.hpp"
@@ -79,9 +81,11 @@ NodeLocal node_local(MPI_Comm comm) {
   return out;
 }
 
-void abort_job(const char* message, int code) {
+void abort_job(const char* message, int code, double linger_seconds) {
   std::fprintf(stderr, "%s%s\n", log::prefix().c_str(), message);
   std::fflush(stderr);
+  if (linger_seconds > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(linger_seconds));
   if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
 }

@@ -157,7 +157,10 @@ void Watchdog::loop() {
     std::snprintf(line, sizeof line, "%s: step %d stuck for %.1f s %s; aborting (--timeout %.1f)",
                   names_.self.c_str(), step_, stuck, where.c_str(), timeout_);
     lock.unlock();
-    abort_job(line, 1);
+    // A stall is often seen by several ranks at about the same time, each
+    // naming the rank it waits on (one of them the culprit): lingering
+    // 0.3 s (six of the other ranks' polls) lets their lines out too.
+    abort_job(line, 1, 0.3);
   }
 }
 

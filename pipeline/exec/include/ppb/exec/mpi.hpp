@@ -79,7 +79,9 @@ struct NodeLocal {
 NodeLocal node_local(MPI_Comm comm);
 
 /// Ends the job from this rank: prints "pipebench[rN]: <message>" (one line)
-/// and calls MPI_Abort(MPI_COMM_WORLD, code). Never returns.
-[[noreturn]] void abort_job(const char* message, int code);
+/// and calls MPI_Abort(MPI_COMM_WORLD, code), `linger_seconds` after the
+/// line (a watchdog's: other ranks that find the job stuck at about the
+/// same time print theirs too, before the abort ends them). Never returns.
+[[noreturn]] void abort_job(const char* message, int code, double linger_seconds = 0);
 
 }  // namespace ppb
