@@ -49,7 +49,7 @@ void JobWatchdog::loop() {
     std::snprintf(line, sizeof line, "rank %d: stuck for %.1f s %s; aborting (--timeout %.1f)",
                   rank_, stuck, what_.c_str(), timeout_);
     lock.unlock();
-    abort_job(line, 1);
+    abort_job(line, 1, kWatchdogLingerSeconds);  // as the step watchdog: every stuck rank's line
   }
 }
 

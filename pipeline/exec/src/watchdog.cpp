@@ -159,8 +159,8 @@ void Watchdog::loop() {
     lock.unlock();
     // A stall is often seen by several ranks at about the same time, each
     // naming the rank it waits on (one of them the culprit): lingering
-    // 0.3 s (six of the other ranks' polls) lets their lines out too.
-    abort_job(line, 1, 0.3);
+    // lets their lines out too.
+    abort_job(line, 1, kWatchdogLingerSeconds);
   }
 }
 

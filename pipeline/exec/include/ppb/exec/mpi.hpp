@@ -84,4 +84,7 @@ NodeLocal node_local(MPI_Comm comm);
 /// same time print theirs too, before the abort ends them). Never returns.
 [[noreturn]] void abort_job(const char* message, int code, double linger_seconds = 0);
 
+/// The watchdogs' linger (abort_job): six of the other ranks' 50 ms polls.
+inline constexpr double kWatchdogLingerSeconds = 0.3;
+
 }  // namespace ppb
