@@ -9,9 +9,10 @@ stopped rank as "rank 2 (stage 1, replica 0)", itself by MPI rank with its
 stage and replica, never a stage index alone. Every line names its own rank
 so; the stopped rank is named by a rank that waits on it directly (its
 pipeline neighbour, or its replica in the all-reduce), which need not be
-the first line: a rank stopped in the middle of a shared-memory send can
-hold up its neighbour's queue, so that a replica of the neighbour waits in
-the all-reduce and names the neighbour, and their reports race.
+the first line: a rank stopped in the middle of a shared-memory exchange
+can hold up its neighbour, so that a replica of the neighbour waits in the
+all-reduce and names the neighbour. Every rank that finds the job stuck at
+about the same time prints its line (the watchdog lingers before the abort).
 
 usage: stop_rank.py PIPEBENCH MPIEXEC WORKDIR
 """
