@@ -268,9 +268,7 @@ void print_validation(const reports::Validation& v, const std::string& format) {
   }
   // An error that could not be computed (a figure the planner refused to
   // predict) reads "n/a", not "n/a%".
-  const auto percent = [](double fraction) {
-    return std::isfinite(fraction) ? reports::format_fixed(fraction * 100, 2) + "%" : "n/a";
-  };
+  const auto percent = [](double fraction) { return reports::format_percent(fraction, 2); };
   std::printf("%-44s %12s %12s %8s %12s %12s %8s\n", "combination (calibrated on the others)",
               "samples/s", "measured", "error", "peak memory", "measured", "error");
   for (const reports::ValidationRow& r : v.rows) {

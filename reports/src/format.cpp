@@ -32,6 +32,10 @@ std::string format_fixed(double x, int digits) {
   return buf;
 }
 
+std::string format_percent(double fraction, int digits) {
+  return std::isfinite(fraction) ? format_fixed(fraction * 100, digits) + "%" : "n/a";
+}
+
 std::string format_number(double x) {
   if (!std::isfinite(x)) return "n/a";
   const double a = std::fabs(x);

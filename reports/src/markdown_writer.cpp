@@ -128,7 +128,7 @@ std::string check_text(const ResultEntry& e) {
 std::string pct(double x) {
   if (std::isnan(x)) return "-";
   if (std::isinf(x)) return "none";
-  return format_fixed(x * 100, 1) + "%";
+  return format_percent(x, 1);
 }
 
 void gate_list(std::ostringstream& md, const ReportModel& m, RegressionStatus status,

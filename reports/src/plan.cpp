@@ -100,11 +100,16 @@ LinkModel replica_link(const ClusterSpec& c, int d) {
   return d <= c.gpus_per_node && c.gpus_per_node % d == 0 ? c.intra_node : c.inter_node;
 }
 
+// The attention the cluster's device would run the model with (it does not
+// depend on the micro-batch size).
+AttentionChoice plan_attention(const PlanOptions& o) {
+  return modelled_attention(o.attention, kernels_for("", o.cluster.device.name), o.model);
+}
+
 // The units of the model at `spec`'s micro-batch size, as the cluster's
-// device would run them (its kernels, and the attention they would pick).
-std::vector<Unit> plan_units(const PlanOptions& o, const ModelSpec& spec) {
-  const Kernels kernels = kernels_for("", o.cluster.device.name);
-  return expand_units(spec, kernels, modelled_attention(o.attention, kernels, spec).attention);
+// device would run them with `attention`.
+std::vector<Unit> plan_units(const PlanOptions& o, const ModelSpec& spec, Attention attention) {
+  return expand_units(spec, kernels_for("", o.cluster.device.name), attention);
 }
 
 std::vector<std::string> schedule_names(const PlanOptions& o) {
@@ -153,7 +158,7 @@ StageSums stage_sums(const StageCosts& costs, const Placement& place, int stage)
 
 class Planner {
  public:
-  explicit Planner(const PlanOptions& o) : o_(o) {
+  explicit Planner(const PlanOptions& o) : o_(o), attention_(plan_attention(o)) {
     capacity_ =
         static_cast<int64_t>(o.memory_guard * static_cast<double>(o.cluster.gpu_memory_bytes));
   }
@@ -184,7 +189,7 @@ class Planner {
       m.micro_batch_size = mbs;
       ModelSpec spec = o_.model;
       spec.micro_batch_size = mbs;
-      m.units = plan_units(o_, spec);
+      m.units = plan_units(o_, spec, attention_.attention);
       m.times = unit_times(m.units, o_.cluster.device, o_.calibration);
       models_.push_back(std::move(m));
     }
@@ -506,6 +511,7 @@ class Planner {
   Plan finish();
 
   const PlanOptions& o_;
+  AttentionChoice attention_;  // plan_attention(o_): every candidate's
   int64_t capacity_ = 0;
   std::vector<PricedModel> models_;
   std::vector<Shape> shapes_;
@@ -575,8 +581,7 @@ std::string advice(const std::optional<Candidate>& least, int64_t capacity, cons
 Plan Planner::finish() {
   Plan plan;
   plan.capacity_bytes = capacity_;
-  plan.attention =
-      modelled_attention(o_.attention, kernels_for("", o_.cluster.device.name), o_.model);
+  plan.attention = attention_;
   plan.considered = considered_;
   plan.evaluated = evaluated_;
   std::stable_sort(fitting_.begin(), fitting_.end(), [](const Candidate& a, const Candidate& b) {
@@ -682,7 +687,7 @@ ScheduleParams schedule_params(const Candidate& c) {
 void write_plan_trace(const PlanOptions& options, const Candidate& c, const std::string& path) {
   ModelSpec spec = options.model;
   spec.micro_batch_size = c.micro_batch_size;
-  const std::vector<Unit> units = plan_units(options, spec);
+  const std::vector<Unit> units = plan_units(options, spec, plan_attention(options).attention);
   const std::vector<UnitTime> times =
       unit_times(units, options.cluster.device, options.calibration);
   PartitionOptions popts;

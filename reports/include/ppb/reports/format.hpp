@@ -13,6 +13,10 @@ std::string format_bytes(double bytes);
 /// Example: format_fixed(0.2734, 3) == "0.273".
 std::string format_fixed(double x, int digits);
 
+/// A fraction as a percentage with `digits` decimals: format_percent(0.0123, 2)
+/// == "1.23%"; "n/a" (no sign) for NaN or infinity.
+std::string format_percent(double fraction, int digits);
+
 /// Three significant digits, no exponent for 1e-3 <= |x| < 1e6: "812", "0.273",
 /// "12.4"; "n/a" for NaN.
 std::string format_number(double x);
