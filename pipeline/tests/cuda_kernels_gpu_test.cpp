@@ -4,10 +4,12 @@
 // double-precision host sum, bit-identical run to run, on row counts that
 // are and are not a multiple of the row tile (one row, a tile and one more,
 // several tiles) and column counts across several column tiles; the
-// one-pass LayerNorm forward and input gradient against the cpu kernels.
+// one-pass LayerNorm forward and input gradient against the cpu kernels;
+// the fp32 flash attention against a double-precision reference.
 // Skips, saying why, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -233,6 +235,132 @@ TEST_F(CudaKernels, OnePassLayerNormMatchesTheCpuKernels) {
   for (size_t i = 0; i < y.size(); ++i) {
     ASSERT_NEAR(got_y[i], y[i], 1e-5 * (1 + std::fabs(y[i]))) << i;
     ASSERT_NEAR(got_dx[i], dx[i], 1e-5 * (1 + std::fabs(dx[i]))) << i;
+  }
+}
+
+// Causal attention of one (sample, head) in double, from packed qkv rows
+// [b, s, 3h]: out and lse forward; dq, dk, dv (into dqkv's layout) from
+// dout backward, through the probabilities.
+struct AttentionReference {
+  std::vector<double> out, lse, dqkv;
+};
+AttentionReference attention_reference(const std::vector<float>& qkv,
+                                       const std::vector<float>& dout, int b, int s, int heads,
+                                       int d) {
+  const int h = heads * d;
+  const auto at = [&](int sample, int row, int col) {
+    return (static_cast<size_t>(sample) * s + static_cast<size_t>(row)) * 3 * h +
+           static_cast<size_t>(col);
+  };
+  AttentionReference r;
+  r.out.assign(static_cast<size_t>(b) * s * h, 0.0);
+  r.lse.assign(static_cast<size_t>(b) * heads * s, 0.0);
+  r.dqkv.assign(qkv.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (int n = 0; n < b; ++n) {
+    for (int j = 0; j < heads; ++j) {
+      const int q = j * d;
+      const int k = h + j * d;
+      const int v = 2 * h + j * d;
+      std::vector<double> p(static_cast<size_t>(s) * s, 0.0);
+      for (int i = 0; i < s; ++i) {
+        double top = -INFINITY;
+        for (int c = 0; c <= i; ++c) {
+          double dot = 0;
+          for (int e = 0; e < d; ++e) dot += double{qkv[at(n, i, q + e)]} * qkv[at(n, c, k + e)];
+          p[static_cast<size_t>(i) * s + c] = dot * scale;
+          top = std::max(top, dot * scale);
+        }
+        double sum = 0;
+        for (int c = 0; c <= i; ++c) sum += std::exp(p[static_cast<size_t>(i) * s + c] - top);
+        r.lse[(static_cast<size_t>(n) * heads + j) * s + i] = top + std::log(sum);
+        for (int c = 0; c <= i; ++c) {
+          double& x = p[static_cast<size_t>(i) * s + c];
+          x = std::exp(x - top) / sum;
+        }
+      }
+      for (int i = 0; i < s; ++i) {
+        const size_t o = (static_cast<size_t>(n) * s + i) * h + q;
+        for (int e = 0; e < d; ++e) {
+          double acc = 0;
+          for (int c = 0; c <= i; ++c)
+            acc += p[static_cast<size_t>(i) * s + c] * qkv[at(n, c, v + e)];
+          r.out[o + e] = acc;
+        }
+      }
+      for (int i = 0; i < s; ++i) {
+        const size_t o = (static_cast<size_t>(n) * s + i) * h + q;
+        std::vector<double> ds(static_cast<size_t>(i) + 1);
+        double row = 0;
+        for (int c = 0; c <= i; ++c) {
+          double dp = 0;
+          for (int e = 0; e < d; ++e) dp += double{dout[o + e]} * qkv[at(n, c, v + e)];
+          ds[static_cast<size_t>(c)] = dp;
+          row += dp * p[static_cast<size_t>(i) * s + c];
+        }
+        for (int c = 0; c <= i; ++c) {
+          const double pc = p[static_cast<size_t>(i) * s + c];
+          const double g = pc * (ds[static_cast<size_t>(c)] - row) * scale;
+          for (int e = 0; e < d; ++e) {
+            r.dqkv[at(n, i, q + e)] += g * qkv[at(n, c, k + e)];
+            r.dqkv[at(n, c, k + e)] += g * qkv[at(n, i, q + e)];
+            r.dqkv[at(n, c, v + e)] += pc * dout[o + e];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// The fp32 flash attention against the double reference, forward and
+// backward, on shapes whose sequence is and is not a multiple of the 64-row
+// block (one block, a block and a part, three blocks) and head dimensions
+// run as they are (32, 64) and zero-padded (80 as 128); every gradient
+// element written (the output starts as NaN), the same bits on a second run.
+TEST_F(CudaKernels, FlashAttentionMatchesADoubleReferenceForwardAndBackward) {
+  struct AttentionShape {
+    int b, s, heads, d;
+  };
+  for (const AttentionShape& sh : {AttentionShape{2, 70, 2, 32}, AttentionShape{1, 64, 3, 64},
+                                   AttentionShape{1, 130, 1, 80}}) {
+    SCOPED_TRACE("b " + std::to_string(sh.b) + " s " + std::to_string(sh.s) + " heads " +
+                 std::to_string(sh.heads) + " d " + std::to_string(sh.d));
+    const int h = sh.heads * sh.d;
+    const auto rows = static_cast<int64_t>(sh.b) * sh.s;
+    std::vector<float> qkv = values(rows * 3 * h, 21);
+    for (float& x : qkv) x *= 2.0f;  // scores wide enough that the softmax is not flat
+    const std::vector<float> dout = values(rows * h, 22);
+    const AttentionReference ref = attention_reference(qkv, dout, sh.b, sh.s, sh.heads, sh.d);
+
+    const DeviceArray<float> d_qkv(qkv), d_dout(dout);
+    const DeviceArray<float> out(static_cast<size_t>(rows * h));
+    const DeviceArray<float> lse(static_cast<size_t>(sh.b) * sh.heads * sh.s);
+    const DeviceArray<float> drow(static_cast<size_t>(sh.b) * sh.heads * sh.s);
+    const DeviceArray<float> dqkv(std::vector<float>(qkv.size(), NAN));
+    const auto run = [&] {
+      cuda::flash_attention_fwd(d_qkv.get(), out.get(), lse.get(), sh.b, sh.s, sh.heads, sh.d,
+                                stream_);
+      cuda::flash_attention_bwd(d_qkv.get(), out.get(), lse.get(), d_dout.get(), dqkv.get(),
+                                drow.get(), sh.b, sh.s, sh.heads, sh.d, stream_);
+      sync();
+    };
+    run();
+    const std::vector<float> got_out = out.host();
+    const std::vector<float> got_lse = lse.host();
+    const std::vector<float> got_dqkv = dqkv.host();
+    for (size_t i = 0; i < got_out.size(); ++i) {
+      ASSERT_NEAR(got_out[i], ref.out[i], 2e-6 * (1 + std::fabs(ref.out[i]))) << "out " << i;
+    }
+    for (size_t i = 0; i < got_lse.size(); ++i) {
+      ASSERT_NEAR(got_lse[i], ref.lse[i], 2e-6 * (1 + std::fabs(ref.lse[i]))) << "lse " << i;
+    }
+    for (size_t i = 0; i < got_dqkv.size(); ++i) {
+      ASSERT_NEAR(got_dqkv[i], ref.dqkv[i], 1e-5 * (1 + std::fabs(ref.dqkv[i]))) << "dqkv " << i;
+    }
+    run();
+    EXPECT_EQ(out.host(), got_out);
+    EXPECT_EQ(dqkv.host(), got_dqkv);
   }
 }
 

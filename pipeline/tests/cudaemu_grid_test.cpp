@@ -1,6 +1,7 @@
 // The CUDA emulator's internals (label unit): a block's threads meet at
 // __syncthreads() before any passes it, a barrier that not every thread
-// reaches is reported, built-in indices cover the grid, the memory
+// reaches is reported, built-in indices cover the grid, dynamic shared
+// memory, the warp shuffle and the tensor-core mma follow the PTX ISA, the memory
 // registry bounds ranges, and a stream runs its work in order off the
 // caller's thread.
 #include <cuda_runtime_api.h>
@@ -8,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -22,7 +24,7 @@ TEST(CudaEmuGrid, EveryThreadReachesTheBarrierBeforeAnyPassesIt) {
   constexpr unsigned kThreads = 256;
   std::vector<int> shared(kThreads, -1);
   std::vector<int> seen(kThreads, -2);
-  const std::string why = run_grid(dim3(1), dim3(kThreads), [&] {
+  const std::string why = run_grid(dim3(1), dim3(kThreads), 0, [&] {
     const unsigned i = thread_state().thread_idx.x;
     shared[i] = static_cast<int>(i) * 3;
     syncthreads();
@@ -41,7 +43,7 @@ TEST(CudaEmuGrid, ATreeReductionSumsTheBlock) {
   constexpr unsigned kThreads = 128;
   std::vector<double> buf(kThreads);
   double total = 0;
-  const std::string why = run_grid(dim3(1), dim3(kThreads), [&] {
+  const std::string why = run_grid(dim3(1), dim3(kThreads), 0, [&] {
     const unsigned i = thread_state().thread_idx.x;
     buf[i] = i + 1.0;
     syncthreads();
@@ -56,7 +58,7 @@ TEST(CudaEmuGrid, ATreeReductionSumsTheBlock) {
 }
 
 TEST(CudaEmuGrid, ABarrierSomeThreadsNeverReachIsReported) {
-  const std::string why = run_grid(dim3(2), dim3(64), [&] {
+  const std::string why = run_grid(dim3(2), dim3(64), 0, [&] {
     if (thread_state().thread_idx.x == 5 && thread_state().block_idx.x == 1) return;
     syncthreads();
   });
@@ -64,7 +66,7 @@ TEST(CudaEmuGrid, ABarrierSomeThreadsNeverReachIsReported) {
   EXPECT_NE(why.find("63 of the block's 64 threads wait"), std::string::npos) << why;
   // The next launch on this thread starts from fresh fibers.
   int ran = 0;
-  EXPECT_EQ(run_grid(dim3(1), dim3(64), [&] { ++ran; }), "");
+  EXPECT_EQ(run_grid(dim3(1), dim3(64), 0, [&] { ++ran; }), "");
   EXPECT_EQ(ran, 64);
 }
 
@@ -72,7 +74,7 @@ TEST(CudaEmuGrid, IndicesCoverEveryThreadOfA3dGridOnce) {
   const dim3 grid(3, 2, 2);
   const dim3 block(4, 2, 3);
   std::vector<int> hits(3 * 2 * 2 * 4 * 2 * 3, 0);
-  const std::string why = run_grid(grid, block, [&] {
+  const std::string why = run_grid(grid, block, 0, [&] {
     const ThreadState& t = thread_state();
     EXPECT_EQ(t.block_dim.x * t.block_dim.y * t.block_dim.z, 24u);
     EXPECT_EQ(t.grid_dim.x * t.grid_dim.y * t.grid_dim.z, 12u);
@@ -82,6 +84,90 @@ TEST(CudaEmuGrid, IndicesCoverEveryThreadOfA3dGridOnce) {
   });
   ASSERT_EQ(why, "");
   for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+TEST(CudaEmuGrid, DynamicSharedMemoryIsTheBlocksAndStartsAsNaN) {
+  // Each block sees the launch's bytes, NaN where no thread wrote (a read
+  // of unwritten shared memory shows), shared by its threads.
+  std::vector<float> first(2, 0.0f);
+  std::vector<float> summed(2, 0.0f);
+  const std::string why = run_grid(dim3(2), dim3(32), 32 * sizeof(float), [&] {
+    auto* smem = static_cast<float*>(dynamic_shared());
+    const unsigned i = thread_state().thread_idx.x;
+    const unsigned b = thread_state().block_idx.x;
+    if (i == 0) first[b] = smem[31];
+    syncthreads();
+    smem[i] = static_cast<float>(i + b);
+    syncthreads();
+    if (i == 0) {
+      for (unsigned k = 0; k < 32; ++k) summed[b] += smem[k];
+    }
+  });
+  ASSERT_EQ(why, "");
+  EXPECT_TRUE(std::isnan(first[0]) && std::isnan(first[1]));
+  EXPECT_EQ(summed[0], 496.0f);  // 0 + 1 + ... + 31
+  EXPECT_EQ(summed[1], 528.0f);  // each one more
+}
+
+TEST(CudaEmuGrid, ShuffleXorTradesWithinEachWarp) {
+  std::vector<float> got(64);
+  const std::string why = run_grid(dim3(1), dim3(64), 0, [&] {
+    const unsigned i = thread_state().thread_idx.x;
+    got[i] = shfl_xor(static_cast<float>(i), 5);
+  });
+  ASSERT_EQ(why, "");
+  for (unsigned i = 0; i < 64; ++i) EXPECT_EQ(got[i], static_cast<float>(i ^ 5u)) << i;
+}
+
+TEST(CudaEmuGrid, Tf32RoundsToTenMantissaBitsTiesAway) {
+  EXPECT_EQ(tf32_round(1.0f), 1.0f);
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-10f), 1.0f + 0x1p-10f);        // kept exactly
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-11f), 1.0f + 0x1p-10f);        // a tie: away from zero
+  EXPECT_EQ(tf32_round(-(1.0f + 0x1p-11f)), -(1.0f + 0x1p-10f));  // and for negatives
+  EXPECT_EQ(tf32_round(1.0f + 0x1p-12f), 1.0f);                   // below half: down
+  const float x = 3.14159265f;
+  const float big = tf32_round(x);
+  const float small = tf32_round(x - big);
+  EXPECT_LT(std::fabs(x - (big + small)), 0x1p-20f * x);  // the 3xTF32 split keeps ~21 bits
+  EXPECT_TRUE(std::isinf(tf32_round(INFINITY)));
+}
+
+TEST(CudaEmuGrid, MmaTf32ComputesTheTileFromThePtxFragmentLayout) {
+  // A 16 x 8, B 8 x 8 of small integers (exact in tf32), C starts at 1:
+  // each lane hands over and gets back the elements the PTX ISA gives it.
+  float a[16][8];
+  float b[8][8];
+  for (int r = 0; r < 16; ++r) {
+    for (int k = 0; k < 8; ++k) a[r][k] = static_cast<float>((r * 3 + k * 5) % 7 - 3);
+  }
+  for (int k = 0; k < 8; ++k) {
+    for (int n = 0; n < 8; ++n) b[k][n] = static_cast<float>((k * 2 + n * 7) % 5 - 2);
+  }
+  float c[16][8];
+  const std::string why = run_grid(dim3(1), dim3(64), 0, [&] {
+    const unsigned lane = thread_state().thread_idx.x % 32;
+    const unsigned warp = thread_state().thread_idx.x / 32;
+    const unsigned g = lane / 4;
+    const unsigned t = lane % 4;
+    const float fa[4] = {a[g][t], a[g + 8][t], a[g][t + 4], a[g + 8][t + 4]};
+    const float fb[2] = {b[t][g], b[t + 4][g]};
+    float fc[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    mma_tf32_m16n8k8(fc, fa, fb);
+    if (warp == 1) {  // both warps compute the same tile; keep the second's
+      c[g][2 * t] = fc[0];
+      c[g][2 * t + 1] = fc[1];
+      c[g + 8][2 * t] = fc[2];
+      c[g + 8][2 * t + 1] = fc[3];
+    }
+  });
+  ASSERT_EQ(why, "");
+  for (int r = 0; r < 16; ++r) {
+    for (int n = 0; n < 8; ++n) {
+      float want = 1.0f;
+      for (int k = 0; k < 8; ++k) want += a[r][k] * b[k][n];
+      EXPECT_EQ(c[r][n], want) << "row " << r << " column " << n;
+    }
+  }
 }
 
 TEST(CudaEmuMemory, RangesMustLieInsideOneAllocationOfTheirSpace) {

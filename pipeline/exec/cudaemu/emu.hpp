@@ -77,10 +77,35 @@ ThreadState& thread_state();
 /// block has reached the barrier.
 void syncthreads();
 
+/// The running block's dynamic shared memory (the launch's `shared`
+/// bytes; filled with 0xff bytes, NaN as floats, before each block, so
+/// that a read of what no thread wrote shows).
+void* dynamic_shared();
+
+/// Warp collectives. The emulator's warp barrier is the block's: every
+/// thread of the block must reach each call, as for __syncthreads() (a
+/// block that diverges at one is reported like one at __syncthreads()).
+/// __syncwarp().
+void syncwarp();
+/// __shfl_xor_sync(full mask, v, lane_mask): v of lane (this lane ^ lane_mask).
+float shfl_xor(float v, int lane_mask);
+/// cvt.rna.tf32.f32: the nearest tf32 of x (10 mantissa bits, ties away
+/// from zero), as a float; infinities and NaNs unchanged.
+float tf32_round(float x);
+/// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 with c as both the
+/// accumulator and the result: c += A * B over the warp, each thread
+/// holding the PTX ISA's fragment elements (g = lane / 4, t = lane % 4):
+/// a = {A(g,t), A(g+8,t), A(g,t+4), A(g+8,t+4)}, b = {B(t,g), B(t+4,g)},
+/// c = {C(g,2t), C(g,2t+1), C(g+8,2t), C(g+8,2t+1)}. The operands are read
+/// as tf32 (their low 13 mantissa bits dropped), products summed in fp32
+/// in k order.
+void mma_tf32_m16n8k8(float (&c)[4], const float (&a)[4], const float (&b)[2]);
+
 /// Runs `thread` once per thread of the grid, block after block, on the
-/// calling OS thread. Returns "" or, when a block's threads diverged at a
-/// barrier, why (the block's remaining work is abandoned).
-std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& thread);
+/// calling OS thread, each block with `shared` bytes of dynamic shared
+/// memory. Returns "" or, when a block's threads diverged at a barrier, why
+/// (the block's remaining work is abandoned).
+std::string run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()>& thread);
 
 /// The CPU twin of one kernel: binds a launch's argument array (copies the
 /// values) into a callable run by every thread; "" in *why, or why the

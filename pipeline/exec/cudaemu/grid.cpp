@@ -2,10 +2,16 @@
 // (a stream's worker); each thread of a block is a fiber, so that a thread
 // reaching __syncthreads() yields and the block resumes past the barrier
 // only once every thread has reached it. The fibers of a block size are
-// made once per OS thread and reused for every block and launch.
+// made once per OS thread and reused for every block and launch. The warp
+// collectives (shuffle, tensor-core mma) exchange their operands through a
+// buffer of the block, each between two of the block's barriers.
 #include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -129,21 +135,106 @@ class Block {
 thread_local ThreadState t_state;
 thread_local Block* t_block = nullptr;  // the block running on this OS thread, if any
 thread_local std::unique_ptr<Block> t_cached;
+thread_local std::vector<std::byte> t_shared;  // the running block's dynamic shared memory
+// What the threads of the running block hand each other in a warp
+// collective: kExchange floats per thread.
+constexpr size_t kExchange = 6;
+thread_local std::vector<float> t_exchange;
 
-}  // namespace
-
-ThreadState& thread_state() { return t_state; }
-
-void syncthreads() {
+void barrier(const char* what) {
   if (t_block == nullptr) {
-    complain("__syncthreads() called outside a kernel");
+    complain(std::string(what) + " called outside a kernel");
     std::abort();
   }
   t_block->barrier();
 }
 
-std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& thread) {
+// The running thread's index in its block.
+unsigned linear_thread() {
+  const ThreadState& ts = t_state;
+  return ts.thread_idx.x + ts.block_dim.x * (ts.thread_idx.y + ts.block_dim.y * ts.thread_idx.z);
+}
+
+float* exchange_slot(unsigned thread) { return t_exchange.data() + size_t{thread} * kExchange; }
+
+// The value tf32 keeps of x: its low 13 mantissa bits dropped.
+float tf32_bits(float x) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits &= 0xffffe000u;
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
+
+}  // namespace
+
+ThreadState& thread_state() { return t_state; }
+
+void syncthreads() { barrier("__syncthreads()"); }
+
+void* dynamic_shared() {
+  if (t_shared.empty()) {
+    complain("a kernel read its dynamic shared memory, but its launch gave it none");
+    std::abort();
+  }
+  return t_shared.data();
+}
+
+void syncwarp() { barrier("__syncwarp()"); }
+
+float shfl_xor(float v, int lane_mask) {
+  const unsigned i = linear_thread();
+  *exchange_slot(i) = v;
+  barrier("__shfl_xor_sync()");
+  const unsigned partner = (i & ~31u) | ((i & 31u) ^ (static_cast<unsigned>(lane_mask) & 31u));
+  const float out = *exchange_slot(partner);
+  barrier("__shfl_xor_sync()");
+  return out;
+}
+
+float tf32_round(float x) {
+  if (!std::isfinite(x)) return x;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x1000u) & 0xffffe000u;  // sign-magnitude: adding half rounds ties away
+  std::memcpy(&x, &bits, sizeof bits);
+  return x;
+}
+
+void mma_tf32_m16n8k8(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
+  const unsigned i = linear_thread();
+  float* mine = exchange_slot(i);
+  for (int k = 0; k < 4; ++k) mine[k] = a[k];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  barrier("mma.sync");
+  const unsigned warp = i & ~31u;
+  const unsigned lane = i & 31u;
+  const unsigned g = lane / 4;
+  const unsigned t = lane % 4;
+  // A(r, k) is element (r >= 8) + 2 (k >= 4) of lane 4 (r % 8) + k % 4;
+  // B(k, n) element (k >= 4) of lane 4 n + k % 4.
+  const auto a_at = [&](unsigned r, unsigned k) {
+    return tf32_bits(
+        exchange_slot(warp + 4 * (r % 8) + k % 4)[(r >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)]);
+  };
+  const auto b_at = [&](unsigned k, unsigned n) {
+    return tf32_bits(exchange_slot(warp + 4 * n + k % 4)[4 + (k >= 4 ? 1 : 0)]);
+  };
+  for (unsigned q = 0; q < 4; ++q) {
+    const unsigned r = g + (q >> 1) * 8;
+    const unsigned n = 2 * t + (q & 1);
+    float sum = c[q];
+    for (unsigned k = 0; k < 8; ++k) sum += a_at(r, k) * b_at(k, n);
+    c[q] = sum;
+  }
+  barrier("mma.sync");  // every lane has read the operands
+}
+
+std::string run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()>& thread) {
   if (!t_cached || !t_cached->fits(block)) t_cached = std::make_unique<Block>(block);
+  t_exchange.assign(size_t{block.x} * block.y * block.z * kExchange, 0.0f);
+  t_shared.assign(shared, std::byte{0xff});
   ThreadState& ts = t_state;
   ts.block_dim = block;
   ts.grid_dim = grid;
@@ -151,6 +242,7 @@ std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& thread)
     for (unsigned y = 0; y < grid.y; ++y) {
       for (unsigned x = 0; x < grid.x; ++x) {
         ts.block_idx = {x, y, z};
+        std::fill(t_shared.begin(), t_shared.end(), std::byte{0xff});
         t_block = t_cached.get();
         std::string why = t_cached->run(thread, ts);
         t_block = nullptr;
@@ -163,6 +255,7 @@ std::string run_grid(dim3 grid, dim3 block, const std::function<void()>& thread)
     }
   }
   ts = ThreadState{};
+  t_shared.clear();
   return {};
 }
 

@@ -694,10 +694,17 @@ std::string demangle(const char* mangled) {
   return out;
 }
 
+// Shared memory a block may have: 48 KiB unless the kernel's
+// cudaFuncAttributeMaxDynamicSharedMemorySize raised it, up to the opt-in
+// limit (compute capability 9.0's, as the emulator reports 9.0).
+constexpr size_t kDefaultShared = size_t{48} << 10;
+constexpr size_t kOptinShared = 232448;
+
 struct Kernel {
   std::string name;     // demangled
   std::string mangled;  // the device symbol, as CUPTI names the kernel
   const Twin* twin = nullptr;
+  std::atomic<size_t> max_dynamic_shared{kDefaultShared};
 };
 
 cudaError_t launch(const Kernel* k, dim3 grid, dim3 block, void** args, size_t shared,
@@ -715,9 +722,12 @@ cudaError_t launch(const Kernel* k, dim3 grid, dim3 block, void** args, size_t s
              std::to_string(block.z) + ")");
     return fail(cudaErrorInvalidConfiguration);
   }
-  if (shared != 0) {
-    complain("launch of " + k->name + ": dynamic shared memory is not emulated");
-    return fail(cudaErrorNotSupported);
+  if (shared > k->max_dynamic_shared) {
+    complain("launch of " + k->name + ": " + std::to_string(shared) +
+             " bytes of dynamic shared memory, more than the kernel's limit of " +
+             std::to_string(k->max_dynamic_shared.load()) +
+             " (cudaFuncSetAttribute's cudaFuncAttributeMaxDynamicSharedMemorySize raises it)");
+    return fail(cudaErrorInvalidValue);
   }
   if (k->twin == nullptr) {
     complain("launch of " + k->name +
@@ -736,16 +746,16 @@ cudaError_t launch(const Kernel* k, dim3 grid, dim3 block, void** args, size_t s
   op.name = k->mangled.c_str();  // k lives as long as the process
   op.grid = grid;
   op.block = block;
-  return issue(s, op, "cudaLaunchKernel", [grid, block, body = std::move(body), name] {
+  return issue(s, op, "cudaLaunchKernel", [grid, block, shared, body = std::move(body), name] {
     if (rt().faulted) return;
-    if (const std::string diverged = run_grid(grid, block, body); !diverged.empty()) {
+    if (const std::string diverged = run_grid(grid, block, shared, body); !diverged.empty()) {
       complain("kernel " + name + ": " + diverged);
       rt().faulted = true;
     }
   });
 }
 
-const Kernel* kernel_for(const void* host_stub) {
+Kernel* kernel_for(const void* host_stub) {
   static std::mutex m;
   static std::unordered_map<const void*, std::unique_ptr<Kernel>> kernels;
   std::lock_guard<std::mutex> lock(m);
@@ -940,6 +950,26 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
                              cudaStream_t stream) {
   return emu::launch(emu::kernel_for(func), grid, block, args, shared, stream);
 }
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  emu::Kernel* k = emu::kernel_for(func);
+  if (k == nullptr) return emu::fail(cudaErrorInvalidDeviceFunction);
+  switch (attr) {
+    case cudaFuncAttributeMaxDynamicSharedMemorySize:
+      if (value < 0 || static_cast<size_t>(value) > emu::kOptinShared) {
+        emu::complain("cudaFuncSetAttribute: " + std::to_string(value) +
+                      " bytes of dynamic shared memory for " + k->name +
+                      ", more than the device's opt-in limit of " +
+                      std::to_string(emu::kOptinShared));
+        return emu::fail(cudaErrorInvalidValue);
+      }
+      k->max_dynamic_shared = static_cast<size_t>(value);
+      return cudaSuccess;
+    default:
+      emu::complain("cudaFuncSetAttribute: attribute " + std::to_string(static_cast<int>(attr)) +
+                    " is not emulated");
+      return emu::fail(cudaErrorInvalidValue);
+  }
+}
 
 // Errors.
 cudaError_t cudaGetLastError() {
@@ -1079,7 +1109,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[0] = 0x7fffffff;
   prop->maxGridSize[1] = 65535;
   prop->maxGridSize[2] = 65535;
-  prop->sharedMemPerBlock = 48 << 10;
+  prop->sharedMemPerBlock = emu::kDefaultShared;
+  prop->sharedMemPerBlockOptin = emu::kOptinShared;
   prop->unifiedAddressing = 1;
   prop->concurrentKernels = 1;
   prop->pciBusID = device + 1;
@@ -1104,6 +1135,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock:
       *value = 1024;
+      return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(emu::kOptinShared);
       return cudaSuccess;
     case cudaDevAttrUnifiedAddressing:
     case cudaDevAttrConcurrentKernels:

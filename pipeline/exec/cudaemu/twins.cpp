@@ -16,6 +16,7 @@
 #include <typeinfo>
 #include <utility>
 
+#include "cuda/flash_device.cuh"
 #include "cuda/kernels_device.cuh"
 #include "emu.hpp"
 
@@ -72,6 +73,15 @@ Twin twin_of(void (*kernel)(A...)) {
 
 namespace dev = ::ppb::cuda::device;
 
+// f(std::integral_constant<int, D>) for each head dimension the flash
+// kernels are built for.
+template <class F>
+void for_each_flash_dim(F&& f) {
+  f(std::integral_constant<int, 32>{});
+  f(std::integral_constant<int, 64>{});
+  f(std::integral_constant<int, 128>{});
+}
+
 #define PPB_TWIN(k) register_twin(#k, twin_of(&dev::k))
 #define PPB_TWIN_T(k)                                   \
   register_twin(#k "<float>", twin_of(&dev::k<float>)); \
@@ -96,6 +106,15 @@ const bool kRegistered = [] {
   PPB_TWIN_T(ppb_sgd);
   PPB_TWIN_T(ppb_to_storage);
   PPB_TWIN_T(ppb_to_float);
+  PPB_TWIN(ppb_flash_attention_rowdot);
+  for_each_flash_dim([](auto dd) {
+    constexpr int kD = decltype(dd)::value;
+    const std::string dim = "<" + std::to_string(kD) + ">";
+    register_twin("ppb_flash_attention_fwd" + dim, twin_of(&dev::ppb_flash_attention_fwd<kD>));
+    register_twin("ppb_flash_attention_bwd_kv" + dim,
+                  twin_of(&dev::ppb_flash_attention_bwd_kv<kD>));
+    register_twin("ppb_flash_attention_bwd_q" + dim, twin_of(&dev::ppb_flash_attention_bwd_q<kD>));
+  });
   PPB_TWIN(ppb_plant_mark);
   PPB_TWIN(ppb_plant_spin);
   return true;

@@ -1,7 +1,10 @@
 // The launchers of the `cuda` backend's kernels (kernels.hpp); the kernels
 // themselves are in kernels_device.cuh.
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 
+#include "cuda/flash_device.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/kernels_device.cuh"
 #include "ppb/exec/cuda_device.hpp"
@@ -200,6 +203,81 @@ void attention_softmax_bwd(Dtype dt, const void* probs, void* dp, int seq, int64
     using T = decltype(tag);
     device::ppb_attention_softmax_bwd<T>
         <<<rows_grid(rows), kThreads, 0, s>>>(as<T>(probs), as<T>(dp), seq);
+  });
+  check_launch();
+}
+
+namespace {
+
+// Calls f with the flash kernels' head dimension for d as a constant.
+template <class F>
+void flash_dispatch(int d, F&& f) {
+  PPB_CHECK(d >= 1 && d <= 128, "flash attention: head dimension must be 1 to 128");
+  switch (device::flash_head_dim(d)) {
+    case 32:
+      f(std::integral_constant<int, 32>{});
+      break;
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      break;
+    default:
+      f(std::integral_constant<int, 128>{});
+      break;
+  }
+}
+
+// Raises the kernel's dynamic shared memory limit to `bytes` (once per
+// kernel, a template argument so that kernels of one signature each get
+// theirs: the attribute stays with the kernel) and returns the launch's
+// grid.
+template <auto Kernel>
+dim3 flash_grid(int64_t bytes, int b, int s, int heads) {
+  static const bool raised = [&] {
+    PPB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(Kernel),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+    return true;
+  }();
+  (void)raised;
+  PPB_CHECK(b > 0 && s > 0 && heads > 0 && heads < 65536 && b < 65536,
+            "flash attention: shape out of range");
+  return {static_cast<unsigned>((s + device::kFlashRows - 1) / device::kFlashRows),
+          static_cast<unsigned>(heads), static_cast<unsigned>(b)};
+}
+
+}  // namespace
+
+void flash_attention_fwd(const float* qkv, float* out, float* lse, int b, int s, int heads, int d,
+                         cudaStream_t st) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  flash_dispatch(d, [&](auto dd) {
+    constexpr int kD = decltype(dd)::value;
+    constexpr auto kernel = &device::ppb_flash_attention_fwd<kD>;
+    const int64_t bytes = device::flash_shared_bytes(kD, false);
+    const dim3 grid = flash_grid<kernel>(bytes, b, s, heads);
+    kernel<<<grid, device::kFlashThreads, bytes, st>>>(qkv, out, lse, s, heads, d, scale);
+  });
+  check_launch();
+}
+
+void flash_attention_bwd(const float* qkv, const float* out, const float* lse, const float* dout,
+                         float* dqkv, float* drow, int b, int s, int heads, int d,
+                         cudaStream_t st) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t rows = int64_t{b} * heads * s;
+  device::ppb_flash_attention_rowdot<<<grid_for(rows), kThreads, 0, st>>>(out, dout, drow, rows, s,
+                                                                          heads, d);
+  check_launch();
+  flash_dispatch(d, [&](auto dd) {
+    constexpr int kD = decltype(dd)::value;
+    const int64_t bytes = device::flash_shared_bytes(kD, true);
+    constexpr auto kv = &device::ppb_flash_attention_bwd_kv<kD>;
+    kv<<<flash_grid<kv>(bytes, b, s, heads), device::kFlashThreads, bytes, st>>>(
+        qkv, dout, lse, drow, dqkv, s, heads, d, scale);
+    check_launch();
+    constexpr auto q = &device::ppb_flash_attention_bwd_q<kD>;
+    q<<<flash_grid<q>(bytes, b, s, heads), device::kFlashThreads, bytes, st>>>(
+        qkv, dout, lse, drow, dqkv, s, heads, d, scale);
   });
   check_launch();
 }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace ppb::cuda {
 
@@ -82,6 +83,18 @@ void attention_softmax_fwd(Dtype dt, void* scores, int seq, int64_t rows, cudaSt
 /// In place: dp -> ds = p * (dp - rowsum(p * dp)) on the causal part, 0 above.
 void attention_softmax_bwd(Dtype dt, const void* probs, void* dp, int seq, int64_t rows,
                            cudaStream_t s);
+
+/// The fp32 flash attention (causal, scale 1/sqrt(d), 3xTF32 on the tensor
+/// cores; flash_device.cuh) over the packed qkv rows [b, s, 3h] (head j of
+/// q at column j*d, of k at h + j*d, of v at 2h + j*d):
+/// out[b, s, h] and lse[b, a, s] (the log-sum-exp of each row's scaled
+/// scores), the probabilities never written.
+void flash_attention_fwd(const float* qkv, float* out, float* lse, int b, int s, int heads, int d,
+                         cudaStream_t st);
+/// dqkv[b, s, 3h] (every element written) from qkv, the forward's out and
+/// lse, and dout[b, s, h]; drow is b*a*s floats of workspace.
+void flash_attention_bwd(const float* qkv, const float* out, const float* lse, const float* dout,
+                         float* dqkv, float* drow, int b, int s, int heads, int d, cudaStream_t st);
 
 /// In place logits[t,ld] -> softmax probabilities over the first v columns
 /// of each row, 0 in the padded columns [v, ld); row_loss[r] = -log p[label].
