@@ -170,6 +170,36 @@ TEST(CudaEmuGrid, MmaTf32ComputesTheTileFromThePtxFragmentLayout) {
   }
 }
 
+TEST(CudaEmuGrid, ATf32x3StepIsItsThreeMmasInOrder) {
+  // Operands with bits below tf32 (dropped by each mma alike) and values
+  // far apart in size, so that a different order would round differently.
+  std::vector<float> one(32 * 4), three(32 * 4);
+  const std::string why = run_grid(dim3(1), dim3(32), 0, [&] {
+    const unsigned lane = thread_state().thread_idx.x;
+    float ab[4], as[4], bb[2], bs[2];
+    for (int k = 0; k < 4; ++k) {
+      ab[k] = 1000.0f + static_cast<float>(lane * 7 + k) * 1.37f;
+      as[k] = 1e-3f * static_cast<float>(lane + k) + 1e-9f;
+    }
+    for (int k = 0; k < 2; ++k) {
+      bb[k] = 3.0f - static_cast<float>(lane + k) * 0.311f;
+      bs[k] = 1e-4f * static_cast<float>(lane * 3 + k);
+    }
+    float c1[4] = {0.5f, -0.5f, 1.0f, 2.0f};
+    float c3[4] = {0.5f, -0.5f, 1.0f, 2.0f};
+    mma_tf32_m16n8k8(c1, as, bb);
+    mma_tf32_m16n8k8(c1, ab, bs);
+    mma_tf32_m16n8k8(c1, ab, bb);
+    mma_tf32x3_m16n8k8(c3, ab, as, bb, bs);
+    for (int q = 0; q < 4; ++q) {
+      one[lane * 4 + static_cast<unsigned>(q)] = c1[q];
+      three[lane * 4 + static_cast<unsigned>(q)] = c3[q];
+    }
+  });
+  ASSERT_EQ(why, "");
+  EXPECT_EQ(three, one);
+}
+
 TEST(CudaEmuMemory, RangesMustLieInsideOneAllocationOfTheirSpace) {
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, 1000), cudaSuccess);

@@ -137,8 +137,8 @@ thread_local Block* t_block = nullptr;  // the block running on this OS thread, 
 thread_local std::unique_ptr<Block> t_cached;
 thread_local std::vector<std::byte> t_shared;  // the running block's dynamic shared memory
 // What the threads of the running block hand each other in a warp
-// collective: kExchange floats per thread.
-constexpr size_t kExchange = 6;
+// collective: kExchange floats per thread (a 3xTF32 row of 16 tiles).
+constexpr size_t kExchange = 8 + 4 * 16;
 thread_local std::vector<float> t_exchange;
 
 void barrier(const char* what) {
@@ -201,34 +201,73 @@ float tf32_round(float x) {
   return x;
 }
 
-void mma_tf32_m16n8k8(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
+namespace {
+
+// c += A * B over k in order, for the 16 x 8 x 8 tile of the running
+// thread's warp whose operands its lanes put in their exchange slots, A at
+// slot offset a_at and B at b_at. A(r, k) is element (r >= 8) + 2 (k >= 4)
+// of lane 4 (r % 8) + k % 4; B(k, n) element (k >= 4) of lane 4 n + k % 4.
+void accumulate(float* c, unsigned a_at, unsigned b_at) {
   const unsigned i = linear_thread();
-  float* mine = exchange_slot(i);
-  for (int k = 0; k < 4; ++k) mine[k] = a[k];
-  mine[4] = b[0];
-  mine[5] = b[1];
-  barrier("mma.sync");
   const unsigned warp = i & ~31u;
   const unsigned lane = i & 31u;
   const unsigned g = lane / 4;
   const unsigned t = lane % 4;
-  // A(r, k) is element (r >= 8) + 2 (k >= 4) of lane 4 (r % 8) + k % 4;
-  // B(k, n) element (k >= 4) of lane 4 n + k % 4.
-  const auto a_at = [&](unsigned r, unsigned k) {
+  const auto a = [&](unsigned r, unsigned k) {
     return tf32_bits(
-        exchange_slot(warp + 4 * (r % 8) + k % 4)[(r >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)]);
+        exchange_slot(warp + 4 * (r % 8) + k % 4)[a_at + (r >= 8 ? 1 : 0) + (k >= 4 ? 2 : 0)]);
   };
-  const auto b_at = [&](unsigned k, unsigned n) {
-    return tf32_bits(exchange_slot(warp + 4 * n + k % 4)[4 + (k >= 4 ? 1 : 0)]);
+  const auto b = [&](unsigned k, unsigned n) {
+    return tf32_bits(exchange_slot(warp + 4 * n + k % 4)[b_at + (k >= 4 ? 1 : 0)]);
   };
   for (unsigned q = 0; q < 4; ++q) {
     const unsigned r = g + (q >> 1) * 8;
     const unsigned n = 2 * t + (q & 1);
     float sum = c[q];
-    for (unsigned k = 0; k < 8; ++k) sum += a_at(r, k) * b_at(k, n);
+    for (unsigned k = 0; k < 8; ++k) sum += a(r, k) * b(k, n);
     c[q] = sum;
   }
+}
+
+}  // namespace
+
+void mma_tf32_m16n8k8(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
+  float* mine = exchange_slot(linear_thread());
+  std::copy(a, a + 4, mine);
+  std::copy(b, b + 2, mine + 4);
+  barrier("mma.sync");
+  accumulate(c, 0, 4);
   barrier("mma.sync");  // every lane has read the operands
+}
+
+void mma_tf32x3_m16n8k8(float (&c)[4], const float (&a_big)[4], const float (&a_small)[4],
+                        const float (&b_big)[2], const float (&b_small)[2]) {
+  mma_tf32x3_row_m16n8k8(c, 1, a_big, a_small, b_big, b_small);
+}
+
+void mma_tf32x3_row_m16n8k8(float* c, int tiles, const float (&a_big)[4], const float (&a_small)[4],
+                            const float* b_big, const float* b_small) {
+  if (tiles < 1 || static_cast<size_t>(8 + 4 * tiles) > kExchange) {
+    complain("mma_tf32x3_row_m16n8k8: " + std::to_string(tiles) + " tiles, at most " +
+             std::to_string((kExchange - 8) / 4));
+    std::abort();
+  }
+  // Slots: A big, A small, then per tile B big and B small.
+  float* mine = exchange_slot(linear_thread());
+  std::copy(a_big, a_big + 4, mine);
+  std::copy(a_small, a_small + 4, mine + 4);
+  for (int n = 0; n < tiles; ++n) {
+    std::copy(b_big + 2 * n, b_big + 2 * n + 2, mine + 8 + 4 * n);
+    std::copy(b_small + 2 * n, b_small + 2 * n + 2, mine + 10 + 4 * n);
+  }
+  barrier("mma.sync");
+  for (int n = 0; n < tiles; ++n) {
+    const auto b = static_cast<unsigned>(8 + 4 * n);
+    accumulate(c + 4 * n, 4, b);      // small x big
+    accumulate(c + 4 * n, 0, b + 2);  // big x small
+    accumulate(c + 4 * n, 0, b);      // big x big
+  }
+  barrier("mma.sync");
 }
 
 std::string run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()>& thread) {

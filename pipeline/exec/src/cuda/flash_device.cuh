@@ -108,15 +108,6 @@ __device__ inline SplitA split_a(float a0, float a1, float a2, float a3) {
   return r;
 }
 
-/// c += a * b, fp32-accurate (3xTF32), the small products first.
-__device__ inline void mma3(float (&c)[4], const SplitA& a, float b0, float b1) {
-  const float big[2] = {tf32_round(b0), tf32_round(b1)};
-  const float small[2] = {tf32_round(b0 - big[0]), tf32_round(b1 - big[1])};
-  mma_tf32(c, a.small, big);
-  mma_tf32(c, a.big, small);
-  mma_tf32(c, a.big, big);
-}
-
 /// The A operand for rows [r0, r0 + 16) and columns [k0, k0 + 8) of a
 /// row-major shared tile of row stride `ld`.
 __device__ inline SplitA load_a(const float* tile, int ld, int r0, int k0, int g, int t) {
@@ -124,24 +115,54 @@ __device__ inline SplitA load_a(const float* tile, int ld, int r0, int k0, int g
   return split_a(p[0], p[8 * ld], p[4], p[8 * ld + 4]);
 }
 
-/// c[n] += A(16 rows of `a`, from column 0, kk columns) * B, for N / 8
-/// column tiles n of 8, where B(k, j) = b[j * ld_b + k] (bt: the B operand
-/// is the transpose of a row-major tile: scores against keys) or
-/// b[k * ld_b + j] (!bt: the tile itself: values, keys as the query
-/// gradient reads them).
+/// The B operand's two elements for tile column j and k-step k0: B(k, j) =
+/// b[j * ld_b + k] (bt: the transpose of a row-major tile: scores against
+/// keys) or b[k * ld_b + j] (!bt: the tile itself: values, keys as the
+/// query gradient reads them).
+template <bool BT>
+__device__ inline void load_b(const float* b, int ld_b, int k0, int j, int t, float& b0,
+                              float& b1) {
+  b0 = BT ? b[j * ld_b + k0 + t] : b[(k0 + t) * ld_b + j];
+  b1 = BT ? b[j * ld_b + k0 + t + 4] : b[(k0 + t + 4) * ld_b + j];
+}
+
+/// c[n] += A(16 rows of `a` from a_row0, KK columns) * B for the N / 8
+/// column tiles n of 8 (load_b's B), fp32-accurate (3xTF32): per k-step,
+/// c[n] += a_small * b_big + a_big * b_small + a_big * b_big, the small
+/// products first so that they are not lost against the big one.
 template <int N, int KK, bool BT>
 __device__ inline void warp_gemm(float (&c)[N / 8][4], const float* a, int ld_a, int a_row0,
                                  const float* b, int ld_b, int g, int t) {
   for (int k0 = 0; k0 < KK; k0 += 8) {
     const SplitA sa = load_a(a, ld_a, a_row0, k0, g, t);
+#if defined(PPB_CUDAEMU_TWINS)
+    // The emulator takes the k-step's tiles in one exchange of its warp:
+    // the same products in the same order as the mma_tf32 calls below.
+    float big[N / 8][2];
+    float small[N / 8][2];
     for (int n = 0; n < N / 8; ++n) {
-      const int j = n * 8 + g;
-      if (BT) {
-        mma3(c[n], sa, b[j * ld_b + k0 + t], b[j * ld_b + k0 + t + 4]);
-      } else {
-        mma3(c[n], sa, b[(k0 + t) * ld_b + j], b[(k0 + t + 4) * ld_b + j]);
-      }
+      float b0 = 0.0f;
+      float b1 = 0.0f;
+      load_b<BT>(b, ld_b, k0, n * 8 + g, t, b0, b1);
+      big[n][0] = tf32_round(b0);
+      big[n][1] = tf32_round(b1);
+      small[n][0] = tf32_round(b0 - big[n][0]);
+      small[n][1] = tf32_round(b1 - big[n][1]);
     }
+    ::ppb::cudaemu::mma_tf32x3_row_m16n8k8(&c[0][0], N / 8, sa.big, sa.small, &big[0][0],
+                                           &small[0][0]);
+#else
+    for (int n = 0; n < N / 8; ++n) {
+      float b0 = 0.0f;
+      float b1 = 0.0f;
+      load_b<BT>(b, ld_b, k0, n * 8 + g, t, b0, b1);
+      const float big[2] = {tf32_round(b0), tf32_round(b1)};
+      const float small[2] = {tf32_round(b0 - big[0]), tf32_round(b1 - big[1])};
+      mma_tf32(c[n], sa.small, big);
+      mma_tf32(c[n], sa.big, small);
+      mma_tf32(c[n], sa.big, big);
+    }
+#endif
   }
 }
 
@@ -193,7 +214,9 @@ __global__ void ppb_flash_attention_fwd(const float* qkv, float* out, float* lse
   const int g = lane / 4;
   const int t = lane % 4;
   float* stage = kv_s + kFlashRows * kLd + warp * kFlashStageFloats;
-  const int qb = static_cast<int>(blockIdx.x);
+  // The last query block, which has the most key blocks, first: the long
+  // blocks start in the first wave rather than trail the last.
+  const int qb = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   const int head = static_cast<int>(blockIdx.y);
   const int sample = static_cast<int>(blockIdx.z);
   const int h = heads * d;
@@ -312,7 +335,7 @@ __global__ void ppb_flash_attention_bwd_kv(const float* qkv, const float* dout, 
   const int g = lane / 4;
   const int t = lane % 4;
   float* stage = dr_s + kFlashRows + warp * kFlashStageFloats;
-  const int kb = static_cast<int>(blockIdx.x);
+  const int kb = static_cast<int>(blockIdx.x);  // the first key block, the longest, first
   const int head = static_cast<int>(blockIdx.y);
   const int sample = static_cast<int>(blockIdx.z);
   const int h = heads * d;
@@ -388,7 +411,7 @@ __global__ void ppb_flash_attention_bwd_q(const float* qkv, const float* dout, c
   const int g = lane / 4;
   const int t = lane % 4;
   float* stage = dr_s + kFlashRows + warp * kFlashStageFloats;
-  const int qb = static_cast<int>(blockIdx.x);
+  const int qb = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // the longest first
   const int head = static_cast<int>(blockIdx.y);
   const int sample = static_cast<int>(blockIdx.z);
   const int h = heads * d;
