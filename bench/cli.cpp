@@ -71,9 +71,10 @@ void add_vocab_divisor_flag(CLI::App& cmd, int& divisor) {
 
 void add_attention_flag(CLI::App& cmd, std::string& request) {
   cmd.add_option("--attention", request,
-                 "Attention: auto (cuDNN's fused flash attention where it runs: bf16 on a GPU, "
-                 "its softmax statistics kept; else naive), fused, or naive (the probabilities "
-                 "kept); a run's result says which ran and why")
+                 "Attention: auto (a fused flash attention where it runs: on a GPU, cuDNN's "
+                 "for bf16, pipebench's own 3xTF32 kernels for fp32, the softmax statistics "
+                 "kept; else naive), fused, or naive (the probabilities kept); a run's result "
+                 "says which ran and why")
       ->capture_default_str();
 }
 

@@ -339,7 +339,7 @@ STEPS = (
                ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
                             " difference is a GPU's"),
                ("no_cuda", "no usable GPU: {why_cuda}"))),
-    # The sweeps run fp32; bf16 (the fused attention's dtype) passes --check
+    # The sweeps run fp32 (the flash kernels); bf16 (cuDNN's attention) passes --check
     # on every schedule x partition too (2 ranks: the gpu test run_cuda_check_bf16).
     Step("check bf16 P=4", "results",
          runs=(Run("check-bf16-P4", mpirun("4") + (

@@ -251,13 +251,14 @@ bool has_pass(const ppb::ModelSpec& spec, ppb::UnitKind kind, Pass pass) {
 }
 
 void register_rows(const ppb::ModelSpec& model) {
-  const std::string cudnn_missing = ppb::cuda::cudnn_unavailable_reason();
   for (const Dtype dt : {Dtype::kFp32, Dtype::kBf16}) {
     ppb::ModelSpec spec = model;
     spec.bytes_per_element = static_cast<int>(ppb::cuda::dtype_bytes(dt));
     const ppb::AttentionChoice attention = ppb::choose_attention(
         ppb::AttentionRequest::kAuto,
-        ppb::fused_attention_obstacle("cuda", spec.bytes_per_element, spec, cudnn_missing));
+        ppb::fused_attention_obstacle("cuda", spec.bytes_per_element, spec,
+                                      ppb::cuda::fused_attention_unavailable_reason(
+                                          spec.bytes_per_element, spec.hidden / spec.heads)));
     benchmark::AddCustomContext(
         dt == Dtype::kFp32 ? "attention_fp32" : "attention_bf16",
         attention.attention == ppb::Attention::kFused ? "fused" : "naive: " + attention.reason);

@@ -358,12 +358,14 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   plan.model.vocab_divisor = o.vocab_divisor;
   plan.model.bytes_per_element = dtype_bytes(o.dtype, backend);
   // The attention's form changes what its unit keeps: chosen before the
-  // units are expanded. cuDNN is probed only for the cuda backend.
+  // units are expanded. The device is probed only for the cuda backend.
   const AttentionRequest attention = parse_attention_request(o.attention);
-  const bool probe = backend.name == "cuda";
-  plan.attention = choose_attention(
-      attention, fused_attention_obstacle(backend.name, plan.model.bytes_per_element, plan.model,
-                                          probe ? cuda::cudnn_unavailable_reason() : ""));
+  const int e = plan.model.bytes_per_element;
+  const std::string missing = backend.name == "cuda" ? cuda::fused_attention_unavailable_reason(
+                                                           e, plan.model.hidden / plan.model.heads)
+                                                     : "";
+  plan.attention =
+      choose_attention(attention, fused_attention_obstacle(backend.name, e, plan.model, missing));
   plan.units =
       expand_units(plan.model, kernels_for(backend.name, o.device), plan.attention.attention);
 

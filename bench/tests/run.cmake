@@ -444,8 +444,9 @@ ppb_run_failure(run_fail_attention_unknown 2 "pipebench\\[r0\\]: --attention: ex
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --attention flash --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_attention_fused_cpu 2 "--attention fused: the cpu backend has no fused attention \\(cuda only\\)"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --attention fused --out ${PPB_RUN_OUT}/fail)
-ppb_run_failure(run_fail_attention_fused_fp32 2 "--attention fused: fp32: cuDNN has no fused flash attention for fp32"
-  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --attention fused --out ${PPB_RUN_OUT}/fail)
+ppb_run_failure(run_fail_attention_fused_head_dim 2 "--attention fused: head dimension 256: the fp32 flash attention takes at most 128"
+  ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --attention fused
+  --model gpt:layers=2,hidden=512,heads=2,seq=16,vocab=64,mbs=1 --out ${PPB_RUN_OUT}/fail)
 ppb_run_failure(run_fail_dtype_unknown 2 "--dtype: expected fp32 or bf16, got 'fp16'"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend cuda --dtype fp16 --out ${PPB_RUN_OUT}/fail)
 

@@ -679,14 +679,22 @@ TEST(RunOptions, AttentionIsChosenBeforeTheUnitsWithItsReason) {
   }
   EXPECT_EQ(kept(plan.units),
             kept(expand_units(plan.model, Kernels::kCuda, plan.attention.attention)));
+  // fp32 runs the flash kernels where the device does (not here: no GPU,
+  // or the emulator's fused is there), and takes no head dimension over 128.
   o.dtype = "fp32";
+  o.attention = "auto";
+  plan = validate_run_options(o, 2);
+  const std::string missing = cuda::fused_attention_unavailable_reason(4, 32);
+  EXPECT_EQ(plan.attention.attention, missing.empty() ? Attention::kFused : Attention::kNaive);
+  EXPECT_EQ(plan.attention.reason, missing);
+  o.model = "gpt:layers=2,hidden=512,heads=2,seq=16,vocab=64,mbs=1";
   o.attention = "fused";
   try {
     (void)validate_run_options(o, 2);
-    FAIL() << "fused attention in fp32";
+    FAIL() << "fused attention for head dimension 256";
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "--attention fused: fp32: cuDNN has no fused flash attention for fp32");
+              "--attention fused: head dimension 256: the fp32 flash attention takes at most 128");
   }
 }
 

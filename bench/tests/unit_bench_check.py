@@ -7,9 +7,8 @@ the unit has (F for every kind, I for every kind but the embedding, W for
 every kind but attention); each with at least one iteration, a positive
 event time, positive flops and bytes per call, and FLOPs/s and bytes/s equal
 to those over the row's mean time; the context naming what ran as `run`
-does by default: the vocabulary padded to a multiple of 128, fp32's
-attention naive (cuDNN has no fused fp32 one) and bf16's fused or naive with
-the reason. Exit 0 when all hold, else 1 with a line per failure."""
+does by default: the vocabulary padded to a multiple of 128, each dtype's
+attention fused or naive with the reason. Exit 0 when all hold, else 1 with a line per failure."""
 import json
 import subprocess
 import sys
@@ -54,11 +53,10 @@ def check(doc):
     padded = str(ctx.get("padded_vocab", ""))
     if not padded.isdigit() or int(padded) % 128:
         bad.append(f"context: padded_vocab {padded!r}, want a multiple of 128")
-    if not str(ctx.get("attention_fp32", "")).startswith("naive: fp32"):
-        bad.append(f"context: attention_fp32 {ctx.get('attention_fp32')!r}, want naive: fp32 ...")
-    bf16 = str(ctx.get("attention_bf16", ""))
-    if bf16 != "fused" and not (bf16.startswith("naive: ") and len(bf16) > 7):
-        bad.append(f"context: attention_bf16 {bf16!r}, want fused or naive: <why>")
+    for dtype in ("fp32", "bf16"):
+        form = str(ctx.get(f"attention_{dtype}", ""))
+        if form != "fused" and not (form.startswith("naive: ") and len(form) > 7):
+            bad.append(f"context: attention_{dtype} {form!r}, want fused or naive: <why>")
     want = expected_rows()
     bad += [f"{n}: missing" for n in sorted(want - seen.keys())]
     bad += [f"{n}: not a unit kind x pass row" for n in sorted(seen.keys() - want)]

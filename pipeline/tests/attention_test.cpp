@@ -41,26 +41,32 @@ TEST(AttentionFlag, ParsesItsThreeValuesAndNamesTheFlagOtherwise) {
             "--attention: expected auto, fused or naive, got ''");
 }
 
-TEST(AttentionRule, HeadDimensionsAreMultiplesOfEightUpTo128) {
-  for (int d : {8, 16, 64, 96, 128}) EXPECT_TRUE(fused_attention_head_dim(d)) << d;
-  for (int d : {0, 4, 12, 60, 136, 256}) EXPECT_FALSE(fused_attention_head_dim(d)) << d;
+TEST(AttentionRule, HeadDimensionsCudnnTakesForBf16AndTheFlashKernelsForFp32) {
+  for (int d : {8, 16, 64, 96, 128}) EXPECT_TRUE(fused_attention_head_dim(2, d)) << d;
+  for (int d : {0, 4, 12, 60, 136, 256}) EXPECT_FALSE(fused_attention_head_dim(2, d)) << d;
+  for (int d : {1, 4, 12, 60, 64, 80, 128}) EXPECT_TRUE(fused_attention_head_dim(4, d)) << d;
+  for (int d : {0, 129, 136, 256}) EXPECT_FALSE(fused_attention_head_dim(4, d)) << d;
 }
 
-TEST(AttentionRule, TheFirstObstacleInOrderBackendDtypeHeadDimCudnn) {
+TEST(AttentionRule, TheFirstObstacleInOrderBackendHeadDimDevice) {
   const ModelSpec small = spec_of("gpt-small");  // d = 768 / 12 = 64
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, small, ""), "");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 4, small, ""), "");  // the fp32 flash kernels
   EXPECT_EQ(fused_attention_obstacle("cpu", 2, small, "x"),
             "the cpu backend has no fused attention (cuda only)");
-  EXPECT_EQ(fused_attention_obstacle("cuda", 4, small, "x"),
-            "fp32: cuDNN has no fused flash attention for fp32");
+  EXPECT_EQ(fused_attention_obstacle("cpu", 4, small, "x"),
+            "the cpu backend has no fused attention (cuda only)");
   const ModelSpec odd = spec_of("gpt:layers=1,hidden=96,heads=2,seq=16,vocab=64,mbs=1");  // d 48
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, odd, ""), "");
   const ModelSpec wide = spec_of("gpt:layers=1,hidden=512,heads=2,seq=16,vocab=64,mbs=1");
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, wide, "x"),
             "head dimension 256: cuDNN's flash attention takes a multiple of 8 up to 128");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 4, wide, "x"),
+            "head dimension 256: the fp32 flash attention takes at most 128");
   const ModelSpec twelve = spec_of("gpt:layers=1,hidden=24,heads=2,seq=16,vocab=64,mbs=1");
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, twelve, ""),
             "head dimension 12: cuDNN's flash attention takes a multiple of 8 up to 128");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 4, twelve, ""), "");
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, small, "the CUDA emulator has no cuDNN"),
             "the CUDA emulator has no cuDNN");
 }
@@ -81,23 +87,27 @@ TEST(AttentionRule, AutoFallsBackWithTheReasonFusedIsRefusedNaiveAlwaysRuns) {
   EXPECT_EQ(c.attention, Attention::kNaive);
   EXPECT_EQ(c.reason, "the CUDA emulator has no cuDNN");  // as auto's: a re-run records the same
   EXPECT_EQ(usage_error([] {
-              (void)choose_attention(AttentionRequest::kFused,
-                                     "fp32: cuDNN has no fused flash attention for fp32");
+              (void)choose_attention(AttentionRequest::kFused, "the CUDA emulator has no cuDNN");
             }),
-            "--attention fused: fp32: cuDNN has no fused flash attention for fp32");
+            "--attention fused: the CUDA emulator has no cuDNN");
   EXPECT_STREQ(attention_name(Attention::kNaive), "naive");
   EXPECT_STREQ(attention_name(Attention::kFused), "fused");
 }
 
-// The probe never crashes and answers in at most one line: without a usable
-// GPU (CI) it always says why cuDNN cannot run (no device, no CUDA build, no
-// cuDNN in this build); with one, "" where libcudnn loads, else why not.
-TEST(AttentionProbe, SaysWhyCudnnCannotRunInOneLine) {
+// The probes never crash and answer in at most one line: without a usable
+// GPU (CI) they always say why the fused kernels cannot run (no device, no
+// CUDA build, no cuDNN in this build); with one, "" where they run (bf16:
+// libcudnn loads; fp32: compute capability 8.0 or later with the shared
+// memory the flash kernels take), else why not.
+TEST(AttentionProbe, SaysWhyTheFusedKernelsCannotRunInOneLine) {
   const std::string why = cuda::cudnn_unavailable_reason();
   if (!cuda::unusable_reason().empty()) {
     EXPECT_FALSE(why.empty());
+    EXPECT_EQ(cuda::fused_attention_unavailable_reason(4, 64), cuda::unusable_reason());
   }
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  EXPECT_EQ(cuda::fused_attention_unavailable_reason(2, 64), why);
+  EXPECT_EQ(cuda::fused_attention_unavailable_reason(4, 64).find('\n'), std::string::npos);
 }
 
 }  // namespace

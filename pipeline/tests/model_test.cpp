@@ -297,11 +297,11 @@ TEST(Units, PaddedHeadAndEmbeddingCountThePaddedVocab) {
   }
 }
 
-// The fused attention (cuDNN's, cuda kernels) keeps qkv, its output and
-// the fp32 softmax statistics instead of the probabilities: exactly
-// 4*T*h*e + 4*b*a*s bytes; its backward scratch is the estimate of cuDNN's
-// workspace; nothing else changes, and the chunks' activation bytes the
-// memory model sums drop by the scores.
+// The fused attention (cuda kernels) keeps qkv, its output and the fp32
+// softmax statistics instead of the probabilities: exactly 4*T*h*e +
+// 4*b*a*s bytes; its backward scratch is the estimate of cuDNN's workspace
+// (bf16) or the flash kernels' row terms (fp32); nothing else changes, and the chunks' activation
+// bytes the memory model sums drop by the scores.
 TEST(Units, FusedAttentionKeepsStatisticsNotProbabilities) {
   ModelSpec spec = parse_model_spec("gpt-small");  // T = 4096, h 768, a 12, s 1024, b 4
   spec.bytes_per_element = 2;
@@ -338,6 +338,15 @@ TEST(Units, FusedAttentionKeepsStatisticsNotProbabilities) {
                 model_costs(fused, times, whole, 1, 1, link).chunks[0].activation_bytes,
             drop);
   EXPECT_DEATH((void)expand_units(spec, Kernels::kCpu, Attention::kFused), "cuda kernel");
+
+  // fp32 (the flash kernels): the same kept bytes at 4 bytes an element;
+  // the backward's scratch only the row terms, one float per row and head.
+  spec.bytes_per_element = 4;
+  for (const Unit& u : expand_units(spec, Kernels::kCuda, Attention::kFused)) {
+    if (u.kind != UnitKind::kAttention) continue;
+    EXPECT_EQ(u.activation_bytes, 4 * t * h * 4 + 4 * bas);
+    EXPECT_EQ(u.backward_scratch_bytes, 4 * bas);
+  }
 }
 
 TEST(Units, GptSmallForwardFlopsMatchTheStandardEstimate) {

@@ -215,15 +215,28 @@ TEST(Plan, PricesTheAttentionARunWouldPick) {
   EXPECT_EQ(n.peak_memory_bytes.front(), single_stage_peak(o, n, Attention::kNaive));
   EXPECT_LT(f.peak_memory_bytes.front(), n.peak_memory_bytes.front());
 
+  // fp32 on a GPU: the flash kernels, with the same saving.
   o.attention = AttentionRequest::kAuto;
   o.model.bytes_per_element = 4;
   o.memory.element_bytes = 4;
   const Plan fp32 = make_plan(o);
-  EXPECT_EQ(fp32.attention.attention, Attention::kNaive);
-  EXPECT_EQ(fp32.attention.reason, "fp32: cuDNN has no fused flash attention for fp32");
+  EXPECT_EQ(fp32.attention.attention, Attention::kFused);
+  EXPECT_EQ(fp32.attention.reason, "");
+  o.attention = AttentionRequest::kNaive;
+  const Plan fp32_naive = make_plan(o);
+  ASSERT_FALSE(fp32.ranked.empty());
+  ASSERT_FALSE(fp32_naive.ranked.empty());
+  EXPECT_LT(fp32.ranked.front().peak_memory_bytes.front(),
+            fp32_naive.ranked.front().peak_memory_bytes.front());
+  // A head dimension no fused kernel takes: naive, and fused refused.
+  o.attention = AttentionRequest::kAuto;
+  o.model = parse_model_spec("gpt:layers=2,hidden=512,heads=2,seq=64,vocab=512,mbs=2");
+  o.model.bytes_per_element = 4;
+  EXPECT_EQ(make_plan(o).attention.reason,
+            "head dimension 256: the fp32 flash attention takes at most 128");
   o.attention = AttentionRequest::kFused;
   EXPECT_EQ(error_of([&] { (void)make_plan(o); }),
-            "--attention fused: fp32: cuDNN has no fused flash attention for fp32");
+            "--attention fused: head dimension 256: the fp32 flash attention takes at most 128");
 
   PlanOptions cpu = small_plan();
   cpu.model.bytes_per_element = 2;

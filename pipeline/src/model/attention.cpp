@@ -13,22 +13,23 @@ AttentionRequest parse_attention_request(std::string_view text) {
   throw UsageError("--attention: expected auto, fused or naive, got '" + std::string(text) + "'");
 }
 
-bool fused_attention_head_dim(int head_dim) {
-  return head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128;
+bool fused_attention_head_dim(int bytes_per_element, int head_dim) {
+  if (bytes_per_element == 2) return head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128;
+  return head_dim > 0 && head_dim <= 128;
 }
 
 std::string fused_attention_obstacle(std::string_view backend, int bytes_per_element,
-                                     const ModelSpec& spec, std::string_view cudnn_missing) {
+                                     const ModelSpec& spec, std::string_view device_missing) {
   if (backend != "cuda") {
     return "the " + std::string(backend) + " backend has no fused attention (cuda only)";
   }
-  if (bytes_per_element != 2) return "fp32: cuDNN has no fused flash attention for fp32";
   const int d = spec.hidden / spec.heads;
-  if (!fused_attention_head_dim(d)) {
+  if (!fused_attention_head_dim(bytes_per_element, d)) {
     return "head dimension " + std::to_string(d) +
-           ": cuDNN's flash attention takes a multiple of 8 up to 128";
+           (bytes_per_element == 2 ? ": cuDNN's flash attention takes a multiple of 8 up to 128"
+                                   : ": the fp32 flash attention takes at most 128");
   }
-  if (!cudnn_missing.empty()) return std::string(cudnn_missing);
+  if (!device_missing.empty()) return std::string(device_missing);
   return "";
 }
 

@@ -307,8 +307,9 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention
       }
       if (u.kind == UnitKind::kFc1Gelu) u.weight_scratch_bytes = tiles * f * 4;
       if (u.kind == UnitKind::kAttention) {
-        u.backward_scratch_bytes =
-            attention == Attention::kFused ? 4 * t * h + 4 * b * a * s : a * s * s * e;
+        // Fused: cuDNN's workspace (bf16), the flash kernels' row terms (fp32).
+        const int64_t fused = (e == 2 ? 4 * t * h : 0) + 4 * b * a * s;
+        u.backward_scratch_bytes = attention == Attention::kFused ? fused : a * s * s * e;
       }
       if (u.kind == UnitKind::kHead) {
         u.forward_scratch_bytes = 12 * t;

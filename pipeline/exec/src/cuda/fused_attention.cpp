@@ -10,16 +10,16 @@
 #include <string_view>
 
 #include "cuda/graph_cache.hpp"
+#include "cuda/kernels.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
 
 #if PPB_HAVE_CUDNN
 #include <cudnn_frontend.h>
 
 #include <unordered_map>
 #include <vector>
-
-#include "ppb/profiling/log.hpp"
 
 // The frontend's handle to the libcudnn it loaded (dynamic loading: the
 // frontend resolves every cuDNN call through it).
@@ -37,24 +37,19 @@ std::string cudnn_unavailable_reason() {
          "configure time)";
 }
 
-struct FusedAttention::Graphs {};
+struct FusedAttention::Graphs {
+  int64_t forward_workspace = 0;
+  int64_t backward_workspace = 0;
+  void forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/, void* /*workspace*/) const {}
+  void backward(const void* /*qkv*/, const void* /*out*/, const float* /*stats*/,
+                const void* /*dout*/, void* /*dqkv*/, void* /*workspace*/) const {}
+};
 
-FusedAttention::FusedAttention(const ModelSpec& /*spec*/, cudaStream_t /*stream*/,
-                               int64_t /*modelled_workspace*/) {
-  PPB_CHECK(false, "fused attention in a build without cuDNN");
+std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(
+    const ModelSpec& /*spec*/, cudaStream_t /*stream*/, int64_t /*modelled_workspace*/) {
+  PPB_CHECK(false, "bf16 fused attention in a build without cuDNN");
+  return nullptr;
 }
-
-FusedAttention::~FusedAttention() = default;
-
-int64_t FusedAttention::forward_workspace() const { return 0; }
-
-int64_t FusedAttention::backward_workspace() const { return 0; }
-
-void FusedAttention::forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/,
-                             void* /*workspace*/) const {}
-
-void FusedAttention::backward(const void* /*qkv*/, const void* /*out*/, const float* /*stats*/,
-                              const void* /*dout*/, void* /*dqkv*/, void* /*workspace*/) const {}
 
 #else
 
@@ -101,10 +96,20 @@ struct FusedAttention::Graphs {
   cudnnHandle_t handle = nullptr;
   cudaStream_t stream = nullptr;  // the handle's
   int64_t hidden = 0;             // h: the qkv rows are 3h wide
-  fe::graph::Graph forward;
-  fe::graph::Graph backward;
+  fe::graph::Graph forward_graph;
+  fe::graph::Graph backward_graph;
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
+
+  Graphs() = default;
+  Graphs(const Graphs&) = delete;
+  Graphs& operator=(const Graphs&) = delete;
+  ~Graphs() {
+    if (handle != nullptr) (void)fe::detail::destroy_handle(handle);
+  }
+  void forward(const void* qkv, void* out, float* stats, void* workspace) const;
+  void backward(const void* qkv, const void* out, const float* stats, const void* dout, void* dqkv,
+                void* workspace) const;
 };
 
 namespace {
@@ -124,17 +129,18 @@ void executed(cudaStream_t stream, fe::error_object e, const char* what) {
 
 }  // namespace
 
-FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
-                               int64_t modelled_workspace)
-    : graphs_(std::make_unique<Graphs>()) {
+std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const ModelSpec& spec,
+                                                                     cudaStream_t stream,
+                                                                     int64_t modelled_workspace) {
   PPB_CHECK(cudnn_unavailable_reason().empty(), "fused attention without a usable cuDNN");
+  auto graphs = std::make_unique<Graphs>();
   const int64_t b = spec.micro_batch_size;
   const int64_t a = spec.heads;
   const int64_t s = spec.seq;
   const int64_t h = spec.hidden;
   const int64_t d = h / a;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  Graphs& g = *graphs_;
+  Graphs& g = *graphs;
   g.stream = stream;
   g.hidden = h;
   PPB_CHECK(fe::detail::create_handle(&g.handle) == CUDNN_STATUS_SUCCESS, "cudnnCreate failed");
@@ -161,14 +167,14 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
                             .set_stride(stats_stride)
                             .set_data_type(fe::DataType_t::FLOAT));
   };
-  for (fe::graph::Graph* graph : {&g.forward, &g.backward}) {
+  for (fe::graph::Graph* graph : {&g.forward_graph, &g.backward_graph}) {
     graph->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
   }
 
   {
-    fe::graph::Graph& f = g.forward;
+    fe::graph::Graph& f = g.forward_graph;
     auto q = input(f, "q", kQ, qkv_stride);
     auto k = input(f, "k", kK, qkv_stride);
     auto v = input(f, "v", kV, qkv_stride);
@@ -188,7 +194,7 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
     check(f.get_workspace_size(g.forward_workspace), "the forward's workspace");
   }
   {
-    fe::graph::Graph& bw = g.backward;
+    fe::graph::Graph& bw = g.backward_graph;
     auto q = input(bw, "q", kQ, qkv_stride);
     auto k = input(bw, "k", kK, qkv_stride);
     auto v = input(bw, "v", kV, qkv_stride);
@@ -213,10 +219,7 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
         "counts %lld",
         static_cast<long long>(most), static_cast<long long>(modelled_workspace));
   }
-}
-
-FusedAttention::~FusedAttention() {
-  if (graphs_ && graphs_->handle != nullptr) (void)fe::detail::destroy_handle(graphs_->handle);
+  return graphs;
 }
 
 namespace {
@@ -228,29 +231,97 @@ void* at(const void* p, int64_t columns) {
 
 }  // namespace
 
-int64_t FusedAttention::forward_workspace() const { return graphs_->forward_workspace; }
-
-int64_t FusedAttention::backward_workspace() const { return graphs_->backward_workspace; }
-
-void FusedAttention::forward(const void* qkv, void* out, float* stats, void* workspace) const {
-  const Graphs& g = *graphs_;
-  const int64_t h = g.hidden;
+void FusedAttention::Graphs::forward(const void* qkv, void* out, float* stats,
+                                     void* workspace) const {
+  const int64_t h = hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)}, {kK, at(qkv, h)}, {kV, at(qkv, 2 * h)}, {kO, out}, {kStats, stats}};
-  executed(g.stream, g.forward.execute(g.handle, pack, workspace), "forward");
+  executed(stream, forward_graph.execute(handle, pack, workspace), "forward");
 }
 
-void FusedAttention::backward(const void* qkv, const void* out, const float* stats,
-                              const void* dout, void* dqkv, void* workspace) const {
-  const Graphs& g = *graphs_;
-  const int64_t h = g.hidden;
+void FusedAttention::Graphs::backward(const void* qkv, const void* out, const float* stats,
+                                      const void* dout, void* dqkv, void* workspace) const {
+  const int64_t h = hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)},   {kK, at(qkv, h)},       {kV, at(qkv, 2 * h)},
       {kO, at(out, 0)},   {kStats, at(stats, 0)}, {kDO, at(dout, 0)},
       {kDQ, at(dqkv, 0)}, {kDK, at(dqkv, h)},     {kDV, at(dqkv, 2 * h)}};
-  executed(g.stream, g.backward.execute(g.handle, pack, workspace), "backward");
+  executed(stream, backward_graph.execute(handle, pack, workspace), "backward");
 }
 
 #endif
+
+std::string fused_attention_unavailable_reason(int bytes_per_element, int head_dim) {
+  if (bytes_per_element == 2) return cudnn_unavailable_reason();
+  if (std::string why = unusable_reason(); !why.empty()) return why;
+  cudaDeviceProp prop{};
+  if (const cudaError_t rc = cudaGetDeviceProperties(&prop, 0); rc != cudaSuccess) {
+    return std::string("cannot read the device's properties (") + cudaGetErrorString(rc) + ")";
+  }
+  if (prop.major < 8) {
+    return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+           ": the fp32 flash attention's tensor-core mma needs 8.0 or later";
+  }
+  if (head_dim < 1 || head_dim > 128) return "";  // the attention rule's to refuse
+  const int64_t need = flash_attention_shared_bytes(head_dim);
+  if (static_cast<int64_t>(prop.sharedMemPerBlockOptin) < need) {
+    return "the fp32 flash attention takes " + std::to_string(need / 1024) +
+           " KiB of shared memory per block for head dimension " + std::to_string(head_dim) +
+           ", this device allows " + std::to_string(prop.sharedMemPerBlockOptin / 1024);
+  }
+  return "";
+}
+
+FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
+                               int64_t modelled_workspace)
+    : b_(spec.micro_batch_size),
+      s_(spec.seq),
+      heads_(spec.heads),
+      d_(spec.hidden / spec.heads),
+      stream_(stream) {
+  if (spec.bytes_per_element == 2) {
+    graphs_ = build_graphs(spec, stream, modelled_workspace);
+    return;
+  }
+  PPB_CHECK(spec.bytes_per_element == 4, "fused attention: storage must be fp32 or bf16");
+  flash_attention_prepare(d_);
+  if (backward_workspace() > modelled_workspace) {
+    log::warn(
+        "fused attention: the flash kernels take %lld bytes of workspace, the memory model "
+        "counts %lld",
+        static_cast<long long>(backward_workspace()), static_cast<long long>(modelled_workspace));
+  }
+}
+
+FusedAttention::~FusedAttention() = default;
+
+int64_t FusedAttention::forward_workspace() const {
+  return graphs_ ? graphs_->forward_workspace : 0;
+}
+
+int64_t FusedAttention::backward_workspace() const {
+  // fp32: the softmax backward's row terms, one float per row and head.
+  return graphs_ ? graphs_->backward_workspace : int64_t{4} * b_ * heads_ * s_;
+}
+
+void FusedAttention::forward(const void* qkv, void* out, float* stats, void* workspace) const {
+  if (graphs_) {
+    graphs_->forward(qkv, out, stats, workspace);
+    return;
+  }
+  flash_attention_fwd(static_cast<const float*>(qkv), static_cast<float*>(out), stats, b_, s_,
+                      heads_, d_, stream_);
+}
+
+void FusedAttention::backward(const void* qkv, const void* out, const float* stats,
+                              const void* dout, void* dqkv, void* workspace) const {
+  if (graphs_) {
+    graphs_->backward(qkv, out, stats, dout, dqkv, workspace);
+    return;
+  }
+  flash_attention_bwd(static_cast<const float*>(qkv), static_cast<const float*>(out), stats,
+                      static_cast<const float*>(dout), static_cast<float*>(dqkv),
+                      static_cast<float*>(workspace), b_, s_, heads_, d_, stream_);
+}
 
 }  // namespace ppb::cuda

@@ -1,22 +1,25 @@
-// cuDNN's fused flash attention (scaled dot product, causal, scale
-// 1/sqrt(d)) for the cuda backend's attention unit, bf16 only: the forward
-// writes the context and the fp32 softmax statistics (log-sum-exp per row,
-// [b, a, s]) that the backward reads instead of the s x s probabilities.
-// Q, K and V are read in place from the packed qkv rows ([b, s, 3h]: head j
-// of q at column j*d, of k at h + j*d, of v at 2h + j*d) through strides,
-// and dQ, dK, dV written in place into the same layout: no copies.
+// The fused attention (scaled dot product, causal, scale 1/sqrt(d)) of the
+// cuda backend's attention unit: cuDNN's flash attention for bf16, the
+// backend's own fp32 flash kernels (kernels.hpp's flash_attention_*: 3xTF32
+// on the tensor cores) for fp32. The forward writes the context and the
+// fp32 softmax statistics (log-sum-exp per row, [b, a, s]) that the
+// backward reads instead of the s x s probabilities. Q, K and V are read in
+// place from the packed qkv rows ([b, s, 3h]: head j of q at column j*d, of
+// k at h + j*d, of v at 2h + j*d), and dQ, dK, dV written in place into the
+// same layout: no copies.
 //
-// The two cuDNN graphs (forward, backward) are built once, when the object
-// is made (one per chunk with an attention unit: one shape per chunk), and
-// executed on the chunk's stream; each call is given its cuDNN workspace
-// (forward_workspace() / backward_workspace() bytes) by the chunk, which
-// counts it as the action's workspace.
-//
-// The frontend is header-only and loads libcudnn.so.9 at run time
+// bf16: the two cuDNN graphs (forward, backward) are built once, when the
+// object is made (one per chunk with an attention unit: one shape per
+// chunk), and executed on the chunk's stream; each call is given its
+// workspace (forward_workspace() / backward_workspace() bytes) by the
+// chunk, which counts it as the action's workspace. The frontend is
+// header-only and loads libcudnn.so.9 at run time
 // (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): no binary needs cuDNN to start,
 // so the CUDA emulator's runs load nothing of it. In a build without cuDNN
-// (PPB_HAVE_CUDNN 0) cudnn_unavailable_reason() says so and making a
+// (PPB_HAVE_CUDNN 0) cudnn_unavailable_reason() says so and making a bf16
 // FusedAttention is a broken invariant (the run's choice refused it).
+// fp32: no cuDNN; the backward's workspace is the softmax backward's row
+// terms (b x a x s floats).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,11 +33,13 @@ namespace ppb::cuda {
 
 class FusedAttention {
  public:
-  /// Builds both graphs for `spec`'s shape (b = micro_batch_size, a = heads,
-  /// s = seq, d = hidden / heads). `modelled_workspace` is the backward
+  /// For `spec`'s shape (b = micro_batch_size, a = heads, s = seq, d =
+  /// hidden / heads) and storage: bf16 builds both cuDNN graphs, fp32
+  /// readies the flash kernels. `modelled_workspace` is the backward
   /// scratch the memory model counts (Unit::backward_scratch_bytes); one
-  /// warning line where a graph asks for more. REQUIRES:
-  /// cudnn_unavailable_reason() == "" and fused_attention_head_dim(d).
+  /// warning line where the kernels ask for more. REQUIRES:
+  /// fused_attention_unavailable_reason(e, d) == "" and
+  /// fused_attention_head_dim(e, d), e = spec.bytes_per_element.
   FusedAttention(const ModelSpec& spec, cudaStream_t stream, int64_t modelled_workspace);
   ~FusedAttention();
   FusedAttention(const FusedAttention&) = delete;
@@ -43,7 +48,8 @@ class FusedAttention {
   /// The workspace bytes each graph asks for.
   int64_t forward_workspace() const;
   int64_t backward_workspace() const;
-  /// out[b, s, h] and stats[b, a, s] (fp32) from qkv[b, s, 3h], bf16.
+  /// out[b, s, h] and stats[b, a, s] (fp32) from qkv[b, s, 3h], in the
+  /// storage dtype.
   void forward(const void* qkv, void* out, float* stats, void* workspace) const;
   /// dqkv[b, s, 3h] from qkv, the forward's out and stats, and dout[b, s, h].
   void backward(const void* qkv, const void* out, const float* stats, const void* dout, void* dqkv,
@@ -51,7 +57,11 @@ class FusedAttention {
 
  private:
   struct Graphs;  // the cuDNN handle, the two graphs (fused_attention.cpp)
-  std::unique_ptr<Graphs> graphs_;
+  static std::unique_ptr<Graphs> build_graphs(const ModelSpec& spec, cudaStream_t stream,
+                                              int64_t modelled_workspace);
+  std::unique_ptr<Graphs> graphs_;  // bf16; null for fp32
+  int b_ = 0, s_ = 0, heads_ = 0, d_ = 0;
+  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace ppb::cuda

@@ -226,12 +226,11 @@ void flash_dispatch(int d, F&& f) {
   }
 }
 
-// Raises the kernel's dynamic shared memory limit to `bytes` (once per
-// kernel, a template argument so that kernels of one signature each get
-// theirs: the attribute stays with the kernel) and returns the launch's
-// grid.
+// Raises the kernel's dynamic shared memory limit to `bytes`, once per
+// kernel (a template argument, so that kernels of one signature each get
+// theirs; the attribute stays with the kernel).
 template <auto Kernel>
-dim3 flash_grid(int64_t bytes, int b, int s, int heads) {
+void raise_shared(int64_t bytes) {
   static const bool raised = [&] {
     PPB_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(Kernel),
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -239,6 +238,25 @@ dim3 flash_grid(int64_t bytes, int b, int s, int heads) {
     return true;
   }();
   (void)raised;
+}
+
+// The flash kernels for head dimension D, with their limits raised.
+template <int D>
+struct FlashKernels {
+  static constexpr auto fwd = &device::ppb_flash_attention_fwd<D>;
+  static constexpr auto bwd_kv = &device::ppb_flash_attention_bwd_kv<D>;
+  static constexpr auto bwd_q = &device::ppb_flash_attention_bwd_q<D>;
+  static constexpr int64_t fwd_bytes = device::flash_shared_bytes(D, false);
+  static constexpr int64_t bwd_bytes = device::flash_shared_bytes(D, true);
+  static void prepare() {
+    raise_shared<fwd>(fwd_bytes);
+    raise_shared<bwd_kv>(bwd_bytes);
+    raise_shared<bwd_q>(bwd_bytes);
+  }
+};
+
+// The grid of a flash launch: (64-row blocks, heads, samples).
+dim3 flash_grid(int b, int s, int heads) {
   PPB_CHECK(b > 0 && s > 0 && heads > 0 && heads < 65536 && b < 65536,
             "flash attention: shape out of range");
   return {static_cast<unsigned>((s + device::kFlashRows - 1) / device::kFlashRows),
@@ -247,15 +265,24 @@ dim3 flash_grid(int64_t bytes, int b, int s, int heads) {
 
 }  // namespace
 
+int64_t flash_attention_shared_bytes(int d) {
+  PPB_CHECK(d >= 1 && d <= 128, "flash attention: head dimension must be 1 to 128");
+  const int dd = device::flash_head_dim(d);
+  return std::max(device::flash_shared_bytes(dd, false), device::flash_shared_bytes(dd, true));
+}
+
+void flash_attention_prepare(int d) {
+  flash_dispatch(d, [&](auto dd) { FlashKernels<decltype(dd)::value>::prepare(); });
+}
+
 void flash_attention_fwd(const float* qkv, float* out, float* lse, int b, int s, int heads, int d,
                          cudaStream_t st) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   flash_dispatch(d, [&](auto dd) {
-    constexpr int kD = decltype(dd)::value;
-    constexpr auto kernel = &device::ppb_flash_attention_fwd<kD>;
-    const int64_t bytes = device::flash_shared_bytes(kD, false);
-    const dim3 grid = flash_grid<kernel>(bytes, b, s, heads);
-    kernel<<<grid, device::kFlashThreads, bytes, st>>>(qkv, out, lse, s, heads, d, scale);
+    using K = FlashKernels<decltype(dd)::value>;
+    K::prepare();
+    K::fwd<<<flash_grid(b, s, heads), device::kFlashThreads, K::fwd_bytes, st>>>(qkv, out, lse, s,
+                                                                                 heads, d, scale);
   });
   check_launch();
 }
@@ -269,15 +296,14 @@ void flash_attention_bwd(const float* qkv, const float* out, const float* lse, c
                                                                           heads, d);
   check_launch();
   flash_dispatch(d, [&](auto dd) {
-    constexpr int kD = decltype(dd)::value;
-    const int64_t bytes = device::flash_shared_bytes(kD, true);
-    constexpr auto kv = &device::ppb_flash_attention_bwd_kv<kD>;
-    kv<<<flash_grid<kv>(bytes, b, s, heads), device::kFlashThreads, bytes, st>>>(
-        qkv, dout, lse, drow, dqkv, s, heads, d, scale);
+    using K = FlashKernels<decltype(dd)::value>;
+    K::prepare();
+    const dim3 grid = flash_grid(b, s, heads);
+    K::bwd_kv<<<grid, device::kFlashThreads, K::bwd_bytes, st>>>(qkv, dout, lse, drow, dqkv, s,
+                                                                 heads, d, scale);
     check_launch();
-    constexpr auto q = &device::ppb_flash_attention_bwd_q<kD>;
-    q<<<flash_grid<q>(bytes, b, s, heads), device::kFlashThreads, bytes, st>>>(
-        qkv, dout, lse, drow, dqkv, s, heads, d, scale);
+    K::bwd_q<<<grid, device::kFlashThreads, K::bwd_bytes, st>>>(qkv, dout, lse, drow, dqkv, s,
+                                                                heads, d, scale);
   });
   check_launch();
 }

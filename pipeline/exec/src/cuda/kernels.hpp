@@ -91,6 +91,13 @@ void attention_softmax_bwd(Dtype dt, const void* probs, void* dp, int seq, int64
 /// scores), the probabilities never written.
 void flash_attention_fwd(const float* qkv, float* out, float* lse, int b, int s, int heads, int d,
                          cudaStream_t st);
+/// Bytes of shared memory per block the flash kernels take for head
+/// dimension d (1 to 128): the most of the three.
+int64_t flash_attention_shared_bytes(int d);
+/// Raises each flash kernel's dynamic shared memory limit for d (once per
+/// kernel; the launchers do it too): done before a stream capture, so that
+/// no capture holds the first call.
+void flash_attention_prepare(int d);
 /// dqkv[b, s, 3h] (every element written) from qkv, the forward's out and
 /// lse, and dout[b, s, h]; drow is b*a*s floats of workspace.
 void flash_attention_bwd(const float* qkv, const float* out, const float* lse, const float* dout,

@@ -18,6 +18,10 @@ std::string unusable_reason() {
 
 std::string cudnn_unavailable_reason() { return unusable_reason(); }
 
+std::string fused_attention_unavailable_reason(int /*bytes_per_element*/, int /*head_dim*/) {
+  return unusable_reason();
+}
+
 int visible_devices() { return 0; }
 
 DeviceBinding bind_device(int /*local_rank*/, int /*local_ranks*/) {

@@ -114,7 +114,8 @@ Kernels kernels_for(std::string_view backend, std::string_view device);
 
 /// How the attention unit computes (the cuda backend's --attention): the
 /// naive form materialises the b x a x s x s probabilities and keeps them
-/// for the backward; the fused form (cuDNN's flash attention) keeps its
+/// for the backward; the fused form (cuDNN's flash attention for bf16, the
+/// cuda backend's own flash kernels for fp32) keeps its
 /// output and the fp32 softmax statistics (one per row: b x a x s) instead,
 /// and recomputes the scores in its backward.
 enum class Attention : uint8_t {
@@ -195,6 +196,9 @@ const char* attention_name(Attention attention);
 ///  fc1_gelu    0                       0                           4 * P * f
 ///  fc2         0                       0                           4 * P * h
 ///  attention   0                       a * s * s * e (dS)          0
+///   (fused)    0                       4*T*h + 4*b*a*s (bf16:      0
+///                                      cuDNN's workspace), 4*b*a*s
+///                                      (fp32: the row terms)
 ///  head        12 * T (labels, fp64    4 * T (labels)              0
 ///              per-row losses)
 ///  embedding   0                       0                           0

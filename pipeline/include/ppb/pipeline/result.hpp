@@ -119,8 +119,10 @@ struct ResultConfig {
   /// attention_ran()).
   std::string attention;
   /// optional: why the attention ran naive where it did ("--attention
-  /// naive", "fp32: cuDNN has no fused flash attention for fp32", "the CUDA
-  /// emulator has no cuDNN", ...); "" for fused or when not recorded.
+  /// naive", "the CUDA emulator has no cuDNN", "head dimension 256: the fp32
+  /// flash attention takes at most 128", ...); "" for fused or when not
+  /// recorded. (Files written before the fp32 flash kernels may say "fp32:
+  /// cuDNN has no fused flash attention for fp32".)
   std::string attention_reason;
   /// optional: D, the data-parallel replicas of the pipeline (the job ran on
   /// stages x data_parallel ranks); 1 when absent (files written before it).

@@ -34,6 +34,18 @@ std::string unusable_reason();
 /// Cached after the first call. Looks at device 0 (a node's GPUs are alike).
 std::string cudnn_unavailable_reason();
 
+/// "" when the fused attention (`run --attention fused`) can run here for
+/// this storage (bytes_per_element 2: bf16, 4: fp32) and head dimension;
+/// otherwise ONE line saying why not. bf16 runs cuDNN's
+/// (cudnn_unavailable_reason()); fp32 runs the backend's own flash kernels,
+/// which need a real device of compute capability 8.0 or later (their
+/// tensor-core mma) with the shared memory per block they take, e.g.
+///   "compute capability 7.5: the fp32 flash attention's tensor-core mma
+///    needs 8.0 or later"
+/// Looks at device 0. The head dimension's own limits are the attention
+/// rule's (ppb/pipeline/attention.hpp).
+std::string fused_attention_unavailable_reason(int bytes_per_element, int head_dim);
+
 /// The CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies);
 /// 0 when none is usable (unusable_reason() says why).
 int visible_devices();
