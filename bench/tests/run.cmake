@@ -533,6 +533,12 @@ if(PPB_HAVE_CUDAEMU)
             "the CUDA emulator has no cuDNN")
   set_tests_properties(emulated_run_cuda_attention_naive PROPERTIES
     LABELS emulated FIXTURES_REQUIRED emulated_bf16_files TIMEOUT 30)
+  # fp32 ran the flash kernels (the emulator runs them), so the checks
+  # above passed on every schedule with the fused attention.
+  add_test(NAME emulated_run_cuda_attention_fused_fp32
+    COMMAND run_results_check attention ${PPB_RUN_OUT}/emulated-check-fp32 fused "")
+  set_tests_properties(emulated_run_cuda_attention_fused_fp32 PROPERTIES
+    LABELS emulated FIXTURES_REQUIRED emulated_fp32_files TIMEOUT 30)
   add_test(NAME emulated_run_cuda_attention_fused_refused
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 2 60
             "pipebench\\[r0\\]: --attention fused: the CUDA emulator has no cuDNN" --

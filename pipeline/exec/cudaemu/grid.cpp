@@ -256,12 +256,12 @@ void mma_tf32x3_row_m16n8k8(float* c, int tiles, const float (&a_big)[4], const 
   float* mine = exchange_slot(linear_thread());
   std::copy(a_big, a_big + 4, mine);
   std::copy(a_small, a_small + 4, mine + 4);
-  for (int n = 0; n < tiles; ++n) {
+  for (ptrdiff_t n = 0; n < tiles; ++n) {
     std::copy(b_big + 2 * n, b_big + 2 * n + 2, mine + 8 + 4 * n);
     std::copy(b_small + 2 * n, b_small + 2 * n + 2, mine + 10 + 4 * n);
   }
   barrier("mma.sync");
-  for (int n = 0; n < tiles; ++n) {
+  for (ptrdiff_t n = 0; n < tiles; ++n) {
     const auto b = static_cast<unsigned>(8 + 4 * n);
     accumulate(c + 4 * n, 4, b);      // small x big
     accumulate(c + 4 * n, 0, b + 2);  // big x small

@@ -1,15 +1,13 @@
 // The fp32 flash attention of the `cuda` backend: device code only,
-// launched by flash_attention.cu. Causal scaled-dot-product attention over
-// the packed qkv rows ([b, s, 3h]: head j of q at column j*d, of k at
-// h + j*d, of v at 2h + j*d), as FlashAttention-2 computes it: one block of
-// kFlashThreads threads per (64-row block, head, sample), key blocks above
-// the diagonal skipped, the softmax taken online, so that only the output
-// and one log-sum-exp per row (fp32, [b, a, s]) are written and the s x s
-// probabilities never are. The backward recomputes them block by block:
-// one kernel sums the key and value gradients over the query blocks at or
-// below a key block, another the query gradient over the key blocks at or
-// left of a query block; each gradient element is written once, by one
-// thread, in a fixed order (deterministic, no atomics).
+// launched by kernels.cu (kernels.hpp's flash_attention_*). Causal scaled-dot-product attention
+// over the packed qkv rows ([b, s, 3h]: head j of q at column j*d, of k at h + j*d, of v at 2h +
+// j*d), as FlashAttention-2 computes it: one block of kFlashThreads threads per (64-row block,
+// head, sample), key blocks above the diagonal skipped, the softmax taken online, so that only the
+// output and one log-sum-exp per row (fp32, [b, a, s]) are written and the s x s probabilities
+// never are. The backward recomputes them block by block: one kernel sums the key and value
+// gradients over the query blocks at or below a key block, another the query gradient over the key
+// blocks at or left of a query block; each gradient element is written once, by one thread, in a
+// fixed order (deterministic, no atomics).
 //
 // The products run on the tensor cores as fp32-accurate 3xTF32 (as
 // CUTLASS's OpMultiplyAddFastF32 and PyTorch's memory-efficient fp32
@@ -28,12 +26,12 @@
 // exchanges values through shared memory and __syncwarp(), or the four
 // threads of a row through __shfl_xor_sync. The CUDA emulator
 // (pipeline/exec/cudaemu) compiles this header as host code and runs these
-// kernels with its own mma, shuffle and warp barrier (device_shim.hpp).
+// kernels with its own mma, shuffle and warp barrier (device_shim.hpp),
+// a k-step's 3xTF32 tiles in one exchange of the warp (warp_gemm).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace ppb::cuda::device {
 
@@ -57,8 +55,8 @@ inline constexpr int kFlashStageFloats = 16 * kFlashStageStride;
 /// each backward kernel (Q, dO, K, V, exchange tiles, two row vectors).
 __host__ __device__ constexpr int64_t flash_shared_bytes(int dd, bool backward) {
   const int64_t tiles = backward ? 4 : 2;
-  return 4 * (tiles * kFlashRows * flash_stride(dd) + kFlashWarps * kFlashStageFloats +
-              (backward ? 2 * kFlashRows : 0));
+  return 4 * (tiles * kFlashRows * flash_stride(dd) + int64_t{kFlashWarps} * kFlashStageFloats +
+              (backward ? int64_t{2} * kFlashRows : 0));
 }
 
 #if defined(PPB_CUDAEMU_TWINS)
@@ -112,7 +110,8 @@ __device__ inline SplitA split_a(float a0, float a1, float a2, float a3) {
 /// row-major shared tile of row stride `ld`.
 __device__ inline SplitA load_a(const float* tile, int ld, int r0, int k0, int g, int t) {
   const float* p = tile + static_cast<int64_t>(r0 + g) * ld + k0 + t;
-  return split_a(p[0], p[8 * ld], p[4], p[8 * ld + 4]);
+  const int down = 8 * ld;  // 8 rows on
+  return split_a(p[0], p[down], p[4], p[down + 4]);
 }
 
 /// The B operand's two elements for tile column j and k-step k0: B(k, j) =
@@ -207,13 +206,14 @@ __global__ void ppb_flash_attention_fwd(const float* qkv, float* out, float* lse
                                         int d, float scale) {
   float* smem = flash_shared();
   constexpr int kLd = flash_stride(D);
+  constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a shared tile
   float* q_s = smem;
-  float* kv_s = q_s + kFlashRows * kLd;
+  float* kv_s = q_s + kTile;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;
   const int t = lane % 4;
-  float* stage = kv_s + kFlashRows * kLd + warp * kFlashStageFloats;
+  float* stage = kv_s + kTile + int64_t{warp} * kFlashStageFloats;
   // The last query block, which has the most key blocks, first: the long
   // blocks start in the first wave rather than trail the last.
   const int qb = static_cast<int>(gridDim.x - 1 - blockIdx.x);
@@ -273,7 +273,7 @@ __global__ void ppb_flash_attention_fwd(const float* qkv, float* out, float* lse
       const int row = row0 + (q >> 1) * 8;
       const int col = n * 8 + 2 * t + (q & 1);
       if (row < s && col < d) {
-        out[(int64_t{sample} * s + row) * h + head * d + col] = o[n][q] / l[q >> 1];
+        out[(int64_t{sample} * s + row) * h + int64_t{head} * d + col] = o[n][q] / l[q >> 1];
       }
     }
   }
@@ -324,17 +324,18 @@ __global__ void ppb_flash_attention_bwd_kv(const float* qkv, const float* dout, 
                                            float scale) {
   float* smem = flash_shared();
   constexpr int kLd = flash_stride(D);
+  constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a shared tile
   float* k_s = smem;
-  float* v_s = k_s + kFlashRows * kLd;
-  float* q_s = v_s + kFlashRows * kLd;
-  float* do_s = q_s + kFlashRows * kLd;
-  float* lse_s = do_s + kFlashRows * kLd;
+  float* v_s = k_s + kTile;
+  float* q_s = v_s + kTile;
+  float* do_s = q_s + kTile;
+  float* lse_s = do_s + kTile;
   float* dr_s = lse_s + kFlashRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;
   const int t = lane % 4;
-  float* stage = dr_s + kFlashRows + warp * kFlashStageFloats;
+  float* stage = dr_s + kFlashRows + int64_t{warp} * kFlashStageFloats;
   const int kb = static_cast<int>(blockIdx.x);  // the first key block, the longest, first
   const int head = static_cast<int>(blockIdx.y);
   const int sample = static_cast<int>(blockIdx.z);
@@ -400,17 +401,18 @@ __global__ void ppb_flash_attention_bwd_q(const float* qkv, const float* dout, c
                                           float scale) {
   float* smem = flash_shared();
   constexpr int kLd = flash_stride(D);
+  constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a shared tile
   float* q_s = smem;
-  float* do_s = q_s + kFlashRows * kLd;
-  float* k_s = do_s + kFlashRows * kLd;
-  float* v_s = k_s + kFlashRows * kLd;
-  float* lse_s = v_s + kFlashRows * kLd;
+  float* do_s = q_s + kTile;
+  float* k_s = do_s + kTile;
+  float* v_s = k_s + kTile;
+  float* lse_s = v_s + kTile;
   float* dr_s = lse_s + kFlashRows;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4;
   const int t = lane % 4;
-  float* stage = dr_s + kFlashRows + warp * kFlashStageFloats;
+  float* stage = dr_s + kFlashRows + int64_t{warp} * kFlashStageFloats;
   const int qb = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // the longest first
   const int head = static_cast<int>(blockIdx.y);
   const int sample = static_cast<int>(blockIdx.z);
@@ -453,7 +455,7 @@ __global__ void ppb_flash_attention_bwd_q(const float* qkv, const float* dout, c
       const int row = row0 + (q >> 1) * 8;
       const int col = n * 8 + 2 * t + (q & 1);
       if (row < s && col < d) {
-        dqkv[(int64_t{sample} * s + row) * ld + head * d + col] = dq[n][q] * scale;
+        dqkv[(int64_t{sample} * s + row) * ld + int64_t{head} * d + col] = dq[n][q] * scale;
       }
     }
   }
