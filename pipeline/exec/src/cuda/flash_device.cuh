@@ -1,13 +1,16 @@
 // The fp32 flash attention of the `cuda` backend: device code only,
-// launched by kernels.cu (kernels.hpp's flash_attention_*). Causal scaled-dot-product attention
-// over the packed qkv rows ([b, s, 3h]: head j of q at column j*d, of k at h + j*d, of v at 2h +
-// j*d), as FlashAttention-2 computes it: one block of kFlashThreads threads per (64-row block,
-// head, sample), key blocks above the diagonal skipped, the softmax taken online, so that only the
-// output and one log-sum-exp per row (fp32, [b, a, s]) are written and the s x s probabilities
-// never are. The backward recomputes them block by block: one kernel sums the key and value
-// gradients over the query blocks at or below a key block, another the query gradient over the key
-// blocks at or left of a query block; each gradient element is written once, by one thread, in a
-// fixed order (deterministic, no atomics).
+// launched by kernels.cu (kernels.hpp's flash_attention_*). Causal
+// scaled-dot-product attention over the packed qkv rows ([b, s, 3h]: head
+// j of q at column j*d, of k at h + j*d, of v at 2h + j*d), as
+// FlashAttention-2 computes it: one block of kFlashThreads threads per
+// (64-row block, head, sample), key blocks above the diagonal skipped, the
+// softmax taken online, so that only the output and one log-sum-exp per
+// row (fp32, [b, a, s]) are written and the s x s probabilities never are.
+// The backward recomputes them block by block: one kernel sums the key and
+// value gradients over the query blocks at or below a key block, another
+// the query gradient over the key blocks at or left of a query block; each
+// gradient element is written once, by one thread, in a fixed order
+// (deterministic, no atomics).
 //
 // The products run on the tensor cores as fp32-accurate 3xTF32 (as
 // CUTLASS's OpMultiplyAddFastF32 and PyTorch's memory-efficient fp32
@@ -198,39 +201,98 @@ __device__ inline void stage_tile(float* stage, const float (&c)[8][4], int g, i
   }
 }
 
+/// What each thread of a flash block works out first: its warp and place
+/// in it (g, t: the fragments' groupID and thread in group), the block's
+/// head and sample, where their q, k and v columns are in the packed qkv
+/// rows; and the block's dynamic shared memory: `Tiles` tiles of 64 rows
+/// (flash_stride(D) floats each), the backward's two row vectors (Tiles
+/// 4), then one exchange tile per warp (this warp's: stage).
+template <int D, int Tiles>
+struct FlashBlock {
+  static constexpr int kLd = flash_stride(D);
+  static constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a tile
+  struct Lane {
+    int warp, g, t;
+  } lane;
+  int head, sample, heads, h;
+  int64_t ld;         // the qkv rows' stride, 3h
+  const float* rows;  // the sample's first qkv row
+  int q_col, k_col, v_col;
+  float* tile[Tiles];
+  float* lse_s = nullptr;  // backward: the 64 rows' log-sum-exp and row terms
+  float* dr_s = nullptr;
+  float* stage;
+
+  __device__ FlashBlock(const float* qkv, int s, int head_count, int d)
+      : lane{static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32 / 4,
+             static_cast<int>(threadIdx.x) % 4},
+        head(static_cast<int>(blockIdx.y)),
+        sample(static_cast<int>(blockIdx.z)),
+        heads(head_count),
+        h(head_count * d),
+        ld(3 * int64_t{head_count} * d),
+        rows(qkv + int64_t{sample} * s * ld),
+        q_col(head * d),
+        k_col(h + head * d),
+        v_col(2 * h + head * d) {
+    float* next = flash_shared();
+    for (float*& p : tile) {
+      p = next;
+      next += kTile;
+    }
+    if (Tiles == 4) {
+      lse_s = next;
+      dr_s = next + kFlashRows;
+      next += 2 * kFlashRows;
+    }
+    stage = next + int64_t{lane.warp} * kFlashStageFloats;
+  }
+
+  /// Rows [64 block, 64 block + 64) of this head's columns at `col` (q_col,
+  /// k_col or v_col) of the sample's qkv rows into `dst`.
+  __device__ void load(float* dst, int col, int block, int s, int d) const {
+    load_tile<D>(dst, rows, ld, col, block * kFlashRows, s, d);
+  }
+
+  /// The backward's query-side rows of query block `block`: this head's
+  /// output gradient (dout[b, s, h]) into `dst`, and the log-sum-exp and
+  /// row terms ([b, a, s]) into lse_s and dr_s, 0 past s (whose
+  /// probabilities are masked anyway).
+  __device__ void load_rows(float* dst, const float* lse, const float* dout, const float* drow,
+                            int block, int s, int d) const {
+    const int row0 = block * kFlashRows;
+    load_tile<D>(dst, dout + int64_t{sample} * s * h, h, q_col, row0, s, d);
+    const int64_t at = (int64_t{sample} * heads + head) * s + row0;
+    for (int i = static_cast<int>(threadIdx.x); i < kFlashRows; i += kFlashThreads) {
+      const bool in = row0 + i < s;
+      lse_s[i] = in ? lse[at + i] : 0.0f;
+      dr_s[i] = in ? drow[at + i] : 0.0f;
+    }
+  }
+};
+
 /// Forward: out[b, s, h] (head j at column j*d) and lse[b, a, s] from qkv.
 /// grid (ceil(s / 64), a, b), kFlashThreads threads, flash_shared_bytes(D,
 /// false) of dynamic shared memory. scale = 1/sqrt(d).
 template <int D>
 __global__ void ppb_flash_attention_fwd(const float* qkv, float* out, float* lse, int s, int heads,
                                         int d, float scale) {
-  float* smem = flash_shared();
   constexpr int kLd = flash_stride(D);
-  constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a shared tile
-  float* q_s = smem;
-  float* kv_s = q_s + kTile;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  float* stage = kv_s + kTile + int64_t{warp} * kFlashStageFloats;
+  const FlashBlock<D, 2> fb(qkv, s, heads, d);
+  const auto [q_s, kv_s] = fb.tile;  // kv_s: K, then V
+  const auto [warp, g, t] = fb.lane;
   // The last query block, which has the most key blocks, first: the long
   // blocks start in the first wave rather than trail the last.
   const int qb = static_cast<int>(gridDim.x - 1 - blockIdx.x);
-  const int head = static_cast<int>(blockIdx.y);
-  const int sample = static_cast<int>(blockIdx.z);
-  const int h = heads * d;
-  const int64_t ld = 3 * int64_t{h};
-  const float* rows = qkv + int64_t{sample} * s * ld;
 
-  load_tile<D>(q_s, rows, ld, head * d, qb * kFlashRows, s, d);
+  fb.load(q_s, fb.q_col, qb, s, d);
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
   const int row0 = qb * kFlashRows + warp * 16 + g;  // rows row0 and row0 + 8
   for (int kb = 0; kb <= qb; ++kb) {
     __syncthreads();  // the previous tile's readers are done
-    load_tile<D>(kv_s, rows, ld, h + head * d, kb * kFlashRows, s, d);
+    fb.load(kv_s, fb.k_col, kb, s, d);
     __syncthreads();
     float sc[8][4] = {};
     warp_gemm<kFlashRows, D, true>(sc, q_s, kLd, warp * 16, kv_s, kLd, g, t);
@@ -261,11 +323,11 @@ __global__ void ppb_flash_attention_fwd(const float* qkv, float* out, float* lse
     for (int n = 0; n < D / 8; ++n) {
       for (int q = 0; q < 4; ++q) o[n][q] *= alpha[q >> 1];
     }
-    stage_tile(stage, sc, g, t);
+    stage_tile(fb.stage, sc, g, t);
     __syncthreads();  // every warp is done with K; the stage is written
-    load_tile<D>(kv_s, rows, ld, 2 * h + head * d, kb * kFlashRows, s, d);
+    fb.load(kv_s, fb.v_col, kb, s, d);
     __syncthreads();
-    warp_gemm<D, kFlashRows, false>(o, stage, kFlashStageStride, 0, kv_s, kLd, g, t);
+    warp_gemm<D, kFlashRows, false>(o, fb.stage, kFlashStageStride, 0, kv_s, kLd, g, t);
   }
   for (int r = 0; r < 2; ++r) l[r] = quad_reduce(l[r], true);
   for (int n = 0; n < D / 8; ++n) {
@@ -273,14 +335,15 @@ __global__ void ppb_flash_attention_fwd(const float* qkv, float* out, float* lse
       const int row = row0 + (q >> 1) * 8;
       const int col = n * 8 + 2 * t + (q & 1);
       if (row < s && col < d) {
-        out[(int64_t{sample} * s + row) * h + int64_t{head} * d + col] = o[n][q] / l[q >> 1];
+        out[(int64_t{fb.sample} * s + row) * fb.h + int64_t{fb.head} * d + col] =
+            o[n][q] / l[q >> 1];
       }
     }
   }
   if (t == 0) {
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + r * 8;
-      if (row < s) lse[(int64_t{sample} * heads + head) * s + row] = m[r] + logf(l[r]);
+      if (row < s) lse[(int64_t{fb.sample} * heads + fb.head) * s + row] = m[r] + logf(l[r]);
     }
   }
 }
@@ -302,17 +365,6 @@ __global__ void ppb_flash_attention_rowdot(const float* out, const float* dout, 
   }
 }
 
-/// The row vectors (log-sum-exp, row term) of query rows [row0, row0 + 64)
-/// into shared memory; 0 past s (whose probabilities are masked anyway).
-__device__ inline void load_rows(float* lse_s, float* dr_s, const float* lse, const float* drow,
-                                 int64_t at, int row0, int s) {
-  for (int i = static_cast<int>(threadIdx.x); i < kFlashRows; i += kFlashThreads) {
-    const bool in = row0 + i < s;
-    lse_s[i] = in ? lse[at + row0 + i] : 0.0f;
-    dr_s[i] = in ? drow[at + row0 + i] : 0.0f;
-  }
-}
-
 /// Backward, key and value gradients: dqkv's k and v columns of key rows
 /// [64 kb, 64 kb + 64), summed over the query blocks from kb on. Grid
 /// (ceil(s / 64), a, b), kFlashThreads threads, flash_shared_bytes(D, true).
@@ -322,40 +374,22 @@ template <int D>
 __global__ void ppb_flash_attention_bwd_kv(const float* qkv, const float* dout, const float* lse,
                                            const float* drow, float* dqkv, int s, int heads, int d,
                                            float scale) {
-  float* smem = flash_shared();
   constexpr int kLd = flash_stride(D);
-  constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a shared tile
-  float* k_s = smem;
-  float* v_s = k_s + kTile;
-  float* q_s = v_s + kTile;
-  float* do_s = q_s + kTile;
-  float* lse_s = do_s + kTile;
-  float* dr_s = lse_s + kFlashRows;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  float* stage = dr_s + kFlashRows + int64_t{warp} * kFlashStageFloats;
+  const FlashBlock<D, 4> fb(qkv, s, heads, d);
+  const auto [q_s, do_s, k_s, v_s] = fb.tile;
+  const auto [warp, g, t] = fb.lane;
   const int kb = static_cast<int>(blockIdx.x);  // the first key block, the longest, first
-  const int head = static_cast<int>(blockIdx.y);
-  const int sample = static_cast<int>(blockIdx.z);
-  const int h = heads * d;
-  const int64_t ld = 3 * int64_t{h};
-  const float* rows = qkv + int64_t{sample} * s * ld;
-  const float* drows = dout + int64_t{sample} * s * h;
-  const int64_t at = (int64_t{sample} * heads + head) * s;
 
-  load_tile<D>(k_s, rows, ld, h + head * d, kb * kFlashRows, s, d);
-  load_tile<D>(v_s, rows, ld, 2 * h + head * d, kb * kFlashRows, s, d);
+  fb.load(k_s, fb.k_col, kb, s, d);
+  fb.load(v_s, fb.v_col, kb, s, d);
   float dk[D / 8][4] = {};
   float dv[D / 8][4] = {};
   const int key0 = kb * kFlashRows + warp * 16 + g;  // keys key0 and key0 + 8
   const int blocks = (s + kFlashRows - 1) / kFlashRows;
   for (int qb = kb; qb < blocks; ++qb) {
     __syncthreads();  // the previous query block's readers are done
-    load_tile<D>(q_s, rows, ld, head * d, qb * kFlashRows, s, d);
-    load_tile<D>(do_s, drows, h, head * d, qb * kFlashRows, s, d);
-    load_rows(lse_s, dr_s, lse, drow, at, qb * kFlashRows, s);
+    fb.load(q_s, fb.q_col, qb, s, d);
+    fb.load_rows(do_s, lse, dout, drow, qb, s, d);
     __syncthreads();
     float p[8][4] = {};   // P^T: this warp's keys by the block's queries
     float dp[8][4] = {};  // dP^T
@@ -367,26 +401,26 @@ __global__ void ppb_flash_attention_bwd_kv(const float* qkv, const float* dout, 
         const int i = n * 8 + 2 * t + (q & 1);  // the query, within the block
         const int query = qb * kFlashRows + i;
         const bool live = key <= query && query < s && key < s;
-        p[n][q] = live ? expf(p[n][q] * scale - lse_s[i]) : 0.0f;
-        dp[n][q] = p[n][q] * (dp[n][q] - dr_s[i]);  // dS^T
+        p[n][q] = live ? expf(p[n][q] * scale - fb.lse_s[i]) : 0.0f;
+        dp[n][q] = p[n][q] * (dp[n][q] - fb.dr_s[i]);  // dS^T
       }
     }
-    stage_tile(stage, p, g, t);
+    stage_tile(fb.stage, p, g, t);
     __syncwarp();
-    warp_gemm<D, kFlashRows, false>(dv, stage, kFlashStageStride, 0, do_s, kLd, g, t);
+    warp_gemm<D, kFlashRows, false>(dv, fb.stage, kFlashStageStride, 0, do_s, kLd, g, t);
     __syncwarp();  // P^T read: the stage takes dS^T
-    stage_tile(stage, dp, g, t);
+    stage_tile(fb.stage, dp, g, t);
     __syncwarp();
-    warp_gemm<D, kFlashRows, false>(dk, stage, kFlashStageStride, 0, q_s, kLd, g, t);
+    warp_gemm<D, kFlashRows, false>(dk, fb.stage, kFlashStageStride, 0, q_s, kLd, g, t);
   }
   for (int n = 0; n < D / 8; ++n) {
     for (int q = 0; q < 4; ++q) {
       const int key = key0 + (q >> 1) * 8;
       const int col = n * 8 + 2 * t + (q & 1);
       if (key < s && col < d) {
-        float* row = dqkv + (int64_t{sample} * s + key) * ld;
-        row[h + head * d + col] = dk[n][q] * scale;
-        row[2 * h + head * d + col] = dv[n][q];
+        float* row = dqkv + (int64_t{fb.sample} * s + key) * fb.ld;
+        row[fb.k_col + col] = dk[n][q] * scale;
+        row[fb.v_col + col] = dv[n][q];
       }
     }
   }
@@ -399,38 +433,20 @@ template <int D>
 __global__ void ppb_flash_attention_bwd_q(const float* qkv, const float* dout, const float* lse,
                                           const float* drow, float* dqkv, int s, int heads, int d,
                                           float scale) {
-  float* smem = flash_shared();
   constexpr int kLd = flash_stride(D);
-  constexpr int64_t kTile = int64_t{kFlashRows} * kLd;  // floats of a shared tile
-  float* q_s = smem;
-  float* do_s = q_s + kTile;
-  float* k_s = do_s + kTile;
-  float* v_s = k_s + kTile;
-  float* lse_s = v_s + kTile;
-  float* dr_s = lse_s + kFlashRows;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  float* stage = dr_s + kFlashRows + int64_t{warp} * kFlashStageFloats;
+  const FlashBlock<D, 4> fb(qkv, s, heads, d);
+  const auto [q_s, do_s, k_s, v_s] = fb.tile;
+  const auto [warp, g, t] = fb.lane;
   const int qb = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // the longest first
-  const int head = static_cast<int>(blockIdx.y);
-  const int sample = static_cast<int>(blockIdx.z);
-  const int h = heads * d;
-  const int64_t ld = 3 * int64_t{h};
-  const float* rows = qkv + int64_t{sample} * s * ld;
-  const float* drows = dout + int64_t{sample} * s * h;
-  const int64_t at = (int64_t{sample} * heads + head) * s;
 
-  load_tile<D>(q_s, rows, ld, head * d, qb * kFlashRows, s, d);
-  load_tile<D>(do_s, drows, h, head * d, qb * kFlashRows, s, d);
-  load_rows(lse_s, dr_s, lse, drow, at, qb * kFlashRows, s);
+  fb.load(q_s, fb.q_col, qb, s, d);
+  fb.load_rows(do_s, lse, dout, drow, qb, s, d);
   float dq[D / 8][4] = {};
   const int row0 = qb * kFlashRows + warp * 16 + g;  // rows row0 and row0 + 8
   for (int kb = 0; kb <= qb; ++kb) {
     __syncthreads();  // the previous key block's readers are done
-    load_tile<D>(k_s, rows, ld, h + head * d, kb * kFlashRows, s, d);
-    load_tile<D>(v_s, rows, ld, 2 * h + head * d, kb * kFlashRows, s, d);
+    fb.load(k_s, fb.k_col, kb, s, d);
+    fb.load(v_s, fb.v_col, kb, s, d);
     __syncthreads();
     float p[8][4] = {};
     float dp[8][4] = {};
@@ -442,20 +458,20 @@ __global__ void ppb_flash_attention_bwd_q(const float* qkv, const float* dout, c
         const int row = row0 + (q >> 1) * 8;
         const int col = kb * kFlashRows + n * 8 + 2 * t + (q & 1);
         const bool live = col <= row && row < s && col < s;
-        p[n][q] = live ? expf(p[n][q] * scale - lse_s[i]) : 0.0f;
-        dp[n][q] = p[n][q] * (dp[n][q] - dr_s[i]);  // dS
+        p[n][q] = live ? expf(p[n][q] * scale - fb.lse_s[i]) : 0.0f;
+        dp[n][q] = p[n][q] * (dp[n][q] - fb.dr_s[i]);  // dS
       }
     }
-    stage_tile(stage, dp, g, t);
+    stage_tile(fb.stage, dp, g, t);
     __syncwarp();
-    warp_gemm<D, kFlashRows, false>(dq, stage, kFlashStageStride, 0, k_s, kLd, g, t);
+    warp_gemm<D, kFlashRows, false>(dq, fb.stage, kFlashStageStride, 0, k_s, kLd, g, t);
   }
   for (int n = 0; n < D / 8; ++n) {
     for (int q = 0; q < 4; ++q) {
       const int row = row0 + (q >> 1) * 8;
       const int col = n * 8 + 2 * t + (q & 1);
       if (row < s && col < d) {
-        dqkv[(int64_t{sample} * s + row) * ld + int64_t{head} * d + col] = dq[n][q] * scale;
+        dqkv[(int64_t{fb.sample} * s + row) * fb.ld + fb.q_col + col] = dq[n][q] * scale;
       }
     }
   }
