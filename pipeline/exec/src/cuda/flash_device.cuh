@@ -201,6 +201,18 @@ __device__ inline void stage_tile(float* stage, const float (&c)[8][4], int g, i
   }
 }
 
+/// acc += tile * b: a warp's 16 x 64 tile (8 C fragments) through its
+/// exchange tile `stage` into A operands, times 64 rows of a shared tile b
+/// (D columns).
+template <int D>
+__device__ inline void stage_and_multiply(float (&acc)[D / 8][4], const float (&tile)[8][4],
+                                          float* stage, const float* b, int g, int t) {
+  __syncwarp();  // the stage's previous readers are done
+  stage_tile(stage, tile, g, t);
+  __syncwarp();
+  warp_gemm<D, kFlashRows, false>(acc, stage, kFlashStageStride, 0, b, flash_stride(D), g, t);
+}
+
 /// What each thread of a flash block works out first: its warp and place
 /// in it (g, t: the fragments' groupID and thread in group), the block's
 /// head and sample, where their q, k and v columns are in the packed qkv
@@ -405,13 +417,8 @@ __global__ void ppb_flash_attention_bwd_kv(const float* qkv, const float* dout, 
         dp[n][q] = p[n][q] * (dp[n][q] - fb.dr_s[i]);  // dS^T
       }
     }
-    stage_tile(fb.stage, p, g, t);
-    __syncwarp();
-    warp_gemm<D, kFlashRows, false>(dv, fb.stage, kFlashStageStride, 0, do_s, kLd, g, t);
-    __syncwarp();  // P^T read: the stage takes dS^T
-    stage_tile(fb.stage, dp, g, t);
-    __syncwarp();
-    warp_gemm<D, kFlashRows, false>(dk, fb.stage, kFlashStageStride, 0, q_s, kLd, g, t);
+    stage_and_multiply<D>(dv, p, fb.stage, do_s, g, t);  // dV += P^T dO
+    stage_and_multiply<D>(dk, dp, fb.stage, q_s, g, t);  // dK += dS^T Q (scaled below)
   }
   for (int n = 0; n < D / 8; ++n) {
     for (int q = 0; q < 4; ++q) {
@@ -462,9 +469,7 @@ __global__ void ppb_flash_attention_bwd_q(const float* qkv, const float* dout, c
         dp[n][q] = p[n][q] * (dp[n][q] - fb.dr_s[i]);  // dS
       }
     }
-    stage_tile(fb.stage, dp, g, t);
-    __syncwarp();
-    warp_gemm<D, kFlashRows, false>(dq, fb.stage, kFlashStageStride, 0, k_s, kLd, g, t);
+    stage_and_multiply<D>(dq, dp, fb.stage, k_s, g, t);  // dQ += dS K (scaled below)
   }
   for (int n = 0; n < D / 8; ++n) {
     for (int q = 0; q < 4; ++q) {
