@@ -76,20 +76,31 @@ __device__ inline float* flash_shared() {
   extern __shared__ float smem[];
   return smem;
 }
+// Both need compute capability 8.0 (the attention rule refuses older
+// devices; a build for one traps rather than fails to assemble).
 // cvt.rna.tf32.f32: the nearest tf32 (ties away from zero), as a float.
 __device__ inline float tf32_round(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+  return x;
+#else
   uint32_t r = 0;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
+#endif
 }
 // c += a * b on the tensor cores (one warp; a and b already tf32).
 __device__ inline void mma_tf32(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
         "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+#endif
 }
 #endif
 
