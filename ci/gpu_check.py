@@ -1137,7 +1137,8 @@ def judge_gemm(ctx, step, reads, outcomes):
 def judge_unit_bench(ctx, step, reads, outcomes):
     """Passes when every file holds rows and none failed; the figures: per
     dtype the rows and one transformer layer's F, I and W (the sums over
-    ln1 .. fc2) in microseconds."""
+    ln1 .. fc2) in microseconds, and beside a fused attention the naive
+    one's F and I."""
     parts, values = [], {}
     for path in reads:
         d = read_json(path)
@@ -1155,8 +1156,15 @@ def judge_unit_bench(ctx, step, reads, outcomes):
         layer = {p: sum(t for n, t in us.items() if n.endswith("/" + p) and n.split("/")[1]
                         in LAYER_KINDS) for p in "FIW"}
         values[dtype] = {"rows": len(rows), "layer_us": layer, "us": us}
-        parts.append("%s: %d rows, a layer F %.1f us, I %.1f us, W %.1f us" % (
-            dtype, len(rows), layer["F"], layer["I"], layer["W"]))
+        text = "%s: %d rows, a layer F %.1f us, I %.1f us, W %.1f us" % (
+            dtype, len(rows), layer["F"], layer["I"], layer["W"])
+        # Beside a fused attention, the naive kernels it replaces.
+        pair = [(us.get("%s/attention/%s" % (dtype, p)), us.get("%s/attention_naive/%s" % (dtype, p)))
+                for p in "FI"]
+        if all(f is not None and n is not None for f, n in pair):
+            text += "; attention F %.1f (naive %.1f) us, I %.1f (naive %.1f) us" % (
+                pair[0][0], pair[0][1], pair[1][0], pair[1][1])
+        parts.append(text)
     return Verdict("PASS", "; ".join(parts), values)
 
 

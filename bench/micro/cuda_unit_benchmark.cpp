@@ -7,8 +7,9 @@
 //
 // The units are those `run --backend cuda` computes by default: the
 // vocabulary padded to a multiple of 128 (--make-vocab-size-divisible-by's
-// default), and per dtype the attention `--attention auto` chooses (cuDNN's
-// fused attention in bf16 where it runs, else the naive kernels); the JSON
+// default), and per dtype the attention `--attention auto` chooses (the
+// fused attention where it runs: cuDNN's in bf16, the flash kernels in
+// fp32; else the naive kernels); the JSON
 // context records both (`padded_vocab`, `attention_fp32`, `attention_bf16`:
 // "fused", or "naive: <why>").
 //
@@ -16,7 +17,8 @@
 // the model (its first unit of that kind), and the passes the unit has:
 // F (forward), I (input gradient: every unit but the embedding, which has no
 // input) and W (weight gradient: every unit with parameters, so not
-// attention). Each row runs the backend's own code, a CudaChunk over that
+// attention). Where the attention is fused, <dtype>/attention_naive/F and
+// /I time the naive kernels beside it. Each row runs the backend's own code, a CudaChunk over that
 // one unit, F then I then W of one micro-batch per iteration on its stream,
 // and reports the pass's time between CUDA events (manual time: the device's
 // time, what the host spent enqueueing shows only where the device waited
@@ -263,6 +265,14 @@ void register_rows(const ppb::ModelSpec& model) {
         dt == Dtype::kFp32 ? "attention_fp32" : "attention_bf16",
         attention.attention == ppb::Attention::kFused ? "fused" : "naive: " + attention.reason);
     const std::vector<ppb::Unit> units = units_of(spec, attention.attention);
+    const std::string prefix = dt == Dtype::kFp32 ? "fp32/" : "bf16/";
+    const auto add = [&](const std::string& kind_name, const Row& row) {
+      const std::string name = prefix + kind_name + "/" + kPassNames[static_cast<size_t>(row.pass)];
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [row](benchmark::State& s) { run_unit_pass(s, row); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    };
     for (int k = 0; k < ppb::kUnitKinds; ++k) {
       const auto kind = static_cast<ppb::UnitKind>(k);
       int first = -1;
@@ -272,14 +282,12 @@ void register_rows(const ppb::ModelSpec& model) {
       if (first < 0) continue;
       for (const Pass pass : kPasses) {
         if (!has_pass(spec, kind, pass)) continue;
-        const std::string name = std::string(dt == Dtype::kFp32 ? "fp32/" : "bf16/") +
-                                 ppb::unit_kind_name(kind) + "/" +
-                                 kPassNames[static_cast<size_t>(pass)];
-        const Row row{spec, dt, attention.attention, first, pass};
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [row](benchmark::State& s) { run_unit_pass(s, row); })
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
+        add(ppb::unit_kind_name(kind), Row{spec, dt, attention.attention, first, pass});
+        // Beside the fused attention, the naive kernels it replaces, on the
+        // same device in the same run.
+        if (kind == ppb::UnitKind::kAttention && attention.attention == ppb::Attention::kFused) {
+          add("attention_naive", Row{spec, dt, ppb::Attention::kNaive, first, pass});
+        }
       }
     }
   }

@@ -406,6 +406,13 @@ class PassRules(unittest.TestCase):
             self.assertEqual(v.status, "PASS")
             self.assertEqual(v.figures, "bf16: 5 rows, a layer F 15.0 us, I 2.0 us, W 7.0 us; "
                              "fp32: 5 rows, a layer F 15.0 us, I 2.0 us, W 7.0 us")
+            # Beside a fused attention, the naive one's F and I; not in the layer's sums.
+            reads[1].write_text(json.dumps({"benchmarks": [
+                row("fp32/attention/F", 30.0), row("fp32/attention/I", 70.0),
+                row("fp32/attention_naive/F", 90.0), row("fp32/attention_naive/I", 0.2, "ms")]}))
+            self.assertEqual(gc.judge_unit_bench(None, None, reads, []).figures.split("; fp32: ")[1],
+                             "4 rows, a layer F 30.0 us, I 70.0 us, W 0.0 us; attention F 30.0"
+                             " (naive 90.0) us, I 70.0 (naive 200.0) us")
             reads[1].write_text(json.dumps({"benchmarks": [row("fp32/qkv/F", 0, error="oom")]}))
             self.assertEqual(gc.judge_unit_bench(None, None, reads, []).figures,
                              "unit-bench-fp32.json: fp32/qkv/F/manual_time: oom")

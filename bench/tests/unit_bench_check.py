@@ -8,7 +8,8 @@ every kind but attention); each with at least one iteration, a positive
 event time, positive flops and bytes per call, and FLOPs/s and bytes/s equal
 to those over the row's mean time; the context naming what ran as `run`
 does by default: the vocabulary padded to a multiple of 128, each dtype's
-attention fused or naive with the reason. Exit 0 when all hold, else 1 with a line per failure."""
+attention fused or naive with the reason; beside a fused attention, the
+naive one's F and I rows. Exit 0 when all hold, else 1 with a line per failure."""
 import json
 import subprocess
 import sys
@@ -18,13 +19,17 @@ KINDS = ("embedding", "ln1", "qkv", "attention", "attn_out", "ln2", "fc1_gelu", 
 UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
-def expected_rows():
+def expected_rows(fused):
+    """The rows for the dtypes whose attention is fused (`fused`): each
+    kind's passes, and beside a fused attention the naive one's F and I."""
     rows = set()
     for dtype in ("fp32", "bf16"):
         for kind in KINDS:
             for p in "FIW":
                 if (kind, p) not in (("embedding", "I"), ("attention", "W")):
                     rows.add(f"{dtype}/{kind}/{p}")
+        if dtype in fused:
+            rows |= {f"{dtype}/attention_naive/F", f"{dtype}/attention_naive/I"}
     return rows
 
 
@@ -53,11 +58,14 @@ def check(doc):
     padded = str(ctx.get("padded_vocab", ""))
     if not padded.isdigit() or int(padded) % 128:
         bad.append(f"context: padded_vocab {padded!r}, want a multiple of 128")
+    fused = set()
     for dtype in ("fp32", "bf16"):
         form = str(ctx.get(f"attention_{dtype}", ""))
-        if form != "fused" and not (form.startswith("naive: ") and len(form) > 7):
+        if form == "fused":
+            fused.add(dtype)
+        elif not (form.startswith("naive: ") and len(form) > 7):
             bad.append(f"context: attention_{dtype} {form!r}, want fused or naive: <why>")
-    want = expected_rows()
+    want = expected_rows(fused)
     bad += [f"{n}: missing" for n in sorted(want - seen.keys())]
     bad += [f"{n}: not a unit kind x pass row" for n in sorted(seen.keys() - want)]
     bad += [f"{n}: {k} rows" for n, k in sorted(seen.items()) if k > 1]
