@@ -266,7 +266,7 @@ struct FlashBlock {
     if (Tiles == 4) {
       lse_s = next;
       dr_s = next + kFlashRows;
-      next += 2 * kFlashRows;
+      next += int64_t{2} * kFlashRows;
     }
     stage = next + int64_t{lane.warp} * kFlashStageFloats;
   }
