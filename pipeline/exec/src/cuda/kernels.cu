@@ -228,7 +228,8 @@ void flash_dispatch(int d, F&& f) {
 
 // Raises the kernel's dynamic shared memory limit to `bytes`, once per
 // kernel (a template argument, so that kernels of one signature each get
-// theirs; the attribute stays with the kernel).
+// theirs; the attribute stays with the kernel) and process (a rank binds
+// one device for its life).
 template <auto Kernel>
 void raise_shared(int64_t bytes) {
   static const bool raised = [&] {
