@@ -190,7 +190,7 @@ TEST(CudaEmuGrid, ATf32x3StepIsItsThreeMmasInOrder) {
     mma_tf32_m16n8k8(c1, as, bb);
     mma_tf32_m16n8k8(c1, ab, bs);
     mma_tf32_m16n8k8(c1, ab, bb);
-    mma_tf32x3_m16n8k8(c3, ab, as, bb, bs);
+    mma_tf32x3_row_m16n8k8(c3, 1, ab, as, bb, bs);
     for (int q = 0; q < 4; ++q) {
       one[lane * 4 + static_cast<unsigned>(q)] = c1[q];
       three[lane * 4 + static_cast<unsigned>(q)] = c3[q];

@@ -100,13 +100,10 @@ float tf32_round(float x);
 /// as tf32 (their low 13 mantissa bits dropped), products summed in fp32
 /// in k order.
 void mma_tf32_m16n8k8(float (&c)[4], const float (&a)[4], const float (&b)[2]);
-/// Three of those in one exchange: c += a_small * b_big, then
-/// c += a_big * b_small, then c += a_big * b_big (a 3xTF32 step).
-void mma_tf32x3_m16n8k8(float (&c)[4], const float (&a_big)[4], const float (&a_small)[4],
-                        const float (&b_big)[2], const float (&b_small)[2]);
-/// A row of `tiles` such steps (1 to 16) sharing one A, in one exchange:
+/// A row of `tiles` 3xTF32 steps (1 to 16) sharing one A, in one exchange:
 /// c[4n .. 4n + 4) takes the step with B fragments b_big[2n .. 2n + 2) and
-/// b_small[2n .. 2n + 2), as tiles mma_tf32x3_m16n8k8 calls would.
+/// b_small[2n .. 2n + 2): c += a_small * b_big, then c += a_big * b_small,
+/// then c += a_big * b_big, as three mma_tf32_m16n8k8 calls would.
 void mma_tf32x3_row_m16n8k8(float* c, int tiles, const float (&a_big)[4], const float (&a_small)[4],
                             const float* b_big, const float* b_small);
 

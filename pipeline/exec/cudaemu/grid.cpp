@@ -240,11 +240,6 @@ void mma_tf32_m16n8k8(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
   barrier("mma.sync");  // every lane has read the operands
 }
 
-void mma_tf32x3_m16n8k8(float (&c)[4], const float (&a_big)[4], const float (&a_small)[4],
-                        const float (&b_big)[2], const float (&b_small)[2]) {
-  mma_tf32x3_row_m16n8k8(c, 1, a_big, a_small, b_big, b_small);
-}
-
 void mma_tf32x3_row_m16n8k8(float* c, int tiles, const float (&a_big)[4], const float (&a_small)[4],
                             const float* b_big, const float* b_small) {
   if (tiles < 1 || static_cast<size_t>(8 + 4 * tiles) > kExchange) {

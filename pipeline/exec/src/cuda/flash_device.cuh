@@ -67,9 +67,6 @@ __device__ inline float* flash_shared() {
   return static_cast<float*>(::ppb::cudaemu::dynamic_shared());
 }
 __device__ inline float tf32_round(float x) { return ::ppb::cudaemu::tf32_round(x); }
-__device__ inline void mma_tf32(float (&c)[4], const float (&a)[4], const float (&b)[2]) {
-  ::ppb::cudaemu::mma_tf32_m16n8k8(c, a, b);
-}
 #else
 // The launch's dynamic shared memory.
 __device__ inline float* flash_shared() {
