@@ -490,6 +490,16 @@ int main(int argc, char** argv) {
           fail(name, at + "kernel families sum to " + std::to_string(families) +
                          " s, device compute " + std::to_string(compute) + " s");
       }
+      // Every family a GPT's units launch kernels in took time on some
+      // stage: a kernel whose name no family knows counts as "other", and
+      // its unit kind would read as free (gelu may ride in a GEMM epilogue).
+      for (const char* family : {"gemm", "layernorm", "attention", "embedding", "cross_entropy"}) {
+        const std::vector<double> per_stage =
+            figure((std::string("kernel_seconds_") + family).c_str());
+        double sum = 0;
+        for (double x : per_stage) sum += x;
+        if (!(sum > 0)) fail(name, std::string("no device time in kernel family ") + family);
+      }
       // Every compute action ran device work that was attributed to it.
       const auto seconds = c.action.find("device_seconds");
       if (seconds == c.action.end() || seconds->second.size() != r.timeline.size()) {

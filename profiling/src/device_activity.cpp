@@ -254,6 +254,7 @@ std::string kernel_family(std::string_view name) {
   static const std::pair<std::string_view, std::string_view> kStems[] = {
       {"ppb_layernorm", "layernorm"},
       {"ppb_attention", "attention"},
+      {"ppb_flash_attention", "attention"},
       {"ppb_gelu", "gelu"},
       {"ppb_embedding", "embedding"},
       {"ppb_cross_entropy", "cross_entropy"},

@@ -117,6 +117,11 @@ TEST(DeviceActivityKernels, FamiliesByNameAndTheirUnionsOfComputeTime) {
             "layernorm");
   EXPECT_EQ(kernel_family("void ppb::cuda::device::ppb_attention_softmax_bwd<__nv_bfloat16>()"),
             "attention");
+  for (const char* flash : {"void ppb::cuda::device::ppb_flash_attention_fwd<64>(float const*)",
+                            "void ppb::cuda::device::ppb_flash_attention_bwd_kv<128>()",
+                            "ppb_flash_attention_bwd_q<32>", "ppb_flash_attention_rowdot"}) {
+    EXPECT_EQ(kernel_family(flash), "attention") << flash;
+  }
   EXPECT_EQ(kernel_family("ppb_gelu_bwd"), "gelu");
   EXPECT_EQ(kernel_family("ppb_embedding_bwd_weight"), "embedding");
   EXPECT_EQ(kernel_family("ppb_cross_entropy_fwd"), "cross_entropy");
