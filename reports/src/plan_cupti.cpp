@@ -37,6 +37,11 @@ const char* kernel_family_of(UnitKind kind) {
   return "gemm";  // not reached: every kind is named above
 }
 
+UnitTime kernel_gemm_shares(const Unit& unit, const Repriced& r) {
+  if (unit.kind == UnitKind::kAttention && r.attention == Attention::kFused) return {0, 0, 0};
+  return gemm_shares(unit, r.device);
+}
+
 namespace {
 
 // The device profiler's figures of `r`, or null without one.
@@ -48,7 +53,8 @@ const CollectorResult* profiler_figures(const Result& r) {
 
 // Per family: the roofline's seconds of stage `stage`'s units in it over
 // one step (every micro-batch's F and backward of each of its chunks), by
-// pass: a unit's GEMM share in "gemm", the rest in kernel_family_of.
+// pass: a unit's GEMM share as it ran (kernel_gemm_shares) in "gemm", the
+// rest in kernel_family_of.
 std::map<std::string, UnitTime> family_model(const Repriced& r, const ResultConfig& c, int stage) {
   const Placement place = placement_of(r.schedule);
   const double actions = static_cast<double>(c.microbatches) * std::max(1, c.batches);
@@ -58,7 +64,7 @@ std::map<std::string, UnitTime> family_model(const Repriced& r, const ResultConf
     for (int u = part.begin; u < part.end; ++u) {
       const Unit& unit = r.units[static_cast<size_t>(u)];
       const UnitTime& t = r.times[static_cast<size_t>(u)];
-      const UnitTime g = gemm_shares(unit, r.device);
+      const UnitTime g = kernel_gemm_shares(unit, r);
       UnitTime& gemm = out["gemm"];
       gemm.fwd += actions * t.fwd * g.fwd;
       gemm.bwd_input += actions * t.bwd_input * g.bwd_input;
@@ -136,7 +142,7 @@ void CuptiFit::add(const Repriced& r, const Result& result) {
   }
   for (size_t u = 0; u < r.units.size(); ++u) {
     const UnitTime& t = r.times[u];
-    const UnitTime g = gemm_shares(r.units[u], r.device);
+    const UnitTime g = kernel_gemm_shares(r.units[u], r);
     UnitTime& time = kind_time_[static_cast<size_t>(r.units[u].kind)];
     UnitTime& gemm = kind_gemm_[static_cast<size_t>(r.units[u].kind)];
     time = {time.fwd + t.fwd, time.bwd_input + t.bwd_input, time.bwd_weight + t.bwd_weight};

@@ -55,11 +55,10 @@ Repriced reprice(const Result& result) {
   // The attention that ran: fused keeps the softmax statistics, not the
   // probabilities (a cuda kernel; any other backend's files ran naive).
   const Kernels kernels = kernels_for(c.backend, r.device.name);
-  const Attention attention =
-      attention_ran(c) == attention_name(Attention::kFused) && kernels == Kernels::kCuda
-          ? Attention::kFused
-          : Attention::kNaive;
-  r.units = expand_units(r.spec, kernels, attention);
+  r.attention = attention_ran(c) == attention_name(Attention::kFused) && kernels == Kernels::kCuda
+                    ? Attention::kFused
+                    : Attention::kNaive;
+  r.units = expand_units(r.spec, kernels, r.attention);
   r.times = unit_times(r.units, r.device);
   const int parts = c.stages * c.chunks;
   if (!c.unit_ranges.empty()) {

@@ -745,15 +745,20 @@ double true_factor(UnitKind kind, double gemm_share) {
          (1 - gemm_share) / kEfficiency.at(kernel_family_of(kind));
 }
 
-ResultEntry cuda_result(const std::string& schedule, int stages, int microbatches) {
+// A fused attention (fused) runs its scores and context products in its
+// own kernels: all of its time is in "attention".
+ResultEntry cuda_result(const std::string& schedule, int stages, int microbatches,
+                        bool fused = false) {
   Result r;
   ResultConfig& c = r.config;
   c = tiny_config(schedule, stages, microbatches, "cuda");
+  if (fused) c.attention = "fused";
   r.environment.gpus.assign(static_cast<size_t>(stages), "NVIDIA H200");
   r.environment.ranks = stages;
   r.environment.ranks_per_gpu = 1;
   const DeviceSpec h200 = device_preset("h200");
-  const std::vector<Unit> units = expand_units(parse_model_spec(c.model), Kernels::kCuda);
+  const std::vector<Unit> units = expand_units(parse_model_spec(c.model), Kernels::kCuda,
+                                               fused ? Attention::kFused : Attention::kNaive);
   const std::vector<UnitTime> times = unit_times(units, h200);
   const std::vector<UnitRange> parts = make_partition("operator", units, times, stages);
   c.unit_ranges = format_partition(parts);
@@ -767,7 +772,8 @@ ResultEntry cuda_result(const std::string& schedule, int stages, int microbatche
     for (int u = parts[static_cast<size_t>(s)].begin; u < parts[static_cast<size_t>(s)].end; ++u) {
       const Unit& unit = units[static_cast<size_t>(u)];
       const UnitTime& t = times[static_cast<size_t>(u)];
-      const UnitTime g = gemm_shares(unit, h200);
+      const UnitTime g =
+          fused && unit.kind == UnitKind::kAttention ? UnitTime{0, 0, 0} : gemm_shares(unit, h200);
       const auto step = [&](double UnitTime::*pass, double share) {
         const double mb = microbatches * t.*pass;  // every micro-batch's pass, one step
         cupti.step["kernel_seconds_gemm"][static_cast<size_t>(s)] +=
@@ -814,8 +820,9 @@ ResultEntry cuda_result(const std::string& schedule, int stages, int microbatche
   m.device->profiler = "cupti";
   m.peak_memory_bytes.per_stage.assign(static_cast<size_t>(stages), 1);
   r.metrics = m;
-  return make_entry(
-      "cuda_" + schedule + "_P" + std::to_string(stages) + "_M" + std::to_string(microbatches), r);
+  return make_entry("cuda_" + schedule + "_P" + std::to_string(stages) + "_M" +
+                        std::to_string(microbatches) + (fused ? "_fused" : ""),
+                    r);
 }
 
 // The fit recovers the truth: each kind's factor is its units' GEMM and
@@ -863,6 +870,34 @@ TEST(PlanValidate, CuptiKernelTimesFitEachUnitKindAndTheLaunchCost) {
                       "results: per unit kind from CUPTI on 2 results"),
             std::string::npos)
       << line;
+}
+
+// Results that ran the fused attention: its kernels (cuDNN's, the flash
+// kernels) hold its products too, so the fit takes the attention's whole
+// time at the attention family's efficiency, and the GEMMs' factor is the
+// other units' alone; every kind's factor is the truth again.
+TEST(PlanValidate, CuptiFitTakesAFusedAttentionWhollyInItsOwnKernels) {
+  const std::vector<ResultEntry> results = {cuda_result("1f1b", 4, 8, true),
+                                            cuda_result("gpipe", 2, 4, true)};
+  std::vector<const ResultEntry*> all;
+  for (const ResultEntry& e : results) all.push_back(&e);
+  const PassCalibration cal = fit_calibration(all);
+  const DeviceSpec h200 = device_preset("h200");
+  std::set<std::string> seen;
+  for (const Unit& u :
+       expand_units(parse_model_spec("gpt-tiny"), Kernels::kCuda, Attention::kFused)) {
+    const std::string kind = unit_kind_name(u.kind);
+    if (!seen.insert(kind).second) continue;
+    const UnitTime g = u.kind == UnitKind::kAttention ? UnitTime{0, 0, 0} : gemm_shares(u, h200);
+    const UnitTime f = cal.factors(kind);
+    EXPECT_NEAR(f.fwd, true_factor(u.kind, g.fwd), 1e-6 * f.fwd) << kind;
+    if (u.bwd_input_flops > 0) {
+      EXPECT_NEAR(f.bwd_input, true_factor(u.kind, g.bwd_input), 1e-6 * f.bwd_input) << kind;
+    }
+  }
+  const UnitTime attention = cal.factors("attention");
+  EXPECT_NEAR(attention.fwd, 1 / kEfficiency.at("attention"), 1e-6 * attention.fwd);
+  EXPECT_NEAR(attention.bwd_input, 1 / kEfficiency.at("attention"), 1e-6 * attention.bwd_input);
 }
 
 // Leave-one-out on results the CUPTI model explains: every combination

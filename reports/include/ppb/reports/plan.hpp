@@ -192,6 +192,7 @@ void write_plan_trace(const PlanOptions& options, const Candidate& c, const std:
 struct Repriced {
   ModelSpec spec;
   DeviceSpec device;
+  Attention attention = Attention::kNaive;  ///< the attention the result ran
   std::vector<Unit> units;
   std::vector<UnitTime> times;
   std::vector<UnitRange> parts;
@@ -241,7 +242,7 @@ struct PassCalibration {
 /// (has_cupti_figures), per unit kind from them instead: per kernel family
 /// f, least squares through the origin over every stage of the measured
 /// step's kernel_seconds_f against the roofline's seconds of the units'
-/// share in f (gemm_shares, kernel_family_of; x M x B actions); then one
+/// share in f (kernel_gemm_shares, kernel_family_of; x M x B actions); then one
 /// factor on all families so that a stage's kernel seconds of every family
 /// come out (families no unit runs: copies, bias fills); each kind's factor
 /// per pass is its units' GEMM and elementwise shares at their families'
@@ -254,10 +255,16 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results);
 /// docs/metrics.md) that runs the non-GEMM work of a unit kind: its GEMMs
 /// run in "gemm". embedding -> "embedding"; ln1, ln2, final_norm ->
 /// "layernorm"; qkv, attn_out, fc2 (bias and residual only) -> "gemm";
-/// attention -> "attention" (its scores and context GEMMs in "gemm");
-/// fc1_gelu -> "gelu"; head -> "cross_entropy". The one mapping between
-/// the two.
+/// attention -> "attention" (naive: its scores and context GEMMs in
+/// "gemm"); fc1_gelu -> "gelu"; head -> "cross_entropy". The one mapping
+/// between the two.
 const char* kernel_family_of(UnitKind kind);
+
+/// The share of each pass of `unit` that runs in "gemm" kernels, as the
+/// result `r` ran them: gemm_shares, except that a fused attention (cuDNN's,
+/// the fp32 flash kernels) takes its scores and context products in its own
+/// kernels, all in "attention".
+UnitTime kernel_gemm_shares(const Unit& unit, const Repriced& r);
 
 /// The device time of each kernel family per stage in `r`'s median step
 /// (its device profiler's step.kernel_seconds_<family>): family -> per
