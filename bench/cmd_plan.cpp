@@ -160,18 +160,19 @@ std::string peak_text(const reports::Candidate& c, int64_t capacity) {
 }
 
 void print_row(const std::string& rank, const reports::Candidate& c, int64_t capacity) {
-  // One stage is no pipeline, whichever schedule ranked it
-  // (reports::candidate_label).
+  // One stage is no pipeline, whichever schedule ranked it: no partition,
+  // N or V (reports::candidate_label).
   const bool single = c.stages == 1;
-  const std::string schedule = single ? "no pipeline" : c.schedule;
   const std::string partition = single ? "-" : c.partition;
   const std::string pd = std::to_string(c.stages) + "x" + std::to_string(c.data_parallel);
-  const std::string n = c.inflight > 0 ? std::to_string(c.inflight) : "-";
+  const std::string n = c.inflight > 0 && !single ? std::to_string(c.inflight) : "-";
+  const std::string v = single ? "-" : std::to_string(c.chunks);
   const std::string sps = c.fits ? reports::format_number(c.samples_per_second) : "-";
   const std::string bubble = c.fits ? reports::format_fixed(c.bubble_ratio, 3) : "-";
-  std::printf("%-4s %-16s %-9s %9s %5d %4d %4s %2d %11s %7s  %s\n", rank.c_str(), schedule.c_str(),
-              partition.c_str(), pd.c_str(), c.microbatches, c.micro_batch_size, n.c_str(),
-              c.chunks, sps.c_str(), bubble.c_str(), peak_text(c, capacity).c_str());
+  std::printf("%-4s %-16s %-9s %9s %5d %4d %4s %2s %11s %7s  %s\n", rank.c_str(),
+              reports::shown_schedule(c).c_str(), partition.c_str(), pd.c_str(), c.microbatches,
+              c.micro_batch_size, n.c_str(), v.c_str(), sps.c_str(), bubble.c_str(),
+              peak_text(c, capacity).c_str());
 }
 
 void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
@@ -211,7 +212,7 @@ void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
     for (const reports::Candidate& k : plan.alternatives) print_row("", k, plan.capacity_bytes);
     std::printf("\nwhy they lose:\n");
     for (const reports::Candidate& k : plan.alternatives)
-      std::printf("  %-16s %s\n", k.schedule.c_str(), k.why.c_str());
+      std::printf("  %-16s %s\n", reports::shown_schedule(k).c_str(), k.why.c_str());
   }
 }
 

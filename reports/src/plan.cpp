@@ -37,6 +37,13 @@ namespace {
 // Generated schedules kept for reuse by other partitions and micro-batch
 // sizes; bounded, since a deep pipeline's lists take megabytes.
 constexpr size_t kScheduleCache = 64;
+// What a single stage is listed under: it runs no schedule.
+constexpr const char* kNoPipeline = "no pipeline";
+
+// One run of a single stage, whichever schedule's name it was found under.
+std::string single_stage_key(const Candidate& c) {
+  return candidate_label(c) + " mbs=" + std::to_string(c.micro_batch_size);
+}
 
 // The model priced at one micro-batch size.
 struct PricedModel {
@@ -425,11 +432,19 @@ class Planner {
     return c;
   }
 
+  // What a configuration is listed under (shown_schedule): its schedule, or
+  // "no pipeline" for one stage. Each gets its best configuration exactly.
+  std::string listed_as(const Spec& s) const {
+    return shapes_[s.shape].stages == 1 ? kNoPipeline : s.info->name;
+  }
+
+  // Pruned when it can neither join the leaders nor beat the best of what
+  // it is listed as; a tie is simulated (of equal speed, less memory ranks
+  // first).
   bool skip(const Spec& s) {
-    const std::string& name = s.info->name;
-    const auto best = best_fit_.find(name);
-    if (leaders_.size() >= static_cast<size_t>(o_.top) && s.bound <= leaders_.top() &&
-        best != best_fit_.end() && s.bound <= best->second) {
+    const auto best = best_fit_.find(listed_as(s));
+    if (leaders_.size() >= static_cast<size_t>(o_.top) && s.bound < leaders_.top() &&
+        best != best_fit_.end() && s.bound < best->second) {
       return true;
     }
     const Shape& sh = shapes_[s.shape];
@@ -491,7 +506,7 @@ class Planner {
       if (!least_ || c.peak_memory_bytes[static_cast<size_t>(c.worst_stage)] <
                          least_->peak_memory_bytes[static_cast<size_t>(least_->worst_stage)])
         least_ = c;
-      if (!best_any_.count(s.info->name)) best_any_.emplace(s.info->name, c);
+      if (!best_any_.count(listed_as(s))) best_any_.emplace(listed_as(s), c);
       return;
     }
     SimOptions so;
@@ -502,9 +517,13 @@ class Planner {
     const double samples = double{1} * c.data_parallel * c.micro_batch_size * c.microbatches;
     c.samples_per_second = samples / (c.step_seconds + c.allreduce_seconds);
     fitting_.push_back(c);
-    leaders_.push(c.samples_per_second);
-    if (leaders_.size() > static_cast<size_t>(o_.top)) leaders_.pop();
-    double& best = best_fit_[s.info->name];
+    // One stage under another schedule's name is the same run: one place
+    // among the leaders, as finish() ranks it once.
+    if (c.stages > 1 || single_stage_runs_.insert(single_stage_key(c)).second) {
+      leaders_.push(c.samples_per_second);
+      if (leaders_.size() > static_cast<size_t>(o_.top)) leaders_.pop();
+    }
+    double& best = best_fit_[listed_as(s)];
     best = std::max(best, c.samples_per_second);
   }
 
@@ -519,9 +538,11 @@ class Planner {
   std::map<std::string, Schedule> schedules_;
   std::unique_ptr<Schedule> timed_schedule_;
   std::map<std::string, std::vector<std::array<int, 3>>> failed_;
-  std::map<std::string, double> best_fit_;
-  std::map<std::string, Candidate> best_any_;  // first (best bound) non-fitting one
+  std::map<std::string, double> best_fit_;  // per listed_as: the best samples/s
+  // Per listed_as: the first (best bound) non-fitting configuration.
+  std::map<std::string, Candidate> best_any_;
   std::priority_queue<double, std::vector<double>, std::greater<>> leaders_;
+  std::set<std::string> single_stage_runs_;  // single_stage_key of those among leaders_
   std::vector<Candidate> fitting_;
   std::optional<Candidate> least_;
   int64_t considered_ = 0;
@@ -547,8 +568,8 @@ double allreduce_share(const Candidate& c) {
 
 std::string versus(const Candidate& c, const Candidate& best) {
   const double slower = 1 - c.samples_per_second / best.samples_per_second;
-  std::string why = pct(slower) + " slower than the leader (" + best.schedule + "): bubble " +
-                    pct(c.bubble_ratio) + " vs " + pct(best.bubble_ratio);
+  std::string why = pct(slower) + " slower than the leader (" + shown_schedule(best) +
+                    "): bubble " + pct(c.bubble_ratio) + " vs " + pct(best.bubble_ratio);
   if (std::fabs(allreduce_share(c) - allreduce_share(best)) > 0.01) {
     why +=
         ", all-reduce " + pct(allreduce_share(c)) + " of the step vs " + pct(allreduce_share(best));
@@ -584,24 +605,39 @@ Plan Planner::finish() {
   plan.attention = attention_;
   plan.considered = considered_;
   plan.evaluated = evaluated_;
-  std::stable_sort(fitting_.begin(), fitting_.end(), [](const Candidate& a, const Candidate& b) {
-    return a.samples_per_second > b.samples_per_second;
+  // Fastest first; of equal speed (to 9 digits: one stage cut into V
+  // chunks runs as fast as uncut) the one with less memory, then fewer
+  // chunks.
+  const auto speed = [](const Candidate& c) {
+    return std::llround(std::log(c.samples_per_second) * 1e9);
+  };
+  std::stable_sort(fitting_.begin(), fitting_.end(), [&](const Candidate& a, const Candidate& b) {
+    if (speed(a) != speed(b)) return speed(a) > speed(b);
+    const int64_t pa = a.peak_memory_bytes[static_cast<size_t>(a.worst_stage)];
+    const int64_t pb = b.peak_memory_bytes[static_cast<size_t>(b.worst_stage)];
+    if (pa != pb) return pa < pb;
+    return a.chunks < b.chunks;
   });
   // Single-stage runs of the same shape under several schedules' names are
   // one run: the first (fastest) stands for them.
-  std::set<std::string> labels;
+  std::set<std::string> singles;
   for (const Candidate& c : fitting_) {
     if (plan.ranked.size() >= static_cast<size_t>(o_.top)) break;
-    const std::string shape = candidate_label(c) + " mbs=" + std::to_string(c.micro_batch_size);
-    if (c.stages == 1 && !labels.insert(shape).second) continue;
+    if (c.stages == 1 && !singles.insert(single_stage_key(c)).second) continue;
     plan.ranked.push_back(c);
   }
+  // Listed per schedule (shown_schedule): one stage is "no pipeline",
+  // whichever schedule's search found it.
+  std::vector<std::string> names = schedule_names(o_);
+  names.emplace_back(kNoPipeline);
   if (plan.ranked.empty()) {
     plan.advice = advice(least_, capacity_, o_, why_none());
-    for (const auto& [name, c] : best_any_) {
-      Candidate alt = c;
-      alt.why = memory_words(c, capacity_, o_);
-      plan.alternatives.push_back(alt);
+    for (const std::string& name : names) {
+      if (const auto it = best_any_.find(name); it != best_any_.end()) {
+        Candidate alt = it->second;
+        alt.why = memory_words(alt, capacity_, o_);
+        plan.alternatives.push_back(alt);
+      }
     }
     return plan;
   }
@@ -617,12 +653,10 @@ Plan Planner::finish() {
                    : versus(c, best);
   }
   // The best of every schedule not among the leaders, and why it loses.
-  for (const std::string& name : schedule_names(o_)) {
-    const bool leads = std::any_of(plan.ranked.begin(), plan.ranked.end(),
-                                   [&](const Candidate& c) { return c.schedule == name; });
-    if (leads) continue;
-    const auto fit = std::find_if(fitting_.begin(), fitting_.end(),
-                                  [&](const Candidate& c) { return c.schedule == name; });
+  for (const std::string& name : names) {
+    const auto listed = [&](const Candidate& c) { return shown_schedule(c) == name; };
+    if (std::any_of(plan.ranked.begin(), plan.ranked.end(), listed)) continue;
+    const auto fit = std::find_if(fitting_.begin(), fitting_.end(), listed);
     if (fit != fitting_.end()) {
       Candidate alt = *fit;
       alt.why = versus(alt, best);
@@ -669,10 +703,12 @@ Plan make_plan(const PlanOptions& options) {
   return planner.run();
 }
 
+std::string shown_schedule(const Candidate& c) { return c.stages == 1 ? kNoPipeline : c.schedule; }
+
 std::string candidate_label(const Candidate& c) {
   const std::string d = c.data_parallel > 1 ? " D=" + std::to_string(c.data_parallel) : "";
   const std::string m = " M=" + std::to_string(c.microbatches);
-  if (c.stages == 1) return "no pipeline (P=1)" + d + m;
+  if (c.stages == 1) return std::string(kNoPipeline) + " (P=1)" + d + m;
   return c.schedule + " x " + c.partition + " P=" + std::to_string(c.stages) + d + m +
          (c.inflight > 0 ? " N=" + std::to_string(c.inflight) : "") +
          (c.chunks > 1 ? " V=" + std::to_string(c.chunks) : "");

@@ -157,20 +157,28 @@ struct Candidate {
 /// (" D=2" after P when replicated).
 std::string candidate_label(const Candidate& c);
 
+/// The schedule a candidate is listed under: "no pipeline" for a single
+/// stage (candidate_label's reason), else its schedule.
+std::string shown_schedule(const Candidate& c);
+
 /// The schedule parameters of a candidate: P, M, V, N, K and B (the pass
 /// times of zb-1p/zb-2p come from its costs: set_pass_times).
 ScheduleParams schedule_params(const Candidate& c);
 
 struct Plan {
-  /// Fitting, best first (at most options.top); single-stage candidates
-  /// that differ only in their schedule's name (candidate_label) once.
+  /// Fitting, best first (at most options.top; of equal samples/s the one
+  /// with less memory, then fewer chunks); single-stage candidates that
+  /// differ only in their schedule's name (candidate_label) once.
   std::vector<Candidate> ranked;
-  std::vector<Candidate> alternatives;  ///< best of every other schedule, with why it loses
-  int64_t capacity_bytes = 0;           ///< guard x GPU memory
-  AttentionChoice attention;            ///< the attention every candidate was priced with
-  int64_t considered = 0;  ///< configurations in the search space (schedule x shape x M x N)
-  int64_t evaluated = 0;   ///< simulated
-  std::string advice;      ///< when nothing fits: what would
+  /// Per schedule no leader runs (shown_schedule), its best configuration
+  /// with why it loses: a schedule's best pipelined one (P >= 2), and
+  /// "no pipeline" once for the single stages.
+  std::vector<Candidate> alternatives;
+  int64_t capacity_bytes = 0;  ///< guard x GPU memory
+  AttentionChoice attention;   ///< the attention every candidate was priced with
+  int64_t considered = 0;      ///< configurations in the search space (schedule x shape x M x N)
+  int64_t evaluated = 0;       ///< simulated
+  std::string advice;          ///< when nothing fits: what would
 };
 
 /// Searches and ranks (the file comment). Throws UsageError for bad options
