@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -138,10 +139,13 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
               r.bubble_ratio);
   std::printf("bubble overhead  %.4f   (idle / busy, Megatron-LM's normalisation)\n",
               r.bubble_overhead);
+  // The words in parentheses on two lines, the second under the first.
+  char span[32];
+  std::snprintf(span, sizeof span, "%.6g", r.stage_span);
   std::printf(
-      "stage span       %.6g   (longest first-start to last-end of one stage: the step time when\n"
-      "                            steps overlap, as the Zero Bubble paper counts)\n",
-      r.stage_span);
+      "stage span       %s   (longest first-start to last-end of one stage: the step time when\n"
+      "%*ssteps overlap, as the Zero Bubble paper counts)\n",
+      span, static_cast<int>(17 + std::strlen(span) + 4), "");
   if (s.batches > 1)
     std::printf("time per batch   %.6g   (steady state, no flush)\n", r.time_per_batch());
   if (costs.allreduce.replicas > 1) {
