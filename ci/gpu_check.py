@@ -1253,8 +1253,10 @@ def peer_figures(case, doc):
                                    pb["per_microbatch_seconds"] * 1e3,
                                    doc["graph"]["per_microbatch_seconds"] * 1e3,
                                    pt["per_microbatch_seconds"] * 1e3)
-    return "%s %.2fx samples/s (%.1f vs %.1f), peak %s vs %s" % (
+    sdpa = (pt.get("kernels") or {}).get("sdpa")
+    return "%s %.2fx samples/s (%.1f vs %.1f%s), peak %s vs %s" % (
         case, r["samples_per_second"], pb["samples_per_second"], pt["samples_per_second"],
+        ", PyTorch's sdpa " + sdpa if sdpa else "",
         torch_peer.gib(pb["peak_device_bytes"]), torch_peer.gib(pt["peak_allocated_bytes"]))
 
 

@@ -24,8 +24,11 @@ TF32 off. Attention: torch.nn.functional.scaled_dot_product_attention
 The result's --warmup and --iters steps unless given; each timed step is
 timed with CUDA events; samples/s = micro-batch size x M / median step
 time (docs/metrics.md); the peaks are torch.cuda.max_memory_allocated and
-max_memory_reserved over the timed steps. --graph also captures the whole
-step once in a CUDA graph and replays it (for launch-bound models).
+max_memory_reserved over the timed steps. One more step runs under
+torch.profiler: PyTorch's top kernels by device time, and which of sdpa's
+kernels ran (cuDNN's, its flash, the memory-efficient one, or the math
+fallback: "pytorch.kernels"). --graph also captures the whole step once in
+a CUDA graph and replays it (for launch-bound models).
 
 Writes a JSON document (schema pipebench.torch-peer/1, to FILE or stdout)
 with both sides' figures and pipebench over PyTorch, and prints a one-line
@@ -150,6 +153,44 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+# PyTorch's fused attentions by their kernels' names (PyTorch 2.x): cuDNN's
+# ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_..."), its own
+# FlashAttention-2 ("pytorch_flash::flash_fwd_kernel<...>"), the
+# memory-efficient one of xFormers ("fmha_cutlassF_f32_aligned_64x64_...",
+# PyTorch's fp32 path). None of them: the math fallback (matmuls and a
+# softmax).
+SDPA_BACKENDS = (("cudnn", ("cudnn_generated", "_sdpa_")),
+                 ("flash", ("flash_fwd", "flash_bwd")),
+                 ("efficient", ("fmha_cutlass", "attentionkernel", "efficient_attention")))
+
+
+def sdpa_backend(names):
+    """Which of scaled_dot_product_attention's kernels ran, from the
+    names of the kernels of one step: "cudnn", "flash", "efficient", or
+    "math" where none of theirs did."""
+    lowered = [n.lower() for n in names]
+    for backend, marks in SDPA_BACKENDS:
+        if backend == "cudnn":
+            if any(all(m in n for m in marks) for n in lowered):
+                return backend
+        elif any(m in n for m in marks for n in lowered):
+            return backend
+    return "math"
+
+
+def top_kernels(kernels, n=8):
+    """The `n` kernels (by name) that took the most of one step's device
+    time, from (name, seconds) per launch: [{"name", "seconds", "share"}]
+    with share of all the step's kernel seconds, and that total."""
+    per = {}
+    for name, seconds in kernels:
+        per[name] = per.get(name, 0.0) + seconds
+    total = sum(per.values())
+    ranked = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return [{"name": k, "seconds": v, "share": v / total if total > 0 else None}
+            for k, v in ranked], total
+
+
 def compare(pb, eager, graph):
     """pipebench over PyTorch: samples/s (above 1: pipebench faster), the
     peak (below 1: pipebench smaller) against max_memory_allocated, and
@@ -171,8 +212,11 @@ def summary_line(doc):
     if doc.get("status") != "ok":
         return f"torch peer: skipped: {doc.get('reason')}"
     s, pb, pt, r = doc["model"], doc["pipebench"], doc["pytorch"], doc["ratios"]
+    attention = doc["attention"]
+    if attention == "sdpa" and (pt.get("kernels") or {}).get("sdpa"):
+        attention += " (" + pt["kernels"]["sdpa"] + ")"
     line = ("%s %s M=%d, %s attention: pipebench %.1f samples/s, PyTorch %.1f (%.2fx);"
-            " peak %s vs %s" % (s["name"], s["dtype"], s["microbatches"], doc["attention"],
+            " peak %s vs %s" % (s["name"], s["dtype"], s["microbatches"], attention,
                                 pb["samples_per_second"], pt["samples_per_second"],
                                 r["samples_per_second"], gib(pb["peak_device_bytes"]),
                                 gib(pt["peak_allocated_bytes"])))
@@ -292,6 +336,29 @@ def timed_steps(torch, step, after, warmup, iters):
     return seconds
 
 
+def kernel_breakdown(torch, step, after, attention):
+    """One more step under torch.profiler (device activity only): its
+    kernels' device time by name (top_kernels) and, for sdpa, which of its
+    kernels ran. {"error": why} where the profiler gives no kernels; the
+    timed figures stand either way."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        after()
+        kernels = [(e.name, e.time_range.elapsed_us() * 1e-6) for e in prof.events()
+                   if str(getattr(e, "device_type", "")).endswith("CUDA")]
+    except Exception as e:  # noqa: BLE001 - a profiler that cannot run here: no breakdown
+        first = (str(e).strip().splitlines() or ["?"])[0][:200]
+        return {"error": "%s: %s" % (type(e).__name__, first)}
+    if not kernels:
+        return {"error": "the profiler recorded no kernels"}
+    top, total = top_kernels(kernels)
+    return {"sdpa": sdpa_backend(name for name, _ in kernels) if attention == "sdpa" else None,
+            "step_kernel_seconds": total, "top": top}
+
+
 def measure(torch, s, attention, graph):
     """(eager figures, graph figures or None) on the current CUDA device;
     the graph's figures are {"error": why} where the step cannot be
@@ -310,6 +377,7 @@ def measure(torch, s, attention, graph):
     eager = timing(seconds, s)
     eager["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
     eager["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    eager["kernels"] = kernel_breakdown(torch, step, zero, attention)
     if not graph:
         return eager, None
     # Whole-step capture (PyTorch's "whole network capture"): warmed up on a

@@ -494,6 +494,11 @@ class TorchPeer(unittest.TestCase):
         self.assertEqual(v.status, "FAIL")
         self.assertIn("bf16 0.39x samples/s (70.2 vs 180.0), peak 4.25 GiB vs 5.10 GiB", v.figures)
         self.assertIn("fp32 0.60x samples/s (28.7 vs 47.9)", v.figures)
+        # Which of sdpa's kernels PyTorch ran, where its profiled step said.
+        docs = self.docs()
+        docs["fp32"]["pytorch"]["kernels"] = {"sdpa": "efficient", "top": []}
+        self.assertIn("fp32 0.60x samples/s (28.7 vs 47.9, PyTorch's sdpa efficient), peak",
+                      gc.peer_verdict(docs, 1.0, 1.3).figures)
         self.assertIn("gpt-tiny bf16 per micro-batch 2.96x PyTorch's CUDA-graph replay"
                       " (4.50 vs 1.52 ms; eager 12.30 ms)", v.figures)
         self.assertEqual(v.values["below"], ["bf16 0.39x < 1x samples/s",

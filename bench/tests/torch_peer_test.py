@@ -124,6 +124,34 @@ class Figures(unittest.TestCase):
         self.assertIsNone(doc["ratios"]["per_microbatch_over_graph"])
         self.assertTrue(doc["summary"].endswith("; no CUDA graph replay: operation not permitted"))
 
+    def test_which_of_sdpas_kernels_ran_and_the_top_kernels(self):
+        # The kernel names PyTorch 2.x runs for sdpa on an H200.
+        self.assertEqual(tp.sdpa_backend([
+            "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT",
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64_4x1x1"]),
+            "cudnn")
+        self.assertEqual(tp.sdpa_backend([
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>(...)"]),
+            "flash")
+        self.assertEqual(tp.sdpa_backend(["fmha_cutlassF_f32_aligned_64x64_rf_sm80(...)",
+                                          "fmha_cutlassB_f32_aligned_64x64_k64_sm80(...)"]),
+                         "efficient")
+        # cuDNN's GEMMs are no attention; softmax and matmuls are the fallback.
+        self.assertEqual(tp.sdpa_backend(["cudnn_generated_fort_native_gemm",
+                                          "void at::native::cunn_SoftMaxForward<4>(...)"]), "math")
+        top, total = tp.top_kernels([("gemm", 3.0), ("softmax", 1.0), ("gemm", 1.0),
+                                     ("copy", 1.0)], n=2)
+        self.assertEqual(total, 6.0)
+        self.assertEqual(top, [{"name": "gemm", "seconds": 4.0, "share": 4.0 / 6.0},
+                               {"name": "copy", "seconds": 1.0, "share": 1.0 / 6.0}])
+        eager = dict(tp.timing([32 / 180.0], self.s), peak_allocated_bytes=int(5.1 * 2**30),
+                     kernels={"sdpa": "cudnn", "step_kernel_seconds": 6.0, "top": top})
+        doc = tp.document("r.json", self.s, "sdpa", self.pb, eager)
+        self.assertIn(", sdpa (cudnn) attention: pipebench 70.2", doc["summary"])
+        eager["kernels"] = {"error": "RuntimeError: CUPTI held"}
+        doc = tp.document("r.json", self.s, "sdpa", self.pb, eager)
+        self.assertIn(", sdpa attention: pipebench 70.2", doc["summary"])
+
     def test_a_skipped_document_says_why(self):
         doc = tp.document("r.json", self.s, "sdpa", self.pb, reason="no CUDA device")
         self.assertEqual((doc["status"], doc["ratios"]), ("skipped", None))
