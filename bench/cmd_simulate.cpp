@@ -75,6 +75,27 @@ Schedule load_schedule(const SimulateOptions& opt) {
   return s;
 }
 
+// The model's spec as --model and the padding flag give it.
+ModelSpec simulated_spec(const SimulateOptions& opt) {
+  ModelSpec spec = parse_model_spec(opt.model);
+  spec.vocab_divisor = opt.vocab_divisor;
+  return spec;
+}
+
+// The attention the model is priced with: what `run --attention auto`
+// picks on the device (fused on a GPU, cuDNN's or the flash kernels;
+// naive on the cpu device), as `plan` prices it.
+AttentionChoice simulated_attention(const SimulateOptions& opt, const ModelSpec& spec) {
+  return modelled_attention(AttentionRequest::kAuto, kernels_for("", opt.device), spec);
+}
+
+// "fused attention", or "naive attention (why)".
+std::string attention_words(const AttentionChoice& a) {
+  std::string words = std::string(attention_name(a.attention)) + " attention";
+  if (!a.reason.empty()) words += " (" + a.reason + ")";
+  return words;
+}
+
 StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
   if (opt.model.empty()) {
     if (!opt.partition.empty()) throw UsageError("--partition: needs --model");
@@ -83,11 +104,9 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
   if (opt.cost_flags_given)
     throw UsageError(
         "--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
-  ModelSpec spec = parse_model_spec(opt.model);
-  spec.vocab_divisor = opt.vocab_divisor;
-  const Kernels kernels = kernels_for("", opt.device);
-  std::vector<Unit> units = expand_units(
-      spec, kernels, modelled_attention(AttentionRequest::kAuto, kernels, spec).attention);
+  const ModelSpec spec = simulated_spec(opt);
+  std::vector<Unit> units =
+      expand_units(spec, kernels_for("", opt.device), simulated_attention(opt, spec).attention);
   DeviceSpec device = device_preset(opt.device);
   std::vector<UnitTime> times = unit_times(units, device);
   LinkModel link;
@@ -131,8 +150,10 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
     std::printf("  costs TF=%g TB=%g TW=%g TC=%g (time units)\n", opt.fwd, opt.bwd, opt.wgrad,
                 opt.comm);
   } else {
-    std::printf("  model %s, partition %s, device %s (seconds)\n", opt.model.c_str(),
-                opt.partition.empty() ? "balanced" : opt.partition.c_str(), opt.device.c_str());
+    const ModelSpec spec = simulated_spec(opt);
+    std::printf("  model %s, partition %s, device %s, %s (seconds)\n", opt.model.c_str(),
+                opt.partition.empty() ? "balanced" : opt.partition.c_str(), opt.device.c_str(),
+                attention_words(simulated_attention(opt, spec)).c_str());
   }
   std::printf("step time        %.6g\n", r.step_time);
   std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n",
@@ -186,13 +207,16 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
         {"fwd", opt.fwd}, {"bwd", opt.bwd}, {"wgrad", opt.wgrad}, {"comm", opt.comm}};
   } else {
     config["model"] = opt.model;
-    ModelSpec spec = parse_model_spec(opt.model);  // as build_costs ran it
-    spec.vocab_divisor = opt.vocab_divisor;
+    const ModelSpec spec = simulated_spec(opt);  // as build_costs ran it
     config["vocab_padding"] = {{"make_vocab_size_divisible_by", spec.vocab_divisor},
                                {"vocab", spec.vocab},
                                {"padded_vocab", spec.padded_vocab()}};
     config["partition"] = opt.partition.empty() ? "balanced" : opt.partition;
     config["device"] = opt.device;
+    const AttentionChoice attention = simulated_attention(opt, spec);
+    config["attention"] = attention_name(attention.attention);
+    config["attention_reason"] = attention.reason.empty() ? boost::json::value(nullptr)
+                                                          : boost::json::value(attention.reason);
   }
   boost::json::array stages;
   for (const SimStage& st : r.stages) {

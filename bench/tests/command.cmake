@@ -65,6 +65,19 @@ add_test(NAME cli.simulate_data_parallel
           --bwd 2 --wgrad 0 --data-parallel 4 --allreduce 7.5 --format json)
 set_tests_properties(cli.simulate_data_parallel PROPERTIES LABELS unit TIMEOUT 30
   PASS_REGULAR_EXPRESSION "\"step_time\":2\\.25E1.*\"data_parallel\":4,\"pipeline_time\":1\\.5E1")
+# simulate --model says which attention it priced: the fused one on a GPU
+# device (its statistics kept, not the probabilities), naive with the reason
+# on the cpu device, in the text's first line and the JSON's config.
+add_test(NAME cli.simulate_model_attention_gpu
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4
+          --model gpt-tiny --device h200)
+set_tests_properties(cli.simulate_model_attention_gpu PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "^schedule 1f1b  P=2 M=4 V=1  model gpt-tiny, partition balanced, device h200, fused attention \\(seconds\\)")
+add_test(NAME cli.simulate_model_attention_cpu
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4
+          --model gpt-tiny --format json)
+set_tests_properties(cli.simulate_model_attention_cpu PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "\"device\":\"cpu\",\"attention\":\"naive\",\"attention_reason\":\"the cpu backend has no fused attention \\(cuda only\\)\"")
 # PyTorch's CSV: a cell it cannot read, FSDP actions, a receive placed after
 # the action that consumes it; each named by row and column.
 ppb_expect_usage_error(csv_bad_cell
