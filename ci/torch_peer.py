@@ -337,13 +337,13 @@ def timed_steps(torch, step, after, warmup, iters):
 
 
 def kernel_breakdown(torch, step, after, attention):
-    """One more step under torch.profiler (device activity only): its
+    """One more step under torch.profiler (its device events): its
     kernels' device time by name (top_kernels) and, for sdpa, which of its
     kernels ran. {"error": why} where the profiler gives no kernels; the
     timed figures stand either way."""
     try:
         from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             step()
             torch.cuda.synchronize()
         after()
