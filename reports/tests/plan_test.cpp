@@ -348,12 +348,10 @@ TEST(Plan, AlternativesSayWhyTheyLose) {
   }
 }
 
-// Pruning keeps the leaders where one stage leads too: every schedule's
-// one-stage run is the same run, so it holds one place among the leaders
-// the pruning measures against, not one per schedule (which pruned the
-// runners-up: zb-h2 at 2067 samples/s lost its place to zb-v at 2018).
-// Each schedule's best pipelined configuration is the full search's.
-TEST(Plan, PruningKeepsTheLeadersWhereOneStageLeads) {
+// gpt-small in fp32 on 4 H200s, as `plan` searches it by default: no
+// pipeline wins (the replicas' all-reduce costs less than any pipeline's
+// bubble).
+PlanOptions one_stage_leads() {
   ClusterInput in;
   in.gpus = 4;
   in.device = "h200";
@@ -361,6 +359,17 @@ TEST(Plan, PruningKeepsTheLeadersWhereOneStageLeads) {
   o.cluster = resolve_cluster(in);
   o.model = parse_model_spec("gpt-small");
   o.micro_batch_sizes = {1, 2, 4, 8};
+  o.memory.optimizer = OptimizerKind::kAdam;
+  return o;
+}
+
+// Pruning keeps the leaders where one stage leads too: every schedule's
+// one-stage run is the same run, so it holds one place among the leaders
+// the pruning measures against, not one per schedule (which pruned the
+// runners-up: zb-h2 at 2067 samples/s lost its place to zb-v at 2018).
+// Each schedule's best pipelined configuration is the full search's.
+TEST(Plan, PruningKeepsTheLeadersWhereOneStageLeads) {
+  PlanOptions o = one_stage_leads();
   o.top = 1000;
   const Plan full = make_plan(o);
   for (const int top : {2, 3, 5, 8}) {
@@ -386,21 +395,13 @@ TEST(Plan, PruningKeepsTheLeadersWhereOneStageLeads) {
   }
 }
 
-// Where one stage wins (gpt-small in fp32 on 4 H200s: the replicas'
-// all-reduce costs less than any pipeline's bubble), it leads as "no
-// pipeline", uncut (one stage in V chunks is as fast, with more memory),
-// and each schedule is listed by its best pipelined configuration, losing
-// to "no pipeline": one stage runs no schedule, so a schedule's own one-stage
-// run would only repeat the leader under another name.
+// Where one stage wins (one_stage_leads), it leads as "no pipeline",
+// uncut (one stage in V chunks is as fast, with more memory), and each
+// schedule is listed by its best pipelined configuration, losing to "no
+// pipeline": one stage runs no schedule, so a schedule's own one-stage run
+// would only repeat the leader under another name.
 TEST(Plan, WhereOneStageWinsEachScheduleIsListedPipelined) {
-  ClusterInput in;
-  in.gpus = 4;
-  in.device = "h200";
-  PlanOptions o;
-  o.cluster = resolve_cluster(in);
-  o.model = parse_model_spec("gpt-small");
-  o.micro_batch_sizes = {1, 2, 4, 8};
-  o.memory.optimizer = OptimizerKind::kAdam;
+  PlanOptions o = one_stage_leads();
   o.top = 3;
   const Plan plan = make_plan(o);
   ASSERT_FALSE(plan.ranked.empty());
