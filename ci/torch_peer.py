@@ -347,8 +347,11 @@ def kernel_breakdown(torch, step, after, attention):
             step()
             torch.cuda.synchronize()
         after()
+        # The device's events, less the ranges record_function marks on
+        # the device's timeline (the optimizer step's: they span kernels).
         kernels = [(e.name, e.time_range.elapsed_us() * 1e-6) for e in prof.events()
-                   if str(getattr(e, "device_type", "")).endswith("CUDA")]
+                   if str(getattr(e, "device_type", "")).endswith("CUDA")
+                   and not getattr(e, "is_user_annotation", False)]
     except Exception as e:  # noqa: BLE001 - a profiler that cannot run here: no breakdown
         first = (str(e).strip().splitlines() or ["?"])[0][:200]
         return {"error": "%s: %s" % (type(e).__name__, first)}

@@ -16,6 +16,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -609,7 +610,10 @@ Plan Planner::finish() {
   // chunks runs as fast as uncut) the one with less memory, then fewer
   // chunks.
   const auto speed = [](const Candidate& c) {
-    return std::llround(std::log(c.samples_per_second) * 1e9);
+    const double l = std::log(c.samples_per_second);
+    return std::isfinite(l) ? std::llround(l * 1e9)
+                            : (l > 0 ? std::numeric_limits<long long>::max()
+                                     : std::numeric_limits<long long>::min());
   };
   std::stable_sort(fitting_.begin(), fitting_.end(), [&](const Candidate& a, const Candidate& b) {
     if (speed(a) != speed(b)) return speed(a) > speed(b);
