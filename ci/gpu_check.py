@@ -993,10 +993,30 @@ def fast_paths(ok):
     return text, values
 
 
+def kernel_family_shares(rows):
+    """CUPTI's device time per kernel family (step.kernel_seconds_<family>:
+    pipebench's own kernels by stem, cuBLAS's as gemm, what no family names
+    as other), summed over the results' stages: [(family, share of all)],
+    largest first; [] without CUPTI's figures."""
+    per = {}
+    for r in rows:
+        step = (((r["metrics"].get("collectors") or {}).get("cupti") or {}).get("step") or {})
+        for key, stages in step.items():
+            if key.startswith("kernel_seconds_"):
+                family = key[len("kernel_seconds_"):]
+                per[family] = per.get(family, 0.0) + sum(
+                    x for x in stages if x is not None and math.isfinite(x))
+    total = sum(per.values())
+    if total <= 0:
+        return []
+    return sorted(((f, t / total) for f, t in per.items()), key=lambda ft: (-ft[1], ft[0]))
+
+
 def summarise_results(rows, bubble_within=None):
     """The figures of a folder of result files: ok and not ok, --check, the
     best samples/s, message paths, the fast paths that ran (fast_paths),
-    the lowest and highest bubble, CUPTI's
+    the lowest and highest bubble, the largest kernel families' shares of
+    the device time (kernel_family_shares), CUPTI's
     device bubble against the event bubble and how much of the action
     windows the device was busy, where it ran. Passes when there is an ok
     result, none is not ok (status other than ok or invalid) and every check
@@ -1067,6 +1087,11 @@ def summarise_results(rows, bubble_within=None):
         if fill:
             values["device_busy_over_action"] = {"min": min(fill), "max": max(fill)}
             out += "; device busy / action time %.2f .. %.2f" % (min(fill), max(fill))
+    families = kernel_family_shares(ok)
+    if families:
+        values["kernel_families"] = families
+        out += "; kernels " + ", ".join("%s %.0f%%" % (f, 100 * share)
+                                        for f, share in [fs for fs in families if fs[1] > 0][:5])
     env = ok[0]["environment"] if ok else {}
     if env.get("gpus"):
         values["device"] = env["gpus"][0]

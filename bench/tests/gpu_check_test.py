@@ -317,6 +317,22 @@ class PassRules(unittest.TestCase):
         self.assertEqual((v.values["device_bubble"]["within"], v.values["device_bubble"]["of"]), (2, 2))
         self.assertLess(v.values["device_bubble"]["max_abs_diff"], 0.02)
 
+    def test_the_largest_kernel_families_share_the_device_time(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = self.folder(tmp, "sweep-P2")
+        # Recorded before the families: no kernels part.
+        v = gc.summarise_results(rows)
+        self.assertNotIn("; kernels ", v.figures)
+        self.assertNotIn("kernel_families", v.values)
+        seconds = {"gemm": [0.2, 0.1], "attention": [0.3, 0.2], "layernorm": [0.05, 0.05],
+                   "gelu": [0.0, 0.0], "other": [0.05, 0.05]}
+        for r in rows[:2]:  # summed over results and stages
+            r["metrics"].setdefault("collectors", {}).setdefault("cupti", {})["step"] = {
+                "kernel_seconds_" + f: list(t) for f, t in seconds.items()}
+        v = gc.summarise_results(rows)
+        self.assertIn("; kernels attention 50%, gemm 30%, layernorm 10%, other 10%; ", v.figures)
+        self.assertEqual(v.values["kernel_families"][0], ("attention", 0.5))
+
     def test_the_attention_that_ran_is_named_with_why_it_was_naive(self):
         with tempfile.TemporaryDirectory() as tmp:
             rows = self.folder(tmp, "sweep-P2")
