@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli.hpp"
@@ -75,19 +76,14 @@ Schedule load_schedule(const SimulateOptions& opt) {
   return s;
 }
 
-// The model's spec as --model and the padding flag give it.
-ModelSpec simulated_spec(const SimulateOptions& opt) {
-  ModelSpec spec = parse_model_spec(opt.model);
-  spec.vocab_divisor = opt.vocab_divisor;
-  return spec;
-}
-
-// The attention the model is priced with: what `run --attention auto`
-// picks on the device (fused on a GPU, cuDNN's or the flash kernels;
-// naive on the cpu device), as `plan` prices it.
-AttentionChoice simulated_attention(const SimulateOptions& opt, const ModelSpec& spec) {
-  return modelled_attention(AttentionRequest::kAuto, kernels_for("", opt.device), spec);
-}
+// What --model priced, for the printers: the spec (the padding flag's
+// vocabulary) and the attention `run --attention auto` picks on the device
+// (fused on a GPU, cuDNN's or the flash kernels; naive on the cpu device),
+// as `plan` prices it.
+struct PricedModel {
+  ModelSpec spec;
+  AttentionChoice attention;
+};
 
 // "fused attention", or "naive attention (why)".
 std::string attention_words(const AttentionChoice& a) {
@@ -96,7 +92,10 @@ std::string attention_words(const AttentionChoice& a) {
   return words;
 }
 
-StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
+// The schedule's costs: the flags', or --model's (then `model` says what
+// it priced).
+StageCosts build_costs(const SimulateOptions& opt, const Schedule& s,
+                       std::optional<PricedModel>& model) {
   if (opt.model.empty()) {
     if (!opt.partition.empty()) throw UsageError("--partition: needs --model");
     return uniform_costs(s.stages, s.chunks, opt.fwd, opt.bwd, opt.wgrad, opt.comm);
@@ -104,9 +103,12 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s) {
   if (opt.cost_flags_given)
     throw UsageError(
         "--model: give either --model or the cost flags (--fwd --bwd --wgrad --comm), not both");
-  const ModelSpec spec = simulated_spec(opt);
-  std::vector<Unit> units =
-      expand_units(spec, kernels_for("", opt.device), simulated_attention(opt, spec).attention);
+  PricedModel& m = model.emplace();
+  m.spec = parse_model_spec(opt.model);
+  m.spec.vocab_divisor = opt.vocab_divisor;
+  const Kernels kernels = kernels_for("", opt.device);
+  m.attention = modelled_attention(AttentionRequest::kAuto, kernels, m.spec);
+  std::vector<Unit> units = expand_units(m.spec, kernels, m.attention.attention);
   DeviceSpec device = device_preset(opt.device);
   std::vector<UnitTime> times = unit_times(units, device);
   LinkModel link;
@@ -143,17 +145,16 @@ void add_allreduce(const SimulateOptions& opt, const Schedule& s, StageCosts& co
 }
 
 void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
-                const SimulateOptions& opt) {
+                const SimulateOptions& opt, const std::optional<PricedModel>& model) {
   std::printf("schedule %s  P=%d M=%d V=%d", s.name.c_str(), s.stages, s.microbatches, s.chunks);
   if (s.batches > 1) std::printf(" batches=%d", s.batches);
-  if (opt.model.empty()) {
+  if (!model) {
     std::printf("  costs TF=%g TB=%g TW=%g TC=%g (time units)\n", opt.fwd, opt.bwd, opt.wgrad,
                 opt.comm);
   } else {
-    const ModelSpec spec = simulated_spec(opt);
     std::printf("  model %s, partition %s, device %s, %s (seconds)\n", opt.model.c_str(),
                 opt.partition.empty() ? "balanced" : opt.partition.c_str(), opt.device.c_str(),
-                attention_words(simulated_attention(opt, spec)).c_str());
+                attention_words(model->attention).c_str());
   }
   std::printf("step time        %.6g\n", r.step_time);
   std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n",
@@ -196,24 +197,23 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
 }
 
 void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
-                const SimulateOptions& opt) {
+                const SimulateOptions& opt, const std::optional<PricedModel>& model) {
   boost::json::object config{{"schedule", s.name},
                              {"stages", s.stages},
                              {"microbatches", s.microbatches},
                              {"chunks", s.chunks},
                              {"batches", s.batches}};
-  if (opt.model.empty()) {
+  if (!model) {
     config["costs"] = {
         {"fwd", opt.fwd}, {"bwd", opt.bwd}, {"wgrad", opt.wgrad}, {"comm", opt.comm}};
   } else {
     config["model"] = opt.model;
-    const ModelSpec spec = simulated_spec(opt);  // as build_costs ran it
-    config["vocab_padding"] = {{"make_vocab_size_divisible_by", spec.vocab_divisor},
-                               {"vocab", spec.vocab},
-                               {"padded_vocab", spec.padded_vocab()}};
+    config["vocab_padding"] = {{"make_vocab_size_divisible_by", model->spec.vocab_divisor},
+                               {"vocab", model->spec.vocab},
+                               {"padded_vocab", model->spec.padded_vocab()}};
     config["partition"] = opt.partition.empty() ? "balanced" : opt.partition;
     config["device"] = opt.device;
-    const AttentionChoice attention = simulated_attention(opt, spec);
+    const AttentionChoice& attention = model->attention;
     config["attention"] = attention_name(attention.attention);
     config["attention_reason"] = attention.reason.empty() ? boost::json::value(nullptr)
                                                           : boost::json::value(attention.reason);
@@ -246,14 +246,15 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
 
 void run_simulate(const SimulateOptions& opt) {
   Schedule s = load_schedule(opt);
-  StageCosts costs = build_costs(opt, s);
+  std::optional<PricedModel> model;
+  StageCosts costs = build_costs(opt, s, model);
   add_allreduce(opt, s, costs);
   SimResult r = simulate(s, costs);
   if (!opt.trace.empty()) write_sim_trace(s, r, opt.trace);
   if (opt.format == "json")
-    print_json(s, costs, r, opt);
+    print_json(s, costs, r, opt, model);
   else
-    print_text(s, costs, r, opt);
+    print_text(s, costs, r, opt, model);
 }
 
 }  // namespace

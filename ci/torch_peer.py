@@ -159,9 +159,10 @@ def ratio(a, b):
 # memory-efficient one of xFormers ("fmha_cutlassF_f32_aligned_64x64_...",
 # PyTorch's fp32 path). None of them: the math fallback (matmuls and a
 # softmax).
-SDPA_BACKENDS = (("cudnn", ("cudnn_generated", "_sdpa_")),
-                 ("flash", ("flash_fwd", "flash_bwd")),
-                 ("efficient", ("fmha_cutlass", "attentionkernel", "efficient_attention")))
+# Per backend, its kernel names' marks: a name holding every part of one.
+SDPA_BACKENDS = (("cudnn", (("cudnn_generated", "_sdpa_"),)),
+                 ("flash", (("flash_fwd",), ("flash_bwd",))),
+                 ("efficient", (("fmha_cutlass",), ("attentionkernel",), ("efficient_attention",))))
 
 
 def sdpa_backend(names):
@@ -170,10 +171,7 @@ def sdpa_backend(names):
     "math" where none of theirs did."""
     lowered = [n.lower() for n in names]
     for backend, marks in SDPA_BACKENDS:
-        if backend == "cudnn":
-            if any(all(m in n for m in marks) for n in lowered):
-                return backend
-        elif any(m in n for m in marks for n in lowered):
+        if any(all(part in n for part in mark) for mark in marks for n in lowered):
             return backend
     return "math"
 

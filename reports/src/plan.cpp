@@ -41,6 +41,12 @@ constexpr size_t kScheduleCache = 64;
 // What a single stage is listed under: it runs no schedule.
 constexpr const char* kNoPipeline = "no pipeline";
 
+// What a configuration of `stages` stages under `schedule` is listed as
+// (shown_schedule).
+std::string listed_name(int stages, const std::string& schedule) {
+  return stages == 1 ? kNoPipeline : schedule;
+}
+
 // One run of a single stage, whichever schedule's name it was found under.
 std::string single_stage_key(const Candidate& c) {
   return candidate_label(c) + " mbs=" + std::to_string(c.micro_batch_size);
@@ -436,7 +442,7 @@ class Planner {
   // What a configuration is listed under (shown_schedule): its schedule, or
   // "no pipeline" for one stage. Each gets its best configuration exactly.
   std::string listed_as(const Spec& s) const {
-    return shapes_[s.shape].stages == 1 ? kNoPipeline : s.info->name;
+    return listed_name(shapes_[s.shape].stages, s.info->name);
   }
 
   // Pruned when it can neither join the leaders nor beat the best of what
@@ -707,7 +713,7 @@ Plan make_plan(const PlanOptions& options) {
   return planner.run();
 }
 
-std::string shown_schedule(const Candidate& c) { return c.stages == 1 ? kNoPipeline : c.schedule; }
+std::string shown_schedule(const Candidate& c) { return listed_name(c.stages, c.schedule); }
 
 std::string candidate_label(const Candidate& c) {
   const std::string d = c.data_parallel > 1 ? " D=" + std::to_string(c.data_parallel) : "";

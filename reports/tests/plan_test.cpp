@@ -112,6 +112,17 @@ PlanOptions small_plan() {
   return o;
 }
 
+// `gpus` H200s (their preset's memory and links) for `model`.
+PlanOptions h200_plan(int gpus, const char* model) {
+  ClusterInput in;
+  in.gpus = gpus;
+  in.device = "h200";
+  PlanOptions o;
+  o.cluster = resolve_cluster(in);
+  o.model = parse_model_spec(model);
+  return o;
+}
+
 // The winner's figures are the simulator's and the memory model's on its
 // configuration, with a ring all-reduce of the largest stage's gradients.
 TEST(Plan, RanksBySimulatedSamplesPerSecond) {
@@ -188,12 +199,7 @@ int64_t single_stage_peak(const PlanOptions& o, const Candidate& w, Attention at
 // reason, for fp32 or on CPUs; --attention fused where it cannot run is a
 // usage error naming the obstacle.
 TEST(Plan, PricesTheAttentionARunWouldPick) {
-  ClusterInput in;
-  in.gpus = 1;
-  in.device = "h200";
-  PlanOptions o;
-  o.cluster = resolve_cluster(in);
-  o.model = parse_model_spec("gpt-tiny");
+  PlanOptions o = h200_plan(1, "gpt-tiny");
   o.model.bytes_per_element = 2;
   o.memory.element_bytes = 2;
   o.memory.optimizer = OptimizerKind::kSgd;
@@ -352,12 +358,7 @@ TEST(Plan, AlternativesSayWhyTheyLose) {
 // pipeline wins (the replicas' all-reduce costs less than any pipeline's
 // bubble).
 PlanOptions one_stage_leads() {
-  ClusterInput in;
-  in.gpus = 4;
-  in.device = "h200";
-  PlanOptions o;
-  o.cluster = resolve_cluster(in);
-  o.model = parse_model_spec("gpt-small");
+  PlanOptions o = h200_plan(4, "gpt-small");
   o.micro_batch_sizes = {1, 2, 4, 8};
   o.memory.optimizer = OptimizerKind::kAdam;
   return o;
