@@ -23,7 +23,10 @@ endfunction()
 
 ppb_cudaemu_library(cudart ${cudaemu_dir}/runtime.cpp ${cudaemu_dir}/grid.cpp
                            ${cudaemu_dir}/twins.cpp)
-target_include_directories(ppb_cudaemu_cudart PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+# The kernels' sources, and the model header whose tiling constants they
+# share with the cost model (header only: the emulator links no ppb library).
+target_include_directories(ppb_cudaemu_cudart PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src
+                                                      ${PROJECT_SOURCE_DIR}/pipeline/include)
 target_link_libraries(ppb_cudaemu_cudart PRIVATE Boost::context Threads::Threads ppb::warnings)
 # Loaded at start-up (DT_NEEDED), so its thread-locals take the fast model.
 target_compile_options(ppb_cudaemu_cudart PRIVATE -ftls-model=initial-exec)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -197,6 +198,27 @@ const char* attention_name(Attention attention) {
   return "?";
 }
 
+AttentionWork attention_work(const ModelSpec& spec, Attention attention) {
+  const int d = spec.hidden / spec.heads;
+  AttentionWork w;
+  w.head_dim = d;
+  if (attention == Attention::kNaive) return w;
+  const double s = spec.seq;
+  w.bwd_per_score = 5;
+  if (spec.bytes_per_element == 2) {
+    w.share = (s + 1) / (2 * s);
+    w.bwd_products = 5;
+    return w;
+  }
+  const double blocks = std::ceil(s / kFlashTileRows);
+  const double tile = double{kFlashTileRows} * kFlashTileRows;
+  w.share = blocks * (blocks + 1) / 2 * tile / (s * s);
+  w.head_dim = flash_head_dim(d);
+  w.bwd_products = 7;
+  w.bwd_per_score = 10;
+  return w;
+}
+
 std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention attention) {
   PPB_CHECK(attention == Attention::kNaive || kernels == Kernels::kCuda,
             "expand_units: fused attention is a cuda kernel");
@@ -217,7 +239,10 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention
   const double hd = static_cast<double>(h);
   const double fd = static_cast<double>(f);
   const double vd = static_cast<double>(v);
-  const double scores = static_cast<double>(b * a) * static_cast<double>(s * s);
+  const AttentionWork work = attention_work(spec, attention);
+  const double computed_scores =
+      static_cast<double>(b * a) * static_cast<double>(s * s) * work.share;
+  const double product = 2.0 * computed_scores * work.head_dim;
 
   std::vector<Unit> units;
   units.reserve(static_cast<size_t>(3 + 7 * spec.layers));
@@ -257,13 +282,15 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention
     add(UnitKind::kLayerNorm1, l, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, 2 * t * h * e, 2 * h * e);
     add(UnitKind::kQkv, l, {gemm(td, hd, 3 * hd), 3 * td * hd}, {gemm(td, 3 * hd, hd), 0},
         {gemm(td, hd, 3 * hd), 3 * td * hd}, t * h * e, 4 * t * h * e, (3 * h * h + 3 * h) * e);
-    // scores (b*a) x s x d x s and context (b*a) x s x s x d: 2 GEMMs of
-    // 2*b*a*s*s*d = 2*b*s*s*h each; backward needs two GEMMs per forward one.
-    const double attn_gemms = 2.0 * 2.0 * static_cast<double>(b) * static_cast<double>(s * s) * hd;
+    // scores (b*a) x s x d x s and context (b*a) x s x s x d: 2 products of
+    // 2*b*a*s*s*d = 2*b*s*s*h each, over the share of the scores the
+    // kernels compute (attention_work()).
     const int64_t attn_act = attention == Attention::kFused ? 4 * t * h * e + 4 * b * a * s
                                                             : (3 * t * h + b * a * s * s) * e;
-    add(UnitKind::kAttention, l, {attn_gemms, 5 * scores}, {2 * attn_gemms, 4 * scores}, {0, 0},
-        attn_act, 2 * t * h * e, 0);
+    add(UnitKind::kAttention, l,
+        {work.fwd_products * product, work.fwd_per_score * computed_scores},
+        {work.bwd_products * product, work.bwd_per_score * computed_scores}, {0, 0}, attn_act,
+        2 * t * h * e, 0);
     add(UnitKind::kAttnOut, l, {gemm(td, hd, hd), 2 * td * hd}, {gemm(td, hd, hd), 0},
         {gemm(td, hd, hd), td * hd}, t * h * e, t * h * e, (h * h + h) * e);
     add(UnitKind::kLayerNorm2, l, ln_fwd, ln_bwd_i, ln_bwd_w, ln_act, 2 * t * h * e, 2 * h * e);

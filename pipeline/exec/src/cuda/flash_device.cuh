@@ -24,7 +24,8 @@
 // column-major) b0 = (t, g), b1 = (t + 4, g); C (16 x 8) c0 = (g, 2t),
 // c1 = (g, 2t + 1), c2 = (g + 8, 2t), c3 = (g + 8, 2t + 1).
 //
-// The head dimension d runs as D, the next of 32, 64, 128 (zero-padded).
+// The head dimension d runs as D = flash_head_dim(d), the next of 32, 64,
+// 128 (zero-padded).
 // The tiles live in dynamic shared memory (flash_shared_bytes()); a warp
 // exchanges values through shared memory and __syncwarp(), or the four
 // threads of a row through __shfl_xor_sync. The CUDA emulator
@@ -36,16 +37,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ppb/pipeline/model.hpp"
+
 namespace ppb::cuda::device {
 
-inline constexpr int kFlashRows = 64;  // query rows of a block, and key rows of a tile
+// Query rows of a block, and key rows of a tile; the head dimension runs as
+// ppb::flash_head_dim(d). The cost model counts the tiles (attention_work).
+inline constexpr int kFlashRows = ::ppb::kFlashTileRows;
 inline constexpr int kFlashWarps = 4;  // each owns 16 rows of the block
 inline constexpr int kFlashThreads = 32 * kFlashWarps;
-
-/// The head dimension the kernels run for d (1 <= d <= 128): 32, 64 or 128.
-__host__ __device__ constexpr int flash_head_dim(int d) {
-  return d <= 32 ? 32 : d <= 64 ? 64 : 128;
-}
 
 /// Floats of a shared tile row: D + 4, so that the four threads of a row
 /// group and the eight groups of a warp read distinct banks.

@@ -213,7 +213,7 @@ namespace {
 template <class F>
 void flash_dispatch(int d, F&& f) {
   PPB_CHECK(d >= 1 && d <= 128, "flash attention: head dimension must be 1 to 128");
-  switch (device::flash_head_dim(d)) {
+  switch (flash_head_dim(d)) {
     case 32:
       f(std::integral_constant<int, 32>{});
       break;
@@ -268,7 +268,7 @@ dim3 flash_grid(int b, int s, int heads) {
 
 int64_t flash_attention_shared_bytes(int d) {
   PPB_CHECK(d >= 1 && d <= 128, "flash attention: head dimension must be 1 to 128");
-  const int dd = device::flash_head_dim(d);
+  const int dd = flash_head_dim(d);
   return std::max(device::flash_shared_bytes(dd, false), device::flash_shared_bytes(dd, true));
 }
 

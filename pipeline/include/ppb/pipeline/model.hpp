@@ -126,6 +126,46 @@ enum class Attention : uint8_t {
 /// "naive" or "fused", as the flag and the result file spell them.
 const char* attention_name(Attention attention);
 
+/// The cuda backend's fp32 flash kernels' tiling: a block takes this many
+/// query rows and a tile as many key rows; the head dimension d
+/// (1 <= d <= 128) runs zero-padded to flash_head_dim(d): 32, 64 or 128.
+inline constexpr int kFlashTileRows = 64;
+constexpr int flash_head_dim(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
+/// What the attention unit's kernels compute, as the cost model counts it
+/// (per micro-batch; "a product" is one b*a x s x s x D batch of
+/// multiply-adds, 2*b*a*s*s*D FLOPs over the whole square):
+///
+///  attention            share of the s x s scores     D     products F / B  per score F / B
+///  naive                1 (the mask is applied)       d     2 / 4           5 / 4
+///  fused, bf16 (cuDNN)  (s + 1) / (2s), the causal    d     2 / 5           5 / 5
+///                       triangle with its diagonal
+///  fused, fp32 (flash)  the 64 x 64 tiles on or       32,   2 / 7           5 / 10
+///                       below the diagonal            64,
+///                                                     128
+///
+/// The forward's products are the scores and the context; the naive
+/// backward's dV, dP, dQ and dK; a flash backward recomputes the scores
+/// from the softmax statistics (FlashAttention-2: 5 products, 2.5 times the
+/// forward), and pipebench's fp32 kernels compute the scores and dP twice,
+/// once for dK and dV and once for dQ, so that each gradient is written by
+/// one block without atomics (7). Per score, the forward takes the softmax
+/// (scale, max, subtract, exp, normalise: 5) and the backward its gradient
+/// (naive: P * (dP - rowsum(P * dP)), 4; flash: P recomputed as
+/// exp(scale * S - lse), 3, then P * (dP - D), 2, in each pass that forms
+/// dS). cuDNN does not publish its tiles; the triangle leaves out the
+/// diagonal tiles' upper halves (at 64-row tiles and s = 1024, 3% of the
+/// scores).
+struct AttentionWork {
+  double share = 1;       ///< of the s x s scores
+  int head_dim = 0;       ///< D
+  int fwd_products = 2;   ///< score-sized products of the forward
+  int bwd_products = 4;   ///< of the input-gradient backward
+  int fwd_per_score = 5;  ///< elementwise FLOPs per computed score, forward
+  int bwd_per_score = 4;  ///< and backward
+};
+AttentionWork attention_work(const ModelSpec& spec, Attention attention);
+
 /// One operator unit. FLOPs and bytes are for ONE micro-batch.
 ///
 /// The formulas (a binding contract with the cpu backend, which allocates and
@@ -208,6 +248,7 @@ const char* attention_name(Attention attention);
 ///  ln1/ln2/fn  8*T*h                       10*T*h                     3*T*h (dgamma 2, dbeta 1)
 ///  qkv         2*T*h*3h + 3*T*h            2*T*3h*h                   2*T*h*3h + 3*T*h
 ///  attention   4*b*s*s*h + 5*b*a*s*s       8*b*s*s*h + 4*b*a*s*s      0
+///   (fused)    attention_work(): the share of the scores its kernels compute
 ///  attn_out    2*T*h*h + 2*T*h (+resid)    2*T*h*h                    2*T*h*h + T*h
 ///  fc1_gelu    2*T*h*f + T*f + 8*T*f       2*T*f*h + 12*T*f           2*T*h*f + T*f
 ///  fc2         2*T*f*h + 2*T*h (+resid)    2*T*f*h                    2*T*f*h + T*h
@@ -215,9 +256,12 @@ const char* attention_name(Attention attention);
 /// Elementwise counts: LayerNorm 8 flops/element forward, 10 backward-input,
 /// 3 backward-weight; GeLU (tanh form) 8 forward, 12 backward; softmax 5 per
 /// score forward (scale, max, subtract, exp, normalise) and 4 backward;
-/// cross-entropy 5 per logit forward, 2 backward. Attention's scores and
-/// context GEMMs (2 * 2*b*a*s*s*d) count the full s x s square (the causal
-/// mask is applied, not skipped). The `*_elementwise_flops` fields hold the
+/// cross-entropy 5 per logit forward, 2 backward. The naive attention's
+/// scores and context GEMMs (2 * 2*b*a*s*s*d) count the full s x s square
+/// (the causal mask is applied, not skipped); the fused attention's counts
+/// are what its kernels compute (AttentionWork: the causal triangle, the
+/// backward's recomputed scores), so that the roofline prices the kernels
+/// that run. The `*_elementwise_flops` fields hold the
 /// part of each total that is not a GEMM's 2mkn (bias, residual, LayerNorm,
 /// GeLU, softmax, cross-entropy, embedding), so a device can run the two at
 /// different rates (DeviceSpec::vector_flops).
