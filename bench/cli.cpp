@@ -61,20 +61,22 @@ CLI::Validator integer_in(int64_t lo, int64_t hi) {
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
-void add_vocab_divisor_flag(CLI::App& cmd, int& divisor) {
-  cmd.add_option("--make-vocab-size-divisible-by", divisor,
-                 "Pad the head's and embedding's vocabulary to a multiple of N, as Megatron-LM "
-                 "(aligned GEMMs; the padding is masked out of the loss); 1: no padding")
+CLI::Option* add_vocab_divisor_flag(CLI::App& cmd, int& divisor) {
+  return cmd
+      .add_option("--make-vocab-size-divisible-by", divisor,
+                  "Pad the head's and embedding's vocabulary to a multiple of N, as Megatron-LM "
+                  "(aligned GEMMs; the padding is masked out of the loss); 1: no padding")
       ->check(integer_in(1, kMaxVocabDivisor))
       ->capture_default_str();
 }
 
-void add_attention_flag(CLI::App& cmd, std::string& request) {
-  cmd.add_option("--attention", request,
-                 "Attention: auto (a fused flash attention where it runs: on a GPU, cuDNN's "
-                 "for bf16, pipebench's own 3xTF32 kernels for fp32, the softmax statistics "
-                 "kept; else naive), fused, or naive (the probabilities kept); a run's result "
-                 "says which ran and why")
+CLI::Option* add_attention_flag(CLI::App& cmd, std::string& request) {
+  return cmd
+      .add_option("--attention", request,
+                  "Attention: auto (a fused flash attention where it runs: on a GPU, cuDNN's "
+                  "for bf16, pipebench's own 3xTF32 kernels for fp32, the softmax statistics "
+                  "kept; else naive), fused, or naive (the probabilities kept); a run's result "
+                  "says which ran and why")
       ->capture_default_str();
 }
 

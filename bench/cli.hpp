@@ -50,12 +50,12 @@ CLI::Validator integer_in(int64_t lo, int64_t hi);
 /// kDefaultVocabDivisor; 1: no padding) into `divisor`: an integer in
 /// [1, kMaxVocabDivisor], else "--make-vocab-size-divisible-by: expected an
 /// integer in [1, 16777216], got '0'" (exit 2).
-void add_vocab_divisor_flag(CLI::App& cmd, int& divisor);
+CLI::Option* add_vocab_divisor_flag(CLI::App& cmd, int& divisor);
 
 /// --attention auto|fused|naive (default auto) into `request`, parsed by
 /// parse_attention_request (ppb/pipeline/attention.hpp) where it is used:
 /// the same flag and help for a run and for a device that is modelled.
-void add_attention_flag(CLI::App& cmd, std::string& request);
+CLI::Option* add_attention_flag(CLI::App& cmd, std::string& request);
 
 /// CLI11 check for a non-empty text ("--out: expected a path, got ''").
 CLI::Validator non_empty(const std::string& what);

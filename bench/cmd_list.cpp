@@ -69,10 +69,18 @@ void print_table() {
   }
   std::printf("\ndevices (--device, cost model):\n");
   for (const std::string& name : device_preset_names()) {
-    DeviceSpec d = device_preset(name);
+    const DeviceSpec d = device_preset(name, 2);
+    const DeviceSpec fp32 = device_preset(name, 4);
     char help[160];
-    std::snprintf(help, sizeof help, "%.1f TFLOP/s peak, %.0f GB/s memory, %.0f GB/s link",
-                  d.peak_flops / 1e12, d.mem_bandwidth / 1e9, d.link_bandwidth / 1e9);
+    if (fp32.peak_flops == d.peak_flops) {
+      std::snprintf(help, sizeof help, "%.1f TFLOP/s peak, %.0f GB/s memory, %.0f GB/s link",
+                    d.peak_flops / 1e12, d.mem_bandwidth / 1e9, d.link_bandwidth / 1e9);
+    } else {
+      std::snprintf(help, sizeof help,
+                    "%.1f TFLOP/s peak bf16, %.1f fp32, %.0f GB/s memory, %.0f GB/s link",
+                    d.peak_flops / 1e12, fp32.peak_flops / 1e12, d.mem_bandwidth / 1e9,
+                    d.link_bandwidth / 1e9);
+    }
     print_row(name, help);
   }
   const Gpus g = visible_gpus();
@@ -153,9 +161,10 @@ boost::json::object model_json(const std::string& name) {
 }
 
 boost::json::object device_json(const std::string& name) {
-  const DeviceSpec d = device_preset(name);
+  const DeviceSpec d = device_preset(name, 2);
   return {{"name", name},
           {"peak_flops", d.peak_flops},
+          {"peak_flops_fp32", device_preset(name, 4).peak_flops},
           {"mem_bandwidth", d.mem_bandwidth},
           {"efficiency", d.efficiency},
           {"vector_flops", d.vector_flops},

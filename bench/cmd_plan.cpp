@@ -344,17 +344,15 @@ void run_plan(const PlanCommandOptions& opt) {
   // The search can take minutes: an output it cannot write is refused first.
   if (!opt.trace.empty()) check_output_path(opt.trace);
   reports::PlanOptions o;
-  o.cluster = reports::resolve_cluster(cluster_input(opt));
   o.model = parse_model_spec(opt.model);
+  o.model.bytes_per_element = parse_dtype(opt.dtype);
+  o.cluster = reports::resolve_cluster(cluster_input(opt), o.model.bytes_per_element);
   o.model.vocab_divisor = opt.vocab_divisor;
   o.global_batch = opt.global_batch;
   o.micro_batch_sizes = parse_int_list(opt.micro_batch_sizes, "--micro-batch-size");
   o.schedules = names_or_all(opt.schedules);
   o.partitions = names_or_all(opt.partitions);
   o.memory.optimizer = parse_optimizer(opt.optimizer, "--optimizer");
-  if (opt.dtype != "fp32" && opt.dtype != "bf16")
-    throw UsageError("--dtype: expected fp32 or bf16, got '" + opt.dtype + "'");
-  o.model.bytes_per_element = opt.dtype == "bf16" ? 2 : 4;
   o.memory.element_bytes = o.model.bytes_per_element;
   // --attention fused where it cannot run: make_plan refuses it before it searches.
   o.attention = parse_attention_request(opt.attention);

@@ -34,6 +34,8 @@ struct SimulateOptions {
   int data_parallel = 1;   // D replicas: a ring all-reduce of each stage's gradients
   double allreduce = 0;    // with the cost flags: one chunk's all-reduce time
   std::string model, partition, device = "cpu";
+  std::string dtype = "fp32";                // storage, with --model (as run's --dtype)
+  std::string attention = "auto";            // --attention, with --model
   int vocab_divisor = kDefaultVocabDivisor;  // --make-vocab-size-divisible-by, with --model
   std::string format = "text";
   std::string trace;
@@ -43,6 +45,7 @@ struct SimulateOptions {
   CLI::Option* stages_flag = nullptr;
   CLI::Option* microbatches_flag = nullptr;
   CLI::Option* chunks_flag = nullptr;
+  std::vector<CLI::Option*> model_flags;  // meaningful only with --model
   bool cost_flags_given = false;
 };
 
@@ -77,9 +80,9 @@ Schedule load_schedule(const SimulateOptions& opt) {
 }
 
 // What --model priced, for the printers: the spec (the padding flag's
-// vocabulary) and the attention `run --attention auto` picks on the device
-// (fused on a GPU, cuDNN's or the flash kernels; naive on the cpu device),
-// as `plan` prices it.
+// vocabulary, --dtype's storage) and the attention `run --attention` picks
+// on the device (auto: fused on a GPU, cuDNN's or the flash kernels; naive
+// on the cpu device), as `plan` prices it.
 struct PricedModel {
   ModelSpec spec;
   AttentionChoice attention;
@@ -97,7 +100,8 @@ std::string attention_words(const AttentionChoice& a) {
 StageCosts build_costs(const SimulateOptions& opt, const Schedule& s,
                        std::optional<PricedModel>& model) {
   if (opt.model.empty()) {
-    if (!opt.partition.empty()) throw UsageError("--partition: needs --model");
+    for (const CLI::Option* flag : opt.model_flags)
+      if (*flag) throw UsageError(flag->get_name() + ": needs --model");
     return uniform_costs(s.stages, s.chunks, opt.fwd, opt.bwd, opt.wgrad, opt.comm);
   }
   if (opt.cost_flags_given)
@@ -106,10 +110,11 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s,
   PricedModel& m = model.emplace();
   m.spec = parse_model_spec(opt.model);
   m.spec.vocab_divisor = opt.vocab_divisor;
+  m.spec.bytes_per_element = parse_dtype(opt.dtype);
   const Kernels kernels = kernels_for("", opt.device);
-  m.attention = modelled_attention(AttentionRequest::kAuto, kernels, m.spec);
+  m.attention = modelled_attention(parse_attention_request(opt.attention), kernels, m.spec);
   std::vector<Unit> units = expand_units(m.spec, kernels, m.attention.attention);
-  DeviceSpec device = device_preset(opt.device);
+  DeviceSpec device = device_preset(opt.device, m.spec.bytes_per_element);
   std::vector<UnitTime> times = unit_times(units, device);
   LinkModel link;
   link.latency = device.link_latency;
@@ -139,7 +144,7 @@ void add_allreduce(const SimulateOptions& opt, const Schedule& s, StageCosts& co
     return;
   }
   if (opt.allreduce > 0) throw UsageError("--allreduce: with --model the device's link prices it");
-  const DeviceSpec device = device_preset(opt.device);
+  const DeviceSpec device = device_preset(opt.device, parse_dtype(opt.dtype));
   a.latency = device.link_latency;
   a.bandwidth = device.link_bandwidth;
 }
@@ -152,9 +157,9 @@ void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
     std::printf("  costs TF=%g TB=%g TW=%g TC=%g (time units)\n", opt.fwd, opt.bwd, opt.wgrad,
                 opt.comm);
   } else {
-    std::printf("  model %s, partition %s, device %s, %s (seconds)\n", opt.model.c_str(),
+    std::printf("  model %s, partition %s, device %s, %s, %s (seconds)\n", opt.model.c_str(),
                 opt.partition.empty() ? "balanced" : opt.partition.c_str(), opt.device.c_str(),
-                attention_words(model->attention).c_str());
+                opt.dtype.c_str(), attention_words(model->attention).c_str());
   }
   std::printf("step time        %.6g\n", r.step_time);
   std::printf("bubble ratio     %.4f   (idle share of the step, mean over stages)\n",
@@ -213,6 +218,7 @@ void print_json(const Schedule& s, const StageCosts& costs, const SimResult& r,
                                {"padded_vocab", model->spec.padded_vocab()}};
     config["partition"] = opt.partition.empty() ? "balanced" : opt.partition;
     config["device"] = opt.device;
+    config["dtype"] = opt.dtype;
     const AttentionChoice& attention = model->attention;
     config["attention"] = attention_name(attention.attention);
     config["attention_reason"] = attention.reason.empty() ? boost::json::value(nullptr)
@@ -292,9 +298,13 @@ void register_simulate(CLI::App& app) {
                   "Share of a micro-batch's activations W keeps after I (zb-1p, zb-2p; default 1)");
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
       ->check(non_empty("a model"));
-  cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)");
-  cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)");
-  add_vocab_divisor_flag(*cmd, opt->vocab_divisor);
+  opt->model_flags = {
+      cmd->add_option("--partition", opt->partition, "Partition with --model (default balanced)"),
+      cmd->add_option("--device", opt->device, "Device preset with --model (default cpu)"),
+      cmd->add_option("--dtype", opt->dtype,
+                      "Storage with --model, as run's: fp32 or bf16 (the device's GEMM peak "
+                      "for it, the attention's kernels, the activations' bytes)"),
+      add_attention_flag(*cmd, opt->attention), add_vocab_divisor_flag(*cmd, opt->vocab_divisor)};
   cmd->add_option("--data-parallel", opt->data_parallel,
                   "D replicas: add a ring all-reduce of each stage's gradients after each "
                   "chunk's last backward (default 1)")

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   ppb::fuzz::accept_or_usage_error([&] {
     const ppb::reports::ClusterSpec c =
-        ppb::reports::resolve_cluster(ppb::reports::parse_cluster(text, "fuzz.json"));
+        ppb::reports::resolve_cluster(ppb::reports::parse_cluster(text, "fuzz.json"), 2);
     PPB_FUZZ_REQUIRE(c.gpus >= 1 && c.gpus_per_node >= 1 && c.gpus % c.gpus_per_node == 0);
     PPB_FUZZ_REQUIRE(c.device.peak_flops > 0 && c.device.mem_bandwidth > 0);
     PPB_FUZZ_REQUIRE(c.gpu_memory_bytes > 0 && c.intra_node.bandwidth > 0);

@@ -20,7 +20,7 @@ void BM_BalancedPartition(benchmark::State& state) {
   const ppb::ModelSpec spec = ppb::parse_model_spec("gpt:layers=" + std::to_string(layers) +
                                                     ",hidden=64,heads=4,seq=64,vocab=1000,mbs=1");
   const std::vector<ppb::Unit> units = ppb::expand_units(spec);
-  const ppb::DeviceSpec device = ppb::device_preset("h100");
+  const ppb::DeviceSpec device = ppb::device_preset("h100", 2);
   const std::vector<ppb::UnitTime> times = ppb::unit_times(units, device);
   ppb::PartitionOptions options;
   options.link = device.link();

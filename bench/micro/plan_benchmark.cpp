@@ -18,8 +18,8 @@ void BM_PlanGpt7bOnH100(benchmark::State& state) {
   in.gpus_per_node = 8;
   in.device = "h100";
   ppb::reports::PlanOptions o;
-  o.cluster = ppb::reports::resolve_cluster(in);
   o.model = ppb::parse_model_spec("gpt-7b");
+  o.cluster = ppb::reports::resolve_cluster(in, o.model.bytes_per_element);
   o.global_batch = 1024;
   o.memory.optimizer = ppb::OptimizerKind::kAdam;
   ppb::reports::Plan plan;

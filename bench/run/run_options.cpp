@@ -171,9 +171,8 @@ DebugFault parse_fault(const std::string& text, int world_size) {
 // --dtype: bytes per stored element; bf16 only where the backend's registry
 // entry stores it.
 int dtype_bytes(const std::string& dtype, const BackendInfo& backend) {
-  if (dtype == "fp32") return 4;
-  if (dtype != "bf16") throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
-  if (backend.bf16) return 2;
+  const int bytes = parse_dtype(dtype);
+  if (bytes == 4 || backend.bf16) return bytes;
   std::string with;
   for (const BackendInfo& b : backend_list()) {
     if (b.bf16) with += (with.empty() ? "" : ", ") + b.name;
@@ -267,7 +266,8 @@ void check_partitions_place(const RunOptions& o, const RunPlan& plan) {
         chunk_counts.push_back(v);
     }
     std::sort(chunk_counts.begin(), chunk_counts.end());
-    const std::vector<UnitTime> times = unit_times(plan.units, device_preset(o.device));
+    const std::vector<UnitTime> times =
+        unit_times(plan.units, device_preset(o.device, plan.model.bytes_per_element));
     for (const std::string& p : plan.partitions) {
       std::string first_error;
       for (const int v : chunk_counts) {

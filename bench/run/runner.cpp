@@ -796,7 +796,7 @@ void validate(Sweep& sw) {
   sw.watch->begin("validating the flags (the model and every partition named)");
   try {
     sw.plan = validate_run_options(sw.options, sw.size);
-    sw.device = device_preset(sw.options.device);
+    sw.device = device_preset(sw.options.device, sw.plan.model.bytes_per_element);
   } catch (const UsageError&) {
     if (sw.rank == 0) throw;
     throw cli::ExitCode{kUsageExitCode};

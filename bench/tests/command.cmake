@@ -65,19 +65,36 @@ add_test(NAME cli.simulate_data_parallel
           --bwd 2 --wgrad 0 --data-parallel 4 --allreduce 7.5 --format json)
 set_tests_properties(cli.simulate_data_parallel PROPERTIES LABELS unit TIMEOUT 30
   PASS_REGULAR_EXPRESSION "\"step_time\":2\\.25E1.*\"data_parallel\":4,\"pipeline_time\":1\\.5E1")
-# simulate --model says which attention it priced: the fused one on a GPU
-# device (its statistics kept, not the probabilities), naive with the reason
-# on the cpu device, in the text's first line and the JSON's config.
+# simulate --model says which storage and attention it priced: the fused
+# attention on a GPU device (its statistics kept, not the probabilities),
+# naive with the reason on the cpu device or where --attention naive asks,
+# in the text's first line and the JSON's config.
 add_test(NAME cli.simulate_model_attention_gpu
   COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4
-          --model gpt-tiny --device h200)
+          --model gpt-tiny --device h200 --dtype bf16)
 set_tests_properties(cli.simulate_model_attention_gpu PROPERTIES LABELS unit TIMEOUT 30
-  PASS_REGULAR_EXPRESSION "^schedule 1f1b  P=2 M=4 V=1  model gpt-tiny, partition balanced, device h200, fused attention \\(seconds\\)")
+  PASS_REGULAR_EXPRESSION "^schedule 1f1b  P=2 M=4 V=1  model gpt-tiny, partition balanced, device h200, bf16, fused attention \\(seconds\\)")
+add_test(NAME cli.simulate_model_attention_naive
+  COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4
+          --model gpt-tiny --device h200 --attention naive)
+set_tests_properties(cli.simulate_model_attention_naive PROPERTIES LABELS unit TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "^schedule 1f1b  P=2 M=4 V=1  model gpt-tiny, partition balanced, device h200, fp32, naive attention \\(--attention naive\\) \\(seconds\\)")
 add_test(NAME cli.simulate_model_attention_cpu
   COMMAND $<TARGET_FILE:pipebench> simulate --schedule 1f1b --stages 2 --microbatches 4
           --model gpt-tiny --format json)
 set_tests_properties(cli.simulate_model_attention_cpu PROPERTIES LABELS unit TIMEOUT 30
-  PASS_REGULAR_EXPRESSION "\"device\":\"cpu\",\"attention\":\"naive\",\"attention_reason\":\"the cpu backend has no fused attention \\(cuda only\\)\"")
+  PASS_REGULAR_EXPRESSION "\"device\":\"cpu\",\"dtype\":\"fp32\",\"attention\":\"naive\",\"attention_reason\":\"the cpu backend has no fused attention \\(cuda only\\)\"")
+# The model's flags without --model, and a storage or attention it cannot
+# take, are refused by name.
+ppb_expect_usage_error(simulate_dtype_needs_model "^pipebench: --dtype: needs --model$"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --dtype bf16)
+ppb_expect_usage_error(simulate_device_needs_model "^pipebench: --device: needs --model$"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --device h200)
+ppb_expect_usage_error(simulate_bad_dtype "^pipebench: --dtype: expected fp32 or bf16, got 'fp16'$"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --dtype fp16)
+ppb_expect_usage_error(simulate_fused_on_cpu
+  "^pipebench: --attention fused: the cpu backend has no fused attention \\(cuda only\\)$"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --model gpt-tiny --attention fused)
 # PyTorch's CSV: a cell it cannot read, FSDP actions, a receive placed after
 # the action that consumes it; each named by row and column.
 ppb_expect_usage_error(csv_bad_cell

@@ -88,7 +88,7 @@ TEST(ListJson, CarriesTheTraitsTheReportAndThePlannerRead) {
   EXPECT_EQ(tiny.at("parameters").as_int64(), parameter_count(spec));
   const json::object& dev = doc.at("devices").as_array().back().as_object();
   EXPECT_EQ(dev.at("memory_bytes").as_int64(),
-            device_preset(std::string(dev.at("name").as_string())).memory_bytes);
+            device_preset(std::string(dev.at("name").as_string()), 2).memory_bytes);
 }
 
 // What ci/suite reads to decide on its GPU sweep: the devices this process

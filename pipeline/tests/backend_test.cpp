@@ -48,7 +48,7 @@ BackendConfig one_stage_config() {
   cfg.spec = parse_model_spec("gpt:layers=1,hidden=32,heads=2,seq=8,vocab=32,ffn=4,mbs=1");
   cfg.units = expand_units(cfg.spec);
   cfg.parts = {{0, static_cast<int>(cfg.units.size())}};
-  const DeviceSpec device = device_preset("cpu");
+  const DeviceSpec device = device_preset("cpu", 4);
   cfg.costs = model_costs(cfg.units, unit_times(cfg.units, device), cfg.parts, 1, 1, device.link());
   return cfg;
 }
@@ -198,7 +198,7 @@ GraphRun run_two_chunks(bool graphs) {
   cfg.microbatches = 2;
   cfg.learning_rate = 0.05f;
   cfg.cuda_graphs = graphs;
-  const DeviceSpec device = device_preset("cpu");
+  const DeviceSpec device = device_preset("cpu", 4);
   cfg.costs = model_costs(cfg.units, unit_times(cfg.units, device), cfg.parts, 1, 2, device.link());
   const std::unique_ptr<Backend> b = make_backend("cuda", cfg);
   const int64_t boundary = b->output_bytes(0);

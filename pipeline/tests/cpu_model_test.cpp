@@ -354,7 +354,7 @@ TEST(CpuModel, EachPassPeaksAtTheModelsChunkWalk) {
   single_thread_blas();
   const ModelSpec spec = small();
   const std::vector<Unit> units = expand_units(spec);
-  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu", 4));
   for (const UnitRange r :
        {UnitRange{0, 17}, UnitRange{2, 10}, UnitRange{3, 5}, UnitRange{15, 17}}) {
     SCOPED_TRACE("units " + std::to_string(r.begin) + ".." + std::to_string(r.end));

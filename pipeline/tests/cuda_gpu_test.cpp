@@ -255,7 +255,7 @@ TEST_F(CudaGpu, EachPassPeaksAtTheModelsChunkWalk) {
     const ModelSpec spec = small_spec(dt);
     const std::vector<Unit> units = expand_units(spec, Kernels::kCuda);
     const auto n = static_cast<int>(units.size());
-    const std::vector<UnitTime> times = unit_times(units, device_preset("h100"));
+    const std::vector<UnitTime> times = unit_times(units, device_preset("h100", 2));
     for (const UnitRange r :
          {UnitRange{0, n}, UnitRange{2, 10}, UnitRange{3, 5}, UnitRange{n - 2, n}}) {
       SCOPED_TRACE(std::string(dt == Dtype::kFp32 ? "fp32" : "bf16") + " units " +

@@ -112,7 +112,8 @@ TEST(CudaBackend, ChunksTakeTheUnitsOfThePlacementsVirtualStages) {
   cfg.units = expand_units(spec);
   cfg.stages = 2;
   cfg.chunks = 2;
-  cfg.parts = make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), 4);
+  cfg.parts =
+      make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu", 4)), 4);
   ASSERT_EQ(cfg.parts.size(), 4u);
   cfg.placement = v.placement;
   for (int stage = 0; stage < 2; ++stage) {

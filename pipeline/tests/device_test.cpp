@@ -61,7 +61,13 @@ void expect_calibration_error(const std::string& json, const std::string& needle
 TEST(Device, PresetsAndErrors) {
   EXPECT_EQ(device_preset_names(), (std::vector<std::string>{"cpu", "a100", "h100", "h200"}));
   for (const std::string& name : device_preset_names()) {
-    const DeviceSpec d = device_preset(name);
+    const DeviceSpec d = device_preset(name, 2);
+    const DeviceSpec fp32 = device_preset(name, 4);
+    // Only the GEMMs' peak depends on the storage.
+    EXPECT_LE(fp32.peak_flops, d.peak_flops) << name;
+    EXPECT_EQ(fp32.mem_bandwidth, d.mem_bandwidth) << name;
+    EXPECT_EQ(fp32.vector_flops, d.vector_flops) << name;
+    EXPECT_EQ(fp32.memory_bytes, d.memory_bytes) << name;
     EXPECT_EQ(d.name, name);
     EXPECT_GT(d.peak_flops, 0);
     EXPECT_GT(d.efficiency, 0);
@@ -70,15 +76,20 @@ TEST(Device, PresetsAndErrors) {
     EXPECT_GT(d.memory_bytes, 0);
     EXPECT_GT(d.link_bandwidth, 0);
   }
-  EXPECT_DOUBLE_EQ(device_preset("a100").peak_flops, 312e12);
-  EXPECT_DOUBLE_EQ(device_preset("h100").peak_flops, 989.4e12);
-  EXPECT_DOUBLE_EQ(device_preset("h200").mem_bandwidth, 4.8e12);
-  EXPECT_EQ(device_preset("h200").memory_bytes, 141'000'000'000);
-  const LinkModel link = device_preset("h100").link();
+  EXPECT_DOUBLE_EQ(device_preset("a100", 2).peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(device_preset("h100", 2).peak_flops, 989.4e12);
+  // fp32: the FP32 CUDA-core peak (the cuda backend's fp32 GEMMs use no TF32).
+  EXPECT_DOUBLE_EQ(device_preset("a100", 4).peak_flops, 19.5e12);
+  EXPECT_DOUBLE_EQ(device_preset("h100", 4).peak_flops, 67e12);
+  EXPECT_DOUBLE_EQ(device_preset("h200", 4).peak_flops, 67e12);
+  EXPECT_DOUBLE_EQ(device_preset("cpu", 2).peak_flops, device_preset("cpu", 4).peak_flops);
+  EXPECT_DOUBLE_EQ(device_preset("h200", 2).mem_bandwidth, 4.8e12);
+  EXPECT_EQ(device_preset("h200", 2).memory_bytes, 141'000'000'000);
+  const LinkModel link = device_preset("h100", 2).link();
   EXPECT_DOUBLE_EQ(link.bandwidth, 450e9);
   EXPECT_DOUBLE_EQ(link.transfer_time(450'000'000), link.latency + 1e-3);
   try {
-    device_preset("tpu");
+    device_preset("tpu", 2);
     ADD_FAILURE();
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(), "--device: unknown device 'tpu' (devices: cpu, a100, h100, h200)");
@@ -141,8 +152,8 @@ TEST(Roofline, ScalesWithPeakAndWithTokens) {
   // On the cpu preset a gpt-tiny step is milliseconds, on an H100 far less.
   double cpu = 0;
   double h100 = 0;
-  for (const UnitTime& x : unit_times(units, device_preset("cpu"))) cpu += x.total();
-  for (const UnitTime& x : unit_times(units, device_preset("h100"))) h100 += x.total();
+  for (const UnitTime& x : unit_times(units, device_preset("cpu", 4))) cpu += x.total();
+  for (const UnitTime& x : unit_times(units, device_preset("h100", 2))) h100 += x.total();
   EXPECT_GT(cpu, 1e-3);
   EXPECT_GT(cpu, 10 * h100);
 }
@@ -231,7 +242,7 @@ TEST(Calibration, BadFilesNameFileAndField) {
 
 TEST(ModelCosts, SumsUnitsPerVirtualStage) {
   const auto units = expand_units(parse_model_spec("gpt-tiny"));
-  const auto times = unit_times(units, device_preset("cpu"));
+  const auto times = unit_times(units, device_preset("cpu", 4));
   const int stages = 2;
   const int chunks = 2;
   const auto parts = make_partition("layer", units, times, stages * chunks);

@@ -100,7 +100,7 @@ double cpu_step_error(const Schedule& schedule, MPI_Comm comm, int64_t* compared
   const int P = schedule.stages;
   const int V = schedule.chunks;
   cfg.parts =
-      make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), P * V);
+      make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu", 4)), P * V);
   cfg.stage = comm_rank(comm);
   cfg.stages = P;
   cfg.chunks = V;
@@ -232,7 +232,7 @@ class CpuBackendCores : public ::testing::Test {
     cfg_.spec = spec;
     cfg_.units = expand_units(spec);
     cfg_.parts =
-        make_partition("layer", cfg_.units, unit_times(cfg_.units, device_preset("cpu")), 1);
+        make_partition("layer", cfg_.units, unit_times(cfg_.units, device_preset("cpu", 4)), 1);
     cfg_.microbatches = 1;
   }
   void TearDown() override { EXPECT_EQ(sched_setaffinity(0, sizeof saved_, &saved_), 0); }
@@ -504,7 +504,7 @@ struct GptTinyCut {
 };
 
 GptTinyCut gpt_tiny_cut(int stages, int chunks) {
-  const DeviceSpec device = device_preset("cpu");
+  const DeviceSpec device = device_preset("cpu", 4);
   GptTinyCut cut;
   cut.units = expand_units(parse_model_spec("gpt-tiny"), kernels_for("timed", device.name));
   cut.times = unit_times(cut.units, device);
@@ -1119,8 +1119,8 @@ TEST(Executor, StagedAllReduceSumsTheReplicasGradients) {
     BackendConfig cfg;
     cfg.spec = spec;
     cfg.units = expand_units(spec);
-    cfg.parts =
-        make_partition("layer", cfg.units, unit_times(cfg.units, device_preset("cpu")), p.chunks);
+    cfg.parts = make_partition("layer", cfg.units, unit_times(cfg.units, device_preset("cpu", 4)),
+                               p.chunks);
     cfg.stage = 0;
     cfg.stages = 1;
     cfg.chunks = p.chunks;
@@ -1252,7 +1252,8 @@ TEST(ExecutorTest, PipedreamStepsAfterEveryBackward) {
   BackendConfig cfg;
   cfg.spec = spec;
   cfg.units = expand_units(spec);
-  cfg.parts = make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu")), P);
+  cfg.parts =
+      make_partition("operator", cfg.units, unit_times(cfg.units, device_preset("cpu", 4)), P);
   cfg.stage = comm_rank();
   cfg.stages = P;
   cfg.microbatches = P;

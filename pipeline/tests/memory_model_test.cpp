@@ -144,7 +144,7 @@ TEST(MemoryModel, ChunkProfilesFollowTheUnitsInBackwardOrder) {
   EXPECT_EQ(units[3].split_kept_bytes, 0);
   EXPECT_EQ(units[4].split_kept_bytes, units[4].activation_bytes + th);
   EXPECT_EQ(units[6].split_kept_bytes, units[6].activation_bytes);  // fc1_gelu: in place
-  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu", 4));
   const auto n = static_cast<int>(units.size());
   const StageCosts a = model_costs(units, times, {{0, 3}, {3, 5}, {5, n}}, 3, 1, {});
   const ChunkCost& attn = a.chunks[1];  // attention, attn_out
@@ -273,7 +273,7 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
   ASSERT_EQ(units[3].boundary_bytes, 2 * th);
   EXPECT_EQ(units[3].backward_scratch_bytes, scores);
   EXPECT_EQ(units[0].forward_scratch_bytes, 4 * spec.tokens());
-  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu", 4));
   const auto n = static_cast<int>(units.size());
   const StageCosts a = model_costs(units, times, {{0, 3}, {3, 5}, {5, n}}, 3, 1, {});
   const ChunkCost& attn = a.chunks[1];
@@ -331,7 +331,7 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   EXPECT_EQ(units[3].backward_scratch_bytes, int64_t{2} * 16 * 16 * 2);  // a s s e
   EXPECT_EQ(units.back().forward_scratch_bytes, 12 * t);
   EXPECT_EQ(units.back().backward_scratch_bytes, 4 * t);
-  const std::vector<UnitTime> times = unit_times(units, device_preset("h100"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("h100", 2));
   const auto n = static_cast<int>(units.size());
   const StageCosts c = model_costs(units, times, {{0, 1}, {1, 2}, {2, n}}, 3, 1, {});
   const ChunkCost& ln = c.chunks[1];  // ln1 alone: no boundary inside

@@ -332,9 +332,9 @@ TEST(Units, FusedAttentionKeepsStatisticsNotProbabilities) {
     EXPECT_EQ(f.backward_scratch_bytes, 4 * t * h + 4 * bas);
   }
   EXPECT_EQ(attention_units, 12);
-  const std::vector<UnitTime> times = unit_times(fused, device_preset("h100"));
+  const std::vector<UnitTime> times = unit_times(fused, device_preset("h100", 2));
   const std::vector<UnitRange> whole{{0, static_cast<int>(fused.size())}};
-  const LinkModel link = device_preset("h100").link();
+  const LinkModel link = device_preset("h100", 2).link();
   const int64_t drop = 12 * (naive[3].activation_bytes - fused[3].activation_bytes);
   EXPECT_EQ(model_costs(naive, times, whole, 1, 1, link).chunks[0].activation_bytes -
                 model_costs(fused, times, whole, 1, 1, link).chunks[0].activation_bytes,
@@ -398,7 +398,7 @@ TEST(Units, FusedAttentionCountsWhatItsKernelsCompute) {
   EXPECT_EQ(attention_work(spec, Attention::kFused).head_dim, 80);
 
   // The roofline prices the fused forward below the naive one on an H100.
-  const DeviceSpec h100 = device_preset("h100");
+  const DeviceSpec h100 = device_preset("h100", 2);
   spec = parse_model_spec("gpt-small");
   spec.bytes_per_element = 2;
   const Unit fused = attention(Attention::kFused);

@@ -305,7 +305,7 @@ TEST(Balanced, HonoursTheMemoryCapOnAModel) {
   // cut and keep every part under it.
   const ModelSpec spec = parse_model_spec("gpt-tiny");
   const auto units = expand_units(spec);
-  const auto times = unit_times(units, device_preset("cpu"));
+  const auto times = unit_times(units, device_preset("cpu", 4));
   const int inflight = 1;
   const int parts = 2;
   const auto free = make_partition("balanced", units, times, parts);
@@ -367,7 +367,7 @@ TEST(Balanced, LargeModelManyPartsIsOptimalAgainstTheOtherPartitions) {
   const ModelSpec spec = parse_model_spec("gpt-7b");
   const auto units = expand_units(spec);
   ASSERT_EQ(units.size(), 227U);
-  const DeviceSpec dev = device_preset("h100");
+  const DeviceSpec dev = device_preset("h100", 2);
   const auto times = unit_times(units, dev);
   PartitionOptions opt;
   opt.link = dev.link();
@@ -506,7 +506,7 @@ TEST(Balanced, EqualsTheQuadraticDynamicProgramOnEveryPreset) {
   for (const std::string& name : models) {
     const auto units = expand_units(parse_model_spec(name));
     for (const std::string device : {"cpu", "a100", "h100"}) {
-      const DeviceSpec dev = device_preset(device);
+      const DeviceSpec dev = device_preset(device, 2);
       const auto times = unit_times(units, dev);
       PartitionOptions opt;
       opt.link = dev.link();

@@ -412,7 +412,7 @@ TEST(DefaultTimeScale, TheMeanStageSleeps12msWhateverTheCut) {
   EXPECT_DOUBLE_EQ(default_time_scale(uniform_costs(2, 2, 0.5, 3.0, 0.0, 0.0)), 12e-3 / 3.5);
   EXPECT_DOUBLE_EQ(default_time_scale(uniform_costs(1, 1, 0, 0, 0, 0)), 1.0);
   const std::vector<Unit> units = expand_units(parse_model_spec("gpt-tiny"));
-  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu", 4));
   double total = 0;
   for (const UnitTime& t : times) total += t.fwd + t.bwd_input + t.bwd_weight;
   for (const char* partition : {"layer", "operator", "balanced"}) {

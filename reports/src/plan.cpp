@@ -703,6 +703,9 @@ void check_names(const PlanOptions& o) {
 }  // namespace
 
 Plan make_plan(const PlanOptions& options) {
+  PPB_CHECK(options.cluster.device.bytes_per_element == options.model.bytes_per_element,
+            "make_plan: the cluster's device is resolved for another storage than the model's "
+            "(resolve_cluster(input, model.bytes_per_element))");
   check_names(options);
   if (!(options.memory_guard > 0 && options.memory_guard <= 1)) {
     throw UsageError("--memory-guard: expected a fraction in (0, 1], got " +

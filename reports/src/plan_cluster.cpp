@@ -109,7 +109,9 @@ ClusterInput read_cluster_file(const std::string& path) {
   return parse_cluster(read_input_file(path, "cluster file", kMaxSmallInputBytes), path);
 }
 
-ClusterSpec resolve_cluster(const ClusterInput& in) {
+ClusterSpec resolve_cluster(const ClusterInput& in, int bytes_per_element) {
+  PPB_CHECK(bytes_per_element == 2 || bytes_per_element == 4,
+            "resolve_cluster: bytes_per_element must be 2 (bf16) or 4 (fp32)");
   need(in.gpus >= 1, "--gpus", "expected >= 1 GPUs, got " + std::to_string(in.gpus));
   ClusterSpec c;
   c.gpus = in.gpus;
@@ -117,7 +119,7 @@ ClusterSpec resolve_cluster(const ClusterInput& in) {
   need(c.gpus % c.gpus_per_node == 0, "--gpus-per-node",
        std::to_string(c.gpus) + " GPUs are not whole nodes of " + std::to_string(c.gpus_per_node));
   if (!in.device.empty()) {
-    c.device = device_preset(in.device);
+    c.device = device_preset(in.device, bytes_per_element);
   } else {
     need(
         in.peak_flops > 0 && in.memory_bandwidth > 0, "--device", "give a preset (" + [] {
@@ -128,6 +130,7 @@ ClusterSpec resolve_cluster(const ClusterInput& in) {
         }() + ") or --peak-flops and --memory-bandwidth");
     c.device.name = "custom";
     c.device.efficiency = 1;
+    c.device.bytes_per_element = bytes_per_element;
   }
   if (in.peak_flops > 0) c.device.peak_flops = in.peak_flops;
   if (in.memory_bandwidth > 0) c.device.mem_bandwidth = in.memory_bandwidth;

@@ -51,7 +51,7 @@ Repriced reprice(const Result& result) {
   const ResultConfig& c = result.config;
   Repriced r;
   r.spec = model_spec(c);
-  r.device = device_preset(roofline_device(result));
+  r.device = device_preset(roofline_device(result), r.spec.bytes_per_element);
   // The attention that ran: fused keeps the softmax statistics, not the
   // probabilities (a cuda kernel; any other backend's files ran naive).
   const Kernels kernels = kernels_for(c.backend, r.device.name);
@@ -644,7 +644,7 @@ GpuMachine gpu_machine(const std::vector<const ResultEntry*>& setup) {
   m.words = std::to_string(gpus) + " x " + gpu;
   const std::string preset = gpu_preset(gpu);
   if (!preset.empty()) {
-    m.words += ", " + format_bytes(static_cast<double>(device_preset(preset).memory_bytes)) +
+    m.words += ", " + format_bytes(static_cast<double>(device_preset(preset, 2).memory_bytes)) +
                " each, the " + preset + " roofline";
   } else {
     std::string names;
@@ -697,7 +697,7 @@ std::string which_schedule_for_this_machine(const std::vector<const ResultEntry*
     in.gpu_memory_bytes = budget;
     in.link_bandwidth = cal.link.bandwidth;
     in.link_latency = cal.link.latency;
-    o.cluster = resolve_cluster(in);
+    o.cluster = resolve_cluster(in, o.model.bytes_per_element);
     // The fitted factors as a calibration of every unit kind (in wall
     // seconds: timed results run at their time scale).
     const Calibration kinds =

@@ -73,13 +73,13 @@ TEST(PlanCluster, FileFieldsAndFlagsAreNamed) {
   in.gpus = 10;
   in.gpus_per_node = 4;
   in.device = "h100";
-  EXPECT_NE(error_of([&] { (void)resolve_cluster(in); }).find("--gpus-per-node"),
+  EXPECT_NE(error_of([&] { (void)resolve_cluster(in, 2); }).find("--gpus-per-node"),
             std::string::npos);
   in.gpus_per_node = 0;
   in.device = "";
-  EXPECT_NE(error_of([&] { (void)resolve_cluster(in); }).find("--device"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)resolve_cluster(in, 2); }).find("--device"), std::string::npos);
   in.device = "tpu";
-  EXPECT_NE(error_of([&] { (void)resolve_cluster(in); }).find("--device"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)resolve_cluster(in, 2); }).find("--device"), std::string::npos);
 }
 
 TEST(PlanCluster, PresetFillsWhatTheDescriptionLeavesOut) {
@@ -87,11 +87,11 @@ TEST(PlanCluster, PresetFillsWhatTheDescriptionLeavesOut) {
       R"({"schema": "pipebench.cluster/1", "gpus": 16, "gpus_per_node": 8, "device": "h100",
           "inter_node": {"bandwidth": 2.5e10}})",
       "c.json");
-  const ClusterSpec c = resolve_cluster(in);
+  const ClusterSpec c = resolve_cluster(in, 2);
   EXPECT_EQ(c.gpus, 16);
   EXPECT_EQ(c.gpus_per_node, 8);
-  EXPECT_EQ(c.gpu_memory_bytes, device_preset("h100").memory_bytes);
-  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth, device_preset("h100").link_bandwidth);
+  EXPECT_EQ(c.gpu_memory_bytes, device_preset("h100", 2).memory_bytes);
+  EXPECT_DOUBLE_EQ(c.intra_node.bandwidth, device_preset("h100", 2).link_bandwidth);
   EXPECT_DOUBLE_EQ(c.inter_node.bandwidth, 2.5e10);
   EXPECT_DOUBLE_EQ(c.inter_node.latency, 5e-6);
 }
@@ -103,13 +103,20 @@ PlanOptions small_plan() {
   in.device = "cpu";
   in.gpu_memory_bytes = int64_t{1} << 30;
   PlanOptions o;
-  o.cluster = resolve_cluster(in);
   o.model = parse_model_spec("gpt-tiny");
+  o.cluster = resolve_cluster(in, o.model.bytes_per_element);
   o.global_batch = 16;
   o.micro_batch_sizes = {1, 2};
   o.memory.optimizer = OptimizerKind::kAdam;
   o.top = 5;
   return o;
+}
+
+// The model, its memory model and the preset device at `bytes` per element.
+void set_storage(PlanOptions& o, int bytes) {
+  o.model.bytes_per_element = bytes;
+  o.memory.element_bytes = bytes;
+  o.cluster.device = device_preset(o.cluster.device.name, bytes);
 }
 
 // `gpus` H200s (their preset's memory and links) for `model`.
@@ -118,8 +125,8 @@ PlanOptions h200_plan(int gpus, const char* model) {
   in.gpus = gpus;
   in.device = "h200";
   PlanOptions o;
-  o.cluster = resolve_cluster(in);
   o.model = parse_model_spec(model);
+  o.cluster = resolve_cluster(in, o.model.bytes_per_element);
   return o;
 }
 
@@ -200,8 +207,7 @@ int64_t single_stage_peak(const PlanOptions& o, const Candidate& w, Attention at
 // usage error naming the obstacle.
 TEST(Plan, PricesTheAttentionARunWouldPick) {
   PlanOptions o = h200_plan(1, "gpt-tiny");
-  o.model.bytes_per_element = 2;
-  o.memory.element_bytes = 2;
+  set_storage(o, 2);
   o.memory.optimizer = OptimizerKind::kSgd;
   o.global_batch = 8;
   o.micro_batch_sizes = {2};
@@ -223,8 +229,7 @@ TEST(Plan, PricesTheAttentionARunWouldPick) {
 
   // fp32 on a GPU: the flash kernels, with the same saving.
   o.attention = AttentionRequest::kAuto;
-  o.model.bytes_per_element = 4;
-  o.memory.element_bytes = 4;
+  set_storage(o, 4);
   const Plan fp32 = make_plan(o);
   EXPECT_EQ(fp32.attention.attention, Attention::kFused);
   EXPECT_EQ(fp32.attention.reason, "");
@@ -245,8 +250,7 @@ TEST(Plan, PricesTheAttentionARunWouldPick) {
             "--attention fused: head dimension 256: the fp32 flash attention takes at most 128");
 
   PlanOptions cpu = small_plan();
-  cpu.model.bytes_per_element = 2;
-  cpu.memory.element_bytes = 2;
+  set_storage(cpu, 2);
   EXPECT_EQ(make_plan(cpu).attention.reason, "the cpu backend has no fused attention (cuda only)");
 }
 
@@ -322,7 +326,7 @@ TEST(Plan, ASingleStageIsNoPipelineWhateverItsSchedule) {
   in.gpus = 1;
   in.device = "cpu";
   in.gpu_memory_bytes = int64_t{1} << 30;
-  o.cluster = resolve_cluster(in);
+  o.cluster = resolve_cluster(in, o.model.bytes_per_element);
   o.top = 100;
   const Plan plan = make_plan(o);
   ASSERT_FALSE(plan.ranked.empty());
@@ -419,10 +423,18 @@ TEST(Plan, WhereOneStageWinsEachScheduleIsListedPipelined) {
     }
   }
   EXPECT_EQ(listed.count("no pipeline"), 0u);  // it leads
-  // Every schedule once: among the leaders after it, or listed.
+  // Every schedule once: among the leaders after it, or listed. The other
+  // leaders that run one stage are other shapes (M, micro-batch size),
+  // each once.
+  std::set<std::pair<int, int>> one_stage{{lead.microbatches, lead.micro_batch_size}};
   for (size_t i = 1; i < plan.ranked.size(); ++i) {
-    EXPECT_GE(plan.ranked[i].stages, 2);
-    EXPECT_TRUE(listed.insert(plan.ranked[i].schedule).second) << plan.ranked[i].schedule;
+    const Candidate& c = plan.ranked[i];
+    if (c.stages == 1) {
+      EXPECT_TRUE(one_stage.insert({c.microbatches, c.micro_batch_size}).second)
+          << candidate_label(c);
+      continue;
+    }
+    EXPECT_TRUE(listed.insert(c.schedule).second) << c.schedule;
   }
   EXPECT_EQ(listed.size(), schedule_list().size());
   for (size_t i = 1; i < plan.ranked.size(); ++i) {
@@ -465,14 +477,14 @@ TEST(Plan, RefusesASearchBeyondItsLimits) {
   in.gpus = 720720;
   in.gpus_per_node = 8;
   in.device = "h100";
-  o.cluster = resolve_cluster(in);
+  o.cluster = resolve_cluster(in, 4);
   o.model = parse_model_spec("gpt-7b");
   o.global_batch = 1441440;
   EXPECT_NE(error_of([&] { (void)make_plan(o); }).find("compute slots (P x M x V) in all"),
             std::string::npos);
   in.gpus = 4096;
   in.gpus_per_node = 0;
-  o.cluster = resolve_cluster(in);
+  o.cluster = resolve_cluster(in, 4);
   o.model = parse_model_spec("gpt:layers=16384,hidden=64,heads=2,seq=16,vocab=64");
   o.global_batch = 0;
   EXPECT_NE(error_of([&] { (void)make_plan(o); }).find("--partition balanced: cutting the model's"),
@@ -530,9 +542,9 @@ ResultEntry synthetic_result(const std::string& schedule, int stages, int microb
   c.time_scale = 0.5;
   const ModelSpec spec = parse_model_spec(c.model);
   const std::vector<Unit> units = expand_units(spec);
-  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+  const std::vector<UnitTime> times = unit_times(units, device_preset("cpu", 4));
   PartitionOptions popts;
-  popts.link = device_preset("cpu").link();
+  popts.link = device_preset("cpu", 4).link();
   const std::vector<UnitRange> parts = make_partition("operator", units, times, stages, popts);
   c.unit_ranges = format_partition(parts);
   const StageCosts model = model_costs(units, times, parts, stages, 1, popts.link);
@@ -649,7 +661,7 @@ TEST(PlanValidate, UnitTimesByKindFitAFactorPerKind) {
   for (ResultEntry& e : results) {
     const ResultConfig& c = e.result.config;
     const std::vector<Unit> units = expand_units(parse_model_spec(c.model));
-    const std::vector<UnitTime> times = unit_times(units, device_preset("cpu"));
+    const std::vector<UnitTime> times = unit_times(units, device_preset("cpu", 4));
     const std::vector<UnitRange> parts =
         make_partition("manual:" + c.unit_ranges, units, times, c.stages);
     std::vector<std::map<std::string, KindSeconds>>& ks = e.result.metrics->theory->kind_seconds;
@@ -842,7 +854,7 @@ ResultEntry cuda_result(const std::string& schedule, int stages, int microbatche
   r.environment.gpus.assign(static_cast<size_t>(stages), "NVIDIA H200");
   r.environment.ranks = stages;
   r.environment.ranks_per_gpu = 1;
-  const DeviceSpec h200 = device_preset("h200");
+  const DeviceSpec h200 = device_preset("h200", 4);  // tiny_config: fp32
   const std::vector<Unit> units = expand_units(parse_model_spec(c.model), Kernels::kCuda,
                                                fused ? Attention::kFused : Attention::kNaive);
   const std::vector<UnitTime> times = unit_times(units, h200);
@@ -921,7 +933,7 @@ TEST(PlanValidate, CuptiKernelTimesFitEachUnitKindAndTheLaunchCost) {
   for (const ResultEntry& e : results) all.push_back(&e);
   ASSERT_TRUE(has_cupti_figures(results[0].result));
   const PassCalibration cal = fit_calibration(all);
-  const DeviceSpec h200 = device_preset("h200");
+  const DeviceSpec h200 = device_preset("h200", 4);  // tiny_config: fp32
   const std::vector<Unit> units = expand_units(parse_model_spec("gpt-tiny"), Kernels::kCuda);
   std::set<std::string> seen;
   for (const Unit& u : units) {
@@ -968,7 +980,7 @@ TEST(PlanValidate, CuptiFitTakesAFusedAttentionWhollyInItsOwnKernels) {
   std::vector<const ResultEntry*> all;
   for (const ResultEntry& e : results) all.push_back(&e);
   const PassCalibration cal = fit_calibration(all);
-  const DeviceSpec h200 = device_preset("h200");
+  const DeviceSpec h200 = device_preset("h200", 4);  // tiny_config: fp32
   std::set<std::string> seen;
   for (const Unit& u :
        expand_units(parse_model_spec("gpt-tiny"), Kernels::kCuda, Attention::kFused)) {

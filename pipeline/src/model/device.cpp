@@ -17,16 +17,23 @@ namespace {
 constexpr std::string_view kCalibrationSchema = "pipebench.calibration/1";
 
 // Device presets. GPU figures are NVIDIA datasheet figures for the SXM parts:
-// dense (no sparsity) BF16 tensor-core peak, HBM bandwidth, capacity in
-// decimal GB as the datasheet states it, and NVLink bandwidth per direction
-// (half the datasheet's bidirectional total). Efficiency and per-unit
-// overhead are assumptions (typical large cuBLAS BF16 GEMMs reach 60-70 % of
-// peak; a unit is a handful of kernels of a few microseconds' launch cost);
-// a calibration file replaces them with measurements. Link latency for GPUs is
-// an assumed NCCL point-to-point latency inside one NVLink node.
-DeviceSpec make_preset(std::string_view name) {
+// the GEMMs' peak per storage (bf16: the dense, no-sparsity BF16 tensor-core
+// peak; fp32: the FP32 CUDA-core peak, as the cuda backend's fp32 GEMMs do
+// not drop to TF32), HBM bandwidth, capacity in decimal GB as the datasheet
+// states it, and NVLink bandwidth per direction (half the datasheet's
+// bidirectional total). Efficiency and per-unit overhead are assumptions
+// (typical large cuBLAS BF16 GEMMs reach 60-70 % of peak, and the same
+// share is taken for fp32; a unit is a handful of kernels of a few
+// microseconds' launch cost); a calibration file replaces them with
+// measurements. Link latency for GPUs is an assumed NCCL point-to-point
+// latency inside one NVLink node.
+DeviceSpec make_preset(std::string_view name, int bytes_per_element) {
+  PPB_CHECK(bytes_per_element == 2 || bytes_per_element == 4,
+            "device_preset: bytes_per_element must be 2 (bf16) or 4 (fp32)");
+  const bool bf16 = bytes_per_element == 2;
   DeviceSpec d;
   d.name = std::string(name);
+  d.bytes_per_element = bytes_per_element;
   if (name == "cpu") {
     // One core of the 2-core AMD EPYC (Zen 4) machine the tests run on, fp32
     // through single-threaded OpenBLAS. Measured here (2026-11-29):
@@ -40,7 +47,7 @@ DeviceSpec make_preset(std::string_view name) {
     // predicted at 25.0 ms against 23.4-23.5 ms measured; per unit the GEMM
     // units are within 10 %, LayerNorm is predicted 2x too slow and the head
     // 1.7x too fast. A calibration file measured on a run does better.
-    d.peak_flops = 110e9;
+    d.peak_flops = 110e9;  // either storage: the cpu backend computes in fp32
     d.efficiency = 0.9;
     d.vector_flops = 2e9;
     d.mem_bandwidth = 40e9;
@@ -51,7 +58,7 @@ DeviceSpec make_preset(std::string_view name) {
   } else if (name == "a100") {
     // A100 SXM4 80GB datasheet: BF16 tensor 312 TFLOPS dense, FP32 19.5, HBM2e
     // 2,039 GB/s, 80 GB, NVLink 3 600 GB/s bidirectional.
-    d.peak_flops = 312e12;
+    d.peak_flops = bf16 ? 312e12 : 19.5e12;
     d.efficiency = 0.7;
     d.vector_flops = 19.5e12;  // FP32 (CUDA cores)
     d.mem_bandwidth = 2039e9;
@@ -63,7 +70,7 @@ DeviceSpec make_preset(std::string_view name) {
     // H100 SXM5 80GB datasheet: BF16 tensor 989.4 TFLOPS dense (1,979 with
     // sparsity), FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB, NVLink 4 900 GB/s
     // bidirectional.
-    d.peak_flops = 989.4e12;
+    d.peak_flops = bf16 ? 989.4e12 : 67e12;
     d.efficiency = 0.6;
     d.vector_flops = 67e12;
     d.mem_bandwidth = 3.35e12;
@@ -75,7 +82,7 @@ DeviceSpec make_preset(std::string_view name) {
     // H200 SXM 141GB datasheet: BF16 tensor 989.4 TFLOPS dense and FP32
     // 67 TFLOPS (the H100's compute), HBM3e 4.8 TB/s, 141 GB, NVLink 4
     // 900 GB/s bidirectional.
-    d.peak_flops = 989.4e12;
+    d.peak_flops = bf16 ? 989.4e12 : 67e12;
     d.efficiency = 0.6;
     d.vector_flops = 67e12;
     d.mem_bandwidth = 4.8e12;
@@ -212,7 +219,9 @@ LinkModel DeviceSpec::link() const {
   return l;
 }
 
-DeviceSpec device_preset(std::string_view name) { return make_preset(name); }
+DeviceSpec device_preset(std::string_view name, int bytes_per_element) {
+  return make_preset(name, bytes_per_element);
+}
 
 std::vector<std::string> device_preset_names() { return {"cpu", "a100", "h100", "h200"}; }
 

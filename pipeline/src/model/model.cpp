@@ -182,6 +182,12 @@ int64_t parameter_count(const ModelSpec& spec) {
   return stored_parameter_count(spec) - int64_t{spec.hidden} * spec.padded_vocab();
 }
 
+int parse_dtype(std::string_view text) {
+  if (text == "fp32") return 4;
+  if (text == "bf16") return 2;
+  throw UsageError("--dtype: expected fp32 or bf16, got '" + std::string(text) + "'");
+}
+
 Kernels kernels_for(std::string_view backend, std::string_view device) {
   if (const BackendTraits* t = find_backend_traits(backend); t != nullptr && t->kernels)
     return *t->kernels;

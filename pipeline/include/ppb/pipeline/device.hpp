@@ -4,7 +4,7 @@
 //
 //   ModelSpec spec = parse_model_spec("gpt-small");
 //   std::vector<Unit> units = expand_units(spec);
-//   DeviceSpec dev = device_preset("h100");
+//   DeviceSpec dev = device_preset("h100", spec.bytes_per_element);
 //   std::vector<UnitTime> times = unit_times(units, dev);
 //   std::vector<UnitRange> parts = make_partition("balanced", units, times, 4);
 //   StageCosts costs = model_costs(units, times, parts, 4, 1, dev.link());
@@ -24,9 +24,10 @@ namespace ppb {
 /// One accelerator (or one CPU core) and the link between two pipeline stages.
 struct DeviceSpec {
   std::string name;
-  double peak_flops = 0;     ///< FLOP/s, dense, at the precision the model runs in
-  double mem_bandwidth = 0;  ///< bytes/s of device memory
-  double efficiency = 1;     ///< fraction of peak_flops that GEMMs reach, (0, 1]
+  double peak_flops = 0;      ///< FLOP/s of GEMMs, dense, at the precision the model runs in
+  int bytes_per_element = 0;  ///< that precision's storage (2 bf16, 4 fp32); 0: not stated
+  double mem_bandwidth = 0;   ///< bytes/s of device memory
+  double efficiency = 1;      ///< fraction of peak_flops that GEMMs reach, (0, 1]
   /// FLOP/s of the non-GEMM (elementwise) work of a unit: LayerNorm, GeLU,
   /// softmax, bias. 0 = the same rate as GEMMs (peak_flops * efficiency).
   double vector_flops = 0;
@@ -42,10 +43,16 @@ struct DeviceSpec {
 /// Presets (figures and their sources in device.cpp and `pipebench list`):
 ///   cpu   one core of the 2-core AMD EPYC (Zen 4) machine these tests run on,
 ///         fp32 through OpenBLAS, shared-memory MPI as the link;
-///   a100  A100 SXM4 80GB; h100  H100 SXM5 80GB; h200  H200 SXM 141GB — BF16
-///         dense tensor-core peak, HBM bandwidth, NVLink per direction.
+///   a100  A100 SXM4 80GB; h100  H100 SXM5 80GB; h200  H200 SXM 141GB — the
+///         GEMMs' peak for the storage (bytes_per_element 2, bf16: the dense
+///         BF16 tensor-core peak; 4, fp32: the FP32 CUDA-core peak, as the
+///         cuda backend's fp32 GEMMs do not use TF32), HBM bandwidth, NVLink
+///         per direction.
 /// Throws UsageError("--device: unknown device 'x' (devices: cpu, a100, h100, h200)").
-DeviceSpec device_preset(std::string_view name);
+/// REQUIRES: bytes_per_element is 2 or 4 (ModelSpec::bytes_per_element).
+/// Example: device_preset("h100", 2).peak_flops == 989.4e12;
+///          device_preset("h100", 4).peak_flops == 67e12.
+DeviceSpec device_preset(std::string_view name, int bytes_per_element);
 
 /// "cpu", "a100", "h100", "h200".
 std::vector<std::string> device_preset_names();

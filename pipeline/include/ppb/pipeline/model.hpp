@@ -55,6 +55,10 @@ struct ModelSpec {
 /// "--model: key 'heads': hidden 768 is not divisible by 10").
 ModelSpec parse_model_spec(std::string_view text);
 
+/// --dtype's value as bytes per stored element: "fp32" 4, "bf16" 2.
+/// Throws UsageError("--dtype: expected fp32 or bf16, got 'x'").
+int parse_dtype(std::string_view text);
+
 /// Names of the presets, for `pipebench list`.
 std::vector<std::string> model_preset_names();
 

@@ -87,12 +87,14 @@ struct ClusterInput {
 ClusterInput parse_cluster(std::string_view json_text, const std::string& source);
 ClusterInput read_cluster_file(const std::string& path);
 
-/// Checks the input and fills what it leaves out from the device preset
-/// (inter-node link: the preset's node network, device.cpp). Throws
+/// Checks the input and fills what it leaves out from the device preset at
+/// the model's storage (bytes_per_element: its GEMMs' peak for bf16 or fp32;
+/// --peak-flops is taken at that storage; inter-node link: the preset's
+/// node network, device.cpp). Throws
 /// UsageError naming the flag (`--gpus-per-node: 1000 GPUs are not whole
 /// nodes of 16`, `--device: give a preset or --peak-flops and
 /// --memory-bandwidth`).
-ClusterSpec resolve_cluster(const ClusterInput& in);
+ClusterSpec resolve_cluster(const ClusterInput& in, int bytes_per_element);
 
 /// The most micro-batches per step a plan considers (M from --global-batch).
 inline constexpr int64_t kMaxPlanMicrobatches = int64_t{1} << 20;
