@@ -315,15 +315,17 @@ AttentionReference attention_reference(const std::vector<float>& qkv,
 
 // The fp32 flash attention against the double reference, forward and
 // backward, on shapes whose sequence is and is not a multiple of the 64-row
-// block (one block, a block and a part, three blocks) and head dimensions
-// run as they are (32, 64) and zero-padded (80 as 128); every gradient
+// block (one block, a block and a part, three blocks, less than one warp's
+// 16 rows) and head dimensions run as they are (32, 64, 128) and
+// zero-padded (80 as 128, an odd 7 as 32); every gradient
 // element written (the output starts as NaN), the same bits on a second run.
 TEST_F(CudaKernels, FlashAttentionMatchesADoubleReferenceForwardAndBackward) {
   struct AttentionShape {
     int b, s, heads, d;
   };
-  for (const AttentionShape& sh : {AttentionShape{2, 70, 2, 32}, AttentionShape{1, 64, 3, 64},
-                                   AttentionShape{1, 130, 1, 80}}) {
+  for (const AttentionShape& sh :
+       {AttentionShape{2, 70, 2, 32}, AttentionShape{1, 64, 3, 64}, AttentionShape{1, 130, 1, 80},
+        AttentionShape{2, 5, 2, 7}, AttentionShape{1, 40, 1, 128}}) {
     SCOPED_TRACE("b " + std::to_string(sh.b) + " s " + std::to_string(sh.s) + " heads " +
                  std::to_string(sh.heads) + " d " + std::to_string(sh.d));
     const int h = sh.heads * sh.d;
