@@ -165,6 +165,7 @@ boost::json::object device_json(const std::string& name) {
   return {{"name", name},
           {"peak_flops", d.peak_flops},
           {"peak_flops_fp32", device_preset(name, 4).peak_flops},
+          {"fused_flops_fp32", device_preset(name, 4).fused_flops},
           {"mem_bandwidth", d.mem_bandwidth},
           {"efficiency", d.efficiency},
           {"vector_flops", d.vector_flops},

@@ -134,6 +134,39 @@ TEST(Roofline, ElementwiseWorkRunsAtTheVectorRate) {
   EXPECT_GT(t[58].fwd, unit_times(units, d)[58].fwd);
 }
 
+// A fused attention's products run at the device's fused_flops (the fp32
+// flash kernels' 3xTF32: a third of the TF32 peak), every other unit's
+// GEMMs (and a naive attention's) at peak_flops; 0 keeps peak_flops.
+TEST(Roofline, FusedProductsRunAtTheFusedRate) {
+  DeviceSpec d = test_device();  // 1 TFLOP/s at efficiency 0.5, no vector rate
+  d.fused_flops = 4e12;
+  d.mem_bandwidth = 1e18;  // compute bound
+  ModelSpec spec = parse_model_spec("gpt-tiny");
+  const std::vector<Unit> fused = expand_units(spec, Kernels::kCuda, Attention::kFused);
+  const std::vector<Unit> naive = expand_units(spec, Kernels::kCuda, Attention::kNaive);
+  const std::vector<UnitTime> tf = unit_times(fused, d);
+  const std::vector<UnitTime> tn = unit_times(naive, d);
+  ASSERT_EQ(fused[3].kind, UnitKind::kAttention);
+  EXPECT_TRUE(fused[3].fused_products);
+  EXPECT_FALSE(naive[3].fused_products);
+  const Unit& a = fused[3];
+  // gemm at 4 TFLOP/s x 0.5, elementwise at the GEMM rate (vector_flops 0: 0.5 TFLOP/s).
+  EXPECT_DOUBLE_EQ(tf[3].fwd, (a.fwd_flops - a.fwd_elementwise_flops) / 2e12 +
+                                  a.fwd_elementwise_flops / 0.5e12 + 1e-6);
+  EXPECT_DOUBLE_EQ(tn[3].fwd, naive[3].fwd_flops / 0.5e12 + 1e-6);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    if (fused[i].kind != UnitKind::kAttention) {
+      EXPECT_EQ(tf[i], tn[i]) << fused[i].name;
+    }
+  }
+  d.fused_flops = 0;
+  EXPECT_DOUBLE_EQ(unit_times(fused, d)[3].fwd, a.fwd_flops / 0.5e12 + 1e-6);
+  // The presets: fp32 fused at a third of the dense TF32 peak; bf16 at the GEMMs' peak.
+  EXPECT_DOUBLE_EQ(device_preset("h100", 4).fused_flops, 494.7e12 / 3);
+  EXPECT_DOUBLE_EQ(device_preset("a100", 4).fused_flops, 156e12 / 3);
+  EXPECT_EQ(device_preset("h200", 2).fused_flops, 0);
+}
+
 TEST(Roofline, ScalesWithPeakAndWithTokens) {
   DeviceSpec d = test_device();
   d.kernel_overhead_s = 0;

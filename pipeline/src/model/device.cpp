@@ -19,7 +19,10 @@ constexpr std::string_view kCalibrationSchema = "pipebench.calibration/1";
 // Device presets. GPU figures are NVIDIA datasheet figures for the SXM parts:
 // the GEMMs' peak per storage (bf16: the dense, no-sparsity BF16 tensor-core
 // peak; fp32: the FP32 CUDA-core peak, as the cuda backend's fp32 GEMMs do
-// not drop to TF32), HBM bandwidth, capacity in decimal GB as the datasheet
+// not drop to TF32), the fused attention's products' peak (bf16: cuDNN's,
+// on the BF16 tensor cores, the GEMMs' peak; fp32: the flash kernels'
+// 3xTF32, three products on the TF32 tensor cores per fp32 product, a third
+// of the dense TF32 peak), HBM bandwidth, capacity in decimal GB as the datasheet
 // states it, and NVLink bandwidth per direction (half the datasheet's
 // bidirectional total). Efficiency and per-unit overhead are assumptions
 // (typical large cuBLAS BF16 GEMMs reach 60-70 % of peak, and the same
@@ -59,6 +62,7 @@ DeviceSpec make_preset(std::string_view name, int bytes_per_element) {
     // A100 SXM4 80GB datasheet: BF16 tensor 312 TFLOPS dense, FP32 19.5, HBM2e
     // 2,039 GB/s, 80 GB, NVLink 3 600 GB/s bidirectional.
     d.peak_flops = bf16 ? 312e12 : 19.5e12;
+    d.fused_flops = bf16 ? 0 : 156e12 / 3;  // 3xTF32 on the TF32 tensor cores (156 dense)
     d.efficiency = 0.7;
     d.vector_flops = 19.5e12;  // FP32 (CUDA cores)
     d.mem_bandwidth = 2039e9;
@@ -71,6 +75,7 @@ DeviceSpec make_preset(std::string_view name, int bytes_per_element) {
     // sparsity), FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB, NVLink 4 900 GB/s
     // bidirectional.
     d.peak_flops = bf16 ? 989.4e12 : 67e12;
+    d.fused_flops = bf16 ? 0 : 494.7e12 / 3;  // 3xTF32 on the TF32 tensor cores (494.7 dense)
     d.efficiency = 0.6;
     d.vector_flops = 67e12;
     d.mem_bandwidth = 3.35e12;
@@ -83,6 +88,7 @@ DeviceSpec make_preset(std::string_view name, int bytes_per_element) {
     // 67 TFLOPS (the H100's compute), HBM3e 4.8 TB/s, 141 GB, NVLink 4
     // 900 GB/s bidirectional.
     d.peak_flops = bf16 ? 989.4e12 : 67e12;
+    d.fused_flops = bf16 ? 0 : 494.7e12 / 3;  // 3xTF32 on the TF32 tensor cores (494.7 dense)
     d.efficiency = 0.6;
     d.vector_flops = 67e12;
     d.mem_bandwidth = 4.8e12;
@@ -104,21 +110,24 @@ struct ComputeTerms {
   double elementwise = 0;
 };
 
-ComputeTerms compute_terms(double flops, double elementwise, const DeviceSpec& d) {
-  const double matrix_rate = d.peak_flops * d.efficiency;
-  const double vector_rate = d.vector_flops > 0 ? d.vector_flops : matrix_rate;
+// `fused`: the products run inside a fused kernel (Unit::fused_products).
+ComputeTerms compute_terms(double flops, double elementwise, const DeviceSpec& d, bool fused) {
+  const double gemm_rate = d.peak_flops * d.efficiency;
+  const double matrix_rate = fused && d.fused_flops > 0 ? d.fused_flops * d.efficiency : gemm_rate;
+  const double vector_rate = d.vector_flops > 0 ? d.vector_flops : gemm_rate;
   return {(flops - elementwise) / matrix_rate, elementwise / vector_rate};
 }
 
-double gemm_share(double flops, double elementwise, const DeviceSpec& d) {
+double gemm_share(double flops, double elementwise, const DeviceSpec& d, bool fused) {
   if (flops <= 0) return 0;
-  const ComputeTerms t = compute_terms(flops, elementwise, d);
+  const ComputeTerms t = compute_terms(flops, elementwise, d, fused);
   return t.gemm + t.elementwise > 0 ? t.gemm / (t.gemm + t.elementwise) : 0.0;
 }
 
-double pass_time(double flops, double elementwise, double traffic_bytes, const DeviceSpec& d) {
+double pass_time(double flops, double elementwise, double traffic_bytes, const DeviceSpec& d,
+                 bool fused) {
   if (flops <= 0) return 0;  // a pass that does nothing launches nothing
-  const ComputeTerms t = compute_terms(flops, elementwise, d);
+  const ComputeTerms t = compute_terms(flops, elementwise, d, fused);
   const double compute = t.gemm + t.elementwise;
   const double memory = d.mem_bandwidth > 0 ? traffic_bytes / d.mem_bandwidth : 0.0;
   return std::max(compute, memory) + d.kernel_overhead_s;
@@ -281,9 +290,10 @@ std::string calibration_to_json(const Calibration& cal) {
 }
 
 UnitTime gemm_shares(const Unit& u, const DeviceSpec& device) {
-  return {gemm_share(u.fwd_flops, u.fwd_elementwise_flops, device),
-          gemm_share(u.bwd_input_flops, u.bwd_input_elementwise_flops, device),
-          gemm_share(u.bwd_weight_flops, u.bwd_weight_elementwise_flops, device)};
+  const bool f = u.fused_products;
+  return {gemm_share(u.fwd_flops, u.fwd_elementwise_flops, device, f),
+          gemm_share(u.bwd_input_flops, u.bwd_input_elementwise_flops, device, f),
+          gemm_share(u.bwd_weight_flops, u.bwd_weight_elementwise_flops, device, f)};
 }
 
 std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpec& device,
@@ -302,9 +312,11 @@ std::vector<UnitTime> unit_times(const std::vector<Unit>& units, const DeviceSpe
   for (const Unit& u : units) {
     const PassBytes traffic = unit_traffic_bytes(u);
     UnitTime t{
-        pass_time(u.fwd_flops, u.fwd_elementwise_flops, traffic.fwd, device),
-        pass_time(u.bwd_input_flops, u.bwd_input_elementwise_flops, traffic.bwd_input, device),
-        pass_time(u.bwd_weight_flops, u.bwd_weight_elementwise_flops, traffic.bwd_weight, device)};
+        pass_time(u.fwd_flops, u.fwd_elementwise_flops, traffic.fwd, device, u.fused_products),
+        pass_time(u.bwd_input_flops, u.bwd_input_elementwise_flops, traffic.bwd_input, device,
+                  u.fused_products),
+        pass_time(u.bwd_weight_flops, u.bwd_weight_elementwise_flops, traffic.bwd_weight, device,
+                  u.fused_products)};
     if (cal != nullptr) {
       if (auto it = cal->unit_seconds.find(u.name); it != cal->unit_seconds.end()) {
         t = it->second;

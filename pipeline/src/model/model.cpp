@@ -310,6 +310,7 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention
   add(UnitKind::kHead, -1, {gemm(td, hd, vd), 5 * td * vd}, {gemm(td, vd, hd), 2 * td * vd},
       {gemm(td, hd, vd), 0}, (t * h + t * v) * e, 0, h * v * e);
   for (Unit& u : units) {
+    u.fused_products = u.kind == UnitKind::kAttention && attention == Attention::kFused;
     // The residual stream's part of the boundary: after ln1, qkv, attention,
     // ln2 and fc1_gelu (attn_out and fc2 add it back).
     if (u.kind == UnitKind::kLayerNorm1 || u.kind == UnitKind::kQkv ||

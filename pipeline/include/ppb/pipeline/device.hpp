@@ -26,8 +26,11 @@ struct DeviceSpec {
   std::string name;
   double peak_flops = 0;      ///< FLOP/s of GEMMs, dense, at the precision the model runs in
   int bytes_per_element = 0;  ///< that precision's storage (2 bf16, 4 fp32); 0: not stated
-  double mem_bandwidth = 0;   ///< bytes/s of device memory
-  double efficiency = 1;      ///< fraction of peak_flops that GEMMs reach, (0, 1]
+  /// FLOP/s of a fused kernel's products (Unit::fused_products: the fused
+  /// attention's), dense, at that precision; 0 = peak_flops.
+  double fused_flops = 0;
+  double mem_bandwidth = 0;  ///< bytes/s of device memory
+  double efficiency = 1;     ///< fraction of peak_flops that GEMMs reach, (0, 1]
   /// FLOP/s of the non-GEMM (elementwise) work of a unit: LayerNorm, GeLU,
   /// softmax, bias. 0 = the same rate as GEMMs (peak_flops * efficiency).
   double vector_flops = 0;
@@ -128,8 +131,10 @@ UnitTime gemm_shares(const Unit& u, const DeviceSpec& device);
 /// Roofline time of every unit: per pass,
 ///   max(gemm / (peak_flops * efficiency) + elementwise / vector_flops,
 ///       traffic / mem_bandwidth) + kernel_overhead_s
-/// (gemm = the pass's FLOPs minus its *_elementwise_flops; with vector_flops
-/// 0 this is max(flops / (peak_flops * efficiency), traffic / mem_bandwidth)),
+/// (gemm = the pass's FLOPs minus its *_elementwise_flops, at fused_flops
+/// instead of peak_flops for a unit whose products run fused,
+/// Unit::fused_products; with vector_flops 0 this is
+/// max(flops / (peak_flops * efficiency), traffic / mem_bandwidth)),
 /// and 0 for a pass with no FLOPs (e.g. attention's bwd_weight, embedding's
 /// bwd_input); traffic = unit_traffic_bytes.
 /// With `cal`, measured unit times replace the roofline, kind factors scale it.

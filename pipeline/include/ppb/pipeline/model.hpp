@@ -295,6 +295,10 @@ struct Unit {
   double fwd_elementwise_flops = 0;         ///< non-GEMM part of fwd_flops
   double bwd_input_elementwise_flops = 0;   ///< non-GEMM part of bwd_input_flops
   double bwd_weight_elementwise_flops = 0;  ///< non-GEMM part of bwd_weight_flops
+  /// Its products run inside a fused kernel (the fused attention: cuDNN's
+  /// or the flash kernels), at the device's DeviceSpec::fused_flops rather
+  /// than as cuBLAS GEMMs.
+  bool fused_products = false;
 };
 
 /// Expands a spec into units: embedding; per layer LayerNorm1, QKV,
