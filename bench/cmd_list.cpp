@@ -162,10 +162,11 @@ boost::json::object model_json(const std::string& name) {
 
 boost::json::object device_json(const std::string& name) {
   const DeviceSpec d = device_preset(name, 2);
+  const DeviceSpec fp32 = device_preset(name, 4);
   return {{"name", name},
           {"peak_flops", d.peak_flops},
-          {"peak_flops_fp32", device_preset(name, 4).peak_flops},
-          {"fused_flops_fp32", device_preset(name, 4).fused_flops},
+          {"peak_flops_fp32", fp32.peak_flops},
+          {"fused_flops_fp32", fp32.fused_flops},
           {"mem_bandwidth", d.mem_bandwidth},
           {"efficiency", d.efficiency},
           {"vector_flops", d.vector_flops},

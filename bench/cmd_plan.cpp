@@ -184,8 +184,7 @@ void print_text(const reports::PlanOptions& o, const reports::Plan& plan,
               reports::format_trimmed(o.memory_guard * 100).c_str(),
               reports::format_bytes(static_cast<double>(plan.capacity_bytes)).c_str(),
               optimizer_name(o.memory.optimizer), opt.dtype.c_str());
-  std::printf(", %s attention", attention_name(plan.attention.attention));
-  if (!plan.attention.reason.empty()) std::printf(" (%s)", plan.attention.reason.c_str());
+  std::printf(", %s", attention_words(plan.attention).c_str());
   if (o.global_batch > 0)
     std::printf(", global batch %lld", static_cast<long long>(o.global_batch));
   if (o.calibration != nullptr && !o.calibration->summary.empty())

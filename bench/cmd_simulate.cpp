@@ -79,21 +79,16 @@ Schedule load_schedule(const SimulateOptions& opt) {
   return s;
 }
 
-// What --model priced, for the printers: the spec (the padding flag's
-// vocabulary, --dtype's storage) and the attention `run --attention` picks
-// on the device (auto: fused on a GPU, cuDNN's or the flash kernels; naive
-// on the cpu device), as `plan` prices it.
+// What --model priced, for the printers and the all-reduce: the spec (the
+// padding flag's vocabulary, --dtype's storage), the attention `run
+// --attention` picks on the device (auto: fused on a GPU, cuDNN's or the
+// flash kernels; naive on the cpu device), as `plan` prices it, and the
+// device preset at that storage.
 struct PricedModel {
   ModelSpec spec;
   AttentionChoice attention;
+  DeviceSpec device;
 };
-
-// "fused attention", or "naive attention (why)".
-std::string attention_words(const AttentionChoice& a) {
-  std::string words = std::string(attention_name(a.attention)) + " attention";
-  if (!a.reason.empty()) words += " (" + a.reason + ")";
-  return words;
-}
 
 // The schedule's costs: the flags', or --model's (then `model` says what
 // it priced).
@@ -114,11 +109,9 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s,
   const Kernels kernels = kernels_for("", opt.device);
   m.attention = modelled_attention(parse_attention_request(opt.attention), kernels, m.spec);
   std::vector<Unit> units = expand_units(m.spec, kernels, m.attention.attention);
-  DeviceSpec device = device_preset(opt.device, m.spec.bytes_per_element);
-  std::vector<UnitTime> times = unit_times(units, device);
-  LinkModel link;
-  link.latency = device.link_latency;
-  link.bandwidth = device.link_bandwidth;
+  m.device = device_preset(opt.device, m.spec.bytes_per_element);
+  std::vector<UnitTime> times = unit_times(units, m.device);
+  const LinkModel link = m.device.link();
   PartitionOptions popt;
   popt.link = link;
   std::vector<UnitRange> parts = make_partition(opt.partition.empty() ? "balanced" : opt.partition,
@@ -130,7 +123,8 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s,
 /// chunk's last backward. With --model it moves the chunk's parameter bytes
 /// over the device's link; with the cost flags it takes --allreduce time
 /// units (as latency: the flags have no bytes).
-void add_allreduce(const SimulateOptions& opt, const Schedule& s, StageCosts& costs) {
+void add_allreduce(const SimulateOptions& opt, const Schedule& s,
+                   const std::optional<PricedModel>& model, StageCosts& costs) {
   if (opt.data_parallel <= 1) {
     if (opt.allreduce > 0) throw UsageError("--allreduce: needs --data-parallel D > 1");
     return;
@@ -139,14 +133,13 @@ void add_allreduce(const SimulateOptions& opt, const Schedule& s, StageCosts& co
   a.replicas = opt.data_parallel;
   const ScheduleInfo* info = find_schedule_info(s.name);
   a.per_backward = info != nullptr && info->optimizer_per_backward;
-  if (opt.model.empty()) {
+  if (!model) {
     a.latency = opt.allreduce / (2.0 * (opt.data_parallel - 1));
     return;
   }
   if (opt.allreduce > 0) throw UsageError("--allreduce: with --model the device's link prices it");
-  const DeviceSpec device = device_preset(opt.device, parse_dtype(opt.dtype));
-  a.latency = device.link_latency;
-  a.bandwidth = device.link_bandwidth;
+  a.latency = model->device.link_latency;
+  a.bandwidth = model->device.link_bandwidth;
 }
 
 void print_text(const Schedule& s, const StageCosts& costs, const SimResult& r,
@@ -254,7 +247,7 @@ void run_simulate(const SimulateOptions& opt) {
   Schedule s = load_schedule(opt);
   std::optional<PricedModel> model;
   StageCosts costs = build_costs(opt, s, model);
-  add_allreduce(opt, s, costs);
+  add_allreduce(opt, s, model, costs);
   SimResult r = simulate(s, costs);
   if (!opt.trace.empty()) write_sim_trace(s, r, opt.trace);
   if (opt.format == "json")

@@ -33,6 +33,12 @@ std::string fused_attention_obstacle(std::string_view backend, int bytes_per_ele
   return "";
 }
 
+std::string attention_words(const AttentionChoice& choice) {
+  std::string words = std::string(attention_name(choice.attention)) + " attention";
+  if (!choice.reason.empty()) words += " (" + choice.reason + ")";
+  return words;
+}
+
 AttentionChoice choose_attention(AttentionRequest request, std::string_view obstacle) {
   switch (request) {
     case AttentionRequest::kNaive:

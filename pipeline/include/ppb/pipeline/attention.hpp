@@ -59,6 +59,10 @@ bool fused_attention_head_dim(int bytes_per_element, int head_dim);
 std::string fused_attention_obstacle(std::string_view backend, int bytes_per_element,
                                      const ModelSpec& spec, std::string_view device_missing);
 
+/// How a run, a plan or a simulation words it: "fused attention", or
+/// "naive attention (<reason>)".
+std::string attention_words(const AttentionChoice& choice);
+
 /// The rule: kNaive runs naive (the reason: `obstacle`, or "--attention
 /// naive" where fused could have run); kAuto runs fused where
 /// `obstacle` is "", else naive with the obstacle as the reason; kFused runs
