@@ -319,6 +319,12 @@ AttentionReference attention_reference(const std::vector<float>& qkv,
 // 16 rows) and head dimensions run as they are (32, 64, 128) and
 // zero-padded (80 as 128, an odd 7 as 32); every gradient
 // element written (the output starts as NaN), the same bits on a second run.
+// The forward's tolerance is 5e-6 relative (plus as much absolute): tensor
+// cores align an mma's terms to the largest and truncate (Fasi et al.,
+// "Numerical behavior of NVIDIA tensor cores", 2021), not the round to
+// nearest of the emulator's fp32 sums; simulated, that puts d = 128's output
+// at 1.2x of 2e-6 and 0.5x of 5e-6. A wrong fragment or a 1xTF32 product
+// errs by 1e-4 and more.
 TEST_F(CudaKernels, FlashAttentionMatchesADoubleReferenceForwardAndBackward) {
   struct AttentionShape {
     int b, s, heads, d;
@@ -352,10 +358,10 @@ TEST_F(CudaKernels, FlashAttentionMatchesADoubleReferenceForwardAndBackward) {
     const std::vector<float> got_lse = lse.host();
     const std::vector<float> got_dqkv = dqkv.host();
     for (size_t i = 0; i < got_out.size(); ++i) {
-      ASSERT_NEAR(got_out[i], ref.out[i], 2e-6 * (1 + std::fabs(ref.out[i]))) << "out " << i;
+      ASSERT_NEAR(got_out[i], ref.out[i], 5e-6 * (1 + std::fabs(ref.out[i]))) << "out " << i;
     }
     for (size_t i = 0; i < got_lse.size(); ++i) {
-      ASSERT_NEAR(got_lse[i], ref.lse[i], 2e-6 * (1 + std::fabs(ref.lse[i]))) << "lse " << i;
+      ASSERT_NEAR(got_lse[i], ref.lse[i], 5e-6 * (1 + std::fabs(ref.lse[i]))) << "lse " << i;
     }
     for (size_t i = 0; i < got_dqkv.size(); ++i) {
       ASSERT_NEAR(got_dqkv[i], ref.dqkv[i], 1e-5 * (1 + std::fabs(ref.dqkv[i]))) << "dqkv " << i;
