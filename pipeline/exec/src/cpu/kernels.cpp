@@ -205,13 +205,13 @@ double softmax_cross_entropy_forward(float* logits, const int32_t* labels, int64
     float* row = logits + r * ld;
     float mx = row[0];
     for (int c = 1; c < v; ++c) mx = std::max(mx, row[c]);
-    double sum = 0;
-    for (int c = 0; c < v; ++c) sum += std::exp(static_cast<double>(row[c]) - mx);
+    double sum = 0;  // single-precision exponentials (as the cuda kernel), a double sum
+    for (int c = 0; c < v; ++c) sum += kmath::exp_f(row[c] - mx);
     const int32_t label = labels[r];
     total += std::log(sum) + mx - row[label];
     const double inv = 1.0 / sum;
     for (int c = 0; c < v; ++c) {
-      row[c] = static_cast<float>(std::exp(static_cast<double>(row[c]) - mx) * inv);
+      row[c] = static_cast<float>(kmath::exp_f(row[c] - mx) * inv);
     }
     for (int c = v; c < ld; ++c) row[c] = 0.0f;
   }

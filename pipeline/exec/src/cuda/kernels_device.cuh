@@ -344,14 +344,15 @@ __global__ void ppb_cross_entropy_fwd(T* logits, const int32_t* labels, int v, i
   float mx = -INFINITY;
   for (int c = threadIdx.x; c < v; c += kThreads) mx = fmaxf(mx, to_f(row[c]));
   mx = block_max(mx);
+  // The exponentials in single precision (arguments <= 0: within 2 ulp; in
+  // double, two per logit ran at the GPU's FP64 rate), their sum in double.
   double sum = 0;
-  for (int c = threadIdx.x; c < v; c += kThreads)
-    sum += exp(static_cast<double>(to_f(row[c])) - mx);
+  for (int c = threadIdx.x; c < v; c += kThreads) sum += kmath::exp_f(to_f(row[c]) - mx);
   const double total = block_sum(sum);
   if (threadIdx.x == 0) row_loss[r] = log(total) + mx - at_label;
   const double inv = 1.0 / total;
   for (int c = threadIdx.x; c < v; c += kThreads) {
-    row[c] = from_f<T>(static_cast<float>(exp(static_cast<double>(to_f(row[c])) - mx) * inv));
+    row[c] = from_f<T>(static_cast<float>(kmath::exp_f(to_f(row[c]) - mx) * inv));
   }
   for (int c = v + static_cast<int>(threadIdx.x); c < ld; c += kThreads) row[c] = from_f<T>(0.0f);
 }
