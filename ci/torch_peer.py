@@ -18,22 +18,30 @@ one in files without it), the loss
 is over the true vocabulary's logits and the tokens are drawn from it. One step
 is pipebench's: M micro-batches of the result's micro-batch size, forward
 and backward each (the loss scaled by 1/M, gradients accumulated), then
-one SGD update. bf16: autocast to bf16 over fp32 weights; fp32: fp32 with
-TF32 off. Attention: torch.nn.functional.scaled_dot_product_attention
-(sdpa, the default) or the textbook softmax(QK^T/sqrt(d))V (naive).
+one SGD update. bf16: autocast to bf16 over fp32 weights; fp32: fp32
+weights and activations, with TF32 off for cuBLAS's matmuls. Attention:
+torch.nn.functional.scaled_dot_product_attention (sdpa, the default) or the
+textbook softmax(QK^T/sqrt(d))V (naive). In fp32, sdpa's one fused
+kernel is the memory-efficient one, whose products are 3xTF32 on the
+tensor cores (CUTLASS's OpMultiplyAddFastF32: near-fp32 accuracy) whatever
+allow_tf32 says; pipebench's fp32 fused attention is 3xTF32 too, so the
+two stand like for like.
 The result's --warmup and --iters steps unless given; each timed step is
 timed with CUDA events; samples/s = micro-batch size x M / median step
 time (docs/metrics.md); the peaks are torch.cuda.max_memory_allocated and
 max_memory_reserved over the timed steps. One more step runs under
-torch.profiler: PyTorch's top kernels by device time, and which of sdpa's
-kernels ran (cuDNN's, its flash, the memory-efficient one, or the math
-fallback: "pytorch.kernels"). --graph also captures the whole step once in
-a CUDA graph and replays it (for launch-bound models).
+torch.profiler: PyTorch's top kernels by device time (kernels only; the
+copies' and memsets' device time is a figure of its own), and which of
+sdpa's backends ran (cuDNN's, its flash, the memory-efficient one, or the
+math fallback: "pytorch.kernels"), from the profiled ops, else from the
+kernels' names. --graph also captures the whole step once in a CUDA graph
+and replays it (for launch-bound models).
 
 Writes a JSON document (schema pipebench.torch-peer/1, to FILE or stdout)
 with both sides' figures and pipebench over PyTorch, and prints a one-line
-summary. Exit 0 when measured (a step that cannot be captured in a CUDA
-graph leaves "graph": {"error": why}); 1 when PyTorch fails (one line: out
+summary. Exit 0 when measured (a step that cannot be warmed up for or
+captured in a CUDA graph keeps the eager figures and leaves "graph":
+{"error": why}); 1 when PyTorch fails (one line: out
 of memory, ...); 2 on bad input or without torch (one line naming what is
 wrong); 3 when torch has no CUDA device (the document says "status":
 "skipped" and why).
@@ -153,22 +161,50 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
-# PyTorch's fused attentions by their kernels' names (PyTorch 2.x): cuDNN's
+# The op scaled_dot_product_attention dispatches to, per backend (PyTorch
+# 2.11), as the profiler names it on the host: the forward's and, but for
+# the math fallback (autograd through its matmuls and softmax), the
+# backward's. The first source of which backend ran: the op names it
+# whatever kernels the backend then launches.
+SDPA_OPS = {"aten::_scaled_dot_product_cudnn_attention": "cudnn",
+            "aten::_scaled_dot_product_cudnn_attention_backward": "cudnn",
+            "aten::_scaled_dot_product_flash_attention": "flash",
+            "aten::_scaled_dot_product_flash_attention_backward": "flash",
+            "aten::_scaled_dot_product_efficient_attention": "efficient",
+            "aten::_scaled_dot_product_efficient_attention_backward": "efficient",
+            "aten::_scaled_dot_product_attention_math": "math"}
+SDPA_ORDER = ("cudnn", "flash", "efficient", "math")
+
+# The fallback where the profile holds no such op: PyTorch's fused
+# attentions by their kernels' names (PyTorch 2.x): cuDNN's
 # ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_..."), its own
 # FlashAttention-2 ("pytorch_flash::flash_fwd_kernel<...>"), the
 # memory-efficient one of xFormers ("fmha_cutlassF_f32_aligned_64x64_...",
 # PyTorch's fp32 path). None of them: the math fallback (matmuls and a
-# softmax).
+# softmax). These marks can miss a kernel of a backend (a cuDNN engine
+# whose name has no "_sdpa_"), which then reads as the math fallback.
 # Per backend, its kernel names' marks: a name holding every part of one.
 SDPA_BACKENDS = (("cudnn", (("cudnn_generated", "_sdpa_"),)),
                  ("flash", (("flash_fwd",), ("flash_bwd",))),
                  ("efficient", (("fmha_cutlass",), ("attentionkernel",), ("efficient_attention",))))
 
 
-def sdpa_backend(names):
-    """Which of scaled_dot_product_attention's kernels ran, from the
-    names of the kernels of one step: "cudnn", "flash", "efficient", or
-    "math" where none of theirs did."""
+def sdpa_backend_of_ops(ops):
+    """The backend scaled_dot_product_attention dispatched to, from the
+    names of the host's ops of one step (SDPA_OPS); the first of
+    SDPA_ORDER where the step ran several; None where it ran none."""
+    ran = {SDPA_OPS[n] for n in ops if n in SDPA_OPS}
+    return next((b for b in SDPA_ORDER if b in ran), None)
+
+
+def sdpa_backend(names, ops=()):
+    """Which of scaled_dot_product_attention's backends ran in one step:
+    "cudnn", "flash", "efficient" or "math". From the host's op names
+    `ops` where one of SDPA_OPS is among them; else from the names of the
+    step's kernels, "math" where none of the fused ones' marks is found."""
+    backend = sdpa_backend_of_ops(ops)
+    if backend:
+        return backend
     lowered = [n.lower() for n in names]
     for backend, marks in SDPA_BACKENDS:
         if any(all(part in n for part in mark) for mark in marks for n in lowered):
@@ -177,7 +213,7 @@ def sdpa_backend(names):
 
 
 def top_kernels(kernels, n=8):
-    """The `n` kernels (by name) that took the most of one step's device
+    """The `n` kernels (by name) that took the most of one step's kernel
     time, from (name, seconds) per launch: [{"name", "seconds", "share"}]
     with share of all the step's kernel seconds, and that total."""
     per = {}
@@ -187,6 +223,72 @@ def top_kernels(kernels, n=8):
     ranked = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
     return [{"name": k, "seconds": v, "share": v / total if total > 0 else None}
             for k, v in ranked], total
+
+
+# The device's events that are no kernel: CUPTI's copies and memsets, as
+# PyTorch's profiler (Kineto) names them: "Memcpy HtoD (Pageable ->
+# Device)", "Memset (Device)". A kernel's name is a C++ name, never one of
+# these.
+NOT_KERNELS = ("Memcpy ", "Memset ")
+
+
+def device_kind(e):
+    """"CPU" or "CUDA" for a profiler event (its device_type, an enum whose
+    str is "DeviceType.CUDA"), else ""."""
+    kind = str(getattr(e, "device_type", ""))
+    return next((k for k in ("CUDA", "CPU") if kind.endswith(k)), "")
+
+
+def profile_figures(events, attention):
+    """One profiled step's figures from its events (torch.profiler's
+    FunctionEvent: name, device_type, time_range, is_user_annotation).
+    The kernel figures count kernels only, so that the top kernels' shares
+    are of kernel time and the total is what its name says: the device's
+    copies and memsets are summed apart (step_copy_seconds), and the
+    ranges record_function marks on the device's timeline (the optimizer
+    step's) are left out, since they span kernels. For sdpa, which of its
+    backends ran (sdpa_backend: the host's ops first). {"error": why}
+    where the step shows no kernel."""
+    kernels, copies, ops = [], 0.0, []
+    for e in events:
+        kind = device_kind(e)
+        if kind == "CPU":
+            ops.append(e.name)
+        elif kind == "CUDA" and not getattr(e, "is_user_annotation", False):
+            seconds = e.time_range.elapsed_us() * 1e-6
+            if e.name.startswith(NOT_KERNELS):
+                copies += seconds
+            else:
+                kernels.append((e.name, seconds))
+    if not kernels:
+        return {"error": "the profiler recorded no kernels"}
+    top, total = top_kernels(kernels)
+    sdpa = sdpa_from = None
+    if attention == "sdpa":
+        sdpa = sdpa_backend([name for name, _ in kernels], ops)
+        sdpa_from = "ops" if sdpa_backend_of_ops(ops) else "kernel names"
+    return {"sdpa": sdpa, "sdpa_from": sdpa_from, "step_kernel_seconds": total,
+            "step_copy_seconds": copies, "top": top}
+
+
+def first_line(e):
+    """An exception in one line: its type and its message's first line."""
+    return "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or ["?"])[0][:200])
+
+
+def graph_error(e):
+    """{"error": why} for a step that could not be warmed up for or
+    captured in a CUDA graph. torch.cuda.graph ends the capture on the way
+    out whatever happened inside: where an op failed, capture_end's own
+    error ("operation failed due to a previous error during capture",
+    capture invalidated) is the one raised and the op's is its
+    __context__. "error" is the op's where there is one, and "raised" the
+    one that reached us when it is another."""
+    cause = e.__context__ or e
+    out = {"error": first_line(cause)}
+    if cause is not e:
+        out["raised"] = first_line(e)
+    return out
 
 
 def compare(pb, eager, graph):
@@ -206,15 +308,20 @@ def gib(n):
 
 def summary_line(doc):
     """One line for people: the model, dtype, both samples/s and their
-    ratio, both peaks, and the graph replay where there is one."""
+    ratio, both peaks, and the graph replay where there is one. In fp32
+    it says how PyTorch multiplied: cuBLAS's matmuls without TF32, and
+    sdpa's memory-efficient kernel in 3xTF32 where that one ran."""
     if doc.get("status") != "ok":
         return f"torch peer: skipped: {doc.get('reason')}"
     s, pb, pt, r = doc["model"], doc["pipebench"], doc["pytorch"], doc["ratios"]
     attention = doc["attention"]
-    if attention == "sdpa" and (pt.get("kernels") or {}).get("sdpa"):
-        attention += " (" + pt["kernels"]["sdpa"] + ")"
+    sdpa = (pt.get("kernels") or {}).get("sdpa") if attention == "sdpa" else None
+    if sdpa:
+        attention += " (%s%s)" % (sdpa, ", 3xTF32" if s["dtype"] == "fp32"
+                                  and sdpa == "efficient" else "")
+    dtype = s["dtype"] + (" (matmuls TF32 off)" if s["dtype"] == "fp32" else "")
     line = ("%s %s M=%d, %s attention: pipebench %.1f samples/s, PyTorch %.1f (%.2fx);"
-            " peak %s vs %s" % (s["name"], s["dtype"], s["microbatches"], attention,
+            " peak %s vs %s" % (s["name"], dtype, s["microbatches"], attention,
                                 pb["samples_per_second"], pt["samples_per_second"],
                                 r["samples_per_second"], gib(pb["peak_device_bytes"]),
                                 gib(pt["peak_allocated_bytes"])))
@@ -335,36 +442,27 @@ def timed_steps(torch, step, after, warmup, iters):
 
 
 def kernel_breakdown(torch, step, after, attention):
-    """One more step under torch.profiler (its device events): its
-    kernels' device time by name (top_kernels) and, for sdpa, which of its
-    kernels ran. {"error": why} where the profiler gives no kernels; the
-    timed figures stand either way."""
+    """One more step under torch.profiler (the host's ops and the
+    device's events): profile_figures. {"error": why} where the profiler
+    cannot run or gives no kernels; the timed figures stand either way."""
     try:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             step()
             torch.cuda.synchronize()
         after()
-        # The device's events, less the ranges record_function marks on
-        # the device's timeline (the optimizer step's: they span kernels).
-        kernels = [(e.name, e.time_range.elapsed_us() * 1e-6) for e in prof.events()
-                   if str(getattr(e, "device_type", "")).endswith("CUDA")
-                   and not getattr(e, "is_user_annotation", False)]
+        return profile_figures(prof.events(), attention)
     except Exception as e:  # noqa: BLE001 - a profiler that cannot run here: no breakdown
-        first = (str(e).strip().splitlines() or ["?"])[0][:200]
-        return {"error": "%s: %s" % (type(e).__name__, first)}
-    if not kernels:
-        return {"error": "the profiler recorded no kernels"}
-    top, total = top_kernels(kernels)
-    return {"sdpa": sdpa_backend(name for name, _ in kernels) if attention == "sdpa" else None,
-            "step_kernel_seconds": total, "top": top}
+        return {"error": first_line(e)}
 
 
 def measure(torch, s, attention, graph):
     """(eager figures, graph figures or None) on the current CUDA device;
-    the graph's figures are {"error": why} where the step cannot be
-    captured."""
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 is IEEE fp32; bf16 GEMMs are unaffected
+    the graph's figures are {"error": why} (graph_error) where the step
+    cannot be warmed up for or captured in a graph."""
+    # cuBLAS's fp32 matmuls in IEEE fp32 (bf16's are unaffected). sdpa's
+    # fp32 attention is 3xTF32 whatever these say (the module's docstring).
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(s.seed)
     model = build_model(torch, s, attention)
@@ -382,22 +480,24 @@ def measure(torch, s, attention, graph):
     if not graph:
         return eager, None
     # Whole-step capture (PyTorch's "whole network capture"): warmed up on a
-    # side stream, gradients None before capture so that every replay's
-    # first backward writes them and the rest accumulate, as in eager.
+    # side stream and captured on the same one, gradients None before
+    # capture so that every replay's first backward writes them and the
+    # rest accumulate, as in eager. A failure in the warm-up or the capture
+    # (an op that cannot be captured, memory) leaves the eager figures.
     captured = make_step(torch, s, model, opt, data, cache=False)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            captured()
-            zero()
-    torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(g):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                captured()
+                zero()
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(g, stream=side):
             captured()
-    except RuntimeError as e:  # an op that cannot be captured: eager figures still stand
-        return eager, {"error": (str(e).strip().splitlines() or ["?"])[0][:200]}
+    except RuntimeError as e:  # torch.cuda.OutOfMemoryError among them
+        return eager, graph_error(e)
     replay = timed_steps(torch, g.replay, lambda: None, max(s.warmup, 1), s.iters)
     return eager, timing(replay, s)
 

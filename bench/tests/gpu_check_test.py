@@ -5,13 +5,16 @@ budget cuts and never passes a step, the summary's result and exit status,
 ctest's test properties captured and placed again, the pass rules on real
 H200 result files (reports/tests/data/h200), the fast paths' summary also
 on the CUDA emulator's (bench/tests/data/emulated-P2), and on pipebench.gemm/1,
-p2p-device/1, torch-peer/1 and plan --validate documents; the steps
+p2p-device/1, torch-peer/1 and plan --validate documents; ci/torch_peer.py's
+reading of a profiled step and its CUDA-graph path on stand-ins for
+PyTorch's events, exceptions and CUDA calls; the steps
 PPB_GPU_CHECK_STEPS selects, --list, and the nights step's rule on
 synthetic reports (JUnit), plan --validate, health and gemm documents.
 
 usage: python3 -m unittest gpu_check_test   (from bench/tests), or run it.
 """
 import contextlib
+import dataclasses
 import io
 import json
 import shutil
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import time
 import unittest
+from types import SimpleNamespace
 from unittest import mock
 from pathlib import Path
 
@@ -568,6 +572,151 @@ class TorchPeer(unittest.TestCase):
                 r = gc.run_step(ctx, step)
             self.assertEqual((r.status, r.figures),
                              ("SKIP", "no torch in %s: PyTorch is the peer" % sys.executable))
+
+
+def event(name, device, us=1.0, annotation=False):
+    """A stand-in for torch.profiler's FunctionEvent: a name, a device_type
+    whose str is the enum's ("DeviceType.CPU"), a time range, and whether
+    record_function marked it."""
+    return SimpleNamespace(name=name, device_type="DeviceType." + device,
+                           time_range=SimpleNamespace(elapsed_us=lambda: us),
+                           is_user_annotation=annotation)
+
+
+class TorchPeerProfile(unittest.TestCase):
+    """ci/torch_peer.py's reading of one profiled step and of a failed CUDA
+    graph, on stand-ins for PyTorch's events and exceptions."""
+
+    # A cuDNN engine whose kernels carry none of the marks sdpa_backend
+    # looks for in kernel names.
+    CUDNN_UNMARKED = ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
+                      "cudnn_generated_fort_native_gemm_sm90_knob_7"]
+
+    def test_the_backend_is_taken_from_the_ops_before_the_kernels_names(self):
+        ops = [event("aten::scaled_dot_product_attention", "CPU"),
+               event("aten::_scaled_dot_product_cudnn_attention", "CPU"),
+               event("cudaLaunchKernel", "CPU"),
+               event("aten::_scaled_dot_product_cudnn_attention_backward", "CPU")]
+        kernels = [event(n, "CUDA", 5.0) for n in self.CUDNN_UNMARKED]
+        f = tp.profile_figures(ops + kernels, "sdpa")
+        self.assertEqual((f["sdpa"], f["sdpa_from"]), ("cudnn", "ops"))
+        # Without the op the kernels' names read as the math fallback.
+        f = tp.profile_figures(kernels, "sdpa")
+        self.assertEqual((f["sdpa"], f["sdpa_from"]), ("math", "kernel names"))
+        for op, backend in (("aten::_scaled_dot_product_flash_attention", "flash"),
+                            ("aten::_scaled_dot_product_efficient_attention_backward",
+                             "efficient"),
+                            ("aten::_scaled_dot_product_attention_math", "math")):
+            f = tp.profile_figures([event(op, "CPU")] + kernels, "sdpa")
+            self.assertEqual((f["sdpa"], f["sdpa_from"]), (backend, "ops"), op)
+        # A kernel on the device named like an op is no op; a marked kernel
+        # name is the fallback's answer.
+        f = tp.profile_figures([event("aten::_scaled_dot_product_flash_attention", "CUDA"),
+                                event("fmha_cutlassF_f32_aligned_64x64_rf_sm80", "CUDA")], "sdpa")
+        self.assertEqual((f["sdpa"], f["sdpa_from"]), ("efficient", "kernel names"))
+        self.assertIsNone(tp.sdpa_backend_of_ops(["aten::mm", "aten::softmax"]))
+        self.assertEqual(tp.sdpa_backend(self.CUDNN_UNMARKED,
+                                         ["aten::_scaled_dot_product_cudnn_attention"]), "cudnn")
+        f = tp.profile_figures(ops + kernels, "naive")
+        self.assertEqual((f["sdpa"], f["sdpa_from"]), (None, None))
+
+    def test_the_kernel_figures_count_kernels_only_and_the_copies_apart(self):
+        events = [event("gemm", "CUDA", 3.0), event("softmax", "CUDA", 1.0),
+                  event("Memcpy HtoD (Pageable -> Device)", "CUDA", 2.0),
+                  event("Memset (Device)", "CUDA", 0.5),
+                  event("Optimizer.step#SGD.step", "CUDA", 9.0, annotation=True),
+                  event("aten::mm", "CPU", 7.0)]
+        f = tp.profile_figures(events, "sdpa")
+        self.assertEqual(f["step_kernel_seconds"], 4.0e-6)
+        self.assertAlmostEqual(f["step_copy_seconds"], 2.5e-6)
+        self.assertEqual([(k["name"], k["share"]) for k in f["top"]],
+                         [("gemm", 0.75), ("softmax", 0.25)])
+        self.assertEqual(tp.profile_figures(events[2:], "sdpa"),
+                         {"error": "the profiler recorded no kernels"})
+
+    def test_a_failed_capture_records_the_ops_error_and_the_one_raised(self):
+        try:
+            try:
+                raise RuntimeError("CUDA error: operation not permitted when stream is"
+                                   " capturing\nCUDA kernel errors might be reported later")
+            finally:
+                raise RuntimeError("CUDA error: operation failed due to a previous error"
+                                   " during capture")
+        except RuntimeError as e:
+            raised = e
+        self.assertEqual(tp.graph_error(raised), {
+            "error": "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+            "raised": "RuntimeError: CUDA error: operation failed due to a previous error during"
+                      " capture"})
+        self.assertEqual(tp.graph_error(MemoryError("out of memory")),
+                         {"error": "MemoryError: out of memory"})
+
+    def fake_torch(self):
+        """A torch whose CUDA calls are recorded and do nothing."""
+        torch = mock.MagicMock()
+        torch.cuda.max_memory_allocated.return_value = 2**30
+        torch.cuda.max_memory_reserved.return_value = 2**31
+        return torch
+
+    def measure(self, torch, captured):
+        """torch_peer.measure with --graph on a fake torch, the model and
+        the timing stubbed: `captured` is the step the graph path runs."""
+        s = tp.Shapes("gpt-tiny", 8, 128, 4, 64, 512, 512, 4, 4, "bf16", 8, 3, 20, 1)
+        steps = {True: lambda: None, False: captured}
+        with mock.patch.object(tp, "build_model"), \
+                mock.patch.object(tp, "make_step", lambda *a, cache: steps[cache]), \
+                mock.patch.object(tp, "timed_steps", return_value=[0.012]), \
+                mock.patch.object(tp, "kernel_breakdown", return_value={"error": "stub"}):
+            return tp.measure(torch, s, "sdpa", True)
+
+    def test_the_graph_is_warmed_up_and_captured_on_one_side_stream(self):
+        torch = self.fake_torch()
+        eager, graph = self.measure(torch, lambda: None)
+        self.assertEqual(graph["per_microbatch_seconds"], 0.012 / 8)
+        side = torch.cuda.Stream.return_value
+        torch.cuda.stream.assert_called_once_with(side)
+        self.assertIs(torch.cuda.graph.call_args.kwargs["stream"], side)
+
+    def test_a_failing_warm_up_or_capture_keeps_the_eager_figures(self):
+        def oom():
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        torch = self.fake_torch()
+        eager, graph = self.measure(torch, oom)  # the first warm-up step fails
+        self.assertEqual((eager["step_seconds"], eager["peak_allocated_bytes"]), (0.012, 2**30))
+        self.assertEqual(graph, {"error": "RuntimeError: CUDA out of memory. Tried to allocate"
+                                          " 2.00 GiB"})
+        torch.cuda.graph.assert_not_called()
+        # The capture's op fails and capture_end, on the way out, raises its own.
+        calls = []
+
+        def fourth_fails():
+            calls.append(1)
+            if len(calls) == 4:
+                raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        torch = self.fake_torch()
+        torch.cuda.graph.return_value.__exit__.side_effect = RuntimeError(
+            "CUDA error: operation failed due to a previous error during capture")
+        eager, graph = self.measure(torch, fourth_fails)
+        self.assertEqual(graph["error"], "RuntimeError: CUDA error: operation not permitted when"
+                                         " stream is capturing")
+        self.assertIn("previous error during capture", graph["raised"])
+        self.assertEqual(eager["step_seconds"], 0.012)
+
+    def test_the_fp32_summary_says_how_pytorch_multiplied(self):
+        s = tp.Shapes("gpt-small", 12, 768, 12, 1024, 50257, 50304, 4, 4, "fp32", 8, 2, 6, 1)
+        pb = {"samples_per_second": 28.7, "per_microbatch_seconds": 32 / 28.7 / 8,
+              "peak_device_bytes": 2**30}
+        eager = dict(tp.timing([32 / 47.9], s), peak_allocated_bytes=2 * 2**30,
+                     kernels={"sdpa": "efficient", "sdpa_from": "ops", "top": []})
+        doc = tp.document("r.json", s, "sdpa", pb, eager)
+        self.assertTrue(doc["summary"].startswith(
+            "gpt-small fp32 (matmuls TF32 off) M=8, sdpa (efficient, 3xTF32) attention:"
+            " pipebench 28.7 samples/s, PyTorch 47.9 (0.60x)"), doc["summary"])
+        eager["kernels"]["sdpa"] = "math"  # the fallback's matmuls: TF32 off too
+        doc = tp.document("r.json", s, "sdpa", pb, eager)
+        self.assertIn("fp32 (matmuls TF32 off) M=8, sdpa (math) attention", doc["summary"])
+        doc = tp.document("r.json", dataclasses.replace(s, dtype="bf16"), "sdpa", pb, eager)
+        self.assertIn("gpt-small bf16 M=8, sdpa (math) attention", doc["summary"])
 
 
 class Selection(unittest.TestCase):
