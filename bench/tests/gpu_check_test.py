@@ -533,11 +533,68 @@ class TorchPeer(unittest.TestCase):
         docs["bf16"]["ratios"]["peak_memory"] = 1.0001
         v = gc.peer_verdict(docs, 1.0, 1.3)
         self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's"])
+        # PyTorch's capture failing leaves the graph criterion unmeasured,
+        # not below: the step fails on the measured peak alone.
         docs["tiny"]["graph"] = {"error": "operation not permitted when stream is capturing"}
         v = gc.peer_verdict(docs, 1.0, 1.3)
-        self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's", "tiny no graph replay"])
-        self.assertIn("tiny: PyTorch's step not captured in a CUDA graph (operation not"
-                      " permitted when stream is capturing)", v.figures)
+        self.assertEqual(v.status, "FAIL")
+        self.assertEqual(v.values["below"], ["bf16 peak 1.00x PyTorch's"])
+        self.assertEqual(v.values["unmeasured"], ["tiny per micro-batch over the graph replay"])
+        self.assertTrue(v.figures.endswith("; BELOW: bf16 peak 1.00x PyTorch's; NOT MEASURED:"
+                                           " tiny per micro-batch over the graph replay"),
+                        v.figures)
+
+    def test_pytorch_not_capturing_its_graph_is_not_measured_neither_pass_nor_fail(self):
+        docs = self.docs(bf16_sps=181.0, fp32_sps=50.0, tiny_mb=1.5e-3, peak=5.0)
+        self.assertEqual(gc.peer_verdict(docs, 1.0, 1.3).status, "PASS")
+        docs["tiny"]["graph"] = {
+            "error": "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+            "raised": "AcceleratorError: CUDA error: operation failed due to a previous error"
+                      " during capture"}
+        s = tp.Shapes("gpt-tiny", 8, 128, 4, 64, 512, 512, 4, 4, "bf16", 8, 3, 20, 1)
+        pb = docs["tiny"]["pipebench"]
+        docs["tiny"] = tp.document("r.json", s, "sdpa", pb, docs["tiny"]["pytorch"],
+                                   docs["tiny"]["graph"])
+        self.assertIsNone(docs["tiny"]["ratios"]["per_microbatch_over_graph"])
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual(v.status, "SKIP", v.figures)  # not a pass, and no failure of pipebench's
+        self.assertEqual((v.values["below"], v.values["unmeasured"]),
+                         ([], ["tiny per micro-batch over the graph replay"]))
+        self.assertIn("bf16 1.01x samples/s (181.0 vs 180.0)", v.figures)
+        self.assertIn("gpt-tiny bf16 per micro-batch not measured against PyTorch's CUDA-graph"
+                      " replay: PyTorch could not capture its own step (RuntimeError: CUDA error:"
+                      " operation not permitted when stream is capturing); pipebench 1.50 ms,"
+                      " PyTorch eager 12.30 ms", v.figures)
+        self.assertTrue(v.figures.endswith("; NOT MEASURED: tiny per micro-batch over the graph"
+                                           " replay"), v.figures)
+        self.assertEqual(v.values["tiny"]["graph"]["raised"], docs["tiny"]["graph"]["raised"])
+        # A measured criterion below still fails the step, the unmeasured one beside it.
+        docs["fp32"] = self.docs(fp32_sps=40.0)["fp32"]
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual(v.status, "FAIL")
+        self.assertEqual(v.values["below"], ["fp32 0.84x < 1x samples/s"])
+        # One case's document skipped (PyTorch saw no device for it): not measured either.
+        docs = self.docs(bf16_sps=181.0, fp32_sps=50.0, tiny_mb=1.5e-3, peak=5.0)
+        docs["fp32"].update(status="skipped", reason="torch 2.11 sees no CUDA device")
+        v = gc.peer_verdict(docs, 1.0, 1.3)
+        self.assertEqual((v.status, v.values["unmeasured"]), ("SKIP", ["fp32"]))
+        self.assertIn("fp32 not measured: PyTorch skipped (torch 2.11 sees no CUDA device)",
+                      v.figures)
+
+    def test_the_step_through_its_judge_and_runner_skips_on_pytorchs_capture_failure(self):
+        step = next(s for s in gc.STEPS if s.name == "torch peer")
+        docs = self.docs(bf16_sps=181.0, fp32_sps=50.0, tiny_mb=1.5e-3, peak=5.0)
+        docs["tiny"]["graph"] = {"error": "RuntimeError: CUDA error: operation not permitted"
+                                          " when stream is capturing"}
+        with tempfile.TemporaryDirectory() as tmp:
+            reads = [Path(tmp) / r.split("/")[-1] for r in step.reads]
+            for r, d in zip(reads, docs.values()):
+                r.write_text(json.dumps(d))
+            v = gc.judge_torch_peer(None, step, reads, [])
+            self.assertEqual(v.status, "SKIP", v.figures)
+            results = [gc.StepResult("torch peer", v.status, v.figures, v.values)]
+            self.assertNotEqual(gc.result_word(results), "failed")
+            self.assertIn("SKIP  torch peer", gc.summary_text(results, "now", 1, tmp, 450))
 
     def test_skipped_documents_skip_and_a_missing_one_fails(self):
         docs = self.docs()
