@@ -5,6 +5,7 @@
 // are and are not a multiple of the row tile (one row, a tile and one more,
 // several tiles) and column counts across several column tiles; the
 // one-pass LayerNorm forward and input gradient against the cpu kernels;
+// the embedding's weight gradient against the cpu kernel, bit for bit;
 // the fp32 flash attention against a double-precision reference.
 // Skips, saying why, where no CUDA device is usable.
 #include <gtest/gtest.h>
@@ -236,6 +237,38 @@ TEST_F(CudaKernels, OnePassLayerNormMatchesTheCpuKernels) {
     ASSERT_NEAR(got_y[i], y[i], 1e-5 * (1 + std::fabs(y[i]))) << i;
     ASSERT_NEAR(got_dx[i], dx[i], 1e-5 * (1 + std::fabs(dx[i]))) << i;
   }
+}
+
+// The embedding's weight gradient: each token's rows in row order (the
+// host's chains), each position's samples in order, so the same bits as the
+// cpu kernel, into gradients that already hold a micro-batch's, with a
+// token repeated within a sample and across samples (the atomic adds this
+// replaced gave another order on a GPU).
+TEST_F(CudaKernels, EmbeddingWeightGradientIsTheCpuKernelsBitForBit) {
+  const std::vector<int32_t> few = {4, 1, 4, 4, 2, 1};
+  std::vector<int32_t> chains(2 * few.size());
+  cuda::embedding_chains(few.data(), static_cast<int64_t>(few.size()), chains.data());
+  EXPECT_EQ(chains, (std::vector<int32_t>{2, 5, 3, -1, -1, -1, 1, 1, 0, 0, 1, 0}));
+
+  constexpr int kSeq = 7, kSamples = 3, kVocab = 5, kH = 300;
+  constexpr int64_t kT = int64_t{kSamples} * kSeq;
+  std::vector<int32_t> tokens(static_cast<size_t>(kT));
+  for (int64_t r = 0; r < kT; ++r)
+    tokens[static_cast<size_t>(r)] = static_cast<int32_t>((r * r + 3) % kVocab);
+  const std::vector<float> dx = values(kT * kH, 31);
+  std::vector<float> dwte = values(int64_t{kVocab} * kH, 32);
+  std::vector<float> dwpe = values(int64_t{kSeq} * kH, 33);
+  const DeviceArray<float> d_dwte(dwte), d_dwpe(dwpe), d_dx(dx);
+  cpu::embedding_backward_weight(tokens.data(), dx.data(), kT, kSeq, kH, dwte.data(), dwpe.data());
+
+  chains.assign(static_cast<size_t>(2 * kT), 0);
+  cuda::embedding_chains(tokens.data(), kT, chains.data());
+  const DeviceArray<int32_t> d_tokens(tokens), d_chains(chains);
+  cuda::embedding_bwd_weight(Dtype::kFp32, d_tokens.get(), d_chains.get(), d_dx.get(), kT, kSeq, kH,
+                             d_dwte.get(), d_dwpe.get(), stream_);
+  sync();
+  EXPECT_EQ(d_dwte.host(), dwte);
+  EXPECT_EQ(d_dwpe.host(), dwpe);
 }
 
 // Causal attention of one (sample, head) in double, from packed qkv rows

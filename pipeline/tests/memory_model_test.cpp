@@ -305,7 +305,8 @@ TEST(MemoryModel, ChunkWorkspaceWalksTheUnitsAsTheBackendRunsThem) {
 // The cuda backend's kernels hold other scratch (model.hpp's second table):
 // every head's dS at once, LayerNorm statistics in the backward passes, the
 // column reductions' partials (one fp32 per column and tile of
-// kCudaColumnRows rows) in W; the chunk walk is the same.
+// kCudaColumnRows rows) and the embedding's token rows in W; the chunk walk
+// is the same.
 TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   EXPECT_EQ(kernels_for("cuda", "cpu"), Kernels::kCuda);
   EXPECT_EQ(kernels_for("timed", "h100"), Kernels::kCuda);
@@ -318,9 +319,10 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   const int64_t t = spec.tokens();
   ASSERT_EQ(units[1].kind, UnitKind::kLayerNorm1);
   ASSERT_EQ(units[3].kind, UnitKind::kAttention);
-  ASSERT_LE(t, kCudaColumnRows);                 // one tile of rows
-  EXPECT_EQ(units[0].forward_scratch_bytes, 0);  // token ids live in its activations
-  EXPECT_EQ(units[1].forward_scratch_bytes, 0);  // one pass, statistics in registers
+  ASSERT_LE(t, kCudaColumnRows);                    // one tile of rows
+  EXPECT_EQ(units[0].forward_scratch_bytes, 0);     // token ids live in its activations
+  EXPECT_EQ(units[0].weight_scratch_bytes, 8 * t);  // the rows of each token, in order
+  EXPECT_EQ(units[1].forward_scratch_bytes, 0);     // one pass, statistics in registers
   EXPECT_EQ(units[1].backward_scratch_bytes, 8 * t);
   EXPECT_EQ(units[1].weight_scratch_bytes,
             8 * t + int64_t{4} * 2 * 64);                // + gamma's, beta's partials
@@ -339,7 +341,7 @@ TEST(MemoryModel, CudaKernelsHoldTheirOwnScratch) {
   EXPECT_EQ(ln.backward_workspace_bytes,
             8 * t + int64_t{4} * 2 * 64);  // B: I's statistics, then W's
   EXPECT_EQ(ln.weight_workspace_bytes, 8 * t + int64_t{4} * 2 * 64);
-  EXPECT_EQ(c.chunks[0].weight_workspace_bytes, 0);
+  EXPECT_EQ(c.chunks[0].weight_workspace_bytes, 8 * t);  // the embedding alone
   // 130 rows: two tiles, the second of 2 rows.
   ModelSpec odd = spec;
   odd.seq = 65;

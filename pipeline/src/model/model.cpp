@@ -340,6 +340,7 @@ std::vector<Unit> expand_units(const ModelSpec& spec, Kernels kernels, Attention
         u.weight_scratch_bytes = tiles * h * 4;
       }
       if (u.kind == UnitKind::kFc1Gelu) u.weight_scratch_bytes = tiles * f * 4;
+      if (u.kind == UnitKind::kEmbedding) u.weight_scratch_bytes = 8 * t;  // the token chains
       if (u.kind == UnitKind::kAttention) {
         // Fused: cuDNN's workspace (bf16), the flash kernels' row terms (fp32).
         const int64_t fused = (e == 2 ? 4 * t * h : 0) + 4 * b * a * s;

@@ -226,11 +226,11 @@ void CudaChunk::copy(void* dst, const void* src, int64_t elements) {
   launch([=] { PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)); });
 }
 
-void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) {
+void CudaChunk::upload_tokens(int64_t mb, HostIds what, int32_t* dst) {
   const auto t = static_cast<size_t>(spec_.tokens());
   HostTokens& host = tokens_[mb];
   if (host.ids == nullptr) {
-    const size_t bytes = 2 * t * sizeof(int32_t);
+    const size_t bytes = 4 * t * sizeof(int32_t);
     void* p = nullptr;
     if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess) {
       host.pinned = true;
@@ -244,13 +244,15 @@ void CudaChunk::upload_tokens(int64_t mb, bool labels, int32_t* dst) {
     host.ids = static_cast<int32_t*>(p);
     synthetic_tokens(spec_, options_.seed, mb, std::span<int32_t>(host.ids, t),
                      std::span<int32_t>(host.ids + t, t));
+    embedding_chains(host.ids, static_cast<int64_t>(t), host.ids + 2 * t);
   }
-  const int32_t* src = host.ids + (labels ? t : 0);
+  const int32_t* src = host.ids + (what == HostIds::kTokens   ? 0
+                                   : what == HostIds::kLabels ? t
+                                                              : 2 * t);
+  const size_t bytes = (what == HostIds::kChains ? 2 : 1) * t * sizeof(int32_t);
   uses(src);
   const cudaStream_t st = ctx_.stream;
-  launch([=] {
-    PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, t * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-  });
+  launch([=] { PPB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st)); });
 }
 
 const void* CudaChunk::weights(int local_unit, int version) const {
@@ -429,7 +431,7 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
   switch (kind) {
     case UnitKind::kEmbedding: {
       auto* tokens = static_cast<int32_t*>(kept);
-      upload_tokens(state.mb, false, tokens);
+      upload_tokens(state.mb, HostIds::kTokens, tokens);
       const int seq = spec_.seq;
       launch(
           [=] { embedding_fwd(dt, tokens, t, seq, h, w, offset(w, dt, int64_t{v} * h), out, st); });
@@ -477,7 +479,7 @@ const void* CudaChunk::forward_unit(size_t i, Microbatch& state, const void* in,
                    v, dt);
       });
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
-      upload_tokens(state.mb, true, labels.as<int32_t>());
+      upload_tokens(state.mb, HostIds::kLabels, labels.as<int32_t>());
       TrackedBuffer row_loss = device(t * 8, MemCategory::kWorkspace);
       // The micro-batch's loss lives with the chunk (read by loss()), not
       // with the action: from the pool, once per micro-batch.
@@ -590,7 +592,7 @@ TrackedBuffer CudaChunk::backward_unit_input(size_t i, Microbatch& state, const 
       break;
     case UnitKind::kHead: {
       TrackedBuffer labels = device(t * 4, MemCategory::kWorkspace);
-      upload_tokens(state.mb, true, labels.as<int32_t>());
+      upload_tokens(state.mb, HostIds::kLabels, labels.as<int32_t>());
       const int vocab = spec_.vocab;
       const float scale = options_.loss_scale / static_cast<float>(t);
       launch([=, labels = labels.as<int32_t>()] {
@@ -651,8 +653,11 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
   switch (units_[i].kind) {
     case UnitKind::kEmbedding: {
       const int seq = spec_.seq;
+      TrackedBuffer chains = device(8 * t, MemCategory::kWorkspace);
+      upload_tokens(state.mb, HostIds::kChains, chains.as<int32_t>());
+      const int32_t* rows = chains.as<int32_t>();
       launch([=] {
-        embedding_bwd_weight(dt, static_cast<const int32_t*>(kept), dy, t, seq, h, g,
+        embedding_bwd_weight(dt, static_cast<const int32_t*>(kept), rows, dy, t, seq, h, g,
                              g + int64_t{v} * h, st);
       });
       break;

@@ -193,11 +193,13 @@ class CudaChunk {
   std::vector<std::vector<float>> to_host(TrackedBuffer UnitState::*buffer) const;
   // Copies n storage elements (stream-ordered).
   void copy(void* dst, const void* src, int64_t elements);
-  // dst (device, int32) <- the tokens (labels: false) or labels of mb,
-  // from pinned host memory made once per micro-batch (a graph can copy
-  // from it; the tokens of mb are the same every step), pageable where it
-  // cannot be pinned.
-  void upload_tokens(int64_t mb, bool labels, int32_t* dst);
+  // What upload_tokens copies: t int32 (tokens, labels) or 2t (the
+  // tokens' embedding_chains).
+  enum class HostIds : uint8_t { kTokens, kLabels, kChains };
+  // dst (device, int32) <- `what` of mb, from pinned host memory made once
+  // per micro-batch (a graph can copy from it; the tokens of mb are the
+  // same every step), pageable where it cannot be pinned.
+  void upload_tokens(int64_t mb, HostIds what, int32_t* dst);
   const void* weights(int local_unit, int version) const;  // the compute copy
   // One unit's forward; `resid` is the residual stream it reads (null where
   // none), `last` says its output leaves the chunk. Returns the residual
@@ -247,7 +249,7 @@ class CudaChunk {
   std::map<int64_t, TrackedBuffer> losses_;  // mb -> device double: summed token loss
   std::unique_ptr<FusedAttention> fused_;    // the chunk's cuDNN graphs (fused attention only)
   struct HostTokens {
-    int32_t* ids = nullptr;  // the tokens, then the labels
+    int32_t* ids = nullptr;  // the tokens, the labels, then their chains (4t)
     bool pinned = false;     // else pageable (std::malloc)
   };
   std::map<int64_t, HostTokens> tokens_;  // per micro-batch

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "cuda/flash_device.cuh"
 #include "cuda/kernels.hpp"
@@ -67,13 +69,25 @@ void embedding_fwd(Dtype dt, const int32_t* tokens, int64_t t, int seq, int h, c
   check_launch();
 }
 
-void embedding_bwd_weight(Dtype dt, const int32_t* tokens, const void* dx, int64_t t, int seq,
-                          int h, float* dwte, float* dwpe, cudaStream_t s) {
+void embedding_chains(const int32_t* tokens, int64_t t, int32_t* chains) {
+  std::unordered_map<int32_t, int32_t> later;  // token -> its row after the current one
+  for (int64_t r = t - 1; r >= 0; --r) {
+    const auto [it, first_seen] = later.try_emplace(tokens[r], -1);
+    chains[r] = it->second;
+    it->second = static_cast<int32_t>(r);
+  }
+  std::unordered_set<int32_t> seen;
+  for (int64_t r = 0; r < t; ++r) chains[t + r] = seen.insert(tokens[r]).second ? 1 : 0;
+}
+
+void embedding_bwd_weight(Dtype dt, const int32_t* tokens, const int32_t* chains, const void* dx,
+                          int64_t t, int seq, int h, float* dwte, float* dwpe, cudaStream_t s) {
   if (t * h == 0) return;
+  PPB_CHECK(seq > 0 && t % seq == 0, "embedding backward: rows not whole samples");
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     device::ppb_embedding_bwd_weight<T>
-        <<<grid_for(t * h), kThreads, 0, s>>>(tokens, as<T>(dx), t, seq, h, dwte, dwpe);
+        <<<grid_for(t * h), kThreads, 0, s>>>(tokens, chains, as<T>(dx), t, seq, h, dwte, dwpe);
   });
   check_launch();
 }

@@ -26,9 +26,17 @@ inline int64_t dtype_bytes(Dtype dt) { return dt == Dtype::kFp32 ? 4 : 2; }
 /// x[r,:] = wte[tokens[r],:] + wpe[r % seq,:].
 void embedding_fwd(Dtype dt, const int32_t* tokens, int64_t t, int seq, int h, const void* wte,
                    const void* wpe, void* x, cudaStream_t s);
-/// dwte[tokens[r],:] += dx[r,:]; dwpe[r % seq,:] += dx[r,:] (atomic adds).
-void embedding_bwd_weight(Dtype dt, const int32_t* tokens, const void* dx, int64_t t, int seq,
-                          int h, float* dwte, float* dwpe, cudaStream_t s);
+/// The rows of each token of a micro-batch, in row order, for the
+/// embedding's backward (host memory, 2t int32): chains[r] = the next row
+/// after r with r's token (-1: none), chains[t + r] = 1 where r is its
+/// token's first row, else 0.
+void embedding_chains(const int32_t* tokens, int64_t t, int32_t* chains);
+/// dwte[tokens[r],:] += dx[r,:]; dwpe[r % seq,:] += dx[r,:]: each gradient
+/// row summed over its token's (position's) rows in row order, one thread
+/// per element, so the same bits every run and as the cpu kernel (no
+/// atomics). `chains` (device): embedding_chains of the tokens.
+void embedding_bwd_weight(Dtype dt, const int32_t* tokens, const int32_t* chains, const void* dx,
+                          int64_t t, int seq, int h, float* dwte, float* dwpe, cudaStream_t s);
 
 /// Per row of x[t,h]: mean[r] and rstd[r] (kernel_math's two-pass double sums).
 void layernorm_stats(Dtype dt, const void* x, int64_t t, int h, float* mean, float* rstd,

@@ -5,12 +5,12 @@
 // reductions (bias and LayerNorm weight gradients) are two launches: a grid
 // of tiles of kColumnTile columns by kColumnRows rows, each writing one fp32
 // partial sum per column, then one fixed-order sum of a column's partials.
-// Every result is therefore the same run to run (no float atomics but the
-// embedding's scatter). Storage is T (float or __nv_bfloat16); arithmetic is
-// fp32 through cpu/kernel_math.hpp, the same functions the cpu kernels use.
-// Only __shared__ memory and __syncthreads() synchronise threads (no warp
-// shuffles), so that the CUDA emulator (pipeline/exec/cudaemu), which
-// compiles this header as host code, runs the very same kernels.
+// Every result is therefore the same run to run (no float atomics; the
+// embedding's scatter sums each row's tokens in row order). Storage is T (float or __nv_bfloat16);
+// arithmetic is fp32 through cpu/kernel_math.hpp, the same functions the cpu kernels use. Only
+// __shared__ memory and __syncthreads() synchronise threads (no warp shuffles), so that the CUDA
+// emulator (pipeline/exec/cudaemu), which compiles this header as host code, runs the very same
+// kernels.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -143,15 +143,27 @@ __global__ void ppb_embedding_fwd(const int32_t* tokens, int64_t t, int seq, int
   }
 }
 
+// Thread (r, c): for r < seq, position r's column c over the samples in
+// order; where r is its token's first row, the token's column c over its
+// rows in order (chains: embedding_chains). Each element has one writer.
 template <class T>
-__global__ void ppb_embedding_bwd_weight(const int32_t* tokens, const T* dx, int64_t t, int seq,
-                                         int h, float* dwte, float* dwpe) {
+__global__ void ppb_embedding_bwd_weight(const int32_t* tokens, const int32_t* chains, const T* dx,
+                                         int64_t t, int seq, int h, float* dwte, float* dwpe) {
+  const int32_t* first = chains + t;
   for (int64_t i = first_index(); i < t * h; i += grid_stride()) {
     const int64_t r = i / h;
     const int64_t c = i % h;
-    const float g = to_f(dx[i]);
-    atomicAdd(dwte + int64_t{tokens[r]} * h + c, g);
-    atomicAdd(dwpe + (r % seq) * h + c, g);
+    if (r < seq) {
+      float g = dwpe[i];
+      for (int64_t q = r; q < t; q += seq) g += to_f(dx[q * h + c]);
+      dwpe[i] = g;
+    }
+    if (first[r] != 0) {
+      float* w = dwte + int64_t{tokens[r]} * h + c;
+      float g = *w;
+      for (int64_t q = r; q >= 0; q = chains[q]) g += to_f(dx[q * h + c]);
+      *w = g;
+    }
   }
 }
 

@@ -245,7 +245,8 @@ AttentionWork attention_work(const ModelSpec& spec, Attention attention);
 ///                                      (fp32: the row terms)
 ///  head        12 * T (labels, fp64    4 * T (labels)              0
 ///              per-row losses)
-///  embedding   0                       0                           0
+///  embedding   0                       0                           8 * T (int32 rows per
+///                                                                  token, in order)
 ///
 ///  unit        fwd_flops                   bwd_input_flops            bwd_weight_flops
 ///  embedding   T*h (position add)          0 (ids have no gradient)   2*T*h (scatter-add wte, wpe)
