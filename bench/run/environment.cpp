@@ -61,8 +61,9 @@ void add_gpus(MPI_Comm comm, int local_rank, ResultEnvironment& env) {
   }
   env.cuda = mine.runtime;
   env.driver = mine.driver;
-  // The libraries beside the driver that the run loaded; cuDNN is not
-  // linked, so env.cudnn stays "".
+  // The libraries beside the driver that the run loaded: cuDNN where the
+  // attention's choice loaded it (bf16 fused), NCCL where linked.
+  env.cudnn = cuda::loaded_cudnn_version();
 #if PPB_HAVE_NCCL
   env.nccl = nccl_version();
 #endif

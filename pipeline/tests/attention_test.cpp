@@ -48,7 +48,7 @@ TEST(AttentionRule, HeadDimensionsCudnnTakesForBf16AndTheFlashKernelsForFp32) {
   for (int d : {0, 129, 136, 256}) EXPECT_FALSE(fused_attention_head_dim(4, d)) << d;
 }
 
-TEST(AttentionRule, TheFirstObstacleInOrderBackendHeadDimDevice) {
+TEST(AttentionRule, TheFirstObstacleInOrderBackendHeadDimSequenceDevice) {
   const ModelSpec small = spec_of("gpt-small");  // d = 768 / 12 = 64
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, small, ""), "");
   EXPECT_EQ(fused_attention_obstacle("cuda", 4, small, ""), "");  // the fp32 flash kernels
@@ -67,6 +67,11 @@ TEST(AttentionRule, TheFirstObstacleInOrderBackendHeadDimDevice) {
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, twelve, ""),
             "head dimension 12: cuDNN's flash attention takes a multiple of 8 up to 128");
   EXPECT_EQ(fused_attention_obstacle("cuda", 4, twelve, ""), "");
+  // cuDNN's backward refuses a sequence of one; the fp32 kernels take it.
+  const ModelSpec one = spec_of("gpt:layers=1,hidden=64,heads=2,seq=1,vocab=64,mbs=2");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 2, one, "x"),
+            "sequence length 1: cuDNN's flash attention backward takes 2 or more");
+  EXPECT_EQ(fused_attention_obstacle("cuda", 4, one, ""), "");
   EXPECT_EQ(fused_attention_obstacle("cuda", 2, small, "the CUDA emulator has no cuDNN"),
             "the CUDA emulator has no cuDNN");
 }

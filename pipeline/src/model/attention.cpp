@@ -29,6 +29,9 @@ std::string fused_attention_obstacle(std::string_view backend, int bytes_per_ele
            (bytes_per_element == 2 ? ": cuDNN's flash attention takes a multiple of 8 up to 128"
                                    : ": the fp32 flash attention takes at most 128");
   }
+  if (bytes_per_element == 2 && spec.seq < 2) {
+    return "sequence length 1: cuDNN's flash attention backward takes 2 or more";
+  }
   if (!device_missing.empty()) return std::string(device_missing);
   return "";
 }

@@ -29,6 +29,17 @@ void* cudnn_dlhandle = nullptr;
 #endif
 
 namespace ppb::cuda {
+namespace {
+
+// A graph cuDNN could not build for this shape on this machine: not the
+// program's fault, so the run ends with a usage error (exit 2) that says
+// what would run instead.
+class BuildRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace
 
 #if !PPB_HAVE_CUDNN
 
@@ -45,6 +56,8 @@ struct FusedAttention::Graphs {
                 const void* /*dout*/, void* /*dqkv*/, void* /*workspace*/) const {}
 };
 
+std::string loaded_cudnn_version() { return ""; }
+
 std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(
     const ModelSpec& /*spec*/, cudaStream_t /*stream*/, int64_t /*modelled_workspace*/) {
   PPB_CHECK(false, "bf16 fused attention in a build without cuDNN");
@@ -54,6 +67,12 @@ std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(
 #else
 
 namespace fe = cudnn_frontend;
+
+namespace {
+
+size_t cudnn_version = 0;  // cudnnGetVersion() of the library loaded, 0: none
+
+}  // namespace
 
 std::string cudnn_unavailable_reason() {
   // Cached: neither the device nor the library changes while the process runs.
@@ -75,10 +94,33 @@ std::string cudnn_unavailable_reason() {
       const char* why = dlerror();
       return std::string("cannot load libcudnn.so.9 (") + (why != nullptr ? why : "?") + ")";
     }
+    using GetVersion = size_t (*)();
+    const auto get_version = reinterpret_cast<GetVersion>(dlsym(lib, "cudnnGetVersion"));
+    if (get_version == nullptr) return "libcudnn.so.9 has no cudnnGetVersion: not cuDNN 9";
+    const size_t version = get_version();  // major * 10000 + minor * 100 + patch
+    if (version / 10000 != 9) {
+      return "libcudnn.so.9 says it is cuDNN " + std::to_string(version) + ", not 9.x";
+    }
+    if (version == 91000 || version == 91001) {
+      return "cuDNN 9.10." + std::to_string(version % 100) +
+             ": the cuDNN frontend refuses its bf16 flash attention (known bugs)";
+    }
+    // The frontend loads a CUDA runtime of its own choosing (the first of
+    // libcudart.so.12 and .13 it finds); the one pipebench runs on, unless
+    // the user named one.
+    const std::string cudart = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+    (void)setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", cudart.c_str(), /*overwrite=*/0);
     fe::cudnn_dlhandle = lib;
+    cudnn_version = version;
     return "";
   }();
   return reason;
+}
+
+std::string loaded_cudnn_version() {
+  if (cudnn_version == 0) return "";
+  return std::to_string(cudnn_version / 10000) + "." + std::to_string(cudnn_version / 100 % 100) +
+         "." + std::to_string(cudnn_version % 100);
 }
 
 namespace {
@@ -90,10 +132,26 @@ void check(fe::error_object e, const char* what) {
   PPB_CHECK(e.is_good(), std::string("cuDNN fused attention, ") + what + ": " + e.get_message());
 }
 
+void built(fe::error_object e, const char* what) {
+  if (!e.is_good()) throw BuildRefused(std::string(what) + ": " + e.get_message());
+}
+
 }  // namespace
 
+// The cuDNN handle, destroyed after the graphs whose plans were built with
+// it (members are destroyed in reverse order: it is declared first).
+struct CudnnHandle {
+  cudnnHandle_t raw = nullptr;
+  CudnnHandle() = default;
+  CudnnHandle(const CudnnHandle&) = delete;
+  CudnnHandle& operator=(const CudnnHandle&) = delete;
+  ~CudnnHandle() {
+    if (raw != nullptr) (void)fe::detail::destroy_handle(raw);
+  }
+};
+
 struct FusedAttention::Graphs {
-  cudnnHandle_t handle = nullptr;
+  CudnnHandle handle;
   cudaStream_t stream = nullptr;  // the handle's
   int64_t hidden = 0;             // h: the qkv rows are 3h wide
   fe::graph::Graph forward_graph;
@@ -101,12 +159,6 @@ struct FusedAttention::Graphs {
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
 
-  Graphs() = default;
-  Graphs(const Graphs&) = delete;
-  Graphs& operator=(const Graphs&) = delete;
-  ~Graphs() {
-    if (handle != nullptr) (void)fe::detail::destroy_handle(handle);
-  }
   void forward(const void* qkv, void* out, float* stats, void* workspace) const;
   void backward(const void* qkv, const void* out, const float* stats, const void* dout, void* dqkv,
                 void* workspace) const;
@@ -143,9 +195,14 @@ std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const Model
   Graphs& g = *graphs;
   g.stream = stream;
   g.hidden = h;
-  PPB_CHECK(fe::detail::create_handle(&g.handle) == CUDNN_STATUS_SUCCESS, "cudnnCreate failed");
-  PPB_CHECK(fe::detail::set_stream(g.handle, stream) == CUDNN_STATUS_SUCCESS,
-            "cudnnSetStream failed");
+  if (const cudnnStatus_t rc = fe::detail::create_handle(&g.handle.raw);
+      rc != CUDNN_STATUS_SUCCESS) {
+    throw BuildRefused(std::string("cudnnCreate: ") + fe::detail::get_error_string(rc));
+  }
+  if (const cudnnStatus_t rc = fe::detail::set_stream(g.handle.raw, stream);
+      rc != CUDNN_STATUS_SUCCESS) {
+    throw BuildRefused(std::string("cudnnSetStream: ") + fe::detail::get_error_string(rc));
+  }
 
   // [b, a, s, d] views: Q, K, V inside the packed qkv rows, O and dO in the
   // [b, s, h] context; the statistics [b, a, s, 1] fp32.
@@ -190,8 +247,8 @@ std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const Model
         .set_dim(stats_dim)
         .set_stride(stats_stride)
         .set_data_type(fe::DataType_t::FLOAT);
-    check(f.build(g.handle, {fe::HeurMode_t::A}), "building the forward graph");
-    check(f.get_workspace_size(g.forward_workspace), "the forward's workspace");
+    built(f.build(g.handle.raw, {fe::HeurMode_t::A}), "building the forward graph");
+    built(f.get_workspace_size(g.forward_workspace), "the forward's workspace");
   }
   {
     fe::graph::Graph& bw = g.backward_graph;
@@ -209,8 +266,8 @@ std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const Model
     dq->set_output(true).set_uid(kDQ).set_dim(dim).set_stride(qkv_stride);
     dk->set_output(true).set_uid(kDK).set_dim(dim).set_stride(qkv_stride);
     dv->set_output(true).set_uid(kDV).set_dim(dim).set_stride(qkv_stride);
-    check(bw.build(g.handle, {fe::HeurMode_t::A}), "building the backward graph");
-    check(bw.get_workspace_size(g.backward_workspace), "the backward's workspace");
+    built(bw.build(g.handle.raw, {fe::HeurMode_t::A}), "building the backward graph");
+    built(bw.get_workspace_size(g.backward_workspace), "the backward's workspace");
   }
   const int64_t most = std::max(g.forward_workspace, g.backward_workspace);
   if (most > modelled_workspace) {
@@ -236,7 +293,7 @@ void FusedAttention::Graphs::forward(const void* qkv, void* out, float* stats,
   const int64_t h = hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)}, {kK, at(qkv, h)}, {kV, at(qkv, 2 * h)}, {kO, out}, {kStats, stats}};
-  executed(stream, forward_graph.execute(handle, pack, workspace), "forward");
+  executed(stream, forward_graph.execute(handle.raw, pack, workspace), "forward");
 }
 
 void FusedAttention::Graphs::backward(const void* qkv, const void* out, const float* stats,
@@ -246,7 +303,7 @@ void FusedAttention::Graphs::backward(const void* qkv, const void* out, const fl
       {kQ, at(qkv, 0)},   {kK, at(qkv, h)},       {kV, at(qkv, 2 * h)},
       {kO, at(out, 0)},   {kStats, at(stats, 0)}, {kDO, at(dout, 0)},
       {kDQ, at(dqkv, 0)}, {kDK, at(dqkv, h)},     {kDV, at(dqkv, 2 * h)}};
-  executed(stream, backward_graph.execute(handle, pack, workspace), "backward");
+  executed(stream, backward_graph.execute(handle.raw, pack, workspace), "backward");
 }
 
 #endif
@@ -280,7 +337,28 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
       d_(spec.hidden / spec.heads),
       stream_(stream) {
   if (spec.bytes_per_element == 2) {
-    graphs_ = build_graphs(spec, stream, modelled_workspace);
+    const auto refused = [&](const std::string& why) {
+      return UsageError("--attention: cuDNN " + loaded_cudnn_version() +
+                        " cannot build its bf16 flash attention for micro-batch " +
+                        std::to_string(spec.micro_batch_size) + ", " + std::to_string(spec.heads) +
+                        " heads, sequence " + std::to_string(spec.seq) + ", head dimension " +
+                        std::to_string(d_) + " (" + why +
+                        "; CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr say more); "
+                        "--attention naive runs without it");
+    };
+    try {
+      graphs_ = build_graphs(spec, stream, modelled_workspace);
+    } catch (const BuildRefused& e) {
+      throw refused(e.what());
+    } catch (const UsageError&) {
+      throw;
+    } catch (const OutOfMemory&) {
+      throw;
+    } catch (const CaptureRefused&) {
+      throw;
+    } catch (const std::exception& e) {  // the frontend's own: loading its CUDA runtime, ...
+      throw refused(e.what());
+    }
     return;
   }
   PPB_CHECK(spec.bytes_per_element == 4, "fused attention: storage must be fp32 or bf16");

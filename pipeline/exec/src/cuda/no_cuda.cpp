@@ -18,6 +18,8 @@ std::string unusable_reason() {
 
 std::string cudnn_unavailable_reason() { return unusable_reason(); }
 
+std::string loaded_cudnn_version() { return ""; }
+
 std::string fused_attention_unavailable_reason(int /*bytes_per_element*/, int /*head_dim*/) {
   return unusable_reason();
 }

@@ -28,11 +28,16 @@ std::string unusable_reason();
 
 /// "" when cuDNN's fused flash attention can run here (a build with cuDNN,
 /// a real device of compute capability 8.0 or later, libcudnn.so.9
-/// loadable); otherwise ONE line saying why not, e.g.
+/// loadable and not 9.10.0 or 9.10.1, whose SDPA the frontend refuses);
+/// otherwise ONE line saying why not, e.g.
 ///   "the CUDA emulator has no cuDNN"
 ///   "this build has no cuDNN (PPB_WITH_CUDNN=OFF, ...)"
 /// Cached after the first call. Looks at device 0 (a node's GPUs are alike).
 std::string cudnn_unavailable_reason();
+
+/// The version of the cuDNN cudnn_unavailable_reason() loaded, "9.19.0";
+/// "" where it loaded none (not called, or cuDNN unusable).
+std::string loaded_cudnn_version();
 
 /// "" when the fused attention (`run --attention fused`) can run here for
 /// this storage (bytes_per_element 2: bf16, 4: fp32) and head dimension;
