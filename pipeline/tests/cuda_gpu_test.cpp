@@ -8,6 +8,7 @@
 // CUDA device is usable.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -182,6 +183,42 @@ TEST_F(CudaGpu, GemmEpiloguesMatchTheKernelPath) {
           << (dt == Dtype::kFp32 ? "fp32" : "bf16") << " unit " << units[u].name;
     }
   }
+}
+
+// A fused GEMM on operands 4 bytes past an allocation's start (as an
+// activation at an odd row offset is): the heuristic is told their
+// alignment, so the algorithm it offers runs them (the emulator, like a
+// kernel chosen for 16-byte operands, refuses less aligned ones), or it
+// offers none and the call falls back. Where it runs: C = A B + bias.
+TEST_F(CudaGpu, AFusedGemmOnOperandsOffTheirAlignmentRunsOrIsRefused) {
+  constexpr int kM = 3, kN = 5, kK = 7;
+  std::vector<float> host(1 + kM * kK + 1 + kK * kN + 1 + kN + 1 + kM * kN);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i % 13) / 8.0f - 0.5f;
+  float* dev = nullptr;
+  PPB_CUDA_CHECK(cudaMalloc(&dev, host.size() * 4));
+  PPB_CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  const size_t a = 1, b = a + kM * kK + 1, bias = b + kK * kN + 1, c = bias + kN + 1;
+  const std::function<void()> gemm = blas_->plan_epilogue(
+      false, false, kM, kN, kK, {dev + a, kK}, {dev + b, kN}, Dtype::kFp32, 0.0f, nullptr, dev + c,
+      kN, Dtype::kFp32, {cuda::Epilogue::kBias, dev + bias, nullptr});
+  if (cuda::unusable_reason().empty() && !gemm) {
+    EXPECT_EQ(blas_->epilogue_refusals(), 1);  // a GPU's cuBLASLt may offer none
+  } else {
+    ASSERT_TRUE(gemm) << blas_->first_epilogue_refusal();
+    gemm();
+    std::vector<float> got(kM * kN);
+    PPB_CUDA_CHECK(
+        cudaMemcpyAsync(got.data(), dev + c, got.size() * 4, cudaMemcpyDeviceToHost, stream_));
+    PPB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int i = 0; i < kM; ++i) {
+      for (int j = 0; j < kN; ++j) {
+        double want = host[bias + j];
+        for (int l = 0; l < kK; ++l) want += double{host[a + i * kK + l]} * host[b + l * kN + j];
+        EXPECT_NEAR(got[static_cast<size_t>(i * kN + j)], want, 1e-5) << i << "," << j;
+      }
+    }
+  }
+  PPB_CUDA_CHECK(cudaFree(dev));
 }
 
 // The vocabulary padded (60 -> 64 at divisor 32): the padded logits are

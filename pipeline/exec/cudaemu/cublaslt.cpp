@@ -2,9 +2,11 @@
 // fused GEMMs make (cuda/blas.hpp) and nothing else. Matmul descriptors
 // (transposes, epilogue, bias and aux pointers, aux leading dimension),
 // matrix layouts (one matrix each: no batches), preferences (the workspace
-// limit), a heuristic that offers one algorithm where the emulator runs the
-// call and none (CUBLAS_STATUS_NOT_SUPPORTED) where it does not, and
-// cublasLtMatmul in stream order: the product from the GEMM core the
+// limit, the operands' minimum alignments), a heuristic that offers one
+// algorithm where the emulator runs the call and none
+// (CUBLAS_STATUS_NOT_SUPPORTED) where it does not, and cublasLtMatmul in
+// stream order (refusing operands less aligned than its algorithm was
+// chosen for): the product from the GEMM core the
 // emulated cuBLAS uses (gemm.hpp), then the epilogue in fp32 on it, as
 // cuBLASLt applies it before rounding to D's type:
 //   CUBLASLT_EPILOGUE_DEFAULT         D = P (P = alpha op(A) op(B) + beta C)
@@ -16,6 +18,7 @@
 // as cuBLASLt's). Each call is one kernel to a profiler.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -48,9 +51,22 @@ struct Layout {
   int64_t ld = 0;
 };
 
+// The operands' alignment (bytes) an algorithm may assume: what the
+// preference promised (cuBLASLt's default 256), at most the 16 bytes of
+// the vector loads its kernels make. Kept in the algorithm (data[0..3]: A,
+// B, C, D) for cublasLtMatmul to check, as a real kernel chosen for aligned
+// operands refuses (or faults on) less aligned ones.
+constexpr uint32_t kVectorBytes = 16;
+
 struct Preference {
   uint64_t max_workspace = 0;
+  uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D
 };
+
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return a == 0 ? 256 : static_cast<uint32_t>(std::min<uintptr_t>(256, a & (~a + 1)));
+}
 
 std::mutex g_m;
 std::unordered_set<const void*> g_handles;
@@ -301,6 +317,14 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   auto& p = *reinterpret_cast<emu::Preference*>(pref);
   if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
     return emu::set(&p.max_workspace, buf, bytes);
+  if (attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES)
+    return emu::set(&p.min_alignment[0], buf, bytes);
+  if (attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES)
+    return emu::set(&p.min_alignment[1], buf, bytes);
+  if (attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES)
+    return emu::set(&p.min_alignment[2], buf, bytes);
+  if (attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)
+    return emu::set(&p.min_alignment[3], buf, bytes);
   emu::complain("cublasLtMatmulPreferenceSetAttribute: attribute " +
                 std::to_string(static_cast<int>(attr)) + " is not emulated");
   return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -323,6 +347,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   const cublasStatus_t rc = emu::check_call("cublasLtMatmulAlgoGetHeuristic", call, g, false);
   if (rc != CUBLAS_STATUS_SUCCESS) return rc;
   results[0] = cublasLtMatmulHeuristicResult_t{};
+  const auto& promised = reinterpret_cast<const emu::Preference*>(pref)->min_alignment;
+  for (size_t i = 0; i < 4; ++i) results[0].algo.data[i] = std::min(promised[i], emu::kVectorBytes);
   results[0].workspaceSize = 0;  // the CPU needs none
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -334,11 +360,23 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const void* A, cublasLtMatrixLayout_t a, const void* B,
                               cublasLtMatrixLayout_t b, const void* beta, const void* C,
                               cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                              const cublasLtMatmulAlgo_t* /*algo*/, void* /*workspace*/,
+                              const cublasLtMatmulAlgo_t* algo, void* /*workspace*/,
                               size_t /*workspace_bytes*/, cudaStream_t stream) {
   if (!emu::known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   const emu::Call call = emu::call_of(desc, a, b, c, d);
   if (!call.complete() || alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (algo != nullptr) {
+    const void* operand[4] = {A, B, C, D};
+    for (size_t i = 0; i < 4; ++i) {
+      if (emu::alignment_of(operand[i]) < algo->data[i]) {
+        emu::complain("cublasLtMatmul: operand " + std::string(1, "ABCD"[i]) + " is " +
+                      std::to_string(emu::alignment_of(operand[i])) +
+                      "-byte aligned, its algorithm was chosen for " +
+                      std::to_string(algo->data[i]) + " (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*)");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+      }
+    }
+  }
   const emu::Gemm g = emu::gemm_of(call, *static_cast<const float*>(alpha),
                                    *static_cast<const float*>(beta), A, B, C, D);
   const cublasStatus_t rc = emu::check_call("cublasLtMatmul", call, g, true);

@@ -1,6 +1,7 @@
 #include "cuda/blas.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <memory>
 #include <optional>
@@ -89,15 +90,26 @@ class LtCall {
     }
   }
 
-  // The heuristic's first algorithm within the workspace, if any; else
-  // *why says what the heuristic answered.
+  // The heuristic's first algorithm within the workspace for operands of
+  // these alignments (bytes; cuBLASLt's A, B, C, D: our b, a, c_in, c), if
+  // any; else *why says what the heuristic answered. Unstated, cuBLASLt
+  // assumes 256-byte operands and may pick a kernel that refuses ours.
   std::optional<cublasLtMatmulAlgo_t> algorithm(cublasLtHandle_t lt, size_t workspace,
+                                                const std::array<int64_t, 4>& aligned,
                                                 std::string* why) const {
     cublasLtMatmulPreference_t pref = nullptr;
     PPB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t limit = workspace;
     PPB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit));
+    const cublasLtMatmulPreferenceAttributes_t operand[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; i < 4; ++i) {
+      const auto bytes = static_cast<uint32_t>(aligned[i]);
+      PPB_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(pref, operand[i], &bytes, sizeof bytes));
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     // Not a failure: NOT_SUPPORTED (or no result) says the fused form has
@@ -225,7 +237,9 @@ std::function<void()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int
     auto plan = std::unique_ptr<LtPlan>(
         new LtPlan{LtCall(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue), {}});
     std::string why;
-    plan->algo = plan->call.algorithm(lt_, workspace_bytes_, &why);
+    plan->algo = plan->call.algorithm(
+        lt_, workspace_bytes_,
+        {alignment(b.data), alignment(a.data), alignment(c_in), alignment(c)}, &why);
     if (!plan->algo && first_refusal_.empty()) {
       first_refusal_ = std::string(epilogue_name(epilogue.kind)) + " GEMM " + std::to_string(m) +
                        " x " + std::to_string(n) + " x " + std::to_string(k) + " " +
