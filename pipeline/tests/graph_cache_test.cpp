@@ -112,6 +112,45 @@ TEST(GraphCache, AnyMovedPointerRebuildsAndDestroysTheOldGraph) {
   EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 2, .eager = 0}));
 }
 
+// prepare() captures ahead of the launch (the backend's host work before
+// the action's timing opens): nothing launched until run(), which counts
+// the first launch as the capture (rebuild) it was; a cached graph needs
+// no preparing; a refused capture enqueues nothing until run() runs the
+// work eagerly.
+TEST(GraphCache, PrepareCapturesWithoutLaunchingAndRunLaunchesWhatItMade) {
+  FakeOps ops;
+  GraphCache cache(ops, true);
+  int enqueued = 0;
+  auto work = [&] {
+    ++enqueued;
+    if (ops.capturing) ++ops.work_captured;
+  };
+  EXPECT_EQ(cache.prepare(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
+  EXPECT_EQ(ops.work_captured, 1);
+  EXPECT_TRUE(ops.launched.empty());
+  EXPECT_EQ(cache.counts(), GraphCounts{});
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kCapture);
+  EXPECT_EQ(enqueued, 1);  // captured once, not again at the launch
+  EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1}));
+  EXPECT_EQ(cache.prepare(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
+  // Moved weights: rebuilt by prepare, counted rebuilt at its launch.
+  EXPECT_EQ(cache.prepare(key(GraphPass::kForward, 0, &g_in, &g_stash), work),
+            GraphDecision::kReplay);
+  EXPECT_EQ(ops.destroyed, (std::vector<intptr_t>{1}));
+  EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1, 1}));
+  EXPECT_EQ(cache.run(key(GraphPass::kForward, 0, &g_in, &g_stash), work), GraphDecision::kRebuild);
+  EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1, 1, 2}));
+  EXPECT_EQ(enqueued, 2);
+  EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 1, .eager = 0}));
+  ops.refuse_begin = "cudaStreamBeginCapture: operation not supported";
+  EXPECT_EQ(cache.prepare(key(GraphPass::kBackward, 0), work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 2);  // nothing enqueued before the action's window
+  EXPECT_EQ(cache.run(key(GraphPass::kBackward, 0), work), GraphDecision::kEager);
+  EXPECT_EQ(enqueued, 3);
+  EXPECT_EQ(cache.eager_reason(), ops.refuse_begin);
+}
+
 TEST(GraphCache, ARefusedCaptureRunsEagerAndStaysEagerWithTheReason) {
   FakeOps ops;
   GraphCache cache(ops, true);

@@ -465,6 +465,14 @@ void CudaBackend::run_recorded(const ActionCall& call, const std::function<void(
     throw;
   }
   const auto enqueue = [&] { work.enqueue(); };
+  // Identified by the micro-batch: its kept activations, tokens and loss
+  // are its own. The weights' addresses are in the pointers (a stashed
+  // version lives elsewhere); their values are read at each launch.
+  const cuda::GraphKey key{call.chunk, graph_pass(call.kind), call.microbatch,
+                           std::move(work.pointers)};
+  // A capture (or rebuild) is host work: done before the action's window
+  // opens, so that neither its time nor a plant's spin counts it.
+  if (work.eager_reason.empty()) (void)graphs_->prepare(key, enqueue);
   begin();
   if (call.in != nullptr && in_bytes > 0) {
     PPB_CUDA_CHECK(cudaMemcpyAsync(c.staged_in(), call.in, static_cast<size_t>(in_bytes),
@@ -473,11 +481,6 @@ void CudaBackend::run_recorded(const ActionCall& call, const std::function<void(
   if (!work.eager_reason.empty()) {
     (void)graphs_->run_eager(work.eager_reason, enqueue);
   } else {
-    // Identified by the micro-batch: its kept activations, tokens and loss
-    // are its own. The weights' addresses are in the pointers (a stashed
-    // version lives elsewhere); their values are read at each launch.
-    cuda::GraphKey key{call.chunk, graph_pass(call.kind), call.microbatch,
-                       std::move(work.pointers)};
     (void)graphs_->run(key, enqueue);
   }
   if (call.out != nullptr && out_bytes > 0) {

@@ -45,26 +45,22 @@ GraphDecision GraphCache::run_sizing(const std::function<void()>& enqueue) {
   return GraphDecision::kEager;
 }
 
-GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& enqueue) {
+GraphDecision GraphCache::prepare(const GraphKey& key, const std::function<void()>& enqueue) {
   const GraphDecision d = decide(key);
-  if (d == GraphDecision::kEager) return run_eager(disabled_, enqueue);
-  if (d == GraphDecision::kReplay) {
-    ops_->launch(graphs_.at(identity(key)).graph);
-    ++counts_.replayed;
-    return d;
-  }
+  if (d == GraphDecision::kEager || d == GraphDecision::kReplay) return d;
   // Capture or rebuild: a refused capture leaves the stream as it was, so
-  // the work runs eagerly instead, and so does every later action.
+  // the work runs eagerly instead (run does that), and so does every later
+  // action.
   if (std::string why = ops_->begin_capture(); !why.empty()) {
     turn_off(why);
-    return run_eager(disabled_, enqueue);
+    return GraphDecision::kEager;
   }
   try {
     enqueue();
   } catch (const CaptureRefused& e) {
     ops_->abort_capture();
     turn_off(e.what());
-    return run_eager(disabled_, enqueue);
+    return GraphDecision::kEager;
   } catch (...) {
     ops_->abort_capture();
     throw;
@@ -72,18 +68,28 @@ GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& 
   std::string why;
   GraphHandle graph = ops_->end_capture(&why);
   if (graph == nullptr) {
-    // The work was recorded, not run: it runs eagerly now (enqueue only
+    // The work was recorded, not run: run enqueues it eagerly (enqueue only
     // enqueues device work, so running it again repeats nothing on the
     // host), and so does every later action.
     turn_off(why);
-    return run_eager(disabled_, enqueue);
+    return GraphDecision::kEager;
   }
   Entry& entry = graphs_[identity(key)];
   if (entry.graph != nullptr) ops_->destroy(entry.graph);
-  entry = Entry{key, graph};
-  ops_->launch(graph);
-  ++(d == GraphDecision::kCapture ? counts_.captured : counts_.rebuilt);
-  return d;
+  entry = Entry{key, graph, d};
+  return GraphDecision::kReplay;
+}
+
+GraphDecision GraphCache::run(const GraphKey& key, const std::function<void()>& enqueue) {
+  if (prepare(key, enqueue) == GraphDecision::kEager) return run_eager(disabled_, enqueue);
+  Entry& entry = graphs_.at(identity(key));
+  ops_->launch(entry.graph);
+  const GraphDecision did = entry.next;
+  entry.next = GraphDecision::kReplay;
+  ++(did == GraphDecision::kCapture   ? counts_.captured
+     : did == GraphDecision::kRebuild ? counts_.rebuilt
+                                      : counts_.replayed);
+  return did;
 }
 
 }  // namespace ppb::cuda

@@ -74,7 +74,7 @@ enum class GraphPass : uint8_t { kForward, kBackward, kBackwardInput, kBackwardW
 struct GraphKey {
   int chunk = 0;
   GraphPass pass = GraphPass::kForward;
-  int64_t slot = 0;  ///< the micro-batch's slot (mb modulo the slots kept); 0 for kSgd
+  int64_t slot = 0;  ///< the micro-batch (its kept buffers are its own); 0 for kSgd
   /// Every buffer outside the graph it reads or writes (input, output, ...).
   /// The weights' buffers are among them: a weight stash lives elsewhere.
   std::vector<const void*> pointers;
@@ -106,6 +106,15 @@ class GraphCache {
 
   /// What run(key, ...) would do now.
   GraphDecision decide(const GraphKey& key) const;
+  /// Captures (or rebuilds) the graph of `key` now, without launching it,
+  /// so that the host's capture and instantiation come before the action's
+  /// timing and its planted work begin; run(key, ...) then launches it and
+  /// counts it as captured (rebuilt). Nothing is enqueued eagerly: where
+  /// the capture is refused graphs turn off (sticky, as in run) and run
+  /// runs the work eagerly. Returns what run(key, ...) will do: kReplay
+  /// once the graph is ready (also when it was cached), kEager when graphs
+  /// are off.
+  GraphDecision prepare(const GraphKey& key, const std::function<void()>& enqueue);
   /// Runs one action: `enqueue` enqueues its work on the stream (eagerly,
   /// or under capture, then the graph is launched once), or the cached
   /// graph of `key` is launched without calling it. Returns what it did.
@@ -139,6 +148,9 @@ class GraphCache {
   struct Entry {
     GraphKey key;
     GraphHandle graph = nullptr;
+    /// What its next launch counts as: kCapture or kRebuild until the
+    /// graph prepare() made is first launched, then kReplay.
+    GraphDecision next = GraphDecision::kReplay;
   };
   static Identity identity(const GraphKey& key) { return {key.chunk, key.pass, key.slot}; }
   // A capture refused: graphs off for good, none of them kept.
