@@ -1190,17 +1190,23 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
   return cudaSuccess;
 }
 
-// Memory.
+// Memory. Allocating and freeing (other than stream-ordered) are among the
+// calls CUDA calls potentially unsafe during a capture: refused, and the
+// capture invalidated, as for a synchronising call.
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   return emu::allocate(p, bytes, Space::kDevice, nullptr);
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   return emu::allocate(p, bytes, Space::kPinned, nullptr);
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned /*flags*/) {
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   return emu::allocate(p, bytes, Space::kPinned, nullptr);
 }
 cudaError_t cudaFree(void* p) {
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   if (p == nullptr) return emu::ok();
   Space space{};
   if (!emu::base_of(p, &space) || space != Space::kDevice) {
@@ -1212,6 +1218,7 @@ cudaError_t cudaFree(void* p) {
   return emu::ok();
 }
 cudaError_t cudaFreeHost(void* p) {
+  if (emu::capture_forbids_sync()) return emu::fail(cudaErrorStreamCaptureUnsupported);
   if (p == nullptr) return emu::ok();
   Space space{};
   if (!emu::base_of(p, &space) || space != Space::kPinned) {
