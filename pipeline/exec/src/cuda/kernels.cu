@@ -346,7 +346,7 @@ void cross_entropy_bwd(Dtype dt, void* probs, const int32_t* labels, int64_t t, 
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     device::ppb_cross_entropy_bwd<T>
-        <<<grid_for(t * ld), kThreads, 0, s>>>(as<T>(probs), labels, t, v, ld, scale);
+        <<<rows_grid(t), kThreads, 0, s>>>(as<T>(probs), labels, v, ld, scale);
   });
   check_launch();
 }

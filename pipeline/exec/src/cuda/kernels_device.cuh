@@ -377,15 +377,17 @@ __global__ void ppb_loss_sum(const double* row_loss, int64_t t, double* out) {
   if (threadIdx.x == 0) *out = sum;
 }
 
+// One block per row (no 64-bit division per logit, as a flat loop over the
+// t x ld logits would make).
 template <class T>
-__global__ void ppb_cross_entropy_bwd(T* probs, const int32_t* labels, int64_t t, int v, int ld,
-                                      float scale) {
-  for (int64_t i = first_index(); i < t * ld; i += grid_stride()) {
-    const int64_t r = i / ld;
-    const int64_t c = i % ld;
-    probs[i] = c < v ? from_f<T>(kmath::cross_entropy_grad(to_f(probs[i]), c == labels[r], scale))
-                     : from_f<T>(0.0f);
+__global__ void ppb_cross_entropy_bwd(T* probs, const int32_t* labels, int v, int ld, float scale) {
+  const int64_t r = blockIdx.x;
+  T* row = probs + r * ld;
+  const int32_t label = labels[r];
+  for (int c = threadIdx.x; c < v; c += kThreads) {
+    row[c] = from_f<T>(kmath::cross_entropy_grad(to_f(row[c]), c == label, scale));
   }
+  for (int c = v + static_cast<int>(threadIdx.x); c < ld; c += kThreads) row[c] = from_f<T>(0.0f);
 }
 
 template <class T>
