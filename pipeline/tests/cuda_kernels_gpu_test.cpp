@@ -6,7 +6,8 @@
 // several tiles) and column counts across several column tiles; the
 // one-pass LayerNorm forward and input gradient against the cpu kernels;
 // the embedding's weight gradient against the cpu kernel, bit for bit;
-// the fp32 flash attention against a double-precision reference.
+// the fp32 flash attention against a double-precision reference, and
+// cuDNN's bf16 one against it within bf16's rounding.
 // Skips, saying why, where no CUDA device is usable.
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"
+#include "cuda/fused_attention.hpp"
 #include "cuda/kernels.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/pipeline/model.hpp"
@@ -402,6 +404,73 @@ TEST_F(CudaKernels, FlashAttentionMatchesADoubleReferenceForwardAndBackward) {
     run();
     EXPECT_EQ(out.host(), got_out);
     EXPECT_EQ(dqkv.host(), got_dqkv);
+  }
+}
+
+// cuDNN's bf16 flash attention (the cuda backend's fused attention for
+// bf16) against the double reference on the same bf16-rounded inputs: its
+// output and gradients in bf16 (and its probabilities rounded to bf16 before
+// their products), so within 2e-2 (out) and 4e-2 (gradients) of each
+// tensor's largest element. Skips, saying why, where cuDNN cannot run (the
+// emulator has none).
+TEST_F(CudaKernels, CudnnFusedAttentionMatchesADoubleReferenceInBf16) {
+  if (const std::string why = cuda::cudnn_unavailable_reason(); !why.empty()) {
+    GTEST_SKIP() << "cuDNN's fused attention cannot run here: " << why;
+  }
+  struct AttentionShape {
+    int b, s, heads, d;
+  };
+  for (const AttentionShape& sh : {AttentionShape{2, 70, 2, 32}, AttentionShape{1, 128, 2, 64}}) {
+    SCOPED_TRACE("b " + std::to_string(sh.b) + " s " + std::to_string(sh.s) + " heads " +
+                 std::to_string(sh.heads) + " d " + std::to_string(sh.d));
+    ModelSpec spec;
+    spec.micro_batch_size = sh.b;
+    spec.seq = sh.s;
+    spec.heads = sh.heads;
+    spec.hidden = sh.heads * sh.d;
+    spec.bytes_per_element = 2;
+    const int h = spec.hidden;
+    const auto rows = static_cast<int64_t>(sh.b) * sh.s;
+    // The inputs rounded to bf16 on the device, and read back as the reference's.
+    const auto bf16 = [&](const std::vector<float>& x, DeviceArray<uint16_t>& dst) {
+      const DeviceArray<float> src(x);
+      cuda::to_storage(Dtype::kBf16, src.get(), dst.get(), static_cast<int64_t>(x.size()), stream_);
+      DeviceArray<float> back(x.size());
+      cuda::to_float(Dtype::kBf16, dst.get(), back.get(), static_cast<int64_t>(x.size()), stream_);
+      sync();
+      return back.host();
+    };
+    std::vector<float> qkv = values(rows * 3 * h, 41);
+    for (float& x : qkv) x *= 2.0f;
+    DeviceArray<uint16_t> d_qkv(qkv.size()), d_dout(static_cast<size_t>(rows * h));
+    qkv = bf16(qkv, d_qkv);
+    const std::vector<float> dout = bf16(values(rows * h, 42), d_dout);
+    const AttentionReference ref = attention_reference(qkv, dout, sh.b, sh.s, sh.heads, sh.d);
+
+    const cuda::FusedAttention fused(spec, stream_, int64_t{1} << 30);
+    const DeviceArray<uint8_t> work(static_cast<size_t>(
+        std::max<int64_t>(1, std::max(fused.forward_workspace(), fused.backward_workspace()))));
+    const DeviceArray<uint16_t> out(static_cast<size_t>(rows * h));
+    const DeviceArray<float> stats(static_cast<size_t>(sh.b) * sh.heads * sh.s);
+    const DeviceArray<uint16_t> dqkv(qkv.size());
+    fused.forward(d_qkv.get(), out.get(), stats.get(), work.get());
+    fused.backward(d_qkv.get(), out.get(), stats.get(), d_dout.get(), dqkv.get(), work.get());
+    const auto host = [&](const DeviceArray<uint16_t>& x, size_t n) {
+      DeviceArray<float> f(n);
+      cuda::to_float(Dtype::kBf16, x.get(), f.get(), static_cast<int64_t>(n), stream_);
+      sync();
+      return f.host();
+    };
+    const auto worst = [](const std::vector<float>& got, const std::vector<double>& want) {
+      double top = 0, err = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        top = std::max(top, std::fabs(want[i]));
+        err = std::max(err, std::fabs(got[i] - want[i]));
+      }
+      return err / top;
+    };
+    EXPECT_LE(worst(host(out, ref.out.size()), ref.out), 2e-2);
+    EXPECT_LE(worst(host(dqkv, ref.dqkv.size()), ref.dqkv), 4e-2);
   }
 }
 
