@@ -4,7 +4,8 @@
 // launch it came from, classified (the NCCL-named kernel as communication, the
 // unlaunched memset as message staging), on the launching stream, with no
 // dropped or skipped records, and inside the host's steady-clock window
-// around the work (the clock alignment). Skipped, saying why, where CUPTI
+// around the work (the clock alignment); and a CUDA graph's kernels tied to
+// the action that launched the graph. Skipped, saying why, where CUPTI
 // cannot run (no driver, no device, CUPTI held by another tool).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -127,6 +128,70 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
 
   PPB_TEST_CUDA(cudaFreeHost(host));
   PPB_TEST_CUDA(cudaFree(dev));
+  PPB_TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+// Kernels a CUDA graph launches (as the cuda backend replays each action's
+// graph): CUPTI reports them under the graph launch's correlation, which
+// the collector must tie to the action whose hooks surround the launch. One
+// graph of two spin kernels, captured outside the step, launched once
+// inside F(0) and once inside B(0): four kernels, two per action.
+TEST(CuptiCollectorGpu, KernelsOfALaunchedGraphAreAttributedToTheLaunchingAction) {
+  std::string why;
+  for (const CollectorInfo& c : collector_list()) {
+    if (c.name == "cupti" && !c.available) why = c.why_not;
+  }
+  if (!why.empty()) GTEST_SKIP() << "cupti is not available here: " << why;
+  std::unique_ptr<Collector> cupti;
+  try {
+    cupti = make_collector("cupti", {});
+  } catch (const CollectorUnavailable& e) {
+    GTEST_SKIP() << "cupti could not start: " << e.what();
+  }
+  cudaStream_t stream = nullptr;
+  PPB_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  PPB_TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  ppb_test_launch_spin(stream, 1000);
+  ppb_test_launch_spin(stream, 2000);
+  PPB_TEST_CUDA(cudaStreamEndCapture(stream, &graph));
+  PPB_TEST_CUDA(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+  PPB_TEST_CUDA(cudaStreamSynchronize(stream));
+
+  StepRecord record;
+  record.origin = now_seconds();
+  cupti->step_begin(0);
+  const double launched = now_seconds() - record.origin;
+  cupti->launch_begin(0, F(0));
+  PPB_TEST_CUDA(cudaGraphLaunch(exec, stream));
+  cupti->launch_end(0, F(0));
+  cupti->launch_begin(0, B(0));
+  PPB_TEST_CUDA(cudaGraphLaunch(exec, stream));
+  cupti->launch_end(0, B(0));
+  PPB_TEST_CUDA(cudaStreamSynchronize(stream));
+  const double done = now_seconds() - record.origin;
+  record.actions = {{F(0), launched, done, 0, launched}, {B(0), launched, done, 0, launched}};
+  record.actions_end = done;
+  record.end = done;
+  cupti->step_end(0);
+
+  CollectedFigures out;
+  cupti->finish_step(record, out);
+  ASSERT_TRUE(out.device.has_value());
+  const device::DeviceStep& step = *out.device;
+  EXPECT_EQ(step.dropped, 0);
+  EXPECT_EQ(out.step.at("unattributed_kernels"), 0.0);
+  ASSERT_EQ(step.ops.size(), 4u);
+  for (size_t i = 0; i < step.ops.size(); ++i) {
+    SCOPED_TRACE("op " + std::to_string(i) + " " + step.ops[i].name);
+    EXPECT_EQ(step.ops[i].kind, device::OpKind::kKernel);
+    EXPECT_EQ(step.ops[i].op_class, device::OpClass::kCompute);
+    EXPECT_EQ(step.ops[i].action, i < 2 ? 0 : 1);
+    EXPECT_EQ(step.ops[i].name.rfind("ppb_test_spin(", 0), 0u);
+  }
+  PPB_TEST_CUDA(cudaGraphExecDestroy(exec));
+  PPB_TEST_CUDA(cudaGraphDestroy(graph));
   PPB_TEST_CUDA(cudaStreamDestroy(stream));
 }
 
