@@ -23,12 +23,38 @@ namespace {
 
 #define PPB_TEST_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
-  std::string why;
+// Why the cupti collector cannot run here ("" where it can).
+std::string cupti_unavailable() {
   for (const CollectorInfo& c : collector_list()) {
-    if (c.name == "cupti" && !c.available) why = c.why_not;
+    if (c.name == "cupti" && !c.available) return "cupti is not available here: " + c.why_not;
   }
-  if (!why.empty()) GTEST_SKIP() << "cupti is not available here: " << why;
+  return "";
+}
+
+// The cupti collector, or null with *why saying why it could not start.
+std::unique_ptr<Collector> start_cupti(std::string* why) {
+  try {
+    return make_collector("cupti", {});
+  } catch (const CollectorUnavailable& e) {
+    *why = std::string("cupti could not start: ") + e.what();
+    return nullptr;
+  }
+}
+
+// A step of two actions, F(0) and B(0), both launched at `launched` and
+// done at `done` (seconds after `origin`).
+StepRecord two_actions(double origin, double launched, double done) {
+  StepRecord record;
+  record.origin = origin;
+  record.actions = {{F(0), launched, done, 0, launched}, {B(0), launched, done, 0, launched}};
+  record.actions_end = done;
+  record.end = done;
+  return record;
+}
+
+TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
+  std::string why = cupti_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
   // An idle GPU runs far below its peak clock (an H200: 345 against 1980
   // MHz): spin before CUPTI starts recording, so that the clocks ramp up.
   int peak_khz = 0;
@@ -36,12 +62,8 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
   ppb_test_launch_spin(nullptr, 20LL * peak_khz);
   PPB_TEST_CUDA(cudaDeviceSynchronize());
 
-  std::unique_ptr<Collector> cupti;
-  try {
-    cupti = make_collector("cupti", {});
-  } catch (const CollectorUnavailable& e) {
-    GTEST_SKIP() << "cupti could not start: " << e.what();
-  }
+  const std::unique_ptr<Collector> cupti = start_cupti(&why);
+  if (!cupti) GTEST_SKIP() << why;
 
   cudaStream_t stream = nullptr;
   PPB_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -52,10 +74,9 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
   PPB_TEST_CUDA(cudaMallocHost(&host, kBytes));
   const long long two_ms = 2LL * peak_khz;  // cycles in 2 ms at the peak clock
 
-  StepRecord record;
-  record.origin = now_seconds();
+  const double origin = now_seconds();
   cupti->step_begin(0);
-  const double launched = now_seconds() - record.origin;
+  const double launched = now_seconds() - origin;
   cupti->launch_begin(0, F(0));
   ppb_test_launch_spin(stream, two_ms);
   PPB_TEST_CUDA(cudaMemsetAsync(dev, 0, kBytes, stream));
@@ -69,14 +90,11 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
   ppb_test_launch_spin(stream, 1000);
   cupti->optimizer_end(0);
   PPB_TEST_CUDA(cudaStreamSynchronize(stream));
-  const double done = now_seconds() - record.origin;
-  record.actions = {{F(0), launched, done, 0, launched}, {B(0), launched, done, 0, launched}};
-  record.actions_end = done;
-  record.end = done;
+  const double done = now_seconds() - origin;
   cupti->step_end(0);
 
   CollectedFigures out;
-  cupti->finish_step(record, out);
+  cupti->finish_step(two_actions(origin, launched, done), out);
   ASSERT_TRUE(out.device.has_value());
   const device::DeviceStep& step = *out.device;
   EXPECT_EQ(step.dropped, 0);
@@ -137,17 +155,10 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
 // graph of two spin kernels, captured outside the step, launched once
 // inside F(0) and once inside B(0): four kernels, two per action.
 TEST(CuptiCollectorGpu, KernelsOfALaunchedGraphAreAttributedToTheLaunchingAction) {
-  std::string why;
-  for (const CollectorInfo& c : collector_list()) {
-    if (c.name == "cupti" && !c.available) why = c.why_not;
-  }
-  if (!why.empty()) GTEST_SKIP() << "cupti is not available here: " << why;
-  std::unique_ptr<Collector> cupti;
-  try {
-    cupti = make_collector("cupti", {});
-  } catch (const CollectorUnavailable& e) {
-    GTEST_SKIP() << "cupti could not start: " << e.what();
-  }
+  std::string why = cupti_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  const std::unique_ptr<Collector> cupti = start_cupti(&why);
+  if (!cupti) GTEST_SKIP() << why;
   cudaStream_t stream = nullptr;
   PPB_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph = nullptr;
@@ -159,10 +170,9 @@ TEST(CuptiCollectorGpu, KernelsOfALaunchedGraphAreAttributedToTheLaunchingAction
   PPB_TEST_CUDA(cudaGraphInstantiateWithFlags(&exec, graph, 0));
   PPB_TEST_CUDA(cudaStreamSynchronize(stream));
 
-  StepRecord record;
-  record.origin = now_seconds();
+  const double origin = now_seconds();
   cupti->step_begin(0);
-  const double launched = now_seconds() - record.origin;
+  const double launched = now_seconds() - origin;
   cupti->launch_begin(0, F(0));
   PPB_TEST_CUDA(cudaGraphLaunch(exec, stream));
   cupti->launch_end(0, F(0));
@@ -170,14 +180,11 @@ TEST(CuptiCollectorGpu, KernelsOfALaunchedGraphAreAttributedToTheLaunchingAction
   PPB_TEST_CUDA(cudaGraphLaunch(exec, stream));
   cupti->launch_end(0, B(0));
   PPB_TEST_CUDA(cudaStreamSynchronize(stream));
-  const double done = now_seconds() - record.origin;
-  record.actions = {{F(0), launched, done, 0, launched}, {B(0), launched, done, 0, launched}};
-  record.actions_end = done;
-  record.end = done;
+  const double done = now_seconds() - origin;
   cupti->step_end(0);
 
   CollectedFigures out;
-  cupti->finish_step(record, out);
+  cupti->finish_step(two_actions(origin, launched, done), out);
   ASSERT_TRUE(out.device.has_value());
   const device::DeviceStep& step = *out.device;
   EXPECT_EQ(step.dropped, 0);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ class FakeOps final : public GraphOps {
   std::string refuse_begin;  // non-empty: begin_capture refuses with it
   std::string refuse_end;    // non-empty: end_capture refuses with it
   bool capturing = false;
+  int enqueued = 0;       // calls of work()'s function
   int work_captured = 0;  // enqueue calls that ran under a capture
   std::vector<intptr_t> launched;
   std::vector<intptr_t> destroyed;
@@ -40,6 +42,13 @@ class FakeOps final : public GraphOps {
   void abort_capture() override { capturing = false; }
   void launch(GraphHandle g) override { launched.push_back(reinterpret_cast<intptr_t>(g)); }
   void destroy(GraphHandle g) override { destroyed.push_back(reinterpret_cast<intptr_t>(g)); }
+  // An action's work that counts its calls, and those made under a capture.
+  std::function<void()> work() {
+    return [this] {
+      ++enqueued;
+      if (capturing) ++work_captured;
+    };
+  }
 };
 
 int g_in = 0;
@@ -54,19 +63,15 @@ GraphKey key(GraphPass pass, int64_t slot, const void* in = &g_in, const void* w
 TEST(GraphCache, FirstCallCapturesThenTheSameKeyReplaysWithoutEnqueueing) {
   FakeOps ops;
   GraphCache cache(ops, true);
-  int enqueued = 0;
-  auto work = [&] {
-    ++enqueued;
-    if (ops.capturing) ++ops.work_captured;
-  };
+  const std::function<void()> work = ops.work();
   EXPECT_EQ(cache.decide(key(GraphPass::kForward, 0)), GraphDecision::kCapture);
   EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kCapture);
-  EXPECT_EQ(enqueued, 1);
+  EXPECT_EQ(ops.enqueued, 1);
   EXPECT_EQ(ops.work_captured, 1);                      // the work ran inside the capture
   EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1}));  // and the graph once
   EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
   EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
-  EXPECT_EQ(enqueued, 1);  // a replay does not enqueue again
+  EXPECT_EQ(ops.enqueued, 1);  // a replay does not enqueue again
   EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1, 1, 1}));
   EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 2, .rebuilt = 0, .eager = 0}));
   EXPECT_EQ(cache.eager_reason(), "");
@@ -120,17 +125,13 @@ TEST(GraphCache, AnyMovedPointerRebuildsAndDestroysTheOldGraph) {
 TEST(GraphCache, PrepareCapturesWithoutLaunchingAndRunLaunchesWhatItMade) {
   FakeOps ops;
   GraphCache cache(ops, true);
-  int enqueued = 0;
-  auto work = [&] {
-    ++enqueued;
-    if (ops.capturing) ++ops.work_captured;
-  };
+  const std::function<void()> work = ops.work();
   EXPECT_EQ(cache.prepare(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
   EXPECT_EQ(ops.work_captured, 1);
   EXPECT_TRUE(ops.launched.empty());
   EXPECT_EQ(cache.counts(), GraphCounts{});
   EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kCapture);
-  EXPECT_EQ(enqueued, 1);  // captured once, not again at the launch
+  EXPECT_EQ(ops.enqueued, 1);  // captured once, not again at the launch
   EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1}));
   EXPECT_EQ(cache.prepare(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
   EXPECT_EQ(cache.run(key(GraphPass::kForward, 0), work), GraphDecision::kReplay);
@@ -141,13 +142,13 @@ TEST(GraphCache, PrepareCapturesWithoutLaunchingAndRunLaunchesWhatItMade) {
   EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1, 1}));
   EXPECT_EQ(cache.run(key(GraphPass::kForward, 0, &g_in, &g_stash), work), GraphDecision::kRebuild);
   EXPECT_EQ(ops.launched, (std::vector<intptr_t>{1, 1, 2}));
-  EXPECT_EQ(enqueued, 2);
+  EXPECT_EQ(ops.enqueued, 2);
   EXPECT_EQ(cache.counts(), (GraphCounts{.captured = 1, .replayed = 1, .rebuilt = 1, .eager = 0}));
   ops.refuse_begin = "cudaStreamBeginCapture: operation not supported";
   EXPECT_EQ(cache.prepare(key(GraphPass::kBackward, 0), work), GraphDecision::kEager);
-  EXPECT_EQ(enqueued, 2);  // nothing enqueued before the action's window
+  EXPECT_EQ(ops.enqueued, 2);  // nothing enqueued before the action's window
   EXPECT_EQ(cache.run(key(GraphPass::kBackward, 0), work), GraphDecision::kEager);
-  EXPECT_EQ(enqueued, 3);
+  EXPECT_EQ(ops.enqueued, 3);
   EXPECT_EQ(cache.eager_reason(), ops.refuse_begin);
 }
 
