@@ -136,8 +136,6 @@ void built(fe::error_object e, const char* what) {
   if (!e.is_good()) throw BuildRefused(std::string(what) + ": " + e.get_message());
 }
 
-}  // namespace
-
 // The cuDNN handle, destroyed after the graphs whose plans were built with
 // it (members are destroyed in reverse order: it is declared first).
 struct CudnnHandle {
@@ -149,6 +147,8 @@ struct CudnnHandle {
     if (raw != nullptr) (void)fe::detail::destroy_handle(raw);
   }
 };
+
+}  // namespace
 
 struct FusedAttention::Graphs {
   CudnnHandle handle;

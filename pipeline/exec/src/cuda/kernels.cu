@@ -72,9 +72,9 @@ void embedding_fwd(Dtype dt, const int32_t* tokens, int64_t t, int seq, int h, c
 void embedding_chains(const int32_t* tokens, int64_t t, int32_t* chains) {
   std::unordered_map<int32_t, int32_t> later;  // token -> its row after the current one
   for (int64_t r = t - 1; r >= 0; --r) {
-    const auto [it, first_seen] = later.try_emplace(tokens[r], -1);
-    chains[r] = it->second;
-    it->second = static_cast<int32_t>(r);
+    int32_t& next = later.try_emplace(tokens[r], -1).first->second;
+    chains[r] = next;
+    next = static_cast<int32_t>(r);
   }
   std::unordered_set<int32_t> seen;
   for (int64_t r = 0; r < t; ++r) chains[t + r] = seen.insert(tokens[r]).second ? 1 : 0;
