@@ -55,21 +55,25 @@ GpuSample sample(double sm, double power, double temp, uint64_t reasons, int64_t
 }
 
 TEST(GpuStateSummary, MinMedianMeanMaxUnionOfReasonsAndEccArrivals) {
-  const std::vector<GpuSample> s = {sample(1980, 300, 60, 0x1, 5, 0),
+  const std::vector<GpuSample> s = {sample(345, 300, 60, 0x1, 5, 0),  // idle: no clock figure
                                     sample(1500, 690, 84, 0x4, 5, 0),
-                                    sample(1755, 600, 81, 0x40, 7, 1)};
+                                    sample(1755, 600, 81, 0x40, 7, 1),
+                                    sample(1980, 690, 80, 0, 7, 1)};
   const GpuState g = summarise_gpu_samples(s);
-  EXPECT_EQ(g.samples, 3);
+  EXPECT_EQ(g.samples, 4);
   EXPECT_DOUBLE_EQ(g.sm_clock_mhz_min, 1500);
   EXPECT_DOUBLE_EQ(g.sm_clock_mhz_median, 1755);
   EXPECT_DOUBLE_EQ(g.memory_clock_mhz_median, 3200);
-  EXPECT_DOUBLE_EQ(g.power_watts_mean, 530);
+  EXPECT_DOUBLE_EQ(g.power_watts_mean, 570);
   EXPECT_DOUBLE_EQ(g.power_limit_watts, 700);
   EXPECT_DOUBLE_EQ(g.temperature_c_max, 84);
   EXPECT_EQ(g.throttle_reasons, (Names{"gpu_idle", "sw_power_cap", "hw_thermal_slowdown"}));
   EXPECT_EQ(slowing_reasons(g), (Names{"sw_power_cap", "hw_thermal_slowdown"}));
   EXPECT_EQ(g.ecc_corrected, 2);  // 5 -> 7 while sampling
   EXPECT_EQ(g.ecc_uncorrected, 1);
+  // Only idle samples: their clocks are all there is.
+  const GpuState idle = summarise_gpu_samples({sample(345, 80, 40, 0x1, 0, 0)});
+  EXPECT_DOUBLE_EQ(idle.sm_clock_mhz_min, 345);
 }
 
 TEST(GpuStateSummary, WhatNvmlCouldNotSayStaysUnknown) {

@@ -23,6 +23,8 @@ constexpr std::array<const char*, 9> kReasons = {
     "display_clock_setting",        // 0x100
 };
 
+constexpr uint64_t kIdleBit = 0x1;  // "gpu_idle"
+
 std::vector<double> finite(const std::vector<GpuSample>& samples, double GpuSample::*field) {
   std::vector<double> out;
   for (const GpuSample& s : samples)
@@ -76,10 +78,16 @@ bool throttle_reason_slows(const std::string& name) {
 GpuState summarise_gpu_samples(const std::vector<GpuSample>& samples) {
   GpuState g;
   g.samples = static_cast<int>(samples.size());
-  const std::vector<double> sm = finite(samples, &GpuSample::sm_clock_mhz);
+  // The clocks of a GPU at work: an idle GPU clocks down by design (an
+  // H100's 345 MHz), which says nothing of its health.
+  std::vector<GpuSample> working;
+  for (const GpuSample& s : samples)
+    if ((s.throttle_reasons & kIdleBit) == 0) working.push_back(s);
+  const std::vector<GpuSample>& clocked = working.empty() ? samples : working;
+  const std::vector<double> sm = finite(clocked, &GpuSample::sm_clock_mhz);
   if (!sm.empty()) g.sm_clock_mhz_min = *std::min_element(sm.begin(), sm.end());
   g.sm_clock_mhz_median = median_of(sm);
-  g.memory_clock_mhz_median = median_of(finite(samples, &GpuSample::memory_clock_mhz));
+  g.memory_clock_mhz_median = median_of(finite(clocked, &GpuSample::memory_clock_mhz));
   const std::vector<double> power = finite(samples, &GpuSample::power_watts);
   if (!power.empty()) {
     double sum = 0;

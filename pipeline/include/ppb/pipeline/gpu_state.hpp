@@ -68,7 +68,9 @@ std::vector<std::string> throttle_reason_names(uint64_t mask);
 bool throttle_reason_slows(const std::string& name);
 
 /// The summary of one GPU's samples, in the order taken (see GpuState;
-/// `gpu` is left empty for the caller). An empty list gives samples = 0 and
+/// `gpu` is left empty for the caller). The clocks are those of the samples
+/// that did not find the GPU idle (reason gpu_idle), where any did not:
+/// an idle GPU clocks down by design. An empty list gives samples = 0 and
 /// nothing known.
 GpuState summarise_gpu_samples(const std::vector<GpuSample>& samples);
 
