@@ -3,22 +3,40 @@
 
 ci/gpu-check runs this file. It uses the bundle ci/gpu-bundle made
 (gpu-bundle/pipebench-gpu.tar.xz: binaries built for sm_80/sm_90, Open MPI,
-libraries, the build's gpu-labelled tests as a list), or, without one, a
-build made here when CMake finds every dependency (docs/gpu.md).
+libraries, the build's gpu-labelled tests as a list), or the build tree
+PPB_GPU_CHECK_BUILD names; a bundle that does not unpack or start is the
+check's end (FAIL bundle), and it builds here only when
+PPB_GPU_CHECK_BUILD_HERE=1 asks (docs/gpu.md).
 
-The steps are the table STEPS below: each names its commands (with a time
-limit each, never past the budget), the result files it reads, its pass rule
-(a judge in JUDGES reading those files, JSON wherever pipebench writes them)
-and when it skips, saying why. One runner runs them in order. Every step ends
-PASS, FAIL, SKIP (with the reason) or CUT (the time budget stopped it or left
-no time to start it: never a pass). The summary goes to the screen, to
-$OUT/gpu-check.txt (for people) and to $OUT/gpu-check.json (schema
-pipebench.gpu-check/1, for machines); each command's output to $OUT/logs/.
-Exit 0 when nothing failed or was cut (skips are not failures), 1 otherwise,
-2 on bad settings.
+The steps are the table STEPS below, correctness before speed: each names
+its commands (with a time limit each, never past the budget), the result
+files it reads, its pass rule (a judge in JUDGES reading those files, JSON
+wherever pipebench writes them) and when it skips, saying why. One runner
+runs them in order, printing ">> start <step> (limit N s, budget left M s)"
+before each and its line after. Every step ends PASS, FAIL, SKIP (with the
+reason) or CUT (the time budget, its own time in all or a signal stopped it
+or left no time to start it: never a pass); an exception of its commands'
+runner or its judge is its FAIL, and the next step runs.
 
-Settings (environment): OUT (default out/gpu-check); PPB_GPU_CHECK_SECONDS
-caps the whole run (450); PPB_GPU_CHECK_STEPS=name,name,... runs only those
+OUT receives three files, rewritten when a step starts and after it ends
+(result "running" until the check ends): gpu-check.txt (for people),
+gpu-check.json (schema pipebench.gpu-check/1, for machines) and
+gpu-check-work.tar.gz, the work folder packed without traces (--trace's
+files, Nsight's reports), files over 8 MiB and, while it is over 15 MiB,
+the largest files left; its archive-left-out.txt says what it left out.
+Everything else (each command's log in logs/, the result folders) goes to
+the work folder. A SIGTERM or SIGINT stops the running commands (each runs
+in a process group of its own), marks the running step and the rest CUT
+and writes the summary and the archive before the check exits. Exit 0 when
+nothing failed or was cut (skips are not failures), 1 otherwise, 2 on bad
+settings.
+
+Settings (environment): OUT (default out/gpu-check); PPB_GPU_CHECK_WORK
+the work folder (default out/gpu-check-work; apart from OUT, neither in
+the other; emptied at the start when an earlier check made it, refused
+when it holds other files); PPB_GPU_CHECK_SECONDS caps the whole run (450;
+on a machine reached through a call with a time limit, at most that limit
+less 60 s: docs/gpu.md); PPB_GPU_CHECK_STEPS=name,name,... runs only those
 steps (the names of STEPS in any case, a space, dash or underscore alike:
 "gpu-tests,sweep-p=2"; an unknown one is exit 2 naming it; the others are
 SKIP "not selected (PPB_GPU_CHECK_STEPS)", and a step whose inputs another
@@ -27,21 +45,26 @@ every step but `nights` runs. `nights` (two GPU nights of ci/suite, night
 2 gated against night 1, a planted night gated against both, plan
 --validate on them, the health probe beside ppb_gemm_bench: several
 minutes) runs only when named: PPB_GPU_CHECK_STEPS=nights
-PPB_GPU_CHECK_SECONDS=540 on a lease of its own, or with gemm for the
+PPB_GPU_CHECK_SECONDS=540 on a call of its own, or with gemm for the
 probe's comparison; PPB_GPU_CHECK_BUILD=DIR uses that build tree;
-PPB_GPU_CHECK_BACKEND=cpu rehearses the sweeps, memory and dp steps on the
-cpu backend (the test gpu_check_rehearsal); PPB_GPU_CHECK_EMULATED=DIR runs
-the cuda steps on pipebench's CUDA emulator in DIR (a build's cudaemu/; the
-test gpu_check_emulated); PPB_GPU_CHECK_SCHEDULES=1f1b,zb-v sweeps those
+PPB_GPU_CHECK_BUILD_HERE=1 builds here (build/gpu-local, up to 300 s)
+when there is no bundle or it fails; PPB_GPU_CHECK_BACKEND=cpu rehearses
+the sweeps, memory and dp steps on the cpu backend (the test
+gpu_check_rehearsal); PPB_GPU_CHECK_EMULATED=DIR runs the cuda steps on
+pipebench's CUDA emulator in DIR (a build's cudaemu/; the test
+gpu_check_emulated); PPB_GPU_CHECK_SCHEDULES=1f1b,zb-v sweeps those
 schedules instead of all; PPB_GPU_CHECK_MODEL (gpt-tiny) and
-PPB_GPU_CHECK_BUBBLE_MODEL (gpt-small) the models; PPB_GPU_CHECK_ARCHIVE=
-FILE.tar.gz also packs $OUT into that file; PPB_GPU_BUNDLE_DIR where the
-bundle unpacks (/tmp/pipebench-gpu). Relative paths are relative to the
-repository root.
+PPB_GPU_CHECK_BUBBLE_MODEL (gpt-small) the models; PPB_GPU_BUNDLE_DIR where
+the bundle unpacks (/tmp/pipebench-gpu). Relative paths are relative to the
+repository root. Each probe of the machine (nvidia-smi, pip, ldd, --version,
+pipebench list) has PROBE_SECONDS; one that does not answer is a FAIL
+saying so.
 
 `gpu_check.py --list` prints the steps as PPB_GPU_CHECK_STEPS names them,
-whether each runs by default and with PPB_GPU_CHECK_STEPS as set, and its
-time limit (no GPU, no build needed).
+whether each runs by default and with PPB_GPU_CHECK_STEPS as set, its time
+limit, the running total of the selected steps' limits and where it passes
+PPB_GPU_CHECK_SECONDS (no GPU, no build needed). `gpu_check.py --dry-run`
+prints each selected step's commands as they would run, running nothing.
 
 `gpu_check.py --capture-tests BUILD_DIR FILE` writes BUILD_DIR's gpu-labelled
 tests (from `ctest --show-only=json-v1`) as a relocatable list (schema
@@ -54,10 +77,12 @@ import dataclasses
 import datetime
 import glob
 import importlib.util
+import io
 import json
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import site
@@ -65,7 +90,9 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+import traceback
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Callable
@@ -93,8 +120,8 @@ class Run:
     """One command of a step. Strings are templates over the context's and
     the step's variables ("{pb}", "{P}"); an argument that is exactly
     "{name}" of a list variable becomes its items. Its output goes to
-    logs/<tag>.txt (stdout to `stdout` under OUT when given); `fresh` names a
-    folder under OUT removed before it runs. `outside` runs it in the
+    logs/<tag>.txt in the work folder (stdout to `stdout` there when given);
+    `fresh` names a folder of the work folder removed before it runs. `outside` runs it in the
     environment the check started with, not the one set up for pipebench:
     for programs that load their own CUDA libraries (PyTorch from its
     wheels), which the toolkit's and the bundle's on LD_LIBRARY_PATH could
@@ -114,7 +141,7 @@ class Step:
     whose condition (CONDITIONS) holds skips the step with that reason;
     `only`: a condition that must hold for the step to exist at all; `runs`:
     the commands (or `execute="tests"`: the gpu-labelled tests); `reads`: the
-    result files (under OUT) the judge reads; `judge`: the pass rule
+    result files (in the work folder) the judge reads; `judge`: the pass rule
     (JUDGES), given `args`; `what`: the figures' prefix. Without
     `judge_failures` a command that exits non-zero fails the step before
     the judge is asked."""
@@ -174,7 +201,7 @@ def sweep_step(p):
             "{pb}", "run", "--backend", "{be}", "--schedule", "{schedules}",
             "--microbatches", "{M}", "--model", "{model}", "--iters", "3", "--warmup", "1",
             "--check", "--profile", "{profile}", "--trace", "--timeout", "60",
-            "--out", "{out}/sweep-P{P}"), limit=90, fresh="sweep-P{P}"),),
+            "--out", "{work}/sweep-P{P}"), limit=90, fresh="sweep-P{P}"),),
         reads=("sweep-P{P}",), what="{P} ranks, --profile {profile}: ",
         skip=(("no_backend", "no usable {be} backend in this build: {why_backend}"),))
 
@@ -191,7 +218,7 @@ def bubble_step(p):
             "{pb}", "run", "--backend", "cuda", "--model", "{bubble_model}",
             "--schedule", BUBBLE_SCHEDULES, "--partition", "layer",
             "--microbatches", "{M}", "--iters", "4", "--warmup", "2", "--profile", "cupti",
-            "--trace", "--timeout", "60", "--out", "{out}/bubble-P{P}"), limit=90,
+            "--trace", "--timeout", "60", "--out", "{work}/bubble-P{P}"), limit=90,
             fresh="bubble-P{P}"),),
         reads=("bubble-P{P}",), what="{bubble_model}, {P} ranks: ",
         skip=((NO_DEVICE, "the rehearsal has no device to compare"),
@@ -206,7 +233,7 @@ def cupti_cost_step(model_var, only=""):
             "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b", "--partition", "layer",
             "--microbatches", "{cost_m}", "--model", "{cm}", "--iters", "{cost_iters}",
             "--warmup", "{cost_warmup}", "--profile", prof,
-            "--out", "{out}/cupti-cost/{cm}-%d-%s" % (r, prof.replace(",", "-"))),
+            "--out", "{work}/cupti-cost/{cm}-%d-%s" % (r, prof.replace(",", "-"))),
             limit=60, fresh="cupti-cost/{cm}-%d-%s" % (r, prof.replace(",", "-")))
         for r in (1, 2) for prof in ("nvtx", "nvtx,cupti"))
     return Step(
@@ -222,7 +249,7 @@ def p2p_step(n):
         f"p2p {n}rank", "p2p", vars={"N": n},
         runs=(Run("p2p-{N}", mpirun("{N}") + (
             "{pb}", "p2p", "--memory", "device", "--min", "1KiB", "--max", "{p2p_max}", "-n", "20",
-            "--json", "{out}/p2p-{N}.json"), limit=45),),
+            "--json", "{work}/p2p-{N}.json"), limit=45),),
         reads=("p2p-{N}.json",),
         skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),)
         + ((("emulated", "one rank sends to itself through NCCL, which is not emulated"),)
@@ -242,12 +269,12 @@ def torch_peer_step():
             "{pb}", "run", "--backend", "cuda", "--model", model, "--dtype", dtype,
             "--schedule", "1f1b", "--partition", "layer", "--microbatches", "{peer_m}",
             "-n", str(iters), "-w", str(warmup), "--timeout", "60",
-            "--out", "{out}/torch-peer/pipebench-" + case), limit=90))
+            "--out", "{work}/torch-peer/pipebench-" + case), limit=90))
         runs.append(Run("torch-peer-" + case, (
             "{python}", "{torch_peer}",
-            "{out}/torch-peer/pipebench-%s/1f1b__layer__P1_M{peer_m}.json" % case,
-            "--models", "{out}/torch-peer/list.json", "--json",
-            "{out}/torch-peer/%s.json" % case) + (("--graph",) if graph else ()), limit=120,
+            "{work}/torch-peer/pipebench-%s/1f1b__layer__P1_M{peer_m}.json" % case,
+            "--models", "{work}/torch-peer/list.json", "--json",
+            "{work}/torch-peer/%s.json" % case) + (("--graph",) if graph else ()), limit=120,
             outside=True))
     return Step(
         "torch peer", "torch_peer", runs=tuple(runs), judge_failures=True,
@@ -270,16 +297,16 @@ def nights_step():
     suite = ("env", "-u", "PPB_BASELINE", "-u", "PPB_PLANT_CUDA", "{nights_env}")
     return Step(
         "nights", "nights", default=False, judge_failures=True,
-        runs=(Run("nights-1", suite + ("PPB_RESULTS={out}/nights/1", "bash", "{suite}"),
+        runs=(Run("nights-1", suite + ("PPB_RESULTS={work}/nights/1", "bash", "{suite}"),
                   limit=150, fresh="nights"),
-              Run("nights-2", suite + ("PPB_RESULTS={out}/nights/2", "bash", "{suite}",
-                                       "--baseline", "{out}/nights/1"), limit=150),
+              Run("nights-2", suite + ("PPB_RESULTS={work}/nights/2", "bash", "{suite}",
+                                       "--baseline", "{work}/nights/1"), limit=150),
               Run("nights-planted", suite + (
-                  "PPB_RESULTS={out}/nights-planted", "PPB_PLANT_CUDA={plant}", "bash", "{suite}",
-                  "--baseline", "{out}/nights/1", "--baseline", "{out}/nights/2"),
+                  "PPB_RESULTS={work}/nights-planted", "PPB_PLANT_CUDA={plant}", "bash", "{suite}",
+                  "--baseline", "{work}/nights/1", "--baseline", "{work}/nights/2"),
                   limit=210, fresh="nights-planted"),
-              Run("nights-validate", ("{pb}", "plan", "--validate", "{out}/nights/1/cuda",
-                                      "{out}/nights/2/cuda", "--format", "json"),
+              Run("nights-validate", ("{pb}", "plan", "--validate", "{work}/nights/1/cuda",
+                                      "{work}/nights/2/cuda", "--format", "json"),
                   limit=30, stdout="nights-validate.json")),
         reads=("nights/1", "nights/2", "nights-planted", "nights-validate.json",
                "gemm-bf16.json", "gemm-fp32.json"),
@@ -305,7 +332,8 @@ STEPS = (
     # for reading (memory, bubbles, dp, GEMMs, CUPTI's cost, p2p), which a
     # budget that binds cuts first.
     # 180 s: run_cuda_check_{fp32,bf16} take a warm-up step per combination
-    # (--check compares the step that runs the CUDA graphs first).
+    # (--check compares the step that runs the CUDA graphs first); the tests
+    # start longest TIMEOUT first (run_tests).
     Step("gpu tests", "tests", execute="tests", args={"limit": 180, "jobs": 4},
          reads=("gpu-tests.json",),
          skip=(("emulated", "on the emulator the label emulated runs them (ctest -L emulated)"),)),
@@ -320,7 +348,7 @@ STEPS = (
     Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
          runs=tuple(Run("unit-bench-%s" % d, (
              "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
-             "--benchmark_min_time=0.05", "--benchmark_out={out}/unit-bench-%s.json" % d,
+             "--benchmark_min_time=0.05", "--benchmark_out={work}/unit-bench-%s.json" % d,
              "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
          reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
          skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
@@ -333,7 +361,7 @@ STEPS = (
          runs=tuple(Run("peer-%s" % w, mpirun("2") + (
              "{pb}", "p2p", "--memory", "device", "--min", "64MiB", "--max", "64MiB", "-n", "20")
              + (("--wait", "block") if w == "block" else ())
-             + ("--json", "{out}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
+             + ("--json", "{work}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
          reads=("peer-default.json", "peer-block.json"),
          skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),
                ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
@@ -345,7 +373,7 @@ STEPS = (
          runs=(Run("check-bf16-P4", mpirun("4") + (
              "{pb}", "run", "--backend", "cuda", "--dtype", "bf16", "--schedule", "{schedules}",
              "--partition", "all", "--microbatches", "8", "--model", "{model}", "--iters", "1",
-             "--warmup", "1", "--check", "--timeout", "60", "--out", "{out}/check-bf16-P4"),
+             "--warmup", "1", "--check", "--timeout", "60", "--out", "{work}/check-bf16-P4"),
              limit=120, fresh="check-bf16-P4"),),
          reads=("check-bf16-P4",), what="4 ranks, bf16, --check: ",
          skip=((NO_DEVICE, "the rehearsal's cpu backend has no bf16"),
@@ -362,7 +390,7 @@ STEPS = (
              "compute-sanitizer", "--tool", tool, "--error-exitcode", "9",
              "--print-limit", "20", "{pb}", "run", "--backend", "cuda", "--schedule", "1f1b",
              "--microbatches", "2", "--model", "{model}", "--iters", "1", "--warmup", "1",
-             "--check", "--out", "{out}/sanitizer-" + tool), limit=90)
+             "--check", "--out", "{work}/sanitizer-" + tool), limit=90)
              for tool, ranks in (("memcheck", "2"), ("racecheck", "1"), ("synccheck", "1"))),
          skip=((NO_DEVICE, "the rehearsal has no GPU to sanitize"),
                ("emulated", "compute-sanitizer needs a GPU"),
@@ -389,7 +417,7 @@ STEPS = (
          runs=(Run("dp", mpirun("4") + (
              "{pb}", "run", "--backend", "{be}", "--stages", "2", "--schedule", "1f1b,zb-h1",
              "--partition", "layer", "--microbatches", "4", "--model", "{model}", "--iters", "3",
-             "--warmup", "1", "--check", "--out", "{out}/dp"), limit=60, fresh="dp"),),
+             "--warmup", "1", "--check", "--out", "{work}/dp"), limit=60, fresh="dp"),),
          reads=("dp",),
          skip=(("no_backend", "no usable {be} backend in this build: {why_backend}"),)),
     # Every GEMM of one gpt-small layer and its head, through the backend's
@@ -397,7 +425,7 @@ STEPS = (
     Step("gemm", "gemm", what="gpt-small per micro-batch, backend vs cuBLAS alone (ratio): ",
          runs=tuple(Run("gemm-%s" % d, (
              "{gemm_bench}", "--model", "gpt-small", "--dtype", d, "--iters", "20", "--algos", "8",
-             "--json", "{out}/gemm-%s.json" % d), limit=90) for d in ("bf16", "fp32")),
+             "--json", "{work}/gemm-%s.json" % d), limit=90) for d in ("bf16", "fp32")),
          reads=("gemm-bf16.json", "gemm-fp32.json"),
          skip=((NO_DEVICE, "the rehearsal has no GPU for cuBLAS"),
                ("emulated", "cublasLt is not emulated"),
@@ -415,7 +443,7 @@ STEPS = (
              "{pb}", "run", "--backend", "cuda", "--transport", "nccl",
              "--schedule", "1f1b,interleaved-1f1b,zb-h1", "--microbatches", "{nccl_m}",
              "--model", "{model}", "--iters", "3", "--warmup", "1", "--check",
-             "--out", "{out}/nccl-P{nccl_p}"), limit=90, fresh="nccl-P{nccl_p}"),),
+             "--out", "{work}/nccl-P{nccl_p}"), limit=90, fresh="nccl-P{nccl_p}"),),
          reads=("nccl-P{nccl_p}",),
          skip=((NO_DEVICE, "the rehearsal has no GPU for NCCL"),
                ("emulated", "NCCL is not emulated"),
@@ -434,11 +462,14 @@ STEPS = (
 
 @dataclasses.dataclass
 class Context:
-    """What the steps run with: the paths, the settings, `pipebench list
-    --json` of this build, the machine's GPUs, the environment of every
-    command and the budget."""
+    """What the steps run with: the paths (OUT for the summary and the
+    archive, `work` for everything the steps write), the settings,
+    `pipebench list --json` of this build, the machine's GPUs, the
+    environment of every command, the budget, and the commands running now
+    (so that a signal can stop them)."""
     out: Path
     budget: float
+    work: Path | None = None  # None: OUT itself (the unit tests' contexts)
     start: float = dataclasses.field(default_factory=time.monotonic)
     env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
     start_env: dict = dataclasses.field(default_factory=lambda: dict(os.environ))
@@ -454,6 +485,16 @@ class Context:
     tests_missing: str = ""    # why there is no list of them
     selected: set | None = None  # the steps PPB_GPU_CHECK_STEPS names; None: the default ones
     wall_start: float = dataclasses.field(default_factory=time.time)
+    build_here: bool = False  # PPB_GPU_CHECK_BUILD_HERE=1: build here when there is no bundle
+    dry: bool = False  # --dry-run: the sweeps' folders taken as made
+    stopping: str = ""  # the signal's name once one asked the check to stop
+    finishing: bool = False  # the final summary is being written: a signal no longer interrupts
+    children: dict = dataclasses.field(default_factory=dict)  # pid -> Popen, running now
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+
+    def __post_init__(self):
+        if self.work is None:
+            self.work = self.out
 
     def left(self):
         return self.budget - (time.monotonic() - self.start)
@@ -488,14 +529,15 @@ class Context:
         return self.build / "bench" / "pipebench"
 
     def vars(self):
-        sweeps = [str(self.out / ("sweep-P%d" % p)) for p in (2, 4)
-                  if self.selects("sweep P=%d" % p) and (self.out / ("sweep-P%d" % p)).is_dir()]
+        sweeps = [str(self.work / ("sweep-P%d" % p)) for p in (2, 4)
+                  if self.selects("sweep P=%d" % p)
+                  and (self.dry or (self.work / ("sweep-P%d" % p)).is_dir())]
         emu = self.emulator is not None
         pb = str(self.pb) if self.build else "pipebench"
         nights_schedules = self.schedules if self.schedules != "all" else BUBBLE_SCHEDULES
         nccl_p = max(2, min(self.gpus, 4))
         return {
-            "pb": pb, "out": str(self.out),
+            "pb": pb, "work": str(self.work),
             "be": self.backend, "model": self.model, "bubble_model": self.bubble_model,
             "schedules": self.schedules, "profile": self.profile(),
             "gemm_bench": str(self.build / "pipeline" / "exec" / "ppb_gemm_bench")
@@ -591,14 +633,56 @@ def step_vars(ctx_vars, step, run=None):
 @dataclasses.dataclass
 class Outcome:
     """How one command ended: exit status (None when not started), whether
-    its own limit or the budget stopped it, and its log."""
+    its time ran out, what stopped it or kept it from starting
+    (`stopped_by`: "limit", its own; "budget", PPB_GPU_CHECK_SECONDS;
+    "window", its step's limit in all (the gpu tests); "signal", a SIGTERM
+    or SIGINT to the check), and its log."""
     tag: str
     log: Path
     rc: int | None = None
     seconds: float = 0.0
     timed_out: bool = False
-    cut: bool = False  # the budget, not the command's own limit, stopped it or kept it from starting
+    cut: bool = False  # not its own limit stopped it or kept it from starting
     limit: float = 0.0
+    stopped_by: str = ""
+
+
+class Stopped(BaseException):
+    """A SIGTERM or SIGINT asked the check to stop: raised in the main thread
+    once the running commands are stopped, caught by check(), which marks
+    the running step and the rest CUT and writes the summary. Not an
+    Exception, so that no step's own handler takes it for the step's
+    failure."""
+
+    def __init__(self, signame):
+        super().__init__(signame)
+        self.signame = signame
+
+
+def group_alive(pid):
+    try:
+        os.killpg(pid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def stop_groups(procs, grace):
+    """SIGTERM to each command's process group (each runs in a session of
+    its own), SIGKILL to those still there `grace` seconds later."""
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    end = time.monotonic() + grace
+    while time.monotonic() < end and any(p.poll() is None or group_alive(p.pid) for p in procs):
+        time.sleep(0.05)
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
@@ -606,19 +690,23 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
     """Runs argv with the smallest of `limit`, what is left of the budget and
     of `deadline` (time.monotonic()), output to `log` (stdout to `stdout`
     when given); SIGTERM to its process group at the limit, SIGKILL
-    KILL_AFTER_SECONDS later. Not started with less than MIN_START_SECONDS:
-    then rc is None. `cut` says the budget was the limit that stopped it or
-    kept it from starting."""
+    KILL_AFTER_SECONDS later. Not started when the budget or the deadline
+    leaves less than MIN_START_SECONDS, nor once the check is stopping:
+    then rc is None. `cut` says the budget, the deadline or a signal, not
+    the command's own limit, stopped it or kept it from starting."""
     log.parent.mkdir(parents=True, exist_ok=True)
     if stdout:
         Path(stdout).parent.mkdir(parents=True, exist_ok=True)
-    left = ctx.left()
-    eff = min(limit, left, deadline - time.monotonic())
+    bounds = {"limit": limit, "budget": ctx.left(), "window": deadline - time.monotonic()}
+    why = min(bounds, key=bounds.get)  # on a tie the command's own limit
+    eff = bounds[why]
     o = Outcome(tag, log, limit=eff)
-    budget_binds = left < limit and left <= deadline - time.monotonic()
-    if eff < MIN_START_SECONDS:
-        log.write_text(f"{'time budget' if budget_binds else 'time'} spent before {tag}\n")
-        o.cut = budget_binds
+    if ctx.stopping or (why != "limit" and eff < MIN_START_SECONDS):
+        o.stopped_by = "signal" if ctx.stopping else why
+        o.cut = True
+        log.write_text("not started: %s\n" % {
+            "signal": f"the check was stopped ({ctx.stopping})",
+            "budget": "the time budget was spent", "window": "its step's time was spent"}[o.stopped_by])
         return o
     t0 = time.monotonic()
     with open(log, "w") as lf:
@@ -635,18 +723,26 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
         finally:
             if stdout:
                 so.close()
+        with ctx.lock:
+            ctx.children[p.pid] = p
         try:
+            if ctx.stopping:  # the signal came between the start and the line above
+                stop_groups([p], 1)
             o.rc = p.wait(timeout=eff)
         except subprocess.TimeoutExpired:
             o.timed_out = True
-            o.cut = budget_binds
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                o.rc = p.wait(timeout=KILL_AFTER_SECONDS)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                o.rc = p.wait()
-            lf.write(f"\n{'budget' if o.cut else 'time limit'} of {eff:.0f} s reached: stopped\n")
+            o.stopped_by = why
+            o.cut = why != "limit"
+            stop_groups([p], KILL_AFTER_SECONDS)
+            o.rc = p.wait()
+            lf.write("\n%s of %.0f s reached: stopped\n" % (
+                {"limit": "time limit", "budget": "budget", "window": "the step's time"}[why], eff))
+        finally:
+            with ctx.lock:
+                ctx.children.pop(p.pid, None)
+        if ctx.stopping and not o.timed_out:
+            o.cut, o.stopped_by = True, "signal"
+            lf.write(f"\nstopped: the check was stopped ({ctx.stopping})\n")
     o.seconds = time.monotonic() - t0
     return o
 
@@ -659,11 +755,11 @@ def run_commands(ctx, step, variables):
     for r in step.runs:
         v = step_vars(variables, step, r)
         if r.fresh:
-            shutil.rmtree(ctx.out / expand(r.fresh, v), ignore_errors=True)
+            shutil.rmtree(ctx.work / expand(r.fresh, v), ignore_errors=True)
         outcomes.append(run_command(
             ctx, expand(r.tag, v), expand_argv(r.argv, v), r.limit,
-            ctx.out / "logs" / (expand(r.tag, v) + ".txt"),
-            stdout=ctx.out / expand(r.stdout, v) if r.stdout else None,
+            ctx.work / "logs" / (expand(r.tag, v) + ".txt"),
+            stdout=ctx.work / expand(r.stdout, v) if r.stdout else None,
             env=ctx.start_env if r.outside else None))
     return outcomes
 
@@ -680,7 +776,8 @@ class Verdict:
 @dataclasses.dataclass
 class StepResult:
     """A summary line and its record in gpu-check.json: the verdict, how long
-    the step took, its logs and the result files it read (under OUT)."""
+    the step took, its logs and the result files it read (in the work
+    folder)."""
     name: str
     status: str
     figures: str
@@ -724,13 +821,15 @@ def build_error(log):
 
 def cut_or_failed(outcomes, judge_failures):
     """The verdict the commands force before the judge reads anything: CUT
-    when the budget stopped one or kept it from starting, FAIL when one
-    timed out or (unless the judge reads failures) exited non-zero; None
-    when the judge decides."""
+    when the budget (or a signal) stopped one or kept it from starting,
+    FAIL when one timed out or (unless the judge reads failures) exited
+    non-zero; None when the judge decides."""
     cut = [o for o in outcomes if o.cut]
     if cut:
         o = cut[0]
-        how = (f"stopped by the time budget after {o.seconds:.0f} s" if o.rc is not None
+        what = "the check was stopped" if o.stopped_by == "signal" else "the time budget"
+        how = (f"stopped by {what} after {o.seconds:.0f} s" if o.rc is not None
+               else "not started: the check was stopped" if o.stopped_by == "signal"
                else "not started: the time budget was spent")
         return Verdict("CUT", f"{o.tag}: {how}")
     timed = [o for o in outcomes if o.timed_out]
@@ -742,9 +841,31 @@ def cut_or_failed(outcomes, judge_failures):
     return None
 
 
-def run_step(ctx, step):
+def step_limit(step):
+    """A step's time limit: its commands' limits together, or the gpu
+    tests' limit in all (the budget caps either)."""
+    return step.args["limit"] if step.execute == "tests" else sum(r.limit for r in step.runs)
+
+
+def raised(ctx, step, what, e):
+    """A step's FAIL for an exception of its executor or judge: one line
+    naming it; the traceback to logs/<step>.raised.txt in the work folder."""
+    log = ctx.work / "logs" / (re.sub(r"[^\w.=-]", "_", step_key(step.name)) + ".raised.txt")
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(traceback.format_exc())
+    except OSError:
+        pass
+    text = (str(e).splitlines() or [""])[0][:200]
+    return "%s raised %s: %s (logs/%s)" % (what, type(e).__name__, text, log.name)
+
+
+def run_step(ctx, step, on_start=None):
     """One step, start to verdict: skipped (not selected, or a skip
-    condition holds), or its commands run and judged."""
+    condition holds), or its commands run and judged; on_start(limit) is
+    called before the commands start. An exception of the executor or the
+    judge is the step's FAIL ("judge raised ValueError: ..."), never the
+    whole check's end."""
     if not ctx.selects(step):
         return StepResult(step.name, "SKIP", NOT_SELECTED)
     variables = step_vars(ctx.vars(), step)
@@ -752,14 +873,23 @@ def run_step(ctx, step):
     for cond, reason in step.skip:
         if CONDITIONS[cond](ctx):
             return StepResult(step.name, "SKIP", expand(reason, variables))
+    if on_start:
+        on_start(step_limit(step))
     t0 = time.monotonic()
-    outcomes = EXECUTORS[step.execute](ctx, step, variables)
+    try:
+        outcomes = EXECUTORS[step.execute](ctx, step, variables)
+    except Exception as e:  # noqa: BLE001 - the step's failure, not the check's
+        return StepResult(step.name, "FAIL", raised(ctx, step, "run", e),
+                          seconds=round(time.monotonic() - t0, 1), reads=reads)
     forced = cut_or_failed(outcomes, step.judge_failures)
-    v = forced or JUDGES[step.judge](ctx, step, [ctx.out / r for r in reads], outcomes)
-    prefix = expand(step.what, variables) if forced is None and v.status != "SKIP" else ""
+    try:
+        v = forced or JUDGES[step.judge](ctx, step, [ctx.work / r for r in reads], outcomes)
+        prefix = expand(step.what, variables) if forced is None and v.status != "SKIP" else ""
+    except Exception as e:  # noqa: BLE001
+        v, prefix = Verdict("FAIL", raised(ctx, step, "judge", e)), ""
     return StepResult(step.name, v.status, prefix + v.figures, v.values,
                       round(time.monotonic() - t0, 1),
-                      [str(o.log.relative_to(ctx.out)) for o in outcomes], reads)
+                      [str(o.log.relative_to(ctx.work)) for o in outcomes], reads)
 
 
 # --- the gpu-labelled tests -----------------------------------------------------------
@@ -842,8 +972,12 @@ def ctest_places(build, root):
 
 def capture_build_tests(build, root=ROOT):
     """`ctest --show-only=json-v1` of a configured build tree, captured."""
-    p = subprocess.run(["ctest", "--test-dir", str(build), "--show-only=json-v1"],
-                       capture_output=True, text=True)
+    try:
+        p = subprocess.run(["ctest", "--test-dir", str(build), "--show-only=json-v1"],
+                           capture_output=True, text=True, timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"ctest --show-only=json-v1 in {build}: no answer in"
+                         f" {PROBE_SECONDS} s") from None
     if p.returncode != 0:
         raise UsageError(f"ctest --show-only=json-v1 in {build}: exit {p.returncode}:"
                          f" {p.stderr.strip()[:150]}")
@@ -870,7 +1004,11 @@ def test_verdict(test, rc, output, timed_out):
 
 
 def run_one_test(ctx, t, default_timeout, deadline):
-    log = ctx.out / "logs" / "gpu-tests" / (re.sub(r"[^\w.-]", "_", t["name"]) + ".txt")
+    """One gpu test within its TIMEOUT (else default_timeout) and the step's
+    deadline: "cut" (with why: "window", "budget" or "signal") when the
+    deadline, the budget or a signal stopped it or left it no time to
+    start, else its status as ctest decides it."""
+    log = ctx.work / "logs" / "gpu-tests" / (re.sub(r"[^\w.-]", "_", t["name"]) + ".txt")
     Path(t["cwd"]).mkdir(parents=True, exist_ok=True)
     env = dict(ctx.env, **t["env"])
     o = run_command(ctx, t["name"], t["command"], t["timeout"] or default_timeout, log,
@@ -878,33 +1016,58 @@ def run_one_test(ctx, t, default_timeout, deadline):
     if o.cut:
         status = "cut"
     elif o.rc is None:
-        status = "failed"  # the step's limit left it no time
+        status = "failed"  # it could not start
     else:
         status = test_verdict(t, o.rc, log.read_text(errors="replace"), o.timed_out)
-    return {"name": t["name"], "status": status, "exit": o.rc, "seconds": round(o.seconds, 2),
-            "log": str(log.relative_to(ctx.out))}
+    r = {"name": t["name"], "status": status, "exit": o.rc, "seconds": round(o.seconds, 2),
+         "log": str(log.relative_to(ctx.work))}
+    if o.cut:
+        r["cut"] = o.stopped_by
+    return r
+
+
+# Tests whose figures a neighbour's load would disturb (a planted slowdown's
+# factor, GEMM throughput): the runner runs them alone, as RUN_SERIAL ones.
+ALONE = re.compile(r"Plant|gemm_bench")
+
+
+def runs_alone(test):
+    return bool(test["run_serial"] or ALONE.search(test["name"]))
+
+
+def test_order(tests, default_timeout):
+    """The order the runner starts the tests in: those that may share the
+    machine first, then those that run alone (runs_alone), each group
+    longest TIMEOUT first (default_timeout where a test has none), so that
+    the step's time in all cuts short tests rather than the long ones
+    started last."""
+    order = sorted(tests, key=lambda t: -(t["timeout"] or default_timeout))  # stable
+    return ([t for t in order if not runs_alone(t)], [t for t in order if runs_alone(t)])
 
 
 def run_tests(ctx, step, variables):
-    """The gpu-labelled tests, `jobs` at a time (RUN_SERIAL ones alone), each
-    within its own TIMEOUT (else `limit`) and the step's `limit` in all;
-    the results to gpu-tests.json."""
+    """The gpu-labelled tests, in test_order: `jobs` at a time, then each of
+    those that run alone by itself; each within its own TIMEOUT (else
+    `limit`) and the step's `limit` in all; the results to gpu-tests.json.
+    A test that `limit`, the budget or a signal stopped or left no time is
+    "cut", neither passed nor failed."""
     results = []
-    log = ctx.out / "logs" / "gpu-tests.txt"
+    log = ctx.work / "logs" / "gpu-tests.txt"
     if ctx.tests is None:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(ctx.tests_missing + "\n")
     else:
         limit = step.args["limit"]
         deadline = time.monotonic() + limit  # the step's limit in all
-        parallel = [t for t in ctx.tests if not t["run_serial"]]
+        shared, alone = test_order(ctx.tests, limit)
         with concurrent.futures.ThreadPoolExecutor(step.args["jobs"]) as pool:
-            results += pool.map(lambda t: run_one_test(ctx, t, limit, deadline), parallel)
-        results += [run_one_test(ctx, t, limit, deadline) for t in ctx.tests if t["run_serial"]]
-        log.write_text("".join(f"{r['status']:8} {r['seconds']:7.2f} s  {r['name']}\n"
-                               for r in results))
-    write_json(ctx.out / "gpu-tests.json", {"schema": "pipebench.gpu-tests-results/1",
-                                            "missing": ctx.tests_missing, "tests": results})
+            results += pool.map(lambda t: run_one_test(ctx, t, limit, deadline), shared)
+        results += [run_one_test(ctx, t, limit, deadline) for t in alone]
+        log.write_text("".join("%-8s %7.2f s  %s%s\n" % (
+            r["status"], r["seconds"], r["name"], " (%s)" % r["cut"] if "cut" in r else "")
+            for r in results))
+    write_json(ctx.work / "gpu-tests.json", {"schema": "pipebench.gpu-tests-results/1",
+                                             "missing": ctx.tests_missing, "tests": results})
     return [Outcome("gpu-tests", log, rc=0)]
 
 
@@ -1107,6 +1270,9 @@ def judge_results(ctx, step, reads, outcomes):
 
 
 def judge_tests(ctx, step, reads, outcomes):
+    """FAIL when a test failed; else CUT when the step's time, the budget or
+    a signal stopped a test or left it no time (such a test neither passed
+    nor failed); else PASS. Skips are not failures."""
     doc = read_json(reads[0]) or {}
     if doc.get("missing"):
         return Verdict("SKIP", doc["missing"])
@@ -1115,15 +1281,22 @@ def judge_tests(ctx, step, reads, outcomes):
           for s in ("passed", "skipped", "failed", "cut")}
     values = {s: len(n) for s, n in by.items()}
     values["failed_tests"] = by["failed"]
+    values["cut_tests"] = by["cut"]
     if not tests:
         return Verdict("SKIP", "no gpu-labelled tests in this build", values)
     text = "%d tests: %d passed, %d skipped, %d failed" % (
         len(tests), values["passed"], values["skipped"], values["failed"])
-    if by["failed"]:
-        return Verdict("FAIL", text + " (" + ", ".join(by["failed"][:3]) + "; logs/gpu-tests/)",
-                       values)
     if by["cut"]:
-        return Verdict("CUT", text + "; %d stopped by the time budget" % values["cut"], values)
+        why = sorted({t.get("cut", "budget") for t in tests if t["status"] == "cut"})
+        text += ", %d cut (%s: %s)" % (values["cut"], " or ".join(
+            {"window": "the step's %s s" % step.args["limit"], "budget": "the time budget",
+             "signal": "the check was stopped"}.get(w, w) for w in why),
+            ", ".join(by["cut"][:3]) + (", ..." if len(by["cut"]) > 3 else ""))
+    if by["failed"]:
+        return Verdict("FAIL", text + " (failed: " + ", ".join(by["failed"][:3])
+                       + "; logs/gpu-tests/)", values)
+    if by["cut"]:
+        return Verdict("CUT", text, values)
     return Verdict("PASS", text, values)
 
 
@@ -1206,7 +1379,7 @@ def judge_cupti_cost(ctx, step, reads, outcomes):
     pairs = list(zip(steps[0::2], steps[1::2]))
     if any(a is None or b is None for a, b in pairs):
         return Verdict("FAIL", "a run wrote no ok result (%s)" % ", ".join(
-            str(f.relative_to(ctx.out)) for f, s in zip(reads, steps) if s is None))
+            str(f.relative_to(ctx.work)) for f, s in zip(reads, steps) if s is None))
     ratios = [b / a for a, b in pairs]
     return Verdict("PASS", "step with / without CUPTI: %s (median steps %s ms)" % (
         ", ".join("%.3f" % x for x in ratios),
@@ -1565,7 +1738,7 @@ def judge_nights(ctx, step, reads, outcomes):
 
 def fresh_gemms(ctx, paths):
     """{dtype: pipebench.gemm/1} of the files this check's gemm step wrote
-    (not those an earlier check left in OUT)."""
+    (not those an earlier check left in the work folder)."""
     out = {}
     for path in paths:
         d = read_json(path)
@@ -1580,7 +1753,7 @@ JUDGES = {"results": judge_results, "tests": judge_tests, "memory": judge_memory
           "unit_bench": judge_unit_bench, "nights": judge_nights}
 
 
-# --- the summary ------------------------------------------------------------------------
+# --- the summary and the archive ------------------------------------------------------
 
 
 def result_word(results):
@@ -1590,38 +1763,177 @@ def result_word(results):
     return "failed" if "FAIL" in statuses else "cut" if "CUT" in statuses else "passed"
 
 
-def summary_text(results, started, seconds, out, budget):
-    lines = ["== pipebench gpu-check: %s, %d s ==" % (started, seconds)]
+def summary_text(results, started, seconds, logs_at, budget, current=None, pending=None,
+                 stopped="", final=True, archive=None):
+    """The summary for people: a line per step, the archive's line, and
+    RESULT. While the check runs (final False) the step running now and
+    RESULT: RUNNING with the steps not reached yet; `stopped`, the signal
+    that stopped the check."""
+    lines = ["== pipebench gpu-check: %s, %.0f s ==" % (started, seconds)]
     lines += ["%-5s %-11s %s" % (r.status, r.name, r.figures) for r in results]
+    if current and not final:
+        lines.append("%-5s %-11s running for %.0f s%s" % (
+            "RUN", current["name"], current["seconds"],
+            " (limit %d s)" % current["limit"] if current.get("limit") else ""))
+    if archive:
+        lines.append("archive: " + archive_line(archive))
+    if not final:
+        lines.append("RESULT: RUNNING: this file is rewritten after every step; not reached yet:"
+                     " %s" % (", ".join(pending) if pending else "none"))
+        return "\n".join(lines) + "\n"
     word = result_word(results)
-    lines.append({"failed": "RESULT: FAILED (logs in %s/logs)" % out,
-                  "cut": "RESULT: INCOMPLETE: the time budget (PPB_GPU_CHECK_SECONDS=%g) stopped"
-                         " a step (CUT)" % budget,
-                  "passed": "RESULT: passed (skips say why)"}[word])
+    if word == "failed":
+        failed = list(dict.fromkeys(r.name for r in results if r.status == "FAIL"))
+        lines.append("RESULT: FAILED: %s (logs in %s/logs, and in the archive)%s" % (
+            ", ".join(failed), logs_at, "; %s stopped the check" % stopped if stopped else ""))
+    elif word == "cut" and stopped:
+        lines.append("RESULT: INCOMPLETE: %s stopped the check: the step it stopped and those"
+                     " after it are CUT" % stopped)
+    elif word == "cut":
+        lines.append("RESULT: INCOMPLETE: the time budget (PPB_GPU_CHECK_SECONDS=%g) or a step's"
+                     " own time in all stopped a step or left it no time (CUT)" % budget)
+    else:
+        lines.append("RESULT: passed (skips say why)")
     return "\n".join(lines) + "\n"
 
 
-def summary_json(results, started, seconds, budget):
+def summary_json(results, started, seconds, budget, current=None, pending=None, stopped="",
+                 final=True, work=None, archive=None):
+    """The summary for machines (schema pipebench.gpu-check/1): `result` is
+    "running" until the check ends, then passed, failed or cut."""
     return {"schema": SUMMARY_SCHEMA, "started": started, "seconds": round(seconds, 1),
-            "budget_seconds": budget, "result": result_word(results),
+            "budget_seconds": budget, "result": result_word(results) if final else "running",
+            "stopped_by": stopped or None, "current": None if final else current,
+            "pending": [] if final else list(pending or []),
+            "work": str(work) if work else None, "archive": archive,
             "steps": [dataclasses.asdict(r) for r in results]}
 
 
-def write_json(path, doc):
+def write_text(path, text):
     tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.write_text(text)
     tmp.replace(path)
 
 
-# --- the machine, the bundle and the build ---------------------------------------------
+def write_json(path, doc):
+    write_text(path, json.dumps(doc, indent=1) + "\n")
+
+
+# What comes back from a GPU machine is OUT's few files: the summary and one
+# archive of the work folder, without the traces (Perfetto's merged file and
+# the per-rank folder of --trace, Nsight's reports), any file over HUGE_BYTES,
+# and, while the archive is over ARCHIVE_LIMIT, the largest files left.
+ARCHIVE_NAME = "gpu-check-work.tar.gz"
+ARCHIVE_LIMIT = 15 * 2**20
+HUGE_BYTES = 8 * 2**20
+TRACE_SUFFIXES = (".trace", ".trace.json", ".nsys-rep", ".qdrep", ".qdstrm", ".ncu-rep", ".sqlite")
+LEFT_OUT_NAME = "archive-left-out.txt"  # in the archive: what it does not hold, and why
+WORK_MARK = ".ppb-gpu-check-work"  # in the work folder: an earlier check's, to be emptied
+
+
+def is_trace(rel):
+    return rel.name.endswith(TRACE_SUFFIXES) or any(p.endswith(".trace") for p in rel.parts[:-1])
+
+
+def pack_work(work, archive, skip=(), limit=ARCHIVE_LIMIT, huge=HUGE_BYTES):
+    """Packs the work folder's files (not those under `skip`) into `archive`
+    (gzip tar, paths relative to the folder), leaving out the traces
+    (is_trace), any file over `huge` bytes and, while the archive is over
+    `limit` bytes, the largest files left; the member LEFT_OUT_NAME lists
+    what was left out and why. Written beside `archive` and renamed over
+    it. Returns the archive's figures for the summary."""
+    work = Path(work)
+    skip = [Path(x).resolve() for x in skip]
+    keep, traces, big = [], [], []
+    for dirpath, dirnames, filenames in os.walk(work):
+        here = Path(dirpath).resolve()
+        if any(here == x or x in here.parents for x in skip):
+            dirnames[:] = []
+            continue
+        for name in filenames:
+            f = Path(dirpath) / name
+            rel = f.relative_to(work)
+            try:
+                if f.is_symlink() or not f.is_file() or rel.name == WORK_MARK:
+                    continue
+                size = f.stat().st_size
+            except OSError:
+                continue
+            (traces if is_trace(rel) else big if size > huge else keep).append((rel, size))
+    over = []
+    largest = sorted(keep, key=lambda x: -x[1])
+    tmp = archive.with_name(archive.name + ".tmp")
+    while True:
+        kept = sorted(largest)
+        left_out = "".join("%-10s %12d  %s\n" % (why, size, rel) for why, group in (
+            ("trace", traces), ("over-%dMiB" % (huge >> 20), big),
+            ("archive-full", over)) for rel, size in sorted(group))
+        with tarfile.open(tmp, "w:gz", compresslevel=6) as t:
+            members = 0
+            for rel, _ in kept:
+                try:
+                    t.add(str(work / rel), arcname=str(rel), recursive=False)
+                    members += 1
+                except OSError:
+                    pass
+            data = left_out.encode() or b"nothing\n"
+            info = tarfile.TarInfo(LEFT_OUT_NAME)
+            info.size, info.mtime = len(data), int(time.time())
+            t.addfile(info, io.BytesIO(data))
+        size = tmp.stat().st_size
+        if size <= limit or not largest:
+            break
+        # Leave out the largest files, about the share the archive is over.
+        target = sum(x[1] for x in largest) * (1 - limit / size)
+        dropped = 0
+        while largest and (dropped < target or not dropped):
+            over.append(largest.pop(0))
+            dropped += over[-1][1]
+    tmp.replace(archive)
+    return {"file": archive.name, "bytes": size, "members": members,
+            "left_out": {"traces": len(traces), "trace_bytes": sum(x[1] for x in traces),
+                         "huge": [{"path": str(r), "bytes": b} for r, b in sorted(big)],
+                         "archive_full": [{"path": str(r), "bytes": b} for r, b in sorted(over)]}}
+
+
+def archive_line(a):
+    if "error" in a:
+        return "%s not written: %s" % (a["file"], a["error"])
+    lo = a["left_out"]
+    parts = ["%d traces (%.1f MiB)" % (lo["traces"], lo["trace_bytes"] / 2**20)] if lo["traces"] else []
+    if lo["huge"]:
+        parts.append("%d files over %d MiB" % (len(lo["huge"]), HUGE_BYTES >> 20))
+    if lo["archive_full"]:
+        parts.append("%d largest files (the archive's %d MiB): %s" % (
+            len(lo["archive_full"]), ARCHIVE_LIMIT >> 20,
+            ", ".join(x["path"] for x in lo["archive_full"][:3])))
+    return "%s, %d file%s, %.1f MiB%s" % (
+        a["file"], a["members"], "" if a["members"] == 1 else "s", a["bytes"] / 2**20,
+        "; left out (%s): %s" % (LEFT_OUT_NAME, "; ".join(parts)) if parts else "")
+
+
+# --- the run: its summary after every step, and a signal's stop -----------------------
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_GRACE_SECONDS = 5  # a signal's SIGTERM to the running commands, then SIGKILL
 
 
 class Session:
-    """The run: the context and the summary lines so far, printed as they come."""
+    """The run: the context, the table it runs, the summary lines so far
+    (printed as they come) and what runs now. The summary in OUT is
+    rewritten when a step starts and after it ends, with the archive of
+    the work folder after each step that ran."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, steps=STEPS):
         self.ctx = ctx
+        self.steps = steps
         self.results = []
+        self.reached = set()  # ids of the table's steps run, skipped or absent here
+        self.current = None  # {"name", "start", "limit"}: the step or the setup phase running
+        self.current_step = None
+        self.archive = None
+        self.wheels = []
         self.started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
     def note(self, status, name, figures, **extra):
@@ -1630,49 +1942,183 @@ class Session:
         print(">> %s %s %s" % (status, name, figures), flush=True)
         return r
 
-    def finish(self):
+    def exists(self, step):
+        try:
+            return not step.only or CONDITIONS[step.only](self.ctx)
+        except Exception:  # noqa: BLE001 - the step is then listed, and its run says why
+            return True
+
+    def pending(self):
+        return [st.name for st in self.steps if id(st) not in self.reached
+                and st is not self.current_step and self.ctx.selects(st) and self.exists(st)]
+
+    def phase(self, name):
+        """A part of the setup (probe, bundle, list) now runs: a signal then
+        cuts it by that name."""
+        self.current = {"name": name, "start": time.monotonic(), "limit": None} if name else None
+        self.current_step = None
+        if name:
+            self.checkpoint(pack=False)
+
+    def begin(self, step, limit):
+        print(">> start %s (limit %d s, budget left %.0f s)" % (step.name, limit,
+                                                                 max(0.0, self.ctx.left())),
+              flush=True)
+        self.current = {"name": step.name, "start": time.monotonic(), "limit": limit}
+        self.current_step = step
+        self.checkpoint(pack=False)
+
+    def end(self, step, r):
+        ran = self.current_step is step
+        self.current, self.current_step = None, None
+        self.reached.add(id(step))
+        if r is not None:
+            self.results.append(r)
+            print(">> %s %s %s" % (r.status, r.name, r.figures), flush=True)
+            self.checkpoint(pack=ran)
+
+    def stopped(self, signame):
+        """A signal stopped the check: the step (or setup phase) running is
+        CUT, so is every step not reached that would have run."""
         ctx = self.ctx
-        seconds = time.monotonic() - ctx.start
-        text = summary_text(self.results, self.started, seconds, ctx.out, ctx.budget)
-        (ctx.out / "gpu-check.txt").write_text(text)
-        write_json(ctx.out / "gpu-check.json",
-                   summary_json(self.results, self.started, seconds, ctx.budget))
+        if self.current:
+            secs = time.monotonic() - self.current["start"]
+            self.note("CUT", self.current["name"], "stopped by %s after %.0f s" % (signame, secs),
+                      seconds=round(secs, 1))
+            if self.current_step is not None:
+                self.reached.add(id(self.current_step))
+            self.current, self.current_step = None, None
+        for st in self.steps:
+            if id(st) in self.reached:
+                continue
+            self.reached.add(id(st))
+            if not self.exists(st):
+                continue
+            self.results.append(
+                StepResult(st.name, "CUT", f"not started: the check was stopped ({signame})")
+                if ctx.selects(st) else StepResult(st.name, "SKIP", NOT_SELECTED))
+
+    def checkpoint(self, pack=True, final=False):
+        """Writes OUT's summary (gpu-check.txt, gpu-check.json), first the
+        archive of the work folder when `pack`; returns the text."""
+        ctx = self.ctx
+        if pack:
+            try:
+                self.archive = pack_work(ctx.work, ctx.out / ARCHIVE_NAME, skip=[ctx.out])
+            except Exception as e:  # noqa: BLE001 - a full disk must not end the check
+                self.archive = {"file": ARCHIVE_NAME, "error": "%s: %s" % (type(e).__name__, e)}
+        now = time.monotonic()
+        current = None if self.current is None else {
+            "name": self.current["name"], "seconds": round(now - self.current["start"], 1),
+            "limit": self.current["limit"]}
+        pending = [] if final else self.pending()
+        common = dict(current=current, pending=pending, stopped=ctx.stopping, final=final,
+                      archive=self.archive)
+        text = summary_text(self.results, self.started, now - ctx.start, ctx.work, ctx.budget,
+                            **common)
+        try:
+            write_text(ctx.out / "gpu-check.txt", text)
+            write_json(ctx.out / "gpu-check.json", summary_json(
+                self.results, self.started, now - ctx.start, ctx.budget, work=ctx.work,
+                **common))
+        except OSError as e:
+            print(f"gpu-check: the summary could not be written in {ctx.out}: {e}", flush=True)
+        return text
+
+    def finish(self):
+        self.ctx.finishing = True
+        text = self.checkpoint(final=True)
         sys.stdout.write(text)
-        archive = ctx.env.get("PPB_GPU_CHECK_ARCHIVE")
-        if archive:  # everything in one file, to carry home
-            with tarfile.open(archive, "w:gz") as t:
-                t.add(str(ctx.out), arcname=".")
-            print(f"gpu-check: {ctx.out} packed into {archive}")
+        sys.stdout.flush()
         return 0 if result_word(self.results) == "passed" else 1
 
 
+def stop_handler(s):
+    """SIGTERM or SIGINT: the running commands' process groups stopped
+    (they run in sessions of their own, out of reach of a signal to the
+    check's group), then Stopped raised in the main thread unless the
+    final summary is being written. A second signal only stops commands
+    again."""
+    ctx = s.ctx
+
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        first = not ctx.stopping
+        if first:
+            ctx.stopping = name
+            os.write(1, (">> %s: stopping the running commands, then the summary\n" % name).encode())
+        with ctx.lock:
+            procs = list(ctx.children.values())
+        stop_groups(procs, STOP_GRACE_SECONDS)
+        if first and not ctx.finishing:
+            raise Stopped(name)
+    return handler
+
+
+def run_steps(s):
+    """The table's steps in order, each announced (">> start"), its result
+    printed and the summary rewritten; an exception is the step's FAIL."""
+    ctx = s.ctx
+    for step in s.steps:
+        if not s.exists(step):
+            s.end(step, None)
+            continue
+        try:
+            r = run_step(ctx, step, on_start=lambda limit, step=step: s.begin(step, limit))
+        except Exception as e:  # noqa: BLE001 - the step's failure, not the check's
+            r = StepResult(step.name, "FAIL", raised(ctx, step, "step", e))
+        s.end(step, r)
+
+
+# --- the machine, the bundle and the build ---------------------------------------------
+
+
+PROBE_SECONDS = 60  # each probe's limit (nvidia-smi, pip, ldd, --version, pipebench list)
+TOOLS = ("mpirun", "nsys", "ncu", "compute-sanitizer", "cmake", "nvcc", "ninja", "python3")
+
+
+def probe_run(s, name, argv, env=None, seconds=PROBE_SECONDS, text=True):
+    """A probe's command with a time limit: its CompletedProcess, or None
+    after a FAIL line named `name` saying why (no answer within `seconds`,
+    or it could not start)."""
+    try:
+        return subprocess.run(argv, capture_output=True, env=env, timeout=seconds,
+                              **({"encoding": "utf-8", "errors": "replace"} if text else {}))
+    except subprocess.TimeoutExpired:
+        s.note("FAIL", name, "%s: no answer in %.0f s (stopped)" % (shlex.join(argv)[:120], seconds))
+    except OSError as e:
+        s.note("FAIL", name, "%s: cannot start: %s" % (argv[0], e))
+    return None
+
+
 def probe(s):
-    """The machine: GPUs, tools, Python wheels; CUDA's libraries put on
-    LD_LIBRARY_PATH (the toolkit's, then the nvidia-* wheels')."""
-    ctx, logs = s.ctx, s.ctx.out / "logs"
+    """The machine: GPUs and Python wheels (the tools on PATH come after the
+    build is found: probe_tools); CUDA's libraries put on LD_LIBRARY_PATH
+    (the toolkit's, then the nvidia-* wheels')."""
+    ctx, logs = s.ctx, s.ctx.work / "logs"
     gpu_line = "no nvidia-smi"
     if shutil.which("nvidia-smi"):
-        smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True)
-        (logs / "nvidia-smi.txt").write_text(smi.stdout + smi.stderr)
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-        ctx.gpus = sum(1 for line in listing.splitlines() if line.startswith("GPU "))
-        q = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                            "--format=csv,noheader"], capture_output=True, text=True).stdout
-        gpu_line = (q.splitlines() or ["?"])[0]
-    tools = " ".join(t if shutil.which(t) else "!" + t for t in (
-        "mpirun", "nsys", "ncu", "compute-sanitizer", "cmake", "nvcc", "ninja", "python3"))
-    pip = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"],
-                         capture_output=True, text=True)
+        smi = probe_run(s, "machine", ["nvidia-smi"])
+        if smi is None:
+            gpu_line = "nvidia-smi gave no answer"
+        else:
+            (logs / "nvidia-smi.txt").write_text(smi.stdout + smi.stderr)
+            listing = probe_run(s, "machine", ["nvidia-smi", "-L"])
+            if listing:
+                ctx.gpus = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+            q = probe_run(s, "machine", ["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+                                         "--format=csv,noheader"])
+            gpu_line = ((q.stdout if q else "").splitlines() or ["?"])[0]
+    pip = probe_run(s, "machine", [sys.executable, "-m", "pip", "list", "--format=json",
+                                   "--disable-pip-version-check"])
     try:
-        packages = json.loads(pip.stdout) if pip.returncode == 0 else []
+        packages = json.loads(pip.stdout) if pip and pip.returncode == 0 else []
     except ValueError:
         packages = []  # no pip, or one that does not speak JSON: no wheels listed
-    wheels = [f"{p['name']} {p['version']}" for p in packages
-              if re.search(r"nccl|cupti|mpi|nvtx|sanitizer", p["name"], re.I)]
-    (logs / "probe.txt").write_text(f"tools (! = missing): {tools}\n" + "\n".join(wheels) + "\n")
-    s.note("INFO", "machine", f"{ctx.gpus} GPU(s): {gpu_line}; tools: {tools}",
-           values={"gpus": ctx.gpus, "gpu": gpu_line, "wheels": wheels,
-                   "missing_tools": [t[1:] for t in tools.split() if t.startswith("!")]})
+    s.wheels = [f"{p['name']} {p['version']}" for p in packages
+                if re.search(r"nccl|cupti|cudnn|mpi|nvtx|sanitizer", p["name"], re.I)]
+    s.note("INFO", "machine", f"{ctx.gpus} GPU(s): {gpu_line}",
+           values={"gpus": ctx.gpus, "gpu": gpu_line, "wheels": s.wheels})
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     cuda_home = Path(nvcc).resolve().parent.parent
     cuda_libs = [str(d) for d in (cuda_home / "lib64", cuda_home / "extras/CUPTI/lib64",
@@ -1683,53 +2129,73 @@ def probe(s):
     return cuda_libs, wheel_libs
 
 
+def probe_tools(s):
+    """Which tools the steps' commands find: on the PATH they run with (the
+    bundle's env.sh in force, where there is a bundle)."""
+    ctx = s.ctx
+    path = ctx.env.get("PATH")
+    tools = " ".join(t if shutil.which(t, path=path) else "!" + t for t in TOOLS)
+    (ctx.work / "logs" / "probe.txt").write_text(
+        f"tools (! = missing): {tools}\nPATH={path}\n" + "".join(w + "\n" for w in s.wheels))
+    s.note("INFO", "tools", f"on the steps' PATH (! = missing): {tools}",
+           values={"missing_tools": [t[1:] for t in tools.split() if t.startswith("!")]})
+
+
 def prepend_path(env, name, dirs):
     rest = env.get(name, "")
     env[name] = ":".join(list(dirs) + ([rest] if rest else []))
 
 
 def sourced(script, env):
-    """The environment after `source script` in bash."""
+    """The environment after `source script` in bash (PROBE_SECONDS at most)."""
     p = subprocess.run(["bash", "-c", 'source "$1" >/dev/null && env -0', "_", str(script)],
-                       capture_output=True, env=env, check=True)
-    return dict(kv.split("=", 1) for kv in p.stdout.decode().split("\0") if "=" in kv)
+                       capture_output=True, env=env, check=True, timeout=PROBE_SECONDS)
+    return dict(kv.split("=", 1) for kv in p.stdout.decode(errors="replace").split("\0") if "=" in kv)
 
 
-def starts(pb, env):
-    return subprocess.run([str(pb), "--version"], capture_output=True, env=env).returncode == 0
+def bundle_dir(env):
+    return Path(env.get("PPB_GPU_BUNDLE_DIR") or "/tmp/pipebench-gpu").resolve()
 
 
 def unpack_bundle(s, archive):
     """The bundle unpacked, its env.sh in force; its build tree, or None with
     a FAIL saying why it cannot run here."""
     ctx = s.ctx
-    dest = Path(ctx.env.get("PPB_GPU_BUNDLE_DIR") or "/tmp/pipebench-gpu").resolve()
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
+    dest = bundle_dir(ctx.env)
     try:
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
         with tarfile.open(archive) as t:
             if hasattr(tarfile, "tar_filter"):
                 t.extractall(dest, filter="tar")
             else:
                 t.extractall(dest)
         ctx.env = sourced(dest / "env.sh", ctx.env)
-    except (OSError, tarfile.TarError, subprocess.CalledProcessError) as e:
+    except Exception as e:  # noqa: BLE001 - a broken archive raises many kinds
         s.note("FAIL", "bundle", f"{archive.name} does not unpack and set up in {dest}: "
-                                 + (str(e).splitlines() or [""])[0])
+                                 f"{type(e).__name__}: " + (str(e).splitlines() or [""])[0][:200])
         return None
     meta = read_json(dest / "bundle.json") or {}
+    rev = meta.get("revision", "?")
     build = dest / "build"
     pb = build / "bench" / "pipebench"
-    compat = dict(ctx.env)
-    prepend_path(compat, "LD_LIBRARY_PATH", [str(dest / "lib" / "compat")])
-    if not starts(pb, ctx.env) and starts(pb, compat):
-        ctx.env = compat  # this machine's libstdc++ is older
-    ldd = subprocess.run(["ldd", str(pb)], capture_output=True, text=True, env=ctx.env)
-    (ctx.out / "logs" / "ldd-pipebench.txt").write_text(ldd.stdout + ldd.stderr)
+    version = probe_run(s, "bundle", [str(pb), "--version"], env=ctx.env)
+    if version is None:
+        return None
+    if version.returncode != 0:
+        compat = dict(ctx.env)
+        prepend_path(compat, "LD_LIBRARY_PATH", [str(dest / "lib" / "compat")])
+        again = probe_run(s, "bundle", [str(pb), "--version"], env=compat)
+        if again is None:
+            return None
+        if again.returncode == 0:
+            ctx.env, version = compat, again  # this machine's libstdc++ is older
+    ldd = probe_run(s, "bundle", ["ldd", str(pb)], env=ctx.env)
+    if ldd is None:
+        return None
+    (ctx.work / "logs" / "ldd-pipebench.txt").write_text(ldd.stdout + ldd.stderr)
+    (ctx.work / "logs" / "version.txt").write_text(version.stdout + version.stderr)
     missing = [line.split()[0] for line in ldd.stdout.splitlines() if "not found" in line]
-    rev = meta.get("revision", "?")
-    version = subprocess.run([str(pb), "--version"], capture_output=True, text=True, env=ctx.env)
-    (ctx.out / "logs" / "version.txt").write_text(version.stdout + version.stderr)
     if missing:
         s.note("FAIL", "bundle", f"{rev}: pipebench misses {' '.join(missing)}"
                                  " (see logs/ldd-pipebench.txt)")
@@ -1738,9 +2204,12 @@ def unpack_bundle(s, archive):
         s.note("FAIL", "bundle", f"{rev}: pipebench does not start: "
                                  + (version.stdout + version.stderr).strip().split("\n")[0])
         return None
-    ompi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, env=ctx.env)
-    ompi_version = ((ompi.stdout or "?").splitlines() or ["?"])[0].split()[-1]
-    s.note("PASS", "bundle", f"{rev}, built {meta.get('built', '?')}; Open MPI {ompi_version}")
+    ompi = probe_run(s, "bundle", ["mpirun", "--version"], env=ctx.env)
+    if ompi is None:
+        return None
+    words = ((ompi.stdout or "").splitlines() or [""])[0].split()
+    s.note("PASS", "bundle", f"{rev}, built {meta.get('built', '?')};"
+                             f" Open MPI {words[-1] if words else '?'}")
     mpiexec = str(Path(ctx.env.get("OPAL_PREFIX", "")) / "bin" / "mpiexec")
     tests = read_json(build / "gpu-tests.json")
     if tests is None:
@@ -1752,9 +2221,11 @@ def unpack_bundle(s, archive):
 
 
 def build_here(s, cuda_libs, wheel_libs):
-    """Fallback: a build here, with the bundle's dev/ prefix (Boost.JSON,
-    CLI11, GoogleTest, OpenBLAS, Open MPI's wrappers) where there is one,
-    else with what this machine has; NCCL from the toolkit or the wheel."""
+    """A build here, when PPB_GPU_CHECK_BUILD_HERE=1 asks for one: with the
+    bundle's dev/ prefix (Boost.JSON, CLI11, GoogleTest, OpenBLAS, Open
+    MPI's wrappers) where there is one, else with what this machine has;
+    NCCL from the toolkit or the wheel. Another configuration than the
+    bundle's (no benches; cuDNN only where CMake finds it here)."""
     ctx = s.ctx
     cfg = ["-DCMAKE_BUILD_TYPE=Release", "-DPPB_WITH_CUDA=ON", "-DPPB_WITH_CUDAEMU=OFF",
            "-DCMAKE_CUDA_ARCHITECTURES=native", "-DPPB_BUILD_BENCH=OFF"]
@@ -1773,33 +2244,44 @@ def build_here(s, cuda_libs, wheel_libs):
         prepend_path(ctx.env, "LD_LIBRARY_PATH", [f"{dev}/lib/x86_64-linux-gnu"])
         cfg += [f"-DCMAKE_PREFIX_PATH={dev};{dev}/share/cmake", "-DBLA_VENDOR=OpenBLAS",
                 f"-DMPI_CXX_COMPILER={ctx.env.get('OPAL_PREFIX', '')}/bin/mpicxx"]
-    log = ctx.out / "logs" / "build.txt"
+    log = ctx.work / "logs" / "build.txt"
     o = run_command(ctx, "build", ["bash", "-c", 'cmake -S . -B build/gpu-local -G Ninja "$@" &&'
                                    ' cmake --build build/gpu-local -j "$(nproc)"', "_"] + cfg, 300, log)
     if o.rc == 0:
         s.note("PASS", "build", f"built here in build/gpu-local ({time.monotonic() - ctx.start:.0f} s)")
         return ROOT / "build" / "gpu-local"
     s.note("CUT" if o.cut else "FAIL", "build",
-           "no working bundle and no build here: " + build_error(log))
+           "the build here (PPB_GPU_CHECK_BUILD_HERE=1) failed: " + build_error(log))
     return None
+
+
+def parse_budget(env):
+    try:
+        budget = float(env.get("PPB_GPU_CHECK_SECONDS") or 450)
+    except ValueError:
+        budget = math.nan
+    if not budget > 0:
+        raise UsageError("PPB_GPU_CHECK_SECONDS: expected seconds, got '%s'"
+                         % env["PPB_GPU_CHECK_SECONDS"])
+    return budget
 
 
 def settings():
     """The context from the environment (relative paths from the
     repository root); UsageError on a bad value."""
     env = os.environ
-    out = Path(env.get("OUT") or ROOT / "out" / "gpu-check")
-    try:
-        budget = float(env.get("PPB_GPU_CHECK_SECONDS") or 450)
-    except ValueError:
-        raise UsageError("PPB_GPU_CHECK_SECONDS: expected seconds, got '%s'"
-                         % env["PPB_GPU_CHECK_SECONDS"]) from None
-    ctx = Context(out=(ROOT / out).resolve(), budget=budget)
+    out = (ROOT / (env.get("OUT") or "out/gpu-check")).resolve()
+    work = (ROOT / (env.get("PPB_GPU_CHECK_WORK") or "out/gpu-check-work")).resolve()
+    if work == out or out in work.parents or work in out.parents:
+        raise UsageError(f"PPB_GPU_CHECK_WORK: {work} and OUT {out} must lie apart, neither in"
+                         " the other (OUT holds only the summary and the archive)")
+    ctx = Context(out=out, work=work, budget=parse_budget(env))
     ctx.backend = env.get("PPB_GPU_CHECK_BACKEND") or "cuda"
     ctx.model = env.get("PPB_GPU_CHECK_MODEL") or "gpt-tiny"
     ctx.bubble_model = env.get("PPB_GPU_CHECK_BUBBLE_MODEL") or "gpt-small"
     ctx.schedules = env.get("PPB_GPU_CHECK_SCHEDULES") or "all"
     ctx.selected = parse_selection(env.get("PPB_GPU_CHECK_STEPS"), STEPS)
+    ctx.build_here = env.get("PPB_GPU_CHECK_BUILD_HERE") == "1"
     for name, attr in (("PPB_GPU_CHECK_BUILD", "build"), ("PPB_GPU_CHECK_EMULATED", "emulator")):
         if env.get(name):
             p = (ROOT / env[name]).resolve()
@@ -1809,41 +2291,74 @@ def settings():
     return ctx
 
 
+def prepare_folders(ctx):
+    """OUT made; the work folder emptied (an earlier check's, marked so) or
+    made. UsageError when it holds files and no mark: it is not the
+    check's to empty."""
+    work = ctx.work
+    if work.exists():
+        if any(work.iterdir()) and not (work / WORK_MARK).exists():
+            raise UsageError(f"PPB_GPU_CHECK_WORK: {work} holds files that are no earlier"
+                             " check's (no " + WORK_MARK + "): name a new or empty folder")
+        shutil.rmtree(work)
+    (work / "logs").mkdir(parents=True)
+    (work / WORK_MARK).write_text("ci/gpu_check.py's work folder: the next check empties it\n")
+    ctx.out.mkdir(parents=True, exist_ok=True)
+
+
+BUNDLE = ROOT / "gpu-bundle" / "pipebench-gpu.tar.xz"
+
+
 def find_build(s, cuda_libs, wheel_libs):
     """The build tree to check: PPB_GPU_CHECK_BUILD's, the bundle's, or one
-    built here; the gpu-labelled tests of a build tree from its ctest."""
+    built here where PPB_GPU_CHECK_BUILD_HERE=1 asks; the gpu-labelled
+    tests of a build tree from its ctest. A bundle that fails is the
+    check's end (FAIL bundle) unless a build here was asked for."""
     ctx = s.ctx
-    archive = ROOT / "gpu-bundle" / "pipebench-gpu.tar.xz"
     if ctx.build:
         s.note("INFO", "build", f"the build tree PPB_GPU_CHECK_BUILD names: {ctx.build}")
-    elif archive.is_file():
-        ctx.build = unpack_bundle(s, archive)
+    elif BUNDLE.is_file():
+        s.phase("bundle")
+        ctx.build = unpack_bundle(s, BUNDLE)
         if ctx.build:
             return
+        if not ctx.build_here:
+            s.note("INFO", "build", "nothing built here after the bundle failed"
+                                    " (PPB_GPU_CHECK_BUILD_HERE=1 builds here, up to 300 s)")
+            return
+    elif not ctx.build_here:
+        s.note("FAIL", "build", "no bundle (gpu-bundle/pipebench-gpu.tar.xz: make it with"
+                                " ci/gpu-bundle and carry gpu-bundle/) and no PPB_GPU_CHECK_BUILD;"
+                                " PPB_GPU_CHECK_BUILD_HERE=1 builds here (up to 300 s)")
+        return
     if not ctx.build:
+        s.phase("build")
         ctx.build = build_here(s, cuda_libs, wheel_libs)
     if ctx.build and ctx.tests is None:
         try:
             ctx.tests = placed_tests(capture_build_tests(ctx.build), ctest_places(ctx.build, ROOT))
-        except (UsageError, OSError) as e:
+        except (UsageError, OSError, ValueError) as e:
             ctx.tests_missing = f"no list of the gpu-labelled tests: {e}"
 
 
-def check(ctx):
-    """The whole check; the exit status."""
-    s = Session(ctx)
-    (ctx.out / "logs").mkdir(parents=True, exist_ok=True)
+def set_up(s):
+    """The machine probed, the build found, the tools on its PATH listed,
+    the emulator and Open MPI's settings in place, `pipebench list --json`
+    read: True when the steps can run."""
+    ctx = s.ctx
+    s.phase("probe")
     cuda_libs, wheel_libs = probe(s)
     find_build(s, cuda_libs, wheel_libs)
+    probe_tools(s)
     if not ctx.build:
-        return s.finish()
+        return False
     if ctx.backend != "cuda":
         s.note("INFO", "rehearsal", f"the {ctx.backend} backend stands in for the GPU;"
                                     " device-only steps skip")
     if ctx.emulator:
         if not (ctx.emulator / "libcudart.so.13").is_file():
             s.note("FAIL", "emulator", f"no libcudart.so.13 in {ctx.emulator}")
-            return s.finish()
+            return False
         prepend_path(ctx.env, "LD_LIBRARY_PATH", [str(ctx.emulator)])
         ctx.env["OPENBLAS_NUM_THREADS"] = "1"
         s.note("INFO", "rehearsal", f"the CUDA emulator in {ctx.emulator} stands in for the GPU"
@@ -1851,47 +2366,125 @@ def check(ctx):
     ctx.env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                     "OMPI_MCA_rmaps_base_oversubscribe": "1"})
     ctx.env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-    listing = subprocess.run([str(ctx.pb), "list", "--json"], capture_output=True, text=True,
-                             env=ctx.env)
-    (ctx.out / "logs" / "list.json").write_text(listing.stdout + listing.stderr)
+    s.phase("list")
+    listing = probe_run(s, "list", [str(ctx.pb), "list", "--json"], env=ctx.env)
+    if listing is None:
+        return False
+    (ctx.work / "logs" / "list.json").write_text(listing.stdout + listing.stderr)
     try:
         ctx.listing = json.loads(listing.stdout)
         if ctx.listing.get("schema") != LIST_SCHEMA:
             raise ValueError(f"schema {ctx.listing.get('schema')!r}, expected {LIST_SCHEMA}")
     except ValueError as e:
         s.note("FAIL", "list", f"pipebench list --json: {e} (logs/list.json)")
-        return s.finish()
+        return False
     if not ctx.listed("collectors", "cupti"):
         s.note("INFO", "sweep", "cupti collector not in this build: nvtx only")
     if not ctx.listed("backends", ctx.backend):
         raise UsageError("PPB_GPU_CHECK_BACKEND: no backend '%s' in this build (it has %s)" % (
             ctx.backend, ", ".join(e["name"] for e in ctx.listing.get("backends", []))))
-    for step in STEPS:
-        if step.only and not CONDITIONS[step.only](ctx):
-            continue
-        r = run_step(ctx, step)
-        s.results.append(r)
-        print(">> %s %s %s" % (r.status, r.name, r.figures), flush=True)
-    return s.finish()
+    s.phase(None)
+    return True
 
 
-def step_listing(selected):
+def check(ctx, steps=STEPS, setup=set_up):
+    """The whole check; the exit status. The summary and the archive are in
+    OUT from the start, rewritten as the steps go; a SIGTERM or SIGINT stops
+    the running commands and ends the check with its summary (stop_handler)."""
+    prepare_folders(ctx)
+    s = Session(ctx, steps)
+    previous = {sig: signal.signal(sig, stop_handler(s)) for sig in STOP_SIGNALS}
+    try:
+        try:
+            s.checkpoint(pack=False)
+            if setup(s):
+                s.checkpoint()
+                run_steps(s)
+        except Stopped as e:
+            s.stopped(e.signame)
+        except UsageError as e:
+            s.note("FAIL", "settings", str(e))
+            s.finish()
+            raise
+        except Exception as e:  # noqa: BLE001 - the summary still says what happened
+            name = s.current["name"] if s.current else "setup"
+            s.current = s.current_step = None
+            s.note("FAIL", name, "raised %s: %s" % (
+                type(e).__name__, (str(e).splitlines() or [""])[0][:200]))
+            traceback.print_exc()
+        while True:
+            try:
+                return s.finish()
+            except Stopped as e:  # between the last step and finish()'s first line
+                s.stopped(e.signame)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def step_listing(selected, budget):
     """`--list`: each step's name as PPB_GPU_CHECK_STEPS spells it, whether
     it runs by default and with `selected` (a parse_selection), its time
-    limit (its commands' limits together; the budget caps it), its commands
-    and where it exists only under a condition."""
-    lines = ["%-14s %-7s %-8s %6s  %s" % ("step", "default", "selected", "limit", "commands")]
-    variables = Context(out=Path("OUT"), budget=0).vars()  # for the commands' tags
+    limit (its commands' limits together), the running total of the
+    selected steps' limits and whether that total stays within `budget`
+    (PPB_GPU_CHECK_SECONDS), its commands and where it exists only under a
+    condition."""
+    lines = ["%-14s %-7s %-8s %6s %7s %-6s  %s" % (
+        "step", "default", "selected", "limit", "total", "budget", "commands")]
+    variables = Context(out=Path("OUT"), work=Path("WORK"), budget=0).vars()  # for the tags
+    total = 0
     for step in STEPS:
-        limit = step.args["limit"] if step.execute == "tests" else sum(r.limit for r in step.runs)
+        limit = step_limit(step)
         chosen = step.name in selected if selected is not None else step.default
+        if chosen:
+            total += limit
         what = ("the gpu-labelled tests" if step.execute == "tests"
                 else " ".join(expand(r.tag, step_vars(variables, step, r)) for r in step.runs))
-        lines.append("%-14s %-7s %-8s %5d s  %s%s" % (
+        lines.append("%-14s %-7s %-8s %4d s %7s %-6s  %s%s" % (
             step_key(step.name), "yes" if step.default else "no", "yes" if chosen else "no", limit,
+            "%5d s" % total if chosen else "-",
+            ("fits" if total <= budget else "CUT") if chosen else "-",
             what, " (only where %s)" % step.only if step.only else ""))
+    lines.append("total: the selected steps' limits summed in the order they run; budget: CUT"
+                 " where that passes PPB_GPU_CHECK_SECONDS=%g (such a step is cut if those"
+                 " before it take their whole limits; the setup before the first step counts"
+                 " too)" % budget)
     lines.append("PPB_GPU_CHECK_STEPS=name,name,... runs those steps only (any case; spaces,"
                  " dashes or underscores alike); PPB_GPU_CHECK_SECONDS caps the whole run")
+    return "\n".join(lines) + "\n"
+
+
+def dry_run(ctx):
+    """`--dry-run`: each step that would run, in order, with its limit, the
+    running total and its commands as they would run, without running
+    anything. Without a build's `pipebench list`, skips are not decided
+    and --profile reads nvtx (the check adds cupti where the build has it)."""
+    ctx.dry = True
+    if ctx.build is None:
+        ctx.build = bundle_dir(ctx.env) / "build"  # where the bundle unpacks
+    variables = ctx.vars()
+    lines = ["# gpu-check --dry-run: OUT=%s, work folder %s, budget %g s; skips are decided"
+             " on the machine" % (ctx.out, ctx.work, ctx.budget)]
+    total = 0
+    for step in STEPS:
+        if not ctx.selects(step):
+            continue
+        limit = step_limit(step)
+        total += limit
+        lines.append("# %s: limit %d s, %d s in all%s%s" % (
+            step.name, limit, total, "; past the budget" if total > ctx.budget else "",
+            " (only where %s)" % step.only if step.only else ""))
+        if step.execute == "tests":
+            lines.append("#   the gpu-labelled tests, %d at a time, longest TIMEOUT first; those"
+                         " named Plant or gemm_bench and RUN_SERIAL ones alone after them"
+                         % step.args["jobs"])
+        for r in step.runs:
+            rv = step_vars(variables, step, r)
+            cmd = shlex.join(expand_argv(r.argv, rv))
+            if r.stdout:
+                cmd += " > " + shlex.quote(str(ctx.work / expand(r.stdout, rv)))
+            lines.append(cmd + ("   # in the environment the check started with"
+                                if r.outside else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -1899,7 +2492,10 @@ def main(argv):
     try:
         if argv[1:2] == ["--list"]:
             sys.stdout.write(step_listing(parse_selection(os.environ.get("PPB_GPU_CHECK_STEPS"),
-                                                          STEPS)))
+                                                          STEPS), parse_budget(os.environ)))
+            return 0
+        if argv[1:2] == ["--dry-run"]:
+            sys.stdout.write(dry_run(settings()))
             return 0
         if argv[1:2] == ["--capture-tests"]:
             if len(argv) != 4:

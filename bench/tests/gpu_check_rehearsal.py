@@ -8,7 +8,9 @@ for machines ($OUT/gpu-check.json), and that the one for people says the same:
             --trace (6 checked runs each), the memory step (12 combinations)
             and 2 stages x 2 replicas PASS with their figures; the
             device-only steps SKIP saying why; nothing FAILs or is CUT;
-            PPB_GPU_CHECK_ARCHIVE packs the summaries and the logs.
+            OUT holds the summary and the archive of the work folder
+            alone, and the archive has the logs and results, not the
+            sweeps' traces.
   emulated  the cuda backend itself on the CUDA emulator
             (PPB_GPU_CHECK_EMULATED=BUILD_DIR/cudaemu, a small model): the
             sweeps (with CUPTI's device bubble beside the events' for every
@@ -40,9 +42,9 @@ def fail(why):
 def run_check(tmp, build, **settings):
     # The check's budget stays below the test's TIMEOUT (300 s): on a host
     # too busy for it the summary says which step the budget cut.
-    env = dict(os.environ, OUT=str(tmp / "out"), PPB_GPU_CHECK_BUILD=str(build),
-               PPB_GPU_CHECK_SCHEDULES="1f1b,zb-v", PPB_GPU_CHECK_SECONDS="270",
-               PPB_GPU_CHECK_ARCHIVE=str(tmp / "gpu-check.tar.gz"))
+    env = dict(os.environ, OUT=str(tmp / "out"), PPB_GPU_CHECK_WORK=str(tmp / "work"),
+               PPB_GPU_CHECK_BUILD=str(build), PPB_GPU_CHECK_SCHEDULES="1f1b,zb-v",
+               PPB_GPU_CHECK_SECONDS="270")
     env.update(settings)
     sys.stdout.flush()
     p = subprocess.run(["bash", str(ROOT / "ci" / "gpu-check")], env=env)  # its lines as they come
@@ -149,13 +151,13 @@ def cpu(tmp, build):
     listed = subprocess.run(["ctest", "--test-dir", str(build), "--show-only=json-v1", "-L", "gpu"],
                             capture_output=True, text=True, check=True)
     want = sorted(t["name"] for t in json.loads(listed.stdout)["tests"])
-    ran = json.loads((tmp / "out" / "gpu-tests.json").read_text())["tests"]
+    ran = json.loads((tmp / "work" / "gpu-tests.json").read_text())["tests"]
     if sorted(t["name"] for t in ran) != want or any(t["status"] == "failed" for t in ran):
         fail("gpu tests: ran %s, the build has %s" % ([(t["name"], t["status"]) for t in ran], want))
     # Each sweep: 2 schedules x 3 partitions, every one checked.
     for p in (2, 4):
         checked_runs(steps["sweep P=%d" % p], 6)
-        if len(list((tmp / "out" / ("sweep-P%d" % p)).glob("*.json"))) < 6:
+        if len(list((tmp / "work" / ("sweep-P%d" % p)).glob("*.json"))) < 6:
             fail("sweep P=%d wrote fewer than 6 result files" % p)
     if steps["memory"]["values"]["combinations"] != 12:
         fail("memory: not the 12 combinations")
@@ -164,11 +166,19 @@ def cpu(tmp, build):
                            "cupti cost", "p2p 1rank", "p2p 2rank", "peer", "torch peer",
                            "nccl pipe", "sanitizer"])
     not_selected(steps)
-    with tarfile.open(tmp / "gpu-check.tar.gz") as t:
+    # What a GPU machine's call brings back: OUT's three files.
+    files = sorted(f.name for f in (tmp / "out").iterdir())
+    if files != ["gpu-check-work.tar.gz", "gpu-check.json", "gpu-check.txt"]:
+        fail("OUT holds %s" % files)
+    with tarfile.open(tmp / "out" / "gpu-check-work.tar.gz") as t:
         names = set(t.getnames())
-    for f in ("./gpu-check.txt", "./gpu-check.json", "./logs/sweep-P2.txt"):
+    for f in ("logs/sweep-P2.txt", "gpu-tests.json", "archive-left-out.txt"):
         if f not in names:
             fail("the archive lacks %s" % f)
+    if not any(n.startswith("sweep-P2/") and n.endswith(".json") for n in names):
+        fail("the archive lacks sweep-P2's results")
+    if [n for n in names if ".trace" in n]:
+        fail("the archive holds traces: %s" % [n for n in names if ".trace" in n][:3])
     print("gpu-check rehearsal: passed")
 
 

@@ -9,7 +9,14 @@ p2p-device/1, torch-peer/1 and plan --validate documents; ci/torch_peer.py's
 reading of a profiled step and its CUDA-graph path on stand-ins for
 PyTorch's events, exceptions and CUDA calls; the steps
 PPB_GPU_CHECK_STEPS selects, --list, and the nights step's rule on
-synthetic reports (JUnit), plan --validate, health and gemm documents.
+synthetic reports (JUnit), plan --validate, health and gemm documents;
+the run itself on short fake steps: the order of the steps and of the gpu
+tests, a test the step's time stops or never starts being CUT, a raising
+judge or runner failing its step alone, the summary rewritten as steps
+start and end, OUT's three files and the archive without traces, a
+SIGTERM stopping the running command and leaving the summary, probes
+without an answer, the bundle's failure not followed by a build, and
+--dry-run.
 
 usage: python3 -m unittest gpu_check_test   (from bench/tests), or run it.
 """
@@ -17,9 +24,14 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
+import re
 import shutil
+import signal
 import string
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import unittest
@@ -34,7 +46,11 @@ import torch_peer as tp  # noqa: E402
 
 
 def context(tmp, budget=1000.0, **kw):
-    ctx = gc.Context(out=Path(tmp), budget=budget, build=Path("/b"), **kw)
+    """A context whose work folder is tmp and whose OUT is tmp/OUT (which the
+    archive leaves out)."""
+    (Path(tmp) / "OUT").mkdir(exist_ok=True)
+    kw.setdefault("build", Path("/b"))
+    ctx = gc.Context(out=Path(tmp) / "OUT", work=Path(tmp), budget=budget, **kw)
     ctx.listing = {"schema": gc.LIST_SCHEMA,
                    "backends": [{"name": "cuda", "available": False, "why_not": "no driver"}],
                    "transports": [], "collectors": [{"name": "cupti", "available": True}]}
@@ -153,8 +169,8 @@ class Summary(unittest.TestCase):
                     s.note(st, "step %d" % i, "figures %d" % i)
             with contextlib.redirect_stdout(io.StringIO()):
                 code = s.finish()
-            text = (Path(tmp) / "gpu-check.txt").read_text()
-            doc = json.loads((Path(tmp) / "gpu-check.json").read_text())
+            text = (Path(tmp) / "OUT" / "gpu-check.txt").read_text()
+            doc = json.loads((Path(tmp) / "OUT" / "gpu-check.json").read_text())
         return code, text, doc
 
     def test_skips_pass_and_a_cut_or_a_failure_does_not(self):
@@ -792,7 +808,8 @@ class Selection(unittest.TestCase):
         lines = err.getvalue().splitlines()
         self.assertEqual(len(lines), 1)
         self.assertTrue(lines[0].startswith("gpu-check: PPB_GPU_CHECK_STEPS: no step 'sweep P=3'"
-                                            " (the steps: gpu-tests, sweep-p=2, sweep-p=4,"), lines[0])
+                                            " (the steps: gpu-tests, sweep-p=2, sweep-p=4,"),
+                        lines[0])
         self.assertTrue(lines[0].endswith(", nccl-pipe, nights)"), lines[0])
 
     def test_an_unselected_step_is_a_skip_saying_so_and_not_a_failure(self):
@@ -825,17 +842,351 @@ class Selection(unittest.TestCase):
             ctx.selected = {"memory", "sweep P=4"}
             self.assertEqual(ctx.vars()["sweep_dirs"], [str(Path(tmp) / "sweep-P4")])
 
-    def test_list_shows_each_step_its_default_selection_and_limit(self):
-        with mock.patch.dict(gc.os.environ, {"PPB_GPU_CHECK_STEPS": "nights,Sweep P=2"}):
+    def listing(self, seconds):
+        with mock.patch.dict(gc.os.environ, {"PPB_GPU_CHECK_STEPS": "nights,Sweep P=2",
+                                             "PPB_GPU_CHECK_SECONDS": seconds}):
             with contextlib.redirect_stdout(io.StringIO()) as out:
                 self.assertEqual(gc.main(["gpu_check.py", "--list"]), 0)
-        rows = {line.split()[0]: line.split() for line in out.getvalue().splitlines()[1:-1]}
-        self.assertEqual(set(rows), {gc.step_key(s.name) for s in gc.STEPS})
-        self.assertEqual(rows["sweep-p=2"][1:6], ["yes", "yes", "90", "s", "sweep-P2"])
-        self.assertEqual(rows["sweep-p=4"][1:4], ["yes", "no", "90"])
-        self.assertEqual(rows["nights"][1:8], ["no", "yes", "540", "s", "nights-1", "nights-2",
-                                               "nights-planted"])
+        return {line.split()[0]: line.split() for line in out.getvalue().splitlines()[1:-2]}
 
+    def test_list_shows_each_step_its_default_selection_limit_and_the_running_total(self):
+        rows = self.listing("700")
+        self.assertEqual(set(rows), {gc.step_key(s.name) for s in gc.STEPS})
+        self.assertEqual(rows["sweep-p=2"][1:8], ["yes", "yes", "90", "s", "90", "s", "fits"])
+        self.assertEqual(rows["sweep-p=2"][8:], ["sweep-P2"])
+        self.assertEqual(rows["sweep-p=4"][1:7], ["yes", "no", "90", "s", "-", "-"])
+        self.assertEqual(rows["nights"][1:11], ["no", "yes", "540", "s", "630", "s", "fits",
+                                                "nights-1", "nights-2", "nights-planted"])
+        # Where the total passes the budget the step is marked.
+        self.assertEqual(self.listing("600")["nights"][5:8], ["630", "s", "CUT"])
+        self.assertEqual(self.listing("60")["sweep-p=2"][7], "CUT")
+
+
+
+class Order(unittest.TestCase):
+    def test_a_step_comes_after_the_steps_whose_files_it_reads(self):
+        at = {}
+        for i, step in enumerate(gc.STEPS):
+            at.setdefault(step.name, i)
+        # memory reads both sweeps' folders, nights the gemm step's files.
+        self.assertIn("{sweep_dirs}", next(s for s in gc.STEPS if s.name == "memory").runs[0].argv)
+        self.assertLess(max(at["sweep P=2"], at["sweep P=4"]), at["memory"])
+        nights = next(s for s in gc.STEPS if s.name == "nights")
+        self.assertEqual(nights.reads[-2:], ("gemm-bf16.json", "gemm-fp32.json"))
+        self.assertLess(at["gemm"], at["nights"])
+
+    def test_tests_start_longest_timeout_first_and_the_timing_sensitive_alone_after(self):
+        def t(name, timeout, serial=False):
+            return {"name": name, "timeout": timeout, "run_serial": serial}
+        tests = [t("CudaGpu.A", None), t("run_cuda_check_fp32", 300), t("gpu_p2p", 100),
+                 t("CudaPlant.B", None), t("gpu_gemm_bench", 150), t("run_cuda_check_bf16", 300),
+                 t("serial", 30, serial=True)]
+        shared, alone = gc.test_order(tests, 180)
+        self.assertEqual([x["name"] for x in shared],
+                         ["run_cuda_check_fp32", "run_cuda_check_bf16", "CudaGpu.A", "gpu_p2p"])
+        self.assertEqual([x["name"] for x in alone], ["CudaPlant.B", "gpu_gemm_bench", "serial"])
+
+
+def fake_test(name, command, timeout=None, serial=False, cwd="/tmp"):
+    return {"name": name, "command": list(command), "cwd": cwd, "env": {}, "timeout": timeout,
+            "skip_return_code": None, "skip_regex": [], "pass_regex": [], "fail_regex": [],
+            "will_fail": False, "run_serial": serial}
+
+
+class GpuTestsWindow(unittest.TestCase):
+    def setUp(self):
+        self.saved = gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS
+        gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = 0.2, 1
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = self.saved
+        shutil.rmtree(self.tmp)
+
+    def test_a_test_the_window_stops_or_never_starts_is_cut_not_failed(self):
+        ctx = context(self.tmp)
+        ctx.tests = [fake_test("long", ("sleep", "10")),             # the window stops it
+                     fake_test("own", ("sleep", "10"), timeout=1),   # its own TIMEOUT: failed
+                     fake_test("quick", ("true",), timeout=1),
+                     fake_test("CudaPlant.X", ("true",))]            # alone, after: no time left
+        step = gc.Step("gpu tests", "tests", execute="tests", args={"limit": 3, "jobs": 2},
+                       reads=("gpu-tests.json",))
+        t0 = time.monotonic()
+        r = gc.run_step(ctx, step)
+        self.assertLess(time.monotonic() - t0, 8)
+        doc = json.loads((Path(self.tmp) / "gpu-tests.json").read_text())
+        got = {t["name"]: (t["status"], t.get("cut")) for t in doc["tests"]}
+        self.assertEqual(got, {"long": ("cut", "window"), "own": ("failed", None),
+                               "quick": ("passed", None), "CudaPlant.X": ("cut", "window")})
+        self.assertEqual(r.status, "FAIL")
+        self.assertIn("4 tests: 1 passed, 0 skipped, 1 failed, 2 cut (the step's 3 s: long,"
+                      " CudaPlant.X) (failed: own;", r.figures)
+        # Without the failure the step is CUT, never passed.
+        ctx.tests = ctx.tests[:1]
+        r = gc.run_step(ctx, dataclasses.replace(step, args={"limit": 1, "jobs": 2}))
+        self.assertEqual((r.status, r.values["cut_tests"]), ("CUT", ["long"]))
+
+
+class Raising(unittest.TestCase):
+    def test_a_raising_judge_or_executor_is_that_steps_failure_and_the_run_goes_on(self):
+        def judge(ctx, step, reads, outcomes):
+            raise ValueError("no figures\nsecond line")
+
+        def boom(ctx, step, variables):
+            raise KeyError("tests")
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.dict(gc.JUDGES, {"raises": judge, "ok": lambda *a: gc.Verdict("PASS", "ok")}), \
+                mock.patch.dict(gc.EXECUTORS, {"boom": boom}):
+            ctx = context(tmp)
+            steps = (gc.Step("bad judge", "raises", runs=(gc.Run("x", ("true",), limit=10),)),
+                     gc.Step("bad run", "ok", execute="boom"),
+                     gc.Step("after", "ok", runs=(gc.Run("y", ("true",), limit=10),)))
+            s = gc.Session(ctx, steps)
+            with contextlib.redirect_stdout(io.StringIO()):
+                gc.run_steps(s)
+            got = [(r.name, r.status, r.figures) for r in s.results]
+            self.assertEqual(got, [
+                ("bad judge", "FAIL", "judge raised ValueError: no figures (logs/bad-judge.raised.txt)"),
+                ("bad run", "FAIL", "run raised KeyError: 'tests' (logs/bad-run.raised.txt)"),
+                ("after", "PASS", "ok")])
+            self.assertIn("Traceback", (Path(tmp) / "logs" / "bad-judge.raised.txt").read_text())
+
+
+class Archive(unittest.TestCase):
+    def test_the_archive_leaves_out_traces_huge_files_and_then_the_largest(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work, out = Path(tmp) / "work", Path(tmp) / "out"
+            for rel, size in (("logs/sweep-P2.txt", 100), ("sweep-P2/1f1b.json", 200),
+                              ("sweep-P2/1f1b.trace.json", 300), ("sweep-P2/1f1b.trace/rank0.json", 50),
+                              ("nsys/run.nsys-rep", 10), ("huge.log", 5000), (gc.WORK_MARK, 1)):
+                (work / rel).parent.mkdir(parents=True, exist_ok=True)
+                (work / rel).write_bytes(b"x" * size)
+            out.mkdir()
+            a = gc.pack_work(work, out / gc.ARCHIVE_NAME, huge=4000)
+            with tarfile.open(out / gc.ARCHIVE_NAME) as t:
+                names = set(t.getnames())
+                left = t.extractfile(gc.LEFT_OUT_NAME).read().decode()
+            self.assertEqual(names, {"logs/sweep-P2.txt", "sweep-P2/1f1b.json", gc.LEFT_OUT_NAME})
+            self.assertEqual((a["members"], a["left_out"]["traces"], a["left_out"]["trace_bytes"]),
+                             (2, 3, 360))
+            self.assertEqual(a["left_out"]["huge"], [{"path": "huge.log", "bytes": 5000}])
+            self.assertIn("trace", left)
+            self.assertIn("sweep-P2/1f1b.trace/rank0.json", left)
+            self.assertEqual(sorted(p.name for p in out.iterdir()), [gc.ARCHIVE_NAME])
+            # Over the limit: the largest files go first (random bytes do not compress).
+            for i, kib in enumerate((40, 80, 120)):
+                (work / ("r%d.bin" % i)).write_bytes(os.urandom(kib * 1024))
+            a = gc.pack_work(work, out / gc.ARCHIVE_NAME, huge=4 * 2**20, limit=150 * 1024)
+            self.assertLessEqual(a["bytes"], 150 * 1024)
+            self.assertEqual(a["left_out"]["archive_full"][-1], {"path": "r2.bin", "bytes": 120 * 1024})
+            self.assertNotIn("r0.bin", [x["path"] for x in a["left_out"]["archive_full"]])
+            self.assertIn("largest files", gc.archive_line(a))
+
+
+def ok_judge(ctx, step, reads, outcomes):
+    return gc.Verdict("PASS", "fine")
+
+
+class Checkpoints(unittest.TestCase):
+    """gc.check on a table of short fake steps, set-up skipped."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp())
+        self.ctx = gc.Context(out=self.tmp / "out", work=self.tmp / "work", budget=60)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_the_summary_is_rewritten_after_every_step_and_out_holds_three_files(self):
+        out = str(self.ctx.out)
+        steps = (gc.Step("first", "ok", runs=(gc.Run("first", ("sh", "-c", "echo one"), limit=10),)),
+                 gc.Step("second", "ok", runs=(gc.Run("second", (
+                     "sh", "-c", "cp %s/gpu-check.json {work}/seen.json; mkdir -p {work}/s.trace;"
+                     " echo t > {work}/s.trace/rank0.json; echo t > {work}/s.trace.json" % out),
+                     limit=10),)),
+                 gc.Step("unselected", "ok", default=False, runs=(gc.Run("u", ("true",), limit=1),)))
+        with mock.patch.dict(gc.JUDGES, {"ok": ok_judge}), \
+                contextlib.redirect_stdout(io.StringIO()) as printed:
+            code = gc.check(self.ctx, steps=steps, setup=lambda s: True)
+        self.assertEqual(code, 0)
+        seen = json.loads((self.ctx.work / "seen.json").read_text())
+        self.assertEqual((seen["result"], seen["current"]["name"], seen["pending"]),
+                         ("running", "second", []))
+        self.assertEqual([(x["name"], x["status"]) for x in seen["steps"]], [("first", "PASS")])
+        self.assertEqual(seen["archive"]["file"], gc.ARCHIVE_NAME)  # packed after "first"
+        self.assertIn(">> start first (limit 10 s, budget left ", printed.getvalue())
+        doc = json.loads((self.ctx.out / "gpu-check.json").read_text())
+        self.assertEqual(doc["result"], "passed")
+        self.assertEqual([(x["name"], x["status"]) for x in doc["steps"]],
+                         [("first", "PASS"), ("second", "PASS"), ("unselected", "SKIP")])
+        files = sorted(p.name for p in self.ctx.out.iterdir())
+        self.assertEqual(files, sorted(["gpu-check.txt", "gpu-check.json", gc.ARCHIVE_NAME]))
+        self.assertLessEqual(len(files), 8)
+        with tarfile.open(self.ctx.out / gc.ARCHIVE_NAME) as t:
+            names = set(t.getnames())
+        self.assertTrue({"logs/first.txt", "logs/second.txt", "seen.json"} <= names, names)
+        self.assertFalse([n for n in names if ".trace" in n], names)
+        self.assertEqual(doc["archive"]["left_out"]["traces"], 2)
+
+    def test_a_work_folder_of_something_else_is_refused_and_an_earlier_checks_emptied(self):
+        self.ctx.work.mkdir()
+        (self.ctx.work / "mine.txt").write_text("x")
+        with self.assertRaisesRegex(gc.UsageError, "^PPB_GPU_CHECK_WORK: .* no earlier check's"):
+            gc.prepare_folders(self.ctx)
+        (self.ctx.work / gc.WORK_MARK).write_text("")
+        gc.prepare_folders(self.ctx)
+        self.assertEqual(sorted(p.name for p in self.ctx.work.iterdir()), [gc.WORK_MARK, "logs"])
+
+    def test_work_and_out_must_lie_apart(self):
+        env = {"OUT": str(self.tmp / "o"), "PPB_GPU_CHECK_WORK": str(self.tmp / "o" / "w")}
+        with mock.patch.dict(gc.os.environ, env), \
+                self.assertRaisesRegex(gc.UsageError, "must lie apart"):
+            gc.settings()
+
+
+STOP_SCRIPT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import gpu_check as gc
+from pathlib import Path
+gc.JUDGES["ok"] = lambda *a: gc.Verdict("PASS", "fine")
+tmp = Path(sys.argv[2])
+ctx = gc.Context(out=tmp / "out", work=tmp / "work", budget=120)
+steps = (gc.Step("first", "ok", runs=(gc.Run("first", ("true",), limit=10),)),
+         gc.Step("slow", "ok", runs=(gc.Run("slow", ("sh", "-c", "echo $$ > {work}/pid; exec sleep 60"),
+                                            limit=90),)),
+         gc.Step("after", "ok", runs=(gc.Run("after", ("true",), limit=10),)))
+sys.exit(gc.check(ctx, steps=steps, setup=lambda s: True))
+"""
+
+
+class Stop(unittest.TestCase):
+    def test_sigterm_stops_the_running_command_and_leaves_the_summary(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            p = subprocess.Popen([sys.executable, "-c", STOP_SCRIPT, str(ROOT / "ci"), str(tmp)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            lines = []
+            for line in p.stdout:
+                lines.append(line)
+                if line.startswith(">> start slow"):
+                    break
+            pid_file = tmp / "work" / "pid"
+            for _ in range(100):
+                if pid_file.is_file() and pid_file.read_text().strip():
+                    break
+                time.sleep(0.05)
+            sleeper = int(pid_file.read_text())
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            rest, _ = p.communicate(timeout=30)
+            self.assertLess(time.monotonic() - t0, 8)
+            self.assertEqual(p.returncode, 1, "".join(lines) + rest)
+            self.assertIn(">> SIGTERM: stopping", rest)
+            doc = json.loads((tmp / "out" / "gpu-check.json").read_text())
+            self.assertEqual((doc["result"], doc["stopped_by"]), ("cut", "SIGTERM"))
+            got = [(x["name"], x["status"], x["figures"]) for x in doc["steps"]]
+            self.assertEqual(got[0], ("first", "PASS", "fine"))
+            self.assertEqual(got[1][:2], ("slow", "CUT"))
+            self.assertTrue(got[1][2].startswith("stopped by SIGTERM after "), got[1])
+            self.assertEqual(got[2], ("after", "CUT", "not started: the check was stopped (SIGTERM)"))
+            text = (tmp / "out" / "gpu-check.txt").read_text()
+            self.assertTrue(text.splitlines()[-1].startswith("RESULT: INCOMPLETE: SIGTERM stopped"))
+            self.assertTrue((tmp / "out" / gc.ARCHIVE_NAME).is_file())
+            # The command, in a session of its own, is gone too (or a zombie
+            # waiting for a parent that has ended).
+            try:
+                state = Path("/proc/%d/stat" % sleeper).read_text().split(")")[-1].split()[0]
+            except OSError:
+                state = "gone"
+            self.assertIn(state, ("gone", "Z"))
+
+
+class Probes(unittest.TestCase):
+    def test_a_probe_without_an_answer_is_a_failure_saying_so(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            s = gc.Session(context(tmp))
+            t0 = time.monotonic()
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertIsNone(gc.probe_run(s, "machine", ["sleep", "10"], seconds=1))
+                self.assertIsNone(gc.probe_run(s, "list", ["/no/such/pipebench", "list"]))
+            self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual([(r.status, r.name) for r in s.results], [("FAIL", "machine"),
+                                                                   ("FAIL", "list")])
+        self.assertEqual(s.results[0].figures, "sleep 10: no answer in 1 s (stopped)")
+        self.assertTrue(s.results[1].figures.startswith("/no/such/pipebench: cannot start:"))
+
+    def test_the_tools_are_looked_for_on_the_steps_path(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bin_dir = Path(tmp) / "bundle-bin"
+            bin_dir.mkdir()
+            (bin_dir / "mpirun").write_text("#!/bin/sh\n")
+            (bin_dir / "mpirun").chmod(0o755)
+            ctx = context(tmp)
+            ctx.env["PATH"] = str(bin_dir)
+            s = gc.Session(ctx)
+            (Path(tmp) / "logs").mkdir()
+            with contextlib.redirect_stdout(io.StringIO()):
+                gc.probe_tools(s)
+        self.assertIn(" mpirun ", " " + s.results[0].figures + " ")
+        self.assertIn("!nvcc", s.results[0].figures)
+        self.assertNotIn("mpirun", s.results[0].values["missing_tools"])
+
+
+class BuildChoice(unittest.TestCase):
+    def test_a_failed_bundle_ends_the_check_without_a_build_here_unless_asked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "logs").mkdir()
+            archive = Path(tmp) / "pipebench-gpu.tar.xz"
+            archive.write_bytes(b"not an archive")
+            ctx = context(tmp, build=None)
+            ctx.env["PPB_GPU_BUNDLE_DIR"] = str(Path(tmp) / "unpacked")
+            s = gc.Session(ctx)
+            with mock.patch.object(gc, "BUNDLE", archive), \
+                    mock.patch.object(gc, "build_here", side_effect=AssertionError("built")), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                gc.find_build(s, [], [])
+            self.assertIsNone(ctx.build)
+            self.assertEqual([(r.status, r.name) for r in s.results], [("FAIL", "bundle"),
+                                                                       ("INFO", "build")])
+            self.assertIn("PPB_GPU_CHECK_BUILD_HERE=1", s.results[1].figures)
+            ctx.build_here = True
+            with mock.patch.object(gc, "BUNDLE", archive), \
+                    mock.patch.object(gc, "build_here", return_value=None) as built, \
+                    contextlib.redirect_stdout(io.StringIO()):
+                gc.find_build(gc.Session(ctx), [], [])
+            built.assert_called_once()
+
+    def test_no_bundle_and_no_build_is_a_failure_naming_both(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = context(tmp, build=None)
+            s = gc.Session(ctx)
+            with mock.patch.object(gc, "BUNDLE", Path(tmp) / "none.tar.xz"), \
+                    mock.patch.object(gc, "build_here", side_effect=AssertionError("built")), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                gc.find_build(s, [], [])
+        self.assertEqual((s.results[0].status, s.results[0].name), ("FAIL", "build"))
+        self.assertIn("no bundle", s.results[0].figures)
+
+
+class DryRun(unittest.TestCase):
+    def test_dry_run_prints_each_selected_steps_commands_expanded(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"OUT": str(Path(tmp) / "o"), "PPB_GPU_CHECK_WORK": str(Path(tmp) / "w"),
+                   "PPB_GPU_CHECK_STEPS": "sweep-p=2,memory", "PPB_GPU_BUNDLE_DIR": "/b"}
+            with mock.patch.dict(gc.os.environ, env), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(gc.main(["gpu_check.py", "--dry-run"]), 0)
+            self.assertFalse(Path(tmp, "o").exists() or Path(tmp, "w").exists())
+        text = out.getvalue()
+        self.assertNotIn("{", text)
+        self.assertIn("# sweep P=2: limit 90 s, 90 s in all\n", text)
+        self.assertIn("mpirun -np 2 --oversubscribe /b/build/bench/pipebench run --backend cuda",
+                      text)
+        self.assertIn("plan --validate %s/w/sweep-P2 --format json > %s/w/memory.json" % (tmp, tmp),
+                      text)
+        self.assertNotIn("# gpu tests", text)
 
 def junit(folder, cases):
     """A report.junit.xml in folder as pipebench report writes it: cases of
