@@ -325,12 +325,15 @@ PEER_CASES = (("bf16", "{bubble_model}", "bf16", 6, 2, False),
 
 
 STEPS = (
-    # In order of what a short lease must not lose: correctness (the unit
-    # tests, every schedule x partition under --check), then the speed
-    # criteria (PyTorch on the same model, with each unit kind's time beside
-    # it; the staged wait), the bf16 check and the sanitizer; then the figures
-    # for reading (memory, bubbles, dp, GEMMs, CUPTI's cost, p2p), which a
-    # budget that binds cuts first.
+    # In order of what a short lease must not lose, correctness before
+    # speed: the unit tests, every schedule x partition under --check on 2
+    # ranks, in bf16 on 4, the sanitizer, then the sweep on 4 ranks and the
+    # memory model (which reads both sweeps); then the speed criteria
+    # (PyTorch on the same model, each unit kind's time beside it, the
+    # staged wait); then the figures for reading (bubbles, dp, GEMMs,
+    # CUPTI's cost, p2p), which a budget that binds cuts first. A step that
+    # reads another's files comes after it (memory after both sweeps, nights
+    # after gemm).
     # 180 s: run_cuda_check_{fp32,bf16} take a warm-up step per combination
     # (--check compares the step that runs the CUDA graphs first); the tests
     # start longest TIMEOUT first (run_tests).
@@ -338,35 +341,6 @@ STEPS = (
          reads=("gpu-tests.json",),
          skip=(("emulated", "on the emulator the label emulated runs them (ctest -L emulated)"),)),
     sweep_step(2),
-    sweep_step(4),
-    # PyTorch, as a user would train the same model: the speed and memory
-    # pipebench's kernels are measured against.
-    torch_peer_step(),
-    # Each unit kind's forward, input and weight backward on the device
-    # (ppb_cuda_unit_bench, CUDA events): figures for reading, no threshold,
-    # right after the peer's ratios because they say where the time went.
-    Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
-         runs=tuple(Run("unit-bench-%s" % d, (
-             "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
-             "--benchmark_min_time=0.05", "--benchmark_out={work}/unit-bench-%s.json" % d,
-             "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
-         reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
-         skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
-               ("emulated", "ctest -L emulated runs it on a small model (emulated_cuda_unit_bench)"),
-               ("no_unit_bench", "ppb_cuda_unit_bench is not in this build (built without CUDA)"),
-               ("no_cuda", "no usable GPU: {why_cuda}"))),
-    # The transports' device-to-device messages at 64 MiB with the
-    # executor's default wait strategy and with --wait block.
-    Step("peer", "peer", what="2 ranks, 64 MiB, the default wait vs --wait block: ",
-         runs=tuple(Run("peer-%s" % w, mpirun("2") + (
-             "{pb}", "p2p", "--memory", "device", "--min", "64MiB", "--max", "64MiB", "-n", "20")
-             + (("--wait", "block") if w == "block" else ())
-             + ("--json", "{work}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
-         reads=("peer-default.json", "peer-block.json"),
-         skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),
-               ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
-                            " difference is a GPU's"),
-               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # The sweeps run fp32 (the flash kernels); bf16 (cuDNN's attention) passes --check
     # on every schedule x partition too (2 ranks: the gpu test run_cuda_check_bf16).
     Step("check bf16 P=4", "results",
@@ -396,6 +370,7 @@ STEPS = (
                ("emulated", "compute-sanitizer needs a GPU"),
                ("no_sanitizer", "compute-sanitizer not on PATH"),
                ("no_cuda", "no usable GPU: {why_cuda}"))),
+    sweep_step(4),
     # The memory model (the cuda kernels' workspace included) against the
     # peaks both sweeps tracked, through plan --validate.
     Step("memory", "memory", args={"max_mean": 0.02, "max_one": 0.04},
@@ -405,6 +380,34 @@ STEPS = (
          skip=(("no_sweep_selected", "its inputs are the sweeps' results, and"
                                      " PPB_GPU_CHECK_STEPS selected no sweep"),
                ("no_sweep_results", "no sweep wrote result files to compare with"))),
+    # PyTorch, as a user would train the same model: the speed and memory
+    # pipebench's kernels are measured against.
+    torch_peer_step(),
+    # Each unit kind's forward, input and weight backward on the device
+    # (ppb_cuda_unit_bench, CUDA events): figures for reading, no threshold,
+    # right after the peer's ratios because they say where the time went.
+    Step("unit bench", "unit_bench", what="gpt-small per unit kind and pass: ",
+         runs=tuple(Run("unit-bench-%s" % d, (
+             "{unit_bench}", "--model", "gpt-small", "--benchmark_filter=^%s/" % d,
+             "--benchmark_min_time=0.05", "--benchmark_out={work}/unit-bench-%s.json" % d,
+             "--benchmark_out_format=json"), limit=90) for d in ("bf16", "fp32")),
+         reads=("unit-bench-bf16.json", "unit-bench-fp32.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for the units"),
+               ("emulated", "ctest -L emulated runs it on a small model (emulated_cuda_unit_bench)"),
+               ("no_unit_bench", "ppb_cuda_unit_bench is not in this build (built without CUDA)"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
+    # The transports' device-to-device messages at 64 MiB with the
+    # executor's default wait strategy and with --wait block.
+    Step("peer", "peer", what="2 ranks, 64 MiB, the default wait vs --wait block: ",
+         runs=tuple(Run("peer-%s" % w, mpirun("2") + (
+             "{pb}", "p2p", "--memory", "device", "--min", "64MiB", "--max", "64MiB", "-n", "20")
+             + (("--wait", "block") if w == "block" else ())
+             + ("--json", "{work}/peer-%s.json" % w), limit=45) for w in ("default", "block")),
+         reads=("peer-default.json", "peer-block.json"),
+         skip=((NO_DEVICE, "the rehearsal has no GPU for the device ring"),
+               ("emulated", "the emulator's copies are CPU copies: the wait strategies'"
+                            " difference is a GPU's"),
+               ("no_cuda", "no usable GPU: {why_cuda}"))),
     # On gpt-tiny every kernel is shorter than its launch, so the two bubbles
     # differ by design (the sweeps print how far); on a model whose kernels
     # outlast their launches CUPTI's device bubble must agree with the

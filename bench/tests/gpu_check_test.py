@@ -808,7 +808,7 @@ class Selection(unittest.TestCase):
         lines = err.getvalue().splitlines()
         self.assertEqual(len(lines), 1)
         self.assertTrue(lines[0].startswith("gpu-check: PPB_GPU_CHECK_STEPS: no step 'sweep P=3'"
-                                            " (the steps: gpu-tests, sweep-p=2, sweep-p=4,"),
+                                            " (the steps: gpu-tests, sweep-p=2, check-bf16-p=4,"),
                         lines[0])
         self.assertTrue(lines[0].endswith(", nccl-pipe, nights)"), lines[0])
 
@@ -864,6 +864,12 @@ class Selection(unittest.TestCase):
 
 
 class Order(unittest.TestCase):
+    def test_correctness_runs_before_speed_and_the_figures(self):
+        names = [s.name for s in gc.STEPS]
+        self.assertEqual(names[:9], ["gpu tests", "sweep P=2", "check bf16 P=4", "sanitizer",
+                                     "sweep P=4", "memory", "torch peer", "unit bench", "peer"])
+        self.assertEqual(names[-1], "nights")
+
     def test_a_step_comes_after_the_steps_whose_files_it_reads(self):
         at = {}
         for i, step in enumerate(gc.STEPS):
