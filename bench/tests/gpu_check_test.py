@@ -1079,7 +1079,7 @@ class Stop(unittest.TestCase):
                 if line.startswith(">> start slow"):
                     break
             pid_file = tmp / "work" / "pid"
-            for _ in range(100):
+            for _ in range(400):  # 20 s at most, for a loaded host
                 if pid_file.is_file() and pid_file.read_text().strip():
                     break
                 time.sleep(0.05)
