@@ -458,7 +458,7 @@ add_test(NAME gpu_check_rehearsal
 set_tests_properties(gpu_check_rehearsal PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "${PPB_RUN_ENV}")
 # ci/gpu_check.py's own logic (its step table, budget, summary, test list
-# and pass rules; bench/tests/gpu_check_test.py): about 2 s.
+# and pass rules; bench/tests/gpu_check_test.py): about 7 s.
 add_test(NAME gpu_check_unit COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/gpu_check_test.py)
 set_tests_properties(gpu_check_unit PROPERTIES LABELS unit TIMEOUT 60)
 # ci/torch_peer.py's logic without PyTorch (bench/tests/torch_peer_test.py):
