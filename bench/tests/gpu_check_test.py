@@ -107,7 +107,9 @@ class StepTable(unittest.TestCase):
             self.assertEqual((r.status, r.figures), ("SKIP", "no usable GPU: no driver"))
 
 
-class Budget(unittest.TestCase):
+class QuickStops(unittest.TestCase):
+    """Commands stopped within a second, in a scratch folder of the test's own."""
+
     def setUp(self):
         self.saved = gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS
         gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = 0.2, 1
@@ -117,6 +119,8 @@ class Budget(unittest.TestCase):
         gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = self.saved
         shutil.rmtree(self.tmp)
 
+
+class Budget(QuickStops):
     def step(self, limit):
         return gc.Step("slow", "p2p", runs=(gc.Run("slow", ("sleep", "5"), limit=limit),),
                        reads=("none.json",))
@@ -899,16 +903,7 @@ def fake_test(name, command, timeout=None, serial=False, cwd="/tmp"):
             "will_fail": False, "run_serial": serial}
 
 
-class GpuTestsWindow(unittest.TestCase):
-    def setUp(self):
-        self.saved = gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS
-        gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = 0.2, 1
-        self.tmp = tempfile.mkdtemp()
-
-    def tearDown(self):
-        gc.MIN_START_SECONDS, gc.KILL_AFTER_SECONDS = self.saved
-        shutil.rmtree(self.tmp)
-
+class GpuTestsWindow(QuickStops):
     def test_a_test_the_window_stops_or_never_starts_is_cut_not_failed(self):
         ctx = context(self.tmp)
         ctx.tests = [fake_test("long", ("sleep", "10")),             # the window stops it
