@@ -828,19 +828,26 @@ def cut_or_failed(outcomes, judge_failures):
     FAIL when one timed out or (unless the judge reads failures) exited
     non-zero; None when the judge decides."""
     cut = [o for o in outcomes if o.cut]
+    cut_words = ""
     if cut:
         o = cut[0]
         what = "the check was stopped" if o.stopped_by == "signal" else "the time budget"
         how = (f"stopped by {what} after {o.seconds:.0f} s" if o.rc is not None
                else "not started: the check was stopped" if o.stopped_by == "signal"
                else "not started: the time budget was spent")
-        return Verdict("CUT", f"{o.tag}: {how}")
-    timed = [o for o in outcomes if o.timed_out]
-    if timed:
-        return Verdict("FAIL", "; ".join(f"{o.tag}: timed out after {o.limit:.0f} s" for o in timed))
-    bad = [o for o in outcomes if o.rc != 0]
-    if bad and not judge_failures:
-        return Verdict("FAIL", "; ".join(f"{o.tag}: exit {o.rc} ({first_error(o.log)})" for o in bad))
+        cut_words = f"{o.tag}: {how}"
+    # A command that finished and failed fails the step, also when a later
+    # one was cut: a cut never hides a failure.
+    finished = [o for o in outcomes if not o.cut]
+    timed = [o for o in finished if o.timed_out]
+    bad = [o for o in finished if o.rc != 0 and not o.timed_out]
+    failed = [f"{o.tag}: timed out after {o.limit:.0f} s" for o in timed]
+    if not judge_failures or cut:
+        failed += [f"{o.tag}: exit {o.rc} ({first_error(o.log)})" for o in bad]
+    if failed:
+        return Verdict("FAIL", "; ".join(failed) + (f"; then {cut_words}" if cut_words else ""))
+    if cut:
+        return Verdict("CUT", cut_words)
     return None
 
 
@@ -1978,7 +1985,10 @@ class Session:
         if r is not None:
             self.results.append(r)
             print(">> %s %s %s" % (r.status, r.name, r.figures), flush=True)
-            self.checkpoint(pack=ran)
+            # Nothing to pack again where no command of it started (a step
+            # the spent budget cuts before it starts).
+            started = ran and not (r.status in ("CUT", "SKIP") and "not started" in r.figures)
+            self.checkpoint(pack=started)
 
     def stopped(self, signame):
         """A signal stopped the check: the step (or setup phase) running is
@@ -2002,10 +2012,13 @@ class Session:
                 if ctx.selects(st) else StepResult(st.name, "SKIP", NOT_SELECTED))
 
     def checkpoint(self, pack=True, final=False):
-        """Writes OUT's summary (gpu-check.txt, gpu-check.json), first the
-        archive of the work folder when `pack`; returns the text."""
+        """Writes OUT's summary (gpu-check.txt, gpu-check.json); with `pack`
+        also the archive of the work folder, between two writes of the
+        summary, so that a kill while packing leaves the summary current;
+        returns the text."""
         ctx = self.ctx
         if pack:
+            self.checkpoint(pack=False, final=final)
             try:
                 self.archive = pack_work(ctx.work, ctx.out / ARCHIVE_NAME, skip=[ctx.out])
             except Exception as e:  # noqa: BLE001 - a full disk must not end the check

@@ -151,6 +151,20 @@ class Budget(QuickStops):
         self.assertEqual((r.status, r.figures), ("FAIL", "x: exit 3 (an error here)"))
         self.assertEqual(r.logs, ["logs/x.txt"])
 
+    def test_a_failure_before_a_cut_fails_the_step(self):
+        # A cut never hides a failure: the first command failed, the budget
+        # then stopped the second (the sanitizer's memcheck, then racecheck).
+        step = gc.Step("x", "p2p", runs=(gc.Run("bad", ("sh", "-c", "echo an error here; exit 3"), limit=10),
+                                         gc.Run("slow", ("sleep", "5"), limit=60)),
+                       reads=("none.json",))
+        for judge_failures in (False, True):
+            with self.subTest(judge_failures=judge_failures):
+                ctx = context(self.tmp, budget=1.5)
+                r = gc.run_step(ctx, dataclasses.replace(step, judge_failures=judge_failures))
+                self.assertEqual(r.status, "FAIL")
+                self.assertTrue(r.figures.startswith("bad: exit 3 (an error here); then slow: "),
+                                r.figures)
+
     def test_an_outside_command_runs_in_the_environment_the_check_started_with(self):
         ctx = context(self.tmp)
         ctx.start_env = dict(ctx.env, PPB_WHERE="start")
