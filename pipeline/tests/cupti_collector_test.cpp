@@ -41,15 +41,19 @@ std::unique_ptr<Collector> start_cupti(std::string* why) {
   }
 }
 
-// A step of two actions, F(0) and B(0), both launched at `launched` and
-// done at `done` (seconds after `origin`).
-StepRecord two_actions(double origin, double launched, double done) {
+// Ends a step of two actions, F(0) and B(0), both launched at `launched`
+// (seconds after `origin`) and done now (*done), and collects it.
+CollectedFigures end_step(Collector& cupti, double origin, double launched, double* done) {
+  *done = now_seconds() - origin;
+  cupti.step_end(0);
   StepRecord record;
   record.origin = origin;
-  record.actions = {{F(0), launched, done, 0, launched}, {B(0), launched, done, 0, launched}};
-  record.actions_end = done;
-  record.end = done;
-  return record;
+  record.actions = {{F(0), launched, *done, 0, launched}, {B(0), launched, *done, 0, launched}};
+  record.actions_end = *done;
+  record.end = *done;
+  CollectedFigures out;
+  cupti.finish_step(record, out);
+  return out;
 }
 
 TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
@@ -90,11 +94,8 @@ TEST(CuptiCollectorGpu, AttributesClassifiesAndAlignsRealRecords) {
   ppb_test_launch_spin(stream, 1000);
   cupti->optimizer_end(0);
   PPB_TEST_CUDA(cudaStreamSynchronize(stream));
-  const double done = now_seconds() - origin;
-  cupti->step_end(0);
-
-  CollectedFigures out;
-  cupti->finish_step(two_actions(origin, launched, done), out);
+  double done = 0;
+  const CollectedFigures out = end_step(*cupti, origin, launched, &done);
   ASSERT_TRUE(out.device.has_value());
   const device::DeviceStep& step = *out.device;
   EXPECT_EQ(step.dropped, 0);
@@ -180,11 +181,8 @@ TEST(CuptiCollectorGpu, KernelsOfALaunchedGraphAreAttributedToTheLaunchingAction
   PPB_TEST_CUDA(cudaGraphLaunch(exec, stream));
   cupti->launch_end(0, B(0));
   PPB_TEST_CUDA(cudaStreamSynchronize(stream));
-  const double done = now_seconds() - origin;
-  cupti->step_end(0);
-
-  CollectedFigures out;
-  cupti->finish_step(two_actions(origin, launched, done), out);
+  double done = 0;
+  const CollectedFigures out = end_step(*cupti, origin, launched, &done);
   ASSERT_TRUE(out.device.has_value());
   const device::DeviceStep& step = *out.device;
   EXPECT_EQ(step.dropped, 0);
