@@ -492,6 +492,7 @@ class Context:
     dry: bool = False  # --dry-run: the sweeps' folders taken as made
     stopping: str = ""  # the signal's name once one asked the check to stop
     finishing: bool = False  # the final summary is being written: a signal no longer interrupts
+    in_step: bool = False  # a step runs: a signal lets it end and be judged (run_steps)
     children: dict = dataclasses.field(default_factory=dict)  # pid -> Popen, running now
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
 
@@ -648,44 +649,60 @@ class Outcome:
     cut: bool = False  # not its own limit stopped it or kept it from starting
     limit: float = 0.0
     stopped_by: str = ""
+    signame: str = ""  # the signal that stopped the check, where stopped_by is "signal"
 
 
 class Stopped(BaseException):
     """A SIGTERM or SIGINT asked the check to stop: raised in the main thread
-    once the running commands are stopped, caught by check(), which marks
-    the running step and the rest CUT and writes the summary. Not an
-    Exception, so that no step's own handler takes it for the step's
-    failure."""
+    once the running commands are stopped (outside a step; inside one,
+    once the step is judged: stop_handler), caught by check(), which marks
+    the setup phase running and the steps not reached CUT and writes the
+    summary. Not an Exception, so that no step's own handler takes it for
+    the step's failure."""
 
     def __init__(self, signame):
         super().__init__(signame)
         self.signame = signame
 
 
-def group_alive(pid):
-    try:
-        os.killpg(pid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+def session_pids(sid):
+    """The processes of session `sid` (from /proc: a stat's sixth field,
+    counted after the command name's closing parenthesis), zombies left
+    out. Open MPI's ranks may sit in process groups of their own inside
+    mpirun's session, out of reach of a signal to mpirun's group."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            fields = Path("/proc", d, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
+            pids.append(int(d))
+    return pids
+
+
+def signal_session(sid, sig):
+    """`sig` to session `sid`'s process group and to each of its processes."""
+    for kill, target in [(os.killpg, sid)] + [(os.kill, pid) for pid in session_pids(sid)]:
+        try:
+            kill(target, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def stop_groups(procs, grace):
-    """SIGTERM to each command's process group (each runs in a session of
-    its own), SIGKILL to those still there `grace` seconds later."""
+    """SIGTERM to each command's session (each runs in a session of its
+    own: its group and every process in it), SIGKILL to those still there
+    `grace` seconds later."""
     for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_session(p.pid, signal.SIGTERM)
     end = time.monotonic() + grace
-    while time.monotonic() < end and any(p.poll() is None or group_alive(p.pid) for p in procs):
+    while time.monotonic() < end and any(p.poll() is None or session_pids(p.pid) for p in procs):
         time.sleep(0.05)
     for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        signal_session(p.pid, signal.SIGKILL)
 
 
 def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
@@ -706,6 +723,7 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
     o = Outcome(tag, log, limit=eff)
     if ctx.stopping or (why != "limit" and eff < MIN_START_SECONDS):
         o.stopped_by = "signal" if ctx.stopping else why
+        o.signame = ctx.stopping
         o.cut = True
         log.write_text("not started: %s\n" % {
             "signal": f"the check was stopped ({ctx.stopping})",
@@ -744,7 +762,7 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
             with ctx.lock:
                 ctx.children.pop(p.pid, None)
         if ctx.stopping and not o.timed_out:
-            o.cut, o.stopped_by = True, "signal"
+            o.cut, o.stopped_by, o.signame = True, "signal", ctx.stopping
             lf.write(f"\nstopped: the check was stopped ({ctx.stopping})\n")
     o.seconds = time.monotonic() - t0
     return o
@@ -831,9 +849,9 @@ def cut_or_failed(outcomes, judge_failures):
     cut_words = ""
     if cut:
         o = cut[0]
-        what = "the check was stopped" if o.stopped_by == "signal" else "the time budget"
+        what = o.signame if o.stopped_by == "signal" else "the time budget"
         how = (f"stopped by {what} after {o.seconds:.0f} s" if o.rc is not None
-               else "not started: the check was stopped" if o.stopped_by == "signal"
+               else f"not started: the check was stopped ({o.signame})" if o.stopped_by == "signal"
                else "not started: the time budget was spent")
         cut_words = f"{o.tag}: {how}"
     # A command that finished and failed fails the step, also when a later
@@ -1845,6 +1863,24 @@ def is_trace(rel):
     return rel.name.endswith(TRACE_SUFFIXES) or any(p.endswith(".trace") for p in rel.parts[:-1])
 
 
+def add_member(t, path, arcname, most):
+    """The file at `path` (its first `most` bytes) into tar `t` as
+    `arcname`, read before its header is written: a log that grows or is
+    cut short meanwhile cannot break the stream (tarfile's own add writes
+    the size it found and then fails mid-member). 1 where added, 0 where
+    the file cannot be read (gone meanwhile)."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read(most)
+    except OSError:
+        return 0
+    info = tarfile.TarInfo(arcname)
+    info.size, info.mtime, info.mode = len(data), int(st.st_mtime), st.st_mode & 0o777
+    t.addfile(info, io.BytesIO(data))
+    return 1
+
+
 def pack_work(work, archive, skip=(), limit=ARCHIVE_LIMIT, huge=HUGE_BYTES):
     """Packs the work folder's files (not those under `skip`) into `archive`
     (gzip tar, paths relative to the folder), leaving out the traces
@@ -1881,11 +1917,7 @@ def pack_work(work, archive, skip=(), limit=ARCHIVE_LIMIT, huge=HUGE_BYTES):
         with tarfile.open(tmp, "w:gz", compresslevel=6) as t:
             members = 0
             for rel, _ in kept:
-                try:
-                    t.add(str(work / rel), arcname=str(rel), recursive=False)
-                    members += 1
-                except OSError:
-                    pass
+                members += add_member(t, work / rel, str(rel), huge)
             data = left_out.encode() or b"nothing\n"
             info = tarfile.TarInfo(LEFT_OUT_NAME)
             info.size, info.mtime = len(data), int(time.time())
@@ -1987,8 +2019,9 @@ class Session:
             print(">> %s %s %s" % (r.status, r.name, r.figures), flush=True)
             # Nothing to pack again where no command of it started (a step
             # the spent budget cuts before it starts).
+            # After a signal, finish() packs once.
             started = ran and not (r.status in ("CUT", "SKIP") and "not started" in r.figures)
-            self.checkpoint(pack=started)
+            self.checkpoint(pack=started and not self.ctx.stopping)
 
     def stopped(self, signame):
         """A signal stopped the check: the step (or setup phase) running is
@@ -2050,11 +2083,12 @@ class Session:
 
 
 def stop_handler(s):
-    """SIGTERM or SIGINT: the running commands' process groups stopped
-    (they run in sessions of their own, out of reach of a signal to the
-    check's group), then Stopped raised in the main thread unless the
-    final summary is being written. A second signal only stops commands
-    again."""
+    """SIGTERM or SIGINT: the running commands stopped (they run in sessions
+    of their own, out of reach of a signal to the check's group), then
+    Stopped raised in the main thread, unless the final summary is being
+    written or a step runs: that step's commands then return, the step is
+    judged on what finished, and run_steps raises Stopped after it. A
+    second signal only stops commands again."""
     ctx = s.ctx
 
     def handler(signum, frame):
@@ -2066,7 +2100,7 @@ def stop_handler(s):
         with ctx.lock:
             procs = list(ctx.children.values())
         stop_groups(procs, STOP_GRACE_SECONDS)
-        if first and not ctx.finishing:
+        if first and not ctx.finishing and not ctx.in_step:
             raise Stopped(name)
     return handler
 
@@ -2079,11 +2113,20 @@ def run_steps(s):
         if not s.exists(step):
             s.end(step, None)
             continue
+        # A signal while the step runs stops its commands and lets it end:
+        # what finished is judged (a failure stays a failure), the rest of
+        # it is CUT, and so are the steps after it.
+        ctx.in_step = True
         try:
-            r = run_step(ctx, step, on_start=lambda limit, step=step: s.begin(step, limit))
-        except Exception as e:  # noqa: BLE001 - the step's failure, not the check's
-            r = StepResult(step.name, "FAIL", raised(ctx, step, "step", e))
-        s.end(step, r)
+            try:
+                r = run_step(ctx, step, on_start=lambda limit, step=step: s.begin(step, limit))
+            except Exception as e:  # noqa: BLE001 - the step's failure, not the check's
+                r = StepResult(step.name, "FAIL", raised(ctx, step, "step", e))
+            s.end(step, r)
+        finally:
+            ctx.in_step = False
+        if ctx.stopping:
+            raise Stopped(ctx.stopping)
 
 
 # --- the machine, the bundle and the build ---------------------------------------------

@@ -1002,6 +1002,24 @@ def ok_judge(ctx, step, reads, outcomes):
     return gc.Verdict("PASS", "fine")
 
 
+    def test_a_member_holds_the_bytes_read_not_the_size_found_before(self):
+        # A /proc file's size reads 0 and its content does not: as for a
+        # log cut short or grown while it is packed, the member's header
+        # says what was read, and at most `most` bytes.
+        src = Path("/proc/self/mountinfo")
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = Path(tmp) / "a.tar"
+            with tarfile.open(archive, "w") as t:
+                self.assertEqual(gc.add_member(t, src, "whole", 1 << 20), 1)
+                self.assertEqual(gc.add_member(t, src, "head", 10), 1)
+                self.assertEqual(gc.add_member(t, Path(tmp) / "gone", "gone", 10), 0)
+            with tarfile.open(archive) as t:
+                self.assertEqual(t.getnames(), ["whole", "head"])
+                whole = t.extractfile("whole").read()
+                self.assertGreater(len(whole), 10)
+                self.assertEqual(t.extractfile("head").read(), whole[:10])
+
+
 class Checkpoints(unittest.TestCase):
     """gc.check on a table of short fake steps, set-up skipped."""
 
@@ -1065,57 +1083,90 @@ sys.path.insert(0, sys.argv[1])
 import gpu_check as gc
 from pathlib import Path
 gc.JUDGES["ok"] = lambda *a: gc.Verdict("PASS", "fine")
-tmp = Path(sys.argv[2])
+tmp, case = Path(sys.argv[2]), sys.argv[3]
 ctx = gc.Context(out=tmp / "out", work=tmp / "work", budget=120)
-steps = (gc.Step("first", "ok", runs=(gc.Run("first", ("true",), limit=10),)),
-         gc.Step("slow", "ok", runs=(gc.Run("slow", ("sh", "-c", "echo $$ > {work}/pid; exec sleep 60"),
-                                            limit=90),)),
+# The slow command writes the pid of a sleeper in a process group of its
+# own inside the command's session (as Open MPI may start its ranks).
+(tmp / "sleeper.py").write_text("import os; os.setpgid(0, 0); os.execvp('sleep', ['sleep', '60'])")
+script = '"$0" "$1" & echo $! > {work}/pid; wait'
+slow = ("sh", "-c", script, sys.executable, str(tmp / "sleeper.py"))
+first = gc.Run("first", ("false",) if case == "failed-first" else ("true",), limit=10)
+if case == "tests":
+    ctx.tests = [{"name": n, "command": list(c), "cwd": str(tmp), "env": {}, "timeout": None,
+                  "skip_return_code": None, "skip_regex": [], "pass_regex": [],
+                  "fail_regex": [], "will_fail": False, "run_serial": False}
+                 for n, c in (("fails", ("false",)),
+                              ("slow", ("sh", "-c", "sleep 0.5; " + slow[2].replace(
+                                  "{work}", str(tmp / "work"))) + slow[3:]))]
+    middle = gc.Step("gpu tests", "tests", execute="tests", args={"limit": 90, "jobs": 2},
+                     reads=("gpu-tests.json",))
+else:
+    middle = gc.Step("slow", "ok", runs=(first, gc.Run("slow", slow, limit=90)))
+steps = (gc.Step("before", "ok", runs=(gc.Run("before", ("true",), limit=10),)), middle,
          gc.Step("after", "ok", runs=(gc.Run("after", ("true",), limit=10),)))
 sys.exit(gc.check(ctx, steps=steps, setup=lambda s: True))
 """
 
 
 class Stop(unittest.TestCase):
+    def stop_during(self, tmp, case):
+        """Runs STOP_SCRIPT's `case`, SIGTERMs the check once the slow command's
+        sleeper runs, and returns the summary's steps as (name, status,
+        figures) after checking how the check ended: promptly, exit 1, the
+        sleeper (in a process group of its own) gone with its session."""
+        p = subprocess.Popen([sys.executable, "-c", STOP_SCRIPT, str(ROOT / "ci"), str(tmp), case],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        pid_file = tmp / "work" / "pid"
+        for _ in range(400):  # 20 s at most, for a loaded host
+            if pid_file.is_file() and pid_file.read_text().strip():
+                break
+            time.sleep(0.05)
+        sleeper = int(pid_file.read_text())
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+        self.assertLess(time.monotonic() - t0, 8)
+        self.assertEqual(p.returncode, 1, out)
+        self.assertIn(">> SIGTERM: stopping", out)
+        try:
+            state = Path("/proc/%d/stat" % sleeper).read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            state = "gone"
+        self.assertIn(state, ("gone", "Z"), "the sleeper outlived the check")
+        self.assertTrue((tmp / "out" / gc.ARCHIVE_NAME).is_file())
+        self.doc = json.loads((tmp / "out" / "gpu-check.json").read_text())
+        self.text = (tmp / "out" / "gpu-check.txt").read_text()
+        self.assertEqual(self.doc["stopped_by"], "SIGTERM")
+        got = [(x["name"], x["status"], x["figures"]) for x in self.doc["steps"]]
+        self.assertEqual(got[0], ("before", "PASS", "fine"))
+        self.assertEqual(got[2], ("after", "CUT", "not started: the check was stopped (SIGTERM)"))
+        return got
+
     def test_sigterm_stops_the_running_command_and_leaves_the_summary(self):
         with tempfile.TemporaryDirectory() as tmp:
-            tmp = Path(tmp)
-            p = subprocess.Popen([sys.executable, "-c", STOP_SCRIPT, str(ROOT / "ci"), str(tmp)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
-            lines = []
-            for line in p.stdout:
-                lines.append(line)
-                if line.startswith(">> start slow"):
-                    break
-            pid_file = tmp / "work" / "pid"
-            for _ in range(400):  # 20 s at most, for a loaded host
-                if pid_file.is_file() and pid_file.read_text().strip():
-                    break
-                time.sleep(0.05)
-            sleeper = int(pid_file.read_text())
-            t0 = time.monotonic()
-            p.send_signal(signal.SIGTERM)
-            rest, _ = p.communicate(timeout=30)
-            self.assertLess(time.monotonic() - t0, 8)
-            self.assertEqual(p.returncode, 1, "".join(lines) + rest)
-            self.assertIn(">> SIGTERM: stopping", rest)
-            doc = json.loads((tmp / "out" / "gpu-check.json").read_text())
-            self.assertEqual((doc["result"], doc["stopped_by"]), ("cut", "SIGTERM"))
-            got = [(x["name"], x["status"], x["figures"]) for x in doc["steps"]]
-            self.assertEqual(got[0], ("first", "PASS", "fine"))
+            got = self.stop_during(Path(tmp), "slow")
             self.assertEqual(got[1][:2], ("slow", "CUT"))
-            self.assertTrue(got[1][2].startswith("stopped by SIGTERM after "), got[1])
-            self.assertEqual(got[2], ("after", "CUT", "not started: the check was stopped (SIGTERM)"))
-            text = (tmp / "out" / "gpu-check.txt").read_text()
-            self.assertTrue(text.splitlines()[-1].startswith("RESULT: INCOMPLETE: SIGTERM stopped"))
-            self.assertTrue((tmp / "out" / gc.ARCHIVE_NAME).is_file())
-            # The command, in a session of its own, is gone too (or a zombie
-            # waiting for a parent that has ended).
-            try:
-                state = Path("/proc/%d/stat" % sleeper).read_text().split(")")[-1].split()[0]
-            except OSError:
-                state = "gone"
-            self.assertIn(state, ("gone", "Z"))
+            self.assertTrue(got[1][2].startswith("slow: stopped by SIGTERM after "), got[1])
+            self.assertEqual(self.doc["result"], "cut")
+            self.assertTrue(self.text.splitlines()[-1].startswith("RESULT: INCOMPLETE: SIGTERM stopped"))
+
+    def test_a_failure_finished_before_the_signal_fails_its_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            got = self.stop_during(Path(tmp), "failed-first")
+            self.assertEqual(got[1][:2], ("slow", "FAIL"))
+            self.assertRegex(got[1][2], r"^first: exit 1 \(.*\); then slow: stopped by SIGTERM after ")
+            self.assertEqual(self.doc["result"], "failed")
+
+    def test_the_gpu_tests_finished_before_the_signal_are_judged_and_recorded(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            got = self.stop_during(Path(tmp), "tests")
+            self.assertEqual(got[1][:2], ("gpu tests", "FAIL"))
+            self.assertIn("2 tests: 0 passed, 0 skipped, 1 failed, 1 cut (the check was stopped:"
+                          " slow) (failed: fails;", got[1][2])
+            doc = json.loads((Path(tmp) / "work" / "gpu-tests.json").read_text())
+            self.assertEqual({t["name"]: (t["status"], t.get("cut")) for t in doc["tests"]},
+                             {"fails": ("failed", None), "slow": ("cut", "signal")})
 
 
 class Probes(unittest.TestCase):
