@@ -878,7 +878,12 @@ def step_limit(step):
 def raised(ctx, step, what, e):
     """A step's FAIL for an exception of its executor or judge: one line
     naming it; the traceback to logs/<step>.raised.txt in the work folder."""
-    log = ctx.work / "logs" / (re.sub(r"[^\w.=-]", "_", step_key(step.name)) + ".raised.txt")
+    try:  # the step's variables in the name: two "cupti cost" steps differ by their model
+        extra = [expand(v, ctx.vars()) for v in step.vars.values()]
+    except Exception:  # noqa: BLE001 - a name without them then
+        extra = []
+    log = ctx.work / "logs" / (re.sub(r"[^\w.=-]", "_", "-".join([step_key(step.name)] + extra))
+                               + ".raised.txt")
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(traceback.format_exc())
@@ -1555,20 +1560,27 @@ def judge_torch_peer(ctx, step, reads, outcomes):
 def judge_sanitizer(ctx, step, reads, outcomes):
     # compute-sanitizer writes no result file: each tool's exit status is its
     # verdict (9 for errors found), its printed summary the figures.
-    clean, failed = [], []
+    # A tool that cannot attach (sandboxed runtimes such as gVisor hide what
+    # the sanitizer needs) skips only where no other tool found errors.
+    clean, failed, detached = [], [], []
     for run, o in zip(step.runs, outcomes):
         tool = run.tag.split("-", 1)[1]
         if o.rc == 0:
             clean.append("%s (%s)" % (tool, first_error(o.log, r"ERROR SUMMARY: \d+ error")))
             continue
         attach = first_error(o.log, r"device not supported")
-        if attach:  # sandboxed runtimes (gVisor) hide what the sanitizer needs
-            return Verdict("SKIP", "compute-sanitizer cannot attach here: " + attach[:100])
+        if attach:
+            detached.append("%s: %s" % (tool, attach[:100]))
+            continue
         failed.append("%s: exit %s, %s" % (
             tool, o.rc, first_error(o.log, r"ERROR SUMMARY|Invalid|Race|Barrier|error")))
-    values = {"clean": [c.split(" ")[0] for c in clean], "failed": failed}
+    values = {"clean": [c.split(" ")[0] for c in clean], "failed": failed,
+              "not_attached": [d.split(":")[0] for d in detached]}
     if failed:
-        return Verdict("FAIL", "%s: %s" % (step.args["what"], "; ".join(failed)), values)
+        return Verdict("FAIL", "%s: %s%s" % (step.args["what"], "; ".join(failed), "".join(
+            "; %s cannot attach here" % d.split(":")[0] for d in detached)), values)
+    if detached:
+        return Verdict("SKIP", "compute-sanitizer cannot attach here: " + detached[0], values)
     return Verdict("PASS", "%s: clean under %s" % (step.args["what"], ", ".join(clean)), values)
 
 
@@ -1821,8 +1833,17 @@ def summary_text(results, started, seconds, logs_at, budget, current=None, pendi
         lines.append("RESULT: INCOMPLETE: the time budget (PPB_GPU_CHECK_SECONDS=%g) or a step's"
                      " own time in all stopped a step or left it no time (CUT)" % budget)
     else:
-        lines.append("RESULT: passed (skips say why)")
+        unmeasured = not_measured(results)
+        lines.append("RESULT: passed (skips say why)%s" % (
+            "; not measured: " + ", ".join(unmeasured) if unmeasured else ""))
     return "\n".join(lines) + "\n"
+
+
+def not_measured(results):
+    """The criteria a step could not measure (the torch peer's, where PyTorch
+    could not run a case): skipped, neither met nor missed, and named in
+    the result beside "passed"."""
+    return ["%s: %s" % (r.name, c) for r in results for c in (r.values or {}).get("unmeasured", [])]
 
 
 def summary_json(results, started, seconds, budget, current=None, pending=None, stopped="",
@@ -1833,6 +1854,7 @@ def summary_json(results, started, seconds, budget, current=None, pending=None, 
             "budget_seconds": budget, "result": result_word(results) if final else "running",
             "stopped_by": stopped or None, "current": None if final else current,
             "pending": [] if final else list(pending or []),
+            "not_measured": not_measured(results),
             "work": str(work) if work else None, "archive": archive,
             "steps": [dataclasses.asdict(r) for r in results]}
 

@@ -179,12 +179,12 @@ class Budget(QuickStops):
 
 
 class Summary(unittest.TestCase):
-    def finish(self, statuses):
+    def finish(self, statuses, values=None):
         with tempfile.TemporaryDirectory() as tmp:
             s = gc.Session(context(tmp))
             for i, st in enumerate(statuses):
                 with contextlib.redirect_stdout(io.StringIO()):
-                    s.note(st, "step %d" % i, "figures %d" % i)
+                    s.note(st, "step %d" % i, "figures %d" % i, values=(values or {}).get(i, {}))
             with contextlib.redirect_stdout(io.StringIO()):
                 code = s.finish()
             text = (Path(tmp) / "OUT" / "gpu-check.txt").read_text()
@@ -200,6 +200,13 @@ class Summary(unittest.TestCase):
         self.assertTrue(text.splitlines()[-1].startswith("RESULT: INCOMPLETE"))
         code, _, doc = self.finish(["CUT", "FAIL"])
         self.assertEqual((code, doc["result"]), (1, "failed"))
+
+    def test_a_criterion_not_measured_is_named_beside_passed(self):
+        code, text, doc = self.finish(["PASS", "SKIP"], values={1: {"unmeasured": ["gpt-tiny"]}})
+        self.assertEqual((code, doc["result"], doc["not_measured"]),
+                         (0, "passed", ["step 1: gpt-tiny"]))
+        self.assertEqual(text.splitlines()[-1],
+                         "RESULT: passed (skips say why); not measured: step 1: gpt-tiny")
 
     def test_text_and_json_hold_the_same_lines(self):
         _, text, doc = self.finish(["PASS", "FAIL"])
@@ -508,6 +515,19 @@ class PassRules(unittest.TestCase):
             self.assertEqual(v.status, "FAIL")
             self.assertIn("racecheck: exit 9", v.figures)
             self.assertIn("ppb_column_partials", v.figures)
+            # A later tool that cannot attach does not hide racecheck's hazard;
+            # alone it is a skip saying so.
+            detached = Path(tmp) / "detached.txt"
+            detached.write_text("========= Error: Target application device not supported\n")
+            outcomes[2] = gc.Outcome(step.runs[2].tag, detached, rc=1)
+            v = gc.judge_sanitizer(None, step, [], outcomes)
+            self.assertEqual((v.status, v.values["not_attached"]), ("FAIL", ["synccheck"]))
+            self.assertIn("racecheck: exit 9", v.figures)
+            self.assertIn("synccheck cannot attach here", v.figures)
+            outcomes[1] = gc.Outcome(step.runs[1].tag, clean, rc=0)
+            v = gc.judge_sanitizer(None, step, [], outcomes)
+            self.assertEqual(v.status, "SKIP")
+            self.assertIn("cannot attach here: synccheck: ", v.figures)
 
     def test_memory_holds_the_model_to_the_mean_and_to_each(self):
         step = next(s for s in gc.STEPS if s.name == "memory")
@@ -965,6 +985,16 @@ class Raising(unittest.TestCase):
                 ("bad run", "FAIL", "run raised KeyError: 'tests' (logs/bad-run.raised.txt)"),
                 ("after", "PASS", "ok")])
             self.assertIn("Traceback", (Path(tmp) / "logs" / "bad-judge.raised.txt").read_text())
+            # Steps of one name keep their tracebacks apart by their variables.
+            cost = [st for st in gc.STEPS if st.name == "cupti cost"]
+            self.assertEqual(len(cost), 2)
+            names = set()
+            for st in cost:
+                try:
+                    raise ValueError("x")
+                except ValueError as e:
+                    names.add(re.search(r"logs/(\S+)\)", gc.raised(ctx, st, "judge", e)).group(1))
+            self.assertEqual(len(names), 2, names)
 
 
 class Archive(unittest.TestCase):
