@@ -493,6 +493,7 @@ class Context:
     stopping: str = ""  # the signal's name once one asked the check to stop
     finishing: bool = False  # the final summary is being written: a signal no longer interrupts
     in_step: bool = False  # a step runs: a signal lets it end and be judged (run_steps)
+    signalled: set = dataclasses.field(default_factory=set)  # pids the stop found running
     children: dict = dataclasses.field(default_factory=dict)  # pid -> Popen, running now
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
 
@@ -665,27 +666,33 @@ class Stopped(BaseException):
         self.signame = signame
 
 
-def session_pids(sid):
-    """The processes of session `sid` (from /proc: a stat's sixth field,
-    counted after the command name's closing parenthesis), zombies left
-    out. Open MPI's ranks may sit in process groups of their own inside
-    mpirun's session, out of reach of a signal to mpirun's group."""
-    pids = []
-    for d in os.listdir("/proc"):
+def sessions():
+    """{session id: [pids]} of the processes alive (from /proc: a stat's
+    sixth field, counted after the command name's closing parenthesis),
+    zombies left out; {} without /proc. Open MPI's ranks may sit in
+    process groups of their own inside mpirun's session, out of reach of a
+    signal to mpirun's group."""
+    out = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for d in names:
         if not d.isdigit():
             continue
         try:
             fields = Path("/proc", d, "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # gone meanwhile
-        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
-            pids.append(int(d))
-    return pids
+        if len(fields) > 3 and fields[0] != "Z":
+            out.setdefault(int(fields[3]), []).append(int(d))
+    return out
 
 
-def signal_session(sid, sig):
-    """`sig` to session `sid`'s process group and to each of its processes."""
-    for kill, target in [(os.killpg, sid)] + [(os.kill, pid) for pid in session_pids(sid)]:
+def signal_session(sid, sig, alive):
+    """`sig` to session `sid`'s process group and to each of its processes
+    (`alive`: sessions())."""
+    for kill, target in [(os.killpg, sid)] + [(os.kill, pid) for pid in alive.get(sid, [])]:
         try:
             kill(target, sig)
         except (ProcessLookupError, PermissionError):
@@ -695,14 +702,20 @@ def signal_session(sid, sig):
 def stop_groups(procs, grace):
     """SIGTERM to each command's session (each runs in a session of its
     own: its group and every process in it), SIGKILL to those still there
-    `grace` seconds later."""
+    `grace` seconds later (not to a command reaped whose session is empty:
+    its number may be another's by then)."""
+    alive = sessions()
     for p in procs:
-        signal_session(p.pid, signal.SIGTERM)
+        signal_session(p.pid, signal.SIGTERM, alive)
     end = time.monotonic() + grace
-    while time.monotonic() < end and any(p.poll() is None or session_pids(p.pid) for p in procs):
+    while True:
+        alive = sessions()
+        left = [p for p in procs if p.poll() is None or p.pid in alive]
+        if not left or time.monotonic() >= end:
+            break
         time.sleep(0.05)
-    for p in procs:
-        signal_session(p.pid, signal.SIGKILL)
+    for p in left:
+        signal_session(p.pid, signal.SIGKILL, alive)
 
 
 def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
@@ -748,6 +761,7 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
             ctx.children[p.pid] = p
         try:
             if ctx.stopping:  # the signal came between the start and the line above
+                ctx.signalled.add(p.pid)
                 stop_groups([p], 1)
             o.rc = p.wait(timeout=eff)
         except subprocess.TimeoutExpired:
@@ -761,7 +775,9 @@ def run_command(ctx, tag, argv, limit, log, stdout=None, cwd=None, env=None,
         finally:
             with ctx.lock:
                 ctx.children.pop(p.pid, None)
-        if ctx.stopping and not o.timed_out:
+        # Cut where the stop found it running: one that ended before (a
+        # failure included) keeps its own verdict.
+        if ctx.stopping and not o.timed_out and p.pid in ctx.signalled:
             o.cut, o.stopped_by, o.signame = True, "signal", ctx.stopping
             lf.write(f"\nstopped: the check was stopped ({ctx.stopping})\n")
     o.seconds = time.monotonic() - t0
@@ -879,7 +895,8 @@ def raised(ctx, step, what, e):
     """A step's FAIL for an exception of its executor or judge: one line
     naming it; the traceback to logs/<step>.raised.txt in the work folder."""
     try:  # the step's variables in the name: two "cupti cost" steps differ by their model
-        extra = [expand(v, ctx.vars()) for v in step.vars.values()]
+        values = step_vars(ctx.vars(), step)
+        extra = [str(values[k]) for k in step.vars]
     except Exception:  # noqa: BLE001 - a name without them then
         extra = []
     log = ctx.work / "logs" / (re.sub(r"[^\w.=-]", "_", "-".join([step_key(step.name)] + extra))
@@ -2038,6 +2055,8 @@ class Session:
         self.reached.add(id(step))
         if r is not None:
             self.results.append(r)
+            # Recorded: a signal may interrupt the packing below again.
+            self.ctx.in_step = False
             print(">> %s %s %s" % (r.status, r.name, r.figures), flush=True)
             # Nothing to pack again where no command of it started (a step
             # the spent budget cuts before it starts).
@@ -2121,6 +2140,7 @@ def stop_handler(s):
             os.write(1, (">> %s: stopping the running commands, then the summary\n" % name).encode())
         with ctx.lock:
             procs = list(ctx.children.values())
+            ctx.signalled.update(p.pid for p in procs if p.poll() is None)
         stop_groups(procs, STOP_GRACE_SECONDS)
         if first and not ctx.finishing and not ctx.in_step:
             raise Stopped(name)
@@ -2326,8 +2346,18 @@ def build_here(s, cuda_libs, wheel_libs):
         cfg += [f"-DCMAKE_PREFIX_PATH={dev};{dev}/share/cmake", "-DBLA_VENDOR=OpenBLAS",
                 f"-DMPI_CXX_COMPILER={ctx.env.get('OPAL_PREFIX', '')}/bin/mpicxx"]
     log = ctx.work / "logs" / "build.txt"
-    o = run_command(ctx, "build", ["bash", "-c", 'cmake -S . -B build/gpu-local -G Ninja "$@" &&'
-                                   ' cmake --build build/gpu-local -j "$(nproc)"', "_"] + cfg, 300, log)
+    # As in a step: a signal stops the build and lets run_command return
+    # (raised between the build's start and its registration, it would
+    # leave the build running in its own session).
+    held, ctx.in_step = ctx.in_step, True
+    try:
+        o = run_command(ctx, "build", ["bash", "-c", 'cmake -S . -B build/gpu-local -G Ninja "$@"'
+                                       ' && cmake --build build/gpu-local -j "$(nproc)"', "_"] + cfg,
+                        300, log)
+    finally:
+        ctx.in_step = held
+    if ctx.stopping:
+        raise Stopped(ctx.stopping)
     if o.rc == 0:
         s.note("PASS", "build", f"built here in build/gpu-local ({time.monotonic() - ctx.start:.0f} s)")
         return ROOT / "build" / "gpu-local"

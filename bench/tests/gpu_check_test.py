@@ -1027,11 +1027,6 @@ class Archive(unittest.TestCase):
             self.assertNotIn("r0.bin", [x["path"] for x in a["left_out"]["archive_full"]])
             self.assertIn("largest files", gc.archive_line(a))
 
-
-def ok_judge(ctx, step, reads, outcomes):
-    return gc.Verdict("PASS", "fine")
-
-
     def test_a_member_holds_the_bytes_read_not_the_size_found_before(self):
         # A /proc file's size reads 0 and its content does not: as for a
         # log cut short or grown while it is packed, the member's header
@@ -1048,6 +1043,10 @@ def ok_judge(ctx, step, reads, outcomes):
                 whole = t.extractfile("whole").read()
                 self.assertGreater(len(whole), 10)
                 self.assertEqual(t.extractfile("head").read(), whole[:10])
+
+
+def ok_judge(ctx, step, reads, outcomes):
+    return gc.Verdict("PASS", "fine")
 
 
 class Checkpoints(unittest.TestCase):

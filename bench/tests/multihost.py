@@ -18,7 +18,8 @@ shaped   2 ranks, one per host, the link shaped by tc (tbf) to 1 Gbit/s and
          message sizes from 256 KiB to 1.25 MiB: the bandwidth `run` fits from its own
          transfers (metrics.theory.links, "network") is within 10% of the
          configured rate, and the simulator fed with it predicts the
-         measured median step within 8% (SIM_WITHIN). A rate that misses is
+         measured median step from 8% short to 5% long (SIM_SHORT,
+         SIM_LONG). A rate that misses is
          measured once more and fails only when both runs miss (timings on
          a shared machine).
 kill     4 ranks on 2 hosts, timed backend, three combinations; rank 3 (on
@@ -159,13 +160,13 @@ def check_case(per_host, extra, want_files, stage_per_rank=True):
 SHAPED_MODEL = "gpt:layers=2,hidden=256,heads=4,seq=128,vocab=1000,mbs=2"
 SHAPED_CUTS = "manual:0-6,7-8,9-14,15-16"
 RATES = {"1gbit": 1e9 / 8, "200mbit": 200e6 / 8}  # bytes/s (tc's rates are decimal)
-# The simulated step's tolerance. At 200 Mbit/s the simulator predicts a
-# step short by about 3% of the communication it waits for (the fit takes
-# each size's best quartile; TCP over the token bucket, with both
-# directions busy, does not always reach it): 0.955-0.978 of the measured
-# step over six runs on a quiet machine, 0.948 twice in a row under CI's
-# load, where 1 Gbit/s read 0.975.
-SIM_WITHIN = 0.08
+# The simulated step's tolerance, one-sided as its error is. At 200 Mbit/s
+# the simulator predicts a step short by about 3% of the communication it
+# waits for (the fit takes each size's best quartile; TCP over the token
+# bucket, with both directions busy, does not always reach it): 0.955-0.978
+# of the measured step over six runs on a quiet machine, 0.948 twice in a
+# row under CI's load, where 1 Gbit/s read 0.975. Never long so far.
+SIM_SHORT, SIM_LONG = 0.08, 0.05
 
 
 def shaped_once(rate, bytes_per_s, attempt):
@@ -202,9 +203,10 @@ def shaped_once(rate, bytes_per_s, attempt):
     if abs(fitted / bytes_per_s - 1) > 0.10:
         bad.append(f"{rate}: fitted bandwidth {fitted / 1e6:.1f} MB/s is not within 10% of "
                    f"the configured {bytes_per_s / 1e6:.1f} MB/s")
-    if abs(predicted / measured - 1) > SIM_WITHIN:
+    if not 1 - SIM_SHORT <= predicted / measured <= 1 + SIM_LONG:
         bad.append(f"{rate}: simulated step {predicted * 1e3:.1f} ms is not within "
-                   f"{SIM_WITHIN:.0%} of the measured {measured * 1e3:.1f} ms")
+                   f"{SIM_SHORT:.0%} short or {SIM_LONG:.0%} long of the measured "
+                   f"{measured * 1e3:.1f} ms")
     return bad
 
 

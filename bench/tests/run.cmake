@@ -391,7 +391,7 @@ endforeach()
 # the host), TCP only. --check on 4 ranks over 2 hosts with each rank's host
 # in the result (check) and as a 2 x 2 data-parallel pipeline (check-dp);
 # the link shaped by tc to 1 Gbit/s and 200 Mbit/s, recovered by run's fit
-# within 10% and the simulated step within 8% (shaped); a rank killed on the
+# within 10% and the simulated step 8% short to 5% long (shaped); a rank killed on the
 # remote host ends the job within 10 s, named with its host, and --resume
 # completes the sweep (kill). Each case makes its own hosts. Skipped (77),
 # saying why, without root or network namespaces.
