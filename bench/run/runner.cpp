@@ -27,6 +27,7 @@
 #include "ppb/exec/memory_guard.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
+#include "ppb/pipeline/attention.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/device.hpp"
 #include "ppb/pipeline/memory_model.hpp"
@@ -790,6 +791,39 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   return row;
 }
 
+/// cuDNN says whether it builds a shape only on a bound device: where the
+/// attention rule chose cuDNN's bf16 fused attention, each rank builds it
+/// once on its GPU, and where cuDNN refuses on any rank, `--attention
+/// auto` runs naive with that reason (the units, their times and so the
+/// balanced cuts expanded again) and `--attention fused` is a usage error.
+/// Collective.
+void settle_attention(Sweep& sw) {
+  if (sw.plan.attention.attention != Attention::kFused || sw.plan.model.bytes_per_element != 2) {
+    return;
+  }
+  std::string mine;
+  try {
+    (void)cuda::bind_device(sw.node.rank, sw.node.size);
+    mine = cuda::fused_attention_refusal(sw.plan.model);
+  } catch (const std::exception& e) {  // no memory for the trial, a device lost: said alike
+    mine = std::string("the trial build failed: ") + e.what();
+  }
+  const RankFailure refused = first_failure(mine, sw.rank, sw.comm);
+  if (refused.rank < 0) return;
+  const std::string why =
+      refused.what + (refused.rank > 0 ? " (rank " + std::to_string(refused.rank) + ")" : "");
+  try {
+    sw.plan.attention = choose_attention(parse_attention_request(sw.options.attention), why);
+  } catch (const UsageError&) {
+    if (sw.rank == 0) throw;
+    throw cli::ExitCode{kUsageExitCode};
+  }
+  sw.plan.units = expand_units(sw.plan.model, kernels_for(sw.plan.backend, sw.options.device),
+                               sw.plan.attention.attention);
+  sw.times = unit_times(sw.plan.units, sw.device);
+  if (sw.rank == 0) log::warn("run: %s", attention_words(sw.plan.attention).c_str());
+}
+
 /// Validates sw.options into sw.plan on every rank alike: no collective
 /// before the verdict, so a bad flag can never leave a rank waiting.
 void validate(Sweep& sw) {
@@ -815,13 +849,14 @@ void validate(Sweep& sw) {
     throw UsageError("--backend " + binfo.name + ": " + unusable.what +
                      (unusable.rank > 0 ? " (rank " + std::to_string(unusable.rank) + ")" : ""));
   }
+  sw.node = node_local(sw.comm);
+  settle_attention(sw);
   sw.watch->end();
 }
 
 /// The environment and the transport of the sweep (collective).
 void connect(Sweep& sw) {
   const JobPhase setup(*sw.watch, "in the job's setup (environment, transport)");
-  sw.node = node_local(sw.comm);
   const BackendInfo& binfo = backend_info(sw.plan.backend);
   sw.environment = collect_environment(sw.comm, binfo.traits.device, sw.node.rank);
   if (sw.rank == 0 && sw.environment.ranks_per_gpu > 1) {

@@ -113,6 +113,15 @@ TEST(AttentionProbe, SaysWhyTheFusedKernelsCannotRunInOneLine) {
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   EXPECT_EQ(cuda::fused_attention_unavailable_reason(2, 64), why);
   EXPECT_EQ(cuda::fused_attention_unavailable_reason(4, 64).find('\n'), std::string::npos);
+  // cuDNN's trial build of a shape says the same where cuDNN cannot run;
+  // where it can, gpt-small's shape builds. fp32's flash kernels build
+  // nothing (a CUDA build answers "" without a device).
+  ModelSpec spec = spec_of("gpt-small");
+  spec.bytes_per_element = 2;
+  EXPECT_EQ(cuda::fused_attention_refusal(spec), why);
+  spec.bytes_per_element = 4;
+  const std::string fp32 = cuda::fused_attention_refusal(spec);
+  EXPECT_TRUE(fp32.empty() || fp32 == cuda::unusable_reason()) << fp32;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,18 @@ class BuildRefused : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// One line (a result's attention_reason, a usage error): the frontend's
+// messages may span several.
+std::string refusal_words(const ModelSpec& spec, std::string why) {
+  std::replace(why.begin(), why.end(), '\n', ' ');
+  return "cuDNN " + loaded_cudnn_version() +
+         " cannot build its bf16 flash attention for micro-batch " +
+         std::to_string(spec.micro_batch_size) + ", " + std::to_string(spec.heads) +
+         " heads, sequence " + std::to_string(spec.seq) + ", head dimension " +
+         std::to_string(spec.hidden / spec.heads) + " (" + why +
+         "; CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr say more)";
+}
 
 }  // namespace
 
@@ -329,6 +342,47 @@ std::string fused_attention_unavailable_reason(int bytes_per_element, int head_d
   return "";
 }
 
+std::string FusedAttention::build_or_why(const ModelSpec& spec, cudaStream_t stream,
+                                         int64_t modelled_workspace, std::unique_ptr<Graphs>& out) {
+  try {
+    out = build_graphs(spec, stream, modelled_workspace);
+    return "";
+  } catch (const BuildRefused& e) {
+    return e.what();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const CaptureRefused&) {
+    throw;
+  } catch (const std::exception& e) {  // the frontend's own: loading its CUDA runtime, ...
+    return e.what();
+  }
+}
+
+std::string FusedAttention::refusal(const ModelSpec& spec) {
+  cudaStream_t stream = nullptr;
+  PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::unique_ptr<Graphs> graphs;
+  std::string why;
+  try {
+    why = build_or_why(spec, stream, std::numeric_limits<int64_t>::max(), graphs);
+  } catch (...) {
+    graphs.reset();
+    (void)cudaStreamDestroy(stream);
+    throw;
+  }
+  graphs.reset();  // the handle and plans before their stream
+  (void)cudaStreamDestroy(stream);
+  return why.empty() ? "" : refusal_words(spec, why);
+}
+
+std::string fused_attention_refusal(const ModelSpec& spec) {
+  if (spec.bytes_per_element != 2) return "";
+  if (std::string why = cudnn_unavailable_reason(); !why.empty()) return why;
+  return FusedAttention::refusal(spec);
+}
+
 FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
                                int64_t modelled_workspace)
     : b_(spec.micro_batch_size),
@@ -337,27 +391,12 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
       d_(spec.hidden / spec.heads),
       stream_(stream) {
   if (spec.bytes_per_element == 2) {
-    const auto refused = [&](const std::string& why) {
-      return UsageError("--attention: cuDNN " + loaded_cudnn_version() +
-                        " cannot build its bf16 flash attention for micro-batch " +
-                        std::to_string(spec.micro_batch_size) + ", " + std::to_string(spec.heads) +
-                        " heads, sequence " + std::to_string(spec.seq) + ", head dimension " +
-                        std::to_string(d_) + " (" + why +
-                        "; CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr say more); "
-                        "--attention naive runs without it");
-    };
-    try {
-      graphs_ = build_graphs(spec, stream, modelled_workspace);
-    } catch (const BuildRefused& e) {
-      throw refused(e.what());
-    } catch (const UsageError&) {
-      throw;
-    } catch (const OutOfMemory&) {
-      throw;
-    } catch (const CaptureRefused&) {
-      throw;
-    } catch (const std::exception& e) {  // the frontend's own: loading its CUDA runtime, ...
-      throw refused(e.what());
+    // The run asked cuDNN before it chose (fused_attention_refusal): a
+    // refusal here is one the trial build did not meet.
+    if (const std::string why = build_or_why(spec, stream, modelled_workspace, graphs_);
+        !why.empty()) {
+      throw UsageError("--attention: " + refusal_words(spec, why) +
+                       "; --attention naive runs without it");
     }
     return;
   }

@@ -41,6 +41,9 @@ class FusedAttention {
   /// fused_attention_unavailable_reason(e, d) == "" and
   /// fused_attention_head_dim(e, d), e = spec.bytes_per_element.
   FusedAttention(const ModelSpec& spec, cudaStream_t stream, int64_t modelled_workspace);
+  /// fused_attention_refusal(): why cuDNN cannot build `spec`'s bf16
+  /// graphs on the bound device, "" when it can.
+  static std::string refusal(const ModelSpec& spec);
   ~FusedAttention();
   FusedAttention(const FusedAttention&) = delete;
   FusedAttention& operator=(const FusedAttention&) = delete;
@@ -59,6 +62,11 @@ class FusedAttention {
   struct Graphs;  // the cuDNN handle, the two graphs (fused_attention.cpp)
   static std::unique_ptr<Graphs> build_graphs(const ModelSpec& spec, cudaStream_t stream,
                                               int64_t modelled_workspace);
+  /// build_graphs() into `out`: "" where cuDNN built them, else why not
+  /// (its refusal, or an exception of the frontend's own); out of memory,
+  /// usage and capture errors propagate.
+  static std::string build_or_why(const ModelSpec& spec, cudaStream_t stream,
+                                  int64_t modelled_workspace, std::unique_ptr<Graphs>& out);
   std::unique_ptr<Graphs> graphs_;  // bf16; null for fp32
   int b_ = 0, s_ = 0, heads_ = 0, d_ = 0;
   cudaStream_t stream_ = nullptr;

@@ -24,6 +24,8 @@ std::string fused_attention_unavailable_reason(int /*bytes_per_element*/, int /*
   return unusable_reason();
 }
 
+std::string fused_attention_refusal(const ModelSpec& /*spec*/) { return unusable_reason(); }
+
 int visible_devices() { return 0; }
 
 DeviceBinding bind_device(int /*local_rank*/, int /*local_ranks*/) {

@@ -15,6 +15,10 @@
 #include <stdexcept>
 #include <string>
 
+namespace ppb {
+struct ModelSpec;
+}  // namespace ppb
+
 namespace ppb::cuda {
 
 /// "" when a CUDA device is usable from this process; otherwise ONE line
@@ -50,6 +54,17 @@ std::string loaded_cudnn_version();
 /// Looks at device 0. The head dimension's own limits are the attention
 /// rule's (ppb/pipeline/attention.hpp).
 std::string fused_attention_unavailable_reason(int bytes_per_element, int head_dim);
+
+/// "" when cuDNN builds the bf16 fused attention's graphs for `spec`'s shape
+/// on the device this process is bound to (built once here and dropped),
+/// and for fp32 storage, whose flash kernels build nothing; otherwise ONE
+/// line: "cuDNN 9.19.0 cannot build its bf16 flash attention for
+/// micro-batch 4, 12 heads, sequence 1024, head dimension 64 (...)".
+/// cuDNN can only say so on a bound device, after the attention rule
+/// chose fused: the run asks before it expands its units, so that
+/// `--attention auto` runs naive, saying why. REQUIRES: bind_device()
+/// called.
+std::string fused_attention_refusal(const ModelSpec& spec);
 
 /// The CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies);
 /// 0 when none is usable (unusable_reason() says why).
