@@ -793,25 +793,27 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
 
 /// cuDNN says whether it builds a shape only on a bound device: where the
 /// attention rule chose cuDNN's bf16 fused attention, each rank builds it
-/// once on its GPU, and where cuDNN refuses on any rank, `--attention
-/// auto` runs naive with that reason (the units, their times and so the
-/// balanced cuts expanded again) and `--attention fused` is a usage error.
-/// Collective.
+/// once on its GPU. The ranks of a device backend then agree: where any
+/// runs naive (cuDNN refused, or the rule found an obstacle on its node
+/// alone), `--attention auto` runs naive everywhere with that reason (the
+/// units and their times expanded again, before any partition is cut) and
+/// `--attention fused` is a usage error. Collective.
 void settle_attention(Sweep& sw) {
-  if (sw.plan.attention.attention != Attention::kFused || sw.plan.model.bytes_per_element != 2) {
-    return;
+  if (!backend_info(sw.plan.backend).traits.device) return;
+  const bool fused = sw.plan.attention.attention == Attention::kFused;
+  std::string mine = fused ? "" : sw.plan.attention.reason;
+  if (fused && sw.plan.model.bytes_per_element == 2) {
+    try {
+      (void)cuda::bind_device(sw.node.rank, sw.node.size);
+      mine = cuda::fused_attention_refusal(sw.plan.model);
+    } catch (const std::exception& e) {  // no memory for the trial, a device lost
+      mine = std::string("the trial build of cuDNN's attention failed: ") + e.what();
+    }
   }
-  std::string mine;
-  try {
-    (void)cuda::bind_device(sw.node.rank, sw.node.size);
-    mine = cuda::fused_attention_refusal(sw.plan.model);
-  } catch (const std::exception& e) {  // no memory for the trial, a device lost: said alike
-    mine = std::string("the trial build failed: ") + e.what();
-  }
-  const RankFailure refused = first_failure(mine, sw.rank, sw.comm);
-  if (refused.rank < 0) return;
+  const RankFailure naive = first_failure(mine, sw.rank, sw.comm);
+  if (naive.rank < 0 || !fused) return;
   const std::string why =
-      refused.what + (refused.rank > 0 ? " (rank " + std::to_string(refused.rank) + ")" : "");
+      naive.what + (naive.rank > 0 ? " (rank " + std::to_string(naive.rank) + ")" : "");
   try {
     sw.plan.attention = choose_attention(parse_attention_request(sw.options.attention), why);
   } catch (const UsageError&) {
