@@ -826,16 +826,24 @@ void settle_attention(Sweep& sw) {
   if (sw.rank == 0) log::warn("run: %s", attention_words(sw.plan.attention).c_str());
 }
 
-/// Validates sw.options into sw.plan on every rank alike: no collective
-/// before the verdict, so a bad flag can never leave a rank waiting.
+/// Validates sw.options into sw.plan on every rank, and the ranks agree on
+/// the verdict: a flag bad on one rank only (the attention rule probes its
+/// own node) ends every rank, rank 0 saying why, instead of leaving the
+/// others in the next collective.
 void validate(Sweep& sw) {
   sw.watch->begin("validating the flags (the model and every partition named)");
+  std::string bad;
   try {
     sw.plan = validate_run_options(sw.options, sw.size);
     sw.device = device_preset(sw.options.device, sw.plan.model.bytes_per_element);
-  } catch (const UsageError&) {
-    if (sw.rank == 0) throw;
-    throw cli::ExitCode{kUsageExitCode};
+  } catch (const UsageError& e) {
+    bad = e.what();
+  }
+  const RankFailure invalid = first_failure(bad, sw.rank, sw.comm);
+  if (invalid.rank >= 0) {
+    if (sw.rank != 0) throw cli::ExitCode{kUsageExitCode};
+    throw UsageError(
+        invalid.rank == 0 ? bad : invalid.what + " (rank " + std::to_string(invalid.rank) + ")");
   }
   sw.times = unit_times(sw.plan.units, sw.device);
   sw.grid = RankGrid{sw.plan.stages, sw.plan.data_parallel, sw.plan.rank_order};

@@ -502,6 +502,18 @@ if(PPB_HAVE_CUDAEMU)
   # One warm-up step: --check also compares it with the reference's second
   # step (the step that runs the actions' CUDA graphs first) and checks its
   # optimizer updates (the update graph's first replay).
+  # A flag bad on one rank only (the attention rule probes each rank's own
+  # node: rank 1 here does not see the emulator, so it has no device for the
+  # fp32 flash kernels) ends every rank, rank 0 naming rank 1's reason.
+  set(fused_args run --backend cuda --dtype fp32 --attention fused --model ${emu_model} -n 1
+                 -w 0 --out ${PPB_RUN_OUT}/fail-one-rank)
+  add_test(NAME emulated_run_fail_on_one_rank
+    COMMAND ${expect} 2 30 "pipebench\\[r0\\]: --attention fused: .*\\(rank 1\\)" --
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 --oversubscribe
+            $<TARGET_FILE:pipebench> ${fused_args} :
+            ${MPIEXEC_NUMPROC_FLAG} 1 env LD_LIBRARY_PATH= $<TARGET_FILE:pipebench> ${fused_args})
+  set_tests_properties(emulated_run_fail_on_one_rank PROPERTIES LABELS "emulated;mpi" TIMEOUT 40
+                       ENVIRONMENT "${emu_env}")
   add_test(NAME emulated_run_cuda_check_fp32
     COMMAND ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
             --model ${emu_model} -n 1 -w 1
