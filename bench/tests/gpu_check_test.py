@@ -237,14 +237,21 @@ class Settings(unittest.TestCase):
         self.assertEqual(len(err.getvalue().splitlines()), 1)
 
 
+def broken_bundle(tmp, **kw):
+    """A context in tmp (context(tmp, **kw)) whose bundle folder is
+    tmp/unpacked, and a bundle archive in tmp that does not unpack."""
+    (Path(tmp) / "logs").mkdir()
+    archive = Path(tmp) / "pipebench-gpu.tar.xz"
+    archive.write_bytes(b"not an archive")
+    ctx = context(tmp, **kw)
+    ctx.env["PPB_GPU_BUNDLE_DIR"] = str(Path(tmp) / "unpacked")
+    return ctx, archive
+
+
 class Bundle(unittest.TestCase):
     def test_an_archive_that_does_not_unpack_fails_the_bundle_line(self):
         with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "logs").mkdir()
-            archive = Path(tmp) / "pipebench-gpu.tar.xz"
-            archive.write_bytes(b"not an archive")
-            ctx = context(tmp)
-            ctx.env["PPB_GPU_BUNDLE_DIR"] = str(Path(tmp) / "unpacked")
+            ctx, archive = broken_bundle(tmp)
             s = gc.Session(ctx)
             with contextlib.redirect_stdout(io.StringIO()):
                 self.assertIsNone(gc.unpack_bundle(s, archive))
@@ -1232,11 +1239,7 @@ class Probes(unittest.TestCase):
 class BuildChoice(unittest.TestCase):
     def test_a_failed_bundle_ends_the_check_without_a_build_here_unless_asked(self):
         with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "logs").mkdir()
-            archive = Path(tmp) / "pipebench-gpu.tar.xz"
-            archive.write_bytes(b"not an archive")
-            ctx = context(tmp, build=None)
-            ctx.env["PPB_GPU_BUNDLE_DIR"] = str(Path(tmp) / "unpacked")
+            ctx, archive = broken_bundle(tmp, build=None)
             s = gc.Session(ctx)
             with mock.patch.object(gc, "BUNDLE", archive), \
                     mock.patch.object(gc, "build_here", side_effect=AssertionError("built")), \
