@@ -269,10 +269,11 @@ RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm) {
   int first = kNone;
   PPB_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == kNone) return {};
-  std::array<char, 1024> text{};
-  if (rank == first) mine.copy(text.data(), text.size() - 1);
-  PPB_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(text.size()), MPI_CHAR, first, comm));
-  return {first, text.data()};
+  int length = rank == first ? static_cast<int>(mine.size()) : 0;
+  PPB_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+  std::string text = rank == first ? mine : std::string(static_cast<size_t>(length), '\0');
+  PPB_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
+  return {first, std::move(text)};
 }
 
 namespace {

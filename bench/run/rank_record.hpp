@@ -67,7 +67,7 @@ struct RankFailure {
 };
 
 /// Collective over `comm`: every rank learns the lowest rank whose `mine` is
-/// not empty and its text (at most 1023 bytes of it); rank -1 when none.
+/// not empty and its whole text; rank -1 when none.
 /// REQUIRES: `rank` is this rank in `comm`.
 RankFailure first_failure(const std::string& mine, int rank, MPI_Comm comm);
 

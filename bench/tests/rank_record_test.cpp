@@ -1,6 +1,6 @@
 // The figures every rank counts, brought to rank 0 over real MPI ranks
 // (run/rank_record.hpp): counts summed, and the text of the lowest rank that
-// has one, whichever rank that is. Run with 2 or more ranks.
+// has one, whichever rank that is, whole. Run with 2 or more ranks.
 #include "run/rank_record.hpp"
 
 #include <gtest/gtest.h>
@@ -82,6 +82,20 @@ TEST(SumGemmEpilogues, TheFirstRefusalIsTheLowestRefusingRanksNamingIt) {
     EXPECT_EQ(all.fused, 4 * size);
     EXPECT_EQ(all.refused, 2);
   }
+}
+
+TEST(FirstFailure, EveryRankLearnsTheLowestFailingRankAndItsWholeText) {
+  const auto [rank, size] = ranks();
+  ASSERT_GE(size, 2) << "run it on 2 or more ranks";
+  // A reason longer than any fixed buffer, whose end (the hint) must arrive.
+  std::string reason(5000, 'x');
+  reason += " hint at the end";
+  const RankFailure failed = first_failure(rank >= 1 ? reason : std::string(), rank, MPI_COMM_WORLD);
+  EXPECT_EQ(failed.rank, 1);
+  EXPECT_EQ(failed.what, reason);
+  const RankFailure none = first_failure(std::string(), rank, MPI_COMM_WORLD);
+  EXPECT_EQ(none.rank, -1);
+  EXPECT_EQ(none.what, "");
 }
 
 }  // namespace
