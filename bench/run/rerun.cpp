@@ -35,8 +35,11 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   // Files from before padding ran unpadded.
   o.vocab_divisor = c.vocab_padding ? c.vocab_padding->divisor : 1;
   o.dtype = c.dtype.empty() ? RunOptions{}.dtype : c.dtype;
-  o.attention =
-      attention_ran(c);  // the form that ran (and, naive, the same reason), not the rule again
+  // The form that ran, not the rule again; naive, with the reason it had.
+  o.attention = attention_ran(c);
+  if (o.attention == attention_name(Attention::kNaive)) {
+    o.recorded_attention_reason = c.attention_reason;
+  }
   o.backend = c.backend;
   o.transport = c.transport;
   o.device = c.device.empty() ? RunOptions{}.device : c.device;
@@ -68,7 +71,8 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
 // The settings that make two results one job: every flag recorded_options sets.
 std::string settings_key(const RunOptions& o) {
   std::ostringstream s;
-  s << o.model << '|' << o.vocab_divisor << '|' << o.dtype << '|' << o.attention << '|' << o.backend
+  s << o.model << '|' << o.vocab_divisor << '|' << o.dtype << '|' << o.attention << '|'
+    << o.recorded_attention_reason << '|' << o.backend
     << '|' << o.transport << '|' << o.device << '|' << o.seed << '|' << o.time_scale << '|'
     << o.iters << '|' << o.warmup << '|' << o.min_time << '|' << o.max_iters << '|' << o.check
     << '|' << o.profile << '|' << o.memory_budget << '|' << o.memory_guard << '|' << o.plant << '|'

@@ -364,8 +364,11 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   const std::string missing = backend.name == "cuda" ? cuda::fused_attention_unavailable_reason(
                                                            e, plan.model.hidden / plan.model.heads)
                                                      : "";
-  plan.attention =
-      choose_attention(attention, fused_attention_obstacle(backend.name, e, plan.model, missing));
+  std::string obstacle = fused_attention_obstacle(backend.name, e, plan.model, missing);
+  if (obstacle.empty() && attention == AttentionRequest::kNaive) {
+    obstacle = o.recorded_attention_reason;
+  }
+  plan.attention = choose_attention(attention, obstacle);
   plan.units =
       expand_units(plan.model, kernels_for(backend.name, o.device), plan.attention.attention);
 

@@ -38,6 +38,11 @@ struct RunOptions {
   /// vocabulary padded to a multiple of N (1: unpadded).
   int vocab_divisor = kDefaultVocabDivisor;
   std::string attention = "auto";  ///< --attention auto|fused|naive (choose_attention)
+  /// Set by --rerun only: why the result measured again ran naive. A naive
+  /// run records it where this node's rule finds no obstacle of its own
+  /// (a refusal that only cuDNN's trial build had found), so the rerun's
+  /// result gives the same reason as the result it measures again.
+  std::string recorded_attention_reason;
   std::string backend;             ///< --backend ("" = the first registered backend)
   std::string transport;           ///< --transport ("" = the first registered transport)
   int iters = 10;                  ///< --iters / -n

@@ -237,7 +237,7 @@ TEST(RunNoise, EveryStepsBubbleBusyAndSpread) {
 
 // --rerun measures a result again as it was measured: a bf16 result in
 // bf16 (the dtype is part of the work), and results of two dtypes are two
-// jobs.
+// jobs; likewise the padding and the attention that ran.
 TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
   auto recorded = [](const std::string& dtype, const std::string& schedule) {
     Result r;
@@ -273,6 +273,32 @@ TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
   ASSERT_EQ(by_padding.size(), 2u);
   EXPECT_EQ(by_padding[0].options.vocab_divisor, 128);
   EXPECT_EQ(by_padding[1].options.vocab_divisor, 1);
+
+  // A result that ran naive is measured naive again, with the reason it
+  // recorded (a refusal only cuDNN's trial build finds would otherwise read
+  // "--attention naive"); two reasons are two jobs.
+  Result refused = recorded("bf16", "1f1b");
+  refused.config.attention = "naive";
+  refused.config.attention_reason = "cuDNN 9.19.0 cannot build its bf16 flash attention";
+  Result asked = recorded("bf16", "gpipe");
+  asked.config.attention = "naive";
+  asked.config.attention_reason = "--attention naive";
+  const std::vector<RerunJob> by_attention =
+      plan_reruns({{"a.json", refused}, {"b.json", asked}}, given, 2, nullptr);
+  ASSERT_EQ(by_attention.size(), 2u);
+  EXPECT_EQ(by_attention[0].options.attention, "naive");
+  EXPECT_EQ(by_attention[0].options.recorded_attention_reason,
+            "cuDNN 9.19.0 cannot build its bf16 flash attention");
+  EXPECT_EQ(by_attention[1].options.attention, "naive");
+  EXPECT_EQ(by_attention[1].options.recorded_attention_reason, "--attention naive");
+  // This node's own obstacle comes first: the cpu backend says its own.
+  RunOptions cpu = by_attention[0].options;
+  cpu.backend = "cpu";
+  cpu.dtype = "fp32";
+  cpu.schedules = "1f1b";
+  cpu.partitions = "layer";
+  EXPECT_EQ(validate_run_options(cpu, 2).attention.reason,
+            "the cpu backend has no fused attention (cuda only)");
 }
 
 TEST(RunOptions, CudaGraphsIsOnOrOffAndOnlyForADeviceBackend) {
