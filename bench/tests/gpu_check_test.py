@@ -768,6 +768,16 @@ class TorchPeerProfile(unittest.TestCase):
                       " capture"})
         self.assertEqual(tp.graph_error(MemoryError("out of memory")),
                          {"error": "MemoryError: out of memory"})
+        # An error raised while handling an unrelated one is its own reason.
+        try:
+            try:
+                raise KeyError("handled inside torch")
+            except KeyError:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        except RuntimeError as e:
+            raised = e
+        self.assertEqual(tp.graph_error(raised), {
+            "error": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"})
 
     def fake_torch(self):
         """A torch whose CUDA calls are recorded and do nothing."""
