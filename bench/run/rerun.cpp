@@ -72,11 +72,11 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
 std::string settings_key(const RunOptions& o) {
   std::ostringstream s;
   s << o.model << '|' << o.vocab_divisor << '|' << o.dtype << '|' << o.attention << '|'
-    << o.recorded_attention_reason << '|' << o.backend
-    << '|' << o.transport << '|' << o.device << '|' << o.seed << '|' << o.time_scale << '|'
-    << o.iters << '|' << o.warmup << '|' << o.min_time << '|' << o.max_iters << '|' << o.check
-    << '|' << o.profile << '|' << o.memory_budget << '|' << o.memory_guard << '|' << o.plant << '|'
-    << o.stages << '|' << o.rank_order << '|' << o.cuda_graphs;
+    << o.recorded_attention_reason << '|' << o.backend << '|' << o.transport << '|' << o.device
+    << '|' << o.seed << '|' << o.time_scale << '|' << o.iters << '|' << o.warmup << '|'
+    << o.min_time << '|' << o.max_iters << '|' << o.check << '|' << o.profile << '|'
+    << o.memory_budget << '|' << o.memory_guard << '|' << o.plant << '|' << o.stages << '|'
+    << o.rank_order << '|' << o.cuda_graphs;
   return s.str();
 }
 

@@ -43,10 +43,10 @@ struct RunOptions {
   /// (a refusal that only cuDNN's trial build had found), so the rerun's
   /// result gives the same reason as the result it measures again.
   std::string recorded_attention_reason;
-  std::string backend;             ///< --backend ("" = the first registered backend)
-  std::string transport;           ///< --transport ("" = the first registered transport)
-  int iters = 10;                  ///< --iters / -n
-  int warmup = 2;                  ///< --warmup / -w
+  std::string backend;    ///< --backend ("" = the first registered backend)
+  std::string transport;  ///< --transport ("" = the first registered transport)
+  int iters = 10;         ///< --iters / -n
+  int warmup = 2;         ///< --warmup / -w
   /// --min-time: after the --iters timed steps, keep timing steps until
   /// their summed time reaches this many seconds (Google Benchmark's
   /// --benchmark_min_time, applied to pipeline steps), so a fast combination

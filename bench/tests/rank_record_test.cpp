@@ -90,7 +90,8 @@ TEST(FirstFailure, EveryRankLearnsTheLowestFailingRankAndItsWholeText) {
   // A reason longer than any fixed buffer, whose end (the hint) must arrive.
   std::string reason(5000, 'x');
   reason += " hint at the end";
-  const RankFailure failed = first_failure(rank >= 1 ? reason : std::string(), rank, MPI_COMM_WORLD);
+  const RankFailure failed =
+      first_failure(rank >= 1 ? reason : std::string(), rank, MPI_COMM_WORLD);
   EXPECT_EQ(failed.rank, 1);
   EXPECT_EQ(failed.what, reason);
   const RankFailure none = first_failure(std::string(), rank, MPI_COMM_WORLD);
