@@ -149,3 +149,17 @@ endif()
 
 # NVML loaded at run time: its absence is one line and the run goes on.
 ppb_add_gtest(nvml_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/nvml_test.cpp LIBS ppb::exec LABELS unit)
+# Where NVML is there: the reader against a stand-in libnvidia-ml.so.1 in a
+# folder of its own (fake_nvml.cpp; the tests put it on LD_LIBRARY_PATH;
+# bench/tests/health.cmake runs `pipebench health` on it too).
+set(PPB_FAKE_NVML_DIR ${CMAKE_BINARY_DIR}/fake-nvml CACHE INTERNAL "")
+add_library(fake_nvml SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_nvml.cpp)
+set_target_properties(fake_nvml PROPERTIES OUTPUT_NAME nvidia-ml SUFFIX ".so.1"
+                      LIBRARY_OUTPUT_DIRECTORY ${PPB_FAKE_NVML_DIR})
+target_link_libraries(fake_nvml PRIVATE ppb::warnings)
+add_executable(nvml_fake_test ${CMAKE_CURRENT_SOURCE_DIR}/nvml_fake_test.cpp)
+target_link_libraries(nvml_fake_test PRIVATE ppb::exec GTest::gtest GTest::gtest_main ppb::warnings)
+add_dependencies(nvml_fake_test fake_nvml)
+gtest_discover_tests(nvml_fake_test DISCOVERY_TIMEOUT 60
+                     PROPERTIES LABELS unit
+                     ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_DIR}")

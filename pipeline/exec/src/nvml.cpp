@@ -20,6 +20,17 @@ constexpr int kEccCorrected = 0;    // NVML_MEMORY_ERROR_TYPE_CORRECTED
 constexpr int kEccUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kEccVolatile = 0;     // NVML_VOLATILE_ECC
 
+// nvmlTemperature_v1_t, the argument of nvmlDeviceGetTemperatureV (newer
+// drivers; NVML 13 deprecates nvmlDeviceGetTemperature): three 32-bit fields,
+// `version` being NVML_STRUCT_VERSION(Temperature, 1), the struct's size
+// with the version number in its top byte.
+struct Temperature {
+  unsigned version;
+  int sensor;  // nvmlTemperatureSensors_t
+  int celsius;
+};
+constexpr unsigned kTemperatureVersion = sizeof(Temperature) | (1U << 24U);
+
 }  // namespace
 
 struct Library::Api {
@@ -31,6 +42,7 @@ struct Library::Api {
   int (*clock)(Device, int, unsigned*) = nullptr;               // nvmlDeviceGetClockInfo
   int (*power)(Device, unsigned*) = nullptr;                    // nvmlDeviceGetPowerUsage
   int (*power_limit)(Device, unsigned*) = nullptr;              // ..GetEnforcedPowerLimit
+  int (*temperature_v)(Device, Temperature*) = nullptr;         // nvmlDeviceGetTemperatureV
   int (*temperature)(Device, int, unsigned*) = nullptr;         // nvmlDeviceGetTemperature
   int (*reasons)(Device, unsigned long long*) = nullptr;        // ..ClocksEventReasons
   int (*ecc)(Device, int, int, unsigned long long*) = nullptr;  // ..GetTotalEccErrors
@@ -79,6 +91,9 @@ std::shared_ptr<Library> Library::open(std::string* why) {
   resolve(handle, "nvmlDeviceGetClockInfo", api->clock);
   resolve(handle, "nvmlDeviceGetPowerUsage", api->power);
   resolve(handle, "nvmlDeviceGetEnforcedPowerLimit", api->power_limit);
+  // The versioned call where the driver has it, the deprecated one where
+  // it has not (or refuses the version).
+  resolve(handle, "nvmlDeviceGetTemperatureV", api->temperature_v);
   resolve(handle, "nvmlDeviceGetTemperature", api->temperature);
   if (!resolve(handle, "nvmlDeviceGetCurrentClocksEventReasons", api->reasons))
     resolve(handle, "nvmlDeviceGetCurrentClocksThrottleReasons", api->reasons);
@@ -116,8 +131,13 @@ GpuSample Library::sample(const std::string& bus) const {
   if (api_->power != nullptr && api_->power(d, &v) == kSuccess) s.power_watts = v / 1000.0;
   if (api_->power_limit != nullptr && api_->power_limit(d, &v) == kSuccess)
     s.power_limit_watts = v / 1000.0;
-  if (api_->temperature != nullptr && api_->temperature(d, kTemperatureGpu, &v) == kSuccess)
+  Temperature t{.version = kTemperatureVersion, .sensor = kTemperatureGpu, .celsius = 0};
+  if (api_->temperature_v != nullptr && api_->temperature_v(d, &t) == kSuccess) {
+    s.temperature_c = t.celsius;
+  } else if (api_->temperature != nullptr &&
+             api_->temperature(d, kTemperatureGpu, &v) == kSuccess) {
     s.temperature_c = v;
+  }
   unsigned long long bits = 0;
   if (api_->reasons != nullptr && api_->reasons(d, &bits) == kSuccess) s.throttle_reasons = bits;
   unsigned long long n = 0;
