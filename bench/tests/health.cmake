@@ -19,6 +19,28 @@ if(PPB_HAVE_CUDAEMU)
   set_tests_properties(emulated_health emulated_health_file PROPERTIES LABELS emulated TIMEOUT 120
                        ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_DEVICES=2")
 endif()
+# Where NVML is there (the tests' stand-in libnvidia-ml.so.1, fake_nvml.cpp,
+# with a hardware slowdown reported): each GPU's state line names its
+# clocks, power, temperature and reasons, and health.json holds them, the
+# ECC errors that arrived while sampling counted.
+if(PPB_HAVE_CUDAEMU)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/emulated-health-nvml)
+  add_test(NAME emulated_health_with_nvml
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120
+            "gpu 1 state: SM clock min 1410 / median 1410 MHz, memory clock 3201 MHz, power mean 512 W of 700 W, temperature max 42 C, throttle reasons hw_slowdown, ECC errors \\+[1-9][0-9]* corrected \\+0 uncorrected \\([0-9]+ samples\\)"
+            -- $<TARGET_FILE:pipebench> health --out ${dir} --repeats 2 --iters 1 --copy-bytes 1MiB
+            --model "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=64,mbs=2")
+  set_tests_properties(emulated_health_with_nvml PROPERTIES FIXTURES_SETUP emulated_health_nvml_file)
+  add_test(NAME emulated_health_with_nvml_file
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/health_file_check.py ${dir}/health.json 2 2
+            --nvml hw_slowdown)
+  set_tests_properties(emulated_health_with_nvml_file PROPERTIES
+                       FIXTURES_REQUIRED emulated_health_nvml_file)
+  set_tests_properties(emulated_health_with_nvml emulated_health_with_nvml_file PROPERTIES
+    LABELS emulated TIMEOUT 120
+    ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_DEVICES=2;PPB_FAKE_NVML_REASONS=0x8"
+    ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_DIR}")
+endif()
 # A cuda run where NVML is absent: one line from rank 0 names it and what is
 # not sampled, and the run goes on (its results carry no gpu_state).
 if(PPB_HAVE_CUDAEMU)

@@ -644,7 +644,8 @@ if(PPB_HAVE_CUDAEMU)
   # its choices on 1, 2 and 9 GPUs (--gpu-plan), PPB_GPU_SWEEP=on without a
   # GPU (exit 2), two clean nights gating clean, a planted slowdown of stage
   # 1 (PPB_PLANT_CUDA) a regression of its compute confirmed by a planted
-  # re-run. About 25 s on 2 cores. RUN_SERIAL: the gate's figures are
+  # re-run, with the health probe reading a throttled GPU from the stand-in
+  # NVML named beside it. About 25 s on 2 cores. RUN_SERIAL: the gate's figures are
   # timings; skipped (77), saying so, when the host was too busy to judge.
   # A GPU lost mid-sweep (bench/tests/cuda_gpu_lost.sh): rank 1's emulated
   # device fails in the second combination (PPB_CUDAEMU_LOSE_AFTER); the job
@@ -658,7 +659,8 @@ if(PPB_HAVE_CUDAEMU)
   add_test(NAME suite_cuda_e2e
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/suite_cuda_e2e.sh $<TARGET_FILE:pipebench>)
   set_tests_properties(suite_cuda_e2e PROPERTIES LABELS emulated TIMEOUT 180 RUN_SERIAL TRUE
-                       SKIP_RETURN_CODE 77 ENVIRONMENT "${emu_env}")
+                       SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${emu_env};PPB_FAKE_NVML_DIR=${PPB_FAKE_NVML_DIR}")
   add_dependencies(pipebench ppb_cudaemu)
 endif()
 

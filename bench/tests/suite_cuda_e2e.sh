@@ -12,7 +12,10 @@
 #  - night 3 with PPB_PLANT_CUDA=1:2 (stage 1's actions twice as long, a
 #    kernel on the stream after each): exit 1, the regression names the
 #    combination and stage 1's compute, confirmed by a planted re-run in
-#    cuda/<job>/rerun/.
+#    cuda/<job>/rerun/; its GPU health probe (PPB_HEALTH=1) reads the tests'
+#    stand-in NVML (fake_nvml.cpp, from $PPB_FAKE_NVML_DIR) reporting a
+#    hardware slowdown, which the gate names beside the GPU; the driver,
+#    known by NVML's version tonight only, is not called changed.
 # Skipped (77), saying why, when the host was too busy for the gate to judge.
 # usage: suite_cuda_e2e.sh PIPEBENCH   (the emulator first on LD_LIBRARY_PATH)
 set -uo pipefail
@@ -77,8 +80,16 @@ n=$(find "$tmp/nights/n1/$job" -maxdepth 1 -name '*.json' ! -name '*.trace.json'
 PPB_RESULTS=$tmp/nights/n2 suite n2 0 --baseline "$tmp/nights/n1"
 grep -q "^suite: --check on [01] of 2 schedules .*ran before, so 1 in 4 by UTC day" "$tmp/n2.log" ||
   fail "n2: the build ran before, but its check was not a 1 in 4 sample"
-PPB_RESULTS=$tmp/slow PPB_PLANT_CUDA=1:2 \
+[[ -f ${PPB_FAKE_NVML_DIR:-}/libnvidia-ml.so.1 ]] || fail "no stand-in NVML in PPB_FAKE_NVML_DIR='${PPB_FAKE_NVML_DIR:-}'"
+PPB_RESULTS=$tmp/slow PPB_PLANT_CUDA=1:2 PPB_HEALTH=1 PPB_FAKE_NVML_REASONS=0x8 \
+  PPB_HEALTH_ARGS="--repeats 2 --iters 1 --copy-bytes 1MiB --model $model" \
+  LD_LIBRARY_PATH=$PPB_FAKE_NVML_DIR:${LD_LIBRARY_PATH:-} \
   suite slow 1 --baseline "$tmp/nights/n1" --baseline "$tmp/nights/n2"
+grep -q "GPU 0 pipebench CUDA emulator (CPU) (0000:01:00.0): throttled tonight: hw_slowdown (SM clock down to 1980 MHz, up to 42 C)" "$tmp/slow.log" ||
+  fail "slow: the gate did not name the throttled GPU: $(grep -i -A3 "health" "$tmp/slow.log")"
+# NVML there tonight and not before: the driver is known by another form
+# ("999.12.34" against "CUDA 13.0"), which is no driver change.
+grep -q "driver CUDA [0-9.]* -> 999" "$tmp/slow.log" && fail "slow: NVML's driver version read as a driver change"
 for s in 1f1b gpipe; do
   check slow "$s x layer not a confirmed regression of stage 1's compute" grep -qE \
     "^  REGRESSION $s x layer P=2 M=4 \[planted stage 1 x2\]: .*stage 1 compute .*confirmed by a re-run" "$tmp/slow.log"

@@ -299,7 +299,12 @@ std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
   const auto compare = [&](const char* what, const std::string& from, const std::string& to) {
     if (known(from) && known(to) && from != to) out.push_back({what, from, to});
   };
-  compare("driver", before.driver, after.driver);
+  // The driver is its own version where NVML was there ("580.95.05") and
+  // only its CUDA version where it was not ("CUDA 13.0"): the two forms
+  // cannot say whether the driver changed, so they are not compared.
+  const auto cuda_only = [](const std::string& d) { return d.rfind("CUDA ", 0) == 0; };
+  if (cuda_only(before.driver) == cuda_only(after.driver))
+    compare("driver", before.driver, after.driver);
   compare("CUDA", before.cuda, after.cuda);
   compare("NCCL", before.nccl, after.nccl);
   compare("cuDNN", before.cudnn, after.cudnn);

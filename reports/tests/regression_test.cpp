@@ -330,6 +330,18 @@ TEST(ReportGate, AChangedDriverIsNamedOnEveryFigureItMovedAndNoOther) {
   ASSERT_EQ(later.arrived, "n3");
   EXPECT_EQ(later.metrics[0].software, driver);
   EXPECT_TRUE(software_changes(ResultEnvironment{}, ResultEnvironment{}).empty());
+  // A driver known by its version one night and by its CUDA version only
+  // the other (NVML not there) is no change; two CUDA versions are.
+  ResultEnvironment nvml;
+  nvml.driver = "580.95.05";
+  ResultEnvironment cuda_only;
+  cuda_only.driver = "CUDA 13.0";
+  EXPECT_TRUE(software_changes(nvml, cuda_only).empty());
+  EXPECT_TRUE(software_changes(cuda_only, nvml).empty());
+  ResultEnvironment newer = cuda_only;
+  newer.driver = "CUDA 13.1";
+  EXPECT_EQ(software_changes(cuda_only, newer),
+            (std::vector<SoftwareChange>{{"driver", "CUDA 13.0", "CUDA 13.1"}}));
 }
 
 // A cuda run (a device backend) whose fast paths all ran: fused attention,

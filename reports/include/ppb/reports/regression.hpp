@@ -151,7 +151,9 @@ struct SoftwareChange {
 
 /// The versions of the GPU software stack (environment.driver, cuda, nccl,
 /// cudnn) that differ from `before` to `after`, in that order; a version
-/// that either side did not record ("", "none") is not a change.
+/// that either side did not record ("", "none") is not a change, nor is a
+/// driver recorded as its own version on one side and as only its CUDA
+/// version on the other (NVML there one night and not the other).
 std::vector<SoftwareChange> software_changes(const ResultEnvironment& before,
                                              const ResultEnvironment& after);
 
