@@ -54,3 +54,22 @@ if(PPB_HAVE_CUDAEMU)
   set_tests_properties(emulated_run_without_nvml PROPERTIES LABELS emulated TIMEOUT 120
     ENVIRONMENT "${PPB_CUDAEMU_ENV};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1")
 endif()
+# A cuda run on two emulated GPUs under the stand-in NVML: each rank samples
+# its own GPU, and every result holds both GPUs' state, named by host, with
+# NVML's driver version.
+if(PPB_HAVE_CUDAEMU)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/emulated-run-nvml)
+  add_test(NAME emulated_run_with_nvml
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:pipebench> run
+            --backend cuda --model "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=64,mbs=2" -n 2 -w 0
+            --schedule 1f1b --partition layer --microbatches 4 --out ${dir})
+  set_tests_properties(emulated_run_with_nvml PROPERTIES FIXTURES_SETUP emulated_run_nvml_files)
+  add_test(NAME emulated_run_with_nvml_results
+    COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/run_gpu_state_check.py ${dir} 2)
+  set_tests_properties(emulated_run_with_nvml_results PROPERTIES
+                       FIXTURES_REQUIRED emulated_run_nvml_files)
+  set_tests_properties(emulated_run_with_nvml emulated_run_with_nvml_results PROPERTIES
+    LABELS emulated TIMEOUT 120
+    ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_DEVICES=2;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OPENBLAS_NUM_THREADS=1"
+    ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_DIR}")
+endif()
