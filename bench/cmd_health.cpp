@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <system_error>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,15 +106,12 @@ void print_table(const HealthFile& h) {
 void run_health(const HealthOptions& o) {
   const int64_t bytes = parse_bytes(o.copy_bytes, "--copy-bytes");
   if (bytes < 1) throw UsageError("--copy-bytes: expected at least 1 byte");
-  ModelSpec spec;
-  try {
-    spec = parse_model_spec(o.model);
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--model: ") + e.what());
-  }
+  const ModelSpec spec = parse_model_spec(o.model);  // its errors name --model
   if (const std::string why = cuda::unusable_reason(); !why.empty())
     throw UsageError("health: no usable GPU: " + why);
-  std::filesystem::create_directories(o.out);
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
+  if (ec) throw UsageError("--out " + o.out + ": cannot create the folder (" + ec.message() + ")");
   const OutputPath path(o.out, "health.json");
   check_output_path(path);
 
