@@ -24,9 +24,9 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <system_error>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli.hpp"
