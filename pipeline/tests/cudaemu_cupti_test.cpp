@@ -387,10 +387,15 @@ TEST(CuptiEmuSubscriber, OneAtATimeAndTheFirstUseOfADeviceIsCalledBack) {
   ASSERT_EQ(
       cuptiEnableCallback(1, a, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
       CUPTI_SUCCESS);
+  // No context yet: no current context's device either (CUPTI's NULL).
+  uint32_t current = 99;
+  EXPECT_NE(cuptiGetDeviceId(nullptr, &current), CUPTI_SUCCESS);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   void* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);  // the same context: no second call
   EXPECT_EQ(cs.devices, std::vector<uint32_t>{0});
+  ASSERT_EQ(cuptiGetDeviceId(nullptr, &current), CUPTI_SUCCESS);
+  EXPECT_EQ(current, 0U);
   EXPECT_EQ(cs.calls, 1);
   ASSERT_EQ(cuptiUnsubscribe(a), CUPTI_SUCCESS);
   ASSERT_EQ(cuptiSubscribe(&b, &on_resource, &cs), CUPTI_SUCCESS) << "free again once unsubscribed";

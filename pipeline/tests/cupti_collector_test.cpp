@@ -5,8 +5,10 @@
 // unlaunched memset as message staging), on the launching stream, with no
 // dropped or skipped records, and inside the host's steady-clock window
 // around the work (the clock alignment); and a CUDA graph's kernels tied to
-// the action that launched the graph. Skipped, saying why, where CUPTI
-// cannot run (no driver, no device, CUPTI held by another tool).
+// the action that launched the graph; and copies still running at a step's
+// end on a context made before the collector synchronised into their step.
+// Skipped, saying why, where CUPTI cannot run (no driver, no device, CUPTI
+// held by another tool).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -197,6 +199,50 @@ TEST(CuptiCollectorGpu, KernelsOfALaunchedGraphAreAttributedToTheLaunchingAction
   }
   PPB_TEST_CUDA(cudaGraphExecDestroy(exec));
   PPB_TEST_CUDA(cudaGraphDestroy(graph));
+  PPB_TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+// A context made before any collector listened (as cuDNN's trial build of
+// the attention makes one), and a step that ends with its copies still
+// running, before any record was flushed: the collector synchronises the
+// current context's device before it flushes, so the step holds every copy
+// rather than none. Copies only, so that it runs on the CUDA emulator too
+// (label emulated), where it failed with 0 of 4 before the collector asked
+// for the current context.
+TEST(CuptiCollectorGpu, CopiesStillRunningOnAContextMadeBeforeTheCollectorAreInTheirStep) {
+  std::string why = cupti_unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+  constexpr size_t kBytes = size_t{128} << 20;
+  void* dev = nullptr;
+  void* host = nullptr;
+  PPB_TEST_CUDA(cudaMalloc(&dev, kBytes));  // the context, before the collector
+  PPB_TEST_CUDA(cudaMallocHost(&host, kBytes));
+  cudaStream_t stream = nullptr;
+  PPB_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::unique_ptr<Collector> cupti = start_cupti(&why);
+  if (!cupti) GTEST_SKIP() << why;
+
+  const double origin = now_seconds();
+  cupti->step_begin(0);
+  const double launched = now_seconds() - origin;
+  cupti->launch_begin(0, F(0));
+  for (int i = 0; i < 4; ++i)
+    PPB_TEST_CUDA(cudaMemcpyAsync(host, dev, kBytes, cudaMemcpyDeviceToHost, stream));
+  cupti->launch_end(0, F(0));
+  double done = 0;
+  const CollectedFigures out = end_step(*cupti, origin, launched, &done);  // no synchronise
+  ASSERT_TRUE(out.device.has_value());
+  const device::DeviceStep& step = *out.device;
+  ASSERT_EQ(step.ops.size(), 4u) << "copies still running when the step was flushed";
+  for (const device::DeviceOp& op : step.ops) {
+    EXPECT_EQ(op.kind, device::OpKind::kMemcpy);
+    EXPECT_EQ(op.bytes, static_cast<int64_t>(kBytes));
+    EXPECT_EQ(op.action, 0);
+  }
+
+  PPB_TEST_CUDA(cudaStreamSynchronize(stream));
+  PPB_TEST_CUDA(cudaFreeHost(host));
+  PPB_TEST_CUDA(cudaFree(dev));
   PPB_TEST_CUDA(cudaStreamDestroy(stream));
 }
 

@@ -145,6 +145,14 @@ if(PPB_HAVE_CUPTI)
                 LIBS ppb::exec CUDA::cudart LABELS gpu)
   # CMake 3.25 knows no CUDA20 flags for nvcc 13; the kernels need C++17 only.
   set_target_properties(cupti_collector_test PROPERTIES CUDA_STANDARD 17)
+  # The case that launches no kernel of its own runs on the emulator too.
+  if(PPB_HAVE_CUDAEMU)
+    add_dependencies(cupti_collector_test ppb_cudaemu)
+    gtest_discover_tests(cupti_collector_test TEST_PREFIX "emulated." TEST_FILTER "*Copies*"
+      DISCOVERY_TIMEOUT 60
+      PROPERTIES LABELS emulated ENVIRONMENT "${PPB_CUDAEMU_ENV}"
+                 ENVIRONMENT_MODIFICATION "PPB_REQUIRE_EMULATOR=set:1")
+  endif()
 endif()
 
 # NVML loaded at run time: its absence is one line and the run goes on.

@@ -394,6 +394,12 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 
 CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext context, uint32_t* deviceId) {
   if (deviceId == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (context == nullptr) {  // the calling thread's current context
+    int device = 0;
+    if (!emu::current_context_device(&device)) return CUPTI_ERROR_INVALID_DEVICE;
+    *deviceId = static_cast<uint32_t>(device);
+    return CUPTI_SUCCESS;
+  }
   const auto handle = reinterpret_cast<uintptr_t>(context);
   if (handle == 0 || (handle & 0xF) != 0) return CUPTI_ERROR_INVALID_CONTEXT;
   *deviceId = static_cast<uint32_t>((handle >> 4) - 1);

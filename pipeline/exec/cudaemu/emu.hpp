@@ -161,6 +161,13 @@ struct ActivityHooks {
 };
 /// Installs the hooks (nullptr: none). `hooks` must outlive the process.
 void set_activity_hooks(const ActivityHooks* hooks);
+/// The calling thread's current context (cuptiGetDeviceId(NULL)): true
+/// with its device where the thread's current device (cudaSetDevice's,
+/// default 0) has had its context made (its first use in the process),
+/// false where it has none yet. Unlike CUDA, a thread that made no call yet
+/// finds device 0's context current where it exists (CUDA makes it current
+/// at the thread's first runtime call).
+bool current_context_device(int* device);
 /// The clock of activity records: CLOCK_REALTIME in nanoseconds (CUPTI's).
 uint64_t timestamp_ns();
 

@@ -880,6 +880,15 @@ cudaError_t fail(cudaError_t rc) {
 
 void set_activity_hooks(const ActivityHooks* hooks) { rt().hooks = hooks; }
 
+bool current_context_device(int* device) {
+  const int d = t_device;
+  if (!valid_device(d)) return false;
+  std::lock_guard<std::mutex> lock(rt().m);
+  if (!rt().devices[static_cast<size_t>(d)].context) return false;
+  *device = d;
+  return true;
+}
+
 uint64_t timestamp_ns() { return realtime_ns(); }
 
 void register_twin(const std::string& name, Twin twin) {

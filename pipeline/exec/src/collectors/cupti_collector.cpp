@@ -443,12 +443,19 @@ class CuptiCollector final : public Collector {
   // Every device that ran work, so that the flush finds all of it complete
   // (cuptiActivityFlushAll does not synchronise). The executor has seen
   // every action complete already; copies and NCCL kernels may still run.
+  // The devices are those whose context was made while a collector listened
+  // or that a record named, and the current context's, which may have been
+  // made before any collector (a trial build of cuDNN's attention) and have
+  // had no record flushed yet. At a step's end the backend's context is
+  // current, so this makes no context.
   static void synchronize_devices() {
     std::set<uint32_t> devices;
     {
       std::lock_guard lock(sink().devices_mutex);
       devices = sink().devices;
     }
+    if (uint32_t current = 0; cuptiGetDeviceId(nullptr, &current) == CUPTI_SUCCESS)
+      devices.insert(current);
     if (devices.empty()) return;
     int current = 0;
     if (cudaGetDevice(&current) != cudaSuccess) return;
