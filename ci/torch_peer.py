@@ -283,10 +283,12 @@ def graph_error(e):
     error ("operation failed due to a previous error during capture",
     capture invalidated) is the one raised and the op's is its
     __context__. "error" is the op's where there is one, and "raised" the
-    one that reached us when it is another. Only a capture's own error
-    hands over to its context: any other error is the reason itself, even
-    when it was raised while handling something else."""
-    capture_failed = "during capture" in str(e) or "capture invalidated" in str(e)
+    one that reached us when it is another. Only a capture's own error (its
+    message speaks of the capture: "during capture", "capturing", "capture
+    was ended with unjoined work") hands over to its context: any other
+    error is the reason itself, even when it was raised while handling
+    something else."""
+    capture_failed = "captur" in str(e).lower()
     cause = e.__context__ if capture_failed and e.__context__ is not None else e
     out = {"error": first_line(cause)}
     if cause is not e:

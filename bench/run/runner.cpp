@@ -403,7 +403,10 @@ void CombinationRun::set_up() {
   ctx_.watch.begin("starting the backend and collectors of " + label_);
   collectors_ = std::make_unique<CollectorSet>(
       ctx_.comm, ctx_.plan.collectors,
-      CollectorContext{.stage = ctx_.stage, .stages = ctx_.plan.stages, .chunks = c_.chunks},
+      CollectorContext{.stage = ctx_.stage,
+                       .stages = ctx_.plan.stages,
+                       .chunks = c_.chunks,
+                       .device_backend = backend_info(ctx_.plan.backend).traits.device},
       &probe_);
   make_backend_or_oom();
   if (const ModelledTime* modelled = backend_->modelled_time()) {

@@ -25,12 +25,14 @@ def nvml_problems(doc, reasons):
         want = {"gpu": f"{g['name']} ({g['bus']})",
                 "sm_clock_mhz_min": FAKE_SM_CLOCK[g["device"]],
                 "sm_clock_mhz_median": FAKE_SM_CLOCK[g["device"]],
-                "memory_clock_mhz_median": 3201, "power_watts_mean": 512.345,
-                "power_limit_watts": 700, "temperature_c_max": 42,
+                "memory_clock_mhz_median": 3201, "power_limit_watts": 700, "temperature_c_max": 42,
                 "throttle_reasons": reasons, "ecc_uncorrected": 0}
         for key, value in want.items():
             if st.get(key) != value:
                 problems.append(f"GPU {g['device']}: gpu_state.{key} {st.get(key)!r}, want {value!r}")
+        # A mean of equal readings, summed in floating point.
+        if abs(st["power_watts_mean"] - 512.345) > 1e-9:
+            problems.append(f"GPU {g['device']}: power_watts_mean {st['power_watts_mean']}")
         # Each reading counts 3 more corrected errors: 3 per reading after the first.
         if st["samples"] < 2 or st["ecc_corrected"] != 3 * (st["samples"] - 1):
             problems.append(f"GPU {g['device']}: {st['ecc_corrected']} corrected ECC errors over "

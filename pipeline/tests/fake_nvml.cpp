@@ -20,6 +20,7 @@
 // version mismatch), so a reader that passes a wrong one fails here too.
 #include <strings.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -36,11 +37,13 @@ constexpr int kVersionMismatch = 25;
 struct FakeGpu {
   const char* bus;
   unsigned sm_mhz;
-  unsigned long long corrected;  // grows by 3 at each reading
+  std::atomic<unsigned long long> corrected;  // grows by 3 at each reading
 };
 
 FakeGpu gpus[] = {{"0000:01:00.0", 1980, 0}, {"0000:02:00.0", 1410, 0}};
-bool initialised = false;
+// nvmlInit_v2 calls not yet shut down: NVML counts them, so that one
+// user's shutdown leaves another's NVML working.
+std::atomic<int> initialised{0};
 
 bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
@@ -68,13 +71,13 @@ int ppb_fake_nvml = 1;
 
 int nvmlInit_v2() {
   if (env_is("PPB_FAKE_NVML_INIT", "fail")) return kDriverNotLoaded;
-  initialised = true;
+  ++initialised;
   return kSuccess;
 }
 
 int nvmlShutdown() {
-  if (!initialised) return kUninitialized;
-  initialised = false;
+  if (initialised.load() <= 0) return kUninitialized;
+  --initialised;
   return kSuccess;
 }
 
@@ -98,7 +101,7 @@ int nvmlSystemGetDriverVersion(char* version, unsigned length) {
 }
 
 int nvmlDeviceGetHandleByPciBusId_v2(const char* bus, void** device) {
-  if (!initialised) return kUninitialized;
+  if (initialised.load() <= 0) return kUninitialized;
   if (bus == nullptr || device == nullptr) return kInvalidArgument;
   for (FakeGpu& g : gpus) {
     if (strcasecmp(bus, g.bus) == 0) {
@@ -136,8 +139,9 @@ int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* milliwatts) {
 
 int nvmlDeviceGetTemperatureV(void* device, Temperature* t) {
   if (gpu(device) == nullptr || t == nullptr) return kInvalidArgument;
-  if (env_is("PPB_FAKE_NVML_TEMPERATURE_V", "mismatch") ||
-      t->version != (sizeof(Temperature) | (1U << 24U)))
+  // NVML_STRUCT_VERSION(Temperature, 1) as nvml.h computes it: the
+  // struct's 12 bytes, version 1 in the top byte.
+  if (env_is("PPB_FAKE_NVML_TEMPERATURE_V", "mismatch") || t->version != 0x0100000CU)
     return kVersionMismatch;
   if (t->sensor != 0) return kInvalidArgument;  // NVML_TEMPERATURE_GPU only
   t->celsius = 42;
@@ -161,8 +165,7 @@ int nvmlDeviceGetTotalEccErrors(void* device, int type, int counter, unsigned lo
   FakeGpu* g = gpu(device);
   if (g == nullptr || count == nullptr || counter != 0) return kInvalidArgument;
   if (type == 0) {  // NVML_MEMORY_ERROR_TYPE_CORRECTED
-    g->corrected += 3;
-    *count = g->corrected;
+    *count = g->corrected += 3;
   } else if (type == 1) {
     *count = 0;
   } else {

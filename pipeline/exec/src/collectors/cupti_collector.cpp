@@ -332,7 +332,7 @@ constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
 
 class CuptiCollector final : public Collector {
  public:
-  CuptiCollector() {
+  explicit CuptiCollector(bool device_backend) : device_backend_(device_backend) {
     need(cuptiSubscribe(&subscriber_, &on_resource, nullptr), "cuptiSubscribe");
     try {
       need(cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
@@ -446,15 +446,18 @@ class CuptiCollector final : public Collector {
   // The devices are those whose context was made while a collector listened
   // or that a record named, and the current context's, which may have been
   // made before any collector (a trial build of cuDNN's attention) and have
-  // had no record flushed yet. At a step's end the backend's context is
-  // current, so this makes no context.
-  static void synchronize_devices() {
+  // had no record flushed yet. Asked only of a device backend's rank: at a
+  // step's end its context is the current one, so this makes no context
+  // (where none is current, CUPTI might answer as cudaGetDevice does,
+  // device 0, and the synchronisation would make one there).
+  void synchronize_devices() const {
     std::set<uint32_t> devices;
     {
       std::lock_guard lock(sink().devices_mutex);
       devices = sink().devices;
     }
-    if (uint32_t current = 0; cuptiGetDeviceId(nullptr, &current) == CUPTI_SUCCESS)
+    if (uint32_t current = 0;
+        device_backend_ && cuptiGetDeviceId(nullptr, &current) == CUPTI_SUCCESS)
       devices.insert(current);
     if (devices.empty()) return;
     int current = 0;
@@ -513,6 +516,7 @@ class CuptiCollector final : public Collector {
     subscriber_ = nullptr;
   }
 
+  bool device_backend_;  // CollectorContext::device_backend
   CUpti_SubscriberHandle subscriber_ = nullptr;
   int enabled_ = 0;  // kinds of kKinds enabled, in order
   device::ActivityLog log_;
@@ -528,8 +532,8 @@ class CuptiCollector final : public Collector {
 // the reason the backends give where none is.
 std::string cupti_unavailable() { return cuda::unusable_reason(); }
 
-std::unique_ptr<Collector> make_cupti(const CollectorContext& /*context*/) {
-  return std::make_unique<CuptiCollector>();
+std::unique_ptr<Collector> make_cupti(const CollectorContext& context) {
+  return std::make_unique<CuptiCollector>(context.device_backend);
 }
 
 #endif  // PPB_HAVE_CUPTI

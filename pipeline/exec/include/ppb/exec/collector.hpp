@@ -71,6 +71,9 @@ struct CollectorContext {
   int stage = 0;   ///< this rank
   int stages = 1;  ///< P
   int chunks = 1;  ///< V of the schedules this rank will run
+  /// The backend runs on a device it binds on this thread (traits.device):
+  /// at each step's end its context is the thread's current one.
+  bool device_backend = false;
 };
 
 /// Figures one collector adds for one step of this rank. Names are
