@@ -656,6 +656,13 @@ if(PPB_HAVE_CUDAEMU)
                    ${MPIEXEC_EXECUTABLE})
   set_tests_properties(emulated_run_cuda_gpu_lost PROPERTIES LABELS emulated TIMEOUT 120
                        ENVIRONMENT "${emu_env}")
+  # --rerun of a result that ran naive records the reason it recorded
+  # (bench/tests/rerun_attention_reason.sh, about 3 s).
+  add_test(NAME emulated_rerun_attention_reason
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/rerun_attention_reason.sh
+                   $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(emulated_rerun_attention_reason PROPERTIES LABELS emulated TIMEOUT 120
+                       ENVIRONMENT "${emu_env}")
   add_test(NAME suite_cuda_e2e
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/suite_cuda_e2e.sh $<TARGET_FILE:pipebench>)
   set_tests_properties(suite_cuda_e2e PROPERTIES LABELS emulated TIMEOUT 180 RUN_SERIAL TRUE
