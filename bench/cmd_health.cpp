@@ -23,10 +23,8 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "cli.hpp"
@@ -36,6 +34,7 @@
 #include "ppb/pipeline/health.hpp"
 #include "ppb/reports/stats.hpp"
 #include "run/environment.hpp"
+#include "run/out_dir.hpp"
 #include "run/run_options.hpp"
 
 namespace ppb::cli {
@@ -109,9 +108,7 @@ void run_health(const HealthOptions& o) {
   const ModelSpec spec = parse_model_spec(o.model);  // its errors name --model
   if (const std::string why = cuda::unusable_reason(); !why.empty())
     throw UsageError("health: no usable GPU: " + why);
-  std::error_code ec;
-  std::filesystem::create_directories(o.out, ec);
-  if (ec) throw UsageError("--out " + o.out + ": cannot create the folder (" + ec.message() + ")");
+  if (const std::string why = run::make_writable_folder(o.out); !why.empty()) throw UsageError(why);
   const OutputPath path(o.out, "health.json");
   check_output_path(path);
 

@@ -17,6 +17,20 @@
 
 namespace ppb::run {
 
+std::string make_writable_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
+  std::string probe = dir + "/.pipebench-probe-XXXXXX";
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return "--out " + dir + ": cannot create files in the folder (" + std::strerror(errno) + ")";
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
 namespace {
 
 /// Throws on every rank when rank 0 says `ok` is false: rank 0 a UsageError
@@ -49,16 +63,7 @@ std::vector<OutputPath> owned_outputs(const std::string& dir, const Combination&
 /// goes is refused before anything runs). Returns why not, or "".
 std::string make_out_dir(const std::string& dir, const std::vector<Combination>& combos,
                          bool trace) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return "--out " + dir + ": cannot create the folder (" + ec.message() + ")";
-  std::string probe = dir + "/.pipebench-probe-XXXXXX";
-  const int fd = ::mkstemp(probe.data());
-  if (fd < 0) {
-    return "--out " + dir + ": cannot create files in the folder (" + std::strerror(errno) + ")";
-  }
-  ::close(fd);
-  ::unlink(probe.c_str());
+  if (std::string why = make_writable_folder(dir); !why.empty()) return why;
   try {
     for (const Combination& c : combos) {
       for (const OutputPath& o : owned_outputs(dir, c, trace)) check_output_path(o);

@@ -1,5 +1,6 @@
-// The output folder of `pipebench run`: made, proved writable and checked
-// for every file the sweep will write there, before anything runs.
+// The output folder of `pipebench run` (and `health`): made, proved
+// writable and checked for every file the sweep will write there, before
+// anything runs.
 #pragma once
 
 #include <mpi.h>
@@ -12,6 +13,13 @@
 #include "run/sweep.hpp"
 
 namespace ppb::run {
+
+/// `dir` made (with its parents) and proved writable by creating and
+/// removing a file in it, so that a folder that cannot take the output is
+/// one usage error before anything is measured. Returns why not
+/// ("--out DIR: cannot create the folder (Not a directory)", "--out DIR:
+/// cannot create files in the folder (...)"), or "".
+std::string make_writable_folder(const std::string& dir);
 
 /// The output folder (--out, or a dated one), made and checked for
 /// `combos` (their result files and, with --trace, their traces) by rank 0;
