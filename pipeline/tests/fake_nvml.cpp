@@ -137,7 +137,10 @@ int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* milliwatts) {
   return kSuccess;
 }
 
-int nvmlDeviceGetTemperatureV(void* device, Temperature* t) {
+// The struct as an opaque pointer, as the reader declares the call (the
+// sanitizer's function-type check compares the two declarations).
+int nvmlDeviceGetTemperatureV(void* device, void* argument) {
+  auto* t = static_cast<Temperature*>(argument);
   if (gpu(device) == nullptr || t == nullptr) return kInvalidArgument;
   // NVML_STRUCT_VERSION(Temperature, 1) as nvml.h computes it: the
   // struct's 12 bytes, version 1 in the top byte.

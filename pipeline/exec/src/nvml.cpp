@@ -42,7 +42,7 @@ struct Library::Api {
   int (*clock)(Device, int, unsigned*) = nullptr;               // nvmlDeviceGetClockInfo
   int (*power)(Device, unsigned*) = nullptr;                    // nvmlDeviceGetPowerUsage
   int (*power_limit)(Device, unsigned*) = nullptr;              // ..GetEnforcedPowerLimit
-  int (*temperature_v)(Device, Temperature*) = nullptr;         // nvmlDeviceGetTemperatureV
+  int (*temperature_v)(Device, void*) = nullptr;                // ..GetTemperatureV(Temperature*)
   int (*temperature)(Device, int, unsigned*) = nullptr;         // nvmlDeviceGetTemperature
   int (*reasons)(Device, unsigned long long*) = nullptr;        // ..ClocksEventReasons
   int (*ecc)(Device, int, int, unsigned long long*) = nullptr;  // ..GetTotalEccErrors
