@@ -73,6 +73,7 @@ pipebench.gpu-tests/1): ci/gpu-bundle ships it, and this program runs it.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import glob
@@ -2147,6 +2148,20 @@ def stop_handler(s):
     return handler
 
 
+@contextlib.contextmanager
+def judged_on_stop(ctx):
+    """A block that runs commands as a step does: a signal meanwhile stops
+    its commands and lets it end (what finished is judged; stop_handler
+    raises nothing while it runs), and Stopped is raised after it."""
+    held, ctx.in_step = ctx.in_step, True
+    try:
+        yield
+    finally:
+        ctx.in_step = held
+    if ctx.stopping:
+        raise Stopped(ctx.stopping)
+
+
 def run_steps(s):
     """The table's steps in order, each announced (">> start"), its result
     printed and the summary rewritten; an exception is the step's FAIL."""
@@ -2158,17 +2173,12 @@ def run_steps(s):
         # A signal while the step runs stops its commands and lets it end:
         # what finished is judged (a failure stays a failure), the rest of
         # it is CUT, and so are the steps after it.
-        ctx.in_step = True
-        try:
+        with judged_on_stop(ctx):
             try:
                 r = run_step(ctx, step, on_start=lambda limit, step=step: s.begin(step, limit))
             except Exception as e:  # noqa: BLE001 - the step's failure, not the check's
                 r = StepResult(step.name, "FAIL", raised(ctx, step, "step", e))
             s.end(step, r)
-        finally:
-            ctx.in_step = False
-        if ctx.stopping:
-            raise Stopped(ctx.stopping)
 
 
 # --- the machine, the bundle and the build ---------------------------------------------
@@ -2349,15 +2359,10 @@ def build_here(s, cuda_libs, wheel_libs):
     # As in a step: a signal stops the build and lets run_command return
     # (raised between the build's start and its registration, it would
     # leave the build running in its own session).
-    held, ctx.in_step = ctx.in_step, True
-    try:
+    with judged_on_stop(ctx):
         o = run_command(ctx, "build", ["bash", "-c", 'cmake -S . -B build/gpu-local -G Ninja "$@"'
                                        ' && cmake --build build/gpu-local -j "$(nproc)"', "_"] + cfg,
                         300, log)
-    finally:
-        ctx.in_step = held
-    if ctx.stopping:
-        raise Stopped(ctx.stopping)
     if o.rc == 0:
         s.note("PASS", "build", f"built here in build/gpu-local ({time.monotonic() - ctx.start:.0f} s)")
         return ROOT / "build" / "gpu-local"

@@ -72,6 +72,23 @@ void agree_on_oom(const std::string& mine, int rank, MPI_Comm comm) {
   if (f.rank >= 0) throw DeviceOom{"rank " + std::to_string(f.rank) + ": " + f.what};
 }
 
+/// A rank's failure as rank 0 says it: its text, naming the rank where it
+/// is not rank 0's own.
+std::string with_rank(const RankFailure& f) {
+  return f.what + (f.rank > 0 ? " (rank " + std::to_string(f.rank) + ")" : "");
+}
+
+/// Collective: where any rank's `mine` (a usage error) is not empty, every
+/// rank ends at once: rank 0 throws UsageError(prefix + the lowest such
+/// rank's text, with_rank), the others cli::ExitCode{2}, so that a flag
+/// bad on one rank only never leaves the others in the next collective.
+void agree_on_usage(const std::string& mine, const std::string& prefix, int rank, MPI_Comm comm) {
+  const RankFailure f = first_failure(mine, rank, comm);
+  if (f.rank < 0) return;
+  if (rank != 0) throw cli::ExitCode{kUsageExitCode};
+  throw UsageError(prefix + with_rank(f));
+}
+
 // --- the sweep ---------------------------------------------------------------
 
 struct RunContext;
@@ -815,10 +832,9 @@ void settle_attention(Sweep& sw) {
   }
   const RankFailure naive = first_failure(mine, sw.rank, sw.comm);
   if (naive.rank < 0 || !fused) return;
-  const std::string why =
-      naive.what + (naive.rank > 0 ? " (rank " + std::to_string(naive.rank) + ")" : "");
   try {
-    sw.plan.attention = choose_attention(parse_attention_request(sw.options.attention), why);
+    sw.plan.attention =
+        choose_attention(parse_attention_request(sw.options.attention), with_rank(naive));
   } catch (const UsageError&) {
     if (sw.rank == 0) throw;
     throw cli::ExitCode{kUsageExitCode};
@@ -842,12 +858,7 @@ void validate(Sweep& sw) {
   } catch (const UsageError& e) {
     bad = e.what();
   }
-  const RankFailure invalid = first_failure(bad, sw.rank, sw.comm);
-  if (invalid.rank >= 0) {
-    if (sw.rank != 0) throw cli::ExitCode{kUsageExitCode};
-    throw UsageError(
-        invalid.rank == 0 ? bad : invalid.what + " (rank " + std::to_string(invalid.rank) + ")");
-  }
+  agree_on_usage(bad, "", sw.rank, sw.comm);
   sw.times = unit_times(sw.plan.units, sw.device);
   sw.grid = RankGrid{sw.plan.stages, sw.plan.data_parallel, sw.plan.rank_order};
   sw.stage = sw.grid.stage_of(sw.rank);
@@ -855,13 +866,8 @@ void validate(Sweep& sw) {
   // A backend that cannot run here (no GPU, no driver, a build without CUDA)
   // is refused before anything starts, with its one-line reason.
   const BackendInfo& binfo = backend_info(sw.plan.backend);
-  const RankFailure unusable =
-      first_failure(binfo.unusable != nullptr ? binfo.unusable() : std::string(), sw.rank, sw.comm);
-  if (unusable.rank >= 0) {
-    if (sw.rank != 0) throw cli::ExitCode{kUsageExitCode};
-    throw UsageError("--backend " + binfo.name + ": " + unusable.what +
-                     (unusable.rank > 0 ? " (rank " + std::to_string(unusable.rank) + ")" : ""));
-  }
+  agree_on_usage(binfo.unusable != nullptr ? binfo.unusable() : std::string(),
+                 "--backend " + binfo.name + ": ", sw.rank, sw.comm);
   sw.node = node_local(sw.comm);
   settle_attention(sw);
   sw.watch->end();

@@ -12,6 +12,7 @@
 
 #include "cuda/graph_cache.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/owned_stream.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/log.hpp"
@@ -361,19 +362,10 @@ std::string FusedAttention::build_or_why(const ModelSpec& spec, cudaStream_t str
 }
 
 std::string FusedAttention::refusal(const ModelSpec& spec) {
-  cudaStream_t stream = nullptr;
-  PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::unique_ptr<Graphs> graphs;
-  std::string why;
-  try {
-    why = build_or_why(spec, stream, std::numeric_limits<int64_t>::max(), graphs);
-  } catch (...) {
-    graphs.reset();
-    (void)cudaStreamDestroy(stream);
-    throw;
-  }
-  graphs.reset();  // the handle and plans before their stream
-  (void)cudaStreamDestroy(stream);
+  const OwnedStream stream;
+  std::unique_ptr<Graphs> graphs;  // the handle and plans, gone before their stream
+  const std::string why =
+      build_or_why(spec, stream.get(), std::numeric_limits<int64_t>::max(), graphs);
   return why.empty() ? "" : refusal_words(spec, why);
 }
 

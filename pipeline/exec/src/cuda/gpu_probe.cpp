@@ -7,6 +7,7 @@
 
 #include "cuda/blas.hpp"
 #include "cuda/gemm_timing.hpp"
+#include "cuda/owned_stream.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/gemm_calls.hpp"
 #include "ppb/profiling/check.hpp"
@@ -21,19 +22,6 @@ int device_count() {
 }
 
 namespace {
-
-// A non-blocking stream of the current device, destroyed with its scope.
-class Stream {
- public:
-  Stream() { PPB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
 
 // Device or pinned host bytes, freed with their scope.
 class Buffer {
@@ -69,7 +57,7 @@ double backend_gemm_tflops(int device, const ModelSpec& spec, bool fp32, int ite
   PPB_CHECK(iters >= 1, "backend_gemm_tflops: iters must be >= 1");
   PPB_CUDA_CHECK(cudaSetDevice(device));
   const Dtype dt = fp32 ? Dtype::kFp32 : Dtype::kBf16;
-  const Stream stream;
+  const OwnedStream stream;
   const Buffer workspace(kBlasWorkspaceBytes, false);
   double flops = 0;
   double seconds = 0;
@@ -106,7 +94,7 @@ double copy_gbps(Copy copy, int device, int peer, int64_t bytes, int iters) {
     }
   }
   PPB_CUDA_CHECK(cudaSetDevice(device));
-  const Stream stream;
+  const OwnedStream stream;
   const Buffer src(bytes, copy == Copy::kHostToDevice);
   const Buffer dst(bytes, copy == Copy::kDeviceToHost);
   void* to = copy == Copy::kPeer ? remote->get() : dst.get();
