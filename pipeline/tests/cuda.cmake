@@ -5,8 +5,9 @@
 # double sums, a planted slowdown against its factor; each case skips, saying why, where no device is usable.
 ppb_add_gtest(ppb_cuda_test SOURCES cuda_test.cpp LIBS ppb::exec ppb::core LABELS unit)
 target_include_directories(ppb_cuda_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
-# The CUDA-graph cache's decisions (capture, replay, rebuild, eager) on a fake GraphOps.
-ppb_add_gtest(ppb_graph_cache_test SOURCES graph_cache_test.cpp first_fit_test.cpp LIBS ppb::exec LABELS unit)
+# The CUDA-graph cache's decisions (capture, replay, rebuild, eager) on a fake GraphOps;
+# the device pool's placements; what keeps cuDNN's graphs per shape.
+ppb_add_gtest(ppb_graph_cache_test SOURCES graph_cache_test.cpp first_fit_test.cpp built_once_test.cpp LIBS ppb::exec LABELS unit)
 target_include_directories(ppb_graph_cache_test PRIVATE ${PROJECT_SOURCE_DIR}/pipeline/exec/src)
 if(PPB_HAVE_CUDA)
   add_executable(ppb_cuda_gpu_test cuda_gpu_test.cpp cuda_kernels_gpu_test.cpp cuda_plant_gpu_test.cpp)

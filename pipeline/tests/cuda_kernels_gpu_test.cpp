@@ -20,6 +20,7 @@
 #include "cpu/kernels.hpp"
 #include "cuda/fused_attention.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/owned_stream.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/pipeline/model.hpp"
 
@@ -472,6 +473,53 @@ TEST_F(CudaKernels, CudnnFusedAttentionMatchesADoubleReferenceInBf16) {
     EXPECT_LE(worst(host(out, ref.out.size()), ref.out), 2e-2);
     EXPECT_LE(worst(host(dqkv, ref.dqkv.size()), ref.dqkv), 4e-2);
   }
+}
+
+// cuDNN's graphs are built once per shape in the process and shared: a
+// second object of the shape (the next chunk, the next combination) builds
+// nothing, runs on its own stream, and computes what the first computes,
+// bit for bit; the first, run again after it, is bound back to its stream.
+TEST_F(CudaKernels, CudnnGraphsAreBuiltOncePerShapeAndRunOnEachObjectsStream) {
+  if (const std::string why = cuda::cudnn_unavailable_reason(); !why.empty()) {
+    GTEST_SKIP() << "cuDNN's fused attention cannot run here: " << why;
+  }
+  ModelSpec spec;  // a shape no other test builds
+  spec.micro_batch_size = 3;
+  spec.seq = 96;
+  spec.heads = 2;
+  spec.hidden = 2 * 64;
+  spec.bytes_per_element = 2;
+  const auto rows = static_cast<size_t>(spec.micro_batch_size) * spec.seq;
+  const auto h = static_cast<size_t>(spec.hidden);
+  const int64_t built = cuda::FusedAttention::graphs_built();
+  const cuda::FusedAttention first(spec, stream_, int64_t{1} << 30);
+  EXPECT_EQ(cuda::FusedAttention::graphs_built(), built + 1);
+  const cuda::OwnedStream other;
+  const cuda::FusedAttention second(spec, other.get(), int64_t{1} << 30);
+  EXPECT_EQ(cuda::FusedAttention::graphs_built(), built + 1) << "the same shape built again";
+  ModelSpec longer = spec;
+  longer.seq = 128;
+  const cuda::FusedAttention third(longer, stream_, int64_t{1} << 30);
+  EXPECT_EQ(cuda::FusedAttention::graphs_built(), built + 2);
+
+  const std::vector<float> x = values(static_cast<int64_t>(rows * 3 * h), 43);
+  const DeviceArray<float> x32(x);
+  const DeviceArray<uint16_t> qkv(x.size());
+  cuda::to_storage(Dtype::kBf16, x32.get(), qkv.get(), static_cast<int64_t>(x.size()), stream_);
+  sync();
+  const DeviceArray<uint8_t> work(static_cast<size_t>(
+      std::max<int64_t>(1, std::max(first.forward_workspace(), first.backward_workspace()))));
+  const DeviceArray<float> stats(static_cast<size_t>(spec.micro_batch_size) * spec.heads *
+                                 spec.seq);
+  const auto run = [&](const cuda::FusedAttention& f, cudaStream_t st) {
+    const DeviceArray<uint16_t> out(rows * h);
+    f.forward(qkv.get(), out.get(), stats.get(), work.get());
+    PPB_CUDA_CHECK(cudaStreamSynchronize(st));
+    return out.host();
+  };
+  const std::vector<uint16_t> want = run(first, stream_);
+  EXPECT_EQ(run(second, other.get()), want);
+  EXPECT_EQ(run(first, stream_), want);
 }
 
 }  // namespace

@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <compare>
 #include <cstddef>
-#include <limits>
 #include <string>
 #include <string_view>
 
+#include "cuda/built_once.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/owned_stream.hpp"
@@ -65,15 +66,18 @@ std::string cudnn_unavailable_reason() {
 struct FusedAttention::Graphs {
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
-  void forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/, void* /*workspace*/) const {}
+  void bind(cudaStream_t /*stream*/) {}
+  void forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/, void* /*workspace*/,
+               cudaStream_t /*stream*/) {}
   void backward(const void* /*qkv*/, const void* /*out*/, const float* /*stats*/,
-                const void* /*dout*/, void* /*dqkv*/, void* /*workspace*/) const {}
+                const void* /*dout*/, void* /*dqkv*/, void* /*workspace*/,
+                cudaStream_t /*stream*/) {}
 };
 
 std::string loaded_cudnn_version() { return ""; }
 
-std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(
-    const ModelSpec& /*spec*/, cudaStream_t /*stream*/, int64_t /*modelled_workspace*/) {
+std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const ModelSpec& /*spec*/,
+                                                                     cudaStream_t /*stream*/) {
   PPB_CHECK(false, "bf16 fused attention in a build without cuDNN");
   return nullptr;
 }
@@ -164,18 +168,25 @@ struct CudnnHandle {
 
 }  // namespace
 
+// Kept for the process's life (BuiltOnce) and shared by every
+// FusedAttention of its shape on its device; used from one thread at a time.
 struct FusedAttention::Graphs {
   CudnnHandle handle;
-  cudaStream_t stream = nullptr;  // the handle's
+  cudaStream_t stream = nullptr;  // the handle's: where the graphs' kernels run
   int64_t hidden = 0;             // h: the qkv rows are 3h wide
   fe::graph::Graph forward_graph;
   fe::graph::Graph backward_graph;
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
 
-  void forward(const void* qkv, void* out, float* stats, void* workspace) const;
+  /// Makes `stream` the handle's, where it is not already. A FusedAttention
+  /// binds its stream when it is made, so that its executions (possibly
+  /// under a stream capture) set nothing unless another FusedAttention of
+  /// the shape ran on another stream since.
+  void bind(cudaStream_t s);
+  void forward(const void* qkv, void* out, float* stats, void* workspace, cudaStream_t s);
   void backward(const void* qkv, const void* out, const float* stats, const void* dout, void* dqkv,
-                void* workspace) const;
+                void* workspace, cudaStream_t s);
 };
 
 namespace {
@@ -196,8 +207,7 @@ void executed(cudaStream_t stream, fe::error_object e, const char* what) {
 }  // namespace
 
 std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const ModelSpec& spec,
-                                                                     cudaStream_t stream,
-                                                                     int64_t modelled_workspace) {
+                                                                     cudaStream_t stream) {
   PPB_CHECK(cudnn_unavailable_reason().empty(), "fused attention without a usable cuDNN");
   auto graphs = std::make_unique<Graphs>();
   const int64_t b = spec.micro_batch_size;
@@ -283,13 +293,6 @@ std::unique_ptr<FusedAttention::Graphs> FusedAttention::build_graphs(const Model
     built(bw.build(g.handle.raw, {fe::HeurMode_t::A}), "building the backward graph");
     built(bw.get_workspace_size(g.backward_workspace), "the backward's workspace");
   }
-  const int64_t most = std::max(g.forward_workspace, g.backward_workspace);
-  if (most > modelled_workspace) {
-    log::warn(
-        "fused attention: cuDNN's graphs ask %lld bytes of workspace, the memory model "
-        "counts %lld",
-        static_cast<long long>(most), static_cast<long long>(modelled_workspace));
-  }
   return graphs;
 }
 
@@ -302,8 +305,18 @@ void* at(const void* p, int64_t columns) {
 
 }  // namespace
 
-void FusedAttention::Graphs::forward(const void* qkv, void* out, float* stats,
-                                     void* workspace) const {
+void FusedAttention::Graphs::bind(cudaStream_t s) {
+  if (s == stream) return;
+  if (const cudnnStatus_t rc = fe::detail::set_stream(handle.raw, s); rc != CUDNN_STATUS_SUCCESS) {
+    PPB_CHECK(false, std::string("cuDNN fused attention, cudnnSetStream: ") +
+                         fe::detail::get_error_string(rc));
+  }
+  stream = s;
+}
+
+void FusedAttention::Graphs::forward(const void* qkv, void* out, float* stats, void* workspace,
+                                     cudaStream_t s) {
+  bind(s);
   const int64_t h = hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)}, {kK, at(qkv, h)}, {kV, at(qkv, 2 * h)}, {kO, out}, {kStats, stats}};
@@ -311,7 +324,9 @@ void FusedAttention::Graphs::forward(const void* qkv, void* out, float* stats,
 }
 
 void FusedAttention::Graphs::backward(const void* qkv, const void* out, const float* stats,
-                                      const void* dout, void* dqkv, void* workspace) const {
+                                      const void* dout, void* dqkv, void* workspace,
+                                      cudaStream_t s) {
+  bind(s);
   const int64_t h = hidden;
   std::unordered_map<int64_t, void*> pack{
       {kQ, at(qkv, 0)},   {kK, at(qkv, h)},       {kV, at(qkv, 2 * h)},
@@ -343,10 +358,44 @@ std::string fused_attention_unavailable_reason(int bytes_per_element, int head_d
   return "";
 }
 
+struct FusedAttention::Kept {
+  // The graphs' identity: a handle belongs to the device current when it
+  // was made, and the graphs to the shape they were built for.
+  struct Key {
+    int device = 0;
+    int64_t b = 0, a = 0, s = 0, d = 0;
+    auto operator<=>(const Key&) const = default;
+  };
+  BuiltOnce<Key, Graphs> graphs;
+};
+
+FusedAttention::Kept& FusedAttention::kept() {
+  // Never destroyed: the handles would be destroyed after the CUDA runtime
+  // let go of the device at exit.
+  static Kept& built = *new Kept;
+  return built;
+}
+
+std::shared_ptr<FusedAttention::Graphs> FusedAttention::shared_graphs(const ModelSpec& spec,
+                                                                      cudaStream_t stream) {
+  Kept::Key key;
+  PPB_CUDA_CHECK(cudaGetDevice(&key.device));
+  key.b = spec.micro_batch_size;
+  key.a = spec.heads;
+  key.s = spec.seq;
+  key.d = spec.hidden / spec.heads;
+  std::shared_ptr<Graphs> graphs =
+      kept().graphs.get(key, [&] { return build_graphs(spec, stream); });
+  graphs->bind(stream);
+  return graphs;
+}
+
+int64_t FusedAttention::graphs_built() { return kept().graphs.builds(); }
+
 std::string FusedAttention::build_or_why(const ModelSpec& spec, cudaStream_t stream,
-                                         int64_t modelled_workspace, std::unique_ptr<Graphs>& out) {
+                                         std::shared_ptr<Graphs>& out) {
   try {
-    out = build_graphs(spec, stream, modelled_workspace);
+    out = shared_graphs(spec, stream);
     return "";
   } catch (const BuildRefused& e) {
     return e.what();
@@ -363,10 +412,11 @@ std::string FusedAttention::build_or_why(const ModelSpec& spec, cudaStream_t str
 
 std::string FusedAttention::refusal(const ModelSpec& spec) {
   const OwnedStream stream;
-  std::unique_ptr<Graphs> graphs;  // the handle and plans, gone before their stream
-  const std::string why =
-      build_or_why(spec, stream.get(), std::numeric_limits<int64_t>::max(), graphs);
-  return why.empty() ? "" : refusal_words(spec, why);
+  std::shared_ptr<Graphs> graphs;
+  const std::string why = build_or_why(spec, stream.get(), graphs);
+  if (!why.empty()) return refusal_words(spec, why);
+  graphs->bind(nullptr);  // the graphs are kept: their handle outlives the trial's stream
+  return "";
 }
 
 std::string fused_attention_refusal(const ModelSpec& spec) {
@@ -385,10 +435,16 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
   if (spec.bytes_per_element == 2) {
     // The run asked cuDNN before it chose (fused_attention_refusal): a
     // refusal here is one the trial build did not meet.
-    if (const std::string why = build_or_why(spec, stream, modelled_workspace, graphs_);
-        !why.empty()) {
+    if (const std::string why = build_or_why(spec, stream, graphs_); !why.empty()) {
       throw UsageError("--attention: " + refusal_words(spec, why) +
                        "; --attention naive runs without it");
+    }
+    const int64_t most = std::max(forward_workspace(), backward_workspace());
+    if (most > modelled_workspace) {
+      log::warn(
+          "fused attention: cuDNN's graphs ask %lld bytes of workspace, the memory model "
+          "counts %lld",
+          static_cast<long long>(most), static_cast<long long>(modelled_workspace));
     }
     return;
   }
@@ -415,7 +471,7 @@ int64_t FusedAttention::backward_workspace() const {
 
 void FusedAttention::forward(const void* qkv, void* out, float* stats, void* workspace) const {
   if (graphs_) {
-    graphs_->forward(qkv, out, stats, workspace);
+    graphs_->forward(qkv, out, stats, workspace, stream_);
     return;
   }
   flash_attention_fwd(static_cast<const float*>(qkv), static_cast<float*>(out), stats, b_, s_,
@@ -425,7 +481,7 @@ void FusedAttention::forward(const void* qkv, void* out, float* stats, void* wor
 void FusedAttention::backward(const void* qkv, const void* out, const float* stats,
                               const void* dout, void* dqkv, void* workspace) const {
   if (graphs_) {
-    graphs_->backward(qkv, out, stats, dout, dqkv, workspace);
+    graphs_->backward(qkv, out, stats, dout, dqkv, workspace, stream_);
     return;
   }
   flash_attention_bwd(static_cast<const float*>(qkv), static_cast<const float*>(out), stats,

@@ -8,9 +8,11 @@
 // k at h + j*d, of v at 2h + j*d), and dQ, dK, dV written in place into the
 // same layout: no copies.
 //
-// bf16: the two cuDNN graphs (forward, backward) are built once, when the
-// object is made (one per chunk with an attention unit: one shape per
-// chunk), and executed on the chunk's stream; each call is given its
+// bf16: the two cuDNN graphs (forward, backward) are built once per shape
+// and device in the process, by the first object of that shape (the run's
+// trial build, before the run: fused_attention_refusal), and kept: every
+// chunk of every combination the process runs shares them. They are
+// executed on the object's stream; each call is given its
 // workspace (forward_workspace() / backward_workspace() bytes) by the
 // chunk, which counts it as the action's workspace. The frontend is
 // header-only and loads libcudnn.so.9 at run time
@@ -48,6 +50,9 @@ class FusedAttention {
   FusedAttention(const FusedAttention&) = delete;
   FusedAttention& operator=(const FusedAttention&) = delete;
 
+  /// How many shapes' graphs this process has built (each once).
+  static int64_t graphs_built();
+
   /// The workspace bytes each graph asks for.
   int64_t forward_workspace() const;
   int64_t backward_workspace() const;
@@ -60,14 +65,18 @@ class FusedAttention {
 
  private:
   struct Graphs;  // the cuDNN handle, the two graphs (fused_attention.cpp)
-  static std::unique_ptr<Graphs> build_graphs(const ModelSpec& spec, cudaStream_t stream,
-                                              int64_t modelled_workspace);
-  /// build_graphs() into `out`: "" where cuDNN built them, else why not
+  struct Kept;    // the graphs built, by device and shape
+  static Kept& kept();
+  static std::unique_ptr<Graphs> build_graphs(const ModelSpec& spec, cudaStream_t stream);
+  /// The kept graphs of `spec`'s shape on the current device, built on
+  /// `stream` where there are none yet, bound to `stream`.
+  static std::shared_ptr<Graphs> shared_graphs(const ModelSpec& spec, cudaStream_t stream);
+  /// shared_graphs() into `out`: "" where cuDNN built them, else why not
   /// (its refusal, or an exception of the frontend's own); out of memory,
   /// usage and capture errors propagate.
   static std::string build_or_why(const ModelSpec& spec, cudaStream_t stream,
-                                  int64_t modelled_workspace, std::unique_ptr<Graphs>& out);
-  std::unique_ptr<Graphs> graphs_;  // bf16; null for fp32
+                                  std::shared_ptr<Graphs>& out);
+  std::shared_ptr<Graphs> graphs_;  // bf16: shared with every object of the shape; null for fp32
   int b_ = 0, s_ = 0, heads_ = 0, d_ = 0;
   cudaStream_t stream_ = nullptr;
 };
