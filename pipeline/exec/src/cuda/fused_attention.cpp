@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <compare>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "cuda/built_once.hpp"
 #include "cuda/graph_cache.hpp"
@@ -364,7 +364,9 @@ struct FusedAttention::Kept {
   struct Key {
     int device = 0;
     int64_t b = 0, a = 0, s = 0, d = 0;
-    auto operator<=>(const Key&) const = default;
+    bool operator<(const Key& o) const {
+      return std::tie(device, b, a, s, d) < std::tie(o.device, o.b, o.a, o.s, o.d);
+    }
   };
   BuiltOnce<Key, Graphs> graphs;
 };
