@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -477,15 +478,20 @@ TEST_F(CudaKernels, CudnnFusedAttentionMatchesADoubleReferenceInBf16) {
 
 // cuDNN's graphs are built once per shape in the process and shared: a
 // second object of the shape (the next chunk, the next combination) builds
-// nothing, runs on its own stream, and computes what the first computes,
-// bit for bit; the first, run again after it, is bound back to its stream.
+// nothing, runs its forward and backward on its own stream (captured from
+// that stream, they are in the capture: kernels sent to another stream
+// would not be), and computes what the first computes, bit for bit; the
+// first, run again after it, is bound back to its stream.
 TEST_F(CudaKernels, CudnnGraphsAreBuiltOncePerShapeAndRunOnEachObjectsStream) {
   if (const std::string why = cuda::cudnn_unavailable_reason(); !why.empty()) {
     GTEST_SKIP() << "cuDNN's fused attention cannot run here: " << why;
   }
-  ModelSpec spec;  // a shape no other test builds
+  // A shape no other test builds, and another on each pass of
+  // --gtest_repeat: the graphs are kept for the process's life.
+  static int pass = 0;
+  ModelSpec spec;
   spec.micro_batch_size = 3;
-  spec.seq = 96;
+  spec.seq = 96 + 16 * pass++;
   spec.heads = 2;
   spec.hidden = 2 * 64;
   spec.bytes_per_element = 2;
@@ -498,28 +504,50 @@ TEST_F(CudaKernels, CudnnGraphsAreBuiltOncePerShapeAndRunOnEachObjectsStream) {
   const cuda::FusedAttention second(spec, other.get(), int64_t{1} << 30);
   EXPECT_EQ(cuda::FusedAttention::graphs_built(), built + 1) << "the same shape built again";
   ModelSpec longer = spec;
-  longer.seq = 128;
+  longer.seq += 8;
   const cuda::FusedAttention third(longer, stream_, int64_t{1} << 30);
   EXPECT_EQ(cuda::FusedAttention::graphs_built(), built + 2);
 
-  const std::vector<float> x = values(static_cast<int64_t>(rows * 3 * h), 43);
-  const DeviceArray<float> x32(x);
-  const DeviceArray<uint16_t> qkv(x.size());
-  cuda::to_storage(Dtype::kBf16, x32.get(), qkv.get(), static_cast<int64_t>(x.size()), stream_);
-  sync();
+  const auto bf16 = [&](const std::vector<float>& x) {
+    const DeviceArray<float> x32(x);
+    auto out = std::make_unique<DeviceArray<uint16_t>>(x.size());
+    cuda::to_storage(Dtype::kBf16, x32.get(), out->get(), static_cast<int64_t>(x.size()), stream_);
+    sync();
+    return out;
+  };
+  const auto qkv = bf16(values(static_cast<int64_t>(rows * 3 * h), 43));
+  const auto dout = bf16(values(static_cast<int64_t>(rows * h), 44));
   const DeviceArray<uint8_t> work(static_cast<size_t>(
       std::max<int64_t>(1, std::max(first.forward_workspace(), first.backward_workspace()))));
   const DeviceArray<float> stats(static_cast<size_t>(spec.micro_batch_size) * spec.heads *
                                  spec.seq);
+  struct Outputs {
+    std::vector<uint16_t> out, dqkv;
+  };
   const auto run = [&](const cuda::FusedAttention& f, cudaStream_t st) {
     const DeviceArray<uint16_t> out(rows * h);
-    f.forward(qkv.get(), out.get(), stats.get(), work.get());
+    const DeviceArray<uint16_t> dqkv(rows * 3 * h);
+    cudaGraph_t graph = nullptr;
+    PPB_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    f.forward(qkv->get(), out.get(), stats.get(), work.get());
+    f.backward(qkv->get(), out.get(), stats.get(), dout->get(), dqkv.get(), work.get());
+    PPB_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    size_t nodes = 0;
+    PPB_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    EXPECT_GT(nodes, 0u) << "cuDNN's kernels ran on another stream than the object's";
+    cudaGraphExec_t exec = nullptr;
+    PPB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    PPB_CUDA_CHECK(cudaGraphLaunch(exec, st));
     PPB_CUDA_CHECK(cudaStreamSynchronize(st));
-    return out.host();
+    PPB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    PPB_CUDA_CHECK(cudaGraphDestroy(graph));
+    return Outputs{out.host(), dqkv.host()};
   };
-  const std::vector<uint16_t> want = run(first, stream_);
-  EXPECT_EQ(run(second, other.get()), want);
-  EXPECT_EQ(run(first, stream_), want);
+  const Outputs want = run(first, stream_);
+  for (const Outputs& got : {run(second, other.get()), run(first, stream_)}) {
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.dqkv, want.dqkv);
+  }
 }
 
 }  // namespace

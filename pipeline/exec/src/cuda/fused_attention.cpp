@@ -67,6 +67,7 @@ struct FusedAttention::Graphs {
   int64_t forward_workspace = 0;
   int64_t backward_workspace = 0;
   void bind(cudaStream_t /*stream*/) {}
+  void unbind(cudaStream_t /*stream*/) noexcept {}
   void forward(const void* /*qkv*/, void* /*out*/, float* /*stats*/, void* /*workspace*/,
                cudaStream_t /*stream*/) {}
   void backward(const void* /*qkv*/, const void* /*out*/, const float* /*stats*/,
@@ -184,6 +185,13 @@ struct FusedAttention::Graphs {
   /// under a stream capture) set nothing unless another FusedAttention of
   /// the shape ran on another stream since.
   void bind(cudaStream_t s);
+  /// The legacy default stream in place of `s` (a stream about to go)
+  /// where the handle is on it. Never throws (destructors call it).
+  void unbind(cudaStream_t s) noexcept {
+    if (stream != s || s == nullptr) return;
+    (void)fe::detail::set_stream(handle.raw, nullptr);
+    stream = nullptr;
+  }
   void forward(const void* qkv, void* out, float* stats, void* workspace, cudaStream_t s);
   void backward(const void* qkv, const void* out, const float* stats, const void* dout, void* dqkv,
                 void* workspace, cudaStream_t s);
@@ -380,6 +388,10 @@ FusedAttention::Kept& FusedAttention::kept() {
 
 std::shared_ptr<FusedAttention::Graphs> FusedAttention::shared_graphs(const ModelSpec& spec,
                                                                       cudaStream_t stream) {
+  // The graphs' strides are the spec's hidden size, the key's its head
+  // dimension: one determines the other only where the heads divide it.
+  PPB_CHECK(spec.heads > 0 && spec.hidden % spec.heads == 0,
+            "fused attention: the heads must divide the hidden size");
   Kept::Key key;
   PPB_CUDA_CHECK(cudaGetDevice(&key.device));
   key.b = spec.micro_batch_size;
@@ -417,7 +429,7 @@ std::string FusedAttention::refusal(const ModelSpec& spec) {
   std::shared_ptr<Graphs> graphs;
   const std::string why = build_or_why(spec, stream.get(), graphs);
   if (!why.empty()) return refusal_words(spec, why);
-  graphs->bind(nullptr);  // the graphs are kept: their handle outlives the trial's stream
+  graphs->unbind(stream.get());  // the graphs are kept: their handle outlives the trial's stream
   return "";
 }
 
@@ -460,7 +472,10 @@ FusedAttention::FusedAttention(const ModelSpec& spec, cudaStream_t stream,
   }
 }
 
-FusedAttention::~FusedAttention() = default;
+FusedAttention::~FusedAttention() {
+  // The kept graphs outlive this object's stream: their handle holds none.
+  if (graphs_) graphs_->unbind(stream_);
+}
 
 int64_t FusedAttention::forward_workspace() const {
   return graphs_ ? graphs_->forward_workspace : 0;
