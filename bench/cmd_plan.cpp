@@ -97,8 +97,11 @@ boost::json::value simulated(const reports::Candidate& c, double x) {
 boost::json::object candidate_json(const reports::Candidate& c) {
   boost::json::array peaks;
   for (int64_t b : c.peak_memory_bytes) peaks.push_back(b);
+  boost::json::array same_cut;
+  for (const std::string& p : c.same_cut) same_cut.emplace_back(p);
   return boost::json::object{{"schedule", c.schedule},
                              {"partition", c.partition},
+                             {"same_cut", std::move(same_cut)},
                              {"stages", c.stages},
                              {"data_parallel", c.data_parallel},
                              {"microbatches", c.microbatches},

@@ -33,14 +33,16 @@ check(doc["schema"] == "pipebench.plan/1", "schema")
 check(doc["cluster"]["gpus"] == 4 and doc["cluster"]["gpus_per_node"] == 2, "cluster echoed")
 check(doc["model"] == "gpt-tiny", "model echoed")
 cands = doc["candidates"]
-keys = {"schedule", "partition", "stages", "data_parallel", "microbatches", "micro_batch_size",
-        "chunks", "inflight", "samples_per_second", "bubble_ratio", "peak_memory_bytes", "fits",
-        "why"}
+keys = {"schedule", "partition", "same_cut", "stages", "data_parallel", "microbatches",
+        "micro_batch_size", "chunks", "inflight", "samples_per_second", "bubble_ratio",
+        "peak_memory_bytes", "fits", "why"}
 for c in cands:
     check(keys <= set(c), f"candidate keys missing: {keys - set(c)}")
     check(len(c["peak_memory_bytes"]) == c["stages"], "one peak per stage")
     check(c["stages"] * c["data_parallel"] == 4, "P x DP = GPUs")
     check(c["why"] != "", "a reason for every candidate")
+    check(isinstance(c["same_cut"], list) and c["partition"] not in c["same_cut"],
+          f"same_cut names the other partitions of the cut: {c['same_cut']}")
 fitting = [c for c in cands[:3] if c["fits"]]
 check(len(fitting) == 3, "three leaders fit")
 sps = [c["samples_per_second"] for c in fitting]

@@ -66,6 +66,8 @@ struct Shape {
   int data_parallel = 1;
   int chunks = 1;
   std::string partition;
+  std::vector<UnitRange> parts;       // the cut: P x V unit ranges
+  std::vector<std::string> same_cut;  // the partitions after `partition` that cut it so too
   StageCosts costs;
   // Per stage, for step_bound(): F + I + W over its chunks, F + I over its
   // chunks, and the forwards / input gradients of the virtual stages before
@@ -286,6 +288,14 @@ class Planner {
     // A partition that cannot place P x V parts (layer with P > layers) is no shape.
     if (partition_problem(partition, m.units, p * v)) return;
     std::vector<UnitRange> parts = make_partition(partition, m.units, m.times, p * v, popts);
+    // Two partitions that cut the model the same way are one run: the
+    // first names it, the others are listed with it.
+    for (Shape& other : shapes_) {
+      if (other.model == mi && other.stages == p && other.chunks == v && other.parts == parts) {
+        other.same_cut.push_back(partition);
+        return;
+      }
+    }
     Shape s;
     s.model = mi;
     s.stages = p;
@@ -293,6 +303,7 @@ class Planner {
     s.chunks = v;
     s.partition = partition;
     s.costs = model_costs(m.units, m.times, parts, p, v, popts.link);
+    s.parts = std::move(parts);
     if (o_.calibration != nullptr) s.costs.action_seconds = o_.calibration->launch_seconds;
     // Looping, and V-shaped with 2 chunks: the bounds take the smaller
     // figure of the placements a schedule of this V may use.
@@ -429,6 +440,7 @@ class Planner {
     Candidate c;
     c.schedule = schedule;
     c.partition = s.partition;
+    c.same_cut = s.same_cut;
     c.stages = s.stages;
     c.data_parallel = s.data_parallel;
     c.microbatches = m;
@@ -584,6 +596,18 @@ std::string versus(const Candidate& c, const Candidate& best) {
   return why;
 }
 
+// "; balanced cuts the model the same way (the same run)" where other
+// partitions searched gave this pipelined candidate's cut; else "".
+std::string same_cut_words(const Candidate& c) {
+  if (c.stages == 1 || c.same_cut.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < c.same_cut.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == c.same_cut.size() ? " and " : ", ") + c.same_cut[i];
+  }
+  return "; " + names + (c.same_cut.size() == 1 ? " cuts" : " cut") +
+         " the model the same way (the same run)";
+}
+
 std::string advice(const std::optional<Candidate>& least, int64_t capacity, const PlanOptions& o,
                    const std::string& why_none) {
   std::string a = "nothing fits " + format_bytes(static_cast<double>(capacity)) + " per GPU (" +
@@ -661,6 +685,7 @@ Plan Planner::finish() {
                          format_bytes(static_cast<double>(peak)) + " of " +
                          format_bytes(static_cast<double>(capacity_))
                    : versus(c, best);
+    c.why += same_cut_words(c);
   }
   // The best of every schedule not among the leaders, and why it loses.
   for (const std::string& name : names) {
@@ -669,7 +694,7 @@ Plan Planner::finish() {
     const auto fit = std::find_if(fitting_.begin(), fitting_.end(), listed);
     if (fit != fitting_.end()) {
       Candidate alt = *fit;
-      alt.why = versus(alt, best);
+      alt.why = versus(alt, best) + same_cut_words(alt);
       plan.alternatives.push_back(alt);
     } else if (const auto it = best_any_.find(name); it != best_any_.end()) {
       Candidate alt = it->second;

@@ -340,6 +340,52 @@ TEST(Plan, ASingleStageIsNoPipelineWhateverItsSchedule) {
   }
 }
 
+// Partitions that cut the model into the same P x V parts are one run: it
+// is listed once, under the first of them, with the others named in
+// same_cut and in its why; a partition whose cut differs is not named.
+TEST(Plan, PartitionsThatCutTheModelAlikeAreOneRun) {
+  PlanOptions o = small_plan();
+  o.top = 100;
+  const Plan plan = make_plan(o);
+  std::vector<Candidate> all = plan.ranked;
+  all.insert(all.end(), plan.alternatives.begin(), plan.alternatives.end());
+  const std::vector<std::string> names = {"layer", "operator", "balanced"};
+  int shared = 0;
+  for (const Candidate& c : all) {
+    SCOPED_TRACE(candidate_label(c) + " mbs " + std::to_string(c.micro_batch_size));
+    ModelSpec spec = o.model;
+    spec.micro_batch_size = c.micro_batch_size;
+    const std::vector<Unit> units = expand_units(spec);
+    const std::vector<UnitTime> times = unit_times(units, o.cluster.device);
+    PartitionOptions popts;
+    popts.link = c.stages > 1 ? o.cluster.inter_node : o.cluster.intra_node;
+    popts.memory = o.memory;
+    const int parts = c.stages * c.chunks;
+    const std::vector<UnitRange> cut = make_partition(c.partition, units, times, parts, popts);
+    for (const std::string& name : names) {
+      if (name == c.partition || partition_problem(name, units, parts)) continue;
+      const bool listed = std::find(c.same_cut.begin(), c.same_cut.end(), name) != c.same_cut.end();
+      EXPECT_EQ(listed, make_partition(name, units, times, parts, popts) == cut) << name;
+    }
+    if (c.stages > 1 && !c.same_cut.empty()) {
+      ++shared;
+      EXPECT_NE(c.why.find("cuts the model the same way (the same run)"), std::string::npos)
+          << c.why;
+    }
+    // The run is not listed again under another of its names.
+    for (const Candidate& d : plan.ranked) {
+      const bool same_config = d.schedule == c.schedule && d.stages == c.stages &&
+                               d.microbatches == c.microbatches &&
+                               d.micro_batch_size == c.micro_batch_size && d.chunks == c.chunks &&
+                               d.inflight == c.inflight;
+      EXPECT_FALSE(same_config &&
+                   std::find(c.same_cut.begin(), c.same_cut.end(), d.partition) != c.same_cut.end())
+          << "listed again as " << candidate_label(d);
+    }
+  }
+  EXPECT_GT(shared, 0) << "no two partitions cut alike here: the case is not exercised";
+}
+
 TEST(Plan, AlternativesSayWhyTheyLose) {
   const Plan plan = make_plan(small_plan());
   ASSERT_FALSE(plan.alternatives.empty());

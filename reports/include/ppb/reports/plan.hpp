@@ -133,6 +133,10 @@ struct PlanOptions {
 struct Candidate {
   std::string schedule;
   std::string partition;
+  /// The other partitions searched that cut the model into the same P x V
+  /// parts for this configuration: the same run, listed once under
+  /// `partition` (the first of --partition's order).
+  std::vector<std::string> same_cut;
   int stages = 1;         ///< P
   int data_parallel = 1;  ///< D = G / P
   int microbatches = 1;   ///< M
