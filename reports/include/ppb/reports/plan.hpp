@@ -174,7 +174,8 @@ ScheduleParams schedule_params(const Candidate& c);
 struct Plan {
   /// Fitting, best first (at most options.top; of equal samples/s the one
   /// with less memory, then fewer chunks); single-stage candidates that
-  /// differ only in their schedule's name (candidate_label) once.
+  /// differ only in their schedule's name (candidate_label) once, and
+  /// partitions of one cut once (Candidate::same_cut).
   std::vector<Candidate> ranked;
   /// Per schedule no leader runs (shown_schedule), its best configuration
   /// with why it loses: a schedule's best pipelined one (P >= 2), and
