@@ -633,7 +633,7 @@ TEST(ReportWork, RecordedH200ResultsAreJudgedPerModelOnTheGpu) {
                              std::to_string(g.entries.size()) + " results"),
               std::string::npos)
         << g.verdict;
-    EXPECT_NE(g.verdict.find(" of 112 GiB)."), std::string::npos) << g.verdict;
+    EXPECT_NE(g.verdict.find(" of 112 GiB"), std::string::npos) << g.verdict;
   }
 }
 
