@@ -7,11 +7,13 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <vector>
 
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/plan.hpp"
+#include "ppb/reports/stats.hpp"
 
 namespace ppb::reports {
 
@@ -234,6 +236,59 @@ void rule_findings(GroupView& g) {
   }
 }
 
+// Two partitions that cut the model into the same parts ran one
+// configuration twice: how far apart the two measurements' samples/s were
+// is tonight's own spread between runs of one configuration. "" where no
+// combination ran so (or the results do not record their parts).
+std::string same_cut_point(const GroupView& g) {
+  // The combination but for its partition's name, with the parts it ran.
+  std::map<std::string, std::vector<const ResultEntry*>> runs;
+  for (const ResultEntry* e : g.entries) {
+    const ResultConfig& c = e->result.config;
+    if (e->result.status != ResultStatus::kOk || !e->result.metrics || c.unit_ranges.empty())
+      continue;
+    std::string key = e->config_key;
+    const std::string name = "partition=" + c.partition + " ";
+    if (const size_t at = key.find(name); at != std::string::npos) key.erase(at, name.size());
+    runs[key + " parts=" + c.unit_ranges].push_back(e);
+  }
+  std::map<std::string, int> names;  // "balanced and operator" -> combinations
+  std::vector<double> gaps;
+  double widest = -1;
+  std::string widest_label;
+  for (const auto& [key, same] : runs) {
+    const ResultEntry* a = same.front();
+    const auto other = std::find_if(same.begin(), same.end(), [&](const ResultEntry* e) {
+      return e->result.config.partition != a->result.config.partition;
+    });
+    if (other == same.end()) continue;
+    const ResultEntry* b = *other;
+    const double x = a->result.metrics->samples_per_second;
+    const double y = b->result.metrics->samples_per_second;
+    if (!(x > 0 && y > 0)) continue;
+    const double gap = std::fabs(x - y) / std::min(x, y);
+    ++names[a->result.config.partition + " and " + b->result.config.partition];
+    gaps.push_back(gap);
+    if (gap > widest) {
+      widest = gap;
+      widest_label = a->label + " / " + b->result.config.partition;
+    }
+  }
+  if (gaps.empty()) return "";
+  std::string who;
+  for (const auto& [pair, n] : names) {
+    who += (who.empty() ? "" : ", ") + pair +
+           (names.size() > 1 ? " (" + std::to_string(n) + ")" : std::string());
+  }
+  const size_t n = gaps.size();
+  return who + " cut the model into the same parts in " + std::to_string(n) + " combination" +
+         (n == 1 ? "" : "s") + ", each one configuration measured twice: their samples/s " +
+         (n == 1 ? "differed by " + format_percent(widest, 1)
+                 : "differed by " + format_percent(spread(gaps).median, 1) +
+                       " at the median and at most " + format_percent(widest, 1)) +
+         " (" + widest_label + "), the spread between two runs of one configuration.";
+}
+
 void verdict(GroupView& g, const ReportModel& m) {
   std::vector<std::string>& points = g.verdict_points;
   for (const BudgetChoice& c : g.choices) {
@@ -264,6 +319,7 @@ void verdict(GroupView& g, const ReportModel& m) {
         "does not rank them.");
   }
   for (const std::string& f : g.rule_findings) points.push_back(f);
+  if (std::string same = same_cut_point(g); !same.empty()) points.push_back(std::move(same));
   if (std::string plan = which_schedule_for_this_machine(g.entries); !plan.empty())
     points.push_back(std::move(plan));
   int consistent = 0, inconsistent = 0, unmeasurable = 0;

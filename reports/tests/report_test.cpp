@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -589,6 +590,67 @@ TEST(ReportWork, MemoryWithADeviceProfilerIsQuotedFromARunWithoutIt) {
       << p.groups[0].verdict;
   EXPECT_EQ(p.groups[0].verdict.find(format_bytes(peak + 64 * kMiB)), std::string::npos)
       << p.groups[0].verdict;
+}
+
+// Where two partitions cut the model into the same parts (the parts each
+// result recorded), their combinations are one configuration measured
+// twice: the verdict gives how far apart the two measurements' samples/s
+// were, at the median and at most. A cut of its own, a lone partition and
+// results that did not record their parts are not counted.
+TEST(ReportVerdict, PartitionsThatCutAlikeGiveTheSpreadOfTwoRunsOfOne) {
+  const std::string dir = fresh_dir("same_cut");
+  std::map<std::string, double> sps;  // schedule/partition -> samples/s
+  const auto add = [&](const std::string& schedule, const std::string& partition, double slowdown,
+                       const std::string& ranges) {
+    FixtureSpec f;
+    f.schedule = schedule;
+    f.partition = partition;
+    f.slowdown = slowdown;
+    Result r = testing::make_fixture(f);
+    r.config.unit_ranges = ranges;
+    write_result_file(dir + "/" + schedule + "_" + partition + ".json", r);
+    sps[schedule + "/" + partition] = r.metrics->samples_per_second;
+  };
+  const std::string same = "0-3,4-7,8-11,12-15";
+  add("1f1b", "operator", 1.0, same);
+  add("1f1b", "balanced", 1.04, same);
+  add("gpipe", "operator", 1.0, same);
+  add("gpipe", "balanced", 1.01, same);
+  add("zb-h1", "operator", 1.0, same);
+  add("zb-h1", "balanced", 1.02, same);
+  add("1f1b", "layer", 1.5, "0-4,5-8,9-12,13-15");  // its own cut
+  add("zb-h2", "operator", 1.0, "");                // no parts recorded
+  add("zb-h2", "balanced", 1.3, "");
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(m.groups.size(), 1u);
+  const std::string& verdict = m.groups[0].verdict;
+  const auto gap = [&](const std::string& schedule) {
+    const double a = sps.at(schedule + "/operator");
+    const double b = sps.at(schedule + "/balanced");
+    return std::fabs(a - b) / std::min(a, b);
+  };
+  const std::string want =
+      "balanced and operator cut the model into the same parts in 3 combinations, each one "
+      "configuration measured twice: their samples/s differed by " +
+      format_percent(gap("zb-h1"), 1) + " at the median and at most " +
+      format_percent(gap("1f1b"), 1) +
+      " (1f1b x balanced P=4 M=8 / operator), the spread "
+      "between two runs of one configuration.";
+  EXPECT_NE(verdict.find(want), std::string::npos) << verdict;
+  EXPECT_GT(gap("1f1b"), gap("zb-h1"));
+  EXPECT_GT(gap("zb-h1"), gap("gpipe"));
+
+  // Without a second partition of a cut there is nothing to say.
+  const std::string alone = fresh_dir("same_cut_alone");
+  for (const char* partition : {"operator", "layer"}) {
+    FixtureSpec f;
+    f.partition = partition;
+    Result r = testing::make_fixture(f);
+    r.config.unit_ranges = std::string(partition) == "layer" ? "0-4,5-8,9-12,13-15" : same;
+    write_result_file(alone + "/" + partition + ".json", r);
+  }
+  EXPECT_EQ(model_of(alone).groups.at(0).verdict.find("cut the model into the same parts"),
+            std::string::npos);
 }
 
 // The verdict on a night of H200 results (tests/data/h200): gpt-tiny and
