@@ -236,9 +236,9 @@ void rule_findings(GroupView& g) {
   }
 }
 
-// Two partitions that cut the model into the same parts ran one
-// configuration twice: how far apart the two measurements' samples/s were
-// is tonight's own spread between runs of one configuration. "" where no
+// Partitions that cut the model into the same parts ran one configuration
+// once per name: how far apart those measurements' samples/s were is
+// tonight's own spread between runs of one configuration. "" where no
 // combination ran so (or the results do not record their parts).
 std::string same_cut_point(const GroupView& g) {
   // The combination but for its partition's name, with the parts it ran.
@@ -257,36 +257,51 @@ std::string same_cut_point(const GroupView& g) {
   double widest = -1;
   std::string widest_label;
   for (const auto& [key, same] : runs) {
-    const ResultEntry* a = same.front();
-    const auto other = std::find_if(same.begin(), same.end(), [&](const ResultEntry* e) {
-      return e->result.config.partition != a->result.config.partition;
-    });
-    if (other == same.end()) continue;
-    const ResultEntry* b = *other;
-    const double x = a->result.metrics->samples_per_second;
-    const double y = b->result.metrics->samples_per_second;
-    if (!(x > 0 && y > 0)) continue;
-    const double gap = std::fabs(x - y) / std::min(x, y);
-    ++names[a->result.config.partition + " and " + b->result.config.partition];
+    // One result per partition of the cut (the first of repeats); the gap
+    // is the slowest against the fastest of them.
+    std::vector<const ResultEntry*> one;
+    for (const ResultEntry* e : same) {
+      if (std::none_of(one.begin(), one.end(), [&](const ResultEntry* o) {
+            return o->result.config.partition == e->result.config.partition;
+          }))
+        one.push_back(e);
+    }
+    if (one.size() < 2) continue;
+    double lo = 0, hi = 0;
+    std::string who;
+    std::string others;
+    for (size_t i = 0; i < one.size(); ++i) {
+      const double x = one[i]->result.metrics->samples_per_second;
+      lo = i == 0 ? x : std::min(lo, x);
+      hi = i == 0 ? x : std::max(hi, x);
+      const std::string& name = one[i]->result.config.partition;
+      who += (i == 0 ? "" : i + 1 == one.size() ? " and " : ", ") + name;
+      if (i > 0) others += " / " + name;
+    }
+    if (!(lo > 0)) continue;
+    const double gap = (hi - lo) / lo;
+    ++names[who];
     gaps.push_back(gap);
     if (gap > widest) {
       widest = gap;
-      widest_label = a->label + " / " + b->result.config.partition;
+      widest_label = one.front()->label + others;
     }
   }
   if (gaps.empty()) return "";
   std::string who;
-  for (const auto& [pair, n] : names) {
-    who += (who.empty() ? "" : ", ") + pair +
+  for (const auto& [partitions, n] : names) {
+    who += (who.empty() ? "" : "; ") + partitions +
            (names.size() > 1 ? " (" + std::to_string(n) + ")" : std::string());
   }
   const size_t n = gaps.size();
   return who + " cut the model into the same parts in " + std::to_string(n) + " combination" +
-         (n == 1 ? "" : "s") + ", each one configuration measured twice: their samples/s " +
-         (n == 1 ? "differed by " + format_percent(widest, 1)
-                 : "differed by " + format_percent(spread(gaps).median, 1) +
-                       " at the median and at most " + format_percent(widest, 1)) +
-         " (" + widest_label + "), the spread between two runs of one configuration.";
+         (n == 1 ? "" : "s") +
+         ", each one configuration measured once per name: the slowest and fastest of its "
+         "samples/s differed by " +
+         (n == 1 ? format_percent(widest, 1)
+                 : format_percent(spread(gaps).median, 1) + " at the median and at most " +
+                       format_percent(widest, 1)) +
+         " (" + widest_label + "), the spread between runs of one configuration.";
 }
 
 void verdict(GroupView& g, const ReportModel& m) {
