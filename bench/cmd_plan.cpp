@@ -25,6 +25,7 @@
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/load.hpp"
 #include "ppb/reports/plan.hpp"
+#include "run/run_options.hpp"
 
 namespace ppb::cli {
 namespace {
@@ -353,7 +354,7 @@ void run_plan(const PlanCommandOptions& opt) {
   o.global_batch = opt.global_batch;
   o.micro_batch_sizes = parse_int_list(opt.micro_batch_sizes, "--micro-batch-size");
   o.schedules = names_or_all(opt.schedules);
-  o.partitions = names_or_all(opt.partitions);
+  o.partitions = run::expand_partitions(opt.partitions);
   o.memory.optimizer = parse_optimizer(opt.optimizer, "--optimizer");
   o.memory.element_bytes = o.model.bytes_per_element;
   // --attention fused where it cannot run: make_plan refuses it before it searches.

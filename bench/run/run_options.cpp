@@ -47,38 +47,6 @@ std::vector<std::string> expand_schedules(const std::string& text) {
   return out;
 }
 
-/// Partition names: "all" is every registered non-manual partition; a
-/// "manual:..." item keeps its ranges (a comma inside a manual list would be
-/// split by split_list, so manual ranges are re-joined here).
-std::vector<std::string> expand_partitions(const std::string& text) {
-  std::vector<std::string> known;
-  for (const PartitionInfo& info : partition_list()) {
-    if (info.name.rfind("manual", 0) != 0) known.push_back(info.name);
-  }
-  std::vector<std::string> out;
-  for (const std::string& item : cli::split_list(text)) {
-    // "manual:0-9,10-58" arrives as "manual:0-9" and "10-58".
-    if (!out.empty() && out.back().rfind("manual:", 0) == 0 && !item.empty() &&
-        std::isdigit(static_cast<unsigned char>(item[0])) != 0) {
-      out.back() += "," + item;
-      continue;
-    }
-    if (item == "all") {
-      for (const std::string& k : known) out.push_back(k);
-      continue;
-    }
-    bool found = item.rfind("manual:", 0) == 0;
-    for (const std::string& k : known) found = found || k == item;
-    if (!found) {
-      throw UsageError("--partition: unknown partition '" + item + "' (partitions: " + join(known) +
-                       ", manual:<ranges>, all)");
-    }
-    out.push_back(item);
-  }
-  if (out.empty()) throw UsageError("--partition: expected a partition name or 'all'");
-  return out;
-}
-
 /// The registry entry called `name` ("" = the first one, the default).
 /// Throws "--backend: unknown backend 'x' (backends: cpu, timed, cuda)".
 template <class Info>
@@ -306,6 +274,38 @@ bool parse_cuda_graphs(const RunOptions& o, const BackendInfo& backend) {
 }
 
 }  // namespace
+
+std::vector<std::string> expand_partitions(const std::string& text) {
+  std::vector<std::string> known;
+  for (const PartitionInfo& info : partition_list()) {
+    if (info.name.rfind("manual", 0) != 0) known.push_back(info.name);
+  }
+  std::vector<std::string> out;
+  const auto add = [&](const std::string& name) {  // a name given twice is one partition
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  for (const std::string& item : cli::split_list(text)) {
+    // "manual:0-9,10-58" arrives as "manual:0-9" and "10-58".
+    if (!out.empty() && out.back().rfind("manual:", 0) == 0 && !item.empty() &&
+        std::isdigit(static_cast<unsigned char>(item[0])) != 0) {
+      out.back() += "," + item;
+      continue;
+    }
+    if (item == "all") {
+      for (const std::string& k : known) add(k);
+      continue;
+    }
+    bool found = item.rfind("manual:", 0) == 0;
+    for (const std::string& k : known) found = found || k == item;
+    if (!found) {
+      throw UsageError("--partition: unknown partition '" + item + "' (partitions: " + join(known) +
+                       ", manual:<ranges>, all)");
+    }
+    add(item);
+  }
+  if (out.empty()) throw UsageError("--partition: expected a partition name or 'all'");
+  return out;
+}
 
 RunPlan validate_run_options(const RunOptions& o, int world_size) {
   RunPlan plan;

@@ -151,6 +151,15 @@ struct RunPlan {
 /// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);
 
+/// The partitions --partition names, in order, each once: "all" is every
+/// registered partition but manual; a "manual:..." item keeps its ranges
+/// (split_list splits "manual:0-9,10-58" at its comma; the ranges are
+/// joined again). Throws UsageError naming an unknown partition, or an
+/// empty list.
+/// Example: expand_partitions("operator,manual:0-9,10-58") ==
+///          {"operator", "manual:0-9,10-58"}.
+std::vector<std::string> expand_partitions(const std::string& text);
+
 /// "results/20261129T073000Z" for the given UTC time (seconds since epoch).
 std::string default_out_dir(int64_t unix_seconds);
 

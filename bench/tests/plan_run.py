@@ -69,6 +69,25 @@ check(not any(c["fits"] for c in tdoc["candidates"]), "nothing fits 1 MiB")
 check("nothing fits" in tdoc["advice"] and "would fit with GPUs of" in tdoc["advice"],
       "advice: " + tdoc["advice"])
 
+# A manual cut keeps its ranges (split at their comma by the list, joined
+# again), and a name given twice is searched once. gpt-tiny's 59 units in 2
+# parts: only P=2 places them.
+manual = "manual:0-30,31-58"
+named = subprocess.run(base[:-2] + ["--top", "50", "--partition", "operator," + manual +
+                                    ",operator", "--format", "json"],
+                       capture_output=True, text=True)
+check(named.returncode == 0, f"--partition with a manual cut: exit {named.returncode} "
+      f"{named.stderr}")
+if named.returncode == 0:
+    ndoc = json.loads(named.stdout)
+    parts = {c["partition"] for c in ndoc["candidates"] if c["stages"] > 1}
+    check(parts <= {"operator", manual} and manual in parts | {
+        p for c in ndoc["candidates"] for p in c["same_cut"]},
+          f"the manual cut is searched whole: {parts}")
+    for c in ndoc["candidates"]:
+        check(c["partition"] not in c["same_cut"] and len(set(c["same_cut"])) == len(c["same_cut"]),
+              f"each name once: {c['partition']} {c['same_cut']}")
+
 # --validate on one result: nothing to calibrate it on, said so, exit 0.
 one = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "result_ok.json")
 val = subprocess.run([pb, "plan", "--validate", one, "--format", "json"], capture_output=True,

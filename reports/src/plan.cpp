@@ -292,7 +292,10 @@ class Planner {
     // first names it, the others are listed with it.
     for (Shape& other : shapes_) {
       if (other.model == mi && other.stages == p && other.chunks == v && other.parts == parts) {
-        other.same_cut.push_back(partition);
+        const bool named = other.partition == partition ||
+                           std::find(other.same_cut.begin(), other.same_cut.end(), partition) !=
+                               other.same_cut.end();
+        if (!named) other.same_cut.push_back(partition);  // a name given twice is one
         return;
       }
     }
@@ -669,7 +672,7 @@ Plan Planner::finish() {
     for (const std::string& name : names) {
       if (const auto it = best_any_.find(name); it != best_any_.end()) {
         Candidate alt = it->second;
-        alt.why = memory_words(alt, capacity_, o_);
+        alt.why = memory_words(alt, capacity_, o_) + same_cut_words(alt);
         plan.alternatives.push_back(alt);
       }
     }
@@ -698,7 +701,7 @@ Plan Planner::finish() {
       plan.alternatives.push_back(alt);
     } else if (const auto it = best_any_.find(name); it != best_any_.end()) {
       Candidate alt = it->second;
-      alt.why = memory_words(alt, capacity_, o_);
+      alt.why = memory_words(alt, capacity_, o_) + same_cut_words(alt);
       plan.alternatives.push_back(alt);
     }
   }
