@@ -50,7 +50,8 @@ struct GroupView {
   /// attached and have no run of the same combination without one.
   int unclean_memory = 0;
   std::vector<std::string> verdict_points;  ///< the verdict, one sentence per point (best per
-                                            ///< budget, rules, claims, regressions)
+                                            ///< budget, rules, the spread of partitions of one
+                                            ///< cut, claims, regressions)
   std::string verdict;                      ///< the same points as one paragraph
   /// The setup (partition, P, M) whose schedules are drawn and compared
   /// side by side: the one run by the most schedules.
