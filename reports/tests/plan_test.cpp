@@ -130,6 +130,26 @@ PlanOptions h200_plan(int gpus, const char* model) {
   return o;
 }
 
+// A candidate of small_plan()'s cluster as the planner priced and cut it:
+// the model at its micro-batch size, the device's unit times, and the
+// partition options of its pipeline (4 GPUs, 2 per node: a pipeline of
+// more than one stage spans nodes).
+struct PricedCandidate {
+  std::vector<Unit> units;
+  std::vector<UnitTime> times;
+  PartitionOptions popts;
+};
+PricedCandidate priced(const PlanOptions& o, const Candidate& c) {
+  ModelSpec spec = o.model;
+  spec.micro_batch_size = c.micro_batch_size;
+  PricedCandidate p;
+  p.units = expand_units(spec);
+  p.times = unit_times(p.units, o.cluster.device);
+  p.popts.link = c.stages > 1 ? o.cluster.inter_node : o.cluster.intra_node;
+  p.popts.memory = o.memory;
+  return p;
+}
+
 // The winner's figures are the simulator's and the memory model's on its
 // configuration, with a ring all-reduce of the largest stage's gradients.
 TEST(Plan, RanksBySimulatedSamplesPerSecond) {
@@ -149,17 +169,11 @@ TEST(Plan, RanksBySimulatedSamplesPerSecond) {
   const Candidate& w = plan.ranked.front();
   EXPECT_EQ(w.why.rfind("fastest", 0), 0u) << w.why;
 
-  ModelSpec spec = o.model;
-  spec.micro_batch_size = w.micro_batch_size;
-  const std::vector<Unit> units = expand_units(spec);
-  const std::vector<UnitTime> times = unit_times(units, o.cluster.device);
-  PartitionOptions popts;
-  // 4 GPUs, 2 per node: a pipeline of more than one stage spans nodes.
-  popts.link = w.stages > 1 ? o.cluster.inter_node : o.cluster.intra_node;
-  popts.memory = o.memory;
-  const StageCosts costs = model_costs(
-      units, times, make_partition(w.partition, units, times, w.stages * w.chunks, popts), w.stages,
-      w.chunks, popts.link);
+  const PricedCandidate pw = priced(o, w);
+  const StageCosts costs =
+      model_costs(pw.units, pw.times,
+                  make_partition(w.partition, pw.units, pw.times, w.stages * w.chunks, pw.popts),
+                  w.stages, w.chunks, pw.popts.link);
   ScheduleParams p = schedule_params(w);
   if (schedule_info(w.schedule).uses_times) set_pass_times(costs, p);
   const Schedule s = generate_schedule(w.schedule, p);
@@ -353,19 +367,14 @@ TEST(Plan, PartitionsThatCutTheModelAlikeAreOneRun) {
   int shared = 0;
   for (const Candidate& c : all) {
     SCOPED_TRACE(candidate_label(c) + " mbs " + std::to_string(c.micro_batch_size));
-    ModelSpec spec = o.model;
-    spec.micro_batch_size = c.micro_batch_size;
-    const std::vector<Unit> units = expand_units(spec);
-    const std::vector<UnitTime> times = unit_times(units, o.cluster.device);
-    PartitionOptions popts;
-    popts.link = c.stages > 1 ? o.cluster.inter_node : o.cluster.intra_node;
-    popts.memory = o.memory;
+    const PricedCandidate pc = priced(o, c);
     const int parts = c.stages * c.chunks;
-    const std::vector<UnitRange> cut = make_partition(c.partition, units, times, parts, popts);
+    const std::vector<UnitRange> cut =
+        make_partition(c.partition, pc.units, pc.times, parts, pc.popts);
     for (const std::string& name : names) {
-      if (name == c.partition || partition_problem(name, units, parts)) continue;
+      if (name == c.partition || partition_problem(name, pc.units, parts)) continue;
       const bool listed = std::find(c.same_cut.begin(), c.same_cut.end(), name) != c.same_cut.end();
-      EXPECT_EQ(listed, make_partition(name, units, times, parts, popts) == cut) << name;
+      EXPECT_EQ(listed, make_partition(name, pc.units, pc.times, parts, pc.popts) == cut) << name;
     }
     if (c.stages > 1 && !c.same_cut.empty()) {
       ++shared;

@@ -315,10 +315,9 @@ void* at(const void* p, int64_t columns) {
 
 void FusedAttention::Graphs::bind(cudaStream_t s) {
   if (s == stream) return;
-  if (const cudnnStatus_t rc = fe::detail::set_stream(handle.raw, s); rc != CUDNN_STATUS_SUCCESS) {
-    PPB_CHECK(false, std::string("cuDNN fused attention, cudnnSetStream: ") +
-                         fe::detail::get_error_string(rc));
-  }
+  const cudnnStatus_t rc = fe::detail::set_stream(handle.raw, s);
+  PPB_CHECK(rc == CUDNN_STATUS_SUCCESS, std::string("cuDNN fused attention, cudnnSetStream: ") +
+                                            fe::detail::get_error_string(rc));
   stream = s;
 }
 
