@@ -282,7 +282,7 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
   }
   std::vector<ResultEntry> kept;
   for (size_t i = 0; i < out.results.size(); ++i) {
-    if (keep[i]) kept.push_back(std::move(out.results[i]));
+    (keep[i] ? kept : out.replaced).push_back(std::move(out.results[i]));
   }
   out.results = std::move(kept);
   return out;

@@ -1021,8 +1021,9 @@ RegressionRow blank_row(const ResultEntry& e) {
 
 // A timing figure that regressed or improved tonight awaits a re-run, and
 // so does a step dated to an earlier night that no night reported before
-// tonight; one that the last judged night already showed has been seen
-// again every night since.
+// tonight; one that the last judged night already showed (and its re-run,
+// if it made one, did not refute: recall_last_night) has been seen again
+// every night since.
 void mark_awaiting(RegressionRow& row) {
   for (MetricVerdict& v : row.metrics) {
     if (v.timing && moved(v) && !v.reported_before) v.confirmation = Confirmation::kAwaiting;
@@ -1228,11 +1229,11 @@ void confirm_rows(RegressionSummary& out,
 }
 
 // The last night's combinations tonight did not run.
-void add_missing_rows(RegressionSummary& out, const std::vector<Night>& history,
+void add_missing_rows(RegressionSummary& out, const std::vector<Night>& history, size_t end,
                       const std::map<std::string, bool>& seen,
                       const std::set<std::string>& seen_scale_free) {
-  if (!history.empty()) {
-    for (const ResultEntry& b : history.back().results.results) {
+  if (end > 0) {
+    for (const ResultEntry& b : history[end - 1].results.results) {
       if (seen.count(match_key(b)) != 0 || seen_scale_free.count(scale_free_key(b)) != 0) continue;
       RegressionRow row = blank_row(b);
       row.status = RegressionStatus::kMissing;
@@ -1253,21 +1254,81 @@ MetricVerdict decide_figure(const std::string& name, int worse,
   return decide_sampled({name, true, worse}, series, options);
 }
 
-RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
-                           const std::vector<Night>& history, const GateOptions& options,
-                           const std::vector<ResultEntry>* reruns) {
-  PPB_CHECK(options.threshold >= 0, "threshold must be >= 0");
-  PPB_CHECK(options.alpha > 0 && options.alpha < 1, "alpha must be in (0, 1)");
-  PPB_CHECK(options.window >= 1, "window must be >= 1");
+namespace {
+
+// Each figure of the combinations a night's confirmation ran again, as that
+// night's own gate left them, keyed by match_key.
+using JudgedThen = std::map<std::string, std::vector<MetricVerdict>>;
+
+RegressionSummary gate(const std::vector<ResultEntry>& current, const std::string& tonight,
+                       const std::vector<Night>& history, size_t end, size_t oldest_judged,
+                       const GateOptions& options, const std::vector<ResultEntry>* reruns);
+
+// Night `k` of `history` gated again as the nightly job gated it: its
+// sweep's first measurements against the nights before it, the re-runs in
+// its folder (which later nights read in place of the first measurements)
+// confirming. Only nights from `oldest_judged` on are judged again (each
+// one's own gate reads the night before it: the chain ends there). Empty
+// when the night re-ran nothing.
+JudgedThen judged_then(const std::vector<Night>& history, size_t k, size_t oldest_judged,
+                       const GateOptions& o) {
+  const LoadedResults& r = history[k].results;
+  if (k < oldest_judged || r.replaced.empty()) return {};
+  const auto key = [](const ResultEntry& e) { return e.group + " # " + e.config_key; };
+  std::map<std::string, const ResultEntry*> first_of;  // the oldest of each
+  for (const ResultEntry& e : r.replaced) {
+    const ResultEntry*& f = first_of[key(e)];
+    if (f == nullptr || e.result.environment.date < f->result.environment.date) f = &e;
+  }
+  std::vector<ResultEntry> first;
+  std::vector<ResultEntry> reruns;
+  for (const ResultEntry& e : r.results) {
+    const auto it = first_of.find(key(e));
+    first.push_back(it == first_of.end() ? e : *it->second);
+    if (it != first_of.end()) reruns.push_back(e);
+  }
+  const RegressionSummary then =
+      gate(first, history[k].name, history, k, oldest_judged, o, &reruns);
+  JudgedThen out;
+  for (const RegressionRow& row : then.rows) {
+    if (row.current != nullptr && first_of.count(key(*row.current)) != 0)
+      out[match_key(*row.current)] = row.metrics;
+  }
+  return out;
+}
+
+// A move dated to an earlier night was reported before tonight when the
+// last night's gate gave it the same verdict. decide_timing reads that from
+// the last night's figures in the history; when that night re-ran the
+// combination, they are its re-run's, and its gate's verdict was the
+// confirmation's: a move its re-run refuted was not reported, and awaits
+// tonight's re-run.
+void recall_last_night(RegressionRow& row, const JudgedThen& then, const std::string& key,
+                       const std::string& tonight) {
+  const auto it = then.find(key);
+  if (it == then.end()) return;
+  for (MetricVerdict& v : row.metrics) {
+    if (!v.timing || !moved(v) || v.arrived == tonight) continue;
+    const auto same = std::find_if(it->second.begin(), it->second.end(),
+                                   [&v](const MetricVerdict& t) { return t.name == v.name; });
+    v.reported_before = same != it->second.end() && same->status == v.status;
+  }
+}
+
+// The gate of `current` against history[0, end): see run_gate.
+RegressionSummary gate(const std::vector<ResultEntry>& current, const std::string& tonight,
+                       const std::vector<Night>& history, size_t end, size_t oldest_judged,
+                       const GateOptions& options, const std::vector<ResultEntry>* reruns) {
   RegressionSummary out;
   out.options = options;
   out.threshold = options.threshold;
   out.tonight = tonight;
-  const size_t first =
-      history.size() > static_cast<size_t>(options.window) ? history.size() - options.window : 0;
+  const size_t first = end > static_cast<size_t>(options.window) ? end - options.window : 0;
+  const JudgedThen then =
+      end > 0 ? judged_then(history, end - 1, oldest_judged, options) : JudgedThen{};
   std::map<std::string, std::vector<Matched>> by_key;
   std::map<std::string, const ResultEntry*> by_scale_free;  // the latest night's
-  for (size_t i = first; i < history.size(); ++i) {
+  for (size_t i = first; i < end; ++i) {
     out.nights.push_back(history[i].name);
     for (const ResultEntry& e : history[i].results.results) {
       by_key[match_key(e)].push_back({&history[i], &e});
@@ -1315,6 +1376,7 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
     } else {
       row.baseline = it->second.back().entry;
       decide_figures(row, c, it->second, tonight, options, floors);
+      recall_last_night(row, then, match_key(c), tonight);
       mark_awaiting(row);
       history_of.back() = &it->second;
     }
@@ -1322,8 +1384,22 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
   }
   choose_controls(out.rows);
   confirm_rows(out, history_of, rerun_of, tonight, options, floors);
-  add_missing_rows(out, history, seen, seen_scale_free);
+  add_missing_rows(out, history, end, seen, seen_scale_free);
   return out;
+}
+
+}  // namespace
+
+RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
+                           const std::vector<Night>& history, const GateOptions& options,
+                           const std::vector<ResultEntry>* reruns) {
+  PPB_CHECK(options.threshold >= 0, "threshold must be >= 0");
+  PPB_CHECK(options.alpha > 0 && options.alpha < 1, "alpha must be in (0, 1)");
+  PPB_CHECK(options.window >= 1, "window must be >= 1");
+  // The nights judged again are those of tonight's window.
+  const size_t window = static_cast<size_t>(options.window);
+  const size_t oldest_judged = history.size() > window ? history.size() - window : 0;
+  return gate(current, tonight, history, history.size(), oldest_judged, options, reruns);
 }
 
 }  // namespace ppb::reports

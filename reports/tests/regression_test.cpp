@@ -1363,6 +1363,62 @@ TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo
   EXPECT_TRUE(later.rerun_list().empty());
 }
 
+// The night `name` of day `day` under `root`, and its re-runs an hour later
+// in <name>/rerun/, as ci/suite leaves them.
+void night_with_reruns(const std::string& root, const std::string& name, int day,
+                       std::vector<FixtureSpec> first, std::vector<FixtureSpec> reruns) {
+  const std::string dir = night(root, name, day, std::move(first));
+  for (FixtureSpec& f : reruns) f.date = "2026-11-" + std::to_string(10 + day) + "T03:00:00Z";
+  write_sweep(dir + "/rerun", reruns);
+}
+
+TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
+  // n3 ran 1f1b while the machine was 12% slower for minutes: n3's gate
+  // flagged it, and its re-runs (1f1b and its control gpipe, both slow now)
+  // refuted it. Tonight 1f1b is slow again, and the step is dated to n3,
+  // whose history figures are its re-run's, slow too. n3 did not report the
+  // move (its re-run refuted it), so tonight's is a first report: it awaits
+  // a re-run, which decides it.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night_with_reruns(root, "n3", 3, on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+  const std::vector<Night> history = load_nights({root}, false);
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[2].results.replaced.size(), 2u);  // the first measurements
+  // n3's own gate, as the nightly job made it: refuted, undecidable.
+  const std::string n3 = root + "/n3";
+  const LoadedResults n3_first = load_results({n3}, false, {n3 + "/rerun"});
+  const LoadedResults n3_reruns = load_results({n3 + "/rerun"}, false);
+  const std::vector<Night> before_n3(history.begin(), history.begin() + 2);
+  EXPECT_EQ(
+      row_of(run_gate(n3_first.results, "n3", before_n3, {}, &n3_reruns.results), "1f1b").status,
+      RegressionStatus::kUndecidable);
+  const std::string cur = night(fresh_dir("cur"), "t", 4, on_machine(1.12, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root}, "");
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n3");
+  EXPECT_FALSE(r.metrics[0].reported_before);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  ASSERT_EQ(s.rerun_list().size(), 2u);  // with its control
+  // Tonight's re-runs, on the machine at its usual speed, refute it again.
+  const std::string usual = night(fresh_dir("rerun"), "t", 4, two(1.0, 1.0));
+  EXPECT_EQ(row_of(confirmed_gate(cur, {root}, usual), "1f1b").status,
+            RegressionStatus::kUndecidable);
+
+  // Had n3's re-runs confirmed it (its control at the usual speed, 1f1b as
+  // slow), n3 reported it: tonight has seen it again, no re-run.
+  const std::string kept = fresh_dir("nights");
+  night(kept, "n1", 1, two(1.0, 1.0));
+  night(kept, "n2", 2, two(1.0, 1.0));
+  night_with_reruns(kept, "n3", 3, on_machine(1.12, 1.0), on_machine(1.12, 1.0));
+  const RegressionSummary again = confirmed_gate(cur, {kept}, "");
+  EXPECT_EQ(row_of(again, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_TRUE(row_of(again, "1f1b").metrics[0].reported_before);
+  EXPECT_TRUE(again.rerun_list().empty());
+}
+
 TEST(ReportConfirm, RerunsInsideTonightsFolderAreNotTonightsResults) {
   const std::string cur = night(fresh_dir("cur"), "t", 3, two(1.12, 1.0));
   night(cur, "rerun", 3, two(1.0, 1.0));

@@ -49,6 +49,10 @@ struct LoadedResults {
   std::vector<std::string> ignored;  ///< JSON files that are not results
   std::vector<std::string>
       superseded;  ///< same group and combination as a newer result ("old (newer: new)")
+  /// The superseded measurements themselves, in file order: in a night's
+  /// folder, the sweep's first measurements of the combinations its
+  /// confirmation ran again (run_gate judges that night again with them).
+  std::vector<ResultEntry> replaced;
 };
 
 /// Loads every result under `paths` (folders, or single files), leaving out

@@ -211,7 +211,9 @@ struct MetricVerdict {
   /// A move dated to an earlier night that the gate already gave the same
   /// verdict on the last night it judged: seen again since, no re-run needed.
   /// A step dated back to a night that was itself "no change" was not, and
-  /// awaits tonight's re-run like a move of tonight.
+  /// awaits tonight's re-run like a move of tonight; so does one that the
+  /// last night's own re-run refuted (that night's gate is judged again with
+  /// its first measurements and its re-runs, as the nightly job judged it).
   bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
   bool reruns_given = false;  ///< kAwaiting although re-runs were given: none of this combination
@@ -354,7 +356,11 @@ MetricVerdict decide_figure(const std::string& name, int worse,
 /// The gate. `history` is oldest first (load_nights); only its last
 /// options.window nights are used. `reruns` (--confirm; null = none given)
 /// confirm or refute tonight's timing moves: a re-run matches a row by
-/// machine, build, backend and configuration. REQUIRES: threshold >= 0,
+/// machine, build, backend and configuration. A night of `history` that
+/// holds re-runs of its own (LoadedResults::replaced) is read with them in
+/// place of its first measurements, and, when it is the last night, judged
+/// again as its own gate judged it, to tell which of its moves stood.
+/// REQUIRES: threshold >= 0,
 /// alpha in (0, 1), window >= 1. The rows point into `current`, `history`
 /// and `reruns`, which must outlive the summary.
 RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::string& tonight,
