@@ -88,17 +88,7 @@ void print_table(const HealthFile& h) {
                   s.max, static_cast<int>(samples.size()));
     }
     if (!g.gpu_state) continue;
-    const GpuState& st = *g.gpu_state;
-    std::string reasons;
-    for (const std::string& r : st.throttle_reasons) reasons += (reasons.empty() ? "" : ",") + r;
-    std::printf(
-        "gpu %d state: SM clock min %.0f / median %.0f MHz, memory clock %.0f MHz, power mean "
-        "%.0f W of %.0f W, temperature max %.0f C, throttle reasons %s, ECC errors +%lld "
-        "corrected +%lld uncorrected (%d samples)\n",
-        g.device, st.sm_clock_mhz_min, st.sm_clock_mhz_median, st.memory_clock_mhz_median,
-        st.power_watts_mean, st.power_limit_watts, st.temperature_c_max,
-        reasons.empty() ? "none" : reasons.c_str(), static_cast<long long>(st.ecc_corrected),
-        static_cast<long long>(st.ecc_uncorrected), st.samples);
+    std::printf("gpu %d state: %s\n", g.device, gpu_state_text(*g.gpu_state).c_str());
   }
 }
 

@@ -41,6 +41,20 @@ if(PPB_HAVE_CUDAEMU)
     ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_DEVICES=2;PPB_FAKE_NVML_REASONS=0x8"
     ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_DIR}")
 endif()
+# Where the driver does not expose some readings (the stand-in NVML answering
+# NVML_ERROR_NOT_SUPPORTED for clocks, power draw and ECC, as for a virtual
+# GPU): the state line says which were not read, and the probe goes on.
+if(PPB_HAVE_CUDAEMU)
+  add_test(NAME emulated_health_with_partial_nvml
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 120
+            "gpu 1 state: SM clock not read, memory clock not read, power not read \\(limit 700 W\\), temperature max 42 C, throttle reasons none, ECC errors not read \\([0-9]+ samples\\)"
+            -- $<TARGET_FILE:pipebench> health --out ${CMAKE_CURRENT_BINARY_DIR}/emulated-health-partial-nvml
+            --repeats 2 --iters 1 --copy-bytes 1MiB
+            --model "gpt:layers=2,hidden=32,heads=2,seq=16,vocab=64,mbs=2")
+  set_tests_properties(emulated_health_with_partial_nvml PROPERTIES LABELS emulated TIMEOUT 120
+    ENVIRONMENT "${PPB_CUDAEMU_ENV};PPB_CUDAEMU_DEVICES=2;PPB_FAKE_NVML_NOT_SUPPORTED=clock,power,ecc"
+    ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_DIR}")
+endif()
 # A cuda run where NVML is absent: one line from rank 0 names it and what is
 # not sampled, and the run goes on (its results carry no gpu_state).
 if(PPB_HAVE_CUDAEMU)

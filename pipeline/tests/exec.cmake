@@ -171,3 +171,15 @@ add_dependencies(nvml_fake_test fake_nvml)
 gtest_discover_tests(nvml_fake_test DISCOVERY_TIMEOUT 60
                      PROPERTIES LABELS unit
                      ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_DIR}")
+# The same tests against a driver from before CUDA 12.2's NVML, whose
+# clocks-event reasons have their older name only.
+set(PPB_FAKE_NVML_OLD_DIR ${CMAKE_BINARY_DIR}/fake-nvml-before-12.2)
+add_library(fake_nvml_before_12_2 SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_nvml.cpp)
+set_target_properties(fake_nvml_before_12_2 PROPERTIES OUTPUT_NAME nvidia-ml SUFFIX ".so.1"
+                      LIBRARY_OUTPUT_DIRECTORY ${PPB_FAKE_NVML_OLD_DIR})
+target_compile_definitions(fake_nvml_before_12_2 PRIVATE PPB_FAKE_NVML_BEFORE_12_2)
+target_link_libraries(fake_nvml_before_12_2 PRIVATE ppb::warnings)
+add_dependencies(nvml_fake_test fake_nvml_before_12_2)
+gtest_discover_tests(nvml_fake_test TEST_PREFIX "driver_before_12_2." DISCOVERY_TIMEOUT 60
+                     PROPERTIES LABELS unit ENVIRONMENT "PPB_FAKE_NVML_DRIVER=before-12.2"
+                     ENVIRONMENT_MODIFICATION "LD_LIBRARY_PATH=path_list_prepend:${PPB_FAKE_NVML_OLD_DIR}")

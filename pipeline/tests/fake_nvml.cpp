@@ -15,6 +15,16 @@
 //                                   nvmlDeviceGetTemperatureV answers
 //                                   NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 //   PPB_FAKE_NVML_INIT=fail         nvmlInit_v2 answers NVML_ERROR_DRIVER_NOT_LOADED
+//   PPB_FAKE_NVML_NOT_SUPPORTED=power,ecc
+//                                   the named readings (clock, power,
+//                                   power_limit, temperature, reasons, ecc)
+//                                   answer NVML_ERROR_NOT_SUPPORTED, as a
+//                                   driver does for what a GPU or its
+//                                   partition does not expose (a vGPU's
+//                                   power, a consumer GPU's ECC)
+// Built with PPB_FAKE_NVML_BEFORE_12_2, it is a driver from before CUDA
+// 12.2's NVML: the clocks-event reasons under their older name only,
+// nvmlDeviceGetCurrentClocksThrottleReasons.
 // Every call checks its arguments as NVML does (a null pointer is
 // NVML_ERROR_INVALID_ARGUMENT; a temperature struct of another version is a
 // version mismatch), so a reader that passes a wrong one fails here too.
@@ -30,6 +40,7 @@ namespace {
 constexpr int kSuccess = 0;
 constexpr int kUninitialized = 1;
 constexpr int kInvalidArgument = 2;
+constexpr int kNotSupported = 3;
 constexpr int kNotFound = 6;
 constexpr int kDriverNotLoaded = 9;
 constexpr int kVersionMismatch = 25;
@@ -48,6 +59,21 @@ std::atomic<int> initialised{0};
 bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
   return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+// Whether PPB_FAKE_NVML_NOT_SUPPORTED names `reading` (a comma-separated list).
+bool unsupported(const char* reading) {
+  const char* v = std::getenv("PPB_FAKE_NVML_NOT_SUPPORTED");
+  if (v == nullptr) return false;
+  const size_t n = std::strlen(reading);
+  for (const char* p = v; *p != '\0';) {
+    const char* end = std::strchr(p, ',');
+    const size_t len = end != nullptr ? static_cast<size_t>(end - p) : std::strlen(p);
+    if (len == n && std::strncmp(p, reading, n) == 0) return true;
+    if (end == nullptr) break;
+    p = end + 1;
+  }
+  return false;
 }
 
 FakeGpu* gpu(void* device) {
@@ -89,6 +115,8 @@ const char* nvmlErrorString(int result) {
       return "Driver Not Loaded";
     case kNotFound:
       return "Not Found";
+    case kNotSupported:
+      return "Not Supported";
     default:
       return "Unknown Error";
   }
@@ -115,6 +143,7 @@ int nvmlDeviceGetHandleByPciBusId_v2(const char* bus, void** device) {
 int nvmlDeviceGetClockInfo(void* device, int type, unsigned* mhz) {
   FakeGpu* g = gpu(device);
   if (g == nullptr || mhz == nullptr) return kInvalidArgument;
+  if (unsupported("clock")) return kNotSupported;
   if (type == 1) {  // NVML_CLOCK_SM
     *mhz = g->sm_mhz;
   } else if (type == 2) {  // NVML_CLOCK_MEM
@@ -127,12 +156,14 @@ int nvmlDeviceGetClockInfo(void* device, int type, unsigned* mhz) {
 
 int nvmlDeviceGetPowerUsage(void* device, unsigned* milliwatts) {
   if (gpu(device) == nullptr || milliwatts == nullptr) return kInvalidArgument;
+  if (unsupported("power")) return kNotSupported;
   *milliwatts = 512345;
   return kSuccess;
 }
 
 int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* milliwatts) {
   if (gpu(device) == nullptr || milliwatts == nullptr) return kInvalidArgument;
+  if (unsupported("power_limit")) return kNotSupported;
   *milliwatts = 700000;
   return kSuccess;
 }
@@ -142,6 +173,7 @@ int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* milliwatts) {
 int nvmlDeviceGetTemperatureV(void* device, void* argument) {
   auto* t = static_cast<Temperature*>(argument);
   if (gpu(device) == nullptr || t == nullptr) return kInvalidArgument;
+  if (unsupported("temperature")) return kNotSupported;
   // NVML_STRUCT_VERSION(Temperature, 1) as nvml.h computes it: the
   // struct's 12 bytes, version 1 in the top byte.
   if (env_is("PPB_FAKE_NVML_TEMPERATURE_V", "mismatch") || t->version != 0x0100000CU)
@@ -153,12 +185,18 @@ int nvmlDeviceGetTemperatureV(void* device, void* argument) {
 
 int nvmlDeviceGetTemperature(void* device, int sensor, unsigned* celsius) {
   if (gpu(device) == nullptr || celsius == nullptr || sensor != 0) return kInvalidArgument;
+  if (unsupported("temperature")) return kNotSupported;
   *celsius = 41;
   return kSuccess;
 }
 
+#ifdef PPB_FAKE_NVML_BEFORE_12_2
+int nvmlDeviceGetCurrentClocksThrottleReasons(void* device, unsigned long long* reasons) {
+#else
 int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
+#endif
   if (gpu(device) == nullptr || reasons == nullptr) return kInvalidArgument;
+  if (unsupported("reasons")) return kNotSupported;
   const char* v = std::getenv("PPB_FAKE_NVML_REASONS");
   *reasons = v != nullptr ? std::strtoull(v, nullptr, 0) : 0;
   return kSuccess;
@@ -167,6 +205,7 @@ int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* rea
 int nvmlDeviceGetTotalEccErrors(void* device, int type, int counter, unsigned long long* count) {
   FakeGpu* g = gpu(device);
   if (g == nullptr || count == nullptr || counter != 0) return kInvalidArgument;
+  if (unsupported("ecc")) return kNotSupported;
   if (type == 0) {  // NVML_MEMORY_ERROR_TYPE_CORRECTED
     *count = g->corrected += 3;
   } else if (type == 1) {

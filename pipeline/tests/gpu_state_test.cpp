@@ -7,6 +7,7 @@
 
 #include <boost/json.hpp>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,26 @@ TEST(GpuStateSummary, WhatNvmlCouldNotSayStaysUnknown) {
   const GpuState none = summarise_gpu_samples({});
   EXPECT_EQ(none.samples, 0);
   EXPECT_TRUE(std::isnan(none.sm_clock_mhz_min));
+}
+
+TEST(GpuStateSummary, ItsLineSaysWhatTheDriverDidNotRead) {
+  std::vector<GpuSample> s = {sample(1980, 300, 60, 0x8, 5, 0), sample(1410, 500, 70, 0x0, 8, 0)};
+  EXPECT_EQ(gpu_state_text(summarise_gpu_samples(s)),
+            "SM clock min 1410 / median 1695 MHz, memory clock 3200 MHz, power mean 400 W of "
+            "700 W, temperature max 70 C, throttle reasons hw_slowdown, ECC errors +3 corrected "
+            "+0 uncorrected (2 samples)");
+  // A GPU whose driver does not expose its clocks, power draw or ECC.
+  const double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (GpuSample& x : s) {
+    x.sm_clock_mhz = x.memory_clock_mhz = x.power_watts = kNaN;
+    x.ecc_corrected = x.ecc_uncorrected = -1;
+  }
+  EXPECT_EQ(gpu_state_text(summarise_gpu_samples(s)),
+            "SM clock not read, memory clock not read, power not read (limit 700 W), temperature "
+            "max 70 C, throttle reasons hw_slowdown, ECC errors not read (2 samples)");
+  EXPECT_EQ(gpu_state_text(summarise_gpu_samples({})),
+            "SM clock not read, memory clock not read, power not read, temperature not read, "
+            "throttle reasons none, ECC errors not read (0 samples)");
 }
 
 HealthFile a_health_file() {

@@ -3,7 +3,10 @@
 // figure read from its call and converted (milliwatts to watts), the
 // versioned temperature call preferred and the deprecated one used where
 // the driver refuses its version, a bus id NVML does not know all unknown,
-// nvmlInit's refusal named, and a sampler's readings per GPU in order.
+// nvmlInit's refusal named, readings the driver does not support left
+// unknown, the clocks-event reasons read under the name the driver has
+// (ctest runs these tests against a driver from before CUDA 12.2's rename
+// too), and a sampler's readings per GPU in order.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -38,8 +41,18 @@ class FakeNvml : public ::testing::Test {
     unsetenv("PPB_FAKE_NVML_REASONS");
     unsetenv("PPB_FAKE_NVML_TEMPERATURE_V");
     unsetenv("PPB_FAKE_NVML_INIT");
+    unsetenv("PPB_FAKE_NVML_NOT_SUPPORTED");
   }
 };
+
+// Whether the NVML dlopen finds exports `symbol`.
+bool exports(const char* symbol) {
+  void* h = dlopen(kLibrary, RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  const bool found = dlsym(h, symbol) != nullptr;
+  dlclose(h);
+  return found;
+}
 
 TEST_F(FakeNvml, EveryFigureComesFromItsCallInItsUnit) {
   std::string why;
@@ -77,6 +90,51 @@ TEST_F(FakeNvml, ThrottleReasonBitsAreReadAsGiven) {
   EXPECT_EQ(s.throttle_reasons, 0x48U);
   EXPECT_EQ(summarise_gpu_samples({s}).throttle_reasons,
             (std::vector<std::string>{"hw_slowdown", "hw_thermal_slowdown"}));
+}
+
+TEST_F(FakeNvml, TheReasonsAreReadUnderTheNameTheDriverHas) {
+  // PPB_FAKE_NVML_DRIVER (set by ctest) says which stand-in this run loads.
+  const char* driver = std::getenv("PPB_FAKE_NVML_DRIVER");
+  const bool before_rename = driver != nullptr && std::string(driver) == "before-12.2";
+  EXPECT_EQ(exports("nvmlDeviceGetCurrentClocksEventReasons"), !before_rename);
+  EXPECT_EQ(exports("nvmlDeviceGetCurrentClocksThrottleReasons"), before_rename);
+  setenv("PPB_FAKE_NVML_REASONS", "0x20", 1);  // sw_thermal_slowdown
+  std::string why;
+  const std::shared_ptr<Library> lib = Library::open(&why);
+  ASSERT_NE(lib, nullptr) << why;
+  EXPECT_EQ(lib->sample("0000:02:00.0").throttle_reasons, 0x20U);
+}
+
+TEST_F(FakeNvml, ReadingsTheDriverDoesNotSupportAreUnknownAndTheOthersRead) {
+  setenv("PPB_FAKE_NVML_NOT_SUPPORTED", "clock,power,ecc", 1);
+  setenv("PPB_FAKE_NVML_REASONS", "0x48", 1);
+  std::string why;
+  const std::shared_ptr<Library> lib = Library::open(&why);
+  ASSERT_NE(lib, nullptr) << why;
+  const GpuSample s = lib->sample("0000:01:00.0");
+  EXPECT_TRUE(std::isnan(s.sm_clock_mhz));
+  EXPECT_TRUE(std::isnan(s.memory_clock_mhz));
+  EXPECT_TRUE(std::isnan(s.power_watts));
+  EXPECT_DOUBLE_EQ(s.power_limit_watts, 700.0);  // its own call, supported
+  EXPECT_EQ(s.temperature_c, 42);
+  EXPECT_EQ(s.throttle_reasons, 0x48U);
+  EXPECT_EQ(s.ecc_corrected, -1);
+  EXPECT_EQ(s.ecc_uncorrected, -1);
+  // The summary has no figure where no reading had one (null in JSON).
+  const GpuState g = summarise_gpu_samples({s, lib->sample("0000:01:00.0")});
+  EXPECT_EQ(g.samples, 2);
+  EXPECT_TRUE(std::isnan(g.sm_clock_mhz_min));
+  EXPECT_TRUE(std::isnan(g.power_watts_mean));
+  EXPECT_DOUBLE_EQ(g.power_limit_watts, 700.0);
+  EXPECT_EQ(g.temperature_c_max, 42);
+  EXPECT_EQ(g.ecc_corrected, -1);
+  EXPECT_EQ(g.throttle_reasons, (std::vector<std::string>{"hw_slowdown", "hw_thermal_slowdown"}));
+  // Every reading refused: all unknown, none made up.
+  setenv("PPB_FAKE_NVML_NOT_SUPPORTED", "clock,power,power_limit,temperature,reasons,ecc", 1);
+  const GpuSample none = lib->sample("0000:01:00.0");
+  EXPECT_TRUE(std::isnan(none.power_limit_watts));
+  EXPECT_TRUE(std::isnan(none.temperature_c));
+  EXPECT_EQ(none.throttle_reasons, 0U);
 }
 
 TEST_F(FakeNvml, AnUnknownBusIsAllUnknown) {

@@ -1,6 +1,7 @@
 #include "ppb/reports/health_gate.hpp"
 
 #include <boost/json.hpp>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -168,8 +169,14 @@ std::string trouble_text(const GpuTrouble& t) {
   if (!t.reasons.empty()) {
     text += " throttled tonight:";
     for (size_t i = 0; i < t.reasons.size(); ++i) text += (i == 0 ? " " : ", ") + t.reasons[i];
-    text += " (SM clock down to " + format_fixed(t.sm_clock_mhz_min, 0) + " MHz, up to " +
-            format_fixed(t.temperature_c_max, 0) + " C)";
+    // What the driver read: a GPU may not expose its clocks or temperature.
+    std::string read;
+    if (std::isfinite(t.sm_clock_mhz_min))
+      read = "SM clock down to " + format_fixed(t.sm_clock_mhz_min, 0) + " MHz";
+    if (std::isfinite(t.temperature_c_max))
+      read += (read.empty() ? "" : ", ") + std::string("up to ") +
+              format_fixed(t.temperature_c_max, 0) + " C";
+    if (!read.empty()) text += " (" + read + ")";
   }
   if (t.ecc_uncorrected > 0)
     text += (t.reasons.empty() ? " " : "; ") + std::to_string(t.ecc_uncorrected) +

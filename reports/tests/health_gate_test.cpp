@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ namespace {
 using testing::FixtureSpec;
 using testing::fresh_dir;
 using testing::two;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The machine of the fixtures (fixtures.cpp), with one H200.
 ResultEnvironment machine(const std::string& date) {
@@ -165,6 +168,29 @@ TEST(HealthGate, AThrottlingReasonSeenTonightIsNamed) {
   EXPECT_NE(g.md.find("- GPU 0 NVIDIA H200 (0000:3B:00.0): no change: gemm_bf16_tflops 600 -> 600"),
             std::string::npos)
       << g.md;
+}
+
+TEST(HealthGate, ATroubleSaysOnlyWhatTheDriverRead) {
+  GpuTrouble t{.gpu = "GPU 1 NVIDIA H200 (0000:4C:00.0)",
+               .reasons = {"hw_slowdown"},
+               .sm_clock_mhz_min = 1410,
+               .temperature_c_max = 91};
+  EXPECT_EQ(trouble_text(t),
+            "GPU 1 NVIDIA H200 (0000:4C:00.0): throttled tonight: hw_slowdown (SM clock down to "
+            "1410 MHz, up to 91 C)");
+  // A partition or a virtual GPU whose clocks the driver does not expose.
+  t.sm_clock_mhz_min = kNaN;
+  EXPECT_EQ(trouble_text(t),
+            "GPU 1 NVIDIA H200 (0000:4C:00.0): throttled tonight: hw_slowdown (up to 91 C)");
+  t.temperature_c_max = kNaN;
+  t.ecc_uncorrected = 2;
+  EXPECT_EQ(trouble_text(t),
+            "GPU 1 NVIDIA H200 (0000:4C:00.0): throttled tonight: hw_slowdown; 2 uncorrected ECC "
+            "error(s) during the probe");
+  t.sm_clock_mhz_min = 1410;
+  EXPECT_EQ(trouble_text(t),
+            "GPU 1 NVIDIA H200 (0000:4C:00.0): throttled tonight: hw_slowdown (SM clock down to "
+            "1410 MHz); 2 uncorrected ECC error(s) during the probe");
 }
 
 TEST(HealthGate, ProbesOfAnotherMachineAreNotCompared) {

@@ -113,4 +113,39 @@ std::vector<std::string> slowing_reasons(const GpuState& state) {
   return out;
 }
 
+std::string gpu_state_text(const GpuState& st) {
+  const auto num = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f", x);
+    return std::string(b);
+  };
+  const auto known = [](double x) { return std::isfinite(x); };
+  std::string t = known(st.sm_clock_mhz_min)
+                      ? "SM clock min " + num(st.sm_clock_mhz_min) + " / median " +
+                            num(st.sm_clock_mhz_median) + " MHz"
+                      : "SM clock not read";
+  t += known(st.memory_clock_mhz_median)
+           ? ", memory clock " + num(st.memory_clock_mhz_median) + " MHz"
+           : ", memory clock not read";
+  if (known(st.power_watts_mean)) {
+    t += ", power mean " + num(st.power_watts_mean) + " W" +
+         (known(st.power_limit_watts) ? " of " + num(st.power_limit_watts) + " W"
+                                      : " (limit not read)");
+  } else {
+    t += ", power not read" + (known(st.power_limit_watts)
+                                   ? " (limit " + num(st.power_limit_watts) + " W)"
+                                   : std::string());
+  }
+  t += known(st.temperature_c_max) ? ", temperature max " + num(st.temperature_c_max) + " C"
+                                   : ", temperature not read";
+  std::string reasons;
+  for (const std::string& r : st.throttle_reasons) reasons += (reasons.empty() ? "" : ",") + r;
+  t += ", throttle reasons " + (reasons.empty() ? std::string("none") : reasons);
+  t += st.ecc_corrected >= 0 && st.ecc_uncorrected >= 0
+           ? ", ECC errors +" + std::to_string(st.ecc_corrected) + " corrected +" +
+                 std::to_string(st.ecc_uncorrected) + " uncorrected"
+           : ", ECC errors not read";
+  return t + " (" + std::to_string(st.samples) + " samples)";
+}
+
 }  // namespace ppb

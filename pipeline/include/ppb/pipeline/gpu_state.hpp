@@ -77,4 +77,11 @@ GpuState summarise_gpu_samples(const std::vector<GpuSample>& samples);
 /// The reasons of `state` that slow the GPU (throttle_reason_slows).
 std::vector<std::string> slowing_reasons(const GpuState& state);
 
+/// `state` in one line, each figure the driver did not read said so:
+/// "SM clock min 1410 / median 1980 MHz, memory clock 3201 MHz, power mean
+/// 512 W of 700 W, temperature max 42 C, throttle reasons hw_slowdown, ECC
+/// errors +3 corrected +0 uncorrected (4 samples)"; "SM clock not read",
+/// "power not read (limit 700 W)", "ECC errors not read" where unknown.
+std::string gpu_state_text(const GpuState& state);
+
 }  // namespace ppb

@@ -55,9 +55,9 @@ struct HealthVerdict {
 struct GpuTrouble {
   std::string gpu;
   std::vector<std::string> reasons;  ///< slowing throttle reasons (gpu_state.hpp)
-  double sm_clock_mhz_min = 0;
-  double temperature_c_max = 0;
-  int64_t ecc_uncorrected = -1;  ///< arrived during the probe
+  double sm_clock_mhz_min = 0;       ///< NaN where the driver did not read it
+  double temperature_c_max = 0;      ///< NaN where the driver did not read it
+  int64_t ecc_uncorrected = -1;      ///< arrived during the probe
   int64_t ecc_corrected = -1;
 };
 
