@@ -14,7 +14,8 @@
 #    combination and stage 1's compute, confirmed by a planted re-run in
 #    cuda/<job>/rerun/; its GPU health probe (PPB_HEALTH=1) reads the tests'
 #    stand-in NVML (fake_nvml.cpp, from $PPB_FAKE_NVML_DIR) reporting a
-#    hardware slowdown, which the gate names beside the GPU; the driver,
+#    hardware slowdown, which the gate names beside the GPU, as it names
+#    what the same NVML read during the sweep's runs; the driver,
 #    known by NVML's version tonight only, is not called changed.
 # Skipped (77), saying why, when the host was too busy for the gate to judge.
 # usage: suite_cuda_e2e.sh PIPEBENCH   (the emulator first on LD_LIBRARY_PATH)
@@ -87,6 +88,10 @@ PPB_RESULTS=$tmp/slow PPB_PLANT_CUDA=1:2 PPB_HEALTH=1 PPB_FAKE_NVML_REASONS=0x8 
   suite slow 1 --baseline "$tmp/nights/n1" --baseline "$tmp/nights/n2"
 grep -q "GPU 0 pipebench CUDA emulator (CPU) (0000:01:00.0): throttled tonight: hw_slowdown (SM clock down to 1980 MHz, up to 42 C)" "$tmp/slow.log" ||
   fail "slow: the gate did not name the throttled GPU: $(grep -i -A3 "health" "$tmp/slow.log")"
+# The runs of the sweep sampled the same NVML: the gate names the slowdown
+# they saw too, on the GPU as the runs name it (host: name (bus)).
+grep -qE "GPU STATE [^ ]+: pipebench CUDA emulator \(CPU\) \(0000:01:00.0\): throttled during the GPU sweep: hw_slowdown \(SM clock down to 1980 MHz, up to 42 C\)" "$tmp/slow.log" ||
+  fail "slow: the gate did not name the GPU the sweep saw throttled: $(grep -i -A3 "health" "$tmp/slow.log")"
 # NVML there tonight and not before: the driver is known by another form
 # ("999.12.34" against "CUDA 13.0"), which is no driver change.
 grep -q "driver CUDA [0-9.]* -> 999" "$tmp/slow.log" && fail "slow: NVML's driver version read as a driver change"

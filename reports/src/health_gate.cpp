@@ -1,5 +1,6 @@
 #include "ppb/reports/health_gate.hpp"
 
+#include <array>
 #include <boost/json.hpp>
 #include <cmath>
 #include <filesystem>
@@ -85,6 +86,75 @@ std::vector<GpuTrouble> trouble_of(const HealthFile& file) {
   return out;
 }
 
+// What NVML read while the GPU sweep ran, per GPU of its runs: one sample
+// per result (its summary over the timed steps) of each figure below,
+// higher being better for each: a GPU that runs the sweep at lower clocks
+// or under a lower power limit than on the earlier nights got slower itself.
+struct SweepFigure {
+  const char* name;
+  double GpuState::*field;
+};
+constexpr std::array<SweepFigure, 3> kSweepFigures = {{
+    {"sweep_sm_clock_mhz", &GpuState::sm_clock_mhz_median},
+    {"sweep_memory_clock_mhz", &GpuState::memory_clock_mhz_median},
+    {"sweep_power_limit_watts", &GpuState::power_limit_watts},
+}};
+
+// Per GPU of a machine's runs (GpuState::gpu, "node1: NVIDIA H200
+// (0000:3B:00.0)"), per figure, its samples.
+using SweepSamples = std::map<std::string, std::map<std::string, std::vector<double>>>;
+
+// The sweeps' samples of `results`, per machine.
+std::map<std::string, SweepSamples> sweep_samples(const std::vector<const ResultEntry*>& results) {
+  std::map<std::string, SweepSamples> out;
+  for (const ResultEntry* e : results) {
+    if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
+    for (const GpuState& g : e->result.metrics->gpu_state) {
+      for (const SweepFigure& f : kSweepFigures) {
+        const double x = g.*f.field;
+        if (std::isfinite(x) && x > 0) out[e->machine][g.gpu][f.name].push_back(x);
+      }
+    }
+  }
+  return out;
+}
+
+// What slowed or failed each GPU of `machine` while tonight's sweep ran:
+// the slowing reasons any run saw, its lowest SM clock and top temperature,
+// the ECC errors that arrived during the runs (summed over them).
+std::vector<GpuTrouble> sweep_trouble(const std::string& machine,
+                                      const std::vector<const ResultEntry*>& results) {
+  std::map<std::string, GpuTrouble> by_gpu;
+  const auto add = [](int64_t& total, int64_t n) {
+    if (n >= 0) total = std::max<int64_t>(total, 0) + n;
+  };
+  for (const ResultEntry* e : results) {
+    if (e->machine != machine || !e->result.metrics) continue;
+    for (const GpuState& g : e->result.metrics->gpu_state) {
+      GpuTrouble& t = by_gpu[g.gpu];
+      t.gpu = g.gpu;
+      t.sweep = true;
+      for (const std::string& r : slowing_reasons(g)) {
+        if (std::find(t.reasons.begin(), t.reasons.end(), r) == t.reasons.end())
+          t.reasons.push_back(r);
+      }
+      if (std::isfinite(g.sm_clock_mhz_min) &&
+          !(g.sm_clock_mhz_min >= t.sm_clock_mhz_min))  // NaN so far, or lower
+        t.sm_clock_mhz_min = g.sm_clock_mhz_min;
+      if (std::isfinite(g.temperature_c_max) && !(g.temperature_c_max <= t.temperature_c_max))
+        t.temperature_c_max = g.temperature_c_max;
+      add(t.ecc_corrected, g.ecc_corrected);
+      add(t.ecc_uncorrected, g.ecc_uncorrected);
+    }
+  }
+  std::vector<GpuTrouble> out;
+  for (auto& [gpu, t] : by_gpu) {
+    if (!t.reasons.empty() || t.ecc_uncorrected > 0 || t.ecc_corrected > 0)
+      out.push_back(std::move(t));
+  }
+  return out;
+}
+
 int sweep_regressions(const std::string& machine, const RegressionSummary* sweep) {
   if (sweep == nullptr) return 0;
   int n = 0;
@@ -119,6 +189,95 @@ std::vector<HealthEntry> load_health(const std::vector<std::string>& paths) {
   return out;
 }
 
+namespace {
+
+// One figure of one GPU against its earlier nights (none: a new figure).
+void judge(HealthSummary& s, const std::string& gpu, const std::string& figure,
+           std::vector<NightFigure> series, const std::vector<double>& samples,
+           const std::string& tonight, const GateOptions& options) {
+  if (series.empty()) {
+    ++s.new_figures;
+    return;
+  }
+  series.push_back({tonight, samples});
+  HealthVerdict v{gpu, decide_figure(figure, -1, series, options)};
+  if (v.what.status == RegressionStatus::kRegressed) ++s.probe_regressions;
+  if (v.what.status == RegressionStatus::kPass) ++s.probe_held;
+  s.figures.push_back(std::move(v));
+}
+
+// What NVML read during tonight's GPU sweep (the sweep gate's rows) and
+// during each earlier night's, per machine.
+struct SweepHistory {
+  std::vector<const ResultEntry*> tonight_results;
+  std::map<std::string, SweepSamples> tonight;
+  std::vector<std::pair<std::string, std::map<std::string, SweepSamples>>> before;
+};
+
+SweepHistory sweep_history(const RegressionSummary* sweep, const std::vector<Night>& history,
+                           size_t first) {
+  SweepHistory h;
+  if (sweep != nullptr) {
+    for (const RegressionRow& row : sweep->rows)
+      if (row.current != nullptr) h.tonight_results.push_back(row.current);
+  }
+  h.tonight = sweep_samples(h.tonight_results);
+  for (size_t i = first; i < history.size(); ++i) {
+    std::vector<const ResultEntry*> results;
+    for (const ResultEntry& e : history[i].results.results) results.push_back(&e);
+    h.before.emplace_back(history[i].name, sweep_samples(results));
+  }
+  return h;
+}
+
+// The sweep's figures and trouble of `machine`, into its summary.
+void add_sweep(HealthSummary& s, const std::string& machine, const SweepHistory& h,
+               const std::string& tonight, const GateOptions& options) {
+  const auto it = h.tonight.find(machine);
+  if (it == h.tonight.end()) return;
+  for (const auto& [gpu, figures] : it->second) {
+    for (const auto& [figure, samples] : figures) {
+      std::vector<NightFigure> series;
+      for (const auto& [name, machines] : h.before) {
+        const auto m = machines.find(machine);
+        if (m == machines.end()) continue;
+        const auto g = m->second.find(gpu);
+        if (g == m->second.end()) continue;
+        const auto f = g->second.find(figure);
+        if (f != g->second.end()) series.push_back({name, f->second});
+      }
+      judge(s, gpu, figure, std::move(series), samples, tonight, options);
+    }
+  }
+  for (GpuTrouble& t : sweep_trouble(machine, h.tonight_results)) s.trouble.push_back(std::move(t));
+}
+
+// The probe's summary of tonight's health file `e`.
+HealthSummary probe_summary(
+    const HealthEntry& e,
+    const std::vector<std::pair<std::string, std::vector<HealthEntry>>>& nights,
+    const std::string& tonight, const GateOptions& options) {
+  HealthSummary s;
+  s.machine = e.machine;
+  s.source = e.source;
+  s.nvml_note = e.file.gpu_state_note;
+  s.trouble = trouble_of(e.file);
+  const auto before = earlier(e.machine, nights);
+  for (const HealthGpu& g : e.file.gpus) {
+    for (const auto& [figure, samples] : g.figures) {
+      std::vector<NightFigure> series;
+      for (const auto& [name, file] : before) {
+        if (const std::vector<double>* v = samples_of(*file, g, figure))
+          series.push_back({name, *v});
+      }
+      judge(s, gpu_label(g), figure, std::move(series), samples, tonight, options);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
                                        const std::string& tonight_name,
                                        const std::vector<Night>& history,
@@ -131,43 +290,34 @@ std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
     if (!history[i].path.empty())
       nights.emplace_back(history[i].name, load_health({history[i].path}));
   }
+  const SweepHistory swept = sweep_history(sweep, history, first);
   std::vector<HealthSummary> out;
+  std::set<std::string> with_sweep;
   for (const HealthEntry& e : tonight) {
+    out.push_back(probe_summary(e, nights, tonight_name, options));
+    if (with_sweep.insert(e.machine).second)
+      add_sweep(out.back(), e.machine, swept, tonight_name, options);
+  }
+  // A machine whose sweep NVML sampled, without a probe tonight.
+  for (const auto& [machine, samples] : swept.tonight) {
+    if (!with_sweep.insert(machine).second) continue;
     HealthSummary s;
-    s.machine = e.machine;
-    s.source = e.source;
-    s.nvml_note = e.file.gpu_state_note;
-    s.trouble = trouble_of(e.file);
-    const auto before = earlier(e.machine, nights);
-    for (const HealthGpu& g : e.file.gpus) {
-      for (const auto& [figure, samples] : g.figures) {
-        std::vector<NightFigure> series;
-        for (const auto& [name, file] : before) {
-          if (const std::vector<double>* v = samples_of(*file, g, figure))
-            series.push_back({name, *v});
-        }
-        if (series.empty()) {
-          ++s.new_figures;
-          continue;
-        }
-        series.push_back({tonight_name, samples});
-        HealthVerdict v{gpu_label(g), decide_figure(figure, -1, series, options)};
-        if (v.what.status == RegressionStatus::kRegressed) ++s.probe_regressions;
-        if (v.what.status == RegressionStatus::kPass) ++s.probe_held;
-        s.figures.push_back(std::move(v));
-      }
-    }
-    s.sweep_regressions = sweep_regressions(e.machine, sweep);
-    s.cause = cause_of(s);
+    s.machine = machine;
+    add_sweep(s, machine, swept, tonight_name, options);
     out.push_back(std::move(s));
+  }
+  for (HealthSummary& s : out) {
+    s.sweep_regressions = sweep_regressions(s.machine, sweep);
+    s.cause = cause_of(s);
   }
   return out;
 }
 
 std::string trouble_text(const GpuTrouble& t) {
   std::string text = t.gpu + ":";
+  const std::string during = t.sweep ? "during the GPU sweep" : "during the probe";
   if (!t.reasons.empty()) {
-    text += " throttled tonight:";
+    text += t.sweep ? " throttled during the GPU sweep:" : " throttled tonight:";
     for (size_t i = 0; i < t.reasons.size(); ++i) text += (i == 0 ? " " : ", ") + t.reasons[i];
     // What the driver read: a GPU may not expose its clocks or temperature.
     std::string read;
@@ -180,10 +330,10 @@ std::string trouble_text(const GpuTrouble& t) {
   }
   if (t.ecc_uncorrected > 0)
     text += (t.reasons.empty() ? " " : "; ") + std::to_string(t.ecc_uncorrected) +
-            " uncorrected ECC error(s) during the probe";
+            " uncorrected ECC error(s) " + during;
   if (t.ecc_corrected > 0)
     text += (t.reasons.empty() && t.ecc_uncorrected <= 0 ? " " : "; ") +
-            std::to_string(t.ecc_corrected) + " corrected ECC error(s) during the probe";
+            std::to_string(t.ecc_corrected) + " corrected ECC error(s) " + during;
   return text;
 }
 
@@ -199,12 +349,23 @@ std::string health_text(const HealthSummary& s) {
     case HealthCause::kGpu:
       return text + "the GPU itself got slower (clocks, throttling, a failing part): " + slower +
              "; the GPU sweep's " + sweep + " on this machine follow it, not the code";
-    case HealthCause::kSoftware:
-      return text + "the probe held (" + std::to_string(s.probe_held) +
-             " figure(s) unchanged: GEMM and copies as on earlier nights): the GPU sweep's " +
-             sweep +
+    case HealthCause::kSoftware: {
+      // Which figures held: the probe's, the sweep's NVML readings, or both.
+      bool probe = false;
+      bool sampled = false;
+      for (const HealthVerdict& v : s.figures) {
+        if (v.what.status != RegressionStatus::kPass) continue;
+        (v.what.name.rfind("sweep_", 0) == 0 ? sampled : probe) = true;
+      }
+      const std::string held = probe && sampled
+                                   ? "GEMM, copies and the sweep's clocks and power limit"
+                               : probe ? "GEMM and copies"
+                                       : "the sweep's clocks and power limit";
+      return text + (probe ? "the probe held (" : "the GPU held (") + std::to_string(s.probe_held) +
+             " figure(s) unchanged: " + held + " as on earlier nights): the GPU sweep's " + sweep +
              " on this machine are the software's (pipebench's code, the driver or a "
              "library), not the GPU";
+    }
     case HealthCause::kProbeOnly:
       return text + "the GPU itself got slower (clocks, throttling, a failing part): " + slower +
              "; the GPU sweep did not show it";

@@ -666,6 +666,40 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
   h << "</details>\n";
 }
 
+// The GPUs' own health per machine (health_gate.hpp): the verdict read with
+// the GPU sweep's, what slowed or failed a GPU tonight, and every figure.
+void section_health(std::ostringstream& h, const ReportModel& m) {
+  if (m.health.empty()) return;
+  h << "<h2>GPU health</h2>\n<p class=\"note\">The GPU form of the speed probe: <code>pipebench "
+       "health</code>'s GEMMs and copies, measured without the pipeline code before the sweep, "
+       "and the clocks and power limit NVML read while the GPU sweep ran (figures "
+       "<code>sweep_*</code>, one sample per combination), each judged against the same GPU's "
+       "earlier nights like samples/s. A GPU whose own figures got slower with the sweep points "
+       "at the GPU (clocks, throttling, a failing part); figures that held with a slower sweep "
+       "point at the software.</p>\n";
+  for (const HealthSummary& s : m.health) {
+    const bool fail = s.probe_regressions > 0;
+    h << "<div class=\"verdict" << (fail ? " fail" : "") << "\">" << esc(health_text(s));
+    if (!s.trouble.empty() || !s.nvml_note.empty()) {
+      h << "<ul>";
+      for (const GpuTrouble& t : s.trouble) h << "<li>" << esc(trouble_text(t)) << "</li>";
+      if (!s.nvml_note.empty()) h << "<li>" << esc(s.nvml_note) << "</li>";
+      h << "</ul>";
+    }
+    h << "</div>\n";
+    if (s.figures.empty()) continue;
+    h << "<table><tr><th>GPU</th><th>figure</th><th>status</th><th>tonight against the earlier "
+         "nights</th></tr>\n";
+    for (const HealthVerdict& v : s.figures) {
+      const RegressionStatus st = v.what.status;
+      h << "<tr>" << td(v.gpu) << td(v.what.name) << "<td>"
+        << badge(regression_status_name(st), status_class(st)) << "</td>"
+        << td(verdict_text(v.what)) << "</tr>\n";
+    }
+    h << "</table>\n";
+  }
+}
+
 void section_environment(std::ostringstream& h, const ReportModel& m) {
   h << "<h2>Environment</h2>\n<table><tr><th>machine (hosts | CPU | GPUs)</th><th>build (git | "
        "compiler | type)</th><th>backend</th><th>work</th><th>ranks</th>"
@@ -729,6 +763,7 @@ std::string write_html(const ReportModel& m) {
     h << "<div class=\"verdict fail\">No readable result: every file was skipped (see "
          "Files).</div>\n";
   section_regression(h, m);
+  section_health(h, m);
   for (const GroupView& g : m.groups) {
     h << "<h2>Measurements: " << esc(group_title(g)) << "</h2>\n<p class=\"meta\">build "
       << esc(g.build) << "</p>\n";

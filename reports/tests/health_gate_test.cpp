@@ -92,6 +92,7 @@ struct Gated {
   std::string out;    ///< what the report printed
   std::string junit;  ///< its JUnit file
   std::string md;     ///< its Markdown file
+  std::string html;   ///< its HTML file (sampled_gate)
 };
 
 // Two clean nights, then tonight (sweep x slow, probe as given), gated as
@@ -208,6 +209,133 @@ TEST(HealthGate, ProbesOfAnotherMachineAreNotCompared) {
                 std::string::npos,
             false)
       << health_text(s[0]);
+}
+
+// One night of a GPU sweep whose runs NVML sampled, without a probe: eight
+// combinations (x slow) in <root>/<name>/cuda, each run's GPU state with
+// its SM clock at work about `sm_mhz` (+/- 0.35% over the runs), the power
+// limit `limit_w`, and the throttle bits `reasons` (hot, at 90 C, when
+// any). Returns the night's cuda folder.
+std::string sampled_night(const std::string& root, const std::string& name, int day, double slow,
+                          double sm_mhz, double limit_w = 700, uint64_t reasons = 0) {
+  const std::string dir = root + "/" + name + "/cuda";
+  std::filesystem::create_directories(dir);
+  int i = 0;
+  for (const char* schedule :
+       {"1f1b", "gpipe", "sync-1f1b", "async-1f1b", "hybrid", "pipedream", "zb-h1"}) {
+    for (int m : {8, 16}) {
+      if (m == 16 && std::string(schedule) != "1f1b") continue;
+      FixtureSpec f;
+      f.schedule = schedule;
+      f.microbatches = m;
+      f.slowdown = slow;
+      f.steps = 10;
+      f.date = "2026-11-" + std::to_string(10 + day) + "T02:00:00Z";
+      Result r = testing::make_fixture(f);
+      r.config.backend = "cuda";
+      r.environment.gpus.assign(static_cast<size_t>(r.environment.ranks), "NVIDIA H200");
+      r.environment.ranks_per_gpu = r.environment.ranks;
+      GpuSample x;
+      x.sm_clock_mhz = sm_mhz * (1 + 0.001 * (i++ - 3.5));
+      x.memory_clock_mhz = 3201;
+      x.power_limit_watts = limit_w;
+      x.power_watts = 650;
+      x.temperature_c = reasons != 0 ? 90 : 60;
+      x.throttle_reasons = reasons;
+      x.ecc_corrected = x.ecc_uncorrected = 0;
+      GpuState st = summarise_gpu_samples({x, x});
+      st.gpu = "node1: NVIDIA H200 (0000:3B:00.0)";
+      r.metrics->gpu_state = {st};
+      write_result_file(OutputPath(dir, f.schedule + "_m" + std::to_string(m) + ".json"), r);
+    }
+  }
+  return dir;
+}
+
+// Two nights of a sampled sweep at the usual clocks, then tonight's.
+Gated sampled_gate(double slow, double sm_mhz, double limit_w, uint64_t reasons) {
+  const std::string root = fresh_dir("sampled-nights");
+  sampled_night(root, "n1", 1, 1.0, 1980);
+  sampled_night(root, "n2", 2, 1.0, 1980);
+  const std::string cur =
+      sampled_night(fresh_dir("sampled-tonight"), "t", 3, slow, sm_mhz, limit_w, reasons);
+  ReportOptions o;
+  o.inputs = {std::filesystem::path(cur).parent_path().string()};  // tonight is "t"
+  o.baselines = {root};
+  o.junit = cur + "/report.junit.xml";
+  o.markdown = cur + "/report.md";
+  o.html = cur + "/report.html";
+  std::ostringstream out;
+  Gated g;
+  g.code = run_report(o, out);
+  g.out = out.str();
+  g.junit = testing::read(o.junit);
+  g.md = testing::read(o.markdown);
+  g.html = testing::read(o.html);
+  return g;
+}
+
+TEST(HealthGate, ASweepAtLowerClocksIsTheGpusOwnSlowdownWithoutAProbe) {
+  // Tonight the GPU ran the sweep hot, at 14% lower SM clocks, and every
+  // combination 15% slower: no health file, but what NVML read during the
+  // runs tells the GPU's slowdown from the code's.
+  const Gated g = sampled_gate(1.15, 1700, 700, 0x40);
+  EXPECT_EQ(g.code, 1);
+  EXPECT_NE(g.out.find("the GPU itself got slower (clocks, throttling, a failing part): node1: "
+                       "NVIDIA H200 (0000:3B:00.0) sweep_sm_clock_mhz 1980 -> 1700 (-14.1%, p="),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("; the GPU sweep's 8 regression(s) on this machine follow it, not the code"),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("GPU STATE node1: NVIDIA H200 (0000:3B:00.0): throttled during the GPU "
+                       "sweep: hw_thermal_slowdown (SM clock down to 1694 MHz, up to 90 C)"),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("REGRESSION GPU health node1: NVIDIA H200 (0000:3B:00.0): "
+                       "sweep_sm_clock_mhz 1980 -> 1700 (-14.1%, p=9.81e-05, band 0.0%, "
+                       "detectable 7.0%, threshold 7.0%), since t\n"),
+            std::string::npos)
+      << g.out;
+  // The memory clock and the power limit held; the JUnit file fails the clock's case.
+  EXPECT_NE(g.md.find("- node1: NVIDIA H200 (0000:3B:00.0): no change: sweep_memory_clock_mhz "
+                      "3201 -> 3201"),
+            std::string::npos)
+      << g.md;
+  EXPECT_NE(g.junit.find("<testcase name=\"node1: NVIDIA H200 (0000:3B:00.0) sweep_sm_clock_mhz\" "
+                         "classname=\"pipebench.health\" time=\"0.000000\">\n      <failure "),
+            std::string::npos)
+      << g.junit;
+  // The HTML report has the section: the verdict, the trouble, each figure.
+  EXPECT_NE(g.html.find("<h2>GPU health</h2>"), std::string::npos);
+  EXPECT_NE(g.html.find("<div class=\"verdict fail\">GPU health (node1 | Fixture CPU @ 2.0GHz | "
+                        "1x NVIDIA H200): the GPU itself got slower"),
+            std::string::npos);
+  EXPECT_NE(g.html.find("<li>node1: NVIDIA H200 (0000:3B:00.0): throttled during the GPU sweep: "
+                        "hw_thermal_slowdown"),
+            std::string::npos);
+  EXPECT_NE(g.html.find("<tr><td>node1: NVIDIA H200 (0000:3B:00.0)</td><td>sweep_sm_clock_mhz</"
+                        "td><td><span class=\"badge regressed\">regression</span></td><td>"
+                        "sweep_sm_clock_mhz 1980 -&gt; 1700 (-14.1%"),
+            std::string::npos);
+}
+
+TEST(HealthGate, ASweepAtItsUsualClocksLeavesItsSlowdownToTheSoftware) {
+  const Gated g = sampled_gate(1.15, 1980, 700, 0);
+  EXPECT_EQ(g.code, 1);
+  EXPECT_NE(g.out.find("GPU health (node1 | Fixture CPU @ 2.0GHz | 1x NVIDIA H200): the GPU held "
+                       "(3 figure(s) unchanged: the sweep's clocks and power limit as on earlier "
+                       "nights): the GPU sweep's 8 regression(s) on this machine are the "
+                       "software's"),
+            std::string::npos)
+      << g.out;
+  EXPECT_EQ(g.out.find("GPU STATE"), std::string::npos) << g.out;
+  // A lower power limit, the code unchanged: the GPU got slower, the sweep did not show it.
+  const Gated capped = sampled_gate(1.0, 1980, 500, 0);
+  EXPECT_EQ(capped.code, 1);
+  EXPECT_NE(capped.out.find("sweep_power_limit_watts 700 -> 500 (-28.6%"), std::string::npos)
+      << capped.out;
+  EXPECT_NE(capped.out.find("; the GPU sweep did not show it"), std::string::npos) << capped.out;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -55,16 +56,17 @@ struct HealthVerdict {
 struct GpuTrouble {
   std::string gpu;
   std::vector<std::string> reasons;  ///< slowing throttle reasons (gpu_state.hpp)
-  double sm_clock_mhz_min = 0;       ///< NaN where the driver did not read it
-  double temperature_c_max = 0;      ///< NaN where the driver did not read it
-  int64_t ecc_uncorrected = -1;      ///< arrived during the probe
+  double sm_clock_mhz_min = std::numeric_limits<double>::quiet_NaN();   ///< NaN: not read
+  double temperature_c_max = std::numeric_limits<double>::quiet_NaN();  ///< NaN: not read
+  int64_t ecc_uncorrected = -1;  ///< arrived during the probe (or the sweep's runs)
   int64_t ecc_corrected = -1;
+  bool sweep = false;  ///< seen by the GPU sweep's runs (their metrics.gpu_state), not the probe
 };
 
 /// The health gate of one machine.
 struct HealthSummary {
   std::string machine;
-  std::string source;                  ///< tonight's health file
+  std::string source;                  ///< tonight's health file ("" when only the sweep's)
   std::vector<HealthVerdict> figures;  ///< each GPU's figures with earlier nights
   int new_figures = 0;                 ///< figures no earlier night had
   std::vector<GpuTrouble> trouble;     ///< GPUs throttled or with ECC errors tonight
@@ -79,7 +81,14 @@ struct HealthSummary {
 /// through load_health; only the last options.window nights), one summary
 /// per machine of tonight. `sweep` is the sweeps' gate (null without one):
 /// its regressed rows of the same machine on a GPU (environment.gpus not
-/// empty) set sweep_regressions and the cause.
+/// empty) set sweep_regressions and the cause. What NVML read while the
+/// sweep's runs ran (their metrics.gpu_state) is judged the same way, per
+/// GPU of the runs, one sample per result, against the earlier nights'
+/// results: figures sweep_sm_clock_mhz, sweep_memory_clock_mhz (the median
+/// clocks at work) and sweep_power_limit_watts, each counted with the
+/// probe's; the slowing reasons and ECC errors the runs saw are troubles
+/// (GpuTrouble::sweep). A machine whose sweep was sampled but that has no
+/// health file tonight gets a summary of those alone.
 std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
                                        const std::string& tonight_name,
                                        const std::vector<Night>& history,
