@@ -50,6 +50,7 @@ GpuSample sample(double sm, double power, double temp, uint64_t reasons, int64_t
   s.power_limit_watts = 700;
   s.temperature_c = temp;
   s.throttle_reasons = reasons;
+  s.throttle_read = true;
   s.ecc_corrected = ecc_c;
   s.ecc_uncorrected = ecc_u;
   return s;
@@ -109,9 +110,17 @@ TEST(GpuStateSummary, ItsLineSaysWhatTheDriverDidNotRead) {
   EXPECT_EQ(gpu_state_text(summarise_gpu_samples(s)),
             "SM clock not read, memory clock not read, power not read (limit 700 W), temperature "
             "max 70 C, throttle reasons hw_slowdown, ECC errors not read (2 samples)");
+  // Reasons read and none set, against reasons the driver did not give.
+  s[0].throttle_reasons = 0;
+  EXPECT_NE(gpu_state_text(summarise_gpu_samples(s)).find(", throttle reasons none, "),
+            std::string::npos);
+  for (GpuSample& x : s) x.throttle_read = false;
+  const GpuState unread = summarise_gpu_samples(s);
+  EXPECT_FALSE(unread.throttle_reasons_read);
+  EXPECT_NE(gpu_state_text(unread).find(", throttle reasons not read, "), std::string::npos);
   EXPECT_EQ(gpu_state_text(summarise_gpu_samples({})),
             "SM clock not read, memory clock not read, power not read, temperature not read, "
-            "throttle reasons none, ECC errors not read (0 samples)");
+            "throttle reasons not read, ECC errors not read (0 samples)");
 }
 
 HealthFile a_health_file() {

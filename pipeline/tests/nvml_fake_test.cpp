@@ -135,6 +135,8 @@ TEST_F(FakeNvml, ReadingsTheDriverDoesNotSupportAreUnknownAndTheOthersRead) {
   EXPECT_TRUE(std::isnan(none.power_limit_watts));
   EXPECT_TRUE(std::isnan(none.temperature_c));
   EXPECT_EQ(none.throttle_reasons, 0U);
+  EXPECT_FALSE(none.throttle_read);
+  EXPECT_TRUE(s.throttle_read);
 }
 
 TEST_F(FakeNvml, AnUnknownBusIsAllUnknown) {

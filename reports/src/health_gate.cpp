@@ -101,10 +101,12 @@ constexpr std::array<SweepFigure, 3> kSweepFigures = {{
 }};
 
 // Per GPU of a machine's runs (GpuState::gpu, "node1: NVIDIA H200
-// (0000:3B:00.0)"), per figure, its samples.
-using SweepSamples = std::map<std::string, std::map<std::string, std::vector<double>>>;
+// (0000:3B:00.0)"), per figure, its samples, each with the configuration
+// of the run that took it (ResultEntry::config_key).
+using SweepSamples =
+    std::map<std::string, std::map<std::string, std::vector<std::pair<std::string, double>>>>;
 
-// The sweeps' samples of `results`, per machine.
+// The sweeps' samples of `results`, per machine (host_key).
 std::map<std::string, SweepSamples> sweep_samples(const std::vector<const ResultEntry*>& results) {
   std::map<std::string, SweepSamples> out;
   for (const ResultEntry* e : results) {
@@ -112,24 +114,26 @@ std::map<std::string, SweepSamples> sweep_samples(const std::vector<const Result
     for (const GpuState& g : e->result.metrics->gpu_state) {
       for (const SweepFigure& f : kSweepFigures) {
         const double x = g.*f.field;
-        if (std::isfinite(x) && x > 0) out[e->machine][g.gpu][f.name].push_back(x);
+        if (std::isfinite(x) && x > 0)
+          out[host_key(e->result.environment)][g.gpu][f.name].emplace_back(e->config_key, x);
       }
     }
   }
   return out;
 }
 
-// What slowed or failed each GPU of `machine` while tonight's sweep ran:
-// the slowing reasons any run saw, its lowest SM clock and top temperature,
-// the ECC errors that arrived during the runs (summed over them).
-std::vector<GpuTrouble> sweep_trouble(const std::string& machine,
+// What slowed or failed each GPU of `host` (host_key) while tonight's
+// sweep ran: the slowing reasons any run saw, its lowest SM clock and top
+// temperature, the ECC errors that arrived during the runs (summed over
+// them: the runs took turns).
+std::vector<GpuTrouble> sweep_trouble(const std::string& host,
                                       const std::vector<const ResultEntry*>& results) {
   std::map<std::string, GpuTrouble> by_gpu;
   const auto add = [](int64_t& total, int64_t n) {
     if (n >= 0) total = std::max<int64_t>(total, 0) + n;
   };
   for (const ResultEntry* e : results) {
-    if (e->machine != machine || !e->result.metrics) continue;
+    if (!e->result.metrics || host_key(e->result.environment) != host) continue;
     for (const GpuState& g : e->result.metrics->gpu_state) {
       GpuTrouble& t = by_gpu[g.gpu];
       t.gpu = g.gpu;
@@ -155,19 +159,39 @@ std::vector<GpuTrouble> sweep_trouble(const std::string& machine,
   return out;
 }
 
-int sweep_regressions(const std::string& machine, const RegressionSummary* sweep) {
+// The GPU sweep's regressed rows on `host` (host_key), whatever share of
+// its GPUs each run used.
+int sweep_regressions(const std::string& host, const RegressionSummary* sweep) {
   if (sweep == nullptr) return 0;
   int n = 0;
   for (const RegressionRow& row : sweep->rows) {
     if (row.status != RegressionStatus::kRegressed || row.current == nullptr) continue;
-    if (row.machine == machine && !row.current->result.environment.gpus.empty()) ++n;
+    const ResultEnvironment& env = row.current->result.environment;
+    if (!env.gpus.empty() && host_key(env) == host) ++n;
   }
   return n;
 }
 
+// Whether the hardware itself says why the GPU ran slower: a slowing reason
+// other than the power cap (thermal, a hardware slowdown, a power brake)
+// during the probe or the sweep, or a lower power limit than before. A
+// heavier build holds the clocks at the power cap too; these it does not.
+bool hardware_slowdown(const HealthSummary& s) {
+  for (const GpuTrouble& t : s.trouble) {
+    for (const std::string& r : t.reasons)
+      if (r != "sw_power_cap") return true;
+  }
+  return std::any_of(s.figures.begin(), s.figures.end(), [](const HealthVerdict& v) {
+    return v.what.name == "sweep_power_limit_watts" &&
+           v.what.status == RegressionStatus::kRegressed;
+  });
+}
+
 HealthCause cause_of(const HealthSummary& s) {
-  if (s.probe_regressions > 0)
+  const int probe = s.probe_regressions - s.sweep_state_regressions;
+  if (probe > 0 || (s.sweep_state_regressions > 0 && hardware_slowdown(s)))
     return s.sweep_regressions > 0 ? HealthCause::kGpu : HealthCause::kProbeOnly;
+  if (s.sweep_state_regressions > 0) return HealthCause::kLowerClocks;
   if (s.sweep_regressions > 0 && s.probe_held > 0) return HealthCause::kSoftware;
   return HealthCause::kNone;
 }
@@ -210,6 +234,7 @@ void judge(HealthSummary& s, const std::string& gpu, const std::string& figure,
 // during each earlier night's, per machine.
 struct SweepHistory {
   std::vector<const ResultEntry*> tonight_results;
+  std::set<std::string> hosts;  ///< tonight's machines (host_key) with a GPU state sampled
   std::map<std::string, SweepSamples> tonight;
   std::vector<std::pair<std::string, std::map<std::string, SweepSamples>>> before;
 };
@@ -221,6 +246,10 @@ SweepHistory sweep_history(const RegressionSummary* sweep, const std::vector<Nig
     for (const RegressionRow& row : sweep->rows)
       if (row.current != nullptr) h.tonight_results.push_back(row.current);
   }
+  for (const ResultEntry* e : h.tonight_results) {
+    if (e->result.metrics && !e->result.metrics->gpu_state.empty())
+      h.hosts.insert(host_key(e->result.environment));
+  }
   h.tonight = sweep_samples(h.tonight_results);
   for (size_t i = first; i < history.size(); ++i) {
     std::vector<const ResultEntry*> results;
@@ -230,26 +259,54 @@ SweepHistory sweep_history(const RegressionSummary* sweep, const std::vector<Nig
   return h;
 }
 
-// The sweep's figures and trouble of `machine`, into its summary.
-void add_sweep(HealthSummary& s, const std::string& machine, const SweepHistory& h,
+// The samples of one GPU's figure on each earlier night of `host`.
+std::vector<std::pair<std::string, const std::vector<std::pair<std::string, double>>*>>
+earlier_samples(const SweepHistory& h, const std::string& host, const std::string& gpu,
+                const std::string& figure) {
+  std::vector<std::pair<std::string, const std::vector<std::pair<std::string, double>>*>> out;
+  for (const auto& [name, hosts] : h.before) {
+    const auto m = hosts.find(host);
+    if (m == hosts.end()) continue;
+    const auto g = m->second.find(gpu);
+    if (g == m->second.end()) continue;
+    const auto f = g->second.find(figure);
+    if (f != g->second.end()) out.emplace_back(name, &f->second);
+  }
+  return out;
+}
+
+// The sweep's figures and trouble of `host`, into its summary. A figure
+// compares the combinations tonight and the earlier nights both ran (a
+// model added to the sweep, or one left out, changes what the GPU did, not
+// how fast it is).
+void add_sweep(HealthSummary& s, const std::string& host, const SweepHistory& h,
                const std::string& tonight, const GateOptions& options) {
-  const auto it = h.tonight.find(machine);
-  if (it == h.tonight.end()) return;
-  for (const auto& [gpu, figures] : it->second) {
+  const int regressions = s.probe_regressions;
+  const auto it = h.tonight.find(host);
+  for (const auto& [gpu, figures] : it != h.tonight.end() ? it->second : SweepSamples{}) {
     for (const auto& [figure, samples] : figures) {
+      std::set<std::string> now_configs;
+      for (const auto& sample : samples) now_configs.insert(sample.first);
+      std::set<std::string> before_configs;
       std::vector<NightFigure> series;
-      for (const auto& [name, machines] : h.before) {
-        const auto m = machines.find(machine);
-        if (m == machines.end()) continue;
-        const auto g = m->second.find(gpu);
-        if (g == m->second.end()) continue;
-        const auto f = g->second.find(figure);
-        if (f != g->second.end()) series.push_back({name, f->second});
+      for (const auto& [name, night] : earlier_samples(h, host, gpu, figure)) {
+        NightFigure n{name, {}};
+        for (const auto& [config, x] : *night) {
+          if (now_configs.count(config) == 0) continue;
+          n.values.push_back(x);
+          before_configs.insert(config);
+        }
+        if (!n.values.empty()) series.push_back(std::move(n));
       }
-      judge(s, gpu, figure, std::move(series), samples, tonight, options);
+      std::vector<double> now;
+      for (const auto& [config, x] : samples)
+        if (before_configs.count(config) != 0) now.push_back(x);
+      if (now.empty()) series.clear();  // no combination of tonight's ran before: new
+      judge(s, gpu, figure, std::move(series), now, tonight, options);
     }
   }
-  for (GpuTrouble& t : sweep_trouble(machine, h.tonight_results)) s.trouble.push_back(std::move(t));
+  s.sweep_state_regressions += s.probe_regressions - regressions;
+  for (GpuTrouble& t : sweep_trouble(host, h.tonight_results)) s.trouble.push_back(std::move(t));
 }
 
 // The probe's summary of tonight's health file `e`.
@@ -295,19 +352,20 @@ std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
   std::set<std::string> with_sweep;
   for (const HealthEntry& e : tonight) {
     out.push_back(probe_summary(e, nights, tonight_name, options));
-    if (with_sweep.insert(e.machine).second)
-      add_sweep(out.back(), e.machine, swept, tonight_name, options);
+    out.back().host = host_key(e.file.environment);
+    if (with_sweep.insert(out.back().host).second)
+      add_sweep(out.back(), out.back().host, swept, tonight_name, options);
   }
   // A machine whose sweep NVML sampled, without a probe tonight.
-  for (const auto& [machine, samples] : swept.tonight) {
-    if (!with_sweep.insert(machine).second) continue;
+  for (const std::string& host : swept.hosts) {
+    if (!with_sweep.insert(host).second) continue;
     HealthSummary s;
-    s.machine = machine;
-    add_sweep(s, machine, swept, tonight_name, options);
+    s.machine = s.host = host;
+    add_sweep(s, host, swept, tonight_name, options);
     out.push_back(std::move(s));
   }
   for (HealthSummary& s : out) {
-    s.sweep_regressions = sweep_regressions(s.machine, sweep);
+    s.sweep_regressions = sweep_regressions(s.host, sweep);
     s.cause = cause_of(s);
   }
   return out;
@@ -361,17 +419,30 @@ std::string health_text(const HealthSummary& s) {
                                    ? "GEMM, copies and the sweep's clocks and power limit"
                                : probe ? "GEMM and copies"
                                        : "the sweep's clocks and power limit";
-      return text + (probe ? "the probe held (" : "the GPU held (") + std::to_string(s.probe_held) +
-             " figure(s) unchanged: " + held + " as on earlier nights): the GPU sweep's " + sweep +
+      return text + (sampled ? "the GPU held (" : "the probe held (") +
+             std::to_string(s.probe_held) + " figure(s) unchanged: " + held +
+             " as on earlier nights): the GPU sweep's " + sweep +
              " on this machine are the software's (pipebench's code, the driver or a "
              "library), not the GPU";
     }
     case HealthCause::kProbeOnly:
       return text + "the GPU itself got slower (clocks, throttling, a failing part): " + slower +
-             "; the GPU sweep did not show it";
+             "; the GPU sweep's combinations did not show it";
+    case HealthCause::kLowerClocks:
+      return text +
+             "the GPU ran the sweep at lower clocks, with no hardware cause NVML names (no "
+             "thermal or hardware slowdown, no power brake, its power limit as before): " +
+             slower +
+             (s.sweep_regressions > 0
+                  ? "; a build that draws more power holds the GPU lower at its power cap too, so "
+                    "the GPU sweep's " +
+                        sweep + " on this machine may be the software's"
+                  : std::string("; the GPU sweep's combinations did not show it"));
     case HealthCause::kNone:
       break;
   }
+  if (s.figures.empty() && s.new_figures == 0)
+    return text + "no figure to compare (NVML read no clock or power limit during the sweep)";
   if (s.figures.empty())
     return text + "no earlier night to compare with (" + std::to_string(s.new_figures) +
            " new figure(s))";

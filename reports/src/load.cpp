@@ -94,6 +94,14 @@ std::string machine_key(const ResultEnvironment& env) {
   return or_dash(join(hosts, ",")) + " | " + or_dash(env.cpu) + " | " + or_dash(join(gpus, ","));
 }
 
+std::string host_key(const ResultEnvironment& env) {
+  std::vector<std::string> hosts = env.hosts;
+  std::sort(hosts.begin(), hosts.end());
+  std::set<std::string> models(env.gpus.begin(), env.gpus.end());
+  return or_dash(join(hosts, ",")) + " | " + or_dash(env.cpu) + " | " +
+         or_dash(join({models.begin(), models.end()}, ","));
+}
+
 std::string build_key(const ResultEnvironment& env) {
   return or_dash(env.git) + " | " + or_dash(env.compiler) + " | " + or_dash(env.build_type);
 }

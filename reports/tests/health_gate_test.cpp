@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <sstream>
@@ -149,7 +150,7 @@ TEST(HealthGate, AHeldProbeWithASlowerSweepBlamesTheSoftware) {
 TEST(HealthGate, ASlowerProbeAloneIsARegressionOfTheGpu) {
   const Gated g = gate(1.0, probe("", 0.85));
   EXPECT_EQ(g.code, 1);  // the sweep held, the GPU did not
-  EXPECT_NE(g.out.find("the GPU sweep did not show it"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("the GPU sweep's combinations did not show it"), std::string::npos) << g.out;
 }
 
 TEST(HealthGate, AThrottlingReasonSeenTonightIsNamed) {
@@ -237,7 +238,7 @@ std::string sampled_night(const std::string& root, const std::string& name, int 
       r.environment.ranks_per_gpu = r.environment.ranks;
       GpuSample x;
       x.sm_clock_mhz = sm_mhz * (1 + 0.001 * (i++ - 3.5));
-      x.memory_clock_mhz = 3201;
+      x.memory_clock_mhz = std::isfinite(sm_mhz) ? 3201 : sm_mhz;  // unread with the SM clock
       x.power_limit_watts = limit_w;
       x.power_watts = 650;
       x.temperature_c = reasons != 0 ? 90 : 60;
@@ -309,7 +310,7 @@ TEST(HealthGate, ASweepAtLowerClocksIsTheGpusOwnSlowdownWithoutAProbe) {
   // The HTML report has the section: the verdict, the trouble, each figure.
   EXPECT_NE(g.html.find("<h2>GPU health</h2>"), std::string::npos);
   EXPECT_NE(g.html.find("<div class=\"verdict fail\">GPU health (node1 | Fixture CPU @ 2.0GHz | "
-                        "1x NVIDIA H200): the GPU itself got slower"),
+                        "NVIDIA H200): the GPU itself got slower"),
             std::string::npos);
   EXPECT_NE(g.html.find("<li>node1: NVIDIA H200 (0000:3B:00.0): throttled during the GPU sweep: "
                         "hw_thermal_slowdown"),
@@ -323,19 +324,97 @@ TEST(HealthGate, ASweepAtLowerClocksIsTheGpusOwnSlowdownWithoutAProbe) {
 TEST(HealthGate, ASweepAtItsUsualClocksLeavesItsSlowdownToTheSoftware) {
   const Gated g = sampled_gate(1.15, 1980, 700, 0);
   EXPECT_EQ(g.code, 1);
-  EXPECT_NE(g.out.find("GPU health (node1 | Fixture CPU @ 2.0GHz | 1x NVIDIA H200): the GPU held "
+  EXPECT_NE(g.out.find("GPU health (node1 | Fixture CPU @ 2.0GHz | NVIDIA H200): the GPU held "
                        "(3 figure(s) unchanged: the sweep's clocks and power limit as on earlier "
                        "nights): the GPU sweep's 8 regression(s) on this machine are the "
                        "software's"),
             std::string::npos)
       << g.out;
   EXPECT_EQ(g.out.find("GPU STATE"), std::string::npos) << g.out;
-  // A lower power limit, the code unchanged: the GPU got slower, the sweep did not show it.
+  // A lower power limit, the code unchanged: the GPU got slower (a limit is
+  // the hardware's, never the build's), the combinations did not show it.
   const Gated capped = sampled_gate(1.0, 1980, 500, 0);
   EXPECT_EQ(capped.code, 1);
-  EXPECT_NE(capped.out.find("sweep_power_limit_watts 700 -> 500 (-28.6%"), std::string::npos)
+  EXPECT_NE(capped.out.find("the GPU itself got slower (clocks, throttling, a failing part): "
+                            "node1: NVIDIA H200 (0000:3B:00.0) sweep_power_limit_watts 700 -> 500 "
+                            "(-28.6%"),
+            std::string::npos)
       << capped.out;
-  EXPECT_NE(capped.out.find("; the GPU sweep did not show it"), std::string::npos) << capped.out;
+  EXPECT_NE(capped.out.find("; the GPU sweep's combinations did not show it"), std::string::npos)
+      << capped.out;
+}
+
+TEST(HealthGate, LowerClocksAtThePowerCapAreNotBlamedOnTheGpu) {
+  // A heavier build: every combination 15% slower, the GPU held at its power
+  // cap (sw_power_cap) at 14% lower clocks, nothing thermal, the limit as
+  // before. The clocks moved, but nothing says the GPU is the cause.
+  const Gated g = sampled_gate(1.15, 1700, 700, 0x4);
+  EXPECT_EQ(g.code, 1);
+  EXPECT_NE(g.out.find("GPU health (node1 | Fixture CPU @ 2.0GHz | NVIDIA H200): the GPU ran the "
+                       "sweep at lower clocks, with no hardware cause NVML names (no thermal or "
+                       "hardware slowdown, no power brake, its power limit as before): node1: "
+                       "NVIDIA H200 (0000:3B:00.0) sweep_sm_clock_mhz 1980 -> 1700"),
+            std::string::npos)
+      << g.out;
+  EXPECT_NE(g.out.find("; a build that draws more power holds the GPU lower at its power cap too, "
+                       "so the GPU sweep's 8 regression(s) on this machine may be the software's"),
+            std::string::npos)
+      << g.out;
+  EXPECT_EQ(g.out.find("follow it, not the code"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("throttled during the GPU sweep: sw_power_cap"), std::string::npos) << g.out;
+}
+
+TEST(HealthGate, TheProbeAndTheSweepOfOneMachineAreOneVerdictWhateverGpusTheRunsUsed) {
+  // An eight-GPU machine's probe measures all eight; its sweep's runs used
+  // one, shared: the probe's machine says 8x, the runs' 1x, one machine.
+  const std::string root = fresh_dir("merged-nights");
+  const auto probe_of = [](const std::string& night_cuda, int day) {
+    HealthFile h = probe("", 1.0);
+    h.date = "2026-11-" + std::to_string(10 + day) + "T02:00:00Z";
+    h.environment = machine(h.date);
+    h.environment.gpus.assign(8, "NVIDIA H200");
+    h.environment.ranks = 8;
+    const std::string dir = std::filesystem::path(night_cuda).parent_path().string() + "/health";
+    std::filesystem::create_directories(dir);
+    write_health_file(OutputPath(dir, "health.json"), h);
+  };
+  probe_of(sampled_night(root, "n1", 1, 1.0, 1980), 1);
+  probe_of(sampled_night(root, "n2", 2, 1.0, 1980), 2);
+  const std::string cur = sampled_night(fresh_dir("merged-tonight"), "t", 3, 1.15, 1980);
+  probe_of(cur, 3);
+  const LoadedResults tonight = load_results({cur}, false);
+  const std::vector<Night> nights = load_nights({root}, false);
+  const RegressionSummary sweep = run_gate(tonight.results, "t", nights, {});
+  const std::vector<HealthSummary> s = gate_health(load_health({cur}), "t", nights, &sweep, {});
+  ASSERT_EQ(s.size(), 1U);
+  EXPECT_EQ(s[0].machine, "node1 | Fixture CPU @ 2.0GHz | 8x NVIDIA H200");
+  EXPECT_EQ(s[0].figures.size(), 4U + 3U);  // the probe's four, the sweep's three
+  EXPECT_EQ(s[0].sweep_regressions, 8);
+  EXPECT_EQ(s[0].cause, HealthCause::kSoftware);
+  EXPECT_NE(health_text(s[0]).find("the GPU held (7 figure(s) unchanged: GEMM, copies and the "
+                                   "sweep's clocks and power limit as on earlier nights)"),
+            std::string::npos)
+      << health_text(s[0]);
+}
+
+TEST(HealthGate, WhatTheSweepSawIsNamedWhenTheDriverGaveNoClock) {
+  // NVML gave the reasons and no clock or power limit (NOT_SUPPORTED): no
+  // figure to judge, the throttling still named.
+  const double kUnread = kNaN;
+  const std::string cur =
+      sampled_night(fresh_dir("unread-tonight"), "t", 3, 1.0, kUnread, kUnread, 0x8);
+  const LoadedResults tonight = load_results({cur}, false);
+  const RegressionSummary sweep = run_gate(tonight.results, "t", {}, {});
+  const std::vector<HealthSummary> s = gate_health({}, "t", {}, &sweep, {});
+  ASSERT_EQ(s.size(), 1U);
+  EXPECT_TRUE(s[0].figures.empty());
+  ASSERT_EQ(s[0].trouble.size(), 1U);
+  EXPECT_EQ(trouble_text(s[0].trouble[0]),
+            "node1: NVIDIA H200 (0000:3B:00.0): throttled during the GPU sweep: hw_slowdown (up to "
+            "90 C)");
+  EXPECT_EQ(health_text(s[0]),
+            "GPU health (node1 | Fixture CPU @ 2.0GHz | NVIDIA H200): no figure to compare (NVML "
+            "read no clock or power limit during the sweep)");
 }
 
 }  // namespace

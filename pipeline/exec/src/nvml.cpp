@@ -139,7 +139,10 @@ GpuSample Library::sample(const std::string& bus) const {
     s.temperature_c = v;
   }
   unsigned long long bits = 0;
-  if (api_->reasons != nullptr && api_->reasons(d, &bits) == kSuccess) s.throttle_reasons = bits;
+  if (api_->reasons != nullptr && api_->reasons(d, &bits) == kSuccess) {
+    s.throttle_reasons = bits;
+    s.throttle_read = true;
+  }
   unsigned long long n = 0;
   if (api_->ecc != nullptr && api_->ecc(d, kEccCorrected, kEccVolatile, &n) == kSuccess)
     s.ecc_corrected = static_cast<int64_t>(n);

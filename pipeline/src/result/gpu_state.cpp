@@ -99,7 +99,11 @@ GpuState summarise_gpu_samples(const std::vector<GpuSample>& samples) {
   const std::vector<double> temp = finite(samples, &GpuSample::temperature_c);
   if (!temp.empty()) g.temperature_c_max = *std::max_element(temp.begin(), temp.end());
   uint64_t seen = 0;
-  for (const GpuSample& s : samples) seen |= s.throttle_reasons;
+  g.throttle_reasons_read = false;
+  for (const GpuSample& s : samples) {
+    seen |= s.throttle_reasons;
+    g.throttle_reasons_read = g.throttle_reasons_read || s.throttle_read || s.throttle_reasons != 0;
+  }
   g.throttle_reasons = throttle_reason_names(seen);
   g.ecc_corrected = ecc_delta(samples, &GpuSample::ecc_corrected);
   g.ecc_uncorrected = ecc_delta(samples, &GpuSample::ecc_uncorrected);
@@ -140,7 +144,9 @@ std::string gpu_state_text(const GpuState& st) {
                                    : ", temperature not read";
   std::string reasons;
   for (const std::string& r : st.throttle_reasons) reasons += (reasons.empty() ? "" : ",") + r;
-  t += ", throttle reasons " + (reasons.empty() ? std::string("none") : reasons);
+  t += ", throttle reasons " + (!reasons.empty()           ? reasons
+                                : st.throttle_reasons_read ? std::string("none")
+                                                           : std::string("not read"));
   t += st.ecc_corrected >= 0 && st.ecc_uncorrected >= 0
            ? ", ECC errors +" + std::to_string(st.ecc_corrected) + " corrected +" +
                  std::to_string(st.ecc_uncorrected) + " uncorrected"

@@ -198,6 +198,7 @@ void fields(V& v, G& x) {
   v.nullable("power_limit_watts", x.power_limit_watts);
   v.nullable("temperature_c_max", x.temperature_c_max);
   v.required("throttle_reasons", x.throttle_reasons);
+  v.optional("throttle_reasons_read", x.throttle_reasons_read);
   v.required("ecc_corrected", x.ecc_corrected, -1);
   v.required("ecc_uncorrected", x.ecc_uncorrected, -1);
 }

@@ -27,6 +27,7 @@ struct GpuSample {
   double temperature_c = std::numeric_limits<double>::quiet_NaN();
   /// NVML's clocks-event ("throttle") reason bits; 0 when none or unknown.
   uint64_t throttle_reasons = 0;
+  bool throttle_read = false;    ///< whether NVML gave the reason bits (0 is then "none")
   int64_t ecc_corrected = -1;    ///< volatile corrected errors since the driver loaded
   int64_t ecc_uncorrected = -1;  ///< volatile uncorrected errors since the driver loaded
 };
@@ -45,6 +46,10 @@ struct GpuState {
   /// Names of the throttle reasons any sample showed, in bit order
   /// (throttle_reason_names).
   std::vector<std::string> throttle_reasons;
+  /// Whether any sample read the reasons (false: the driver did not give
+  /// them, and an empty list says nothing). Files from before the field
+  /// read as true.
+  bool throttle_reasons_read = true;
   /// Errors that arrived while sampling: last count - first count (-1: unknown).
   int64_t ecc_corrected = -1;
   int64_t ecc_uncorrected = -1;
@@ -81,7 +86,8 @@ std::vector<std::string> slowing_reasons(const GpuState& state);
 /// "SM clock min 1410 / median 1980 MHz, memory clock 3201 MHz, power mean
 /// 512 W of 700 W, temperature max 42 C, throttle reasons hw_slowdown, ECC
 /// errors +3 corrected +0 uncorrected (4 samples)"; "SM clock not read",
-/// "power not read (limit 700 W)", "ECC errors not read" where unknown.
+/// "power not read (limit 700 W)", "throttle reasons not read", "ECC
+/// errors not read" where unknown.
 std::string gpu_state_text(const GpuState& state);
 
 }  // namespace ppb

@@ -44,6 +44,11 @@ enum class HealthCause : uint8_t {
   kGpu,        ///< the probe got slower with the GPU sweep: the GPU itself
   kSoftware,   ///< the probe held, the GPU sweep got slower: the software
   kProbeOnly,  ///< the probe got slower, the GPU sweep did not
+  /// The sweep ran at lower clocks with no hardware reason for it (no
+  /// thermal or hardware slowdown, no power brake, the power limit held):
+  /// a heavier build does that at the power cap too, so it is not blamed on
+  /// the GPU.
+  kLowerClocks,
 };
 
 /// One probe figure of one GPU, judged.
@@ -66,12 +71,14 @@ struct GpuTrouble {
 /// The health gate of one machine.
 struct HealthSummary {
   std::string machine;
-  std::string source;                  ///< tonight's health file ("" when only the sweep's)
+  std::string host;    ///< the machine without its GPU count (host_key): the sweep's runs match it
+  std::string source;  ///< tonight's health file ("" when only the sweep's)
   std::vector<HealthVerdict> figures;  ///< each GPU's figures with earlier nights
   int new_figures = 0;                 ///< figures no earlier night had
   std::vector<GpuTrouble> trouble;     ///< GPUs throttled or with ECC errors tonight
   std::string nvml_note;               ///< why there is no GPU state ("" when sampled)
-  int probe_regressions = 0;           ///< figures judged slower
+  int probe_regressions = 0;           ///< figures judged slower (the probe's and the sweep's)
+  int sweep_state_regressions = 0;     ///< of them, what NVML read during the sweep (sweep_*)
   int probe_held = 0;                  ///< figures judged unchanged
   int sweep_regressions = 0;           ///< GPU sweep rows of this machine that regressed tonight
   HealthCause cause = HealthCause::kNone;
@@ -80,15 +87,20 @@ struct HealthSummary {
 /// Tonight's health files against the earlier nights' (each Night's folder,
 /// through load_health; only the last options.window nights), one summary
 /// per machine of tonight. `sweep` is the sweeps' gate (null without one):
-/// its regressed rows of the same machine on a GPU (environment.gpus not
-/// empty) set sweep_regressions and the cause. What NVML read while the
-/// sweep's runs ran (their metrics.gpu_state) is judged the same way, per
-/// GPU of the runs, one sample per result, against the earlier nights'
-/// results: figures sweep_sm_clock_mhz, sweep_memory_clock_mhz (the median
-/// clocks at work) and sweep_power_limit_watts, each counted with the
-/// probe's; the slowing reasons and ECC errors the runs saw are troubles
-/// (GpuTrouble::sweep). A machine whose sweep was sampled but that has no
-/// health file tonight gets a summary of those alone.
+/// its regressed rows on a GPU (environment.gpus not empty) of the same
+/// machine (host_key: whatever share of its GPUs a run used) set
+/// sweep_regressions and the cause. What NVML read while the sweep's runs
+/// ran (their metrics.gpu_state) is judged the same way, per GPU of the
+/// runs, one sample per result, against the earlier nights' results of the
+/// combinations both ran: figures sweep_sm_clock_mhz,
+/// sweep_memory_clock_mhz (the median clocks at work) and
+/// sweep_power_limit_watts, counted with the probe's (and apart, in
+/// sweep_state_regressions); the slowing reasons and ECC errors the runs
+/// saw are troubles (GpuTrouble::sweep). Lower clocks are the GPU's own
+/// slowdown only with a hardware reason (a slowing reason other than the
+/// power cap, or a lower power limit); without one the cause is
+/// kLowerClocks. A machine whose sweep was sampled but that has no health
+/// file tonight gets a summary of those alone.
 std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
                                        const std::string& tonight_name,
                                        const std::vector<Night>& history,

@@ -213,7 +213,8 @@ struct MetricVerdict {
   /// A step dated back to a night that was itself "no change" was not, and
   /// awaits tonight's re-run like a move of tonight; so does one that the
   /// last night's own re-run refuted (that night's gate is judged again with
-  /// its first measurements and its re-runs, as the nightly job judged it).
+  /// its first measurements and its re-runs, as near as the files tell how
+  /// the nightly job judged it: today's options, controls chosen again).
   bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
   bool reruns_given = false;  ///< kAwaiting although re-runs were given: none of this combination

@@ -102,8 +102,8 @@ struct ReportModel {
   std::vector<Night> history;           ///< the --baseline nights, oldest first
   std::optional<LoadedResults> reruns;  ///< --confirm: re-runs of tonight's combinations
   std::optional<RegressionSummary> regression;
-  /// The GPU health gate, per machine with a health file tonight (with a
-  /// gate only: --baseline).
+  /// The GPU health gate, per machine with a health file tonight or a GPU
+  /// sweep whose runs NVML sampled (with a gate only: --baseline).
   std::vector<HealthSummary> health;
   int64_t memory_budget = 0;  ///< --memory-budget (0 = none)
 
