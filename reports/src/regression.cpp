@@ -1275,23 +1275,37 @@ JudgedThen judged_then(const std::vector<Night>& history, size_t k, size_t oldes
   const LoadedResults& r = history[k].results;
   if (k < oldest_judged || r.replaced.empty()) return {};
   const auto key = [](const ResultEntry& e) { return e.group + " # " + e.config_key; };
-  std::map<std::string, const ResultEntry*> first_of;  // the oldest of each
-  for (const ResultEntry& e : r.replaced) {
-    const ResultEntry*& f = first_of[key(e)];
-    if (f == nullptr || e.result.environment.date < f->result.environment.date) f = &e;
+  // Every measurement of a combination measured more than once, oldest
+  // first: the sweep's, the nightly gate's re-run, then any a re-gate made
+  // (ci/suite --regate), which the nightly verdict did not see.
+  std::map<std::string, std::vector<const ResultEntry*>> versions;
+  for (const ResultEntry& e : r.replaced) versions[key(e)].push_back(&e);
+  for (const ResultEntry& e : r.results) {
+    const auto it = versions.find(key(e));
+    if (it != versions.end()) it->second.push_back(&e);
+  }
+  for (auto& entry : versions) {
+    std::stable_sort(entry.second.begin(), entry.second.end(),
+                     [](const ResultEntry* a, const ResultEntry* b) {
+                       return a->result.environment.date < b->result.environment.date;
+                     });
   }
   std::vector<ResultEntry> first;
   std::vector<ResultEntry> reruns;
   for (const ResultEntry& e : r.results) {
-    const auto it = first_of.find(key(e));
-    first.push_back(it == first_of.end() ? e : *it->second);
-    if (it != first_of.end()) reruns.push_back(e);
+    const auto it = versions.find(key(e));
+    if (it == versions.end()) {
+      first.push_back(e);
+      continue;
+    }
+    first.push_back(*it->second[0]);
+    reruns.push_back(*it->second[1]);
   }
   const RegressionSummary then =
       gate(first, history[k].name, history, k, oldest_judged, o, &reruns);
   JudgedThen out;
   for (const RegressionRow& row : then.rows) {
-    if (row.current != nullptr && first_of.count(key(*row.current)) != 0)
+    if (row.current != nullptr && versions.count(key(*row.current)) != 0)
       out[match_key(*row.current)] = row.metrics;
   }
   return out;

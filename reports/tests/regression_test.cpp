@@ -1407,6 +1407,20 @@ TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
   EXPECT_EQ(row_of(confirmed_gate(cur, {root}, usual), "1f1b").status,
             RegressionStatus::kUndecidable);
 
+  // A re-gate of n3 later (ci/suite --regate, against another baseline)
+  // re-ran it again, on a machine at its usual speed for gpipe: that re-run
+  // would confirm it, but n3's nightly verdict is its first re-run's.
+  const std::string regated = fresh_dir("nights");
+  night(regated, "n1", 1, two(1.0, 1.0));
+  night(regated, "n2", 2, two(1.0, 1.0));
+  night_with_reruns(regated, "n3", 3, on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+  std::vector<FixtureSpec> later = on_machine(1.12, 1.0);
+  for (FixtureSpec& f : later) f.date = "2026-11-13T05:00:00Z";
+  write_sweep(regated + "/n3/rerun-20261113T050000Z", later);
+  const RegressionSummary after_regate = confirmed_gate(cur, {regated}, "");
+  EXPECT_FALSE(row_of(after_regate, "1f1b").metrics[0].reported_before);
+  EXPECT_EQ(after_regate.rerun_list().size(), 2u);
+
   // Had n3's re-runs confirmed it (its control at the usual speed, 1f1b as
   // slow), n3 reported it: tonight has seen it again, no re-run.
   const std::string kept = fresh_dir("nights");
