@@ -152,6 +152,17 @@ TEST(HealthFile, RoundTripsThroughJson) {
   quiet.gpus[0].gpu_state.reset();
   quiet.gpu_state_note = "gpu state: NVML not found";
   EXPECT_EQ(health_from_json(health_to_json(quiet), "h.json"), quiet);
+  // Reasons the driver did not give round-trip as unread; a file from
+  // before the field reads as read.
+  HealthFile unread = h;
+  unread.gpus[0].gpu_state->throttle_reasons.clear();
+  unread.gpus[0].gpu_state->throttle_reasons_read = false;
+  boost::json::value written = health_to_json(unread);
+  EXPECT_FALSE(
+      written.at("gpus").as_array()[0].at("gpu_state").at("throttle_reasons_read").as_bool());
+  EXPECT_EQ(health_from_json(written, "h.json"), unread);
+  written.at("gpus").as_array()[0].at("gpu_state").as_object().erase("throttle_reasons_read");
+  EXPECT_TRUE(health_from_json(written, "h.json").gpus[0].gpu_state->throttle_reasons_read);
 }
 
 std::string error_of(const boost::json::value& doc) {

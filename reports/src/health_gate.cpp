@@ -276,37 +276,44 @@ earlier_samples(const SweepHistory& h, const std::string& host, const std::strin
 }
 
 // The sweep's figures and trouble of `host`, into its summary. A figure
-// compares the combinations tonight and the earlier nights both ran (a
-// model added to the sweep, or one left out, changes what the GPU did, not
-// how fast it is).
+// compares the combinations that tonight and every earlier night of it ran
+// (a model added to the sweep, or one left out, changes what the GPU did,
+// not how fast it is).
 void add_sweep(HealthSummary& s, const std::string& host, const SweepHistory& h,
                const std::string& tonight, const GateOptions& options) {
   const int regressions = s.probe_regressions;
   const auto it = h.tonight.find(host);
   for (const auto& [gpu, figures] : it != h.tonight.end() ? it->second : SweepSamples{}) {
     for (const auto& [figure, samples] : figures) {
-      std::set<std::string> now_configs;
-      for (const auto& sample : samples) now_configs.insert(sample.first);
-      std::set<std::string> before_configs;
-      std::vector<NightFigure> series;
-      for (const auto& [name, night] : earlier_samples(h, host, gpu, figure)) {
-        NightFigure n{name, {}};
-        for (const auto& [config, x] : *night) {
-          if (now_configs.count(config) == 0) continue;
-          n.values.push_back(x);
-          before_configs.insert(config);
-        }
-        if (!n.values.empty()) series.push_back(std::move(n));
+      // The combinations of tonight's that every earlier night with the
+      // figure ran too.
+      std::set<std::string> common;
+      for (const auto& sample : samples) common.insert(sample.first);
+      const auto nights = earlier_samples(h, host, gpu, figure);
+      for (const auto& [name, night] : nights) {
+        std::set<std::string> ran;
+        for (const auto& sample : *night) ran.insert(sample.first);
+        std::erase_if(common, [&ran](const std::string& c) { return ran.count(c) == 0; });
       }
-      std::vector<double> now;
-      for (const auto& [config, x] : samples)
-        if (before_configs.count(config) != 0) now.push_back(x);
-      if (now.empty()) series.clear();  // no combination of tonight's ran before: new
-      judge(s, gpu, figure, std::move(series), now, tonight, options);
+      const auto only_common = [&common](const std::vector<std::pair<std::string, double>>& v) {
+        std::vector<double> out;
+        for (const auto& [config, x] : v)
+          if (common.count(config) != 0) out.push_back(x);
+        return out;
+      };
+      std::vector<NightFigure> series;
+      for (const auto& [name, night] : nights) series.push_back({name, only_common(*night)});
+      if (common.empty()) series.clear();  // no combination of tonight's ran every night: new
+      judge(s, gpu, figure, std::move(series), only_common(samples), tonight, options);
     }
   }
   s.sweep_state_regressions += s.probe_regressions - regressions;
   for (GpuTrouble& t : sweep_trouble(host, h.tonight_results)) s.trouble.push_back(std::move(t));
+  for (const ResultEntry* e : h.tonight_results) {
+    if (!e->result.metrics || host_key(e->result.environment) != host) continue;
+    for (const GpuState& g : e->result.metrics->gpu_state)
+      s.reasons_unread = s.reasons_unread || !g.throttle_reasons_read;
+  }
 }
 
 // The probe's summary of tonight's health file `e`.
@@ -430,8 +437,13 @@ std::string health_text(const HealthSummary& s) {
              "; the GPU sweep's combinations did not show it";
     case HealthCause::kLowerClocks:
       return text +
-             "the GPU ran the sweep at lower clocks, with no hardware cause NVML names (no "
-             "thermal or hardware slowdown, no power brake, its power limit as before): " +
+             (s.reasons_unread
+                  ? std::string("the GPU ran the sweep at lower clocks, and NVML did not give its "
+                                "throttle reasons (its power limit as before), so nothing tells "
+                                "the GPU's slowdown from the code's: ")
+                  : std::string("the GPU ran the sweep at lower clocks, with no hardware cause "
+                                "NVML names (no thermal or hardware slowdown, no power brake, its "
+                                "power limit as before): ")) +
              slower +
              (s.sweep_regressions > 0
                   ? "; a build that draws more power holds the GPU lower at its power cap too, so "

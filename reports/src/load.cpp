@@ -95,8 +95,13 @@ std::string machine_key(const ResultEnvironment& env) {
 }
 
 std::string host_key(const ResultEnvironment& env) {
-  std::vector<std::string> hosts = env.hosts;
+  // The name before the first dot: the probe names its host by
+  // gethostname(), a run by MPI_Get_processor_name(), which an MPI may
+  // shorten to it.
+  std::vector<std::string> hosts;
+  for (const std::string& h : env.hosts) hosts.push_back(h.substr(0, h.find('.')));
   std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
   std::set<std::string> models(env.gpus.begin(), env.gpus.end());
   return or_dash(join(hosts, ",")) + " | " + or_dash(env.cpu) + " | " +
          or_dash(join({models.begin(), models.end()}, ","));

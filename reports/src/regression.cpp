@@ -1276,8 +1276,8 @@ JudgedThen judged_then(const std::vector<Night>& history, size_t k, size_t oldes
   if (k < oldest_judged || r.replaced.empty()) return {};
   const auto key = [](const ResultEntry& e) { return e.group + " # " + e.config_key; };
   // Every measurement of a combination measured more than once, oldest
-  // first: the sweep's, the nightly gate's re-run, then any a re-gate made
-  // (ci/suite --regate), which the nightly verdict did not see.
+  // first: the sweep's, then its re-runs: the nightly gate's, and any a
+  // re-gate made (ci/suite --regate), which the nightly verdict did not see.
   std::map<std::string, std::vector<const ResultEntry*>> versions;
   for (const ResultEntry& e : r.replaced) versions[key(e)].push_back(&e);
   for (const ResultEntry& e : r.results) {
@@ -1299,7 +1299,7 @@ JudgedThen judged_then(const std::vector<Night>& history, size_t k, size_t oldes
       continue;
     }
     first.push_back(*it->second[0]);
-    reruns.push_back(*it->second[1]);
+    reruns.push_back(*it->second[1]);  // the oldest re-run: the nightly gate's
   }
   const RegressionSummary then =
       gate(first, history[k].name, history, k, oldest_judged, o, &reruns);

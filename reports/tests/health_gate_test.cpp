@@ -218,7 +218,8 @@ TEST(HealthGate, ProbesOfAnotherMachineAreNotCompared) {
 // limit `limit_w`, and the throttle bits `reasons` (hot, at 90 C, when
 // any). Returns the night's cuda folder.
 std::string sampled_night(const std::string& root, const std::string& name, int day, double slow,
-                          double sm_mhz, double limit_w = 700, uint64_t reasons = 0) {
+                          double sm_mhz, double limit_w = 700, uint64_t reasons = 0,
+                          bool reasons_read = true) {
   const std::string dir = root + "/" + name + "/cuda";
   std::filesystem::create_directories(dir);
   int i = 0;
@@ -243,6 +244,7 @@ std::string sampled_night(const std::string& root, const std::string& name, int 
       x.power_watts = 650;
       x.temperature_c = reasons != 0 ? 90 : 60;
       x.throttle_reasons = reasons;
+      x.throttle_read = reasons_read;
       x.ecc_corrected = x.ecc_uncorrected = 0;
       GpuState st = summarise_gpu_samples({x, x});
       st.gpu = "node1: NVIDIA H200 (0000:3B:00.0)";
@@ -254,12 +256,13 @@ std::string sampled_night(const std::string& root, const std::string& name, int 
 }
 
 // Two nights of a sampled sweep at the usual clocks, then tonight's.
-Gated sampled_gate(double slow, double sm_mhz, double limit_w, uint64_t reasons) {
+Gated sampled_gate(double slow, double sm_mhz, double limit_w, uint64_t reasons,
+                   bool reasons_read = true) {
   const std::string root = fresh_dir("sampled-nights");
   sampled_night(root, "n1", 1, 1.0, 1980);
   sampled_night(root, "n2", 2, 1.0, 1980);
-  const std::string cur =
-      sampled_night(fresh_dir("sampled-tonight"), "t", 3, slow, sm_mhz, limit_w, reasons);
+  const std::string cur = sampled_night(fresh_dir("sampled-tonight"), "t", 3, slow, sm_mhz, limit_w,
+                                        reasons, reasons_read);
   ReportOptions o;
   o.inputs = {std::filesystem::path(cur).parent_path().string()};  // tonight is "t"
   o.baselines = {root};
@@ -362,16 +365,27 @@ TEST(HealthGate, LowerClocksAtThePowerCapAreNotBlamedOnTheGpu) {
       << g.out;
   EXPECT_EQ(g.out.find("follow it, not the code"), std::string::npos) << g.out;
   EXPECT_NE(g.out.find("throttled during the GPU sweep: sw_power_cap"), std::string::npos) << g.out;
+  // Lower clocks where the driver gave no reasons: it says so, not "none".
+  const Gated unread = sampled_gate(1.15, 1700, 700, 0, false);
+  EXPECT_EQ(unread.code, 1);
+  EXPECT_NE(unread.out.find("the GPU ran the sweep at lower clocks, and NVML did not give its "
+                            "throttle reasons (its power limit as before), so nothing tells the "
+                            "GPU's slowdown from the code's: node1: NVIDIA H200"),
+            std::string::npos)
+      << unread.out;
 }
 
 TEST(HealthGate, TheProbeAndTheSweepOfOneMachineAreOneVerdictWhateverGpusTheRunsUsed) {
   // An eight-GPU machine's probe measures all eight; its sweep's runs used
-  // one, shared: the probe's machine says 8x, the runs' 1x, one machine.
+  // one, shared: the probe's machine says 8x, the runs' 1x, and the probe
+  // names its host in full: one machine.
   const std::string root = fresh_dir("merged-nights");
   const auto probe_of = [](const std::string& night_cuda, int day) {
     HealthFile h = probe("", 1.0);
     h.date = "2026-11-" + std::to_string(10 + day) + "T02:00:00Z";
     h.environment = machine(h.date);
+    // gethostname() gives the full name where MPI's processor name may not.
+    h.environment.hosts = {"node1.cluster.example"};
     h.environment.gpus.assign(8, "NVIDIA H200");
     h.environment.ranks = 8;
     const std::string dir = std::filesystem::path(night_cuda).parent_path().string() + "/health";
@@ -387,7 +401,7 @@ TEST(HealthGate, TheProbeAndTheSweepOfOneMachineAreOneVerdictWhateverGpusTheRuns
   const RegressionSummary sweep = run_gate(tonight.results, "t", nights, {});
   const std::vector<HealthSummary> s = gate_health(load_health({cur}), "t", nights, &sweep, {});
   ASSERT_EQ(s.size(), 1U);
-  EXPECT_EQ(s[0].machine, "node1 | Fixture CPU @ 2.0GHz | 8x NVIDIA H200");
+  EXPECT_EQ(s[0].machine, "node1.cluster.example | Fixture CPU @ 2.0GHz | 8x NVIDIA H200");
   EXPECT_EQ(s[0].figures.size(), 4U + 3U);  // the probe's four, the sweep's three
   EXPECT_EQ(s[0].sweep_regressions, 8);
   EXPECT_EQ(s[0].cause, HealthCause::kSoftware);

@@ -79,6 +79,7 @@ struct HealthSummary {
   std::string nvml_note;               ///< why there is no GPU state ("" when sampled)
   int probe_regressions = 0;           ///< figures judged slower (the probe's and the sweep's)
   int sweep_state_regressions = 0;     ///< of them, what NVML read during the sweep (sweep_*)
+  bool reasons_unread = false;         ///< a run of the sweep could not read the throttle reasons
   int probe_held = 0;                  ///< figures judged unchanged
   int sweep_regressions = 0;           ///< GPU sweep rows of this machine that regressed tonight
   HealthCause cause = HealthCause::kNone;

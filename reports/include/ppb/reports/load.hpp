@@ -112,10 +112,11 @@ std::vector<std::string> result_candidates(const std::string& path);
 /// (software_changes in regression.hpp).
 std::string machine_key(const ResultEnvironment& env);
 
-/// machine_key without the GPU count: the hosts, the CPU and the GPU models
-/// ("node1 | AMD EPYC | NVIDIA H200"), the same for every run on a machine
-/// whatever share of its GPUs it used, and for the GPU health probe, which
-/// measures them all.
+/// machine_key without the GPU count: the hosts (each by its name before
+/// the first dot), the CPU and the GPU models ("node1 | AMD EPYC | NVIDIA
+/// H200"), the same for every run on a machine whatever share of its GPUs
+/// it used, and for the GPU health probe, which measures them all and names
+/// its host by gethostname() where a run has MPI's processor name.
 std::string host_key(const ResultEnvironment& env);
 
 /// Keys of one result (used by load_results; exposed for tests and baselines).
