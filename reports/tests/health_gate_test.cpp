@@ -93,8 +93,27 @@ struct Gated {
   std::string out;    ///< what the report printed
   std::string junit;  ///< its JUnit file
   std::string md;     ///< its Markdown file
-  std::string html;   ///< its HTML file (sampled_gate)
+  std::string html;   ///< its HTML file
 };
+
+// `pipebench report` of `input` against the nights under `root`, its
+// outputs beside the input (in `dir`).
+Gated report_of(const std::string& input, const std::string& root, const std::string& dir) {
+  ReportOptions o;
+  o.inputs = {input};
+  o.baselines = {root};
+  o.junit = dir + "/report.junit.xml";
+  o.markdown = dir + "/report.md";
+  o.html = dir + "/report.html";
+  std::ostringstream out;
+  Gated g;
+  g.code = run_report(o, out);
+  g.out = out.str();
+  g.junit = testing::read(o.junit);
+  g.md = testing::read(o.markdown);
+  g.html = testing::read(o.html);
+  return g;
+}
 
 // Two clean nights, then tonight (sweep x slow, probe as given), gated as
 // ci/suite gates: tonight's sweep folder, the earlier nights' root.
@@ -103,18 +122,7 @@ Gated gate(double slow, const HealthFile& tonight) {
   gpu_night(root, "n1", 1, 1.0, probe("", 1.0));
   gpu_night(root, "n2", 2, 1.0, probe("", 1.0));
   const std::string cur = gpu_night(fresh_dir("health-tonight"), "t", 3, slow, tonight);
-  ReportOptions o;
-  o.inputs = {cur + "/cuda"};
-  o.baselines = {root};
-  o.junit = cur + "/report.junit.xml";
-  o.markdown = cur + "/report.md";
-  std::ostringstream out;
-  Gated g;
-  g.code = run_report(o, out);
-  g.out = out.str();
-  g.junit = testing::read(o.junit);
-  g.md = testing::read(o.markdown);
-  return g;
+  return report_of(cur + "/cuda", root, cur);
 }
 
 TEST(HealthGate, ASlowerGemmNightWithASlowerSweepBlamesTheGpu) {
@@ -263,20 +271,7 @@ Gated sampled_gate(double slow, double sm_mhz, double limit_w, uint64_t reasons,
   sampled_night(root, "n2", 2, 1.0, 1980);
   const std::string cur = sampled_night(fresh_dir("sampled-tonight"), "t", 3, slow, sm_mhz, limit_w,
                                         reasons, reasons_read);
-  ReportOptions o;
-  o.inputs = {std::filesystem::path(cur).parent_path().string()};  // tonight is "t"
-  o.baselines = {root};
-  o.junit = cur + "/report.junit.xml";
-  o.markdown = cur + "/report.md";
-  o.html = cur + "/report.html";
-  std::ostringstream out;
-  Gated g;
-  g.code = run_report(o, out);
-  g.out = out.str();
-  g.junit = testing::read(o.junit);
-  g.md = testing::read(o.markdown);
-  g.html = testing::read(o.html);
-  return g;
+  return report_of(std::filesystem::path(cur).parent_path().string(), root, cur);  // tonight: "t"
 }
 
 TEST(HealthGate, ASweepAtLowerClocksIsTheGpusOwnSlowdownWithoutAProbe) {
