@@ -122,6 +122,17 @@ std::map<std::string, SweepSamples> sweep_samples(const std::vector<const Result
   return out;
 }
 
+// The GPU states the runs of `results` on `host` (host_key) recorded.
+std::vector<const GpuState*> host_states(const std::string& host,
+                                         const std::vector<const ResultEntry*>& results) {
+  std::vector<const GpuState*> out;
+  for (const ResultEntry* e : results) {
+    if (!e->result.metrics || host_key(e->result.environment) != host) continue;
+    for (const GpuState& g : e->result.metrics->gpu_state) out.push_back(&g);
+  }
+  return out;
+}
+
 // What slowed or failed each GPU of `host` (host_key) while tonight's
 // sweep ran: the slowing reasons any run saw, its lowest SM clock and top
 // temperature, the ECC errors that arrived during the runs (summed over
@@ -132,24 +143,21 @@ std::vector<GpuTrouble> sweep_trouble(const std::string& host,
   const auto add = [](int64_t& total, int64_t n) {
     if (n >= 0) total = std::max<int64_t>(total, 0) + n;
   };
-  for (const ResultEntry* e : results) {
-    if (!e->result.metrics || host_key(e->result.environment) != host) continue;
-    for (const GpuState& g : e->result.metrics->gpu_state) {
-      GpuTrouble& t = by_gpu[g.gpu];
-      t.gpu = g.gpu;
-      t.sweep = true;
-      for (const std::string& r : slowing_reasons(g)) {
-        if (std::find(t.reasons.begin(), t.reasons.end(), r) == t.reasons.end())
-          t.reasons.push_back(r);
-      }
-      if (std::isfinite(g.sm_clock_mhz_min) &&
-          !(g.sm_clock_mhz_min >= t.sm_clock_mhz_min))  // NaN so far, or lower
-        t.sm_clock_mhz_min = g.sm_clock_mhz_min;
-      if (std::isfinite(g.temperature_c_max) && !(g.temperature_c_max <= t.temperature_c_max))
-        t.temperature_c_max = g.temperature_c_max;
-      add(t.ecc_corrected, g.ecc_corrected);
-      add(t.ecc_uncorrected, g.ecc_uncorrected);
+  for (const GpuState* g : host_states(host, results)) {
+    GpuTrouble& t = by_gpu[g->gpu];
+    t.gpu = g->gpu;
+    t.sweep = true;
+    for (const std::string& r : slowing_reasons(*g)) {
+      if (std::find(t.reasons.begin(), t.reasons.end(), r) == t.reasons.end())
+        t.reasons.push_back(r);
     }
+    if (std::isfinite(g->sm_clock_mhz_min) &&
+        !(g->sm_clock_mhz_min >= t.sm_clock_mhz_min))  // NaN so far, or lower
+      t.sm_clock_mhz_min = g->sm_clock_mhz_min;
+    if (std::isfinite(g->temperature_c_max) && !(g->temperature_c_max <= t.temperature_c_max))
+      t.temperature_c_max = g->temperature_c_max;
+    add(t.ecc_corrected, g->ecc_corrected);
+    add(t.ecc_uncorrected, g->ecc_uncorrected);
   }
   std::vector<GpuTrouble> out;
   for (auto& [gpu, t] : by_gpu) {
@@ -309,11 +317,8 @@ void add_sweep(HealthSummary& s, const std::string& host, const SweepHistory& h,
   }
   s.sweep_state_regressions += s.probe_regressions - regressions;
   for (GpuTrouble& t : sweep_trouble(host, h.tonight_results)) s.trouble.push_back(std::move(t));
-  for (const ResultEntry* e : h.tonight_results) {
-    if (!e->result.metrics || host_key(e->result.environment) != host) continue;
-    for (const GpuState& g : e->result.metrics->gpu_state)
-      s.reasons_unread = s.reasons_unread || !g.throttle_reasons_read;
-  }
+  for (const GpuState* g : host_states(host, h.tonight_results))
+    s.reasons_unread = s.reasons_unread || !g->throttle_reasons_read;
 }
 
 // The probe's summary of tonight's health file `e`.

@@ -1372,6 +1372,16 @@ void night_with_reruns(const std::string& root, const std::string& name, int day
   write_sweep(dir + "/rerun", reruns);
 }
 
+// Two quiet nights, then n3, when the machine was 12% slower while 1f1b ran,
+// with n3's re-runs in n3/rerun/; returns the nights' root.
+std::string slow_n3(std::vector<FixtureSpec> reruns) {
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night_with_reruns(root, "n3", 3, on_machine(1.12, 1.0), std::move(reruns));
+  return root;
+}
+
 TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
   // n3 ran 1f1b while the machine was 12% slower for minutes: n3's gate
   // flagged it, and its re-runs (1f1b and its control gpipe, both slow now)
@@ -1379,10 +1389,7 @@ TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
   // whose history figures are its re-run's, slow too. n3 did not report the
   // move (its re-run refuted it), so tonight's is a first report: it awaits
   // a re-run, which decides it.
-  const std::string root = fresh_dir("nights");
-  night(root, "n1", 1, two(1.0, 1.0));
-  night(root, "n2", 2, two(1.0, 1.0));
-  night_with_reruns(root, "n3", 3, on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+  const std::string root = slow_n3(on_machine(1.12, 1.12));
   const std::vector<Night> history = load_nights({root}, false);
   ASSERT_EQ(history.size(), 3u);
   EXPECT_EQ(history[2].results.replaced.size(), 2u);  // the first measurements
@@ -1410,10 +1417,7 @@ TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
   // A re-gate of n3 later (ci/suite --regate, against another baseline)
   // re-ran it again, on a machine at its usual speed for gpipe: that re-run
   // would confirm it, but n3's nightly verdict is its first re-run's.
-  const std::string regated = fresh_dir("nights");
-  night(regated, "n1", 1, two(1.0, 1.0));
-  night(regated, "n2", 2, two(1.0, 1.0));
-  night_with_reruns(regated, "n3", 3, on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+  const std::string regated = slow_n3(on_machine(1.12, 1.12));
   std::vector<FixtureSpec> later = on_machine(1.12, 1.0);
   for (FixtureSpec& f : later) f.date = "2026-11-13T05:00:00Z";
   write_sweep(regated + "/n3/rerun-20261113T050000Z", later);
@@ -1423,10 +1427,7 @@ TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
 
   // Had n3's re-runs confirmed it (its control at the usual speed, 1f1b as
   // slow), n3 reported it: tonight has seen it again, no re-run.
-  const std::string kept = fresh_dir("nights");
-  night(kept, "n1", 1, two(1.0, 1.0));
-  night(kept, "n2", 2, two(1.0, 1.0));
-  night_with_reruns(kept, "n3", 3, on_machine(1.12, 1.0), on_machine(1.12, 1.0));
+  const std::string kept = slow_n3(on_machine(1.12, 1.0));
   const RegressionSummary again = confirmed_gate(cur, {kept}, "");
   EXPECT_EQ(row_of(again, "1f1b").status, RegressionStatus::kRegressed);
   EXPECT_TRUE(row_of(again, "1f1b").metrics[0].reported_before);
