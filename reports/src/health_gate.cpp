@@ -52,19 +52,25 @@ const std::vector<double>* samples_of(const HealthFile& file, const HealthGpu& g
   return nullptr;
 }
 
-// The earlier nights' health of `machine`: per night its name and file
-// (the newest when a night holds several), oldest first.
+// A night's newest health file of `machine` (the first of the newest on a
+// tie); null when the night has none.
+const HealthEntry* newest_of(const std::string& machine, const std::vector<HealthEntry>& night) {
+  const HealthEntry* newest = nullptr;
+  for (const HealthEntry& e : night) {
+    if (e.machine == machine && (newest == nullptr || e.file.date > newest->file.date)) newest = &e;
+  }
+  return newest;
+}
+
+// The earlier nights' health of `machine`: per night its name and newest
+// file, oldest first.
 std::vector<std::pair<std::string, const HealthFile*>> earlier(
     const std::string& machine,
     const std::vector<std::pair<std::string, std::vector<HealthEntry>>>& nights) {
   std::vector<std::pair<std::string, const HealthFile*>> out;
   for (const auto& [name, entries] : nights) {
-    const HealthFile* newest = nullptr;
-    for (const HealthEntry& e : entries) {
-      if (e.machine == machine && (newest == nullptr || e.file.date > newest->date))
-        newest = &e.file;
-    }
-    if (newest != nullptr) out.emplace_back(name, newest);
+    if (const HealthEntry* newest = newest_of(machine, entries))
+      out.emplace_back(name, &newest->file);
   }
   return out;
 }
@@ -329,7 +335,7 @@ HealthSummary probe_summary(
   HealthSummary s;
   s.machine = e.machine;
   s.source = e.source;
-  s.nvml_note = e.file.gpu_state_note;
+  if (!e.file.gpu_state_note.empty()) s.notes.push_back(e.file.gpu_state_note);
   s.trouble = trouble_of(e.file);
   const auto before = earlier(e.machine, nights);
   for (const HealthGpu& g : e.file.gpus) {
@@ -363,7 +369,14 @@ std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
   std::vector<HealthSummary> out;
   std::set<std::string> with_sweep;
   for (const HealthEntry& e : tonight) {
+    if (newest_of(e.machine, tonight) != &e) continue;  // as earlier() reads a night
     out.push_back(probe_summary(e, nights, tonight_name, options));
+    for (const HealthEntry& other : tonight) {
+      if (other.machine == e.machine && &other != &e)
+        out.back().notes.push_back(
+            "an earlier probe of this machine tonight is not gated: " + other.source + " (" +
+            other.file.date + "; the newest is " + e.source + ")");
+    }
     out.back().host = host_key(e.file.environment);
     if (with_sweep.insert(out.back().host).second)
       add_sweep(out.back(), out.back().host, swept, tonight_name, options);

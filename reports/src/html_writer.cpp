@@ -680,10 +680,10 @@ void section_health(std::ostringstream& h, const ReportModel& m) {
   for (const HealthSummary& s : m.health) {
     const bool fail = s.probe_regressions > 0;
     h << "<div class=\"verdict" << (fail ? " fail" : "") << "\">" << esc(health_text(s));
-    if (!s.trouble.empty() || !s.nvml_note.empty()) {
+    if (!s.trouble.empty() || !s.notes.empty()) {
       h << "<ul>";
       for (const GpuTrouble& t : s.trouble) h << "<li>" << esc(trouble_text(t)) << "</li>";
-      if (!s.nvml_note.empty()) h << "<li>" << esc(s.nvml_note) << "</li>";
+      for (const std::string& n : s.notes) h << "<li>" << esc(n) << "</li>";
       h << "</ul>";
     }
     h << "</div>\n";

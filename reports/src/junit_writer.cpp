@@ -123,6 +123,7 @@ std::string write_junit(const ReportModel& model) {
     std::vector<Case> cases;
     std::string context = health_text(h);
     for (const GpuTrouble& t : h.trouble) context += "\n" + trouble_text(t);
+    for (const std::string& n : h.notes) context += "\n" + n;
     for (const HealthVerdict& v : h.figures) {
       Case c;
       c.name = v.gpu + " " + v.what.name;

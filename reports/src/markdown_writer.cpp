@@ -154,7 +154,7 @@ void health_section(std::ostringstream& md, const ReportModel& m) {
   for (const HealthSummary& h : m.health) {
     md << "**" << cell(health_text(h)) << "**\n\n";
     for (const GpuTrouble& t : h.trouble) md << "- " << cell(trouble_text(t)) << "\n";
-    if (!h.nvml_note.empty()) md << "- " << cell(h.nvml_note) << "\n";
+    for (const std::string& n : h.notes) md << "- " << cell(n) << "\n";
     for (const HealthVerdict& v : h.figures) {
       md << "- " << cell(v.gpu) << ": " << regression_status_name(v.what.status) << ": "
          << cell(verdict_text(v.what)) << "\n";

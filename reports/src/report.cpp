@@ -78,7 +78,7 @@ void print_gate(const ReportModel& m, std::ostream& out) {
   for (const HealthSummary& h : m.health) {
     out << health_text(h) << "\n";
     for (const GpuTrouble& t : h.trouble) out << "  GPU STATE " << trouble_text(t) << "\n";
-    if (!h.nvml_note.empty()) out << "  " << h.nvml_note << "\n";
+    for (const std::string& n : h.notes) out << "  " << n << "\n";
   }
   out << "regressions: " << m.regressions() << " beyond " << format_trimmed(r.threshold * 100)
       << "%\n";

@@ -155,6 +155,39 @@ TEST(HealthGate, AHeldProbeWithASlowerSweepBlamesTheSoftware) {
   EXPECT_EQ(g.out.find("the GPU itself got slower"), std::string::npos) << g.out;
 }
 
+TEST(HealthGate, OfTwoProbesOfAMachineInANightTheNewestIsGatedAndTheOtherNamed) {
+  // Tonight's probe ran twice: first while the GPU was slower, then again,
+  // as usual. One verdict for the machine, from the newest probe, as a
+  // night of the history is read; the earlier probe is named, not gated.
+  const std::string root = fresh_dir("health-nights");
+  gpu_night(root, "n1", 1, 1.0, probe("", 1.0));
+  gpu_night(root, "n2", 2, 1.0, probe("", 1.0));
+  const std::string cur = gpu_night(fresh_dir("health-tonight"), "t", 3, 1.2, probe("", 1.0));
+  HealthFile early = probe("2026-11-13T01:00:00Z", 0.85);
+  early.environment = machine(early.date);
+  write_health_file(OutputPath(cur + "/health", "health-early.json"), early);
+  ASSERT_EQ(load_health({cur}).size(), 2U);
+  const Gated g = report_of(cur + "/cuda", root, cur);
+  EXPECT_EQ(g.code, 1);
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(g.out, "GPU health ("), 1U) << g.out;
+  EXPECT_NE(g.out.find("the probe held (4 figure(s) unchanged"), std::string::npos) << g.out;
+  EXPECT_EQ(g.out.find("the GPU itself got slower"), std::string::npos) << g.out;
+  const std::string note = "an earlier probe of this machine tonight is not gated: " + cur +
+                           "/health/health-early.json (2026-11-13T01:00:00Z; the newest is " + cur +
+                           "/health/health.json)";
+  EXPECT_NE(g.out.find(note), std::string::npos) << g.out;
+  EXPECT_NE(g.md.find(note), std::string::npos);
+  EXPECT_NE(g.html.find("an earlier probe of this machine tonight is not gated"),
+            std::string::npos);
+  EXPECT_NE(g.junit.find("an earlier probe of this machine tonight is not gated"),
+            std::string::npos);
+}
+
 TEST(HealthGate, ASlowerProbeAloneIsARegressionOfTheGpu) {
   const Gated g = gate(1.0, probe("", 0.85));
   EXPECT_EQ(g.code, 1);  // the sweep held, the GPU did not

@@ -76,18 +76,22 @@ struct HealthSummary {
   std::vector<HealthVerdict> figures;  ///< each GPU's figures with earlier nights
   int new_figures = 0;                 ///< figures no earlier night had
   std::vector<GpuTrouble> trouble;     ///< GPUs throttled or with ECC errors tonight
-  std::string nvml_note;               ///< why there is no GPU state ("" when sampled)
-  int probe_regressions = 0;           ///< figures judged slower (the probe's and the sweep's)
-  int sweep_state_regressions = 0;     ///< of them, what NVML read during the sweep (sweep_*)
-  bool reasons_unread = false;         ///< a run of the sweep could not read the throttle reasons
-  int probe_held = 0;                  ///< figures judged unchanged
-  int sweep_regressions = 0;           ///< GPU sweep rows of this machine that regressed tonight
+  /// Why there is no GPU state (when NVML was not sampled), and tonight's
+  /// earlier probes of the machine that the newest one supersedes.
+  std::vector<std::string> notes;
+  int probe_regressions = 0;        ///< figures judged slower (the probe's and the sweep's)
+  int sweep_state_regressions = 0;  ///< of them, what NVML read during the sweep (sweep_*)
+  bool reasons_unread = false;      ///< a run of the sweep could not read the throttle reasons
+  int probe_held = 0;               ///< figures judged unchanged
+  int sweep_regressions = 0;        ///< GPU sweep rows of this machine that regressed tonight
   HealthCause cause = HealthCause::kNone;
 };
 
 /// Tonight's health files against the earlier nights' (each Night's folder,
 /// through load_health; only the last options.window nights), one summary
-/// per machine of tonight. `sweep` is the sweeps' gate (null without one):
+/// per machine of tonight: of several health files of a machine in a
+/// night, the newest (HealthFile::date) is gated, as in the earlier nights,
+/// and the others are named in its notes. `sweep` is the sweeps' gate (null without one):
 /// its regressed rows on a GPU (environment.gpus not empty) of the same
 /// machine (host_key: whatever share of its GPUs a run used) set
 /// sweep_regressions and the cause. What NVML read while the sweep's runs
