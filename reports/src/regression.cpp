@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -725,18 +726,23 @@ bool moved(const MetricVerdict& v) {
   return v.status == RegressionStatus::kRegressed || v.status == RegressionStatus::kImproved;
 }
 
+// What the nightly gate of an earlier night said of one figure of the
+// combination being judged (JudgedNights), or null where that night is not
+// judged again.
+using Recall =
+    std::function<const MetricVerdict*(const std::string& night, const std::string& figure)>;
+
 // One timing figure decided over its nights. A move dated to an earlier
-// night is checked against the verdict the last judged night got: when that
-// night already showed the same move, tonight has seen it again; when the
-// step only shows now that tonight is added (the arrival night alone was
-// "no change"), tonight is the first night it is reported. That night is
-// judged as it was then: against one reference night fewer, so with the
-// wider floor it had (and tonight's z).
-MetricVerdict decide_timing(const Series& f, const GateOptions& o) {
+// night was reported before tonight when the gate of its last reference
+// night (the night before tonight in its series) gave the same verdict:
+// tonight has seen it again. When that night's gate did not (the step only
+// shows now that tonight is added, or that night's re-run refuted it),
+// tonight is the first night it is reported.
+MetricVerdict decide_timing(const Series& f, const GateOptions& o, const Recall& recall) {
   MetricVerdict v = decide_sampled(f.kind, f.nights, o);
-  if (moved(v) && v.arrived != f.nights.back().night && f.nights.size() >= 3) {
-    const std::vector<NightSamples> before(f.nights.begin(), f.nights.end() - 1);
-    v.reported_before = decide_sampled(f.kind, before, o).status == v.status;
+  if (moved(v) && v.arrived != f.nights.back().night && recall) {
+    const MetricVerdict* then = recall(f.nights[f.nights.size() - 2].night, v.name);
+    v.reported_before = then != nullptr && then->status == v.status;
   }
   return v;
 }
@@ -812,7 +818,8 @@ using Floors = std::map<std::string, NoiseFloor>;
 // Every figure of `c` against its history: row.metrics (and a status
 // change in row.reasons). summarize() turns them into the row's verdict.
 void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<Matched>& history,
-                    const std::string& tonight, const GateOptions& o, const Floors& floors) {
+                    const std::string& tonight, const GateOptions& o, const Floors& floors,
+                    const Recall& recall = {}) {
   const TimingHistory h = timing_history(c, history, o);
   const bool cur_ok = c.result.status == ResultStatus::kOk;
   const Result& last = history.back().entry->result;
@@ -842,10 +849,11 @@ void decide_figures(RegressionRow& row, const ResultEntry& c, const std::vector<
       const auto it = floors.find(floor_key(c.machine, c.result.config.backend, f.kind.family));
       if (it != floors.end()) f.kind.noise = &it->second;
     }
-    row.metrics.push_back(decide_timing(series[0], o));
-    row.metrics.push_back(decide_timing(series[1], o));
+    row.metrics.push_back(decide_timing(series[0], o, recall));
+    row.metrics.push_back(decide_timing(series[1], o, recall));
     row.metrics.push_back(decide_memory("peak memory", mem, o));
-    for (size_t i = 2; i < series.size(); ++i) row.metrics.push_back(decide_timing(series[i], o));
+    for (size_t i = 2; i < series.size(); ++i)
+      row.metrics.push_back(decide_timing(series[i], o, recall));
   }
   // The device's peak is as deterministic as the tracked one (the pool's
   // high-water mark): decided the same way, over the nights that have it.
@@ -1021,9 +1029,9 @@ RegressionRow blank_row(const ResultEntry& e) {
 
 // A timing figure that regressed or improved tonight awaits a re-run, and
 // so does a step dated to an earlier night that no night reported before
-// tonight; one that the last judged night already showed (and its re-run,
-// if it made one, did not refute: recall_last_night) has been seen again
-// every night since.
+// tonight; one that the last night's gate already reported (its re-run, if
+// it made one, did not refute it: decide_timing) has been seen again every
+// night since.
 void mark_awaiting(RegressionRow& row) {
   for (MetricVerdict& v : row.metrics) {
     if (v.timing && moved(v) && !v.reported_before) v.confirmation = Confirmation::kAwaiting;
@@ -1256,94 +1264,99 @@ MetricVerdict decide_figure(const std::string& name, int worse,
 
 namespace {
 
-// Each figure of the combinations a night's confirmation ran again, as that
-// night's own gate left them, keyed by match_key.
-using JudgedThen = std::map<std::string, std::vector<MetricVerdict>>;
+class JudgedNights;
 
 RegressionSummary gate(const std::vector<ResultEntry>& current, const std::string& tonight,
-                       const std::vector<Night>& history, size_t end, size_t oldest_judged,
+                       const std::vector<Night>& history, size_t end, JudgedNights& judged,
                        const GateOptions& options, const std::vector<ResultEntry>* reruns);
 
-// Night `k` of `history` gated again as the nightly job gated it: its
-// sweep's first measurements against the nights before it, the re-runs in
-// its folder (which later nights read in place of the first measurements)
-// confirming. Only nights from `oldest_judged` on are judged again (each
-// one's own gate reads the night before it: the chain ends there). Empty
-// when the night re-ran nothing.
-JudgedThen judged_then(const std::vector<Night>& history, size_t k, size_t oldest_judged,
-                       const GateOptions& o) {
-  const LoadedResults& r = history[k].results;
-  if (k < oldest_judged || r.replaced.empty()) return {};
-  const auto key = [](const ResultEntry& e) { return e.group + " # " + e.config_key; };
-  // Every measurement of a combination measured more than once, oldest
-  // first: the sweep's, then its re-runs: the nightly gate's, and any a
-  // re-gate made (ci/suite --regate), which the nightly verdict did not see.
-  std::map<std::string, std::vector<const ResultEntry*>> versions;
-  for (const ResultEntry& e : r.replaced) versions[key(e)].push_back(&e);
-  for (const ResultEntry& e : r.results) {
-    const auto it = versions.find(key(e));
-    if (it != versions.end()) it->second.push_back(&e);
-  }
-  for (auto& entry : versions) {
-    std::stable_sort(entry.second.begin(), entry.second.end(),
-                     [](const ResultEntry* a, const ResultEntry* b) {
-                       return a->result.environment.date < b->result.environment.date;
-                     });
-  }
-  std::vector<ResultEntry> first;
-  std::vector<ResultEntry> reruns;
-  for (const ResultEntry& e : r.results) {
-    const auto it = versions.find(key(e));
-    if (it == versions.end()) {
-      first.push_back(e);
-      continue;
-    }
-    first.push_back(*it->second[0]);
-    reruns.push_back(*it->second[1]);  // the oldest re-run: the nightly gate's
-  }
-  const RegressionSummary then =
-      gate(first, history[k].name, history, k, oldest_judged, o, &reruns);
-  JudgedThen out;
-  for (const RegressionRow& row : then.rows) {
-    if (row.current != nullptr && versions.count(key(*row.current)) != 0)
-      out[match_key(*row.current)] = row.metrics;
-  }
-  return out;
-}
+// The nights of a gate's history gated again as the nightly job gated
+// them, each at most once and only when asked for: a night's sweep (its
+// first measurements) against the nights before it, the re-runs in its
+// folder (which later nights read in place of the first measurements)
+// confirming. Only nights from `oldest` on are judged again: each night's
+// own gate asks for the nights before it, and the chain ends there.
+class JudgedNights {
+ public:
+  JudgedNights(const std::vector<Night>& history, size_t oldest, const GateOptions& options)
+      : history_(history), oldest_(oldest), options_(options) {}
 
-// A move dated to an earlier night was reported before tonight when the
-// last night's gate gave it the same verdict. decide_timing reads that from
-// the last night's figures in the history; when that night re-ran the
-// combination, they are its re-run's, and its gate's verdict was the
-// confirmation's: a move its re-run refuted was not reported, and awaits
-// tonight's re-run.
-void recall_last_night(RegressionRow& row, const JudgedThen& then, const std::string& key,
-                       const std::string& tonight) {
-  const auto it = then.find(key);
-  if (it == then.end()) return;
-  for (MetricVerdict& v : row.metrics) {
-    if (!v.timing || !moved(v) || v.arrived == tonight) continue;
-    const auto same = std::find_if(it->second.begin(), it->second.end(),
-                                   [&v](const MetricVerdict& t) { return t.name == v.name; });
-    v.reported_before = same != it->second.end() && same->status == v.status;
+  // What night `k`'s gate said of figure `figure` of the combination
+  // `key` (match_key); null when night k is not judged again, or its gate
+  // had no such figure for it.
+  const MetricVerdict* verdict(size_t k, const std::string& key, const std::string& figure) {
+    if (k < oldest_ || k >= history_.size()) return nullptr;
+    auto night = nights_.find(k);
+    if (night == nights_.end()) night = nights_.emplace(k, judge(k)).first;
+    const auto row = night->second.find(key);
+    if (row == night->second.end()) return nullptr;
+    const auto same = std::find_if(row->second.begin(), row->second.end(),
+                                   [&figure](const MetricVerdict& v) { return v.name == figure; });
+    return same == row->second.end() ? nullptr : &*same;
   }
-}
+
+ private:
+  using Verdicts = std::map<std::string, std::vector<MetricVerdict>>;  // by match_key
+
+  Verdicts judge(size_t k) {
+    const LoadedResults& r = history_[k].results;
+    const auto key = [](const ResultEntry& e) { return e.group + " # " + e.config_key; };
+    // Every measurement of a combination measured more than once, oldest
+    // first: the sweep's, then its re-runs: the nightly gate's, and any a
+    // re-gate made (ci/suite --regate), which the nightly verdict did not see.
+    std::map<std::string, std::vector<const ResultEntry*>> versions;
+    for (const ResultEntry& e : r.replaced) versions[key(e)].push_back(&e);
+    for (const ResultEntry& e : r.results) {
+      const auto it = versions.find(key(e));
+      if (it != versions.end()) it->second.push_back(&e);
+    }
+    for (auto& entry : versions) {
+      std::stable_sort(entry.second.begin(), entry.second.end(),
+                       [](const ResultEntry* a, const ResultEntry* b) {
+                         return a->result.environment.date < b->result.environment.date;
+                       });
+    }
+    std::vector<ResultEntry> first;
+    std::vector<ResultEntry> reruns;
+    for (const ResultEntry& e : r.results) {
+      const auto it = versions.find(key(e));
+      if (it == versions.end()) {
+        first.push_back(e);
+        continue;
+      }
+      first.push_back(*it->second[0]);
+      reruns.push_back(*it->second[1]);  // the oldest re-run: the nightly gate's
+    }
+    const RegressionSummary then = gate(first, history_[k].name, history_, k, *this, options_,
+                                        versions.empty() ? nullptr : &reruns);
+    Verdicts out;
+    for (const RegressionRow& row : then.rows) {
+      if (row.current != nullptr) out[match_key(*row.current)] = row.metrics;
+    }
+    return out;
+  }
+
+  const std::vector<Night>& history_;
+  size_t oldest_;
+  GateOptions options_;
+  std::map<size_t, Verdicts> nights_;
+};
 
 // The gate of `current` against history[0, end): see run_gate.
 RegressionSummary gate(const std::vector<ResultEntry>& current, const std::string& tonight,
-                       const std::vector<Night>& history, size_t end, size_t oldest_judged,
+                       const std::vector<Night>& history, size_t end, JudgedNights& judged,
                        const GateOptions& options, const std::vector<ResultEntry>* reruns) {
   RegressionSummary out;
   out.options = options;
   out.threshold = options.threshold;
   out.tonight = tonight;
   const size_t first = end > static_cast<size_t>(options.window) ? end - options.window : 0;
-  const JudgedThen then =
-      end > 0 ? judged_then(history, end - 1, oldest_judged, options) : JudgedThen{};
+  std::map<std::string, size_t> night_index;  // of the window's nights, by name
   std::map<std::string, std::vector<Matched>> by_key;
   std::map<std::string, const ResultEntry*> by_scale_free;  // the latest night's
   for (size_t i = first; i < end; ++i) {
     out.nights.push_back(history[i].name);
+    night_index[history[i].name] = i;
     for (const ResultEntry& e : history[i].results.results) {
       by_key[match_key(e)].push_back({&history[i], &e});
       by_scale_free[scale_free_key(e)] = &e;
@@ -1389,8 +1402,12 @@ RegressionSummary gate(const std::vector<ResultEntry>& current, const std::strin
                           " cores took turns (oversubscribed); kept out of the gate");
     } else {
       row.baseline = it->second.back().entry;
-      decide_figures(row, c, it->second, tonight, options, floors);
-      recall_last_night(row, then, match_key(c), tonight);
+      const std::string key = match_key(c);
+      const Recall recall = [&](const std::string& night, const std::string& figure) {
+        const auto k = night_index.find(night);
+        return k == night_index.end() ? nullptr : judged.verdict(k->second, key, figure);
+      };
+      decide_figures(row, c, it->second, tonight, options, floors, recall);
       mark_awaiting(row);
       history_of.back() = &it->second;
     }
@@ -1412,8 +1429,8 @@ RegressionSummary run_gate(const std::vector<ResultEntry>& current, const std::s
   PPB_CHECK(options.window >= 1, "window must be >= 1");
   // The nights judged again are those of tonight's window.
   const size_t window = static_cast<size_t>(options.window);
-  const size_t oldest_judged = history.size() > window ? history.size() - window : 0;
-  return gate(current, tonight, history, history.size(), oldest_judged, options, reruns);
+  JudgedNights judged(history, history.size() > window ? history.size() - window : 0, options);
+  return gate(current, tonight, history, history.size(), judged, options, reruns);
 }
 
 }  // namespace ppb::reports

@@ -1036,7 +1036,7 @@ TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
 // The gate of tonight's folder with the re-runs in `rerun_dir` ("" = none given).
 RegressionSummary confirmed_gate(const std::string& tonight_dir,
                                  const std::vector<std::string>& history,
-                                 const std::string& rerun_dir) {
+                                 const std::string& rerun_dir, const GateOptions& o = {}) {
   static std::vector<std::unique_ptr<LoadedResults>> keep;  // rows point into them
   static std::vector<std::unique_ptr<std::vector<Night>>> nights;
   keep.push_back(std::make_unique<LoadedResults>(load_results({tonight_dir}, false)));
@@ -1046,7 +1046,7 @@ RegressionSummary confirmed_gate(const std::string& tonight_dir,
     keep.push_back(std::make_unique<LoadedResults>(load_results({rerun_dir}, false)));
     reruns = &keep.back()->results;
   }
-  return run_gate(keep[keep.size() - (reruns ? 2 : 1)]->results, "tonight", *nights.back(), {},
+  return run_gate(keep[keep.size() - (reruns ? 2 : 1)]->results, "tonight", *nights.back(), o,
                   reruns);
 }
 
@@ -1320,6 +1320,44 @@ TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
   const RegressionSummary s = confirmed_gate(cur, {root}, "");
   EXPECT_EQ(row_of(s, "1f1b").arrived, "n3");
   EXPECT_TRUE(s.rerun_list().empty());
+}
+
+TEST(ReportConfirm, WhatTheLastNightReportedIsItsOwnGatesVerdict) {
+  // A window of three nights. n1 was slow, then two quiet nights, then n4
+  // slow again. n4's own gate compared it with n1 to n3: their medians
+  // spread as wide as the step, so it could not tell. Tonight, as slow,
+  // compares with n2 to n4, where the step shows, dated to n4; but n4 did
+  // not report it, so tonight's is its first report and awaits a re-run.
+  GateOptions o;
+  o.window = 3;
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.12, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  night(root, "n3", 3, two(1.0, 1.0));
+  night(root, "n4", 4, two(1.12, 1.0));
+  const std::string upto_n3 = fresh_dir("upto-n3");
+  night(upto_n3, "n1", 1, two(1.12, 1.0));
+  night(upto_n3, "n2", 2, two(1.0, 1.0));
+  night(upto_n3, "n3", 3, two(1.0, 1.0));
+  const RegressionSummary n4 = gate(root + "/n4", {upto_n3}, o);
+  EXPECT_EQ(row_of(n4, "1f1b").metrics[0].status, RegressionStatus::kUndecidable)
+      << verdict_text(row_of(n4, "1f1b").metrics[0]);
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.12, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root}, "", o);
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.metrics[0].status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.metrics[0].arrived, "n4");
+  EXPECT_FALSE(r.metrics[0].reported_before);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  EXPECT_EQ(s.rerun_list().size(), 2u);  // with its control
+  // A night later n4 is out of the window's start and n5 reported it: seen
+  // again, no re-run.
+  night(root, "n5", 5, two(1.12, 1.0));
+  const std::string next = night(fresh_dir("cur"), "t", 6, two(1.12, 1.0));
+  const RegressionSummary later = confirmed_gate(next, {root}, "", o);
+  EXPECT_EQ(row_of(later, "1f1b").metrics[0].status, RegressionStatus::kRegressed);
+  EXPECT_TRUE(row_of(later, "1f1b").metrics[0].reported_before);
+  EXPECT_TRUE(later.rerun_list().empty());
 }
 
 TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo) {

@@ -208,13 +208,14 @@ struct MetricVerdict {
   std::string arrived;      ///< night a regression/improvement arrived (tonight's name if tonight)
   NotJudgedWhy not_judged;  ///< why a timing figure was not judged (then status is kUndecidable)
   bool timing = true;       ///< a timing figure (confirmable); false for peak memory
-  /// A move dated to an earlier night that the gate already gave the same
-  /// verdict on the last night it judged: seen again since, no re-run needed.
-  /// A step dated back to a night that was itself "no change" was not, and
-  /// awaits tonight's re-run like a move of tonight; so does one that the
-  /// last night's own re-run refuted (that night's gate is judged again with
-  /// its first measurements and its re-runs, as near as the files tell how
-  /// the nightly job judged it: today's options, controls chosen again).
+  /// A move dated to an earlier night that the gate of the figure's last
+  /// reference night (the night before tonight in its series) already gave
+  /// the same verdict: seen again since, no re-run needed. That night's gate
+  /// is judged again as the nightly job judged it (its first measurements
+  /// against its own window of nights, its re-runs confirming), as near as
+  /// the files tell: today's options, controls chosen again. A step that
+  /// night's gate did not report (it was "no change" or undecidable then, or
+  /// its re-run refuted it) awaits tonight's re-run like a move of tonight.
   bool reported_before = false;
   Confirmation confirmation = Confirmation::kNone;
   bool reruns_given = false;  ///< kAwaiting although re-runs were given: none of this combination
