@@ -374,8 +374,8 @@ std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
     for (const HealthEntry& other : tonight) {
       if (other.machine == e.machine && &other != &e)
         out.back().notes.push_back(
-            "an earlier probe of this machine tonight is not gated: " + other.source + " (" +
-            other.file.date + "; the newest is " + e.source + ")");
+            "another probe of this machine tonight is not gated: " + other.source + " (" +
+            other.file.date + "; the newest is gated: " + e.source + ")");
     }
     out.back().host = host_key(e.file.environment);
     if (with_sweep.insert(out.back().host).second)

@@ -377,6 +377,7 @@ struct NightSamples {
   std::string night;
   std::vector<double> values;
   double median = 0;
+  const Night* source = nullptr;  ///< the history's night (null: tonight's, or pooled)
 };
 
 std::vector<double> pooled(const std::vector<NightSamples>& nights, size_t begin, size_t end) {
@@ -686,8 +687,8 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
   out.push_back({{"samples/s", true, -1}, {}});
   out.push_back({{"bubble ratio", false, +1}, {}});
   for (const Matched& m : quiet) {
-    out[0].nights.push_back({m.night->name, throughput_samples(m.entry->result), 0});
-    out[1].nights.push_back({m.night->name, bubble_samples(m.entry->result), 0});
+    out[0].nights.push_back({m.night->name, throughput_samples(m.entry->result), 0, m.night});
+    out[1].nights.push_back({m.night->name, bubble_samples(m.entry->result), 0, m.night});
   }
   out[0].nights.push_back({tonight, throughput_samples(c.result), 0});
   out[1].nights.push_back({tonight, bubble_samples(c.result), 0});
@@ -698,7 +699,7 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
                  {}};
     for (const Matched& m : quiet) {
       const std::vector<std::vector<double>>& b = m.entry->result.metrics->busy_seconds_per_stage;
-      if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0});
+      if (b.size() == cur.size()) stage.nights.push_back({m.night->name, b[s], 0, m.night});
     }
     if (stage.nights.empty()) continue;
     stage.nights.push_back({tonight, cur[s], 0});
@@ -709,7 +710,7 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
   Series device{{"device bubble ratio", false, +1}, {}};
   for (const Matched& m : quiet) {
     std::vector<double> samples = device_bubble_samples(m.entry->result);
-    if (!samples.empty()) device.nights.push_back({m.night->name, std::move(samples), 0});
+    if (!samples.empty()) device.nights.push_back({m.night->name, std::move(samples), 0, m.night});
   }
   std::vector<double> device_tonight = device_bubble_samples(c.result);
   if (!device.nights.empty() && !device_tonight.empty()) {
@@ -729,8 +730,7 @@ bool moved(const MetricVerdict& v) {
 // What the nightly gate of an earlier night said of one figure of the
 // combination being judged (JudgedNights), or null where that night is not
 // judged again.
-using Recall =
-    std::function<const MetricVerdict*(const std::string& night, const std::string& figure)>;
+using Recall = std::function<const MetricVerdict*(const Night* night, const std::string& figure)>;
 
 // One timing figure decided over its nights. A move dated to an earlier
 // night was reported before tonight when the gate of its last reference
@@ -741,7 +741,7 @@ using Recall =
 MetricVerdict decide_timing(const Series& f, const GateOptions& o, const Recall& recall) {
   MetricVerdict v = decide_sampled(f.kind, f.nights, o);
   if (moved(v) && v.arrived != f.nights.back().night && recall) {
-    const MetricVerdict* then = recall(f.nights[f.nights.size() - 2].night, v.name);
+    const MetricVerdict* then = recall(f.nights[f.nights.size() - 2].source, v.name);
     v.reported_before = then != nullptr && then->status == v.status;
   }
   return v;
@@ -1351,12 +1351,10 @@ RegressionSummary gate(const std::vector<ResultEntry>& current, const std::strin
   out.threshold = options.threshold;
   out.tonight = tonight;
   const size_t first = end > static_cast<size_t>(options.window) ? end - options.window : 0;
-  std::map<std::string, size_t> night_index;  // of the window's nights, by name
   std::map<std::string, std::vector<Matched>> by_key;
   std::map<std::string, const ResultEntry*> by_scale_free;  // the latest night's
   for (size_t i = first; i < end; ++i) {
     out.nights.push_back(history[i].name);
-    night_index[history[i].name] = i;
     for (const ResultEntry& e : history[i].results.results) {
       by_key[match_key(e)].push_back({&history[i], &e});
       by_scale_free[scale_free_key(e)] = &e;
@@ -1403,9 +1401,10 @@ RegressionSummary gate(const std::vector<ResultEntry>& current, const std::strin
     } else {
       row.baseline = it->second.back().entry;
       const std::string key = match_key(c);
-      const Recall recall = [&](const std::string& night, const std::string& figure) {
-        const auto k = night_index.find(night);
-        return k == night_index.end() ? nullptr : judged.verdict(k->second, key, figure);
+      const Recall recall = [&](const Night* night,
+                                const std::string& figure) -> const MetricVerdict* {
+        if (night == nullptr) return nullptr;
+        return judged.verdict(static_cast<size_t>(night - history.data()), key, figure);
       };
       decide_figures(row, c, it->second, tonight, options, floors, recall);
       mark_awaiting(row);

@@ -177,15 +177,14 @@ TEST(HealthGate, OfTwoProbesOfAMachineInANightTheNewestIsGatedAndTheOtherNamed) 
   EXPECT_EQ(count(g.out, "GPU health ("), 1U) << g.out;
   EXPECT_NE(g.out.find("the probe held (4 figure(s) unchanged"), std::string::npos) << g.out;
   EXPECT_EQ(g.out.find("the GPU itself got slower"), std::string::npos) << g.out;
-  const std::string note = "an earlier probe of this machine tonight is not gated: " + cur +
-                           "/health/health-early.json (2026-11-13T01:00:00Z; the newest is " + cur +
-                           "/health/health.json)";
+  const std::string note =
+      "another probe of this machine tonight is not gated: " + cur +
+      "/health/health-early.json (2026-11-13T01:00:00Z; the newest is gated: " + cur +
+      "/health/health.json)";
   EXPECT_NE(g.out.find(note), std::string::npos) << g.out;
   EXPECT_NE(g.md.find(note), std::string::npos);
-  EXPECT_NE(g.html.find("an earlier probe of this machine tonight is not gated"),
-            std::string::npos);
-  EXPECT_NE(g.junit.find("an earlier probe of this machine tonight is not gated"),
-            std::string::npos);
+  EXPECT_NE(g.html.find("another probe of this machine tonight is not gated"), std::string::npos);
+  EXPECT_NE(g.junit.find("another probe of this machine tonight is not gated"), std::string::npos);
 }
 
 TEST(HealthGate, ASlowerProbeAloneIsARegressionOfTheGpu) {

@@ -1350,8 +1350,8 @@ TEST(ReportConfirm, WhatTheLastNightReportedIsItsOwnGatesVerdict) {
   EXPECT_FALSE(r.metrics[0].reported_before);
   EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
   EXPECT_EQ(s.rerun_list().size(), 2u);  // with its control
-  // A night later n4 is out of the window's start and n5 reported it: seen
-  // again, no re-run.
+  // A night later n1 has left the window, and n5's own gate (n2 to n4)
+  // reported the step: seen again, no re-run.
   night(root, "n5", 5, two(1.12, 1.0));
   const std::string next = night(fresh_dir("cur"), "t", 6, two(1.12, 1.0));
   const RegressionSummary later = confirmed_gate(next, {root}, "", o);
@@ -1470,6 +1470,62 @@ TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
   EXPECT_EQ(row_of(again, "1f1b").status, RegressionStatus::kRegressed);
   EXPECT_TRUE(row_of(again, "1f1b").metrics[0].reported_before);
   EXPECT_TRUE(again.rerun_list().empty());
+}
+
+TEST(ReportConfirm, WhatANightReportedFollowsFromWhatTheNightBeforeItReported) {
+  // 1f1b slowed on n3 and stayed slow. n4 re-ran it while the machine was
+  // slow for minutes (its control gpipe slow too), which refutes a move
+  // awaiting a re-run. Whether n4's move awaited one depends on n3: had n3
+  // reported it, n4 saw it again and stood by it (its re-run not asked);
+  // had n3's re-run refuted it, n4's re-run did too. Tonight, slow again and
+  // dated to n3, follows n4's verdict, so n3's, judged again in turn.
+  const auto history_with = [](std::vector<FixtureSpec> n3_reruns) {
+    const std::string root = fresh_dir("nights");
+    night(root, "n1", 1, two(1.0, 1.0));
+    night(root, "n2", 2, two(1.0, 1.0));
+    night_with_reruns(root, "n3", 3, on_machine(1.12, 1.0), std::move(n3_reruns));
+    night_with_reruns(root, "n4", 4, on_machine(1.12, 1.0), on_machine(1.12, 1.12));
+    return root;
+  };
+  const std::string cur = night(fresh_dir("cur"), "t", 5, on_machine(1.12, 1.0));
+  // n3's re-run confirmed it (its control at the usual speed): reported on
+  // n3 and n4, seen again tonight.
+  const RegressionSummary seen = confirmed_gate(cur, {history_with(on_machine(1.12, 1.0))}, "");
+  const RegressionRow& kept = row_of(seen, "1f1b");
+  EXPECT_EQ(kept.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(kept.arrived, "n3");
+  EXPECT_TRUE(kept.metrics[0].reported_before);
+  EXPECT_TRUE(seen.rerun_list().empty());
+  // n3's re-run refuted it: n4 awaited its own re-run, which refuted it
+  // too; no night reported it, so tonight's awaits a re-run.
+  const RegressionSummary first = confirmed_gate(cur, {history_with(on_machine(1.12, 1.12))}, "");
+  const RegressionRow& r = row_of(first, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "n3");
+  EXPECT_FALSE(r.metrics[0].reported_before);
+  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
+  EXPECT_EQ(first.rerun_list().size(), 2u);  // with its control
+}
+
+TEST(ReportConfirm, TwoNightsOfOneNameAreTwoNights) {
+  // Nights are named by their folders: under two baselines two folders
+  // may share a name. 1f1b slowed on the first "x", which reported it; the
+  // second "x" did not run it. Tonight's step is dated to the first "x",
+  // whose own gate is the one judged again.
+  const std::string root = fresh_dir("nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  const std::string a = fresh_dir("a");
+  const std::string b = fresh_dir("b");
+  night(a, "x", 3, two(1.12, 1.0));
+  night(b, "x", 4, {two(1.0, 1.0)[1]});  // gpipe only
+  const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.12, 1.0));
+  const RegressionSummary s = confirmed_gate(cur, {root, a + "/x", b + "/x"}, "");
+  const RegressionRow& r = row_of(s, "1f1b");
+  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(r.arrived, "x");
+  EXPECT_TRUE(r.metrics[0].reported_before);
+  EXPECT_TRUE(s.rerun_list().empty());
 }
 
 TEST(ReportConfirm, RerunsInsideTonightsFolderAreNotTonightsResults) {

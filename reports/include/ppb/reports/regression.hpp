@@ -356,12 +356,16 @@ MetricVerdict decide_figure(const std::string& name, int worse,
                             const std::vector<NightFigure>& nights, const GateOptions& options);
 
 /// The gate. `history` is oldest first (load_nights); only its last
-/// options.window nights are used. `reruns` (--confirm; null = none given)
-/// confirm or refute tonight's timing moves: a re-run matches a row by
-/// machine, build, backend and configuration. A night of `history` that
-/// holds re-runs of its own (LoadedResults::replaced) is read with them in
-/// place of its first measurements, and, when it is the last night, judged
-/// again as its own gate judged it, to tell which of its moves stood.
+/// options.window nights are compared with. `reruns` (--confirm; null =
+/// none given) confirm or refute tonight's timing moves: a re-run matches a
+/// row by machine, build, backend and configuration. A night of `history`
+/// that holds re-runs of its own (LoadedResults::replaced) is read with them
+/// in place of its first measurements. Where a move is dated to an earlier
+/// night, the night before tonight in its figure's series is judged again
+/// as its own gate judged it (MetricVerdict::reported_before), against the
+/// window of nights before it: nights older than tonight's window are read
+/// for that alone (give twice the window to judge each night of it against
+/// as many nights as its own gate had).
 /// REQUIRES: threshold >= 0,
 /// alpha in (0, 1), window >= 1. The rows point into `current`, `history`
 /// and `reruns`, which must outlive the summary.
