@@ -292,8 +292,8 @@ def nights_step():
     """Two GPU nights of ci/suite and a planted one, as a user runs them on
     a bare GPU machine (README, "GPU nights"): night 1, night 2 gated
     against it, a night with stage 1 planted slower (outside nights/, as
-    the README keeps it) gated against both, `plan --validate` over the
-    two nights' cuda results. Not a default step: the nights take a lease
+    the README keeps it) gated against both, and `plan --validate` over
+    the two nights' cuda results (run before the planted night). Not a default step: the nights take a lease
     of their own (PPB_GPU_CHECK_STEPS=nights)."""
     suite = ("env", "-u", "PPB_BASELINE", "-u", "PPB_PLANT_CUDA", "{nights_env}")
     return Step(
@@ -302,13 +302,15 @@ def nights_step():
                   limit=150, fresh="nights"),
               Run("nights-2", suite + ("PPB_RESULTS={work}/nights/2", "bash", "{suite}",
                                        "--baseline", "{work}/nights/1"), limit=150),
+              # Before the planted night: it reads nights 1 and 2 only, and a
+              # planted night cut by the budget still leaves its figure.
+              Run("nights-validate", ("{pb}", "plan", "--validate", "{work}/nights/1/cuda",
+                                      "{work}/nights/2/cuda", "--format", "json"),
+                  limit=30, stdout="nights-validate.json"),
               Run("nights-planted", suite + (
                   "PPB_RESULTS={work}/nights-planted", "PPB_PLANT_CUDA={plant}", "bash", "{suite}",
                   "--baseline", "{work}/nights/1", "--baseline", "{work}/nights/2"),
-                  limit=210, fresh="nights-planted"),
-              Run("nights-validate", ("{pb}", "plan", "--validate", "{work}/nights/1/cuda",
-                                      "{work}/nights/2/cuda", "--format", "json"),
-                  limit=30, stdout="nights-validate.json")),
+                  limit=210, fresh="nights-planted")),
         reads=("nights/1", "nights/2", "nights-planted", "nights-validate.json",
                "gemm-bf16.json", "gemm-fp32.json"),
         args={"max_samples_error": 0.05, "max_memory_error": 0.02, "gemm_within": 0.05},
@@ -1631,13 +1633,17 @@ def gate_figures(cases):
     """What a night's report says, from its JUnit cases: the combinations,
     those the gate compared with the baseline (not new to it, not missing
     from tonight), the regressions (a failure: combinations and health
-    figures alike), the undecidable ones, the run errors and the missing."""
+    figures alike), the failed --checks, the undecidable ones, the run
+    errors and the missing."""
     combos = [c for c in cases if c["classname"] != "pipebench.health"]
     missing = [c for c in combos if c["skipped"].startswith("missing:")]
     new = [c for c in combos if "new combination" in c["system-out"]]
+    # A failed --check is a failure of its own kind, its line first.
+    checks = [c for c in combos if c["failure"].startswith("--check failed")]
     return {"combinations": len(combos) - len(missing),
             "compared": len(combos) - len(missing) - len(new),
-            "regressions": [c["name"] for c in cases if c["failure"]],
+            "regressions": [c["name"] for c in cases if c["failure"] and c not in checks],
+            "checks_failed": [combination_label(c) for c in checks],
             "undecidable": [combination_label(c) for c in combos
                             if c["skipped"] and not c["failure"] and c not in missing],
             "errors": [combination_label(c) for c in combos if c["error"]],
@@ -1646,7 +1652,8 @@ def gate_figures(cases):
 
 def night_verdict(name, outcome, cases, want_exit):
     """One night's problems (empty when it is as expected): its exit status
-    (0 clean, 1 a regression, 2 bad input) and its report's file."""
+    (0 clean, 1 a regression, 2 bad input, 3 a sweep's job failed) and its
+    report's file."""
     if cases is None:
         return [f"{name}: no report.junit.xml (exit {outcome.rc}: {first_error(outcome.log)})"]
     g = gate_figures(cases)
@@ -1655,6 +1662,8 @@ def night_verdict(name, outcome, cases, want_exit):
         bad.append(f"{name}: no cuda combination in its report")
     if g["errors"]:
         bad.append(f"{name}: run errors in {', '.join(g['errors'][:3])}")
+    if g["checks_failed"]:
+        bad.append(f"{name}: --check failed in {', '.join(g['checks_failed'][:3])}")
     return bad
 
 
@@ -2457,6 +2466,16 @@ def find_build(s, cuda_libs, wheel_libs):
             ctx.tests_missing = f"no list of the gpu-labelled tests: {e}"
 
 
+def unusable_device(ctx):
+    """On a GPU run (the cuda backend, no emulator standing in): why the
+    cuda backend cannot run here (`pipebench list`'s why_not), else None.
+    Without it every device step would skip, and a check of the other
+    steps could pass having done no GPU work."""
+    if ctx.backend != "cuda" or ctx.emulator or ctx.available("backends", "cuda"):
+        return None
+    return ctx.why_not("backends", "cuda")
+
+
 def set_up(s):
     """The machine probed, the build found, the tools on its PATH listed,
     the emulator and Open MPI's settings in place, `pipebench list --json`
@@ -2499,6 +2518,11 @@ def set_up(s):
     if not ctx.listed("backends", ctx.backend):
         raise UsageError("PPB_GPU_CHECK_BACKEND: no backend '%s' in this build (it has %s)" % (
             ctx.backend, ", ".join(e["name"] for e in ctx.listing.get("backends", []))))
+    why = unusable_device(ctx)
+    if why:
+        s.note("FAIL", "list", f"the cuda backend cannot run here: {why} (every device step"
+                               " would skip; logs/list.json)")
+        return False
     s.phase(None)
     return True
 

@@ -57,6 +57,18 @@ def context(tmp, budget=1000.0, **kw):
     return ctx
 
 
+class DeviceUsable(unittest.TestCase):
+    def test_a_gpu_run_whose_cuda_backend_cannot_run_is_refused_with_the_reason(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            ctx = context(tmp)  # cuda listed, not available: "no driver"
+            self.assertEqual(gc.unusable_device(ctx), "no driver")
+            ctx.listing["backends"][0] = {"name": "cuda", "available": True}
+            self.assertIsNone(gc.unusable_device(ctx))
+            # A rehearsal (another backend, or the emulator) skips the device steps.
+            self.assertIsNone(gc.unusable_device(context(tmp, backend="cpu")))
+            self.assertIsNone(gc.unusable_device(context(tmp, emulator=Path(tmp))))
+
+
 def placeholders(template):
     return {f for _, f, _, _ in string.Formatter().parse(str(template)) if f}
 
@@ -911,7 +923,7 @@ class Selection(unittest.TestCase):
         self.assertEqual(rows["sweep-p=2"][8:], ["sweep-P2"])
         self.assertEqual(rows["sweep-p=4"][1:7], ["yes", "no", "90", "s", "-", "-"])
         self.assertEqual(rows["nights"][1:11], ["no", "yes", "540", "s", "630", "s", "fits",
-                                                "nights-1", "nights-2", "nights-planted"])
+                                                "nights-1", "nights-2", "nights-validate"])
         # Where the total passes the budget the step is marked.
         self.assertEqual(self.listing("600")["nights"][5:8], ["630", "s", "CUT"])
         self.assertEqual(self.listing("60")["sweep-p=2"][7], "CUT")
@@ -1406,6 +1418,20 @@ class Nights(unittest.TestCase):
         self.assertEqual(v.values["problems"], [
             "night 2: exit 1, expected 0",
             "night 2: regressions in 1f1b x balanced P=2 M=4" + self.WORK])
+
+    def test_a_failed_check_is_named_apart_from_the_regressions(self):
+        # ci/suite went on past the sweep's failed job, made the report and
+        # exited 3; the report's JUnit fails the check's case.
+        junit(self.reads[1], [("1f1b x balanced P=2 M=4" + self.WORK, "pipebench.x",
+                               "--check failed: max relative error 0.030", "", ""),
+                              ("zb-v x balanced P=2 M=4" + self.WORK, "pipebench.x", "", "", "")])
+        self.outcomes["nights-2"] = 3
+        v = self.judge()
+        self.assertEqual(v.status, "FAIL")
+        self.assertEqual(v.values["night2"]["regressions"], [])
+        self.assertEqual(v.values["problems"], [
+            "night 2: exit 3, expected 0",
+            "night 2: --check failed in 1f1b x balanced P=2 M=4"])
 
     def test_a_plant_not_caught_fails(self):
         self.planted([("1f1b x balanced P=2 M=4" + self.WORK + self.PLANT, "pipebench.x", "",

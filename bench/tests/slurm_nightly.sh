@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The nightly job on a real scheduler: a single-node Slurm (ci/slurm-local:
-# munged, slurmctld, slurmd) runs ci/nightly.sbatch twice with a small
+# munged, slurmctld, slurmd) runs ci/nightly.sbatch three times with a small
 # matrix (2 schedules, 2 ranks per sweep, no 32-rank data-parallel run,
 # seconds per night):
 #  night 1: the job runs its MPI jobs with srun, ends COMPLETED (exit 0) and
@@ -9,7 +9,9 @@
 #  night 2: a planted 50% slowdown of the timed sweep's stage 1
 #           (PPB_PLANT_TIMED) is gated against night 1: the job fails (exit
 #           1), its gate names the planted regression, its JUnit holds
-#           failures, and night 1's folder is still there.
+#           failures, and night 1's folder is still there;
+#  night 3: as planted, with PPB_HISTORY=1: compared with night 2 alone
+#           (exit 0), night 1 read only to judge night 2 again.
 # Skipped (77), saying why, without root or Slurm and munge (ci/setup-deps
 # installs them), or when the host was too busy for the gate to judge.
 # usage: slurm_nightly.sh PIPEBENCH
@@ -70,4 +72,12 @@ grep -q "<failure" "$n2/report.junit.xml" || fail "night 2's JUnit has no failur
 grep -qE "REGRESSION .*\[planted stage 1 x1.5\]" "$tmp/n2.log" ||
   fail "night 2's gate does not name the planted regression"
 grep -q "planted stage 1 x1.5" "$n2/report.md" || fail "night 2's report does not show the plant"
+
+# Night 3, as planted as night 2, with PPB_HISTORY=1: compared with night 2
+# alone (no change: exit 0), and night 1 read, only to judge night 2 again.
+PPB_HISTORY=1 PPB_PLANT_TIMED=1:1.5 night n3 0
+grep -q "compared with 1 earlier night(s) (the last: $n2), reading the 1 before them" "$tmp/n3.log" ||
+  fail "night 3 did not compare with night 2 alone, reading night 1"
+n3=$(readlink -f "$tmp/nights/latest")
+grep -q "against 1 earlier night(s)" "$n3/report.md" || fail "night 3's gate did not use a window of 1"
 echo "ok"

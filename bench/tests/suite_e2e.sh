@@ -9,6 +9,8 @@
 #  - --regate gates that night again against the first night alone, without
 #    a new sweep: its own re-runs in timed/rerun-<time>/, its own reports in
 #    regate-<time>/, the first gate's left as they were;
+#  - a sweep whose job fails (a rank throws) does not end the night: the
+#    other sweep and the report run, and the suite exits 3 naming the job;
 #  - bad invocations of --regate exit 2 with one line naming the problem.
 # The cpu sweep runs one rank more than the cores (up to 4 ranks), so its
 # rows are marked oversubscribed and kept out of the gate: on a 2-core
@@ -87,6 +89,32 @@ done
 n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
 ((n == 2)) || fail "regate: it touched the first gate's re-runs ($n files)"
 
+# A sweep whose job fails does not end the night: a rank of the cpu
+# sweep's job throws in its last combination (the hidden --debug-fault,
+# which a pipebench wrapper adds to the cpu sweep's run alone); the timed
+# sweep and the report still run, and the suite names the job, exit 3.
+cat >"$tmp/faulty" <<EOF
+#!/usr/bin/env bash
+if [[ \$1 == run && " \$* " == *" --backend cpu "* ]]; then
+  exec "$pb" "\$@" --debug-fault 1:measure:throw
+fi
+exec "$pb" "\$@"
+EOF
+chmod +x "$tmp/faulty"
+PPB_PIPEBENCH=$tmp/faulty PPB_RESULTS=$tmp/faulty-night suite faulty 3 --baseline "$tmp/nights/n1"
+grep -qE "^suite: the cpu sweep's job FAILED \(exit [0-9]+" "$tmp/faulty.log" ||
+  fail "faulty: the failed cpu job was not named"
+grep -qE "^suite: FAILED: the job of cpu \(exit [0-9]+\)" "$tmp/faulty.log" ||
+  fail "faulty: the suite's last line does not name the failed job"
+n=$(find "$tmp/faulty-night/cpu" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 1)) || fail "faulty: $n cpu results, want 1 (the one before the planted failure)"
+n=$(find "$tmp/faulty-night/timed" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 2)) || fail "faulty: $n timed results, want 2 (the sweep after the failed one ran)"
+[[ -s $tmp/faulty-night/report.junit.xml && -s $tmp/faulty-night/report.md ]] ||
+  fail "faulty: no report after the failed sweep"
+grep -q "missing" "$tmp/faulty-night/report.junit.xml" ||
+  fail "faulty: the cpu combination the failed job did not measure is not reported missing"
+
 # Bad invocations: exit 2, one line naming the problem, nothing written.
 bad() {
   local want=$1 out code; shift
@@ -102,5 +130,7 @@ bad "--regate: no such folder '$tmp/none'" --regate "$tmp/none" --baseline "$tmp
 bad "is part of --baseline '$tmp/nights'" --regate "$tmp/nights/n2" --baseline "$tmp/nights"
 bad "holds no cpu/, timed/, dp/ or cuda/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
 bad "--regate needs a results folder" --baseline "$tmp/nights/n1" --regate
+PPB_HISTORY=ten bad "PPB_HISTORY: expected a count of nights >= 1, got 'ten'" --baseline "$tmp/nights"
+PPB_HISTORY=0 bad "PPB_HISTORY: expected a count of nights >= 1, got '0'" --baseline "$tmp/nights"
 [[ $(find "$tmp" | sort | md5sum) == "$before" ]] || fail "a refused invocation wrote files"
 echo "ok"

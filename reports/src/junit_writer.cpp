@@ -16,10 +16,11 @@ struct Case {
   std::string name;
   std::string classname;
   double time = 0;
-  std::string failure;  // regression text
-  std::string error;    // run error
-  std::string skipped;  // missing, undecidable, excluded
-  std::string out;      // note
+  std::string failure;                      // regression text (a failed --check's first)
+  std::string failure_type = "regression";  // "check" when a --check failed
+  std::string error;                        // run error
+  std::string skipped;                      // missing, undecidable, excluded
+  std::string out;                          // note
 };
 
 double case_time(const ResultEntry& e) {
@@ -50,6 +51,13 @@ Case combination_case(const ResultEntry* e,
       c.name += " [planted " + r.planted + "]";
       c.out += (c.out.empty() ? "" : "\n") + ("planted slowdown: " + r.planted);
     }
+  }
+  const auto& metrics = e->result.metrics;
+  if (metrics && metrics->check && !metrics->check->passed) {
+    c.failure = "--check failed: max relative error " +
+                format_number(metrics->check->max_rel_error) +
+                (c.failure.empty() ? "" : "\n" + c.failure);
+    c.failure_type = "check";
   }
   if (e->result.status == ResultStatus::kError) {
     c.error = e->result.error;
@@ -88,7 +96,7 @@ void write_case(std::ostringstream& x, const Case& c) {
   x << ">\n";
   if (!c.failure.empty()) {
     const std::string first = c.failure.substr(0, c.failure.find('\n'));
-    x << "      <failure type=\"regression\" message=\"" << xml_escape(first) << "\">"
+    x << "      <failure type=\"" << c.failure_type << "\" message=\"" << xml_escape(first) << "\">"
       << xml_escape(c.failure) << "</failure>\n";
   }
   if (!c.error.empty()) {

@@ -304,8 +304,29 @@ std::string same_cut_point(const GroupView& g) {
          " (" + widest_label + "), the spread between runs of one configuration.";
 }
 
+// The group's combinations that failed: a --check that did not pass, a
+// status other than ok; "" when none did.
+std::string failures_point(const GroupView& g) {
+  std::vector<std::string> failed;
+  for (const ResultEntry* e : g.entries) {
+    const Result& r = e->result;
+    if (r.status != ResultStatus::kOk) {
+      failed.push_back(e->label + " (status " + result_status_name(r.status) +
+                       (r.error.empty() ? "" : ": " + r.error) + ")");
+    } else if (r.metrics && r.metrics->check && !r.metrics->check->passed) {
+      failed.push_back(e->label + " (--check failed: max relative error " +
+                       format_number(r.metrics->check->max_rel_error) + ")");
+    }
+  }
+  if (failed.empty()) return "";
+  std::string text = "FAILED: " + std::to_string(failed.size()) + " combination(s): ";
+  for (size_t i = 0; i < failed.size(); ++i) text += (i == 0 ? "" : "; ") + failed[i];
+  return text + ".";
+}
+
 void verdict(GroupView& g, const ReportModel& m) {
   std::vector<std::string>& points = g.verdict_points;
+  if (std::string failed = failures_point(g); !failed.empty()) points.push_back(std::move(failed));
   for (const BudgetChoice& c : g.choices) {
     const std::string within =
         c.budget > 0 ? "Within " + format_bytes(static_cast<double>(c.budget)) + " per stage"

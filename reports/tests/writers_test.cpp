@@ -245,6 +245,47 @@ TEST(ReportCheckColumn, SaysWhenTheWarmUpStepWasCheckedToo) {
   EXPECT_NE(write_html(m).find(" 2e-06 over 2 steps</td>"), std::string::npos);
 }
 
+// A combination whose --check failed, and one that ended with an error:
+// the verdict names both, and JUnit fails the check ("check") beside the
+// run error.
+TEST(ReportFailures, AFailedCheckAndAnErrorAreNamedInTheVerdictAndJunit) {
+  const std::string dir = fresh_dir("failures");
+  std::vector<FixtureSpec> specs = two(1.0, 1.0);
+  Result failed = testing::make_fixture(specs[0]);
+  failed.metrics->check->passed = false;
+  failed.metrics->check->max_rel_error = 0.03;
+  write_result_file(OutputPath(dir, "failed.json"), failed);
+  Result error = testing::make_fixture(specs[1]);
+  error.status = ResultStatus::kError;
+  error.error = "rank 1: cudaErrorIllegalAddress";
+  error.metrics.reset();
+  write_result_file(OutputPath(dir, "error.json"), error);
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(m.groups.size(), 1U);
+  EXPECT_NE(m.groups[0].verdict.find("FAILED: 2 combination(s): "), std::string::npos)
+      << m.groups[0].verdict;
+  EXPECT_NE(m.groups[0].verdict.find("1f1b x balanced P=4 M=8 (--check failed: max relative "
+                                     "error 0.030)"),
+            std::string::npos)
+      << m.groups[0].verdict;
+  EXPECT_NE(m.groups[0].verdict.find(
+                "gpipe x balanced P=4 M=8 (status error: rank 1: cudaErrorIllegalAddress)"),
+            std::string::npos)
+      << m.groups[0].verdict;
+  const std::string junit = write_junit(m);
+  EXPECT_NE(junit.find("<failure type=\"check\" message=\"--check failed: max relative error "
+                       "0.030\">"),
+            std::string::npos)
+      << junit;
+  EXPECT_NE(junit.find("<error type=\"run-error\" message=\"rank 1: cudaErrorIllegalAddress\">"),
+            std::string::npos)
+      << junit;
+  // A sweep whose checks passed has no such point.
+  EXPECT_EQ(
+      model_of(write_sweep(fresh_dir("passed"), two(1.0, 1.0))).groups[0].verdict.find("FAILED"),
+      std::string::npos);
+}
+
 // A claim whose checks all miss the same run says why once: on a sweep of
 // 1f1b alone, S1's two checks (sync 1F1B's in-flight count and its
 // memory) both lack a sync-1f1b run.
