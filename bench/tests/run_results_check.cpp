@@ -119,8 +119,12 @@ int64_t sum(const std::vector<int64_t>& v) {
 // The cpu backend's unit times by kind (theory.kind_seconds): one map per
 // stage; per pass, what one micro-batch spent in the stage's units adds up
 // to no more than its V actions of that pass took (the units run inside
-// them) and, for actions of a millisecond or more, to at least a quarter
-// (more ranks than cores stretch an action between its units).
+// them) and, where the units did a millisecond of work or more on a quiet
+// host, to at least a quarter. The time outside the units is mostly a rank
+// waiting for its core: more ranks than cores, or another process, stretch
+// an action between its units. Keyed on the action's own time, the rule
+// judged exactly the stretched actions of a tiny model (about 50 us of
+// units in an action of over a millisecond, under ctest -j2 on 2 cores: 3%).
 void check_kind_seconds(const std::string& name, const ppb::Result& r) {
   const ppb::TheoryFigures& t = *r.metrics->theory;
   if (t.kind_seconds.size() != static_cast<size_t>(r.config.stages) ||
@@ -129,6 +133,8 @@ void check_kind_seconds(const std::string& name, const ppb::Result& r) {
     return;
   }
   const double v = std::max(r.config.chunks, 1);
+  const std::optional<double>& foreign = r.metrics->foreign_cpu;
+  const bool quiet = !foreign || *foreign <= kMaxForeignCpu;
   for (size_t s = 0; s < t.kind_seconds.size(); ++s) {
     double f = 0, i = 0, w = 0;
     for (const auto& [kind, k] : t.kind_seconds[s]) {
@@ -148,7 +154,7 @@ void check_kind_seconds(const std::string& name, const ppb::Result& r) {
     for (const auto& [units, action] : passes) {
       if (!std::isfinite(action) || action <= 0) continue;
       const double ratio = units / (v * action);
-      if (ratio > 1.02 || (action >= 1e-3 && ratio < 0.25))
+      if (ratio > 1.02 || (quiet && units >= 1e-3 && ratio < 0.25))
         fail(name, "stage " + std::to_string(s) + ": the units of a pass took " +
                        std::to_string(ratio) + " x its actions");
     }
