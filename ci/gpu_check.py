@@ -1638,11 +1638,14 @@ def gate_figures(cases):
     combos = [c for c in cases if c["classname"] != "pipebench.health"]
     missing = [c for c in combos if c["skipped"].startswith("missing:")]
     new = [c for c in combos if "new combination" in c["system-out"]]
-    # A failed --check is a failure of its own kind, its line first.
+    # A failed --check is a failure of its own kind, its line first, before
+    # any regression's.
     checks = [c for c in combos if c["failure"].startswith("--check failed")]
+    regressed = [c for c in cases if any(not line.startswith("--check failed")
+                                         for line in c["failure"].splitlines())]
     return {"combinations": len(combos) - len(missing),
             "compared": len(combos) - len(missing) - len(new),
-            "regressions": [c["name"] for c in cases if c["failure"] and c not in checks],
+            "regressions": [c["name"] for c in regressed],
             "checks_failed": [combination_label(c) for c in checks],
             "undecidable": [combination_label(c) for c in combos
                             if c["skipped"] and not c["failure"] and c not in missing],

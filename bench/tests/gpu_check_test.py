@@ -1432,6 +1432,12 @@ class Nights(unittest.TestCase):
         self.assertEqual(v.values["problems"], [
             "night 2: exit 3, expected 0",
             "night 2: --check failed in 1f1b x balanced P=2 M=4"])
+        # A regression of the same combination is still one.
+        junit(self.reads[1], [("1f1b x balanced P=2 M=4" + self.WORK, "pipebench.x",
+                               "--check failed: max relative error 0.030\nsamples/s 100 -&gt;"
+                               " 80 (-20%)", "", "")])
+        self.assertEqual(self.judge().values["night2"]["regressions"],
+                         ["1f1b x balanced P=2 M=4" + self.WORK])
 
     def test_a_plant_not_caught_fails(self):
         self.planted([("1f1b x balanced P=2 M=4" + self.WORK + self.PLANT, "pipebench.x", "",

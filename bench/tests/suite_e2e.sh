@@ -9,8 +9,9 @@
 #  - --regate gates that night again against the first night alone, without
 #    a new sweep: its own re-runs in timed/rerun-<time>/, its own reports in
 #    regate-<time>/, the first gate's left as they were;
-#  - a sweep whose job fails (a rank throws) does not end the night: the
-#    other sweep and the report run, and the suite exits 3 naming the job;
+#  - a sweep whose job fails (a rank throws, or the job dies before it
+#    writes anything) does not end the night: the other sweep and the
+#    report run, and the suite exits 3 naming the job;
 #  - bad invocations of --regate exit 2 with one line naming the problem.
 # The cpu sweep runs one rank more than the cores (up to 4 ranks), so its
 # rows are marked oversubscribed and kept out of the gate: on a 2-core
@@ -89,31 +90,49 @@ done
 n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
 ((n == 2)) || fail "regate: it touched the first gate's re-runs ($n files)"
 
-# A sweep whose job fails does not end the night: a rank of the cpu
-# sweep's job throws in its last combination (the hidden --debug-fault,
-# which a pipebench wrapper adds to the cpu sweep's run alone); the timed
-# sweep and the report still run, and the suite names the job, exit 3.
-cat >"$tmp/faulty" <<EOF
+# A sweep whose job fails does not end the night. faulty NAME BACKEND WHAT:
+# a night whose BACKEND sweep's job fails (through a wrapper around the
+# real pipebench): WHAT "throw", a rank throws in the last combination (the
+# hidden --debug-fault); "dead", the job ends before it starts pipebench.
+# The exit code is checked as such (not skipped on a busy host: the gate's
+# verdicts do not change it).
+faulty() {
+  local name=$1 backend=$2 what=$3 code
+  cat >"$tmp/$name.pb" <<EOF
 #!/usr/bin/env bash
-if [[ \$1 == run && " \$* " == *" --backend cpu "* ]]; then
+if [[ \$1 == run && " \$* " == *" --backend $backend "* ]]; then
+  [[ $what == dead ]] && exit 1
   exec "$pb" "\$@" --debug-fault 1:measure:throw
 fi
 exec "$pb" "\$@"
 EOF
-chmod +x "$tmp/faulty"
-PPB_PIPEBENCH=$tmp/faulty PPB_RESULTS=$tmp/faulty-night suite faulty 3 --baseline "$tmp/nights/n1"
-grep -qE "^suite: the cpu sweep's job FAILED \(exit [0-9]+" "$tmp/faulty.log" ||
-  fail "faulty: the failed cpu job was not named"
-grep -qE "^suite: FAILED: the job of cpu \(exit [0-9]+\)" "$tmp/faulty.log" ||
-  fail "faulty: the suite's last line does not name the failed job"
-n=$(find "$tmp/faulty-night/cpu" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
-((n == 1)) || fail "faulty: $n cpu results, want 1 (the one before the planted failure)"
-n=$(find "$tmp/faulty-night/timed" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
-((n == 2)) || fail "faulty: $n timed results, want 2 (the sweep after the failed one ran)"
-[[ -s $tmp/faulty-night/report.junit.xml && -s $tmp/faulty-night/report.md ]] ||
-  fail "faulty: no report after the failed sweep"
-grep -q "missing" "$tmp/faulty-night/report.junit.xml" ||
-  fail "faulty: the cpu combination the failed job did not measure is not reported missing"
+  chmod +x "$tmp/$name.pb"
+  PPB_PIPEBENCH=$tmp/$name.pb PPB_RESULTS=$tmp/$name "$root/ci/suite" --baseline "$tmp/nights/n1" \
+    >"$tmp/$name.log" 2>&1
+  code=$?
+  echo "--- $name: the $backend job fails ($what): ci/suite -> exit $code"
+  ((code == 3)) || fail "$name: exit $code, want 3"$'\n'"$(tail -30 "$tmp/$name.log")"
+  grep -qE "^suite: the $backend sweep's job FAILED \(exit [0-9]+" "$tmp/$name.log" ||
+    fail "$name: the failed $backend job was not named"
+  grep -qE "^suite: FAILED: the job of $backend \(exit [0-9]+\)" "$tmp/$name.log" ||
+    fail "$name: the suite's last line does not name the failed job"
+  [[ -s $tmp/$name/report.junit.xml && -s $tmp/$name/report.md ]] ||
+    fail "$name: no report after the failed sweep"
+}
+# The cpu job's first combination was measured; the timed sweep ran after
+# it; the cpu combination its job died in is missing against night 1.
+faulty throw cpu throw
+n=$(find "$tmp/throw/cpu" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 1)) || fail "throw: $n cpu results, want 1 (the one before the planted failure)"
+n=$(find "$tmp/throw/timed" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
+((n == 2)) || fail "throw: $n timed results, want 2 (the sweep after the failed one ran)"
+grep -q "missing" "$tmp/throw/report.junit.xml" ||
+  fail "throw: the cpu combination the failed job did not measure is not reported missing"
+# The timed job wrote nothing, not even its folder: the report reads cpu/.
+faulty dead timed dead
+[[ ! -e $tmp/dead/timed ]] || fail "dead: the timed job left a folder"
+grep -q "^suite: no $tmp/dead/timed: its job wrote nothing" "$tmp/dead.log" ||
+  fail "dead: the missing timed folder was not named"
 
 # Bad invocations: exit 2, one line naming the problem, nothing written.
 bad() {

@@ -312,12 +312,14 @@ std::string same_cut_point(const GroupView& g) {
 }
 
 // The group's combinations that failed: a --check that did not pass, a
-// status other than ok; "" when none did.
+// run that ended with an error; "" when none did. (oom and invalid are a
+// sweep's routine answers: a budget a combination would exceed, a cut that
+// cannot place its stages.)
 std::string failures_point(const GroupView& g) {
   std::vector<std::string> failed;
   for (const ResultEntry* e : g.entries) {
     const Result& r = e->result;
-    if (r.status != ResultStatus::kOk) {
+    if (r.status == ResultStatus::kError) {
       failed.push_back(e->label + " (status " + result_status_name(r.status) +
                        (r.error.empty() ? "" : ": " + r.error) + ")");
     } else if (check_failed(r)) {

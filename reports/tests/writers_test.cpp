@@ -282,7 +282,16 @@ TEST(ReportFailures, AFailedCheckAndAnErrorAreNamedInTheVerdictAndJunit) {
   EXPECT_NE(junit.find("<error type=\"run-error\" message=\"rank 1: cudaErrorIllegalAddress\">"),
             std::string::npos)
       << junit;
-  // A sweep whose checks passed has no such point.
+  // A sweep whose checks passed has no such point, nor has an invalid
+  // combination (a cut that cannot place its stages: a sweep's routine answer).
+  Result invalid = testing::make_fixture(specs[1]);
+  invalid.status = ResultStatus::kInvalid;
+  invalid.error = "partition layer cannot place 4 stages";
+  invalid.metrics.reset();
+  const std::string routine = write_sweep(fresh_dir("routine"), {specs[0]});
+  write_result_file(OutputPath(routine, "invalid.json"), invalid);
+  EXPECT_EQ(model_of(routine).groups[0].verdict.find("FAILED"), std::string::npos)
+      << model_of(routine).groups[0].verdict;
   EXPECT_EQ(
       model_of(write_sweep(fresh_dir("passed"), two(1.0, 1.0))).groups[0].verdict.find("FAILED"),
       std::string::npos);
