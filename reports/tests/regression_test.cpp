@@ -1322,6 +1322,28 @@ TEST(ReportConfirm, StepOfAnEarlierNightNeedsNoRerun) {
   EXPECT_TRUE(s.rerun_list().empty());
 }
 
+// 1f1b's samples/s tonight, a move dated to `arrived` that no night
+// reported before tonight: regressed, awaiting tonight's re-run, listed with
+// its control.
+void expect_first_report(const RegressionSummary& s, const std::string& arrived) {
+  const MetricVerdict& v = row_of(s, "1f1b").metrics.at(0);
+  EXPECT_EQ(v.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(v.arrived, arrived);
+  EXPECT_FALSE(v.reported_before);
+  EXPECT_EQ(v.confirmation, Confirmation::kAwaiting);
+  EXPECT_EQ(s.rerun_list().size(), 2u);  // with its control
+}
+
+// 1f1b's samples/s tonight, a move dated to `arrived` that the last night
+// already reported: seen again, no re-run.
+void expect_seen_again(const RegressionSummary& s, const std::string& arrived) {
+  const MetricVerdict& v = row_of(s, "1f1b").metrics.at(0);
+  EXPECT_EQ(v.status, RegressionStatus::kRegressed);
+  EXPECT_EQ(v.arrived, arrived);
+  EXPECT_TRUE(v.reported_before);
+  EXPECT_TRUE(s.rerun_list().empty());
+}
+
 TEST(ReportConfirm, WhatTheLastNightReportedIsItsOwnGatesVerdict) {
   // A window of three nights. n1 was slow, then two quiet nights, then n4
   // slow again. n4's own gate compared it with n1 to n3: their medians
@@ -1343,21 +1365,12 @@ TEST(ReportConfirm, WhatTheLastNightReportedIsItsOwnGatesVerdict) {
   EXPECT_EQ(row_of(n4, "1f1b").metrics[0].status, RegressionStatus::kUndecidable)
       << verdict_text(row_of(n4, "1f1b").metrics[0]);
   const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.12, 1.0));
-  const RegressionSummary s = confirmed_gate(cur, {root}, "", o);
-  const RegressionRow& r = row_of(s, "1f1b");
-  EXPECT_EQ(r.metrics[0].status, RegressionStatus::kRegressed);
-  EXPECT_EQ(r.metrics[0].arrived, "n4");
-  EXPECT_FALSE(r.metrics[0].reported_before);
-  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
-  EXPECT_EQ(s.rerun_list().size(), 2u);  // with its control
+  expect_first_report(confirmed_gate(cur, {root}, "", o), "n4");
   // A night later n1 has left the window, and n5's own gate (n2 to n4)
   // reported the step: seen again, no re-run.
   night(root, "n5", 5, two(1.12, 1.0));
   const std::string next = night(fresh_dir("cur"), "t", 6, two(1.12, 1.0));
-  const RegressionSummary later = confirmed_gate(next, {root}, "", o);
-  EXPECT_EQ(row_of(later, "1f1b").metrics[0].status, RegressionStatus::kRegressed);
-  EXPECT_TRUE(row_of(later, "1f1b").metrics[0].reported_before);
-  EXPECT_TRUE(later.rerun_list().empty());
+  expect_seen_again(confirmed_gate(next, {root}, "", o), "n4");
 }
 
 TEST(ReportConfirm, StepFirstReportedTonightAwaitsARerunWhateverNightItIsDatedTo) {
@@ -1490,21 +1503,10 @@ TEST(ReportConfirm, WhatANightReportedFollowsFromWhatTheNightBeforeItReported) {
   const std::string cur = night(fresh_dir("cur"), "t", 5, on_machine(1.12, 1.0));
   // n3's re-run confirmed it (its control at the usual speed): reported on
   // n3 and n4, seen again tonight.
-  const RegressionSummary seen = confirmed_gate(cur, {history_with(on_machine(1.12, 1.0))}, "");
-  const RegressionRow& kept = row_of(seen, "1f1b");
-  EXPECT_EQ(kept.status, RegressionStatus::kRegressed);
-  EXPECT_EQ(kept.arrived, "n3");
-  EXPECT_TRUE(kept.metrics[0].reported_before);
-  EXPECT_TRUE(seen.rerun_list().empty());
+  expect_seen_again(confirmed_gate(cur, {history_with(on_machine(1.12, 1.0))}, ""), "n3");
   // n3's re-run refuted it: n4 awaited its own re-run, which refuted it
   // too; no night reported it, so tonight's awaits a re-run.
-  const RegressionSummary first = confirmed_gate(cur, {history_with(on_machine(1.12, 1.12))}, "");
-  const RegressionRow& r = row_of(first, "1f1b");
-  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
-  EXPECT_EQ(r.arrived, "n3");
-  EXPECT_FALSE(r.metrics[0].reported_before);
-  EXPECT_EQ(r.metrics[0].confirmation, Confirmation::kAwaiting);
-  EXPECT_EQ(first.rerun_list().size(), 2u);  // with its control
+  expect_first_report(confirmed_gate(cur, {history_with(on_machine(1.12, 1.12))}, ""), "n3");
 }
 
 TEST(ReportConfirm, TwoNightsOfOneNameAreTwoNights) {
@@ -1520,12 +1522,7 @@ TEST(ReportConfirm, TwoNightsOfOneNameAreTwoNights) {
   night(a, "x", 3, two(1.12, 1.0));
   night(b, "x", 4, {two(1.0, 1.0)[1]});  // gpipe only
   const std::string cur = night(fresh_dir("cur"), "t", 5, two(1.12, 1.0));
-  const RegressionSummary s = confirmed_gate(cur, {root, a + "/x", b + "/x"}, "");
-  const RegressionRow& r = row_of(s, "1f1b");
-  EXPECT_EQ(r.status, RegressionStatus::kRegressed);
-  EXPECT_EQ(r.arrived, "x");
-  EXPECT_TRUE(r.metrics[0].reported_before);
-  EXPECT_TRUE(s.rerun_list().empty());
+  expect_seen_again(confirmed_gate(cur, {root, a + "/x", b + "/x"}, ""), "x");
 }
 
 TEST(ReportConfirm, RerunsInsideTonightsFolderAreNotTonightsResults) {
