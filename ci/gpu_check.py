@@ -2214,6 +2214,19 @@ def probe_run(s, name, argv, env=None, seconds=PROBE_SECONDS, text=True):
     return None
 
 
+def gpu_holders(csv_text):
+    """The processes `nvidia-smi --query-compute-apps=pid,process_name,
+    used_memory --format=csv,noheader` lists, one "NAME (pid PID, MEMORY)"
+    each: a check's commands that a kill left running on a warm machine,
+    or another job's, which would share the GPU with this check's timings."""
+    out = []
+    for line in csv_text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            out.append(f"{os.path.basename(cells[1])} (pid {cells[0]}, {cells[2]})")
+    return out
+
+
 def probe(s):
     """The machine: GPUs and Python wheels (the tools on PATH come after the
     build is found: probe_tools); CUDA's libraries put on LD_LIBRARY_PATH
@@ -2232,6 +2245,13 @@ def probe(s):
             q = probe_run(s, "machine", ["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
                                          "--format=csv,noheader"])
             gpu_line = ((q.stdout if q else "").splitlines() or ["?"])[0]
+            apps = probe_run(s, "machine", ["nvidia-smi", "--query-compute-apps=pid,process_name,"
+                                            "used_memory", "--format=csv,noheader"])
+            held = gpu_holders(apps.stdout if apps else "")
+            if held:
+                s.note("INFO", "machine", "the GPU is already in use: %s (their work shares the"
+                       " GPU with this check's timings)" % "; ".join(held[:4]),
+                       values={"gpu_holders": held})
     pip = probe_run(s, "machine", [sys.executable, "-m", "pip", "list", "--format=json",
                                    "--disable-pip-version-check"])
     try:

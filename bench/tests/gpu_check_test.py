@@ -57,6 +57,18 @@ def context(tmp, budget=1000.0, **kw):
     return ctx
 
 
+class GpuHolders(unittest.TestCase):
+    def test_the_processes_nvidia_smi_lists_on_the_gpu_are_named(self):
+        text = ("4242, /tmp/work/build/bench/pipebench, 1830 MiB\n"
+                "4243, python3, 612 MiB\n")
+        self.assertEqual(gc.gpu_holders(text), ["pipebench (pid 4242, 1830 MiB)",
+                                                "python3 (pid 4243, 612 MiB)"])
+        # None running, or a driver that does not answer the query.
+        self.assertEqual(gc.gpu_holders(""), [])
+        self.assertEqual(gc.gpu_holders("No running processes found"), [])
+        self.assertEqual(gc.gpu_holders("[Not Supported]"), [])
+
+
 class DeviceUsable(unittest.TestCase):
     def test_a_gpu_run_whose_cuda_backend_cannot_run_is_refused_with_the_reason(self):
         with tempfile.TemporaryDirectory() as tmp:
