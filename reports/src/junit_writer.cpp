@@ -52,11 +52,8 @@ Case combination_case(const ResultEntry* e,
       c.out += (c.out.empty() ? "" : "\n") + ("planted slowdown: " + r.planted);
     }
   }
-  const auto& metrics = e->result.metrics;
-  if (metrics && metrics->check && !metrics->check->passed) {
-    c.failure = "--check failed: max relative error " +
-                format_number(metrics->check->max_rel_error) +
-                (c.failure.empty() ? "" : "\n" + c.failure);
+  if (const std::string check = check_failure(e->result); !check.empty()) {
+    c.failure = check + (c.failure.empty() ? "" : "\n" + c.failure);
     c.failure_type = "check";
   }
   if (e->result.status == ResultStatus::kError) {

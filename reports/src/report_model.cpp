@@ -73,12 +73,6 @@ std::string describe(const GroupView& g, const ResultEntry& e) {
          ", bubble " + format_fixed(m.bubble_ratio.measured, 2);
 }
 
-// A result whose --check did not pass: its figures are measured, but a
-// schedule that computes wrong gradients is no choice.
-bool check_failed(const Result& r) {
-  return r.metrics && r.metrics->check && !r.metrics->check->passed;
-}
-
 void choose(GroupView& g, int64_t extra_budget) {
   std::set<int64_t> budgets;
   for (const ResultEntry* e : g.entries) {
@@ -95,7 +89,8 @@ void choose(GroupView& g, int64_t extra_budget) {
       // Without a budget the fastest is the best whatever its memory; a
       // budget ranks only peaks measured without a device profiler.
       if (!sps || (!peak && (budget > 0 || !metric_value(*e, "peak_memory")))) continue;
-      if (check_failed(e->result)) continue;
+      // Its figures are measured, but wrong gradients are no choice.
+      if (!check_failure(e->result).empty()) continue;
       if (peak && (c.smallest == nullptr || *peak < *figure(g, *c.smallest, "peak_memory")))
         c.smallest = e;
       if (budget > 0 && *peak > static_cast<double>(budget)) continue;
@@ -322,9 +317,8 @@ std::string failures_point(const GroupView& g) {
     if (r.status == ResultStatus::kError) {
       failed.push_back(e->label + " (status " + result_status_name(r.status) +
                        (r.error.empty() ? "" : ": " + r.error) + ")");
-    } else if (check_failed(r)) {
-      failed.push_back(e->label + " (--check failed: max relative error " +
-                       format_number(r.metrics->check->max_rel_error) + ")");
+    } else if (std::string check = check_failure(r); !check.empty()) {
+      failed.push_back(e->label + " (" + check + ")");
     }
   }
   if (failed.empty()) return "";
@@ -531,6 +525,12 @@ const ResultEntry* clean_memory(const GroupView& group, const ResultEntry& entry
       return e;
   }
   return nullptr;
+}
+
+std::string check_failure(const Result& result) {
+  const auto& m = result.metrics;
+  if (!m || !m->check || m->check->passed) return "";
+  return "--check failed: max relative error " + format_number(m->check->max_rel_error);
 }
 
 std::string group_title(const GroupView& group) {

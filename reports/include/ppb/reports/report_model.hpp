@@ -60,6 +60,11 @@ struct GroupView {
   std::vector<GanttPair> gantt;              ///< for showcase entries with a timeline
 };
 
+/// A result's failed --check in words ("--check failed: max relative error
+/// 0.030"); "" when its check passed or it ran none. The verdict's FAILED
+/// point and JUnit's check failure say it; such a result is no choice.
+std::string check_failure(const Result& result);
+
 /// The group as headings name it: "<machine>, <backend> backend, <work>"
 /// ("vm | Intel Xeon | NVIDIA H200, cuda backend, gpt-tiny, mbs 2, fp32").
 std::string group_title(const GroupView& group);
