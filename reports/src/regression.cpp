@@ -1298,6 +1298,16 @@ class JudgedNights {
  private:
   using Verdicts = std::map<std::string, std::vector<MetricVerdict>>;  // by match_key
 
+  // Whether `e`, a re-run kept in `night`'s folder, is the nightly gate's:
+  // ci/suite writes those to <sweep>/rerun/, a re-gate's to
+  // <sweep>/rerun-<UTC time>/.
+  static bool made_by_nightly_gate(const Night& night, const ResultEntry& e) {
+    fs::path rel = fs::path(e.source).lexically_relative(night.path);
+    if (rel.empty()) rel = e.source;
+    return std::any_of(rel.begin(), rel.end(),
+                       [](const fs::path& part) { return part == "rerun"; });
+  }
+
   Verdicts judge(size_t k) {
     const LoadedResults& r = history_[k].results;
     const auto key = [](const ResultEntry& e) { return e.group + " # " + e.config_key; };
@@ -1325,10 +1335,16 @@ class JudgedNights {
         continue;
       }
       first.push_back(*it->second[0]);
-      reruns.push_back(*it->second[1]);  // the oldest re-run: the nightly gate's
+      // The nightly gate's re-run, the oldest in a rerun/ folder; one that
+      // only a re-gate made is not what the night reported.
+      const auto nightly = std::find_if(it->second.begin() + 1, it->second.end(),
+                                        [this, k](const ResultEntry* again) {
+                                          return made_by_nightly_gate(history_[k], *again);
+                                        });
+      if (nightly != it->second.end()) reruns.push_back(**nightly);
     }
     const RegressionSummary then = gate(first, history_[k].name, history_, k, *this, options_,
-                                        versions.empty() ? nullptr : &reruns);
+                                        reruns.empty() ? nullptr : &reruns);
     Verdicts out;
     for (const RegressionRow& row : then.rows) {
       if (row.current != nullptr) out[match_key(*row.current)] = row.metrics;

@@ -1475,6 +1475,21 @@ TEST(ReportConfirm, StepThatTheLastNightsRerunRefutedAwaitsARerunAgain) {
   const RegressionSummary after_regate = confirmed_gate(cur, {regated}, "");
   EXPECT_FALSE(row_of(after_regate, "1f1b").metrics[0].reported_before);
   EXPECT_EQ(after_regate.rerun_list().size(), 2u);
+  // Nor is a re-gate's re-run read as the nightly gate's where that made
+  // none: n3's nightly verdict stood unconfirmed (regressed), so tonight has
+  // seen the step again, though a re-gate's re-run (with its control, both
+  // slow) would have refuted it.
+  const std::string unconfirmed = fresh_dir("nights");
+  night(unconfirmed, "n1", 1, two(1.0, 1.0));
+  night(unconfirmed, "n2", 2, two(1.0, 1.0));
+  night(unconfirmed, "n3", 3, on_machine(1.12, 1.0));
+  std::vector<FixtureSpec> refuting = on_machine(1.12, 1.12);
+  for (FixtureSpec& f : refuting) f.date = "2026-11-13T05:00:00Z";
+  write_sweep(unconfirmed + "/n3/rerun-20261113T050000Z", refuting);
+  const RegressionSummary regate_only = confirmed_gate(cur, {unconfirmed}, "");
+  EXPECT_EQ(row_of(regate_only, "1f1b").status, RegressionStatus::kRegressed);
+  EXPECT_TRUE(row_of(regate_only, "1f1b").metrics[0].reported_before);
+  EXPECT_TRUE(regate_only.rerun_list().empty());
 
   // Had n3's re-runs confirmed it (its control at the usual speed, 1f1b as
   // slow), n3 reported it: tonight has seen it again, no re-run.
