@@ -652,6 +652,10 @@ std::optional<double> metric_value(const ResultEntry& entry, std::string_view me
   return std::nullopt;
 }
 
+bool memory_is_clean(const ResultEntry& entry) {
+  return entry.result.metrics && entry.result.metrics->peak_memory_bytes.device_profiler.empty();
+}
+
 std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured) {
   if (measured != nullptr) *measured = false;
   if (!ok(entry) || !entry.result.metrics->theory) return {};
@@ -671,6 +675,23 @@ std::vector<double> inflight_per_stage(const ResultEntry& entry, bool* measured)
 }
 
 namespace {
+
+/// The entries a check of peak memory weighs: those measured without a
+/// device profiler, as the verdict weighs them (a run of the same
+/// combination without it is among `all` when one was made). `left_out`
+/// counts the others.
+Entries clean_memory_only(const Entries& all, int* left_out) {
+  Entries out;
+  *left_out = 0;
+  for (const ResultEntry* e : all) {
+    if (e->result.metrics && !memory_is_clean(*e)) {
+      ++*left_out;
+      continue;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
 
 /// The entries a check with "ranks" looks at (all of them for 0).
 Entries on_ranks(const Entries& all, int ranks) {
@@ -712,7 +733,10 @@ std::vector<ClaimRow> evaluate_claims(const Reference& reference,
     bool any_inconsistent = false;
     for (const ClaimCheck& c : claim.checks) {
       CheckOutcome o;
-      const Entries here = on_ranks(all, c.ranks);
+      int profiled = 0;
+      const Entries here = c.metric == "peak_memory" || c.kind == CheckKind::kGuard
+                               ? clean_memory_only(on_ranks(all, c.ranks), &profiled)
+                               : on_ranks(all, c.ranks);
       switch (c.kind) {
         case CheckKind::kRatio:
           o = check_ratio(c, here);
@@ -741,6 +765,11 @@ std::vector<ClaimRow> evaluate_claims(const Reference& reference,
           break;
       }
       o.description = c.description;
+      if (profiled > 0 && o.cases == 0 && o.verdict == Verdict::kNotMeasurable) {
+        o.why += (o.why.empty() ? "" : "; ") + std::to_string(profiled) +
+                 " run(s) measured their peaks with a device profiler attached, which are not "
+                 "weighed";
+      }
       any_consistent = any_consistent || o.verdict == Verdict::kConsistent;
       any_inconsistent = any_inconsistent || o.verdict == Verdict::kInconsistent;
       row.checks.push_back(std::move(o));

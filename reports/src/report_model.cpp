@@ -514,13 +514,10 @@ std::vector<const ResultEntry*> allreduce_entries(const GroupView& group) {
 }
 
 const ResultEntry* clean_memory(const GroupView& group, const ResultEntry& entry) {
-  auto clean = [](const ResultEntry& e) {
-    return e.result.metrics && e.result.metrics->peak_memory_bytes.device_profiler.empty();
-  };
-  if (clean(entry)) return &entry;
+  if (memory_is_clean(entry)) return &entry;
   const std::string combination = config_key(entry.result.config);
   for (const ResultEntry* e : group.entries) {
-    if (clean(*e) && e->result.status == ResultStatus::kOk &&
+    if (memory_is_clean(*e) && e->result.status == ResultStatus::kOk &&
         config_key(e->result.config) == combination)
       return e;
   }

@@ -166,6 +166,44 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
   EXPECT_NE(m.groups[0].verdict.find("the planner "), std::string::npos) << m.groups[0].verdict;
 }
 
+// The claims weigh peak memory as the verdict does: only peaks measured
+// without a device profiler attached, a run's clean twin where one was made.
+TEST(ReportClaims, MemoryClaimsWeighOnlyPeaksMeasuredWithoutADeviceProfiler) {
+  const std::string profiled = write_sweep(fresh_dir("profiled"), sweep());
+  for (const auto& entry : fs::directory_iterator(profiled)) {
+    if (entry.path().extension() != ".json") continue;
+    Result r = read_result_file(entry.path().string());
+    r.metrics->peak_memory_bytes.device_profiler = "cupti";
+    write_result_file(entry.path().string(), r);
+  }
+  const ReportModel only = model_of(profiled);
+  // P8's first check and S8's second order the schedules' peaks.
+  for (const auto& [id, check] : {std::pair<std::string, size_t>{"P8", 0}, {"S8", 1}}) {
+    const ClaimRow& r = claim(only, id);
+    ASSERT_GT(r.checks.size(), check) << id;
+    const CheckOutcome& memory = r.checks[check];
+    EXPECT_EQ(verdict_name(memory.verdict), verdict_name(Verdict::kNotMeasurable)) << id;
+    EXPECT_EQ(memory.why.find("the order"), std::string::npos) << id << ": " << memory.why;
+    EXPECT_NE(memory.why.find("with a device profiler attached, which are not weighed"),
+              std::string::npos)
+        << id << ": " << memory.why;
+  }
+  // Without the memory check P8 has nothing inconsistent left.
+  EXPECT_NE(verdict_name(claim(only, "P8").verdict), verdict_name(Verdict::kInconsistent));
+  // Samples/s is no memory figure: S3 is judged as before.
+  EXPECT_NEAR(claim(only, "S3").checks[0].value, 96.0 / 33.0, 1e-9);
+
+  // Beside clean runs of the same combinations, the clean peaks decide.
+  const std::string both = write_sweep(fresh_dir("clean"), sweep());
+  for (const auto& entry : fs::directory_iterator(profiled)) {
+    if (entry.path().extension() != ".json") continue;
+    fs::copy_file(entry.path(), both + "/profiled-" + entry.path().filename().string());
+  }
+  const ReportModel m = model_of(both);
+  EXPECT_EQ(verdict_name(claim(m, "P8").verdict), verdict_name(Verdict::kInconsistent));
+  EXPECT_EQ(claim(m, "P8").checks.back().why.find("device profiler"), std::string::npos);
+}
+
 TEST(ReportClaims, AbsoluteFiguresOnlyWithReferenceSetup) {
   const std::string dir = write_sweep(fresh_dir("sweep"), sweep());
   const ReportModel m = model_of(dir, /*setup=*/true);

@@ -49,6 +49,11 @@ struct ClaimRow {
 /// the result is not "ok" or lacks what the metric needs.
 std::optional<double> metric_value(const ResultEntry& entry, std::string_view metric);
 
+/// Whether the result's peak memory was measured without a device profiler
+/// attached (`peak_memory_bytes.device_profiler` empty): the peaks the
+/// report weighs. CUPTI's buffers take device memory of their own.
+bool memory_is_clean(const ResultEntry& entry);
+
 /// Micro-batches in flight at each stage's activation peak: measured
 /// activation bytes / one micro-batch's bytes (theory.activation_bytes_per_microbatch),
 /// or, without those bytes, the schedule's count (theory.peak_inflight_per_stage).
