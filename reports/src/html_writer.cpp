@@ -122,8 +122,9 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
     h << "<figure>"
       << svg::bar_chart("Samples per second (median step, " + g.work + "), higher is better", bars,
                         "samples/s", legend)
-      << "<figcaption>samples/s = micro-batch size x M (x D data-parallel replicas) / median "
-         "step time over the timed iterations.</figcaption></figure>\n";
+      << "<figcaption>samples/s = micro-batch size x M x batches (PipeDream's steps of several "
+         "batches; 1 otherwise) x D (data-parallel replicas) / median step time over the timed "
+         "iterations.</figcaption></figure>\n";
   }
   h << "<table><tr><th>schedule</th><th>partition</th><th>P</th><th>M</th><th>N</th><th>V</"
        "th><th>status</th>"
@@ -201,18 +202,29 @@ std::vector<svg::ColumnGroup> memory_columns(const GroupView& g, bool& any_marke
 }
 
 // The memory table: measured activations against the documents' formulas.
+// The largest of a per-stage figure, as text ("n/a" when there is none).
+std::string max_bytes(const std::vector<int64_t>& per_stage) {
+  if (per_stage.empty()) return "n/a";
+  return format_bytes(static_cast<double>(*std::max_element(per_stage.begin(), per_stage.end())));
+}
+
 void memory_table(std::ostringstream& h, const GroupView& g) {
+  const bool device = std::any_of(g.entries.begin(), g.entries.end(), [](const ResultEntry* e) {
+    return e->result.metrics && !e->result.metrics->peak_memory_bytes.device_per_stage.empty();
+  });
   h << "<table><tr><th>combination</th><th>a (one micro-batch, mean/stage)</th><th>measured "
        "activations (sum)</th>"
        "<th>M x P</th><th>M x (P+N-1)</th><th>schedule's formula</th><th>formula bytes "
        "(sum)</th><th>measured / formula</th>"
-       "<th>peak tracked (max stage)</th><th>peak RSS (max)</th></tr>\n";
+       "<th>peak tracked (max stage)</th>"
+    << (device ? "<th>peak on the device (max stage)</th>" : "")
+    << "<th>peak RSS (max)</th></tr>\n";
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
     const ResultConfig& c = e->result.config;
     const double a = mean_a(*e);
     const auto act = metric_value(*e, "activations_sum");
-    const auto peak = metric_value(*e, "peak_memory");
+    const PeakMemory& peaks = e->result.metrics->peak_memory_bytes;
     const std::vector<double> pred = predicted_activations(*e);
     const double pred_sum =
         pred.empty() ? std::nan("") : std::accumulate(pred.begin(), pred.end(), 0.0);
@@ -223,11 +235,14 @@ void memory_table(std::ostringstream& h, const GroupView& g) {
       << td_num(format_bytes(a * (c.stages + n - 1))) << td(schedule_formula(c))
       << td_num(format_bytes(pred_sum))
       << td_num(act && pred_sum > 0 ? format_fixed(*act / pred_sum, 3) : "n/a")
-      << td_num(peak ? format_bytes(*peak) : "n/a")
-      << td_num(rss.empty()
-                    ? "n/a"
-                    : format_bytes(static_cast<double>(*std::max_element(rss.begin(), rss.end()))))
-      << "</tr>\n";
+      << td_num(max_bytes(peaks.per_stage));
+    if (device) {
+      h << td_num(max_bytes(peaks.device_per_stage) +
+                  (peaks.device_profiler.empty() || peaks.device_per_stage.empty()
+                       ? ""
+                       : " (" + peaks.device_profiler + " attached)"));
+    }
+    h << td_num(max_bytes(rss)) << "</tr>\n";
   }
   h << "</table>\n";
 }
