@@ -161,6 +161,21 @@ double unit_scale(const std::string& unit) {
   return 1;
 }
 
+// The rank counts `entries` ran on: "8 ranks", "2 or 4 ranks", "2, 4 or 8 ranks".
+std::string ranks_text(const Entries& entries) {
+  std::set<int> counts;
+  for (const ResultEntry* e : entries) {
+    counts.insert(e->result.config.stages * e->result.config.data_parallel);
+  }
+  std::string out;
+  int i = 0;
+  for (const int n : counts) {
+    const bool last = ++i == static_cast<int>(counts.size());
+    out += (i == 1 ? "" : (last ? " or " : ", ")) + std::to_string(n);
+  }
+  return out + (counts.size() == 1 && *counts.begin() == 1 ? " rank" : " ranks");
+}
+
 CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_matches) {
   CheckOutcome o;
   const double scale = unit_scale(c.unit);
@@ -177,7 +192,7 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   if (!xs.empty()) {
     o.value = median(xs);
     o.measured = metric_text(c.metric, o.value) + " (" + which + ", median of " +
-                 std::to_string(xs.size()) + " runs)";
+                 std::to_string(xs.size()) + " runs on " + ranks_text(entries) + ")";
   }
   if (!setup_matches) {
     o.why =
@@ -765,6 +780,10 @@ std::vector<ClaimRow> evaluate_claims(const Reference& reference,
           break;
       }
       o.description = c.description;
+      if (c.ranks > 0 && c.kind != CheckKind::kQualitative && on_ranks(all, c.ranks).empty()) {
+        o.why = "the documents measured it on " + std::to_string(c.ranks) +
+                " GPUs, and no run on " + std::to_string(c.ranks) + " ranks is among the results";
+      }
       if (profiled > 0 && o.cases == 0 && o.verdict == Verdict::kNotMeasurable) {
         o.why += (o.why.empty() ? "" : "; ") + std::to_string(profiled) +
                  " run(s) measured their peaks with a device profiler attached, which are not "

@@ -211,6 +211,15 @@ TEST(ReportClaims, AbsoluteFiguresOnlyWithReferenceSetup) {
   const CheckOutcome& p4 = claim(m, "P4").checks[0];
   EXPECT_EQ(p4.verdict, Verdict::kInconsistent);
   EXPECT_NEAR(p4.value, 0.5 * ((1 - 9.0 / 33) + (1 - 9.0 / 57)), 1e-9);
+  EXPECT_NE(p4.measured.find("(gpipe, median of 2 runs on 4 ranks)"), std::string::npos)
+      << p4.measured;
+  // S3's absolute figure is the document's 8 GPUs': these 4-rank runs are
+  // not measured against it.
+  const CheckOutcome& s3 = claim(m, "S3").checks.at(1);
+  EXPECT_EQ(s3.verdict, Verdict::kNotMeasurable);
+  EXPECT_EQ(s3.measured, "");
+  EXPECT_EQ(s3.why,
+            "the documents measured it on 8 GPUs, and no run on 8 ranks is among the results");
 }
 
 TEST(ReportClaims, UserReferenceFileInTheSameFormat) {
@@ -717,6 +726,16 @@ TEST(ReportWork, RecordedH200ResultsAreJudgedPerModelOnTheGpu) {
     EXPECT_NE(g.verdict.find("No clean memory figure was measured"), std::string::npos);
   }
   EXPECT_EQ(works, (std::set<std::string>{"gpt-small, mbs 4, fp32", "gpt-tiny, mbs 2, fp32"}));
+  // The memory table gives the tracked peak and the device's apart
+  // (bubble-P2's 1f1b: 5,747,992,576 and 6,182,103,040 bytes on stage 0).
+  const std::string html = write_html(m);
+  EXPECT_NE(html.find("<th>peak tracked (max stage)</th><th>peak on the device (max stage)</th>"),
+            std::string::npos);
+  EXPECT_NE(
+      html.find("<td class=\"num\">" + format_bytes(5747992576.0) + "</td><td class=\"num\">" +
+                format_bytes(6182103040.0) + " (cupti attached)</td>"),
+      std::string::npos)
+      << html;
   // A memory budget ranks no peak measured with CUPTI attached.
   ModelOptions budget;
   budget.memory_budget = int64_t{1} << 30;
