@@ -291,6 +291,7 @@ struct RunContext {
   bool device;                 ///< a device backend: the GPU state is gathered
   nvml::Sampler* gpu_sampler;  ///< this rank's GPU (null: not sampled here)
   const std::string& gpu;      ///< its name in metrics.gpu_state
+  int ranks_per_gpu;           ///< environment.ranks_per_gpu (0: not recorded)
 };
 
 RunContext Sweep::context() {
@@ -309,7 +310,8 @@ RunContext Sweep::context() {
                     .references = references,
                     .device = backend_info(plan.backend).traits.device,
                     .gpu_sampler = gpu_sampler.get(),
-                    .gpu = gpu};
+                    .gpu = gpu,
+                    .ranks_per_gpu = environment.ranks_per_gpu};
 }
 
 /// The single-process reference of M micro-batches per replica (D x M in
@@ -436,13 +438,30 @@ void CombinationRun::set_up() {
 
 /// The backend; a device backend's out-of-memory while it allocates ends
 /// the combination on every rank (DeviceOom).
+/// Ranks that share a GPU make theirs in turn, the others waiting in a
+/// barrier: a device backend measures what its library handles take as
+/// the device's free memory before and after (device-wide), which another
+/// rank allocating at that moment would add to.
 void CombinationRun::make_backend_or_oom() {
   std::string setup_oom;
-  try {
-    backend_ = make_backend(ctx_.plan.backend, backend_config(ctx_, c_, p_));
-  } catch (const cuda::OutOfMemory& e) {
-    if (!binfo_.traits.device) throw;
-    setup_oom = e.what();
+  const auto make = [&] {
+    try {
+      backend_ = make_backend(ctx_.plan.backend, backend_config(ctx_, c_, p_));
+    } catch (const cuda::OutOfMemory& e) {
+      if (!binfo_.traits.device) throw;
+      setup_oom = e.what();
+    }
+  };
+  if (binfo_.traits.device && ctx_.ranks_per_gpu > 1) {
+    int size = 1;
+    PPB_MPI_CHECK(MPI_Comm_size(ctx_.comm, &size));
+    PPB_MPI_CHECK(MPI_Barrier(ctx_.comm));  // every rank's last backend is gone
+    for (int turn = 0; turn < size; ++turn) {
+      if (turn == ctx_.rank) make();
+      PPB_MPI_CHECK(MPI_Barrier(ctx_.comm));
+    }
+  } else {
+    make();
   }
   if (binfo_.traits.device) agree_on_oom(setup_oom, ctx_.rank, ctx_.comm);
 }
