@@ -64,7 +64,7 @@ std::string describe(const GroupView& g, const ResultEntry& e) {
   std::string memory = "peak n/a";
   if (peak) {
     memory =
-        "peak " + format_bytes(*peak) + " per stage" +
+        "peak " + format_bytes(*peak) + " on its worst stage" +
         (clean != &e ? " (in its run without " + m.peak_memory_bytes.device_profiler + ")" : "");
   } else if (clean == nullptr) {
     memory = "no peak memory without " + m.peak_memory_bytes.device_profiler;

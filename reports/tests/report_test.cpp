@@ -160,6 +160,9 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
             std::string::npos);
   EXPECT_NE(m.groups[0].verdict.find("Within 16.0 MiB per stage, the best is"), std::string::npos)
       << m.groups[0].verdict;
+  // A combination's peak is its worst stage's.
+  EXPECT_NE(m.groups[0].verdict.find(" on its worst stage, bubble "), std::string::npos)
+      << m.groups[0].verdict;
   // Which schedule for this machine: the planner, calibrated on these results.
   EXPECT_NE(m.groups[0].verdict.find("For this machine (4 x cpu"), std::string::npos)
       << m.groups[0].verdict;
