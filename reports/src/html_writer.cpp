@@ -721,20 +721,10 @@ void section_environment(std::ostringstream& h, const ReportModel& m) {
        "<th>MPI</th><th>CUDA</th><th>driver</th><th>GPUs</th><th>hostname</th><th>results</"
        "th><th>dates</th></tr>\n";
   for (const GroupView& g : m.groups) {
-    const ResultEnvironment& env = g.environment;
-    std::string gpus;
-    for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
-    if (env.ranks_per_gpu > 1) gpus += " (" + std::to_string(env.ranks_per_gpu) + " ranks per GPU)";
-    std::string first = env.date, last = env.date;
-    for (const ResultEntry* e : g.entries) {
-      first = std::min(first, e->result.environment.date);
-      last = std::max(last, e->result.environment.date);
-    }
-    h << "<tr>" << td(g.machine) << td(g.build) << td(g.backend) << td(g.work)
-      << td_num(std::to_string(env.ranks)) << td(env.mpi) << td(env.cuda.empty() ? "-" : env.cuda)
-      << td(env.driver.empty() ? "-" : env.driver) << td(gpus.empty() ? "-" : gpus)
-      << td(env.hostname) << td_num(std::to_string(g.entries.size()))
-      << td(first == last ? first : first + " .. " + last) << "</tr>\n";
+    const GroupEnvironment env = group_environment(g);
+    h << "<tr>" << td(g.machine) << td(g.build) << td(g.backend) << td(g.work) << td_num(env.ranks)
+      << td(env.mpi) << td(env.cuda) << td(env.driver) << td(env.gpus) << td(env.hostnames)
+      << td_num(std::to_string(g.entries.size())) << td(env.dates) << "</tr>\n";
   }
   h << "</table>\n";
   if (!m.loaded.bad.empty() || !m.loaded.ignored.empty() || !m.loaded.superseded.empty()) {

@@ -307,14 +307,10 @@ std::string write_markdown(const ReportModel& model) {
   md << "## Environment\n\n| machine | build | backend | work | ranks | MPI | CUDA | GPUs | date "
         "|\n|---|---|---|---|---|---|---|---|---|\n";
   for (const GroupView& g : model.groups) {
-    const ResultEnvironment& env = g.environment;
-    std::string gpus;
-    for (const auto& x : env.gpus) gpus += (gpus.empty() ? "" : ", ") + x;
-    if (env.ranks_per_gpu > 1) gpus += " (" + std::to_string(env.ranks_per_gpu) + " ranks per GPU)";
+    const GroupEnvironment env = group_environment(g);
     md << "| " << cell(g.machine) << " | " << cell(g.build) << " | " << cell(g.backend) << " | "
-       << cell(g.work) << " | " << env.ranks << " | " << cell(env.mpi) << " | "
-       << cell(env.cuda.empty() ? "-" : env.cuda) << " | " << cell(gpus.empty() ? "-" : gpus)
-       << " | " << env.date << " |\n";
+       << cell(g.work) << " | " << cell(env.ranks) << " | " << cell(env.mpi) << " | "
+       << cell(env.cuda) << " | " << cell(env.gpus) << " | " << cell(env.dates) << " |\n";
   }
   if (!model.loaded.bad.empty()) {
     md << "\n## Unreadable result files (--skip-bad)\n\n";

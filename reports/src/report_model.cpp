@@ -530,6 +530,65 @@ std::string check_failure(const Result& result) {
   return "--check failed: max relative error " + format_number(m->check->max_rel_error);
 }
 
+namespace {
+
+// The distinct values, in order, ", "-joined ("-" for none or only "").
+std::string distinct(const std::vector<std::string>& values) {
+  std::vector<std::string> seen;
+  for (const std::string& v : values) {
+    if (!v.empty() && std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+  }
+  std::string out;
+  for (const std::string& v : seen) out += (out.empty() ? "" : ", ") + v;
+  return out.empty() ? "-" : out;
+}
+
+// "2", "2 or 4", "2, 4 or 8".
+std::string alternatives(const std::set<int>& xs) {
+  std::string out;
+  size_t i = 0;
+  for (const int x : xs) {
+    ++i;
+    out += (i == 1 ? "" : (i == xs.size() ? " or " : ", ")) + std::to_string(x);
+  }
+  return out;
+}
+
+}  // namespace
+
+GroupEnvironment group_environment(const GroupView& group) {
+  std::set<int> ranks;
+  std::set<int> shared;
+  std::vector<std::string> gpus, mpi, cuda, driver, hosts;
+  std::string first, last;
+  for (const ResultEntry* e : group.entries) {
+    const ResultEnvironment& env = e->result.environment;
+    ranks.insert(env.ranks);
+    if (env.ranks_per_gpu > 1) shared.insert(env.ranks_per_gpu);
+    gpus.insert(gpus.end(), env.gpus.begin(), env.gpus.end());
+    mpi.push_back(env.mpi);
+    cuda.push_back(env.cuda);
+    driver.push_back(env.driver);
+    hosts.push_back(env.hostname);
+    if (first.empty() || env.date < first) first = env.date;
+    last = std::max(last, env.date);
+  }
+  GroupEnvironment out;
+  std::string r;
+  for (const int n : ranks) r += (r.empty() ? "" : ", ") + std::to_string(n);
+  out.ranks = r;
+  out.gpus = distinct(gpus);
+  if (!shared.empty() && out.gpus != "-") {
+    out.gpus += " (" + alternatives(shared) + " ranks per GPU)";
+  }
+  out.mpi = distinct(mpi);
+  out.cuda = distinct(cuda);
+  out.driver = distinct(driver);
+  out.hostnames = distinct(hosts);
+  out.dates = first == last ? first : first + " .. " + last;
+  return out;
+}
+
 std::string group_title(const GroupView& group) {
   return group.machine + ", " + group.backend + " backend, " + group.work;
 }

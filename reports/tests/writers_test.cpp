@@ -230,6 +230,32 @@ TEST(ReportMarkdown, FitsACiLog) {
   EXPECT_LT(lines, 120u);
 }
 
+// The environment row of a group is every result's: sweeps of 2 and 4
+// ranks sharing one GPU, on two dates, are one group, and its row names
+// both rank counts, both sharings and the span of dates.
+TEST(ReportEnvironment, AGroupsRowIsEveryResultsEnvironment) {
+  FixtureSpec two_ranks;
+  two_ranks.stages = 2;
+  two_ranks.gpus = 1;
+  two_ranks.date = "2026-11-29T07:00:00Z";
+  FixtureSpec four_ranks = two_ranks;
+  four_ranks.stages = 4;
+  four_ranks.date = "2026-11-29T08:00:00Z";
+  const std::string dir = write_sweep(fresh_dir("env"), {two_ranks, four_ranks});
+  const ReportModel m = model_of(dir);
+  ASSERT_EQ(m.groups.size(), 1u);
+  const GroupEnvironment env = group_environment(m.groups[0]);
+  EXPECT_EQ(env.ranks, "2, 4");
+  EXPECT_EQ(env.gpus, "NVIDIA H200 (2 or 4 ranks per GPU)");
+  EXPECT_EQ(env.dates, "2026-11-29T07:00:00Z .. 2026-11-29T08:00:00Z");
+  const std::string md = write_markdown(m);
+  EXPECT_NE(md.find(" | 2, 4 | "), std::string::npos) << md;
+  EXPECT_NE(md.find(" | NVIDIA H200 (2 or 4 ranks per GPU) | "), std::string::npos) << md;
+  const std::string html = write_html(m);
+  EXPECT_NE(html.find("<td class=\"num\">2, 4</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>2026-11-29T07:00:00Z .. 2026-11-29T08:00:00Z</td>"), std::string::npos);
+}
+
 // A check that also covered the first warm-up step (check.steps 2) says so
 // in both reports' check column; one that did not (or a file written
 // before the field) shows the error alone.

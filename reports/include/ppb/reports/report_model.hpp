@@ -88,6 +88,20 @@ std::vector<const ResultEntry*> allreduce_entries(const GroupView& group);
 /// peak measured under it is not the run's).
 const ResultEntry* clean_memory(const GroupView& group, const ResultEntry& entry);
 
+/// The environment of a group's results as its table row gives it, over
+/// every result (one file's environment is not the group's: its sweeps may
+/// have run on 2 and 4 ranks).
+struct GroupEnvironment {
+  std::string ranks;  ///< "2" or "2, 4"
+  std::string gpus;   ///< "NVIDIA H200 (2 or 4 ranks per GPU)"; "-" without GPUs
+  std::string mpi;    ///< each MPI library, ", "-joined
+  std::string cuda;   ///< each CUDA runtime, "-" for none
+  std::string driver;
+  std::string hostnames;
+  std::string dates;  ///< "first .. last", or the one date
+};
+GroupEnvironment group_environment(const GroupView& group);
+
 /// "8" for one pipeline, "8 x 4" for P = 8 stages x D = 4 replicas.
 std::string stages_text(const ResultConfig& config);
 
