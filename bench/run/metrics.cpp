@@ -564,9 +564,7 @@ AllReduceFigures allreduce_figures(const StepMeasure& step, int stages) {
 
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
                                 int inflight) {
-  const ScheduleInfo& info = schedule_info(schedule);
-  const bool applies = info.closed_form_bubble && (!info.uses_inflight || inflight >= stages);
-  if (!applies) return kNaN;
+  if (!closed_form_bubble_applies(schedule, stages, inflight)) return kNaN;
   return static_cast<double>(stages - 1) / static_cast<double>(microbatches + stages - 1);
 }
 

@@ -168,8 +168,8 @@ TheoryOutcome theory_figures(const Schedule& schedule, const StageCosts& costs);
 
 /// Closed form (P-1)/(M+P-1) of GPipe and 1F1B with equal stages, for the
 /// schedules whose registry entry says it applies (ScheduleInfo::
-/// closed_form_bubble; with an in-flight limit only when N >= P); NaN
-/// otherwise. REQUIRES: a registered schedule name.
+/// closed_form_bubble; with an in-flight limit only when N >= P:
+/// closed_form_bubble_applies); NaN otherwise.
 double closed_form_bubble_ratio(const std::string& schedule, int stages, int microbatches,
                                 int inflight);
 

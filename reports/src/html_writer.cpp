@@ -293,7 +293,9 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
        "theory for GPipe and 1F1B with "
        "equal stages (P-1)/(M+P-1). <b>bubble overhead</b> = idle / busy (Megatron-LM's "
        "normalisation), (P-1)/M for the same "
-       "case. \"theory\" is the simulator run on the same schedule with the run's measured mean "
+       "case (the closed forms are given only for the schedules they describe: \"-\" "
+       "elsewhere). \"theory\" is the simulator run on the same schedule with the run's measured "
+       "mean "
        "action times. Device-side "
        "bubbles come from CUPTI records (--profile cupti): the next section when results carry "
        "them.</p>\n";
@@ -322,16 +324,20 @@ void section_bubbles(std::ostringstream& h, const GroupView& g) {
   for (const ResultEntry* e : g.entries) {
     if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
     const ResultMetrics& m = *e->result.metrics;
-    const double p = e->result.config.stages;
-    const double mb = e->result.config.microbatches;
+    const ResultConfig& c = e->result.config;
+    const double p = c.stages;
+    const double mb = c.microbatches;
+    // The closed forms only where they apply ("-" elsewhere: interleaved,
+    // zero-bubble, sync-1f1b, an in-flight limit below P, ...).
+    const bool closed = closed_form_bubble_applies(c.schedule, c.stages, c.inflight);
     std::string per;
     for (double x : m.bubble_ratio.per_stage) per += (per.empty() ? "" : " ") + format_fixed(x, 2);
     h << "<tr>" << td(e->label) << td_num(format_fixed(m.bubble_ratio.measured, 3))
       << td_num(format_fixed(m.bubble_ratio.theoretical, 3))
-      << td_num(format_fixed((p - 1) / (mb + p - 1), 3))
+      << td_num(closed ? format_fixed((p - 1) / (mb + p - 1), 3) : "-")
       << td_num(format_fixed(m.bubble_overhead.measured, 3))
       << td_num(format_fixed(m.bubble_overhead.theoretical, 3))
-      << td_num(format_fixed((p - 1) / mb, 3)) << td(per) << "</tr>\n";
+      << td_num(closed ? format_fixed((p - 1) / mb, 3) : "-") << td(per) << "</tr>\n";
   }
   h << "</table>\n";
 }

@@ -211,6 +211,32 @@ TEST(ReportHtml, OneSelfContainedPageWithEverySection) {
   for (const char* id : {"S1", "S10", "P8", "D1"}) {
     EXPECT_NE(html.find(std::string("<b>") + id + "</b>"), std::string::npos);
   }
+  // The bubble table's closed forms, (P-1)/(M+P-1) and (P-1)/M, only on the
+  // rows of the schedules they describe.
+  const size_t bubbles = html.find("<h3>Bubbles, measured against theory");
+  const auto bubble_row = [&](const std::string& label) {
+    const size_t at = html.find("<tr><td>" + label + "</td>", bubbles);
+    return at == std::string::npos ? std::string() : html.substr(at, html.find("</tr>", at) - at);
+  };
+  const auto cells = [](const std::string& row) {
+    std::vector<std::string> out;
+    for (size_t at = row.find("<td"); at != std::string::npos; at = row.find("<td", at + 1)) {
+      const size_t open = row.find('>', at) + 1;
+      out.push_back(row.substr(open, row.find("</td>", open) - open));
+    }
+    return out;
+  };
+  const std::vector<std::string> gpipe = cells(bubble_row("gpipe x balanced P=4 M=8"));
+  ASSERT_EQ(gpipe.size(), 8u);
+  EXPECT_EQ(gpipe[3], "0.273");  // 3/11
+  EXPECT_EQ(gpipe[6], "0.375");  // 3/8
+  for (const char* other : {"zb-h1 x balanced P=4 M=8", "sync-1f1b x balanced P=4 M=8",
+                            "interleaved-1f1b x balanced P=4 M=8 V=2"}) {
+    const std::vector<std::string> row = cells(bubble_row(other));
+    ASSERT_EQ(row.size(), 8u) << other;
+    EXPECT_EQ(row[3], "-") << other;
+    EXPECT_EQ(row[6], "-") << other;
+  }
   size_t svgs = 0;
   for (pos = html.find("<svg"); pos != std::string::npos; pos = html.find("<svg", pos + 1)) ++svgs;
   EXPECT_EQ(svgs, 1u + 1 + 1 + 1 + 2 * 8);  // throughput, memory, bubbles, Gantt legend, 8 pairs

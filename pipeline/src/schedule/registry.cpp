@@ -167,6 +167,12 @@ const ScheduleInfo& schedule_info(std::string_view name) {
   throw UsageError(unknown_name(name));
 }
 
+bool closed_form_bubble_applies(std::string_view name, int stages, int inflight) {
+  const ScheduleInfo* info = find_schedule_info(name);
+  return info != nullptr && info->closed_form_bubble &&
+         (!info->uses_inflight || inflight >= stages);
+}
+
 std::optional<std::string> schedule_problem(std::string_view name, const ScheduleParams& p) {
   const Entry* e = find_entry(name);
   if (e == nullptr) return unknown_name(name);

@@ -109,6 +109,13 @@ const ScheduleInfo& schedule_info(std::string_view name);
 /// The registry entry of `name`, or nullptr (a schedule file's own name).
 const ScheduleInfo* find_schedule_info(std::string_view name);
 
+/// Whether the closed forms of GPipe and 1F1B with equal stages, bubble
+/// ratio (P-1)/(M+P-1) and overhead (P-1)/M, apply to schedule `name` with
+/// in-flight limit `inflight`: its registry entry says so
+/// (closed_form_bubble), with an in-flight limit only when N >= P. False
+/// for a name the registry does not hold.
+bool closed_form_bubble_applies(std::string_view name, int stages, int inflight);
+
 /// Why `name` cannot generate with `p`, naming the flag and the reason
 /// ("--chunks: gpipe has no model chunks; expected 1, got 2"), or nullopt
 /// when it can. An unknown name is its own problem, whatever `p` (the
