@@ -213,15 +213,33 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   return o;
 }
 
-// What an order claim documents: "bubble_ratio: gpipe > 1f1b".
-std::string order_documented(const ClaimCheck& c) {
-  const bool increasing = c.direction == "increasing";
-  const char* rel = increasing ? " < " : " > ";
-  if (c.vary == "microbatches")
-    return c.metric + (increasing ? " rises" : " falls") + " as M grows";
+// An order claim's chain: "gpipe > 1f1b".
+std::string order_chain_text(const ClaimCheck& c) {
+  const char* rel = c.direction == "increasing" ? " < " : " > ";
   std::string chain;
   for (const auto& g : c.groups) chain += (chain.empty() ? "" : rel) + names(g);
-  return c.metric + ": " + chain;
+  return chain;
+}
+
+// What an order claim documents: "bubble_ratio: gpipe > 1f1b".
+std::string order_documented(const ClaimCheck& c) {
+  if (c.vary == "microbatches")
+    return c.metric + (c.direction == "increasing" ? " rises" : " falls") + " as M grows";
+  return c.metric + ": " + order_chain_text(c);
+}
+
+// The margin an order claim is judged by, as the measured text gives it:
+// "" for none, " (a step down of up to 2% counts as holding)", " (each step
+// by more than 5%)".
+std::string order_margin(const ClaimCheck& c) {
+  const bool increasing = c.direction == "increasing";
+  if (c.tolerance < 0) {
+    return std::string(" (a step ") + (increasing ? "down" : "up") + " of up to " +
+           format_trimmed(-c.tolerance * 100) + "% counts as holding)";
+  }
+  if (c.tolerance > 0)
+    return " (each step by more than " + format_trimmed(c.tolerance * 100) + "%)";
+  return "";
 }
 
 // The entries of each setup an order claim compares within.
@@ -330,13 +348,13 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
   }
   o.cases = total;
   if (total == 0) {
-    o.why = c.vary == "microbatches"
-                ? "no setup ran two micro-batch counts"
-                : "no setup ran all of " + o.documented.substr(c.metric.size() + 2);
+    o.why = c.vary == "microbatches" ? "no setup ran two micro-batch counts"
+                                     : "no setup ran all of " + order_chain_text(c);
     return o;
   }
   o.value = static_cast<double>(holds) / total;
-  o.measured = "holds in " + std::to_string(holds) + " of " + std::to_string(total) + " setups";
+  o.measured = "holds in " + std::to_string(holds) + " of " + std::to_string(total) + " setups" +
+               order_margin(c);
   if (!counter.empty()) {
     o.measured += "; not in: " + counter;
   } else {

@@ -148,6 +148,16 @@ TEST(ReportClaims, GoldenVerdictsOnTheFixtureSweep) {
             0u)
       << claim(m, "S1").checks[0].measured;
   EXPECT_EQ(claim(m, "S9").checks[0].cases, 1);
+  // An order judged with a margin says it beside what held.
+  const auto margin_of = [&](const std::string& id, const std::string& margin) {
+    const std::vector<CheckOutcome>& checks = claim(m, id).checks;
+    return std::any_of(checks.begin(), checks.end(), [&](const CheckOutcome& o) {
+      return o.measured.find(" setups" + margin) != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(margin_of("P5", " (a step down of up to 2% counts as holding)"));
+  EXPECT_TRUE(margin_of("P5", " (each step by more than 5%)"));
+  EXPECT_TRUE(margin_of("S8", " (a step down of up to 0.1% counts as holding)"));
   EXPECT_EQ(claim(m, "P4").checks[0].why,
             "an absolute figure of the documents' own (unknown) hardware and model; checked only "
             "with --reference-setup");
