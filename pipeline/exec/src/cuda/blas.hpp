@@ -2,7 +2,12 @@
 // cpu::gemm: C[m,n] = alpha * op(A) * op(B) + beta * C. A and B are in the
 // storage dtype, C in the storage dtype or fp32 (weight gradients), and every
 // product accumulates in fp32 (CUBLAS_COMPUTE_32F with the default math mode,
-// so fp32 GEMMs do not drop to TF32). GEMMs with a fused epilogue (bias,
+// so fp32 GEMMs do not drop to TF32). Where cuBLAS splits K, a bf16 C may sum
+// the splits' partial results in bf16 (the default math mode allows such
+// reduced-precision reductions, and cuBLASLt's in-place reduction scheme adds
+// in the output type), as PyTorch allows by default
+// (torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction): bf16
+// --check's tolerance covers it. GEMMs with a fused epilogue (bias,
 // bias + GeLU, bias gradient) go through cuBLASLt on the same stream and
 // workspace.
 #pragma once

@@ -54,6 +54,14 @@ std::string refusal_words(const ModelSpec& spec, std::string why) {
          "; CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr say more)";
 }
 
+// The properties of the device this thread is bound to (not device 0: a
+// node's GPUs may differ).
+cudaError_t bound_device_properties(cudaDeviceProp& prop) {
+  int device = 0;
+  if (const cudaError_t rc = cudaGetDevice(&device); rc != cudaSuccess) return rc;
+  return cudaGetDeviceProperties(&prop, device);
+}
+
 }  // namespace
 
 #if !PPB_HAVE_CUDNN
@@ -98,7 +106,7 @@ std::string cudnn_unavailable_reason() {
   static const std::string reason = []() -> std::string {
     if (std::string why = unusable_reason(); !why.empty()) return why;
     cudaDeviceProp prop{};
-    if (const cudaError_t rc = cudaGetDeviceProperties(&prop, 0); rc != cudaSuccess) {
+    if (const cudaError_t rc = bound_device_properties(prop); rc != cudaSuccess) {
       return std::string("cannot read the device's properties (") + cudaGetErrorString(rc) + ")";
     }
     if (std::string_view(prop.name).starts_with("pipebench CUDA emulator")) {
@@ -348,7 +356,7 @@ std::string fused_attention_unavailable_reason(int bytes_per_element, int head_d
   if (bytes_per_element == 2) return cudnn_unavailable_reason();
   if (std::string why = unusable_reason(); !why.empty()) return why;
   cudaDeviceProp prop{};
-  if (const cudaError_t rc = cudaGetDeviceProperties(&prop, 0); rc != cudaSuccess) {
+  if (const cudaError_t rc = bound_device_properties(prop); rc != cudaSuccess) {
     return std::string("cannot read the device's properties (") + cudaGetErrorString(rc) + ")";
   }
   if (prop.major < 8) {

@@ -61,6 +61,10 @@ GemmOperands::GemmOperands(const GemmCall& g, Dtype dtype, uint32_t seed) {
   fill(a_, g.a_elements(), dtype, seed);
   fill(b_, g.b_elements(), dtype, seed + 1);
   PPB_CUDA_CHECK(cudaMemset(c_, 0, static_cast<size_t>(g.c_elements() * cb)));
+  // The copies and the memset ran on the legacy default stream, which a
+  // non-blocking stream timing the GEMMs does not wait for (and a pageable
+  // copy may return before its DMA lands): done before any is timed.
+  PPB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 GemmOperands::~GemmOperands() {

@@ -33,6 +33,9 @@ class Buffer {
     } else {
       PPB_CUDA_CHECK(cudaMalloc(&p_, static_cast<size_t>(bytes)));
       PPB_CUDA_CHECK(cudaMemset(p_, 1, static_cast<size_t>(bytes)));
+      // On the legacy default stream, which the non-blocking stream that
+      // times the copies does not wait for: done before any is timed.
+      PPB_CUDA_CHECK(cudaDeviceSynchronize());
     }
   }
   ~Buffer() {
