@@ -27,14 +27,14 @@ double whole_number(const std::string& text) {
 
 }  // namespace
 
-CLI::Validator finite_non_negative() {
+CLI::Validator cost_time() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         const double v = whole_number(text);
-        if (!std::isfinite(v) || v < 0) return "expected a finite number >= 0, got '" + text + "'";
+        if (!(v >= 0 && v <= 1e9)) return "expected a time in [0, 1e9], got '" + text + "'";
         return {};
       },
-      "NUMBER >= 0");
+      "TIME in [0, 1e9]");
 }
 
 CLI::Validator number_in(double lo, double hi, const std::string& range) {

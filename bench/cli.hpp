@@ -33,9 +33,11 @@ class FlagError : public UsageError {
   using UsageError::UsageError;
 };
 
-/// CLI11 check for a finite number >= 0 ("--fwd: expected a finite number
-/// >= 0, got -1"); CLI::NonNegativeNumber would print DBL_MAX in full.
-CLI::Validator finite_non_negative();
+/// CLI11 check for an abstract action time of the cost flags (--fwd, --bwd,
+/// --wgrad, --comm, --allreduce): a number in [0, 1e9] ("--fwd: expected a
+/// time in [0, 1e9], got -1"). The bound keeps a schedule's sums of them
+/// finite; CLI::NonNegativeNumber would print DBL_MAX in full.
+CLI::Validator cost_time();
 
 /// CLI11 check for a number in [lo, hi], which `range` says in words
 /// ("--link-latency: expected a number in [0, 1] (seconds), got '1e308'").

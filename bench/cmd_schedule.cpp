@@ -53,7 +53,7 @@ void register_schedule(CLI::App& app) {
         {"--wgrad", &opt->params.tw,
          "TW: weight-gradient time per stage (zb-1p, zb-2p; default 1)"},
         {"--comm", &opt->params.tc, "TC: one transfer's time (zb-1p, zb-2p; default 0)"}}) {
-    cmd->add_option(flag, *value, what)->check(finite_non_negative());
+    cmd->add_option(flag, *value, what)->check(cost_time());
   }
   cmd->add_option("--wgrad-share", opt->params.wgrad_share,
                   "Share of a micro-batch's activations W keeps after I (zb-1p, zb-2p; default 1)");

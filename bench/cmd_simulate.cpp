@@ -286,7 +286,7 @@ void register_simulate(CLI::App& app) {
                             "TW: weight-gradient backward time per stage (default 1)");
   auto* c =
       cmd->add_option("--comm", opt->comm, "TC: time of one stage-to-stage transfer (default 0)");
-  for (CLI::Option* o : {f, b, w, c}) o->check(finite_non_negative());
+  for (CLI::Option* o : {f, b, w, c}) o->check(cost_time());
   cmd->add_option("--wgrad-share", opt->wgrad_share,
                   "Share of a micro-batch's activations W keeps after I (zb-1p, zb-2p; default 1)");
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
@@ -304,7 +304,7 @@ void register_simulate(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--allreduce", opt->allreduce,
                   "With --data-parallel and the cost flags: one chunk's all-reduce time")
-      ->check(finite_non_negative());
+      ->check(cost_time());
   cmd->add_option("--format", opt->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--trace", opt->trace, "Write the predicted timeline as a Chrome/Perfetto trace")
       ->check(non_empty("a file"));

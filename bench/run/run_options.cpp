@@ -86,8 +86,9 @@ void parse_plant(const std::string& text, int world_size, const BackendInfo& bac
                      std::to_string(world_size) + " stages (0.." + std::to_string(world_size - 1) +
                      ")");
   }
-  if (!(factor > 0) || !std::isfinite(factor))
-    throw UsageError("--plant: expected a factor > 0, got " + text.substr(colon + 1));
+  // At most 100: a larger factor would make a step run for hours.
+  if (!(factor > 0 && factor <= 100))
+    throw UsageError("--plant: expected a factor in (0, 100], got " + text.substr(colon + 1));
   if (factor < 1 && !backend.modelled_time) {
     throw UsageError("--plant: the " + backend.name +
                      " backend can only add work (factor >= 1), got " + text.substr(colon + 1));

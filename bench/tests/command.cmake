@@ -121,8 +121,13 @@ ppb_expect_usage_error(both_cost_and_model "--model"
 
 ppb_expect_usage_error(unknown_command "^pipebench: unknown command 'nosuchcmd' \\(commands: list, schedule, simulate, run, p2p, report, plan, health\\)$"
   nosuchcmd --stages 2)
-ppb_expect_usage_error(negative_cost "--fwd: expected a finite number >= 0, got '-1'"
+ppb_expect_usage_error(negative_cost "--fwd: expected a time in \\[0, 1e9\\], got '-1'"
   simulate --schedule 1f1b --stages 2 --microbatches 4 --fwd -1)
+# A time whose sums overflow (an infinite step, a NaN bubble) is refused.
+ppb_expect_usage_error(huge_cost_schedule "--fwd: expected a time in \\[0, 1e9\\], got '1e308'"
+  schedule --name zb-1p --stages 2 --microbatches 4 --fwd 1e308)
+ppb_expect_usage_error(huge_cost_simulate "--comm: expected a time in \\[0, 1e9\\], got '1e308'"
+  simulate --schedule 1f1b --stages 2 --microbatches 4 --comm 1e308)
 ppb_expect_usage_error(too_many_actions_names_stages "^pipebench: --stages 2000000000 x --microbatches 4: too many actions"
   simulate --schedule 1f1b --stages 2000000000 --microbatches 4)
 ppb_expect_usage_error(schedule_file_directory "tests/data: is a directory, expected a schedule file"

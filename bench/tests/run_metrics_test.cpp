@@ -370,7 +370,9 @@ TEST(RunOptions, PlantAndMinTime) {
   bad.plant = "1:fast";
   EXPECT_EQ(message(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1:fast'");
   bad.plant = "1:-2";
-  EXPECT_EQ(message(bad, 2), "--plant: expected a factor > 0, got -2");
+  EXPECT_EQ(message(bad, 2), "--plant: expected a factor in (0, 100], got -2");
+  bad.plant = "1:1e30";  // a step of hours, not a regression to catch
+  EXPECT_EQ(message(bad, 2), "--plant: expected a factor in (0, 100], got 1e30");
   RunOptions t = o;
   t.min_time = -1;
   EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got -1", 0), 0u);

@@ -57,13 +57,17 @@ void set_pass_times(const StageCosts& costs, ScheduleParams& params) {
   params.tc = costs.link.transfer_time(static_cast<int64_t>(static_cast<double>(bytes) / n));
 }
 
+double mean_stage_seconds(const StageCosts& costs) {
+  double total = 0;
+  for (const ChunkCost& c : costs.chunks) total += c.fwd + c.bwd_input + c.bwd_weight;
+  return total / std::max(costs.stages, 1);
+}
+
 double default_time_scale(const StageCosts& costs) {
   // The whole model's time, not the shortest action's: a scale taken from
   // the combination's own actions would differ between partitions and chunk
   // counts, and a chunk would then sleep as long as a whole stage.
-  double total = 0;
-  for (const ChunkCost& c : costs.chunks) total += c.fwd + c.bwd_input + c.bwd_weight;
-  const double stage = total / std::max(costs.stages, 1);
+  const double stage = mean_stage_seconds(costs);
   if (!(stage > 0) || !std::isfinite(stage)) return 1.0;
   return kTimedStageSeconds / stage;
 }

@@ -291,6 +291,24 @@ TEST(TimedBackendTest, ActionsRunInOrderOnTheComputeStream) {
   EXPECT_GE(t2.end - t2.start, 0.05);
 }
 
+// A --time-scale that would make the mean stage's F + B of one micro-batch
+// sleep more than a minute is refused, naming both figures; a minute is not.
+TEST(TimedBackendTest, ATimeScaleOfHoursPerStepIsRefused) {
+  BackendConfig cfg;
+  cfg.costs = uniform_costs(1, 1, 0.05, 0.05, 0.0, 0.0);  // F + B = 0.1 modelled s
+  cfg.time_scale = 600;                                   // 60 s: the limit
+  EXPECT_NE(make_backend("timed", cfg), nullptr);
+  cfg.time_scale = 1e30;
+  try {
+    (void)make_backend("timed", cfg);
+    ADD_FAILURE() << "a time scale of 1e30 was taken";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--time-scale 1e+30: the mean stage's forward and backward of one micro-batch "
+                 "would sleep 1e+29 s (at most 60 s)");
+  }
+}
+
 // One rank alone with two chunks: every message is a local hand-over.
 TEST(CpuGradients, LocalHandOverOnOneRank) {
   Schedule s;

@@ -28,9 +28,17 @@ std::string limit_text(int64_t bytes) {
 std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes) {
   const std::string kind(what);
   if (path.empty()) throw UsageError(kind + ": empty path");
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  // O_NONBLOCK: opening a named pipe no program writes to would otherwise
+  // wait for one forever; read from it, it ends at once (an empty input).
+  // Cleared before reading, so that a pipe a program does write to (a
+  // shell's <(...)) is read to its end.
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {
     throw UsageError(path + ": cannot open " + kind + ": " + std::strerror(errno));
+  }
+  if (const int flags = ::fcntl(fd.get(), F_GETFL);
+      flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    throw UsageError(path + ": cannot read " + kind + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {

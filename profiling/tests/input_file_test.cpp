@@ -3,6 +3,7 @@
 #include "ppb/profiling/input_file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -54,6 +55,23 @@ TEST_F(InputFile, EndlessDevicesStopAtTheLimit) {
   EXPECT_EQ(error_of("/dev/zero", int64_t{1} << 20),
             "/dev/zero: schedule file larger than 1 MiB (the limit for this input)");
   EXPECT_EQ(read_input_file("/dev/null", "schedule file", 10), "");
+}
+
+// A named pipe no program writes to reads as empty at once (the caller then
+// names it), not a wait for a writer that never comes; one a program does
+// write to (a shell's <(...)) is read to its end.
+TEST_F(InputFile, NamedPipesDoNotWaitForAWriter) {
+  const std::string fifo = (dir_ / "fifo.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(read_input_file(fifo, "schedule file", 100), "");
+
+  int ends[2] = {-1, -1};
+  ASSERT_EQ(::pipe(ends), 0);
+  const std::string text = "{\"schema\": \"x\"}";
+  ASSERT_EQ(::write(ends[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(ends[1]);
+  EXPECT_EQ(read_input_file("/dev/fd/" + std::to_string(ends[0]), "schedule file", 100), text);
+  ::close(ends[0]);
 }
 
 TEST_F(InputFile, DirectoriesAndMissingFilesAreNamed) {

@@ -158,4 +158,13 @@ inline constexpr double kTimedStageSeconds = 12e-3;
 /// with 2 chunks per stage -> the same scale.
 double default_time_scale(const StageCosts& costs);
 
+/// The longest a `--time-scale` may make the mean stage's forward and
+/// backward of one micro-batch sleep: beyond it a step takes hours.
+inline constexpr double kMaxTimedStageSeconds = 60;
+
+/// The mean stage's modelled F + I + W of one micro-batch (the sum over
+/// every virtual stage, divided by `costs.stages`), modelled seconds: what
+/// default_time_scale scales to kTimedStageSeconds.
+double mean_stage_seconds(const StageCosts& costs);
+
 }  // namespace ppb
