@@ -120,9 +120,9 @@ StageCosts build_costs(const SimulateOptions& opt, const Schedule& s,
 }
 
 /// Data parallelism (--data-parallel D): the ring all-reduce after each
-/// chunk's last backward. With --model it moves the chunk's parameter bytes
-/// over the device's link; with the cost flags it takes --allreduce time
-/// units (as latency: the flags have no bytes).
+/// chunk's last backward. With --model it moves the chunk's gradients (fp32
+/// under bf16, as the memory model counts them) over the device's link; with the cost flags it
+/// takes --allreduce time units (as latency: the flags have no bytes).
 void add_allreduce(const SimulateOptions& opt, const Schedule& s,
                    const std::optional<PricedModel>& model, StageCosts& costs) {
   if (opt.data_parallel <= 1) {
@@ -138,6 +138,7 @@ void add_allreduce(const SimulateOptions& opt, const Schedule& s,
     return;
   }
   if (opt.allreduce > 0) throw UsageError("--allreduce: with --model the device's link prices it");
+  a.element_bytes = model->spec.bytes_per_element;
   a.latency = model->device.link_latency;
   a.bandwidth = model->device.link_bandwidth;
 }

@@ -689,6 +689,7 @@ void fill_metrics(Sweep& sw, const Combination& c, const Prepared& p, const Exec
   measured.allreduce = measured_allreduce(
       steps[fig.median_step], P, D,
       optimizer_policy_for(schedule_info(c.schedule)) == OptimizerPolicy::kPerBackward);
+  measured.allreduce.element_bytes = sw.plan.model.bytes_per_element;
   TheoryOutcome theory = theory_figures(ex.last_schedule, measured);
   theory.figures.action_seconds = mean_action_seconds(P, median_step);
   theory.figures.kind_seconds =

@@ -675,5 +675,21 @@ TEST(DataParallel, SimulatorAddsTheAllReduceAfterEachStagesLastBackward) {
   EXPECT_GE(blocking.step_time, 15 + 4 * 7.5);
 }
 
+// A bf16 chunk (2-byte elements) trains in mixed precision: its gradients
+// are fp32, so its all-reduce moves twice its 400 parameter bytes, 800, in
+// 6 x 0.25 + 1.5 x 800 / 100 = 13.5, as the memory model counts them.
+TEST(DataParallel, ABf16ChunksAllReduceMovesItsFp32Gradients) {
+  const Schedule s = generated("1f1b", 2, 4);
+  StageCosts costs = uniform_costs(2, 1, 1, 2, 0, 0);
+  for (ChunkCost& c : costs.chunks) c.param_bytes = 400;
+  costs.allreduce = AllReduceModel{
+      .replicas = 4, .latency = 0.25, .bandwidth = 100, .per_backward = false, .element_bytes = 2};
+  const SimResult r = simulate(s, costs);
+  ASSERT_EQ(r.stages[1].allreduces.size(), 1U);
+  EXPECT_EQ(r.stages[1].allreduces[0].bytes, 800);
+  EXPECT_DOUBLE_EQ(r.stages[0].allreduce, 13.5);
+  EXPECT_DOUBLE_EQ(r.step_time, 15 + 13.5);
+}
+
 }  // namespace
 }  // namespace ppb

@@ -201,7 +201,10 @@ double Simulator::allreduce(int s, size_t index, int32_t chunk, double end) {
   const auto su = static_cast<size_t>(s);
   if (reduce_after_.empty() || reduce_after_[su][index] == 0) return end;
   const int v = plan_.placement.virtual_stage(s, chunk);
-  const int64_t bytes = costs_.chunks[static_cast<size_t>(v)].param_bytes;
+  MemoryModelOptions element;
+  element.element_bytes = costs_.allreduce.element_bytes;
+  const int64_t bytes =
+      parameter_state(costs_.chunks[static_cast<size_t>(v)].param_bytes, element).gradients;
   const double start = std::max(end, reduce_free_[su]);
   const double finish = start + costs_.allreduce.time(bytes);
   reduce_free_[su] = finish;

@@ -81,6 +81,11 @@ struct AllReduceModel {
   /// all-reduce before its next action. Otherwise an all-reduce overlaps
   /// the stage's later actions and only the step's end waits for it.
   bool per_backward = false;
+  /// Bytes of one stored parameter element (ModelSpec::bytes_per_element).
+  /// The all-reduce moves a chunk's gradients, which the memory model
+  /// counts (parameter_state): fp32 below 4 bytes (mixed precision), so a
+  /// bf16 chunk's all-reduce moves twice its parameter bytes.
+  int element_bytes = 4;
 
   /// Seconds of one all-reduce of `bytes`; 0 when replicas <= 1.
   double time(int64_t bytes) const {
@@ -104,8 +109,9 @@ struct StageCosts {
   /// transfer between stages of different hosts takes network_link.
   std::vector<int> host_of_stage;
   LinkModel network_link;  ///< between hosts; used only with host_of_stage
-  /// Data parallelism: the all-reduce of each chunk's gradients
-  /// (ChunkCost::param_bytes of its virtual stage) across the replicas.
+  /// Data parallelism: the all-reduce of each chunk's gradients (the
+  /// gradient bytes of ChunkCost::param_bytes of its virtual stage,
+  /// AllReduceModel::element_bytes) across the replicas.
   AllReduceModel allreduce;
   bool has_bytes = false;  ///< true when built from a model (memory is reportable)
   /// A fixed cost every F, B, I and W takes on top of its chunk's times
