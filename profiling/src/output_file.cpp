@@ -83,13 +83,24 @@ int give_name(int fd, int dirfd, const fs::path& name) {
   return errno;
 }
 
+// A replacement made but not yet in place: a complete temporary file on
+// disk beside its target, which commit() renames over it and discard()
+// removes. `dirfd` is AT_FDCWD (ordinary paths) or `folder`'s descriptor.
+struct Staged {
+  std::string shown;
+  UniqueFd folder{-1};
+  int dirfd = AT_FDCWD;
+  fs::path tmp;
+  fs::path target;
+};
+
 // The text goes to an unnamed file in the target's folder (O_TMPFILE), named
-// only once it is complete and on disk, right before the rename: a run
-// killed while writing (or a full disk) leaves nothing behind. Where the
-// file system has no O_TMPFILE, a named temporary file is used and removed
-// on any error. `path` is relative to `dirfd` (AT_FDCWD: an ordinary path).
-void replace_atomically(const std::string& shown, int dirfd, const std::string& path,
-                        std::string_view text, mode_t mode) {
+// only once it is complete and on disk: a run killed while writing (or a
+// full disk) leaves nothing behind. Where the file system has no O_TMPFILE,
+// a named temporary file is used and removed on any error. `path` is
+// relative to `dirfd` (AT_FDCWD: an ordinary path; else `folder`'s).
+Staged stage(const std::string& shown, UniqueFd folder, int dirfd, const std::string& path,
+             std::string_view text, mode_t mode) {
   static std::atomic<unsigned> counter{0};
   const fs::path target(path);
   fs::path dir = target.parent_path();
@@ -110,10 +121,20 @@ void replace_atomically(const std::string& shown, int dirfd, const std::string& 
     named = err == 0;
   }
   if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::renameat(dirfd, tmp.c_str(), dirfd, target.c_str()) != 0) err = errno;
   if (err != 0) {
     if (named) ::unlinkat(dirfd, tmp.c_str(), 0);
     fail(shown, std::strerror(err));
+  }
+  return Staged{shown, std::move(folder), dirfd, tmp, target};
+}
+
+void discard(const Staged& s) noexcept { ::unlinkat(s.dirfd, s.tmp.c_str(), 0); }
+
+void commit(const Staged& s) {
+  if (::renameat(s.dirfd, s.tmp.c_str(), s.dirfd, s.target.c_str()) != 0) {
+    const int err = errno;
+    discard(s);
+    fail(s.shown, std::strerror(err));
   }
 }
 
@@ -178,43 +199,85 @@ mode_t owned_leaf_mode(const std::string& shown, int dirfd, const std::string& n
   return st.st_mode & 07777;
 }
 
-void write_owned(const OutputPath& out, std::string_view text) {
+// A name inside a folder pipebench fills, staged.
+Staged stage_owned(const OutputPath& out, std::string_view text) {
   UniqueFd folder(-1);
   const std::string leaf = open_parent(out, true, &folder);
   const mode_t mode = owned_leaf_mode(out.shown(), folder.get(), leaf);
-  replace_atomically(out.shown(), folder.get(), leaf, text, mode);
+  const int dirfd = folder.get();
+  return stage(out.shown(), std::move(folder), dirfd, leaf, text, mode);
+}
+
+// A user's path: staged when it names a regular file or a new one (the
+// result in *staged, true returned); false when it is written through
+// ("-", a character device, a FIFO: *real says which file).
+bool stage_users(const std::string& path, std::string_view text, std::vector<Staged>* staged,
+                 std::string* real) {
+  if (path == "-") return false;
+  *real = follow_links(path);
+  struct stat st {};
+  if (::stat(real->c_str(), &st) != 0) {
+    if (errno != ENOENT) fail(path, std::strerror(errno));
+    staged->push_back(stage(path, UniqueFd(-1), AT_FDCWD, *real, text, kNewFileMode));
+    return true;
+  }
+  if (S_ISREG(st.st_mode)) {
+    staged->push_back(stage(path, UniqueFd(-1), AT_FDCWD, *real, text, st.st_mode & 07777));
+    return true;
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return false;
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory");
+  fail(path, "not a regular file, character device or FIFO");
 }
 
 }  // namespace
 
 void write_output_file(const OutputPath& out, std::string_view text) {
-  if (out.name.empty()) throw UsageError("output path: empty");
-  if (!out.within.empty()) {
-    write_owned(out, text);
-    return;
+  write_output_files({{out, text}});
+}
+
+void write_output_files(const std::vector<std::pair<OutputPath, std::string_view>>& outputs) {
+  for (const auto& [out, text] : outputs) {
+    if (out.name.empty()) throw UsageError("output path: empty");
   }
-  const std::string& path = out.name;
-  if (path == "-") {
-    const bool ok =
-        std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
-    if (!ok) fail("standard output", std::strerror(errno));
-    return;
+  // Written through once every file is in place: (user's path, real path).
+  std::vector<std::pair<std::string, std::string>> through;
+  std::vector<std::string_view> through_text;
+  std::vector<Staged> staged;
+  try {
+    for (const auto& [out, text] : outputs) {
+      if (!out.within.empty()) {
+        staged.push_back(stage_owned(out, text));
+        continue;
+      }
+      std::string real;
+      if (!stage_users(out.name, text, &staged, &real)) {
+        through.emplace_back(out.name, real);
+        through_text.push_back(text);
+      }
+    }
+  } catch (...) {
+    for (const Staged& s : staged) discard(s);
+    throw;
   }
-  const std::string real = follow_links(path);
-  struct stat st {};
-  if (::stat(real.c_str(), &st) != 0) {
-    if (errno != ENOENT) fail(path, std::strerror(errno));
-    replace_atomically(path, AT_FDCWD, real, text, kNewFileMode);
-    return;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    try {
+      commit(staged[i]);
+    } catch (...) {
+      for (size_t j = i + 1; j < staged.size(); ++j) discard(staged[j]);
+      throw;
+    }
   }
-  if (S_ISREG(st.st_mode)) {
-    replace_atomically(path, AT_FDCWD, real, text, st.st_mode & 07777);
-  } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-    write_through(path, real, text);
-  } else if (S_ISDIR(st.st_mode)) {
-    fail(path, "is a directory");
-  } else {
-    fail(path, "not a regular file, character device or FIFO");
+  for (size_t i = 0; i < through.size(); ++i) {
+    const auto& [shown, real] = through[i];
+    if (shown == "-") {
+      const std::string_view text = through_text[i];
+      const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() &&
+                      std::fflush(stdout) == 0;
+      if (!ok) fail("standard output", std::strerror(errno));
+    } else {
+      write_through(shown, real, through_text[i]);
+    }
   }
 }
 

@@ -12,6 +12,14 @@ class UniqueFd {
   ~UniqueFd() { reset(-1); }
   UniqueFd(const UniqueFd&) = delete;
   UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      reset(other.fd_);
+      other.fd_ = -1;
+    }
+    return *this;
+  }
   int get() const { return fd_; }
   /// Closes the descriptor held (if any) and holds `fd` instead.
   void reset(int fd) {

@@ -78,6 +78,34 @@ TEST(OutputFile, NewAndRegularFilesAreReplacedWholeKeepingTheMode) {
   EXPECT_EQ(dir.entries(), 1) << "a temporary file was left behind";
 }
 
+// Several outputs are written all or none: one that cannot be written (its
+// folder is a file) leaves the others as they were, with no temporary file;
+// when all can, all are replaced, the FIFO-like ones ("-") last.
+TEST(OutputFile, SeveralOutputsAreWrittenAllOrNone) {
+  TempDir dir;
+  const fs::path md = dir / "report.md";
+  const fs::path csv = dir / "report.csv";
+  write_output_file(md.string(), "last night's\n");
+  std::ofstream(dir / "plain") << "a file, not a folder";
+  const std::string bad = (dir / "plain" / "x.csv").string();
+  try {
+    write_output_files({{md.string(), "tonight's\n"}, {csv.string(), "a,b\n"}, {bad, "c\n"}});
+    ADD_FAILURE() << "a folder that is a file was written into";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), bad + ": cannot write: Not a directory");
+  }
+  EXPECT_EQ(slurp(md), "last night's\n");
+  EXPECT_FALSE(fs::exists(csv));
+  EXPECT_EQ(dir.entries(), 2) << "a temporary file was left behind";
+
+  testing::internal::CaptureStdout();
+  write_output_files({{"-", "to stdout\n"}, {md.string(), "tonight's\n"}, {csv.string(), "a,b\n"}});
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "to stdout\n");
+  EXPECT_EQ(slurp(md), "tonight's\n");
+  EXPECT_EQ(slurp(csv), "a,b\n");
+  EXPECT_EQ(dir.entries(), 3);
+}
+
 TEST(OutputFile, SymlinksAreFollowedNotReplaced) {
   TempDir dir;
   const fs::path target = dir / "target.json";

@@ -217,11 +217,13 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   }
 
   // Only the outputs asked for are rendered (each can be as large as the
-  // results: the Google Benchmark JSON has one run per timed step).
+  // results: the Google Benchmark JSON has one run per timed step), and
+  // they are written together: all, or none where one cannot be.
   std::vector<std::string> written;
+  std::vector<std::string> texts;
   auto emit = [&](const std::string& path, std::string (*render)(const ReportModel&)) {
     if (path.empty()) return;
-    write_output_file(path, render(model));
+    texts.push_back(render(model));
     written.push_back(path);
   };
   emit(o.html, write_html);
@@ -232,9 +234,12 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   if (!o.rerun_list.empty() && model.regression) {
     std::string list;
     for (const std::string& f : model.regression->rerun_list()) list += f + "\n";
-    write_output_file(o.rerun_list, list);
+    texts.push_back(std::move(list));
     written.push_back(o.rerun_list);
   }
+  std::vector<std::pair<OutputPath, std::string_view>> outputs;
+  for (size_t i = 0; i < written.size(); ++i) outputs.emplace_back(written[i], texts[i]);
+  write_output_files(outputs);
 
   if (written.empty()) {
     out << write_markdown(model);

@@ -44,6 +44,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace ppb {
 
@@ -65,6 +66,14 @@ struct OutputPath {
 /// Writes `text` to `path` by the rules above. REQUIRES: nothing; an empty
 /// path is refused with UsageError("output path: empty").
 void write_output_file(const OutputPath& path, std::string_view text);
+
+/// Writes several outputs by the same rules, all or none where it can: each
+/// file that is replaced is first written in full to a temporary file beside
+/// it, and only when every one of them is complete (and on disk) are they
+/// renamed into place; a failure before that (a read-only folder, a full
+/// disk, a permission) removes the temporaries and leaves every target as
+/// it was. Outputs written through ("-", a device, a FIFO) go last.
+void write_output_files(const std::vector<std::pair<OutputPath, std::string_view>>& outputs);
 
 /// Checks, without writing, that write_output_file(path, ...) can be tried:
 /// "-", an existing regular file, character device or FIFO (through
