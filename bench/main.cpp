@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <iostream>
 #include <new>
 #include <string>
 
@@ -73,6 +74,16 @@ void print_error(const std::string& what) {
   std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), ppb::printable(what).c_str());
 }
 
+// Whether what the command printed reached standard output: a full disk
+// or a closed pipe under `> out.json` would otherwise end with exit 0 and
+// a truncated file. Flushes both streams.
+bool stdout_lost() {
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail();
+  if (failed) print_error("standard output: cannot write (a full disk or a closed pipe?)");
+  return failed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +136,7 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::cli::ExitCode& e) {
+    if (stdout_lost()) return ppb::kUsageExitCode;
     return e.code;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "%sout of host memory\n", ppb::log::prefix().c_str());
@@ -133,5 +145,5 @@ int main(int argc, char** argv) {
     print_error(std::string("error: ") + e.what());
     return 1;
   }
-  return 0;
+  return stdout_lost() ? ppb::kUsageExitCode : 0;
 }

@@ -253,3 +253,11 @@ ppb_expect_usage_error(vocab_divisor_negative
 ppb_expect_usage_error(vocab_divisor_not_integer
   "--make-vocab-size-divisible-by: expected an integer in \\[1, 16777216\\], got '1.5'"
   run --make-vocab-size-divisible-by 1.5)
+
+# What a command prints must reach standard output: a full disk under
+# `> out.json` is an error (exit 2, one line), not a truncated file and 0.
+add_test(NAME cli.stdout_full_disk
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 2 20
+          "^pipebench: standard output: cannot write \\(a full disk or a closed pipe\\?\\)$"
+          -- sh -c "$<TARGET_FILE:pipebench> plan --gpus 8 --device h100 --model gpt-tiny --format json > /dev/full")
+set_tests_properties(cli.stdout_full_disk PROPERTIES LABELS unit TIMEOUT 30)
