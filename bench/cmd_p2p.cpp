@@ -411,7 +411,8 @@ void register_p2p(CLI::App& app) {
                   "registered; device memory default every one");
   cmd->add_option("-w,--warmup", options->warmup, "Device memory: warm-up exchanges per size")
       ->capture_default_str();
-  cmd->add_option("--json", options->json, "Also write the figures as JSON to this file");
+  cmd->add_option("--json", options->json, "Also write the figures as JSON to this file")
+      ->check(non_empty("a file"));
   cmd->callback([options] { run_p2p(*options); });
 }
 

@@ -261,3 +261,9 @@ add_test(NAME cli.stdout_full_disk
           "^pipebench: standard output: cannot write \\(a full disk or a closed pipe\\?\\)$"
           -- sh -c "$<TARGET_FILE:pipebench> plan --gpus 8 --device h100 --model gpt-tiny --format json > /dev/full")
 set_tests_properties(cli.stdout_full_disk PROPERTIES LABELS unit TIMEOUT 30)
+
+# An output on a read-only file system is refused before any is written.
+add_test(NAME cli.report_readonly_output
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/readonly_output.sh $<TARGET_FILE:pipebench>
+          ${PROJECT_SOURCE_DIR}/reports/tests/data/h200)
+set_tests_properties(cli.report_readonly_output PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)

@@ -292,17 +292,31 @@ void check_output_path(const OutputPath& out) {
   const std::string& path = out.name;
   if (path == "-") return;
   const std::string real = follow_links(path);
+  fs::path dir = fs::path(real).parent_path();
+  if (dir.empty()) dir = ".";
+  // A replaced file's temporary is made in its folder: the folder must take
+  // new files (a read-only file system or a folder the user may not write
+  // says so here; root's permissions only the write itself meets).
+  const auto writable = [&](const fs::path& p) {
+    if (::access(p.c_str(), W_OK) != 0) fail(path, std::strerror(errno));
+  };
   struct stat st {};
   if (::stat(real.c_str(), &st) != 0) {
     if (errno != ENOENT) fail(path, std::strerror(errno));
-    fs::path dir = fs::path(real).parent_path();
-    if (dir.empty()) dir = ".";
     struct stat dst {};
     if (::stat(dir.c_str(), &dst) != 0) fail(path, std::strerror(errno));
     if (!S_ISDIR(dst.st_mode)) fail(path, std::strerror(ENOTDIR));
+    writable(dir);
     return;
   }
-  if (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return;
+  if (S_ISREG(st.st_mode)) {
+    writable(dir);
+    return;
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    writable(real);
+    return;
+  }
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory");
   fail(path, "not a regular file, character device or FIFO");
 }
