@@ -68,6 +68,29 @@ void reject_flag_as_value(CLI::App& app, int argc, char** argv) {
   }
 }
 
+// Every integer option reads its value as a decimal integer: CLI11 would
+// read "010" as octal 8 and "0x10" as 16, silently another number than the
+// one typed.
+void decimal_integers_only(CLI::App& app) {
+  const CLI::Validator decimal(
+      [](const std::string& text) -> std::string {
+        size_t i = text.size() > 1 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        const bool digits =
+            i < text.size() && text.find_first_not_of("0123456789", i) == std::string::npos;
+        if (!digits || (text[i] == '0' && text.size() > i + 1)) {
+          return "expected a decimal integer, got '" + text + "'";
+        }
+        return {};
+      },
+      "");
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options()) {
+      const std::string type = opt->get_type_name();
+      if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) opt->check(decimal);
+    }
+  }
+}
+
 // One line on stderr: the rank's prefix and the message, its bytes as a
 // terminal can show them (a message may quote a file's content).
 void print_error(const std::string& what) {
@@ -103,6 +126,7 @@ int main(int argc, char** argv) {
   ppb::cli::register_report(app);
   ppb::cli::register_plan(app);
   ppb::cli::register_health(app);
+  decimal_integers_only(app);
 
   try {
     reject_unknown_command(app, argc, argv);

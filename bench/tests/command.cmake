@@ -267,3 +267,9 @@ add_test(NAME cli.report_readonly_output
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/readonly_output.sh $<TARGET_FILE:pipebench>
           ${PROJECT_SOURCE_DIR}/reports/tests/data/h200)
 set_tests_properties(cli.report_readonly_output PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
+
+# Integers are decimal: "010" is not octal 8 nor "0x4" hex 4, whatever the flag.
+ppb_expect_usage_error(octal_integer "--stages: expected a decimal integer, got '010'"
+  schedule --name 1f1b --stages 010 --microbatches 4)
+ppb_expect_usage_error(hex_integer "--gpus: expected a decimal integer, got '0x8'"
+  plan --gpus 0x8 --device h100 --model gpt-tiny)
