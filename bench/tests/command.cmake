@@ -271,5 +271,5 @@ set_tests_properties(cli.report_readonly_output PROPERTIES LABELS unit TIMEOUT 3
 # Integers are decimal: "010" is not octal 8 nor "0x4" hex 4, whatever the flag.
 ppb_expect_usage_error(octal_integer "--stages: expected a decimal integer, got '010'"
   schedule --name 1f1b --stages 010 --microbatches 4)
-ppb_expect_usage_error(hex_integer "--gpus: expected a decimal integer, got '0x8'"
-  plan --gpus 0x8 --device h100 --model gpt-tiny)
+ppb_expect_usage_error(hex_integer "--microbatches: expected a decimal integer, got '0x4'"
+  schedule --name 1f1b --stages 2 --microbatches 0x4)
