@@ -172,12 +172,18 @@ void check_counts(const RunOptions& o) {
     throw UsageError("--max-iters: expected --iters (" + std::to_string(o.iters) + ").." +
                      std::to_string(kMaxSteps) + " steps, got " + std::to_string(o.max_iters));
   }
-  if (o.chunks < 1) throw UsageError("--chunks: expected >= 1, got " + std::to_string(o.chunks));
+  if (o.chunks < 1 || o.chunks > kMaxChunks) {
+    throw UsageError("--chunks: expected 1.." + std::to_string(kMaxChunks) + ", got " +
+                     std::to_string(o.chunks));
+  }
   if (o.inflight < 0)
     throw UsageError("--inflight: expected >= 1, got " + std::to_string(o.inflight));
   if (o.sync_warmup < 0)
     throw UsageError("--sync-warmup: expected >= 0, got " + std::to_string(o.sync_warmup));
-  if (o.batches < 1) throw UsageError("--batches: expected >= 1, got " + std::to_string(o.batches));
+  if (o.batches < 1 || o.batches > kMaxBatches) {
+    throw UsageError("--batches: expected 1.." + std::to_string(kMaxBatches) + ", got " +
+                     std::to_string(o.batches));
+  }
   if (!(o.memory_guard > 0 && o.memory_guard <= 1)) {
     throw UsageError("--memory-guard: expected a fraction in (0, 1], got " +
                      std::to_string(o.memory_guard));

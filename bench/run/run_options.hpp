@@ -22,6 +22,10 @@ namespace ppb::run {
 /// runs at most kMaxSteps warm-up and kMaxSteps timed steps, each bounded by
 /// --timeout.
 inline constexpr int kMaxSteps = 100000;
+/// The most model chunks per stage (--chunks) and batches per step
+/// (--batches) a run takes: P x V and M x batches stay far from int's end.
+inline constexpr int kMaxChunks = 4096;
+inline constexpr int kMaxBatches = 4096;
 inline constexpr int kMaxMinTimeSeconds = 86400;
 /// The largest message between stages: one MPI message (an int count of
 /// bytes).

@@ -373,6 +373,13 @@ TEST(RunOptions, PlantAndMinTime) {
   EXPECT_EQ(message(bad, 2), "--plant: expected a factor in (0, 100], got -2");
   bad.plant = "1:1e30";  // a step of hours, not a regression to catch
   EXPECT_EQ(message(bad, 2), "--plant: expected a factor in (0, 100], got 1e30");
+  // P x V and M x batches stay far from int's end (typed, or read by --rerun).
+  RunOptions many = o;
+  many.chunks = 2147483647;
+  EXPECT_EQ(message(many, 2), "--chunks: expected 1..4096, got 2147483647");
+  many = o;
+  many.batches = 4097;
+  EXPECT_EQ(message(many, 2), "--batches: expected 1..4096, got 4097");
   RunOptions t = o;
   t.min_time = -1;
   EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got -1", 0), 0u);
