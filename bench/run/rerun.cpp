@@ -118,7 +118,9 @@ std::vector<std::pair<std::string, Result>> load_rerun_results(
     const std::vector<std::string>& paths) {
   reports::LoadedResults loaded;
   try {
-    loaded = reports::load_results(paths, false);
+    // Every file as given (keep_repeats): two measurements of one
+    // combination are not one re-run, and plan_reruns names the pair.
+    loaded = reports::load_results(paths, false, {}, /*keep_repeats=*/true);
   } catch (const UsageError& e) {
     throw UsageError(std::string("--rerun: ") + e.what());
   }

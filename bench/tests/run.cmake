@@ -2,6 +2,8 @@
 # pipebench target exists). Multi-rank cases run the real command under
 # mpirun and then read back the result files it wrote.
 ppb_add_gtest(run_metrics_test SOURCES tests/run_metrics_test.cpp LIBS ppb::run)
+target_compile_definitions(run_metrics_test PRIVATE
+  PPB_H200_RESULT="${PROJECT_SOURCE_DIR}/reports/tests/data/h200/bubble-P2_1f1b__layer__P2_M4.json")
 ppb_add_gtest(check_test SOURCES tests/check_test.cpp LIBS ppb::run)
 # The figures every rank counts, summed on rank 0 with the lowest rank's
 # text (run/rank_record.hpp), on 2 real ranks: about 1 s.

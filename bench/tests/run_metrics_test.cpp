@@ -1,11 +1,14 @@
 // The run command's pure parts: metrics from measured timelines, the sweep's
 // order and file names, option validation, the progress line.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "ppb/exec/cuda_device.hpp"
+#include "ppb/pipeline/result.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/profiling/check.hpp"
@@ -291,6 +294,32 @@ TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
             "cuDNN 9.19.0 cannot build its bf16 flash attention");
   EXPECT_EQ(by_attention[1].options.attention, "naive");
   EXPECT_EQ(by_attention[1].options.recorded_attention_reason, "--attention naive");
+  // Two files of one combination (two folders, another date and --check)
+  // are two measurements, not one re-run: loaded both, the pair is named.
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "ppb_rerun_pair_XXXXXX").string();
+  const fs::path root = ::mkdtemp(tmpl.data());
+  Result first = read_result_file(PPB_H200_RESULT);  // a measured 2-rank 1f1b x layer, M=4
+  first.environment.date = "2026-12-01T00:00:00Z";
+  Result second = first;
+  second.environment.date = "2026-12-02T00:00:00Z";
+  second.config.check = true;
+  fs::create_directories(root / "a");
+  fs::create_directories(root / "b");
+  write_result_file((root / "a" / "1f1b__layer__P2_M4.json").string(), first);
+  write_result_file((root / "b" / "1f1b__layer__P2_M4.json").string(), second);
+  const auto pair = load_rerun_results({(root / "a").string(), (root / "b").string()});
+  EXPECT_EQ(pair.size(), 2u);
+  try {
+    (void)plan_reruns(pair, given, 2, nullptr);
+    ADD_FAILURE() << "two measurements of one combination were re-run as one";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(" would both be written as 1f1b__layer__P2_M4.json"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(root);
+
   // This node's own obstacle comes first: the cpu backend says its own.
   RunOptions cpu = by_attention[0].options;
   cpu.backend = "cpu";
