@@ -1,8 +1,10 @@
 // The cluster description of `pipebench plan`: a "pipebench.cluster/1" file
 // and the flags, resolved against the device presets (plan.hpp).
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
@@ -87,8 +89,22 @@ ClusterInput parse_cluster(std::string_view json_text, const std::string& source
     root.fail("schema", "expected \"" + std::string(kClusterSchema) + "\"");
   ClusterInput in;
   in.gpus = gpu_count(root, "gpus");
-  if (root.has("gpus_per_node")) in.gpus_per_node = gpu_count(root, "gpus_per_node");
+  if (root.has("gpus_per_node")) {
+    in.gpus_per_node = gpu_count(root, "gpus_per_node");
+    if (in.gpus % in.gpus_per_node != 0) {
+      root.fail("gpus_per_node", std::to_string(in.gpus) + " GPUs are not whole nodes of " +
+                                     std::to_string(in.gpus_per_node));
+    }
+  }
   in.device = root.get_or("device", std::string());
+  if (root.has("device")) {
+    const std::vector<std::string> names = device_preset_names();
+    if (std::find(names.begin(), names.end(), in.device) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      root.fail("device", "unknown device '" + in.device + "' (devices: " + list + ")");
+    }
+  }
   if (root.has("peak_flops"))
     in.peak_flops = in_range(root, "peak_flops", kPeakFlopsRange, "FLOP/s");
   if (root.has("memory_bandwidth"))

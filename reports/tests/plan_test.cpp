@@ -68,6 +68,11 @@ TEST(PlanCluster, FileFieldsAndFlagsAreNamed) {
   EXPECT_NE(error_of(parse(head + R"("gpus": 8, "gpu_memory_bytes": 1125899906842625})"))
                 .find("field 'gpu_memory_bytes': expected an integer in [2^20, 2^50]"),
             std::string::npos);
+  // What the file says wrong is the file's field, not a flag's.
+  EXPECT_EQ(error_of(parse(head + R"("gpus": 64, "device": "tpu"})")),
+            "c.json: field 'device': unknown device 'tpu' (devices: cpu, a100, h100, h200)");
+  EXPECT_EQ(error_of(parse(head + R"("gpus": 64, "gpus_per_node": 7})")),
+            "c.json: field 'gpus_per_node': 64 GPUs are not whole nodes of 7");
 
   ClusterInput in;
   in.gpus = 10;
