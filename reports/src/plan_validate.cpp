@@ -387,6 +387,15 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
         std::string("--calibration: ") + e.what() +
         "; it takes one pipebench.calibration/1 file alone, or result files and folders");
   }
+  // A file named among results must be one: a calibration file there is
+  // not silently left out (a folder's other JSON, such as health files, is).
+  for (const std::string& p : paths) {
+    if (std::find(loaded.ignored.begin(), loaded.ignored.end(), p) != loaded.ignored.end()) {
+      throw UsageError("--calibration: " + p +
+                       " is not a result; it takes one pipebench.calibration/1 file alone, or "
+                       "result files and folders");
+    }
+  }
   std::vector<const ResultEntry*> on_device;
   int shared = 1;  // the most ranks per GPU among the results left out
   for (const ResultEntry& e : loaded.results) {

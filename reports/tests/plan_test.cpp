@@ -571,6 +571,20 @@ TEST(PlanCalibration, AFileAboveItsLimitIsRefused) {
   std::remove(path.c_str());
 }
 
+// A calibration file named among result folders is refused by name, not
+// left out without a word (it is taken alone).
+TEST(PlanCalibration, ACalibrationFileAmongResultsIsRefused) {
+  const std::string path = ::testing::TempDir() + "plan_test_mixed_calibration.json";
+  std::ofstream(path) << R"({"schema": "pipebench.calibration/1", "device": "h200"})";
+  EXPECT_EQ(error_of([&] {
+              (void)calibration_from({PPB_REPORTS_H200_DATA, path}, "h200");
+            }),
+            "--calibration: " + path +
+                " is not a result; it takes one pipebench.calibration/1 file alone, or result "
+                "files and folders");
+  std::remove(path.c_str());
+}
+
 // ---- calibration and --validate on synthetic measurements -----------------
 
 // A timed-backend result of gpt-tiny on the cpu device whose measured action
