@@ -91,6 +91,24 @@ void decimal_integers_only(CLI::App& app) {
   }
 }
 
+// An option given an empty value is refused ("--memory-budget: expected a
+// value, got ''"), not taken as its default: a script's unset variable
+// would otherwise change the run without a word. `--plant ''` alone means
+// something (no plant).
+void no_empty_values(CLI::App& app) {
+  const CLI::Validator given(
+      [](const std::string& text) -> std::string {
+        return text.empty() ? "expected a value, got ''" : std::string();
+      },
+      "");
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options()) {
+      if (opt->get_items_expected_min() < 1 || opt->check_lname("plant")) continue;
+      opt->check(given);
+    }
+  }
+}
+
 // One line on stderr: the rank's prefix and the message, its bytes as a
 // terminal can show them (a message may quote a file's content).
 void print_error(const std::string& what) {
@@ -127,6 +145,7 @@ int main(int argc, char** argv) {
   ppb::cli::register_plan(app);
   ppb::cli::register_health(app);
   decimal_integers_only(app);
+  no_empty_values(app);
 
   try {
     reject_unknown_command(app, argc, argv);

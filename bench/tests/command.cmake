@@ -273,3 +273,7 @@ ppb_expect_usage_error(octal_integer "--stages: expected a decimal integer, got 
   schedule --name 1f1b --stages 010 --microbatches 4)
 ppb_expect_usage_error(hex_integer "--microbatches: expected a decimal integer, got '0x4'"
   schedule --name 1f1b --stages 2 --microbatches 0x4)
+
+# An empty value is refused, not taken as the option's default.
+ppb_expect_usage_error(empty_value "--gpu-memory: expected a value, got ''"
+  plan --gpus 8 --device h100 --model gpt-tiny --gpu-memory "")
