@@ -782,8 +782,39 @@ void validate(const JsonObject& o, const VocabPadding& p) {
   }
 }
 
+// "2026-12-06T19:47:54Z" (fractions of a second allowed): the gate orders
+// nights and measurements by comparing these as text.
+bool utc_date(const std::string& d) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:dd";
+  if (d.size() < kShape.size() + 1 || d.back() != 'Z') return false;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const bool digit = d[i] >= '0' && d[i] <= '9';
+    if (kShape[i] == 'd' ? !digit : d[i] != kShape[i]) return false;
+  }
+  const std::string_view rest(d.data() + kShape.size(), d.size() - kShape.size() - 1);
+  if (rest.empty()) return true;
+  return rest.size() >= 2 && rest[0] == '.' &&
+         rest.find_first_not_of("0123456789", 1) == std::string_view::npos;
+}
+
 void validate(const JsonObject& o, const ResultEnvironment& e) {
   if (e.ranks_per_gpu < 0) o.fail("ranks_per_gpu", "expected an integer >= 0");
+  if (!utc_date(e.date)) {
+    o.fail("date", "expected a UTC time such as \"2026-12-06T19:47:54Z\", got \"" + e.date + "\"");
+  }
+}
+
+void validate(const JsonObject& o, const ResultMetrics& m) {
+  if (m.foreign_cpu && !(*m.foreign_cpu >= 0 && *m.foreign_cpu <= 1)) {
+    o.fail("foreign_cpu",
+           "expected a share of the host's CPU in [0, 1], got " + std::to_string(*m.foreign_cpu));
+  }
+}
+
+void validate(const JsonObject& o, const ResultConfig& c) {
+  if (c.dtype != "fp32" && c.dtype != "bf16") {
+    o.fail("dtype", "expected \"fp32\" or \"bf16\", got \"" + c.dtype + "\"");
+  }
 }
 
 /// Reads a struct by its field list, then checks its bounds (per-stage
