@@ -1,6 +1,7 @@
 #include "run/rerun.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -116,16 +117,24 @@ bool allowed_with_rerun(const std::string& flag) {
 
 std::vector<std::pair<std::string, Result>> load_rerun_results(
     const std::vector<std::string>& paths) {
-  reports::LoadedResults loaded;
-  try {
-    // Every file as given (keep_repeats): two measurements of one
-    // combination are not one re-run, and plan_reruns names the pair.
-    loaded = reports::load_results(paths, false, {}, /*keep_repeats=*/true);
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--rerun: ") + e.what());
-  }
+  // Each path as report reads it (a folder's newest measurement of each
+  // combination: a night's sweep and its rerun/ are one combination), the
+  // paths apart: two of them measuring one combination are two results,
+  // which plan_reruns refuses as a pair that would write one file.
   std::vector<std::pair<std::string, Result>> out;
-  for (reports::ResultEntry& e : loaded.results) out.emplace_back(e.source, std::move(e.result));
+  std::set<std::string> seen;  // files two paths both hold, read once
+  for (const std::string& path : paths) {
+    reports::LoadedResults loaded;
+    try {
+      loaded = reports::load_results({path}, false);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--rerun: ") + e.what());
+    }
+    for (reports::ResultEntry& e : loaded.results) {
+      if (!seen.insert(std::filesystem::weakly_canonical(e.source).string()).second) continue;
+      out.emplace_back(e.source, std::move(e.result));
+    }
+  }
   return out;
 }
 

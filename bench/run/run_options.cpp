@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include "cli.hpp"
@@ -224,6 +225,28 @@ void check_stage_cuts(const RunPlan& plan, const std::string& model) {
   }
 }
 
+/// A --time-scale with which the mean stage's forward and backward of one
+/// micro-batch would sleep more than kMaxTimedStageSeconds (a step of
+/// hours) is refused before the sweep, by every rank alike (the timed
+/// backend refuses it too). The sum is the whole model's over P, whatever
+/// the cut, as default_time_scale takes it.
+void check_time_scale(const RunOptions& o, const RunPlan& plan) {
+  if (o.time_scale <= 0) return;
+  double total = 0;
+  for (const UnitTime& t :
+       unit_times(plan.units, device_preset(o.device, plan.model.bytes_per_element)))
+    total += t.total();
+  const double sleep = o.time_scale * total / std::max(plan.stages, 1);
+  if (!(sleep <= kMaxTimedStageSeconds)) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "--time-scale %g: the mean stage's forward and backward of one micro-batch "
+                  "would sleep %g s (at most %g s)",
+                  o.time_scale, sleep, kMaxTimedStageSeconds);
+    throw UsageError(text);
+  }
+}
+
 /// Every partition named on the command line places the sweep's stages.
 void check_partitions_place(const RunOptions& o, const RunPlan& plan) {
   // A partition named on the command line must place the P x V virtual
@@ -381,6 +404,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
 
   check_stage_cuts(plan, o.model);
   check_partitions_place(o, plan);
+  if (backend.modelled_time) check_time_scale(o, plan);
   return plan;
 }
 

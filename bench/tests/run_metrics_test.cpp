@@ -318,6 +318,15 @@ TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
               std::string::npos)
         << e.what();
   }
+  // One folder holding a combination and its confirmation re-run (a
+  // night's sweep and its rerun/) is read as report reads it: the newest.
+  fs::create_directories(root / "night" / "rerun");
+  write_result_file((root / "night" / "1f1b__layer__P2_M4.json").string(), first);
+  write_result_file((root / "night" / "rerun" / "1f1b__layer__P2_M4.json").string(), second);
+  const auto night = load_rerun_results({(root / "night").string()});
+  ASSERT_EQ(night.size(), 1u);
+  EXPECT_EQ(fs::path(night[0].first).parent_path().filename(), "rerun");
+  EXPECT_EQ(plan_reruns(night, given, 2, nullptr).size(), 1u);
   fs::remove_all(root);
 
   // This node's own obstacle comes first: the cpu backend says its own.
@@ -409,6 +418,17 @@ TEST(RunOptions, PlantAndMinTime) {
   many = o;
   many.batches = 4097;
   EXPECT_EQ(message(many, 2), "--batches: expected 1..4096, got 4097");
+  // A time scale of hours per step is refused before the sweep (timed only).
+  RunOptions slow = o;
+  slow.plant = "";
+  slow.time_scale = 1e30;
+  EXPECT_EQ(message(slow, 2).rfind("--time-scale 1e+30: the mean stage's forward and backward of "
+                                   "one micro-batch would sleep ",
+                                   0),
+            0u)
+      << message(slow, 2);
+  slow.time_scale = 1;  // gpt-tiny's modelled F + B: far below a minute
+  EXPECT_EQ(message(slow, 2), "no error");
   RunOptions t = o;
   t.min_time = -1;
   EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got -1", 0), 0u);
