@@ -457,9 +457,14 @@ void CombinationRun::make_backend_or_oom() {
     PPB_MPI_CHECK(MPI_Comm_size(ctx_.comm, &size));
     PPB_MPI_CHECK(MPI_Barrier(ctx_.comm));  // every rank's last backend is gone
     for (int turn = 0; turn < size; ++turn) {
+      // Each turn is a phase of its own for --timeout: the wait grows with
+      // the ranks, not the time one backend takes to start.
+      ctx_.watch.begin("starting the backend of " + label_ + " (rank " + std::to_string(turn) +
+                       "'s turn)");
       if (turn == ctx_.rank) make();
       PPB_MPI_CHECK(MPI_Barrier(ctx_.comm));
     }
+    ctx_.watch.begin("starting the backend and collectors of " + label_);
   } else {
     make();
   }
