@@ -83,22 +83,25 @@ int give_name(int fd, int dirfd, const fs::path& name) {
   return errno;
 }
 
-// A replacement made but not yet in place: a complete temporary file on
-// disk beside its target, which commit() renames over it and discard()
-// removes. `dirfd` is AT_FDCWD (ordinary paths) or `folder`'s descriptor.
+// A replacement made but not yet in place: a complete file on disk beside
+// its target, which commit() names and renames over the target and
+// discard() drops. Where the file system has O_TMPFILE the file stays
+// unnamed (`file` open) until commit(), so a process killed before then
+// leaves nothing behind; elsewhere it is a named temporary file. `dirfd`
+// is AT_FDCWD (ordinary paths) or `folder`'s descriptor.
 struct Staged {
   std::string shown;
   UniqueFd folder{-1};
   int dirfd = AT_FDCWD;
+  UniqueFd file{-1};  // the unnamed file; -1 once named (or when named from the start)
   fs::path tmp;
   fs::path target;
 };
 
-// The text goes to an unnamed file in the target's folder (O_TMPFILE), named
-// only once it is complete and on disk: a run killed while writing (or a
-// full disk) leaves nothing behind. Where the file system has no O_TMPFILE,
-// a named temporary file is used and removed on any error. `path` is
-// relative to `dirfd` (AT_FDCWD: an ordinary path; else `folder`'s).
+// Writes the text to a new file in the target's folder, flushed to disk
+// (fsync); a failure (a full disk) removes it and throws naming `shown`.
+// `path` is relative to `dirfd` (AT_FDCWD: an ordinary path; else
+// `folder`'s).
 Staged stage(const std::string& shown, UniqueFd folder, int dirfd, const std::string& path,
              std::string_view text, mode_t mode) {
   static std::atomic<unsigned> counter{0};
@@ -107,33 +110,42 @@ Staged stage(const std::string& shown, UniqueFd folder, int dirfd, const std::st
   if (dir.empty()) dir = ".";
   const fs::path tmp = dir / ("." + target.filename().string() + ".tmp." +
                               std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::openat(dirfd, dir.c_str(), O_WRONLY | O_TMPFILE | O_CLOEXEC, mode);
-  const bool unnamed = fd >= 0;
-  if (!unnamed)
-    fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) fail(shown, std::strerror(errno));
-  bool named = !unnamed;
-  int err = write_all(fd, text);
-  if (err == 0 && ::fchmod(fd, mode) != 0) err = errno;  // umask may have narrowed it
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (err == 0 && unnamed) {
-    err = give_name(fd, dirfd, tmp);
-    named = err == 0;
+  UniqueFd fd(::openat(dirfd, dir.c_str(), O_WRONLY | O_TMPFILE | O_CLOEXEC, mode));
+  const bool unnamed = fd.get() >= 0;
+  if (!unnamed) {
+    fd.reset(
+        ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
   }
-  if (::close(fd) != 0 && err == 0) err = errno;
+  if (fd.get() < 0) fail(shown, std::strerror(errno));
+  int err = write_all(fd.get(), text);
+  if (err == 0 && ::fchmod(fd.get(), mode) != 0) err = errno;  // umask may have narrowed it
+  if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+  if (!unnamed) fd.reset(-1);  // flushed to disk: closing it loses nothing
   if (err != 0) {
-    if (named) ::unlinkat(dirfd, tmp.c_str(), 0);
+    if (!unnamed) ::unlinkat(dirfd, tmp.c_str(), 0);
     fail(shown, std::strerror(err));
   }
-  return Staged{shown, std::move(folder), dirfd, tmp, target};
+  return Staged{shown, std::move(folder), dirfd, std::move(fd), tmp, target};
 }
 
-void discard(const Staged& s) noexcept { ::unlinkat(s.dirfd, s.tmp.c_str(), 0); }
+void discard(Staged& s) noexcept {
+  if (s.file.get() >= 0) {
+    s.file.reset(-1);  // an unnamed file goes with its last descriptor
+  } else {
+    ::unlinkat(s.dirfd, s.tmp.c_str(), 0);
+  }
+}
 
-void commit(const Staged& s) {
+void commit(Staged& s) {
+  int err = 0;
+  if (s.file.get() >= 0) {
+    err = give_name(s.file.get(), s.dirfd, s.tmp);
+    s.file.reset(-1);
+    if (err != 0) fail(s.shown, std::strerror(err));  // still unnamed: nothing left behind
+  }
   if (::renameat(s.dirfd, s.tmp.c_str(), s.dirfd, s.target.c_str()) != 0) {
-    const int err = errno;
-    discard(s);
+    err = errno;
+    ::unlinkat(s.dirfd, s.tmp.c_str(), 0);
     fail(s.shown, std::strerror(err));
   }
 }
@@ -244,6 +256,7 @@ void write_output_files(const std::vector<std::pair<OutputPath, std::string_view
   std::vector<std::pair<std::string, std::string>> through;
   std::vector<std::string_view> through_text;
   std::vector<Staged> staged;
+  staged.reserve(outputs.size());
   try {
     for (const auto& [out, text] : outputs) {
       if (!out.within.empty()) {
@@ -257,7 +270,7 @@ void write_output_files(const std::vector<std::pair<OutputPath, std::string_view
       }
     }
   } catch (...) {
-    for (const Staged& s : staged) discard(s);
+    for (Staged& s : staged) discard(s);
     throw;
   }
   for (size_t i = 0; i < staged.size(); ++i) {
@@ -298,7 +311,7 @@ void check_output_path(const OutputPath& out) {
   // new files (a read-only file system or a folder the user may not write
   // says so here; root's permissions only the write itself meets).
   const auto writable = [&](const fs::path& p) {
-    if (::access(p.c_str(), W_OK) != 0) fail(path, std::strerror(errno));
+    if (::faccessat(AT_FDCWD, p.c_str(), W_OK, AT_EACCESS) != 0) fail(path, std::strerror(errno));
   };
   struct stat st {};
   if (::stat(real.c_str(), &st) != 0) {

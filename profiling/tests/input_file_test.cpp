@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "ppb/profiling/check.hpp"
 
@@ -65,12 +67,18 @@ TEST_F(InputFile, NamedPipesDoNotWaitForAWriter) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(read_input_file(fifo, "schedule file", 100), "");
 
+  // The writer is still writing when the read starts: the read waits for
+  // it (a descriptor left non-blocking would fail with EAGAIN).
   int ends[2] = {-1, -1};
   ASSERT_EQ(::pipe(ends), 0);
   const std::string text = "{\"schema\": \"x\"}";
-  ASSERT_EQ(::write(ends[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(ends[1]);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)!::write(ends[1], text.data(), text.size());
+    ::close(ends[1]);
+  });
   EXPECT_EQ(read_input_file("/dev/fd/" + std::to_string(ends[0]), "schedule file", 100), text);
+  writer.join();
   ::close(ends[0]);
 }
 
