@@ -396,11 +396,20 @@ void register_plan(CLI::App& app) {
   field(cmd->add_option("--gpus", in.gpus, "GPUs in the cluster")
             ->check(integer_in(1, reports::kMaxClusterGpus)),
         &reports::ClusterInput::gpus);
-  field(cmd->add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (default: all)")
-            ->check(integer_in(1, reports::kMaxClusterGpus)),
-        &reports::ClusterInput::gpus_per_node);
-  field(cmd->add_option("--device", in.device, "Device preset (see pipebench list)"),
-        &reports::ClusterInput::device);
+  // A flag that replaces a field of the file is what messages name.
+  opt->overrides.emplace_back(
+      cmd->add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (default: all)")
+          ->check(integer_in(1, reports::kMaxClusterGpus)),
+      [flags](reports::ClusterInput& c) {
+        c.gpus_per_node = flags->gpus_per_node;
+        c.gpus_per_node_named = "--gpus-per-node";
+      });
+  opt->overrides.emplace_back(
+      cmd->add_option("--device", in.device, "Device preset (see pipebench list)"),
+      [flags](reports::ClusterInput& c) {
+        c.device = flags->device;
+        c.device_named = "--device";
+      });
   field(
       cmd->add_option("--peak-flops", in.peak_flops, "Peak FLOP/s per GPU (replaces the preset's)")
           ->check(figure_in(reports::kPeakFlopsRange, "FLOP/s")),

@@ -91,20 +91,10 @@ ClusterInput parse_cluster(std::string_view json_text, const std::string& source
   in.gpus = gpu_count(root, "gpus");
   if (root.has("gpus_per_node")) {
     in.gpus_per_node = gpu_count(root, "gpus_per_node");
-    if (in.gpus % in.gpus_per_node != 0) {
-      root.fail("gpus_per_node", std::to_string(in.gpus) + " GPUs are not whole nodes of " +
-                                     std::to_string(in.gpus_per_node));
-    }
+    in.gpus_per_node_named = source + ": field 'gpus_per_node'";
   }
   in.device = root.get_or("device", std::string());
-  if (root.has("device")) {
-    const std::vector<std::string> names = device_preset_names();
-    if (std::find(names.begin(), names.end(), in.device) == names.end()) {
-      std::string list;
-      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-      root.fail("device", "unknown device '" + in.device + "' (devices: " + list + ")");
-    }
-  }
+  if (root.has("device")) in.device_named = source + ": field 'device'";
   if (root.has("peak_flops"))
     in.peak_flops = in_range(root, "peak_flops", kPeakFlopsRange, "FLOP/s");
   if (root.has("memory_bandwidth"))
@@ -132,9 +122,15 @@ ClusterSpec resolve_cluster(const ClusterInput& in, int bytes_per_element) {
   ClusterSpec c;
   c.gpus = in.gpus;
   c.gpus_per_node = in.gpus_per_node > 0 ? in.gpus_per_node : in.gpus;
-  need(c.gpus % c.gpus_per_node == 0, "--gpus-per-node",
+  need(c.gpus % c.gpus_per_node == 0, in.gpus_per_node_named,
        std::to_string(c.gpus) + " GPUs are not whole nodes of " + std::to_string(c.gpus_per_node));
   if (!in.device.empty()) {
+    const std::vector<std::string> names = device_preset_names();
+    if (std::find(names.begin(), names.end(), in.device) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      need(false, in.device_named, "unknown device '" + in.device + "' (devices: " + list + ")");
+    }
     c.device = device_preset(in.device, bytes_per_element);
   } else {
     need(

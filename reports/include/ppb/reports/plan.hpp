@@ -73,6 +73,11 @@ struct ClusterInput {
   double link_latency = -1;      ///< < 0: the preset's
   double inter_node_bandwidth = 0;
   double inter_node_latency = -1;
+  /// How messages name where `device` and `gpus_per_node` came from: the
+  /// flag, or the cluster file's field ("c.json: field 'device'") when the
+  /// file gave it and no flag replaced it.
+  std::string device_named = "--device";
+  std::string gpus_per_node_named = "--gpus-per-node";
 };
 
 /// Reads a "pipebench.cluster/1" document (docs/cli.md, "plan"):
