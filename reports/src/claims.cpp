@@ -185,14 +185,18 @@ CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_
   std::string which;
   const Entries entries = first_present(all, c.schedules, &which);
   std::vector<double> xs;
+  Entries measured;  // the runs the median is of
   for (const ResultEntry* e : entries) {
-    if (auto v = metric_value(*e, c.metric)) xs.push_back(*v);
+    if (auto v = metric_value(*e, c.metric)) {
+      xs.push_back(*v);
+      measured.push_back(e);
+    }
   }
   o.cases = static_cast<int>(xs.size());
   if (!xs.empty()) {
     o.value = median(xs);
     o.measured = metric_text(c.metric, o.value) + " (" + which + ", median of " +
-                 std::to_string(xs.size()) + " runs on " + ranks_text(entries) + ")";
+                 std::to_string(xs.size()) + " runs on " + ranks_text(measured) + ")";
   }
   if (!setup_matches) {
     o.why =

@@ -1298,14 +1298,11 @@ class JudgedNights {
  private:
   using Verdicts = std::map<std::string, std::vector<MetricVerdict>>;  // by match_key
 
-  // Whether `e`, a re-run kept in `night`'s folder, is the nightly gate's:
+  // Whether `e`, a re-run kept in a night's folder, is the nightly gate's:
   // ci/suite writes those to <sweep>/rerun/, a re-gate's to
   // <sweep>/rerun-<UTC time>/.
-  static bool made_by_nightly_gate(const Night& night, const ResultEntry& e) {
-    fs::path rel = fs::path(e.source).lexically_relative(night.path);
-    if (rel.empty()) rel = e.source;
-    return std::any_of(rel.begin(), rel.end(),
-                       [](const fs::path& part) { return part == "rerun"; });
+  static bool made_by_nightly_gate(const ResultEntry& e) {
+    return fs::path(e.source).parent_path().filename() == "rerun";
   }
 
   Verdicts judge(size_t k) {
@@ -1337,10 +1334,9 @@ class JudgedNights {
       first.push_back(*it->second[0]);
       // The nightly gate's re-run, the oldest in a rerun/ folder; one that
       // only a re-gate made is not what the night reported.
-      const auto nightly = std::find_if(it->second.begin() + 1, it->second.end(),
-                                        [this, k](const ResultEntry* again) {
-                                          return made_by_nightly_gate(history_[k], *again);
-                                        });
+      const auto nightly =
+          std::find_if(it->second.begin() + 1, it->second.end(),
+                       [](const ResultEntry* again) { return made_by_nightly_gate(*again); });
       if (nightly != it->second.end()) reruns.push_back(**nightly);
     }
     const RegressionSummary then = gate(first, history_[k].name, history_, k, *this, options_,
