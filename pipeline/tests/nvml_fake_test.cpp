@@ -165,7 +165,7 @@ TEST_F(FakeNvml, ASamplerReadsEachGpuAtStartEachPeriodAndAtStop) {
   ASSERT_NE(lib, nullptr) << why;
   Sampler sampler(lib, {"0000:01:00.0", "0000:02:00.0"}, std::chrono::milliseconds(1));
   sampler.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto per_gpu = sampler.stop();
   ASSERT_EQ(per_gpu.size(), 2U);
   ASSERT_GE(per_gpu[0].size(), 3U);  // at start, at least one period, at stop
