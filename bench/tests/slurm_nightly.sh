@@ -40,8 +40,11 @@ export PPB_PIPEBENCH=$pb PPB_NIGHTS=$tmp/nights PPB_SCHEDULES=1f1b,gpipe \
 night() {
   local name=$1 want=$2 code
   # Submitted from the repository, as the README says (the job finds it there).
-  (cd "$root" && sbatch --wait --output="$tmp/$name.log" ci/nightly.sbatch >/dev/null)
+  # Bounded below ctest's limit (300 s for three nights): a test ctest kills
+  # would leave the test cluster's daemons and job steps running.
+  (cd "$root" && timeout -k 5 90 sbatch --wait --output="$tmp/$name.log" ci/nightly.sbatch >/dev/null)
   code=$?
+  ((code == 124 || code == 137)) && fail "$name: the job did not end within 90 s"
   echo "--- $name: sbatch --wait exit $code"
   cat "$tmp/$name.log"
   if ((code != want)); then
