@@ -377,34 +377,27 @@ void run_plan(const PlanCommandOptions& opt) {
     print_text(o, plan, opt);
 }
 
-}  // namespace
-
-void register_plan(CLI::App& app) {
-  auto opt = std::make_shared<PlanCommandOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "plan", "Rank schedule x partition x (P, M, micro-batch size, N, V) for a described cluster");
-  cmd->add_option("--cluster", opt->cluster_file,
-                  "A pipebench.cluster/1 JSON file (flags given beside it win)")
-      ->check(non_empty("a file"));
-  reports::ClusterInput& in = opt->cluster;
+/// The flags that describe the cluster, each replacing the same field of a
+/// --cluster file (the flag is what messages then name).
+void add_cluster_flags(CLI::App* cmd, PlanCommandOptions& opt) {
+  reports::ClusterInput& in = opt.cluster;
   // Not the shared pointer: the options would hold themselves.
-  const reports::ClusterInput* flags = &opt->cluster;
+  const reports::ClusterInput* flags = &opt.cluster;
   auto field = [&](CLI::Option* flag, auto member) {
-    opt->overrides.emplace_back(
+    opt.overrides.emplace_back(
         flag, [flags, member](reports::ClusterInput& c) { c.*member = flags->*member; });
   };
   field(cmd->add_option("--gpus", in.gpus, "GPUs in the cluster")
             ->check(integer_in(1, reports::kMaxClusterGpus)),
         &reports::ClusterInput::gpus);
-  // A flag that replaces a field of the file is what messages name.
-  opt->overrides.emplace_back(
+  opt.overrides.emplace_back(
       cmd->add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (default: all)")
           ->check(integer_in(1, reports::kMaxClusterGpus)),
       [flags](reports::ClusterInput& c) {
         c.gpus_per_node = flags->gpus_per_node;
         c.gpus_per_node_named = "--gpus-per-node";
       });
-  opt->overrides.emplace_back(
+  opt.overrides.emplace_back(
       cmd->add_option("--device", in.device, "Device preset (see pipebench list)"),
       [flags](reports::ClusterInput& c) {
         c.device = flags->device;
@@ -433,6 +426,18 @@ void register_plan(CLI::App& app) {
                         "Latency between nodes, seconds")
             ->check(figure_in(reports::kLatencyRange, "seconds")),
         &reports::ClusterInput::inter_node_latency);
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto opt = std::make_shared<PlanCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Rank schedule x partition x (P, M, micro-batch size, N, V) for a described cluster");
+  cmd->add_option("--cluster", opt->cluster_file,
+                  "A pipebench.cluster/1 JSON file (flags given beside it win)")
+      ->check(non_empty("a file"));
+  add_cluster_flags(cmd, *opt);
   cmd->add_option("--gpu-memory", opt->gpu_memory, "Memory per GPU: 80GB, 141GB, 24GiB");
   cmd->add_option("--model", opt->model, "Model spec: a preset or gpt:layers=..,hidden=..")
       ->check(non_empty("a model"));
