@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 
 #include "cli.hpp"
@@ -236,15 +235,9 @@ void check_time_scale(const RunOptions& o, const RunPlan& plan) {
   for (const UnitTime& t :
        unit_times(plan.units, device_preset(o.device, plan.model.bytes_per_element)))
     total += t.total();
-  const double sleep = o.time_scale * total / std::max(plan.stages, 1);
-  if (!(sleep <= kMaxTimedStageSeconds)) {
-    char text[200];
-    std::snprintf(text, sizeof text,
-                  "--time-scale %g: the mean stage's forward and backward of one micro-batch "
-                  "would sleep %g s (at most %g s)",
-                  o.time_scale, sleep, kMaxTimedStageSeconds);
-    throw UsageError(text);
-  }
+  if (std::string why = time_scale_problem(o.time_scale, total / std::max(plan.stages, 1));
+      !why.empty())
+    throw UsageError(why);
 }
 
 /// Every partition named on the command line places the sweep's stages.

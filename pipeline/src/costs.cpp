@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "ppb/profiling/check.hpp"
@@ -61,6 +62,17 @@ double mean_stage_seconds(const StageCosts& costs) {
   double total = 0;
   for (const ChunkCost& c : costs.chunks) total += c.fwd + c.bwd_input + c.bwd_weight;
   return total / std::max(costs.stages, 1);
+}
+
+std::string time_scale_problem(double time_scale, double mean_stage) {
+  const double sleep = time_scale * mean_stage;
+  if (sleep <= kMaxTimedStageSeconds) return "";
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "--time-scale %g: the mean stage's forward and backward of one micro-batch "
+                "would sleep %g s (at most %g s)",
+                time_scale, sleep, kMaxTimedStageSeconds);
+  return text;
 }
 
 double default_time_scale(const StageCosts& costs) {

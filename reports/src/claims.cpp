@@ -167,13 +167,7 @@ std::string ranks_text(const Entries& entries) {
   for (const ResultEntry* e : entries) {
     counts.insert(e->result.config.stages * e->result.config.data_parallel);
   }
-  std::string out;
-  int i = 0;
-  for (const int n : counts) {
-    const bool last = ++i == static_cast<int>(counts.size());
-    out += (i == 1 ? "" : (last ? " or " : ", ")) + std::to_string(n);
-  }
-  return out + (counts.size() == 1 && *counts.begin() == 1 ? " rank" : " ranks");
+  return or_list(counts) + (counts.size() == 1 && *counts.begin() == 1 ? " rank" : " ranks");
 }
 
 CheckOutcome check_absolute(const ClaimCheck& c, const Entries& all, bool setup_matches) {

@@ -92,4 +92,14 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
+std::string or_list(const std::set<int>& xs) {
+  std::string out;
+  size_t i = 0;
+  for (const int x : xs) {
+    ++i;
+    out += (i == 1 ? "" : (i == xs.size() ? " or " : ", ")) + std::to_string(x);
+  }
+  return out;
+}
+
 }  // namespace ppb::reports

@@ -543,17 +543,6 @@ std::string distinct(const std::vector<std::string>& values) {
   return out.empty() ? "-" : out;
 }
 
-// "2", "2 or 4", "2, 4 or 8".
-std::string alternatives(const std::set<int>& xs) {
-  std::string out;
-  size_t i = 0;
-  for (const int x : xs) {
-    ++i;
-    out += (i == 1 ? "" : (i == xs.size() ? " or " : ", ")) + std::to_string(x);
-  }
-  return out;
-}
-
 }  // namespace
 
 GroupEnvironment group_environment(const GroupView& group) {
@@ -579,7 +568,7 @@ GroupEnvironment group_environment(const GroupView& group) {
   out.ranks = r;
   out.gpus = distinct(gpus);
   if (!shared.empty() && out.gpus != "-") {
-    out.gpus += " (" + alternatives(shared) + " ranks per GPU)";
+    out.gpus += " (" + or_list(shared) + " ranks per GPU)";
   }
   out.mpi = distinct(mpi);
   out.cuda = distinct(cuda);

@@ -16,7 +16,6 @@
 #include <time.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <utility>
 
 #include "host_stream.hpp"
@@ -37,15 +36,8 @@ TimedBackend::TimedBackend(const BackendConfig& config)
   PPB_CHECK(stage_ >= 0 && stage_ < config.stages, "timed backend: stage out of range");
   time_scale_ = config.time_scale > 0 ? config.time_scale : default_time_scale(costs_);
   // Every rank computes the same from the same costs, and refuses alike.
-  if (const double sleep = time_scale_ * mean_stage_seconds(costs_);
-      !(sleep <= kMaxTimedStageSeconds)) {
-    char text[160];
-    std::snprintf(text, sizeof text,
-                  "--time-scale %g: the mean stage's forward and backward of one micro-batch "
-                  "would sleep %g s (at most %g s)",
-                  time_scale_, sleep, kMaxTimedStageSeconds);
-    throw UsageError(text);
-  }
+  if (std::string why = time_scale_problem(time_scale_, mean_stage_seconds(costs_)); !why.empty())
+    throw UsageError(why);
   PPB_CHECK(config.plant_factor > 0, "timed backend: plant factor must be > 0");
   plant_factor_ = config.plant_factor;
   // The default slack (50 us) would be added to every sleep; the compute

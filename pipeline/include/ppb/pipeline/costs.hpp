@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ppb/pipeline/action.hpp"
@@ -172,5 +173,11 @@ inline constexpr double kMaxTimedStageSeconds = 60;
 /// every virtual stage, divided by `costs.stages`), modelled seconds: what
 /// default_time_scale scales to kTimedStageSeconds.
 double mean_stage_seconds(const StageCosts& costs);
+
+/// Why `time_scale` is refused for a model whose mean stage takes
+/// `mean_stage` modelled seconds: "--time-scale X: the mean stage's forward
+/// and backward of one micro-batch would sleep Y s (at most 60 s)"; "" when
+/// the sleep is at most kMaxTimedStageSeconds.
+std::string time_scale_problem(double time_scale, double mean_stage);
 
 }  // namespace ppb

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 namespace ppb::reports {
@@ -24,6 +25,9 @@ std::string format_number(double x);
 /// format_number without trailing zeros: "7", "2.5", "0.07" (for percentages
 /// and tolerances in sentences).
 std::string format_trimmed(double x);
+
+/// Counts as people list them: "2", "2 or 4", "2, 4 or 8" (ascending).
+std::string or_list(const std::set<int>& xs);
 
 /// Shortest text that parses back to exactly x ("0.1", "812.25", "nan").
 std::string format_exact(double x);
