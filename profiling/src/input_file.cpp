@@ -4,10 +4,14 @@
 #include "ppb/profiling/input_file.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -23,28 +27,56 @@ std::string limit_text(int64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+// Waits until a named pipe has something to read or its writer has gone.
+// Linux reports no hang-up on a pipe opened for reading before any writer
+// opened it, so a writer that comes after pipebench opened the pipe is
+// waited for, up to `wait`.
+void wait_for_fifo_writer(int fd, const std::string& path, std::string_view kind,
+                          std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (n > 0) return;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw UsageError(path + ": cannot read " + std::string(kind) + ": " + std::strerror(errno));
+    }
+    const double seconds = static_cast<double>(wait.count()) / 1000.0;
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", seconds);
+    throw UsageError(path + ": named pipe given as " + std::string(kind) +
+                     ", and no program wrote to it within " + text + " s");
+  }
+}
+
 }  // namespace
 
-std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes) {
+std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes,
+                            std::chrono::milliseconds fifo_wait) {
   const std::string kind(what);
   if (path.empty()) throw UsageError(kind + ": empty path");
-  // O_NONBLOCK: opening a named pipe no program writes to would otherwise
-  // wait for one forever; read from it, it ends at once (an empty input).
-  // Cleared before reading, so that a pipe a program does write to (a
-  // shell's <(...)) is read to its end.
+  // O_NONBLOCK: opening a named pipe blocks until a program opens it for
+  // writing, which may be never. Opened at once instead, a pipe is then
+  // waited on for a bounded time (a writer may open it a moment later),
+  // and the flag cleared before reading, so that a pipe a program writes
+  // to (a shell's <(...)) is read to its end.
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {
     throw UsageError(path + ": cannot open " + kind + ": " + std::strerror(errno));
-  }
-  if (const int flags = ::fcntl(fd.get(), F_GETFL);
-      flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
-    throw UsageError(path + ": cannot read " + kind + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     throw UsageError(path + ": cannot read " + kind + ": " + std::strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) throw UsageError(path + ": is a directory, expected a " + kind);
+  if (S_ISFIFO(st.st_mode)) wait_for_fifo_writer(fd.get(), path, kind, fifo_wait);
+  if (const int flags = ::fcntl(fd.get(), F_GETFL);
+      flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
+    throw UsageError(path + ": cannot read " + kind + ": " + std::strerror(errno));
+  }
   auto too_large = [&]() {
     return UsageError(path + ": " + kind + " larger than " + limit_text(max_bytes) +
                       " (the limit for this input)");

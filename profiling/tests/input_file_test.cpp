@@ -2,6 +2,7 @@
 // devices, whose size says nothing), directories and missing files named.
 #include "ppb/profiling/input_file.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,22 +60,50 @@ TEST_F(InputFile, EndlessDevicesStopAtTheLimit) {
   EXPECT_EQ(read_input_file("/dev/null", "schedule file", 10), "");
 }
 
-// A named pipe no program writes to reads as empty at once (the caller then
-// names it), not a wait for a writer that never comes; one a program does
-// write to (a shell's <(...)) is read to its end.
-TEST_F(InputFile, NamedPipesDoNotWaitForAWriter) {
+// A named pipe no program writes to ends in an error naming it after a
+// bounded wait, not a wait for a writer that never comes; one whose writer
+// opens it a moment after pipebench did, or is still writing (a shell's
+// <(...)), is read to its end.
+TEST_F(InputFile, NamedPipesWaitABoundedTimeForAWriter) {
   const std::string fifo = (dir_ / "fifo.json").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    (void)read_input_file(fifo, "schedule file", 100, std::chrono::milliseconds(200));
+    ADD_FAILURE() << "a pipe nobody writes to was read";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fifo + ": named pipe given as schedule file, and no program wrote to it within 0.2 s");
+  }
+
+  const std::string text = "{\"schema\": \"x\"}";
+  // The writer opens the pipe by name only after the read began.
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const int w = ::open(fifo.c_str(), O_WRONLY);
+    ASSERT_GE(w, 0);
+    (void)!::write(w, text.data(), text.size());
+    ::close(w);
+  });
+  EXPECT_EQ(read_input_file(fifo, "schedule file", 100), text);
+  late.join();
+
+  // A writer that opens and closes without writing: an empty input.
+  std::thread silent([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::close(::open(fifo.c_str(), O_WRONLY));
+  });
   EXPECT_EQ(read_input_file(fifo, "schedule file", 100), "");
+  silent.join();
 
   // The writer is still writing when the read starts: the read waits for
   // it (a descriptor left non-blocking would fail with EAGAIN).
   int ends[2] = {-1, -1};
   ASSERT_EQ(::pipe(ends), 0);
-  const std::string text = "{\"schema\": \"x\"}";
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    (void)!::write(ends[1], text.data(), text.size());
+    (void)!::write(ends[1], text.data(), 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)!::write(ends[1], text.data() + 4, text.size() - 4);
     ::close(ends[1]);
   });
   EXPECT_EQ(read_input_file("/dev/fd/" + std::to_string(ends[0]), "schedule file", 100), text);

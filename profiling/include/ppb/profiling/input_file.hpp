@@ -12,6 +12,7 @@
 //   std::string text = ppb::read_input_file(path, "schedule file", ppb::kMaxScheduleFileBytes);
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,10 +25,16 @@ inline constexpr int64_t kMaxResultFileBytes = int64_t{256} << 20;
 inline constexpr int64_t kMaxSmallInputBytes = int64_t{16} << 20;  ///< reference, calibration
 inline constexpr int64_t kMaxTraceFileBytes = int64_t{1} << 30;
 
+/// How long a named pipe is waited on for a program to write to it.
+inline constexpr std::chrono::milliseconds kFifoWriterWait{10000};
+
 /// Returns the whole content of `path`; `what` names the kind of input in
 /// errors ("schedule file"). REQUIRES: max_bytes >= 0. Regular files,
 /// character devices and FIFOs are read (a device is read until EOF or the
-/// limit); a directory is refused.
-std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes);
+/// limit); a directory is refused. A named pipe is read once a program has
+/// written to it or closed it, waiting at most `fifo_wait` for that:
+///   "p.json: named pipe given as schedule file, and no program wrote to it within 10 s"
+std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes,
+                            std::chrono::milliseconds fifo_wait = kFifoWriterWait);
 
 }  // namespace ppb
