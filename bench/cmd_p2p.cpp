@@ -41,6 +41,7 @@
 #include "ppb/pipeline/result.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/output_file.hpp"
+#include "run/out_dir.hpp"
 
 namespace ppb::cli {
 namespace {
@@ -210,8 +211,6 @@ P2pRange check_flags(const P2pOptions& o) {
     if (r.hi > (int64_t{1} << 30)) throw UsageError("--max: at most 1GiB, got " + o.max);
     if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
     r.wait = parse_wait_strategy(o.wait, "--wait");
-    // Before the measurement, not after it: a bad --json fails at once.
-    if (!o.json.empty()) check_output_path(o.json);
     if (o.memory != "host" && o.memory != "device")
       throw UsageError("--memory: expected host or device, got '" + o.memory + "'");
     r.device = o.memory == "device";
@@ -238,6 +237,22 @@ P2pRange check_flags(const P2pOptions& o) {
 }
 
 void run_p2p_host(const P2pOptions& o, const P2pRange& range);
+
+}  // namespace
+
+void check_json_on_rank_zero(const std::string& json, int rank, MPI_Comm comm) {
+  std::string why;
+  if (rank == 0 && !json.empty()) {
+    try {
+      check_output_path(json);
+    } catch (const UsageError& e) {
+      why = std::string("--json: ") + e.what();
+    }
+  }
+  run::agree_with_rank_zero(why, rank, comm);
+}
+
+namespace {
 
 void run_p2p(const P2pOptions& o) {
   const P2pRange range = check_flags(o);
@@ -348,6 +363,7 @@ void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
                     std::to_string(mpi.size()));
   }
   const int rank = mpi.rank();
+  check_json_on_rank_zero(o.json, rank, mpi.comm());
   // Collective and alike on every rank: a refusal is one line from rank 0.
   std::unique_ptr<Transport> transport;
   try {

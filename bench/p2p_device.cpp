@@ -406,6 +406,7 @@ int run_p2p_device(const P2pDeviceOptions& o) {
   MpiSession mpi;
   const MPI_Comm comm = mpi.comm();
   const Ring ring{mpi.rank(), mpi.size()};
+  check_json_on_rank_zero(o.json, ring.rank, comm);
   const std::vector<TransportInfo> chosen = chosen_transports(o.transports);
   require_gpus(comm, "p2p --memory device");
   const NodeLocal nl = node_local(comm);

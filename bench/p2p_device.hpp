@@ -17,6 +17,8 @@
 // Built with CUDA only.
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,5 +45,11 @@ struct P2pDeviceOptions {
 /// rank has no usable GPU, or a transport named in `transports` cannot run
 /// here ("p2p --memory device: no usable GPU on rank 0: no CUDA driver ...").
 int run_p2p_device(const P2pDeviceOptions& options);
+
+/// Collective over `comm`: `--json PATH` checked where it is written, on
+/// rank 0 alone (a folder writable only on rank 0's host is fine), before
+/// anything is measured; when it cannot be written rank 0 throws a
+/// UsageError naming --json and the others cli::ExitCode{2}. "" = no file.
+void check_json_on_rank_zero(const std::string& json, int rank, MPI_Comm comm);
 
 }  // namespace ppb::cli

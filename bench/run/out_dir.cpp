@@ -31,17 +31,15 @@ std::string make_writable_folder(const std::string& dir) {
   return "";
 }
 
-namespace {
-
-/// Throws on every rank when rank 0 says `ok` is false: rank 0 a UsageError
-/// with `message`, the others cli::ExitCode{2} (they stay quiet).
-void agree(bool ok, const std::string& message, int rank, MPI_Comm comm) {
-  int flag = ok ? 1 : 0;
+void agree_with_rank_zero(const std::string& why, int rank, MPI_Comm comm) {
+  int flag = why.empty() ? 1 : 0;
   PPB_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
   if (flag != 0) return;
-  if (rank == 0) throw UsageError(message);
+  if (rank == 0) throw UsageError(why);
   throw cli::ExitCode{kUsageExitCode};
 }
+
+namespace {
 
 /// The files pipebench names itself inside --out for `c`: its result and,
 /// with --trace, the merged trace and one file per stage in <stem>.trace/.
@@ -83,7 +81,7 @@ std::string agree_out_dir(const RunOptions& options, const std::vector<Combinati
   watch.begin(rank == 0 ? "creating the output folder " + dir
                         : "waiting for rank 0 to create the output folder");
   const std::string why = rank == 0 ? make_out_dir(dir, combos, options.trace) : "";
-  agree(why.empty(), why, rank, comm);
+  agree_with_rank_zero(why, rank, comm);
   watch.end();
   return dir;
 }

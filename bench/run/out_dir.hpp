@@ -21,6 +21,13 @@ namespace ppb::run {
 /// cannot create files in the folder (...)"), or "".
 std::string make_writable_folder(const std::string& dir);
 
+/// Collective over `comm`: every rank throws when rank 0's `why` is not
+/// empty (the others' is not looked at), rank 0 a UsageError with `why`,
+/// the others cli::ExitCode{2} (they stay quiet). For what only rank 0
+/// does, such as writing an output file that may be writable on its host
+/// alone.
+void agree_with_rank_zero(const std::string& why, int rank, MPI_Comm comm);
+
 /// The output folder (--out, or a dated one), made and checked for
 /// `combos` (their result files and, with --trace, their traces) by rank 0;
 /// every rank learns whether it worked. Collective over `comm`. Returns the

@@ -268,6 +268,12 @@ add_test(NAME cli.report_readonly_output
           ${PROJECT_SOURCE_DIR}/reports/tests/data/h200)
 set_tests_properties(cli.report_readonly_output PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
 
+# p2p --json is checked on rank 0, which writes it, not on every rank.
+add_test(NAME cli.p2p_json_rank0
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/p2p_json_rank0.sh $<TARGET_FILE:pipebench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli.p2p_json_rank0 PROPERTIES LABELS mpi TIMEOUT 90 SKIP_RETURN_CODE 77)
+
 # Integers are decimal: "010" is not octal 8 nor "0x4" hex 4, whatever the flag.
 ppb_expect_usage_error(octal_integer "--stages: expected a decimal integer, got '010'"
   schedule --name 1f1b --stages 010 --microbatches 4)
