@@ -237,6 +237,7 @@ boost::json::object validation_row_json(const reports::ValidationRow& r) {
       {"config", std::move(config)},
       {"calibrated_on", r.calibrated_on},
       {"measurements", r.measurements},
+      {"foreign_cpu", number_or_null(r.foreign_cpu)},
       {"predicted",
        {{"samples_per_second", number_or_null(r.predicted_samples_per_second)},
         {"peak_memory_bytes", r.predicted_peak_bytes}}},
@@ -265,6 +266,7 @@ void print_validation(const reports::Validation& v, const std::string& format) {
          {{"samples_per_second", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_samples_error)},
           {"peak_memory_bytes", number_or_null(v.rows.empty() ? kNaN : v.mean_abs_memory_error)}}},
         {"calibrations", strings(v.calibrations)},
+        {"warnings", strings(v.warnings)},
         {"skipped", strings(v.skipped)},
         {"refused", strings(v.refused)}};
     std::printf("%s\n", boost::json::serialize(out).c_str());
@@ -278,7 +280,8 @@ void print_validation(const reports::Validation& v, const std::string& format) {
   for (const reports::ValidationRow& r : v.rows) {
     const std::string label =
         reports::config_label(r.config) +
-        (r.measurements > 1 ? " (x" + std::to_string(r.measurements) + ")" : "");
+        (r.measurements > 1 ? " (x" + std::to_string(r.measurements) + ")" : "") +
+        (reports::measured_on_busy_host(r) ? " *" : "");
     std::printf("%-44s %12s %12s %8s %12s %12s %8s\n", label.c_str(),
                 reports::format_number(r.predicted_samples_per_second).c_str(),
                 reports::format_number(r.measured_samples_per_second).c_str(),
@@ -301,6 +304,7 @@ void print_validation(const reports::Validation& v, const std::string& format) {
                 percent(v.mean_abs_memory_error).c_str());
   }
   for (const std::string& s : v.calibrations) std::printf("calibrated %s\n", s.c_str());
+  for (const std::string& s : v.warnings) std::printf("warning: %s\n", s.c_str());
   for (const std::string& s : v.skipped) std::printf("skipped %s\n", s.c_str());
   for (const std::string& s : v.refused) std::printf("%s\n", s.c_str());
 }

@@ -463,6 +463,7 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
                                static_cast<double>(row.measured_peak_bytes)
                          : 0.0;
   row.calibrated_on = cal.results;
+  if (e.result.metrics->foreign_cpu) row.foreign_cpu = *e.result.metrics->foreign_cpu;
   return row;
 }
 
@@ -521,6 +522,13 @@ ResultEntry merge_repeats(const std::vector<const ResultEntry*>& repeats) {
       k = {pass(&KindSeconds::fwd), pass(&KindSeconds::bwd_input), pass(&KindSeconds::bwd_weight)};
     }
   }
+  // The busiest of the merged measurements' hosts (merged rows are marked
+  // by their worst, not hidden by the median).
+  mm.foreign_cpu.reset();
+  for (const ResultEntry* e : repeats) {
+    const std::optional<double>& f = e->result.metrics->foreign_cpu;
+    if (f && (!mm.foreign_cpu || *f > *mm.foreign_cpu)) mm.foreign_cpu = f;
+  }
   mt.links.clear();
   std::vector<int64_t>& peaks = mm.peak_memory_bytes.per_stage;
   for (const ResultEntry* e : repeats) {
@@ -542,6 +550,34 @@ bool mergeable(const std::vector<const ResultEntry*>& repeats) {
            e->result.metrics->peak_memory_bytes.per_stage.size() ==
                first.result.metrics->peak_memory_bytes.per_stage.size();
   });
+}
+
+}  // namespace
+
+bool measured_on_busy_host(const ValidationRow& row) {
+  return row.foreign_cpu > kBusyHostCpuShare;  // false for NaN
+}
+
+namespace {
+
+// One line when any row's measurement was timed on a busy host.
+std::vector<std::string> busy_host_warnings(const std::vector<ValidationRow>& rows) {
+  int busy = 0;
+  int all = 0;
+  double worst = 0;
+  for (const ValidationRow& r : rows) {
+    all += r.measurements;
+    if (!measured_on_busy_host(r) || !std::isfinite(r.samples_error)) continue;
+    busy += r.measurements;
+    worst = std::max(worst, r.foreign_cpu);
+  }
+  if (busy == 0) return {};
+  return {std::to_string(busy) + " of " + std::to_string(all) +
+          " measurements (rows marked *) were timed while other processes used more than " +
+          format_percent(kBusyHostCpuShare, 0) + " of the host's CPU (up to " +
+          format_percent(worst, 0) +
+          "; metrics.foreign_cpu): their samples/s errors, and the calibrations they took part "
+          "in, measure the host's load as much as the planner; validate speed on a quiet host"};
 }
 
 }  // namespace
@@ -617,6 +653,7 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
         std::to_string(n) + (n == 1 ? " result" : " results") +
         ": samples/s not predicted (peak memory is): " + shared_gpu_refusal(per_gpu));
   }
+  v.warnings = busy_host_warnings(v.rows);
   int timed = 0;  // rows whose samples/s were predicted
   for (const ValidationRow& r : v.rows) {
     if (std::isfinite(r.samples_error)) {

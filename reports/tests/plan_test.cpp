@@ -817,6 +817,43 @@ TEST(PlanValidate, RepeatsOfACombinationAreItsMedian) {
   EXPECT_EQ(merged, 1);
 }
 
+// A measurement timed on a busy host (metrics.foreign_cpu above 20%) is
+// marked and warned of; a merged row by its busiest night; none at or
+// under the line, or where the share was not recorded.
+TEST(PlanValidate, MeasurementsOfABusyHostAreMarkedAndWarnedOf) {
+  std::vector<ResultEntry> results = {synthetic_result("gpipe", 4, 8),
+                                      synthetic_result("zb-h1", 4, 8)};
+  EXPECT_TRUE(validate_plan(results).warnings.empty());
+  results[0].result.metrics->foreign_cpu = kBusyHostCpuShare;  // at the line: quiet
+  for (const double busy : {0.05, 0.47}) {  // two nights of 1f1b, one of them busy
+    ResultEntry night = synthetic_result("1f1b", 4, 8);
+    night.result.metrics->foreign_cpu = busy;
+    night.source += "_busy" + std::to_string(busy);
+    results.push_back(night);
+  }
+  const Validation v = validate_plan(results);
+  ASSERT_EQ(v.rows.size(), 3u);
+  for (const ValidationRow& r : v.rows) {
+    const bool one_f_one_b = r.config.schedule == "1f1b";
+    EXPECT_EQ(measured_on_busy_host(r), one_f_one_b) << r.source;
+    if (one_f_one_b) {
+      EXPECT_EQ(r.measurements, 2);
+      EXPECT_DOUBLE_EQ(r.foreign_cpu, 0.47);
+    } else if (r.config.schedule == "zb-h1") {
+      EXPECT_TRUE(std::isnan(r.foreign_cpu)) << "not recorded";
+    } else {
+      EXPECT_DOUBLE_EQ(r.foreign_cpu, kBusyHostCpuShare);
+    }
+  }
+  ASSERT_EQ(v.warnings.size(), 1u);
+  EXPECT_EQ(v.warnings[0].rfind("2 of 4 measurements (rows marked *) were timed while other "
+                                "processes used more than 20% of the host's CPU (up to 47%; "
+                                "metrics.foreign_cpu)",
+                                0),
+            0u)
+      << v.warnings[0];
+}
+
 // Leave-one-out on measurements the model explains exactly: every error 0.
 TEST(PlanValidate, PredictsEachCombinationFromTheOthers) {
   std::vector<ResultEntry> results = {

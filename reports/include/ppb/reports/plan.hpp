@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -31,6 +32,7 @@
 #include "ppb/pipeline/result.hpp"
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/reports/load.hpp"
+#include "ppb/reports/regression.hpp"
 
 namespace ppb::reports {
 
@@ -335,7 +337,15 @@ struct ValidationRow {
   /// Measurements of the combination (result files with the same setup and
   /// configuration: several nights) merged into this row by their median.
   int measurements = 1;
+  /// The largest share of the host's CPU other processes used while one of
+  /// its measurements was timed (metrics.foreign_cpu); NaN = not recorded.
+  double foreign_cpu = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// Whether a row was measured on a busy host (foreign_cpu above
+/// kBusyHostCpuShare): its samples/s error says as much about the host's
+/// load as about the planner.
+bool measured_on_busy_host(const ValidationRow& row);
 
 struct Validation {
   std::vector<ValidationRow> rows;
@@ -347,6 +357,10 @@ struct Validation {
   /// How each setup of more than one result was calibrated, fitted on all
   /// of it (each row is fitted on the others): "setup: " + its method.
   std::vector<std::string> calibrations;
+  /// What makes the errors less telling, one line each: "3 of 12
+  /// measurements were timed while other processes used more than 20% of
+  /// the host's CPU (up to 47%; metrics.foreign_cpu): ...".
+  std::vector<std::string> warnings;
   double mean_abs_samples_error = 0;
   double mean_abs_memory_error = 0;
 };

@@ -19,6 +19,12 @@
 
 namespace ppb::reports {
 
+/// The share of the host's CPU that other processes may use while a run is
+/// timed (metrics.foreign_cpu) before its timings say more about the host
+/// than about the schedule: the gate's default (--max-foreign-cpu), and
+/// where `plan --validate` warns.
+inline constexpr double kBusyHostCpuShare = 0.2;
+
 /// The gate's settings (`pipebench report` flags).
 struct GateOptions {
   double threshold = 0.07;              ///< --threshold: fraction (samples/s, memory) or points
@@ -27,7 +33,7 @@ struct GateOptions {
   bool include_oversubscribed = false;  ///< --gate-oversubscribed
   /// --max-foreign-cpu: timings taken while other processes used more than
   /// this share of the host's CPU (metrics.foreign_cpu) are not judged.
-  double max_foreign_cpu = 0.2;
+  double max_foreign_cpu = kBusyHostCpuShare;
   /// --max-speed-drift: timings taken while the machine itself ran faster
   /// or slower than usual by more than this fraction (the backend's speed
   /// probe, metrics.speed_probe_seconds_per_stage, against the median of the
