@@ -330,7 +330,9 @@ LinkModel fit_link(const std::vector<Transfer>& all, bool robust, MeasuredLinkFi
       cov += (xs[i] - mean_b) * (ys[i] - mean_t);
       var += (xs[i] - mean_b) * (xs[i] - mean_b);
     }
-    if (var > 0 && cov > 0) {
+    // One size has no slope, however the rounding of its mean leaves var.
+    const bool sizes = std::any_of(xs.begin(), xs.end(), [&](double x) { return x != xs[0]; });
+    if (sizes && var > 0 && cov > 0) {
       double slope = cov / var;
       double intercept = mean_t - slope * mean_b;
       if (intercept < 0) {  // through the origin instead

@@ -187,6 +187,27 @@ TEST(RunMetrics, LinksBetweenHostsAreFittedApartAndQueueingIsNotTransferTime) {
   EXPECT_EQ(one.figures[0].messages, 8);
 }
 
+// Messages of one size give a latency (their median) and no bandwidth,
+// whatever their count: 65536 x 6 / 6 leaves a variance of rounding, which
+// with times that happen to rise along the messages once read as a slope.
+TEST(RunMetrics, OneMessageSizeFitsNoBandwidthWhateverTheCount) {
+  for (int n = 2; n <= 12; ++n) {
+    StepMeasure step(2);
+    for (int mb = 0; mb < n; ++mb) {
+      const double t0 = 10.0 * mb;
+      const double took = 1e-4 * (1 + mb);  // later messages slower
+      step[0].comms.push_back({true, false, false, mb, 0, 1, t0, t0, 65536});
+      step[1].comms.push_back({false, false, false, mb, 0, 1, 0.0, t0 + took, 65536});
+      step[1].actions.push_back({F(mb), t0 + took, t0 + took + 0.001, 0.5});
+    }
+    const MeasuredLinks links = measured_links({step}, Placement(2, 1), {});
+    ASSERT_EQ(links.figures.size(), 1u);
+    EXPECT_TRUE(std::isnan(links.figures[0].bandwidth_bytes_per_second)) << n << " messages";
+    EXPECT_EQ(links.host.bandwidth, 0.0) << n << " messages";
+    EXPECT_NEAR(links.host.comm_time, 1e-4 * (1 + n) / 2, 1e-12) << n << " messages";
+  }
+}
+
 TEST(RunSweep, OrderAndDistinctFileNames) {
   SweepParams p;
   p.stages = 4;
