@@ -163,6 +163,12 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+bool is_decimal_integer(std::string_view text) {
+  const size_t i = text.size() > 1 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  return i < text.size() && text.find_first_not_of("0123456789", i) == std::string_view::npos &&
+         !(text[i] == '0' && text.size() > i + 1);
+}
+
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
   std::stringstream ss(text);
@@ -172,7 +178,7 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
     size_t used = 0;
     long value = 0;
     try {
-      value = std::stol(item, &used);
+      if (is_decimal_integer(item)) value = std::stol(item, &used);
     } catch (const std::exception&) {
       used = 0;
     }

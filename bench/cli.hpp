@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ppb/profiling/check.hpp"
@@ -76,6 +77,11 @@ std::vector<std::string> split_list(const std::string& text);
 
 /// Parses a comma list of positive integers ("8,16") naming `flag` on error.
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
+
+/// Whether `text` is an integer in decimal digits, as every integer flag
+/// takes it: an optional sign, then digits, no leading zero ("010" and
+/// "0x8" are not; CLI11 would read them as octal and hex).
+bool is_decimal_integer(std::string_view text);
 
 void register_list(CLI::App& app);
 void register_schedule(CLI::App& app);

@@ -74,12 +74,7 @@ void reject_flag_as_value(CLI::App& app, int argc, char** argv) {
 void decimal_integers_only(CLI::App& app) {
   const CLI::Validator decimal(
       [](const std::string& text) -> std::string {
-        size_t i = text.size() > 1 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
-        const bool digits =
-            i < text.size() && text.find_first_not_of("0123456789", i) == std::string::npos;
-        if (!digits || (text[i] == '0' && text.size() > i + 1)) {
-          return "expected a decimal integer, got '" + text + "'";
-        }
+        if (!ppb::cli::is_decimal_integer(text)) return "expected a decimal integer, got '" + text + "'";
         return {};
       },
       "");

@@ -279,6 +279,10 @@ ppb_expect_usage_error(octal_integer "--stages: expected a decimal integer, got 
   schedule --name 1f1b --stages 010 --microbatches 4)
 ppb_expect_usage_error(hex_integer "--microbatches: expected a decimal integer, got '0x4'"
   schedule --name 1f1b --stages 2 --microbatches 0x4)
+# A list flag too (run's --microbatches 010 once ran M=10).
+ppb_expect_usage_error(octal_integer_list
+  "--microbatches: expected positive integers separated by commas, got '010'"
+  run --microbatches 4,010)
 
 # An empty value is refused, not taken as the option's default (through sh:
 # CMake drops an empty argument).
