@@ -154,8 +154,9 @@ void Watchdog::loop() {
         break;
     }
     char line[512];
-    std::snprintf(line, sizeof line, "%s: step %d stuck for %.1f s %s; aborting (--timeout %.1f)",
-                  names_.self.c_str(), step_, stuck, where.c_str(), timeout_);
+    std::snprintf(line, sizeof line, "%s: step %d stuck for %s s %s; aborting (--timeout %g)",
+                  names_.self.c_str(), step_, seconds_text(stuck).c_str(), where.c_str(),
+                  timeout_);
     lock.unlock();
     // A stall is often seen by several ranks at about the same time, each
     // naming the rank it waits on (one of them the culprit): lingering

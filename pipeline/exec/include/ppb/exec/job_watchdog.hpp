@@ -9,7 +9,7 @@
 //   ppb::JobWatchdog watch(5.0);
 //   watch.begin("in the partition of 1f1b x balanced P=4 M=8");
 //   make_partition(...);          // > 6 s: the whole job ends with
-//   // "pipebench[r2]: rank 2: stuck for 6.0 s in the partition of ...; aborting (--timeout 5.0)"
+//   // "pipebench[r2]: rank 2: stuck for 6.0 s in the partition of ...; aborting (--timeout 5)"
 //   watch.end();
 #pragma once
 
