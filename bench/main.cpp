@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     // The one-line error goes to stderr; the picture of where each stage
     // stuck (PyTorch pipelining's "not progressing" grid) to stdout.
     if (!e.grid().empty())
-      std::printf("where each stage stuck (> = the action it waits in):\n%s", e.grid().c_str());
+      std::printf("where each stage stuck:\n%s", e.grid().c_str());
     std::fflush(stdout);
     print_error(e.what());
     return ppb::kUsageExitCode;

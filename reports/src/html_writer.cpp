@@ -378,7 +378,8 @@ void section_fast_paths(std::ostringstream& h, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = fast_path_entries(g);
   if (rows.empty()) return;
   h << "<h3>Fast paths: " << esc(g.work) << "</h3>\n";
-  h << "<p class=\"note\"><b>attention</b>: cuDNN's fused attention or the naive kernels; "
+  h << "<p class=\"note\"><b>attention</b>: the fused attention (cuDNN's in bf16, pipebench's flash kernels in "
+       "fp32) or the naive kernels; "
        "<b>CUDA graphs</b>: the units of work of every step and rank, captured, replayed, rebuilt "
        "or eager; <b>GEMM epilogues</b>: GEMMs with their bias, GeLU or bias gradient fused by "
        "cuBLASLt, and those it refused. A fallback is work that ran the slow way, with why.</p>\n";

@@ -226,14 +226,15 @@ std::string size_text(double x, bool relative) {
   return relative ? format_fixed(x * 100, 1) + "%" : format_fixed(x, 3);
 }
 
-std::string not_judged_text(const NotJudgedWhy& w) {
+// `run` names whose timed steps: "tonight's", or "the re-run's".
+std::string not_judged_text(const NotJudgedWhy& w, std::string_view run) {
   const std::string limit = format_trimmed(w.limit * 100) + "%";
   switch (w.kind) {
     case NotJudged::kNo:
       return "";
     case NotJudged::kHostBusy:
       return "the host was busy: other processes used " + format_fixed(w.share * 100, 0) +
-             "% of its CPU during tonight's timed steps (limit " + limit + ")";
+             "% of its CPU during " + std::string(run) + " timed steps (limit " + limit + ")";
     case NotJudged::kMachineSpeed:
       return "the machine itself ran " + format_fixed(std::abs(w.drift) * 100, 1) + "% " +
              (w.drift > 0 ? "slower" : "faster") + " on stage " + std::to_string(w.stage) +
@@ -249,10 +250,11 @@ std::string not_judged_text(const NotJudgedWhy& w) {
   return "";
 }
 
-// The verdict's own figures and test, without what a re-run said.
-std::string figure_text(const MetricVerdict& v) {
+// The verdict's own figures and test, without what a re-run said; `run`
+// as not_judged_text's.
+std::string figure_text(const MetricVerdict& v, std::string_view run = "tonight's") {
   if (v.not_judged.kind != NotJudged::kNo) {
-    return v.name + " not judged: " + not_judged_text(v.not_judged);
+    return v.name + " not judged: " + not_judged_text(v.not_judged, run);
   }
   std::string text;
   if (!v.timing) {
@@ -273,15 +275,17 @@ std::string figure_text(const MetricVerdict& v) {
 }  // namespace
 
 std::string rerun_text(const MetricVerdict& v) {
+  constexpr std::string_view kReRuns = "the re-run's";
   switch (v.rerun_outcome) {
     case RerunOutcome::kNone:
       return "";
     case RerunOutcome::kSameVerdict:
-      return figure_text(*v.rerun);
+      return figure_text(*v.rerun, kReRuns);
     case RerunOutcome::kOtherVerdict:
-      return std::string(regression_status_name(v.rerun->status)) + ": " + figure_text(*v.rerun);
+      return std::string(regression_status_name(v.rerun->status)) + ": " +
+             figure_text(*v.rerun, kReRuns);
     case RerunOutcome::kNotJudged:
-      return "the re-run's " + figure_text(*v.rerun);
+      return "the re-run's " + figure_text(*v.rerun, kReRuns);
     case RerunOutcome::kNoFigure:
       return "the re-run has no " + v.name + " figure";
     case RerunOutcome::kOversubscribed:

@@ -1702,6 +1702,13 @@ TEST(VerdictText, EveryReasonAndOutcomeInWords) {
   EXPECT_EQ(refuted(RerunOutcome::kNotJudged, std::make_shared<const MetricVerdict>(skipped)),
             figures + "; did not reproduce on a re-run (the re-run's " + verdict_text(skipped) +
                 "); the re-run could not tell");
+  // A busy host during the re-run is the re-run's, not tonight's.
+  skipped.not_judged = {.kind = NotJudged::kHostBusy, .limit = 0.2, .share = 0.59};
+  EXPECT_EQ(refuted(RerunOutcome::kNotJudged, std::make_shared<const MetricVerdict>(skipped)),
+            figures +
+                "; did not reproduce on a re-run (the re-run's bubble ratio not judged: the host "
+                "was busy: other processes used 59% of its CPU during the re-run's timed steps "
+                "(limit 20%)); the re-run could not tell");
   EXPECT_EQ(refuted(RerunOutcome::kNoFigure, nullptr),
             figures +
                 "; did not reproduce on a re-run (the re-run has no samples/s figure); the re-run "
