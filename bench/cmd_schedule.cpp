@@ -18,10 +18,14 @@ struct ScheduleOptions {
   std::string name;
   ScheduleParams params;
   std::string format = "text";
+  CLI::Option* chunks_flag = nullptr;
+  CLI::Option* batches_flag = nullptr;
 };
 
 void run_schedule(const ScheduleOptions& opt) {
-  Schedule s = generate_schedule(opt.name, opt.params);
+  ScheduleParams params = opt.params;
+  schedule_defaults(opt.name, opt.chunks_flag->count() > 0, opt.batches_flag->count() > 0, params);
+  Schedule s = generate_schedule(opt.name, params);
   if (opt.format == "json") {
     std::printf("%s\n", schedule_to_json(s).c_str());
   } else if (opt.format == "csv") {
@@ -40,12 +44,14 @@ void register_schedule(CLI::App& app) {
   cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P")->required();
   cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches per batch M")
       ->required();
-  cmd->add_option("--chunks,-v", opt->params.chunks, "Model chunks per stage V (interleaved-1f1b)");
+  opt->chunks_flag = cmd->add_option("--chunks,-v", opt->params.chunks,
+                                     "Model chunks per stage V (interleaved-1f1b; default 2)");
   cmd->add_option("--inflight", opt->params.inflight,
                   "Micro-batches in flight per stage N (async-1f1b, hybrid, adaptive; default P)");
   cmd->add_option("--sync-warmup", opt->params.sync_warmup,
                   "Synchronous warm-up micro-batches K (hybrid)");
-  cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
+  opt->batches_flag = cmd->add_option("--batches", opt->params.batches,
+                                      "Batches without flush (pipedream; default 2)");
   for (auto [flag, value, what] :
        {std::tuple{"--fwd", &opt->params.tf,
                    "TF: forward time per stage (zb-1p, zb-2p; default 1)"},

@@ -45,6 +45,7 @@ struct SimulateOptions {
   CLI::Option* stages_flag = nullptr;
   CLI::Option* microbatches_flag = nullptr;
   CLI::Option* chunks_flag = nullptr;
+  CLI::Option* batches_flag = nullptr;
   std::vector<CLI::Option*> model_flags;  // meaningful only with --model
   bool cost_flags_given = false;
 };
@@ -54,6 +55,8 @@ Schedule load_schedule(const SimulateOptions& opt) {
     if (!*opt.stages_flag) throw UsageError("--stages: required with --schedule");
     if (!*opt.microbatches_flag) throw UsageError("--microbatches: required with --schedule");
     ScheduleParams params = opt.params;
+    schedule_defaults(opt.schedule, opt.chunks_flag->count() > 0, opt.batches_flag->count() > 0,
+                      params);
     // zb-1p and zb-2p place I and W by the same times the simulation uses.
     params.tf = opt.fwd;
     params.tb = opt.bwd;
@@ -275,11 +278,13 @@ void register_simulate(CLI::App& app) {
   opt->stages_flag = cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P");
   opt->microbatches_flag =
       cmd->add_option("--microbatches,-m", opt->params.microbatches, "Micro-batches M");
-  opt->chunks_flag = cmd->add_option("--chunks,-v", opt->params.chunks, "Model chunks per stage V");
+  opt->chunks_flag = cmd->add_option("--chunks,-v", opt->params.chunks,
+                                     "Model chunks per stage V (interleaved-1f1b; default 2)");
   cmd->add_option("--inflight", opt->params.inflight, "Micro-batches in flight N (default P)");
   cmd->add_option("--sync-warmup", opt->params.sync_warmup,
                   "Synchronous warm-up micro-batches K (hybrid)");
-  cmd->add_option("--batches", opt->params.batches, "Batches without flush (pipedream)");
+  opt->batches_flag = cmd->add_option("--batches", opt->params.batches,
+                                      "Batches without flush (pipedream; default 2)");
   auto* f = cmd->add_option("--fwd", opt->fwd, "TF: forward time per stage (default 1)");
   auto* b =
       cmd->add_option("--bwd", opt->bwd, "TB: input-gradient backward time per stage (default 1)");

@@ -14,6 +14,7 @@
 #include "ppb/pipeline/attention.hpp"
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/model.hpp"
+#include "ppb/pipeline/schedule.hpp"
 
 namespace ppb::run {
 
@@ -69,10 +70,10 @@ struct RunOptions {
   std::string memory_budget;   ///< --memory-budget BYTES ("" = none)
   double memory_guard = 0.85;  ///< --memory-guard
   double timeout = 0;          ///< --timeout / -T seconds (0 = no watchdog)
-  int chunks = 2;              ///< --chunks V (interleaved-1f1b)
+  int chunks = kDefaultChunks;            ///< --chunks V (interleaved-1f1b)
   int inflight = 0;            ///< --inflight N (0 = P)
   int sync_warmup = 1;         ///< --sync-warmup K (hybrid)
-  int batches = 2;             ///< --batches B (pipedream)
+  int batches = kDefaultBatches;           ///< --batches B (pipedream)
   double time_scale = 0;       ///< --time-scale (0 = automatic)
   uint64_t seed = 1;           ///< --seed
   int stages = 0;              ///< --stages P (0 = the world size W); W = P x D

@@ -274,6 +274,19 @@ add_test(NAME cli.p2p_json_rank0
           ${MPIEXEC_EXECUTABLE})
 set_tests_properties(cli.p2p_json_rank0 PROPERTIES LABELS mpi TIMEOUT 90 SKIP_RETURN_CODE 77)
 
+# --chunks and --batches default to the schedule's own in schedule and
+# simulate, as in run: interleaved-1f1b V=2, pipedream B=2.
+add_test(NAME cli.simulate_default_chunks
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 20
+          "^schedule interleaved-1f1b  P=2 M=4 V=2 "
+          -- $<TARGET_FILE:pipebench> simulate --schedule interleaved-1f1b -p 2 -m 4)
+add_test(NAME cli.schedule_default_batches
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 20
+          "^# pipedream stages=2 microbatches=4 chunks=1 batches=2$"
+          -- $<TARGET_FILE:pipebench> schedule --name pipedream -p 2 -m 4)
+set_tests_properties(cli.simulate_default_chunks cli.schedule_default_batches
+                     PROPERTIES LABELS unit TIMEOUT 30)
+
 # Integers are decimal: "010" is not octal 8 nor "0x4" hex 4, whatever the flag.
 ppb_expect_usage_error(octal_integer "--stages: expected a decimal integer, got '010'"
   schedule --name 1f1b --stages 010 --microbatches 4)

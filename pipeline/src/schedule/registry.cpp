@@ -167,6 +167,21 @@ const ScheduleInfo& schedule_info(std::string_view name) {
   throw UsageError(unknown_name(name));
 }
 
+int default_chunks(const ScheduleInfo& info) {
+  if (info.fixed_chunks > 0) return info.fixed_chunks;
+  return info.uses_chunks ? kDefaultChunks : 1;
+}
+
+int default_batches(const ScheduleInfo& info) { return info.no_flush ? kDefaultBatches : 1; }
+
+void schedule_defaults(std::string_view name, bool chunks_given, bool batches_given,
+                       ScheduleParams& params) {
+  const ScheduleInfo* info = find_schedule_info(name);
+  if (info == nullptr) return;
+  if (!chunks_given) params.chunks = default_chunks(*info);
+  if (!batches_given) params.batches = default_batches(*info);
+}
+
 bool closed_form_bubble_applies(std::string_view name, int stages, int inflight) {
   const ScheduleInfo* info = find_schedule_info(name);
   return info != nullptr && info->closed_form_bubble &&

@@ -109,6 +109,23 @@ const ScheduleInfo& schedule_info(std::string_view name);
 /// The registry entry of `name`, or nullptr (a schedule file's own name).
 const ScheduleInfo* find_schedule_info(std::string_view name);
 
+/// --chunks V and --batches B where the command line gives none, in every
+/// command alike (`run` sweeps them, `schedule` and `simulate` generate
+/// them): a schedule of chosen chunks (uses_chunks) has kDefaultChunks, one
+/// without a flush (no_flush) runs kDefaultBatches batches; a schedule of
+/// fixed chunks has those; 1 otherwise.
+inline constexpr int kDefaultChunks = 2;
+inline constexpr int kDefaultBatches = 2;
+int default_chunks(const ScheduleInfo& info);
+int default_batches(const ScheduleInfo& info);
+
+/// `schedule` and `simulate`: `params.chunks` and `params.batches`, where
+/// the command line did not give them, set to schedule `name`'s defaults
+/// (above), so that they generate what `run` sweeps. An unknown name is
+/// left to generate_schedule to refuse.
+void schedule_defaults(std::string_view name, bool chunks_given, bool batches_given,
+                       ScheduleParams& params);
+
 /// Whether the closed forms of GPipe and 1F1B with equal stages, bubble
 /// ratio (P-1)/(M+P-1) and overhead (P-1)/M, apply to schedule `name` with
 /// in-flight limit `inflight`: its registry entry says so
