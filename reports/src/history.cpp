@@ -29,10 +29,19 @@ Night make_night(const fs::path& path, LoadedResults results) {
   return n;
 }
 
+// Whether folder `a` and any of `tonight` are one, or one holds the other.
+bool overlaps(const std::string& a, const std::vector<std::string>& tonight) {
+  return std::any_of(tonight.begin(), tonight.end(), [&](const std::string& t) {
+    return same_or_inside(a, t) || same_or_inside(t, a);
+  });
+}
+
 // The nights of one --baseline path: itself, or its subfolders when two of
-// them hold the same combination. The files are found by the one walk over
-// result folders (result_candidates), which names what it cannot read.
-std::vector<Night> nights_of(const std::string& path, bool skip_bad) {
+// them hold the same combination, less any that is tonight's. The files are
+// found by the one walk over result folders (result_candidates), which
+// names what it cannot read.
+std::vector<Night> nights_of(const std::string& path, bool skip_bad,
+                             const std::vector<std::string>& tonight) {
   const fs::path root(path);
   std::vector<fs::path> subs;
   bool direct_files = false;
@@ -53,6 +62,7 @@ std::vector<Night> nights_of(const std::string& path, bool skip_bad) {
     std::set<std::string> seen;
     bool repeated = false;
     for (const fs::path& sub : subs) {
+      if (overlaps(sub.string(), tonight)) continue;  // tonight, not an earlier night
       // Every unreadable file is named (or, with skip_bad, listed): only a
       // subfolder of other JSON (no result at all) is not a night.
       LoadedResults r = load_results_if_any({sub.string()}, skip_bad);
@@ -63,7 +73,12 @@ std::vector<Night> nights_of(const std::string& path, bool skip_bad) {
       seen.insert(here.begin(), here.end());
       parts.push_back(make_night(sub, std::move(r)));
     }
-    if (repeated) return parts;
+    if (repeated || (overlaps(path, tonight) && !parts.empty())) return parts;
+  }
+  if (overlaps(path, tonight)) {
+    throw UsageError(path + ": is, holds or lies inside tonight's results (" + tonight.front() +
+                     (tonight.size() > 1 ? ", ..." : "") +
+                     ") and is no folder of earlier nights beside them; give earlier nights");
   }
   return {make_night(path, load_results({path}, skip_bad))};
 }
@@ -76,10 +91,27 @@ std::string latest_date(const LoadedResults& results) {
   return latest;
 }
 
-std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad) {
+bool same_or_inside(const std::string& inner, const std::string& outer) {
+  std::error_code ec;
+  const fs::path a = fs::weakly_canonical(inner, ec);
+  if (ec) return false;
+  const fs::path b = fs::weakly_canonical(outer, ec);
+  if (ec) return false;
+  const fs::path rel = a.lexically_relative(b);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad,
+                               const std::vector<std::string>& tonight) {
   std::vector<Night> nights;
+  std::set<fs::path> seen;  // a night given twice counts once
   for (const std::string& p : paths) {
-    for (Night& n : nights_of(p, skip_bad)) nights.push_back(std::move(n));
+    for (Night& n : nights_of(p, skip_bad, tonight)) {
+      std::error_code ec;
+      const fs::path where = fs::weakly_canonical(n.path, ec);
+      if (!seen.insert(ec ? fs::path(n.path) : where).second) continue;
+      nights.push_back(std::move(n));
+    }
   }
   std::stable_sort(nights.begin(), nights.end(), [](const Night& a, const Night& b) {
     return a.date != b.date ? a.date < b.date : a.name < b.name;

@@ -31,19 +31,6 @@ std::string tonight_name(const std::vector<std::string>& inputs) {
   return name_of(parent);
 }
 
-// Whether `inner` is `outer` or lies inside it, as folders on disk (links
-// and spellings resolved: "x" and "./x/" are one folder).
-bool same_or_inside(const std::string& inner, const std::string& outer) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path a = fs::weakly_canonical(inner, ec);
-  if (ec) return false;
-  const fs::path b = fs::weakly_canonical(outer, ec);
-  if (ec) return false;
-  const fs::path rel = a.lexically_relative(b);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 // A night gated against itself, or re-runs that are tonight's own files,
 // say nothing useful: refused, naming the folders.
 void refuse_overlaps(const ReportOptions& o) {
@@ -194,7 +181,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   std::vector<Night> history;
   if (!o.baselines.empty()) {
     try {
-      history = load_nights(o.baselines, o.skip_bad);
+      history = load_nights(o.baselines, o.skip_bad, o.inputs);
     } catch (const UsageError& e) {
       throw UsageError(std::string("--baseline: ") + e.what());
     }

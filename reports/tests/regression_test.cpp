@@ -1031,6 +1031,37 @@ TEST(ReportGate, SeveralBaselinesAreNightsInDateOrder) {
   EXPECT_EQ(gate(b, {a, b}, w).nights, (std::vector<std::string>{"newer"}));
 }
 
+// `--baseline results` beside tonight's results/suite-<now>/: tonight's own
+// folder is no earlier night, or a window of one gates it against itself;
+// a night given twice (another spelling, a link) counts once; a baseline
+// that holds tonight without being a folder of nights is refused.
+TEST(ReportGate, TonightInsideAFolderOfNightsIsNoEarlierNight) {
+  const std::string root = fresh_dir("nights_and_tonight");
+  night(root, "n1", 1, two(1.0, 1.0));
+  night(root, "n2", 2, two(1.0, 1.0));
+  const std::string tonight = night(root, "tonight", 5, two(1.3, 1.0));  // 1f1b 30% slower
+  ReportOptions o;
+  o.inputs = {tonight};
+  o.baselines = {root};
+  o.window = 1;
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 1) << out.str();
+  EXPECT_NE(out.str().find("Against 1 earlier night(s): 1 regression(s)"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("(n2 .. n2)"), std::string::npos) << out.str();
+  const std::vector<Night> nights =
+      load_nights({root, root + "/./n1/", root + "/n2"}, false, {tonight});
+  ASSERT_EQ(nights.size(), 2u);
+  EXPECT_EQ(nights[0].name, "n1");
+  EXPECT_EQ(nights[1].name, "n2");
+  // A folder that holds tonight's results and no other night is refused.
+  const std::string one = fresh_dir("only_tonight");
+  o.inputs = {night(one, "t", 5, two(1.0, 1.0))};
+  o.baselines = {one};
+  EXPECT_NE(usage_error(o).find("is, holds or lies inside tonight's results"), std::string::npos)
+      << usage_error(o);
+}
+
 // ----------------------------------------------------------- confirmation --
 
 // The gate of tonight's folder with the re-runs in `rerun_dir` ("" = none given).

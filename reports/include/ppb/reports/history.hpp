@@ -7,7 +7,12 @@
 // as `ci/suite`'s results/suite-<date>/ folders side by side do. Then each
 // immediate subfolder that holds results is one night. Nights are ordered
 // by the latest environment.date of their results (then by name), oldest
-// first; a night is named by its folder.
+// first; a night is named by its folder. Tonight's own folder is no earlier
+// night: in a folder of nights that holds it (`--baseline results` beside
+// results/suite-<now>/), the night that is or holds tonight's results is
+// left out; a baseline that is tonight's folder, lies inside it, or holds
+// it without being a folder of nights is refused. A night given twice
+// (two spellings, a link) counts once.
 //
 // Example:
 //   std::vector<Night> h = load_nights({"results"}, false);  // results/suite-*/
@@ -29,10 +34,17 @@ struct Night {
   LoadedResults results;
 };
 
-/// Loads the nights under `paths` (see above), oldest first.
+/// Loads the nights under `paths` (see above), oldest first, leaving out
+/// those that are tonight's results (`tonight`: report's inputs).
 /// Throws UsageError for a path that does not exist or holds no results, or
-/// a bad result file (without skip_bad), naming it.
-std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad);
+/// a bad result file (without skip_bad), naming it, and for a path that
+/// overlaps tonight's other than as a folder of nights holding it.
+std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad,
+                               const std::vector<std::string>& tonight = {});
+
+/// Whether `inner` is `outer` or lies inside it, as folders on disk (links
+/// and spellings resolved: "x" and "./x/" are one folder).
+bool same_or_inside(const std::string& inner, const std::string& outer);
 
 /// Latest environment.date of the results ("" for none).
 std::string latest_date(const LoadedResults& results);
