@@ -1,7 +1,13 @@
 #include "ppb/reports/load.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -40,12 +46,35 @@ std::vector<std::string> result_candidates(const std::string& path) {
   if (fs::is_regular_file(st)) return {path};
   if (!fs::is_directory(st)) throw UsageError(path + ": not a file or directory");
   std::vector<std::string> out;
-  for (fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec),
+  // Links to folders are followed (a night kept as a link is a night), each
+  // folder once: a link back to a folder already walked is not entered.
+  std::set<fs::path> walked{fs::canonical(path, ec)};
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::follow_directory_symlink,
+                                           ec),
        end;
        !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     // Temporary files of an atomic write in progress start with '.'.
-    if (name.empty() || name[0] == '.') continue;
+    if (name.empty() || name[0] == '.') {
+      it.disable_recursion_pending();
+      continue;
+    }
+    // A run's traces (<name>.trace.json, <name>.trace/rank<r>.json) are
+    // no results: never read (they may be far larger than a result).
+    if (name.ends_with(".trace.json")) continue;
+    if (name.ends_with(".trace") && it->is_directory(ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    // A folder that cannot be read is named, not skipped: a folder of
+    // results is never quietly smaller.
+    if (std::error_code dec; it->is_directory(dec)) {
+      if (::faccessat(AT_FDCWD, it->path().c_str(), R_OK | X_OK, AT_EACCESS) != 0)
+        throw UsageError(it->path().string() + ": cannot read directory: " + std::strerror(errno));
+      const fs::path where = fs::canonical(it->path(), dec);
+      if (dec || !walked.insert(where).second) it.disable_recursion_pending();
+      continue;
+    }
     const bool json = it->path().extension() == ".json";
     // A link that leads nowhere is named: a loop wherever it is (it may
     // stand for a night's folder), a dangling *.json (a result the folder
@@ -55,6 +84,8 @@ std::vector<std::string> result_candidates(const std::string& path) {
     if (sec && (json || sec != std::errc::no_such_file_or_directory))
       throw UsageError(it->path().string() + ": cannot read: " + sec.message());
     if (json && fs::is_regular_file(fst)) out.push_back(it->path().string());
+    if (json && fs::exists(fst) && !fs::is_regular_file(fst) && !fs::is_directory(fst))
+      throw UsageError(it->path().string() + ": not a regular file (a result is one)");
   }
   if (ec) throw UsageError(path + ": cannot read directory: " + ec.message());
   std::sort(out.begin(), out.end());
@@ -68,11 +99,15 @@ enum class Kind { kResult, kOther };
 Kind classify(const json::value& doc) {
   if (!doc.is_object()) return Kind::kOther;
   const json::object& o = doc.get_object();
+  // A result whose schema field was mangled ("pipebench.results/1", "")
+  // is still a result, for the reader to refuse by name: one that says it
+  // is one, or has a result's two parts.
+  const bool shaped = o.contains("config") && o.contains("metrics");
   if (const json::value* s = o.if_contains("schema")) {
-    if (s->is_string() && std::string_view(s->get_string()).starts_with("pipebench.result/"))
-      return Kind::kResult;
-    if (s->is_string()) return Kind::kOther;
-    return Kind::kResult;  // a result with a broken schema field: let the reader say so
+    if (!s->is_string()) return Kind::kResult;  // let the reader say so
+    std::string lower(s->get_string());
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return lower.starts_with("pipebench.result") || shaped ? Kind::kResult : Kind::kOther;
   }
   return (o.contains("config") || o.contains("metrics")) ? Kind::kResult : Kind::kOther;
 }

@@ -4,6 +4,7 @@
 #include "ppb/reports/regression.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -1060,6 +1061,33 @@ TEST(ReportGate, TonightInsideAFolderOfNightsIsNoEarlierNight) {
   o.baselines = {one};
   EXPECT_NE(usage_error(o).find("is, holds or lies inside tonight's results"), std::string::npos)
       << usage_error(o);
+}
+
+// The walk over a result folder: a run's traces are never read (a trace
+// may be far larger than any result), a night kept as a link to its folder
+// is a night (a link back up is not walked twice), and a *.json that is
+// no regular file is named rather than passed over.
+TEST(ReportGate, AResultFolderIsWalkedWholeButNotIntoItsTraces) {
+  namespace fs = std::filesystem;
+  const std::string root = fresh_dir("walk");
+  night(root, "n1", 1, two(1.0, 1.0));
+  const std::string elsewhere = night(fresh_dir("walk_elsewhere"), "n2", 2, two(1.0, 1.0));
+  fs::create_directory_symlink(elsewhere, root + "/n2");
+  fs::create_directory_symlink("..", root + "/n1/up");
+  std::ofstream(root + "/n1/1f1b__layer__P4_M8.trace.json") << "not even JSON";
+  fs::create_directories(root + "/n1/1f1b__layer__P4_M8.trace");
+  std::ofstream(root + "/n1/1f1b__layer__P4_M8.trace/rank0.json") << "[";
+  const std::vector<std::string> files = result_candidates(root);
+  EXPECT_EQ(files.size(), 4u);  // two results of each night, each once
+  for (const std::string& f : files) EXPECT_EQ(f.find(".trace"), std::string::npos) << f;
+  EXPECT_EQ(load_nights({root}, false).size(), 2u);
+  ASSERT_EQ(::mkfifo((root + "/n1/fifo.json").c_str(), 0600), 0);
+  try {
+    (void)result_candidates(root);
+    ADD_FAILURE() << "a FIFO named like a result was passed over";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), root + "/n1/fifo.json: not a regular file (a result is one)");
+  }
 }
 
 // ----------------------------------------------------------- confirmation --
