@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "ppb/profiling/log.hpp"
 #include "ppb/profiling/memory.hpp"
 #include "run/check.hpp"
+#include "ppb/reports/load.hpp"
 #include "run/environment.hpp"
 #include "run/gpu_state.hpp"
 #include "run/metrics.hpp"
@@ -187,6 +189,35 @@ ResultConfig make_config(const Sweep& sw, const Combination& c) {
     cfg.cuda_graphs = sw.plan.cuda_graphs ? "on" : "off";
   }
   return cfg;
+}
+
+/// What a result file must match to stand for a combination under
+/// --resume: its configuration (reports::config_key) and the settings it
+/// was measured with. The time scale counts only where the run gives one
+/// (--time-scale); otherwise the timed backend chose it.
+std::string resume_key(ResultConfig c, double given_time_scale) {
+  if (given_time_scale <= 0) c.time_scale = 0;
+  std::ostringstream s;
+  s << reports::config_key(c) << " iters=" << c.iters << " warmup=" << c.warmup
+    << " min_time=" << c.min_time << " max_iters=" << c.max_iters << " seed=" << c.seed
+    << " profile=" << c.profile << " check=" << c.check << " plant=" << c.plant
+    << " device=" << c.device << " rank_order=" << c.rank_order << " cuda_graphs=" << c.cuda_graphs;
+  return s.str();
+}
+
+/// The first setting in which two resume keys differ ("M=8 in the file,
+/// M=4 here"), or "" when they agree.
+std::string first_difference(const std::string& file, const std::string& here) {
+  std::istringstream a(file);
+  std::istringstream b(here);
+  std::string x;
+  std::string y;
+  while (a >> x, b >> y, a || b) {
+    if (x != y) return (a ? x : "(none)") + " in the file, " + (b ? y : "(none)") + " here";
+    x.clear();
+    y.clear();
+  }
+  return "";
 }
 
 /// The schedule, partition and modelled costs of one combination.
@@ -815,7 +846,17 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
   if (sw.options.resume && sw.rank == 0 && std::filesystem::exists(path)) {
     try {
       row.result = read_result_file(path);
-      skip = row.result.status == ResultStatus::kError ? 0 : 1;
+      ResultConfig here = make_config(sw, c);
+      here.time_scale = sw.options.time_scale;
+      const std::string differs =
+          first_difference(resume_key(row.result.config, sw.options.time_scale),
+                           resume_key(here, sw.options.time_scale));
+      skip = row.result.status == ResultStatus::kError || !differs.empty() ? 0 : 1;
+      if (!differs.empty()) {
+        log::warn("--resume: %s holds a result of other settings (%s); running the combination "
+                  "again",
+                  path.c_str(), differs.c_str());
+      }
     } catch (const UsageError& e) {
       log::warn("--resume: %s; running the combination again", e.what());
     }

@@ -255,6 +255,14 @@ add_test(NAME run_resume COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.s
          --memory-budget 14500000 --memory-guard 0.85 -n 2 -w 1 --out ${dir} --resume)
 set_tests_properties(run_resume PROPERTIES LABELS mpi TIMEOUT 60 ENVIRONMENT "${PPB_RUN_ENV}"
                      FIXTURES_REQUIRED run_memory_guard_files)
+# --resume over a copy of it with other settings (-n 3): no file stands for
+# what this run would measure, so each is run again, saying why.
+add_test(NAME run_resume_other_settings
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/expect_exit.sh 0 60
+          "--resume: .*async-1f1b__layer__P4_M8_N4.*\\.json holds a result of other settings \\(iters=2 in the file, iters=3 here\\); running the combination again"
+          -- sh -c "rm -rf ${dir}-other && cp -r ${dir} ${dir}-other && ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 4 $<TARGET_FILE:pipebench> run --backend timed --schedule async-1f1b,adaptive,gpipe --partition layer --microbatches 8 --inflight 4 --memory-budget 14500000 --memory-guard 0.85 -n 3 -w 1 --out ${dir}-other --resume")
+set_tests_properties(run_resume_other_settings PROPERTIES LABELS mpi TIMEOUT 60
+                     ENVIRONMENT "${PPB_RUN_ENV}" FIXTURES_REQUIRED run_memory_guard_files)
 # --rerun of that folder: the same combinations measured again, each with
 # its recorded settings (budget, guard, N, time scale, iterations), into
 # another folder under the same names.
