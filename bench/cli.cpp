@@ -163,6 +163,24 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+namespace {
+std::string& recorded_command_line() {
+  static std::string text;
+  return text;
+}
+}  // namespace
+
+const std::string& command_line() { return recorded_command_line(); }
+
+void set_command_line(int argc, const char* const* argv) {
+  std::string& text = recorded_command_line();
+  text.clear();
+  for (int i = 1; i < argc; ++i) {  // not argv[0]: installs may differ by host
+    text += argv[i];
+    text += '\0';
+  }
+}
+
 bool is_decimal_integer(std::string_view text) {
   const size_t i = text.size() > 1 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
   return i < text.size() && text.find_first_not_of("0123456789", i) == std::string_view::npos &&

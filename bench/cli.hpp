@@ -78,6 +78,12 @@ std::vector<std::string> split_list(const std::string& text);
 /// Parses a comma list of positive integers ("8,16") naming `flag` on error.
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag);
 
+/// The arguments this process was started with (argv without the program's
+/// path, each word followed by a NUL), as main() recorded them; "" where
+/// it did not (tests).
+const std::string& command_line();
+void set_command_line(int argc, const char* const* argv);
+
 /// Whether `text` is an integer in decimal digits, as every integer flag
 /// takes it: an optional sign, then digits, no leading zero ("010" and
 /// "0x8" are not; CLI11 would read them as octal and hex).

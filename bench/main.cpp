@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   try {
     reject_unknown_command(app, argc, argv);
     reject_flag_as_value(app, argc, argv);
+    ppb::cli::set_command_line(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return quiet_rank() ? 0 : app.exit(e);

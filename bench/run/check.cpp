@@ -54,7 +54,7 @@ void CheckProbe::arm(const CheckAccess& backend, float learning_rate, bool stash
   armed_ = true;
   stashing_ = stashing;
   hashing_ = replicas;
-  gradient_hash = kHashSeed;
+  gradient_hash = kFnv1aSeed;
   grads.clear();
   updates.clear();
   updated_.clear();
@@ -98,12 +98,8 @@ void CheckProbe::action_begin(int /*stage*/, const Action& a) {
 void CheckProbe::optimizer_begin(int chunk) {
   if (!armed_) return;
   if (hashing_ && first_step_) {
-    for (const std::vector<float>& g : backend_->gradients(chunk)) {
-      const auto* bytes = reinterpret_cast<const unsigned char*>(g.data());
-      for (size_t i = 0; i < g.size() * sizeof(float); ++i) {
-        gradient_hash = (gradient_hash ^ bytes[i]) * 1099511628211ULL;
-      }
-    }
+    for (const std::vector<float>& g : backend_->gradients(chunk))
+      gradient_hash = fnv1a(g.data(), g.size() * sizeof(float), gradient_hash);
   }
   if (!updated_.insert(chunk).second) return;  // not the chunk's first optimizer step
   // With stashing too these are the live weights: the ones the step updates.

@@ -39,6 +39,7 @@
 #include "ppb/exec/cpu_reference.hpp"
 #include "ppb/exec/executor.hpp"
 #include "ppb/pipeline/result.hpp"
+#include "ppb/profiling/hash.hpp"
 
 namespace ppb::run {
 
@@ -111,8 +112,7 @@ class CheckProbe final : public Instrumentation {
   int64_t stash_used = 0;              ///< backwards that ran with an older (stashed) version
   /// FNV-1a over the bytes of the gradients each optimizer step saw, in
   /// order (data parallelism: equal on the replicas of a stage).
-  uint64_t gradient_hash = kHashSeed;
-  static constexpr uint64_t kHashSeed = 14695981039346656037ULL;
+  uint64_t gradient_hash = kFnv1aSeed;
 
  private:
   const CheckAccess* backend_ = nullptr;

@@ -1,6 +1,7 @@
 #include "run/runner.hpp"
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -37,6 +38,7 @@
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/clock.hpp"
+#include "ppb/profiling/hash.hpp"
 #include "ppb/profiling/log.hpp"
 #include "ppb/profiling/memory.hpp"
 #include "run/check.hpp"
@@ -1049,6 +1051,19 @@ bool run_sweep(Sweep& sw, const std::vector<Combination>& combos) {
   return finish(rows, sw.out_dir, sw.any_failed, *sw.watch, sw.rank, sw.comm);
 }
 
+/// Collective over `comm`: returns when every rank's `mine` is rank 0's;
+/// otherwise rank 0 throws UsageError("<what>: rank N differs from rank 0")
+/// naming the lowest such rank, and the others cli::ExitCode{2}.
+void agree_alike(uint64_t mine, const std::string& what, int rank, int size, MPI_Comm comm) {
+  uint64_t zero = mine;
+  PPB_MPI_CHECK(MPI_Bcast(&zero, 1, MPI_UINT64_T, 0, comm));
+  int first = mine == zero ? size : rank;
+  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return;
+  if (rank != 0) throw cli::ExitCode{kUsageExitCode};
+  throw UsageError(what + ": rank " + std::to_string(first) + " differs from rank 0");
+}
+
 /// --rerun: every rank reads the result files and plans the same jobs;
 /// the ranks must agree (a file one host cannot see ends the job with
 /// exit 2, never a hang).
@@ -1056,27 +1071,31 @@ std::vector<RerunJob> agree_on_reruns(const RunOptions& options, int rank, int s
                                       std::vector<std::string>& skipped) {
   std::vector<RerunJob> jobs;
   std::string why;
+  uint64_t read = kFnv1aSeed;  // what this rank read: every path and result
   try {
-    jobs = plan_reruns(load_rerun_results(options.rerun), options, size, &skipped);
+    const std::vector<std::pair<std::string, Result>> recorded = load_rerun_results(options.rerun);
+    for (const auto& [path, result] : recorded) {
+      read = fnv1a(path, read);
+      read = fnv1a(boost::json::serialize(result_to_json(result)), read);
+    }
+    jobs = plan_reruns(recorded, options, size, &skipped);
   } catch (const UsageError& e) {
     why = e.what();
   }
-  int combos = 0;
-  for (const RerunJob& j : jobs) combos += static_cast<int>(j.combinations.size());
   int first_bad = why.empty() ? size : rank;
-  int least = combos;
-  int most = combos;
   PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, comm));
-  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_INT, MPI_MIN, comm));
-  PPB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, comm));
-  if (first_bad == size && least == most) return jobs;
+  if (first_bad == size) {
+    agree_alike(read,
+                "--rerun: the ranks read different result files (every rank reads them: give "
+                "paths all hosts see alike)",
+                rank, size, comm);
+    return jobs;
+  }
   if (rank != 0) throw cli::ExitCode{kUsageExitCode};
   if (!why.empty()) throw UsageError(why);
-  throw UsageError(first_bad < size ? "--rerun: rank " + std::to_string(first_bad) +
-                                          " cannot read the result files rank 0 reads (every "
-                                          "rank reads them: give paths all hosts see)"
-                                    : "--rerun: the ranks read different result files (every "
-                                      "rank reads them: give paths all hosts see alike)");
+  throw UsageError("--rerun: rank " + std::to_string(first_bad) +
+                   " cannot read the result files rank 0 reads (every rank reads them: give "
+                   "paths all hosts see)");
 }
 
 /// `run --rerun`: each job (one set of recorded settings) is a sweep of its
@@ -1137,6 +1156,15 @@ void run_command(const RunOptions& options) {
   const double timeout =
       std::isfinite(options.timeout) && options.timeout > 0 ? options.timeout : 0.0;
   JobWatchdog watch(mpi.rank(), timeout);
+  // Every rank must be asked the same: ranks started with other flags (an
+  // MPMD launch, a wrapper that adds one) would otherwise run different
+  // schedules and exchange mismatched messages.
+  watch.begin("agreeing on the command line with the other ranks");
+  agree_alike(fnv1a(cli::command_line()),
+              "the ranks were started with different flags (start every rank with the same "
+              "pipebench command line)",
+              mpi.rank(), mpi.size(), mpi.comm());
+  watch.end();
   if (!options.rerun.empty()) {
     rerun_command(options, mpi, watch);
     return;

@@ -268,6 +268,13 @@ add_test(NAME cli.report_readonly_output
           ${PROJECT_SOURCE_DIR}/reports/tests/data/h200)
 set_tests_properties(cli.report_readonly_output PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
 
+# Ranks asked different things (other flags; other --rerun files) end the
+# job before anything runs.
+add_test(NAME cli.ranks_disagree
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/ranks_disagree.sh $<TARGET_FILE:pipebench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli.ranks_disagree PROPERTIES LABELS mpi TIMEOUT 120)
+
 # p2p --json is checked on rank 0, which writes it, not on every rank.
 add_test(NAME cli.p2p_json_rank0
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/p2p_json_rank0.sh $<TARGET_FILE:pipebench>
