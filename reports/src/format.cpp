@@ -3,6 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
+
+#include "ppb/profiling/check.hpp"
 
 namespace ppb::reports {
 
@@ -65,7 +68,25 @@ std::string format_exact(double x) {
   return std::string(buf, res.ptr);
 }
 
-std::string xml_escape(const std::string& text) {
+std::string terminal_text(std::string_view raw) {
+  std::string text;
+  size_t start = 0;
+  for (size_t nl = raw.find('\n'); start <= raw.size(); nl = raw.find('\n', start)) {
+    const size_t end = nl == std::string::npos ? raw.size() : nl;
+    text += printable(raw.substr(start, end - start));
+    if (nl == std::string::npos) break;
+    text += '\n';
+    start = nl + 1;
+  }
+  return text;
+}
+
+std::string xml_escape(const std::string& raw) {
+  // XML 1.0 has no control characters but tab, newline and carriage
+  // return, and takes only UTF-8: each line's other bytes (an ESC in a
+  // library's error text) become \xNN as on a terminal, so that a JUnit
+  // file stays well-formed whatever a result holds.
+  const std::string text = terminal_text(raw);
   std::string out;
   out.reserve(text.size());
   for (char c : text) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <sstream>
 
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/output_file.hpp"
@@ -228,19 +229,23 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   for (size_t i = 0; i < written.size(); ++i) outputs.emplace_back(written[i], texts[i]);
   write_output_files(outputs);
 
+  // What goes to the terminal quotes the results' own text (names, errors):
+  // their control bytes are shown, never sent (terminal_text).
+  std::ostringstream text;
   if (written.empty()) {
-    out << write_markdown(model);
+    text << write_markdown(model);
   } else {
-    out << "pipebench report: " << model.loaded.results.size() << " result(s), "
+    text << "pipebench report: " << model.loaded.results.size() << " result(s), "
         << model.groups.size() << " group(s) of one machine, build, backend and work";
     if (!model.loaded.bad.empty())
-      out << ", " << model.loaded.bad.size() << " unreadable (skipped)";
-    out << "\n";
+      text << ", " << model.loaded.bad.size() << " unreadable (skipped)";
+    text << "\n";
     for (const GroupView& g : model.groups)
-      out << "verdict (" << group_title(g) << "): " << g.verdict << "\n";
-    if (model.regression) print_gate(model, out);
-    for (const std::string& w : written) out << "wrote " << w << "\n";
+      text << "verdict (" << group_title(g) << "): " << g.verdict << "\n";
+    if (model.regression) print_gate(model, text);
+    for (const std::string& w : written) text << "wrote " << w << "\n";
   }
+  out << terminal_text(text.str());
   return model.regressions() > 0 ? 1 : 0;
 }
 

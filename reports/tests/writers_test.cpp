@@ -2,6 +2,7 @@
 // HTML, Markdown) on fixture sweeps made with the tool itself
 // (fixtures.hpp).
 #include "ppb/reports/writers.hpp"
+#include "ppb/reports/format.hpp"
 
 #include <gtest/gtest.h>
 
@@ -347,6 +348,30 @@ TEST(ReportFailures, AFailedCheckAndAnErrorAreNamedInTheVerdictAndJunit) {
   EXPECT_EQ(
       model_of(write_sweep(fresh_dir("passed"), two(1.0, 1.0))).groups[0].verdict.find("FAILED"),
       std::string::npos);
+}
+
+// A result's text with control bytes (a library's coloured error) or
+// bytes that are not UTF-8 is written as \xNN, as on a terminal (a result
+// file holds only UTF-8, or it could not be read back), and the JUnit file
+// stays well-formed XML.
+TEST(ReportFailures, ControlBytesInAResultLeaveJunitWellFormed) {
+  const std::string dir = fresh_dir("control_bytes");
+  Result error = testing::make_fixture(two(1.0, 1.0)[1]);
+  error.status = ResultStatus::kError;
+  error.error = "rank 1: \x1b[31mcudaErrorIllegalAddress\x01 \xff";
+  error.metrics.reset();
+  write_result_file(OutputPath(dir, "error.json"), error);
+  const std::string junit = write_junit(model_of(dir));
+  EXPECT_NE(junit.find("message=\"rank 1: \\x1b[31mcudaErrorIllegalAddress\\x01 \\xff\""),
+            std::string::npos)
+      << junit;
+  for (const char c : junit) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(u >= 0x20 || c == '\n' || c == '\t' || c == '\r') << "byte " << static_cast<int>(u);
+  }
+  // Read back from a file that holds them (as JSON's \u001b), they are
+  // escaped on the way into XML; newlines stay.
+  EXPECT_EQ(xml_escape("a\x1b[31m\x01\xff\nb<"), "a\\x1b[31m\\x01\\xff\nb&lt;");
 }
 
 // A claim whose checks all miss the same run says why once: on a sweep of

@@ -916,7 +916,9 @@ boost::json::value result_to_json(const Result& result) {
   json::object o;
   o["schema"] = kResultSchema;
   o["status"] = result_status_name(result.status);
-  o["error"] = result.error;
+  // An error's text may quote a library's bytes: JSON holds only UTF-8, and
+  // a file with any other could not be read back.
+  o["error"] = printable(result.error);
   o["config"] = write_fields(result.config);
   if (result.metrics) o["metrics"] = write_fields(*result.metrics);
   o["timeline"] = to_json(result.timeline);

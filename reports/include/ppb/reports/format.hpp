@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 
 namespace ppb::reports {
 
@@ -32,7 +33,14 @@ std::string or_list(const std::set<int>& xs);
 /// Shortest text that parses back to exactly x ("0.1", "812.25", "nan").
 std::string format_exact(double x);
 
-/// Escapes &, <, >, " and ' for HTML and XML text and attributes.
+/// `text` with every line printable (check.hpp): control bytes other than
+/// the newlines, and bytes that are not UTF-8, become \xNN. For what a
+/// command prints that quotes a file's text.
+std::string terminal_text(std::string_view text);
+
+/// Escapes &, <, >, " and ' for HTML and XML text and attributes; other
+/// control bytes than newlines, and bytes that are not UTF-8, become \xNN
+/// (printable), which XML 1.0 could not hold.
 std::string xml_escape(const std::string& text);
 
 }  // namespace ppb::reports
