@@ -364,7 +364,8 @@ CheckOutcome check_order(const ClaimCheck& c, const Entries& all) {
   return o;
 }
 
-// Expected in-flight count of an expression at stage s.
+}  // namespace
+
 std::optional<double> inflight_expected(const std::string& expr, const ResultConfig& c, int s) {
   const int p = c.stages;
   const int m = c.microbatches;
@@ -376,9 +377,13 @@ std::optional<double> inflight_expected(const std::string& expr, const ResultCon
   if (expr == "min(N,M)") return std::min(n, m);
   char* end = nullptr;
   const long v = std::strtol(expr.c_str(), &end, 10);
-  if (end != nullptr && *end == '\0' && !expr.empty()) return static_cast<double>(v);
+  if (end != nullptr && *end == '\0' && !expr.empty() && expr[0] != '-' && expr[0] != '+' &&
+      v <= kMaxInflightValue)
+    return static_cast<double>(v);
   return std::nullopt;
 }
+
+namespace {
 
 CheckOutcome check_inflight(const ClaimCheck& c, const Entries& all) {
   CheckOutcome o;

@@ -7,6 +7,7 @@
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/input_file.hpp"
 #include "ppb/profiling/json_fields.hpp"
+#include "ppb/reports/claims.hpp"
 
 namespace ppb::reports {
 
@@ -109,6 +110,9 @@ void check_fields(const JsonObject& o, const ClaimCheck& c) {
       need(c.relation == "eq" || c.relation == "ge" || c.relation == "le", "relation",
            "expected eq, ge or le");
       need(!c.value.empty(), "value", "missing");
+      need(inflight_expected(c.value, ResultConfig{}, 0).has_value(), "value",
+           "expected N, M, P, min(P-s,M), min(N,M) or a whole number in [0, " +
+               std::to_string(kMaxInflightValue) + "], got \"" + c.value + "\"");
       break;
     case CheckKind::kActivationFormula:
       need(!c.schedules.empty(), "schedules", "missing");
@@ -151,10 +155,19 @@ ClaimCheck parse_check(const JsonObject& o) {
   c.unit = o.get_or<std::string>("unit", "");
   c.why = o.get_or<std::string>("why", "");
   if (const json::value* x = o.find("value")) {
-    c.value = x->is_string() ? std::string(x->get_string())
-                             : std::to_string(static_cast<long long>(o.get<double>("value")));
+    if (x->is_string()) {
+      c.value = std::string(x->get_string());
+    } else {
+      const double v = o.get<double>("value");
+      if (!(v >= 0 && v <= kMaxInflightValue && v == std::floor(v)))
+        o.fail("value", "expected a whole number in [0, " + std::to_string(kMaxInflightValue) + "]");
+      c.value = std::to_string(static_cast<long>(v));
+    }
   }
-  c.stage = static_cast<int>(o.get_or("stage", static_cast<double>(c.stage)));
+  const double stage = o.get_or("stage", static_cast<double>(c.stage));
+  if (!(stage >= -1 && stage <= kMaxInflightValue && stage == std::floor(stage)))
+    o.fail("stage", "expected -1 (every stage) or a stage's number");
+  c.stage = static_cast<int>(stage);
   c.ranks = o.get_or("ranks", 0);
   if (c.ranks < 0) o.fail("ranks", "expected >= 0");
   c.documented = o.get_or("documented", c.documented);
