@@ -246,7 +246,7 @@ boost::json::object validation_row_json(const reports::ValidationRow& r) {
         {"peak_memory_bytes", r.measured_peak_bytes}}},
       {"error",
        {{"samples_per_second", number_or_null(r.samples_error)},
-        {"peak_memory_bytes", r.memory_error}}}};
+        {"peak_memory_bytes", number_or_null(r.memory_error)}}}};
 }
 
 void print_validation(const reports::Validation& v, const std::string& format) {

@@ -27,6 +27,9 @@ def judge(doc, max_mean, max_one):
         return "n/a" if x is None else format(100 * x, fmt) + "%"
     for r in rows:
         e = r["error"]["peak_memory_bytes"]
+        if e is None:  # no peak measured: nothing to judge
+            lines.append(f"{r['source']}: memory n/a (no peak measured)")
+            continue
         lines.append(f"{r['source']}: memory {100 * e:+.2f}% (predicted"
                      f" {r['predicted']['peak_memory_bytes']}, measured"
                      f" {r['measured']['peak_memory_bytes']}), samples/s"
@@ -34,6 +37,8 @@ def judge(doc, max_mean, max_one):
         if abs(e) > max_one:
             failures.append(f"{r['source']}: memory error {100 * e:+.2f}% beyond {100 * max_one:.1f}%")
     mean = doc["mean_abs_error"]["peak_memory_bytes"]
+    if mean is None:
+        return lines, ["no combination measured a peak"]
     lines.append(f"{len(rows)} combinations: mean absolute memory error {100 * mean:.2f}%"
                  f" (samples/s {pct(doc['mean_abs_error']['samples_per_second'], '.1f')})")
     if mean > max_mean:

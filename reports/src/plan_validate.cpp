@@ -115,6 +115,7 @@ StagePairs stage_pairs(const Repriced& r, const Result& result) {
 std::string unusable(const ResultEntry& e) {
   const Result& r = e.result;
   if (r.status != ResultStatus::kOk || !r.metrics) return "status is not ok";
+  if (!(r.metrics->samples_per_second > 0)) return "no samples/s measured (0)";
   if (!r.metrics->theory ||
       r.metrics->theory->action_seconds.size() != static_cast<size_t>(r.config.stages)) {
     return "no measured action times (metrics.theory.action_seconds)";
@@ -458,10 +459,11 @@ ValidationRow predict(const ResultEntry& e, const PassCalibration& cal) {
     row.predicted_samples_per_second = std::numeric_limits<double>::quiet_NaN();
     row.samples_error = std::numeric_limits<double>::quiet_NaN();
   }
+  // No peak measured (0): no error to state, and none to average.
   row.memory_error = row.measured_peak_bytes > 0
                          ? static_cast<double>(row.predicted_peak_bytes - row.measured_peak_bytes) /
                                static_cast<double>(row.measured_peak_bytes)
-                         : 0.0;
+                         : std::numeric_limits<double>::quiet_NaN();
   row.calibrated_on = cal.results;
   if (e.result.metrics->foreign_cpu) row.foreign_cpu = *e.result.metrics->foreign_cpu;
   return row;
@@ -654,16 +656,21 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
         ": samples/s not predicted (peak memory is): " + shared_gpu_refusal(per_gpu));
   }
   v.warnings = busy_host_warnings(v.rows);
-  int timed = 0;  // rows whose samples/s were predicted
+  int timed = 0;     // rows whose samples/s were predicted
+  int measured = 0;  // rows with a measured peak
   for (const ValidationRow& r : v.rows) {
     if (std::isfinite(r.samples_error)) {
       v.mean_abs_samples_error += std::fabs(r.samples_error);
       ++timed;
     }
-    v.mean_abs_memory_error += std::fabs(r.memory_error) / static_cast<double>(v.rows.size());
+    if (std::isfinite(r.memory_error)) {
+      v.mean_abs_memory_error += std::fabs(r.memory_error);
+      ++measured;
+    }
   }
-  v.mean_abs_samples_error =
-      timed > 0 ? v.mean_abs_samples_error / timed : std::numeric_limits<double>::quiet_NaN();
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  v.mean_abs_samples_error = timed > 0 ? v.mean_abs_samples_error / timed : kNone;
+  v.mean_abs_memory_error = measured > 0 ? v.mean_abs_memory_error / measured : kNone;
   return v;
 }
 

@@ -854,6 +854,22 @@ TEST(PlanValidate, MeasurementsOfABusyHostAreMarkedAndWarnedOf) {
       << v.warnings[0];
 }
 
+// A result that measured no samples/s is skipped, saying so; one that
+// measured no peak (0) has no memory error, and none in the mean.
+TEST(PlanValidate, NothingMeasuredIsNoError) {
+  std::vector<ResultEntry> results = {synthetic_result("1f1b", 4, 8),
+                                      synthetic_result("gpipe", 4, 8),
+                                      synthetic_result("zb-h1", 4, 8)};
+  results[1].result.metrics->samples_per_second = 0;
+  for (int64_t& b : results[2].result.metrics->peak_memory_bytes.per_stage) b = 0;
+  const Validation v = validate_plan(results);
+  ASSERT_EQ(v.skipped.size(), 1u);
+  EXPECT_NE(v.skipped[0].find(": no samples/s measured (0)"), std::string::npos) << v.skipped[0];
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_TRUE(std::isnan(v.rows[1].memory_error)) << v.rows[1].source;
+  EXPECT_EQ(v.mean_abs_memory_error, std::fabs(v.rows[0].memory_error));
+}
+
 // Leave-one-out on measurements the model explains exactly: every error 0.
 TEST(PlanValidate, PredictsEachCombinationFromTheOthers) {
   std::vector<ResultEntry> results = {

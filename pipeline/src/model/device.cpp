@@ -261,8 +261,11 @@ Calibration parse_calibration(std::string_view json_text, const std::string& sou
       if (!is_unit_kind_name(kv.key()))
         kinds->fail(kv.key(), "unknown unit kind (kinds: " + unit_kind_names() + ")");
       const double x = kv.value().is_object() ? 0.0 : non_negative(*kinds, kv.key());
-      cal.kind_scale[std::string(kv.key())] =
+      const UnitTime t =
           kv.value().is_object() ? unit_time_object(kinds->object(kv.key())) : UnitTime{x, x, x};
+      // Every kind has a forward: a factor of 0 would price its work as free.
+      if (!(t.fwd > 0)) kinds->fail(kv.key(), "expected a forward factor > 0, got 0");
+      cal.kind_scale[std::string(kv.key())] = t;
     }
   }
   if (root.has("launch_seconds")) cal.launch_seconds = non_negative(root, "launch_seconds");

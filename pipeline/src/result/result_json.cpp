@@ -3,6 +3,7 @@
 // stay readable by older reports.
 #include <boost/json.hpp>
 #include <cmath>
+#include <cstdio>
 #include <concepts>
 #include <limits>
 #include <map>
@@ -757,6 +758,30 @@ void validate(const JsonObject& /*o*/, const S& /*x*/) {}
 
 void validate(const JsonObject& o, const TimelineEvent& e) {
   if (e.end < e.start) o.fail("end", "ends before its start");
+}
+
+// A measured time in seconds: finite, >= 0 and at most a day (the planner
+// and the simulator price from these); NaN only where the field may be null.
+void check_seconds(const JsonObject& o, std::string_view key, double x, bool nullable) {
+  if (nullable && std::isnan(x)) return;
+  if (!(x >= 0 && x <= 86400)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", x);
+    o.fail(key, std::string("expected a time in seconds in [0, 86400], got ") + text);
+  }
+}
+
+void validate(const JsonObject& o, const StageActionTimes& a) {
+  check_seconds(o, "F", a.fwd, true);
+  check_seconds(o, "B", a.bwd, true);
+  check_seconds(o, "I", a.bwd_input, true);
+  check_seconds(o, "W", a.bwd_weight, true);
+}
+
+void validate(const JsonObject& o, const KindSeconds& k) {
+  check_seconds(o, "F", k.fwd, false);
+  check_seconds(o, "I", k.bwd_input, false);
+  check_seconds(o, "W", k.bwd_weight, false);
 }
 
 void validate(const JsonObject& o, const MeasuredLinkFigures& f) {
