@@ -173,6 +173,17 @@ std::vector<RerunJob> plan_reruns(const std::vector<std::pair<std::string, Resul
                        " (re-run them into separate --out folders)");
     }
     RunOptions o = recorded_options(r, source, options);
+    // The combination's own numbers against run's limits, as if typed.
+    RunOptions limits = o;
+    limits.chunks = c.chunks;
+    limits.batches = c.batches;
+    limits.inflight = c.inflight;
+    limits.sync_warmup = c.sync_warmup;
+    try {
+      check_counts(limits);
+    } catch (const UsageError& e) {
+      throw UsageError("--rerun " + source + ": " + e.what());
+    }
     const auto [it, inserted] = job_of.emplace(settings_key(o), jobs.size());
     if (inserted) jobs.push_back({std::move(o), {}, {}});
     jobs[it->second].combinations.push_back(c);

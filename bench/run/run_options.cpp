@@ -150,8 +150,15 @@ int dtype_bytes(const std::string& dtype, const BackendInfo& backend) {
                    " computes in fp32 only (bf16: --backend " + with + ")");
 }
 
-/// The numeric flags, each against its range (before anything is built
-/// from them).
+// A flag's number as the user would write it: "-1", "0.5", "inf".
+std::string number_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
+}  // namespace
+
 void check_counts(const RunOptions& o) {
   // The step counts bound how long a combination runs (each step is bounded
   // by --timeout): the same limits whether typed or read from a result
@@ -166,7 +173,7 @@ void check_counts(const RunOptions& o) {
   }
   if (!(o.min_time >= 0 && o.min_time <= kMaxMinTimeSeconds)) {
     throw UsageError("--min-time: expected 0.." + std::to_string(kMaxMinTimeSeconds) +
-                     " seconds, got " + std::to_string(o.min_time));
+                     " seconds, got " + number_text(o.min_time));
   }
   if (o.max_iters < o.iters || o.max_iters > kMaxSteps) {
     throw UsageError("--max-iters: expected --iters (" + std::to_string(o.iters) + ").." +
@@ -186,16 +193,19 @@ void check_counts(const RunOptions& o) {
   }
   if (!(o.memory_guard > 0 && o.memory_guard <= 1)) {
     throw UsageError("--memory-guard: expected a fraction in (0, 1], got " +
-                     std::to_string(o.memory_guard));
+                     number_text(o.memory_guard));
   }
   if (!(o.timeout >= 0) || !std::isfinite(o.timeout)) {
-    throw UsageError("--timeout: expected seconds >= 0, got " + std::to_string(o.timeout));
+    throw UsageError("--timeout: expected a finite number of seconds >= 0, got " +
+                     number_text(o.timeout));
   }
   if (!(o.time_scale >= 0) || !std::isfinite(o.time_scale)) {
-    throw UsageError("--time-scale: expected a factor >= 0 (0 = automatic), got " +
-                     std::to_string(o.time_scale));
+    throw UsageError("--time-scale: expected a finite factor >= 0 (0 = automatic), got " +
+                     number_text(o.time_scale));
   }
 }
+
+namespace {
 
 /// The model against the plan's P stages: every message at a possible cut
 /// fits one MPI message, and there are at least P units to place.

@@ -156,6 +156,11 @@ struct RunPlan {
 /// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);
 
+/// The numeric flags, each against its range (steps, minimum time, V, N,
+/// K, B, the guard, --timeout, --time-scale), alike whether typed or read
+/// from a result file by --rerun. Throws UsageError naming the flag.
+void check_counts(const RunOptions& options);
+
 /// The partitions --partition names, in order, each once: "all" is every
 /// registered partition but manual; a "manual:..." item keeps its ranges
 /// (split_list splits "manual:0-9,10-58" at its comma; the ranges are

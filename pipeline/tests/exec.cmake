@@ -41,7 +41,7 @@ ppb_exec_expect(exec_watchdog RANKS 3 CODE 1 SECONDS 20
 # waits on rank 2, reports first and names it; ranks waiting in a later
 # round on ranks that wait themselves report later.
 ppb_exec_expect(exec_watchdog_start_barrier RANKS 4 CODE 1 SECONDS 20
-  REGEX "rank 3: step 1 stuck for [0-9.]+ s the barrier that starts the step \\(waiting for rank 2\\); aborting"
+  REGEX "rank 3: step 1 stuck for [0-9.]+ s in the barrier that starts the step \\(waiting for rank 2\\); aborting"
   COMMAND $<TARGET_FILE:exec_probe> stop)
 # An exception on one rank ends the job with a message naming the rank.
 ppb_exec_expect(exec_abort_on_exception RANKS 3 CODE 1 SECONDS 20

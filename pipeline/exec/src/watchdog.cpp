@@ -122,13 +122,13 @@ void Watchdog::loop() {
         break;
       case Doing::kStartBarrier:
         where = peer_ >= 0 && static_cast<size_t>(peer_) < names_.step_peers.size()
-                    ? "the barrier that starts the step (waiting for " +
+                    ? "in the barrier that starts the step (waiting for " +
                           names_.step_peers[static_cast<size_t>(peer_)] +
                           (round_ > 0
                                ? ", which may itself wait, in round " + std::to_string(round_ + 1)
                                : std::string()) +
                           ")"
-                    : "the barrier that starts the step (a rank did not arrive)";
+                    : "in the barrier that starts the step (a rank did not arrive)";
         break;
       case Doing::kCompute:
         where = "in " + action_text(action_, chunks_) + " (computing)";

@@ -142,7 +142,7 @@ void fields(V& v, C& c) {
   v.optional("min_time", c.min_time);
   v.optional("plant", c.plant);
   v.optional("device", c.device);
-  v.optional("max_iters", c.max_iters);
+  v.optional("max_iters", c.max_iters, 0);  // 0: not recorded
   v.optional("profile", c.profile);
   v.optional("check", c.check);  // absent: whether metrics.check is present (result_from_json)
   v.optional("dtype", c.dtype);
@@ -166,7 +166,7 @@ void fields(V& v, P& p) {
 template <class V, Is<ResultEnvironment> E>
 void fields(V& v, E& e) {
   v.required("hosts", e.hosts);
-  v.required("ranks", e.ranks);
+  v.required("ranks", e.ranks, 0);
   v.required("mpi", e.mpi);
   v.required("cuda", e.cuda);
   v.required("gpus", e.gpus);
