@@ -1038,13 +1038,19 @@ std::vector<Combination> sweep_combinations(const Sweep& sw) {
 /// --check failed or a combination ended with status error.
 bool run_sweep(Sweep& sw, const std::vector<Combination>& combos) {
   if (sw.rank == 0) {
-    log::info(
-        "run: %zu combinations (%zu schedules x %zu partitions x %zu M) on %d ranks (%d stages x "
-        "%d replicas, %s), %s backend, model %s -> %s",
-        combos.size(), sw.plan.schedules.size(), sw.plan.partitions.size(),
-        sw.plan.microbatches.size(), sw.size, sw.plan.stages, sw.plan.data_parallel,
-        rank_order_name(sw.plan.rank_order), sw.plan.backend.c_str(), sw.options.model.c_str(),
-        sw.out_dir.c_str());
+    // "1 combination", "2 combinations".
+    const auto count = [](size_t n, const char* noun) {
+      return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+    };
+    log::info("run: %s (%s x %s x %zu M) on %s (%s x %s, %s), %s backend, model %s -> %s",
+              count(combos.size(), "combination").c_str(),
+              count(sw.plan.schedules.size(), "schedule").c_str(),
+              count(sw.plan.partitions.size(), "partition").c_str(), sw.plan.microbatches.size(),
+              count(static_cast<size_t>(sw.size), "rank").c_str(),
+              count(static_cast<size_t>(sw.plan.stages), "stage").c_str(),
+              count(static_cast<size_t>(sw.plan.data_parallel), "replica").c_str(),
+              rank_order_name(sw.plan.rank_order), sw.plan.backend.c_str(),
+              sw.options.model.c_str(), sw.out_dir.c_str());
   }
   std::vector<ProgressRow> rows;
   run_all(sw, combos, static_cast<int>(combos.size()), rows);
