@@ -1156,11 +1156,12 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
 }  // namespace
 
 void run_command(const RunOptions& options) {
-  MpiSession mpi;
   // The watchdog covers validation too (it makes every named partition);
   // --timeout itself is checked there, and until then a bad value is "off".
+  // MPI's own start and end are bounded by it as well (MpiSession).
   const double timeout =
       std::isfinite(options.timeout) && options.timeout > 0 ? options.timeout : 0.0;
+  MpiSession mpi(timeout);
   JobWatchdog watch(mpi.rank(), timeout);
   // Every rank must be asked the same: ranks started with other flags (an
   // MPMD launch, a wrapper that adds one) would otherwise run different

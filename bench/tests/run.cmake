@@ -321,6 +321,13 @@ set_tests_properties(run_fail_rerun_ranks run_fail_rerun_flag PROPERTIES
 ppb_run_failure(run_fail_timeout 1 "rank 1: step 0 stuck for .* in F0"
   ${mpirun} 2 $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b --partition layer --microbatches 2
   -n 1 -w 0 -T 2 --debug-stall-rank 1 --out ${PPB_RUN_OUT}/fail-timeout)
+# --timeout bounds MPI's start too: rank 1 starts 20 s late, and rank 0,
+# waiting for it in MPI_Init, ends the job after T + 1 s.
+ppb_run_failure(run_fail_timeout_init 1
+  "pipebench\\[r0\\]: stuck for [0-9.]+ s in MPI_Init \\(waiting for the job's other ranks to start\\); exiting \\(--timeout 2\\)"
+  ${mpirun} 1 $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b --partition layer
+  --microbatches 4 -n 1 -w 0 -T 2 --out ${PPB_RUN_OUT}/fail-timeout-init
+  : -np 1 sh -c "sleep 20; exec $<TARGET_FILE:pipebench> run --backend timed --schedule 1f1b --partition layer --microbatches 4 -n 1 -w 0 -T 2 --out ${PPB_RUN_OUT}/fail-timeout-init")
 
 # --trace's per-rank folders through Holistic Trace Analysis (installed by
 # ci/setup-deps into its own virtual environment): a real 4-rank run, then

@@ -1,5 +1,6 @@
 #include "ppb/exec/mpi.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <thread>
 
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
 
 namespace ppb {
@@ -27,8 +29,43 @@ void abort_hook() {
   std::abort();
 }
 
+// --timeout over MPI's own start and end, which no JobWatchdog sees (the
+// ranks wait there for each other too: a rank stopped before MPI_Init, or
+// after its last result, would hold the others forever). 0 = none.
+double g_bounded_seconds = 0;
+
+// Ends this process with a line and exit code 1 unless `done` is set within
+// the bound; polls as the watchdogs do. Detached: it never outlives a
+// process that got through.
+void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done) {
+  const double limit = g_bounded_seconds + 1.0;  // the watchdogs' grace
+  const double timeout = g_bounded_seconds;
+  std::thread([call, why, limit, timeout, &done] {
+    const auto start = std::chrono::steady_clock::now();
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const double stuck =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (stuck <= limit) continue;
+      std::fprintf(stderr, "%sstuck for %s s in %s (%s); exiting (--timeout %g)\n",
+                   log::prefix().c_str(), seconds_text(stuck).c_str(), call, why, timeout);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }).detach();
+}
+
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_finalized{false};
+
 void finalize_at_exit() {
-  if (mpi_live()) MPI_Finalize();
+  if (!mpi_live()) return;
+  if (g_bounded_seconds > 0) {
+    bound_mpi_call("MPI_Finalize", "another rank has not reached the end of the job",
+                   g_finalized);
+  }
+  MPI_Finalize();
+  g_finalized = true;
 }
 
 }  // namespace
@@ -52,14 +89,18 @@ void mpi_call_failed(const char* call, int code, const char* file, int line) {
   std::abort();
 }
 
-MpiSession::MpiSession() {
+MpiSession::MpiSession(double timeout_seconds) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized == 0) {
+    g_bounded_seconds = timeout_seconds > 0 ? timeout_seconds : 0;
+    if (g_bounded_seconds > 0)
+      bound_mpi_call("MPI_Init", "waiting for the job's other ranks to start", g_initialized);
     int provided = 0;
     // FUNNELED: the executor's thread makes every MPI call; the watchdog only
     // calls MPI_Abort (see mpi.hpp).
     PPB_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    g_initialized = true;
     std::atexit(finalize_at_exit);
   }
   PPB_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

@@ -45,9 +45,15 @@ namespace ppb {
 /// PPB_CHECK on any rank ends the whole job with MPI_Abort. Later sessions in
 /// the same process (tests) reuse the initialised MPI. MPI_Finalize runs at
 /// process exit (atexit), never twice.
+///
+/// `timeout_seconds` > 0 (run's --timeout) bounds MPI_Init and MPI_Finalize,
+/// where the ranks wait for each other and no watchdog runs: past it plus
+/// 1 s the rank prints "stuck for 6.0 s in MPI_Finalize (another rank has
+/// not reached the end of the job); exiting (--timeout 5)" and exits 1,
+/// which ends the job.
 class MpiSession {
  public:
-  MpiSession();
+  explicit MpiSession(double timeout_seconds = 0);
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 
