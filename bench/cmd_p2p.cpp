@@ -28,6 +28,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -36,6 +37,7 @@
 #include "cli.hpp"
 #include "p2p_device.hpp"
 #include "ppb/exec/executor.hpp"
+#include "ppb/exec/job_watchdog.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/transport.hpp"
 #include "ppb/pipeline/result.hpp"
@@ -55,6 +57,7 @@ struct P2pOptions {
   std::string memory = "host";
   std::string transport;  // "" = host: the first registered; device: all
   std::string json;
+  double timeout = 0;  // --timeout: seconds per message size (0 = none)
 };
 
 constexpr int kWindow = 64;
@@ -210,6 +213,8 @@ P2pRange check_flags(const P2pOptions& o) {
     if (r.hi < r.lo) throw UsageError("--max: must be >= --min (" + o.max + " < " + o.min + ")");
     if (r.hi > (int64_t{1} << 30)) throw UsageError("--max: at most 1GiB, got " + o.max);
     if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
+    if (!(o.timeout >= 0) || !std::isfinite(o.timeout))
+      throw UsageError("--timeout: expected a finite number of seconds >= 0");
     r.wait = parse_wait_strategy(o.wait, "--wait");
     if (o.memory != "host" && o.memory != "device")
       throw UsageError("--memory: expected host or device, got '" + o.memory + "'");
@@ -269,6 +274,7 @@ void run_p2p(const P2pOptions& o) {
   d.wait = range.wait;
   d.transports = range.transports;
   d.json = o.json;
+  d.timeout = o.timeout;
   int code = 0;
   try {
     code = run_p2p_device(d);
@@ -357,7 +363,7 @@ void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
   const WaitStrategy wait = range.wait;
   const std::string& name = range.transports.front();
 
-  MpiSession mpi;
+  MpiSession mpi(o.timeout);
   if (mpi.size() != 2) {
     throw FlagError("p2p: needs exactly 2 ranks (mpirun -np 2 pipebench p2p), got " +
                     std::to_string(mpi.size()));
@@ -376,6 +382,7 @@ void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
                     ": cannot move host memory (measure it with --memory device)");
   }
   std::vector<Row> rows;
+  JobWatchdog watch(rank, o.timeout);
   run_or_abort([&] {
     std::vector<std::byte> sbuf(static_cast<size_t>(hi), std::byte{1});
     std::vector<std::byte> rbuf(static_cast<size_t>(hi));
@@ -388,6 +395,8 @@ void run_p2p_host(const P2pOptions& o, const P2pRange& range) {
                   "raw_bw_MB/s", "ppb_bw_MB/s", "bw_ratio");
     }
     for (int64_t bytes = lo; bytes <= hi; bytes *= 2) {
+      const JobPhase phase(watch, "measuring " + std::to_string(bytes) +
+                                      " bytes (the other rank stalled, or the link is down?)");
       const Row row = measure_row(raw, ppb, rank, bytes, o.iters, sbuf, rbuf);
       if (rank == 0) {
         std::printf("%12lld %14.2f %14.2f %16.1f %16.1f %8.3f\n", static_cast<long long>(bytes),
@@ -429,6 +438,10 @@ void register_p2p(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", options->json, "Also write the figures as JSON to this file")
       ->check(non_empty("a file"));
+  cmd->add_option("-T,--timeout", options->timeout,
+                  "Seconds one message size may take before the job ends, naming the rank "
+                  "(0 = none)")
+      ->capture_default_str();
   cmd->callback([options] { run_p2p(*options); });
 }
 

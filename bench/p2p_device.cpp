@@ -15,6 +15,7 @@
 #include "cli.hpp"
 #include "ppb/exec/cuda_device.hpp"
 #include "ppb/exec/gpu_ranks.hpp"
+#include "ppb/exec/job_watchdog.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/exec/nccl_links.hpp"
 #include "ppb/pipeline/result.hpp"
@@ -301,7 +302,8 @@ void print_row(const Row& r) {
 
 // Measures one transport (or, `t` null, its baseline alone) size by size.
 Series measure(const TransportInfo& info, Transport* t, const std::string& skipped,
-               const P2pDeviceOptions& o, const Buffers& b, Ring ring, MPI_Comm comm) {
+               const P2pDeviceOptions& o, const Buffers& b, Ring ring, MPI_Comm comm,
+               JobWatchdog& watch) {
   Series s;
   s.transport = info.name;
   s.skipped = skipped;
@@ -330,6 +332,8 @@ Series measure(const TransportInfo& info, Transport* t, const std::string& skipp
   }
   if (ring.rank == 0) print_header(s);
   for (int64_t bytes = o.lo; bytes <= o.hi; bytes *= 2) {
+    const JobPhase phase(watch, "measuring " + info.name + " at " + std::to_string(bytes) +
+                                    " bytes (a rank stalled, or a link is down?)");
     Row row;
     row.bytes = bytes;
     row.iters = iterations_for(bytes, o.iters);
@@ -403,10 +407,11 @@ std::vector<TransportInfo> chosen_transports(const std::vector<std::string>& nam
 }  // namespace
 
 int run_p2p_device(const P2pDeviceOptions& o) {
-  MpiSession mpi;
+  MpiSession mpi(o.timeout);
   const MPI_Comm comm = mpi.comm();
   const Ring ring{mpi.rank(), mpi.size()};
   check_json_on_rank_zero(o.json, ring.rank, comm);
+  JobWatchdog watch(ring.rank, o.timeout);
   const std::vector<TransportInfo> chosen = chosen_transports(o.transports);
   require_gpus(comm, "p2p --memory device");
   const NodeLocal nl = node_local(comm);
@@ -456,7 +461,7 @@ int run_p2p_device(const P2pDeviceOptions& o) {
       series.push_back({info.name, "", "", skipped, {}});
       continue;
     }
-    series.push_back(measure(info, t.get(), skipped, o, buffers, ring, comm));
+    series.push_back(measure(info, t.get(), skipped, o, buffers, ring, comm, watch));
     for (const Row& r : series.back().rows) wrong += r.raw.wrong + (r.ppb ? r.ppb->wrong : 0);
   }
   if (ring.rank == 0) {

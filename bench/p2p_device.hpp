@@ -37,6 +37,7 @@ struct P2pDeviceOptions {
   /// cannot run here are listed as skipped, with why).
   std::vector<std::string> transports;
   std::string json;  ///< also write the figures here ("" = no)
+  double timeout = 0;  ///< seconds per transport and size before the job ends (0 = none)
 };
 
 /// Runs the measurement on MPI_COMM_WORLD (any number of ranks >= 1) and

@@ -275,6 +275,12 @@ add_test(NAME cli.ranks_disagree
           ${MPIEXEC_EXECUTABLE})
 set_tests_properties(cli.ranks_disagree PROPERTIES LABELS mpi TIMEOUT 120)
 
+# p2p --timeout: a rank stopped while measuring ends the job, named.
+add_test(NAME cli.p2p_timeout
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/p2p_timeout.sh $<TARGET_FILE:pipebench>
+          ${MPIEXEC_EXECUTABLE})
+set_tests_properties(cli.p2p_timeout PROPERTIES LABELS mpi TIMEOUT 90)
+
 # p2p --json is checked on rank 0, which writes it, not on every rank.
 add_test(NAME cli.p2p_json_rank0
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/tests/p2p_json_rank0.sh $<TARGET_FILE:pipebench>
