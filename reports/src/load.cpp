@@ -272,7 +272,7 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
                                   const std::vector<std::string>& exclude, bool keep_repeats) {
   LoadedResults out;
   std::vector<fs::path> excluded;
-  for (const std::string& x : exclude) excluded.push_back(fs::weakly_canonical(x));
+  for (const std::string& x : exclude) excluded.push_back(fs::weakly_canonical(fs::absolute(x)));
   auto is_excluded = [&excluded](const fs::path& file) {
     return std::any_of(excluded.begin(), excluded.end(), [&file](const fs::path& dir) {
       const fs::path rel = file.lexically_relative(dir);
@@ -283,7 +283,7 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
   std::set<std::string> seen;
   for (const std::string& p : paths) {
     for (std::string& f : result_candidates(p)) {
-      const fs::path canonical = fs::weakly_canonical(f);
+      const fs::path canonical = fs::weakly_canonical(fs::absolute(f));
       if (is_excluded(canonical)) continue;
       if (seen.insert(canonical.string()).second) files.push_back(std::move(f));
     }

@@ -32,6 +32,46 @@ std::string tonight_name(const std::vector<std::string>& inputs) {
   return name_of(parent);
 }
 
+// Two outputs at one path (the second would replace the first), or an
+// output at an input (a result it would overwrite: the input file, or an
+// existing *.json inside an input folder): refused, naming both.
+// "-" (standard output) and devices may be given twice.
+template <size_t N>
+void refuse_colliding_outputs(const std::pair<const char*, const std::string*> (&outputs)[N],
+                              const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  const auto where = [](const std::string& p) {
+    std::error_code ec;
+    const fs::path w = fs::weakly_canonical(fs::absolute(p), ec);
+    return ec ? fs::path(p) : w;
+  };
+  const auto regular_or_new = [](const std::string& p) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    return p != "-" && (!fs::exists(st) || fs::is_regular_file(st));
+  };
+  for (size_t i = 0; i < N; ++i) {
+    const std::string& a = *outputs[i].second;
+    if (a.empty() || !regular_or_new(a)) continue;
+    for (size_t j = i + 1; j < N; ++j) {
+      const std::string& b = *outputs[j].second;
+      if (!b.empty() && where(a) == where(b)) {
+        throw UsageError(std::string(outputs[j].first) + " " + b + ": the same file as " +
+                         outputs[i].first + " " + a + " (each output needs its own)");
+      }
+    }
+    for (const std::string& in : inputs) {
+      // An existing *.json among a folder's results may be one of them.
+      if (where(a) == where(in) || (fs::is_directory(in) && fs::exists(a) &&
+                                    same_or_inside(a, in) && fs::path(a).extension() == ".json")) {
+        throw UsageError(std::string(outputs[i].first) + " " + a + ": would overwrite " +
+                         (where(a) == where(in) ? "the result file " : "a file among the results in ") +
+                         in + " (write it outside the results)");
+      }
+    }
+  }
+}
+
 // A night gated against itself, or re-runs that are tonight's own files,
 // say nothing useful: refused, naming the folders.
 void refuse_overlaps(const ReportOptions& o) {
@@ -169,10 +209,13 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   check_options(o);
   // Every output is checked before any is written (or any input read), so
   // a bad one leaves no other behind.
-  for (const std::string* path :
-       {&o.html, &o.markdown, &o.junit, &o.csv, &o.gbench, &o.rerun_list}) {
+  const std::pair<const char*, const std::string*> flagged[] = {
+      {"--html", &o.html}, {"--md", &o.markdown},  {"--junit", &o.junit},
+      {"--csv", &o.csv},   {"--gbench", &o.gbench}, {"--rerun-list", &o.rerun_list}};
+  for (const auto& [flag, path] : flagged) {
     if (!path->empty()) check_output_path(*path);
   }
+  refuse_colliding_outputs(flagged, o.inputs);
   refuse_overlaps(o);
   LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
   std::optional<LoadedResults> reruns;
