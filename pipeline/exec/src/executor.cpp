@@ -636,9 +636,19 @@ class Executor::Step {
   }
 
   void drain() {
-    if (watchdog() != nullptr) watchdog()->set(Doing::kDrain, Action{});
-    poll_until([&] { return (sends_.progress(), sends_.pending() == 0); }, x_.options.wait,
-               [this] { return large_in_flight(); });
+    // Names the rank the oldest unfinished send goes to, as it changes.
+    int named = -2;
+    poll_until(
+        [&] {
+          sends_.progress();
+          if (const int peer = sends_.first_pending_peer();
+              peer != named && watchdog() != nullptr) {
+            watchdog()->set(Doing::kDrain, Action{}, peer);
+            named = peer;
+          }
+          return sends_.pending() == 0;
+        },
+        x_.options.wait, [this] { return large_in_flight(); });
     recvs_.check_consumed();
   }
 

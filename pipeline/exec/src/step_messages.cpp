@@ -206,6 +206,11 @@ void SendTracker::send(int32_t id, TrackedBuffer&& buffer) {
   pending_.push_back(std::move(p));
 }
 
+int SendTracker::first_pending_peer() const {
+  if (pending_.empty()) return -1;
+  return ctx_.plan.messages[static_cast<size_t>(pending_.front().message)].to_stage;
+}
+
 void SendTracker::start(Pending& p) {
   const PlannedMessage& m = ctx_.plan.messages[static_cast<size_t>(p.message)];
   const TrackedBuffer& wire = ctx_.staging ? p.wire : p.buffer;

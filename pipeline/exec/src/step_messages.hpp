@@ -129,6 +129,8 @@ class SendTracker {
   bool progress();
   /// Sends not yet completed.
   size_t pending() const { return pending_.size(); }
+  /// The stage the oldest send not yet completed goes to; -1 when none.
+  int first_pending_peer() const;
 
  private:
   struct Pending {

@@ -150,7 +150,9 @@ void Watchdog::loop() {
                 " (the stage's other replicas: one has not joined it, or is held up itself)";
         break;
       case Doing::kDrain:
-        where = "after its last action (waiting for its sends to complete)";
+        where = peer_ >= 0 ? "after its last action (waiting for its send to " + peer_name(peer_) +
+                                 " to complete: that rank has not taken it)"
+                           : "after its last action (waiting for its sends to complete)";
         break;
     }
     char line[512];
