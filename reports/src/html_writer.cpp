@@ -154,6 +154,9 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
     if (m.check) {
       h << "<td>" << badge(m.check->passed ? "pass" : "FAIL", m.check->passed ? "pass" : "error")
         << " " << esc(format_number(m.check->max_rel_error))
+        << (m.check->update_rel_error
+                ? ", update " + esc(format_number(*m.check->update_rel_error))
+                : std::string())
         << (m.check->steps.value_or(1) > 1 ? " over " + std::to_string(*m.check->steps) + " steps"
                                            : "")
         << "</td>";

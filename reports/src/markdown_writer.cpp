@@ -121,8 +121,11 @@ std::string check_text(const ResultEntry& e) {
   const CheckFigures& c = *e.result.metrics->check;
   const std::string steps =
       c.steps.value_or(1) > 1 ? ", " + std::to_string(*c.steps) + " steps" : "";
-  return std::string(c.passed ? "ok" : "FAIL") + " (" + format_number(c.max_rel_error) + steps +
-         ")";
+  // As run's progress line: the gradient error, the optimizer step's, the steps.
+  const std::string update =
+      c.update_rel_error ? ", update " + format_number(*c.update_rel_error) : "";
+  return std::string(c.passed ? "ok" : "FAIL") + " (" + format_number(c.max_rel_error) + update +
+         steps + ")";
 }
 
 std::string pct(double x) {

@@ -296,6 +296,10 @@ TEST(ReportCheckColumn, SaysWhenTheWarmUpStepWasCheckedToo) {
   m.loaded.results.front().result.metrics->check->steps = 2;
   EXPECT_NE(write_markdown(m).find("| ok (2e-06, 2 steps) |"), std::string::npos);
   EXPECT_NE(write_html(m).find(" 2e-06 over 2 steps</td>"), std::string::npos);
+  // The optimizer step's error beside the gradients', as run prints it.
+  m.loaded.results.front().result.metrics->check->update_rel_error = 3e-07;
+  EXPECT_NE(write_markdown(m).find("| ok (2e-06, update 3e-07, 2 steps) |"), std::string::npos);
+  EXPECT_NE(write_html(m).find(" 2e-06, update 3e-07 over 2 steps</td>"), std::string::npos);
 }
 
 // A combination whose --check failed, and one that ended with an error:
