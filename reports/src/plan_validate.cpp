@@ -297,6 +297,10 @@ class KindFit {
   std::vector<Stage> stages_;
 };
 
+namespace {
+constexpr std::string_view kNoUsableResult = "calibration: no usable result (ok, with action times)";
+}  // namespace
+
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) {
   double ff = 0, fp = 0, bf = 0, bp = 0;  // sums of measured x model and model^2
   LinkPoints points;
@@ -306,7 +310,12 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
   PassCalibration cal;
   for (const ResultEntry* e : results) {
     if (!unusable(*e).empty()) continue;
-    const Repriced r = reprice(e->result);
+    Repriced r;
+    try {
+      r = reprice(e->result);
+    } catch (const UsageError& err) {
+      throw UsageError(e->source + ": cannot re-price its configuration: " + err.what());
+    }
     if (cal.results == 0) cal.link = r.device.link();  // unless a link was measured
     const StagePairs p = stage_pairs(r, e->result);
     for (size_t s = 0; s < p.model_fwd.size(); ++s) {
@@ -327,7 +336,7 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
     }
     ++cal.results;
   }
-  if (cal.results == 0) throw UsageError("calibration: no usable result (ok, with action times)");
+  if (cal.results == 0) throw UsageError(std::string(kNoUsableResult));
   cal.forward = fp > 0 ? ff / fp : 1.0;
   cal.backward = bp > 0 ? bf / bp : 1.0;
   points.fit(cal.link);
@@ -414,9 +423,13 @@ Calibration calibration_from(const std::vector<std::string>& paths, const std::s
   }
   try {
     return kind_calibration(fit_calibration(on_device), device);
-  } catch (const UsageError&) {
-    throw UsageError("--calibration: no ok result measured on device '" + device +
-                     "' with action times in " + paths.front() + (paths.size() > 1 ? ", ..." : ""));
+  } catch (const UsageError& e) {
+    if (std::string_view(e.what()).starts_with(kNoUsableResult)) {
+      throw UsageError("--calibration: no ok result measured on device '" + device +
+                       "' with action times in " + paths.front() +
+                       (paths.size() > 1 ? ", ..." : ""));
+    }
+    throw UsageError(std::string("--calibration: ") + e.what());  // names the file
   }
 }
 
