@@ -72,7 +72,8 @@ void add_measure_flags(CLI::App& cmd, run::RunOptions& o) {
                  "gate (recorded in the results as config.plant)");
   cmd.add_option("--out", o.out, "Result folder (default results/<UTC date-time>)")
       ->check(non_empty("a folder"));
-  cmd.add_flag("--resume", o.resume, "Skip combinations whose result file exists, is not error and holds these settings");
+  cmd.add_flag("--resume", o.resume,
+               "Skip combinations whose result file exists, is not error and holds these settings");
   cmd.add_flag("--trace", o.trace,
                "Write Chrome/Perfetto traces per combination: one merged file and one per rank "
                "(Holistic Trace Analysis)");

@@ -74,7 +74,8 @@ void reject_flag_as_value(CLI::App& app, int argc, char** argv) {
 void decimal_integers_only(CLI::App& app) {
   const CLI::Validator decimal(
       [](const std::string& text) -> std::string {
-        if (!ppb::cli::is_decimal_integer(text)) return "expected a decimal integer, got '" + text + "'";
+        if (!ppb::cli::is_decimal_integer(text))
+          return "expected a decimal integer, got '" + text + "'";
         return {};
       },
       "");
@@ -162,8 +163,7 @@ int main(int argc, char** argv) {
   } catch (const ppb::ScheduleError& e) {
     // The one-line error goes to stderr; the picture of where each stage
     // stuck (PyTorch pipelining's "not progressing" grid) to stdout.
-    if (!e.grid().empty())
-      std::printf("where each stage stuck:\n%s", e.grid().c_str());
+    if (!e.grid().empty()) std::printf("where each stage stuck:\n%s", e.grid().c_str());
     std::fflush(stdout);
     print_error(e.what());
     return ppb::kUsageExitCode;

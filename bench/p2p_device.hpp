@@ -36,7 +36,7 @@ struct P2pDeviceOptions {
   /// Registered transport names; empty = every registered one (those that
   /// cannot run here are listed as skipped, with why).
   std::vector<std::string> transports;
-  std::string json;  ///< also write the figures here ("" = no)
+  std::string json;    ///< also write the figures here ("" = no)
   double timeout = 0;  ///< seconds per transport and size before the job ends (0 = none)
 };
 

@@ -62,21 +62,21 @@ struct RunOptions {
   /// (timed backend only, factor < 1) of one stage, to test the regression
   /// gate end to end; recorded in every result's config.plant.
   std::string plant;
-  std::string out;             ///< --out (default results/<UTC date-time>)
-  bool resume = false;         ///< --resume
-  bool trace = false;          ///< --trace
-  bool check = false;          ///< --check / -c
-  std::string profile;         ///< --profile a,b: collectors (collector.hpp)
-  std::string memory_budget;   ///< --memory-budget BYTES ("" = none)
-  double memory_guard = 0.85;  ///< --memory-guard
-  double timeout = 0;          ///< --timeout / -T seconds (0 = no watchdog)
-  int chunks = kDefaultChunks;            ///< --chunks V (interleaved-1f1b)
-  int inflight = 0;            ///< --inflight N (0 = P)
-  int sync_warmup = 1;         ///< --sync-warmup K (hybrid)
-  int batches = kDefaultBatches;           ///< --batches B (pipedream)
-  double time_scale = 0;       ///< --time-scale (0 = automatic)
-  uint64_t seed = 1;           ///< --seed
-  int stages = 0;              ///< --stages P (0 = the world size W); W = P x D
+  std::string out;                ///< --out (default results/<UTC date-time>)
+  bool resume = false;            ///< --resume
+  bool trace = false;             ///< --trace
+  bool check = false;             ///< --check / -c
+  std::string profile;            ///< --profile a,b: collectors (collector.hpp)
+  std::string memory_budget;      ///< --memory-budget BYTES ("" = none)
+  double memory_guard = 0.85;     ///< --memory-guard
+  double timeout = 0;             ///< --timeout / -T seconds (0 = no watchdog)
+  int chunks = kDefaultChunks;    ///< --chunks V (interleaved-1f1b)
+  int inflight = 0;               ///< --inflight N (0 = P)
+  int sync_warmup = 1;            ///< --sync-warmup K (hybrid)
+  int batches = kDefaultBatches;  ///< --batches B (pipedream)
+  double time_scale = 0;          ///< --time-scale (0 = automatic)
+  uint64_t seed = 1;              ///< --seed
+  int stages = 0;                 ///< --stages P (0 = the world size W); W = P x D
   /// --rank-order: how the W ranks map to (stage, replica) with D > 1
   /// (data_parallel.hpp: "dp-pp", Megatron-LM's, or "pp-dp").
   std::string rank_order = "dp-pp";

@@ -41,8 +41,8 @@
 #include "ppb/profiling/hash.hpp"
 #include "ppb/profiling/log.hpp"
 #include "ppb/profiling/memory.hpp"
-#include "run/check.hpp"
 #include "ppb/reports/load.hpp"
+#include "run/check.hpp"
 #include "run/environment.hpp"
 #include "run/gpu_state.hpp"
 #include "run/metrics.hpp"
@@ -855,9 +855,10 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
                            resume_key(here, sw.options.time_scale));
       skip = row.result.status == ResultStatus::kError || !differs.empty() ? 0 : 1;
       if (!differs.empty()) {
-        log::warn("--resume: %s holds a result of other settings (%s); running the combination "
-                  "again",
-                  path.c_str(), differs.c_str());
+        log::warn(
+            "--resume: %s holds a result of other settings (%s); running the combination "
+            "again",
+            path.c_str(), differs.c_str());
       }
     } catch (const UsageError& e) {
       log::warn("--resume: %s; running the combination again", e.what());

@@ -71,8 +71,9 @@ TEST_F(InputFile, NamedPipesWaitABoundedTimeForAWriter) {
     (void)read_input_file(fifo, "schedule file", 100, std::chrono::milliseconds(200));
     ADD_FAILURE() << "a pipe nobody writes to was read";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              fifo + ": named pipe given as schedule file, and no program wrote to it within 0.2 s");
+    EXPECT_EQ(
+        std::string(e.what()),
+        fifo + ": named pipe given as schedule file, and no program wrote to it within 0.2 s");
   }
 
   const std::string text = "{\"schema\": \"x\"}";

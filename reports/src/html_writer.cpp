@@ -154,9 +154,8 @@ void section_throughput(std::ostringstream& h, const GroupView& g) {
     if (m.check) {
       h << "<td>" << badge(m.check->passed ? "pass" : "FAIL", m.check->passed ? "pass" : "error")
         << " " << esc(format_number(m.check->max_rel_error))
-        << (m.check->update_rel_error
-                ? ", update " + esc(format_number(*m.check->update_rel_error))
-                : std::string())
+        << (m.check->update_rel_error ? ", update " + esc(format_number(*m.check->update_rel_error))
+                                      : std::string())
         << (m.check->steps.value_or(1) > 1 ? " over " + std::to_string(*m.check->steps) + " steps"
                                            : "")
         << "</td>";
@@ -381,7 +380,8 @@ void section_fast_paths(std::ostringstream& h, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = fast_path_entries(g);
   if (rows.empty()) return;
   h << "<h3>Fast paths: " << esc(g.work) << "</h3>\n";
-  h << "<p class=\"note\"><b>attention</b>: the fused attention (cuDNN's in bf16, pipebench's flash kernels in "
+  h << "<p class=\"note\"><b>attention</b>: the fused attention (cuDNN's in bf16, pipebench's "
+       "flash kernels in "
        "fp32) or the naive kernels; "
        "<b>CUDA graphs</b>: the units of work of every step and rank, captured, replayed, rebuilt "
        "or eager; <b>GEMM epilogues</b>: GEMMs with their bias, GeLU or bias gradient fused by "

@@ -49,8 +49,8 @@ std::vector<std::string> result_candidates(const std::string& path) {
   // Links to folders are followed (a night kept as a link is a night), each
   // folder once: a link back to a folder already walked is not entered.
   std::set<fs::path> walked{fs::canonical(path, ec)};
-  for (fs::recursive_directory_iterator it(path, fs::directory_options::follow_directory_symlink,
-                                           ec),
+  for (fs::recursive_directory_iterator
+           it(path, fs::directory_options::follow_directory_symlink, ec),
        end;
        !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();

@@ -68,7 +68,8 @@ void fast_paths_section(std::ostringstream& md, const GroupView& g) {
   const std::vector<const ResultEntry*> rows = fast_path_entries(g);
   if (rows.empty()) return;
   md << "### Fast paths: " << cell(g.work) << "\n\n"
-     << "the fused attention (cuDNN's in bf16, pipebench's flash kernels in fp32); CUDA graphs (units of work of every step and rank: captured, "
+     << "the fused attention (cuDNN's in bf16, pipebench's flash kernels in fp32); CUDA graphs "
+        "(units of work of every step and rank: captured, "
         "replayed, rebuilt, eager); cuBLASLt GEMM epilogues (GEMMs with their bias, GeLU or bias "
         "gradient fused, and those cuBLASLt refused). **fell back** marks work that ran the slow "
         "way, with why.\n\n"

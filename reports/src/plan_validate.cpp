@@ -298,7 +298,8 @@ class KindFit {
 };
 
 namespace {
-constexpr std::string_view kNoUsableResult = "calibration: no usable result (ok, with action times)";
+constexpr std::string_view kNoUsableResult =
+    "calibration: no usable result (ok, with action times)";
 }  // namespace
 
 PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) {

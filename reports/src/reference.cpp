@@ -160,7 +160,8 @@ ClaimCheck parse_check(const JsonObject& o) {
     } else {
       const double v = o.get<double>("value");
       if (!(v >= 0 && v <= kMaxInflightValue && v == std::floor(v)))
-        o.fail("value", "expected a whole number in [0, " + std::to_string(kMaxInflightValue) + "]");
+        o.fail("value",
+               "expected a whole number in [0, " + std::to_string(kMaxInflightValue) + "]");
       c.value = std::to_string(static_cast<long>(v));
     }
   }

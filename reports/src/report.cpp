@@ -64,9 +64,10 @@ void refuse_colliding_outputs(const std::pair<const char*, const std::string*> (
       // An existing *.json among a folder's results may be one of them.
       if (where(a) == where(in) || (fs::is_directory(in) && fs::exists(a) &&
                                     same_or_inside(a, in) && fs::path(a).extension() == ".json")) {
-        throw UsageError(std::string(outputs[i].first) + " " + a + ": would overwrite " +
-                         (where(a) == where(in) ? "the result file " : "a file among the results in ") +
-                         in + " (write it outside the results)");
+        throw UsageError(
+            std::string(outputs[i].first) + " " + a + ": would overwrite " +
+            (where(a) == where(in) ? "the result file " : "a file among the results in ") + in +
+            " (write it outside the results)");
       }
     }
   }
@@ -210,7 +211,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   // Every output is checked before any is written (or any input read), so
   // a bad one leaves no other behind.
   const std::pair<const char*, const std::string*> flagged[] = {
-      {"--html", &o.html}, {"--md", &o.markdown},  {"--junit", &o.junit},
+      {"--html", &o.html}, {"--md", &o.markdown},   {"--junit", &o.junit},
       {"--csv", &o.csv},   {"--gbench", &o.gbench}, {"--rerun-list", &o.rerun_list}};
   for (const auto& [flag, path] : flagged) {
     if (!path->empty()) check_output_path(*path);
@@ -279,7 +280,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     text << write_markdown(model);
   } else {
     text << "pipebench report: " << model.loaded.results.size() << " result(s), "
-        << model.groups.size() << " group(s) of one machine, build, backend and work";
+         << model.groups.size() << " group(s) of one machine, build, backend and work";
     if (!model.loaded.bad.empty())
       text << ", " << model.loaded.bad.size() << " unreadable (skipped)";
     text << "\n";

@@ -2,7 +2,6 @@
 // HTML, Markdown) on fixture sweeps made with the tool itself
 // (fixtures.hpp).
 #include "ppb/reports/writers.hpp"
-#include "ppb/reports/format.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "fixtures.hpp"
+#include "ppb/reports/format.hpp"
 #include "ppb/reports/report.hpp"
 #include "ppb/reports/report_model.hpp"
 

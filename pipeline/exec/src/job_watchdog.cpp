@@ -46,8 +46,8 @@ void JobWatchdog::loop() {
     const double stuck = now_seconds() - start_;
     if (stuck <= timeout_ + kGraceSeconds) continue;
     char line[1024];
-    std::snprintf(line, sizeof line, "rank %d: stuck for %s s %s; aborting (--timeout %g)",
-                  rank_, seconds_text(stuck).c_str(), what_.c_str(), timeout_);
+    std::snprintf(line, sizeof line, "rank %d: stuck for %s s %s; aborting (--timeout %g)", rank_,
+                  seconds_text(stuck).c_str(), what_.c_str(), timeout_);
     lock.unlock();
     abort_job(line, 1, kWatchdogLingerSeconds);  // as the step watchdog: every stuck rank's line
   }

@@ -61,8 +61,7 @@ std::atomic<bool> g_finalized{false};
 void finalize_at_exit() {
   if (!mpi_live()) return;
   if (g_bounded_seconds > 0) {
-    bound_mpi_call("MPI_Finalize", "another rank has not reached the end of the job",
-                   g_finalized);
+    bound_mpi_call("MPI_Finalize", "another rank has not reached the end of the job", g_finalized);
   }
   MPI_Finalize();
   g_finalized = true;

@@ -157,8 +157,7 @@ void Watchdog::loop() {
     }
     char line[512];
     std::snprintf(line, sizeof line, "%s: step %d stuck for %s s %s; aborting (--timeout %g)",
-                  names_.self.c_str(), step_, seconds_text(stuck).c_str(), where.c_str(),
-                  timeout_);
+                  names_.self.c_str(), step_, seconds_text(stuck).c_str(), where.c_str(), timeout_);
     lock.unlock();
     // A stall is often seen by several ranks at about the same time, each
     // naming the rank it waits on (one of them the culprit): lingering

@@ -3,8 +3,8 @@
 // stay readable by older reports.
 #include <boost/json.hpp>
 #include <cmath>
-#include <cstdio>
 #include <concepts>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <optional>

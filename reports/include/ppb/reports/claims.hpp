@@ -25,8 +25,7 @@ inline constexpr long kMaxInflightValue = 1000000;
 /// The in-flight count an in-flight check's `value` expects on stage `s` of
 /// a run of `config`: "N", "M", "P", "min(P-s,M)", "min(N,M)" or a whole
 /// number in [0, kMaxInflightValue]; nullopt for any other text.
-std::optional<double> inflight_expected(const std::string& expr, const ResultConfig& config,
-                                        int s);
+std::optional<double> inflight_expected(const std::string& expr, const ResultConfig& config, int s);
 
 /// "consistent", "inconsistent", "not measurable here".
 const char* verdict_name(Verdict verdict);

@@ -29,7 +29,7 @@ struct ReportOptions {
   double alpha = 0.01;                             ///< --alpha, the U test's level
   int window = 10;                                 ///< --history-window, nights
   bool gate_oversubscribed = false;                ///< --gate-oversubscribed
-  double max_foreign_cpu = kBusyHostCpuShare;                  ///< --max-foreign-cpu, a fraction
+  double max_foreign_cpu = kBusyHostCpuShare;      ///< --max-foreign-cpu, a fraction
   double max_speed_drift = 0.05;                   ///< --max-speed-drift, a fraction
   bool no_noise_floor = false;                     ///< --no-noise-floor
   int64_t memory_budget = 0;                       ///< --memory-budget bytes (0 = none)
