@@ -181,6 +181,13 @@ void set_command_line(int argc, const char* const* argv) {
   }
 }
 
+void check_timeout_flag(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    throw UsageError("--timeout: expected a finite number of seconds >= 0, got " +
+                     number_text(seconds));
+  }
+}
+
 bool is_decimal_integer(std::string_view text) {
   const size_t i = text.size() > 1 && (text[0] == '-' || text[0] == '+') ? 1 : 0;
   return i < text.size() && text.find_first_not_of("0123456789", i) == std::string_view::npos &&

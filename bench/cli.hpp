@@ -84,6 +84,10 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
 const std::string& command_line();
 void set_command_line(int argc, const char* const* argv);
 
+/// --timeout (run, p2p): a finite number of seconds >= 0 (0 = none), else a
+/// UsageError ("--timeout: expected a finite number of seconds >= 0, got -1").
+void check_timeout_flag(double seconds);
+
 /// Whether `text` is an integer in decimal digits, as every integer flag
 /// takes it: an optional sign, then digits, no leading zero ("010" and
 /// "0x8" are not; CLI11 would read them as octal and hex).

@@ -213,8 +213,7 @@ P2pRange check_flags(const P2pOptions& o) {
     if (r.hi < r.lo) throw UsageError("--max: must be >= --min (" + o.max + " < " + o.min + ")");
     if (r.hi > (int64_t{1} << 30)) throw UsageError("--max: at most 1GiB, got " + o.max);
     if (o.iters < 1) throw UsageError("--iters: expected >= 1, got " + std::to_string(o.iters));
-    if (!(o.timeout >= 0) || !std::isfinite(o.timeout))
-      throw UsageError("--timeout: expected a finite number of seconds >= 0");
+    check_timeout_flag(o.timeout);
     r.wait = parse_wait_strategy(o.wait, "--wait");
     if (o.memory != "host" && o.memory != "device")
       throw UsageError("--memory: expected host or device, got '" + o.memory + "'");

@@ -1682,7 +1682,13 @@ def nights_validation(doc, model, max_samples, max_memory):
     if not rows:
         return f"plan --validate: no {model} combination", {}, [
             f"plan --validate predicted no {model} combination"]
-    mem = sum(abs(r["error"]["peak_memory_bytes"]) for r in rows) / len(rows)
+    # A row that measured no peak has no memory error (null).
+    mems = [abs(r["error"]["peak_memory_bytes"]) for r in rows
+            if r["error"]["peak_memory_bytes"] is not None]
+    if not mems:
+        return f"plan --validate: no {model} combination measured a peak", {}, [
+            f"plan --validate: no {model} combination measured a peak"]
+    mem = sum(mems) / len(mems)
     sps = [abs(r["error"]["samples_per_second"]) for r in rows
            if r["error"]["samples_per_second"] is not None]
     values = {"model": model, "combinations": len(rows), "mean_abs_memory_error": mem,

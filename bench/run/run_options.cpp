@@ -150,13 +150,6 @@ int dtype_bytes(const std::string& dtype, const BackendInfo& backend) {
                    " computes in fp32 only (bf16: --backend " + with + ")");
 }
 
-// A flag's number as the user would write it: "-1", "0.5", "inf".
-std::string number_text(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
-}
-
 }  // namespace
 
 void check_counts(const RunOptions& o) {
@@ -195,10 +188,7 @@ void check_counts(const RunOptions& o) {
     throw UsageError("--memory-guard: expected a fraction in (0, 1], got " +
                      number_text(o.memory_guard));
   }
-  if (!(o.timeout >= 0) || !std::isfinite(o.timeout)) {
-    throw UsageError("--timeout: expected a finite number of seconds >= 0, got " +
-                     number_text(o.timeout));
-  }
+  cli::check_timeout_flag(o.timeout);
   if (!(o.time_scale >= 0) || !std::isfinite(o.time_scale)) {
     throw UsageError("--time-scale: expected a finite factor >= 0 (0 = automatic), got " +
                      number_text(o.time_scale));

@@ -849,7 +849,8 @@ ProgressRow run_or_resume(Sweep& sw, const Combination& c, int total) {
     try {
       row.result = read_result_file(path);
       ResultConfig here = make_config(sw, c);
-      here.time_scale = sw.options.time_scale;
+      // A result that never ran (invalid, out of memory) recorded no scale.
+      here.time_scale = row.result.config.time_scale > 0 ? sw.options.time_scale : 0;
       const std::string differs =
           first_difference(resume_key(row.result.config, sw.options.time_scale),
                            resume_key(here, sw.options.time_scale));

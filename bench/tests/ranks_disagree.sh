@@ -25,8 +25,10 @@ expect "flags" "^pipebench\[r0\]: the ranks were started with different flags .*
   : -np 1 "$pipebench" "${common[@]}" --schedule 1f1b --out "$work/mpmd"
 [[ ! -e $work/mpmd ]] || { echo "FAIL (flags): $work/mpmd was written"; exit 1; }
 
-if [[ $(id -u) -ne 0 ]] || ! unshare -m true 2>/dev/null; then
-  echo "ok (flags); SKIP (--rerun): another view of the files needs root and unshare -m"; exit 0
+mkdir -p "$work/a" "$work/b"
+if [[ $(id -u) -ne 0 ]] || ! unshare -m mount --bind "$work/a" "$work/b" 2>/dev/null; then
+  echo "ok (flags); SKIP (--rerun): another view of the files needs root and a bind mount in unshare -m"
+  exit 0
 fi
 for s in gpipe 1f1b; do
   timeout -k 5 60 "$mpiexec" -np 2 "$pipebench" "${common[@]}" --schedule "$s" --out "$work/$s" \

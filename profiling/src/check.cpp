@@ -12,6 +12,12 @@ namespace {
 std::atomic<AbortHook> g_abort_hook{nullptr};
 }  // namespace
 
+std::string number_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -4,8 +4,10 @@
 #include "ppb/profiling/input_file.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,11 +46,9 @@ void wait_for_fifo_writer(int fd, const std::string& path, std::string_view kind
     if (n < 0) {
       throw UsageError(path + ": cannot read " + std::string(kind) + ": " + std::strerror(errno));
     }
-    const double seconds = static_cast<double>(wait.count()) / 1000.0;
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", seconds);
     throw UsageError(path + ": named pipe given as " + std::string(kind) +
-                     ", and no program wrote to it within " + text + " s");
+                     ", and no program wrote to it within " +
+                     number_text(static_cast<double>(wait.count()) / 1000.0) + " s");
   }
 }
 
@@ -72,7 +72,12 @@ std::string read_input_file(const std::string& path, std::string_view what, int6
     throw UsageError(path + ": cannot read " + kind + ": " + std::strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) throw UsageError(path + ": is a directory, expected a " + kind);
-  if (S_ISFIFO(st.st_mode)) wait_for_fifo_writer(fd.get(), path, kind, fifo_wait);
+  // A named pipe on a file system, not a shell's <(...) (an anonymous pipe,
+  // which had its writer from the start and is read to its end, however
+  // slowly it writes).
+  struct statfs fs {};
+  const bool anonymous = ::fstatfs(fd.get(), &fs) == 0 && fs.f_type == PIPEFS_MAGIC;
+  if (S_ISFIFO(st.st_mode) && !anonymous) wait_for_fifo_writer(fd.get(), path, kind, fifo_wait);
   if (const int flags = ::fcntl(fd.get(), F_GETFL);
       flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
     throw UsageError(path + ": cannot read " + kind + ": " + std::strerror(errno));

@@ -96,18 +96,21 @@ TEST_F(InputFile, NamedPipesWaitABoundedTimeForAWriter) {
   EXPECT_EQ(read_input_file(fifo, "schedule file", 100), "");
   silent.join();
 
-  // The writer is still writing when the read starts: the read waits for
-  // it (a descriptor left non-blocking would fail with EAGAIN).
+  // An anonymous pipe (a shell's <(...)) whose writer is still writing when
+  // the read starts, and takes longer than the named pipe's wait: the read
+  // waits for it (a descriptor left non-blocking would fail with EAGAIN).
   int ends[2] = {-1, -1};
   ASSERT_EQ(::pipe(ends), 0);
   std::thread writer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
     (void)!::write(ends[1], text.data(), 4);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     (void)!::write(ends[1], text.data() + 4, text.size() - 4);
     ::close(ends[1]);
   });
-  EXPECT_EQ(read_input_file("/dev/fd/" + std::to_string(ends[0]), "schedule file", 100), text);
+  EXPECT_EQ(read_input_file("/dev/fd/" + std::to_string(ends[0]), "schedule file", 100,
+                            std::chrono::milliseconds(200)),
+            text);
   writer.join();
   ::close(ends[0]);
 }

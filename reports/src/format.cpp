@@ -82,10 +82,11 @@ std::string terminal_text(std::string_view raw) {
 }
 
 std::string xml_escape(const std::string& raw) {
-  // XML 1.0 has no control characters but tab, newline and carriage
-  // return, and takes only UTF-8: each line's other bytes (an ESC in a
-  // library's error text) become \xNN as on a terminal, so that a JUnit
-  // file stays well-formed whatever a result holds.
+  // XML 1.0 holds no control characters but tab, newline and carriage
+  // return, and only UTF-8: every control byte but the newline (an ESC in
+  // a library's error text), and every byte that is not UTF-8, becomes
+  // \xNN as on a terminal, so that a JUnit file stays well-formed whatever
+  // a result holds.
   const std::string text = terminal_text(raw);
   std::string out;
   out.reserve(text.size());

@@ -62,7 +62,6 @@ std::vector<Night> nights_of(const std::string& path, bool skip_bad,
     std::set<std::string> seen;
     bool repeated = false;
     for (const fs::path& sub : subs) {
-      if (overlaps(sub.string(), tonight)) continue;  // tonight, not an earlier night
       // Every unreadable file is named (or, with skip_bad, listed): only a
       // subfolder of other JSON (no result at all) is not a night.
       LoadedResults r = load_results_if_any({sub.string()}, skip_bad);
@@ -71,11 +70,20 @@ std::vector<Night> nights_of(const std::string& path, bool skip_bad,
       for (const ResultEntry& e : r.results) here.insert(e.machine + " # " + e.config_key);
       for (const std::string& k : here) repeated = repeated || seen.count(k) != 0;
       seen.insert(here.begin(), here.end());
-      parts.push_back(make_night(sub, std::move(r)));
+      // Tonight's own folder makes this a folder of nights like any other,
+      // but is no earlier night.
+      if (!overlaps(sub.string(), tonight)) parts.push_back(make_night(sub, std::move(r)));
     }
-    if (repeated || (overlaps(path, tonight) && !parts.empty())) return parts;
+    if (repeated) return parts;
   }
   if (overlaps(path, tonight)) {
+    // A folder of nights that holds only tonight's (the first night of
+    // `ci/suite --baseline results`): no earlier night yet.
+    const bool only_tonight = !direct_files && !subs.empty() &&
+                              std::all_of(subs.begin(), subs.end(), [&](const fs::path& s) {
+                                return overlaps(s.string(), tonight);
+                              });
+    if (only_tonight && !same_or_inside(path, tonight.front())) return {};
     throw UsageError(path + ": is, holds or lies inside tonight's results (" + tonight.front() +
                      (tonight.size() > 1 ? ", ..." : "") +
                      ") and is no folder of earlier nights beside them; give earlier nights");

@@ -37,7 +37,7 @@ std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
 }  // namespace
 
-std::vector<std::string> result_candidates(const std::string& path) {
+std::vector<std::string> result_candidates(const std::string& path, std::vector<BadFile>* bad) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec && ec != std::errc::no_such_file_or_directory)
@@ -47,8 +47,15 @@ std::vector<std::string> result_candidates(const std::string& path) {
   if (!fs::is_directory(st)) throw UsageError(path + ": not a file or directory");
   std::vector<std::string> out;
   // Links to folders are followed (a night kept as a link is a night), each
-  // folder once: a link back to a folder already walked is not entered.
-  std::set<fs::path> walked{fs::canonical(path, ec)};
+  // folder once: a link back to a folder already walked, or to one that
+  // holds the walk's own (`../..`), is not entered.
+  const fs::path root = fs::canonical(path, ec);
+  std::set<fs::path> walked{root};
+  // With `bad`, what cannot be read is listed there (--skip-bad), else named.
+  const auto cannot = [&](const fs::path& p, const std::string& why) {
+    if (bad == nullptr) throw UsageError(p.string() + ": " + why);
+    bad->push_back({p.string(), p.string() + ": " + why});
+  };
   for (fs::recursive_directory_iterator
            it(path, fs::directory_options::follow_directory_symlink, ec),
        end;
@@ -69,10 +76,15 @@ std::vector<std::string> result_candidates(const std::string& path) {
     // A folder that cannot be read is named, not skipped: a folder of
     // results is never quietly smaller.
     if (std::error_code dec; it->is_directory(dec)) {
-      if (::faccessat(AT_FDCWD, it->path().c_str(), R_OK | X_OK, AT_EACCESS) != 0)
-        throw UsageError(it->path().string() + ": cannot read directory: " + std::strerror(errno));
+      if (::faccessat(AT_FDCWD, it->path().c_str(), R_OK | X_OK, AT_EACCESS) != 0) {
+        cannot(it->path(), std::string("cannot read directory: ") + std::strerror(errno));
+        it.disable_recursion_pending();
+        continue;
+      }
       const fs::path where = fs::canonical(it->path(), dec);
-      if (dec || !walked.insert(where).second) it.disable_recursion_pending();
+      const fs::path up = root.lexically_relative(where);  // "" or "../x": not above the root
+      const bool above = !up.empty() && *up.begin() != "..";
+      if (dec || above || !walked.insert(where).second) it.disable_recursion_pending();
       continue;
     }
     const bool json = it->path().extension() == ".json";
@@ -85,7 +97,7 @@ std::vector<std::string> result_candidates(const std::string& path) {
       throw UsageError(it->path().string() + ": cannot read: " + sec.message());
     if (json && fs::is_regular_file(fst)) out.push_back(it->path().string());
     if (json && fs::exists(fst) && !fs::is_regular_file(fst) && !fs::is_directory(fst))
-      throw UsageError(it->path().string() + ": not a regular file (a result is one)");
+      cannot(it->path(), "not a regular file (a result is one)");
   }
   if (ec) throw UsageError(path + ": cannot read directory: " + ec.message());
   std::sort(out.begin(), out.end());
@@ -282,7 +294,7 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
   std::vector<std::string> files;
   std::set<std::string> seen;
   for (const std::string& p : paths) {
-    for (std::string& f : result_candidates(p)) {
+    for (std::string& f : result_candidates(p, skip_bad ? &out.bad : nullptr)) {
       const fs::path canonical = fs::weakly_canonical(fs::absolute(f));
       if (is_excluded(canonical)) continue;
       if (seen.insert(canonical.string()).second) files.push_back(std::move(f));

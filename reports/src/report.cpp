@@ -9,6 +9,7 @@
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/output_file.hpp"
 #include "ppb/reports/format.hpp"
+#include "ppb/reports/history.hpp"
 #include "ppb/reports/report_model.hpp"
 #include "ppb/reports/writers.hpp"
 
@@ -62,7 +63,8 @@ void refuse_colliding_outputs(const std::pair<const char*, const std::string*> (
     }
     for (const std::string& in : inputs) {
       // An existing *.json among a folder's results may be one of them.
-      if (where(a) == where(in) || (fs::is_directory(in) && fs::exists(a) &&
+      std::error_code ec;
+      if (where(a) == where(in) || (fs::is_directory(in, ec) && fs::exists(a, ec) &&
                                     same_or_inside(a, in) && fs::path(a).extension() == ".json")) {
         throw UsageError(
             std::string(outputs[i].first) + " " + a + ": would overwrite " +
@@ -216,7 +218,10 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   for (const auto& [flag, path] : flagged) {
     if (!path->empty()) check_output_path(*path);
   }
-  refuse_colliding_outputs(flagged, o.inputs);
+  std::vector<std::string> read = o.inputs;  // what an output must not replace
+  read.insert(read.end(), o.baselines.begin(), o.baselines.end());
+  read.insert(read.end(), o.confirm.begin(), o.confirm.end());
+  refuse_colliding_outputs(flagged, read);
   refuse_overlaps(o);
   LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
   std::optional<LoadedResults> reruns;

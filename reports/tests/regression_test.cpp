@@ -1055,9 +1055,16 @@ TEST(ReportGate, TonightInsideAFolderOfNightsIsNoEarlierNight) {
   ASSERT_EQ(nights.size(), 2u);
   EXPECT_EQ(nights[0].name, "n1");
   EXPECT_EQ(nights[1].name, "n2");
-  // A folder that holds tonight's results and no other night is refused.
+  // A folder that holds tonight's results alone (the first night of
+  // `--baseline results`) has no earlier night yet.
   const std::string one = fresh_dir("only_tonight");
   o.inputs = {night(one, "t", 5, two(1.0, 1.0))};
+  EXPECT_TRUE(load_nights({one}, false, o.inputs).empty());
+  // One that holds tonight's sweep and another that is no night of its
+  // own (no combination repeated: tonight's other sweep) is refused.
+  FixtureSpec other;
+  other.schedule = "zb-h1";
+  night(one, "other_sweep", 5, {other});
   o.baselines = {one};
   EXPECT_NE(usage_error(o).find("is, holds or lies inside tonight's results"), std::string::npos)
       << usage_error(o);
@@ -1088,6 +1095,18 @@ TEST(ReportGate, AResultFolderIsWalkedWholeButNotIntoItsTraces) {
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()), root + "/n1/fifo.json: not a regular file (a result is one)");
   }
+  // With --skip-bad it is listed among the unreadable files instead.
+  std::vector<BadFile> bad;
+  EXPECT_EQ(result_candidates(root, &bad).size(), 4u);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].message, root + "/n1/fifo.json: not a regular file (a result is one)");
+  // A link to a folder that holds the walk's own (../..) is not entered:
+  // the walk never leaves for its parent's other results.
+  const std::string top = fresh_dir("walk_up");
+  night(top, "outside", 3, two(1.0, 1.0));
+  night(top + "/base", "n1", 1, two(1.0, 1.0));
+  fs::create_directory_symlink("../..", top + "/base/n1/above");
+  EXPECT_EQ(result_candidates(top + "/base").size(), 2u);
 }
 
 // ----------------------------------------------------------- confirmation --

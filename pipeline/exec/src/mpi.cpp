@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 #include <thread>
 
 #include "ppb/profiling/check.hpp"
@@ -37,18 +38,19 @@ double g_bounded_seconds = 0;
 // Ends this process with a line and exit code 1 unless `done` is set within
 // the bound; polls as the watchdogs do. Detached: it never outlives a
 // process that got through.
-void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done) {
+void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done,
+                    std::string prefix) {
   const double limit = g_bounded_seconds + 1.0;  // the watchdogs' grace
   const double timeout = g_bounded_seconds;
-  std::thread([call, why, limit, timeout, &done] {
+  std::thread([call, why, limit, timeout, &done, prefix = std::move(prefix)] {
     const auto start = std::chrono::steady_clock::now();
     while (!done.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       const double stuck =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (stuck <= limit) continue;
-      std::fprintf(stderr, "%sstuck for %s s in %s (%s); exiting (--timeout %g)\n",
-                   log::prefix().c_str(), seconds_text(stuck).c_str(), call, why, timeout);
+      std::fprintf(stderr, "%sstuck for %s s in %s (%s); exiting (--timeout %g)\n", prefix.c_str(),
+                   seconds_text(stuck).c_str(), call, why, timeout);
       std::fflush(stderr);
       std::_Exit(1);
     }
@@ -57,11 +59,16 @@ void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done) 
 
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_finalized{false};
+// The log's prefix ("pipebench[r1]: ") as the session set it: at exit the
+// log's own state may already be gone (it was made after the handler was
+// registered, so it is destroyed before the handler runs).
+char g_prefix[64] = {};
 
 void finalize_at_exit() {
   if (!mpi_live()) return;
   if (g_bounded_seconds > 0) {
-    bound_mpi_call("MPI_Finalize", "another rank has not reached the end of the job", g_finalized);
+    bound_mpi_call("MPI_Finalize", "another rank has not reached the end of the job", g_finalized,
+                   g_prefix);
   }
   MPI_Finalize();
   g_finalized = true;
@@ -94,7 +101,8 @@ MpiSession::MpiSession(double timeout_seconds) {
   if (initialized == 0) {
     g_bounded_seconds = timeout_seconds > 0 ? timeout_seconds : 0;
     if (g_bounded_seconds > 0)
-      bound_mpi_call("MPI_Init", "waiting for the job's other ranks to start", g_initialized);
+      bound_mpi_call("MPI_Init", "waiting for the job's other ranks to start", g_initialized,
+                     log::prefix());
     int provided = 0;
     // FUNNELED: the executor's thread makes every MPI call; the watchdog only
     // calls MPI_Abort (see mpi.hpp).
@@ -106,6 +114,7 @@ MpiSession::MpiSession(double timeout_seconds) {
   PPB_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   PPB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
   log::set_rank(rank_, /*quiet_nonzero=*/true);
+  std::snprintf(g_prefix, sizeof g_prefix, "%s", log::prefix().c_str());
   set_abort_hook(abort_hook);
 }
 

@@ -764,11 +764,8 @@ void validate(const JsonObject& o, const TimelineEvent& e) {
 // and the simulator price from these); NaN only where the field may be null.
 void check_seconds(const JsonObject& o, std::string_view key, double x, bool nullable) {
   if (nullable && std::isnan(x)) return;
-  if (!(x >= 0 && x <= 86400)) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", x);
-    o.fail(key, std::string("expected a time in seconds in [0, 86400], got ") + text);
-  }
+  if (!(x >= 0 && x <= 86400))
+    o.fail(key, "expected a time in seconds in [0, 86400], got " + number_text(x));
 }
 
 void validate(const JsonObject& o, const StageActionTimes& a) {

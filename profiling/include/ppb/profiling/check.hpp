@@ -20,6 +20,10 @@ namespace ppb {
 /// printable(t). Example: printable("F\0\xff") == "F\\x00\\xff".
 std::string printable(std::string_view text);
 
+/// A number in a message as a person would write it (%g): "-1", "0.5",
+/// "1e+300", "inf", "nan".
+std::string number_text(double x);
+
 /// Bad input from the user (flag, file, field). Exit code 2, one-line message.
 /// The message must name what is wrong: "--microbatches: expected >= 1, got 0".
 /// It is kept as printable(message): one that quotes a file's bytes can be

@@ -31,8 +31,9 @@ inline constexpr std::chrono::milliseconds kFifoWriterWait{10000};
 /// Returns the whole content of `path`; `what` names the kind of input in
 /// errors ("schedule file"). REQUIRES: max_bytes >= 0. Regular files,
 /// character devices and FIFOs are read (a device is read until EOF or the
-/// limit); a directory is refused. A named pipe is read once a program has
-/// written to it or closed it, waiting at most `fifo_wait` for that:
+/// limit); a directory is refused. An anonymous pipe (a shell's <(...)) is
+/// read to its end; a named pipe (mkfifo) once a program has written to it
+/// or closed it, waiting at most `fifo_wait` for that:
 ///   "p.json: named pipe given as schedule file, and no program wrote to it within 10 s"
 std::string read_input_file(const std::string& path, std::string_view what, int64_t max_bytes,
                             std::chrono::milliseconds fifo_wait = kFifoWriterWait);

@@ -96,12 +96,16 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
                                   bool keep_repeats = false);
 
 /// The one walk over result folders: `path` itself when it is a file, else
-/// every *.json below it (recursively, links followed, names starting with
-/// '.' left out: temporary files), sorted. Throws UsageError naming a path
-/// that does not exist, a folder that cannot be read, or a *.json that
-/// cannot be reached (a link loop: "a/x.json: cannot read: Too many levels
-/// of symbolic links").
-std::vector<std::string> result_candidates(const std::string& path);
+/// every *.json below it (recursively; links to folders followed, each
+/// folder once and never one holding `path`; names starting with '.' left
+/// out: temporary files; a run's traces, *.trace.json and *.trace/, left
+/// out), sorted. Throws UsageError naming a path that does not exist or a
+/// *.json that cannot be reached (a link loop: "a/x.json: cannot read: Too
+/// many levels of symbolic links"); a folder that cannot be read and a
+/// *.json that is no regular file (a FIFO) likewise, or, given `bad`
+/// (--skip-bad), are listed there.
+std::vector<std::string> result_candidates(const std::string& path,
+                                           std::vector<BadFile>* bad = nullptr);
 
 /// The machine a result ran on: its hosts, CPU model and GPUs by model and
 /// count ("node1 | Intel(R) Xeon(R) | 2x NVIDIA H200"; "-" for none). The
