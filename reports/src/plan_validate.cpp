@@ -597,6 +597,25 @@ std::vector<std::string> busy_host_warnings(const std::vector<ValidationRow>& ro
           "in, measure the host's load as much as the planner; validate speed on a quiet host"};
 }
 
+// The mean absolute errors over the rows that have one (NaN: none has).
+void set_mean_errors(Validation& v) {
+  int timed = 0;     // rows whose samples/s were predicted
+  int measured = 0;  // rows with a measured peak
+  for (const ValidationRow& r : v.rows) {
+    if (std::isfinite(r.samples_error)) {
+      v.mean_abs_samples_error += std::fabs(r.samples_error);
+      ++timed;
+    }
+    if (std::isfinite(r.memory_error)) {
+      v.mean_abs_memory_error += std::fabs(r.memory_error);
+      ++measured;
+    }
+  }
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  v.mean_abs_samples_error = timed > 0 ? v.mean_abs_samples_error / timed : kNone;
+  v.mean_abs_memory_error = measured > 0 ? v.mean_abs_memory_error / measured : kNone;
+}
+
 }  // namespace
 
 std::string shared_gpu_refusal(int ranks_per_gpu) {
@@ -671,21 +690,7 @@ Validation validate_plan(const std::vector<ResultEntry>& results) {
         ": samples/s not predicted (peak memory is): " + shared_gpu_refusal(per_gpu));
   }
   v.warnings = busy_host_warnings(v.rows);
-  int timed = 0;     // rows whose samples/s were predicted
-  int measured = 0;  // rows with a measured peak
-  for (const ValidationRow& r : v.rows) {
-    if (std::isfinite(r.samples_error)) {
-      v.mean_abs_samples_error += std::fabs(r.samples_error);
-      ++timed;
-    }
-    if (std::isfinite(r.memory_error)) {
-      v.mean_abs_memory_error += std::fabs(r.memory_error);
-      ++measured;
-    }
-  }
-  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
-  v.mean_abs_samples_error = timed > 0 ? v.mean_abs_samples_error / timed : kNone;
-  v.mean_abs_memory_error = measured > 0 ? v.mean_abs_memory_error / measured : kNone;
+  set_mean_errors(v);
   return v;
 }
 

@@ -206,12 +206,10 @@ ModelOptions model_options(const ReportOptions& o) {
   return mo;
 }
 
-}  // namespace
-
-int run_report(const ReportOptions& o, std::ostream& out) {
-  check_options(o);
-  // Every output is checked before any is written (or any input read), so
-  // a bad one leaves no other behind.
+// Every output is checked before any is written (or any input read), so a
+// bad one leaves no other behind: each writable, none at another's path or
+// at a result it reads.
+void check_outputs(const ReportOptions& o) {
   const std::pair<const char*, const std::string*> flagged[] = {
       {"--html", &o.html}, {"--md", &o.markdown},   {"--junit", &o.junit},
       {"--csv", &o.csv},   {"--gbench", &o.gbench}, {"--rerun-list", &o.rerun_list}};
@@ -222,6 +220,13 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   read.insert(read.end(), o.baselines.begin(), o.baselines.end());
   read.insert(read.end(), o.confirm.begin(), o.confirm.end());
   refuse_colliding_outputs(flagged, read);
+}
+
+}  // namespace
+
+int run_report(const ReportOptions& o, std::ostream& out) {
+  check_options(o);
+  check_outputs(o);
   refuse_overlaps(o);
   LoadedResults loaded = load_results(o.inputs, o.skip_bad, o.confirm);
   std::optional<LoadedResults> reruns;
