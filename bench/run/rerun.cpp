@@ -131,10 +131,7 @@ std::vector<std::pair<std::string, Result>> load_rerun_results(
       throw UsageError(std::string("--rerun: ") + e.what());
     }
     for (reports::ResultEntry& e : loaded.results) {
-      if (!seen.insert(
-                   std::filesystem::weakly_canonical(std::filesystem::absolute(e.source)).string())
-               .second)
-        continue;
+      if (!seen.insert(reports::resolved_path(e.source).string()).second) continue;
       out.emplace_back(e.source, std::move(e.result));
     }
   }

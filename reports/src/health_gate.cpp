@@ -22,7 +22,7 @@ namespace {
 void health_under(const std::string& path, std::set<std::string>& seen,
                   std::vector<HealthEntry>& out) {
   for (const std::string& f : result_candidates(path)) {
-    if (!seen.insert(fs::weakly_canonical(fs::absolute(f)).string()).second) continue;
+    if (!seen.insert(resolved_path(f).string()).second) continue;
     json::error_code ec;
     const json::value doc = json::parse(read_input_file(f, "result file", kMaxResultFileBytes), ec);
     if (ec || !is_health_document(doc)) continue;  // results and other JSON: not ours

@@ -100,12 +100,7 @@ std::string latest_date(const LoadedResults& results) {
 }
 
 bool same_or_inside(const std::string& inner, const std::string& outer) {
-  std::error_code ec;
-  const fs::path a = fs::weakly_canonical(fs::absolute(inner), ec);
-  if (ec) return false;
-  const fs::path b = fs::weakly_canonical(fs::absolute(outer), ec);
-  if (ec) return false;
-  const fs::path rel = a.lexically_relative(b);
+  const fs::path rel = resolved_path(inner).lexically_relative(resolved_path(outer));
   return !rel.empty() && *rel.begin() != "..";
 }
 
@@ -115,9 +110,7 @@ std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_
   std::set<fs::path> seen;  // a night given twice counts once
   for (const std::string& p : paths) {
     for (Night& n : nights_of(p, skip_bad, tonight)) {
-      std::error_code ec;
-      const fs::path where = fs::weakly_canonical(fs::absolute(n.path), ec);
-      if (!seen.insert(ec ? fs::path(n.path) : where).second) continue;
+      if (!seen.insert(resolved_path(n.path)).second) continue;
       nights.push_back(std::move(n));
     }
   }

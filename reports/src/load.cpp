@@ -37,6 +37,12 @@ std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
 }  // namespace
 
+fs::path resolved_path(const std::string& path) {
+  std::error_code ec;
+  const fs::path where = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? fs::path(path) : where;
+}
+
 std::vector<std::string> result_candidates(const std::string& path, std::vector<BadFile>* bad) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -284,7 +290,7 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
                                   const std::vector<std::string>& exclude, bool keep_repeats) {
   LoadedResults out;
   std::vector<fs::path> excluded;
-  for (const std::string& x : exclude) excluded.push_back(fs::weakly_canonical(fs::absolute(x)));
+  for (const std::string& x : exclude) excluded.push_back(resolved_path(x));
   auto is_excluded = [&excluded](const fs::path& file) {
     return std::any_of(excluded.begin(), excluded.end(), [&file](const fs::path& dir) {
       const fs::path rel = file.lexically_relative(dir);
@@ -295,7 +301,7 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
   std::set<std::string> seen;
   for (const std::string& p : paths) {
     for (std::string& f : result_candidates(p, skip_bad ? &out.bad : nullptr)) {
-      const fs::path canonical = fs::weakly_canonical(fs::absolute(f));
+      const fs::path canonical = resolved_path(f);
       if (is_excluded(canonical)) continue;
       if (seen.insert(canonical.string()).second) files.push_back(std::move(f));
     }

@@ -41,11 +41,6 @@ template <size_t N>
 void refuse_colliding_outputs(const std::pair<const char*, const std::string*> (&outputs)[N],
                               const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  const auto where = [](const std::string& p) {
-    std::error_code ec;
-    const fs::path w = fs::weakly_canonical(fs::absolute(p), ec);
-    return ec ? fs::path(p) : w;
-  };
   const auto regular_or_new = [](const std::string& p) {
     std::error_code ec;
     const fs::file_status st = fs::status(p, ec);
@@ -54,9 +49,10 @@ void refuse_colliding_outputs(const std::pair<const char*, const std::string*> (
   for (size_t i = 0; i < N; ++i) {
     const std::string& a = *outputs[i].second;
     if (a.empty() || !regular_or_new(a)) continue;
+    const fs::path where = resolved_path(a);
     for (size_t j = i + 1; j < N; ++j) {
       const std::string& b = *outputs[j].second;
-      if (!b.empty() && where(a) == where(b)) {
+      if (!b.empty() && where == resolved_path(b)) {
         throw UsageError(std::string(outputs[j].first) + " " + b + ": the same file as " +
                          outputs[i].first + " " + a + " (each output needs its own)");
       }
@@ -64,12 +60,12 @@ void refuse_colliding_outputs(const std::pair<const char*, const std::string*> (
     for (const std::string& in : inputs) {
       // An existing *.json among a folder's results may be one of them.
       std::error_code ec;
-      if (where(a) == where(in) || (fs::is_directory(in, ec) && fs::exists(a, ec) &&
-                                    same_or_inside(a, in) && fs::path(a).extension() == ".json")) {
-        throw UsageError(
-            std::string(outputs[i].first) + " " + a + ": would overwrite " +
-            (where(a) == where(in) ? "the result file " : "a file among the results in ") + in +
-            " (write it outside the results)");
+      const bool same = where == resolved_path(in);
+      if (same || (fs::is_directory(in, ec) && fs::exists(a, ec) && same_or_inside(a, in) &&
+                   fs::path(a).extension() == ".json")) {
+        throw UsageError(std::string(outputs[i].first) + " " + a + ": would overwrite " +
+                         (same ? "the result file " : "a file among the results in ") + in +
+                         " (write it outside the results)");
       }
     }
   }

@@ -42,8 +42,8 @@ struct Night {
 std::vector<Night> load_nights(const std::vector<std::string>& paths, bool skip_bad,
                                const std::vector<std::string>& tonight = {});
 
-/// Whether `inner` is `outer` or lies inside it, as folders on disk (links
-/// and spellings resolved: "x" and "./x/" are one folder).
+/// Whether `inner` is `outer` or lies inside it, as folders on disk
+/// (resolved_path).
 bool same_or_inside(const std::string& inner, const std::string& outer);
 
 /// Latest environment.date of the results ("" for none).

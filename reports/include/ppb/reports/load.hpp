@@ -12,6 +12,7 @@
 // its machine key and build key, and the report groups by both.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,11 @@ std::string work_label(const ResultConfig& config);
 LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool skip_bad,
                                   const std::vector<std::string>& exclude = {},
                                   bool keep_repeats = false);
+
+/// Where `path` is on disk: absolute, its links resolved as far as it
+/// exists ("x" and "./x/" are one path even where neither exists); `path`
+/// itself where that fails. The one rule every comparison of paths uses.
+std::filesystem::path resolved_path(const std::string& path);
 
 /// The one walk over result folders: `path` itself when it is a file, else
 /// every *.json below it (recursively; links to folders followed, each
