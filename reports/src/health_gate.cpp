@@ -1,5 +1,6 @@
 #include "ppb/reports/health_gate.hpp"
 
+#include <algorithm>
 #include <array>
 #include <boost/json.hpp>
 #include <cmath>
@@ -18,19 +19,37 @@ namespace json = boost::json;
 
 namespace {
 
-// The health files among the JSON under `path`.
+// Lists a file that cannot be read (--skip-bad) once: the results' loader
+// may have listed it already.
+void list_bad(std::vector<BadFile>& bad, const std::string& path, const std::string& why) {
+  const bool listed = std::any_of(bad.begin(), bad.end(),
+                                  [&path](const BadFile& b) { return b.path == path; });
+  if (!listed) bad.push_back({path, why});
+}
+
+// The health files among the JSON under `path`. With `bad` (--skip-bad) one
+// that cannot be read, or a bad health file, is listed there, else named.
 void health_under(const std::string& path, std::set<std::string>& seen,
-                  std::vector<HealthEntry>& out) {
-  for (const std::string& f : result_candidates(path)) {
+                  std::vector<HealthEntry>& out, std::vector<BadFile>* bad) {
+  std::vector<BadFile> unreadable;
+  const std::vector<std::string> files = result_candidates(path, bad ? &unreadable : nullptr);
+  for (const BadFile& b : unreadable) list_bad(*bad, b.path, b.message);
+  for (const std::string& f : files) {
     if (!seen.insert(resolved_path(f).string()).second) continue;
-    json::error_code ec;
-    const json::value doc = json::parse(read_input_file(f, "result file", kMaxResultFileBytes), ec);
-    if (ec || !is_health_document(doc)) continue;  // results and other JSON: not ours
-    HealthEntry e;
-    e.source = f;
-    e.file = health_from_json(doc, f);
-    e.machine = machine_key(e.file.environment);
-    out.push_back(std::move(e));
+    try {
+      json::error_code ec;
+      const json::value doc =
+          json::parse(read_input_file(f, "result file", kMaxResultFileBytes), ec);
+      if (ec || !is_health_document(doc)) continue;  // results and other JSON: not ours
+      HealthEntry e;
+      e.source = f;
+      e.file = health_from_json(doc, f);
+      e.machine = machine_key(e.file.environment);
+      out.push_back(std::move(e));
+    } catch (const UsageError& e) {
+      if (bad == nullptr) throw;
+      list_bad(*bad, f, e.what());
+    }
   }
 }
 
@@ -212,17 +231,18 @@ HealthCause cause_of(const HealthSummary& s) {
 
 }  // namespace
 
-std::vector<HealthEntry> load_health(const std::vector<std::string>& paths) {
+std::vector<HealthEntry> load_health(const std::vector<std::string>& paths,
+                                     std::vector<BadFile>* bad) {
   std::vector<HealthEntry> out;
   std::set<std::string> seen;
-  for (const std::string& p : paths) health_under(p, seen, out);
+  for (const std::string& p : paths) health_under(p, seen, out, bad);
   if (!out.empty()) return out;
   for (const std::string& p : paths) {
     fs::path folder = fs::path(p).lexically_normal();
     if (!folder.has_filename()) folder = folder.parent_path();  // "night/cuda/"
     const fs::path beside = folder.parent_path() / "health";
     std::error_code ec;
-    if (fs::is_directory(beside, ec)) health_under(beside.string(), seen, out);
+    if (fs::is_directory(beside, ec)) health_under(beside.string(), seen, out, bad);
   }
   return out;
 }
@@ -356,14 +376,15 @@ HealthSummary probe_summary(
 std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
                                        const std::string& tonight_name,
                                        const std::vector<Night>& history,
-                                       const RegressionSummary* sweep, const GateOptions& options) {
+                                       const RegressionSummary* sweep, const GateOptions& options,
+                                       std::vector<BadFile>* bad) {
   const size_t first = history.size() > static_cast<size_t>(options.window)
                            ? history.size() - static_cast<size_t>(options.window)
                            : 0;
   std::vector<std::pair<std::string, std::vector<HealthEntry>>> nights;
   for (size_t i = first; i < history.size(); ++i) {
     if (!history[i].path.empty())
-      nights.emplace_back(history[i].name, load_health({history[i].path}));
+      nights.emplace_back(history[i].name, load_health({history[i].path}, bad));
   }
   const SweepHistory swept = sweep_history(sweep, history, first);
   std::vector<HealthSummary> out;

@@ -246,8 +246,10 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),
                                          std::move(history), mo, std::move(reruns));
   if (model.regression) {
-    model.health =
-        gate_health(load_health(o.inputs), mo.tonight, model.history, &*model.regression, mo.gate);
+    // With --skip-bad a bad health file is listed with the unreadable results.
+    std::vector<BadFile>* bad = o.skip_bad ? &model.loaded.bad : nullptr;
+    model.health = gate_health(load_health(o.inputs, bad), mo.tonight, model.history,
+                               &*model.regression, mo.gate, bad);
     for (const std::string& b : o.baselines) {
       std::string& src = model.regression->baseline_source;
       src += (src.empty() ? "" : ", ") + b;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -185,6 +186,31 @@ TEST(HealthGate, OfTwoProbesOfAMachineInANightTheNewestIsGatedAndTheOtherNamed) 
   EXPECT_NE(g.md.find(note), std::string::npos);
   EXPECT_NE(g.html.find("another probe of this machine tonight is not gated"), std::string::npos);
   EXPECT_NE(g.junit.find("another probe of this machine tonight is not gated"), std::string::npos);
+}
+
+TEST(HealthGate, WithSkipBadABadHealthFileIsListedWithTheUnreadableResults) {
+  // A health file cut short tonight and one hand-edited in an earlier
+  // night: named (exit 2) without --skip-bad; with it, listed among the
+  // unreadable files, and the rest gated.
+  const std::string root = fresh_dir("health-bad-nights");
+  gpu_night(root, "n1", 1, 1.0, probe("", 1.0));
+  const std::string n2 = gpu_night(root, "n2", 2, 1.0, probe("", 1.0));
+  const std::string cur = gpu_night(fresh_dir("health-bad-tonight"), "t", 3, 1.0, probe("", 1.0));
+  std::ofstream(n2 + "/health/health-edited.json")
+      << R"({"schema": "pipebench.health/1", "gpus": "none"})";
+  ReportOptions o;
+  o.inputs = {cur + "/cuda"};
+  o.baselines = {root};
+  std::ostringstream out;
+  EXPECT_THROW(run_report(o, out), UsageError);
+  o.skip_bad = true;
+  EXPECT_EQ(run_report(o, out), 0) << out.str();
+  EXPECT_NE(out.str().find(n2 + "/health/health-edited.json: "), std::string::npos) << out.str();
+  // Tonight's probe, and it alone: the earlier nights' is gone from n2 but not n1.
+  std::vector<BadFile> bad;
+  EXPECT_EQ(load_health({n2}, &bad).size(), 1U);
+  ASSERT_EQ(bad.size(), 1U);
+  EXPECT_EQ(bad[0].path, n2 + "/health/health-edited.json");
 }
 
 TEST(HealthGate, ASlowerProbeAloneIsARegressionOfTheGpu) {

@@ -35,8 +35,11 @@ struct HealthEntry {
 /// The health files under `paths` (folders or files, walked as results
 /// are: result_candidates), and, when none is, those in a `health` folder
 /// beside each path (<night>/health beside <night>/cuda). Other JSON is
-/// left alone. Throws UsageError naming a bad health file.
-std::vector<HealthEntry> load_health(const std::vector<std::string>& paths);
+/// left alone. Throws UsageError naming a bad health file, or with `bad`
+/// (--skip-bad) lists it there, and what cannot be read, and goes on (a
+/// file already listed is not listed again).
+std::vector<HealthEntry> load_health(const std::vector<std::string>& paths,
+                                     std::vector<BadFile>* bad = nullptr);
 
 /// Which way the probe and the GPU sweep point.
 enum class HealthCause : uint8_t {
@@ -105,11 +108,13 @@ struct HealthSummary {
 /// slowdown only with a hardware reason (a slowing reason other than the
 /// power cap, or a lower power limit); without one the cause is
 /// kLowerClocks. A machine whose sweep was sampled but that has no health
-/// file tonight gets a summary of those alone.
+/// file tonight gets a summary of those alone. With `bad` (--skip-bad) an
+/// earlier night's bad health file is listed there (load_health).
 std::vector<HealthSummary> gate_health(const std::vector<HealthEntry>& tonight,
                                        const std::string& tonight_name,
                                        const std::vector<Night>& history,
-                                       const RegressionSummary* sweep, const GateOptions& options);
+                                       const RegressionSummary* sweep, const GateOptions& options,
+                                       std::vector<BadFile>* bad = nullptr);
 
 /// The summary's verdict in one line, e.g. "GPU health (node1 | ... ):
 /// the GPU itself got slower (clocks, throttling, a failing part): GPU 0
