@@ -50,6 +50,11 @@ double compute_busy(const StageStep& stage) {
   return busy;
 }
 
+double stage_bubble_ratio(const StageStep& stage, double total) {
+  // A stage busy all step long may sum its actions a rounding above it.
+  return total > 0 ? std::max(0.0, total - compute_busy(stage)) / total : 0;
+}
+
 double step_time(const StepMeasure& step) {
   PPB_CHECK(!step.empty(), "step_time of a step without stages");
   double t = 0;
@@ -111,8 +116,8 @@ StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_
   const double total_time = st.samples[out.median_step];
   for (std::size_t s = 0; s < stages; ++s) {
     const double busy = compute_busy(mid[s]);
-    const double idle = total_time - busy;
-    out.bubble_ratio.per_stage.push_back(total_time > 0 ? idle / total_time : 0);
+    const double idle = std::max(0.0, total_time - busy);
+    out.bubble_ratio.per_stage.push_back(stage_bubble_ratio(mid[s], total_time));
     out.bubble_overhead.per_stage.push_back(busy > 0 ? idle / busy : 0);
   }
   out.bubble_ratio.measured = mean_of(out.bubble_ratio.per_stage);

@@ -74,6 +74,10 @@ using StepMeasure = std::vector<StageStep>;
 /// not compute).
 double compute_busy(const StageStep& stage);
 
+/// The stage's idle time over a step of `total` seconds, in [0, 1] (0 for
+/// an empty step): its bubble ratio.
+double stage_bubble_ratio(const StageStep& stage, double total);
+
 /// Step time: max over stages of their end (docs/metrics.md). REQUIRES: non-empty.
 double step_time(const StepMeasure& step);
 

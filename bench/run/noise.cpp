@@ -23,7 +23,7 @@ std::vector<double> bubble_ratio_per_step(const std::vector<StepMeasure>& steps)
   for (const StepMeasure& step : steps) {
     const double total = step_time(step);
     double sum = 0;
-    for (const StageStep& s : step) sum += total > 0 ? (total - compute_busy(s)) / total : 0;
+    for (const StageStep& s : step) sum += stage_bubble_ratio(s, total);
     out.push_back(step.empty() ? 0 : sum / static_cast<double>(step.size()));
   }
   return out;

@@ -461,6 +461,54 @@ TEST(ResultSchema, BadValuesAreNamed) {
   EXPECT_EQ(error_of(json::value(json::array{})),
             "r.json: expected a JSON object (a pipebench result), got an array");
 
+  // Figures a run cannot measure: each refused by name, never read as one.
+  const auto set = [](const char* path, const char* key, const json::value& v) {
+    json::value d = result_to_json(full_result());
+    find_path(d, path)->as_object()[key] = v;
+    return d;
+  };
+  EXPECT_EQ(error_of(set("metrics.bubble_ratio", "measured", 5)),
+            "r.json: field 'metrics.bubble_ratio.measured': expected a share in [0, 1], got 5");
+  EXPECT_EQ(error_of(set("metrics.bubble_ratio", "per_stage", json::array{0.1, -0.2})),
+            "r.json: field 'metrics.bubble_ratio.per_stage[1]': expected a share in [0, 1], got "
+            "-0.2");
+  EXPECT_EQ(error_of(set("metrics.bubble_ratio", "samples", json::array{0.2, 1.5})),
+            "r.json: field 'metrics.bubble_ratio.samples[1]': expected a share in [0, 1], got 1.5");
+  EXPECT_EQ(error_of(set("metrics.bubble_overhead", "theoretical", -1)),
+            "r.json: field 'metrics.bubble_overhead.theoretical': expected a figure >= 0, got -1");
+  // An overhead is idle over busy time: above 1 where a stage idles most.
+  EXPECT_EQ(result_from_json(set("metrics.bubble_overhead", "measured", 3), "r.json")
+                .metrics->bubble_overhead.measured,
+            3);
+  EXPECT_EQ(error_of(set("metrics.step_time_seconds", "median", -1)),
+            "r.json: field 'metrics.step_time_seconds.median': expected a time in seconds in [0, "
+            "86400], got -1");
+  EXPECT_EQ(error_of(set("metrics.step_time_seconds", "median", 0.02)),
+            "r.json: field 'metrics.step_time_seconds.median': expected min <= median <= max, got "
+            "0.0099 <= 0.02 <= 0.0123");
+  EXPECT_EQ(error_of(set("metrics.step_time_seconds", "samples", json::array{0.01, -0.01})),
+            "r.json: field 'metrics.step_time_seconds.samples[1]': expected a time in seconds in "
+            "[0, 86400], got -0.01");
+  for (const char* date : {"2026-13-45T07:00:00Z", "2026-02-29T07:00:00Z", "2026-04-31T07:00:00Z",
+                           "2026-11-29T24:00:00Z", "2026-11-29T07:60:00Z"}) {
+    EXPECT_EQ(error_of(set("environment", "date", date)),
+              std::string("r.json: field 'environment.date': expected a UTC time such as "
+                          "\"2026-12-06T19:47:54Z\", got \"") +
+                  date + "\"");
+  }
+  for (const char* date : {"2028-02-29T23:59:60Z", "2000-02-29T00:00:00Z"}) {
+    EXPECT_EQ(result_from_json(set("environment", "date", date), "r.json").environment.date, date);
+  }
+  EXPECT_EQ(error_of(set("timeline[1][0]", "mb", 4)),
+            "r.json: field 'timeline[1][0].mb': expected a micro-batch in [0, 4), got 4");
+  EXPECT_EQ(error_of(set("timeline[0][1]", "chunk", 1)),
+            "r.json: field 'timeline[0][1].chunk': expected a chunk in [0, 1), got 1");
+  EXPECT_EQ(error_of(set("metrics.theory.timeline[0][0]", "mb", -1)),
+            "r.json: field 'metrics.theory.timeline[0][0].mb': expected a micro-batch in [0, 4), "
+            "got -1");
+  EXPECT_EQ(error_of(set("timeline[0][0]", "op", "SYNC")),
+            "r.json: field 'timeline[0][0]': expected mb and chunk -1 on a SYNC");
+
   // 1e400 parses as infinity: refused by name, never read as a figure.
   std::string text = json::serialize(result_to_json(full_result()));
   const std::string key = "\"samples_per_second\":";

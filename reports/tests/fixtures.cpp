@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -92,7 +93,9 @@ Result make_fixture(const FixtureSpec& f) {
   double idle_sum = 0;
   double busy_sum = 0;
   for (const SimStage& s : sim.stages) {
-    const double busy = s.busy * f.machine;
+    // Never busier than the step (a step much faster than the simulator's,
+    // slowdown < 1, would be).
+    const double busy = std::min(s.busy * f.machine, step);
     const double idle = step - busy;
     m.bubble_ratio.per_stage.push_back(idle / step);
     m.bubble_overhead.per_stage.push_back(idle / busy);
@@ -118,7 +121,8 @@ Result make_fixture(const FixtureSpec& f) {
     for (int i = 0; i < f.steps; ++i) {
       const int k = (i * 3) % f.steps;
       const double u = f.steps > 1 ? 2.0 * k / (f.steps - 1) - 1 : 0;
-      m.bubble_ratio.samples.push_back(m.bubble_ratio.measured + f.bubble_noise * u);
+      m.bubble_ratio.samples.push_back(
+          std::clamp(m.bubble_ratio.measured + f.bubble_noise * u, 0.0, 1.0));
     }
     for (int st = 0; st < f.stages; ++st) {
       const double busy = sim.stages[static_cast<size_t>(st)].busy * f.machine *

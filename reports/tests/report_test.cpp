@@ -314,7 +314,7 @@ TEST(ReportDevice, FastPathsOfCudaResultsShowEachFallbackAndWhy) {
   slow.metrics->gemm_epilogues = GemmEpilogueFigures{
       .fused = 90, .refused = 6, .first_refusal = "rank 1: bias GEMM 2 x 12 x 3 fp32: refused"};
   Result fast = slow;
-  fast.config.microbatches = 4;
+  fast.config.microbatches = 12;  // another combination (a timeline of 8 fits it)
   fast.config.attention = "fused";
   fast.config.attention_reason = "";
   fast.metrics->cuda_graphs = CudaGraphFigures{

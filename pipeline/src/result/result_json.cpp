@@ -1,6 +1,7 @@
 // Result <-> JSON. The reader is strict about what it needs (each error names
 // the field path) and ignores what it does not know, so that newer writers
 // stay readable by older reports.
+#include <array>
 #include <boost/json.hpp>
 #include <cmath>
 #include <concepts>
@@ -768,6 +769,56 @@ void check_seconds(const JsonObject& o, std::string_view key, double x, bool nul
     o.fail(key, "expected a time in seconds in [0, 86400], got " + number_text(x));
 }
 
+// Step times: each a time in seconds, min <= median <= max.
+void validate(const JsonObject& o, const StepTimeStats& s) {
+  check_seconds(o, "median", s.median, false);
+  check_seconds(o, "min", s.min, false);
+  check_seconds(o, "max", s.max, false);
+  for (size_t i = 0; i < s.samples.size(); ++i)
+    check_seconds(o, "samples[" + std::to_string(i) + "]", s.samples[i], false);
+  if (!(s.min <= s.median && s.median <= s.max)) {
+    o.fail("median", "expected min <= median <= max, got " + number_text(s.min) +
+                         " <= " + number_text(s.median) + " <= " + number_text(s.max));
+  }
+}
+
+// A share of a step: finite and in [0, 1] (NaN only where nullable), up to
+// a rounding (files written before idle time was held at >= 0 may be a
+// rounding below 0).
+void check_share(const JsonObject& o, std::string_view key, double x, bool nullable) {
+  constexpr double kRounding = 1e-9;
+  if (nullable && std::isnan(x)) return;
+  if (!(x >= -kRounding && x <= 1 + kRounding))
+    o.fail(key, "expected a share in [0, 1], got " + number_text(x));
+}
+
+// Idle over the step (bubble_ratio: a share) or over the busy time
+// (bubble_overhead: any figure >= 0), measured, in theory and per stage.
+void check_bubble(const JsonObject& o, const BubbleFigures& b, bool share) {
+  const auto check = [&](std::string_view key, double x, bool nullable) {
+    if (share) {
+      check_share(o, key, x, nullable);
+    } else if (!(nullable && std::isnan(x)) && !(x >= 0 && std::isfinite(x))) {
+      o.fail(key, "expected a figure >= 0, got " + number_text(x));
+    }
+  };
+  check("measured", b.measured, false);
+  check("theoretical", b.theoretical, true);
+  for (size_t i = 0; i < b.per_stage.size(); ++i)
+    check("per_stage[" + std::to_string(i) + "]", b.per_stage[i], false);
+}
+
+void validate(const JsonObject& o, const DeviceFigures& d) {
+  // Kernels' compute over the host's step: at most the whole step idle.
+  const auto at_most_one = [&o](std::string_view key, double x) {
+    if (!std::isnan(x) && !(x <= 1))
+      o.fail(key, "expected a bubble ratio <= 1, got " + number_text(x));
+  };
+  at_most_one("bubble_ratio", d.bubble_ratio);
+  for (size_t i = 0; i < d.bubble_ratio_per_stage.size(); ++i)
+    at_most_one("bubble_ratio_per_stage[" + std::to_string(i) + "]", d.bubble_ratio_per_stage[i]);
+}
+
 void validate(const JsonObject& o, const StageActionTimes& a) {
   check_seconds(o, "F", a.fwd, true);
   check_seconds(o, "B", a.bwd, true);
@@ -806,7 +857,8 @@ void validate(const JsonObject& o, const VocabPadding& p) {
 
 // "2026-12-06T19:47:54Z", as pipebench writes it: the gate orders nights
 // and measurements by comparing these as text, which only this one shape
-// keeps in time order (a fraction's '.' sorts before 'Z').
+// keeps in time order (a fraction's '.' sorts before 'Z'), and a real time
+// of day on a day of the calendar (a leap second allowed).
 bool utc_date(const std::string& d) {
   constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
   if (d.size() != kShape.size()) return false;
@@ -814,7 +866,16 @@ bool utc_date(const std::string& d) {
     const bool digit = d[i] >= '0' && d[i] <= '9';
     if (kShape[i] == 'd' ? !digit : d[i] != kShape[i]) return false;
   }
-  return true;
+  const auto at = [&d](size_t i, size_t n) { return std::stoi(d.substr(i, n)); };
+  const int year = at(0, 4);
+  const int month = at(5, 2);
+  const int day = at(8, 2);
+  constexpr std::array<int, 12> kDays = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12 || day < 1 || day > kDays[static_cast<size_t>(month - 1)])
+    return false;
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (month == 2 && day == 29 && !leap) return false;
+  return at(11, 2) <= 23 && at(14, 2) <= 59 && at(17, 2) <= 60;
 }
 
 void validate(const JsonObject& o, const ResultEnvironment& e) {
@@ -825,6 +886,8 @@ void validate(const JsonObject& o, const ResultEnvironment& e) {
 }
 
 void validate(const JsonObject& o, const ResultMetrics& m) {
+  check_bubble(o.object("bubble_ratio"), m.bubble_ratio, true);
+  check_bubble(o.object("bubble_overhead"), m.bubble_overhead, false);
   if (m.foreign_cpu && !(*m.foreign_cpu >= 0 && *m.foreign_cpu <= 1)) {
     o.fail("foreign_cpu",
            "expected a share of the host's CPU in [0, 1], got " + std::to_string(*m.foreign_cpu));
@@ -905,6 +968,32 @@ void check_collector_actions(const JsonReader& r, const Result& out) {
   }
 }
 
+// Each event of a timeline is an action of the run: a SYNC's micro-batch and
+// chunk are -1, any other's within the run's (M x batches micro-batches,
+// V chunks).
+void check_timeline(const JsonReader& r, const std::string& path, const Timeline& timeline,
+                    const ResultConfig& c) {
+  const int64_t mbs = static_cast<int64_t>(c.microbatches) * std::max(c.batches, 1);
+  for (size_t s = 0; s < timeline.size(); ++s) {
+    for (size_t i = 0; i < timeline[s].size(); ++i) {
+      const TimelineEvent& e = timeline[s][i];
+      const std::string at = path + "[" + std::to_string(s) + "][" + std::to_string(i) + "]";
+      if (e.op == ActionKind::kSync) {
+        if (e.mb != -1 || e.chunk != -1) r.fail(at, "expected mb and chunk -1 on a SYNC");
+        continue;
+      }
+      if (e.mb < 0 || e.mb >= mbs) {
+        r.fail(at + ".mb", "expected a micro-batch in [0, " + std::to_string(mbs) + "), got " +
+                               std::to_string(e.mb));
+      }
+      if (e.chunk < 0 || e.chunk >= c.chunks) {
+        r.fail(at + ".chunk", "expected a chunk in [0, " + std::to_string(c.chunks) + "), got " +
+                                  std::to_string(e.chunk));
+      }
+    }
+  }
+}
+
 // The gate's figures of each timed step (optional, so files written before
 // them still load) stand in metrics.bubble_ratio beside its field list's.
 void write_gate_fields(const Result& result, json::object& root) {
@@ -918,8 +1007,11 @@ void read_gate_fields(const JsonObject& root, Result& out) {
     out.config.check = out.metrics.has_value() && out.metrics->check.has_value();
   if (!out.metrics) return;
   const JsonObject metrics = root.object("metrics");
-  out.metrics->bubble_ratio.samples =
-      metrics.object("bubble_ratio").get_or("samples", std::vector<double>{});
+  const JsonObject bubble = metrics.object("bubble_ratio");
+  out.metrics->bubble_ratio.samples = bubble.get_or("samples", std::vector<double>{});
+  const std::vector<double>& samples = out.metrics->bubble_ratio.samples;
+  for (size_t i = 0; i < samples.size(); ++i)
+    check_share(bubble, "samples[" + std::to_string(i) + "]", samples[i], false);
 }
 
 }  // namespace
@@ -972,6 +1064,9 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   if (ok || root.has("timeline")) out.timeline = read_timeline(r, root.at("timeline"), "timeline");
   n.check(out.timeline.size(), "timeline", PerStage::kOptional);
   check_collector_actions(r, out);
+  check_timeline(r, "timeline", out.timeline, out.config);
+  if (out.metrics && out.metrics->theory)
+    check_timeline(r, "metrics.theory.timeline", out.metrics->theory->timeline, out.config);
   out.environment = read_fields<ResultEnvironment>(root.object("environment"));
   read_gate_fields(root, out);
   return out;
