@@ -103,7 +103,7 @@ DebugFault parse_fault(const std::string& text, int world_size) {
   DebugFault f;
   if (text.empty()) return f;
   const std::string usage =
-      "--debug-fault: expected RANK:PHASE:WHAT (PHASE setup|measure|write, WHAT kill|stop|throw), "
+      "--debug-fault: expected RANK:PHASE:WHAT (PHASE setup|measure|write|trace, WHAT kill|stop|throw), "
       "got '" +
       text + "'";
   const auto a = text.find(':');
@@ -122,6 +122,8 @@ DebugFault parse_fault(const std::string& text, int world_size) {
     f.phase = DebugFault::Phase::kMeasure;
   } else if (phase == "write") {
     f.phase = DebugFault::Phase::kWrite;
+  } else if (phase == "trace") {
+    f.phase = DebugFault::Phase::kTrace;
   } else {
     throw UsageError(usage);
   }

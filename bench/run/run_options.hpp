@@ -103,14 +103,15 @@ struct RunOptions {
   /// combination of the sweep, rank RANK kills itself (WHAT = kill, SIGKILL),
   /// stops (stop, SIGSTOP) or throws (throw) on entering PHASE: setup
   /// (before the schedule and partition), measure (before the timed steps)
-  /// or write (before rank 0 writes the result), so the failure tests can
+  /// write (before rank 0 writes the result) or trace (with --trace: after
+  /// rank 0 wrote the traces, before the result), so the failure tests can
   /// hit each phase of a real job.
   std::string debug_fault;
 };
 
 /// A planted fault (--debug-fault), parsed.
 struct DebugFault {
-  enum class Phase : uint8_t { kSetup, kMeasure, kWrite };
+  enum class Phase : uint8_t { kSetup, kMeasure, kWrite, kTrace };
   enum class What : uint8_t { kKill, kStop, kThrow };
   int rank = -1;  ///< -1 = none
   Phase phase = Phase::kSetup;

@@ -40,6 +40,7 @@
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/hash.hpp"
 #include "ppb/profiling/log.hpp"
+#include "ppb/profiling/output_file.hpp"
 #include "ppb/profiling/memory.hpp"
 #include "ppb/reports/load.hpp"
 #include "run/check.hpp"
@@ -817,12 +818,17 @@ Result run_combination(Sweep& sw, const Combination& c) {
   fill_metrics(sw, c, *p, ex, ranks, result, steps);
   if (sw.options.trace) {
     sw.watch->begin("writing the traces of " + label);
+    // The result last measured here goes before its traces are replaced: a
+    // run killed between the new traces and the new result leaves no
+    // result (--resume runs it again), never an old one beside new traces.
+    remove_output_file(OutputPath{sw.out_dir, result_file_name(c)});
     // One pipeline's ranks (replica 0's under data parallelism).
     std::vector<StepMeasure> pipeline;
     for (const StepMeasure& step : steps)
       pipeline.push_back(split_replicas(step, sw.plan.stages).front());
     write_measured_traces(pipeline, placement_of(p->schedule), int64_t{c.microbatches} * c.batches,
                           sw.out_dir, result_stem(c));
+    plant_fault(sw, c, DebugFault::Phase::kTrace);
   }
   return result;
 }

@@ -7,6 +7,10 @@ kill-setup     rank 1 SIGKILLs itself before the schedule and partition
 kill-measure   rank 1 SIGKILLs itself before the timed steps
 kill-write     rank 0 SIGKILLs itself as it writes the result
 throw-measure  rank 1 throws before the timed steps (a backend error)
+kill-trace     a sweep with --trace run again into its folder; rank 0 SIGKILLs
+               itself between the last combination's new traces and its
+               result: the old result is gone (never an old result beside
+               new traces), and --resume runs that combination again
 stop-setup     rank 1 stops itself (SIGSTOP) before its partition; --timeout 2
 stop-measure   rank 1 stops itself before the timed steps; --timeout 2
 stop-write     rank 0 stops itself as it writes the result; --timeout 2
@@ -112,6 +116,41 @@ def fault_case():
     check_files(out, (2, 3) if spec == "0:write:stop" else (2,))
 
 
+def kill_trace():
+    out = os.path.join(work, "out")
+    code, text, _ = run(out, ["--trace"])
+    if code != 0:
+        fail(f"the first sweep exited {code}", text)
+    results = sorted(n for n in os.listdir(out)
+                     if n.endswith(".json") and not n.endswith(".trace.json"))
+    if len(results) != 3:
+        fail(f"the first sweep wrote {results}, want 3 results")
+    stamps = {n: os.stat(os.path.join(out, n[:-5] + ".trace.json")).st_mtime_ns for n in results}
+    code, text, took = run(out, ["--trace", "--debug-fault", "0:trace:kill"])
+    if code == 0 or not re.search(r"rank 0 .*(signal 9|Killed)", text):
+        fail(f"exit {code}, or rank 0 not named", text)
+    if took > SWEEP_ALLOWANCE + LIMIT:
+        fail(f"took {took:.1f} s", text)
+    # The last combination's traces are new, its result gone; the others whole.
+    left = sorted(n for n in os.listdir(out)
+                  if n.endswith(".json") and not n.endswith(".trace.json"))
+    renewed = [n for n in results
+               if os.stat(os.path.join(out, n[:-5] + ".trace.json")).st_mtime_ns != stamps[n]]
+    if len(renewed) != 3:
+        fail(f"the rerun's traces were not all rewritten: only {renewed}")
+    gone = sorted(set(results) - set(left))
+    if len(left) != 2 or len(gone) != 1:
+        fail(f"after the kill: {left}; want the old result of the killed combination gone")
+    if any(n.startswith(".") for n in os.listdir(out)):
+        fail(f"temporary files left behind: {os.listdir(out)}")
+    # --resume keeps the two and runs the third again.
+    code, text, _ = run(out, ["--trace", "--resume"])
+    if code != 0 or text.count("(resumed)") != 2:
+        fail(f"--resume exited {code}, or did not resume the other two", text)
+    if not os.path.exists(os.path.join(out, gone[0])):
+        fail(f"--resume did not write {gone[0]} again", text)
+
+
 def disk_full():
     mnt = os.path.join(work, "tiny")
     os.makedirs(mnt, exist_ok=True)
@@ -152,6 +191,8 @@ shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 if mode == "disk-full":
     disk_full()
+elif mode == "kill-trace":
+    kill_trace()
 else:
     fault_case()
 print("ok")

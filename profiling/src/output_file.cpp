@@ -334,4 +334,13 @@ void check_output_path(const OutputPath& out) {
   fail(path, "not a regular file, character device or FIFO");
 }
 
+void remove_output_file(const OutputPath& out) {
+  PPB_CHECK(!out.within.empty(), "remove_output_file outside a folder pipebench fills");
+  UniqueFd folder(-1);
+  const std::string leaf = open_parent(out, false, &folder);
+  if (folder.get() < 0) return;  // a folder on the way is missing: so is the file
+  if (::unlinkat(folder.get(), leaf.c_str(), 0) != 0 && errno != ENOENT)
+    fail(out.shown(), std::strerror(errno));
+}
+
 }  // namespace ppb

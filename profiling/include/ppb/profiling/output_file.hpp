@@ -86,4 +86,11 @@ void write_output_files(const std::vector<std::pair<OutputPath, std::string_view
 /// existing regular file (folder on the way), none of them a link.
 void check_output_path(const OutputPath& path);
 
+/// Removes a file pipebench wrote inside a folder it fills
+/// (OutputPath{folder, name}), where there is one: the folder on the way
+/// opened as write_output_file opens it (a link is refused), the leaf
+/// unlinked (a link itself, never what it leads to). Throws UsageError
+/// naming the file when it cannot.
+void remove_output_file(const OutputPath& path);
+
 }  // namespace ppb
