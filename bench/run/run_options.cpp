@@ -103,7 +103,8 @@ DebugFault parse_fault(const std::string& text, int world_size) {
   DebugFault f;
   if (text.empty()) return f;
   const std::string usage =
-      "--debug-fault: expected RANK:PHASE:WHAT (PHASE setup|measure|write|trace, WHAT kill|stop|throw), "
+      "--debug-fault: expected RANK:PHASE:WHAT (PHASE setup|measure|write|trace, WHAT "
+      "kill|stop|throw), "
       "got '" +
       text + "'";
   const auto a = text.find(':');

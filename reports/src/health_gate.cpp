@@ -22,8 +22,8 @@ namespace {
 // Lists a file that cannot be read (--skip-bad) once: the results' loader
 // may have listed it already.
 void list_bad(std::vector<BadFile>& bad, const std::string& path, const std::string& why) {
-  const bool listed = std::any_of(bad.begin(), bad.end(),
-                                  [&path](const BadFile& b) { return b.path == path; });
+  const bool listed =
+      std::any_of(bad.begin(), bad.end(), [&path](const BadFile& b) { return b.path == path; });
   if (!listed) bad.push_back({path, why});
 }
 
