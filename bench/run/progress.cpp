@@ -1,10 +1,16 @@
 #include "run/progress.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include "cli.hpp"
+#include "ppb/profiling/log.hpp"
 #include "ppb/reports/fast_paths.hpp"
 
 namespace ppb::run {
@@ -121,6 +127,49 @@ std::string summary_table(const std::vector<ProgressRow>& rows) {
   out += std::string(total - 2, '-') + "\n";
   for (const auto& c : cells) out += format_row(c);
   return out;
+}
+
+namespace {
+
+// The signals StopNotice speaks for, and each one's line, made before any
+// arrives: a handler may only write what is ready (async-signal-safe).
+constexpr std::array<int, 2> kStopSignals = {SIGINT, SIGTERM};
+std::array<std::array<char, 1024>, 2> g_stop_line{};
+std::array<size_t, 2> g_stop_length{};
+std::array<struct sigaction, 2> g_stop_before{};
+
+extern "C" void on_stop_signal(int sig) {
+  for (size_t i = 0; i < kStopSignals.size(); ++i) {
+    if (kStopSignals[i] == sig)
+      (void)!::write(STDERR_FILENO, g_stop_line[i].data(), g_stop_length[i]);
+  }
+  // SA_RESETHAND gave the signal back its default action: end by it.
+  ::raise(sig);
+}
+
+}  // namespace
+
+StopNotice::StopNotice(const std::string& out_dir) {
+  for (size_t i = 0; i < kStopSignals.size(); ++i) {
+    const char* name = kStopSignals[i] == SIGINT ? "SIGINT" : "SIGTERM";
+    const int n = std::snprintf(g_stop_line[i].data(), g_stop_line[i].size(),
+                                "%srun: stopped by %s; the results finished before it are in %s "
+                                "(the same command with --resume runs the rest)\n",
+                                log::prefix().c_str(), name, out_dir.c_str());
+    g_stop_length[i] = std::min(static_cast<size_t>(std::max(n, 0)), g_stop_line[i].size() - 1);
+    if (g_stop_length[i] > 0)
+      g_stop_line[i][g_stop_length[i] - 1] = '\n';  // cut short: one line still
+    struct sigaction act {};
+    act.sa_handler = on_stop_signal;
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESETHAND;
+    ::sigaction(kStopSignals[i], &act, &g_stop_before[i]);
+  }
+}
+
+StopNotice::~StopNotice() {
+  for (size_t i = 0; i < kStopSignals.size(); ++i)
+    ::sigaction(kStopSignals[i], &g_stop_before[i], nullptr);
 }
 
 }  // namespace ppb::run

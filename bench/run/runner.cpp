@@ -1060,6 +1060,8 @@ bool run_sweep(Sweep& sw, const std::vector<Combination>& combos) {
               rank_order_name(sw.plan.rank_order), sw.plan.backend.c_str(),
               sw.options.model.c_str(), sw.out_dir.c_str());
   }
+  std::optional<StopNotice> stop;
+  if (sw.rank == 0) stop.emplace(sw.out_dir);
   std::vector<ProgressRow> rows;
   run_all(sw, combos, static_cast<int>(combos.size()), rows);
   return finish(rows, sw.out_dir, sw.any_failed, *sw.watch, sw.rank, sw.comm);
@@ -1143,6 +1145,8 @@ void rerun_command(const RunOptions& options, MpiSession& mpi, JobWatchdog& watc
     for (const std::string& s : skipped) log::info("run: --rerun: not run again: %s", s.c_str());
   }
   bool failed = false;
+  std::optional<StopNotice> stop;
+  if (rank == 0) stop.emplace(out_dir);
   run_or_abort(
       [&] {
         std::vector<ProgressRow> rows;

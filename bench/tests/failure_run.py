@@ -11,6 +11,8 @@ kill-trace     a sweep with --trace run again into its folder; rank 0 SIGKILLs
                itself between the last combination's new traces and its
                result: the old result is gone (never an old result beside
                new traces), and --resume runs that combination again
+interrupt      Ctrl-C (SIGINT to mpiexec) after the first combination: rank 0
+               says so in one line, naming the folder and --resume
 stop-setup     rank 1 stops itself (SIGSTOP) before its partition; --timeout 2
 stop-measure   rank 1 stops itself before the timed steps; --timeout 2
 stop-write     rank 0 stops itself as it writes the result; --timeout 2
@@ -29,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -151,6 +154,36 @@ def kill_trace():
         fail(f"--resume did not write {gone[0]} again", text)
 
 
+def interrupt():
+    out = os.path.join(work, "out")
+    sweep = list(SWEEP)
+    sweep[sweep.index("-n") + 1] = "150"  # long enough to be interrupted
+    args = [mpiexec, "-np", "2", pb, "run", *sweep, "--schedule", SCHEDULES, "--out", out]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
+    seen = []
+    deadline = time.monotonic() + SWEEP_ALLOWANCE + LIMIT
+    for line in p.stdout:  # the first progress line: one combination written
+        seen.append(line)
+        if line.startswith("[1/3]") or time.monotonic() > deadline:
+            break
+    p.send_signal(signal.SIGINT)
+    try:
+        rest, _ = p.communicate(timeout=LIMIT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("the job did not end within 10 s of Ctrl-C", "".join(seen))
+    text = "".join(seen) + rest
+    print(text)
+    if p.returncode == 0:
+        fail("exit code 0 after Ctrl-C", text)
+    want = (r"pipebench\[r0\]: run: stopped by SIG(INT|TERM); the results finished before it "
+            r"are in " + re.escape(out) + r" \(the same command with --resume runs the rest\)")
+    if not re.search(want, text):
+        fail("no line saying the run was stopped, where its results are and how to go on", text)
+    check_files(out, (1, 2))
+
+
 def disk_full():
     mnt = os.path.join(work, "tiny")
     os.makedirs(mnt, exist_ok=True)
@@ -193,6 +226,8 @@ if mode == "disk-full":
     disk_full()
 elif mode == "kill-trace":
     kill_trace()
+elif mode == "interrupt":
+    interrupt()
 else:
     fault_case()
 print("ok")
