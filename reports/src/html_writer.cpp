@@ -638,6 +638,8 @@ void regression_table(std::ostringstream& h, const ReportModel& m, const Regress
 }
 
 void section_regression(std::ostringstream& h, const ReportModel& m) {
+  if (!m.no_earlier_night.empty())
+    h << "<h2>Regression gate</h2>\n<p class=\"note\">" << esc(m.no_earlier_night) << ".</p>\n";
   if (!m.regression) return;
   const RegressionSummary& r = *m.regression;
   h << "<h2>Regression gate</h2>\n<p class=\"note\">Tonight (" << esc(r.tonight) << ") against the "

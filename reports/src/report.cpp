@@ -245,6 +245,13 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   const ModelOptions mo = model_options(o);
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),
                                          std::move(history), mo, std::move(reruns));
+  if (!o.baselines.empty() && !model.regression) {
+    std::string where;
+    for (const std::string& b : o.baselines) where += (where.empty() ? "" : ", ") + b;
+    model.no_earlier_night = "no earlier night in " + where +
+                             " (tonight is the first): nothing to compare yet; tonight's "
+                             "results are the next night's baseline";
+  }
   if (model.regression) {
     // With --skip-bad a bad health file is listed with the unreadable results.
     std::vector<BadFile>* bad = o.skip_bad ? &model.loaded.bad : nullptr;
@@ -295,6 +302,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     for (const GroupView& g : model.groups)
       text << "verdict (" << group_title(g) << "): " << g.verdict << "\n";
     if (model.regression) print_gate(model, text);
+    if (!model.no_earlier_night.empty()) text << "gate: " << model.no_earlier_night << "\n";
     for (const std::string& w : written) text << "wrote " << w << "\n";
   }
   out << terminal_text(text.str());

@@ -1060,6 +1060,19 @@ TEST(ReportGate, TonightInsideAFolderOfNightsIsNoEarlierNight) {
   const std::string one = fresh_dir("only_tonight");
   o.inputs = {night(one, "t", 5, two(1.0, 1.0))};
   EXPECT_TRUE(load_nights({one}, false, o.inputs).empty());
+  // The report says so where the gate would stand, and exits 0.
+  o.baselines = {one};
+  std::ostringstream first;
+  EXPECT_EQ(run_report(o, first), 0) << first.str();
+  const std::string said = "no earlier night in " + one +
+                           " (tonight is the first): nothing to compare yet; tonight's results "
+                           "are the next night's baseline";
+  EXPECT_NE(first.str().find("## Regression gate\n\n" + said), std::string::npos) << first.str();
+  o.junit = one + "/report.junit.xml";
+  std::ostringstream terse;
+  EXPECT_EQ(run_report(o, terse), 0);
+  EXPECT_NE(terse.str().find("\ngate: " + said + "\n"), std::string::npos) << terse.str();
+  o.junit.clear();
   // One that holds tonight's sweep and another that is no night of its
   // own (no combination repeated: tonight's other sweep) is refused.
   FixtureSpec other;

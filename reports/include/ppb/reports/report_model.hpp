@@ -121,6 +121,9 @@ struct ReportModel {
   std::vector<Night> history;           ///< the --baseline nights, oldest first
   std::optional<LoadedResults> reruns;  ///< --confirm: re-runs of tonight's combinations
   std::optional<RegressionSummary> regression;
+  /// A gate asked for (--baseline) with no earlier night to hold tonight
+  /// against (the first night): why there is no gate, said in its place.
+  std::string no_earlier_night;
   /// The GPU health gate, per machine with a health file tonight or a GPU
   /// sweep whose runs NVML sampled (with a gate only: --baseline).
   std::vector<HealthSummary> health;
