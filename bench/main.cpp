@@ -1,5 +1,7 @@
 // pipebench: benchmarking and profiling of pipeline-parallel training.
 // One CLI11 app; each subcommand is a plug-in in bench/cmd_<name>.cpp.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
@@ -20,6 +22,18 @@ namespace {
 // reported once, by rank 0 (the launcher's rank variables tell who is who
 // before MPI is initialised), and every rank exits 2.
 bool quiet_rank() { return ppb::log::launcher_rank() > 0; }
+
+// Whether the command line was parsed whole (the command runs from then on,
+// MPI started): a bad flag found before then is this rank's alone when
+// rank 0 parsed the same line without one (an MPMD launch, a wrapper that
+// adds a flag on some hosts).
+bool g_parsed = false;
+
+// A quiet rank's flag error from before MPI starts: where rank 0 has it
+// too, rank 0 says it and exits, and mpirun ends this rank within this
+// grace; where rank 0 parsed its line whole (it waits in MPI_Init for this
+// rank), this rank says it, so the job never ends without a word.
+constexpr unsigned kQuietRankGraceSeconds = 5;
 
 // CLI11 reports a misspelt command as "A subcommand is required"; name it
 // and list the commands instead.
@@ -111,6 +125,17 @@ void print_error(const std::string& what) {
   std::fprintf(stderr, "%s%s\n", ppb::log::prefix().c_str(), ppb::printable(what).c_str());
 }
 
+// Returns the usage exit code, having printed `what` (with the rank in the
+// prefix) unless rank 0 says it.
+int flag_error(const std::string& what) {
+  if (quiet_rank()) {
+    if (g_parsed) return ppb::kUsageExitCode;  // alike on every rank: rank 0 says it
+    ::sleep(kQuietRankGraceSeconds);
+  }
+  print_error(what);
+  return ppb::kUsageExitCode;
+}
+
 // Whether what the command printed reached standard output: a full disk
 // or a closed pipe under `> out.json` would otherwise end with exit 0 and
 // a truncated file. Flushes both streams.
@@ -147,6 +172,7 @@ int main(int argc, char** argv) {
     reject_unknown_command(app, argc, argv);
     reject_flag_as_value(app, argc, argv);
     ppb::cli::set_command_line(argc, argv);
+    app.parse_complete_callback([] { g_parsed = true; });
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return quiet_rank() ? 0 : app.exit(e);
@@ -156,10 +182,7 @@ int main(int argc, char** argv) {
     return quiet_rank() ? 0 : app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Bad flags: one line, exit 2 (CLI11's own codes are for its tests, not ours).
-    if (quiet_rank()) return ppb::kUsageExitCode;
-    std::fprintf(stderr, "%s%s (see pipebench --help)\n", ppb::log::prefix().c_str(),
-                 ppb::printable(e.what()).c_str());
-    return ppb::kUsageExitCode;
+    return flag_error(std::string(e.what()) + " (see pipebench --help)");
   } catch (const ppb::ScheduleError& e) {
     // The one-line error goes to stderr; the picture of where each stage
     // stuck (PyTorch pipelining's "not progressing" grid) to stdout.
@@ -168,9 +191,7 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return ppb::kUsageExitCode;
   } catch (const ppb::cli::FlagError& e) {
-    if (quiet_rank()) return ppb::kUsageExitCode;
-    print_error(e.what());
-    return ppb::kUsageExitCode;
+    return flag_error(e.what());
   } catch (const ppb::UsageError& e) {
     print_error(e.what());
     return ppb::kUsageExitCode;

@@ -3,7 +3,7 @@
 # things end the job with exit 2 and one line from rank 0, before anything
 # runs, never a result that mixes them:
 #  - started with different flags (an MPMD launch: gpipe on rank 0, 1f1b
-#    on rank 1);
+#    on rank 1), or a bad flag on rank 1 alone (named by rank 1);
 #  - `run --rerun DIR` where rank 1 sees other result files at DIR (another
 #    host's copy; here a bind mount in a mount namespace of its own, which
 #    needs root: that case skips elsewhere, saying so).
@@ -24,6 +24,12 @@ expect "flags" "^pipebench\[r0\]: the ranks were started with different flags .*
   "$mpiexec" -np 1 "$pipebench" "${common[@]}" --schedule gpipe --out "$work/mpmd" \
   : -np 1 "$pipebench" "${common[@]}" --schedule 1f1b --out "$work/mpmd"
 [[ ! -e $work/mpmd ]] || { echo "FAIL (flags): $work/mpmd was written"; exit 1; }
+# A flag only rank 1 was given, bad: rank 0 waits for it in MPI_Init, so
+# rank 1 names it itself (rank 0 would, had it the flag too).
+expect "one rank's bad flag" "^pipebench\[r1\]: --iters: expected a decimal integer, got 'abc'" \
+  "$mpiexec" -np 1 "$pipebench" "${common[@]}" --schedule gpipe --out "$work/mpmd" \
+  : -np 1 "$pipebench" "${common[@]}" --schedule gpipe --out "$work/mpmd" --iters abc
+[[ ! -e $work/mpmd ]] || { echo "FAIL (one rank's bad flag): $work/mpmd was written"; exit 1; }
 
 mkdir -p "$work/a" "$work/b"
 if [[ $(id -u) -ne 0 ]] || ! unshare -m mount --bind "$work/a" "$work/b" 2>/dev/null; then
