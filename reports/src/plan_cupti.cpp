@@ -111,9 +111,14 @@ bool has_cupti_figures(const Result& r) {
   if (c == nullptr || r.timeline.size() != stages) return false;
   const auto families = kernel_seconds(r);
   if (families.empty()) return false;
+  // Kernel seconds that are all zero (or unknown) measured nothing: a fit
+  // on them would call the roofline itself CUPTI's.
+  bool measured = false;
   for (const auto& [family, per_stage] : families) {
     if (per_stage.size() != stages) return false;
+    for (const double y : per_stage) measured = measured || (std::isfinite(y) && y > 0);
   }
+  if (!measured) return false;
   const auto device = c->action.find("device_seconds");
   if (device == c->action.end() || device->second.size() != stages) return false;
   for (size_t s = 0; s < stages; ++s) {

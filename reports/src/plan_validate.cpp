@@ -352,7 +352,8 @@ PassCalibration fit_calibration(const std::vector<const ResultEntry*>& results) 
                (cal.results == 1 ? " result" : " results") +
                (cal.kinds.empty() ? "" : ", per unit kind from the units' timers") +
                ": not from CUPTI (" + std::to_string(cal.results - with_cupti) + " of " +
-               std::to_string(cal.results) + " without its kernel times and action windows)";
+               std::to_string(cal.results) +
+               " without its kernel times, some above zero, and action windows)";
   return cal;
 }
 

@@ -1063,6 +1063,17 @@ TEST(PlanValidate, CuptiKernelTimesFitEachUnitKindAndTheLaunchCost) {
   std::vector<const ResultEntry*> all;
   for (const ResultEntry& e : results) all.push_back(&e);
   ASSERT_TRUE(has_cupti_figures(results[0].result));
+  // Kernel seconds all zero measured nothing: no CUPTI figures, and a fit
+  // per pass on the roofline, never one labelled CUPTI's.
+  ResultEntry blank = results[0];
+  for (auto& [figure, per_stage] : blank.result.metrics->collectors.at("cupti").step) {
+    if (figure.starts_with("kernel_seconds_")) std::fill(per_stage.begin(), per_stage.end(), 0.0);
+  }
+  EXPECT_FALSE(has_cupti_figures(blank.result));
+  const std::string method = fit_calibration({&blank}).method;
+  EXPECT_EQ(method.rfind("per pass on the roofline", 0), 0u) << method;
+  EXPECT_NE(method.find(": not from CUPTI (1 of 1 without its kernel times"), std::string::npos)
+      << method;
   const PassCalibration cal = fit_calibration(all);
   const DeviceSpec h200 = device_preset("h200", 4);  // tiny_config: fp32
   const std::vector<Unit> units = expand_units(parse_model_spec("gpt-tiny"), Kernels::kCuda);

@@ -294,8 +294,8 @@ UnitTime kernel_gemm_shares(const Unit& unit, const Repriced& r);
 std::map<std::string, std::vector<double>> kernel_seconds(const Result& r);
 
 /// Calibration from CUPTI: whether `r` has what it takes (kernel seconds per
-/// family for every stage, and each action's device seconds beside the
-/// median step's timeline).
+/// family for every stage, some of them above zero, and each action's
+/// device seconds beside the median step's timeline).
 bool has_cupti_figures(const Result& r);
 
 /// The fitted factors as a "pipebench.calibration/1" calibration of every
