@@ -744,7 +744,7 @@ void section_environment(std::ostringstream& h, const ReportModel& m) {
     for (const BadFile& b : m.loaded.bad)
       h << "<li><b>unreadable (skipped with --skip-bad):</b> " << esc(b.message) << "</li>\n";
     for (const std::string& f : m.loaded.superseded)
-      h << "<li>superseded by a newer result of the same combination: " << esc(f) << "</li>\n";
+      h << "<li>superseded by another result of the same combination: " << esc(f) << "</li>\n";
     for (const std::string& f : m.loaded.ignored)
       h << "<li>not a result file, ignored: " << esc(f) << "</li>\n";
     h << "</ul>\n";

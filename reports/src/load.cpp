@@ -342,8 +342,13 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
     const size_t drop = newer ? it->second : i;
     const size_t kept = newer ? i : it->second;
     keep[drop] = false;
-    out.superseded.push_back(out.results[drop].source + " (newer: " + out.results[kept].source +
-                             ")");
+    // Of two at the same date the first by path is kept: said as such.
+    const bool tie = e.result.environment.date == other.result.environment.date;
+    out.superseded.push_back(
+        out.results[drop].source +
+        (tie ? " (same date " + e.result.environment.date + "; kept, first by path: "
+             : " (newer: ") +
+        out.results[kept].source + ")");
     it->second = kept;
   }
   std::vector<ResultEntry> kept;

@@ -322,6 +322,10 @@ std::string write_markdown(const ReportModel& model) {
     md << "\n## Unreadable result files (--skip-bad)\n\n";
     for (const BadFile& b : model.loaded.bad) md << "- " << cell(b.message) << "\n";
   }
+  if (!model.loaded.superseded.empty()) {
+    md << "\n## Superseded result files (another result of the same combination is reported)\n\n";
+    for (const std::string& f : model.loaded.superseded) md << "- " << cell(f) << "\n";
+  }
   return md.str();
 }
 

@@ -298,6 +298,9 @@ int run_report(const ReportOptions& o, std::ostream& out) {
          << model.groups.size() << " group(s) of one machine, build, backend and work";
     if (!model.loaded.bad.empty())
       text << ", " << model.loaded.bad.size() << " unreadable (skipped)";
+    if (!model.loaded.superseded.empty())
+      text << ", " << model.loaded.superseded.size()
+           << " superseded (another result of the same combination is reported)";
     text << "\n";
     for (const GroupView& g : model.groups)
       text << "verdict (" << group_title(g) << "): " << g.verdict << "\n";

@@ -451,6 +451,30 @@ TEST(ReportInput, MachinesAndBuildsAreKeptApart) {
   const ReportModel m2 = model_of(dir);
   EXPECT_EQ(m2.loaded.superseded.size(), 1u);
   EXPECT_EQ(m2.loaded.results.size(), 6u);
+  // The Markdown report names it; the summary line counts it.
+  EXPECT_NE(write_markdown(m2).find("## Superseded result files"), std::string::npos);
+  ReportOptions o;
+  o.inputs = {dir};
+  o.csv = dir + "/report.csv";
+  std::ostringstream out;
+  EXPECT_EQ(run_report(o, out), 0);
+  EXPECT_NE(out.str().find(", 1 superseded (another result of the same combination is reported)"),
+            std::string::npos)
+      << out.str();
+  // Two at the same date: the first by path is kept, and said to be, never
+  // called the newer.
+  again.date = FixtureSpec{}.date;
+  write_fixture(dir + "/same", again);
+  const ReportModel m3 = model_of(dir + "/same");
+  write_fixture(dir + "/same/zz", again);
+  const ReportModel tie = model_of(dir + "/same");
+  ASSERT_EQ(tie.loaded.superseded.size(), 1u);
+  EXPECT_NE(tie.loaded.superseded[0].find(
+                " (same date 2026-11-29T07:00:00Z; kept, first by path: " + dir + "/same/"),
+            std::string::npos)
+      << tie.loaded.superseded[0];
+  EXPECT_EQ(tie.loaded.superseded[0].find("newer"), std::string::npos);
+  EXPECT_TRUE(m3.loaded.superseded.empty());
 }
 
 // ------------------------------------------------------------------ work --
