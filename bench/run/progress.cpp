@@ -7,7 +7,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 
 #include "cli.hpp"
 #include "ppb/profiling/log.hpp"
