@@ -416,7 +416,7 @@ MetricVerdict assess(const FigureKind& kind, const std::vector<NightSamples>& ni
   v.name = kind.name;
   v.relative = kind.relative;
   v.stage = kind.stage;
-  v.reference = spread(ref).median;
+  v.reference = median(ref);
   v.current = tonight.median;
   v.change = change_of(v.current, v.reference, kind.relative);
   v.p = mann_whitney_u(tonight.values, ref).p;
@@ -459,7 +459,7 @@ std::optional<MetricVerdict> step_change(const FigureKind& kind,
   // The nights since the step, pooled, must differ from those before it...
   std::vector<NightSamples> pooled_after = {nights.begin(), nights.begin() + *j};
   pooled_after.push_back({"since", pooled(nights, *j, nights.size()), 0});
-  pooled_after.back().median = spread(pooled_after.back().values).median;
+  pooled_after.back().median = median(pooled_after.back().values);
   const MetricVerdict since = assess(kind, pooled_after, 0, *j, o);
   if (since.status != RegressionStatus::kRegressed && since.status != RegressionStatus::kImproved)
     return std::nullopt;
@@ -554,7 +554,7 @@ std::vector<double> probe_medians(const Result& r) {
     std::vector<double> finite;
     for (double x : steps)
       if (std::isfinite(x) && x > 0) finite.push_back(x);
-    out.push_back(finite.empty() ? kNaN : spread(finite).median);
+    out.push_back(finite.empty() ? kNaN : median(finite));
   }
   return out;
 }
@@ -573,7 +573,7 @@ std::vector<double> reference_probe(const std::vector<Matched>& nights, size_t s
   std::vector<double> out;
   for (const std::vector<double>& v : per_stage) {
     if (v.empty()) return {};
-    out.push_back(spread(v).median);
+    out.push_back(median(v));
   }
   return out;
 }
@@ -722,7 +722,7 @@ std::vector<Series> timing_series(const std::vector<Matched>& quiet, const Resul
     out.push_back(std::move(device));
   }
   for (Series& f : out) {
-    for (NightSamples& n : f.nights) n.median = spread(n.values).median;
+    for (NightSamples& n : f.nights) n.median = median(n.values);
   }
   return out;
 }
@@ -766,7 +766,7 @@ std::vector<KernelChange> kernel_changes(const ResultEntry& c, const std::vector
           before.push_back(it->second[s]);
       }
       if (before.empty() || !std::isfinite(now[s])) continue;
-      const double ref = spread(before).median;
+      const double ref = median(before);
       const double change = change_of(now[s], ref, true);
       if (std::isfinite(change) && std::fabs(change) > o.threshold)
         out.push_back({family, static_cast<int>(s), ref, now[s]});
@@ -897,11 +897,11 @@ void fit_families(std::map<std::string, Family>& families, std::map<std::string,
     NoiseFloor& f = fam.floor;
     f.residuals = fam.residuals.size();
     f.figures = std::max<size_t>(1, figures[floor_key(f.machine, f.backend, "")]);
-    f.nights = static_cast<int>(std::lround(spread(fam.nights).median));
+    f.nights = static_cast<int>(std::lround(median(fam.nights)));
     if (f.residuals < kMinResiduals && fam.tonight.size() >= kMinResiduals) {
       // Too few reference nights of their own (one night against another):
       // tonight's launch against the last night's, over the sweep.
-      const double centre = spread(fam.tonight).median;
+      const double centre = median(fam.tonight);
       for (double& x : fam.tonight) x -= centre;
       fam.residuals = std::move(fam.tonight);
       f.residuals = fam.residuals.size();
@@ -948,7 +948,7 @@ std::vector<NoiseFloor> noise_floors(const std::vector<ResultEntry>& current,
       if (n >= 1) difference(n, fam.tonight);
       if (h.not_judged.kind == NotJudged::kNo && n >= 1) {
         ++figures[backend];
-        const double m = move(f.nights[n].median, spread(pooled(f.nights, 0, n)).median);
+        const double m = move(f.nights[n].median, median(pooled(f.nights, 0, n)));
         if (std::isfinite(m)) moves[backend].push_back({family, m, n});
       }
     }
@@ -1058,7 +1058,7 @@ int control_rank(const RegressionRow& row) {
 }
 
 // The median samples/s over a result's timed steps.
-double samples_median(const Result& r) { return spread(throughput_samples(r)).median; }
+double samples_median(const Result& r) { return median(throughput_samples(r)); }
 
 // A control for every row awaiting a re-run: a combination of the same
 // sweep (folder, group and ranks, so that one `run --rerun` runs both) in
@@ -1261,8 +1261,7 @@ MetricVerdict decide_figure(const std::string& name, int worse,
                             const std::vector<NightFigure>& nights, const GateOptions& options) {
   PPB_CHECK(nights.size() >= 2, "decide_figure: needs tonight and an earlier night");
   std::vector<NightSamples> series;
-  for (const NightFigure& n : nights)
-    series.push_back({n.night, n.values, spread(n.values).median});
+  for (const NightFigure& n : nights) series.push_back({n.night, n.values, median(n.values)});
   return decide_sampled({name, true, worse}, series, options);
 }
 

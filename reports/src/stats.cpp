@@ -81,12 +81,30 @@ Spread spread(std::vector<double> values) {
   s.q3 = quantile_sorted(values, 0.75);
   s.min = values.front();
   s.max = values.back();
-  std::vector<double> dev;
-  dev.reserve(values.size());
-  for (double v : values) dev.push_back(std::fabs(v - s.median));
-  std::sort(dev.begin(), dev.end());
+  // |v - median| falls over the sorted values up to the median and rises
+  // after it (rounding is monotone): the two runs merged are the sorted
+  // deviations in O(n) (a sort of this V degrades to introsort's heapsort).
+  const auto mid = std::lower_bound(values.begin(), values.end(), s.median);
+  std::vector<double> below;
+  std::vector<double> above;
+  std::vector<double> dev(values.size());
+  for (auto it = mid; it != values.begin();) below.push_back(std::fabs(*--it - s.median));
+  for (auto it = mid; it != values.end(); ++it) above.push_back(std::fabs(*it - s.median));
+  std::merge(below.begin(), below.end(), above.begin(), above.end(), dev.begin());
   s.mad = quantile_sorted(dev, 0.5);
   return s;
+}
+
+double median(std::vector<double> values) {
+  std::erase_if(values, [](double v) { return !std::isfinite(v); });
+  if (values.empty()) return kNaN;
+  // quantile_sorted(sorted, 0.5) reads ranks lo and lo + 1 only.
+  const std::size_t lo = (values.size() - 1) / 2;
+  const auto at = values.begin() + static_cast<std::ptrdiff_t>(lo);
+  std::nth_element(values.begin(), at, values.end());
+  const double hi = lo + 1 < values.size() ? *std::min_element(at + 1, values.end()) : *at;
+  const double frac = 0.5 * static_cast<double>(values.size() - 1) - static_cast<double>(lo);
+  return *at + frac * (hi - *at);
 }
 
 double min_p_value(std::size_t n1, std::size_t n2) {
@@ -98,28 +116,36 @@ double min_p_value(std::size_t n1, std::size_t n2) {
   return std::min(1.0, 2.0 / c);
 }
 
-UTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y) {
+namespace {
+
+// `v` sorted, without its NaN (which no order places: the U test leaves them
+// out, as spread() leaves out non-finite values).
+std::vector<double> sorted_without_nan(std::vector<double> v) {
+  std::erase_if(v, [](double d) { return std::isnan(d); });
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The test of two samples sorted ascending, without NaN: one merge, O(n1 +
+// n2). Tie groups come in ascending order and x's mean ranks are added one
+// at a time, as over a sorted pooled sample, so U and p are the same bits.
+UTest u_test_sorted(const std::vector<double>& xs, const std::vector<double>& ys) {
   UTest t;
-  const std::size_t n1 = x.size();
-  const std::size_t n2 = y.size();
+  const std::size_t n1 = xs.size();
+  const std::size_t n2 = ys.size();
   if (n1 == 0 || n2 == 0) return t;
-  // Ranks of the pooled sample, ties given their mean rank.
-  std::vector<std::pair<double, bool>> pooled;  // value, from x
-  pooled.reserve(n1 + n2);
-  for (double v : x) pooled.emplace_back(v, true);
-  for (double v : y) pooled.emplace_back(v, false);
-  std::sort(pooled.begin(), pooled.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
   double rank_sum_x = 0;
   double tie_term = 0;  // sum of t^3 - t over tie groups
-  for (std::size_t i = 0; i < pooled.size();) {
-    std::size_t j = i;
-    while (j < pooled.size() && pooled[j].first == pooled[i].first) ++j;
-    const double mean_rank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2.0;
-    for (std::size_t k = i; k < j; ++k) rank_sum_x += pooled[k].second ? mean_rank : 0.0;
-    const auto tsize = static_cast<double>(j - i);
+  for (std::size_t i = 0, j = 0; i < n1 || j < n2;) {
+    const double v = j == n2 || (i < n1 && xs[i] < ys[j]) ? xs[i] : ys[j];
+    const std::size_t first = i + j;  // the group's ranks: first + 1 .. i + j
+    const std::size_t x_begin = i;
+    while (i < n1 && xs[i] == v) ++i;
+    while (j < n2 && ys[j] == v) ++j;
+    const double mean_rank = (static_cast<double>(first + 1) + static_cast<double>(i + j)) / 2.0;
+    for (std::size_t k = x_begin; k < i; ++k) rank_sum_x += mean_rank;
+    const auto tsize = static_cast<double>(i + j - first);
     tie_term += tsize * tsize * tsize - tsize;
-    i = j;
   }
   const double dn1 = static_cast<double>(n1);
   const double dn2 = static_cast<double>(n2);
@@ -147,23 +173,40 @@ UTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y)
   return t;
 }
 
+}  // namespace
+
+UTest mann_whitney_u(const std::vector<double>& x, const std::vector<double>& y) {
+  return u_test_sorted(sorted_without_nan(x), sorted_without_nan(y));
+}
+
 std::optional<double> detectable_shift(const std::vector<double>& x, const std::vector<double>& y,
                                        double alpha, int direction, double max_shift,
                                        ShiftKind kind) {
   PPB_CHECK(direction == -1 || direction == 1, "direction must be -1 or +1");
   PPB_CHECK(alpha > 0 && alpha < 1, "alpha must be in (0, 1)");
   if (x.empty() || y.empty() || min_p_value(x.size(), y.size()) >= alpha) return std::nullopt;
-  const double mx = spread(x).median;
-  const double my = spread(y).median;
+  const double mx = median(x);
+  const double my = median(y);
   if (!std::isfinite(mx) || !std::isfinite(my)) return std::nullopt;
   const bool relative = kind == ShiftKind::kRelative;
   if (relative && mx == 0) return std::nullopt;
+  // Each step of the bisection tests x shifted against y. Both are sorted
+  // once: a factor >= 0 or an offset keeps x's order (rounding is
+  // monotone), so a step is one merge, O(n1 + n2), not a sort of the pooled
+  // sample; x is sorted again where the order does not hold (a negative
+  // factor, or inf x 0).
+  const std::vector<double> xs = sorted_without_nan(x);
+  const std::vector<double> ys = sorted_without_nan(y);
+  std::vector<double> shifted;
   auto p_at = [&](double d) {
-    std::vector<double> shifted;
-    shifted.reserve(x.size());
     const double factor = (my / mx) * (1.0 + direction * d);
-    for (double v : x) shifted.push_back(relative ? v * factor : v - mx + my + direction * d);
-    return mann_whitney_u(shifted, y).p;
+    shifted.resize(xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      shifted[i] = relative ? xs[i] * factor : xs[i] - mx + my + direction * d;
+    if (std::any_of(shifted.begin(), shifted.end(), [](double v) { return std::isnan(v); }) ||
+        !std::is_sorted(shifted.begin(), shifted.end()))
+      shifted = sorted_without_nan(std::move(shifted));
+    return u_test_sorted(shifted, ys).p;
   };
   if (p_at(max_shift) >= alpha) return std::nullopt;
   if (p_at(0) < alpha) return 0.0;

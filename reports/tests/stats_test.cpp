@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace ppb::reports {
@@ -113,6 +114,32 @@ TEST(MannWhitney, LargeSamplesUseTheNormalApproximation) {
   EXPECT_GT(t.p, 0.5);
   EXPECT_DOUBLE_EQ(mann_whitney_u({}, {1}).p, 1);
   EXPECT_DOUBLE_EQ(mann_whitney_u({2, 2, 2}, {2, 2}).p, 1);
+}
+
+// A step whose figure is unknown (null in the file, NaN here) has no rank:
+// it is left out, as spread() leaves it out (no order places NaN; the ranks
+// once looped on it forever).
+TEST(MannWhitney, AnUnknownValueIsLeftOut) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const UTest with = mann_whitney_u({1, nan, 2, 3, 3, 3}, {2, 3, nan, 4, 4, 5, 6});
+  const UTest without = mann_whitney_u({1, 2, 3, 3, 3}, {2, 3, 4, 4, 5, 6});
+  EXPECT_EQ(with.u, without.u);
+  EXPECT_EQ(with.p, without.p);
+  const std::vector<double> y = {100, 101, 99, 100.5, 99.5, 100.2, 99.8, 100.1, nan};
+  const std::vector<double> x = {100.3, nan, 99.7, 100.4, 99.6, 100, 100.6, 99.4, 100.05};
+  EXPECT_EQ(detectable_shift(x, y, 0.01, -1),
+            detectable_shift({100.3, 99.7, 100.4, 99.6, 100, 100.6, 99.4, 100.05},
+                             {100, 101, 99, 100.5, 99.5, 100.2, 99.8, 100.1}, 0.01, -1));
+}
+
+// median() is spread().median to the last bit, without the sorts.
+TEST(Median, IsTheSpreadsMedianBitForBit) {
+  const std::vector<double> odd = {3.3, -1, 7.25, 0.1, 2, 2, 9};
+  const std::vector<double> even = {0.1, 0.7, 0.2, 1e9, -3, 0.3};
+  EXPECT_EQ(median(odd), spread(odd).median);
+  EXPECT_EQ(median(even), spread(even).median);
+  EXPECT_EQ(median({1, std::numeric_limits<double>::infinity(), 2}), 1.5);
+  EXPECT_TRUE(std::isnan(median({})));
 }
 
 TEST(MinPValue, BinomialCoefficient) {

@@ -33,6 +33,9 @@ struct Spread {
 /// Spread of `values` (any order; non-finite values are dropped).
 Spread spread(std::vector<double> values);
 
+/// spread(values).median, to the last bit, in O(n) (no sort, no MAD).
+double median(std::vector<double> values);
+
 /// Mean of the finite entries (a stage without records is NaN); NaN if none.
 double mean_finite(const std::vector<double>& values);
 
