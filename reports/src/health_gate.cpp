@@ -37,9 +37,12 @@ void health_under(const std::string& path, std::set<std::string>& seen,
   for (const std::string& f : files) {
     if (!seen.insert(resolved_path(f).string()).second) continue;
     try {
+      // Results (far larger, and already read) are not parsed again: a
+      // health file names its schema.
+      const std::string text = read_input_file(f, "result file", kMaxResultFileBytes);
+      if (text.find("pipebench.health/") == std::string::npos) continue;
       json::error_code ec;
-      const json::value doc =
-          json::parse(read_input_file(f, "result file", kMaxResultFileBytes), ec);
+      const json::value doc = json::parse(text, ec);
       if (ec || !is_health_document(doc)) continue;  // results and other JSON: not ours
       HealthEntry e;
       e.source = f;
