@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "cli.hpp"
+#include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/log.hpp"
 #include "ppb/reports/fast_paths.hpp"
 
@@ -138,7 +139,8 @@ std::array<size_t, 2> g_stop_length{};
 std::array<struct sigaction, 2> g_stop_before{};
 
 extern "C" void on_stop_signal(int sig) {
-  for (size_t i = 0; i < kStopSignals.size(); ++i) {
+  // This rank ending the job itself has said why; mpirun's SIGTERM back adds nothing.
+  for (size_t i = 0; i < kStopSignals.size() && !ending_the_job(); ++i) {
     if (kStopSignals[i] == sig)
       (void)!::write(STDERR_FILENO, g_stop_line[i].data(), g_stop_length[i]);
   }
@@ -150,11 +152,14 @@ extern "C" void on_stop_signal(int sig) {
 
 StopNotice::StopNotice(const std::string& out_dir) {
   for (size_t i = 0; i < kStopSignals.size(); ++i) {
-    const char* name = kStopSignals[i] == SIGINT ? "SIGINT" : "SIGTERM";
+    const char* how = kStopSignals[i] == SIGINT
+                          ? "stopped by SIGINT (Ctrl-C)"
+                          : "ended by SIGTERM (mpirun ends a job so when it is interrupted or "
+                            "another rank failed)";
     const int n = std::snprintf(g_stop_line[i].data(), g_stop_line[i].size(),
-                                "%srun: stopped by %s; the results finished before it are in %s "
-                                "(the same command with --resume runs the rest)\n",
-                                log::prefix().c_str(), name, out_dir.c_str());
+                                "%srun: %s; the results finished before it are in %s (the same "
+                                "command with --resume runs the rest)\n",
+                                log::prefix().c_str(), how, out_dir.c_str());
     g_stop_length[i] = std::min(static_cast<size_t>(std::max(n, 0)), g_stop_line[i].size() - 1);
     if (g_stop_length[i] > 0)
       g_stop_line[i][g_stop_length[i] - 1] = '\n';  // cut short: one line still

@@ -36,9 +36,10 @@ std::string summary_table(const std::vector<ProgressRow>& rows);
 /// While it lives, a SIGINT (Ctrl-C) or SIGTERM (what mpirun sends the
 /// ranks when it is interrupted, or when another rank failed) prints one
 /// line before the process ends by that signal as it would have:
-/// "pipebench[r0]: run: stopped by SIGINT; the results finished before it
-/// are in OUT (the same command with --resume runs the rest)". Rank 0's
-/// alone: the others end quietly.
+/// "pipebench[r0]: run: stopped by SIGINT (Ctrl-C); the results finished
+/// before it are in OUT (the same command with --resume runs the rest)";
+/// nothing where this rank is ending the job itself (ending_the_job: it
+/// said why). Rank 0's alone: the others end quietly.
 class StopNotice {
  public:
   explicit StopNotice(const std::string& out_dir);

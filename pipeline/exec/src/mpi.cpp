@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -23,9 +24,13 @@ bool mpi_live() {
   return initialized != 0 && finalized == 0;
 }
 
+// Set before this rank's own MPI_Abort (ending_the_job).
+volatile std::sig_atomic_t g_ending = 0;
+
 // PPB_CHECK's hook: one failing rank must end the whole job, never leave the
 // others hanging in a receive.
 void abort_hook() {
+  g_ending = 1;
   if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
 }
@@ -130,7 +135,10 @@ NodeLocal node_local(MPI_Comm comm) {
   return out;
 }
 
+bool ending_the_job() { return g_ending != 0; }
+
 void abort_job(const char* message, int code, double linger_seconds) {
+  g_ending = 1;
   std::fprintf(stderr, "%s%s\n", log::prefix().c_str(), message);
   std::fflush(stderr);
   if (linger_seconds > 0)
@@ -155,6 +163,7 @@ void run_or_abort(const std::function<void()>& body, MPI_Comm comm) {
     code = 1;
     what = "unknown exception";
   }
+  g_ending = 1;
   int rank = -1;
   int size = 0;
   MPI_Comm_rank(comm, &rank);

@@ -90,6 +90,11 @@ NodeLocal node_local(MPI_Comm comm);
 /// same time print theirs too, before the abort ends them). Never returns.
 [[noreturn]] void abort_job(const char* message, int code, double linger_seconds = 0);
 
+/// Whether this rank is ending the job itself (abort_job, run_or_abort, a
+/// failed check or MPI call): the SIGTERM mpirun then sends back is no stop
+/// from outside. Async-signal-safe.
+bool ending_the_job();
+
 /// The watchdogs' linger (abort_job): six of the other ranks' 50 ms polls.
 inline constexpr double kWatchdogLingerSeconds = 0.3;
 
