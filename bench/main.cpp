@@ -1,17 +1,18 @@
 // pipebench: benchmarking and profiling of pipeline-parallel training.
 // One CLI11 app; each subcommand is a plug-in in bench/cmd_<name>.cpp.
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "cli.hpp"
+#include "ppb/exec/mpi.hpp"
 #include "ppb/pipeline/validator.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/log.hpp"
@@ -28,12 +29,6 @@ bool quiet_rank() { return ppb::log::launcher_rank() > 0; }
 // rank 0 parsed the same line without one (an MPMD launch, a wrapper that
 // adds a flag on some hosts).
 bool g_parsed = false;
-
-// A quiet rank's flag error from before MPI starts: where rank 0 has it
-// too, rank 0 says it and exits, and mpirun ends this rank within this
-// grace; where rank 0 parsed its line whole (it waits in MPI_Init for this
-// rank), this rank says it, so the job never ends without a word.
-constexpr unsigned kQuietRankGraceSeconds = 5;
 
 // CLI11 reports a misspelt command as "A subcommand is required"; name it
 // and list the commands instead.
@@ -127,10 +122,14 @@ void print_error(const std::string& what) {
 
 // Returns the usage exit code, having printed `what` (with the rank in the
 // prefix) unless rank 0 says it.
+// A quiet rank's flag error from before MPI starts: where rank 0 has it
+// too, rank 0 says it and exits, and mpirun ends this rank within the
+// grace; where rank 0 parsed its line whole (it waits in MPI_Init for this
+// rank), this rank says it, so the job never ends without a word.
 int flag_error(const std::string& what) {
   if (quiet_rank()) {
     if (g_parsed) return ppb::kUsageExitCode;  // alike on every rank: rank 0 says it
-    ::sleep(kQuietRankGraceSeconds);
+    std::this_thread::sleep_for(std::chrono::duration<double>(ppb::kFlagErrorGraceSeconds));
   }
   print_error(what);
   return ppb::kUsageExitCode;

@@ -1,5 +1,6 @@
 #include "ppb/exec/mpi.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -43,9 +44,9 @@ double g_bounded_seconds = 0;
 // Ends this process with a line and exit code 1 unless `done` is set within
 // the bound; polls as the watchdogs do. Detached: it never outlives a
 // process that got through.
-void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done,
-                    std::string prefix) {
-  const double limit = g_bounded_seconds + 1.0;  // the watchdogs' grace
+void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done, std::string prefix,
+                    double at_least = 0) {
+  const double limit = std::max(g_bounded_seconds + 1.0, at_least);  // the watchdogs' grace
   const double timeout = g_bounded_seconds;
   std::thread([call, why, limit, timeout, &done, prefix = std::move(prefix)] {
     const auto start = std::chrono::steady_clock::now();
@@ -106,8 +107,9 @@ MpiSession::MpiSession(double timeout_seconds) {
   if (initialized == 0) {
     g_bounded_seconds = timeout_seconds > 0 ? timeout_seconds : 0;
     if (g_bounded_seconds > 0)
+      // Long enough for a rank that ended on a bad flag of its own to say so.
       bound_mpi_call("MPI_Init", "waiting for the job's other ranks to start", g_initialized,
-                     log::prefix());
+                     log::prefix(), kFlagErrorGraceSeconds + 1.0);
     int provided = 0;
     // FUNNELED: the executor's thread makes every MPI call; the watchdog only
     // calls MPI_Abort (see mpi.hpp).

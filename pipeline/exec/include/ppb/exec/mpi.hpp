@@ -95,6 +95,13 @@ NodeLocal node_local(MPI_Comm comm);
 /// from outside. Async-signal-safe.
 bool ending_the_job();
 
+/// How long a rank other than 0 waits before it names a bad flag found
+/// before MPI starts: where rank 0 has the flag too, rank 0 names it and
+/// mpirun ends the job first; where rank 0 parsed its line whole, it waits
+/// in MPI_Init (bounded by --timeout at no less than this and a second),
+/// and the rank with the bad flag names it.
+inline constexpr double kFlagErrorGraceSeconds = 2.0;
+
 /// The watchdogs' linger (abort_job): six of the other ranks' 50 ms polls.
 inline constexpr double kWatchdogLingerSeconds = 0.3;
 
