@@ -116,9 +116,9 @@ StepFigures step_figures(const std::vector<StepMeasure>& steps, int64_t samples_
   const double total_time = st.samples[out.median_step];
   for (std::size_t s = 0; s < stages; ++s) {
     const double busy = compute_busy(mid[s]);
-    const double idle = std::max(0.0, total_time - busy);
-    out.bubble_ratio.per_stage.push_back(stage_bubble_ratio(mid[s], total_time));
-    out.bubble_overhead.per_stage.push_back(busy > 0 ? idle / busy : 0);
+    const double ratio = stage_bubble_ratio(mid[s], total_time);
+    out.bubble_ratio.per_stage.push_back(ratio);
+    out.bubble_overhead.per_stage.push_back(busy > 0 ? ratio * total_time / busy : 0);
   }
   out.bubble_ratio.measured = mean_of(out.bubble_ratio.per_stage);
   out.bubble_overhead.measured = mean_of(out.bubble_overhead.per_stage);

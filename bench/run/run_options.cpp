@@ -370,6 +370,8 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   parse_plant(o.plant, stages, backend, plan);
   plan.cuda_graphs = parse_cuda_graphs(o, backend);
   plan.fault = parse_fault(o.debug_fault, world_size);
+  if (plan.fault.phase == DebugFault::Phase::kTrace && !o.trace)
+    throw UsageError("--debug-fault: the trace phase comes only with --trace");
   if (!o.memory_budget.empty()) {
     plan.memory_budget = cli::parse_bytes(o.memory_budget, "--memory-budget");
     if (plan.memory_budget <= 0)

@@ -38,12 +38,12 @@ void health_under(const std::string& path, std::set<std::string>& seen,
     if (!seen.insert(resolved_path(f).string()).second) continue;
     try {
       // Results (far larger, and already read) are not parsed again: a
-      // health file names its schema.
+      // health file names its schema; one that does and is cut short is
+      // named.
       const std::string text = read_input_file(f, "result file", kMaxResultFileBytes);
       if (text.find("pipebench.health/") == std::string::npos) continue;
-      json::error_code ec;
-      const json::value doc = json::parse(text, ec);
-      if (ec || !is_health_document(doc)) continue;  // results and other JSON: not ours
+      const json::value doc = parse_health_text(text, f);
+      if (!is_health_document(doc)) continue;  // a result quoting the schema: not ours
       HealthEntry e;
       e.source = f;
       e.file = health_from_json(doc, f);

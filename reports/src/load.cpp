@@ -99,8 +99,10 @@ std::vector<std::string> result_candidates(const std::string& path, std::vector<
     // claims to hold); a folder of results is never quietly smaller.
     std::error_code sec;
     const fs::file_status fst = it->status(sec);
-    if (sec && (json || sec != std::errc::no_such_file_or_directory))
-      throw UsageError(it->path().string() + ": cannot read: " + sec.message());
+    if (sec && (json || sec != std::errc::no_such_file_or_directory)) {
+      cannot(it->path(), "cannot read: " + sec.message());
+      continue;
+    }
     if (json && fs::is_regular_file(fst)) out.push_back(it->path().string());
     if (json && fs::exists(fst) && !fs::is_regular_file(fst) && !fs::is_directory(fst))
       cannot(it->path(), "not a regular file (a result is one)");
@@ -342,11 +344,11 @@ LoadedResults load_results_if_any(const std::vector<std::string>& paths, bool sk
     const size_t drop = newer ? it->second : i;
     const size_t kept = newer ? i : it->second;
     keep[drop] = false;
-    // Of two at the same date the first by path is kept: said as such.
+    // Of two at the same date the first read is kept: said as such.
     const bool tie = e.result.environment.date == other.result.environment.date;
     out.superseded.push_back(
         out.results[drop].source +
-        (tie ? " (same date " + e.result.environment.date + "; kept, first by path: "
+        (tie ? " (same date " + e.result.environment.date + "; kept, the first read: "
              : " (newer: ") +
         out.results[kept].source + ")");
     it->second = kept;

@@ -206,6 +206,21 @@ TEST(HealthGate, WithSkipBadABadHealthFileIsListedWithTheUnreadableResults) {
   o.skip_bad = true;
   EXPECT_EQ(run_report(o, out), 0) << out.str();
   EXPECT_NE(out.str().find(n2 + "/health/health-edited.json: "), std::string::npos) << out.str();
+  // Tonight's, cut short, in the health folder beside the sweep's: named too.
+  std::ofstream(cur + "/health/health-cut.json") << R"({"schema": "pipebench.health/1", "gpus": [)";
+  o.skip_bad = false;
+  try {
+    (void)run_report(o, out);
+    ADD_FAILURE() << "a health file cut short was passed over";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(cur + "/health/health-cut.json: malformed JSON (", 0), 0u)
+        << e.what();
+  }
+  o.skip_bad = true;
+  std::ostringstream listed;
+  EXPECT_EQ(run_report(o, listed), 0);
+  EXPECT_NE(listed.str().find(cur + "/health/health-cut.json: malformed JSON"), std::string::npos)
+      << listed.str();
   // Tonight's probe, and it alone: the earlier nights' is gone from n2 but not n1.
   std::vector<BadFile> bad;
   EXPECT_EQ(load_health({n2}, &bad).size(), 1U);

@@ -1113,6 +1113,16 @@ TEST(ReportGate, AResultFolderIsWalkedWholeButNotIntoItsTraces) {
   EXPECT_EQ(result_candidates(root, &bad).size(), 4u);
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_EQ(bad[0].message, root + "/n1/fifo.json: not a regular file (a result is one)");
+  // So is a *.json link that leads nowhere.
+  fs::create_symlink("gone.json", root + "/n1/zz.json");
+  bad.clear();
+  EXPECT_EQ(result_candidates(root, &bad).size(), 4u);
+  ASSERT_EQ(bad.size(), 2u);
+  EXPECT_TRUE(std::any_of(bad.begin(), bad.end(), [&root](const BadFile& b) {
+    return b.message == root + "/n1/zz.json: cannot read: No such file or directory";
+  }));
+  EXPECT_THROW(result_candidates(root), UsageError);
+  fs::remove(root + "/n1/zz.json");
   // A link to a folder that holds the walk's own (../..) is not entered:
   // the walk never leaves for its parent's other results.
   const std::string top = fresh_dir("walk_up");

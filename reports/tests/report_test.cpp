@@ -461,7 +461,7 @@ TEST(ReportInput, MachinesAndBuildsAreKeptApart) {
   EXPECT_NE(out.str().find(", 1 superseded (another result of the same combination is reported)"),
             std::string::npos)
       << out.str();
-  // Two at the same date: the first by path is kept, and said to be, never
+  // Two at the same date: the first read is kept, and said to be, never
   // called the newer.
   again.date = FixtureSpec{}.date;
   write_fixture(dir + "/same", again);
@@ -470,7 +470,7 @@ TEST(ReportInput, MachinesAndBuildsAreKeptApart) {
   const ReportModel tie = model_of(dir + "/same");
   ASSERT_EQ(tie.loaded.superseded.size(), 1u);
   EXPECT_NE(tie.loaded.superseded[0].find(
-                " (same date 2026-11-29T07:00:00Z; kept, first by path: " + dir + "/same/"),
+                " (same date 2026-11-29T07:00:00Z; kept, the first read: " + dir + "/same/"),
             std::string::npos)
       << tie.loaded.superseded[0];
   EXPECT_EQ(tie.loaded.superseded[0].find("newer"), std::string::npos);

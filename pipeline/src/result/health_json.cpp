@@ -94,14 +94,18 @@ HealthFile health_from_json(const json::value& doc, std::string_view source) {
   return h;
 }
 
-HealthFile read_health_file(const std::string& path) {
-  const std::string text = read_input_file(path, "health file", kMaxResultFileBytes);
+json::value parse_health_text(const std::string& text, const std::string& path) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw UsageError(path + ": empty file, expected a pipebench health file");
   json::error_code ec;
-  const json::value doc = json::parse(text, ec);
+  json::value doc = json::parse(text, ec);
   if (ec) throw UsageError(path + ": malformed JSON (" + ec.message() + ")");
-  return health_from_json(doc, path);
+  return doc;
+}
+
+HealthFile read_health_file(const std::string& path) {
+  const std::string text = read_input_file(path, "health file", kMaxResultFileBytes);
+  return health_from_json(parse_health_text(text, path), path);
 }
 
 void write_health_file(const OutputPath& path, const HealthFile& health) {

@@ -782,14 +782,21 @@ void validate(const JsonObject& o, const StepTimeStats& s) {
   }
 }
 
-// A share of a step: finite and in [0, 1] (NaN only where nullable), up to
-// a rounding (files written before idle time was held at >= 0 may be a
-// rounding below 0).
-void check_share(const JsonObject& o, std::string_view key, double x, bool nullable) {
+// A figure in [lo, hi], finite (NaN only where nullable), up to a rounding:
+// files written before idle time was held at >= 0 may hold a bubble a
+// rounding below 0. `what` names the range ("a share in [0, 1]").
+void check_within(const JsonObject& o, std::string_view key, double x, double lo, double hi,
+                  bool nullable, const char* what) {
   constexpr double kRounding = 1e-9;
   if (nullable && std::isnan(x)) return;
-  if (!(x >= -kRounding && x <= 1 + kRounding))
-    o.fail(key, "expected a share in [0, 1], got " + number_text(x));
+  if (!(x >= lo - kRounding && x <= hi + kRounding))
+    o.fail(key, std::string("expected ") + what + ", got " + number_text(x));
+}
+
+constexpr double kMaxFigure = std::numeric_limits<double>::max();
+
+void check_share(const JsonObject& o, std::string_view key, double x, bool nullable) {
+  check_within(o, key, x, 0, 1, nullable, "a share in [0, 1]");
 }
 
 // Idle over the step (bubble_ratio: a share) or over the busy time
@@ -798,8 +805,8 @@ void check_bubble(const JsonObject& o, const BubbleFigures& b, bool share) {
   const auto check = [&](std::string_view key, double x, bool nullable) {
     if (share) {
       check_share(o, key, x, nullable);
-    } else if (!(nullable && std::isnan(x)) && !(x >= 0 && std::isfinite(x))) {
-      o.fail(key, "expected a figure >= 0, got " + number_text(x));
+    } else {
+      check_within(o, key, x, 0, kMaxFigure, nullable, "a figure >= 0");
     }
   };
   check("measured", b.measured, false);
@@ -809,10 +816,10 @@ void check_bubble(const JsonObject& o, const BubbleFigures& b, bool share) {
 }
 
 void validate(const JsonObject& o, const DeviceFigures& d) {
-  // Kernels' compute over the host's step: at most the whole step idle.
+  // Kernels' compute over the host's step: at most the whole step idle (below
+  // 0 where kernels outlast the host's step).
   const auto at_most_one = [&o](std::string_view key, double x) {
-    if (!std::isnan(x) && !(x <= 1))
-      o.fail(key, "expected a bubble ratio <= 1, got " + number_text(x));
+    check_within(o, key, x, -kMaxFigure, 1, true, "a bubble ratio <= 1");
   };
   at_most_one("bubble_ratio", d.bubble_ratio);
   for (size_t i = 0; i < d.bubble_ratio_per_stage.size(); ++i)
@@ -888,10 +895,9 @@ void validate(const JsonObject& o, const ResultEnvironment& e) {
 void validate(const JsonObject& o, const ResultMetrics& m) {
   check_bubble(o.object("bubble_ratio"), m.bubble_ratio, true);
   check_bubble(o.object("bubble_overhead"), m.bubble_overhead, false);
-  if (m.foreign_cpu && !(*m.foreign_cpu >= 0 && *m.foreign_cpu <= 1)) {
-    o.fail("foreign_cpu",
-           "expected a share of the host's CPU in [0, 1], got " + std::to_string(*m.foreign_cpu));
-  }
+  if (m.foreign_cpu)
+    check_within(o, "foreign_cpu", *m.foreign_cpu, 0, 1, false,
+                 "a share of the host's CPU in [0, 1]");
 }
 
 void validate(const JsonObject& o, const ResultConfig& c) {

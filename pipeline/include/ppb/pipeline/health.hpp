@@ -80,6 +80,10 @@ boost::json::value health_to_json(const HealthFile& health);
 /// a finite number > 0.
 HealthFile health_from_json(const boost::json::value& doc, std::string_view source);
 
+/// The JSON document of a health file's text; UsageError naming `path`
+/// when it is empty or malformed (a file cut short).
+boost::json::value parse_health_text(const std::string& text, const std::string& path);
+
 /// Reads and parses one file (UsageError naming it when missing, empty or
 /// malformed).
 HealthFile read_health_file(const std::string& path);
