@@ -218,6 +218,28 @@ void check_outputs(const ReportOptions& o) {
   refuse_colliding_outputs(flagged, read);
 }
 
+// The gate's parts beside the sweeps' (built with the model): the GPUs'
+// health, where the baselines came from, or why there is no gate.
+void add_gate(const ReportOptions& o, const ModelOptions& mo, ReportModel& model) {
+  if (!o.baselines.empty() && !model.regression) {
+    std::string where;
+    for (const std::string& b : o.baselines) where += (where.empty() ? "" : ", ") + b;
+    model.no_earlier_night = "no earlier night in " + where +
+                             " (tonight is the first): nothing to compare yet; tonight's "
+                             "results are the next night's baseline";
+  }
+  if (model.regression) {
+    // With --skip-bad a bad health file is listed with the unreadable results.
+    std::vector<BadFile>* bad = o.skip_bad ? &model.loaded.bad : nullptr;
+    model.health = gate_health(load_health(o.inputs, bad), mo.tonight, model.history,
+                               &*model.regression, mo.gate, bad);
+    for (const std::string& b : o.baselines) {
+      std::string& src = model.regression->baseline_source;
+      src += (src.empty() ? "" : ", ") + b;
+    }
+  }
+}
+
 }  // namespace
 
 int run_report(const ReportOptions& o, std::ostream& out) {
@@ -245,23 +267,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   const ModelOptions mo = model_options(o);
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),
                                          std::move(history), mo, std::move(reruns));
-  if (!o.baselines.empty() && !model.regression) {
-    std::string where;
-    for (const std::string& b : o.baselines) where += (where.empty() ? "" : ", ") + b;
-    model.no_earlier_night = "no earlier night in " + where +
-                             " (tonight is the first): nothing to compare yet; tonight's "
-                             "results are the next night's baseline";
-  }
-  if (model.regression) {
-    // With --skip-bad a bad health file is listed with the unreadable results.
-    std::vector<BadFile>* bad = o.skip_bad ? &model.loaded.bad : nullptr;
-    model.health = gate_health(load_health(o.inputs, bad), mo.tonight, model.history,
-                               &*model.regression, mo.gate, bad);
-    for (const std::string& b : o.baselines) {
-      std::string& src = model.regression->baseline_source;
-      src += (src.empty() ? "" : ", ") + b;
-    }
-  }
+  add_gate(o, mo, model);
 
   // Only the outputs asked for are rendered (each can be as large as the
   // results: the Google Benchmark JSON has one run per timed step), and
