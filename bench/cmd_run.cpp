@@ -157,7 +157,11 @@ void register_run(CLI::App& app) {
   cmd->callback([options, cmd] {
     options->extras = cmd->remaining();
     for (const CLI::Option* opt : cmd->get_options()) {
-      if (opt->count() > 0) options->given.push_back(opt->get_name());
+      if (opt->count() == 0) continue;
+      // A hidden option has no name to CLI11's get_name(): its long one.
+      const std::string name = opt->get_name();
+      options->given.push_back(
+          name.empty() && !opt->get_lnames().empty() ? "--" + opt->get_lnames().front() : name);
     }
     run::run_command(*options);
   });
