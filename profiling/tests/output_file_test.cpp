@@ -205,5 +205,33 @@ TEST(OutputFile, InsideAFolderPipebenchFillsLinksAreRefusedNotFollowed) {
   EXPECT_NO_THROW(check_output_path(OutputPath{out, "missing.trace/rank0.json"}));
 }
 
+// remove_output_file: a file it wrote goes; a missing one or a missing
+// folder on the way is nothing to do; a link leaf goes itself, never what
+// it leads to; a link on the way and a folder at the name are named.
+TEST(OutputFile, RemovingAFileInsideAFolderPipebenchFillsNeverFollowsALink) {
+  TempDir dir;
+  TempDir elsewhere;
+  const std::string out = (dir / "out").string();
+  fs::create_directories(out);
+  write_output_file(OutputPath{out, "r.json"}, "old");
+  remove_output_file(OutputPath{out, "r.json"});
+  EXPECT_FALSE(fs::exists(dir / "out" / "r.json"));
+  EXPECT_NO_THROW(remove_output_file(OutputPath{out, "r.json"}));
+  EXPECT_NO_THROW(remove_output_file(OutputPath{out, "missing.trace/rank0.json"}));
+  std::ofstream(elsewhere / "target.json") << "keep";
+  fs::create_symlink(elsewhere / "target.json", dir / "out" / "l.json");
+  remove_output_file(OutputPath{out, "l.json"});
+  EXPECT_FALSE(fs::is_symlink(dir / "out" / "l.json"));
+  EXPECT_EQ(slurp(elsewhere / "target.json"), "keep");
+  fs::create_directories(elsewhere / "t");
+  std::ofstream(elsewhere / "t" / "rank0.json") << "keep";
+  fs::create_symlink(elsewhere / "t", dir / "out" / "run.trace");
+  EXPECT_THROW(remove_output_file(OutputPath{out, "run.trace/rank0.json"}), UsageError);
+  EXPECT_EQ(slurp(elsewhere / "t" / "rank0.json"), "keep");
+  fs::create_directories(dir / "out" / "d.json");
+  EXPECT_THROW(remove_output_file(OutputPath{out, "d.json"}), UsageError);
+  EXPECT_TRUE(fs::is_directory(dir / "out" / "d.json"));
+}
+
 }  // namespace
 }  // namespace ppb
