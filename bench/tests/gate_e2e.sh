@@ -5,8 +5,14 @@
 #         planted 10% slowdown of stage 1 (--plant 1:1.10) is a regression of
 #         every combination, named with the night it arrived, on that night
 #         and the next; a planted speed-up (--plant 1:0.85) is an improvement.
-#  cpu:   two unchanged nights gate clean; a planted 20% slowdown of stage 1
-#         (extra real work) is a regression of the combination.
+#  cpu:   two unchanged nights gate clean; a planted slowdown of stage 1
+#         (x2: extra real work) is a regression of the combination. Gated
+#         at --threshold 0.25 --max-speed-drift 0.15: on a small shared VM
+#         one core's speed moves 5-12% between runs seconds apart (its speed
+#         probe, measured on the 2-core CI machine), and a clean re-run of
+#         stage 1 once measured 9% slower with its probe within 5%; at the
+#         defaults (7%, 5%) 4 runs in 10 were skipped and 1 in 10 failed.
+#         The timed backend's sleeps hold to the defaults.
 #  both:  confirmation: the planted night's flagged combinations
 #         (report --rerun-list) measured again (run --rerun): without the
 #         plant (--plant '') the regression did not reproduce and is
@@ -78,7 +84,7 @@ gate() {
       *) args+=(--baseline "$tmp/nights/$b") ;;
     esac
   done
-  out=$("$pb" report "$tmp/nights/$tonight" "${args[@]}" --junit "$tmp/$tonight.xml" 2>&1)
+  out=$("$pb" report "$tmp/nights/$tonight" "${args[@]}" "${gate_flags[@]}" --junit "$tmp/$tonight.xml" 2>&1)
   local code=$?
   echo "--- $tonight against ${args[*]##*/}: exit $code"
   grep -E '^(gate|confirm|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)' <<<"$out"
@@ -88,7 +94,11 @@ gate() {
 }
 
 combos=("1f1b x layer P=2 M=8" "gpipe x layer P=2 M=8")
-[[ $backend == cpu ]] && combos=("1f1b x balanced P=2 M=4")
+gate_flags=()
+if [[ $backend == cpu ]]; then
+  combos=("1f1b x balanced P=2 M=4")
+  gate_flags=(--threshold 0.25 --max-speed-drift 0.15)
+fi
 
 # rerun NAME LIST [RUN FLAG...]: the combinations in LIST (report
 # --rerun-list) measured again into $tmp/confirm/NAME.
@@ -151,9 +161,9 @@ if [[ $backend == timed ]]; then
     grep -qF "IMPROVEMENT $c [planted stage 1 x0.85]: " <<<"$out" || fail "faster: $c not an improvement"
   done
 else
-  night slow --plant 1:1.20
+  night slow --plant 1:2
   gate slow 1 n1 n2
-  grep -qF "REGRESSION ${combos[0]} [planted stage 1 x1.20]: " <<<"$out" || fail "cpu: not a regression"
-  confirm slow "stage 1 x1.20" n1 n2
+  grep -qF "REGRESSION ${combos[0]} [planted stage 1 x2]: " <<<"$out" || fail "cpu: not a regression"
+  confirm slow "stage 1 x2" n1 n2
 fi
 echo "ok"

@@ -17,6 +17,10 @@
 #    hardware slowdown, which the gate names beside the GPU, as it names
 #    what the same NVML read during the sweep's runs; the driver,
 #    known by NVML's version tonight only, is not called changed.
+# Gated at PPB_THRESHOLD=0.25: the emulated GPU is this host's CPU, which
+# has no speed probe in the cuda backend's results, and a 2-core VM's
+# whole emulator once ran 10% slower through a clean night and its re-run
+# (a regression, confirmed, at the default 7%); the plant doubles stage 1.
 # Skipped (77), saying why, when the host was too busy for the gate to judge.
 # usage: suite_cuda_e2e.sh PIPEBENCH   (the emulator first on LD_LIBRARY_PATH)
 set -uo pipefail
@@ -68,7 +72,7 @@ bad() {
 bad "PPB_GPU_SWEEP=on, but there is no GPU here: no CUDA device" CUDA_VISIBLE_DEVICES=
 bad "PPB_GPU_SWEEP: expected auto, on or off, got 'bogus'" PPB_GPU_SWEEP=bogus
 
-export PPB_CUDA_RANKS=2
+export PPB_CUDA_RANKS=2 PPB_THRESHOLD=0.25
 # check and suite (suite_helpers.sh): ci/suite run and its verdicts checked.
 source "$root/bench/tests/suite_helpers.sh"
 suite_show='^(suite: (cuda|--check|confirming|2 ranks)|gate|  REGRESSION|  IMPROVEMENT|  UNDECIDABLE)'
