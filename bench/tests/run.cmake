@@ -549,6 +549,23 @@ if(PPB_HAVE_CUDAEMU)
   # The emulator has no cuDNN: bf16 runs the naive attention by default and
   # every result says so and why; --attention fused is refused (exit 2, one
   # line) before anything runs.
+  # A cuBLASLt whose kernel refuses (CUBLAS_STATUS_NOT_SUPPORTED) the
+  # bias + GeLU algorithm its heuristic offered (PPB_CUDAEMU_LT_REFUSE):
+  # those GEMMs fall back to the unfused kernels at run time, the checks
+  # pass, and every result counts them refused with cublasLtMatmul's answer
+  # (the bias and bias-gradient epilogues stay fused). About 5 s.
+  add_test(NAME emulated_run_cuda_lt_refused
+    COMMAND ${mpirun} 2 --oversubscribe $<TARGET_FILE:pipebench> run --backend cuda
+            --model ${emu_model} -n 1 -w 1 --schedule 1f1b,zb-h1 --partition balanced
+            --microbatches 4 --check --out ${PPB_RUN_OUT}/emulated-lt-refused)
+  add_test(NAME emulated_run_cuda_lt_refused_results
+    COMMAND sh -c "\"$1\" check \"$0\" 2 && \"$1\" epilogues \"$0\" 'bias + GeLU GEMM' && \"$1\" epilogues \"$0\" 'cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED'"
+            ${PPB_RUN_OUT}/emulated-lt-refused $<TARGET_FILE:run_results_check>)
+  set_tests_properties(emulated_run_cuda_lt_refused PROPERTIES LABELS emulated TIMEOUT 120
+    FIXTURES_SETUP emulated_lt_refused_files
+    ENVIRONMENT "${emu_env};PPB_CUDAEMU_LT_REFUSE=gelu")
+  set_tests_properties(emulated_run_cuda_lt_refused_results PROPERTIES LABELS emulated TIMEOUT 30
+    FIXTURES_REQUIRED emulated_lt_refused_files)
   set_tests_properties(emulated_run_cuda_check_fp32 PROPERTIES FIXTURES_SETUP emulated_fp32_files)
   set_tests_properties(emulated_run_cuda_check_bf16 PROPERTIES FIXTURES_SETUP emulated_bf16_files)
   # Their result files: every check passed, each chunk's first optimizer

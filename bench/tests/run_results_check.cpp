@@ -20,10 +20,12 @@
 //                                         compute action attributed; |device bubble - the
 //                                         events' bubble| <= TOL; with a trace, kernels on
 //                                         every stage's device tracks
-//   run_results_check epilogues DIR       a device backend: each ok result records its GEMM
+//   run_results_check epilogues DIR [WHY] a device backend: each ok result records its GEMM
 //                                         epilogues, some fused, as many in every step (a
 //                                         multiple of --check + warm-up + timed steps), none
-//                                         refused and no refusal reason
+//                                         refused and no refusal reason; with WHY, as many
+//                                         refused in every step, the first refusal's reason
+//                                         holding WHY
 //   run_results_check guard DIR           with --memory-budget: adaptive's measured peak
 //                                         <= guard x budget (and its guard acted), async-1f1b's
 //                                         (same N) above it; gpipe ended with status oom
@@ -339,8 +341,15 @@ int main(int argc, char** argv) {
         fail(name, std::to_string(g.fused) + " epilogue GEMMs over " + std::to_string(steps) +
                        " steps: expected as many > 0 in each");
       }
-      if (g.refused != 0 || !g.first_refusal.empty())
+      const std::string why = argc > 3 ? argv[3] : "";
+      if (why.empty() && (g.refused != 0 || !g.first_refusal.empty()))
         fail(name, std::to_string(g.refused) + " refused: " + g.first_refusal);
+      if (!why.empty() && (g.refused <= 0 || g.refused % steps != 0 ||
+                           g.first_refusal.find(why) == std::string::npos)) {
+        fail(name, std::to_string(g.refused) + " refused over " + std::to_string(steps) +
+                       " steps (expected as many > 0 in each), the first: '" + g.first_refusal +
+                       "', expected it to hold '" + why + "'");
+      }
       std::printf("%-48s %lld epilogue GEMMs over %lld steps, %lld refused\n", name.c_str(),
                   static_cast<long long>(g.fused), static_cast<long long>(steps),
                   static_cast<long long>(g.refused));

@@ -198,14 +198,14 @@ TEST_F(CudaGpu, AFusedGemmOnOperandsOffTheirAlignmentRunsOrIsRefused) {
   PPB_CUDA_CHECK(cudaMalloc(&dev, host.size() * 4));
   PPB_CUDA_CHECK(cudaMemcpy(dev, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
   const size_t a = 1, b = a + kM * kK + 1, bias = b + kK * kN + 1, c = bias + kN + 1;
-  const std::function<void()> gemm = blas_->plan_epilogue(
+  const std::function<bool()> gemm = blas_->plan_epilogue(
       false, false, kM, kN, kK, {dev + a, kK}, {dev + b, kN}, Dtype::kFp32, 0.0f, nullptr, dev + c,
       kN, Dtype::kFp32, {cuda::Epilogue::kBias, dev + bias, nullptr});
   if (cuda::unusable_reason().empty() && !gemm) {
     EXPECT_EQ(blas_->epilogue_refusals(), 1);  // a GPU's cuBLASLt may offer none
   } else {
     ASSERT_TRUE(gemm) << blas_->first_epilogue_refusal();
-    gemm();
+    ASSERT_TRUE(gemm()) << blas_->first_epilogue_refusal();
     std::vector<float> got(kM * kN);
     PPB_CUDA_CHECK(
         cudaMemcpyAsync(got.data(), dev + c, got.size() * 4, cudaMemcpyDeviceToHost, stream_));

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -490,6 +491,55 @@ TEST_F(CudaEmu, ACublasLtEpilogueWithoutAnAlgorithmIsRefusedAndLeavesCUntouched)
     for (float v : download(y, cuda::Dtype::kFp32, size_t(t) * out, s_)) EXPECT_EQ(v, 5.0f);
     for (float* p : {x, w, bias, y, aux}) EXPECT_EQ(cudaFree(p), cudaSuccess);
   }
+  EXPECT_EQ(cudaFree(ws), cudaSuccess);
+}
+
+// Where cublasLtMatmul refuses (NOT_SUPPORTED) the algorithm its heuristic
+// offered (PPB_CUDAEMU_LT_REFUSE plays such a cuBLASLt), the planned work
+// enqueues nothing and says so, so that its caller computes the call another
+// way; the call counts as refused once however often its work runs, the
+// shape is refused from then on, and other epilogues stay fused.
+TEST_F(CudaEmu, ACublasLtMatmulRefusedAtRunTimeCountsOnceAndLeavesCUntouched) {
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, 1 << 20), cudaSuccess);
+  ASSERT_EQ(setenv("PPB_CUDAEMU_LT_REFUSE", "gelu", 1), 0);
+  {
+    cuda::Blas blas(s_, ws, 1 << 20);
+    const int t = 2;
+    const int in = 8;
+    const int out = 16;
+    float* x = upload<float>(pattern(size_t(t) * in, 1));
+    float* w = upload<float>(pattern(size_t(in) * out, 2));
+    float* bias = upload<float>(pattern(out, 3));
+    float* y = upload<float>(std::vector<float>(size_t(t) * out, 5.0f));
+    float* aux = upload<float>(std::vector<float>(size_t(t) * out, 5.0f));
+    const auto plan = [&](cuda::Epilogue kind) {
+      return blas.plan_epilogue(false, false, t, out, in, {x, in}, {w, out}, cuda::Dtype::kFp32,
+                                0.0f, y, y, out, cuda::Dtype::kFp32,
+                                {kind, bias, kind == cuda::Epilogue::kGeluAuxBias ? aux : nullptr});
+    };
+    const std::function<bool()> gelu = plan(cuda::Epilogue::kGeluAuxBias);
+    ASSERT_TRUE(gelu);  // the heuristic offered an algorithm
+    EXPECT_EQ(blas.epilogue_gemms(), 1);
+    EXPECT_FALSE(gelu());
+    EXPECT_FALSE(gelu());  // run again (a recorded action): still refused, counted once
+    EXPECT_EQ(blas.epilogue_gemms(), 0);
+    EXPECT_EQ(blas.epilogue_refusals(), 1);
+    EXPECT_EQ(blas.first_epilogue_refusal(),
+              "bias + GeLU GEMM 2 x 16 x 8 fp32: cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED for "
+              "the algorithm cublasLtMatmulAlgoGetHeuristic offered");
+    EXPECT_FALSE(plan(cuda::Epilogue::kGeluAuxBias));  // the shape is refused from now on
+    EXPECT_EQ(blas.epilogue_refusals(), 2);
+    for (float v : download(y, cuda::Dtype::kFp32, size_t(t) * out, s_)) EXPECT_EQ(v, 5.0f);
+    for (float v : download(aux, cuda::Dtype::kFp32, size_t(t) * out, s_)) EXPECT_EQ(v, 5.0f);
+    const std::function<bool()> plain = plan(cuda::Epilogue::kBias);
+    ASSERT_TRUE(plain);
+    EXPECT_TRUE(plain());
+    EXPECT_EQ(blas.epilogue_gemms(), 1);
+    EXPECT_NE(download(y, cuda::Dtype::kFp32, 1, s_)[0], 5.0f);
+    for (float* p : {x, w, bias, y, aux}) EXPECT_EQ(cudaFree(p), cudaSuccess);
+  }
+  ASSERT_EQ(unsetenv("PPB_CUDAEMU_LT_REFUSE"), 0);
   EXPECT_EQ(cudaFree(ws), cudaSuccess);
 }
 

@@ -16,10 +16,16 @@
 // Bias and aux vectors have D's type (the defaults: setting their type is
 // not emulated); the bias gradient is summed in a fixed order (deterministic,
 // as cuBLASLt's). Each call is one kernel to a profiler.
+// PPB_CUDAEMU_LT_REFUSE=bias|gelu|bgrad|all: cublasLtMatmul answers
+// CUBLAS_STATUS_NOT_SUPPORTED, enqueuing nothing, for calls with that
+// epilogue (all: any but the default) although the heuristic offered an
+// algorithm for them, as a cuBLASLt whose heuristic and kernels disagree
+// does; unset or empty: never.
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -70,6 +76,23 @@ uint32_t alignment_of(const void* p) {
 
 std::mutex g_m;
 std::unordered_set<const void*> g_handles;
+
+// PPB_CUDAEMU_LT_REFUSE: does cublasLtMatmul refuse this epilogue?
+bool refused_at_run(uint32_t epilogue) {
+  const uint32_t refused = [] {  // read at each call: a test may set it
+    const char* v = std::getenv("PPB_CUDAEMU_LT_REFUSE");
+    const std::string text = v == nullptr ? "" : v;
+    if (text.empty()) return uint32_t{0};
+    if (text == "bias") return uint32_t{CUBLASLT_EPILOGUE_BIAS};
+    if (text == "gelu") return uint32_t{CUBLASLT_EPILOGUE_GELU_AUX_BIAS};
+    if (text == "bgrad") return uint32_t{CUBLASLT_EPILOGUE_BGRADA};
+    if (text == "all") return ~uint32_t{0};
+    refuse_setting("PPB_CUDAEMU_LT_REFUSE: expected bias, gelu, bgrad, all or nothing, not \"" +
+                   text + "\"");
+  }();
+  if (epilogue == CUBLASLT_EPILOGUE_DEFAULT || refused == 0) return false;
+  return refused == ~uint32_t{0} || refused == epilogue;
+}
 
 bool known(cublasLtHandle_t h) {
   std::lock_guard<std::mutex> lock(g_m);
@@ -365,6 +388,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (!emu::known(handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
   const emu::Call call = emu::call_of(desc, a, b, c, d);
   if (!call.complete() || alpha == nullptr || beta == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (emu::refused_at_run(call.desc->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (algo != nullptr) {
     const void* operand[4] = {A, B, C, D};
     for (size_t i = 0; i < 4; ++i) {

@@ -134,12 +134,19 @@ class LtCall {
     return result.algo;
   }
 
-  void run(cublasLtHandle_t lt, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+  // Enqueues the call; false, enqueuing nothing, where cublasLtMatmul
+  // answers NOT_SUPPORTED: its kernel refuses what the heuristic offered.
+  // Any other failure ends the job.
+  bool run(cublasLtHandle_t lt, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
            float beta, const void* c_in, void* c, void* workspace, size_t workspace_bytes,
            cudaStream_t stream) const {
     const float alpha = 1.0f;
-    PPB_CUBLAS_CHECK(cublasLtMatmul(lt, desc_, &alpha, b, lt_a_, a, lt_b_, &beta, c_in, lt_c_, c,
-                                    lt_c_, &algo, workspace, workspace_bytes, stream));
+    const cublasStatus_t rc =
+        cublasLtMatmul(lt, desc_, &alpha, b, lt_a_, a, lt_b_, &beta, c_in, lt_c_, c, lt_c_, &algo,
+                       workspace, workspace_bytes, stream);
+    if (rc == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+    if (rc != CUBLAS_STATUS_SUCCESS) cublas_call_failed(rc, "cublasLtMatmul", __FILE__, __LINE__);
+    return true;
   }
 
  private:
@@ -159,10 +166,12 @@ class LtCall {
 
 }  // namespace
 
-// One call's descriptors, made once per key, and the heuristic's answer.
+// One call's descriptors, made once per key, and the heuristic's answer
+// (cleared where cublasLtMatmul refused what it offered).
 struct Blas::LtPlan {
   LtCall call;
   std::optional<cublasLtMatmulAlgo_t> algo;
+  std::string what;  // "bias GEMM 2 x 12 x 3 fp32": for a refusal's text
 };
 
 void cublas_call_failed(int status, const char* call, const char* file, int line) {
@@ -209,7 +218,7 @@ void Blas::gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float a
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-std::function<void()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int n, int k,
+std::function<bool()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int n, int k,
                                           Operand a, Operand b, Dtype ab, float beta,
                                           const void* c_in, void* c, int ldc, Dtype c_type,
                                           const EpilogueArgs& epilogue) {
@@ -234,18 +243,17 @@ std::function<void()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int
                   alignment(epilogue.aux)};
   auto it = lt_plans_.find(key);
   if (it == lt_plans_.end()) {
-    auto plan = std::unique_ptr<LtPlan>(
-        new LtPlan{LtCall(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue), {}});
+    auto plan = std::unique_ptr<LtPlan>(new LtPlan{
+        LtCall(trans_a, trans_b, m, n, k, a, b, ab, ldc, c_type, epilogue),
+        {},
+        std::string(epilogue_name(epilogue.kind)) + " GEMM " + std::to_string(m) + " x " +
+            std::to_string(n) + " x " + std::to_string(k) + " " + dtype_text(ab) +
+            (c_type == ab ? "" : std::string(" -> ") + dtype_text(c_type))});
     std::string why;
     plan->algo = plan->call.algorithm(
         lt_, workspace_bytes_,
         {alignment(b.data), alignment(a.data), alignment(c_in), alignment(c)}, &why);
-    if (!plan->algo && first_refusal_.empty()) {
-      first_refusal_ = std::string(epilogue_name(epilogue.kind)) + " GEMM " + std::to_string(m) +
-                       " x " + std::to_string(n) + " x " + std::to_string(k) + " " +
-                       dtype_text(ab) +
-                       (c_type == ab ? "" : std::string(" -> ") + dtype_text(c_type)) + ": " + why;
-    }
+    if (!plan->algo) refused(*plan, why);
     it = lt_plans_.emplace(key, std::move(plan)).first;
   }
   LtPlan* plan = it->second.get();
@@ -255,20 +263,42 @@ std::function<void()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int
   }
   ++epilogue_gemms_;
   // The plan's descriptor holds the epilogue's pointers: set at each launch,
-  // since calls of one shape share it.
-  return [this, plan, a = a.data, b = b.data, beta, c_in, c, epilogue] {
-    plan->call.point_at(epilogue);
-    plan->call.run(lt_, *plan->algo, a, b, beta, c_in, c, workspace_, workspace_bytes_, stream_);
+  // since calls of one shape share it. Where cublasLtMatmul refuses at run
+  // time, the call counts as refused (once, however often the work runs),
+  // the plan is refused from then on, and the caller computes it another way.
+  auto counted = std::make_shared<bool>(false);
+  return [this, plan, a = a.data, b = b.data, beta, c_in, c, epilogue, counted] {
+    bool ran = false;
+    if (plan->algo) {
+      plan->call.point_at(epilogue);
+      ran = plan->call.run(lt_, *plan->algo, a, b, beta, c_in, c, workspace_, workspace_bytes_,
+                           stream_);
+      if (!ran) {
+        plan->algo.reset();
+        refused(*plan,
+                "cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED for the algorithm "
+                "cublasLtMatmulAlgoGetHeuristic offered");
+      }
+    }
+    if (!ran && !*counted) {
+      --epilogue_gemms_;
+      ++epilogue_refusals_;
+    }
+    *counted = true;
+    return ran;
   };
+}
+
+void Blas::refused(const LtPlan& plan, const std::string& why) {
+  if (first_refusal_.empty()) first_refusal_ = plan.what + ": " + why;
 }
 
 bool Blas::gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
                          Dtype ab, float beta, const void* c_in, void* c, int ldc, Dtype c_type,
                          const EpilogueArgs& epilogue) {
-  const std::function<void()> run =
+  const std::function<bool()> run =
       plan_epilogue(trans_a, trans_b, m, n, k, a, b, ab, beta, c_in, c, ldc, c_type, epilogue);
-  if (run) run();
-  return static_cast<bool>(run);
+  return run && run();
 }
 
 }  // namespace ppb::cuda

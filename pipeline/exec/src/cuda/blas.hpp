@@ -92,7 +92,8 @@ class Blas {
   /// (read where beta != 0) and C in the same layout (C_in may be C). Returns
   /// false, enqueuing nothing, where cuBLASLt offers no algorithm for the
   /// call (cublasLtMatmulAlgoGetHeuristic finds none for the shape, types,
-  /// alignments or epilogue): the caller then computes it another way. The
+  /// alignments or epilogue) or cublasLtMatmul answers NOT_SUPPORTED for the
+  /// one it offered: the caller then computes it another way. The
   /// descriptors and the answer are made once per shape, types, epilogue and
   /// pointer alignment.
   bool gemm_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a, Operand b,
@@ -101,8 +102,11 @@ class Blas {
   /// gemm_epilogue in two steps: decides now (and counts the call as fused
   /// or refused), and returns the work that enqueues the GEMM, to run when
   /// its turn on the stream comes (once, or recorded and run again);
-  /// empty where cuBLASLt refuses. The handle must outlive the work.
-  std::function<void()> plan_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a,
+  /// empty where cuBLASLt refuses. The work returns false, enqueuing
+  /// nothing, where cublasLtMatmul refuses at run time (the call then counts
+  /// as refused): the caller enqueues its other way there. The handle must
+  /// outlive the work.
+  std::function<bool()> plan_epilogue(bool trans_a, bool trans_b, int m, int n, int k, Operand a,
                                       Operand b, Dtype ab, float beta, const void* c_in, void* c,
                                       int ldc, Dtype c_type, const EpilogueArgs& epilogue);
   /// Fused GEMMs this handle ran, and those cuBLASLt refused (false above).
@@ -119,6 +123,8 @@ class Blas {
   // heuristic's answer depend on.
   using LtKey = std::array<int64_t, 17>;
   struct LtPlan;
+  // Keeps the first refusal's text (first_epilogue_refusal).
+  void refused(const LtPlan& plan, const std::string& why);
   cublasHandle_t handle_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   cudaStream_t stream_ = nullptr;

@@ -272,23 +272,26 @@ void CudaChunk::linear_forward(const void* x, int in, const void* w, int out, vo
   const int64_t t = spec_.tokens();
   const int ti = static_cast<int>(t);
   void* bias = const_cast<void*>(offset(w, dt, int64_t{in} * out));
-  if (ctx_.gemm_epilogues) {
-    const EpilogueArgs e = gelu_y != nullptr ? EpilogueArgs{Epilogue::kGeluAuxBias, bias, y}
-                                             : EpilogueArgs{Epilogue::kBias, bias, nullptr};
-    if (std::function<void()> gemm = ctx_.blas->plan_epilogue(
-            false, false, ti, out, in, {x, in}, {w, out}, dt, add != nullptr ? 1.0f : 0.0f,
-            add != nullptr ? add : y, gelu_y != nullptr ? gelu_y : y, out, dt, e)) {
-      launch(std::move(gemm));
-      return;
-    }
-  }
   Blas* blas = ctx_.blas;
   const cudaStream_t st = ctx_.stream;
-  launch([=] {
+  const auto unfused = [=] {
     bias_fill(dt, bias, add, t, out, y, st);
     blas->gemm(false, false, ti, out, in, 1.0f, {x, in}, {w, out}, dt, 1.0f, y, out, dt);
     if (gelu_y != nullptr) gelu_fwd(dt, y, gelu_y, t * out, st);
-  });
+  };
+  if (ctx_.gemm_epilogues) {
+    const EpilogueArgs e = gelu_y != nullptr ? EpilogueArgs{Epilogue::kGeluAuxBias, bias, y}
+                                             : EpilogueArgs{Epilogue::kBias, bias, nullptr};
+    if (std::function<bool()> gemm = blas->plan_epilogue(
+            false, false, ti, out, in, {x, in}, {w, out}, dt, add != nullptr ? 1.0f : 0.0f,
+            add != nullptr ? add : y, gelu_y != nullptr ? gelu_y : y, out, dt, e)) {
+      launch([=, gemm = std::move(gemm)] {
+        if (!gemm()) unfused();  // cuBLASLt refused at run time
+      });
+      return;
+    }
+  }
+  launch(unfused);
 }
 
 // Per sample b: scores = scale Q K^T per head (batched over heads), causal
@@ -634,21 +637,25 @@ void CudaChunk::backward_unit_weight(size_t i, Microbatch& state, const void* gr
     float* db = g + int64_t{in} * out;
     TrackedBuffer partials = device(column_partials_floats(t, out) * 4, MemCategory::kWorkspace);
     float* sums = f32(partials);
+    const auto unfused = [=] {
+      weight_grad(x, in, d, out);
+      bias_bwd(dt, d, t, out, db, sums, st);
+    };
     if (ctx_.gemm_epilogues) {
-      if (std::function<void()> gemm =
+      if (std::function<bool()> gemm =
               blas->plan_epilogue(true, false, in, out, ti, {x, in}, {d, out}, dt, 1.0f, g, g, out,
                                   Dtype::kFp32, {Epilogue::kBiasGradB, sums, nullptr})) {
         launch([=, gemm = std::move(gemm)] {
-          gemm();
-          accumulate(sums, out, db, st);
+          if (gemm()) {
+            accumulate(sums, out, db, st);
+          } else {
+            unfused();  // cuBLASLt refused at run time
+          }
         });
         return;
       }
     }
-    launch([=] {
-      weight_grad(x, in, d, out);
-      bias_bwd(dt, d, t, out, db, sums, st);
-    });
+    launch(unfused);
   };
   switch (units_[i].kind) {
     case UnitKind::kEmbedding: {
