@@ -131,6 +131,26 @@ TEST(RunMetrics, TransferTimeComesFromMessagesTheReceiverWaitedFor) {
   EXPECT_EQ(one_size.bandwidth, 0.0);
 }
 
+// A message posted while the receiver still computed moves once the
+// receiver is free to take it: its transfer time runs from then, not from
+// the post (the receiver's action already accounts for the rest).
+TEST(RunMetrics, TransferTimeStartsWhenTheReceiverWentIdle) {
+  StepMeasure step(2);
+  // mb 0: posted at 1.0, the receiver idle since 0; arrived at 1.1.
+  step[0].comms.push_back({true, false, false, 0, 0, 1, 1.0, 1.0, 4096});
+  step[1].comms.push_back({false, false, false, 0, 0, 1, 0.0, 1.1, 4096});
+  step[1].actions.push_back({F(0), 1.1, 5.5, 1.1});
+  // mb 1: posted at 2.0 while the receiver computed until 5.5; arrived 0.1
+  // after that (5.6), its consumer waited 0.1.
+  step[0].comms.push_back({true, false, false, 1, 0, 1, 2.0, 2.0, 4096});
+  step[1].comms.push_back({false, false, false, 1, 0, 1, 0.0, 5.6, 4096});
+  step[1].actions.push_back({F(1), 5.6, 6.0, 0.1});
+  const MeasuredLinks links = measured_links({step}, Placement(2, 1), {});
+  EXPECT_NEAR(links.host.comm_time, 0.1, 1e-12);  // not the median of 0.1 and 3.6
+  ASSERT_EQ(links.figures.size(), 1u);
+  EXPECT_EQ(links.figures[0].messages, 2);
+}
+
 TEST(RunMetrics, TransferTimesOfTwoSizesFitLatencyAndBandwidth) {
   // 1 KB in 0.1 + 0.001 s, 5 KB in 0.1 + 0.005 s: latency 0.1, 1 MB/s.
   StepMeasure step(2);
