@@ -195,6 +195,13 @@ TEST(HealthFile, BadFieldsAreNamed) {
   no_samples.at("gpus").as_array()[0].at("gpu_state").as_object().erase("samples");
   EXPECT_NE(error_of(no_samples).find("gpus[0].gpu_state.samples"), std::string::npos)
       << error_of(no_samples);
+  // The gate orders nights by this date: a day the calendar lacks is refused,
+  // as in a result file.
+  boost::json::value no_day = doc;
+  no_day.as_object()["date"] = "2026-02-30T00:00:00Z";
+  EXPECT_EQ(error_of(no_day),
+            "h.json: field 'date': expected a UTC time such as \"2026-12-06T19:47:54Z\", got "
+            "\"2026-02-30T00:00:00Z\"");
 }
 
 }  // namespace

@@ -530,6 +530,35 @@ TEST(ResultSchema, BadValuesAreNamed) {
   }
 }
 
+// Text no run writes: a control character in a name (printed raw, it would
+// break a report's lines or drive the terminal), an ended combination with
+// no reason. A huge value is quoted by its start, the error one short line.
+TEST(ResultSchema, TextNoRunWritesIsRefusedAndAHugeValueQuotedShort) {
+  json::value doc = result_to_json(full_result());
+  find_path(doc, "config")->as_object()["schedule"] = "1f1b\n\x1b[31mred";
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'config.schedule': expected text without control characters, got "
+            "\"1f1b\\x0a\\x1b[31mred\"");
+  doc = result_to_json(full_result());
+  doc.as_object()["schema"] = std::string(100000, 'A');
+  const std::string e = error_of(doc);
+  EXPECT_EQ(e.substr(0, 72),
+            "r.json: field 'schema': expected \"pipebench.result/1\", got \"AAAAAAAAAAAA");
+  EXPECT_LT(e.size(), 500U) << e.size();
+  EXPECT_NE(e.find("AAA... (400 of 100037 bytes shown)"), std::string::npos) << e;
+
+  Result failed = full_result();
+  failed.status = ResultStatus::kError;
+  failed.error = "rank 1: out of memory";
+  doc = result_to_json(failed);
+  doc.as_object()["error"] = "";
+  EXPECT_EQ(error_of(doc),
+            "r.json: field 'error': expected the reason the combination ended, got \"\"");
+  // An error written raw by an older build (two lines): read as one line.
+  doc.as_object()["error"] = "rank 1: failed\nat step 3";
+  EXPECT_EQ(result_from_json(doc, "r.json").error, "rank 1: failed\\x0aat step 3");
+}
+
 TEST(ResultSchema, CollectorFiguresRoundTripAndFollowStagesAndTimeline) {
   const Result r = result_from_json(result_to_json(full_result()), "r.json");
   const CollectorResult& c = r.metrics->collectors.at("cputime");
@@ -587,6 +616,18 @@ TEST(ResultSchema, DeviceFiguresRoundTripFollowStagesAndOlderFilesLoad) {
   bad = doc;
   erase_path(bad, "metrics.device.profiler");
   EXPECT_EQ(error_of(bad), "r.json: field 'metrics.device.profiler': missing");
+  // Figures no run can measure: a step's bubble above the whole step, a
+  // negative time.
+  bad = doc;
+  find_path(bad, "metrics.device")->as_object()["bubble_ratio_samples"] = json::array{0.3, 2.0};
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.device.bubble_ratio_samples[1]': expected a bubble ratio <= "
+            "1, got 2");
+  bad = doc;
+  find_path(bad, "metrics.device")->as_object()["busy_seconds_per_stage"] = json::array{0.1, -1};
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.device.busy_seconds_per_stage[1]': expected a time in seconds "
+            "in [0, 86400], got -1");
 
   json::value old = doc;  // written before device figures existed
   erase_path(old, "metrics.device");
@@ -747,6 +788,16 @@ TEST(ResultSchema, DataParallelFieldsRoundTripAndOlderFilesLoad) {
   json::value short_list = doc;
   find_path(short_list, "metrics.allreduce")->as_object()["seconds_per_stage"] = json::array{0.001};
   EXPECT_THROW((void)result_from_json(short_list, "short.json"), UsageError);
+  bad = doc;
+  find_path(bad, "metrics.allreduce.bubble_ratio_pipeline")->as_object()["measured"] = 1.5;
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.allreduce.bubble_ratio_pipeline.measured': expected a share in "
+            "[0, 1], got 1.5");
+  bad = doc;
+  find_path(bad, "metrics.allreduce")->as_object()["seconds_per_stage"] = json::array{0.001, -1};
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.allreduce.seconds_per_stage[1]': expected a time in seconds in "
+            "[0, 86400], got -1");
 }
 
 TEST(ResultSchema, VocabPaddingRoundTripsIsCheckedAndOlderFilesReadUnpadded) {
@@ -920,6 +971,16 @@ TEST(ResultSchema, GateFieldsRoundTripAndOlderFilesLoad) {
   EXPECT_EQ(error_of(bad),
             "r.json: field 'metrics.busy_seconds_per_stage': expected 2 entries (one per stage, "
             "config.stages), got 1");
+  bad = doc;
+  find_path(bad, "metrics.busy_seconds_per_stage[1]")->as_array()[2] = -1;
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.busy_seconds_per_stage[1][2]': expected a time in seconds in "
+            "[0, 86400], got -1");
+  bad = doc;
+  find_path(bad, "metrics.theory")->as_object()["step_time_seconds"] = -1;
+  EXPECT_EQ(error_of(bad),
+            "r.json: field 'metrics.theory.step_time_seconds': expected a time in seconds in [0, "
+            "86400], got -1");
   bad = doc;
   find_path(bad, "metrics.speed_probe_seconds_per_stage")->as_array().emplace_back(json::array{});
   EXPECT_EQ(error_of(bad),

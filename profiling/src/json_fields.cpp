@@ -11,7 +11,17 @@ namespace ppb {
 namespace json = boost::json;
 
 void JsonReader::fail(const std::string& path, const std::string& what) const {
-  throw UsageError(source_ + ": field '" + path + "': " + what);
+  // One readable line: a message quoting a huge value (a 100 KB string
+  // where a name belongs) keeps its start and says how long it was.
+  constexpr size_t kMost = 400;
+  std::string text = printable(what);
+  if (text.size() > kMost) {
+    size_t cut = kMost;  // not inside a UTF-8 character
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut) + "... (" + std::to_string(cut) + " of " +
+           std::to_string(text.size()) + " bytes shown)";
+  }
+  throw UsageError(source_ + ": field '" + path + "': " + text);
 }
 
 JsonObject JsonReader::root(const json::value& doc, const std::string& path) const {
@@ -70,7 +80,15 @@ bool JsonReader::boolean(const json::value& v, const std::string& path) const {
 
 std::string JsonReader::string(const json::value& v, const std::string& path) const {
   if (!v.is_string()) fail(path, std::string("expected a string, got ") + kind_name(v));
-  return std::string(v.get_string());
+  std::string text(v.get_string());
+  // No field pipebench reads holds a line break, an escape or a NUL; printed
+  // raw, such a value would break a report's lines or drive the terminal.
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f)
+      fail(path, "expected text without control characters, got \"" + text + "\"");
+  }
+  return text;
 }
 
 JsonObject JsonReader::object(const json::value& v, const std::string& path) const {

@@ -824,6 +824,32 @@ void validate(const JsonObject& o, const DeviceFigures& d) {
   at_most_one("bubble_ratio", d.bubble_ratio);
   for (size_t i = 0; i < d.bubble_ratio_per_stage.size(); ++i)
     at_most_one("bubble_ratio_per_stage[" + std::to_string(i) + "]", d.bubble_ratio_per_stage[i]);
+  for (size_t i = 0; i < d.bubble_ratio_samples.size(); ++i)
+    at_most_one("bubble_ratio_samples[" + std::to_string(i) + "]", d.bubble_ratio_samples[i]);
+  for (const auto& [key, per_stage] :
+       {std::pair{"compute_seconds_per_stage", &d.compute_seconds_per_stage},
+        {"communication_seconds_per_stage", &d.communication_seconds_per_stage},
+        {"overlap_seconds_per_stage", &d.overlap_seconds_per_stage},
+        {"busy_seconds_per_stage", &d.busy_seconds_per_stage}}) {
+    for (size_t i = 0; i < per_stage->size(); ++i)
+      check_seconds(o, std::string(key) + "[" + std::to_string(i) + "]", (*per_stage)[i], true);
+  }
+}
+
+void validate(const JsonObject& o, const AllReduceFigures& a) {
+  check_bubble(o.object("bubble_ratio_pipeline"), a.bubble_ratio_pipeline, true);
+  check_seconds(o, "exposed_seconds", a.exposed_seconds, true);
+  for (const auto& [key, per_stage] :
+       {std::pair{"seconds_per_stage", &a.seconds_per_stage},
+        {"overlap_seconds_per_stage", &a.overlap_seconds_per_stage},
+        {"theoretical_seconds_per_stage", &a.theoretical_seconds_per_stage}}) {
+    for (size_t i = 0; i < per_stage->size(); ++i)
+      check_seconds(o, std::string(key) + "[" + std::to_string(i) + "]", (*per_stage)[i], true);
+  }
+}
+
+void validate(const JsonObject& o, const TheoryFigures& t) {
+  check_seconds(o, "step_time_seconds", t.step_time_seconds, true);
 }
 
 void validate(const JsonObject& o, const StageActionTimes& a) {
@@ -862,32 +888,9 @@ void validate(const JsonObject& o, const VocabPadding& p) {
   }
 }
 
-// "2026-12-06T19:47:54Z", as pipebench writes it: the gate orders nights
-// and measurements by comparing these as text, which only this one shape
-// keeps in time order (a fraction's '.' sorts before 'Z'), and a real time
-// of day on a day of the calendar (a leap second allowed).
-bool utc_date(const std::string& d) {
-  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
-  if (d.size() != kShape.size()) return false;
-  for (size_t i = 0; i < kShape.size(); ++i) {
-    const bool digit = d[i] >= '0' && d[i] <= '9';
-    if (kShape[i] == 'd' ? !digit : d[i] != kShape[i]) return false;
-  }
-  const auto at = [&d](size_t i, size_t n) { return std::stoi(d.substr(i, n)); };
-  const int year = at(0, 4);
-  const int month = at(5, 2);
-  const int day = at(8, 2);
-  constexpr std::array<int, 12> kDays = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (month < 1 || month > 12 || day < 1 || day > kDays[static_cast<size_t>(month - 1)])
-    return false;
-  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  if (month == 2 && day == 29 && !leap) return false;
-  return at(11, 2) <= 23 && at(14, 2) <= 59 && at(17, 2) <= 60;
-}
-
 void validate(const JsonObject& o, const ResultEnvironment& e) {
   if (e.ranks_per_gpu < 0) o.fail("ranks_per_gpu", "expected an integer >= 0");
-  if (!utc_date(e.date)) {
+  if (!is_utc_date(e.date)) {
     o.fail("date", "expected a UTC time such as \"2026-12-06T19:47:54Z\", got \"" + e.date + "\"");
   }
 }
@@ -895,6 +898,14 @@ void validate(const JsonObject& o, const ResultEnvironment& e) {
 void validate(const JsonObject& o, const ResultMetrics& m) {
   check_bubble(o.object("bubble_ratio"), m.bubble_ratio, true);
   check_bubble(o.object("bubble_overhead"), m.bubble_overhead, false);
+  for (size_t s = 0; s < m.busy_seconds_per_stage.size(); ++s) {
+    const std::vector<double>& steps = m.busy_seconds_per_stage[s];
+    for (size_t i = 0; i < steps.size(); ++i) {
+      check_seconds(o,
+                    "busy_seconds_per_stage[" + std::to_string(s) + "][" + std::to_string(i) + "]",
+                    steps[i], true);
+    }
+  }
   if (m.foreign_cpu)
     check_within(o, "foreign_cpu", *m.foreign_cpu, 0, 1, false,
                  "a share of the host's CPU in [0, 1]");
@@ -937,6 +948,23 @@ ResultStatus read_status(const JsonObject& root) {
   if (status == "invalid") return ResultStatus::kInvalid;
   if (status == "error") return ResultStatus::kError;
   root.fail("status", "expected one of ok, oom, invalid, error, got \"" + status + "\"");
+}
+
+// The reason a combination ended: "" when ok, else required and not empty.
+// Read as printable() text, as it is written: a file from before the writer
+// kept it to one line may hold control characters, which other text fields
+// refuse (JsonReader::string).
+std::string read_error(const JsonObject& root, bool ok) {
+  const json::value* v = ok ? root.find("error") : &root.at("error");
+  if (v == nullptr) return "";
+  if (!v->is_string()) {
+    root.fail("error", std::string("expected a string, got ") + JsonReader::kind_name(*v));
+  }
+  const json::string& raw = v->get_string();
+  std::string text = printable(std::string_view(raw.data(), raw.size()));
+  if (!ok && text.empty())
+    root.fail("error", "expected the reason the combination ended, got \"\"");
+  return text;
 }
 
 Timeline read_timeline(const JsonReader& r, const json::value& v, const std::string& path) {
@@ -1022,6 +1050,29 @@ void read_gate_fields(const JsonObject& root, Result& out) {
 
 }  // namespace
 
+// "2026-12-06T19:47:54Z", as pipebench writes it: the gate orders nights
+// and measurements by comparing these as text, which only this one shape
+// keeps in time order (a fraction's '.' sorts before 'Z'), and a real time
+// of day on a day of the calendar (a leap second allowed).
+bool is_utc_date(const std::string& d) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
+  if (d.size() != kShape.size()) return false;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const bool digit = d[i] >= '0' && d[i] <= '9';
+    if (kShape[i] == 'd' ? !digit : d[i] != kShape[i]) return false;
+  }
+  const auto at = [&d](size_t i, size_t n) { return std::stoi(d.substr(i, n)); };
+  const int year = at(0, 4);
+  const int month = at(5, 2);
+  const int day = at(8, 2);
+  constexpr std::array<int, 12> kDays = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12 || day < 1 || day > kDays[static_cast<size_t>(month - 1)])
+    return false;
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (month == 2 && day == 29 && !leap) return false;
+  return at(11, 2) <= 23 && at(14, 2) <= 59 && at(17, 2) <= 60;
+}
+
 boost::json::object gpu_state_to_json(const GpuState& state) { return write_fields(state); }
 
 GpuState gpu_state_from_json(const JsonObject& o) { return read_fields<GpuState>(o); }
@@ -1061,7 +1112,7 @@ Result result_from_json(const boost::json::value& doc, std::string_view source) 
   Result out;
   out.status = read_status(root);
   const bool ok = out.status == ResultStatus::kOk;
-  out.error = ok ? root.get_or<std::string>("error", "") : root.get<std::string>("error");
+  out.error = read_error(root, ok);
   out.config = read_fields<ResultConfig>(root.object("config"));
   const StageCount n{r, static_cast<size_t>(out.config.stages), ok};
   // metrics and timeline: required when ok, optional otherwise.
