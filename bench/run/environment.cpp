@@ -74,6 +74,21 @@ void add_gpus(MPI_Comm comm, int local_rank, ResultEnvironment& env) {
 
 }  // namespace
 
+std::string mpi_library_name(std::string_view version) {
+  version = version.substr(0, version.find_first_of("\r\n"));
+  version = version.substr(0, version.find(','));  // "Open MPI v4.1.4, package: ..."
+  std::string out;
+  for (const char c : version) {
+    if (c != ' ' && c != '\t' && c != '\0') {
+      out += c;
+    } else if (!out.empty() && out.back() != ' ') {
+      out += ' ';
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 ResultEnvironment host_environment() {
   ResultEnvironment env;
   env.ranks = 1;
@@ -86,12 +101,7 @@ ResultEnvironment host_environment() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int vlen = 0;
   PPB_MPI_CHECK(MPI_Get_library_version(version, &vlen));
-  std::string mpi(version, static_cast<size_t>(std::max(vlen, 0)));
-  mpi = mpi.substr(0, mpi.find_first_of("\r\n"));
-  const auto comma = mpi.find(',');  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
-  if (comma != std::string::npos) mpi = mpi.substr(0, comma);
-  while (!mpi.empty() && (mpi.back() == ' ' || mpi.back() == '\0')) mpi.pop_back();
-  env.mpi = mpi;
+  env.mpi = mpi_library_name(std::string_view(version, static_cast<size_t>(std::max(vlen, 0))));
   const BuildInfo& build = build_info();
   env.git = build.git_revision;
   env.compiler = build.compiler;

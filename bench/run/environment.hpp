@@ -4,6 +4,9 @@
 
 #include <mpi.h>
 
+#include <string>
+#include <string_view>
+
 #include "ppb/pipeline/result.hpp"
 
 namespace ppb::run {
@@ -30,5 +33,12 @@ ResultEnvironment collect_environment(MPI_Comm comm, bool device_backend, int lo
 /// MPI_Init), the build, the CPU model and cores; "none" for cuda and
 /// driver, no gpus. collect_environment starts from it.
 ResultEnvironment host_environment();
+
+/// The MPI library's name and version as `environment.mpi` records it: the
+/// first line of MPI_Get_library_version's text up to its first comma, each
+/// run of blanks, tabs and NULs one space, none at either end.
+/// Examples: "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4";
+/// "MPICH Version:\t4.1.2\nMPICH Release date: ..." -> "MPICH Version: 4.1.2".
+std::string mpi_library_name(std::string_view version);
 
 }  // namespace ppb::run

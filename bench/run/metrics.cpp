@@ -217,7 +217,7 @@ struct Transfer {
   double start = 0;    // when the link was free for it: max(posted, the link's previous arrival)
   int64_t bytes = 0;
   bool waited = false;  // its consuming action waited for it
-  double idle = 0;      // when waited: when the receiver's stream went idle for it
+  double idle = 0;      // when waited: when the receiver's stream went idle (arrived - wait)
 };
 
 // The transfers of one step, each with the consuming action's wait.
@@ -253,8 +253,10 @@ std::vector<Transfer> step_transfers(const StepMeasure& step, const Placement& p
                                                 a.action.kind == ActionKind::kBackwardInput)
                                              : a.action.kind == ActionKind::kForward);
         if (consumer) {
+          // The consumer's wait runs from the stream's last end to the
+          // input's arrival, which is this receive's end.
           t.waited = a.wait > 0;
-          t.idle = a.start - a.wait;
+          t.idle = t.arrived - a.wait;
           break;
         }
       }
@@ -282,14 +284,18 @@ std::vector<Transfer> step_transfers(const StepMeasure& step, const Placement& p
 // and says what it used, over the transfers the receiver waited for.
 //  - Between ranks of one host (`robust` false) a transfer's time runs from
 //    the later of its start and the moment the receiving stream went idle
-//    for it: a message posted while the receiver computed moves only as the
-//    receiver polls (shared memory and rendezvous need both ends), and that
-//    stretch is the receiver's action, which the simulator already has.
-//    Counted as transfer time, it was charged again on every hop where the
-//    receiver waited: on 4 timed ranks with balanced cuts (256 KiB to
-//    1 MiB) the fitted link took 1.5-3x the 75-215 us such a hop takes, and
-//    interleaved-1f1b's 14 waited hops made its simulated step 0.4-2.7%
-//    longer than the measured one. Every such transfer is a point: the
+//    (its consumer's wait before the arrival), so at most that wait: a
+//    message posted while the receiver computed moves only as the receiver
+//    polls (shared memory and rendezvous need both ends). Counted from the
+//    post, that stretch of the receiver's action was charged as link time
+//    on every hop, where the receiver waited too: on 4 timed ranks with
+//    balanced cuts (256 KiB to 1 MiB) the fitted link took 1.5-3x the
+//    75-215 us such a hop takes, and interleaved-1f1b's 14 waited hops made
+//    its simulated step 0.4-2.7% longer than the measured one. The
+//    simulator still starts a transfer at the send: a hop posted while its
+//    receiver computes arrives there before the receiver is done, where the
+//    real one lands a short hop after, so the simulated step is now a
+//    little short instead (0.2-0.7% there). Every such transfer is a point: the
 //    typical transfer, shared-memory copies slowed by the ranks sharing the
 //    cores included, which the simulator needs to predict the step there.
 //  - Between hosts (`robust` true) each size speaks through the lower

@@ -69,7 +69,11 @@ void parse_plant(const std::string& text, int world_size, const BackendInfo& bac
   if (text.empty()) return;
   const std::string usage = "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '" + text + "'";
   const auto colon = text.find(':');
-  if (colon == std::string::npos) throw UsageError(usage);
+  // stoi and stod skip leading blanks: "1: 2" and a tab or line break in it
+  // would reach the result's label.
+  if (colon == std::string::npos || text.find_first_of(" \t\n\v\f\r") != std::string::npos) {
+    throw UsageError(usage);
+  }
   std::size_t used = 0;
   int stage = 0;
   double factor = 0;

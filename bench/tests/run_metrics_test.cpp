@@ -12,6 +12,7 @@
 #include "ppb/pipeline/schedule.hpp"
 #include "ppb/pipeline/simulator.hpp"
 #include "ppb/profiling/check.hpp"
+#include "run/environment.hpp"
 #include "run/metrics.hpp"
 #include "run/noise.hpp"
 #include "run/progress.hpp"
@@ -118,6 +119,17 @@ TEST(RunMetrics, StepTimeIsTheLatestStageAndMedianPicksTheMiddleStep) {
   EXPECT_DOUBLE_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
 }
 
+// environment.mpi: one line, no tab (MPICH writes "Version:\t4.1.2"), no
+// package details.
+TEST(RunEnvironment, TheMpiLibraryIsNamedOnOneLineWithoutTabs) {
+  EXPECT_EQ(mpi_library_name("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4\n"),
+            "Open MPI v4.1.4");
+  EXPECT_EQ(mpi_library_name("MPICH Version:\t4.1.2\nMPICH Release date:\tThu Jun  8 2023"),
+            "MPICH Version: 4.1.2");
+  EXPECT_EQ(mpi_library_name("MVAPICH2 Version      :\t2.3.7\n"), "MVAPICH2 Version : 2.3.7");
+  EXPECT_EQ(mpi_library_name(std::string_view("Intel MPI 2021 \0\0", 17)), "Intel MPI 2021");
+}
+
 TEST(RunMetrics, TransferTimeComesFromMessagesTheReceiverWaitedFor) {
   StepMeasure step(2);
   step[0].comms.push_back({true, false, false, 0, 0, 1, 1.0, 1.1});
@@ -132,19 +144,21 @@ TEST(RunMetrics, TransferTimeComesFromMessagesTheReceiverWaitedFor) {
 }
 
 // A message posted while the receiver still computed moves once the
-// receiver is free to take it: its transfer time runs from then, not from
-// the post (the receiver's action already accounts for the rest).
+// receiver is free to take it: its transfer time runs from then (the
+// arrival less the consumer's wait), not from the post, nor from the
+// consumer's start less its wait (the host's hand-over comes between).
 TEST(RunMetrics, TransferTimeStartsWhenTheReceiverWentIdle) {
   StepMeasure step(2);
-  // mb 0: posted at 1.0, the receiver idle since 0; arrived at 1.1.
+  // mb 0: posted at 1.0, the receiver idle since 0; arrived at 1.1, its
+  // consumer started at 1.15.
   step[0].comms.push_back({true, false, false, 0, 0, 1, 1.0, 1.0, 4096});
   step[1].comms.push_back({false, false, false, 0, 0, 1, 0.0, 1.1, 4096});
-  step[1].actions.push_back({F(0), 1.1, 5.5, 1.1});
+  step[1].actions.push_back({F(0), 1.15, 5.5, 1.1});
   // mb 1: posted at 2.0 while the receiver computed until 5.5; arrived 0.1
-  // after that (5.6), its consumer waited 0.1.
+  // after that (5.6), its consumer waited 0.1 and started at 5.65.
   step[0].comms.push_back({true, false, false, 1, 0, 1, 2.0, 2.0, 4096});
   step[1].comms.push_back({false, false, false, 1, 0, 1, 0.0, 5.6, 4096});
-  step[1].actions.push_back({F(1), 5.6, 6.0, 0.1});
+  step[1].actions.push_back({F(1), 5.65, 6.0, 0.1});
   const MeasuredLinks links = measured_links({step}, Placement(2, 1), {});
   EXPECT_NEAR(links.host.comm_time, 0.1, 1e-12);  // not the median of 0.1 and 3.6
   ASSERT_EQ(links.figures.size(), 1u);

@@ -33,7 +33,7 @@ model="gpt:layers=2,hidden=32,heads=2,seq=16,vocab=64,mbs=2"
 job=cuda/gpt_layers=2_hidden=32_heads=2_seq=16_vocab=64_mbs=2-P2
 export PPB_PIPEBENCH=$pb PPB_CPU_RUN=0 PPB_TIMED_RUN=0 PPB_DP_RUN=0 PPB_GPU_SWEEP=on \
   PPB_CUDA_MODELS=$model PPB_CUDA_SCHEDULES=1f1b,gpipe PPB_CUDA_PARTITIONS=layer
-unset PPB_BASELINE PPB_PLANT_CUDA PPB_RESULTS PPB_CUDA_RANKS PPB_CUDAEMU_DEVICES
+unset PPB_BASELINE PPB_PLANT_CUDA PPB_RESULTS PPB_CUDA_RANKS PPB_CUDAEMU_DEVICES PPB_MAX_SPEED_DRIFT
 
 # The choices, without running anything.
 plan() { PPB_CUDAEMU_DEVICES=$1 PPB_CUDA_MODELS="gpt-tiny gpt-small" PPB_CUDA_PARTITIONS= "$root/ci/suite" --gpu-plan "${@:2}" 2>&1; }

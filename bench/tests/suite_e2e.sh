@@ -35,7 +35,7 @@ export PPB_PIPEBENCH=$pb PPB_SCHEDULES=1f1b,gpipe PPB_CPU_PARTITIONS=layer \
   PPB_TIMED_PARTITIONS=layer PPB_CPU_RANKS=$cpu_ranks PPB_TIMED_RANKS=2 PPB_CPU_MICROBATCHES=4 \
   PPB_TIMED_MICROBATCHES=8 PPB_TIMED_MODEL=gpt-tiny PPB_CPU_ITERS=6 PPB_TIMED_ITERS=10 \
   PPB_MIN_TIME=0 PPB_DP_RUN=0 PPB_GPU_SWEEP=off
-unset PPB_BASELINE PPB_PLANT_CPU PPB_PLANT_TIMED PPB_PLANT_CUDA PPB_RESULTS
+unset PPB_BASELINE PPB_PLANT_CPU PPB_PLANT_TIMED PPB_PLANT_CUDA PPB_RESULTS PPB_THRESHOLD PPB_MAX_SPEED_DRIFT
 
 # check and suite (suite_helpers.sh): ci/suite run and its verdicts checked.
 source "$root/bench/tests/suite_helpers.sh"
@@ -162,8 +162,9 @@ PPB_DP_RUN=no bad "PPB_DP_RUN: expected one of 0 1, got 'no'"
 PPB_HEALTH=maybe bad "PPB_HEALTH: expected one of auto 0 1, got 'maybe'"
 PPB_PLANT_CPU=1 bad "PPB_PLANT_CPU: expected STAGE:FACTOR with FACTOR in (0, 100] (e.g. 1:1.10), got '1'"
 PPB_PLANT_TIMED=1:500 bad "PPB_PLANT_TIMED: expected STAGE:FACTOR with FACTOR in (0, 100] (e.g. 1:1.10), got '1:500'"
-PPB_THRESHOLD=0 bad "PPB_THRESHOLD: expected a fraction in (0, 1] (e.g. 0.1), got '0'"
-PPB_MAX_SPEED_DRIFT=5% bad "PPB_MAX_SPEED_DRIFT: expected a fraction in (0, 1] (e.g. 0.1), got '5%'"
+PPB_THRESHOLD=1 bad "PPB_THRESHOLD: expected a fraction in [0, 1) (e.g. 0.1), got '1'"
+PPB_MAX_SPEED_DRIFT=0 bad "PPB_MAX_SPEED_DRIFT: expected a fraction in (0, 1) (e.g. 0.1), got '0'"
+PPB_MAX_SPEED_DRIFT=5% bad "PPB_MAX_SPEED_DRIFT: expected a fraction in (0, 1) (e.g. 0.1), got '5%'"
 PPB_PIPEBENCH=$tmp bad "PPB_PIPEBENCH: not an executable file: '$tmp'"
 PPB_CPU_RUN=0 PPB_TIMED_RUN=0 PPB_DP_RUN=0 PPB_GPU_SWEEP=off bad "nothing to run: PPB_CPU_RUN, PPB_TIMED_RUN and PPB_DP_RUN are 0 and there is no cuda sweep"
 [[ $(find "$tmp" | sort | md5sum) == "$before" ]] || fail "a refused invocation wrote files"

@@ -503,6 +503,13 @@ TEST_F(CudaEmu, ACublasLtMatmulRefusedAtRunTimeCountsOnceAndLeavesCUntouched) {
   void* ws = nullptr;
   ASSERT_EQ(cudaMalloc(&ws, 1 << 20), cudaSuccess);
   ASSERT_EQ(setenv("PPB_CUDAEMU_LT_REFUSE", "gelu", 1), 0);
+  struct Restore {  // whatever the test's outcome, later tests run as before
+    void* ws;
+    ~Restore() {
+      unsetenv("PPB_CUDAEMU_LT_REFUSE");
+      cudaFree(ws);
+    }
+  } restore{ws};
   {
     cuda::Blas blas(s_, ws, 1 << 20);
     const int t = 2;
@@ -539,8 +546,6 @@ TEST_F(CudaEmu, ACublasLtMatmulRefusedAtRunTimeCountsOnceAndLeavesCUntouched) {
     EXPECT_NE(download(y, cuda::Dtype::kFp32, 1, s_)[0], 5.0f);
     for (float* p : {x, w, bias, y, aux}) EXPECT_EQ(cudaFree(p), cudaSuccess);
   }
-  ASSERT_EQ(unsetenv("PPB_CUDAEMU_LT_REFUSE"), 0);
-  EXPECT_EQ(cudaFree(ws), cudaSuccess);
 }
 
 TEST_F(CudaEmu, AKernelComputesWhatItsSourceSays) {

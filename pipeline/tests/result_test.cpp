@@ -539,6 +539,10 @@ TEST(ResultSchema, TextNoRunWritesIsRefusedAndAHugeValueQuotedShort) {
   EXPECT_EQ(error_of(doc),
             "r.json: field 'config.schedule': expected text without control characters, got "
             "\"1f1b\\x0a\\x1b[31mred\"");
+  // A tab is no control a report prints badly: MPICH names itself with one.
+  doc = result_to_json(full_result());
+  find_path(doc, "environment")->as_object()["mpi"] = "MPICH Version:\t4.1.2";
+  EXPECT_EQ(result_from_json(doc, "r.json").environment.mpi, "MPICH Version:\t4.1.2");
   doc = result_to_json(full_result());
   doc.as_object()["schema"] = std::string(100000, 'A');
   const std::string e = error_of(doc);

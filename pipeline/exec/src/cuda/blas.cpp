@@ -264,8 +264,9 @@ std::function<bool()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int
   ++epilogue_gemms_;
   // The plan's descriptor holds the epilogue's pointers: set at each launch,
   // since calls of one shape share it. Where cublasLtMatmul refuses at run
-  // time, the call counts as refused (once, however often the work runs),
-  // the plan is refused from then on, and the caller computes it another way.
+  // time, the call counts as refused (once, however often the work runs,
+  // even after it ran fused: its latest run was not), the plan is refused
+  // from then on, and the caller computes it another way.
   auto counted = std::make_shared<bool>(false);
   return [this, plan, a = a.data, b = b.data, beta, c_in, c, epilogue, counted] {
     bool ran = false;
@@ -283,8 +284,8 @@ std::function<bool()> Blas::plan_epilogue(bool trans_a, bool trans_b, int m, int
     if (!ran && !*counted) {
       --epilogue_gemms_;
       ++epilogue_refusals_;
+      *counted = true;
     }
-    *counted = true;
     return ran;
   };
 }
