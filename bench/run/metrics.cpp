@@ -295,9 +295,10 @@ std::vector<Transfer> step_transfers(const StepMeasure& step, const Placement& p
 //    simulator still starts a transfer at the send: a hop posted while its
 //    receiver computes arrives there before the receiver is done, where the
 //    real one lands a short hop after, so the simulated step is now a
-//    little short instead (0.2-0.7% there). Every such transfer is a point: the
-//    typical transfer, shared-memory copies slowed by the ranks sharing the
-//    cores included, which the simulator needs to predict the step there.
+//    little short instead (0.2-0.7% there). Every such transfer is a
+//    point: the typical transfer, shared-memory copies slowed by the ranks
+//    sharing the cores included, which the simulator needs to predict the
+//    step there.
 //  - Between hosts (`robust` true) each size speaks through the lower
 //    quartile of its transfers that did not queue behind an earlier one on
 //    the link (with fewer than two such sizes, of every waited transfer):

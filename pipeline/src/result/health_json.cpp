@@ -84,10 +84,7 @@ HealthFile health_from_json(const json::value& doc, std::string_view source) {
     root.fail("schema", std::string("expected \"") + kHealthSchema + "\", got \"" + schema + "\"");
   HealthFile h;
   h.date = root.get<std::string>("date");
-  if (!is_utc_date(h.date)) {
-    root.fail("date",
-              "expected a UTC time such as \"2026-12-06T19:47:54Z\", got \"" + h.date + "\"");
-  }
+  check_utc_date(root, "date", h.date);
   const JsonObject c = root.object("config");
   h.config.model = c.get<std::string>("model");
   h.config.iters = c.get<int>("iters");

@@ -769,6 +769,14 @@ void check_seconds(const JsonObject& o, std::string_view key, double x, bool nul
     o.fail(key, "expected a time in seconds in [0, 86400], got " + number_text(x));
 }
 
+// Each of a list of times in seconds (null where a figure was not measured),
+// named "key[i]".
+void check_each_seconds(const JsonObject& o, const std::string& key,
+                        const std::vector<double>& seconds) {
+  for (size_t i = 0; i < seconds.size(); ++i)
+    check_seconds(o, key + "[" + std::to_string(i) + "]", seconds[i], true);
+}
+
 // Step times: each a time in seconds, min <= median <= max.
 void validate(const JsonObject& o, const StepTimeStats& s) {
   check_seconds(o, "median", s.median, false);
@@ -826,26 +834,18 @@ void validate(const JsonObject& o, const DeviceFigures& d) {
     at_most_one("bubble_ratio_per_stage[" + std::to_string(i) + "]", d.bubble_ratio_per_stage[i]);
   for (size_t i = 0; i < d.bubble_ratio_samples.size(); ++i)
     at_most_one("bubble_ratio_samples[" + std::to_string(i) + "]", d.bubble_ratio_samples[i]);
-  for (const auto& [key, per_stage] :
-       {std::pair{"compute_seconds_per_stage", &d.compute_seconds_per_stage},
-        {"communication_seconds_per_stage", &d.communication_seconds_per_stage},
-        {"overlap_seconds_per_stage", &d.overlap_seconds_per_stage},
-        {"busy_seconds_per_stage", &d.busy_seconds_per_stage}}) {
-    for (size_t i = 0; i < per_stage->size(); ++i)
-      check_seconds(o, std::string(key) + "[" + std::to_string(i) + "]", (*per_stage)[i], true);
-  }
+  check_each_seconds(o, "compute_seconds_per_stage", d.compute_seconds_per_stage);
+  check_each_seconds(o, "communication_seconds_per_stage", d.communication_seconds_per_stage);
+  check_each_seconds(o, "overlap_seconds_per_stage", d.overlap_seconds_per_stage);
+  check_each_seconds(o, "busy_seconds_per_stage", d.busy_seconds_per_stage);
 }
 
 void validate(const JsonObject& o, const AllReduceFigures& a) {
   check_bubble(o.object("bubble_ratio_pipeline"), a.bubble_ratio_pipeline, true);
   check_seconds(o, "exposed_seconds", a.exposed_seconds, true);
-  for (const auto& [key, per_stage] :
-       {std::pair{"seconds_per_stage", &a.seconds_per_stage},
-        {"overlap_seconds_per_stage", &a.overlap_seconds_per_stage},
-        {"theoretical_seconds_per_stage", &a.theoretical_seconds_per_stage}}) {
-    for (size_t i = 0; i < per_stage->size(); ++i)
-      check_seconds(o, std::string(key) + "[" + std::to_string(i) + "]", (*per_stage)[i], true);
-  }
+  check_each_seconds(o, "seconds_per_stage", a.seconds_per_stage);
+  check_each_seconds(o, "overlap_seconds_per_stage", a.overlap_seconds_per_stage);
+  check_each_seconds(o, "theoretical_seconds_per_stage", a.theoretical_seconds_per_stage);
 }
 
 void validate(const JsonObject& o, const TheoryFigures& t) {
@@ -888,23 +888,40 @@ void validate(const JsonObject& o, const VocabPadding& p) {
   }
 }
 
+// "2026-12-06T19:47:54Z", as pipebench writes it: the gate orders nights
+// and measurements by comparing these as text, which only this one shape
+// keeps in time order (a fraction's '.' sorts before 'Z'), and a real time
+// of day on a day of the calendar (a leap second allowed).
+bool is_utc_date(const std::string& d) {
+  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
+  if (d.size() != kShape.size()) return false;
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const bool digit = d[i] >= '0' && d[i] <= '9';
+    if (kShape[i] == 'd' ? !digit : d[i] != kShape[i]) return false;
+  }
+  const auto at = [&d](size_t i, size_t n) { return std::stoi(d.substr(i, n)); };
+  const int year = at(0, 4);
+  const int month = at(5, 2);
+  const int day = at(8, 2);
+  constexpr std::array<int, 12> kDays = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12 || day < 1 || day > kDays[static_cast<size_t>(month - 1)])
+    return false;
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (month == 2 && day == 29 && !leap) return false;
+  return at(11, 2) <= 23 && at(14, 2) <= 59 && at(17, 2) <= 60;
+}
+
 void validate(const JsonObject& o, const ResultEnvironment& e) {
   if (e.ranks_per_gpu < 0) o.fail("ranks_per_gpu", "expected an integer >= 0");
-  if (!is_utc_date(e.date)) {
-    o.fail("date", "expected a UTC time such as \"2026-12-06T19:47:54Z\", got \"" + e.date + "\"");
-  }
+  check_utc_date(o, "date", e.date);
 }
 
 void validate(const JsonObject& o, const ResultMetrics& m) {
   check_bubble(o.object("bubble_ratio"), m.bubble_ratio, true);
   check_bubble(o.object("bubble_overhead"), m.bubble_overhead, false);
   for (size_t s = 0; s < m.busy_seconds_per_stage.size(); ++s) {
-    const std::vector<double>& steps = m.busy_seconds_per_stage[s];
-    for (size_t i = 0; i < steps.size(); ++i) {
-      check_seconds(o,
-                    "busy_seconds_per_stage[" + std::to_string(s) + "][" + std::to_string(i) + "]",
-                    steps[i], true);
-    }
+    check_each_seconds(o, "busy_seconds_per_stage[" + std::to_string(s) + "]",
+                       m.busy_seconds_per_stage[s]);
   }
   if (m.foreign_cpu)
     check_within(o, "foreign_cpu", *m.foreign_cpu, 0, 1, false,
@@ -1050,27 +1067,9 @@ void read_gate_fields(const JsonObject& root, Result& out) {
 
 }  // namespace
 
-// "2026-12-06T19:47:54Z", as pipebench writes it: the gate orders nights
-// and measurements by comparing these as text, which only this one shape
-// keeps in time order (a fraction's '.' sorts before 'Z'), and a real time
-// of day on a day of the calendar (a leap second allowed).
-bool is_utc_date(const std::string& d) {
-  constexpr std::string_view kShape = "dddd-dd-ddTdd:dd:ddZ";
-  if (d.size() != kShape.size()) return false;
-  for (size_t i = 0; i < kShape.size(); ++i) {
-    const bool digit = d[i] >= '0' && d[i] <= '9';
-    if (kShape[i] == 'd' ? !digit : d[i] != kShape[i]) return false;
-  }
-  const auto at = [&d](size_t i, size_t n) { return std::stoi(d.substr(i, n)); };
-  const int year = at(0, 4);
-  const int month = at(5, 2);
-  const int day = at(8, 2);
-  constexpr std::array<int, 12> kDays = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (month < 1 || month > 12 || day < 1 || day > kDays[static_cast<size_t>(month - 1)])
-    return false;
-  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-  if (month == 2 && day == 29 && !leap) return false;
-  return at(11, 2) <= 23 && at(14, 2) <= 59 && at(17, 2) <= 60;
+void check_utc_date(const JsonObject& o, std::string_view key, const std::string& date) {
+  if (!is_utc_date(date))
+    o.fail(key, "expected a UTC time such as \"2026-12-06T19:47:54Z\", got \"" + date + "\"");
 }
 
 boost::json::object gpu_state_to_json(const GpuState& state) { return write_fields(state); }

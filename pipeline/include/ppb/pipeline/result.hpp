@@ -518,11 +518,12 @@ Result result_from_text(std::string_view text, const std::string& source);
 /// malformed/truncated JSON throws UsageError naming the file.
 Result read_result_file(const std::string& path);
 
-/// True for a UTC time as pipebench writes it, "2026-12-06T19:47:54Z": the
-/// gate orders nights by comparing these as text, which only this one shape
-/// keeps in time order, and a real time of day on a day of the calendar (a
-/// leap second allowed). Result and health files refuse other dates.
-bool is_utc_date(const std::string& date);
+/// Refuses (UsageError naming `key` of `o`) a date other than a UTC time as
+/// pipebench writes it, "2026-12-06T19:47:54Z": the gate orders nights by
+/// comparing these as text, which only this one shape keeps in time order,
+/// and a real time of day on a day of the calendar (a leap second allowed).
+/// Result and health files are read through it.
+void check_utc_date(const JsonObject& o, std::string_view key, const std::string& date);
 
 /// Writes the result with write_output_file (profiling/output_file.hpp): a
 /// regular file is replaced atomically (temporary file in the same folder,
