@@ -8,7 +8,9 @@
 #    (the re-runs in timed/rerun/, recorded with the plant) and confirmed;
 #  - --regate gates that night again against the first night alone, without
 #    a new sweep: its own re-runs in timed/rerun-<time>/, its own reports in
-#    regate-<time>/, the first gate's left as they were;
+#    regate-<time>/, the first gate's left as they were; the first night
+#    gated again against the folder of every night has no earlier night
+#    (the one after it is left out, and named);
 #  - a sweep whose job fails (a rank throws, or the job dies before it
 #    writes anything) does not end the night: the other sweep and the
 #    report run, and the suite exits 3 naming the job;
@@ -90,6 +92,14 @@ done
 n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.json' | wc -l)
 ((n == 2)) || fail "regate: it touched the first gate's re-runs ($n files)"
 
+# The first night gated again against the folder of every night: itself and
+# the night after it are left out, and said to be, so nothing is compared.
+suite regate_first 0 --regate "$tmp/nights/n1" --baseline "$tmp/nights"
+grep -q "^gate: left out 1 night(s) of --baseline that began after tonight's results (measured up to .*): n2; " \
+  "$tmp/regate_first.log" || fail "regate_first: the later night n2 was not named"$'\n'"$(tail -20 "$tmp/regate_first.log")"
+grep -q "^gate: no earlier night in $tmp/nights: every night there began after tonight's results" \
+  "$tmp/regate_first.log" || fail "regate_first: it does not say there was nothing before n1"
+
 # A sweep whose job fails does not end the night. faulty NAME BACKEND WHAT:
 # a night whose BACKEND sweep's job fails (through a wrapper around the
 # real pipebench): WHAT "throw", a rank throws in the last combination (the
@@ -146,7 +156,7 @@ bad() {
 before=$(find "$tmp" | sort | md5sum)
 bad "gates against a --baseline, and none was given" --regate "$tmp/fast"
 bad "--regate: no such folder '$tmp/none'" --regate "$tmp/none" --baseline "$tmp/nights/n1"
-bad "is part of --baseline '$tmp/nights'" --regate "$tmp/nights/n2" --baseline "$tmp/nights"
+bad "--baseline '$tmp/nights/n2/timed' is or lies inside '$tmp/nights/n2'" --regate "$tmp/nights/n2" --baseline "$tmp/nights/n2/timed"
 bad "holds no cpu/, timed/, dp/ or cuda/ results" --regate "$tmp/fast/regate-"* --baseline "$tmp/nights/n1"
 bad "--regate needs a results folder" --baseline "$tmp/nights/n1" --regate
 PPB_HISTORY=ten bad "PPB_HISTORY: expected a count of nights >= 1, got 'ten'" --baseline "$tmp/nights"

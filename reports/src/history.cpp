@@ -25,6 +25,7 @@ Night make_night(const fs::path& path, LoadedResults results) {
   n.name = folder_name(path);
   n.path = path.string();
   n.date = latest_date(results);
+  n.first_date = earliest_date(results);
   n.results = std::move(results);
   return n;
 }
@@ -97,6 +98,31 @@ std::string latest_date(const LoadedResults& results) {
   std::string latest;
   for (const ResultEntry& e : results.results) latest = std::max(latest, e.result.environment.date);
   return latest;
+}
+
+std::string earliest_date(const LoadedResults& results) {
+  std::string earliest;
+  for (const ResultEntry& e : results.results) {
+    const std::string& d = e.result.environment.date;
+    if (!d.empty() && (earliest.empty() || d < earliest)) earliest = d;
+  }
+  return earliest;
+}
+
+std::vector<std::string> leave_out_later(std::vector<Night>& nights,
+                                         const std::string& tonight_latest) {
+  std::vector<std::string> later;
+  if (tonight_latest.empty()) return later;
+  // Dates are UTC times of one fixed shape (the result reader's rule), so
+  // they order as strings.
+  const auto after = [&](const Night& n) {
+    return !n.first_date.empty() && n.first_date > tonight_latest;
+  };
+  for (const Night& n : nights) {
+    if (after(n)) later.push_back(n.name);
+  }
+  nights.erase(std::remove_if(nights.begin(), nights.end(), after), nights.end());
+  return later;
 }
 
 bool same_or_inside(const std::string& inner, const std::string& outer) {

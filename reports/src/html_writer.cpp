@@ -640,7 +640,12 @@ void regression_table(std::ostringstream& h, const ReportModel& m, const Regress
 void section_regression(std::ostringstream& h, const ReportModel& m) {
   if (!m.no_earlier_night.empty())
     h << "<h2>Regression gate</h2>\n<p class=\"note\">" << esc(m.no_earlier_night) << ".</p>\n";
-  if (!m.regression) return;
+  const std::string later =
+      m.later_nights.empty() ? "" : "<p class=\"note\">Gate: " + esc(m.later_nights) + ".</p>\n";
+  if (!m.regression) {
+    h << later;
+    return;
+  }
   const RegressionSummary& r = *m.regression;
   h << "<h2>Regression gate</h2>\n<p class=\"note\">Tonight (" << esc(r.tonight) << ") against the "
     << r.nights.size() << " most recent earlier night(s) of " << esc(r.baseline_source)
@@ -658,7 +663,8 @@ void section_regression(std::ostringstream& h, const ReportModel& m) {
        "is "
        "reported once, with that night. A timing figure that moved tonight stands only when a "
        "re-run of the combination gives the same verdict; one that did not reproduce is "
-       "undecidable.</p>\n";
+       "undecidable.</p>\n"
+    << later;
   h << "<p><b>" << r.regressions() << " regression(s), " << r.count(RegressionStatus::kImproved)
     << " improvement(s), " << r.count(RegressionStatus::kPass) << " no change, "
     << r.count(RegressionStatus::kUndecidable) << " undecidable</b> ("

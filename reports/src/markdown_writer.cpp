@@ -277,6 +277,7 @@ std::string write_markdown(const ReportModel& model) {
   if (model.regression) gate_section(md, model);
   if (!model.no_earlier_night.empty())
     md << "## Regression gate\n\n" << cell(model.no_earlier_night) << ".\n\n";
+  if (!model.later_nights.empty()) md << "Gate: " << cell(model.later_nights) << ".\n\n";
   for (const GroupView& g : model.groups) {
     md << "## Throughput: " << cell(group_title(g)) << "\n\n";
     md << "| schedule | partition | P | M | status | samples/s | step (ms) | bubble ratio (theory) "

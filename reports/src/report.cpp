@@ -218,15 +218,30 @@ void check_outputs(const ReportOptions& o) {
   refuse_colliding_outputs(flagged, read);
 }
 
+// What leave_out_later left out, in a sentence ("" for nothing): at most
+// five names, then how many more.
+std::string later_nights_note(const std::vector<std::string>& later, const std::string& tonight) {
+  if (later.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < later.size() && i < 5; ++i) names += (i ? ", " : "") + later[i];
+  if (later.size() > 5) names += " and " + std::to_string(later.size() - 5) + " more";
+  return "left out " + std::to_string(later.size()) +
+         " night(s) of --baseline that began after tonight's results (measured up to " + tonight +
+         "): " + names + "; the gate compares tonight with earlier nights only";
+}
+
 // The gate's parts beside the sweeps' (built with the model): the GPUs'
 // health, where the baselines came from, or why there is no gate.
 void add_gate(const ReportOptions& o, const ModelOptions& mo, ReportModel& model) {
   if (!o.baselines.empty() && !model.regression) {
     std::string where;
     for (const std::string& b : o.baselines) where += (where.empty() ? "" : ", ") + b;
-    model.no_earlier_night = "no earlier night in " + where +
-                             " (tonight is the first): nothing to compare yet; tonight's "
-                             "results are the next night's baseline";
+    model.no_earlier_night =
+        "no earlier night in " + where +
+        (model.later_nights.empty()
+             ? " (tonight is the first): nothing to compare yet; tonight's results are the next "
+               "night's baseline"
+             : ": every night there began after tonight's results; nothing to compare");
   }
   if (model.regression) {
     // With --skip-bad a bad health file is listed with the unreadable results.
@@ -252,6 +267,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
   Reference reference =
       o.reference.empty() ? builtin_reference() : load_reference_file(o.reference);
   std::vector<Night> history;
+  std::string later;  // what leave_out_later left out, said
   if (!o.baselines.empty()) {
     try {
       history = load_nights(o.baselines, o.skip_bad, o.inputs);
@@ -263,10 +279,12 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     for (Night& n : history) {
       for (BadFile& b : n.results.bad) loaded.bad.push_back(std::move(b));
     }
+    later = later_nights_note(leave_out_later(history, latest_date(loaded)), latest_date(loaded));
   }
   const ModelOptions mo = model_options(o);
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),
                                          std::move(history), mo, std::move(reruns));
+  model.later_nights = std::move(later);
   add_gate(o, mo, model);
 
   // Only the outputs asked for are rendered (each can be as large as the
@@ -311,6 +329,7 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     for (const GroupView& g : model.groups)
       text << "verdict (" << group_title(g) << "): " << g.verdict << "\n";
     if (model.regression) print_gate(model, text);
+    if (!model.later_nights.empty()) text << "gate: " << model.later_nights << "\n";
     if (!model.no_earlier_night.empty()) text << "gate: " << model.no_earlier_night << "\n";
     for (const std::string& w : written) text << "wrote " << w << "\n";
   }

@@ -498,6 +498,7 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
     Night n;
     n.name = "baseline";
     n.date = latest_date(*baseline);
+    n.first_date = earliest_date(*baseline);
     n.results = std::move(*baseline);
     history.push_back(std::move(n));
   }

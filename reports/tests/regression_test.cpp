@@ -1083,6 +1083,73 @@ TEST(ReportGate, TonightInsideAFolderOfNightsIsNoEarlierNight) {
       << usage_error(o);
 }
 
+// `ci/suite --regate results/suite-X --baseline results`: an old night
+// gated again against the folder of every night is held against the
+// nights before it, as on the night it ran; those after it are left out
+// and named, in every output, and the window counts back from it.
+TEST(ReportGate, NightsThatBeganAfterTonightAreLeftOutAndNamed) {
+  const std::string root = fresh_dir("regate_nights");
+  night(root, "n1", 1, two(1.0, 1.0));
+  const std::string n2 = night(root, "n2", 2, two(1.3, 1.0));  // 1f1b 30% slower
+  night(root, "n3", 3, two(1.3, 1.0));
+  night(root, "n4", 4, two(1.3, 1.0));
+  ReportOptions o;
+  o.inputs = {n2};
+  o.baselines = {root};
+  o.window = 1;
+  std::ostringstream out;
+  // Against n1 alone (a window of one counts back from n2, not from n4).
+  EXPECT_EQ(run_report(o, out), 1) << out.str();
+  EXPECT_NE(out.str().find("Against 1 earlier night(s): 1 regression(s)"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("(n1 .. n1)"), std::string::npos) << out.str();
+  const std::string said =
+      "left out 2 night(s) of --baseline that began after tonight's results (measured up to ";
+  EXPECT_NE(out.str().find("Gate: " + said), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("): n3, n4; the gate compares tonight with earlier nights only.\n"),
+            std::string::npos)
+      << out.str();
+  o.junit = fresh_dir("regate_out") + "/report.junit.xml";
+  o.html = fresh_dir("regate_html") + "/report.html";
+  std::ostringstream terse;
+  EXPECT_EQ(run_report(o, terse), 1) << terse.str();
+  EXPECT_NE(terse.str().find("\ngate: " + said), std::string::npos) << terse.str();
+  EXPECT_NE(read(o.html).find("<p class=\"note\">Gate: left out 2 night(s) of --baseline that "
+                              "began after tonight&#39;s results"),
+            std::string::npos);
+  o.junit.clear();
+  o.html.clear();
+  // The first night gated again: nothing before it, and the report says why.
+  o.inputs = {root + "/n1"};
+  std::ostringstream first;
+  EXPECT_EQ(run_report(o, first), 0) << first.str();
+  EXPECT_NE(first.str().find("no earlier night in " + root +
+                             ": every night there began after tonight's results; nothing to "
+                             "compare"),
+            std::string::npos)
+      << first.str();
+  EXPECT_NE(first.str().find("left out 3 night(s)"), std::string::npos) << first.str();
+  // The rule itself: a night that began after tonight's latest result is
+  // later; one that began before it (or has no date) is kept, whatever its
+  // re-runs' dates; nothing is left out without tonight's date.
+  std::vector<Night> nights(3);
+  nights[0].name = "early";
+  nights[0].first_date = "2026-12-01T02:00:00Z";
+  nights[0].date = "2026-12-09T02:00:00Z";  // re-run later
+  nights[1].name = "undated";
+  nights[2].name = "late";
+  nights[2].first_date = "2026-12-02T02:10:01Z";
+  std::vector<Night> kept = nights;
+  EXPECT_TRUE(leave_out_later(kept, "").empty());
+  EXPECT_EQ(kept.size(), 3u);
+  EXPECT_EQ(leave_out_later(kept, "2026-12-02T02:10:00Z"), (std::vector<std::string>{"late"}));
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].name, "early");
+  EXPECT_EQ(kept[1].name, "undated");
+  kept = nights;
+  EXPECT_TRUE(leave_out_later(kept, "2026-12-02T02:10:01Z").empty());
+}
+
 // The walk over a result folder: a run's traces are never read (a trace
 // may be far larger than any result), a night kept as a link to its folder
 // is a night (a link back up is not walked twice), and a *.json that is

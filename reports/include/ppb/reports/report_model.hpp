@@ -124,6 +124,10 @@ struct ReportModel {
   /// A gate asked for (--baseline) with no earlier night to hold tonight
   /// against (the first night): why there is no gate, said in its place.
   std::string no_earlier_night;
+  /// Nights of the --baselines that began after tonight's results were
+  /// measured (a re-gate of an old night), left out of the gate: what was
+  /// left out, said beside it; "" when none was.
+  std::string later_nights;
   /// The GPU health gate, per machine with a health file tonight or a GPU
   /// sweep whose runs NVML sampled (with a gate only: --baseline).
   std::vector<HealthSummary> health;
