@@ -29,11 +29,13 @@ usage: failure_run.py MODE PIPEBENCH MPIEXEC WORKDIR
 """
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 mode, pb, mpiexec, work = sys.argv[1:5]
@@ -165,19 +167,42 @@ def interrupt():
     args = [mpiexec, "-np", "2", pb, "run", *sweep, "--schedule", SCHEDULES, "--out", out]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=env)
+    # A reader thread takes the output line by line, so the deadline holds
+    # for a job that falls silent too (a loop over p.stdout would wait for
+    # its next line).
+    lines = queue.Queue()
     seen = []
+
+    def read():
+        for line in p.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     deadline = time.monotonic() + SWEEP_ALLOWANCE + LIMIT
-    for line in p.stdout:  # the first progress line: one combination written
+    while True:  # until the first progress line: one combination written
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
         seen.append(line)
-        if line.startswith("[1/3]") or time.monotonic() > deadline:
+        if line.startswith("[1/3]"):
             break
     p.send_signal(signal.SIGINT)
     try:
-        rest, _ = p.communicate(timeout=LIMIT)
+        p.wait(timeout=LIMIT)
     except subprocess.TimeoutExpired:
         p.kill()
         fail("the job did not end within 10 s of Ctrl-C", "".join(seen))
-    text = "".join(seen) + rest
+    reader.join(timeout=LIMIT)
+    while not lines.empty():
+        line = lines.get()
+        if line is not None:
+            seen.append(line)
+    text = "".join(seen)
     print(text)
     if p.returncode == 0:
         fail("exit code 0 after Ctrl-C", text)
