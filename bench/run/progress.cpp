@@ -11,6 +11,7 @@
 #include "cli.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/log.hpp"
+#include "ppb/profiling/output_file.hpp"
 #include "ppb/reports/fast_paths.hpp"
 
 namespace ppb::run {
@@ -144,7 +145,9 @@ extern "C" void on_stop_signal(int sig) {
     if (kStopSignals[i] == sig)
       (void)!::write(STDERR_FILENO, g_stop_line[i].data(), g_stop_length[i]);
   }
-  // SA_RESETHAND gave the signal back its default action: end by it.
+  // SA_RESETHAND gave the signal back its default action: end by it, once
+  // the outputs being put in place are (their writer raises it again).
+  if (hold_stop_signal(sig)) return;
   ::raise(sig);
 }
 

@@ -6,9 +6,12 @@
 #include "ppb/profiling/output_file.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -139,7 +142,14 @@ void discard(Staged& s) noexcept {
 void commit(Staged& s) {
   int err = 0;
   if (s.file.get() >= 0) {
-    err = give_name(s.file.get(), s.dirfd, s.tmp);
+    // A new target is named at once (a link fails where the name exists):
+    // no temporary name ever appears, even for a process killed here.
+    err = give_name(s.file.get(), s.dirfd, s.target);
+    if (err == 0) {
+      s.file.reset(-1);
+      return;
+    }
+    if (err == EEXIST) err = give_name(s.file.get(), s.dirfd, s.tmp);
     s.file.reset(-1);
     if (err != 0) fail(s.shown, std::strerror(err));  // still unnamed: nothing left behind
   }
@@ -149,6 +159,39 @@ void commit(Staged& s) {
     fail(s.shown, std::strerror(err));
   }
 }
+
+// The stop signals held while outputs are put in place (hold_stop_signal).
+constexpr std::array<int, 3> kStopSignals = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_placing{0};                // writers putting outputs in place now
+std::atomic<int> g_held{0};                   // a stop signal held for them (0: none)
+void (*g_between_renames)(size_t) = nullptr;  // set_rename_hook_for_tests
+
+// While alive, outputs are being put in place: this thread blocks the stop
+// signals (a program without handlers, such as report, then ends only once
+// they are all in place) and a handler on another thread holds them
+// (hold_stop_signal). On leaving, a held signal is raised again.
+class PlacingOutputs {
+ public:
+  PlacingOutputs() {
+    sigset_t stop;
+    sigemptyset(&stop);
+    for (const int sig : kStopSignals) sigaddset(&stop, sig);
+    ::pthread_sigmask(SIG_BLOCK, &stop, &before_);
+    g_placing.fetch_add(1);
+  }
+  PlacingOutputs(const PlacingOutputs&) = delete;
+  PlacingOutputs& operator=(const PlacingOutputs&) = delete;
+  ~PlacingOutputs() {
+    g_placing.fetch_sub(1);
+    const int held = g_held.exchange(0);
+    // A signal sent to this thread while it was blocked arrives here.
+    ::pthread_sigmask(SIG_SETMASK, &before_, nullptr);
+    if (held != 0) ::raise(held);
+  }
+
+ private:
+  sigset_t before_{};
+};
 
 [[noreturn]] void fail_link(const std::string& shown) {
   fail(shown,
@@ -244,6 +287,17 @@ bool stage_users(const std::string& path, std::string_view text, std::vector<Sta
 
 }  // namespace
 
+void set_rename_hook_for_tests(void (*hook)(size_t placed)) { g_between_renames = hook; }
+
+bool hold_stop_signal(int sig) noexcept {
+  if (g_placing.load() == 0) return false;
+  g_held.store(sig);
+  // The writer may have finished meanwhile: if it did not take the signal,
+  // take it back (the caller ends by it now).
+  if (g_placing.load() == 0 && g_held.exchange(0) != 0) return false;
+  return true;
+}
+
 void write_output_file(const OutputPath& out, std::string_view text) {
   write_output_files({{out, text}});
 }
@@ -273,12 +327,16 @@ void write_output_files(const std::vector<std::pair<OutputPath, std::string_view
     for (Staged& s : staged) discard(s);
     throw;
   }
-  for (size_t i = 0; i < staged.size(); ++i) {
-    try {
-      commit(staged[i]);
-    } catch (...) {
-      for (size_t j = i + 1; j < staged.size(); ++j) discard(staged[j]);
-      throw;
+  {
+    const PlacingOutputs placing;  // every target old or every one new, never a mix
+    for (size_t i = 0; i < staged.size(); ++i) {
+      try {
+        commit(staged[i]);
+        if (g_between_renames != nullptr) g_between_renames(i);
+      } catch (...) {
+        for (size_t j = i + 1; j < staged.size(); ++j) discard(staged[j]);
+        throw;
+      }
     }
   }
   for (size_t i = 0; i < through.size(); ++i) {

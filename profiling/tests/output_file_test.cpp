@@ -6,9 +6,13 @@
 #include "ppb/profiling/output_file.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -104,6 +108,84 @@ TEST(OutputFile, SeveralOutputsAreWrittenAllOrNone) {
   EXPECT_EQ(slurp(md), "tonight's\n");
   EXPECT_EQ(slurp(csv), "a,b\n");
   EXPECT_EQ(dir.entries(), 3);
+}
+
+// A stop signal in the middle of the renames waits for the last of them:
+// every target old or every one new, never a mix, and no temporary name
+// left. Sent to the writing thread, it is blocked there and lands once all
+// are in place; handled on another thread (as mpirun's SIGTERM may be in a
+// rank), the handler holds it (hold_stop_signal) and the writer raises it
+// again when done.
+namespace stop {
+std::atomic<int> held{0};
+std::atomic<int> ended{0};  // the handler ran without holding it
+std::atomic<bool> all_new{false};
+std::atomic<bool> to_other_thread{false};
+pthread_t other{};
+std::vector<fs::path> files;
+
+extern "C" void on_term(int sig) {
+  if (hold_stop_signal(sig)) {
+    held.fetch_add(1);
+    return;
+  }
+  // Runs on the writing thread at a known point (the test's own check).
+  bool fresh = true;
+  for (const fs::path& f : files) fresh = fresh && slurp(f) == "new\n";
+  all_new.store(fresh);
+  ended.fetch_add(1);
+}
+
+void after_first(size_t placed) {
+  if (placed != 0) return;
+  if (!to_other_thread.load()) {
+    ::raise(SIGTERM);  // this thread: blocked until the renames are done
+    EXPECT_EQ(ended.load(), 0) << "the signal landed before the renames were done";
+    return;
+  }
+  ::pthread_kill(other, SIGTERM);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (held.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  EXPECT_EQ(held.load(), 1) << "the other thread's handler did not hold the signal";
+  EXPECT_EQ(ended.load(), 0);
+}
+}  // namespace stop
+
+TEST(OutputFile, AStopSignalDuringTheRenamesWaitsForTheLastOne) {
+  struct sigaction act {
+  }, before{};
+  act.sa_handler = stop::on_term;
+  sigemptyset(&act.sa_mask);
+  ASSERT_EQ(::sigaction(SIGTERM, &act, &before), 0);
+  EXPECT_FALSE(hold_stop_signal(SIGTERM)) << "nothing is being put in place";
+  std::atomic<bool> done{false};
+  std::thread other([&] {  // SIGTERM unblocked here: created before any write
+    while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  stop::other = other.native_handle();
+  for (const bool to_other : {false, true}) {
+    SCOPED_TRACE(to_other ? "handled on another thread" : "sent to the writing thread");
+    TempDir dir;
+    stop::files = {dir / "report.md", dir / "report.csv", dir / "report.junit.xml"};
+    // Replaced files (temporary names for the rename) beside a new one.
+    write_output_files({{stop::files[0].string(), "old\n"}, {stop::files[1].string(), "old\n"}});
+    stop::held = 0;
+    stop::ended = 0;
+    stop::all_new = false;
+    stop::to_other_thread = to_other;
+    std::vector<std::pair<OutputPath, std::string_view>> outputs;
+    for (const fs::path& f : stop::files) outputs.emplace_back(f.string(), "new\n");
+    set_rename_hook_for_tests(stop::after_first);
+    write_output_files(outputs);
+    set_rename_hook_for_tests(nullptr);
+    EXPECT_EQ(stop::held.load(), to_other ? 1 : 0);
+    EXPECT_EQ(stop::ended.load(), 1) << "the signal was lost";
+    EXPECT_TRUE(stop::all_new.load()) << "it landed while an old target was still in place";
+    EXPECT_EQ(dir.entries(), 3) << "a temporary file was left behind";
+  }
+  done = true;
+  other.join();
+  ASSERT_EQ(::sigaction(SIGTERM, &before, nullptr), 0);
 }
 
 TEST(OutputFile, SymlinksAreFollowedNotReplaced) {

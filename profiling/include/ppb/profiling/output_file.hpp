@@ -41,6 +41,7 @@
 //   ppb::write_output_file({"out", "x.trace/rank0.json"}, text);    // pipebench's name
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -74,6 +75,24 @@ void write_output_file(const OutputPath& path, std::string_view text);
 /// disk, a permission) removes the temporaries and leaves every target as
 /// it was. Outputs written through ("-", a device, a FIFO) go last.
 void write_output_files(const std::vector<std::pair<OutputPath, std::string_view>>& outputs);
+
+/// While write_output_files puts its outputs in place (the renames at its
+/// end, and the naming of a new file), a stop signal (SIGINT, SIGTERM,
+/// SIGHUP) is held until every one is in place, then raised again: an
+/// interrupted write leaves every target as it was or every one new, and no
+/// temporary name (a new file is named directly; only a replaced one gets
+/// a temporary name for its rename). The writing thread blocks them; a
+/// program that handles them (run's stop line) calls this from its handler,
+/// on whichever thread it runs: true means the signal is held and the
+/// writer raises it again when done (the handler returns); false means no
+/// output is being put in place (the handler ends by it as usual).
+/// Async-signal-safe.
+bool hold_stop_signal(int sig) noexcept;
+
+/// Tests only: `hook(i)` runs after the i-th output of write_output_files
+/// is in place, before the next (nullptr: none), so a test can send a
+/// signal in the middle of the renames.
+void set_rename_hook_for_tests(void (*hook)(size_t placed));
 
 /// Checks, without writing, that write_output_file(path, ...) can be tried:
 /// "-", an existing regular file, character device or FIFO (through
