@@ -14,6 +14,7 @@
 #  - a sweep whose job fails (a rank throws, or the job dies before it
 #    writes anything) does not end the night: the other sweep and the
 #    report run, and the suite exits 3 naming the job;
+#  - a SIGTERM to the suite ends its running job with it (exit 143);
 #  - bad invocations of --regate exit 2 with one line naming the problem.
 # The cpu sweep runs one rank more than the cores (up to 4 ranks), so its
 # rows are marked oversubscribed and kept out of the gate: on a 2-core
@@ -143,6 +144,28 @@ faulty dead timed dead
 [[ ! -e $tmp/dead/timed ]] || fail "dead: the timed job left a folder"
 grep -q "^suite: no $tmp/dead/timed: its job wrote nothing" "$tmp/dead.log" ||
   fail "dead: the missing timed folder was not named"
+
+# Stopped: a SIGTERM to the suite alone (a scheduler's time limit, a
+# harness that kills its PID) ends its running job too, with one line and
+# exit 143, instead of counting the ended job as a failed sweep and going on.
+PPB_RESULTS=$tmp/stopped PPB_CPU_RUN=0 PPB_TIMED_ITERS=2000 "$root/ci/suite" >"$tmp/stopped.log" 2>&1 &
+suite_pid=$!
+for ((i = 0; i < 600; ++i)); do
+  [[ -e $tmp/stopped/timed ]] && grep -q "^suite: timed backend" "$tmp/stopped.log" && break
+  sleep 0.1
+done
+sleep 1
+kill -TERM "$suite_pid"
+stopped_at=$(date +%s)
+wait "$suite_pid"
+code=$?
+echo "--- stopped: ci/suite -> exit $code $(($(date +%s) - stopped_at)) s after its SIGTERM"
+((code == 143)) || fail "stopped: exit $code, want 143"$'\n'"$(tail -20 "$tmp/stopped.log")"
+grep -q "^suite: stopped by SIGTERM; its running job was ended; the results finished before it are in $tmp/stopped" \
+  "$tmp/stopped.log" || fail "stopped: no line saying so"$'\n'"$(tail -20 "$tmp/stopped.log")"
+grep -q "FAILED" "$tmp/stopped.log" && fail "stopped: the ended job was taken for a failed sweep"
+sleep 0.5
+pgrep -f -- "--out $tmp/stopped/timed" >/dev/null && fail "stopped: its job runs on after it"
 
 # Bad invocations: exit 2, one line naming the problem, nothing written.
 bad() {
