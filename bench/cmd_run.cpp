@@ -5,6 +5,7 @@
 // The flags land in one RunOptions (STYLE.md rule 9); bench/run/runner.cpp
 // does the work: MPI_Init/Finalize happen only inside this command.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -65,8 +66,8 @@ void add_measure_flags(CLI::App& cmd, run::RunOptions& o) {
                  "After --iters timed steps, keep timing until they sum to this many seconds "
                  "(0 = exactly --iters)")
       ->capture_default_str();
-  cmd.add_option("--max-iters", o.max_iters, "Cap on timed steps under --min-time")
-      ->capture_default_str();
+  cmd.add_option("--max-iters", o.max_iters,
+                 "Cap on timed steps under --min-time (default: the larger of 1000 and --iters)");
   cmd.add_option("--plant", o.plant,
                  "STAGE:FACTOR: plant a slowdown of one stage's actions to test the regression "
                  "gate (recorded in the results as config.plant)");
@@ -94,14 +95,17 @@ void add_shape_flags(CLI::App& cmd, run::RunOptions& o) {
                  "Watchdog in seconds for each step and every other phase (setup, partition, "
                  "check, writing results); 0 = off")
       ->capture_default_str();
-  cmd.add_option("--chunks", o.chunks, "Model chunks per stage V (interleaved-1f1b)")
+  cmd.add_option("--chunks", o.chunks,
+                 "interleaved-1f1b: model chunks per stage V (zb-v and dualpipe-v "
+                 "always have 2, the others 1)")
       ->capture_default_str();
   cmd.add_option("--inflight", o.inflight,
                  "In-flight limit N (async-1f1b, adaptive, hybrid; 0 = P)")
       ->capture_default_str();
   cmd.add_option("--sync-warmup", o.sync_warmup, "hybrid: synchronous micro-batches K")
       ->capture_default_str();
-  cmd.add_option("--batches", o.batches, "pipedream: batches per step without a flush")
+  cmd.add_option("--batches", o.batches,
+                 "pipedream: batches per step without a flush (the others run 1)")
       ->capture_default_str();
   cmd.add_option("--time-scale", o.time_scale,
                  "timed: wall seconds per modelled second (0 = the model's: the mean stage's F + B "
@@ -163,6 +167,9 @@ void register_run(CLI::App& app) {
       options->given.push_back(
           name.empty() && !opt->get_lnames().empty() ? "--" + opt->get_lnames().front() : name);
     }
+    // The cap's default never refuses the --iters given with it.
+    if (cmd->get_option("--max-iters")->count() == 0)
+      options->max_iters = std::max(options->max_iters, options->iters);
     run::run_command(*options);
   });
 }

@@ -273,7 +273,7 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--link-buffers", opt->validate.link_buffers,
                   "Validate under in-order matching (NCCL, mpi-ordered) with this many receive "
                   "buffers per link; 0 = matching by tag")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 20));
   by_name->excludes(by_file);
   opt->stages_flag = cmd->add_option("--stages,-p", opt->params.stages, "Pipeline stages P");
   opt->microbatches_flag =

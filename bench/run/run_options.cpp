@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include "cli.hpp"
 #include "ppb/exec/backend.hpp"
@@ -45,6 +46,48 @@ std::vector<std::string> expand_schedules(const std::string& text) {
     out.push_back(item);
   }
   return out;
+}
+
+// A schedule parameter (--chunks, --inflight, --sync-warmup, --batches)
+// given for a sweep none of whose schedules takes it would be dropped
+// without a word: the result would record V = 1 where V = 2 was asked for.
+// Refused instead, naming the schedules that take it. A value those
+// schedules would run anyway (--chunks 1, --inflight 0, --batches 1) is
+// harmless and let through.
+void refuse_unused_schedule_parameters(const RunOptions& o,
+                                       const std::vector<std::string>& schedules) {
+  struct Parameter {
+    const char* flag;
+    int value;
+    std::optional<int> neutral;                     // what the other schedules run
+    bool (*takes)(const ScheduleInfo&, int value);  // whether a schedule uses it
+  };
+  const Parameter parameters[] = {
+      {"--chunks", o.chunks, 1,
+       [](const ScheduleInfo& i, int v) {
+         return i.uses_chunks || (i.fixed_chunks > 0 && v == i.fixed_chunks);
+       }},
+      {"--inflight", o.inflight, 0, [](const ScheduleInfo& i, int) { return i.uses_inflight; }},
+      {"--sync-warmup", o.sync_warmup, std::nullopt,
+       [](const ScheduleInfo& i, int) { return i.uses_sync_warmup; }},
+      {"--batches", o.batches, 1, [](const ScheduleInfo& i, int) { return i.no_flush; }},
+  };
+  for (const Parameter& p : parameters) {
+    if (std::find(o.given.begin(), o.given.end(), p.flag) == o.given.end()) continue;
+    if (p.neutral && p.value == *p.neutral) continue;
+    const bool taken = std::any_of(schedules.begin(), schedules.end(), [&](const std::string& s) {
+      return p.takes(schedule_info(s), p.value);
+    });
+    if (taken) continue;
+    std::vector<std::string> takers;
+    for (const ScheduleInfo& info : schedule_list()) {
+      if (p.takes(info, p.value)) takers.push_back(info.name);
+    }
+    throw UsageError(std::string(p.flag) + " " + std::to_string(p.value) +
+                     ": no schedule of the sweep (" + join(schedules) + ") takes it (" +
+                     join(takers) + (takers.size() == 1 ? " does" : " do") +
+                     "); leave it out or add such a schedule");
+  }
 }
 
 /// The registry entry called `name` ("" = the first one, the default).
@@ -286,6 +329,40 @@ void check_partitions_place(const RunOptions& o, const RunPlan& plan) {
   }
 }
 
+/// Every micro-batch count given runs under at least one of the sweep's
+/// schedules on its P stages (with its V, N, K, B); a combination one
+/// schedule refuses is recorded as invalid by the sweep, as with
+/// partitions, but a sweep in which an M runs nowhere measures nothing of
+/// it.
+void check_microbatches_run(const RunOptions& o, const RunPlan& plan) {
+  const SweepParams sp = sweep_params(o, plan);
+  for (const int m : plan.microbatches) {
+    std::string first_error;
+    bool runs = false;
+    for (const Combination& c :
+         enumerate_sweep(plan.schedules, {plan.partitions.front()}, {m}, sp)) {
+      ScheduleParams params;
+      copy_schedule_params(params, c);
+      try {
+        (void)generate_schedule(c.schedule, params);
+        runs = true;
+        break;
+      } catch (const UsageError& e) {
+        if (!first_error.empty()) continue;
+        // "--microbatches: dualpipe-v needs ..." -> "dualpipe-v needs ...".
+        std::string why = e.what();
+        if (why.starts_with("--microbatches: ")) why.erase(0, 16);
+        first_error = why.starts_with(c.schedule + " ") ? why : c.schedule + ": " + why;
+      }
+    }
+    if (!runs) {
+      throw UsageError("--microbatches " + std::to_string(m) +
+                       ": no schedule of the sweep runs it on " + std::to_string(plan.stages) +
+                       " stages (" + first_error + ")");
+    }
+  }
+}
+
 // --cuda-graphs: on or off; given explicitly only with a device backend.
 bool parse_cuda_graphs(const RunOptions& o, const BackendInfo& backend) {
   if (o.cuda_graphs != "on" && o.cuda_graphs != "off") {
@@ -383,6 +460,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   }
 
   plan.schedules = expand_schedules(o.schedules);
+  refuse_unused_schedule_parameters(o, plan.schedules);
   plan.partitions = expand_partitions(o.partitions);
   plan.microbatches = cli::parse_int_list(o.microbatches, "--microbatches");
   plan.model = parse_model_spec(o.model);
@@ -406,8 +484,20 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
 
   check_stage_cuts(plan, o.model);
   check_partitions_place(o, plan);
+  check_microbatches_run(o, plan);
   if (backend.modelled_time) check_time_scale(o, plan);
   return plan;
+}
+
+SweepParams sweep_params(const RunOptions& options, const RunPlan& plan) {
+  SweepParams sp;
+  sp.stages = plan.stages;
+  sp.chunks = options.chunks;
+  sp.inflight = plan.inflight;
+  sp.sync_warmup = options.sync_warmup;
+  sp.batches = options.batches;
+  sp.data_parallel = plan.data_parallel;
+  return sp;
 }
 
 std::string default_out_dir(int64_t unix_seconds) {

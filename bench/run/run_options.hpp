@@ -15,6 +15,7 @@
 #include "ppb/pipeline/data_parallel.hpp"
 #include "ppb/pipeline/model.hpp"
 #include "ppb/pipeline/schedule.hpp"
+#include "run/sweep.hpp"
 
 namespace ppb::run {
 
@@ -152,8 +153,10 @@ struct RunPlan {
 /// a backend whose registry entry computes no real gradients, a --dtype other than fp32 or
 /// bf16 (bf16 only with a backend whose entry says bf16), a negative --min-time, a --plant that
 /// is not STAGE:FACTOR with 0 <= STAGE < P and FACTOR > 0 (>= 1 unless the backend's registry entry
-/// can plant a speed-up), a --cuda-graphs other than on or off, or --cuda-graphs given
-/// with a backend whose registry entry has no device.
+/// can plant a speed-up), a --cuda-graphs other than on or off, --cuda-graphs given
+/// with a backend whose registry entry has no device, a schedule parameter
+/// (--chunks, --inflight, --sync-warmup, --batches) that no schedule of the
+/// sweep takes, or a micro-batch count that none of them runs on P stages.
 /// Example: validate_run_options({.schedules = "1f1b"}, 4).schedules == {"1f1b"}.
 RunPlan validate_run_options(const RunOptions& options, int world_size);
 
@@ -170,6 +173,10 @@ void check_counts(const RunOptions& options);
 /// Example: expand_partitions("operator,manual:0-9,10-58") ==
 ///          {"operator", "manual:0-9,10-58"}.
 std::vector<std::string> expand_partitions(const std::string& text);
+
+/// The schedule parameters a validated sweep gives each of its
+/// combinations (P, D, and V, N, K, B for the schedules that take them).
+SweepParams sweep_params(const RunOptions& options, const RunPlan& plan);
 
 /// "results/20261129T073000Z" for the given UTC time (seconds since epoch).
 std::string default_out_dir(int64_t unix_seconds);

@@ -1030,14 +1030,8 @@ bool finish(const std::vector<ProgressRow>& rows, const std::string& out_dir, bo
 
 /// The combinations of a validated sweep, in run order.
 std::vector<Combination> sweep_combinations(const Sweep& sw) {
-  SweepParams sp;
-  sp.stages = sw.plan.stages;
-  sp.chunks = sw.options.chunks;
-  sp.inflight = sw.plan.inflight;
-  sp.sync_warmup = sw.options.sync_warmup;
-  sp.batches = sw.options.batches;
-  sp.data_parallel = sw.plan.data_parallel;
-  return enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches, sp);
+  return enumerate_sweep(sw.plan.schedules, sw.plan.partitions, sw.plan.microbatches,
+                         sweep_params(sw.options, sw.plan));
 }
 
 /// The sweep once the flags, the output folder and the transport are agreed. Runs inside

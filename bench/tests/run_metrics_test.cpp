@@ -394,6 +394,90 @@ TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
             "the cpu backend has no fused attention (cuda only)");
 }
 
+// A schedule parameter no schedule of the sweep takes would be dropped
+// (the result would say V = 1 where --chunks 2 was asked for): refused,
+// naming who takes it. Given for one schedule of a mixed sweep, or at the
+// value the others run anyway, it is fine.
+TEST(RunOptions, AScheduleParameterNoScheduleOfTheSweepTakesIsRefused) {
+  RunOptions o;
+  o.schedules = "gpipe,1f1b";
+  o.partitions = "layer";
+  auto message = [](const RunOptions& bad) {
+    try {
+      (void)validate_run_options(bad, 2);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  o.chunks = 3;  // not given: the default's value, whatever it is, says nothing
+  EXPECT_EQ(message(o), "no error");
+  o.given = {"--chunks"};
+  EXPECT_EQ(message(o),
+            "--chunks 3: no schedule of the sweep (gpipe, 1f1b) takes it (interleaved-1f1b "
+            "does); leave it out or add such a schedule");
+  o.chunks = 2;  // zb-v and dualpipe-v always have 2
+  EXPECT_EQ(message(o),
+            "--chunks 2: no schedule of the sweep (gpipe, 1f1b) takes it (interleaved-1f1b, "
+            "zb-v, dualpipe-v do); leave it out or add such a schedule");
+  o.chunks = 1;
+  EXPECT_EQ(message(o), "no error");
+  o.chunks = 3;
+  o.schedules = "gpipe,interleaved-1f1b";
+  EXPECT_EQ(message(o), "no error");
+  o.schedules = "gpipe";
+  o.given = {"--batches"};
+  o.batches = 4;
+  EXPECT_EQ(message(o),
+            "--batches 4: no schedule of the sweep (gpipe) takes it (pipedream does); leave it "
+            "out or add such a schedule");
+  o.given = {"--inflight"};
+  o.inflight = 3;
+  EXPECT_NE(message(o).find("--inflight 3: no schedule of the sweep (gpipe) takes it (async-1f1b"),
+            std::string::npos)
+      << message(o);
+  o.inflight = 0;
+  EXPECT_EQ(message(o), "no error");
+  o.given = {"--sync-warmup"};
+  EXPECT_EQ(message(o),
+            "--sync-warmup 1: no schedule of the sweep (gpipe) takes it (hybrid does); leave it "
+            "out or add such a schedule");
+  o.schedules = "hybrid";
+  EXPECT_EQ(message(o), "no error");
+}
+
+// A micro-batch count that no schedule of the sweep runs on P stages
+// would measure nothing of it: refused before anything runs. One that only
+// some schedules refuse leaves those combinations invalid.
+TEST(RunOptions, AMicroBatchCountNoScheduleOfTheSweepRunsIsRefused) {
+  RunOptions o;
+  o.schedules = "interleaved-1f1b,dualpipe-v";
+  o.partitions = "layer";
+  o.microbatches = "8,6";
+  auto message = [](const RunOptions& bad) {
+    try {
+      (void)validate_run_options(bad, 4);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // M=6 on 4 stages: no multiple of P for interleaving, under 2P for dualpipe-v.
+  EXPECT_EQ(message(o),
+            "--microbatches 6: no schedule of the sweep runs it on 4 stages (interleaved-1f1b "
+            "runs micro-batches in groups of P (Megatron-LM), so M must be a multiple of "
+            "--stages 4; got 6)");
+  o.schedules = "interleaved-1f1b,dualpipe-v,gpipe";
+  EXPECT_EQ(message(o), "no error");
+  o.schedules = "dualpipe-v";
+  o.microbatches = "8";
+  EXPECT_EQ(message(o), "no error");
+  o.microbatches = "7";
+  EXPECT_EQ(message(o),
+            "--microbatches 7: no schedule of the sweep runs it on 4 stages (dualpipe-v needs at "
+            "least 2 x stages = 8 micro-batches, got 7)");
+}
+
 TEST(RunOptions, CudaGraphsIsOnOrOffAndOnlyForADeviceBackend) {
   RunOptions o;
   o.schedules = "1f1b";
