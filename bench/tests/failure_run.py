@@ -13,6 +13,8 @@ kill-trace     a sweep with --trace run again into its folder; rank 0 SIGKILLs
                new traces), and --resume runs that combination again
 interrupt      Ctrl-C (SIGINT to mpiexec) after the first combination: rank 0
                says so in one line, naming the folder and --resume
+suspend        the whole job held (SIGSTOP to both ranks) for 4 s under
+               --timeout 2, then continued: it runs to its end (exit 0)
 stop-setup     rank 1 stops itself (SIGSTOP) before its partition; --timeout 2
 stop-measure   rank 1 stops itself before the timed steps; --timeout 2
 stop-write     rank 0 stops itself as it writes the result; --timeout 2
@@ -160,51 +162,66 @@ def kill_trace():
         fail(f"--resume did not write {gone[0]} again", text)
 
 
+class Job:
+    """A 2-rank sweep started in the background, its output taken line by
+    line by a reader thread, so that a deadline holds for a job that falls
+    silent too (a loop over p.stdout would wait for its next line)."""
+
+    def __init__(self, out, extra):
+        args = [mpiexec, "-np", "2", pb, "run", *extra, "--schedule", SCHEDULES, "--out", out]
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, env=env)
+        self.lines = queue.Queue()
+        self.seen = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def until_line(self, prefix, seconds):
+        """Takes output until a line starts with `prefix`, the job ends or
+        `seconds` pass; returns whether the line came."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return False
+            if line is None:
+                return False
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return True
+
+    def end(self, seconds, why):
+        """Waits `seconds` for the job to end (else kills it and fails with
+        `why`); returns its exit code and its whole output."""
+        try:
+            self.p.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            fail(why, "".join(self.seen))
+        self.reader.join(timeout=LIMIT)
+        while not self.lines.empty():
+            line = self.lines.get()
+            if line is not None:
+                self.seen.append(line)
+        return self.p.returncode, "".join(self.seen)
+
+
 def interrupt():
     out = os.path.join(work, "out")
     sweep = list(SWEEP)
     sweep[sweep.index("-n") + 1] = "150"  # long enough to be interrupted
-    args = [mpiexec, "-np", "2", pb, "run", *sweep, "--schedule", SCHEDULES, "--out", out]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=env)
-    # A reader thread takes the output line by line, so the deadline holds
-    # for a job that falls silent too (a loop over p.stdout would wait for
-    # its next line).
-    lines = queue.Queue()
-    seen = []
-
-    def read():
-        for line in p.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + SWEEP_ALLOWANCE + LIMIT
-    while True:  # until the first progress line: one combination written
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if line is None:
-            break
-        seen.append(line)
-        if line.startswith("[1/3]"):
-            break
-    p.send_signal(signal.SIGINT)
-    try:
-        p.wait(timeout=LIMIT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("the job did not end within 10 s of Ctrl-C", "".join(seen))
-    reader.join(timeout=LIMIT)
-    while not lines.empty():
-        line = lines.get()
-        if line is not None:
-            seen.append(line)
-    text = "".join(seen)
+    job = Job(out, sweep)
+    job.until_line("[1/3]", SWEEP_ALLOWANCE + LIMIT)  # one combination written
+    job.p.send_signal(signal.SIGINT)
+    code, text = job.end(LIMIT, "the job did not end within 10 s of Ctrl-C")
     print(text)
-    if p.returncode == 0:
+    if code == 0:
         fail("exit code 0 after Ctrl-C", text)
     want = (r"pipebench\[r0\]: run: (stopped by SIGINT|ended by SIGTERM) \(.*\); the results "
             r"finished before it are in " + re.escape(out) +
@@ -212,6 +229,51 @@ def interrupt():
     if not re.search(want, text):
         fail("no line saying the run was stopped, where its results are and how to go on", text)
     check_files(out, (1, 2))
+
+
+def rank_pids(out):
+    """The job's pipebench ranks: processes whose program is pipebench and
+    whose arguments name `out` (not mpiexec, not another test's job)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"pipebench" and out.encode() in argv:
+            pids.append(int(entry))
+    return pids
+
+
+def suspend():
+    """The whole job held for longer than --timeout (SIGSTOP to every rank,
+    as Slurm's suspend or a paused VM does), then continued: a held process
+    waits on no one, so the watchdogs do not count it and the sweep runs on
+    to its end, each rank saying how long it did not run."""
+    out = os.path.join(work, "out")
+    sweep = list(SWEEP)
+    sweep[sweep.index("-n") + 1] = "20"  # a second or more per combination
+    job = Job(out, sweep + ["--timeout", "2"])
+    if not job.until_line("[1/3]", SWEEP_ALLOWANCE + LIMIT):
+        fail("the first combination did not finish", "".join(job.seen))
+    ranks = rank_pids(out)
+    if len(ranks) != 2:
+        fail(f"found the ranks {ranks}, want 2", "".join(job.seen))
+    for pid in ranks:
+        os.kill(pid, signal.SIGSTOP)
+    time.sleep(4.0)  # > --timeout 2 + its grace
+    for pid in ranks:
+        os.kill(pid, signal.SIGCONT)
+    code, text = job.end(SWEEP_ALLOWANCE + LIMIT, "the job did not end after it was continued")
+    print(text)
+    if code != 0:
+        fail(f"exit {code}: a held job was taken for a stuck one", text)
+    if not re.search(r"did not run for [0-9.]+ s.*not counted against --timeout", text):
+        fail("no rank said how long it did not run", text)
+    check_files(out, (3,))
 
 
 def disk_full():
@@ -258,6 +320,8 @@ elif mode == "kill-trace":
     kill_trace()
 elif mode == "interrupt":
     interrupt()
+elif mode == "suspend":
+    suspend()
 else:
     fault_case()
 print("ok")

@@ -397,10 +397,11 @@ set_tests_properties(suite_e2e PROPERTIES LABELS mpi TIMEOUT 400 RUN_SERIAL TRUE
 # killed in setup, measurement or result writing, an exception on one rank, a
 # rank stopped (SIGSTOP) under --timeout in each phase, a full disk under
 # --out, rank 0 killed between a rerun's new traces and its result, and
-# Ctrl-C (one line from rank 0: where the results are, --resume).
+# Ctrl-C (one line from rank 0: where the results are, --resume); and a
+# job held whole (SIGSTOP to every rank) past --timeout runs on once continued.
 # Each ends within 10 s of the failure, exits non-zero, names the rank
 # and leaves the earlier results intact and nothing else.
-foreach(mode kill-setup kill-measure kill-write kill-trace interrupt throw-measure stop-setup stop-measure stop-write disk-full)
+foreach(mode kill-setup kill-measure kill-write kill-trace interrupt suspend throw-measure stop-setup stop-measure stop-write disk-full)
   add_test(NAME run_failure_${mode}
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/tests/failure_run.py ${mode}
                    $<TARGET_FILE:pipebench> ${MPIEXEC_EXECUTABLE} ${PPB_RUN_OUT}/failure-${mode})

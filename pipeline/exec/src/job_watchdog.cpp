@@ -5,6 +5,7 @@
 
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/clock.hpp"
+#include "ppb/profiling/log.hpp"
 
 namespace ppb {
 
@@ -38,12 +39,22 @@ void JobWatchdog::end() {
 
 void JobWatchdog::loop() {
   std::unique_lock lock(mutex_);
+  StopGap gap(now_seconds());
   while (!stop_) {
     // 50 ms polls: the job ends at most that late, and the thread costs
     // nothing measurable between them.
     wake_.wait_for(lock, std::chrono::milliseconds(50));
+    const double now = now_seconds();
+    const double held = gap.held(now);
     if (stop_ || !open_) continue;
-    const double stuck = now_seconds() - start_;
+    if (held > 0) {
+      start_ += held;
+      log::warn(
+          "rank %d did not run for %.1f s (stopped, or its job or machine suspended): not "
+          "counted against --timeout",
+          rank_, held);
+    }
+    const double stuck = now - start_;
     if (stuck <= timeout_ + kGraceSeconds) continue;
     char line[1024];
     std::snprintf(line, sizeof line, "rank %d: stuck for %s s %s; aborting (--timeout %g)", rank_,

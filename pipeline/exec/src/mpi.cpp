@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "ppb/exec/job_watchdog.hpp"
 #include "ppb/profiling/check.hpp"
 #include "ppb/profiling/clock.hpp"
 #include "ppb/profiling/log.hpp"
@@ -49,11 +50,13 @@ void bound_mpi_call(const char* call, const char* why, std::atomic<bool>& done, 
   const double limit = std::max(g_bounded_seconds + 1.0, at_least);  // the watchdogs' grace
   const double timeout = g_bounded_seconds;
   std::thread([call, why, limit, timeout, &done, prefix = std::move(prefix)] {
-    const auto start = std::chrono::steady_clock::now();
+    double start = now_seconds();
+    StopGap gap(start);  // time the process was held is no wait (job_watchdog.hpp)
     while (!done.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      const double stuck =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double now = now_seconds();
+      start += gap.held(now);
+      const double stuck = now - start;
       if (stuck <= limit) continue;
       std::fprintf(stderr, "%sstuck for %s s in %s (%s); exiting (--timeout %g)\n", prefix.c_str(),
                    seconds_text(stuck).c_str(), call, why, timeout);

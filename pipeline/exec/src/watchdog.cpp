@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ppb/exec/job_watchdog.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/clock.hpp"
+#include "ppb/profiling/log.hpp"
 
 namespace ppb {
 
@@ -94,10 +96,20 @@ RankNames rank_names(MPI_Comm comm, MPI_Comm job) {
 
 void Watchdog::loop() {
   std::unique_lock lock(mutex_);
+  StopGap gap(now_seconds());
   while (!stop_) {
     wake_.wait_for(lock, std::chrono::milliseconds(50));
+    const double now = now_seconds();
+    const double held = gap.held(now);  // the process did not run: no wait
     if (stop_ || !in_step_) continue;
-    const double stuck = now_seconds() - step_start_;
+    if (held > 0) {
+      step_start_ += held;
+      log::warn(
+          "%s did not run for %.1f s in step %d (stopped, or its job or machine "
+          "suspended): not counted against --timeout",
+          names_.self.c_str(), held, step_);
+    }
+    const double stuck = now - step_start_;
     // A rank that waits on another gives the rank that is stuck in its own
     // work half a second (or 10%) more, so that the culprit reports first;
     // one in the all-reduce across replicas twice that, so that a rank

@@ -2,7 +2,8 @@
 // executor's steps (validation, the partition, backend start, the --check
 // comparison, gathering, writing results, waiting for rank 0), so that a
 // rank that hangs, is stopped (SIGSTOP) or waits for one that is can never
-// leave the job running forever. The executor's own watchdog (executor.hpp)
+// leave the job running forever. Time the whole process was held (StopGap)
+// is not counted. The executor's own watchdog (executor.hpp)
 // covers the steps and names the action a rank is stuck in.
 //
 // Example (`pipebench run --timeout 5`):
@@ -19,6 +20,31 @@
 #include <thread>
 
 namespace ppb {
+
+/// How long this process did not run, as a watchdog's loop sees it: a wake
+/// far later than the loop's period means every thread of the process was
+/// held (SIGSTOP, a suspended Slurm job, a paused VM). That stretch is no
+/// wait on another rank, so the watchdogs do not count it: a job suspended
+/// and resumed runs on, and a rank stopped while its peers waited for it
+/// does not, once continued, blame the peer it was waiting on (the peers
+/// have named it). A rank descheduled that long on a crowded host counts
+/// as held too.
+/// Example: StopGap gap(0.0); gap.held(0.05) == 0; gap.held(7.05) == 7.0.
+class StopGap {
+ public:
+  /// A wake this much later than the last one counts as held.
+  static constexpr double kSeconds = 1.0;
+  explicit StopGap(double now) : last_(now) {}
+  /// Seconds the process was held since the last call (0: it ran).
+  double held(double now) {
+    const double gap = now - last_;
+    last_ = now;
+    return gap > kSeconds ? gap : 0.0;
+  }
+
+ private:
+  double last_;
+};
 
 class JobWatchdog {
  public:
