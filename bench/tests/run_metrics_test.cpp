@@ -296,6 +296,17 @@ TEST(RunNoise, EveryStepsBubbleBusyAndSpread) {
 // --rerun measures a result again as it was measured: a bf16 result in
 // bf16 (the dtype is part of the work), and results of two dtypes are two
 // jobs; likewise the padding and the attention that ran.
+// What validate_run_options(o, world) refuses o with, "no error" when it
+// accepts it.
+std::string refusal(const RunOptions& o, int world) {
+  try {
+    (void)validate_run_options(o, world);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(RunOptions, ARerunKeepsTheRecordedDtype) {
   auto recorded = [](const std::string& dtype, const std::string& schedule) {
     Result r;
@@ -402,14 +413,7 @@ TEST(RunOptions, AScheduleParameterNoScheduleOfTheSweepTakesIsRefused) {
   RunOptions o;
   o.schedules = "gpipe,1f1b";
   o.partitions = "layer";
-  auto message = [](const RunOptions& bad) {
-    try {
-      (void)validate_run_options(bad, 2);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](const RunOptions& bad) { return refusal(bad, 2); };
   o.chunks = 3;  // not given: the default's value, whatever it is, says nothing
   EXPECT_EQ(message(o), "no error");
   o.given = {"--chunks"};
@@ -454,14 +458,7 @@ TEST(RunOptions, AMicroBatchCountNoScheduleOfTheSweepRunsIsRefused) {
   o.schedules = "interleaved-1f1b,dualpipe-v";
   o.partitions = "layer";
   o.microbatches = "8,6";
-  auto message = [](const RunOptions& bad) {
-    try {
-      (void)validate_run_options(bad, 4);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](const RunOptions& bad) { return refusal(bad, 4); };
   // M=6 on 4 stages: no multiple of P for interleaving, under 2P for dualpipe-v.
   EXPECT_EQ(message(o),
             "--microbatches 6: no schedule of the sweep runs it on 4 stages (interleaved-1f1b "
@@ -487,14 +484,7 @@ TEST(RunOptions, CudaGraphsIsOnOrOffAndOnlyForADeviceBackend) {
   o.cuda_graphs = "off";
   o.given = {"--cuda-graphs"};
   EXPECT_FALSE(validate_run_options(o, 2).cuda_graphs);
-  auto message = [](const RunOptions& bad) {
-    try {
-      (void)validate_run_options(bad, 2);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](const RunOptions& bad) { return refusal(bad, 2); };
   RunOptions typo = o;
   typo.cuda_graphs = "yes";
   EXPECT_EQ(message(typo), "--cuda-graphs: expected on or off, got 'yes'");
@@ -523,69 +513,61 @@ TEST(RunOptions, PlantAndMinTime) {
   RunOptions none = o;
   none.plant.clear();
   EXPECT_EQ(validate_run_options(none, 2).plant_stage, -1);
-  auto message = [](const RunOptions& bad, int world) {
-    try {
-      (void)validate_run_options(bad, world);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   RunOptions cpu = o;
   cpu.backend = "cpu";
-  EXPECT_EQ(message(cpu, 2), "--plant: the cpu backend can only add work (factor >= 1), got 0.9");
+  EXPECT_EQ(refusal(cpu, 2), "--plant: the cpu backend can only add work (factor >= 1), got 0.9");
   RunOptions cuda = o;  // a kernel after each action: it can only add work too
   cuda.backend = "cuda";
-  EXPECT_EQ(message(cuda, 2), "--plant: the cuda backend can only add work (factor >= 1), got 0.9");
+  EXPECT_EQ(refusal(cuda, 2), "--plant: the cuda backend can only add work (factor >= 1), got 0.9");
   cuda.plant = "1:1.10";
   EXPECT_DOUBLE_EQ(validate_run_options(cuda, 2).plant_factor, 1.1);
   RunOptions bad = o;
   bad.plant = "2:1.1";
-  EXPECT_EQ(message(bad, 2), "--plant: stage 2 is not one of the 2 stages (0..1)");
+  EXPECT_EQ(refusal(bad, 2), "--plant: stage 2 is not one of the 2 stages (0..1)");
   bad.plant = "1";
-  EXPECT_EQ(message(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1'");
+  EXPECT_EQ(refusal(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1'");
   bad.plant = "1:fast";
-  EXPECT_EQ(message(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1:fast'");
+  EXPECT_EQ(refusal(bad, 2), "--plant: expected STAGE:FACTOR (e.g. 1:1.1), got '1:fast'");
   bad.plant = "1:-2";
-  EXPECT_EQ(message(bad, 2), "--plant: expected a factor in (0, 100], got -2");
+  EXPECT_EQ(refusal(bad, 2), "--plant: expected a factor in (0, 100], got -2");
   bad.plant = "1:1e30";  // a step of hours, not a regression to catch
-  EXPECT_EQ(message(bad, 2), "--plant: expected a factor in (0, 100], got 1e30");
+  EXPECT_EQ(refusal(bad, 2), "--plant: expected a factor in (0, 100], got 1e30");
   // P x V and M x batches stay far from int's end (typed, or read by --rerun).
   RunOptions many = o;
   many.chunks = 2147483647;
-  EXPECT_EQ(message(many, 2), "--chunks: expected 1..4096, got 2147483647");
+  EXPECT_EQ(refusal(many, 2), "--chunks: expected 1..4096, got 2147483647");
   many = o;
   many.batches = 4097;
-  EXPECT_EQ(message(many, 2), "--batches: expected 1..4096, got 4097");
+  EXPECT_EQ(refusal(many, 2), "--batches: expected 1..4096, got 4097");
   // A time scale of hours per step is refused before the sweep (timed only).
   RunOptions slow = o;
   slow.plant = "";
   slow.time_scale = 1e30;
-  EXPECT_EQ(message(slow, 2).rfind("--time-scale 1e+30: the mean stage's forward and backward of "
+  EXPECT_EQ(refusal(slow, 2).rfind("--time-scale 1e+30: the mean stage's forward and backward of "
                                    "one micro-batch would sleep ",
                                    0),
             0u)
-      << message(slow, 2);
+      << refusal(slow, 2);
   slow.time_scale = 1;  // gpt-tiny's modelled F + B: far below a minute
-  EXPECT_EQ(message(slow, 2), "no error");
+  EXPECT_EQ(refusal(slow, 2), "no error");
   RunOptions t = o;
   t.min_time = -1;
-  EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got -1", 0), 0u);
+  EXPECT_EQ(refusal(t, 2).rfind("--min-time: expected 0..86400 seconds, got -1", 0), 0u);
   t.min_time = 86401;
-  EXPECT_EQ(message(t, 2).rfind("--min-time: expected 0..86400 seconds, got 86401", 0), 0u);
+  EXPECT_EQ(refusal(t, 2).rfind("--min-time: expected 0..86400 seconds, got 86401", 0), 0u);
   t = o;
   t.iters = 20;
   t.max_iters = 10;
-  EXPECT_EQ(message(t, 2), "--max-iters: expected --iters (20)..100000 steps, got 10");
+  EXPECT_EQ(refusal(t, 2), "--max-iters: expected --iters (20)..100000 steps, got 10");
   // The step counts are bounded (typed, or read from a result by --rerun).
   t.max_iters = kMaxSteps + 1;
-  EXPECT_EQ(message(t, 2), "--max-iters: expected --iters (20)..100000 steps, got 100001");
+  EXPECT_EQ(refusal(t, 2), "--max-iters: expected --iters (20)..100000 steps, got 100001");
   t = o;
   t.iters = 2147483647;
-  EXPECT_EQ(message(t, 2), "--iters: expected 1..100000 steps, got 2147483647");
+  EXPECT_EQ(refusal(t, 2), "--iters: expected 1..100000 steps, got 2147483647");
   t = o;
   t.warmup = kMaxSteps + 1;
-  EXPECT_EQ(message(t, 2), "--warmup: expected 0..100000 steps, got 100001");
+  EXPECT_EQ(refusal(t, 2), "--warmup: expected 0..100000 steps, got 100001");
 }
 
 TEST(RunOptions, ValidationNamesTheFlag) {
@@ -597,28 +579,20 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   EXPECT_EQ(plan.schedules, (std::vector<std::string>{"1f1b", "gpipe"}));
   EXPECT_EQ(plan.microbatches, (std::vector<int>{4, 8}));
   EXPECT_EQ(plan.inflight, 4);
-  auto message = [](const RunOptions& bad, int world) {
-    try {
-      (void)validate_run_options(bad, world);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   RunOptions s4 = o;
   s4.stages = 4;
-  EXPECT_NE(message(s4, 3).find("--stages 4: the 3 MPI ranks are not a multiple of 4 stages"),
+  EXPECT_NE(refusal(s4, 3).find("--stages 4: the 3 MPI ranks are not a multiple of 4 stages"),
             std::string::npos);
   RunOptions bad_schedule = o;
   bad_schedule.schedules = "1f1b,nope";
-  EXPECT_NE(message(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"),
+  EXPECT_NE(refusal(bad_schedule, 2).find("--schedule: unknown schedule 'nope'"),
             std::string::npos);
   RunOptions bad_m = o;
   bad_m.microbatches = "4,x";
-  EXPECT_NE(message(bad_m, 2).find("--microbatches"), std::string::npos);
+  EXPECT_NE(refusal(bad_m, 2).find("--microbatches"), std::string::npos);
   RunOptions layers = o;
   layers.model = "gpt:layers=2,hidden=32,heads=2,seq=8,vocab=64,mbs=1";
-  EXPECT_NE(message(layers, 3).find("--partition layer cannot place 3 stages"), std::string::npos);
+  EXPECT_NE(refusal(layers, 3).find("--partition layer cannot place 3 stages"), std::string::npos);
   // A manual cut places P x V virtual stages: four ranges on 2 ranks are
   // right for interleaved-1f1b with --chunks 2 and wrong for 1f1b alone.
   RunOptions manual = o;
@@ -630,21 +604,21 @@ TEST(RunOptions, ValidationNamesTheFlag) {
   manual.schedules = "1f1b,interleaved-1f1b";  // the sweep records 1f1b's as invalid
   EXPECT_NO_THROW((void)validate_run_options(manual, 2));
   manual.schedules = "1f1b";
-  EXPECT_NE(message(manual, 2).find("--partition manual:0-4,5-8,9-12,13-16 cannot place 2 "
+  EXPECT_NE(refusal(manual, 2).find("--partition manual:0-4,5-8,9-12,13-16 cannot place 2 "
                                     "stages: --partition manual:0-4,5-8,9-12,13-16: 4 ranges "
                                     "given but 2 parts are needed"),
             std::string::npos)
-      << message(manual, 2);
+      << refusal(manual, 2);
   manual.schedules = "interleaved-1f1b";
   manual.chunks = 3;
-  EXPECT_NE(message(manual, 2).find("cannot place 2 stages x 3 chunks: "), std::string::npos)
-      << message(manual, 2);
+  EXPECT_NE(refusal(manual, 2).find("cannot place 2 stages x 3 chunks: "), std::string::npos)
+      << refusal(manual, 2);
   RunOptions backend = o;
   backend.backend = "gpu";
-  EXPECT_NE(message(backend, 2).find("--backend: unknown backend 'gpu'"), std::string::npos);
+  EXPECT_NE(refusal(backend, 2).find("--backend: unknown backend 'gpu'"), std::string::npos);
   RunOptions budget = o;
   budget.memory_budget = "12 parsecs";
-  EXPECT_NE(message(budget, 2).find("--memory-budget"), std::string::npos);
+  EXPECT_NE(refusal(budget, 2).find("--memory-budget"), std::string::npos);
   RunOptions all = o;
   all.partitions = "all";
   EXPECT_EQ(validate_run_options(all, 2).partitions.size(), 3u);
