@@ -134,29 +134,49 @@ namespace {
 
 // The signals StopNotice speaks for, and each one's line, made before any
 // arrives: a handler may only write what is ready (async-signal-safe).
-constexpr std::array<int, 2> kStopSignals = {SIGINT, SIGTERM};
-std::array<std::array<char, 1024>, 2> g_stop_line{};
-std::array<size_t, 2> g_stop_length{};
-std::array<struct sigaction, 2> g_stop_before{};
+constexpr std::array<int, 3> kStopSignals = {SIGINT, SIGTERM, SIGHUP};
+std::array<std::array<char, 1024>, 3> g_stop_line{};
+std::array<size_t, 3> g_stop_length{};
+std::array<struct sigaction, 3> g_stop_before{};
+std::array<volatile sig_atomic_t, 3> g_stop_said{};  // each line once
+
+void install_stop_handler(size_t i, struct sigaction* before);
 
 extern "C" void on_stop_signal(int sig) {
-  // This rank ending the job itself has said why; mpirun's SIGTERM back adds nothing.
-  for (size_t i = 0; i < kStopSignals.size() && !ending_the_job(); ++i) {
-    if (kStopSignals[i] == sig)
+  for (size_t i = 0; i < kStopSignals.size(); ++i) {
+    if (kStopSignals[i] != sig) continue;
+    // This rank ending the job itself has said why; mpirun's SIGTERM back adds nothing.
+    if (!ending_the_job() && g_stop_said[i] == 0) {
+      g_stop_said[i] = 1;
       (void)!::write(STDERR_FILENO, g_stop_line[i].data(), g_stop_length[i]);
+    }
+    // Outputs are being put in place: their writer raises it again once
+    // they are; a repeat meanwhile is held too (SA_RESETHAND reset us).
+    if (hold_stop_signal(sig)) {
+      install_stop_handler(i, nullptr);
+      return;
+    }
   }
-  // SA_RESETHAND gave the signal back its default action: end by it, once
-  // the outputs being put in place are (their writer raises it again).
-  if (hold_stop_signal(sig)) return;
+  // SA_RESETHAND gave the signal back its default action: end by it.
   ::raise(sig);
+}
+
+// Async-signal-safe (sigaction): the handler re-installs itself with it.
+void install_stop_handler(size_t i, struct sigaction* before) {
+  struct sigaction act {};
+  act.sa_handler = on_stop_signal;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESETHAND;
+  ::sigaction(kStopSignals[i], &act, before);
 }
 
 }  // namespace
 
 StopNotice::StopNotice(const std::string& out_dir) {
   for (size_t i = 0; i < kStopSignals.size(); ++i) {
-    const char* how = kStopSignals[i] == SIGINT
-                          ? "stopped by SIGINT (Ctrl-C)"
+    const char* how = kStopSignals[i] == SIGINT ? "stopped by SIGINT (Ctrl-C)"
+                      : kStopSignals[i] == SIGHUP
+                          ? "ended by SIGHUP (its terminal or session closed)"
                           : "ended by SIGTERM (mpirun ends a job so when it is interrupted or "
                             "another rank failed)";
     const int n = std::snprintf(g_stop_line[i].data(), g_stop_line[i].size(),
@@ -166,11 +186,8 @@ StopNotice::StopNotice(const std::string& out_dir) {
     g_stop_length[i] = std::min(static_cast<size_t>(std::max(n, 0)), g_stop_line[i].size() - 1);
     if (g_stop_length[i] > 0)
       g_stop_line[i][g_stop_length[i] - 1] = '\n';  // cut short: one line still
-    struct sigaction act {};
-    act.sa_handler = on_stop_signal;
-    sigemptyset(&act.sa_mask);
-    act.sa_flags = SA_RESETHAND;
-    ::sigaction(kStopSignals[i], &act, &g_stop_before[i]);
+    g_stop_said[i] = 0;
+    install_stop_handler(i, &g_stop_before[i]);
   }
 }
 

@@ -33,9 +33,10 @@ std::string progress_line(const ProgressRow& row);
 /// form, overhead measured / theory, peak memory (max over stages), check.
 std::string summary_table(const std::vector<ProgressRow>& rows);
 
-/// While it lives, a SIGINT (Ctrl-C) or SIGTERM (what mpirun sends the
-/// ranks when it is interrupted, or when another rank failed) prints one
-/// line before the process ends by that signal as it would have:
+/// While it lives, a SIGINT (Ctrl-C), SIGTERM (what mpirun sends the
+/// ranks when it is interrupted, or when another rank failed) or SIGHUP
+/// prints one line before the process ends by that signal as it would
+/// have (once the outputs being put in place are: hold_stop_signal):
 /// "pipebench[r0]: run: stopped by SIGINT (Ctrl-C); the results finished
 /// before it are in OUT (the same command with --resume runs the rest)";
 /// nothing where this rank is ending the job itself (ending_the_job: it

@@ -66,6 +66,7 @@ RunOptions recorded_options(const Result& r, const std::string& source, const Ru
   o.stages = c.stages;
   o.rank_order = c.rank_order.empty() ? RunOptions{}.rank_order : c.rank_order;
   o.cuda_graphs = c.cuda_graphs.empty() ? RunOptions{}.cuda_graphs : c.cuda_graphs;
+  o.from_result = true;
   return o;
 }
 

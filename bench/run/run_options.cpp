@@ -51,9 +51,9 @@ std::vector<std::string> expand_schedules(const std::string& text) {
 // A schedule parameter (--chunks, --inflight, --sync-warmup, --batches)
 // given for a sweep none of whose schedules takes it would be dropped
 // without a word: the result would record V = 1 where V = 2 was asked for.
-// Refused instead, naming the schedules that take it. A value those
-// schedules would run anyway (--chunks 1, --inflight 0, --batches 1) is
-// harmless and let through.
+// Refused instead, naming the schedules that take it. A value the other
+// schedules run anyway (--chunks 1, --inflight 0, --batches 1) is harmless
+// and let through; --sync-warmup has none (the others run no K).
 void refuse_unused_schedule_parameters(const RunOptions& o,
                                        const std::vector<std::string>& schedules) {
   struct Parameter {
@@ -349,17 +349,21 @@ void check_microbatches_run(const RunOptions& o, const RunPlan& plan) {
         break;
       } catch (const UsageError& e) {
         if (!first_error.empty()) continue;
-        // "--microbatches: dualpipe-v needs ..." -> "dualpipe-v needs ...".
-        std::string why = e.what();
-        if (why.starts_with("--microbatches: ")) why.erase(0, 16);
-        first_error = why.starts_with(c.schedule + " ") ? why : c.schedule + ": " + why;
+        first_error = e.what();
       }
     }
-    if (!runs) {
-      throw UsageError("--microbatches " + std::to_string(m) +
-                       ": no schedule of the sweep runs it on " + std::to_string(plan.stages) +
-                       " stages (" + first_error + ")");
-    }
+    if (runs) continue;
+    // A sweep of one schedule refused for another flag (hybrid's
+    // --sync-warmup above M) names that flag, as schedule would.
+    if (plan.schedules.size() == 1 && !first_error.starts_with("--microbatches: "))
+      throw UsageError(first_error);
+    // "--microbatches: dualpipe-v needs ..." -> "dualpipe-v needs ...".
+    std::string why = first_error;
+    if (why.starts_with("--microbatches: ")) why.erase(0, 16);
+    const std::string& first = plan.schedules.front();
+    throw UsageError("--microbatches " + std::to_string(m) +
+                     ": no schedule of the sweep runs it on " + std::to_string(plan.stages) +
+                     " stages (" + (why.starts_with(first + " ") ? why : first + ": " + why) + ")");
   }
 }
 
@@ -460,7 +464,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
   }
 
   plan.schedules = expand_schedules(o.schedules);
-  refuse_unused_schedule_parameters(o, plan.schedules);
+  if (!o.from_result) refuse_unused_schedule_parameters(o, plan.schedules);
   plan.partitions = expand_partitions(o.partitions);
   plan.microbatches = cli::parse_int_list(o.microbatches, "--microbatches");
   plan.model = parse_model_spec(o.model);
@@ -484,7 +488,7 @@ RunPlan validate_run_options(const RunOptions& o, int world_size) {
 
   check_stage_cuts(plan, o.model);
   check_partitions_place(o, plan);
-  check_microbatches_run(o, plan);
+  if (!o.from_result) check_microbatches_run(o, plan);
   if (backend.modelled_time) check_time_scale(o, plan);
   return plan;
 }

@@ -49,6 +49,10 @@ struct RunOptions {
   /// (a refusal that only cuDNN's trial build had found), so the rerun's
   /// result gives the same reason as the result it measures again.
   std::string recorded_attention_reason;
+  /// Set by --rerun only: the settings are a result file's, whose
+  /// combinations ran (with their own V, N, K, B), so the sweep-wide checks
+  /// of what a schedule takes and runs do not apply.
+  bool from_result = false;
   std::string backend;    ///< --backend ("" = the first registered backend)
   std::string transport;  ///< --transport ("" = the first registered transport)
   int iters = 10;         ///< --iters / -n

@@ -96,9 +96,9 @@ n=$(find "$tmp/fast/timed/rerun" -maxdepth 1 -name '*.json' ! -name '*.trace.jso
 # The first night gated again against the folder of every night: itself and
 # the night after it are left out, and said to be, so nothing is compared.
 suite regate_first 0 --regate "$tmp/nights/n1" --baseline "$tmp/nights"
-grep -q "^gate: left out 1 night(s) of --baseline that began after tonight's results (measured up to .*): n2; " \
+grep -q "^gate: left out 1 night(s) of --baseline that began after tonight did (at .*): n2; " \
   "$tmp/regate_first.log" || fail "regate_first: the later night n2 was not named"$'\n'"$(tail -20 "$tmp/regate_first.log")"
-grep -q "^gate: no earlier night in $tmp/nights: every night there began after tonight's results" \
+grep -q "^gate: no earlier night in $tmp/nights: every night there began after tonight did" \
   "$tmp/regate_first.log" || fail "regate_first: it does not say there was nothing before n1"
 
 # A sweep whose job fails does not end the night. faulty NAME BACKEND WHAT:

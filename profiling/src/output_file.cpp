@@ -82,6 +82,9 @@ void write_through(const std::string& shown, const std::string& path, std::strin
 int give_name(int fd, int dirfd, const fs::path& name) {
   const std::string proc = "/proc/self/fd/" + std::to_string(fd);
   if (::linkat(AT_FDCWD, proc.c_str(), dirfd, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  // The name is taken: that is the answer (the second way, which needs a
+  // capability many users lack, would only hide it behind its own error).
+  if (errno == EEXIST) return EEXIST;
   if (::linkat(fd, "", dirfd, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
   return errno;
 }
@@ -142,9 +145,14 @@ void discard(Staged& s) noexcept {
 void commit(Staged& s) {
   int err = 0;
   if (s.file.get() >= 0) {
-    // A new target is named at once (a link fails where the name exists):
-    // no temporary name ever appears, even for a process killed here.
-    err = give_name(s.file.get(), s.dirfd, s.target);
+    // A new target is named at once (a link fails where the name exists,
+    // one made meanwhile included): no temporary name ever appears, even
+    // for a process killed here. A target that exists is replaced through
+    // a temporary name and a rename.
+    struct stat st {};
+    err = ::fstatat(s.dirfd, s.target.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT
+              ? give_name(s.file.get(), s.dirfd, s.target)
+              : EEXIST;
     if (err == 0) {
       s.file.reset(-1);
       return;
@@ -182,8 +190,9 @@ class PlacingOutputs {
   PlacingOutputs(const PlacingOutputs&) = delete;
   PlacingOutputs& operator=(const PlacingOutputs&) = delete;
   ~PlacingOutputs() {
-    g_placing.fetch_sub(1);
-    const int held = g_held.exchange(0);
+    // The last writer to finish raises a held signal: another one may still
+    // be putting its outputs in place.
+    const int held = g_placing.fetch_sub(1) == 1 ? g_held.exchange(0) : 0;
     // A signal sent to this thread while it was blocked arrives here.
     ::pthread_sigmask(SIG_SETMASK, &before_, nullptr);
     if (held != 0) ::raise(held);

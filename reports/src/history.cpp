@@ -102,21 +102,23 @@ std::string latest_date(const LoadedResults& results) {
 
 std::string earliest_date(const LoadedResults& results) {
   std::string earliest;
-  for (const ResultEntry& e : results.results) {
-    const std::string& d = e.result.environment.date;
-    if (!d.empty() && (earliest.empty() || d < earliest)) earliest = d;
+  for (const auto* list : {&results.results, &results.replaced}) {
+    for (const ResultEntry& e : *list) {
+      const std::string& d = e.result.environment.date;
+      if (!d.empty() && (earliest.empty() || d < earliest)) earliest = d;
+    }
   }
   return earliest;
 }
 
 std::vector<std::string> leave_out_later(std::vector<Night>& nights,
-                                         const std::string& tonight_latest) {
+                                         const std::string& tonight_began) {
   std::vector<std::string> later;
-  if (tonight_latest.empty()) return later;
+  if (tonight_began.empty()) return later;
   // Dates are UTC times of one fixed shape (the result reader's rule), so
   // they order as strings.
   const auto after = [&](const Night& n) {
-    return !n.first_date.empty() && n.first_date > tonight_latest;
+    return !n.first_date.empty() && n.first_date > tonight_began;
   };
   for (const Night& n : nights) {
     if (after(n)) later.push_back(n.name);

@@ -226,8 +226,8 @@ std::string later_nights_note(const std::vector<std::string>& later, const std::
   for (size_t i = 0; i < later.size() && i < 5; ++i) names += (i ? ", " : "") + later[i];
   if (later.size() > 5) names += " and " + std::to_string(later.size() - 5) + " more";
   return "left out " + std::to_string(later.size()) +
-         " night(s) of --baseline that began after tonight's results (measured up to " + tonight +
-         "): " + names + "; the gate compares tonight with earlier nights only";
+         " night(s) of --baseline that began after tonight did (at " + tonight + "): " + names +
+         "; the gate compares tonight with earlier nights only";
 }
 
 // The gate's parts beside the sweeps' (built with the model): the GPUs'
@@ -241,7 +241,7 @@ void add_gate(const ReportOptions& o, const ModelOptions& mo, ReportModel& model
         (model.later_nights.empty()
              ? " (tonight is the first): nothing to compare yet; tonight's results are the next "
                "night's baseline"
-             : ": every night there began after tonight's results; nothing to compare");
+             : ": every night there began after tonight did; nothing to compare");
   }
   if (model.regression) {
     // With --skip-bad a bad health file is listed with the unreadable results.
@@ -279,7 +279,8 @@ int run_report(const ReportOptions& o, std::ostream& out) {
     for (Night& n : history) {
       for (BadFile& b : n.results.bad) loaded.bad.push_back(std::move(b));
     }
-    later = later_nights_note(leave_out_later(history, latest_date(loaded)), latest_date(loaded));
+    const std::string began = earliest_date(loaded);
+    later = later_nights_note(leave_out_later(history, began), began);
   }
   const ModelOptions mo = model_options(o);
   ReportModel model = build_report_model(std::move(loaded), std::move(reference),

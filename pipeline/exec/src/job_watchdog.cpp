@@ -1,5 +1,6 @@
 #include "ppb/exec/job_watchdog.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -48,11 +49,16 @@ void JobWatchdog::loop() {
     const double held = gap.held(now);
     if (stop_ || !open_) continue;
     if (held > 0) {
-      start_ += held;
+      // Only the part of the phase the hold covers (it may have begun
+      // after the process was continued, before this wake).
+      start_ += std::clamp(now - start_, 0.0, held);
+      lock.unlock();  // a blocked stderr must not hold begin() and end()
       log::warn(
           "rank %d did not run for %.1f s (stopped, or its job or machine suspended): not "
           "counted against --timeout",
           rank_, held);
+      lock.lock();
+      continue;
     }
     const double stuck = now - start_;
     if (stuck <= timeout_ + kGraceSeconds) continue;

@@ -103,11 +103,17 @@ void Watchdog::loop() {
     const double held = gap.held(now);  // the process did not run: no wait
     if (stop_ || !in_step_) continue;
     if (held > 0) {
-      step_start_ += held;
+      // Only the part of the step the hold covers (it may have begun after
+      // the process was continued, before this wake).
+      step_start_ += std::clamp(now - step_start_, 0.0, held);
+      const int step = step_;
+      lock.unlock();  // a blocked stderr must not hold the executor's calls
       log::warn(
           "%s did not run for %.1f s in step %d (stopped, or its job or machine "
           "suspended): not counted against --timeout",
-          names_.self.c_str(), held, step_);
+          names_.self.c_str(), held, step);
+      lock.lock();
+      continue;
     }
     const double stuck = now - step_start_;
     // A rank that waits on another gives the rank that is stuck in its own

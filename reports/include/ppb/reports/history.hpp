@@ -12,9 +12,9 @@
 // results/suite-<now>/), the night that is or holds tonight's results is
 // left out; a baseline that is tonight's folder, lies inside it, or holds
 // it without being a folder of nights is refused. A night given twice
-// (two spellings, a link) counts once. Nights that began after tonight's
-// results were measured (a re-gate of an old night against the folder of
-// every night) are no earlier nights either: report leaves them out and
+// (two spellings, a link) counts once. Nights that began after tonight
+// did (a re-gate of an old night against the folder of every night) are
+// no earlier nights either: report leaves them out and
 // says so (leave_out_later).
 //
 // Example:
@@ -55,17 +55,19 @@ bool same_or_inside(const std::string& inner, const std::string& outer);
 /// Latest environment.date of the results ("" for none).
 std::string latest_date(const LoadedResults& results);
 
-/// Earliest environment.date of the results ("" for none).
+/// Earliest environment.date of the results, the measurements re-runs
+/// replaced included ("" for none): when the run began.
 std::string earliest_date(const LoadedResults& results);
 
-/// Removes from `nights` those that began after `tonight_latest` (the
-/// latest environment.date of tonight's results: their first_date is
-/// later) and returns their names, oldest first. Nothing is removed when
-/// `tonight_latest` is "" or a night has no date.
+/// Removes from `nights` those that began after tonight did
+/// (`tonight_began`: the earliest environment.date of tonight's results;
+/// re-runs of tonight measured days later, by an earlier re-gate, leave it
+/// alone) and returns their names, oldest first. Nothing is removed when
+/// `tonight_began` is "" or a night has no date.
 /// Example: nights n1 (first 2026-12-01T02:00:00Z), n3 (2026-12-03T02:00:00Z);
-///   leave_out_later(nights, "2026-12-02T02:10:00Z") == {"n3"}, nights == {n1}.
+///   leave_out_later(nights, "2026-12-02T02:00:00Z") == {"n3"}, nights == {n1}.
 std::vector<std::string> leave_out_later(std::vector<Night>& nights,
-                                         const std::string& tonight_latest);
+                                         const std::string& tonight_began);
 
 /// samples/s of each timed step: samples per step (micro_batch_size x M x
 /// batches) / that step's time; the result's samples_per_second alone when

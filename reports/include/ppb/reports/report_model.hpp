@@ -124,8 +124,8 @@ struct ReportModel {
   /// A gate asked for (--baseline) with no earlier night to hold tonight
   /// against (the first night): why there is no gate, said in its place.
   std::string no_earlier_night;
-  /// Nights of the --baselines that began after tonight's results were
-  /// measured (a re-gate of an old night), left out of the gate: what was
+  /// Nights of the --baselines that began after tonight did (a re-gate of
+  /// an old night), left out of the gate: what was
   /// left out, said beside it; "" when none was.
   std::string later_nights;
   /// The GPU health gate, per machine with a health file tonight or a GPU
