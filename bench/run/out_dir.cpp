@@ -13,6 +13,7 @@
 #include "cli.hpp"
 #include "ppb/exec/mpi.hpp"
 #include "ppb/profiling/check.hpp"
+#include "ppb/profiling/log.hpp"
 #include "ppb/profiling/output_file.hpp"
 
 namespace ppb::run {
@@ -82,6 +83,12 @@ std::string agree_out_dir(const RunOptions& options, const std::vector<Combinati
                         : "waiting for rank 0 to create the output folder");
   const std::string why = rank == 0 ? make_out_dir(dir, combos, options.trace) : "";
   agree_with_rank_zero(why, rank, comm);
+  // --resume continues a folder whose run was ended: a write killed between
+  // naming a replacement and renaming it (SIGKILL) left a temporary file.
+  if (rank == 0 && options.resume) {
+    for (const std::string& f : remove_stale_temporaries(dir, kStaleTemporarySeconds))
+      log::info("--resume: removed %s, a temporary file an ended write left", f.c_str());
+  }
   watch.end();
   return dir;
 }

@@ -28,9 +28,14 @@ std::string make_writable_folder(const std::string& dir);
 /// alone.
 void agree_with_rank_zero(const std::string& why, int rank, MPI_Comm comm);
 
+/// How old a temporary file left in --out must be before --resume removes
+/// it (remove_stale_temporaries; its writer must have ended too).
+inline constexpr double kStaleTemporarySeconds = 60;
+
 /// The output folder (--out, or a dated one), made and checked for
 /// `combos` (their result files and, with --trace, their traces) by rank 0;
-/// every rank learns whether it worked. Collective over `comm`. Returns the
+/// every rank learns whether it worked; with --resume rank 0 removes the
+/// temporary files ended writes left there. Collective over `comm`. Returns the
 /// folder; when it cannot be used (not made, not writable, a link or FIFO
 /// where a file goes) rank 0 throws UsageError naming --out and the other
 /// ranks cli::ExitCode{2}.

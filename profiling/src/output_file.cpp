@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -297,6 +299,35 @@ bool stage_users(const std::string& path, std::string_view text, std::vector<Sta
 }  // namespace
 
 void set_rename_hook_for_tests(void (*hook)(size_t placed)) { g_between_renames = hook; }
+
+std::vector<std::string> remove_stale_temporaries(const std::string& folder,
+                                                  double min_age_seconds) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    // stage()'s name: "." + target + ".tmp." + pid + "." + counter.
+    const std::string name = it->path().filename().string();
+    const size_t tmp = name.rfind(".tmp.");
+    if (name.size() < 2 || name[0] != '.' || tmp == std::string::npos || tmp == 0) continue;
+    const std::string tail = name.substr(tmp + 5);  // "PID.N"
+    const size_t dot = tail.find('.');
+    const auto digits = [](const std::string& d) {
+      return !d.empty() && d.size() <= 10 &&
+             std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (dot == std::string::npos || !digits(tail.substr(0, dot)) || !digits(tail.substr(dot + 1)))
+      continue;
+    std::error_code sec;
+    if (!it->is_regular_file(sec) || it->is_symlink(sec)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(tail.substr(0, dot)));
+    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // its writer may still run
+    const auto written = it->last_write_time(sec);
+    if (sec || std::chrono::duration<double>(now - written).count() < min_age_seconds) continue;
+    if (fs::remove(it->path(), sec)) removed.push_back(it->path().string());
+  }
+  return removed;
+}
 
 bool hold_stop_signal(int sig) noexcept {
   if (g_placing.load() == 0) return false;

@@ -9,8 +9,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -186,6 +188,45 @@ TEST(OutputFile, AStopSignalDuringTheRenamesWaitsForTheLastOne) {
   done = true;
   other.join();
   ASSERT_EQ(::sigaction(SIGTERM, &before, nullptr), 0);
+}
+
+// --resume's sweep of what ended writes left: a temporary file whose
+// writer is gone and which is older than the limit is removed, in
+// subfolders too (traces); one whose writer runs, a fresh one, a link and
+// anything not named as the writer names them stay.
+TEST(OutputFile, StaleTemporaryFilesOfEndedWritersAreRemoved) {
+  TempDir dir;
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(gone, &status, 0), gone);  // reaped: no process has it now
+  const std::string dead = std::to_string(gone);
+  const std::string alive = std::to_string(::getpid());
+  fs::create_directories(dir / "a.trace");
+  const auto old = fs::file_time_type::clock::now() - std::chrono::minutes(5);
+  auto file = [&](const std::string& name, bool aged) {
+    std::ofstream(dir / name) << "part of a result";
+    if (aged) fs::last_write_time(dir / name, old);
+  };
+  file(".a.json.tmp." + dead + ".0", true);              // stale
+  file("a.trace/.rank0.json.tmp." + dead + ".1", true);  // stale, in a trace folder
+  file(".b.json.tmp." + alive + ".2", true);             // its writer runs
+  file(".c.json.tmp." + dead + ".3", false);             // fresh
+  file(".d.json.tmp.x.4", true);                         // not the writer's name
+  file("e.json", true);                                  // a result
+  fs::create_symlink(dir / "e.json", dir / (".f.json.tmp." + dead + ".5"));
+  std::vector<std::string> removed = remove_stale_temporaries((dir / "").string(), 60);
+  std::sort(removed.begin(), removed.end());
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_EQ(fs::path(removed[0]).filename(), ".a.json.tmp." + dead + ".0");
+  EXPECT_EQ(fs::path(removed[1]).filename(), ".rank0.json.tmp." + dead + ".1");
+  EXPECT_FALSE(fs::exists(dir / (".a.json.tmp." + dead + ".0")));
+  EXPECT_FALSE(fs::exists(dir / ("a.trace/.rank0.json.tmp." + dead + ".1")));
+  for (const std::string& kept : {".b.json.tmp." + alive + ".2", ".c.json.tmp." + dead + ".3",
+                                  std::string(".d.json.tmp.x.4"), std::string("e.json")})
+    EXPECT_TRUE(fs::exists(dir / kept)) << kept;
+  EXPECT_TRUE(fs::is_symlink(dir / (".f.json.tmp." + dead + ".5")));
 }
 
 TEST(OutputFile, SymlinksAreFollowedNotReplaced) {

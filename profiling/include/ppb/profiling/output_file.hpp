@@ -89,6 +89,18 @@ void write_output_files(const std::vector<std::pair<OutputPath, std::string_view
 /// Async-signal-safe.
 bool hold_stop_signal(int sig) noexcept;
 
+/// Removes the temporary files writers that died left under `folder` (its
+/// subfolders included, links not followed): ".NAME.tmp.PID.N", which only
+/// a writer killed (SIGKILL) between naming a replacement and renaming it,
+/// or one on a file system without O_TMPFILE (NFS), can leave. One is
+/// stale when its writer (PID) is no process of this host and it is older
+/// than `min_age_seconds` (no write in progress is). Returns the paths
+/// removed; what cannot be read or removed is left alone.
+/// Example: after a run killed mid-write, remove_stale_temporaries("out",
+/// 60) == {"out/.1f1b__layer__P4_M8.json.tmp.4110.2"}.
+std::vector<std::string> remove_stale_temporaries(const std::string& folder,
+                                                  double min_age_seconds);
+
 /// Tests only: `hook(i)` runs after the i-th output of write_output_files
 /// is in place, before the next (nullptr: none), so a test can send a
 /// signal in the middle of the renames.
