@@ -18,6 +18,22 @@ std::string number_text(double x) {
   return text;
 }
 
+namespace {
+
+// Valid UTF-8 that is still no text to show as it is: the C1 controls (a
+// terminal takes U+009B as CSI, the start of an escape sequence), the
+// byte-order mark, the two noncharacters XML 1.0 forbids (a JUnit file
+// with one does not parse), the line and paragraph separators, and the
+// bidirectional overrides and isolates that make a line read otherwise
+// than it is (U+202E).
+bool shown_as_code(uint32_t code) {
+  return (code >= 0x80 && code <= 0x9f) || code == 0xfeff || code == 0xfffe || code == 0xffff ||
+         code == 0x2028 || code == 0x2029 || (code >= 0x202a && code <= 0x202e) ||
+         (code >= 0x2066 && code <= 0x2069);
+}
+
+}  // namespace
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -56,8 +72,10 @@ std::string printable(std::string_view text) {
     if (!ok) {
       escape(c);
       ++i;
-    } else if (code == 0xfeff) {
-      out += "\\ufeff";
+    } else if (shown_as_code(code)) {
+      char u[8];
+      std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(code));
+      out += u;
       i += len;
     } else {
       out.append(text.substr(i, len));

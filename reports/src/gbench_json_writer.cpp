@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/reports/format.hpp"
 #include "ppb/reports/writers.hpp"
 
 namespace ppb::reports {
@@ -18,19 +19,35 @@ namespace json = boost::json;
 
 namespace {
 
-std::string bench_name(const ResultEntry& e, bool with_machine) {
+// Which of the results' machines, builds and backends a name must tell
+// apart: only where the results hold more than one.
+struct NameParts {
+  bool machine = false;  // machine and backend
+  bool build = false;
+};
+
+// A name per measurement: what config_key tells apart, as Google
+// Benchmark's path of arguments (compare.py matches runs by name, so two
+// measurements must never share one).
+std::string bench_name(const ResultEntry& e, NameParts parts) {
   const ResultConfig& c = e.result.config;
   std::string name = "pipebench/" + c.schedule + "/" + c.partition +
                      "/P:" + std::to_string(c.stages) + "/M:" + std::to_string(c.microbatches);
-  if (const ScheduleInfo* info = find_schedule_info(c.schedule); info && info->uses_inflight) {
-    name += "/N:" + std::to_string(c.inflight);
-  }
+  const ScheduleInfo* info = find_schedule_info(c.schedule);
+  if (info != nullptr && info->uses_inflight) name += "/N:" + std::to_string(c.inflight);
+  if (info != nullptr && info->uses_sync_warmup) name += "/K:" + std::to_string(c.sync_warmup);
   if (c.chunks > 1) name += "/V:" + std::to_string(c.chunks);
   if (c.data_parallel > 1) name += "/D:" + std::to_string(c.data_parallel);
   if (c.memory_budget > 0) name += "/budget:" + std::to_string(c.memory_budget);
+  if (c.memory_guard > 0) name += "/guard:" + format_trimmed(c.memory_guard);
   if (c.batches > 1) name += "/batches:" + std::to_string(c.batches);
   for (const WorkField& f : work_fields(c)) name += "/" + std::string(f.name) + ":" + f.value;
-  if (with_machine) name += "/machine:" + e.machine + "/backend:" + c.backend;
+  // The default transport (the registry's first) is left unsaid.
+  if (!c.transport.empty() && c.transport != "mpi") name += "/transport:" + c.transport;
+  if (e.result.metrics && !e.result.metrics->peak_memory_bytes.device_profiler.empty())
+    name += "/profiler:" + e.result.metrics->peak_memory_bytes.device_profiler;
+  if (parts.machine) name += "/machine:" + e.machine + "/backend:" + c.backend;
+  if (parts.build) name += "/build:" + e.build;
   return name;
 }
 
@@ -79,16 +96,21 @@ std::string write_gbench_json(const ReportModel& model) {
     out += json::serialize(b);
   };
   // The work is in every name; the machine and backend only when the
-  // results hold more than one machine, build or backend.
+  // results hold more than one machine or backend, the build only when
+  // they hold more than one build (two builds on one machine: an A/B).
   std::set<std::string> machines;
-  for (const GroupView& g : model.groups) machines.insert(g.machine + g.build + g.backend);
-  const bool with_machine = machines.size() > 1;
+  std::set<std::string> builds;
+  for (const GroupView& g : model.groups) {
+    machines.insert(g.machine + " @ " + g.backend);
+    builds.insert(g.build);
+  }
+  const NameParts parts{machines.size() > 1, builds.size() > 1};
   int64_t family = 0;
   for (const GroupView& g : model.groups) {
     for (const ResultEntry* e : g.entries) {
       if (e->result.status != ResultStatus::kOk || !e->result.metrics) continue;
       const ResultMetrics& m = *e->result.metrics;
-      const std::string name = bench_name(*e, with_machine);
+      const std::string name = bench_name(*e, parts);
       const double samples =
           static_cast<double>(e->result.config.micro_batch_size) * e->result.config.microbatches;
       const std::vector<double>& steps = m.step_time_seconds.samples;

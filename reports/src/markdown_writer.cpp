@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ppb/pipeline/schedule.hpp"
+#include "ppb/profiling/check.hpp"
 #include "ppb/reports/fast_paths.hpp"
 #include "ppb/reports/format.hpp"
 #include "ppb/reports/report_model.hpp"
@@ -16,13 +17,22 @@ namespace ppb::reports {
 
 namespace {
 
+// Text from the results (names, errors, folders) in a table cell or a
+// line: one line (a newline is a space), its control bytes shown as the
+// terminal shows them (printable), and nothing Markdown would read as
+// syntax or a renderer as HTML: `|` does not split the row, a backslash
+// stays one, `<` starts no tag.
 std::string cell(const std::string& s) {
+  std::string line = s;
+  std::replace(line.begin(), line.end(), '\n', ' ');
   std::string out;
-  for (char c : s) {
+  for (char c : printable(line)) {
     if (c == '|') {
       out += "\\|";
-    } else if (c == '\n') {
-      out += ' ';
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '<') {
+      out += "\\<";  // CommonMark's escape: no tag starts here
     } else {
       out += c;
     }
@@ -34,7 +44,7 @@ std::string peak_text(const ResultEntry& e) {
   const auto v = metric_value(e, "peak_memory");
   if (!v) return "n/a";
   const std::string& profiler = e.result.metrics->peak_memory_bytes.device_profiler;
-  return format_bytes(*v) + (profiler.empty() ? "" : " (" + profiler + " attached)");
+  return format_bytes(*v) + (profiler.empty() ? "" : " (" + cell(profiler) + " attached)");
 }
 
 // metrics.device beside the host bubble, for the results that carry it.
@@ -265,7 +275,7 @@ std::string write_markdown(const ReportModel& model) {
      << " result(s)";
   if (!model.inputs.empty()) {
     md << " in";
-    for (const std::string& in : model.inputs) md << " `" << in << "`";
+    for (const std::string& in : model.inputs) md << " `" << printable(in) << "`";
   }
   md << ".\n\n";
   for (const GroupView& g : model.groups) {

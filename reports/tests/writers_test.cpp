@@ -9,6 +9,8 @@
 #include <boost/json.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -159,6 +161,51 @@ TEST(ReportGbench, GoogleBenchmarkJsonThatCompareReads) {
   EXPECT_EQ(median.at("name").as_string(),
             "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32_median");
   EXPECT_NEAR(median.at("items_per_second").to_number<double>(), 16 / 0.033, 1e-6);
+}
+
+// compare.py matches runs by name: two measurements never share one. The
+// same combinations over another transport, and from another build of the
+// same machine (an A/B of two builds), get names of their own.
+TEST(ReportGbench, NamesTellEveryMeasurementApart) {
+  namespace fs = std::filesystem;
+  const std::string dir = write_sweep(fresh_dir("gb_base"), two(1.0, 1.0));
+  const std::string ordered = fresh_dir("gb_ordered");
+  const std::string other_build = fresh_dir("gb_build");
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".json" || f.path().string().ends_with(".trace.json")) continue;
+    json::value doc = json::parse(read(f.path().string()));
+    if (!doc.is_object() || !doc.as_object().contains("environment")) continue;
+    doc.at("config").as_object()["transport"] = "mpi-ordered";
+    std::ofstream(ordered + "/" + f.path().filename().string()) << json::serialize(doc);
+    doc = json::parse(read(f.path().string()));
+    doc.at("environment").as_object()["git"] = "0123456789ab";
+    std::ofstream(other_build + "/" + f.path().filename().string()) << json::serialize(doc);
+  }
+  const auto medians = [](const std::vector<std::string>& inputs) {
+    ReportOptions o;
+    o.inputs = inputs;
+    o.gbench = fresh_dir("gb_out") + "/g.json";
+    std::ostringstream out;
+    EXPECT_EQ(run_report(o, out), 0) << out.str();
+    std::vector<std::string> names;
+    const json::value doc = json::parse(read(o.gbench));
+    for (const json::value& b : doc.at("benchmarks").as_array()) {
+      if (b.at("run_type").as_string() == "aggregate") names.emplace_back(b.at("name").as_string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> transports = medians({dir, ordered});
+  ASSERT_EQ(transports.size(), 4u);
+  EXPECT_EQ(std::adjacent_find(transports.begin(), transports.end()), transports.end());
+  EXPECT_NE(std::find(transports.begin(), transports.end(),
+                      "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32/"
+                      "transport:mpi-ordered_median"),
+            transports.end());
+  const std::vector<std::string> builds = medians({dir, other_build});
+  ASSERT_EQ(builds.size(), 4u);
+  EXPECT_EQ(std::adjacent_find(builds.begin(), builds.end()), builds.end());
+  for (const std::string& n : builds) EXPECT_NE(n.find("/build:"), std::string::npos) << n;
 }
 
 // -------------------------------------------------------------- html / md --
@@ -376,6 +423,43 @@ TEST(ReportFailures, ControlBytesInAResultLeaveJunitWellFormed) {
   // Read back from a file that holds them (as JSON's \u001b), they are
   // escaped on the way into XML; newlines stay.
   EXPECT_EQ(xml_escape("a\x1b[31m\x01\xff\nb<"), "a\\x1b[31m\\x01\\xff\nb&lt;");
+  // Valid UTF-8 that XML 1.0 forbids (U+FFFF, U+FFFE), a C1 control a
+  // terminal takes as CSI (U+009B) and a direction override (U+202E) are
+  // shown as their codes: the file parses, and reads as it is.
+  EXPECT_EQ(xml_escape("s\xef\xbf\xbf \xef\xbf\xbe \xc2\x9b"
+                       "31m \xe2\x80\xae!"),
+            "s\\uffff \\ufffe \\u009b31m \\u202e!");
+  EXPECT_EQ(xml_escape("caf\xc3\xa9 \xce\xbcs"), "caf\xc3\xa9 \xce\xbcs");  // text stays text
+}
+
+// Markdown: text from the results neither splits a table row nor starts a
+// tag; a backslash stays one.
+TEST(ReportMarkdown, ResultTextStaysInItsCell) {
+  std::vector<FixtureSpec> specs = two(1.0, 1.0);
+  const std::string dir = write_sweep(fresh_dir("md_cells"), specs);
+  namespace fs = std::filesystem;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".json") continue;
+    json::value doc = json::parse(read(f.path().string()));
+    if (!doc.is_object() || !doc.as_object().contains("metrics")) continue;
+    doc.at("metrics").as_object()["peak_memory_bytes"].as_object()["device_profiler"] =
+        "a|b <img src=x> c\\|d";
+    std::ofstream(f.path()) << json::serialize(doc);
+  }
+  const std::string md = write_markdown(model_of(dir));
+  const size_t head = md.find("\n| schedule | partition | P | M | status |");
+  ASSERT_NE(head, std::string::npos) << md;
+  const auto cells = [](const std::string& line) {
+    size_t n = 0;
+    for (size_t i = 0; i < line.size(); ++i) n += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+    return n;
+  };
+  const std::string header = md.substr(head + 1, md.find('\n', head + 1) - head - 1);
+  size_t at = md.find('\n', head + 1);  // the |---| line
+  at = md.find('\n', at + 1);           // the first row
+  const std::string row = md.substr(at + 1, md.find('\n', at + 1) - at - 1);
+  EXPECT_EQ(cells(row), cells(header)) << row;
+  EXPECT_NE(row.find("(a\\|b \\<img src=x> c\\\\\\|d attached)"), std::string::npos) << row;
 }
 
 // A claim whose checks all miss the same run says why once: on a sweep of

@@ -15,9 +15,12 @@
 namespace ppb {
 
 /// `text` as one line a terminal shows as it is: control bytes (NUL, ESC,
-/// a newline) and bytes that are not UTF-8 become \xNN, a byte-order mark
-/// \ufeff; a backslash stays one, so printable(printable(t)) ==
-/// printable(t). Example: printable("F\0\xff") == "F\\x00\\xff".
+/// a newline) and bytes that are not UTF-8 become \xNN; the C1 controls
+/// (U+0080..U+009F), a byte-order mark, the noncharacters U+FFFE and
+/// U+FFFF, the line and paragraph separators and the bidirectional
+/// overrides and isolates become \uXXXX (\ufeff, \u009b, \u202e); a
+/// backslash stays one, so printable(printable(t)) == printable(t).
+/// Example: printable("F\0\xff") == "F\\x00\\xff".
 std::string printable(std::string_view text);
 
 /// A number in a message as a person would write it (%g): "-1", "0.5",
