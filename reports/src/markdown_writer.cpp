@@ -295,12 +295,12 @@ std::string write_markdown(const ReportModel& model) {
     md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const ResultEntry* e : g.entries) {
       const ResultConfig& c = e->result.config;
+      const ScheduleInfo* info = find_schedule_info(c.schedule);
       md << "| " << cell(c.schedule) << (c.chunks > 1 ? " V=" + std::to_string(c.chunks) : "")
-         << (find_schedule_info(c.schedule) && find_schedule_info(c.schedule)->uses_inflight
-                 ? " N=" + std::to_string(c.inflight)
-                 : "")
-         << " | " << cell(c.partition) << " | " << stages_text(c) << " | " << c.microbatches
-         << " | ";
+         << (info && info->uses_inflight ? " N=" + std::to_string(c.inflight) : "")
+         << (info && info->uses_sync_warmup ? " K=" + std::to_string(c.sync_warmup) : "")
+         << (e->variant.empty() ? "" : " [" + cell(e->variant) + "]") << " | " << cell(c.partition)
+         << " | " << stages_text(c) << " | " << c.microbatches << " | ";
       if (e->result.status != ResultStatus::kOk || !e->result.metrics) {
         md << result_status_name(e->result.status) << " | " << cell(e->result.error)
            << " | | | | | |\n";

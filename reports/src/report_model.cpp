@@ -444,6 +444,44 @@ void showcase(GroupView& g) {
   }
 }
 
+// Two measurements of one combination in one group that differ only in
+// their setup (another transport, time scale, device profiler, guard or
+// GPU sharing) read alike by their labels; each gets what tells it apart,
+// in its label (JUnit's case name, every table) and in `variant` (the
+// tables whose columns spell out the combination). Labels that do not
+// collide stay as they are.
+void tell_apart(std::vector<ResultEntry>& entries) {
+  std::map<std::pair<std::string, std::string>, std::vector<ResultEntry*>> alike;
+  for (ResultEntry& e : entries) alike[{e.group, e.label}].push_back(&e);
+  const auto setup = [](const ResultEntry& e) {
+    const ResultConfig& c = e.result.config;
+    const std::string& profiler =
+        e.result.metrics ? e.result.metrics->peak_memory_bytes.device_profiler : std::string();
+    return std::vector<std::pair<std::string, std::string>>{
+        {"transport", c.transport},
+        {"time scale", format_trimmed(c.time_scale)},
+        {"profiler", profiler.empty() ? "none" : profiler},
+        {"guard", format_trimmed(c.memory_guard)},
+        {"ranks per GPU", std::to_string(e.result.environment.ranks_per_gpu)}};
+  };
+  for (auto& [key, same] : alike) {
+    if (same.size() < 2) continue;
+    const auto first = setup(*same.front());
+    for (size_t k = 0; k < first.size(); ++k) {
+      const bool differs = std::any_of(same.begin(), same.end(), [&](const ResultEntry* e) {
+        return setup(*e)[k].second != first[k].second;
+      });
+      if (!differs) continue;
+      for (ResultEntry* e : same) {
+        e->variant += (e->variant.empty() ? "" : ", ") + first[k].first + " " + setup(*e)[k].second;
+      }
+    }
+    for (ResultEntry* e : same) {
+      if (!e->variant.empty()) e->label += " [" + e->variant + "]";
+    }
+  }
+}
+
 }  // namespace
 
 ReportModel build_report_model(LoadedResults loaded, Reference reference,
@@ -458,6 +496,7 @@ ReportModel build_report_model(LoadedResults loaded, Reference reference,
   m.memory_budget = options.memory_budget;
   m.history = std::move(history);
   m.reruns = std::move(reruns);
+  tell_apart(m.loaded.results);
 
   std::map<std::string, size_t> index;
   for (const ResultEntry& e : m.loaded.results) {

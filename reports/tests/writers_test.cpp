@@ -202,6 +202,24 @@ TEST(ReportGbench, NamesTellEveryMeasurementApart) {
                       "pipebench/1f1b/balanced/P:4/M:8/model:gpt-tiny/mbs:2/dtype:fp32/"
                       "transport:mpi-ordered_median"),
             transports.end());
+  // JUnit's case names and the tables say what tells the two apart; in the
+  // common case, one measurement per combination, labels stay as they are.
+  ModelOptions mo;
+  mo.inputs = {dir, ordered};
+  const ReportModel both =
+      build_report_model(load_results(mo.inputs, false), builtin_reference(), std::nullopt, mo);
+  const std::string junit = write_junit(both);
+  for (const char* transport : {"mpi", "mpi-ordered"}) {
+    EXPECT_NE(junit.find("name=\"1f1b x balanced P=4 M=8 [transport " + std::string(transport) +
+                         "] [gpt-tiny, mbs 2, fp32]\""),
+              std::string::npos)
+        << junit;
+  }
+  const std::string md = write_markdown(both);
+  EXPECT_NE(md.find("\n| 1f1b [transport mpi-ordered] | balanced | 4 | 8 | ok |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(write_junit(model_of(dir)).find("[transport "), std::string::npos);
   const std::vector<std::string> builds = medians({dir, other_build});
   ASSERT_EQ(builds.size(), 4u);
   EXPECT_EQ(std::adjacent_find(builds.begin(), builds.end()), builds.end());

@@ -36,6 +36,10 @@ struct ResultEntry {
   std::string setup_key;  ///< config_key without the schedule's own fields (schedule, inflight,
                           ///< chunks, sync_warmup, memory_guard, batches) nor device_profiler
   std::string label;      ///< "1f1b x balanced P=4 M=8" (+ N, V, K, budget when set)
+  /// What tells it apart from another measurement of the same label in its
+  /// group, set by the report ("transport mpi-ordered"; "" when none
+  /// shares its label); the label then ends in " [<variant>]".
+  std::string variant;
 };
 
 /// A result file that could not be read, with its one-line reason.
